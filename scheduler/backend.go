@@ -1,0 +1,182 @@
+package scheduler
+
+import (
+	"context"
+	"math"
+	"time"
+)
+
+// Forever is the dedupe window of a backend that never forgets a claimed slot.
+const Forever time.Duration = math.MaxInt64
+
+// Backend is the store that decides, for every (job, slot), which instance runs it.
+//
+// The one rule that matters: for one job and one slot, Claim returns true for exactly
+// one instance, and it keeps returning true for that instance's token when the same
+// claim is repeated (network clients retry). Everything else is bookkeeping.
+//
+// Optional capabilities are separate interfaces found by type assertion
+// ([JobChecker], [ClaimRecorder], [LeaseBackend], [JobWindower]), so a backend written
+// today keeps compiling when new ones appear.
+type Backend interface {
+	// Name is shown to users, e.g. "memory" or "jetstream".
+	Name() string
+	// DedupeWindow is how long the backend remembers a claimed slot; Forever if it
+	// never forgets. A job whose jitter + max lateness is not below the window that
+	// applies to it is rejected at registration.
+	DedupeWindow() time.Duration
+	// Init connects and checks the store. Called by Start and before reads.
+	Init(ctx context.Context) error
+	// PrepareJob does one-time setup for a job (a stream, a bucket, a table).
+	PrepareJob(ctx context.Context, job JobLimits) error
+	// Claim reports whether this claim won the slot. It must return true for exactly
+	// one token per (job, slot), and true again when the winning token is repeated.
+	Claim(ctx context.Context, in ClaimInput) (bool, error)
+	// RecordManualRun records a run started by RunNow. There is no deduplication.
+	// It returns the slot the run is recorded under (normally in.Slot).
+	RecordManualRun(ctx context.Context, in ClaimInput) (time.Time, error)
+	// SaveResult stores how a run ended, keeping at most what keep allows.
+	SaveResult(ctx context.Context, job string, r StoredResult, keep Retention) error
+	// History returns the job's recent runs from all instances, newest first.
+	History(ctx context.Context, job string, limit int) ([]RunRecord, error)
+	// Close releases what the backend itself opened (never a connection it was given).
+	Close(ctx context.Context) error
+}
+
+// JobChecker is implemented by backends that can refuse a job they cannot run safely.
+// The error is returned from the registration call.
+type JobChecker interface {
+	CheckJob(job JobLimits) error
+}
+
+// JobWindower is implemented by backends whose dedupe window differs per job (for
+// example a per-job stream with its own duplicate window). The scheduler checks a
+// job's jitter + max lateness against WindowFor(job) instead of DedupeWindow().
+type JobWindower interface {
+	WindowFor(job JobLimits) time.Duration
+}
+
+// ClaimRecorder is implemented by backends whose Claim does not already leave a
+// history record. RecordClaim is called after a won claim (and after a won lease).
+type ClaimRecorder interface {
+	RecordClaim(ctx context.Context, in ClaimInput) error
+}
+
+// LeaseBackend is implemented by backends with leases. When present, the scheduler
+// claims through the RunStore and gains backups, overlap protection, catch-up and
+// hand-over.
+type LeaseBackend interface {
+	Runs() RunStore
+}
+
+// ClaimInput is what an instance sends when it claims a slot. It may gain fields;
+// a backend that ignores them keeps working.
+type ClaimInput struct {
+	Job string
+	// Slot is the scheduled time at millisecond precision: with Job, the run's identity.
+	Slot time.Time
+	// Token is random and unique to this attempt. It is also the run's fencing token.
+	Token    string
+	Instance string
+	// Attempt is 1 for a first claim, 2 and up for takeovers by backups.
+	Attempt int
+	Manual  bool
+	// At is when the instance sent the claim, by its own clock.
+	At          time.Time
+	HistorySize int
+	HistoryTTL  time.Duration
+}
+
+// Retention bounds a job's stored history.
+type Retention struct {
+	// Size is the number of results kept per job.
+	Size int
+	// TTL, when set, drops results older than this.
+	TTL time.Duration
+}
+
+// JobLimits describes a job to its backend: what PrepareJob sets up and what
+// CheckJob judges. It may gain fields.
+type JobLimits struct {
+	Job      string
+	Schedule string
+	// Interval is the fixed interval of an Every job; zero for cron jobs.
+	Interval time.Duration
+	Jitter   time.Duration
+	MaxLate  time.Duration
+	Timeout  time.Duration
+	Lease    time.Duration
+	Overlap  OverlapPolicy
+	CatchUp  CatchUpPolicy
+	// CatchUpWindow bounds how far back catch-up looks.
+	CatchUpWindow time.Duration
+	// DedupeWindow is the window the job asked for; zero means the backend's default.
+	DedupeWindow time.Duration
+	Retention    Retention
+}
+
+// Status says how a run ended, or that it is still running.
+type Status string
+
+// Run statuses.
+const (
+	StatusRunning   Status = "running"
+	StatusOK        Status = "ok"
+	StatusError     Status = "error"
+	StatusTimeout   Status = "timeout"
+	StatusCancelled Status = "cancelled"
+	// StatusSkipped is a slot not run because an earlier slot still held its lease.
+	StatusSkipped Status = "skipped"
+	// StatusLost is a run whose holder lost its lease before finishing.
+	StatusLost Status = "lost"
+	// StatusSuperseded is a result written by a stale holder after a backup took over.
+	StatusSuperseded Status = "superseded"
+	// StatusLate is a slot nobody started before its deadline.
+	StatusLate Status = "late"
+)
+
+// Finished reports whether s is a final status.
+func (s Status) Finished() bool { return s != StatusRunning && s != "" }
+
+// StoredResult is how one attempt at a run ended, as stored by SaveResult.
+type StoredResult struct {
+	Slot       time.Time
+	Token      string
+	Instance   string
+	Attempt    int
+	Manual     bool
+	Status     Status
+	StartedAt  time.Time
+	FinishedAt time.Time
+	Error      string
+	// Fence is the lease's fencing number when the run held a lease (0 otherwise).
+	Fence uint64
+}
+
+// ClaimRecord is a won claim as a backend stores it, the other half of a history
+// record.
+type ClaimRecord struct {
+	Slot     time.Time
+	Token    string
+	Instance string
+	Attempt  int
+	Manual   bool
+	At       time.Time
+}
+
+// RunRecord is one attempt at one run, as History returns it.
+type RunRecord struct {
+	Job        string
+	Slot       time.Time
+	Instance   string
+	Token      string
+	Attempt    int
+	Manual     bool
+	Status     Status
+	ClaimedAt  time.Time
+	StartedAt  time.Time
+	FinishedAt time.Time
+	Duration   time.Duration
+	Error      string
+	Fence      uint64
+}

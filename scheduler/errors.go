@@ -1,0 +1,26 @@
+package scheduler
+
+import "errors"
+
+// Errors returned by the scheduler and by backends. Match them with errors.Is; the
+// store's own error stays reachable through errors.As when a backend wraps it.
+var (
+	ErrInvalidJobName  = errors.New("scheduler: invalid job name")
+	ErrInvalidSchedule = errors.New("scheduler: invalid schedule")
+	ErrInvalidOption   = errors.New("scheduler: invalid option")
+	ErrInvalidConfig   = errors.New("scheduler: invalid config")
+	ErrNilHandler      = errors.New("scheduler: nil handler")
+	ErrJobExists       = errors.New("scheduler: job already registered")
+	ErrJobNotFound     = errors.New("scheduler: job not found")
+	ErrWindowTooShort  = errors.New("scheduler: dedupe window too short for the job")
+	ErrNotStarted      = errors.New("scheduler: not started")
+	ErrStarted         = errors.New("scheduler: already started")
+	ErrStopped         = errors.New("scheduler: stopped")
+	// ErrLeaseLost: the token no longer holds the run's lease (expired, taken over,
+	// released or finished).
+	ErrLeaseLost = errors.New("scheduler: lease lost")
+	// ErrStaleToken: a Finish from a token that no longer holds the run.
+	ErrStaleToken = errors.New("scheduler: stale token")
+	// ErrHandlerPanic wraps a panic recovered from a handler.
+	ErrHandlerPanic = errors.New("scheduler: handler panicked")
+)

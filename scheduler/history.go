@@ -1,0 +1,76 @@
+package scheduler
+
+import (
+	"cmp"
+	"slices"
+)
+
+// BuildHistory merges a job's claim records and stored results into run records,
+// newest first (by slot, then attempt), at most limit of them (all when limit <= 0).
+//
+// A claim and a result belong to the same attempt when their tokens match. A claim
+// with no result is reported as running; a result whose claim was not kept (or was
+// never recorded, like a skipped slot) is reported from the result alone. Backends
+// that build History with it get new record fields for free.
+func BuildHistory(job string, claims []ClaimRecord, results []StoredResult, limit int) []RunRecord {
+	byToken := make(map[string]int, len(claims))
+	out := make([]RunRecord, 0, len(claims)+len(results))
+	for _, c := range claims {
+		if _, ok := byToken[c.Token]; ok && c.Token != "" {
+			continue // the same claim stored twice (a retried write): keep the first
+		}
+		byToken[c.Token] = len(out)
+		out = append(out, RunRecord{
+			Job:       job,
+			Slot:      c.Slot,
+			Instance:  c.Instance,
+			Token:     c.Token,
+			Attempt:   max(c.Attempt, 1),
+			Manual:    c.Manual,
+			Status:    StatusRunning,
+			ClaimedAt: c.At,
+		})
+	}
+	for _, r := range results {
+		i, ok := byToken[r.Token]
+		if !ok || r.Token == "" {
+			i = len(out)
+			if r.Token != "" {
+				byToken[r.Token] = i
+			}
+			out = append(out, RunRecord{Job: job, Slot: r.Slot, Token: r.Token})
+		} else if out[i].Status.Finished() && !r.Status.Finished() {
+			continue // a final result already arrived; never step back to running
+		}
+		rec := &out[i]
+		if r.Instance != "" {
+			rec.Instance = r.Instance
+		}
+		if r.Attempt > 0 {
+			rec.Attempt = r.Attempt
+		}
+		rec.Attempt = max(rec.Attempt, 1)
+		rec.Manual = rec.Manual || r.Manual
+		rec.Status = r.Status
+		rec.StartedAt = r.StartedAt
+		rec.FinishedAt = r.FinishedAt
+		rec.Error = r.Error
+		rec.Fence = r.Fence
+		if !r.StartedAt.IsZero() && !r.FinishedAt.IsZero() {
+			rec.Duration = r.FinishedAt.Sub(r.StartedAt)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b RunRecord) int {
+		if c := b.Slot.Compare(a.Slot); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(b.Attempt, a.Attempt); c != 0 {
+			return c
+		}
+		return b.ClaimedAt.Compare(a.ClaimedAt)
+	})
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out
+}

@@ -1,0 +1,156 @@
+package scheduler
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// MemoryBackend keeps everything in process memory. It coordinates schedulers in the
+// same process only, which makes it the backend for unit tests and the simplest
+// reading of the contract. It never forgets a claim, so its window is Forever.
+type MemoryBackend struct {
+	clock Clock
+
+	mu      sync.Mutex
+	claims  map[memKey]memClaim
+	results map[string][]StoredResult
+	manual  map[string][]ClaimRecord
+
+	runsOnce sync.Once
+	runs     RunStore
+}
+
+type memKey struct {
+	job  string
+	slot int64 // unix ms
+}
+
+type memClaim struct {
+	ClaimRecord
+}
+
+// NewMemoryBackend returns an empty memory backend on the system clock.
+func NewMemoryBackend() *MemoryBackend { return NewMemoryBackendWithClock(SystemClock{}) }
+
+// NewMemoryBackendWithClock returns an empty memory backend whose leases are judged by
+// clock (the "store clock" of the lease rules).
+func NewMemoryBackendWithClock(clock Clock) *MemoryBackend {
+	b := &MemoryBackend{
+		clock:   clock,
+		claims:  make(map[memKey]memClaim),
+		results: make(map[string][]StoredResult),
+		manual:  make(map[string][]ClaimRecord),
+	}
+	return b
+}
+
+// Name returns "memory".
+func (*MemoryBackend) Name() string { return "memory" }
+
+// DedupeWindow returns Forever: claims are never forgotten.
+func (*MemoryBackend) DedupeWindow() time.Duration { return Forever }
+
+// Init does nothing.
+func (*MemoryBackend) Init(context.Context) error { return nil }
+
+// PrepareJob does nothing.
+func (*MemoryBackend) PrepareJob(context.Context, JobLimits) error { return nil }
+
+// Close does nothing.
+func (*MemoryBackend) Close(context.Context) error { return nil }
+
+// Claim is atomic under the backend's mutex: the first token for (job, slot) wins, and
+// the same token asking again is told it won.
+func (b *MemoryBackend) Claim(ctx context.Context, in ClaimInput) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	k := memKey{in.Job, in.Slot.UnixMilli()}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if existing, ok := b.claims[k]; ok {
+		return existing.Token == in.Token, nil
+	}
+	b.claims[k] = memClaim{claimRecordOf(in, b.clock.Now())}
+	return true, nil
+}
+
+// RecordClaim records a claim won through the lease store, as a history record.
+func (b *MemoryBackend) RecordClaim(ctx context.Context, in ClaimInput) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.manual[in.Job] = append(b.manual[in.Job], claimRecordOf(in, b.clock.Now()))
+	return nil
+}
+
+// RecordManualRun records a RunNow run; it is never de-duplicated.
+func (b *MemoryBackend) RecordManualRun(ctx context.Context, in ClaimInput) (time.Time, error) {
+	if err := ctx.Err(); err != nil {
+		return time.Time{}, err
+	}
+	in.Manual = true
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.manual[in.Job] = append(b.manual[in.Job], claimRecordOf(in, b.clock.Now()))
+	return in.Slot, nil
+}
+
+// SaveResult appends r and trims the job's results to keep.
+func (b *MemoryBackend) SaveResult(ctx context.Context, job string, r StoredResult, keep Retention) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	rs := append(b.results[job], r)
+	if keep.TTL > 0 {
+		cut := b.clock.Now().Add(-keep.TTL)
+		kept := rs[:0]
+		for _, x := range rs {
+			if !x.FinishedAt.Before(cut) {
+				kept = append(kept, x)
+			}
+		}
+		rs = kept
+	}
+	if keep.Size > 0 && len(rs) > keep.Size {
+		rs = append([]StoredResult(nil), rs[len(rs)-keep.Size:]...)
+	}
+	b.results[job] = rs
+	return nil
+}
+
+// History merges claims and results with BuildHistory.
+func (b *MemoryBackend) History(ctx context.Context, job string, limit int) ([]RunRecord, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	claims := append([]ClaimRecord(nil), b.manual[job]...)
+	for k, c := range b.claims {
+		if k.job == job {
+			claims = append(claims, c.ClaimRecord)
+		}
+	}
+	results := append([]StoredResult(nil), b.results[job]...)
+	b.mu.Unlock()
+	return BuildHistory(job, claims, results, limit), nil
+}
+
+func claimRecordOf(in ClaimInput, at time.Time) ClaimRecord {
+	if !in.At.IsZero() {
+		at = in.At
+	}
+	return ClaimRecord{
+		Slot:     in.Slot,
+		Token:    in.Token,
+		Instance: in.Instance,
+		Attempt:  max(in.Attempt, 1),
+		Manual:   in.Manual,
+		At:       at,
+	}
+}

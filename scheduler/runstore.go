@@ -1,0 +1,142 @@
+package scheduler
+
+import (
+	"context"
+	"time"
+)
+
+// RunStore keeps leases: time-limited rights to run one (job, slot), each held by one
+// token. Lease times are judged by the store's clock, never by comparing instance
+// clocks. Every change is atomic in the store (a compare-and-set, a transaction).
+type RunStore interface {
+	// Claim decides between won, running, done, overlap, late and none from the
+	// stored state of the run, and on won stores a live lease for in.Token.
+	Claim(ctx context.Context, in RunClaim) (ClaimResult, error)
+	// Heartbeat extends the lease only if in.Token still holds it. Otherwise it
+	// returns an error matching ErrLeaseLost.
+	Heartbeat(ctx context.Context, job string, slot time.Time, token string, lease time.Duration) error
+	// Finish marks the run finished with status, only with the token that holds it.
+	// A stale token gets an error matching ErrStaleToken and changes nothing.
+	Finish(ctx context.Context, job string, slot time.Time, token string, status Status) error
+	// Release ends token's live lease at once so a backup can take over without
+	// waiting for expiry. Releasing a lease that is no longer held is not an error.
+	Release(ctx context.Context, job string, slot time.Time, token string) error
+	// Active lists the job's unfinished runs and whether each lease is live.
+	Active(ctx context.Context, job string) ([]ActiveRun, error)
+}
+
+// LeaseWatcher is implemented by run stores that can tell a backup at once when a
+// run's lease ends (expired, released or finished). Without it the scheduler polls.
+type LeaseWatcher interface {
+	// WatchRun returns a channel that is closed when the stored state of (job, slot)
+	// may have changed so that a new Claim could give a different outcome. The
+	// watch ends when ctx is done.
+	WatchRun(ctx context.Context, job string, slot time.Time) (<-chan struct{}, error)
+}
+
+// RunClaim is what an instance sends to claim a lease. It may gain fields.
+type RunClaim struct {
+	Job      string
+	Slot     time.Time
+	Token    string
+	Instance string
+	// Lease is how long the lease lives without a heartbeat.
+	Lease time.Duration
+	// Deadline is the latest store time at which nobody having started the slot it
+	// may still be started (slot + max lateness, or the catch-up window).
+	Deadline time.Time
+	// Overlap says whether the slot may start while an earlier slot of the job
+	// still holds a live lease.
+	Overlap OverlapPolicy
+	// TakeoverOnly claims may take over an expired or released run but never create
+	// one: with nothing stored the outcome is none.
+	TakeoverOnly bool
+	// Keep is how long a finished run is remembered, so late instances see done.
+	Keep time.Duration
+}
+
+// ClaimOutcome is the answer of RunStore.Claim. An outcome the scheduler does not
+// know is treated like OutcomeDone.
+type ClaimOutcome string
+
+// Claim outcomes.
+const (
+	OutcomeWon     ClaimOutcome = "won"
+	OutcomeRunning ClaimOutcome = "running"
+	OutcomeDone    ClaimOutcome = "done"
+	OutcomeOverlap ClaimOutcome = "overlap"
+	OutcomeLate    ClaimOutcome = "late"
+	OutcomeNone    ClaimOutcome = "none"
+)
+
+// ClaimResult is the answer to a RunClaim.
+type ClaimResult struct {
+	Outcome ClaimOutcome
+	// Attempt is the attempt number the run now has (1 on a first win).
+	Attempt int
+	// Fence grows with every new holder of the run; with the token it is the fencing
+	// token a handler passes to systems it writes to.
+	Fence uint64
+	// Holder is the instance holding the lease (running) or the one that won.
+	Holder string
+	// Expires is when the current lease expires, by the store's clock.
+	Expires time.Time
+	// Previous is the instance whose lease was taken over, on a takeover.
+	Previous string
+}
+
+// ActiveRun is an unfinished run in a RunStore.
+type ActiveRun struct {
+	Slot     time.Time
+	Token    string
+	Instance string
+	Attempt  int
+	Fence    uint64
+	Expires  time.Time
+	Live     bool
+}
+
+// OverlapPolicy says whether a job's slots may run concurrently.
+type OverlapPolicy int
+
+const (
+	// OverlapAllow lets a slot start while an earlier slot still runs. The default.
+	OverlapAllow OverlapPolicy = iota
+	// OverlapSkip skips a slot while an earlier slot holds a live lease, and records
+	// the skipped slot.
+	OverlapSkip
+)
+
+func (p OverlapPolicy) String() string {
+	switch p {
+	case OverlapAllow:
+		return "allow"
+	case OverlapSkip:
+		return "skip"
+	}
+	return "unknown"
+}
+
+// CatchUpPolicy says which slots missed while no instance was up run at Start.
+type CatchUpPolicy int
+
+const (
+	// CatchUpNone runs no missed slot. The default.
+	CatchUpNone CatchUpPolicy = iota
+	// CatchUpLatest runs the most recent missed slot within the catch-up window.
+	CatchUpLatest
+	// CatchUpAll runs every missed slot within the catch-up window, oldest first.
+	CatchUpAll
+)
+
+func (p CatchUpPolicy) String() string {
+	switch p {
+	case CatchUpNone:
+		return "none"
+	case CatchUpLatest:
+		return "latest"
+	case CatchUpAll:
+		return "all"
+	}
+	return "unknown"
+}
