@@ -83,6 +83,11 @@ type ClaimResult struct {
 	Expires time.Time
 	// Previous is the instance whose lease was taken over, on a takeover.
 	Previous string
+	// PreviousToken is the token whose lease was taken over, on a takeover; the
+	// scheduler records that attempt as lost.
+	PreviousToken string
+	// PreviousAttempt is the attempt number that was taken over.
+	PreviousAttempt int
 }
 
 // ActiveRun is an unfinished run in a RunStore.

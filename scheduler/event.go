@@ -1,0 +1,57 @@
+package scheduler
+
+import "time"
+
+// EventKind names what happened.
+type EventKind string
+
+// Event kinds. The list may grow; a hook should ignore kinds it does not know.
+const (
+	// EventScheduled: the job's next slot is Event.Next.
+	EventScheduled EventKind = "scheduled"
+	// EventClaimed: this instance won the slot (Event.Outcome says how).
+	EventClaimed EventKind = "claimed"
+	// EventLost: another instance has the slot (running or done).
+	EventLost EventKind = "lost"
+	// EventLate: the slot's start deadline passed before this instance claimed it.
+	EventLate EventKind = "late"
+	// EventSkipped: an earlier slot still held its lease and the job forbids overlap.
+	EventSkipped EventKind = "skipped"
+	// EventStarted: the handler started; Event.Lag is start time − slot time.
+	EventStarted EventKind = "started"
+	// EventFinished: the handler returned; Event.Status and Event.Duration say how.
+	EventFinished EventKind = "finished"
+	// EventTakeover: this instance took over a run whose lease expired or was released.
+	EventTakeover EventKind = "takeover"
+	// EventStandby: this instance stands by as a backup for a running slot.
+	EventStandby EventKind = "standby"
+	// EventLeaseLost: the running handler lost its lease; its context is cancelled.
+	EventLeaseLost EventKind = "lease_lost"
+	// EventBackendError: a backend or run-store call failed; Event.Op names it.
+	EventBackendError EventKind = "backend_error"
+)
+
+// Event is what the scheduler reports to Config.OnEvent.
+type Event struct {
+	Kind     EventKind
+	Job      string
+	Slot     time.Time
+	Instance string
+	// At is when it happened, by the scheduler's clock.
+	At      time.Time
+	Token   string
+	Attempt int
+	Manual  bool
+	// Outcome is the claim outcome, for claimed, lost, late, skipped and standby.
+	Outcome ClaimOutcome
+	// Status and Duration are set on finished.
+	Status   Status
+	Duration time.Duration
+	// Lag is start time − slot time, on started.
+	Lag time.Duration
+	// Next is the next slot, on scheduled.
+	Next time.Time
+	// Op names the failed call on backend_error ("claim", "save_result", "heartbeat"…).
+	Op  string
+	Err error
+}

@@ -1,0 +1,165 @@
+package scheduler
+
+import (
+	"fmt"
+	"time"
+)
+
+// Job defaults. Each can be changed per job with an option.
+const (
+	// DefaultMaxLate is how late after its slot a job may still start, unless the job
+	// says otherwise. For an Every job with a shorter interval, the interval is used.
+	DefaultMaxLate = time.Minute
+	// DefaultLease is the lease of a job on a backend with leases. The winner
+	// heartbeats every lease/3; a backup takes over about one lease after the winner
+	// dies.
+	DefaultLease = 30 * time.Second
+	// MinLease is the shortest lease accepted (lease stores count expiry in seconds).
+	MinLease = time.Second
+	// DefaultHistorySize is how many results a backend keeps per job.
+	DefaultHistorySize = 100
+	// DefaultCatchUpWindow bounds catch-up when the job gives no window.
+	DefaultCatchUpWindow = time.Hour
+)
+
+// JobOption changes one job's settings at registration. An invalid value is an error
+// wrapping ErrInvalidOption, returned by Every or Cron.
+type JobOption func(*jobConfig) error
+
+type jobConfig struct {
+	jitter        time.Duration
+	maxLate       time.Duration
+	maxLateSet    bool
+	timeout       time.Duration
+	lease         time.Duration
+	overlap       OverlapPolicy
+	catchUp       CatchUpPolicy
+	catchUpWindow time.Duration
+	window        time.Duration
+	historySize   int
+	historyTTL    time.Duration
+	location      *time.Location
+}
+
+func optErr(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...)
+}
+
+// WithJitter delays each claim by a random duration in [0, d), spreading load. It must
+// be below the job's max lateness.
+func WithJitter(d time.Duration) JobOption {
+	return func(c *jobConfig) error {
+		if d < 0 {
+			return optErr("jitter %v is negative", d)
+		}
+		c.jitter = d
+		return nil
+	}
+}
+
+// WithMaxLate sets how late after its slot a run may still start. Past it the slot is
+// not claimed and counts as late. Defaults to DefaultMaxLate (or the interval of a
+// shorter Every job).
+func WithMaxLate(d time.Duration) JobOption {
+	return func(c *jobConfig) error {
+		if d <= 0 {
+			return optErr("max lateness %v must be positive", d)
+		}
+		c.maxLate, c.maxLateSet = d, true
+		return nil
+	}
+}
+
+// WithTimeout cancels the handler's context after d. Zero (the default) means no
+// timeout.
+func WithTimeout(d time.Duration) JobOption {
+	return func(c *jobConfig) error {
+		if d < 0 {
+			return optErr("timeout %v is negative", d)
+		}
+		c.timeout = d
+		return nil
+	}
+}
+
+// WithLease sets the lease of each run on a backend with leases. Defaults to
+// DefaultLease; at least MinLease.
+func WithLease(d time.Duration) JobOption {
+	return func(c *jobConfig) error {
+		if d < MinLease {
+			return optErr("lease %v is below the minimum %v", d, MinLease)
+		}
+		c.lease = d
+		return nil
+	}
+}
+
+// WithOverlap sets the overlap policy. OverlapSkip needs a backend with leases.
+// Defaults to OverlapAllow.
+func WithOverlap(p OverlapPolicy) JobOption {
+	return func(c *jobConfig) error {
+		if p != OverlapAllow && p != OverlapSkip {
+			return optErr("unknown overlap policy %d", int(p))
+		}
+		c.overlap = p
+		return nil
+	}
+}
+
+// WithCatchUp sets what runs at Start for slots missed while no instance was up:
+// CatchUpNone (the default), CatchUpLatest or CatchUpAll within window (zero window:
+// DefaultCatchUpWindow). Needs a backend with leases.
+func WithCatchUp(p CatchUpPolicy, window time.Duration) JobOption {
+	return func(c *jobConfig) error {
+		if p != CatchUpNone && p != CatchUpLatest && p != CatchUpAll {
+			return optErr("unknown catch-up policy %d", int(p))
+		}
+		if window < 0 {
+			return optErr("catch-up window %v is negative", window)
+		}
+		if window == 0 {
+			window = DefaultCatchUpWindow
+		}
+		c.catchUp, c.catchUpWindow = p, window
+		return nil
+	}
+}
+
+// WithDedupeWindow asks the backend for a dedupe window of d for this job, on
+// backends that have per-job windows. Zero means the backend's default.
+func WithDedupeWindow(d time.Duration) JobOption {
+	return func(c *jobConfig) error {
+		if d < 0 {
+			return optErr("dedupe window %v is negative", d)
+		}
+		c.window = d
+		return nil
+	}
+}
+
+// WithHistory sets how many results the backend keeps for the job (size > 0;
+// DefaultHistorySize by default) and, when ttl > 0, for how long.
+func WithHistory(size int, ttl time.Duration) JobOption {
+	return func(c *jobConfig) error {
+		if size <= 0 {
+			return optErr("history size %d must be positive", size)
+		}
+		if ttl < 0 {
+			return optErr("history TTL %v is negative", ttl)
+		}
+		c.historySize, c.historyTTL = size, ttl
+		return nil
+	}
+}
+
+// WithLocation sets the time zone a Cron expression is read in. Defaults to UTC. A
+// CRON_TZ= prefix in the expression wins.
+func WithLocation(loc *time.Location) JobOption {
+	return func(c *jobConfig) error {
+		if loc == nil {
+			return optErr("nil location")
+		}
+		c.location = loc
+		return nil
+	}
+}
