@@ -16,6 +16,9 @@ type MemoryBackend struct {
 	claims  map[memKey]memClaim
 	results map[string][]StoredResult
 	manual  map[string][]ClaimRecord
+	// floor is, per job, the oldest slot whose result is still kept: older claims
+	// are remembered for deduplication but no longer shown in history.
+	floor map[string]time.Time
 
 	runsOnce sync.Once
 	runs     RunStore
@@ -41,6 +44,7 @@ func NewMemoryBackendWithClock(clock Clock) *MemoryBackend {
 		claims:  make(map[memKey]memClaim),
 		results: make(map[string][]StoredResult),
 		manual:  make(map[string][]ClaimRecord),
+		floor:   make(map[string]time.Time),
 	}
 	return b
 }
@@ -117,10 +121,28 @@ func (b *MemoryBackend) SaveResult(ctx context.Context, job string, r StoredResu
 		}
 		rs = kept
 	}
+	trimmed := len(rs) < len(b.results[job])+1
 	if keep.Size > 0 && len(rs) > keep.Size {
 		rs = append([]StoredResult(nil), rs[len(rs)-keep.Size:]...)
+		trimmed = true
 	}
 	b.results[job] = rs
+	if trimmed && len(rs) > 0 {
+		oldest := rs[0].Slot
+		for _, x := range rs {
+			if x.Slot.Before(oldest) {
+				oldest = x.Slot
+			}
+		}
+		b.floor[job] = oldest
+		kept := b.manual[job][:0]
+		for _, c := range b.manual[job] {
+			if !c.Slot.Before(oldest) {
+				kept = append(kept, c)
+			}
+		}
+		b.manual[job] = kept
+	}
 	return nil
 }
 
@@ -131,8 +153,9 @@ func (b *MemoryBackend) History(ctx context.Context, job string, limit int) ([]R
 	}
 	b.mu.Lock()
 	claims := append([]ClaimRecord(nil), b.manual[job]...)
+	floor := b.floor[job]
 	for k, c := range b.claims {
-		if k.job == job {
+		if k.job == job && !c.Slot.Before(floor) {
 			claims = append(claims, c.ClaimRecord)
 		}
 	}

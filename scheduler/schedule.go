@@ -66,11 +66,13 @@ func (s IntervalSchedule) String() string { return "every " + s.Interval.String(
 // day matches if either does, as in Vixie cron and Kubernetes CronJob.
 //
 // Daylight saving time, in a zone that has it (parsing by
-// github.com/netresearch/go-cron, which follows ISC cron):
+// github.com/netresearch/go-cron; measured in TestCronDaylightSaving):
 //   - spring forward: a time inside the skipped hour (02:30 when clocks jump from 02:00
-//     to 03:00) fires once, at the first instant after the jump (03:00 local);
+//     to 03:00) fires once, shifted by the jump (03:30 local, the instant 02:30 would
+//     have been);
 //   - fall back: a time inside the repeated hour fires once, on its first occurrence
-//     (the earlier UTC instant), never twice.
+//     (the earlier UTC instant), never twice. go-cron alone fires it twice; Next skips
+//     the second occurrence.
 //
 // So every calendar day gives each listed time exactly one slot. Use UTC for jobs that
 // must keep exact spacing.
@@ -120,13 +122,35 @@ func ParseCron(expr string, loc *time.Location) (*CronSchedule, error) {
 	return cs, nil
 }
 
-// Next returns the first slot after t, truncated to the millisecond.
+// Next returns the first slot after t, truncated to the millisecond. A wall-clock time
+// that occurs twice (the hour repeated when clocks fall back) gives a slot only on its
+// first occurrence.
 func (s *CronSchedule) Next(t time.Time) time.Time {
-	n := s.sched.Next(t)
-	if n.IsZero() {
-		return n
+	for range 4 {
+		n := s.sched.Next(t)
+		if n.IsZero() {
+			return n
+		}
+		if !s.repeatedWallTime(n) {
+			return time.UnixMilli(n.UnixMilli()).UTC()
+		}
+		t = n
 	}
-	return time.UnixMilli(n.UnixMilli()).UTC()
+	return time.Time{}
+}
+
+// repeatedWallTime reports whether the wall-clock time of n in the schedule's zone
+// already happened a little earlier (a DST fall-back repeats an hour, or 30 minutes
+// in a few zones).
+func (s *CronSchedule) repeatedWallTime(n time.Time) bool {
+	local := n.In(s.loc)
+	for _, d := range []time.Duration{30 * time.Minute, time.Hour, 2 * time.Hour} {
+		p := n.Add(-d).In(s.loc)
+		if p.Hour() == local.Hour() && p.Minute() == local.Minute() && p.Second() == local.Second() && p.YearDay() == local.YearDay() {
+			return true
+		}
+	}
+	return false
 }
 
 // Location is the zone the expression is read in.
