@@ -94,6 +94,7 @@ func TestListenRandomPort(t *testing.T) {
 	assert.Equal(t, s.ClientURL(), nc.ConnectedUrl())
 	sub, err := nc.SubscribeSync("ping")
 	require.NoError(t, err)
+	require.NoError(t, nc.Flush(), "the server has the subscription")
 	// The in-process connection reaches the same server as the TCP one.
 	inproc := connect(t, s.Connect)
 	require.NoError(t, inproc.Publish("ping", []byte("pong")))
@@ -126,7 +127,9 @@ func TestShutdownRemovesTempStoreAndIsIdempotent(t *testing.T) {
 
 	assert.NoDirExists(t, dir)
 	assert.False(t, s.NATS().Running(), "server must be shut down")
-	assert.False(t, nc.IsConnected(), "clients are disconnected")
+	// The client notices the closed connection on its own read loop.
+	assert.Eventually(t, func() bool { return !nc.IsConnected() }, 5*time.Second, 10*time.Millisecond,
+		"clients are disconnected")
 }
 
 func TestExplicitStoreDirIsKeptAndReused(t *testing.T) {
@@ -339,11 +342,34 @@ func TestCluster(t *testing.T) {
 	_, err = js2.Publish(ctx, "events", []byte("after"))
 	require.NoError(t, err)
 
+	// A restart whose port was taken meanwhile fails with the bind error
+	// (nats-server would have exited the process) and can be retried.
+	follower := (leader + 1) % len(nodes)
+	require.NoError(t, c.StopNode(follower))
+	taken, err := net.Listen("tcp", hostPort(t, urls[follower]))
+	require.NoError(t, err)
+	err = c.RestartNode(ctx, follower)
+	assert.ErrorIs(t, err, ErrStartFailed)
+	assert.ErrorIs(t, err, syscall.EADDRINUSE)
+	assert.Nil(t, c.Nodes()[follower])
+	require.NoError(t, taken.Close())
+	require.NoError(t, c.RestartNode(ctx, follower))
+	assert.Equal(t, urls[follower], c.Nodes()[follower].ClientURL())
+
+	assert.Error(t, c.StopNode(len(nodes)), "index out of range")
 	c.Shutdown()
 	c.Shutdown()
+	assert.Error(t, c.RestartNode(ctx, 0), "no restart after Shutdown")
 	for _, n := range nodes {
 		assert.False(t, n.NATS().Running())
 	}
+}
+
+func hostPort(t *testing.T, rawURL string) string {
+	t.Helper()
+	u, err := url.Parse(rawURL)
+	require.NoError(t, err)
+	return u.Host
 }
 
 // localMsgs returns the message count of stream in the default account as
@@ -378,4 +404,3 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.b.String()
 }
-

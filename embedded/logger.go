@@ -59,18 +59,12 @@ func (l *natsLogger) Fatalf(format string, v ...any) {
 	msg := fmt.Sprintf(format, v...)
 	l.log.Error(msg, "fatal", true)
 
-	var cause error
+	err := &fatalError{msg: msg}
 	for _, a := range v {
 		if e, ok := a.(error); ok {
-			cause = e
+			err.cause = e
 			break
 		}
-	}
-	var err error
-	if cause != nil {
-		err = fmt.Errorf("%w: %s: %w", ErrStartFailed, msg, cause)
-	} else {
-		err = fmt.Errorf("%w: %s", ErrStartFailed, msg)
 	}
 
 	l.mu.Lock()
@@ -86,4 +80,21 @@ func (l *natsLogger) err() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.fatalErr
+}
+
+// fatalError is a nats-server fatal error. It matches ErrStartFailed and
+// the error nats-server passed to Fatalf, if any; its message is
+// nats-server's, which already includes that error's text.
+type fatalError struct {
+	msg   string
+	cause error
+}
+
+func (e *fatalError) Error() string { return ErrStartFailed.Error() + ": " + e.msg }
+
+func (e *fatalError) Unwrap() []error {
+	if e.cause == nil {
+		return []error{ErrStartFailed}
+	}
+	return []error{ErrStartFailed, e.cause}
 }

@@ -100,6 +100,9 @@ func start(ctx context.Context, opts Options, la *listenAddr, tune func(*server.
 	s.ns = ns
 	ns.SetLoggerV2(s.log, s.log.enabled(slog.LevelDebug), s.log.enabled(LevelTrace), false)
 
+	// Start returns once the listeners are up (the accept loops run in the
+	// server's own goroutines) or right after a fatal error, so this
+	// goroutine is short-lived; stop waits for it.
 	startDone := make(chan struct{})
 	go func() {
 		defer close(startDone)
@@ -123,6 +126,11 @@ func start(ctx context.Context, opts Options, la *listenAddr, tune func(*server.
 		}
 		return nil
 	}); err != nil {
+		stop()
+		return nil, err
+	}
+	if err := s.log.err(); err != nil {
+		// A fatal error that raced with a passing health check.
 		stop()
 		return nil, err
 	}
