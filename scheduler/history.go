@@ -39,8 +39,10 @@ func BuildHistory(job string, claims []ClaimRecord, results []StoredResult, limi
 				byToken[r.Token] = i
 			}
 			out = append(out, RunRecord{Job: job, Slot: r.Slot, Token: r.Token})
-		} else if out[i].Status.Finished() && !r.Status.Finished() {
-			continue // a final result already arrived; never step back to running
+		} else if out[i].Status.Finished() && (!r.Status.Finished() || r.Status == StatusLost) {
+			// A final result already arrived: never step back to running, and a
+			// backup's "lost" note never hides what the holder itself recorded.
+			continue
 		}
 		rec := &out[i]
 		if r.Instance != "" {

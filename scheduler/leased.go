@@ -84,7 +84,7 @@ func (s *Scheduler) runLeased(j *job, rc RunClaim, res ClaimResult) {
 		s.log.Info("took over a run", "job", j.name, "slot", rc.Slot, "attempt", in.Attempt, "previous", res.Previous)
 		s.emit(Event{Kind: EventTakeover, Job: j.name, Slot: rc.Slot, Token: rc.Token, Attempt: in.Attempt, Outcome: res.Outcome})
 		if res.PreviousToken != "" {
-			s.save(j, ClaimInput{Slot: rc.Slot, Token: res.PreviousToken, Attempt: res.PreviousAttempt},
+			s.save(j, ClaimInput{Slot: rc.Slot, Token: res.PreviousToken, Instance: res.Previous, Attempt: res.PreviousAttempt},
 				0, execResult{Status: StatusLost, FinishedAt: s.clock.Now(), Error: "lease expired or released before the run finished; taken over by " + s.instance})
 		}
 	}

@@ -128,8 +128,12 @@ func (s *Scheduler) settle(j *job, slot time.Time, l *lease, res execResult) exe
 }
 
 func (s *Scheduler) save(j *job, in ClaimInput, fence uint64, res execResult) {
+	instance := in.Instance
+	if instance == "" {
+		instance = s.instance
+	}
 	r := StoredResult{
-		Slot: in.Slot, Token: in.Token, Instance: s.instance, Attempt: max(in.Attempt, 1), Manual: in.Manual,
+		Slot: in.Slot, Token: in.Token, Instance: instance, Attempt: max(in.Attempt, 1), Manual: in.Manual,
 		Status: res.Status, StartedAt: res.StartedAt, FinishedAt: res.FinishedAt, Error: res.Error, Fence: fence,
 	}
 	ctx, cancel := s.callCtx(context.Background())

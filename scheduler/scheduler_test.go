@@ -124,7 +124,11 @@ func TestLateInstanceDoesNotClaim(t *testing.T) {
 		assert.Empty(t, log.snapshot(), "a late instance must not run anything")
 		hist, err := late.History(t.Context(), "job", 10)
 		require.NoError(t, err)
-		assert.Empty(t, hist, "a late instance must not claim")
+		require.Len(t, hist, 4, "slots 10, 20, 30, 40 are each recorded once as missed")
+		for _, r := range hist {
+			assert.Equal(t, scheduler.StatusLate, r.Status, "nobody started the slot: recorded late, not run")
+			assert.True(t, r.StartedAt.IsZero())
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		assert.GreaterOrEqual(t, kinds[scheduler.EventLate], 4, "each slot is reported late: %v", kinds)
