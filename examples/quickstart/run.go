@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/anarchon/anarchon/embedded"
+	"github.com/anarchon/anarchon/jetstream"
+	"github.com/anarchon/anarchon/scheduler"
+)
+
+const interval = time.Second
+
+// tally counts the runs of each slot, as the handlers report them.
+type tally struct {
+	mu   sync.Mutex
+	runs map[int64][]string
+	out  io.Writer
+}
+
+func (t *tally) handler(_ context.Context, r scheduler.Run) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.runs[r.Slot.UnixMilli()] = append(t.runs[r.Slot.UnixMilli()], r.Instance)
+	fmt.Fprintf(t.out, "slot %s ran on %s (attempt %d)\n", r.Slot.Format("15:04:05"), r.Instance, r.Attempt)
+	return nil
+}
+
+// summary counts the slots due in [from, to] and how they ran.
+func (t *tally) summary(from, to time.Time) (slots, runs, dups, missed int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	sched, _ := scheduler.NewIntervalSchedule(interval)
+	for s := sched.Next(from.Add(-time.Millisecond)); !s.After(to); s = sched.Next(s) {
+		slots++
+		n := len(t.runs[s.UnixMilli()])
+		runs += n
+		if n == 0 {
+			missed++
+		} else {
+			dups += n - 1
+		}
+	}
+	return
+}
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	cfg, err := parseFlags(args, out)
+	if err != nil {
+		return err
+	}
+	connect, cleanup, err := server(ctx, cfg, out)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+
+	stopMetrics, onEvent, err := serveMetrics(cfg.metricsAddr, out)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
+
+	t := &tally{runs: map[int64][]string{}, out: out}
+	var scheds []*scheduler.Scheduler
+	var conns []*nats.Conn
+	defer func() {
+		for _, nc := range conns {
+			nc.Close()
+		}
+	}()
+	for _, id := range []string{"instance-a", "instance-b", "instance-c"} {
+		nc, err := connect()
+		if err != nil {
+			return fmt.Errorf("connect %s: %w", id, err)
+		}
+		conns = append(conns, nc)
+		b, err := newBackend(ctx, nc)
+		if err != nil {
+			return fmt.Errorf("%s: %w", id, err)
+		}
+		s, err := scheduler.New(scheduler.Config{Backend: b, Instance: id, OnEvent: onEvent})
+		if err != nil {
+			return err
+		}
+		if err := s.Every(cfg.job, interval, t.handler, scheduler.WithJitter(200*time.Millisecond), scheduler.WithLease(2*time.Second)); err != nil {
+			return err
+		}
+		scheds = append(scheds, s)
+	}
+	start := time.Now()
+	for _, s := range scheds {
+		if err := s.Start(ctx); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(out, "quickstart: 3 instances share job %q every %v for %v\n", cfg.job, interval, cfg.duration)
+	select {
+	case <-ctx.Done():
+	case <-time.After(cfg.duration):
+	}
+	end := time.Now()
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	for _, s := range scheds {
+		if err := s.Stop(stopCtx); err != nil {
+			fmt.Fprintf(out, "stop %s: %v\n", s.Instance(), err)
+		}
+	}
+
+	hist, err := scheds[0].History(stopCtx, cfg.job, 10)
+	if err != nil {
+		return fmt.Errorf("read history: %w", err)
+	}
+	fmt.Fprintf(out, "history of %q, newest first, read back from the stream:\n", cfg.job)
+	for _, r := range hist {
+		fmt.Fprintf(out, "  %s  %-10s  %-10s  attempt %d  %v\n", r.Slot.Format("15:04:05.000"), r.Instance, r.Status, r.Attempt, r.Duration.Round(time.Microsecond))
+	}
+	// Slots due while all three ran: from the first one after start up to the last
+	// whose deadline (slot + max lateness) had passed before Stop.
+	slots, runs, dups, missed := t.summary(start.Add(time.Millisecond), end.Add(-interval))
+	fmt.Fprintf(out, "quickstart: %d slots, %d runs, %d duplicates, %d missed\n", slots, runs, dups, missed)
+	if slots == 0 {
+		return fmt.Errorf("no slot was due: run longer")
+	}
+	return nil
+}
+
+// server returns how to connect to the server the quickstart uses: an embedded one,
+// or the one at -url.
+func server(ctx context.Context, cfg config, out io.Writer) (func() (*nats.Conn, error), func(), error) {
+	if cfg.url != "" {
+		return func() (*nats.Conn, error) { return nats.Connect(cfg.url, nats.Name("anarchon-quickstart")) }, func() {}, nil
+	}
+	srv, err := embedded.Start(ctx, embedded.Options{StoreDir: cfg.store})
+	if err != nil {
+		return nil, nil, fmt.Errorf("start embedded server: %w", err)
+	}
+	fmt.Fprintf(out, "quickstart: embedded JetStream server, store %s\n", srv.StoreDir())
+	return func() (*nats.Conn, error) { return srv.Connect(nats.Name("anarchon-quickstart")) }, srv.Shutdown, nil
+}
+
+// newBackend is the JetStream backend every instance builds on its own connection.
+func newBackend(_ context.Context, nc *nats.Conn) (scheduler.Backend, error) {
+	js, err := natsjs.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	return jetstream.New(js)
+}
+
