@@ -50,7 +50,20 @@ func (t *tally) summary(from, to time.Time) (slots, runs, dups, missed int) {
 	return
 }
 
-func run(ctx context.Context, args []string, out io.Writer) error {
+// syncWriter lets handlers on many goroutines print to one writer.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.w.Write(p)
+}
+
+func run(ctx context.Context, args []string, w io.Writer) error {
+	out := &syncWriter{w: w}
 	cfg, err := parseFlags(args, out)
 	if err != nil {
 		return err
