@@ -1,0 +1,35 @@
+package connect_test
+
+import (
+	"context"
+	"log"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/anarchon/anarchon/connect"
+)
+
+// Connect through the context the operator made with `nats context add prod ...`:
+// servers, credentials, TLS and JetStream domain come from the context file.
+func ExampleContextJetStream() {
+	nc, js, err := connect.ContextJetStream("prod", nats.Name("billing"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer nc.Drain()
+
+	info, err := js.AccountInfo(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	log.Printf("%d streams in domain %q", info.Streams, info.Domain)
+}
+
+// An empty name uses the context selected with `nats context select`.
+func ExampleContext() {
+	nc, err := connect.Context("")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer nc.Close()
+}

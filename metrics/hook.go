@@ -1,0 +1,173 @@
+package metrics
+
+import (
+	"strconv"
+
+	"github.com/anarchon/anarchon/scheduler"
+)
+
+// OnEvent updates the collectors from one scheduler event. Put it in
+// scheduler.Config.OnEvent, alone or through Chain. It never blocks and ignores
+// event kinds it does not know. Calling it on a nil *Metrics does nothing.
+func (m *Metrics) OnEvent(e scheduler.Event) {
+	if m == nil || e.Job == "" {
+		return
+	}
+	m.initJob(e.Job)
+	job := e.Job
+	switch e.Kind {
+	case scheduler.EventScheduled:
+		if !e.Next.IsZero() {
+			m.nextSlot.WithLabelValues(job).Set(unixSeconds(e))
+		}
+	case scheduler.EventClaimed, scheduler.EventLost, scheduler.EventStandby:
+		m.claims.WithLabelValues(job, outcomeLabel(e)).Inc()
+	case scheduler.EventLate:
+		m.claims.WithLabelValues(job, outcomeLabel(e)).Inc()
+		m.lateSlots.WithLabelValues(job).Inc()
+	case scheduler.EventSkipped:
+		m.claims.WithLabelValues(job, outcomeLabel(e)).Inc()
+		m.skippedSlots.WithLabelValues(job).Inc()
+	case scheduler.EventStarted:
+		m.running.WithLabelValues(job).Inc()
+		if !e.Manual {
+			m.slotLag.WithLabelValues(job).Observe(e.Lag.Seconds())
+		}
+	case scheduler.EventFinished:
+		m.running.WithLabelValues(job).Dec()
+		status := statusLabel(e.Status)
+		m.runs.WithLabelValues(job, status, strconv.FormatBool(e.Manual)).Inc()
+		m.runDuration.WithLabelValues(job).Observe(e.Duration.Seconds())
+		if e.Status == scheduler.StatusOK && !e.At.IsZero() {
+			m.lastSuccess.WithLabelValues(job).Set(float64(e.At.UnixMilli()) / 1e3)
+		}
+	case scheduler.EventTakeover:
+		m.takeovers.WithLabelValues(job).Inc()
+	case scheduler.EventLeaseLost:
+		m.leaseLosses.WithLabelValues(job).Inc()
+	case scheduler.EventBackendError:
+		m.backendErrors.WithLabelValues(job, opLabel(e.Op)).Inc()
+	}
+}
+
+// initJob creates the job's most-queried series at zero the first time the job is
+// seen (its first event is "scheduled", at Start), so rate() and increase() see the
+// first increment and alerts do not depend on a series appearing.
+func (m *Metrics) initJob(job string) {
+	if _, seen := m.seen.Load(job); seen {
+		return
+	}
+	if _, seen := m.seen.LoadOrStore(job, struct{}{}); seen {
+		return
+	}
+	m.runs.WithLabelValues(job, string(scheduler.StatusOK), "false")
+	m.runs.WithLabelValues(job, string(scheduler.StatusError), "false")
+	m.lateSlots.WithLabelValues(job)
+	m.skippedSlots.WithLabelValues(job)
+	m.takeovers.WithLabelValues(job)
+	m.leaseLosses.WithLabelValues(job)
+	m.backendErrors.WithLabelValues(job, "claim")
+	m.backendErrors.WithLabelValues(job, "save_result")
+	m.running.WithLabelValues(job)
+}
+
+// unixSeconds is e.Next as Unix seconds, at the millisecond precision of slots.
+func unixSeconds(e scheduler.Event) float64 { return float64(e.Next.UnixMilli()) / 1e3 }
+
+// outcomeLabel bounds the outcome label: the claim outcomes this version knows,
+// the kind's own outcome when the event carries none, and "other" for the rest (a
+// run store newer than this package).
+func outcomeLabel(e scheduler.Event) string {
+	o := e.Outcome
+	if o == "" {
+		switch e.Kind {
+		case scheduler.EventClaimed:
+			o = scheduler.OutcomeWon
+		case scheduler.EventStandby:
+			o = scheduler.OutcomeRunning
+		case scheduler.EventLost:
+			o = scheduler.OutcomeDone
+		case scheduler.EventSkipped:
+			o = scheduler.OutcomeOverlap
+		case scheduler.EventLate:
+			o = scheduler.OutcomeLate
+		}
+	}
+	switch o {
+	case scheduler.OutcomeWon, scheduler.OutcomeRunning, scheduler.OutcomeDone,
+		scheduler.OutcomeOverlap, scheduler.OutcomeLate, scheduler.OutcomeNone:
+		return string(o)
+	}
+	return "other"
+}
+
+// statusLabel bounds the status label to the statuses this version knows.
+func statusLabel(s scheduler.Status) string {
+	switch s {
+	case scheduler.StatusOK, scheduler.StatusError, scheduler.StatusTimeout, scheduler.StatusCancelled,
+		scheduler.StatusLost, scheduler.StatusSuperseded, scheduler.StatusSkipped, scheduler.StatusLate,
+		scheduler.StatusRunning:
+		return string(s)
+	}
+	return "other"
+}
+
+// maxOpLen bounds the op label's length.
+const maxOpLen = 32
+
+// opLabel keeps the op label bounded. The scheduler names its calls with fixed
+// identifiers ("claim", "save_result", "heartbeat", ...), so they pass through, and
+// a future call shows up under its own name; anything that is not a short
+// lower-case identifier becomes "other".
+func opLabel(op string) string {
+	if op == "" || len(op) > maxOpLen {
+		return "other"
+	}
+	for i := 0; i < len(op); i++ {
+		c := op[i]
+		if (c < 'a' || c > 'z') && c != '_' && (i == 0 || c < '0' || c > '9') {
+			return "other"
+		}
+	}
+	return op
+}
+
+// Chain returns a hook that calls each non-nil hook in order, for example metrics
+// and logging on one scheduler:
+//
+//	OnEvent: metrics.Chain(m.OnEvent, logEvents)
+//
+// A hook that panics does not keep the later hooks from seeing the event: Chain
+// calls them all, then re-panics with the first panic so the scheduler logs it.
+// Chain never returns nil; with no non-nil hook it returns a hook that does nothing.
+func Chain(hooks ...func(scheduler.Event)) func(scheduler.Event) {
+	var hs []func(scheduler.Event)
+	for _, h := range hooks {
+		if h != nil {
+			hs = append(hs, h)
+		}
+	}
+	switch len(hs) {
+	case 0:
+		return func(scheduler.Event) {}
+	case 1:
+		return hs[0]
+	}
+	return func(e scheduler.Event) {
+		var first any
+		for _, h := range hs {
+			if p := callHook(h, e); p != nil && first == nil {
+				first = p
+			}
+		}
+		if first != nil {
+			panic(first)
+		}
+	}
+}
+
+func callHook(h func(scheduler.Event), e scheduler.Event) (p any) {
+	defer func() { p = recover() }()
+	h(e)
+	return nil
+}

@@ -1,0 +1,151 @@
+package metrics
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics holds the scheduler's Prometheus collectors. Feed it with OnEvent (set as
+// scheduler.Config.OnEvent, alone or through Chain) and expose it with Register.
+// It is safe for concurrent use, and is itself a prometheus.Collector. Create it
+// with New or Wire; the zero value is not usable.
+type Metrics struct {
+	claims        *prometheus.CounterVec   // job, outcome
+	runs          *prometheus.CounterVec   // job, status, manual
+	runDuration   *prometheus.HistogramVec // job
+	slotLag       *prometheus.HistogramVec // job
+	lateSlots     *prometheus.CounterVec   // job
+	skippedSlots  *prometheus.CounterVec   // job
+	takeovers     *prometheus.CounterVec   // job
+	leaseLosses   *prometheus.CounterVec   // job
+	backendErrors *prometheus.CounterVec   // job, op
+	lastSuccess   *prometheus.GaugeVec     // job
+	nextSlot      *prometheus.GaugeVec     // job
+	running       *prometheus.GaugeVec     // job
+
+	all []prometheus.Collector
+
+	seen sync.Map // job name → struct{}: the job's series are initialised
+}
+
+// Label names. Every label is bounded: job by the jobs the program registers, the
+// others by fixed sets of values (see the package documentation).
+const (
+	labelJob     = "job_name"
+	labelOutcome = "outcome"
+	labelStatus  = "status"
+	labelManual  = "manual"
+	labelOp      = "op"
+)
+
+// New returns the collectors, not yet registered anywhere. An invalid option is an
+// error wrapping ErrInvalidOption.
+func New(opts ...Option) (*Metrics, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	ns := cfg.namespace
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: name, Help: help}, labels)
+	}
+	gauge := func(name, help string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: name, Help: help}, []string{labelJob})
+	}
+	histogram := func(name, help string, buckets []float64) *prometheus.HistogramVec {
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: name, Help: help, Buckets: buckets}, []string{labelJob})
+	}
+	m := &Metrics{
+		claims: counter("claims_total",
+			"Slots this instance tried to claim, by claim outcome (won, running, done, overlap, late, none, other).",
+			labelJob, labelOutcome),
+		runs: counter("runs_total",
+			"Handler runs on this instance that ended, by status and by whether RunNow started them.",
+			labelJob, labelStatus, labelManual),
+		runDuration: histogram("run_duration_seconds",
+			"How long handlers ran on this instance, scheduled and manual runs.", cfg.durationBuckets),
+		slotLag: histogram("slot_lag_seconds",
+			"Start time minus slot time of scheduled runs on this instance (jitter included).", cfg.lagBuckets),
+		lateSlots: counter("late_slots_total",
+			"Slots this instance did not start because their start deadline (slot + max lateness) had passed.", labelJob),
+		skippedSlots: counter("skipped_slots_total",
+			"Slots skipped because an earlier slot still held its lease and the job forbids overlap.", labelJob),
+		takeovers: counter("takeovers_total",
+			"Runs this instance took over from a holder whose lease expired or was released.", labelJob),
+		leaseLosses: counter("lease_losses_total",
+			"Runs on this instance whose lease was lost while the handler ran (its context was cancelled).", labelJob),
+		backendErrors: counter("backend_errors_total",
+			"Failed backend and run-store calls, by operation.", labelJob, labelOp),
+		lastSuccess: gauge("last_success_timestamp_seconds",
+			"Unix time at which a run of the job last finished with status ok on this instance."),
+		nextSlot: gauge("next_slot_timestamp_seconds",
+			"Unix time of the job's next slot, as this instance's scheduler computed it."),
+		running: gauge("running_handlers",
+			"Handlers of the job running on this instance now."),
+	}
+	m.all = []prometheus.Collector{
+		m.claims, m.runs, m.runDuration, m.slotLag, m.lateSlots, m.skippedSlots,
+		m.takeovers, m.leaseLosses, m.backendErrors, m.lastSuccess, m.nextSlot, m.running,
+	}
+	return m, nil
+}
+
+// Wire is New followed by Register: one call gives the collectors to r.
+//
+//	m, err := metrics.Wire(prometheus.DefaultRegisterer)
+//	if err != nil { return err }
+//	s, err := scheduler.New(scheduler.Config{Backend: b, OnEvent: m.OnEvent})
+func Wire(r prometheus.Registerer, opts ...Option) (*Metrics, error) {
+	m, err := New(opts...)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.Register(r); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Register registers all the collectors on r as one collector: either all are
+// registered or none is. A nil r is an error wrapping ErrInvalidRegisterer;
+// collectors already registered on r (this Metrics, or another one with the same
+// namespace) are an error wrapping ErrAlreadyRegistered and the
+// prometheus.AlreadyRegisteredError.
+//
+// To tell apart two schedulers that share a registry, register each Metrics (with
+// the same namespace) on prometheus.WrapRegistererWith(prometheus.Labels{"scheduler":
+// "billing"}, r).
+func (m *Metrics) Register(r prometheus.Registerer) error {
+	if r == nil {
+		return fmt.Errorf("%w: Register needs a prometheus.Registerer, got nil (use prometheus.DefaultRegisterer or prometheus.NewRegistry())", ErrInvalidRegisterer)
+	}
+	if err := r.Register(m); err != nil {
+		if are, ok := errors.AsType[prometheus.AlreadyRegisteredError](err); ok {
+			return fmt.Errorf("%w: the anarchon collectors are already registered on this registerer: %w", ErrAlreadyRegistered, are)
+		}
+		return fmt.Errorf("metrics: register: %w", err)
+	}
+	return nil
+}
+
+// Describe implements prometheus.Collector.
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range m.all {
+		c.Describe(ch)
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range m.all {
+		c.Collect(ch)
+	}
+}
