@@ -2,10 +2,14 @@ package main
 
 import (
 	"bytes"
+	"io"
+	"net"
+	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -41,4 +45,28 @@ func TestQuickstartFlags(t *testing.T) {
 		var out bytes.Buffer
 		assert.Error(t, run(t.Context(), args, &out), "%v", args)
 	}
+}
+
+func TestQuickstartMetrics(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+
+	var out bytes.Buffer
+	done := make(chan error, 1)
+	go func() { done <- run(t.Context(), []string{"-duration", "4s", "-metrics-addr", addr}, &out) }()
+	var body string
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		body = string(b)
+		return regexp.MustCompile(`(?m)^anarchon_runs_total\{[^}]*status="ok"[^}]*\} [1-9]`).MatchString(body)
+	}, 4*time.Second, 100*time.Millisecond, "anarchon_runs_total is served with a non-zero count while it runs")
+	require.NoError(t, <-done)
+	assert.Contains(t, body, "anarchon_claims_total")
 }
