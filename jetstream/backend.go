@@ -1,0 +1,268 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/anarchon/anarchon/scheduler"
+)
+
+// Backend is a scheduler.Backend on NATS JetStream, named "jetstream". It also
+// implements scheduler.JobChecker and scheduler.JobWindower. It has no leases; see
+// NewLeased for a backend that adds a scheduler.RunStore.
+//
+// Its methods are safe for concurrent use.
+type Backend struct {
+	js  natsjs.JetStream
+	cfg config
+
+	closed  atomic.Bool
+	skipped atomic.Uint64
+
+	mu   sync.Mutex
+	jobs map[string]*jobStream
+}
+
+var (
+	_ scheduler.Backend     = (*Backend)(nil)
+	_ scheduler.JobChecker  = (*Backend)(nil)
+	_ scheduler.JobWindower = (*Backend)(nil)
+)
+
+// New returns a backend that keeps each job in its own stream on js. It neither
+// connects nor talks to the server: Init checks the server, PrepareJob creates the
+// streams. The backend never closes js or its connection.
+func New(js natsjs.JetStream, opts ...Option) (*Backend, error) {
+	if js == nil {
+		return nil, invalid("New: nil JetStream")
+	}
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o == nil {
+			return nil, invalid("New: nil Option")
+		}
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	return &Backend{js: js, cfg: cfg, jobs: make(map[string]*jobStream)}, nil
+}
+
+// Name returns "jetstream".
+func (*Backend) Name() string { return "jetstream" }
+
+// DedupeWindow returns the duplicate window of jobs that do not ask for their own
+// (WithDedupeWindow). WindowFor gives a job's own.
+func (b *Backend) DedupeWindow() time.Duration { return b.cfg.window }
+
+// WindowFor returns the duplicate window of job's stream: job.DedupeWindow when the
+// job sets one, else the backend's default.
+func (b *Backend) WindowFor(job scheduler.JobLimits) time.Duration {
+	if job.DedupeWindow > 0 {
+		return job.DedupeWindow
+	}
+	return b.cfg.window
+}
+
+// SkippedRecords returns how many messages History has skipped because they were not
+// readable anarchon records (each is also logged at warn level).
+func (b *Backend) SkippedRecords() uint64 { return b.skipped.Load() }
+
+// CheckJob rejects the jobs this backend cannot run: an empty or over-long
+// (MaxJobNameLen) name, a duplicate window below MinDedupeWindow, negative retention.
+// Any other name works: it is encoded into the stream name and subjects.
+func (b *Backend) CheckJob(job scheduler.JobLimits) error {
+	switch {
+	case job.Job == "":
+		return fmt.Errorf("%w: %w: empty job name", ErrUnsupportedJob, scheduler.ErrInvalidJobName)
+	case len(job.Job) > MaxJobNameLen:
+		return fmt.Errorf("%w: %w: job name is %d bytes, at most %d fit in the stream's metadata and records",
+			ErrUnsupportedJob, scheduler.ErrInvalidJobName, len(job.Job), MaxJobNameLen)
+	case job.DedupeWindow < 0 || job.DedupeWindow > 0 && job.DedupeWindow < MinDedupeWindow:
+		return fmt.Errorf("%w: dedupe window %v: nats-server needs at least %v", ErrUnsupportedJob, job.DedupeWindow, MinDedupeWindow)
+	case job.Retention.Size < 0:
+		return fmt.Errorf("%w: history size %d is negative", ErrUnsupportedJob, job.Retention.Size)
+	case job.Retention.TTL < 0:
+		return fmt.Errorf("%w: history TTL %v is negative", ErrUnsupportedJob, job.Retention.TTL)
+	}
+	return nil
+}
+
+// Init checks that JetStream answers on the connection and that the account's limits
+// allow the streams this backend creates. A ctx without a deadline gets the backend's
+// timeout (WithTimeout), so Init never hangs. A closed connection fails at once;
+// a server without JetStream fails on its first answer.
+func (b *Backend) Init(ctx context.Context) error {
+	if b.closed.Load() {
+		return ErrClosed
+	}
+	ctx, cancel := b.withTimeout(ctx)
+	defer cancel()
+	nc := b.js.Conn()
+	if nc == nil || nc.IsClosed() {
+		return fmt.Errorf("%w: the NATS connection is closed: %w", ErrUnavailable, nats.ErrConnectionClosed)
+	}
+	info, err := b.js.AccountInfo(ctx)
+	switch {
+	case err == nil:
+	case errors.Is(err, natsjs.ErrJetStreamNotEnabled), errors.Is(err, natsjs.ErrJetStreamNotEnabledForAccount):
+		return fmt.Errorf("%w: the server at %s has no JetStream for this account (run nats-server with -js, or enable JetStream for the account): %w",
+			ErrUnavailable, serverURL(nc), err)
+	case ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
+		return fmt.Errorf("%w: no answer from JetStream at %s (connection %s) before the deadline: server unreachable or overloaded: %w",
+			ErrUnavailable, serverURL(nc), nc.Status(), err)
+	default:
+		return fmt.Errorf("%w: account info from %s: %w", ErrUnavailable, serverURL(nc), err)
+	}
+	return b.checkLimits(info)
+}
+
+// checkLimits refuses account limits under which no job stream can be created.
+func (b *Backend) checkLimits(info *natsjs.AccountInfo) error {
+	lim := info.Limits
+	if len(info.Tiers) > 0 { // tiered limits: the top-level ones are empty
+		t, ok := info.Tiers[fmt.Sprintf("R%d", b.cfg.replicas)]
+		if !ok {
+			return nil // no limits for this replica count to judge; PrepareJob will tell
+		}
+		lim = t.Limits
+	}
+	kind, maxStorage, perStream := "file", lim.MaxStore, lim.StoreMaxStreamBytes
+	if b.cfg.storage == natsjs.MemoryStorage {
+		kind, maxStorage, perStream = "memory", lim.MaxMemory, lim.MemoryMaxStreamBytes
+	}
+	switch {
+	case maxStorage == 0:
+		return fmt.Errorf("%w: the account allows no JetStream %s storage (WithStorage chooses file or memory)", ErrUnavailable, kind)
+	case lim.MaxBytesRequired && b.cfg.maxBytes <= 0:
+		return fmt.Errorf("%w: the account requires every stream to set a size (max_bytes_required): use WithMaxBytes", ErrUnavailable)
+	case perStream > 0 && b.cfg.maxBytes > perStream:
+		return fmt.Errorf("%w: the account allows at most %d bytes per %s stream, WithMaxBytes asks for %d", ErrUnavailable, perStream, kind, b.cfg.maxBytes)
+	}
+	if lim.MaxStreams > 0 && info.Streams >= lim.MaxStreams {
+		b.cfg.log.Warn("jetstream: the account is at its stream limit; a job whose stream does not exist yet cannot be prepared",
+			"streams", info.Streams, "max_streams", lim.MaxStreams)
+	}
+	return nil
+}
+
+// Close forgets the streams the backend looked up. It closes nothing else: the
+// connection and the JetStream context belong to the caller. After Close, every
+// method returns ErrClosed.
+func (b *Backend) Close(context.Context) error {
+	b.closed.Store(true)
+	b.mu.Lock()
+	clear(b.jobs)
+	b.mu.Unlock()
+	return nil
+}
+
+// withTimeout gives ctx the backend's default timeout when it has no deadline.
+func (b *Backend) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, b.cfg.timeout)
+}
+
+func serverURL(nc *nats.Conn) string {
+	if u := nc.ConnectedUrlRedacted(); u != "" {
+		return u
+	}
+	if s := nc.Servers(); len(s) > 0 {
+		return s[0]
+	}
+	return "(no server)"
+}
+
+// jobStream is what the backend knows of one job's stream.
+type jobStream struct {
+	names
+	job      string
+	stream   natsjs.Stream
+	window   time.Duration // the stream's duplicate window
+	claimTTL time.Duration // how long claims are stored
+	ours     bool          // created by anarchon (metadata), so limits may be updated
+
+	mu   sync.Mutex
+	size int64 // the stream's MaxMsgsPerSubject (-1: none)
+}
+
+// cached returns the job's stream if this backend prepared or looked it up.
+func (b *Backend) cached(job string) *jobStream {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.jobs[job]
+}
+
+func (b *Backend) remember(st *jobStream) {
+	b.mu.Lock()
+	b.jobs[st.job] = st
+	b.mu.Unlock()
+}
+
+// errNoStream is returned by lookup when the job's stream does not exist.
+var errNoStream = errors.New("no stream")
+
+// lookup returns the job's stream, from the cache or from the server. A stream found
+// on the server is checked like PrepareJob checks it, but never changed.
+func (b *Backend) lookup(ctx context.Context, job string) (*jobStream, error) {
+	if b.closed.Load() {
+		return nil, ErrClosed
+	}
+	if st := b.cached(job); st != nil {
+		return st, nil
+	}
+	if job == "" {
+		return nil, fmt.Errorf("%w: empty job name", ErrInvalidClaim)
+	}
+	n := b.cfg.namesFor(job)
+	s, err := b.js.Stream(ctx, n.stream)
+	if errors.Is(err, natsjs.ErrStreamNotFound) {
+		return nil, errNoStream
+	}
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: stream %q of job %q: %w", n.stream, job, err)
+	}
+	info := s.CachedInfo()
+	ours, err := b.checkStream(job, n, &info.Config, info.Config.Duplicates)
+	if err != nil {
+		return nil, err
+	}
+	st := &jobStream{
+		names: n, job: job, stream: s, window: info.Config.Duplicates,
+		claimTTL: claimTTL(info.Config.Duplicates, 0), ours: ours, size: info.Config.MaxMsgsPerSubject,
+	}
+	b.remember(st)
+	return st, nil
+}
+
+// claimTTL is how long a claim is stored: at least the duplicate window (the server
+// rebuilds its duplicate table from stored messages after a restart, so a claim
+// evicted inside the window would be forgotten), and at least the job's timeout so a
+// running run stays visible in History. Message TTLs are whole seconds; one more
+// second covers the server's lazy expiry of duplicate-table entries.
+func claimTTL(window, timeout time.Duration) time.Duration {
+	d := max(window, min(timeout, 24*time.Hour))
+	return ceilSecond(d) + time.Second
+}
+
+// ceilSecond rounds d up to whole seconds, at least one (the server's minimum TTL).
+func ceilSecond(d time.Duration) time.Duration {
+	if d <= time.Second {
+		return time.Second
+	}
+	return (d + time.Second - 1).Truncate(time.Second)
+}
+
+// ttlHeader formats d for the Nats-TTL header.
+func ttlHeader(d time.Duration) string {
+	return fmt.Sprintf("%ds", int64(ceilSecond(d)/time.Second))
+}

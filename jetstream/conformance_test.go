@@ -1,0 +1,51 @@
+package jetstream
+
+import (
+	"testing"
+
+	"github.com/anarchon/anarchon/embedded"
+	"github.com/anarchon/anarchon/scheduler"
+	"github.com/anarchon/anarchon/scheduler/backendtest"
+)
+
+// TestConformance runs the claim conformance suite against one embedded server.
+func TestConformance(t *testing.T) {
+	s := startServer(t, embedded.Options{})
+	js := connect(t, s)
+	backendtest.Run(t, func(t *testing.T) scheduler.Backend {
+		b, err := New(js)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	})
+}
+
+// TestConformanceR3 runs the suite against R3 streams in a 3-node cluster (claims from
+// several connections at once are in TestClaimRaceAcrossNodes).
+func TestConformanceR3(t *testing.T) {
+	c := startCluster(t)
+	nc, err := c.Connect()
+	js := jsFor(t, nc, err)
+	backendtest.Run(t, func(t *testing.T) scheduler.Backend {
+		b, err := New(js, WithReplicas(3))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	})
+}
+
+// TestConformanceLeased runs the suite against a LeasedBackend: leases change how
+// the scheduler claims, not what the backend's own methods promise.
+func TestConformanceLeased(t *testing.T) {
+	s := startServer(t, embedded.Options{})
+	js := connect(t, s)
+	backendtest.Run(t, func(t *testing.T) scheduler.Backend {
+		b, err := NewLeased(js, scheduler.NewMemoryRunStore(scheduler.SystemClock{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	})
+}

@@ -1,0 +1,48 @@
+package jetstream
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors of the JetStream backend. Match them with errors.Is; the nats.go error
+// underneath stays reachable with errors.Is and errors.As.
+var (
+	// ErrUnavailable: JetStream cannot be used (connection closed, server not
+	// answering, JetStream not enabled, account limits that refuse the streams).
+	ErrUnavailable = errors.New("jetstream: JetStream unavailable")
+	// ErrIncompatibleStream: a stream with the job's name exists with settings the
+	// backend cannot use and will not change. The error is a *StreamConflictError.
+	ErrIncompatibleStream = errors.New("jetstream: incompatible stream")
+	// ErrUnsupportedJob: a job this backend cannot run (CheckJob and PrepareJob).
+	ErrUnsupportedJob = errors.New("jetstream: job not supported")
+	// ErrInvalidClaim: a claim without a token or a job.
+	ErrInvalidClaim = errors.New("jetstream: invalid claim")
+	// ErrUndecided: the server answered that a slot was claimed, but the winning
+	// claim is no longer stored, so whether it was this token cannot be told.
+	ErrUndecided = errors.New("jetstream: claim undecided")
+	// ErrClosed: the backend was closed.
+	ErrClosed = errors.New("jetstream: backend closed")
+)
+
+// StreamConflictError says which setting of an existing stream stops the backend from
+// using it. It matches ErrIncompatibleStream.
+type StreamConflictError struct {
+	Stream  string // the stream's name
+	Job     string // the job it would hold
+	Setting string // the conflicting setting, as nats-server names it in the config
+	Have    string // the stream's value
+	Want    string // what the backend needs
+	Hint    string // what to do about it
+}
+
+func (e *StreamConflictError) Error() string {
+	s := fmt.Sprintf("jetstream: stream %q for job %q: %s is %s, the backend needs %s", e.Stream, e.Job, e.Setting, e.Have, e.Want)
+	if e.Hint != "" {
+		s += " (" + e.Hint + ")"
+	}
+	return s
+}
+
+// Unwrap makes the error match ErrIncompatibleStream.
+func (e *StreamConflictError) Unwrap() error { return ErrIncompatibleStream }

@@ -1,0 +1,109 @@
+package jetstream
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/anarchon/anarchon/embedded"
+	"github.com/anarchon/anarchon/scheduler"
+)
+
+// startServer starts an embedded nats-server with JetStream for one test. The test
+// fails (never skips) when the server cannot start.
+func startServer(t testing.TB, opts embedded.Options) *embedded.Server {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := embedded.Start(ctx, opts)
+	require.NoError(t, err, "the embedded nats-server must start")
+	t.Cleanup(s.Shutdown)
+	return s
+}
+
+// startCluster starts a 3-node embedded cluster for one test.
+func startCluster(t testing.TB) *embedded.Cluster {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := embedded.StartCluster(ctx, embedded.ClusterOptions{Nodes: 3})
+	require.NoError(t, err, "the embedded 3-node cluster must start")
+	t.Cleanup(c.Shutdown)
+	return c
+}
+
+// jsFor returns a JetStream context on nc, closing nc when the test ends.
+func jsFor(t testing.TB, nc *nats.Conn, err error) natsjs.JetStream {
+	t.Helper()
+	require.NoError(t, err, "connect")
+	t.Cleanup(nc.Close)
+	js, err := natsjs.New(nc)
+	require.NoError(t, err)
+	return js
+}
+
+// connect opens an in-process connection to s.
+func connect(t testing.TB, s *embedded.Server) natsjs.JetStream {
+	t.Helper()
+	nc, err := s.Connect()
+	return jsFor(t, nc, err)
+}
+
+// newBackend returns an initialised backend on js.
+func newBackend(t testing.TB, js natsjs.JetStream, opts ...Option) *Backend {
+	t.Helper()
+	b, err := New(js, opts...)
+	require.NoError(t, err)
+	require.NoError(t, b.Init(ctxFor(t)))
+	t.Cleanup(func() { _ = b.Close(context.Background()) })
+	return b
+}
+
+// ctxFor returns a context that ends with the test or after 30s.
+func ctxFor(t testing.TB) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// limits returns the JobLimits of a test job.
+func limits(job string) scheduler.JobLimits {
+	return scheduler.JobLimits{
+		Job: job, Schedule: "every 1s", Interval: time.Second, MaxLate: time.Second,
+		Retention: scheduler.Retention{Size: 50},
+	}
+}
+
+func claimIn(job string, slot time.Time, token, instance string) scheduler.ClaimInput {
+	return scheduler.ClaimInput{Job: job, Slot: slot, Token: token, Instance: instance, Attempt: 1, At: time.Now(), HistorySize: 50}
+}
+
+// logBuffer is a slog handler target that tests can read.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+func (l *logBuffer) logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}

@@ -1,0 +1,161 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/anarchon/anarchon/scheduler"
+)
+
+// History returns the job's newest runs from all instances, newest first, at most
+// limit of them, merged with scheduler.BuildHistory. It never returns more runs than
+// the job's history size (the stream's per-subject limit), whatever limit says:
+// scheduled claims are stored for the duplicate window and may outlive the results
+// the history size keeps. A run whose history TTL has passed is not shown, even while
+// its claim is still stored for the window.
+//
+// It reads the stream backwards from its last message, in windows that double, each
+// read a leader read of the next stored message on the job's subjects (so expired and
+// evicted sequences cost nothing), and stops when it holds limit runs whose claims
+// it has seen, or after 4*limit+32 messages, or at the start of the stream. Runs are
+// found by arrival: a slot claimed much later than newer slots (catch-up) may be
+// missed when limit is small.
+//
+// A message on the job's subjects that is not an anarchon record (foreign, corrupt,
+// for another job) is skipped, logged at warn level and counted in SkippedRecords.
+func (b *Backend) History(ctx context.Context, job string, limit int) ([]scheduler.RunRecord, error) {
+	ctx, cancel := b.withTimeout(ctx)
+	defer cancel()
+	st, err := b.lookup(ctx, job)
+	if errors.Is(err, errNoStream) {
+		return []scheduler.RunRecord{}, nil // a job that never ran
+	}
+	if err != nil {
+		return nil, err
+	}
+	info, err := st.stream.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: history of job %q: stream %q: %w", job, st.names.stream, err)
+	}
+	first, last := info.State.FirstSeq, info.State.LastSeq
+	if info.State.Msgs == 0 || last == 0 {
+		return []scheduler.RunRecord{}, nil
+	}
+	first = max(first, 1)
+
+	// The history size caps what History shows: claims outlive their results when
+	// the duplicate window is longer than it takes to store size newer results.
+	if size := info.Config.MaxMsgsPerSubject; size > 0 && (limit <= 0 || int64(limit) > size) {
+		limit = int(size)
+	}
+	now := info.TimeStamp
+	if now.IsZero() {
+		now = time.Now()
+	}
+	h := &historyScan{job: job, now: now}
+	span := uint64(2*max(limit, 0) + 8)
+	hi := last
+	for {
+		lo := first
+		if limit > 0 && hi-first+1 > span {
+			lo = hi - span + 1
+		}
+		if err := b.scan(ctx, st, lo, hi, h); err != nil {
+			return nil, fmt.Errorf("jetstream: history of job %q: stream %q: %w", job, st.names.stream, err)
+		}
+		if lo <= first || h.enough(limit) {
+			break
+		}
+		hi, span = lo-1, span*2
+	}
+	return scheduler.BuildHistory(job, h.claims, h.results, limit), nil
+}
+
+// scan reads the job's messages with sequences in [lo, hi] into h.
+func (b *Backend) scan(ctx context.Context, st *jobStream, lo, hi uint64, h *historyScan) error {
+	for seq := lo; seq <= hi; {
+		m, err := st.stream.GetMsg(ctx, seq, natsjs.WithGetMsgSubject(st.all))
+		if errors.Is(err, natsjs.ErrMsgNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if m.Sequence > hi || m.Sequence < seq {
+			return nil
+		}
+		h.scanned++
+		if err := h.add(st, m); err != nil {
+			b.skipped.Add(1)
+			b.cfg.log.Warn("jetstream: skipping a message that is not an anarchon record",
+				"stream", st.names.stream, "job", st.job, "subject", m.Subject, "seq", m.Sequence, "error", err)
+		}
+		seq = m.Sequence + 1
+	}
+	return nil
+}
+
+// historyScan collects the records History has read.
+type historyScan struct {
+	job     string
+	now     time.Time // the server's clock when the scan started
+	claims  []scheduler.ClaimRecord
+	results []scheduler.StoredResult
+	claimed map[string]bool // tokens whose claim was read
+	scanned int
+}
+
+func (h *historyScan) add(st *jobStream, m *natsjs.RawStreamMsg) error {
+	if m.Header.Get(natsjs.MarkerReasonHeader) != "" {
+		return nil // a server delete marker (streams with subject delete markers)
+	}
+	switch kind := st.kindOf(m.Subject); kind {
+	case kindClaim, kindManual, kindLease:
+		c, ttl, err := decodeClaim(h.job, kind, m.Data)
+		if err != nil {
+			return err
+		}
+		if ttl > 0 && h.now.Sub(m.Time) > ttl {
+			return nil // still stored for the duplicate window, gone from history
+		}
+		h.claims = append(h.claims, c)
+		if h.claimed == nil {
+			h.claimed = make(map[string]bool)
+		}
+		h.claimed[c.Token] = true
+	case kindResult:
+		r, err := decodeResult(h.job, m.Data)
+		if err != nil {
+			return err
+		}
+		h.results = append(h.results, r)
+	default:
+		return errNotOurs
+	}
+	return nil
+}
+
+// enough reports whether the newest limit runs are known with their claims, or the
+// scan has read so much that older claims are not worth looking for.
+func (h *historyScan) enough(limit int) bool {
+	if limit <= 0 {
+		return false
+	}
+	recs := scheduler.BuildHistory(h.job, h.claims, h.results, limit)
+	if len(recs) < limit {
+		return false
+	}
+	if h.scanned >= 4*limit+32 {
+		return true
+	}
+	for _, r := range recs {
+		if r.Token != "" && !h.claimed[r.Token] {
+			return false
+		}
+	}
+	return true
+}

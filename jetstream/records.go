@@ -1,0 +1,144 @@
+package jetstream
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/anarchon/anarchon/scheduler"
+)
+
+// recordVersion is written in every record. Readers accept any version from 1 up and
+// read the fields they know, so a newer writer in a rolling deploy can add fields;
+// a record without a version is not ours.
+const recordVersion = 1
+
+// claimRecord is the body of a claim, a manual run or a lease-won claim.
+type claimRecord struct {
+	V        int       `json:"v"`
+	Job      string    `json:"job"`
+	Slot     *int64    `json:"slot_ms"`
+	Token    string    `json:"token"`
+	Instance string    `json:"instance,omitempty"`
+	Attempt  int       `json:"attempt,omitempty"`
+	Manual   bool      `json:"manual,omitempty"`
+	At       time.Time `json:"at,omitzero"`
+	// HistoryTTL is how long the record belongs in History. A scheduled claim is
+	// stored for the duplicate window, which may be longer; History hides it after
+	// this.
+	HistoryTTL int64 `json:"history_ttl_ms,omitempty"`
+}
+
+// resultRecord is the body of a stored result.
+type resultRecord struct {
+	V          int       `json:"v"`
+	Job        string    `json:"job"`
+	Slot       *int64    `json:"slot_ms"`
+	Token      string    `json:"token,omitempty"`
+	Instance   string    `json:"instance,omitempty"`
+	Attempt    int       `json:"attempt,omitempty"`
+	Manual     bool      `json:"manual,omitempty"`
+	Status     string    `json:"status"`
+	StartedAt  time.Time `json:"started_at,omitzero"`
+	FinishedAt time.Time `json:"finished_at,omitzero"`
+	Error      string    `json:"error,omitempty"`
+	Fence      uint64    `json:"fence,omitempty"`
+}
+
+func encodeClaim(in scheduler.ClaimInput, manual bool, now time.Time) []byte {
+	at := in.At
+	if at.IsZero() {
+		at = now
+	}
+	ms := in.Slot.UnixMilli()
+	data, _ := json.Marshal(claimRecord{
+		V: recordVersion, Job: in.Job, Slot: &ms, Token: in.Token, Instance: in.Instance,
+		Attempt: max(in.Attempt, 1), Manual: manual || in.Manual, At: at.UTC(),
+		HistoryTTL: in.HistoryTTL.Milliseconds(),
+	})
+	return data
+}
+
+func encodeResult(job string, r scheduler.StoredResult) []byte {
+	ms := r.Slot.UnixMilli()
+	data, _ := json.Marshal(resultRecord{
+		V: recordVersion, Job: job, Slot: &ms, Token: r.Token, Instance: r.Instance,
+		Attempt: r.Attempt, Manual: r.Manual, Status: string(r.Status),
+		StartedAt: utc(r.StartedAt), FinishedAt: utc(r.FinishedAt), Error: r.Error, Fence: r.Fence,
+	})
+	return data
+}
+
+var errNotOurs = errors.New("not an anarchon record")
+
+// decodeClaim reads a claim record of job. kind says which subject it came from. It
+// also returns how long the record belongs in History (0: as long as it is stored).
+func decodeClaim(job, kind string, data []byte) (scheduler.ClaimRecord, time.Duration, error) {
+	var c claimRecord
+	if err := json.Unmarshal(data, &c); err != nil {
+		return scheduler.ClaimRecord{}, 0, fmt.Errorf("%w: %w", errNotOurs, err)
+	}
+	switch {
+	case c.V < 1:
+		return scheduler.ClaimRecord{}, 0, fmt.Errorf("%w: no version", errNotOurs)
+	case c.Job != job:
+		return scheduler.ClaimRecord{}, 0, fmt.Errorf("%w: job %q, want %q", errNotOurs, c.Job, job)
+	case c.Slot == nil:
+		return scheduler.ClaimRecord{}, 0, fmt.Errorf("%w: no slot", errNotOurs)
+	case c.Token == "":
+		return scheduler.ClaimRecord{}, 0, fmt.Errorf("%w: no token", errNotOurs)
+	}
+	return scheduler.ClaimRecord{
+		Slot:     time.UnixMilli(*c.Slot),
+		Token:    c.Token,
+		Instance: c.Instance,
+		Attempt:  max(c.Attempt, 1),
+		Manual:   c.Manual || kind == kindManual,
+		At:       local(c.At),
+	}, time.Duration(max(c.HistoryTTL, 0)) * time.Millisecond, nil
+}
+
+// decodeResult reads a result record of job.
+func decodeResult(job string, data []byte) (scheduler.StoredResult, error) {
+	var r resultRecord
+	if err := json.Unmarshal(data, &r); err != nil {
+		return scheduler.StoredResult{}, fmt.Errorf("%w: %w", errNotOurs, err)
+	}
+	switch {
+	case r.V < 1:
+		return scheduler.StoredResult{}, fmt.Errorf("%w: no version", errNotOurs)
+	case r.Job != job:
+		return scheduler.StoredResult{}, fmt.Errorf("%w: job %q, want %q", errNotOurs, r.Job, job)
+	case r.Slot == nil:
+		return scheduler.StoredResult{}, fmt.Errorf("%w: no slot", errNotOurs)
+	case r.Status == "":
+		return scheduler.StoredResult{}, fmt.Errorf("%w: no status", errNotOurs)
+	}
+	return scheduler.StoredResult{
+		Slot:       time.UnixMilli(*r.Slot),
+		Token:      r.Token,
+		Instance:   r.Instance,
+		Attempt:    r.Attempt,
+		Manual:     r.Manual,
+		Status:     scheduler.Status(r.Status),
+		StartedAt:  local(r.StartedAt),
+		FinishedAt: local(r.FinishedAt),
+		Error:      r.Error,
+		Fence:      r.Fence,
+	}, nil
+}
+
+func utc(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.UTC()
+}
+
+func local(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return t.Local()
+}

@@ -1,0 +1,93 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/anarchon/anarchon/scheduler"
+)
+
+// RecordManualRun records a RunNow run on the job's manual subject, with no
+// de-duplication (each run has its own token), and returns in.Slot. The record
+// expires after in.HistoryTTL when set; the newest history-size records are kept.
+func (b *Backend) RecordManualRun(ctx context.Context, in scheduler.ClaimInput) (time.Time, error) {
+	if in.Token == "" {
+		return time.Time{}, fmt.Errorf("%w: job %q: empty token", ErrInvalidClaim, in.Job)
+	}
+	ctx, cancel := b.withTimeout(ctx)
+	defer cancel()
+	st, err := b.stream(ctx, in.Job, "record manual run")
+	if err != nil {
+		return time.Time{}, err
+	}
+	msg := &nats.Msg{Subject: st.manual, Header: nats.Header{}, Data: encodeClaim(in, true, time.Now())}
+	if in.HistoryTTL > 0 {
+		msg.Header.Set(natsjs.MsgTTLHeader, ttlHeader(in.HistoryTTL))
+	}
+	if _, err := b.js.PublishMsg(ctx, msg); err != nil {
+		return time.Time{}, fmt.Errorf("jetstream: record manual run of job %q on stream %q: %w", in.Job, st.names.stream, err)
+	}
+	return in.Slot, nil
+}
+
+// SaveResult stores r on the job's result subject. The stream keeps the newest
+// keep.Size results (its per-subject limit, set by PrepareJob and updated here when
+// keep.Size changes on a stream anarchon created); with keep.TTL each result also
+// expires after keep.TTL (a per-message TTL, in whole seconds, at least one).
+func (b *Backend) SaveResult(ctx context.Context, job string, r scheduler.StoredResult, keep scheduler.Retention) error {
+	if keep.Size < 0 || keep.TTL < 0 {
+		return fmt.Errorf("%w: job %q: negative retention %+v", ErrUnsupportedJob, job, keep)
+	}
+	ctx, cancel := b.withTimeout(ctx)
+	defer cancel()
+	st, err := b.stream(ctx, job, "save result")
+	if err != nil {
+		return err
+	}
+	msg := &nats.Msg{Subject: st.results, Header: nats.Header{}, Data: encodeResult(job, r)}
+	if keep.TTL > 0 {
+		msg.Header.Set(natsjs.MsgTTLHeader, ttlHeader(keep.TTL))
+	}
+	if _, err := b.js.PublishMsg(ctx, msg); err != nil {
+		return fmt.Errorf("jetstream: save result of job %q on stream %q: %w", job, st.names.stream, err)
+	}
+	b.resize(ctx, st, historySize(keep.Size))
+	return nil
+}
+
+// resize brings the stream's history size to size, when the stream is anarchon's.
+// The result is already stored, so a failure is logged, not returned.
+func (b *Backend) resize(ctx context.Context, st *jobStream, size int64) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if !st.ours || st.size == size {
+		return
+	}
+	info, err := st.stream.Info(ctx)
+	if err == nil && info.Config.MaxMsgsPerSubject != size {
+		cfg := info.Config
+		cfg.MaxMsgsPerSubject = size
+		_, err = b.js.UpdateStream(ctx, cfg)
+	}
+	if err != nil {
+		b.cfg.log.Warn("jetstream: could not change the history size of a job stream", "stream", st.names.stream, "job", st.job, "size", size, "error", err)
+		return
+	}
+	st.size = size
+}
+
+// stream returns the job's stream for a write, with an error that says what to do
+// when it does not exist.
+func (b *Backend) stream(ctx context.Context, job, op string) (*jobStream, error) {
+	st, err := b.lookup(ctx, job)
+	if errors.Is(err, errNoStream) {
+		return nil, fmt.Errorf("jetstream: %s of job %q: stream %q does not exist (PrepareJob creates it): %w",
+			op, job, b.cfg.namesFor(job).stream, natsjs.ErrStreamNotFound)
+	}
+	return st, err
+}

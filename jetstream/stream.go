@@ -1,0 +1,238 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/anarchon/anarchon/scheduler"
+)
+
+// Stream metadata that marks a stream as anarchon's: the job it holds and the layout
+// of its subjects and records.
+const (
+	metaJob    = "anarchon.job"
+	metaLayout = "anarchon.layout"
+	layout     = "1"
+)
+
+// PrepareJob creates the job's stream, or updates it when it exists: the stream is
+// one per job, named <stream prefix>_<encoded job>, listening on
+// <subject prefix>.<encoded job>.>. It is idempotent and safe to call from every
+// instance at once.
+//
+// A stream this backend created (its metadata names the job) has its duplicate
+// window, history size, replicas and limits brought to what job asks for. A stream
+// with the same name that anarchon did not create is used as it is when it can
+// work, and never changed; otherwise PrepareJob returns a *StreamConflictError naming
+// the setting. Settings that cannot change (storage, retention, a mirror, a seal)
+// give the same error for anarchon's own streams.
+func (b *Backend) PrepareJob(ctx context.Context, job scheduler.JobLimits) error {
+	if b.closed.Load() {
+		return ErrClosed
+	}
+	if err := b.CheckJob(job); err != nil {
+		return err
+	}
+	ctx, cancel := b.withTimeout(ctx)
+	defer cancel()
+
+	n := b.cfg.namesFor(job.Job)
+	window := b.WindowFor(job)
+	want := b.streamConfig(job.Job, n, window, historySize(job.Retention.Size))
+
+	s, err := b.js.Stream(ctx, n.stream)
+	created := false
+	if errors.Is(err, natsjs.ErrStreamNotFound) {
+		s, err = b.js.CreateStream(ctx, want)
+		created = err == nil
+		if errors.Is(err, natsjs.ErrStreamNameAlreadyInUse) {
+			// Another instance created it meanwhile, with other settings: adopt it
+			// like any existing stream.
+			s, err = b.js.Stream(ctx, n.stream)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("jetstream: prepare stream %q for job %q: %w", n.stream, job.Job, err)
+	}
+	info := s.CachedInfo()
+	if !created {
+		ours, err := b.checkStream(job.Job, n, &info.Config, window)
+		if err != nil {
+			return err
+		}
+		if ours {
+			if upd, changes := b.reconcile(info.Config, want); len(changes) > 0 {
+				s, err = b.js.UpdateStream(ctx, upd)
+				if err != nil {
+					return fmt.Errorf("jetstream: update stream %q for job %q (%s): %w", n.stream, job.Job, strings.Join(changes, ", "), err)
+				}
+				info = s.CachedInfo()
+				b.cfg.log.Info("jetstream: updated job stream", "stream", n.stream, "job", job.Job, "changes", changes)
+			}
+		} else {
+			b.cfg.log.Info("jetstream: using a stream anarchon did not create, unchanged", "stream", n.stream, "job", job.Job)
+		}
+	}
+	st := &jobStream{
+		names:    n,
+		job:      job.Job,
+		stream:   s,
+		window:   info.Config.Duplicates,
+		claimTTL: claimTTL(info.Config.Duplicates, job.Timeout),
+		ours:     info.Config.Metadata[metaJob] == job.Job,
+		size:     info.Config.MaxMsgsPerSubject,
+	}
+	b.remember(st)
+	return nil
+}
+
+// historySize is the stream's MaxMsgsPerSubject for a history size (0: unbounded).
+func historySize(size int) int64 {
+	if size <= 0 {
+		return -1
+	}
+	return int64(size)
+}
+
+// streamConfig is the configuration of a new job stream.
+//
+// All of the job's records share the stream; the per-subject limit bounds history:
+//   - <p>.<job>.claim.<slot ms>: the claims of one slot, de-duplicated by Nats-Msg-Id
+//     (one subject per slot, so the per-subject limit never evicts a claim; each
+//     claim expires by its own Nats-TTL, at least the duplicate window);
+//   - <p>.<job>.result: stored results, the newest MaxMsgsPerSubject kept, each
+//     with Nats-TTL = the history TTL when there is one;
+//   - <p>.<job>.manual and <p>.<job>.lease: manual runs and lease-won claims, bounded
+//     like results.
+//
+// No stream-wide MaxAge: it would expire claims and results alike. AllowDirect stays
+// off, so every read is answered by the stream leader: a direct get may be served
+// by a follower that has not applied the latest claim yet.
+func (b *Backend) streamConfig(job string, n names, window time.Duration, size int64) natsjs.StreamConfig {
+	return natsjs.StreamConfig{
+		Name:              n.stream,
+		Description:       "anarchon: claims, manual runs and results of job " + strconv.Quote(truncate(job, 200)),
+		Subjects:          []string{n.all},
+		Retention:         natsjs.LimitsPolicy,
+		Discard:           natsjs.DiscardOld,
+		MaxMsgs:           -1,
+		MaxBytes:          b.cfg.maxBytes,
+		MaxAge:            0,
+		MaxMsgsPerSubject: size,
+		Storage:           b.cfg.storage,
+		Replicas:          b.cfg.replicas,
+		Duplicates:        window,
+		AllowMsgTTL:       true,
+		AllowDirect:       false,
+		Metadata:          map[string]string{metaJob: job, metaLayout: layout},
+	}
+}
+
+// minMsgSize is the smallest MaxMsgSize a job's records fit in.
+func minMsgSize(job string) int32 { return int32(2*len(job) + 4096) }
+
+// checkStream decides whether an existing stream can hold job. It reports whether the
+// stream is anarchon's (so reconcile may change it); for a foreign stream every
+// setting must already work.
+func (b *Backend) checkStream(job string, n names, cfg *natsjs.StreamConfig, window time.Duration) (bool, error) {
+	conflict := func(setting, have, want, hint string) error {
+		return &StreamConflictError{Stream: n.stream, Job: job, Setting: setting, Have: have, Want: want, Hint: hint}
+	}
+	owner, ours := cfg.Metadata[metaJob]
+	if ours && owner != job {
+		return false, conflict("metadata "+metaJob, strconv.Quote(truncate(owner, 200)), strconv.Quote(truncate(job, 200)),
+			"two job names map to one stream name; rename one of the jobs or use another WithStreamPrefix")
+	}
+	const del = "delete the stream (its history goes with it) or use another WithStreamPrefix"
+	switch {
+	case cfg.Mirror != nil:
+		return ours, conflict("mirror", strconv.Quote(cfg.Mirror.Name), "no mirror", "a mirror takes no publishes; "+del)
+	case cfg.Sealed:
+		return ours, conflict("sealed", "true", "false", "a sealed stream takes no publishes; "+del)
+	case cfg.Retention != natsjs.LimitsPolicy:
+		return ours, conflict("retention", cfg.Retention.String(), "limits", "other policies delete claims early; "+del)
+	case cfg.NoAck:
+		return ours, conflict("no_ack", "true", "false", "claims are decided by the publish acknowledgement; "+del)
+	case cfg.AllowMsgCounter:
+		return ours, conflict("allow_msg_counter", "true", "false", del)
+	case cfg.SubjectTransform != nil:
+		return ours, conflict("subject_transform", cfg.SubjectTransform.Source+" -> "+cfg.SubjectTransform.Destination, "none", del)
+	case ours && cfg.Storage != b.cfg.storage:
+		return ours, conflict("storage", cfg.Storage.String(), b.cfg.storage.String(),
+			"storage cannot change; "+del+", or configure WithStorage("+cfg.Storage.String()+")")
+	}
+	if ours {
+		return true, nil // the rest, reconcile updates
+	}
+	hint := "the stream was not created by anarchon (no " + metaJob + " metadata), so it is not changed; fix it or " + del
+	switch {
+	case !slices.Contains(cfg.Subjects, n.all):
+		return false, conflict("subjects", fmt.Sprint(cfg.Subjects), "to include "+strconv.Quote(n.all), hint)
+	case cfg.Duplicates < window:
+		return false, conflict("duplicate_window", cfg.Duplicates.String(), "at least "+window.String(), hint)
+	case !cfg.AllowMsgTTL:
+		return false, conflict("allow_msg_ttl", "false", "true", hint)
+	case cfg.Discard != natsjs.DiscardOld:
+		return false, conflict("discard", cfg.Discard.String(), "old", hint)
+	case cfg.MaxAge > 0 && cfg.MaxAge < window:
+		return false, conflict("max_age", cfg.MaxAge.String(), "0 or at least "+window.String(), hint)
+	case cfg.AllowDirect || cfg.MirrorDirect:
+		return false, conflict("allow_direct", "true", "false", "direct gets may be answered by a lagging replica; "+hint)
+	case cfg.MaxMsgSize > 0 && cfg.MaxMsgSize < minMsgSize(job):
+		return false, conflict("max_msg_size", strconv.Itoa(int(cfg.MaxMsgSize)), "at least "+strconv.Itoa(int(minMsgSize(job))), hint)
+	}
+	return false, nil
+}
+
+// reconcile returns have with the settings this backend manages set as in want, and
+// the names of those that changed. Settings it does not manage (placement,
+// compression, a description, other metadata) are kept.
+func (b *Backend) reconcile(have, want natsjs.StreamConfig) (natsjs.StreamConfig, []string) {
+	upd := have
+	var changes []string
+	set := func(name string, differ bool, apply func()) {
+		if differ {
+			changes = append(changes, name)
+			apply()
+		}
+	}
+	set("subjects", !slices.Equal(have.Subjects, want.Subjects), func() { upd.Subjects = want.Subjects })
+	set("duplicate_window", have.Duplicates != want.Duplicates, func() { upd.Duplicates = want.Duplicates })
+	set("max_msgs_per_subject", have.MaxMsgsPerSubject != want.MaxMsgsPerSubject, func() { upd.MaxMsgsPerSubject = want.MaxMsgsPerSubject })
+	set("num_replicas", have.Replicas != want.Replicas, func() { upd.Replicas = want.Replicas })
+	set("max_bytes", have.MaxBytes != want.MaxBytes, func() { upd.MaxBytes = want.MaxBytes })
+	set("max_msgs", have.MaxMsgs != want.MaxMsgs, func() { upd.MaxMsgs = want.MaxMsgs })
+	set("max_age", have.MaxAge != 0 && have.MaxAge < want.Duplicates, func() { upd.MaxAge = 0 })
+	set("discard", have.Discard != natsjs.DiscardOld, func() { upd.Discard = natsjs.DiscardOld })
+	set("allow_msg_ttl", !have.AllowMsgTTL, func() { upd.AllowMsgTTL = true })
+	set("allow_direct", have.AllowDirect, func() { upd.AllowDirect = false })
+	set("max_msg_size", have.MaxMsgSize > 0 && have.MaxMsgSize < minMsgSize(want.Metadata[metaJob]), func() { upd.MaxMsgSize = -1 })
+	set("metadata", have.Metadata[metaLayout] != layout, func() {
+		upd.Metadata = maps.Clone(have.Metadata)
+		if upd.Metadata == nil {
+			upd.Metadata = map[string]string{}
+		}
+		maps.Copy(upd.Metadata, want.Metadata)
+	})
+	return upd, changes
+}
+
+// truncate cuts s to at most n bytes without splitting a UTF-8 sequence.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
