@@ -8,7 +8,8 @@ import (
 // Job defaults. Each can be changed per job with an option.
 const (
 	// DefaultMaxLate is how late after its slot a job may still start, unless the job
-	// says otherwise. For an Every job with a shorter interval, the interval is used.
+	// says otherwise. A job whose slots are closer together uses the gap between them
+	// (the interval of an Every job, the shortest gap of a cron job).
 	DefaultMaxLate = time.Minute
 	// DefaultLease is the lease of a job on a backend with leases. The winner
 	// heartbeats every lease/3; a backup takes over about one lease after the winner
@@ -58,8 +59,8 @@ func WithJitter(d time.Duration) JobOption {
 }
 
 // WithMaxLate sets how late after its slot a run may still start. Past it the slot is
-// not claimed and counts as late. Defaults to DefaultMaxLate (or the interval of a
-// shorter Every job).
+// not claimed and counts as late. Defaults to DefaultMaxLate, or the gap between slots
+// when that is shorter.
 func WithMaxLate(d time.Duration) JobOption {
 	return func(c *jobConfig) error {
 		if d <= 0 {

@@ -204,10 +204,7 @@ func (s *Scheduler) add(name string, sched Schedule, interval time.Duration, h H
 		}
 	}
 	if !cfg.maxLateSet {
-		cfg.maxLate = DefaultMaxLate
-		if interval > 0 && interval < cfg.maxLate {
-			cfg.maxLate = interval
-		}
+		cfg.maxLate = min(DefaultMaxLate, shortestGap(sched, interval))
 	}
 	if cfg.jitter > 0 && cfg.jitter >= cfg.maxLate {
 		return fmt.Errorf("job %q: %w: jitter %v must be below max lateness %v, or every slot could start late", name, ErrInvalidOption, cfg.jitter, cfg.maxLate)
@@ -444,6 +441,26 @@ func defaultInstance() string {
 		host = "instance"
 	}
 	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), newToken()[:6])
+}
+
+// shortestGap is the interval of an Every job, or the shortest gap between the next
+// few slots of a cron job: the default max lateness never spans two slots, so a
+// (re)started instance never claims a burst of past slots.
+func shortestGap(sched Schedule, interval time.Duration) time.Duration {
+	if interval > 0 {
+		return interval
+	}
+	gap := DefaultMaxLate
+	prev := sched.Next(time.Now())
+	for range 16 {
+		next := sched.Next(prev)
+		if next.IsZero() || prev.IsZero() {
+			break
+		}
+		gap = min(gap, next.Sub(prev))
+		prev = next
+	}
+	return gap
 }
 
 var errTimeout = errors.New("scheduler: handler timed out")

@@ -355,3 +355,19 @@ func TestInvalidInput(t *testing.T) {
 	assert.ErrorIs(t, err, scheduler.ErrInvalidConfig)
 	assert.Contains(t, fmt.Sprint(err), "Backend")
 }
+
+// A frequent cron job started mid-stream claims at most the slot just before Start,
+// never a burst of past slots.
+func TestFrequentCronDoesNotBurstAtStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := scheduler.NewMemoryBackend()
+		s := newScheduler(t, b, "A")
+		log := newRunLog()
+		time.Sleep(time.Hour + 500*time.Millisecond)
+		require.NoError(t, s.Cron("r", "*/2 * * * * *", log.handler))
+		require.NoError(t, s.Start(t.Context()))
+		time.Sleep(300 * time.Millisecond)
+		require.NoError(t, s.Stop(t.Context()))
+		assert.LessOrEqual(t, len(log.snapshot()), 1, "%v", log.snapshot())
+	})
+}

@@ -167,4 +167,3 @@ func newBackend(_ context.Context, nc *nats.Conn) (scheduler.Backend, error) {
 	}
 	return jetstream.New(js)
 }
-
