@@ -1,0 +1,145 @@
+// Command service is one replica of a service with scheduled jobs. Start it as many
+// times as you like, on one machine or many, against the same NATS server: every
+// slot of every job runs on exactly one replica, and a replica that shuts down hands
+// its running jobs over to the others at once.
+//
+// It connects to an existing NATS server with JetStream, by URL or through a NATS CLI
+// context, keeps history in per-job streams (package jetstream) and leases in a KV
+// bucket (package kvlease), serves Prometheus metrics, and logs with log/slog to
+// stderr. Its jobs show the scheduler's options:
+//
+//	tick     every -interval, with jitter and a timeout
+//	report   on the cron expression -cron (with seconds) in the zone -zone
+//	flaky    every -interval; fails on every third slot, to show errors in history and metrics
+//	compact  every -interval, runs for 2.5 intervals; overlap is forbidden, so the
+//	         slots that fall inside a run are skipped (and recorded as skipped)
+//
+// On SIGINT or SIGTERM it stops claiming, gives running jobs -stop-timeout to finish,
+// cancels the rest and releases their leases (another replica takes them over), prints
+// each job's recent history to stdout and exits 0. A second signal kills it at once.
+//
+// Usage:
+//
+//	go run ./examples/service [-url nats://127.0.0.1:4222 | -context NAME] [-instance NAME]
+//	    [-metrics-addr 127.0.0.1:9464] [-log-format text|json] [-log-level info]
+//	    [-interval 5s] [-cron '*/10 * * * * *'] [-zone Europe/Athens]
+//	    [-stop-timeout 10s] [-duration 0] [-replicas 1] [-history 5]
+//
+// To see it work, start a JetStream server (nats-server -js) and two replicas:
+//
+//	go run ./examples/service -instance a
+//	go run ./examples/service -instance b -metrics-addr 127.0.0.1:9465
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		// After the first signal, the default handling comes back: a second Ctrl-C
+		// ends a shutdown that takes too long.
+		<-ctx.Done()
+		stop()
+	}()
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return // -h: the usage is printed
+		}
+		fmt.Fprintln(os.Stderr, "service:", err)
+		os.Exit(1)
+	}
+}
+
+// config is what the flags say.
+type config struct {
+	url         string
+	natsContext string
+	instance    string
+	metricsAddr string
+	logFormat   string
+	logLevel    slog.Level
+	interval    time.Duration
+	cron        string
+	zone        *time.Location
+	stopTimeout time.Duration
+	duration    time.Duration
+	replicas    int
+	history     int
+}
+
+// DefaultMetricsAddr is where /metrics is served unless -metrics-addr says otherwise.
+const DefaultMetricsAddr = "127.0.0.1:9464"
+
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	c := config{logLevel: slog.LevelInfo}
+	var zone string
+	fs := flag.NewFlagSet("service", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.url, "url", "", "NATS server `URLs`, comma-separated (default "+nats.DefaultURL+" unless -context is given)")
+	fs.StringVar(&c.natsContext, "context", "", "connect through the NATS CLI context called `NAME` (see: nats context ls) instead of -url")
+	fs.StringVar(&c.instance, "instance", "", "this replica's name in claims, history and logs (default: host name, process ID and a random suffix)")
+	fs.StringVar(&c.metricsAddr, "metrics-addr", DefaultMetricsAddr, `serve Prometheus /metrics on this address ("" = off)`)
+	fs.StringVar(&c.logFormat, "log-format", "text", "log format on stderr: text or json")
+	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log `level`: debug, info, warn or error")
+	fs.DurationVar(&c.interval, "interval", 5*time.Second, "interval of the tick, flaky and compact jobs")
+	fs.StringVar(&c.cron, "cron", "*/10 * * * * *", "cron expression of the report job (5 fields, or 6 with seconds first)")
+	fs.StringVar(&zone, "zone", "Europe/Athens", "time zone the report job's cron expression is read in")
+	fs.DurationVar(&c.stopTimeout, "stop-timeout", 10*time.Second, "on shutdown, how long running jobs may finish before they are cancelled and handed over")
+	fs.DurationVar(&c.duration, "duration", 0, "stop after this long (0 = run until SIGINT or SIGTERM)")
+	fs.IntVar(&c.replicas, "replicas", 1, "replicas of the job streams and the lease bucket (3 on a cluster)")
+	fs.IntVar(&c.history, "history", 5, "on exit, print each job's last N runs (from all replicas) to stdout; 0 = none")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	if c.url != "" && c.natsContext != "" {
+		return c, errors.New("-url and -context: give one of them")
+	}
+	if c.url == "" && c.natsContext == "" {
+		c.url = nats.DefaultURL
+	}
+	if c.logFormat != "text" && c.logFormat != "json" {
+		return c, fmt.Errorf("-log-format %q: text or json", c.logFormat)
+	}
+	// Interval, cron expression and replicas are checked by the scheduler and the
+	// backends, which name what is wrong; these are the ones only this program uses.
+	if c.interval < 20*time.Millisecond {
+		return c, fmt.Errorf("-interval %v: at least 20ms (the jobs' jitter and timeout are fractions of it)", c.interval)
+	}
+	if c.stopTimeout < 0 || c.duration < 0 || c.history < 0 {
+		return c, errors.New("-stop-timeout, -duration and -history cannot be negative")
+	}
+	loc, err := time.LoadLocation(zone)
+	if err != nil {
+		return c, fmt.Errorf("-zone %q: %w", zone, err)
+	}
+	c.zone = loc
+	return c, nil
+}
+
+// newLogger logs to w in the format and at the level the flags ask for.
+func newLogger(c config, w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: c.logLevel}
+	if strings.EqualFold(c.logFormat, "json") {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/anarchon/anarchon/connect"
+	"github.com/anarchon/anarchon/jetstream"
+	"github.com/anarchon/anarchon/kvlease"
+	"github.com/anarchon/anarchon/metrics"
+	"github.com/anarchon/anarchon/scheduler"
+)
+
+// jobs is the order in which the exit report lists the jobs.
+var jobs = []string{"tick", "report", "flaky", "compact"}
+
+// run is the whole service: it returns when ctx ends (or after -duration) and the
+// shutdown is done. A graceful shutdown returns nil, even when running jobs had to
+// be cancelled and handed over.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	log := newLogger(c, stderr)
+
+	nc, js, err := dial(c, log)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+
+	// Leases live in a KV bucket; history in one stream per job. With leases, a slot
+	// whose replica dies is taken over by a backup, a job can forbid overlapping
+	// runs, and Stop hands running jobs over.
+	runs, err := kvlease.New(js, kvlease.WithReplicas(c.replicas))
+	if err != nil {
+		return err
+	}
+	defer runs.Close()
+	if err := runs.Init(ctx); err != nil {
+		return fmt.Errorf("lease bucket: %w", err)
+	}
+	backend, err := jetstream.NewLeased(js, runs, jetstream.WithReplicas(c.replicas), jetstream.WithLogger(log))
+	if err != nil {
+		return err
+	}
+	defer backend.Close(context.WithoutCancel(ctx))
+
+	onEvent := logEvents(log)
+	if c.metricsAddr != "" {
+		ms, err := serveMetrics(c.metricsAddr, log)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			ms.shutdown(sctx)
+		}()
+		onEvent = metrics.Chain(ms.m.OnEvent, onEvent)
+	}
+
+	s, err := scheduler.New(scheduler.Config{Backend: backend, Instance: c.instance, Logger: log, OnEvent: onEvent})
+	if err != nil {
+		return err
+	}
+	if err := register(s, c, log); err != nil {
+		return err
+	}
+	if err := s.Start(ctx); err != nil {
+		return err
+	}
+
+	var timeout <-chan time.Time
+	if c.duration > 0 {
+		t := time.NewTimer(c.duration)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down", "reason", context.Cause(ctx), "stop_timeout", c.stopTimeout)
+	case <-timeout:
+		log.Info("shutting down", "reason", "-duration elapsed", "stop_timeout", c.stopTimeout)
+	}
+
+	// Stop claims nothing more, gives running jobs until the deadline, then cancels
+	// them and releases their leases: a backup replica takes each over at once.
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.stopTimeout)
+	defer cancel()
+	if err := s.Stop(stopCtx); err != nil {
+		log.Warn("running jobs did not finish in time: cancelled, and their leases released for another replica", "err", err)
+	}
+
+	if c.history > 0 {
+		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if err := printHistory(hctx, stdout, s, c.history); err != nil {
+			log.Warn("could not read history", "err", err)
+		}
+	}
+	return nil
+}
+
+// dial connects through the NATS context when -context is given, or to -url.
+func dial(c config, log *slog.Logger) (*nats.Conn, natsjs.JetStream, error) {
+	name := "anarchon-service"
+	if c.instance != "" {
+		name += " " + c.instance
+	}
+	opts := []nats.Option{
+		nats.Name(name),
+		nats.MaxReconnects(-1), // a replica rides out server restarts
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("disconnected from NATS", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.Info("reconnected to NATS", "server", nc.ConnectedUrlRedacted())
+		}),
+	}
+	if c.natsContext != "" {
+		nc, js, err := connect.ContextJetStream(c.natsContext, opts...)
+		if err != nil {
+			return nil, nil, err
+		}
+		log.Info("connected to NATS", "context", c.natsContext, "server", nc.ConnectedUrlRedacted())
+		return nc, js, nil
+	}
+	nc, err := nats.Connect(c.url, opts...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to %s: %w", redactURLs(c.url), err)
+	}
+	js, err := natsjs.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	log.Info("connected to NATS", "server", nc.ConnectedUrlRedacted())
+	return nc, js, nil
+}
+
+// printHistory prints each job's last n runs, from every replica, as the backend
+// stores them.
+func printHistory(ctx context.Context, w io.Writer, s *scheduler.Scheduler, n int) error {
+	for _, job := range jobs {
+		recs, err := s.History(ctx, job, n)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "history of %q, newest first:\n", job)
+		for _, r := range recs {
+			fmt.Fprintf(w, "  %s  %-12s  attempt %d  %-9s  %8v", r.Slot.Format("15:04:05.000"), r.Instance, r.Attempt, r.Status, r.Duration.Round(time.Millisecond))
+			if r.Error != "" {
+				fmt.Fprintf(w, "  %s", r.Error)
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	return nil
+}
+
+// redactURLs hides passwords in a comma-separated list of server URLs.
+func redactURLs(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, p := range parts {
+		if u, err := url.Parse(strings.TrimSpace(p)); err == nil {
+			parts[i] = u.Redacted()
+		}
+	}
+	return strings.Join(parts, ",")
+}
