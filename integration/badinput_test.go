@@ -27,12 +27,14 @@ func TestOddJobNamesEndToEnd(t *testing.T) {
 	t.Cleanup(nc.Close)
 	s := newSched(t, plainBackend(t, nc), "odd", nil)
 	log := newLedger()
-	names := []string{"with.dots.in.it", "with spaces", "a/b\\c", "wild*card", "full>wild", "ünïcödé-ジョブ", "UPPER_lower-09", strings.Repeat("long", 64)}
+	names := []string{"with.dots.in.it", "with spaces", "a/b\\c", "wild*card", "full>wild", "ünïcödé-ジョブ", "UPPER_lower-09", strings.Repeat("kilo", 256)}
 	for _, n := range names {
 		require.NoError(t, s.Every(n, time.Second, log.handler), "%q", n)
 	}
-	err = s.Every(strings.Repeat("x", 1024), time.Second, log.handler)
-	assert.ErrorIs(t, err, scheduler.ErrInvalidJobName, "a 1 KB name is refused at registration")
+	err = s.Every(strings.Repeat("x", scheduler.MaxJobNameLen+1), time.Second, log.handler)
+	assert.ErrorIs(t, err, scheduler.ErrInvalidJobName, "a name over 1 KiB is refused at registration")
+	err = s.Every("tab\tname", time.Second, log.handler)
+	assert.ErrorIs(t, err, scheduler.ErrInvalidJobName, "control characters are refused at registration")
 	require.NoError(t, s.Start(ctxT(t, 20*time.Second)))
 	sleepCtx(t, 2500*time.Millisecond)
 	require.NoError(t, s.Stop(ctxT(t, 10*time.Second)))

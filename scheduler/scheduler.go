@@ -54,7 +54,7 @@ type Config struct {
 const DefaultCallTimeout = 10 * time.Second
 
 // MaxJobNameLen is the longest job name accepted, in bytes.
-const MaxJobNameLen = 256
+const MaxJobNameLen = 1024
 
 // Scheduler runs jobs so that each slot runs on exactly one of the instances sharing
 // a backend.

@@ -308,7 +308,7 @@ func TestInvalidInput(t *testing.T) {
 		{"empty name", func() error { return s.Every("", time.Second, noop) }, scheduler.ErrInvalidJobName, "empty"},
 		{"invalid utf8", func() error { return s.Every("bad\xff", time.Second, noop) }, scheduler.ErrInvalidJobName, "UTF-8"},
 		{"control char", func() error { return s.Every("a\nb", time.Second, noop) }, scheduler.ErrInvalidJobName, "control"},
-		{"too long", func() error { return s.Every(strings.Repeat("x", 1024), time.Second, noop) }, scheduler.ErrInvalidJobName, "1024 bytes"},
+		{"too long", func() error { return s.Every(strings.Repeat("x", 1025), time.Second, noop) }, scheduler.ErrInvalidJobName, "1025 bytes"},
 		{"zero interval", func() error { return s.Every("z", 0, noop) }, scheduler.ErrInvalidSchedule, "positive"},
 		{"negative interval", func() error { return s.Every("n", -time.Second, noop) }, scheduler.ErrInvalidSchedule, "positive"},
 		{"sub-ms interval", func() error { return s.Every("ns", time.Nanosecond, noop) }, scheduler.ErrInvalidSchedule, "milliseconds"},
