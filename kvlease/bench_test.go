@@ -1,0 +1,93 @@
+package kvlease_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/anarchon/anarchon/kvlease"
+	"github.com/anarchon/anarchon/scheduler"
+)
+
+// Latency of the lease operations on the embedded servers: a single server reached
+// in-process, and an R3 bucket in a 3-node cluster over loopback TCP.
+//
+//	go test -run '^$' -bench . -benchtime 300x ./kvlease
+
+func benchStores(b *testing.B) map[string]*kvlease.Store {
+	return map[string]*kvlease.Store{
+		"single": newStore(b, singleJS(b), kvlease.WithBucket("bench_r1")),
+		"R3":     newStore(b, clusterJS(b), kvlease.WithBucket("bench_r3"), kvlease.WithReplicas(3)),
+	}
+}
+
+// BenchmarkClaimWin: first claims of fresh slots (2 reads, 2 compare-and-set writes).
+func BenchmarkClaimWin(b *testing.B) {
+	for name, s := range benchStores(b) {
+		b.Run(name, func(b *testing.B) {
+			job := "bench " + token()
+			slot := time.UnixMilli(1_900_000_000_000)
+			for b.Loop() {
+				slot = slot.Add(time.Second)
+				res, err := s.Claim(b.Context(), claimOf(job, slot, token(), time.Minute))
+				if err != nil || res.Outcome != scheduler.OutcomeWon {
+					b.Fatalf("claim: %v %v", res.Outcome, err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkClaimRunning: a backup's claim of a held slot (2 reads).
+func BenchmarkClaimRunning(b *testing.B) {
+	for name, s := range benchStores(b) {
+		b.Run(name, func(b *testing.B) {
+			job, slot := "bench "+token(), time.UnixMilli(1_900_000_000_000)
+			if _, err := s.Claim(b.Context(), claimOf(job, slot, token(), time.Minute)); err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				res, err := s.Claim(b.Context(), claimOf(job, slot, token(), time.Minute))
+				if err != nil || res.Outcome != scheduler.OutcomeRunning {
+					b.Fatalf("claim: %v %v", res.Outcome, err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkHeartbeat: the holder's heartbeat (1 compare-and-set write).
+func BenchmarkHeartbeat(b *testing.B) {
+	for name, s := range benchStores(b) {
+		b.Run(name, func(b *testing.B) {
+			job, slot, tok := "bench "+token(), time.UnixMilli(1_900_000_000_000), token()
+			if _, err := s.Claim(b.Context(), claimOf(job, slot, tok, time.Minute)); err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if err := s.Heartbeat(b.Context(), job, slot, tok, time.Minute); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkClaimFinish: a whole run's store traffic: claim, finish.
+func BenchmarkClaimFinish(b *testing.B) {
+	for name, s := range benchStores(b) {
+		b.Run(name, func(b *testing.B) {
+			job := "bench " + token()
+			slot := time.UnixMilli(1_900_000_000_000)
+			for b.Loop() {
+				slot = slot.Add(time.Second)
+				tok := token()
+				if _, err := s.Claim(b.Context(), claimOf(job, slot, tok, time.Minute)); err != nil {
+					b.Fatal(err)
+				}
+				if err := s.Finish(b.Context(), job, slot, tok, scheduler.StatusOK); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

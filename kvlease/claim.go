@@ -1,0 +1,237 @@
+package kvlease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/anarchon/anarchon/scheduler"
+)
+
+// Claim decides the claim from the run's two keys and, on won, makes in.Token the
+// holder: first the lease key (created by compare-and-set from a revision that was not
+// a live lease), then the run record (compare-and-set from the revision read). Every
+// lost race reads both keys again and decides again. See the package documentation.
+//
+// The lease is in.Lease rounded up to whole seconds; it must be at least
+// scheduler.MinLease. Expires of a fresh win is estimated from the server's clock;
+// later answers read it from the stored lease.
+func (s *Store) Claim(ctx context.Context, in scheduler.RunClaim) (scheduler.ClaimResult, error) {
+	if err := checkClaim(in); err != nil {
+		return scheduler.ClaimResult{}, err
+	}
+	ctx, cancel := s.callContext(ctx)
+	defer cancel()
+	b, err := s.bucketFor(ctx)
+	if err != nil {
+		return scheduler.ClaimResult{}, err
+	}
+	res, err := s.claim(ctx, b, in)
+	if err != nil {
+		return scheduler.ClaimResult{}, fmt.Errorf("kvlease: claim %s: %w", describeRun(in.Job, in.Slot), err)
+	}
+	return res, nil
+}
+
+func checkClaim(in scheduler.RunClaim) error {
+	if err := scheduler.ValidateJobName(in.Job); err != nil {
+		return err
+	}
+	switch {
+	case in.Token == "":
+		return fmt.Errorf("%w: kvlease: claim for job %q has no token", scheduler.ErrInvalidConfig, in.Job)
+	case in.Lease < scheduler.MinLease:
+		return fmt.Errorf("%w: kvlease: claim for job %q: lease %v is below %v (the server counts TTLs in whole seconds)",
+			scheduler.ErrInvalidConfig, in.Job, in.Lease, scheduler.MinLease)
+	case in.Keep < 0:
+		return fmt.Errorf("%w: kvlease: claim for job %q: negative keep %v", scheduler.ErrInvalidConfig, in.Job, in.Keep)
+	}
+	return nil
+}
+
+func (s *Store) claim(ctx context.Context, b *bucket, in scheduler.RunClaim) (scheduler.ClaimResult, error) {
+	k := keysFor(in.Job, in.Slot)
+	lease := wholeSeconds(in.Lease)
+	checked := false // deadline and overlap checked (once per call)
+	var mine uint64  // revision of a lease key this call created
+
+	for try := 0; try < maxTries; try++ {
+		if err := backoff(ctx, try); err != nil {
+			return scheduler.ClaimResult{}, err
+		}
+		run, err := s.readRun(ctx, b, k)
+		if err != nil {
+			return scheduler.ClaimResult{}, err
+		}
+		if run.rec != nil && run.rec.finished() {
+			if mine != 0 { // a lease key we wrote for a run that finished meanwhile
+				_ = s.purge(ctx, b, k.lease, mine)
+			}
+			r := run.rec
+			return scheduler.ClaimResult{Outcome: scheduler.OutcomeDone, Attempt: r.Attempt, Fence: r.Fence, Holder: r.Instance}, nil
+		}
+		ls, err := s.readLease(ctx, b, k)
+		if err != nil {
+			return scheduler.ClaimResult{}, err
+		}
+
+		var fence uint64
+		var expires time.Time
+		switch {
+		case ls.rec != nil && ls.rec.Token != in.Token:
+			res := scheduler.ClaimResult{Outcome: scheduler.OutcomeRunning, Holder: ls.rec.Instance, Expires: ls.expires()}
+			if run.rec != nil && run.rec.Token == ls.rec.Token {
+				res.Attempt, res.Fence = run.rec.Attempt, run.rec.Fence
+			}
+			return res, nil
+
+		case ls.rec != nil && run.rec != nil && run.rec.Token == in.Token:
+			// The same token asking again while it holds the lease.
+			s.remember(k, in.Token, held{
+				leaseRev: ls.rev, lease: *ls.rec, runRev: run.rev, run: *run.rec, runWritten: s.localTime(run.created),
+			})
+			return wonResult(run.rec, ls.expires()), nil
+
+		case ls.rec != nil:
+			// We hold the lease key (an earlier call by this token wrote it and then
+			// failed, or lost the run record's race): finish the claim.
+			fence, expires = ls.rev, ls.expires()
+
+		default:
+			// No live lease: a first claim or a takeover.
+			if run.rec == nil && !checked {
+				if in.TakeoverOnly {
+					return scheduler.ClaimResult{Outcome: scheduler.OutcomeNone}, nil
+				}
+				late, err := s.pastDeadline(ctx, b, in.Deadline)
+				if err != nil {
+					return scheduler.ClaimResult{}, err
+				}
+				if late {
+					return scheduler.ClaimResult{Outcome: scheduler.OutcomeLate}, nil
+				}
+				if in.Overlap == scheduler.OverlapSkip {
+					busy, err := s.earlierLive(ctx, b, in.Job, in.Slot)
+					if err != nil {
+						return scheduler.ClaimResult{}, err
+					}
+					if busy {
+						return scheduler.ClaimResult{Outcome: scheduler.OutcomeOverlap}, nil
+					}
+				}
+				checked = true
+			}
+			rec := leaseRecord{V: recordVersion, Token: in.Token, Instance: in.Instance, LeaseMS: lease.Milliseconds()}
+			rev, err := s.put(ctx, b, k.lease, rec, ls.rev, lease)
+			if errors.Is(err, errConflict) {
+				continue
+			}
+			if err != nil {
+				return scheduler.ClaimResult{}, err
+			}
+			fence, mine = rev, rev
+			expires = s.clock.estimate(time.Now()).Add(lease)
+		}
+
+		next := runRecord{
+			V: recordVersion, Job: in.Job, SlotMS: in.Slot.UnixMilli(),
+			Token: in.Token, Instance: in.Instance, Attempt: 1, Fence: fence,
+			State: stateRunning, LeaseMS: lease.Milliseconds(), KeepMS: in.Keep.Milliseconds(),
+		}
+		if in.Keep == 0 {
+			next.KeepMS = scheduler.DefaultRunKeep.Milliseconds()
+		}
+		if run.rec != nil { // a takeover
+			next.Attempt = run.rec.Attempt + 1
+			next.Previous, next.PreviousToken = run.rec.Instance, run.rec.Token
+		}
+		runRev, err := s.put(ctx, b, k.run, next, run.rev, keepFor(in.Keep, lease, false))
+		if errors.Is(err, errConflict) {
+			continue // the run changed (finished, or another holder wrote it): decide again
+		}
+		if err != nil {
+			return scheduler.ClaimResult{}, err
+		}
+		leaseRec := leaseRecord{V: recordVersion, Token: in.Token, Instance: in.Instance, LeaseMS: lease.Milliseconds()}
+		s.remember(k, in.Token, held{leaseRev: fence, lease: leaseRec, runRev: runRev, run: next, runWritten: time.Now()})
+		return wonResult(&next, expires), nil
+	}
+	return scheduler.ClaimResult{}, ErrContention
+}
+
+func wonResult(r *runRecord, expires time.Time) scheduler.ClaimResult {
+	res := scheduler.ClaimResult{
+		Outcome: scheduler.OutcomeWon, Attempt: r.Attempt, Fence: r.Fence, Holder: r.Instance, Expires: expires,
+	}
+	if r.PreviousToken != "" {
+		res.Previous, res.PreviousToken, res.PreviousAttempt = r.Previous, r.PreviousToken, r.Attempt-1
+	}
+	return res
+}
+
+// pastDeadline reports whether the server's clock is past deadline. It decides from
+// the cached estimate of the server's clock when that is unambiguous, and reads the
+// server's time (StreamInfo.TimeStamp) otherwise; when the deadline falls within the
+// reading's round trip, the middle of the round trip decides.
+func (s *Store) pastDeadline(ctx context.Context, b *bucket, deadline time.Time) (bool, error) {
+	if deadline.IsZero() {
+		return false, nil
+	}
+	for sampled := false; ; sampled = true {
+		lo, hi, ok := s.clock.bounds(time.Now())
+		if ok {
+			switch {
+			case lo.After(deadline):
+				return true, nil
+			case !hi.After(deadline):
+				return false, nil
+			case sampled:
+				return lo.Add(hi.Sub(lo) / 2).After(deadline), nil
+			}
+		} else if sampled {
+			return false, errors.New("kvlease: the server sent no timestamp")
+		}
+		if _, err := s.sampleClock(ctx, b); err != nil {
+			return false, err
+		}
+	}
+}
+
+// earlierLive reports whether a slot of job before slot holds a live lease on an
+// unfinished run. It lists the job's lease keys with one StreamInfo request (lease
+// keys exist only while live, and for a second as markers after), then reads the
+// few of earlier slots.
+func (s *Store) earlierLive(ctx context.Context, b *bucket, job string, slot time.Time) (bool, error) {
+	prefix := leasePrefix + jobToken(job) + "."
+	info, err := s.sampleClock(ctx, b, jetstream.WithSubjectFilter(b.subject(prefix+"*")))
+	if err != nil {
+		return false, err
+	}
+	for subj := range info.State.Subjects {
+		ms, err := strconv.ParseInt(strings.TrimPrefix(subj, b.subject(prefix)), 10, 64)
+		if err != nil || ms >= slot.UnixMilli() {
+			continue
+		}
+		k := keysFor(job, time.UnixMilli(ms))
+		ls, err := s.readLease(ctx, b, k)
+		if err != nil {
+			return false, err
+		}
+		if ls.rec == nil {
+			continue
+		}
+		run, err := s.readRun(ctx, b, k)
+		if err != nil {
+			return false, err
+		}
+		if run.rec == nil || !run.rec.finished() {
+			return true, nil
+		}
+	}
+	return false, nil
+}

@@ -1,0 +1,68 @@
+package kvlease
+
+import (
+	"sync"
+	"time"
+)
+
+// serverClock estimates the server's clock from its own readings, so a claim can
+// judge a deadline by the server's time without asking for it every time.
+//
+// A sample is a server timestamp (StreamInfo.TimeStamp) taken between two local
+// readings, sent and recv. The server's time at a later local time now then lies in
+// [ts + (now-recv), ts + (now-sent)], widened by a drift allowance, because local
+// durations come from the monotonic clock and clocks run at nearly the same rate.
+// A sample is used for clockSampleTTL, then taken again.
+type serverClock struct {
+	mu         sync.Mutex
+	ok         bool
+	ts         time.Time
+	sent, recv time.Time
+}
+
+const (
+	clockSampleTTL = 10 * time.Second
+	// clockDrift is the allowance per elapsed second (1000 ppm, well above NTP's
+	// 500 ppm slew limit), plus clockSlack for rounding.
+	clockDrift = time.Millisecond
+	clockSlack = time.Millisecond
+)
+
+// observe records the server time ts read between local times sent and recv.
+func (c *serverClock) observe(ts, sent, recv time.Time) {
+	if ts.IsZero() {
+		return
+	}
+	c.mu.Lock()
+	c.ok, c.ts, c.sent, c.recv = true, ts, sent, recv
+	c.mu.Unlock()
+}
+
+// bounds returns an interval holding the server's time at local time now, or
+// ok=false when there is no fresh sample.
+func (c *serverClock) bounds(now time.Time) (lo, hi time.Time, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	age := now.Sub(c.sent)
+	if !c.ok || age < 0 || now.Sub(c.recv) > clockSampleTTL {
+		return time.Time{}, time.Time{}, false
+	}
+	drift := time.Duration(age.Seconds()*float64(clockDrift)) + clockSlack
+	return c.ts.Add(now.Sub(c.recv) - drift), c.ts.Add(age + drift), true
+}
+
+// estimate returns the server's time at now, best guess: the middle of bounds, or
+// now itself without a sample.
+func (c *serverClock) estimate(now time.Time) time.Time {
+	lo, hi, ok := c.bounds(now)
+	if !ok {
+		return now
+	}
+	return lo.Add(hi.Sub(lo) / 2)
+}
+
+// localTime converts a server timestamp to the local clock, by the estimate.
+func (s *Store) localTime(server time.Time) time.Time {
+	now := time.Now()
+	return now.Add(server.Sub(s.clock.estimate(now)))
+}

@@ -1,0 +1,104 @@
+// Package kvlease is a scheduler.RunStore (and scheduler.LeaseWatcher) on one
+// NATS JetStream key-value bucket: the leases that give every scheduled run one
+// holder at a time, backups that take over when the holder dies, overlap protection,
+// catch-up and hand-over. The NATS server judges every lease; instance clocks are
+// never compared.
+//
+//	js, _ := jetstream.New(nc)
+//	runs, err := kvlease.New(js, kvlease.WithReplicas(3))
+//	if err != nil { ... }
+//	if err := runs.Init(ctx); err != nil { ... } // creates or updates the bucket
+//	defer runs.Close()
+//
+// # Bucket
+//
+// One bucket (DefaultBucket, "anarchon_leases"), created by Init as the stream
+// KV_<bucket> with one message per key, per-message TTLs (AllowMsgTTL) and expiry
+// markers that live one second (SubjectDeleteMarkerTTL). A replicated bucket has no
+// direct gets, so every read is answered by the stream leader and never lags an
+// acknowledged write (followers answering direct gets can); an R1 bucket keeps
+// them, its only replica being the leader. It needs nats-server 2.11 or later.
+//
+// # Keys
+//
+// Each run (job, slot) has two keys:
+//
+//	lease.<job>.<slot>   the lease: {token, instance, lease_ms}; TTL = the lease
+//	run.<job>.<slot>     the run record: {job, slot_ms, token, instance, attempt,
+//	                     fence, previous, previous_token, state, status,
+//	                     lease_ms, keep_ms}; TTL = keep (at least three leases
+//	                     while running)
+//
+// <job> is the job name in unpadded base64url, so a name may hold any character
+// (dots, spaces, unicode); <slot> is the slot's Unix time in milliseconds.
+// Values are JSON with a format version "v".
+//
+// A lease is live exactly while its key holds a value: the server deletes the value
+// when its TTL runs out and leaves a marker (Nats-Marker-Reason: MaxAge); Release and
+// Finish replace it by a purge marker. Markers expire after a second. Every TTL is
+// rounded up to whole seconds, because the server counts TTLs in whole seconds and
+// truncates.
+//
+// The run record says who the run belongs to and whether it finished. It outlives
+// the lease, which is how a backup tells "the lease expired with the run unfinished"
+// (a takeover) from "nothing was ever stored" (none, late, or a first claim) and
+// from "finished" (done). While running, the holder's heartbeats refresh its TTL.
+//
+// # Transitions
+//
+// Every write is a compare-and-set on the key's last revision (the publish carries
+// Nats-Expected-Last-Subject-Sequence, and Nats-TTL; kv.Update cannot carry a TTL,
+// so writes are publishes to the key's subject). A lost race (10071, or 10164 on a
+// replicated stream) makes the caller read both keys again and decide again.
+//
+// Claim reads the run record, then the lease key:
+//
+//   - run finished: done.
+//   - lease live for another token: running (holder and expiry from the lease).
+//   - lease live for this token and the run record ours: won again (same attempt
+//     and fence).
+//   - otherwise, with no run record and no live lease: none for a takeover-only
+//     claim, late when the server's clock is past the deadline, overlap when the
+//     job forbids it and an earlier slot's lease is live on an unfinished run;
+//   - else the claim writes the lease key (CAS from the revision read, which holds
+//     no live lease, so among racing claimers exactly one succeeds), then the run
+//     record (CAS from the revision read: attempt 1, or attempt+1 naming the
+//     previous holder on a takeover). If the run record changed meanwhile (the
+//     old holder finished it) the claim decides again, keeping its lease key.
+//
+// The lease key is the mutex, taken only when not live; the run record is the
+// outcome, written only by the lease key's holder or by the run's own holder
+// finishing. A claimer that dies between the two writes leaves a lease key without
+// a run record: others see running until it expires. A retry with the same token
+// finds its own lease key and completes the claim.
+//
+// The fence is the stream sequence of the lease key write that made the holder.
+// Sequences only grow, so every new holder of a run has a bigger fence than the
+// ones before.
+//
+// Heartbeat is a CAS on the lease key carrying a new TTL; after expiry the key's
+// last revision is the marker's, so an expired holder's heartbeat fails
+// (scheduler.ErrLeaseLost) even if nobody took over. Finish is a CAS on the run
+// record by its holder (accepted after expiry while nobody took over), then a purge
+// of the lease key. Release purges the lease key at the holder's revision; the run
+// record stays unfinished, so the next claim takes over at once.
+//
+// # Time
+//
+// Lease expiry is the server's TTL. Expires in answers is the lease's last write
+// time (the server's timestamp on the message) plus its lease. A claim's deadline
+// is judged by the server's clock, estimated from StreamInfo.TimeStamp readings
+// bracketed by local monotonic times: a reading is reused for ten seconds with a
+// drift allowance, and taken again when the deadline is too close to call.
+//
+// # Watching
+//
+// WatchRun starts a KV watch on the run's two keys, then reads both from the stream
+// leader: that reading is the baseline (no live lease: the channel closes at once),
+// and the watch acts only on newer revisions. A watch's first values come from an
+// ordered consumer, which on a replicated bucket may be served by a replica still
+// behind the leader: they alone could miss a lease just written. After the baseline,
+// an expiry marker, a purge, a new holder or a changed run record closes the
+// channel; a heartbeat does not. A timer at the lease's expected end (plus a second)
+// is the safety net.
+package kvlease

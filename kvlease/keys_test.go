@@ -1,0 +1,131 @@
+package kvlease
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// validKey is nats.go's rule for KV keys.
+var validKey = regexp.MustCompile(`\A[-/_=\.a-zA-Z0-9]+\z`)
+
+func keyOK(k string) bool {
+	return validKey.MatchString(k) && !strings.HasPrefix(k, ".") && !strings.HasSuffix(k, ".") && !strings.Contains(k, "..")
+}
+
+func TestKeysForOddJobNames(t *testing.T) {
+	names := []string{
+		"a", "nightly report", "a.b.c", "..", ".", "*", ">", "a.*.>", "tab\there", "ünïcødé ✓ 日本",
+		"slash/and\\back", "=+/", "-", "_", strings.Repeat("x", 256), "$KV.bucket.key", "lease.x.1",
+	}
+	slots := []time.Time{time.UnixMilli(0), time.UnixMilli(1_700_000_000_123), time.UnixMilli(-5_000)}
+	seen := map[string]string{}
+	for _, name := range names {
+		for _, slot := range slots {
+			k := keysFor(name, slot)
+			for _, key := range []string{k.lease, k.run} {
+				require.True(t, keyOK(key), "key %q for job %q is not a valid KV key", key, name)
+				prefix, job, got, err := parseKey(key)
+				require.NoError(t, err, key)
+				assert.Equal(t, name, job)
+				assert.True(t, slot.Equal(got), "slot of %q: %v, want %v", key, got, slot)
+				assert.Contains(t, []string{leasePrefix, runPrefix}, prefix)
+				if other, dup := seen[key]; dup {
+					t.Fatalf("jobs %q and %q share key %q", other, name, key)
+				}
+				seen[key] = name
+			}
+			// One job's keys never match another job's wildcard.
+			assert.Equal(t, 2, strings.Count(k.lease, "."), "a key is exactly three tokens: %q", k.lease)
+		}
+	}
+	_, _, _, err := parseKey("other.key")
+	assert.Error(t, err)
+	_, _, _, err = parseKey("lease.!!.12")
+	assert.Error(t, err)
+	_, _, _, err = parseKey("run.YQ.notanumber")
+	assert.Error(t, err)
+}
+
+func FuzzKeys(f *testing.F) {
+	f.Add("nightly", int64(1_700_000_000_000))
+	f.Add("a.b c", int64(-1))
+	f.Add("✓", int64(0))
+	f.Fuzz(func(t *testing.T, job string, ms int64) {
+		if !utf8.ValidString(job) {
+			return
+		}
+		k := keysFor(job, time.UnixMilli(ms))
+		if job != "" && !keyOK(k.lease) {
+			t.Fatalf("invalid key %q", k.lease)
+		}
+		_, got, slot, err := parseKey(k.run)
+		if job == "" {
+			return
+		}
+		if err != nil || got != job || slot.UnixMilli() != ms {
+			t.Fatalf("round trip of %q/%d: %q/%d, %v", job, ms, got, slot.UnixMilli(), err)
+		}
+		// Parsing arbitrary keys never panics.
+		_, _, _, _ = parseKey(job)
+	})
+}
+
+func FuzzDecodeRecords(f *testing.F) {
+	f.Add([]byte(`{"v":1,"token":"t","instance":"i","lease_ms":1000}`))
+	f.Add([]byte(`{"v":1,"token":"t","attempt":1,"state":"running"}`))
+	f.Add([]byte(`{`))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		le, err := decodeLease(entry{rev: 1, put: true, value: data})
+		if err == nil && (le.rec == nil || le.rec.Token == "" || le.rec.LeaseMS <= 0) {
+			t.Fatalf("accepted a lease without token or lease: %s", data)
+		}
+		re, err := decodeRun(entry{rev: 1, put: true, value: data})
+		if err == nil && (re.rec == nil || re.rec.Token == "" || re.rec.Attempt < 1) {
+			t.Fatalf("accepted a run without token or attempt: %s", data)
+		}
+	})
+}
+
+func TestServerClockBounds(t *testing.T) {
+	var c serverClock
+	now := time.Now()
+	_, _, ok := c.bounds(now)
+	assert.False(t, ok, "no sample yet")
+	assert.Equal(t, now, c.estimate(now))
+
+	// The server is 1h ahead; the reading took 10ms.
+	sent := now
+	recv := now.Add(10 * time.Millisecond)
+	ts := now.Add(time.Hour + 5*time.Millisecond)
+	c.observe(ts, sent, recv)
+	later := recv.Add(2 * time.Second)
+	lo, hi, ok := c.bounds(later)
+	require.True(t, ok)
+	truth := later.Add(time.Hour)
+	assert.False(t, lo.After(truth), "lo %v after the truth %v", lo, truth)
+	assert.False(t, hi.Before(truth), "hi %v before the truth %v", hi, truth)
+	assert.Less(t, hi.Sub(lo), 20*time.Millisecond, "the interval is about the round trip")
+
+	_, _, ok = c.bounds(recv.Add(clockSampleTTL + time.Millisecond))
+	assert.False(t, ok, "a sample is used for clockSampleTTL only")
+	c.observe(time.Time{}, sent, recv)
+	_, _, ok = c.bounds(later)
+	assert.True(t, ok, "a zero timestamp is no sample and keeps the last one")
+}
+
+func TestWholeSecondsAndKeep(t *testing.T) {
+	assert.Equal(t, time.Second, wholeSeconds(time.Second))
+	assert.Equal(t, 2*time.Second, wholeSeconds(1500*time.Millisecond))
+	assert.Equal(t, 2*time.Second, wholeSeconds(time.Second+time.Nanosecond))
+	assert.Equal(t, 30*time.Second, wholeSeconds(30*time.Second))
+	assert.Equal(t, 90*time.Second, keepFor(time.Minute, 30*time.Second, false), "three leases while running")
+	assert.Equal(t, time.Minute, keepFor(time.Minute, 30*time.Second, true))
+	assert.Equal(t, 24*time.Hour, keepFor(0, time.Second, true))
+}

@@ -1,0 +1,49 @@
+package kvlease_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/anarchon/anarchon/kvlease"
+	"github.com/anarchon/anarchon/scheduler"
+)
+
+// Watches end with their context or with Close and leave no goroutine behind.
+func TestWatchesLeaveNoGoroutines(t *testing.T) {
+	js := singleJS(t) // the server and the connection are not the store's
+	s, err := kvlease.New(js, kvlease.WithBucket(bucket))
+	require.NoError(t, err)
+	require.NoError(t, s.Init(t.Context()))
+	job, slot := "leak "+token(), time.UnixMilli(1_900_000_000_000)
+	a := token()
+	mustClaim(t, s, claimOf(job, slot, a, time.Minute), scheduler.OutcomeWon)
+	_, err = s.Active(t.Context(), job)
+	require.NoError(t, err)
+	time.Sleep(50 * time.Millisecond) // let the connection's own goroutines settle
+	ignore := goleak.IgnoreCurrent()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var chans []<-chan struct{}
+	for range 5 {
+		ch, err := s.WatchRun(ctx, job, slot)
+		require.NoError(t, err)
+		chans = append(chans, ch)
+	}
+	long, err := s.WatchRun(context.Background(), job, slot)
+	require.NoError(t, err)
+	fired, err := s.WatchRun(context.Background(), job, time.UnixMilli(0)) // nothing live: fires at once
+	require.NoError(t, err)
+	<-fired
+	cancel()
+	for _, ch := range chans {
+		<-ch
+	}
+	require.NoError(t, s.Release(t.Context(), job, slot, a))
+	<-long
+	s.Close()
+	goleak.VerifyNone(t, ignore)
+}

@@ -1,0 +1,186 @@
+package kvlease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/anarchon/anarchon/scheduler"
+)
+
+// Heartbeat extends token's lease to lease (rounded up to whole seconds) from now by
+// the server's clock: a compare-and-set on the lease key's revision, carrying a new
+// TTL. It fails with an error matching scheduler.ErrLeaseLost when token does not
+// hold a live lease, expired ones included: the server judges expiry. While the run
+// is long, heartbeats also refresh the run record's TTL.
+func (s *Store) Heartbeat(ctx context.Context, job string, slot time.Time, token string, lease time.Duration) error {
+	if lease < scheduler.MinLease {
+		return fmt.Errorf("%w: kvlease: heartbeat lease %v is below %v", scheduler.ErrInvalidConfig, lease, scheduler.MinLease)
+	}
+	ctx, cancel := s.callContext(ctx)
+	defer cancel()
+	b, err := s.bucketFor(ctx)
+	if err != nil {
+		return err
+	}
+	k := keysFor(job, slot)
+	ttl := wholeSeconds(lease)
+	h, cached := s.recall(k, token)
+	for try := 0; try < maxTries; try++ {
+		if err := backoff(ctx, try); err != nil {
+			return err
+		}
+		if !cached {
+			ls, err := s.readLease(ctx, b, k)
+			if err != nil {
+				return err
+			}
+			if ls.rec == nil || ls.rec.Token != token {
+				s.forget(k, token)
+				return fmt.Errorf("%w: %s", scheduler.ErrLeaseLost, describeRun(job, slot))
+			}
+			h = held{leaseRev: ls.rev, lease: *ls.rec}
+		}
+		cached = false
+		rec := h.lease
+		rec.LeaseMS = ttl.Milliseconds()
+		rev, err := s.put(ctx, b, k.lease, rec, h.leaseRev, ttl)
+		if errors.Is(err, errConflict) {
+			continue // expired, taken over, or a concurrent heartbeat: read and judge
+		}
+		if err != nil {
+			return fmt.Errorf("kvlease: heartbeat %s: %w", describeRun(job, slot), err)
+		}
+		h.leaseRev, h.lease = rev, rec
+		s.refreshRun(ctx, b, k, token, &h)
+		s.remember(k, token, h)
+		return nil
+	}
+	return fmt.Errorf("kvlease: heartbeat %s: %w", describeRun(job, slot), ErrContention)
+}
+
+// refreshRun rewrites the run record unchanged when half its TTL has passed, so a run
+// longer than its keep does not lose its record. Best effort: a failure is noticed at
+// the next heartbeat, and a lost race means the run is no longer ours anyway.
+func (s *Store) refreshRun(ctx context.Context, b *bucket, k runKeys, token string, h *held) {
+	if h.runRev == 0 {
+		run, err := s.readRun(ctx, b, k)
+		if err != nil || run.rec == nil || run.rec.Token != token || run.rec.finished() {
+			return
+		}
+		h.runRev, h.run, h.runWritten = run.rev, *run.rec, s.localTime(run.created)
+	}
+	lease := time.Duration(h.run.LeaseMS) * time.Millisecond
+	ttl := keepFor(time.Duration(h.run.KeepMS)*time.Millisecond, lease, false)
+	if time.Since(h.runWritten) < ttl/2 {
+		return
+	}
+	rev, err := s.put(ctx, b, k.run, h.run, h.runRev, ttl)
+	if err != nil {
+		h.runRev = 0
+		return
+	}
+	h.runRev, h.runWritten = rev, time.Now()
+}
+
+// Finish marks the run finished with status: a compare-and-set on the run record. It
+// is accepted from the token stored as the run's holder while the run is unfinished,
+// even if its lease expired or was released, as long as nobody took the run over; a
+// repeat by that token is not an error. Any other token gets an error matching
+// scheduler.ErrStaleToken and changes nothing. The finished record lives for the
+// claim's Keep; the lease key is purged so that backups and overlap checks see the
+// end at once.
+func (s *Store) Finish(ctx context.Context, job string, slot time.Time, token string, status scheduler.Status) error {
+	if !status.Finished() {
+		return fmt.Errorf("%w: kvlease: finish needs a final status, got %q", scheduler.ErrInvalidConfig, status)
+	}
+	ctx, cancel := s.callContext(ctx)
+	defer cancel()
+	b, err := s.bucketFor(ctx)
+	if err != nil {
+		return err
+	}
+	k := keysFor(job, slot)
+	h, cached := s.recall(k, token)
+	cached = cached && h.runRev != 0
+	for try := 0; try < maxTries; try++ {
+		if err := backoff(ctx, try); err != nil {
+			return err
+		}
+		run := runEntry{entry: entry{rev: h.runRev}, rec: &h.run}
+		if !cached {
+			if run, err = s.readRun(ctx, b, k); err != nil {
+				return err
+			}
+		}
+		cached = false
+		switch {
+		case run.rec == nil || run.rec.Token != token:
+			s.forget(k, token)
+			return fmt.Errorf("%w: %s", scheduler.ErrStaleToken, describeRun(job, slot))
+		case run.rec.finished():
+			s.forget(k, token)
+			return nil
+		}
+		next := *run.rec
+		next.State, next.Status = stateFinished, status
+		lease := time.Duration(next.LeaseMS) * time.Millisecond
+		_, err := s.put(ctx, b, k.run, next, run.rev, keepFor(time.Duration(next.KeepMS)*time.Millisecond, lease, true))
+		if errors.Is(err, errConflict) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("kvlease: finish %s: %w", describeRun(job, slot), err)
+		}
+		_ = s.endLease(ctx, b, k, token, h.leaseRev) // best effort: it expires anyway
+		s.forget(k, token)
+		return nil
+	}
+	return fmt.Errorf("kvlease: finish %s: %w", describeRun(job, slot), ErrContention)
+}
+
+// Release ends token's live lease at once by purging the lease key at its revision.
+// The run record stays unfinished, so the next Claim by another token is a takeover.
+// Releasing a lease that token does not hold is not an error.
+func (s *Store) Release(ctx context.Context, job string, slot time.Time, token string) error {
+	ctx, cancel := s.callContext(ctx)
+	defer cancel()
+	b, err := s.bucketFor(ctx)
+	if err != nil {
+		return err
+	}
+	k := keysFor(job, slot)
+	h, _ := s.recall(k, token)
+	defer s.forget(k, token)
+	if err := s.endLease(ctx, b, k, token, h.leaseRev); err != nil {
+		return fmt.Errorf("kvlease: release %s: %w", describeRun(job, slot), err)
+	}
+	return nil
+}
+
+// endLease purges the lease key if token holds it, trying revision rev first when it
+// is known.
+func (s *Store) endLease(ctx context.Context, b *bucket, k runKeys, token string, rev uint64) error {
+	for try := 0; try < maxTries; try++ {
+		if err := backoff(ctx, try); err != nil {
+			return err
+		}
+		if rev == 0 {
+			ls, err := s.readLease(ctx, b, k)
+			if err != nil {
+				return err
+			}
+			if ls.rec == nil || ls.rec.Token != token {
+				return nil
+			}
+			rev = ls.rev
+		}
+		err := s.purge(ctx, b, k.lease, rev)
+		if !errors.Is(err, errConflict) {
+			return err
+		}
+		rev = 0
+	}
+	return ErrContention
+}

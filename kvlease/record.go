@@ -1,0 +1,122 @@
+package kvlease
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/anarchon/anarchon/scheduler"
+)
+
+// recordVersion is the format of the values this package writes. Readers accept
+// unknown fields, so a newer writer may add some.
+const recordVersion = 1
+
+// Run states in a run record.
+const (
+	stateRunning  = "running"
+	stateFinished = "finished"
+)
+
+// leaseRecord is the value of a lease key: who holds the lease and for how long
+// each write keeps it.
+type leaseRecord struct {
+	V        int    `json:"v"`
+	Token    string `json:"token"`
+	Instance string `json:"instance"`
+	LeaseMS  int64  `json:"lease_ms"`
+}
+
+// runRecord is the value of a run key: who the run belongs to, and how it ended.
+type runRecord struct {
+	V        int    `json:"v"`
+	Job      string `json:"job"`
+	SlotMS   int64  `json:"slot_ms"`
+	Token    string `json:"token"`
+	Instance string `json:"instance"`
+	Attempt  int    `json:"attempt"`
+	// Fence is the revision of the lease key write that made Token the holder.
+	Fence         uint64           `json:"fence"`
+	Previous      string           `json:"previous,omitempty"`
+	PreviousToken string           `json:"previous_token,omitempty"`
+	State         string           `json:"state"`
+	Status        scheduler.Status `json:"status,omitempty"`
+	LeaseMS       int64            `json:"lease_ms"`
+	KeepMS        int64            `json:"keep_ms"`
+}
+
+func (r *runRecord) finished() bool { return r.State == stateFinished }
+
+// entry is the last message on one key's subject.
+type entry struct {
+	rev     uint64    // its stream sequence, 0 when nothing is stored
+	created time.Time // when the server stored it, by the server's clock
+	put     bool      // a value; false for nothing, a purge (release, finish) or an expiry marker
+	value   []byte
+}
+
+// Headers that make a message a marker rather than a value.
+const (
+	kvOperationHeader = "KV-Operation"
+)
+
+func entryOf(rev uint64, created time.Time, h nats.Header, value []byte) entry {
+	put := h.Get(kvOperationHeader) == "" && h.Get(jetstream.MarkerReasonHeader) == ""
+	return entry{rev: rev, created: created, put: put, value: value}
+}
+
+// leaseEntry is a lease key's last message and, when it is a value, the live lease.
+type leaseEntry struct {
+	entry
+	rec *leaseRecord // nil when no lease is live
+}
+
+// expires is when the live lease ends by the server's clock.
+func (e leaseEntry) expires() time.Time {
+	if e.rec == nil {
+		return time.Time{}
+	}
+	return e.created.Add(time.Duration(e.rec.LeaseMS) * time.Millisecond)
+}
+
+// runEntry is a run key's last message and, when it is a value, the run record.
+type runEntry struct {
+	entry
+	rec *runRecord // nil when no run is stored
+}
+
+func decodeLease(e entry) (leaseEntry, error) {
+	le := leaseEntry{entry: e}
+	if !e.put {
+		return le, nil
+	}
+	var rec leaseRecord
+	if err := json.Unmarshal(e.value, &rec); err != nil {
+		return le, fmt.Errorf("kvlease: corrupt lease record at revision %d: %w", e.rev, err)
+	}
+	if rec.Token == "" || rec.LeaseMS <= 0 {
+		return le, fmt.Errorf("kvlease: corrupt lease record at revision %d: no token or lease", e.rev)
+	}
+	le.rec = &rec
+	return le, nil
+}
+
+func decodeRun(e entry) (runEntry, error) {
+	re := runEntry{entry: e}
+	if !e.put {
+		return re, nil
+	}
+	var rec runRecord
+	if err := json.Unmarshal(e.value, &rec); err != nil {
+		return re, fmt.Errorf("kvlease: corrupt run record at revision %d: %w", e.rev, err)
+	}
+	if rec.Token == "" || rec.Attempt < 1 || (rec.State != stateRunning && rec.State != stateFinished) {
+		return re, fmt.Errorf("kvlease: corrupt run record at revision %d: token %q attempt %d state %q",
+			e.rev, rec.Token, rec.Attempt, rec.State)
+	}
+	re.rec = &rec
+	return re, nil
+}

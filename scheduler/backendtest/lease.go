@@ -1,0 +1,554 @@
+package backendtest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/anarchon/anarchon/scheduler"
+)
+
+// Leases used by the lease section. A short lease is meant to expire during a test
+// (scheduler.MinLease, so stores counting expiry in whole seconds run it as it is); a
+// long one never does.
+const (
+	leaseShort = scheduler.MinLease
+	leaseLong  = time.Minute
+	// leaseExpiryBound bounds the wait for a short lease to be seen expired: the
+	// store judges expiry, and a server may remove an expired key a little late.
+	leaseExpiryBound = 10 * time.Second
+	// leaseKeep is the RunClaim.Keep of the section's claims.
+	leaseKeep = 10 * time.Minute
+)
+
+// RunLeases runs the lease section of the conformance suite against the RunStore
+// newStore returns: the lease rules of a scheduler.RunStore (and of a
+// scheduler.LeaseWatcher when the store is one), judged with real time. Each case
+// runs in parallel with the others, on its own store and its own job names, and
+// short leases really expire, so the section takes a few seconds.
+//
+// newStore is called once per case; resources it opens should be closed with
+// t.Cleanup. RunLeases returns when every case has finished.
+func RunLeases(t *testing.T, newStore func(t *testing.T) scheduler.RunStore) {
+	t.Helper()
+	cases := []struct {
+		name string
+		fn   func(t *testing.T, f *leaseFixture)
+	}{
+		{"OneWinnerAmongRacers", testLeaseOneWinner},
+		{"HeartbeatOnlyByHolder", testLeaseHeartbeat},
+		{"StaleFinishChangesNothing", testLeaseStaleFinish},
+		{"TakeoverAfterExpiry", testLeaseTakeoverAfterExpiry},
+		{"ExpiredHolderMayFinishUntilTakenOver", testLeaseExpiredHolderFinishes},
+		{"ReleaseHandsOver", testLeaseRelease},
+		{"DoneAfterFinish", testLeaseDone},
+		{"Overlap", testLeaseOverlap},
+		{"Late", testLeaseLate},
+		{"TakeoverOnly", testLeaseTakeoverOnly},
+		{"Active", testLeaseActive},
+		{"InvalidClaims", testLeaseInvalid},
+		{"WatchRelease", testLeaseWatchRelease},
+		{"WatchFinish", testLeaseWatchFinish},
+		{"WatchExpiry", testLeaseWatchExpiry},
+	}
+	t.Run("Leases", func(t *testing.T) {
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				t.Parallel()
+				s := newStore(t)
+				require.NotNil(t, s, "newStore")
+				c.fn(t, newLeaseFixture(t, s, c.name))
+			})
+		}
+	})
+}
+
+// leaseFixture is one case's store, job and slot.
+type leaseFixture struct {
+	t    *testing.T
+	s    scheduler.RunStore
+	ctx  context.Context
+	job  string
+	slot time.Time
+}
+
+func newLeaseFixture(t *testing.T, s scheduler.RunStore, name string) *leaseFixture {
+	return &leaseFixture{
+		t:   t,
+		s:   s,
+		ctx: Context(t),
+		// Job names may hold any character: spaces, dots, slashes, unicode.
+		job:  JobName("lease ✓ " + name + " a.b/c"),
+		slot: leaseSlot(0),
+	}
+}
+
+// leaseSlot returns the k-th slot of the section's jobs, at millisecond precision.
+func leaseSlot(k int) time.Time {
+	return time.UnixMilli(1_900_000_000_000 + int64(k)*60_000).UTC()
+}
+
+// rc is a claim of f.slot by token with a deadline an hour away.
+func (f *leaseFixture) rc(token, instance string, lease time.Duration) scheduler.RunClaim {
+	return scheduler.RunClaim{
+		Job:      f.job,
+		Slot:     f.slot,
+		Token:    token,
+		Instance: instance,
+		Lease:    lease,
+		Deadline: time.Now().Add(time.Hour),
+		Keep:     leaseKeep,
+	}
+}
+
+func (f *leaseFixture) claim(in scheduler.RunClaim) scheduler.ClaimResult {
+	f.t.Helper()
+	res, err := f.s.Claim(f.ctx, in)
+	require.NoError(f.t, err, "Claim by %s", in.Instance)
+	return res
+}
+
+// won claims f.slot for token and requires the claim to win.
+func (f *leaseFixture) won(token, instance string, lease time.Duration) scheduler.ClaimResult {
+	f.t.Helper()
+	res := f.claim(f.rc(token, instance, lease))
+	require.Equal(f.t, scheduler.OutcomeWon, res.Outcome, "claim by %s", instance)
+	return res
+}
+
+func (f *leaseFixture) outcome(in scheduler.RunClaim, want scheduler.ClaimOutcome) scheduler.ClaimResult {
+	f.t.Helper()
+	res := f.claim(in)
+	assert.Equal(f.t, want, res.Outcome, "claim by %s", in.Instance)
+	return res
+}
+
+func (f *leaseFixture) heartbeat(token string) error {
+	return f.s.Heartbeat(f.ctx, f.job, f.slot, token, leaseLong)
+}
+
+func (f *leaseFixture) finish(token string, st scheduler.Status) error {
+	return f.s.Finish(f.ctx, f.job, f.slot, token, st)
+}
+
+func (f *leaseFixture) release(token string) {
+	f.t.Helper()
+	require.NoError(f.t, f.s.Release(f.ctx, f.job, f.slot, token), "Release")
+}
+
+// waitExpired polls Active until the run in slot is listed with an expired lease.
+func (f *leaseFixture) waitExpired(slot time.Time) {
+	f.t.Helper()
+	deadline := time.Now().Add(leaseExpiryBound)
+	for {
+		runs, err := f.s.Active(f.ctx, f.job)
+		require.NoError(f.t, err, "Active")
+		for _, r := range runs {
+			if r.Slot.Equal(slot) && !r.Live {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			require.FailNow(f.t, "lease did not expire", "slot %s still live after %v: %+v", slot, leaseExpiryBound, runs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// race has n claimers with fresh tokens claim in together; it returns their claims
+// and results by claimer.
+func (f *leaseFixture) race(n int, lease time.Duration) ([]scheduler.RunClaim, []scheduler.ClaimResult) {
+	f.t.Helper()
+	claims := make([]scheduler.RunClaim, n)
+	results := make([]scheduler.ClaimResult, n)
+	errs := make([]error, n)
+	gate := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		claims[i] = f.rc(Token(), fmt.Sprintf("racer-%d", i), lease)
+		wg.Go(func() {
+			<-gate
+			results[i], errs[i] = f.s.Claim(f.ctx, claims[i])
+		})
+	}
+	close(gate)
+	wg.Wait()
+	for i, err := range errs {
+		require.NoError(f.t, err, "Claim by racer %d", i)
+	}
+	return claims, results
+}
+
+// oneWinner requires exactly one won among results, every other one running with
+// the winner as holder, and returns the winner's index.
+func (f *leaseFixture) oneWinner(results []scheduler.ClaimResult) int {
+	f.t.Helper()
+	winner := -1
+	for i, r := range results {
+		if r.Outcome == scheduler.OutcomeWon {
+			require.Equal(f.t, -1, winner, "two winners: racers %d and %d (%+v)", winner, i, results)
+			winner = i
+		}
+	}
+	require.NotEqual(f.t, -1, winner, "no winner among %+v", results)
+	for i, r := range results {
+		if i == winner {
+			continue
+		}
+		assert.Equal(f.t, scheduler.OutcomeRunning, r.Outcome, "racer %d", i)
+		assert.Equal(f.t, results[winner].Holder, r.Holder, "racer %d is told who holds the lease", i)
+		assert.False(f.t, r.Expires.IsZero(), "racer %d is told when the lease expires", i)
+	}
+	return winner
+}
+
+func leaseAssertFenceGrew(t *testing.T, before, after scheduler.ClaimResult) {
+	t.Helper()
+	assert.Greater(t, after.Fence, before.Fence, "a new holder gets a bigger fence")
+}
+
+func testLeaseOneWinner(t *testing.T, f *leaseFixture) {
+	claims, results := f.race(8, leaseLong)
+	w := f.oneWinner(results)
+	won := results[w]
+	assert.Equal(t, claims[w].Instance, won.Holder)
+	assert.Equal(t, 1, won.Attempt)
+	assert.NotZero(t, won.Fence)
+	assert.False(t, won.Expires.IsZero())
+	assert.Empty(t, won.Previous, "a first claim took over from nobody")
+	assert.Empty(t, won.PreviousToken)
+
+	again := f.claim(claims[w])
+	assert.Equal(t, scheduler.OutcomeWon, again.Outcome, "the winning token asking again wins again")
+	assert.Equal(t, won.Attempt, again.Attempt)
+	assert.Equal(t, won.Fence, again.Fence)
+	assert.Equal(t, won.Holder, again.Holder)
+
+	loser := (w + 1) % len(claims)
+	f.outcome(claims[loser], scheduler.OutcomeRunning)
+}
+
+func testLeaseHeartbeat(t *testing.T, f *leaseFixture) {
+	a := "a-" + Token()
+	f.won(a, "a", leaseLong)
+	assert.ErrorIs(t, f.heartbeat("wrong-"+Token()), scheduler.ErrLeaseLost, "a token that never held the lease")
+	assert.ErrorIs(t, f.s.Heartbeat(f.ctx, f.job, leaseSlot(1), a, leaseLong), scheduler.ErrLeaseLost,
+		"a slot with nothing stored")
+	assert.Error(t, f.s.Heartbeat(f.ctx, f.job, f.slot, a, 0), "a zero lease is invalid")
+
+	before := f.outcome(f.rc(Token(), "b", leaseLong), scheduler.OutcomeRunning)
+	require.NoError(t, f.heartbeat(a), "the holder's heartbeat")
+	after := f.outcome(f.rc(Token(), "b", leaseLong), scheduler.OutcomeRunning)
+	assert.False(t, after.Expires.Before(before.Expires), "a heartbeat never shortens the lease")
+	assert.Equal(t, "a", after.Holder)
+	require.NoError(t, f.heartbeat(a), "heartbeats repeat")
+}
+
+func testLeaseStaleFinish(t *testing.T, f *leaseFixture) {
+	a, b := "a-"+Token(), "b-"+Token()
+	ra := f.won(a, "a", leaseLong)
+	f.release(a)
+	rb := f.won(b, "b", leaseLong)
+	assert.Equal(t, 2, rb.Attempt)
+	leaseAssertFenceGrew(t, ra, rb)
+
+	assert.ErrorIs(t, f.finish(a, scheduler.StatusOK), scheduler.ErrStaleToken, "the holder that was taken over")
+	assert.ErrorIs(t, f.finish("never-"+Token(), scheduler.StatusOK), scheduler.ErrStaleToken, "a token that never held it")
+	assert.ErrorIs(t, f.heartbeat(a), scheduler.ErrLeaseLost)
+	require.NoError(t, f.heartbeat(b), "the stale Finish left the real holder's lease alone")
+	f.outcome(f.rc(Token(), "c", leaseLong), scheduler.OutcomeRunning)
+
+	require.NoError(t, f.finish(b, scheduler.StatusError))
+	done := f.outcome(f.rc(Token(), "c", leaseLong), scheduler.OutcomeDone)
+	assert.Equal(t, "b", done.Holder, "the real holder's result stands")
+	assert.Equal(t, 2, done.Attempt)
+	assert.ErrorIs(t, f.finish(a, scheduler.StatusOK), scheduler.ErrStaleToken, "a stale Finish after the real one")
+	assert.NoError(t, f.finish(b, scheduler.StatusError), "the holder repeating its Finish")
+}
+
+func testLeaseTakeoverAfterExpiry(t *testing.T, f *leaseFixture) {
+	a := "a-" + Token()
+	ra := f.won(a, "a", leaseShort)
+	f.outcome(f.rc(Token(), "b", leaseLong), scheduler.OutcomeRunning)
+	f.waitExpired(f.slot)
+
+	claims, results := f.race(6, leaseLong)
+	w := f.oneWinner(results)
+	won := results[w]
+	assert.Equal(t, 2, won.Attempt, "a takeover is the second attempt")
+	leaseAssertFenceGrew(t, ra, won)
+	assert.Equal(t, "a", won.Previous, "the takeover names the instance it took over from")
+	assert.Equal(t, a, won.PreviousToken)
+	assert.Equal(t, 1, won.PreviousAttempt)
+	assert.Equal(t, claims[w].Instance, won.Holder)
+
+	assert.ErrorIs(t, f.heartbeat(a), scheduler.ErrLeaseLost, "the expired holder")
+	again := f.claim(claims[w])
+	assert.Equal(t, scheduler.OutcomeWon, again.Outcome, "the new holder asking again")
+	assert.Equal(t, won.Fence, again.Fence)
+	assert.Equal(t, won.Attempt, again.Attempt)
+}
+
+// An expired holder has lost its lease, but nobody took the run over: its result is
+// still the run's result.
+func testLeaseExpiredHolderFinishes(t *testing.T, f *leaseFixture) {
+	a := "a-" + Token()
+	f.won(a, "a", leaseShort)
+	f.waitExpired(f.slot)
+	assert.ErrorIs(t, f.heartbeat(a), scheduler.ErrLeaseLost, "the store judges expiry")
+	require.NoError(t, f.finish(a, scheduler.StatusOK), "Finish by the expired holder nobody took over from")
+	done := f.outcome(f.rc(Token(), "b", leaseLong), scheduler.OutcomeDone)
+	assert.Equal(t, "a", done.Holder)
+	assert.Equal(t, 1, done.Attempt)
+}
+
+func testLeaseRelease(t *testing.T, f *leaseFixture) {
+	a, b := "a-"+Token(), "b-"+Token()
+	ra := f.won(a, "a", leaseLong)
+	f.outcome(f.rc(b, "b", leaseLong), scheduler.OutcomeRunning)
+
+	f.release("stranger-" + Token())
+	f.outcome(f.rc(b, "b", leaseLong), scheduler.OutcomeRunning)
+
+	f.release(a)
+	rb := f.outcome(f.rc(b, "b", leaseLong), scheduler.OutcomeWon)
+	assert.Equal(t, 2, rb.Attempt, "a backup takes over a released lease at once")
+	assert.Equal(t, "a", rb.Previous)
+	assert.Equal(t, a, rb.PreviousToken)
+	leaseAssertFenceGrew(t, ra, rb)
+
+	f.release(a) // releasing a lease no longer held is not an error
+	assert.ErrorIs(t, f.heartbeat(a), scheduler.ErrLeaseLost)
+	back := f.outcome(f.rc(a, "a", leaseLong), scheduler.OutcomeRunning)
+	assert.Equal(t, "b", back.Holder, "the released holder cannot come back")
+}
+
+func testLeaseDone(t *testing.T, f *leaseFixture) {
+	a := "a-" + Token()
+	ra := f.won(a, "a", leaseLong)
+	require.NoError(t, f.finish(a, scheduler.StatusOK))
+
+	done := f.outcome(f.rc(Token(), "b", leaseLong), scheduler.OutcomeDone)
+	assert.Equal(t, "a", done.Holder)
+	assert.Equal(t, 1, done.Attempt)
+	assert.Equal(t, ra.Fence, done.Fence)
+	f.outcome(f.rc(a, "a", leaseLong), scheduler.OutcomeDone)
+
+	probe := f.rc(Token(), "c", leaseLong)
+	probe.TakeoverOnly = true
+	f.outcome(probe, scheduler.OutcomeDone)
+	late := f.rc(Token(), "c", leaseLong)
+	late.Deadline = time.Now().Add(-time.Hour)
+	f.outcome(late, scheduler.OutcomeDone)
+
+	assert.ErrorIs(t, f.heartbeat(a), scheduler.ErrLeaseLost, "a finished run holds no lease")
+	f.release(a)
+	assert.NoError(t, f.finish(a, scheduler.StatusOK), "the holder repeating its Finish")
+	assert.Error(t, f.finish(a, scheduler.StatusRunning), "running is not a final status")
+
+	runs, err := f.s.Active(f.ctx, f.job)
+	require.NoError(t, err)
+	assert.Empty(t, runs, "a finished run is not active")
+}
+
+func testLeaseOverlap(t *testing.T, f *leaseFixture) {
+	at := func(k int, token string, p scheduler.OverlapPolicy) scheduler.RunClaim {
+		in := f.rc(token, "i-"+token[:4], leaseLong)
+		in.Slot, in.Overlap = leaseSlot(k), p
+		return in
+	}
+	t1, t2, t0, t3 := "t1"+Token(), "t2"+Token(), "t0"+Token(), "t3"+Token()
+	f.outcome(at(1, t1, scheduler.OverlapSkip), scheduler.OutcomeWon)
+	f.outcome(at(2, Token(), scheduler.OverlapSkip), scheduler.OutcomeOverlap)
+	f.outcome(at(2, t2, scheduler.OverlapAllow), scheduler.OutcomeWon)
+	f.outcome(at(0, t0, scheduler.OverlapSkip), scheduler.OutcomeWon) // only earlier slots count
+
+	other := at(3, Token(), scheduler.OverlapSkip)
+	other.Job = f.job + "-other"
+	f.outcome(other, scheduler.OutcomeWon) // another job's leases do not count
+
+	require.NoError(t, f.s.Finish(f.ctx, f.job, leaseSlot(1), t1, scheduler.StatusOK))
+	require.NoError(t, f.s.Finish(f.ctx, f.job, leaseSlot(0), t0, scheduler.StatusOK))
+	require.NoError(t, f.s.Release(f.ctx, f.job, leaseSlot(2), t2))
+	// Earlier slots are finished or released: none holds a live lease.
+	f.outcome(at(3, t3, scheduler.OverlapSkip), scheduler.OutcomeWon)
+}
+
+func testLeaseLate(t *testing.T, f *leaseFixture) {
+	past := time.Now().Add(-time.Hour)
+	late := f.rc(Token(), "a", leaseLong)
+	late.Deadline = past
+	f.outcome(late, scheduler.OutcomeLate)
+	probe := f.rc(Token(), "a", leaseLong)
+	probe.TakeoverOnly = true
+	f.outcome(probe, scheduler.OutcomeNone) // late stored nothing
+
+	a := "a-" + Token()
+	f.won(a, "a", leaseLong)
+	f.release(a)
+	takeover := f.rc(Token(), "b", leaseLong)
+	takeover.Deadline = past
+	res := f.outcome(takeover, scheduler.OutcomeWon) // someone started the run: no deadline
+	assert.Equal(t, 2, res.Attempt)
+
+	noDeadline := f.rc(Token(), "c", leaseLong)
+	noDeadline.Slot, noDeadline.Deadline = leaseSlot(1), time.Time{}
+	f.outcome(noDeadline, scheduler.OutcomeWon)
+}
+
+func testLeaseTakeoverOnly(t *testing.T, f *leaseFixture) {
+	probe := func() scheduler.RunClaim {
+		in := f.rc(Token(), "probe", leaseLong)
+		in.TakeoverOnly = true
+		return in
+	}
+	f.outcome(probe(), scheduler.OutcomeNone)
+	runs, err := f.s.Active(f.ctx, f.job)
+	require.NoError(t, err)
+	assert.Empty(t, runs, "a none claim stores nothing")
+
+	a := "a-" + Token()
+	f.won(a, "a", leaseLong)
+	f.outcome(probe(), scheduler.OutcomeRunning)
+	f.release(a)
+	res := f.outcome(probe(), scheduler.OutcomeWon)
+	assert.Equal(t, 2, res.Attempt)
+	assert.Equal(t, "a", res.Previous)
+}
+
+func testLeaseActive(t *testing.T, f *leaseFixture) {
+	at := func(k int, token string, lease time.Duration) scheduler.ClaimResult {
+		in := f.rc(token, "i"+fmt.Sprint(k), lease)
+		in.Slot = leaseSlot(k)
+		return f.outcome(in, scheduler.OutcomeWon)
+	}
+	t1, t2, t3, t4 := Token(), Token(), Token(), Token()
+	r1 := at(1, t1, leaseLong)
+	at(2, t2, leaseShort)
+	at(3, t3, leaseLong)
+	at(4, t4, leaseLong)
+	require.NoError(t, f.s.Release(f.ctx, f.job, leaseSlot(3), t3))
+	require.NoError(t, f.s.Finish(f.ctx, f.job, leaseSlot(4), t4, scheduler.StatusOK))
+	f.waitExpired(leaseSlot(2))
+
+	runs, err := f.s.Active(f.ctx, f.job)
+	require.NoError(t, err)
+	require.Len(t, runs, 3, "unfinished runs only: %+v", runs)
+	for i, want := range []struct {
+		slot  time.Time
+		token string
+		live  bool
+	}{{leaseSlot(1), t1, true}, {leaseSlot(2), t2, false}, {leaseSlot(3), t3, false}} {
+		assert.True(t, want.slot.Equal(runs[i].Slot), "run %d slot %s, want %s (oldest first)", i, runs[i].Slot, want.slot)
+		assert.Equal(t, want.token, runs[i].Token, "run %d", i)
+		assert.Equal(t, want.live, runs[i].Live, "run %d live", i)
+		assert.Equal(t, 1, runs[i].Attempt, "run %d", i)
+		assert.NotZero(t, runs[i].Fence, "run %d", i)
+	}
+	assert.Equal(t, "i1", runs[0].Instance)
+	assert.Equal(t, r1.Fence, runs[0].Fence)
+	assert.False(t, runs[0].Expires.IsZero(), "a live run tells when it expires")
+
+	none, err := f.s.Active(f.ctx, f.job+"-other")
+	require.NoError(t, err)
+	assert.Empty(t, none)
+}
+
+func testLeaseInvalid(t *testing.T, f *leaseFixture) {
+	for name, edit := range map[string]func(*scheduler.RunClaim){
+		"zero lease":     func(in *scheduler.RunClaim) { in.Lease = 0 },
+		"negative lease": func(in *scheduler.RunClaim) { in.Lease = -time.Second },
+		"no token":       func(in *scheduler.RunClaim) { in.Token = "" },
+		"no job":         func(in *scheduler.RunClaim) { in.Job = "" },
+	} {
+		in := f.rc(Token(), "a", leaseLong)
+		edit(&in)
+		_, err := f.s.Claim(f.ctx, in)
+		assert.Error(t, err, name)
+	}
+	runs, err := f.s.Active(f.ctx, f.job)
+	require.NoError(t, err)
+	assert.Empty(t, runs, "invalid claims store nothing")
+}
+
+// watcher returns f.s as a LeaseWatcher, or nil after logging that the store is none.
+func (f *leaseFixture) watcher() scheduler.LeaseWatcher {
+	w, ok := f.s.(scheduler.LeaseWatcher)
+	if !ok {
+		f.t.Logf("%T is not a scheduler.LeaseWatcher: nothing to check", f.s)
+	}
+	return w
+}
+
+func (f *leaseFixture) watch(w scheduler.LeaseWatcher) <-chan struct{} {
+	f.t.Helper()
+	ch, err := w.WatchRun(f.ctx, f.job, f.slot)
+	require.NoError(f.t, err, "WatchRun")
+	require.NotNil(f.t, ch)
+	return ch
+}
+
+func leaseRequireOpen(t *testing.T, ch <-chan struct{}, why string) {
+	t.Helper()
+	select {
+	case <-ch:
+		require.FailNow(t, "watch fired too early", why)
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+func leaseRequireFires(t *testing.T, ch <-chan struct{}, within time.Duration, why string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(within):
+		require.FailNow(t, "watch did not fire", "%s, within %v", why, within)
+	}
+}
+
+func testLeaseWatchRelease(t *testing.T, f *leaseFixture) {
+	w := f.watcher()
+	if w == nil {
+		return
+	}
+	a := "a-" + Token()
+	f.won(a, "a", leaseLong)
+	ch := f.watch(w)
+	leaseRequireOpen(t, ch, "the lease is live")
+	f.release(a)
+	leaseRequireFires(t, ch, 5*time.Second, "on release")
+	res := f.outcome(f.rc(Token(), "b", leaseLong), scheduler.OutcomeWon)
+	assert.Equal(t, 2, res.Attempt)
+}
+
+func testLeaseWatchFinish(t *testing.T, f *leaseFixture) {
+	w := f.watcher()
+	if w == nil {
+		return
+	}
+	a := "a-" + Token()
+	f.won(a, "a", leaseLong)
+	ch := f.watch(w)
+	leaseRequireOpen(t, ch, "the lease is live")
+	require.NoError(t, f.finish(a, scheduler.StatusOK))
+	leaseRequireFires(t, ch, 5*time.Second, "on finish")
+	f.outcome(f.rc(Token(), "b", leaseLong), scheduler.OutcomeDone)
+}
+
+func testLeaseWatchExpiry(t *testing.T, f *leaseFixture) {
+	w := f.watcher()
+	if w == nil {
+		return
+	}
+	a := "a-" + Token()
+	f.won(a, "a", leaseShort)
+	ch := f.watch(w)
+	leaseRequireFires(t, ch, leaseExpiryBound, "on expiry")
+	res := f.outcome(f.rc(Token(), "b", leaseLong), scheduler.OutcomeWon)
+	assert.Equal(t, 2, res.Attempt, "once the watch fired on expiry, a backup takes over")
+}

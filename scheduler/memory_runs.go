@@ -1,0 +1,360 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// DefaultRunKeep is how long a run store remembers a run when RunClaim.Keep is zero:
+// long enough that an instance arriving late for a slot is told it is done.
+const DefaultRunKeep = 24 * time.Hour
+
+// memorySweepEvery bounds how often the memory run store looks for runs to forget.
+const memorySweepEvery = time.Minute
+
+// MemoryRunStore is a RunStore and LeaseWatcher in process memory. Its leases are
+// judged by the clock it is given (the "store clock" of the lease rules), which makes
+// it the reference reading of the lease contract and the store for unit tests. It
+// coordinates schedulers in the same process only.
+//
+// A run is remembered until it has been neither live nor changed for its RunClaim.Keep
+// (DefaultRunKeep when zero).
+type MemoryRunStore struct {
+	clock Clock
+
+	mu      sync.Mutex
+	jobs    map[string]map[int64]*memRun // job → slot (unix ms) → run
+	fence   uint64                       // last fence handed out
+	sweepAt time.Time
+}
+
+var (
+	_ RunStore     = (*MemoryRunStore)(nil)
+	_ LeaseWatcher = (*MemoryRunStore)(nil)
+	_ LeaseBackend = (*MemoryBackend)(nil)
+)
+
+// memRun is the stored state of one (job, slot).
+type memRun struct {
+	token    string
+	instance string
+	attempt  int
+	// previous and previousToken held the run before a takeover.
+	previous      string
+	previousToken string
+	fence         uint64
+	lease         time.Duration
+	expires       time.Time
+	released      bool
+	status        Status // final status once finished, "" before
+	keep          time.Duration
+	changed       time.Time     // last write, for forgetting
+	notify        chan struct{} // closed and replaced on every write, heartbeats included
+}
+
+func (r *memRun) finished() bool { return r.status.Finished() }
+
+// live reports whether the run's lease is held at now.
+func (r *memRun) live(now time.Time) bool {
+	return !r.finished() && !r.released && now.Before(r.expires)
+}
+
+// touch records a write and wakes the run's watchers.
+func (r *memRun) touch(now time.Time) {
+	r.changed = now
+	close(r.notify)
+	r.notify = make(chan struct{})
+}
+
+// NewMemoryRunStore returns an empty run store whose leases are judged by clock.
+func NewMemoryRunStore(clock Clock) *MemoryRunStore {
+	if clock == nil {
+		clock = SystemClock{}
+	}
+	return &MemoryRunStore{clock: clock, jobs: make(map[string]map[int64]*memRun)}
+}
+
+// Runs returns the backend's lease store, a MemoryRunStore on the backend's clock,
+// created on first use. Every call returns the same store.
+func (b *MemoryBackend) Runs() RunStore {
+	b.runsOnce.Do(func() {
+		if b.runs == nil {
+			b.runs = NewMemoryRunStore(b.clock)
+		}
+	})
+	return b.runs
+}
+
+// Claim decides the claim from the stored run, atomically under the store's mutex.
+// See RunStore and the lease rules for the outcomes.
+func (s *MemoryRunStore) Claim(ctx context.Context, in RunClaim) (ClaimResult, error) {
+	if err := ctx.Err(); err != nil {
+		return ClaimResult{}, err
+	}
+	if err := checkRunClaim(in); err != nil {
+		return ClaimResult{}, err
+	}
+	keep := in.Keep
+	if keep == 0 {
+		keep = DefaultRunKeep
+	}
+	slot := in.Slot.UnixMilli()
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock.Now()
+	s.sweepLocked(now)
+
+	if r := s.jobs[in.Job][slot]; r != nil {
+		switch {
+		case r.finished():
+			return ClaimResult{Outcome: OutcomeDone, Attempt: r.attempt, Fence: r.fence, Holder: r.instance}, nil
+		case r.live(now) && r.token == in.Token:
+			return r.result(OutcomeWon), nil
+		case r.live(now):
+			return r.result(OutcomeRunning), nil
+		}
+		// Unfinished and its lease expired or was released: a takeover. The deadline
+		// does not apply, someone started the run already.
+		s.fence++
+		r.previous, r.previousToken = r.instance, r.token
+		r.token, r.instance = in.Token, in.Instance
+		r.attempt++
+		r.fence = s.fence
+		r.lease, r.expires, r.released = in.Lease, now.Add(in.Lease), false
+		r.keep = keep
+		r.touch(now)
+		return r.result(OutcomeWon), nil
+	}
+
+	switch {
+	case in.TakeoverOnly:
+		return ClaimResult{Outcome: OutcomeNone}, nil
+	case !in.Deadline.IsZero() && now.After(in.Deadline):
+		return ClaimResult{Outcome: OutcomeLate}, nil
+	case in.Overlap == OverlapSkip && s.earlierLiveLocked(in.Job, slot, now):
+		return ClaimResult{Outcome: OutcomeOverlap}, nil
+	}
+	s.fence++
+	r := &memRun{
+		token:    in.Token,
+		instance: in.Instance,
+		attempt:  1,
+		fence:    s.fence,
+		lease:    in.Lease,
+		expires:  now.Add(in.Lease),
+		keep:     keep,
+		changed:  now,
+		notify:   make(chan struct{}),
+	}
+	runs := s.jobs[in.Job]
+	if runs == nil {
+		runs = make(map[int64]*memRun)
+		s.jobs[in.Job] = runs
+	}
+	runs[slot] = r
+	return r.result(OutcomeWon), nil
+}
+
+// result answers a claim from the run's holder. A won claim of a taken-over run (and
+// its repeats) also names the holder it took over from.
+func (r *memRun) result(o ClaimOutcome) ClaimResult {
+	res := ClaimResult{Outcome: o, Attempt: r.attempt, Fence: r.fence, Holder: r.instance, Expires: r.expires}
+	if o == OutcomeWon && r.previousToken != "" {
+		res.Previous, res.PreviousToken, res.PreviousAttempt = r.previous, r.previousToken, r.attempt-1
+	}
+	return res
+}
+
+// earlierLiveLocked reports whether a slot of job before slot holds a live lease.
+func (s *MemoryRunStore) earlierLiveLocked(job string, slot int64, now time.Time) bool {
+	for ms, r := range s.jobs[job] {
+		if ms < slot && r.live(now) {
+			return true
+		}
+	}
+	return false
+}
+
+// Heartbeat extends token's lease to now+lease if token holds a live lease.
+func (s *MemoryRunStore) Heartbeat(ctx context.Context, job string, slot time.Time, token string, lease time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if lease <= 0 {
+		return fmt.Errorf("%w: heartbeat lease must be positive, got %v", ErrInvalidConfig, lease)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock.Now()
+	r := s.jobs[job][slot.UnixMilli()]
+	if r == nil || r.token != token || !r.live(now) {
+		return fmt.Errorf("%w: %s", ErrLeaseLost, describeRun(job, slot))
+	}
+	r.lease, r.expires = lease, now.Add(lease)
+	r.touch(now)
+	return nil
+}
+
+// Finish marks the run finished with status. It is accepted from the token stored as
+// the run's holder while the run is unfinished, even if its lease expired or was
+// released, as long as nobody took the run over; repeating it is not an error.
+// Anything else is ErrStaleToken and changes nothing.
+func (s *MemoryRunStore) Finish(ctx context.Context, job string, slot time.Time, token string, status Status) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if !status.Finished() {
+		return fmt.Errorf("%w: finish needs a final status, got %q", ErrInvalidConfig, status)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.jobs[job][slot.UnixMilli()]
+	switch {
+	case r == nil || r.token != token:
+		return fmt.Errorf("%w: %s", ErrStaleToken, describeRun(job, slot))
+	case r.finished():
+		return nil
+	}
+	r.status = status
+	r.touch(s.clock.Now())
+	return nil
+}
+
+// Release ends token's live lease at once. The run stays unfinished, so the next
+// Claim by another token takes it over.
+func (s *MemoryRunStore) Release(ctx context.Context, job string, slot time.Time, token string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock.Now()
+	r := s.jobs[job][slot.UnixMilli()]
+	if r == nil || r.token != token || !r.live(now) {
+		return nil
+	}
+	r.released = true
+	r.touch(now)
+	return nil
+}
+
+// Active lists job's unfinished runs, oldest slot first.
+func (s *MemoryRunStore) Active(ctx context.Context, job string) ([]ActiveRun, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock.Now()
+	s.sweepLocked(now)
+	var out []ActiveRun
+	for ms, r := range s.jobs[job] {
+		if r.finished() {
+			continue
+		}
+		out = append(out, ActiveRun{
+			Slot:     time.UnixMilli(ms),
+			Token:    r.token,
+			Instance: r.instance,
+			Attempt:  r.attempt,
+			Fence:    r.fence,
+			Expires:  r.expires,
+			Live:     r.live(now),
+		})
+	}
+	slices.SortFunc(out, func(a, b ActiveRun) int { return a.Slot.Compare(b.Slot) })
+	return out, nil
+}
+
+// WatchRun returns a channel closed when (job, slot)'s lease ends: it expires (a timer
+// on the store's clock, re-armed by heartbeats), is released, the run finishes or is
+// taken over. When (job, slot) holds no live lease right now the channel is already
+// closed. It is also closed when ctx is done; the watch holds no goroutine or timer
+// after that.
+func (s *MemoryRunStore) WatchRun(ctx context.Context, job string, slot time.Time) (<-chan struct{}, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	out := make(chan struct{})
+	ms := slot.UnixMilli()
+	s.mu.Lock()
+	r := s.jobs[job][ms]
+	live := r != nil && r.live(s.clock.Now())
+	var token string
+	if live {
+		token = r.token
+	}
+	s.mu.Unlock()
+	if !live {
+		close(out)
+		return out, nil
+	}
+	go s.watch(ctx, job, ms, token, out)
+	return out, nil
+}
+
+func (s *MemoryRunStore) watch(ctx context.Context, job string, ms int64, token string, out chan<- struct{}) {
+	defer close(out)
+	for {
+		s.mu.Lock()
+		now := s.clock.Now()
+		r := s.jobs[job][ms]
+		if r == nil || r.token != token || !r.live(now) {
+			s.mu.Unlock()
+			return
+		}
+		notify, wait := r.notify, r.expires.Sub(now)
+		s.mu.Unlock()
+
+		t := s.clock.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-notify: // a write; look again (a heartbeat re-arms the timer)
+		case <-t.C():
+		}
+		t.Stop()
+	}
+}
+
+// sweepLocked forgets runs that were neither live nor written for their keep.
+func (s *MemoryRunStore) sweepLocked(now time.Time) {
+	if now.Before(s.sweepAt) {
+		return
+	}
+	s.sweepAt = now.Add(memorySweepEvery)
+	for job, runs := range s.jobs {
+		for ms, r := range runs {
+			if !r.live(now) && !now.Before(r.changed.Add(r.keep)) {
+				delete(runs, ms)
+			}
+		}
+		if len(runs) == 0 {
+			delete(s.jobs, job)
+		}
+	}
+}
+
+func checkRunClaim(in RunClaim) error {
+	if err := ValidateJobName(in.Job); err != nil {
+		return err
+	}
+	switch {
+	case in.Token == "":
+		return fmt.Errorf("%w: claim for job %q has no token", ErrInvalidConfig, in.Job)
+	case in.Lease <= 0:
+		return fmt.Errorf("%w: claim for job %q: lease must be positive, got %v", ErrInvalidConfig, in.Job, in.Lease)
+	case in.Keep < 0:
+		return fmt.Errorf("%w: claim for job %q: keep must not be negative, got %v", ErrInvalidConfig, in.Job, in.Keep)
+	}
+	return nil
+}
+
+func describeRun(job string, slot time.Time) string {
+	return fmt.Sprintf("job %q slot %s", job, slot.UTC().Format(time.RFC3339Nano))
+}

@@ -1,0 +1,218 @@
+package scheduler_test
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/anarchon/anarchon/scheduler"
+	"github.com/anarchon/anarchon/scheduler/backendtest"
+)
+
+func TestMemoryRunStoreConformance(t *testing.T) {
+	backendtest.RunLeases(t, func(t *testing.T) scheduler.RunStore {
+		return scheduler.NewMemoryRunStore(scheduler.SystemClock{})
+	})
+}
+
+func TestMemoryBackendRuns(t *testing.T) {
+	b := scheduler.NewMemoryBackend()
+	runs := b.Runs()
+	require.NotNil(t, runs)
+	assert.Same(t, runs, b.Runs(), "one store per backend")
+	_, ok := runs.(scheduler.LeaseWatcher)
+	assert.True(t, ok, "the memory run store is a LeaseWatcher")
+	var _ scheduler.LeaseBackend = b
+}
+
+var memSlot = time.UnixMilli(1_900_000_000_000).UTC()
+
+func memClaim(job, token string, lease time.Duration) scheduler.RunClaim {
+	return scheduler.RunClaim{Job: job, Slot: memSlot, Token: token, Instance: "i-" + token, Lease: lease, Keep: time.Hour}
+}
+
+func mustClaim(t *testing.T, s *scheduler.MemoryRunStore, in scheduler.RunClaim, want scheduler.ClaimOutcome) scheduler.ClaimResult {
+	t.Helper()
+	res, err := s.Claim(t.Context(), in)
+	require.NoError(t, err)
+	require.Equal(t, want, res.Outcome, "claim by %s", in.Token)
+	return res
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// The lease is judged by the store's clock, to the nanosecond: a heartbeat keeps it,
+// the missing heartbeat loses it exactly at expiry.
+func TestMemoryRunStoreExpiryByClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := scheduler.NewMemoryRunStore(scheduler.SystemClock{})
+		start := time.Now()
+		a := mustClaim(t, s, memClaim("job", "a", 10*time.Second), scheduler.OutcomeWon)
+		assert.Equal(t, start.Add(10*time.Second), a.Expires)
+
+		time.Sleep(9 * time.Second)
+		require.NoError(t, s.Heartbeat(t.Context(), "job", memSlot, "a", 10*time.Second))
+		time.Sleep(10*time.Second - time.Nanosecond)
+		b := mustClaim(t, s, memClaim("job", "b", 10*time.Second), scheduler.OutcomeRunning)
+		assert.Equal(t, start.Add(19*time.Second), b.Expires)
+
+		time.Sleep(time.Nanosecond)
+		assert.ErrorIs(t, s.Heartbeat(t.Context(), "job", memSlot, "a", 10*time.Second), scheduler.ErrLeaseLost)
+		b = mustClaim(t, s, memClaim("job", "b", 10*time.Second), scheduler.OutcomeWon)
+		assert.Equal(t, 2, b.Attempt)
+		assert.Equal(t, "i-a", b.Previous)
+		assert.Equal(t, "a", b.PreviousToken)
+		assert.Equal(t, 1, b.PreviousAttempt)
+
+		again := mustClaim(t, s, memClaim("job", "b", 10*time.Second), scheduler.OutcomeWon)
+		assert.Equal(t, b, again, "a repeated claim gets the same answer, previous holder included")
+	})
+}
+
+func TestMemoryRunStoreWatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := scheduler.NewMemoryRunStore(scheduler.SystemClock{})
+		mustClaim(t, s, memClaim("job", "a", 10*time.Second), scheduler.OutcomeWon)
+		ch, err := s.WatchRun(t.Context(), "job", memSlot)
+		require.NoError(t, err)
+
+		time.Sleep(5 * time.Second)
+		require.NoError(t, s.Heartbeat(t.Context(), "job", memSlot, "a", 10*time.Second))
+		synctest.Wait()
+		assert.False(t, isClosed(ch), "a heartbeat is not a change of holder")
+
+		time.Sleep(10*time.Second - time.Nanosecond) // the old expiry has passed, the new one not
+		synctest.Wait()
+		assert.False(t, isClosed(ch), "the heartbeat re-armed the watch")
+
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		assert.True(t, isClosed(ch), "fires at expiry, by the store's clock")
+		mustClaim(t, s, memClaim("job", "b", 10*time.Second), scheduler.OutcomeWon)
+	})
+}
+
+func TestMemoryRunStoreWatchChanges(t *testing.T) {
+	for name, change := range map[string]func(t *testing.T, s *scheduler.MemoryRunStore){
+		"release": func(t *testing.T, s *scheduler.MemoryRunStore) {
+			require.NoError(t, s.Release(t.Context(), "job", memSlot, "a"))
+		},
+		"finish": func(t *testing.T, s *scheduler.MemoryRunStore) {
+			require.NoError(t, s.Finish(t.Context(), "job", memSlot, "a", scheduler.StatusOK))
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := scheduler.NewMemoryRunStore(scheduler.SystemClock{})
+				mustClaim(t, s, memClaim("job", "a", time.Minute), scheduler.OutcomeWon)
+				ch, err := s.WatchRun(t.Context(), "job", memSlot)
+				require.NoError(t, err)
+				synctest.Wait()
+				require.False(t, isClosed(ch))
+				change(t, s)
+				synctest.Wait()
+				assert.True(t, isClosed(ch), "fires at once, with no time passing")
+			})
+		})
+	}
+}
+
+// A watch ends with its context and leaves no goroutine or timer behind: synctest
+// fails the test if one is still blocked when the bubble ends.
+func TestMemoryRunStoreWatchEndsWithContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := scheduler.NewMemoryRunStore(scheduler.SystemClock{})
+		mustClaim(t, s, memClaim("job", "a", time.Hour), scheduler.OutcomeWon)
+		ctx, cancel := context.WithCancel(t.Context())
+		ch, err := s.WatchRun(ctx, "job", memSlot)
+		require.NoError(t, err)
+		synctest.Wait()
+		require.False(t, isClosed(ch))
+		cancel()
+		synctest.Wait()
+		assert.True(t, isClosed(ch))
+
+		_, err = s.WatchRun(ctx, "job", memSlot)
+		assert.ErrorIs(t, err, context.Canceled)
+	})
+}
+
+func TestMemoryRunStoreWatchWithoutLiveLease(t *testing.T) {
+	s := scheduler.NewMemoryRunStore(scheduler.SystemClock{})
+	ch, err := s.WatchRun(t.Context(), "job", memSlot)
+	require.NoError(t, err)
+	assert.True(t, isClosed(ch), "nothing stored: a claim may decide differently now")
+
+	mustClaim(t, s, memClaim("job", "a", time.Minute), scheduler.OutcomeWon)
+	require.NoError(t, s.Release(t.Context(), "job", memSlot, "a"))
+	ch, err = s.WatchRun(t.Context(), "job", memSlot)
+	require.NoError(t, err)
+	assert.True(t, isClosed(ch), "released: a backup may take over now")
+}
+
+// A finished run is remembered for its Keep, so late instances see it done, and is
+// forgotten afterwards; a live run is never forgotten.
+func TestMemoryRunStoreKeep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := scheduler.NewMemoryRunStore(scheduler.SystemClock{})
+		done := memClaim("done", "a", time.Minute)
+		mustClaim(t, s, done, scheduler.OutcomeWon)
+		require.NoError(t, s.Finish(t.Context(), "done", memSlot, "a", scheduler.StatusOK))
+
+		live := memClaim("live", "l", 2*time.Hour)
+		mustClaim(t, s, live, scheduler.OutcomeWon)
+
+		probe := func(job string) scheduler.RunClaim {
+			in := memClaim(job, "probe", time.Minute)
+			in.TakeoverOnly = true
+			return in
+		}
+		time.Sleep(59 * time.Minute)
+		mustClaim(t, s, probe("done"), scheduler.OutcomeDone)
+		time.Sleep(3 * time.Minute)
+		mustClaim(t, s, probe("done"), scheduler.OutcomeNone)
+		mustClaim(t, s, probe("live"), scheduler.OutcomeRunning)
+
+		defaultKeep := memClaim("default", "d", time.Minute)
+		defaultKeep.Keep = 0
+		mustClaim(t, s, defaultKeep, scheduler.OutcomeWon)
+		require.NoError(t, s.Finish(t.Context(), "default", memSlot, "d", scheduler.StatusOK))
+		time.Sleep(scheduler.DefaultRunKeep - time.Minute)
+		mustClaim(t, s, probe("default"), scheduler.OutcomeDone)
+	})
+}
+
+// Fences come from one counter: every new holder of any run gets a bigger one.
+func TestMemoryRunStoreFencesGrow(t *testing.T) {
+	s := scheduler.NewMemoryRunStore(scheduler.SystemClock{})
+	x1 := mustClaim(t, s, memClaim("x", "x1", time.Minute), scheduler.OutcomeWon)
+	y1 := mustClaim(t, s, memClaim("y", "y1", time.Minute), scheduler.OutcomeWon)
+	require.NoError(t, s.Release(t.Context(), "x", memSlot, "x1"))
+	x2 := mustClaim(t, s, memClaim("x", "x2", time.Minute), scheduler.OutcomeWon)
+	assert.Greater(t, y1.Fence, x1.Fence)
+	assert.Greater(t, x2.Fence, y1.Fence)
+}
+
+func TestMemoryRunStoreCanceledContext(t *testing.T) {
+	s := scheduler.NewMemoryRunStore(scheduler.SystemClock{})
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err := s.Claim(ctx, memClaim("job", "a", time.Minute))
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.ErrorIs(t, s.Heartbeat(ctx, "job", memSlot, "a", time.Minute), context.Canceled)
+	assert.ErrorIs(t, s.Finish(ctx, "job", memSlot, "a", scheduler.StatusOK), context.Canceled)
+	assert.ErrorIs(t, s.Release(ctx, "job", memSlot, "a"), context.Canceled)
+	_, err = s.Active(ctx, "job")
+	assert.ErrorIs(t, err, context.Canceled)
+}
