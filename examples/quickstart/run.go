@@ -12,6 +12,7 @@ import (
 
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/jetstream"
+	"github.com/anarchon/anarchon/kvlease"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -94,10 +95,11 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 			return fmt.Errorf("connect %s: %w", id, err)
 		}
 		conns = append(conns, nc)
-		b, err := newBackend(ctx, nc)
+		b, closeRuns, err := newBackend(nc)
 		if err != nil {
 			return fmt.Errorf("%s: %w", id, err)
 		}
+		defer closeRuns()
 		s, err := scheduler.New(scheduler.Config{Backend: b, Instance: id, OnEvent: onEvent})
 		if err != nil {
 			return err
@@ -159,11 +161,22 @@ func server(ctx context.Context, cfg config, out io.Writer) (func() (*nats.Conn,
 	return func() (*nats.Conn, error) { return srv.Connect(nats.Name("anarchon-quickstart")) }, srv.Shutdown, nil
 }
 
-// newBackend is the JetStream backend every instance builds on its own connection.
-func newBackend(_ context.Context, nc *nats.Conn) (scheduler.Backend, error) {
+// newBackend is the JetStream backend every instance builds on its own connection:
+// history in the job's stream, leases in a KV bucket (so a backup takes over a run
+// whose instance dies).
+func newBackend(nc *nats.Conn) (scheduler.Backend, func(), error) {
 	js, err := natsjs.New(nc)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return jetstream.New(js)
+	runs, err := kvlease.New(js)
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := jetstream.NewLeased(js, runs)
+	if err != nil {
+		runs.Close()
+		return nil, nil, err
+	}
+	return b, runs.Close, nil
 }
