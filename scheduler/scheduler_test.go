@@ -136,6 +136,32 @@ func TestLateInstanceDoesNotClaim(t *testing.T) {
 	})
 }
 
+func TestLateInstanceWithoutLeasesDoesNotClaim(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := struct{ scheduler.Backend }{scheduler.NewMemoryBackend()} // no leases
+		var late int
+		s := newScheduler(t, b, "late", func(c *scheduler.Config) {
+			c.Clock = slowClock{lag: 2 * time.Second}
+			c.OnEvent = func(e scheduler.Event) {
+				if e.Kind == scheduler.EventLate {
+					late++
+				}
+			}
+		})
+		log := newRunLog()
+		time.Sleep(1500 * time.Millisecond)
+		require.NoError(t, s.Every("job", 10*time.Second, log.handler, scheduler.WithMaxLate(time.Second)))
+		require.NoError(t, s.Start(t.Context()))
+		time.Sleep(45 * time.Second)
+		require.NoError(t, s.Stop(t.Context()))
+		assert.Empty(t, log.snapshot())
+		hist, err := s.History(t.Context(), "job", 10)
+		require.NoError(t, err)
+		assert.Empty(t, hist, "without leases a late instance sends no claim at all")
+		assert.GreaterOrEqual(t, late, 4)
+	})
+}
+
 func TestPanickingHandlerIsRecordedAsError(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := scheduler.NewMemoryBackend()
