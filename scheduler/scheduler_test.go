@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -139,12 +140,12 @@ func TestLateInstanceDoesNotClaim(t *testing.T) {
 func TestLateInstanceWithoutLeasesDoesNotClaim(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := struct{ scheduler.Backend }{scheduler.NewMemoryBackend()} // no leases
-		var late int
+		var late atomic.Int32
 		s := newScheduler(t, b, "late", func(c *scheduler.Config) {
 			c.Clock = slowClock{lag: 2 * time.Second}
 			c.OnEvent = func(e scheduler.Event) {
 				if e.Kind == scheduler.EventLate {
-					late++
+					late.Add(1)
 				}
 			}
 		})
@@ -158,7 +159,7 @@ func TestLateInstanceWithoutLeasesDoesNotClaim(t *testing.T) {
 		hist, err := s.History(t.Context(), "job", 10)
 		require.NoError(t, err)
 		assert.Empty(t, hist, "without leases a late instance sends no claim at all")
-		assert.GreaterOrEqual(t, late, 4)
+		assert.GreaterOrEqual(t, late.Load(), int32(4))
 	})
 }
 
