@@ -1,0 +1,477 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/anarchon/anarchon/embedded"
+	"github.com/anarchon/anarchon/jetstream"
+	"github.com/anarchon/anarchon/kvlease"
+	"github.com/anarchon/anarchon/scheduler"
+)
+
+// The claim rig: one server, and one TCP connection per role so that the message
+// counters of a connection move only for the calls measured on it.
+//
+//	raw    a plain synchronous JetStream publish (the limit a claim is held to)
+//	win    jetstream.Backend.Claim of a fresh slot
+//	lose   jetstream.Backend.Claim of the same slot by another instance and token
+//	lwin   kvlease.Store.Claim of a fresh slot (+ heartbeat, finish on the same store)
+//	lrec   LeasedBackend.RecordClaim: the history record a won lease adds
+//	llose  kvlease.Store.Claim of a slot another instance holds or finished
+const (
+	claimJob   = "bench-claim"
+	leaseJob   = "bench-lease"
+	historyJob = "bench-history"
+	rawStream  = "BENCH_RAW"
+	rawSubject = "bench.raw"
+	// historyRuns is how many finished runs the history job holds (more than the
+	// largest read, so the read stops at its limit, not at the start of the stream).
+	historyRuns = 120
+	benchLease  = 30 * time.Second
+)
+
+type claimRig struct {
+	srv               *embedded.Server
+	ownServer         bool
+	raw, rawd         *client
+	win, lose         *client
+	lwin, lrec, llose *client
+	bwin, blose       *jetstream.Backend
+	bhist             *jetstream.Backend
+	swin, slose       *kvlease.Store
+	leased            *jetstream.LeasedBackend
+	payload           []byte
+	base              time.Time
+	slotN, rawN       int64
+	claimTTL          string
+	leases            bool
+	conns             []*client
+	closers           []func()
+}
+
+// newClaimRig connects to srv (or starts a server when srv is nil) and prepares the
+// jobs and streams the measurements use.
+func newClaimRig(ctx context.Context, srv *embedded.Server, leases bool) (_ *claimRig, err error) {
+	r := &claimRig{srv: srv, leases: leases}
+	defer func() {
+		if err != nil {
+			r.close()
+		}
+	}()
+	if r.srv == nil {
+		if r.srv, err = startServer(ctx, ""); err != nil {
+			return nil, err
+		}
+		r.ownServer = true
+	}
+	for _, c := range []struct {
+		to   **client
+		name string
+	}{{&r.raw, "raw"}, {&r.rawd, "raw-dedupe"}, {&r.win, "win"}, {&r.lose, "lose"}, {&r.lwin, "lease-win"}, {&r.lrec, "lease-record"}, {&r.llose, "lease-lose"}} {
+		cl, err := dial(r.srv, "bench-"+c.name)
+		if err != nil {
+			return nil, err
+		}
+		*c.to = cl
+		r.conns = append(r.conns, cl)
+	}
+	if _, err := r.raw.js.CreateStream(ctx, natsjs.StreamConfig{
+		Name: rawStream, Subjects: []string{rawSubject}, Storage: natsjs.FileStorage, MaxMsgs: 100_000,
+	}); err != nil {
+		return nil, fmt.Errorf("create the raw stream: %w", err)
+	}
+	// A payload the size of a claim record, so the raw publish carries as much.
+	r.payload = []byte(fmt.Sprintf(`{"v":1,"job":%q,"slot":1767225600000,"token":%q,"instance":"bench-win","attempt":1,"at":"2026-01-01T00:00:00.000000000Z","history":100}`, claimJob, newToken()))
+
+	for _, b := range []struct {
+		to **jetstream.Backend
+		c  *client
+	}{{&r.bwin, r.win}, {&r.blose, r.lose}, {&r.bhist, r.win}} {
+		be, err := jetstream.New(b.c.js)
+		if err != nil {
+			return nil, err
+		}
+		if err := be.Init(ctx); err != nil {
+			return nil, err
+		}
+		*b.to = be
+	}
+	for _, job := range []string{claimJob, historyJob} {
+		if err := r.bwin.PrepareJob(ctx, jobLimits(job, time.Second, 2*historyRuns)); err != nil {
+			return nil, err
+		}
+	}
+	r.base = time.Now().Truncate(time.Second)
+	// The claim's own TTL: the stream's duplicate window plus a second (jetstream/claimTTL).
+	st, err := r.rawd.js.Stream(ctx, "ANARCHON_"+claimJob)
+	if err != nil {
+		return nil, fmt.Errorf("the claim stream: %w", err)
+	}
+	r.claimTTL = fmt.Sprintf("%ds", int64((st.CachedInfo().Config.Duplicates+time.Second-1)/time.Second)+1)
+
+	if leases {
+		if r.swin, err = newStore(ctx, r.lwin); err != nil {
+			return nil, err
+		}
+		if r.slose, err = newStore(ctx, r.llose); err != nil {
+			return nil, err
+		}
+		srec, err := newStore(ctx, r.lrec)
+		if err != nil {
+			return nil, err
+		}
+		r.closers = append(r.closers, r.swin.Close, r.slose.Close, srec.Close)
+		if r.leased, err = jetstream.NewLeased(r.lrec.js, srec); err != nil {
+			return nil, err
+		}
+		if err := r.leased.Init(ctx); err != nil {
+			return nil, err
+		}
+		if err := r.leased.PrepareJob(ctx, jobLimits(leaseJob, time.Second, 100)); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+func newStore(ctx context.Context, c *client) (*kvlease.Store, error) {
+	st, err := kvlease.New(c.js)
+	if err != nil {
+		return nil, err
+	}
+	if err := st.Init(ctx); err != nil {
+		return nil, fmt.Errorf("kvlease init: %w", err)
+	}
+	return st, nil
+}
+
+func (r *claimRig) close() {
+	for _, f := range r.closers {
+		f()
+	}
+	for _, c := range r.conns {
+		c.nc.Close()
+	}
+	if r.ownServer && r.srv != nil {
+		r.srv.Shutdown()
+	}
+}
+
+// nextSlot is a slot nobody has claimed yet: one millisecond after the last.
+func (r *claimRig) nextSlot() time.Time {
+	r.slotN++
+	return r.base.Add(time.Duration(r.slotN) * time.Millisecond)
+}
+
+func (r *claimRig) publishRaw(ctx context.Context) error {
+	_, err := r.raw.js.Publish(ctx, rawSubject, r.payload)
+	return err
+}
+
+// publishDedupe is the server's floor for a claim: what Claim publishes (into the
+// claim stream, on a subject of its own, with a new Nats-Msg-Id and the claim's
+// Nats-TTL), sent with a plain PublishMsg, without anything anarchon does around it.
+func (r *claimRig) publishDedupe(ctx context.Context) error {
+	r.rawN++
+	m := nats.NewMsg("anarchon." + claimJob + ".claim.raw" + strconv.FormatInt(r.rawN, 10))
+	m.Data = r.payload
+	m.Header.Set(natsjs.MsgIDHeader, "raw:"+strconv.FormatInt(r.rawN, 10))
+	m.Header.Set(natsjs.MsgTTLHeader, r.claimTTL)
+	_, err := r.rawd.js.PublishMsg(ctx, m)
+	return err
+}
+
+func (r *claimRig) claim(ctx context.Context, b *jetstream.Backend, slot time.Time, instance string, want bool) error {
+	won, err := b.Claim(ctx, claimInput(claimJob, slot, newToken(), instance))
+	if err != nil {
+		return err
+	}
+	if won != want {
+		return fmt.Errorf("claim of slot %s by %s: won=%v, want %v", slot.Format(time.StampMilli), instance, won, want)
+	}
+	return nil
+}
+
+func (r *claimRig) leaseClaim(ctx context.Context, st *kvlease.Store, slot time.Time, token, instance string, want scheduler.ClaimOutcome) error {
+	res, err := st.Claim(ctx, scheduler.RunClaim{
+		Job: leaseJob, Slot: slot, Token: token, Instance: instance, Lease: benchLease,
+		Deadline: time.Now().Add(time.Hour), Keep: 2 * time.Minute,
+	})
+	if err != nil {
+		return err
+	}
+	if res.Outcome != want {
+		return fmt.Errorf("lease claim of slot %s by %s: %s, want %s", slot.Format(time.StampMilli), instance, res.Outcome, want)
+	}
+	return nil
+}
+
+// fillHistory stores historyRuns finished runs of the history job.
+func (r *claimRig) fillHistory(ctx context.Context) error {
+	slot := r.base.Add(-time.Hour)
+	for i := range historyRuns {
+		slot = slot.Add(time.Second)
+		in := claimInput(historyJob, slot, newToken(), "bench-win")
+		in.HistorySize = 2 * historyRuns
+		won, err := r.bhist.Claim(ctx, in)
+		if err != nil {
+			return err
+		}
+		if !won {
+			return fmt.Errorf("history run %d: claim lost", i)
+		}
+		now := time.Now()
+		if err := r.bhist.SaveResult(ctx, historyJob, scheduler.StoredResult{
+			Slot: slot, Token: in.Token, Instance: in.Instance, Attempt: 1, Status: scheduler.StatusOK,
+			StartedAt: now, FinishedAt: now,
+		}, scheduler.Retention{Size: 2 * historyRuns}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *claimRig) history(ctx context.Context, limit int) error {
+	recs, err := r.bhist.History(ctx, historyJob, limit)
+	if err != nil {
+		return err
+	}
+	if len(recs) != limit {
+		return fmt.Errorf("history(%d) returned %d records", limit, len(recs))
+	}
+	return nil
+}
+
+func jobLimits(job string, interval time.Duration, history int) scheduler.JobLimits {
+	return scheduler.JobLimits{
+		Job: job, Schedule: "every " + interval.String(), Interval: interval, MaxLate: interval,
+		Lease: benchLease, Retention: scheduler.Retention{Size: history},
+	}
+}
+
+func claimInput(job string, slot time.Time, token, instance string) scheduler.ClaimInput {
+	return scheduler.ClaimInput{
+		Job: job, Slot: slot, Token: token, Instance: instance, Attempt: 1, At: time.Now(),
+		HistorySize: scheduler.DefaultHistorySize,
+	}
+}
+
+func newToken() string { return strings.ToLower(rand.Text()) }
+
+// op is the latency sample and message count of one measured call.
+type op struct {
+	name, goal string
+	conn       *nats.Conn
+	lat        durations
+	msgs       msgs
+}
+
+func (o *op) n() int { return len(o.lat) }
+
+// do times f and counts the messages it moved on o's connection.
+func (o *op) do(record bool, f func() error) error {
+	before := counters(o.conn)
+	t0 := time.Now()
+	err := f()
+	d := time.Since(t0)
+	if err != nil {
+		return fmt.Errorf("%s: %w", o.name, err)
+	}
+	if record {
+		o.lat = append(o.lat, d)
+		o.msgs = o.msgs.add(counters(o.conn).sub(before))
+	}
+	return nil
+}
+
+func (m msgs) add(o msgs) msgs { return msgs{out: m.out + o.out, in: m.in + o.in} }
+
+// claimResult is section 1.
+type claimResult struct {
+	samples   int
+	raw       *op
+	rawDedupe *op
+	win       *op
+	lose      *op
+	leased    []*op // nil without leases
+	// leasedPath is a won lease as the scheduler takes it: Store.Claim then
+	// RecordClaim, summed per slot.
+	leasedPath *op
+	history    []*op
+}
+
+// measureClaims runs section 1: n interleaved samples of each operation.
+func measureClaims(ctx context.Context, cfg config) (*claimResult, error) {
+	r, err := newClaimRig(ctx, nil, cfg.leases)
+	if err != nil {
+		return nil, err
+	}
+	defer r.close()
+
+	res := &claimResult{
+		samples:   cfg.samples,
+		raw:       &op{name: "raw synchronous JetStream publish (plain stream, no headers)", conn: r.raw.nc},
+		rawDedupe: &op{name: "raw publish of a claim's message (claim stream, new subject, new `Nats-Msg-Id`, `Nats-TTL`), no backend", conn: r.rawd.nc},
+		win:       &op{name: "claim won: `jetstream.Backend.Claim`", conn: r.win.nc, goal: "ratio ≤ 1.3, 1 round trip"},
+		lose:      &op{name: "claim lost: `jetstream.Backend.Claim`, slot already claimed", conn: r.lose.nc, goal: "1 round trip"},
+	}
+	plain := func(i int, record bool) error {
+		slot := r.nextSlot()
+		seq := []func() error{
+			func() error { return res.raw.do(record, func() error { return r.publishRaw(ctx) }) },
+			func() error { return res.rawDedupe.do(record, func() error { return r.publishDedupe(ctx) }) },
+			func() error {
+				return res.win.do(record, func() error { return r.claim(ctx, r.bwin, slot, "bench-win", true) })
+			},
+			func() error {
+				return res.lose.do(record, func() error { return r.claim(ctx, r.blose, slot, "bench-lose", false) })
+			},
+		}
+		// Rotate the order so that no operation always runs first after a pause; the
+		// lost claim needs the won one before it.
+		k := i % len(seq)
+		seq = append(seq[k:], seq[:k]...)
+		if k == 3 {
+			seq[0], seq[len(seq)-1] = seq[len(seq)-1], seq[0]
+		}
+		for _, f := range seq {
+			if err := f(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+
+	var lwin, lrec, lloseRun, hb, fin, lloseDone *op
+	leased := func(bool) error { return nil }
+	if cfg.leases {
+		lwin = &op{name: "lease claim won: `kvlease.Store.Claim`", conn: r.lwin.nc}
+		lrec = &op{name: "history record of a won lease: `LeasedBackend.RecordClaim`", conn: r.lrec.nc}
+		lloseRun = &op{name: "lease claim lost, holder running: `Store.Claim` → running", conn: r.llose.nc}
+		hb = &op{name: "lease heartbeat: `Store.Heartbeat`", conn: r.lwin.nc}
+		fin = &op{name: "lease finish: `Store.Finish`", conn: r.lwin.nc}
+		lloseDone = &op{name: "lease claim lost, slot finished: `Store.Claim` → done", conn: r.llose.nc}
+		res.leased = []*op{lwin, lrec, lloseRun, hb, fin, lloseDone}
+		res.leasedPath = &op{name: "leased win path as the scheduler takes it: Claim + RecordClaim", goal: "(no goal set; reported)"}
+		leased = func(record bool) error {
+			slot := r.nextSlot()
+			tok := newToken()
+			steps := []struct {
+				o *op
+				f func() error
+			}{
+				{lwin, func() error { return r.leaseClaim(ctx, r.swin, slot, tok, "bench-win", scheduler.OutcomeWon) }},
+				{lrec, func() error {
+					in := claimInput(leaseJob, slot, tok, "bench-win")
+					return r.leased.RecordClaim(ctx, in)
+				}},
+				{lloseRun, func() error {
+					return r.leaseClaim(ctx, r.slose, slot, newToken(), "bench-lose", scheduler.OutcomeRunning)
+				}},
+				{hb, func() error { return r.swin.Heartbeat(ctx, leaseJob, slot, tok, benchLease) }},
+				{fin, func() error { return r.swin.Finish(ctx, leaseJob, slot, tok, scheduler.StatusOK) }},
+				{lloseDone, func() error {
+					return r.leaseClaim(ctx, r.slose, slot, newToken(), "bench-lose", scheduler.OutcomeDone)
+				}},
+			}
+			for _, s := range steps {
+				if err := s.o.do(record, s.f); err != nil {
+					return err
+				}
+			}
+			if record {
+				n := lwin.n() - 1
+				res.leasedPath.lat = append(res.leasedPath.lat, lwin.lat[n]+lrec.lat[n])
+			}
+			return nil
+		}
+	}
+
+	warm := min(100, cfg.samples/5+1)
+	for i := range warm + cfg.samples {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		record := i >= warm
+		if err := plain(i, record); err != nil {
+			return nil, err
+		}
+		if err := leased(record); err != nil {
+			return nil, err
+		}
+	}
+	if res.leasedPath != nil {
+		res.leasedPath.msgs = lwin.msgs.add(lrec.msgs)
+	}
+
+	if err := r.fillHistory(ctx); err != nil {
+		return nil, fmt.Errorf("fill history: %w", err)
+	}
+	for _, limit := range []int{10, 100} {
+		o := &op{name: fmt.Sprintf("history read of %d records: `Backend.History`", limit), conn: r.win.nc}
+		n := max(cfg.samples/10, 20)
+		if limit == 100 {
+			n = max(cfg.samples/40, 10)
+		}
+		for i := range n + 3 {
+			if err := o.do(i >= 3, func() error { return r.history(ctx, limit) }); err != nil {
+				return nil, err
+			}
+		}
+		res.history = append(res.history, o)
+	}
+	return res, nil
+}
+
+func (c *claimResult) winGoalMet() bool {
+	return ratioOf(c.win.lat.pct(50), c.raw.lat.pct(50)) <= 1.3
+}
+
+func (c *claimResult) roundTrips(o *op) float64 {
+	if o.n() == 0 {
+		return 0
+	}
+	return float64(max(o.msgs.out, o.msgs.in)) / float64(o.n())
+}
+
+func ratioOf(a, b time.Duration) float64 {
+	if b <= 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+func (c *claimResult) markdown() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d samples of each operation, interleaved in the same loop (order rotated), after warm-up; each role on its own TCP connection. "+
+		"Round trips = requests sent (and answers received) per call, from `nats.Conn.Stats()` deltas.\n\n", c.samples)
+	t := newTable("operation", "p50", "p99", "p50 / raw", "p99 / raw", "round trips (out/in msgs per call)", "goal")
+	rawP50, rawP99 := c.raw.lat.pct(50), c.raw.lat.pct(99)
+	row := func(o *op, goal string) {
+		t.add(o.name, dur(o.lat.pct(50)), dur(o.lat.pct(99)), ratio(o.lat.pct(50), rawP50), ratio(o.lat.pct(99), rawP99),
+			perOp(o.msgs.out, o.n())+" / "+perOp(o.msgs.in, o.n()), goal)
+	}
+	row(c.raw, "the limit")
+	row(c.rawDedupe, "the server's own cost of a claim")
+	row(c.win, fmt.Sprintf("%s ratio ≤ 1.3; %s 1 round trip", mark(c.winGoalMet()), mark(c.roundTrips(c.win) == 1)))
+	row(c.lose, fmt.Sprintf("%s 1 round trip", mark(c.roundTrips(c.lose) == 1)))
+	for _, o := range c.leased {
+		row(o, "")
+	}
+	if c.leasedPath != nil {
+		row(c.leasedPath, "")
+	}
+	for _, o := range c.history {
+		row(o, "")
+	}
+	b.WriteString(t.String())
+	return b.String()
+}

@@ -1,0 +1,287 @@
+// Command bench measures anarchon on this machine against its own limits and
+// against the way Go services share scheduled jobs today, and prints the results as
+// markdown tables ready for the README.
+//
+// It starts its own embedded nats-server (JetStream on a file store, clients over
+// loopback TCP so every call pays a real network round trip) and runs:
+//
+//  1. claims beside a raw synchronous JetStream publish: p50/p99, ratio, round trips;
+//     lease operations and history reads for reference;
+//  2. load: -jobs jobs every second on three instances for -duration, with kvlease
+//     leases and on the plain JetStream backend: duplicates, missed slots, slot lag,
+//     CPU, memory and what the server is asked per slot;
+//  3. the stream layout at scale: PrepareJob time, memory, restart recovery;
+//  4. takeover: the holder of a 2s lease killed mid-run, delay until a backup runs;
+//  5. the peer: go-co-op/gocron v2 with a NATS KV Locker, the same jobs side by side.
+//
+// Usage:
+//
+//	go run ./integration/bench [-jobs 1000] [-duration 30s] [-quick]
+//	                           [-leases=true] [-plain=true] [-peer=true] [-jitter 0]
+//	                           [-samples 2000] [-scale 100,1000,5000] [-trials 3]
+//
+// The whole run is budgeted to finish within five minutes on two cores; -quick
+// finishes in well under a minute. Progress goes to stderr, the tables to stdout.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/anarchon/anarchon/scheduler"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if _, err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(2)
+		}
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// config is what the flags say.
+type config struct {
+	args     []string
+	jobs     int
+	duration time.Duration
+	quick    bool
+	leases   bool
+	plain    bool
+	peer     bool
+	samples  int
+	scale    []int
+	trials   int
+	jitter   time.Duration
+	budget   time.Duration
+	// warmup is how long the instances run before a load window opens.
+	warmup time.Duration
+	// progress receives progress lines (stderr for the command).
+	progress io.Writer
+}
+
+func (c config) logf(format string, args ...any) {
+	if c.progress != nil {
+		fmt.Fprintf(c.progress, "bench:   "+format+"\n", args...)
+	}
+}
+
+// phase runs f and logs how long it took.
+func (c config) phase(name string, f func()) {
+	t := time.Now()
+	f()
+	c.logf("%s in %v", name, time.Since(t).Round(time.Millisecond))
+}
+
+// Defaults of the full run and of -quick (a flag given explicitly wins over both).
+var (
+	fullDefaults  = config{jobs: 1000, duration: 30 * time.Second, samples: 2000, scale: []int{100, 1000, 5000}, trials: 3, budget: 4*time.Minute + 30*time.Second, warmup: 2 * time.Second}
+	quickDefaults = config{jobs: 50, duration: 5 * time.Second, samples: 300, scale: []int{10, 100}, trials: 1, budget: 55 * time.Second, warmup: time.Second}
+)
+
+func parseFlags(args []string, out io.Writer) (config, error) {
+	c := config{args: args}
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.IntVar(&c.jobs, "jobs", fullDefaults.jobs, "jobs every second in the load and peer sections")
+	fs.DurationVar(&c.duration, "duration", fullDefaults.duration, "measured window of the load and peer sections (whole seconds)")
+	fs.BoolVar(&c.quick, "quick", false, "a smoke test: small defaults, finishes in under a minute")
+	fs.BoolVar(&c.leases, "leases", true, "run anarchon with kvlease leases (false: the plain JetStream backend; no takeover section)")
+	fs.BoolVar(&c.plain, "plain", true, "also run the load on the plain JetStream backend (no leases), for comparison")
+	fs.BoolVar(&c.peer, "peer", true, "run the gocron peer (section 5)")
+	fs.IntVar(&c.samples, "samples", fullDefaults.samples, "samples of each claim operation")
+	scale := fs.String("scale", joinInts(fullDefaults.scale), "job counts of the stream-layout section, comma-separated")
+	fs.IntVar(&c.trials, "trials", fullDefaults.trials, "takeover trials")
+	fs.DurationVar(&c.jitter, "jitter", 0, "jitter of every load job (0: all instances claim at the slot)")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	c.budget, c.warmup = fullDefaults.budget, fullDefaults.warmup
+	if c.quick {
+		q := quickDefaults
+		if !set["jobs"] {
+			c.jobs = q.jobs
+		}
+		if !set["duration"] {
+			c.duration = q.duration
+		}
+		if !set["samples"] {
+			c.samples = q.samples
+		}
+		if !set["scale"] {
+			*scale = joinInts(q.scale)
+		}
+		if !set["trials"] {
+			c.trials = q.trials
+		}
+		c.budget, c.warmup = q.budget, q.warmup
+	}
+	var err error
+	if c.scale, err = parseInts(*scale); err != nil {
+		return c, fmt.Errorf("-scale: %w", err)
+	}
+	switch {
+	case c.jobs < 1:
+		return c, fmt.Errorf("-jobs must be at least 1, got %d", c.jobs)
+	case c.duration < 2*time.Second || c.duration%time.Second != 0:
+		return c, fmt.Errorf("-duration must be whole seconds, at least 2s, got %v", c.duration)
+	case c.samples < 10:
+		return c, fmt.Errorf("-samples must be at least 10, got %d", c.samples)
+	case c.trials < 0:
+		return c, fmt.Errorf("-trials must not be negative, got %d", c.trials)
+	case c.jitter < 0 || c.jitter >= loadInterval:
+		return c, fmt.Errorf("-jitter must be in [0, %v), got %v", loadInterval, c.jitter)
+	}
+	return c, nil
+}
+
+func (c config) jobOptions() []scheduler.JobOption {
+	if c.jitter > 0 {
+		return []scheduler.JobOption{scheduler.WithJitter(c.jitter)}
+	}
+	return nil
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
+}
+
+func parseInts(s string) ([]int, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q is not a positive job count", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// run runs every section and writes the report to out, progress to progress. It
+// returns the report, and an error when a section could not run (the report then
+// says which).
+func run(ctx context.Context, args []string, out, progress io.Writer) (*report, error) {
+	cfg, err := parseFlags(args, progress)
+	if err != nil {
+		return nil, err
+	}
+	cfg.progress = progress
+	start := time.Now()
+	budget := start.Add(cfg.budget)
+	rep := &report{cfg: cfg}
+	step := func(name string) func() {
+		fmt.Fprintf(progress, "bench: %s…\n", name)
+		t := time.Now()
+		return func() { fmt.Fprintf(progress, "bench: %s done in %v\n", name, time.Since(t).Round(time.Millisecond)) }
+	}
+	var errs []error
+	fail := func(section string, err error) string {
+		errs = append(errs, fmt.Errorf("%s: %w", section, err))
+		return fmt.Sprintf("**failed:** %v\n", err)
+	}
+
+	done := step("1. claims")
+	if rep.claims, err = measureClaims(ctx, cfg); err != nil {
+		rep.claimsErr = fail("claims", err)
+	}
+	done()
+	settledProc()
+
+	// The load and peer runs come before the scale section, whose thousands of
+	// streams would otherwise stay in the process's memory during them. The leased
+	// run comes last of them: when it cannot keep up, it leaves the most behind.
+	var backends []bool
+	if cfg.plain || !cfg.leases {
+		backends = append(backends, false)
+	}
+	if cfg.leases {
+		backends = append(backends, true)
+	}
+	for i, leases := range backends {
+		if leases && cfg.peer {
+			runPeerSection(ctx, cfg, rep, step, fail)
+		}
+		done = step("2. load, " + backendName(leases))
+		l, err := runLoad(ctx, cfg, leases)
+		if err != nil {
+			rep.loadErr += fail("load, "+backendName(leases), err)
+		} else {
+			rep.loads = append(rep.loads, l)
+			if i == len(backends)-1 {
+				rep.load = l
+			}
+		}
+		done()
+		settledProc()
+	}
+	if !cfg.leases && cfg.peer {
+		runPeerSection(ctx, cfg, rep, step, fail)
+	}
+
+	if cfg.leases && cfg.trials > 0 {
+		done = step("4. takeover")
+		if rep.takeover, err = measureTakeover(ctx, cfg); err != nil {
+			rep.takeoverErr = fail("takeover", err)
+		}
+		for _, tr := range rep.takeover {
+			if tr.err != "" {
+				errs = append(errs, fmt.Errorf("takeover: %s", tr.err))
+			}
+		}
+		done()
+		settledProc()
+	}
+
+	done = step("3. scale")
+	rep.scale = measureScale(ctx, cfg, budget)
+	for _, r := range rep.scale.rows {
+		if r.err != "" {
+			errs = append(errs, fmt.Errorf("scale %d jobs: %s", r.jobs, r.err))
+		}
+	}
+	done()
+
+	rep.elapsed = time.Since(start)
+	if rep.load != nil && rep.load.dups > 0 {
+		errs = append(errs, fmt.Errorf("load: %d duplicate runs", rep.load.dups))
+	}
+	if _, err := io.WriteString(out, rep.markdown()); err != nil {
+		errs = append(errs, err)
+	}
+	return rep, errors.Join(errs...)
+}
+
+func runPeerSection(ctx context.Context, cfg config, rep *report, step func(string) func(), fail func(string, error) string) {
+	done := step("5. peer (gocron)")
+	var err error
+	if rep.peer, err = runPeer(ctx, cfg); err != nil {
+		rep.peerErr = fail("peer", err)
+	}
+	done()
+	settledProc()
+}

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"fmt"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+// report is everything one run measured. Sections that could not run keep the
+// reason in their *Err field.
+type report struct {
+	cfg                                      config
+	claims                                   *claimResult
+	load                                     *loadResult   // the run the goals judge: with leases unless -leases=false
+	loads                                    []*loadResult // every anarchon load run, plain first
+	peer                                     *loadResult
+	takeover                                 []takeoverTrial
+	scale                                    *scaleResult
+	claimsErr, loadErr, peerErr, takeoverErr string
+	elapsed                                  time.Duration
+}
+
+// Section headings; the smoke test looks for them.
+const (
+	headClaims   = "### 1. Claim vs the limit"
+	headLoad     = "### 2. Load"
+	headScale    = "### 3. Scale of the stream layout"
+	headTakeover = "### 4. Takeover"
+	headPeer     = "### 5. Peer side by side"
+	headGoals    = "### Goals"
+)
+
+func (r *report) markdown() string {
+	var b strings.Builder
+	c := r.cfg
+	b.WriteString("## Benchmarks\n\n")
+	fmt.Fprintf(&b, "- command: `go run ./integration/bench%s`\n", argLine(c.args))
+	fmt.Fprintf(&b, "- machine: %d CPUs (GOMAXPROCS %d)%s, %s/%s, %s\n", runtime.NumCPU(), runtime.GOMAXPROCS(0), cpuSuffix(), runtime.GOOS, runtime.GOARCH, runtime.Version())
+	fmt.Fprintf(&b, "- server: embedded nats-server %s in the same process (file storage, default sync), clients over loopback TCP with nats.go %s\n", server.VERSION, nats.Version)
+	fmt.Fprintf(&b, "- %s; total run time %v\n", modLine(), r.elapsed.Round(time.Second))
+	b.WriteString("- the machine is shared: absolute times are noisy, ratios within one section are measured in the same run\n\n")
+
+	b.WriteString(headClaims + "\n\n")
+	switch {
+	case r.claims != nil:
+		b.WriteString(r.claims.markdown())
+	default:
+		b.WriteString(r.claimsErr)
+	}
+
+	fmt.Fprintf(&b, "\n%s: %d jobs every second × %d instances × %v\n\n", headLoad, c.jobs, instances, c.duration)
+	b.WriteString(r.loadErr)
+	if len(r.loads) > 0 {
+		fmt.Fprintf(&b, "Every job `Every(1s)`%s, max lateness 1s (the default for a 1s job); the handler records the run and returns. "+
+			"A slot counts when its handler started; the window opens %v after Start. Each run has its own fresh embedded server. "+
+			"CPU and memory are the whole process: the server runs in it. API requests counted by a subscriber on `$JS.API.>`.\n\n", jitterNote(c.jitter), c.warmup)
+		b.WriteString(loadMarkdown(r.loads))
+	}
+
+	b.WriteString("\n" + headScale + "\n\n")
+	b.WriteString(scaleMarkdown(r.scale))
+
+	b.WriteString("\n" + headTakeover + "\n\n")
+	switch {
+	case !c.leases:
+		b.WriteString(takeoverMarkdown(nil, true))
+	case c.trials == 0:
+		b.WriteString("not run (-trials 0)\n")
+	default:
+		if r.takeoverErr != "" {
+			b.WriteString(r.takeoverErr)
+		}
+		b.WriteString(takeoverMarkdown(r.takeover, false))
+	}
+
+	b.WriteString("\n" + headPeer + "\n\n")
+	switch {
+	case !c.peer:
+		b.WriteString("not run (-peer=false)\n")
+	case len(r.loads) == 0 || r.peer == nil:
+		b.WriteString(r.loadErr + r.peerErr)
+	default:
+		fmt.Fprintf(&b, "The same %d jobs every second on %d instances for %v, each instance on its own connection to a fresh embedded server like section 2's. "+
+			"gocron: `DurationJob(1s)` started at the same whole second on every instance (`WithStartAt`, as gocron's Locker notes advise), "+
+			"`WithDistributedLocker` on a NATS KV bucket (TTL %v): Lock = `kv.Create(job name)`, Unlock = `kv.Delete`. "+
+			"gocron tells a handler no slot, so its runs are counted for the second they started in.\n\n",
+			c.jobs, instances, c.duration, peerLockTTL)
+		b.WriteString(peerMarkdown(r.loads, r.peer))
+	}
+
+	b.WriteString("\n" + headGoals + "\n\n")
+	b.WriteString(r.goals())
+	return b.String()
+}
+
+func (r *report) goals() string {
+	t := newTable("goal", "result")
+	if cl := r.claims; cl != nil {
+		t.add("claim won p50 ≤ 1.3 × raw publish p50", fmt.Sprintf("%s %s", mark(cl.winGoalMet()), ratio(cl.win.lat.pct(50), cl.raw.lat.pct(50))))
+		t.add("one round trip per first claim, won", fmt.Sprintf("%s %.2f", mark(cl.roundTrips(cl.win) == 1), cl.roundTrips(cl.win)))
+		t.add("one round trip per first claim, lost", fmt.Sprintf("%s %.2f", mark(cl.roundTrips(cl.lose) == 1), cl.roundTrips(cl.lose)))
+	} else {
+		t.add("claims", "not measured")
+	}
+	for _, l := range r.loads {
+		t.add("load, "+l.name+": duplicates = 0", fmt.Sprintf("%s %d", mark(l.dups == 0), l.dups))
+		t.add("load, "+l.name+": missed = 0", fmt.Sprintf("%s %d of %d", mark(l.missed == 0), l.missed, l.slotsDue))
+	}
+	if len(r.loads) == 0 {
+		t.add("load", "not measured")
+	}
+	limit := 5 * time.Minute
+	if r.cfg.quick {
+		limit = time.Minute
+	}
+	t.add(fmt.Sprintf("whole run < %v", limit), fmt.Sprintf("%s %v", mark(r.elapsed < limit), r.elapsed.Round(time.Second)))
+	return t.String()
+}
+
+func argLine(args []string) string {
+	if len(args) == 0 {
+		return ""
+	}
+	return " " + strings.Join(args, " ")
+}
+
+func cpuSuffix() string {
+	if m := cpuModel(); m != "" {
+		return ", " + m
+	}
+	return ""
+}
+
+func jitterNote(j time.Duration) string {
+	if j == 0 {
+		return " with no jitter (every instance claims at the slot)"
+	}
+	return fmt.Sprintf(" with jitter %v", j)
+}
+
+// modLine names the versions of the modules measured.
+func modLine() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "module versions unknown"
+	}
+	want := map[string]bool{"github.com/go-co-op/gocron/v2": true, "github.com/nats-io/nats-server/v2": true}
+	var parts []string
+	for _, d := range bi.Deps {
+		if want[d.Path] {
+			parts = append(parts, d.Path+" "+d.Version)
+		}
+	}
+	return "modules: " + strings.Join(parts, ", ")
+}
