@@ -196,10 +196,40 @@ func (s *Store) pastDeadline(ctx context.Context, b *bucket, deadline time.Time)
 		} else if sampled {
 			return false, errors.New("kvlease: the server sent no timestamp")
 		}
-		if _, err := s.sampleClock(ctx, b); err != nil {
+		if err := s.refreshClock(ctx, b); err != nil {
 			return false, err
 		}
 	}
+}
+
+// clockCall is a reading of the server's time in flight, shared by every claim
+// that needs one meanwhile (so a busy store sends one request, not one per claim).
+type clockCall struct {
+	done chan struct{}
+	err  error
+}
+
+// refreshClock reads the server's time, or waits for the reading already in flight.
+func (s *Store) refreshClock(ctx context.Context, b *bucket) error {
+	s.mu.Lock()
+	if c := s.clockCall; c != nil {
+		s.mu.Unlock()
+		select {
+		case <-c.done:
+			return c.err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	c := &clockCall{done: make(chan struct{})}
+	s.clockCall = c
+	s.mu.Unlock()
+	_, c.err = s.sampleClock(ctx, b)
+	s.mu.Lock()
+	s.clockCall = nil
+	s.mu.Unlock()
+	close(c.done)
+	return c.err
 }
 
 // earlierLive reports whether a slot of job before slot holds a live lease on an

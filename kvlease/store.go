@@ -62,6 +62,9 @@ type Store struct {
 	held     map[heldKey]*held // leases won through this store, by (lease key, token)
 	closed   bool
 	watchers sync.WaitGroup
+	hub      watchHub
+	// clockCall is the server-time reading in flight, if any (guarded by mu).
+	clockCall *clockCall
 
 	done   context.Context // canceled by Close
 	cancel context.CancelFunc

@@ -3,6 +3,7 @@ package kvlease
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -15,18 +16,17 @@ import (
 // within milliseconds of the expiry).
 const watchSlack = time.Second
 
-// WatchRun watches (job, slot)'s two keys and returns a channel closed when a new
-// Claim could decide differently: the lease is released, expires (the server's
-// marker), changes holder, or the run record changes (finished, taken over). A
-// heartbeat by the holder does not close it. When no lease is live at the start the
-// channel closes at once. It also closes when ctx is done or the store is closed;
-// the watcher is stopped then.
+// WatchRun returns a channel closed when a new Claim of (job, slot) could decide
+// differently: its lease is released, expires (the server's marker), changes holder,
+// or ends with the run finished. A heartbeat by the holder does not close it. When no
+// lease is live at the start the channel closes at once. It also closes when ctx is
+// done or the store is closed.
 //
-// The watch starts first, then the run's two keys are read from the stream leader:
-// that reading decides, and the watch acts only on revisions newer than it. (A
-// watcher's first values come from a consumer that may be served by a replica a
-// little behind the leader, so they alone could show a lease just written as not
-// there yet.)
+// All watches of a Store share ONE watcher on the bucket's lease keys (one consumer
+// on the server however many backups wait), started by the first WatchRun. A waiter
+// is registered before the lease is read from the stream leader; that reading
+// decides, and the shared watcher's updates count only when newer than it (a
+// watcher's consumer may be served by a replica a little behind the leader).
 func (s *Store) WatchRun(ctx context.Context, job string, slot time.Time) (<-chan struct{}, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -40,113 +40,197 @@ func (s *Store) WatchRun(ctx context.Context, job string, slot time.Time) (<-cha
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil, ErrClosed
-	}
-	s.watchers.Add(1)
-	s.mu.Unlock()
-
-	// The watcher lives as long as wctx; its creation is bounded by the store's
-	// timeout (or ctx's deadline) through a timer that cancels wctx.
-	wctx, wcancel := context.WithCancel(ctx)
-	stopOnClose := context.AfterFunc(s.done, wcancel)
-	giveUp := time.AfterFunc(time.Until(deadlineOf(callCtx)), wcancel)
 	k := keysFor(job, slot)
-	w, err := b.kv.WatchFiltered(wctx, []string{k.run, k.lease})
-	if !giveUp.Stop() && err == nil {
-		stopWatcher(w)
-		err = context.DeadlineExceeded
-	}
-	var base watchBase
-	if err == nil {
-		if base, err = s.watchBase(callCtx, b, k); err != nil {
-			stopWatcher(w)
-		}
-	}
-	if err != nil {
-		stopOnClose()
-		wcancel()
-		s.watchers.Done()
+	w := &waiter{ch: make(chan struct{}), key: k.lease, base: ^uint64(0)}
+	if err := s.hub.add(s, b, w); err != nil {
 		return nil, fmt.Errorf("kvlease: watch %s: %w", describeRun(job, slot), err)
 	}
-	out := make(chan struct{})
-	go func() {
-		defer s.watchers.Done()
-		defer close(out)
-		defer wcancel()
-		defer stopOnClose()
-		defer stopWatcher(w)
-		if base.lease.rec == nil || base.finished {
-			return // no live lease: a claim may decide differently now
+	ls, err := s.readLease(callCtx, b, k)
+	if err != nil {
+		s.hub.remove(w)
+		return nil, fmt.Errorf("kvlease: watch %s: %w", describeRun(job, slot), err)
+	}
+	if ls.rec == nil {
+		s.hub.fire(w) // no live lease: a claim may decide differently now
+		return w.ch, nil
+	}
+	stopCtx := context.AfterFunc(ctx, func() { s.hub.fire(w) })
+	end := time.AfterFunc(s.untilEnd(ls), func() { s.hub.fire(w) })
+	s.hub.arm(w, ls.rev, ls.rec.Token, func() { stopCtx(); end.Stop() })
+	return w.ch, nil
+}
+
+// waiter is one WatchRun waiting for a lease key to change.
+type waiter struct {
+	ch      chan struct{}
+	key     string
+	base    uint64 // revision read from the leader; older updates are ignored
+	token   string // the holder's token at base
+	once    sync.Once
+	cleanup func()
+	// early holds the updates seen before the waiter was armed: they count if newer
+	// than the leader's reading.
+	early []seen
+}
+
+// seen is one update of a lease key: its revision and holder ("" when it ended).
+type seen struct {
+	rev   uint64
+	token string
+}
+
+// watchHub fans the updates of one shared watcher out to the waiters by key.
+type watchHub struct {
+	mu      sync.Mutex
+	waiters map[string]map[*waiter]struct{}
+	running bool
+}
+
+// add registers w, starting the shared watcher when it is not running.
+func (h *watchHub) add(s *Store, b *bucket, w *waiter) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if s.done.Err() != nil {
+		return ErrClosed
+	}
+	if !h.running {
+		kw, err := b.kv.WatchFiltered(s.done, []string{leasePrefix + ">"}, jetstream.UpdatesOnly())
+		if err != nil {
+			return err
 		}
-		s.watch(wctx, w, k, base)
+		h.running = true
+		s.watchers.Add(1)
+		go func() {
+			defer s.watchers.Done()
+			h.run(s, kw)
+		}()
+	}
+	if h.waiters == nil {
+		h.waiters = make(map[string]map[*waiter]struct{})
+	}
+	set := h.waiters[w.key]
+	if set == nil {
+		set = make(map[*waiter]struct{})
+		h.waiters[w.key] = set
+	}
+	set[w] = struct{}{}
+	return nil
+}
+
+// arm sets what w waits to change, and what to stop when it fires; until armed,
+// only a closing watcher fires it. A waiter that already fired is cleaned up at once.
+func (h *watchHub) arm(w *waiter, rev uint64, token string, cleanup func()) {
+	h.mu.Lock()
+	_, waiting := h.waiters[w.key][w]
+	changed := false
+	if waiting {
+		w.base, w.token, w.cleanup = rev, token, cleanup
+		for _, u := range w.early {
+			changed = changed || (u.rev > rev && u.token != token)
+		}
+		w.early = nil
+	}
+	h.mu.Unlock()
+	switch {
+	case !waiting:
+		cleanup()
+	case changed:
+		h.fire(w)
+	}
+}
+
+func (h *watchHub) remove(w *waiter) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if set := h.waiters[w.key]; set != nil {
+		delete(set, w)
+		if len(set) == 0 {
+			delete(h.waiters, w.key)
+		}
+	}
+}
+
+// fire closes w's channel once and forgets it.
+func (h *watchHub) fire(w *waiter) {
+	h.mu.Lock()
+	if set := h.waiters[w.key]; set != nil {
+		delete(set, w)
+		if len(set) == 0 {
+			delete(h.waiters, w.key)
+		}
+	}
+	cleanup := w.cleanup
+	w.cleanup = nil
+	h.mu.Unlock()
+	if cleanup != nil {
+		cleanup()
+	}
+	w.once.Do(func() { close(w.ch) })
+}
+
+// run delivers the shared watcher's updates until it stops (Close, or the watcher
+// failed); then every waiter fires, and the next WatchRun starts a new watcher.
+func (h *watchHub) run(s *Store, kw jetstream.KeyWatcher) {
+	defer stopWatcher(kw)
+	defer func() {
+		h.mu.Lock()
+		h.running = false
+		var all []*waiter
+		for _, set := range h.waiters {
+			for w := range set {
+				all = append(all, w)
+			}
+		}
+		h.mu.Unlock()
+		for _, w := range all {
+			h.fire(w)
+		}
 	}()
-	return out, nil
-}
-
-// watchBase is the run's state read from the stream leader when a watch starts.
-type watchBase struct {
-	lease    leaseEntry
-	runRev   uint64
-	finished bool
-}
-
-func (s *Store) watchBase(ctx context.Context, b *bucket, k runKeys) (watchBase, error) {
-	run, err := s.readRun(ctx, b, k)
-	if err != nil {
-		return watchBase{}, err
-	}
-	ls, err := s.readLease(ctx, b, k)
-	if err != nil {
-		return watchBase{}, err
-	}
-	return watchBase{lease: ls, runRev: run.rev, finished: run.rec != nil && run.rec.finished()}, nil
-}
-
-func deadlineOf(ctx context.Context) time.Time {
-	d, _ := ctx.Deadline()
-	return d
-}
-
-// watch returns when the watch should fire. base holds a live lease.
-func (s *Store) watch(ctx context.Context, w jetstream.KeyWatcher, k runKeys, base watchBase) {
-	lease := base.lease
-	// Fire a little after the lease's end by the server's clock, in case the expiry
-	// marker is missed (a watcher resetting while the marker expired).
-	timer := time.NewTimer(s.untilEnd(lease))
-	defer timer.Stop()
 	for {
 		select {
-		case <-ctx.Done():
+		case <-s.done.Done():
 			return
-		case <-timer.C:
-			return
-		case e, ok := <-w.Updates():
+		case e, ok := <-kw.Updates():
 			if !ok {
 				return
 			}
 			if e == nil {
-				continue // end of the watcher's first values: the base decides
-			}
-			ent := entryFromKV(e)
-			if e.Key() == k.run {
-				if ent.rev > base.runRev {
-					return // finished, taken over, or refreshed: look again
-				}
 				continue
 			}
-			if ent.rev <= lease.rev {
-				continue // already known
-			}
-			next, err := decodeLease(ent)
-			if err != nil || next.rec == nil || next.rec.Token != lease.rec.Token {
-				return // expired, released, or a new holder
-			}
-			lease = next // a heartbeat: the same holder, a later end
-			timer.Reset(s.untilEnd(lease))
+			h.deliver(e)
 		}
+	}
+}
+
+// deliver fires the waiters of e's key whose lease e ends or replaces.
+func (h *watchHub) deliver(e jetstream.KeyValueEntry) {
+	h.mu.Lock()
+	set := h.waiters[e.Key()]
+	if len(set) == 0 {
+		h.mu.Unlock()
+		return
+	}
+	next, err := decodeLease(entryFromKV(e))
+	var fire []*waiter
+	holder := ""
+	if err == nil && next.rec != nil {
+		holder = next.rec.Token
+	}
+	for w := range set {
+		if w.base == ^uint64(0) {
+			w.early = append(w.early, seen{e.Revision(), holder})
+			continue // not armed yet: arm decides
+		}
+		if e.Revision() <= w.base {
+			continue // already known
+		}
+		if holder != w.token {
+			fire = append(fire, w) // expired, released, finished, or a new holder
+		}
+	}
+	h.mu.Unlock()
+	for _, w := range fire {
+		h.fire(w)
 	}
 }
 

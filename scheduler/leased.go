@@ -23,7 +23,9 @@ func (s *Scheduler) handleLeased(j *job, slot time.Time, catchUp bool) {
 		Overlap:  j.cfg.overlap,
 		Keep:     j.keep(),
 	}
-	res, ok := s.claimLease(j, rc, deadline.Add(j.cfg.lease))
+	// Past the deadline a first claim can only be answered late (or won again, if an
+	// answer was lost, and then its lease expires into a backup's hands): stop there.
+	res, ok := s.claimLease(j, rc, deadline)
 	if !ok {
 		return
 	}
