@@ -71,7 +71,6 @@ type Scheduler struct {
 	jobs    map[string]*job
 	order   []*job
 	state   int // 0 new, 1 started, 2 stopped
-	initErr error
 	inited  bool
 
 	loopCtx    context.Context // stops loops, backups and new claims
