@@ -20,6 +20,11 @@ const (
 	DefaultStorage = jetstream.FileStorage
 	// DefaultTimeout bounds a call whose context has no deadline.
 	DefaultTimeout = 5 * time.Second
+	// DefaultAttemptTimeout bounds one request to the server inside a call. A request
+	// left unanswered (a leader stepping down or dying with it in flight; nats.go does
+	// not fail pending requests on reconnect) is sent again after it, while the call's
+	// context allows: every write is a compare-and-set, so sending it again is safe.
+	DefaultAttemptTimeout = time.Second
 	// MaxReplicas is the most replicas JetStream allows.
 	MaxReplicas = 5
 )
@@ -33,10 +38,11 @@ type options struct {
 	replicas int
 	storage  jetstream.StorageType
 	timeout  time.Duration
+	attempt  time.Duration
 }
 
 func defaultOptions() options {
-	return options{bucket: DefaultBucket, replicas: DefaultReplicas, storage: DefaultStorage, timeout: DefaultTimeout}
+	return options{bucket: DefaultBucket, replicas: DefaultReplicas, storage: DefaultStorage, timeout: DefaultTimeout, attempt: DefaultAttemptTimeout}
 }
 
 var validBucket = regexp.MustCompile(`\A[a-zA-Z0-9_-]+\z`)
@@ -90,6 +96,19 @@ func WithTimeout(d time.Duration) Option {
 			return optErr("WithTimeout(%v): the timeout must be positive", d)
 		}
 		o.timeout = d
+		return nil
+	}
+}
+
+// WithAttemptTimeout sets how long one request to the server may go unanswered
+// before it is sent again (within the call's own deadline). Defaults to
+// DefaultAttemptTimeout.
+func WithAttemptTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return optErr("WithAttemptTimeout(%v): the timeout must be positive", d)
+		}
+		o.attempt = d
 		return nil
 	}
 }

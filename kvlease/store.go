@@ -208,9 +208,48 @@ func (s *Store) callContext(ctx context.Context) (context.Context, context.Cance
 	return context.WithTimeout(ctx, s.opts.timeout)
 }
 
+// attempt runs one request with the attempt timeout, and again while it fails with
+// no answer (timeout, no responders, no stream leader) and ctx allows. Requests are
+// reads and compare-and-set writes: a write sent again after it was applied loses its
+// compare-and-set, and the caller reads again and decides, as after any lost race.
+func (s *Store) attempt(ctx context.Context, op func(ctx context.Context) error) error {
+	for try := 0; ; try++ {
+		actx, cancel := context.WithTimeout(ctx, s.opts.attempt)
+		err := op(actx)
+		cancel()
+		if err == nil || ctx.Err() != nil || !unanswered(err) {
+			return err
+		}
+		t := time.NewTimer(time.Duration(min(try+1, 10)) * 50 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+// unanswered reports whether err means the server gave no answer to a request.
+func unanswered(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeClusterNotAvailable
+}
+
+// errCodeClusterNotAvailable: the stream has no leader at the moment (10008).
+const errCodeClusterNotAvailable jetstream.ErrorCode = 10008
+
 // read returns the last message on key's subject, asking the stream leader.
 func (s *Store) read(ctx context.Context, b *bucket, key string) (entry, error) {
-	m, err := b.stream.GetLastMsgForSubject(ctx, b.subject(key))
+	var m *jetstream.RawStreamMsg
+	err := s.attempt(ctx, func(ctx context.Context) (err error) {
+		m, err = b.stream.GetLastMsgForSubject(ctx, b.subject(key))
+		return err
+	})
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return entry{}, nil
 	}
@@ -265,9 +304,13 @@ func (s *Store) put(ctx context.Context, b *bucket, key string, v any, expect ui
 	}
 	m := nats.NewMsg(b.subject(key))
 	m.Data = data
-	ack, err := s.js.PublishMsg(ctx, m,
-		jetstream.WithExpectLastSequencePerSubject(expect),
-		jetstream.WithMsgTTL(ttl))
+	var ack *jetstream.PubAck
+	err = s.attempt(ctx, func(ctx context.Context) (err error) {
+		ack, err = s.js.PublishMsg(ctx, m,
+			jetstream.WithExpectLastSequencePerSubject(expect),
+			jetstream.WithMsgTTL(ttl), jetstream.WithRetryAttempts(0))
+		return err
+	})
 	if err != nil {
 		if isConflict(err) {
 			return 0, fmt.Errorf("%w: %s at revision %d: %w", errConflict, key, expect, err)
@@ -280,7 +323,9 @@ func (s *Store) put(ctx context.Context, b *bucket, key string, v any, expect ui
 // purge ends a lease key written at revision rev, leaving a purge marker that
 // expires by itself. A lost race returns an error matching errConflict.
 func (s *Store) purge(ctx context.Context, b *bucket, key string, rev uint64) error {
-	err := b.kv.Purge(ctx, key, jetstream.LastRevision(rev), jetstream.PurgeTTL(markerTTL))
+	err := s.attempt(ctx, func(ctx context.Context) error {
+		return b.kv.Purge(ctx, key, jetstream.LastRevision(rev), jetstream.PurgeTTL(markerTTL))
+	})
 	if err != nil {
 		if isConflict(err) {
 			return fmt.Errorf("%w: %s at revision %d: %w", errConflict, key, rev, err)
@@ -292,8 +337,13 @@ func (s *Store) purge(ctx context.Context, b *bucket, key string, rev uint64) er
 
 // sampleClock reads the server's time.
 func (s *Store) sampleClock(ctx context.Context, b *bucket, opts ...jetstream.StreamInfoOpt) (*jetstream.StreamInfo, error) {
-	sent := time.Now()
-	info, err := b.stream.Info(ctx, opts...)
+	var info *jetstream.StreamInfo
+	var sent time.Time
+	err := s.attempt(ctx, func(ctx context.Context) (err error) {
+		sent = time.Now()
+		info, err = b.stream.Info(ctx, opts...)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("kvlease: stream info: %w", err)
 	}

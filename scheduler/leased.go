@@ -25,13 +25,20 @@ func (s *Scheduler) handleLeased(j *job, slot time.Time, catchUp bool) {
 	}
 	// Past the deadline a first claim can only be answered late (or won again, if an
 	// answer was lost, and then its lease expires into a backup's hands): stop there.
-	res, ok := s.claimLease(j, rc, deadline)
-	if !ok {
+	res, sent, err := s.claimLease(j, rc, deadline)
+	if err != nil {
+		if s.loopCtx.Err() != nil {
+			return // stopping
+		}
+		// The store gave no answer until the deadline: the slot is missed. Say so,
+		// and record it (once, if the backend can be reached) rather than drop it.
+		s.emit(Event{Kind: EventLate, Job: j.name, Slot: slot, Token: rc.Token, Outcome: OutcomeLate, Err: err})
+		s.recordOnce(j, slot, StatusLate, "no claim could be decided before the deadline: "+err.Error())
 		return
 	}
 	switch res.Outcome {
 	case OutcomeWon:
-		s.runLeased(j, rc, res)
+		s.runLeased(j, rc, res, sent)
 	case OutcomeRunning:
 		s.emit(Event{Kind: EventStandby, Job: j.name, Slot: slot, Token: rc.Token, Outcome: res.Outcome, Attempt: res.Attempt})
 		s.standby(j, rc)
@@ -57,26 +64,28 @@ func (j *job) keep() time.Duration {
 }
 
 // claimLease asks the run store, retrying errors with the same token until giveUp.
-func (s *Scheduler) claimLease(j *job, rc RunClaim, giveUp time.Time) (ClaimResult, bool) {
+// It returns the answer and when the request that got it was sent.
+func (s *Scheduler) claimLease(j *job, rc RunClaim, giveUp time.Time) (ClaimResult, time.Time, error) {
 	for attempt := 0; ; attempt++ {
+		sent := s.clock.Now()
 		ctx, cancel := s.callCtx(s.loopCtx)
 		res, err := s.runs.Claim(ctx, rc)
 		cancel()
 		if err == nil {
-			return res, true
+			return res, sent, nil
 		}
 		if s.loopCtx.Err() != nil {
-			return ClaimResult{}, false
+			return ClaimResult{}, sent, err
 		}
 		s.backendError(j, rc.Slot, "claim", err)
 		if s.clock.Now().After(giveUp) || !s.sleepUntil(s.loopCtx, s.clock.Now().Add(retryDelay(attempt))) {
-			return ClaimResult{}, false
+			return ClaimResult{}, sent, err
 		}
 	}
 }
 
 // runLeased runs a won lease and settles it.
-func (s *Scheduler) runLeased(j *job, rc RunClaim, res ClaimResult) {
+func (s *Scheduler) runLeased(j *job, rc RunClaim, res ClaimResult, sent time.Time) {
 	in := ClaimInput{
 		Job: j.name, Slot: rc.Slot, Token: rc.Token, Instance: s.instance, Attempt: max(res.Attempt, 1),
 		At: s.clock.Now(), HistorySize: j.cfg.historySize, HistoryTTL: j.cfg.historyTTL,
@@ -91,13 +100,19 @@ func (s *Scheduler) runLeased(j *job, rc RunClaim, res ClaimResult) {
 		}
 	}
 	if rec, ok := s.backend.(ClaimRecorder); ok {
-		ctx, cancel := s.callCtx(context.Background())
-		if err := rec.RecordClaim(ctx, in); err != nil {
-			s.backendError(j, rc.Slot, "record_claim", err)
-		}
-		cancel()
+		// The history record is written beside the run, not before it: the lease is
+		// being heartbeaten from the start, whatever the record's write costs.
+		s.handlers.Add(1)
+		go func() {
+			defer s.handlers.Done()
+			ctx, cancel := s.callCtx(context.Background())
+			defer cancel()
+			if err := rec.RecordClaim(ctx, in); err != nil {
+				s.backendError(j, rc.Slot, "record_claim", err)
+			}
+		}()
 	}
-	s.execute(s.hardCtx, j, in, res.Fence, &lease{token: rc.Token, fence: res.Fence, dur: j.cfg.lease})
+	s.execute(s.hardCtx, j, in, res.Fence, &lease{token: rc.Token, fence: res.Fence, dur: j.cfg.lease, sent: sent})
 }
 
 // standby waits as a backup for a running slot: when its lease ends unfinished, it
@@ -122,15 +137,18 @@ func (s *Scheduler) standby(j *job, rc RunClaim) {
 			changed = ch
 		}
 		if !first {
-			res, ok := s.claimLease(j, rc, s.clock.Now().Add(j.cfg.lease))
-			if !ok {
+			res, sent, err := s.claimLease(j, rc, s.clock.Now().Add(j.cfg.lease))
+			if err != nil {
 				cancel()
-				return
+				if s.loopCtx.Err() != nil {
+					return
+				}
+				continue // the store did not answer for a whole lease: keep standing by
 			}
 			if res.Outcome != OutcomeRunning {
 				cancel()
 				if res.Outcome == OutcomeWon {
-					s.runLeased(j, rc, res)
+					s.runLeased(j, rc, res, sent)
 				} else {
 					s.emit(Event{Kind: EventLost, Job: j.name, Slot: rc.Slot, Token: rc.Token, Outcome: res.Outcome})
 				}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 )
 
@@ -21,9 +22,13 @@ type lease struct {
 	token string
 	fence uint64
 	dur   time.Duration
+	// sent is when the claim that won the lease was sent, by the scheduler's clock:
+	// the store's expiry is at least one lease after it.
+	sent time.Time
 }
 
-// execute runs the handler for a won claim, keeps its lease alive, settles the lease
+// execute runs the handler for a won claim, keeps its lease alive until the lease is
+// settled (so a slow Finish cannot let it expire under a finished run), settles it
 // and stores the result.
 func (s *Scheduler) execute(parent context.Context, j *job, in ClaimInput, fence uint64, l *lease) execResult {
 	ctx, cancel := context.WithCancelCause(parent)
@@ -35,13 +40,18 @@ func (s *Scheduler) execute(parent context.Context, j *job, in ClaimInput, fence
 	}
 	hbDone := make(chan struct{})
 	hbStopped := make(chan struct{})
+	var settling atomic.Bool
 	if l != nil {
 		go func() {
 			defer close(hbStopped)
-			s.heartbeat(j, in.Slot, l, hbDone, cancel)
+			s.heartbeat(j, in.Slot, l, hbDone, &settling, cancel)
 		}()
 	} else {
 		close(hbStopped)
+	}
+	stopHeartbeat := func() {
+		close(hbDone)
+		<-hbStopped
 	}
 
 	run := Run{Job: j.name, Slot: in.Slot, Instance: s.instance, Token: in.Token, Fence: fence, Attempt: max(in.Attempt, 1), Manual: in.Manual}
@@ -49,8 +59,7 @@ func (s *Scheduler) execute(parent context.Context, j *job, in ClaimInput, fence
 	s.emit(Event{Kind: EventStarted, Job: j.name, Slot: in.Slot, Token: in.Token, Attempt: run.Attempt, Manual: in.Manual, Lag: started.Sub(in.Slot)})
 	err := callHandler(ctx, j.handler, run)
 	finished := s.clock.Now()
-	close(hbDone)
-	<-hbStopped
+	settling.Store(true)
 
 	res := execResult{Status: StatusOK, StartedAt: started, FinishedAt: finished}
 	cause := context.Cause(ctx)
@@ -77,6 +86,7 @@ func (s *Scheduler) execute(parent context.Context, j *job, in ClaimInput, fence
 	if l != nil {
 		res = s.settle(j, in.Slot, l, res)
 	}
+	stopHeartbeat()
 	s.save(j, in, fence, res)
 	s.emit(Event{Kind: EventFinished, Job: j.name, Slot: in.Slot, Token: in.Token, Attempt: run.Attempt, Manual: in.Manual, Status: res.Status, Duration: finished.Sub(started), Err: errOrNil(res.Error)})
 	return res
@@ -143,39 +153,64 @@ func (s *Scheduler) save(j *job, in ClaimInput, fence uint64, res execResult) {
 	}
 }
 
-// heartbeat extends the lease every lease/3 until done. When the store says the lease
-// is lost, or no heartbeat has succeeded for a whole lease, it cancels the handler.
-func (s *Scheduler) heartbeat(j *job, slot time.Time, l *lease, done <-chan struct{}, cancel context.CancelCauseFunc) {
+// heartbeat extends the lease every lease/3 until done. It cancels the handler as
+// soon as the store says the lease is lost, or when no heartbeat has succeeded for
+// long enough that the store may expire the lease: a lease/10 margin before one lease
+// after the last successful heartbeat was sent (the store's expiry comes after that
+// instant, so a backup never starts while this handler still thinks it holds the run).
+// Once the handler has returned (settling), a loss is not reported: Finish decides.
+func (s *Scheduler) heartbeat(j *job, slot time.Time, l *lease, done <-chan struct{}, settling *atomic.Bool, cancel context.CancelCauseFunc) {
 	every := l.dur / 3
-	lastOK := s.clock.Now()
+	margin := max(l.dur/10, 50*time.Millisecond)
+	expireAt := l.sent.Add(l.dur - margin)
+	nextBeat := l.sent.Add(every)
 	for {
-		t := s.clock.NewTimer(every)
+		now := s.clock.Now()
+		if !now.Before(expireAt) {
+			s.leaseLost(j, slot, l, settling, cancel, fmt.Errorf("%w: job %q slot %s: no heartbeat succeeded for %v of a %v lease", ErrLeaseLost, j.name, slot.Format(time.RFC3339Nano), now.Sub(expireAt.Add(margin-l.dur)).Round(time.Millisecond), l.dur))
+			return
+		}
+		wake := nextBeat
+		if expireAt.Before(wake) {
+			wake = expireAt
+		}
+		t := s.clock.NewTimer(wake.Sub(now))
 		select {
 		case <-done:
 			t.Stop()
 			return
 		case <-t.C():
 		}
-		ctx, cc := context.WithTimeout(context.Background(), every)
+		now = s.clock.Now()
+		if now.Before(nextBeat) || !now.Before(expireAt) {
+			continue
+		}
+		sent := now
+		ctx, cc := context.WithTimeout(context.Background(), expireAt.Sub(now))
 		err := s.runs.Heartbeat(ctx, j.name, slot, l.token, l.dur)
 		cc()
-		now := s.clock.Now()
 		switch {
 		case err == nil:
-			lastOK = now
-			continue
+			expireAt = sent.Add(l.dur - margin)
+			nextBeat = sent.Add(every)
 		case errors.Is(err, ErrLeaseLost):
-			err = fmt.Errorf("%w: job %q slot %s: %w", ErrLeaseLost, j.name, slot.Format(time.RFC3339Nano), err)
+			s.leaseLost(j, slot, l, settling, cancel, fmt.Errorf("%w: job %q slot %s: %w", ErrLeaseLost, j.name, slot.Format(time.RFC3339Nano), err))
+			return
 		default:
-			s.backendError(j, slot, "heartbeat", err)
-			if now.Sub(lastOK) < l.dur {
-				continue
+			if !settling.Load() {
+				s.backendError(j, slot, "heartbeat", err)
 			}
-			err = fmt.Errorf("%w: job %q slot %s: no heartbeat succeeded for %v (last error: %w)", ErrLeaseLost, j.name, slot.Format(time.RFC3339Nano), now.Sub(lastOK), err)
+			nextBeat = s.clock.Now().Add(min(every/4, 250*time.Millisecond))
 		}
-		s.log.Warn("lease lost; cancelling the handler", "job", j.name, "slot", slot, "err", err)
-		s.emit(Event{Kind: EventLeaseLost, Job: j.name, Slot: slot, Token: l.token, Err: err})
-		cancel(err)
+	}
+}
+
+// leaseLost cancels the running handler, unless it has already returned.
+func (s *Scheduler) leaseLost(j *job, slot time.Time, l *lease, settling *atomic.Bool, cancel context.CancelCauseFunc, err error) {
+	if settling.Load() {
 		return
 	}
+	s.log.Warn("lease lost; cancelling the handler", "job", j.name, "slot", slot, "err", err)
+	s.emit(Event{Kind: EventLeaseLost, Job: j.name, Slot: slot, Token: l.token, Err: err})
+	cancel(err)
 }

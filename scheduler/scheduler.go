@@ -67,11 +67,11 @@ type Scheduler struct {
 	onEvent  func(Event)
 	callTO   time.Duration
 
-	mu      sync.Mutex
-	jobs    map[string]*job
-	order   []*job
-	state   int // 0 new, 1 started, 2 stopped
-	inited  bool
+	mu     sync.Mutex
+	jobs   map[string]*job
+	order  []*job
+	state  int // 0 new, 1 started, 2 stopped
+	inited bool
 
 	loopCtx    context.Context // stops loops, backups and new claims
 	stopLoops  context.CancelFunc
