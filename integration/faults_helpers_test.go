@@ -874,3 +874,20 @@ func faultOffsets(keys []faultKey, t0 time.Time) string {
 	}
 	return strings.Join(parts, " ")
 }
+
+// classifyTakeovers sorts takeovers into those that overlapped a live previous
+// attempt, those that re-ran a slot whose handler had returned ok, and those of an
+// attempt whose claimer never got its answer.
+func classifyTakeovers(takeovers []faultTakeover) (overlaps, rerunOK, phantom []faultTakeover) {
+	for _, to := range takeovers {
+		switch {
+		case to.noPrev:
+			phantom = append(phantom, to)
+		case to.overlap > 0:
+			overlaps = append(overlaps, to)
+		case to.prevOK:
+			rerunOK = append(rerunOK, to)
+		}
+	}
+	return overlaps, rerunOK, phantom
+}

@@ -150,17 +150,7 @@ func TestLeaderLoss(t *testing.T) {
 	dups := rec.duplicates()
 	winners := rec.multipleWinners()
 	takeovers := rec.takeoversSeen(time.Now())
-	var overlaps, rerunOK, phantom []faultTakeover
-	for _, to := range takeovers {
-		switch {
-		case to.noPrev:
-			phantom = append(phantom, to)
-		case to.overlap > 0:
-			overlaps = append(overlaps, to)
-		case to.prevOK:
-			rerunOK = append(rerunOK, to)
-		}
-	}
+	overlaps, rerunOK, phantom := classifyTakeovers(takeovers)
 	errs, samples := rec.errors()
 
 	t.Logf("leader loss: %v of churn: %d leader changes induced (%d step-downs, %d node kills); %d open slots when stopping",

@@ -69,17 +69,7 @@ func TestLostAcks(t *testing.T) {
 	dups := rec.duplicates()
 	winners := rec.multipleWinners()
 	takeovers := rec.takeoversSeen(time.Now())
-	var overlaps, rerunOK, phantom []faultTakeover
-	for _, to := range takeovers {
-		switch {
-		case to.noPrev:
-			phantom = append(phantom, to)
-		case to.overlap > 0:
-			overlaps = append(overlaps, to)
-		case to.prevOK:
-			rerunOK = append(rerunOK, to)
-		}
-	}
+	overlaps, rerunOK, phantom := classifyTakeovers(takeovers)
 	// Every handler start was a won claim, and every won claim one handler start.
 	var unmatched []string
 	for _, k := range due {
