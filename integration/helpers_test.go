@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"os"
 	"sort"
 	"sync"
 	"testing"
@@ -97,6 +98,21 @@ func (l *ledger) duplicates(job string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// soak returns how long a fault test keeps injecting faults: d, or the duration in
+// ANARCHON_SOAK (e.g. ANARCHON_SOAK=30m go test -race -run LeaderLoss -timeout 2h ./integration/).
+func soak(t *testing.T, d time.Duration) time.Duration {
+	v := os.Getenv("ANARCHON_SOAK")
+	if v == "" {
+		return d
+	}
+	s, err := time.ParseDuration(v)
+	if err != nil || s <= 0 {
+		t.Fatalf("ANARCHON_SOAK=%q: want a positive duration such as 30m", v)
+	}
+	t.Logf("soak: injecting faults for %v", s)
+	return s
 }
 
 func ctxT(t *testing.T, d time.Duration) context.Context {

@@ -129,7 +129,8 @@ func TestLeaderLoss(t *testing.T) {
 		func() { stepDown(streams) },
 		func() { kill(busiest()) },
 	}
-	for i := 0; time.Since(started) < 27*time.Second && t.Context().Err() == nil; i++ {
+	churn := soak(t, 27*time.Second)
+	for i := 0; time.Since(started) < churn && t.Context().Err() == nil; i++ {
 		// Right after a slot starts, while its claims are in flight.
 		faultSleepToSlot(t, interval, time.Second, rand.N(30*time.Millisecond))
 		actions[i%len(actions)]()
