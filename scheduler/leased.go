@@ -112,7 +112,7 @@ func (s *Scheduler) runLeased(j *job, rc RunClaim, res ClaimResult, sent time.Ti
 			}
 		}()
 	}
-	s.execute(s.hardCtx, j, in, res.Fence, &lease{token: rc.Token, fence: res.Fence, dur: j.cfg.lease, sent: sent})
+	s.execute(s.hardCtx, j, in, res.Fence, &lease{token: rc.Token, dur: j.cfg.lease, sent: sent})
 }
 
 // standby waits as a backup for a running slot: when its lease ends unfinished, it

@@ -13,7 +13,7 @@ type MemoryBackend struct {
 	clock Clock
 
 	mu      sync.Mutex
-	claims  map[memKey]memClaim
+	claims  map[memKey]ClaimRecord
 	results map[string][]StoredResult
 	manual  map[string][]ClaimRecord
 	// floor is, per job, the oldest slot whose result is still kept: older claims
@@ -29,10 +29,6 @@ type memKey struct {
 	slot int64 // unix ms
 }
 
-type memClaim struct {
-	ClaimRecord
-}
-
 // NewMemoryBackend returns an empty memory backend on the system clock.
 func NewMemoryBackend() *MemoryBackend { return NewMemoryBackendWithClock(SystemClock{}) }
 
@@ -41,7 +37,7 @@ func NewMemoryBackend() *MemoryBackend { return NewMemoryBackendWithClock(System
 func NewMemoryBackendWithClock(clock Clock) *MemoryBackend {
 	b := &MemoryBackend{
 		clock:   clock,
-		claims:  make(map[memKey]memClaim),
+		claims:  make(map[memKey]ClaimRecord),
 		results: make(map[string][]StoredResult),
 		manual:  make(map[string][]ClaimRecord),
 		floor:   make(map[string]time.Time),
@@ -76,7 +72,7 @@ func (b *MemoryBackend) Claim(ctx context.Context, in ClaimInput) (bool, error) 
 	if existing, ok := b.claims[k]; ok {
 		return existing.Token == in.Token, nil
 	}
-	b.claims[k] = memClaim{claimRecordOf(in, b.clock.Now())}
+	b.claims[k] = claimRecordOf(in, b.clock.Now())
 	return true, nil
 }
 
@@ -111,6 +107,7 @@ func (b *MemoryBackend) SaveResult(ctx context.Context, job string, r StoredResu
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	rs := append(b.results[job], r)
+	stored := len(rs)
 	if keep.TTL > 0 {
 		cut := b.clock.Now().Add(-keep.TTL)
 		kept := rs[:0]
@@ -121,13 +118,11 @@ func (b *MemoryBackend) SaveResult(ctx context.Context, job string, r StoredResu
 		}
 		rs = kept
 	}
-	trimmed := len(rs) < len(b.results[job])+1
 	if keep.Size > 0 && len(rs) > keep.Size {
 		rs = append([]StoredResult(nil), rs[len(rs)-keep.Size:]...)
-		trimmed = true
 	}
 	b.results[job] = rs
-	if trimmed && len(rs) > 0 {
+	if len(rs) < stored && len(rs) > 0 {
 		oldest := rs[0].Slot
 		for _, x := range rs {
 			if x.Slot.Before(oldest) {
@@ -156,7 +151,7 @@ func (b *MemoryBackend) History(ctx context.Context, job string, limit int) ([]R
 	floor := b.floor[job]
 	for k, c := range b.claims {
 		if k.job == job && !c.Slot.Before(floor) {
-			claims = append(claims, c.ClaimRecord)
+			claims = append(claims, c)
 		}
 	}
 	results := append([]StoredResult(nil), b.results[job]...)

@@ -20,7 +20,6 @@ type execResult struct {
 // lease is a held lease the execution must keep alive and settle.
 type lease struct {
 	token string
-	fence uint64
 	dur   time.Duration
 	// sent is when the claim that won the lease was sent, by the scheduler's clock:
 	// the store's expiry is at least one lease after it.
