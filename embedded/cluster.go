@@ -105,15 +105,9 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{opts: opts, baseDir: opts.BaseDir}
-	if c.baseDir == "" {
-		dir, err := os.MkdirTemp("", "anarchon-cluster-")
-		if err != nil {
-			return nil, fmt.Errorf("embedded: create temporary BaseDir: %w", err)
-		}
-		c.baseDir, c.tempBase = dir, true
-	} else if err := os.MkdirAll(c.baseDir, 0o750); err != nil {
-		return nil, fmt.Errorf("embedded: create BaseDir: %w", err)
+	c := &Cluster{opts: opts}
+	if c.baseDir, c.tempBase, err = makeDir(opts.BaseDir, "anarchon-cluster-", "BaseDir"); err != nil {
+		return nil, err
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, opts.ReadyTimeout)

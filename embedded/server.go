@@ -52,14 +52,8 @@ func start(ctx context.Context, opts Options, la *listenAddr, tune func(*server.
 	s := &Server{log: newNATSLogger(opts.Logger), storeDir: opts.StoreDir}
 
 	if !opts.DisableJetStream {
-		if s.storeDir == "" {
-			dir, err := os.MkdirTemp("", "anarchon-embedded-")
-			if err != nil {
-				return nil, fmt.Errorf("embedded: create temporary StoreDir: %w", err)
-			}
-			s.storeDir, s.tempStore = dir, true
-		} else if err := os.MkdirAll(s.storeDir, 0o750); err != nil {
-			return nil, fmt.Errorf("embedded: create StoreDir: %w", err)
+		if s.storeDir, s.tempStore, err = makeDir(s.storeDir, "anarchon-embedded-", "StoreDir"); err != nil {
+			return nil, err
 		}
 		defer func() {
 			if err != nil && s.tempStore {
@@ -222,4 +216,20 @@ func (s *Server) Shutdown() {
 			}
 		}
 	})
+}
+
+// makeDir creates dir, or a new temporary directory named with pattern when dir is
+// empty (temp reports which); field names the option in errors.
+func makeDir(dir, pattern, field string) (_ string, temp bool, err error) {
+	if dir == "" {
+		dir, err := os.MkdirTemp("", pattern)
+		if err != nil {
+			return "", false, fmt.Errorf("embedded: create temporary %s: %w", field, err)
+		}
+		return dir, true, nil
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return "", false, fmt.Errorf("embedded: create %s: %w", field, err)
+	}
+	return dir, false, nil
 }
