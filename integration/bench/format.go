@@ -91,3 +91,26 @@ func (t *table) String() string {
 	}
 	return b.String()
 }
+
+// runColumns starts a table with one column per run under corner, and returns it
+// with a function that adds a row of f's value for each run (left out when every
+// cell is empty).
+func runColumns(corner string, runs []*loadResult) (*table, func(name string, f func(l *loadResult) string)) {
+	head := []string{corner}
+	for _, l := range runs {
+		head = append(head, l.name)
+	}
+	t := newTable(head...)
+	return t, func(name string, f func(l *loadResult) string) {
+		cells := []string{name}
+		empty := true
+		for _, l := range runs {
+			c := f(l)
+			empty = empty && c == ""
+			cells = append(cells, c)
+		}
+		if !empty {
+			t.add(cells...)
+		}
+	}
+}

@@ -424,23 +424,7 @@ func pctOf(n, of int) string {
 
 // loadMarkdown is section 2's table: one column per run.
 func loadMarkdown(runs []*loadResult) string {
-	head := []string{"metric"}
-	for _, l := range runs {
-		head = append(head, l.name)
-	}
-	t := newTable(head...)
-	row := func(name string, f func(l *loadResult) string) {
-		cells := []string{name}
-		empty := true
-		for _, l := range runs {
-			c := f(l)
-			empty = empty && c == ""
-			cells = append(cells, c)
-		}
-		if !empty {
-			t.add(cells...)
-		}
-	}
+	t, row := runColumns("metric", runs)
 	row("start-up: Start of 3 instances in parallel (each prepares every job)", func(l *loadResult) string { return dur(l.startup) })
 	row("window measured", func(l *loadResult) string { return dur(l.wall) })
 	row("slots due", func(l *loadResult) string { return fmt.Sprint(l.slotsDue) })

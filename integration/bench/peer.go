@@ -150,23 +150,7 @@ func runPeer(ctx context.Context, cfg config) (*loadResult, error) {
 // peerMarkdown is section 5: anarchon's runs and the peer side by side.
 func peerMarkdown(anarchon []*loadResult, p *loadResult) string {
 	runs := append(append([]*loadResult(nil), anarchon...), p)
-	head := []string{""}
-	for _, l := range runs {
-		head = append(head, l.name)
-	}
-	t := newTable(head...)
-	row := func(name string, f func(l *loadResult) string) {
-		cells := []string{name}
-		empty := true
-		for _, l := range runs {
-			c := f(l)
-			empty = empty && c == ""
-			cells = append(cells, c)
-		}
-		if !empty {
-			t.add(cells...)
-		}
-	}
+	t, row := runColumns("", runs)
 	row("slots due", func(l *loadResult) string { return fmt.Sprint(l.slotsDue) })
 	row("runs", func(l *loadResult) string { return fmt.Sprint(l.runs) })
 	row("runs per slot", func(l *loadResult) string { return fmt.Sprintf("%.3f", float64(l.runs)/float64(max(l.slotsDue, 1))) })
