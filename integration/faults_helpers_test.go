@@ -891,3 +891,21 @@ func classifyTakeovers(takeovers []faultTakeover) (overlaps, rerunOK, phantom []
 	}
 	return overlaps, rerunOK, phantom
 }
+
+// faultDue lists the slots of every job due in [from, to].
+func faultDue(jobs []string, interval time.Duration, from, to time.Time) []faultKey {
+	var due []faultKey
+	for _, j := range jobs {
+		due = append(due, faultSlots(j, interval, from, to)...)
+	}
+	return due
+}
+
+// faultSettle waits for every due slot to come to an end (a claim is retried until
+// deadline + lease), stops the instances and reads the jobs' history. It returns
+// the slots still open when it gave up waiting, how long Stop took, and the history.
+func faultSettle(t *testing.T, rec *faultRecorder, ins []*faultInstance, jobs []string, due []faultKey) (int, time.Duration, map[faultKey]scheduler.Status) {
+	open := faultWaitResolved(t, rec, due, 10*time.Second)
+	stopTook := faultStopAll(t, ins)
+	return open, stopTook, faultHistory(t, ins[0].sched, jobs)
+}

@@ -139,13 +139,8 @@ func TestLeaderLoss(t *testing.T) {
 
 	// Every slot due during the churn must come to an end: wait for it (a claim
 	// is retried until deadline + lease), then stop.
-	var due []faultKey
-	for _, j := range jobs {
-		due = append(due, faultSlots(j, interval, started, churnEnd)...)
-	}
-	open := faultWaitResolved(t, rec, due, 10*time.Second)
-	stopTook := faultStopAll(t, ins)
-	history := faultHistory(t, ins[0].sched, jobs)
+	due := faultDue(jobs, interval, started, churnEnd)
+	open, stopTook, history := faultSettle(t, rec, ins, jobs, due)
 
 	acc := rec.account(due, history)
 	dups := rec.duplicates()

@@ -91,14 +91,9 @@ func TestPartitionedReplica(t *testing.T) {
 	sleepCtx(t, 5*time.Second)
 	ended := time.Now()
 
-	var due, during []faultKey
-	for _, j := range jobs {
-		due = append(due, faultSlots(j, interval, started, ended)...)
-		during = append(during, faultSlots(j, interval, cut, back)...)
-	}
-	open := faultWaitResolved(t, rec, due, 10*time.Second)
-	stopTook := faultStopAll(t, ins)
-	history := faultHistory(t, ins[0].sched, jobs)
+	due := faultDue(jobs, interval, started, ended)
+	during := faultDue(jobs, interval, cut, back)
+	open, stopTook, history := faultSettle(t, rec, ins, jobs, due)
 
 	acc := rec.account(due, history)
 	accDuring := rec.account(during, history)

@@ -57,13 +57,8 @@ func TestLostAcks(t *testing.T) {
 	proxy.Heal()
 	healed := time.Now()
 
-	var due []faultKey
-	for _, j := range jobs {
-		due = append(due, faultSlots(j, interval, started, healed)...)
-	}
-	open := faultWaitResolved(t, rec, due, 10*time.Second)
-	stopTook := faultStopAll(t, ins)
-	history := faultHistory(t, ins[0].sched, jobs)
+	due := faultDue(jobs, interval, started, healed)
+	open, stopTook, history := faultSettle(t, rec, ins, jobs, due)
 
 	acc := rec.account(due, history)
 	dups := rec.duplicates()
