@@ -23,4 +23,12 @@ var (
 	ErrStaleToken = errors.New("scheduler: stale token")
 	// ErrHandlerPanic wraps a panic recovered from a handler.
 	ErrHandlerPanic = errors.New("scheduler: handler panicked")
+	// ErrInvalidClaim: a claim (or a run store call) a backend cannot accept: no
+	// token, a lease or keep out of range, an invalid job name. Every backend's
+	// claim validation errors match it.
+	ErrInvalidClaim = errors.New("scheduler: invalid claim")
+	// ErrClaimedElsewhere: ClaimRecorder.RecordClaim found the slot already claimed
+	// by an instance that decides without leases (a mixed fleet during a rolling
+	// upgrade). The leased winner then does not run the slot.
+	ErrClaimedElsewhere = errors.New("scheduler: slot claimed by an instance without leases")
 )
