@@ -40,16 +40,16 @@ func (s *Store) Claim(ctx context.Context, in scheduler.RunClaim) (scheduler.Cla
 
 func checkClaim(in scheduler.RunClaim) error {
 	if err := scheduler.ValidateJobName(in.Job); err != nil {
-		return err
+		return fmt.Errorf("%w: %w", scheduler.ErrInvalidClaim, err)
 	}
 	switch {
 	case in.Token == "":
-		return fmt.Errorf("%w: kvlease: claim for job %q has no token", scheduler.ErrInvalidConfig, in.Job)
+		return fmt.Errorf("%w: kvlease: claim for job %q has no token", scheduler.ErrInvalidClaim, in.Job)
 	case in.Lease < scheduler.MinLease:
 		return fmt.Errorf("%w: kvlease: claim for job %q: lease %v is below %v (the server counts TTLs in whole seconds)",
-			scheduler.ErrInvalidConfig, in.Job, in.Lease, scheduler.MinLease)
+			scheduler.ErrInvalidClaim, in.Job, in.Lease, scheduler.MinLease)
 	case in.Keep < 0:
-		return fmt.Errorf("%w: kvlease: claim for job %q: negative keep %v", scheduler.ErrInvalidConfig, in.Job, in.Keep)
+		return fmt.Errorf("%w: kvlease: claim for job %q: negative keep %v", scheduler.ErrInvalidClaim, in.Job, in.Keep)
 	}
 	return nil
 }
@@ -57,8 +57,11 @@ func checkClaim(in scheduler.RunClaim) error {
 func (s *Store) claim(ctx context.Context, b *bucket, in scheduler.RunClaim) (scheduler.ClaimResult, error) {
 	k := keysFor(in.Job, in.Slot)
 	lease := wholeSeconds(in.Lease)
-	checked := false // deadline and overlap checked (once per call)
-	var mine uint64  // revision of a lease key this call created
+	keepMS := in.Keep.Milliseconds()
+	if in.Keep == 0 {
+		keepMS = scheduler.DefaultRunKeep.Milliseconds()
+	}
+	var mine uint64 // revision of a lease key this call created
 
 	for try := 0; try < maxTries; try++ {
 		if err := backoff(ctx, try); err != nil {
@@ -69,18 +72,17 @@ func (s *Store) claim(ctx context.Context, b *bucket, in scheduler.RunClaim) (sc
 			return scheduler.ClaimResult{}, err
 		}
 		if run.rec != nil && run.rec.finished() {
-			if mine != 0 { // a lease key we wrote for a run that finished meanwhile
+			if mine != 0 { // a lease key we wrote for a run that was decided meanwhile
 				_ = s.purge(ctx, b, k.lease, mine)
 			}
-			r := run.rec
-			return scheduler.ClaimResult{Outcome: scheduler.OutcomeDone, Attempt: r.Attempt, Fence: r.Fence, Holder: r.Instance}, nil
+			return decided(run.rec, in.Token), nil
 		}
 		ls, err := s.readLease(ctx, b, k)
 		if err != nil {
 			return scheduler.ClaimResult{}, err
 		}
 
-		var fence uint64
+		var leaseRev uint64
 		var expires time.Time
 		switch {
 		case ls.rec != nil && ls.rec.Token != in.Token:
@@ -100,31 +102,34 @@ func (s *Store) claim(ctx context.Context, b *bucket, in scheduler.RunClaim) (sc
 		case ls.rec != nil:
 			// We hold the lease key (an earlier call by this token wrote it and then
 			// failed, or lost the run record's race): finish the claim.
-			fence, expires = ls.rev, ls.expires()
+			leaseRev, expires = ls.rev, ls.expires()
 
 		default:
-			// No live lease: a first claim or a takeover.
-			if run.rec == nil && !checked {
+			// No live lease: a first claim (run.rec == nil: nothing stored, or a
+			// lease key whose claimer died before writing the run record) or a
+			// takeover.
+			if run.rec == nil {
 				if in.TakeoverOnly {
 					return scheduler.ClaimResult{Outcome: scheduler.OutcomeNone}, nil
 				}
-				late, err := s.pastDeadline(ctx, b, in.Deadline)
+				status, err := s.firstClaimDecision(ctx, b, in)
 				if err != nil {
 					return scheduler.ClaimResult{}, err
 				}
-				if late {
-					return scheduler.ClaimResult{Outcome: scheduler.OutcomeLate}, nil
-				}
-				if in.Overlap == scheduler.OverlapSkip {
-					busy, err := s.earlierLive(ctx, b, in.Job, in.Slot)
-					if err != nil {
+				if status != "" {
+					// Store the decision before anyone acts on it; a lost race
+					// decides again from what won.
+					rec := runRecord{
+						V: recordVersion, Job: in.Job, SlotMS: in.Slot.UnixMilli(), Token: in.Token, Instance: in.Instance,
+						Attempt: 1, State: stateFinished, Status: status, LeaseMS: lease.Milliseconds(), KeepMS: keepMS,
+					}
+					if _, err := s.put(ctx, b, k.run, rec, run.rev, keepFor(in.Keep, lease, true)); errors.Is(err, errConflict) {
+						continue
+					} else if err != nil {
 						return scheduler.ClaimResult{}, err
 					}
-					if busy {
-						return scheduler.ClaimResult{Outcome: scheduler.OutcomeOverlap}, nil
-					}
+					return decided(&rec, in.Token), nil
 				}
-				checked = true
 			}
 			rec := leaseRecord{V: recordVersion, Token: in.Token, Instance: in.Instance, LeaseMS: lease.Milliseconds()}
 			rev, err := s.put(ctx, b, k.lease, rec, ls.rev, lease)
@@ -134,17 +139,18 @@ func (s *Store) claim(ctx context.Context, b *bucket, in scheduler.RunClaim) (sc
 			if err != nil {
 				return scheduler.ClaimResult{}, err
 			}
-			fence, mine = rev, rev
+			leaseRev, mine = rev, rev
 			expires = s.clock.estimate(time.Now()).Add(lease)
 		}
 
+		fence, err := s.nextFence(ctx, b, run.rec)
+		if err != nil {
+			return scheduler.ClaimResult{}, err
+		}
 		next := runRecord{
 			V: recordVersion, Job: in.Job, SlotMS: in.Slot.UnixMilli(),
 			Token: in.Token, Instance: in.Instance, Attempt: 1, Fence: fence,
-			State: stateRunning, LeaseMS: lease.Milliseconds(), KeepMS: in.Keep.Milliseconds(),
-		}
-		if in.Keep == 0 {
-			next.KeepMS = scheduler.DefaultRunKeep.Milliseconds()
+			State: stateRunning, LeaseMS: lease.Milliseconds(), KeepMS: keepMS,
 		}
 		if run.rec != nil { // a takeover
 			next.Attempt = run.rec.Attempt + 1
@@ -158,10 +164,65 @@ func (s *Store) claim(ctx context.Context, b *bucket, in scheduler.RunClaim) (sc
 			return scheduler.ClaimResult{}, err
 		}
 		leaseRec := leaseRecord{V: recordVersion, Token: in.Token, Instance: in.Instance, LeaseMS: lease.Milliseconds()}
-		s.remember(k, in.Token, held{leaseRev: fence, lease: leaseRec, runRev: runRev, run: next, runWritten: time.Now()})
+		s.remember(k, in.Token, held{leaseRev: leaseRev, lease: leaseRec, runRev: runRev, run: next, runWritten: time.Now()})
 		return wonResult(&next, expires), nil
 	}
 	return scheduler.ClaimResult{}, ErrContention
+}
+
+// firstClaimDecision decides a first claim of a slot with nothing stored: late when
+// the server's clock is past the deadline, skipped when the job forbids overlap and
+// another of its slots holds a live lease on an unfinished run, else "" (claim it).
+func (s *Store) firstClaimDecision(ctx context.Context, b *bucket, in scheduler.RunClaim) (scheduler.Status, error) {
+	late, err := s.pastDeadline(ctx, b, in.Deadline)
+	if err != nil || late {
+		return scheduler.StatusLate, err
+	}
+	if in.Overlap == scheduler.OverlapSkip {
+		busy, err := s.otherLive(ctx, b, in.Job, in.Slot)
+		if err != nil || busy {
+			return scheduler.StatusSkipped, err
+		}
+	}
+	return "", nil
+}
+
+// decided answers a claim of a finished run: the token that stored a skipped or late
+// decision is told it again (so its claim is repeat-safe), every other claim done,
+// with how the run ended. A state or status this version does not know reads as
+// done.
+func decided(r *runRecord, token string) scheduler.ClaimResult {
+	res := scheduler.ClaimResult{Outcome: scheduler.OutcomeDone, Attempt: r.Attempt, Fence: r.Fence, Holder: r.Instance, Status: r.Status}
+	if r.Token == token && r.Fence == 0 {
+		switch r.Status {
+		case scheduler.StatusSkipped:
+			res.Outcome = scheduler.OutcomeOverlap
+		case scheduler.StatusLate:
+			res.Outcome = scheduler.OutcomeLate
+		}
+	}
+	return res
+}
+
+// nextFence is the fence of a new holder of a run: the server's time in nanoseconds
+// (the low end of this store's estimate, read afresh when it has none), and always
+// above the previous holder's fence. So fences grow per run across takeovers, and
+// stay above the fences handed out before a bucket was recreated or a memory bucket
+// lost its contents in a restart (stream sequences, which would start again at 1),
+// as long as the server's clock does not go back by more than the time since.
+func (s *Store) nextFence(ctx context.Context, b *bucket, prev *runRecord) (uint64, error) {
+	lo, _, ok := s.clock.bounds(time.Now())
+	if !ok {
+		if err := s.refreshClock(ctx, b); err != nil {
+			return 0, err
+		}
+		lo = s.clock.estimate(time.Now())
+	}
+	fence := uint64(max(lo.UnixNano(), 1))
+	if prev != nil && fence <= prev.Fence {
+		fence = prev.Fence + 1
+	}
+	return fence, nil
 }
 
 func wonResult(r *runRecord, expires time.Time) scheduler.ClaimResult {
@@ -232,11 +293,11 @@ func (s *Store) refreshClock(ctx context.Context, b *bucket) error {
 	return c.err
 }
 
-// earlierLive reports whether a slot of job before slot holds a live lease on an
+// otherLive reports whether a slot of job other than slot holds a live lease on an
 // unfinished run. It lists the job's lease keys with one StreamInfo request (lease
 // keys exist only while live, and for a second as markers after), then reads the
 // few of earlier slots.
-func (s *Store) earlierLive(ctx context.Context, b *bucket, job string, slot time.Time) (bool, error) {
+func (s *Store) otherLive(ctx context.Context, b *bucket, job string, slot time.Time) (bool, error) {
 	prefix := leasePrefix + jobToken(job) + "."
 	info, err := s.sampleClock(ctx, b, jetstream.WithSubjectFilter(b.subject(prefix+"*")))
 	if err != nil {
@@ -244,7 +305,7 @@ func (s *Store) earlierLive(ctx context.Context, b *bucket, job string, slot tim
 	}
 	for subj := range info.State.Subjects {
 		ms, err := strconv.ParseInt(strings.TrimPrefix(subj, b.subject(prefix)), 10, 64)
-		if err != nil || ms >= slot.UnixMilli() {
+		if err != nil || ms == slot.UnixMilli() {
 			continue
 		}
 		k := keysFor(job, time.UnixMilli(ms))

@@ -16,7 +16,7 @@ import (
 // is long, heartbeats also refresh the run record's TTL.
 func (s *Store) Heartbeat(ctx context.Context, job string, slot time.Time, token string, lease time.Duration) error {
 	if lease < scheduler.MinLease {
-		return fmt.Errorf("%w: kvlease: heartbeat lease %v is below %v", scheduler.ErrInvalidConfig, lease, scheduler.MinLease)
+		return fmt.Errorf("%w: kvlease: heartbeat lease %v is below %v", scheduler.ErrInvalidClaim, lease, scheduler.MinLease)
 	}
 	ctx, cancel := s.callContext(ctx)
 	defer cancel()
@@ -93,7 +93,7 @@ func (s *Store) refreshRun(ctx context.Context, b *bucket, k runKeys, token stri
 // end at once.
 func (s *Store) Finish(ctx context.Context, job string, slot time.Time, token string, status scheduler.Status) error {
 	if !status.Finished() {
-		return fmt.Errorf("%w: kvlease: finish needs a final status, got %q", scheduler.ErrInvalidConfig, status)
+		return fmt.Errorf("%w: kvlease: finish needs a final status, got %q", scheduler.ErrInvalidClaim, status)
 	}
 	ctx, cancel := s.callContext(ctx)
 	defer cancel()

@@ -48,7 +48,9 @@ type runRecord struct {
 	KeepMS        int64            `json:"keep_ms"`
 }
 
-func (r *runRecord) finished() bool { return r.State == stateFinished }
+// finished reports whether the run is decided: finished, or in a state this
+// version does not know (a newer writer's; read as done, the documented fallback).
+func (r *runRecord) finished() bool { return r.State != stateRunning }
 
 // entry is the last message on one key's subject.
 type entry struct {
@@ -113,7 +115,10 @@ func decodeRun(e entry) (runEntry, error) {
 	if err := json.Unmarshal(e.value, &rec); err != nil {
 		return re, fmt.Errorf("kvlease: corrupt run record at revision %d: %w", e.rev, err)
 	}
-	if rec.Token == "" || rec.Attempt < 1 || (rec.State != stateRunning && rec.State != stateFinished) {
+	// A state this version does not know is a newer writer's: it reads as finished
+	// (done), never as corrupt, so a rolling upgrade does not fail every claim of
+	// the slot on the older instances.
+	if rec.Token == "" || rec.Attempt < 1 || rec.State == "" {
 		return re, fmt.Errorf("kvlease: corrupt run record at revision %d: token %q attempt %d state %q",
 			e.rev, rec.Token, rec.Attempt, rec.State)
 	}

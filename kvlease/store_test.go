@@ -200,8 +200,8 @@ func TestRejectsLeasesBelowOneSecond(t *testing.T) {
 	t.Parallel()
 	s := newStore(t, singleJS(t), kvlease.WithBucket(bucket))
 	_, err := s.Claim(t.Context(), claimOf("job", time.UnixMilli(0), token(), 500*time.Millisecond))
-	assert.ErrorIs(t, err, scheduler.ErrInvalidConfig)
-	assert.ErrorIs(t, s.Heartbeat(t.Context(), "job", time.UnixMilli(0), "t", 500*time.Millisecond), scheduler.ErrInvalidConfig)
+	assert.ErrorIs(t, err, scheduler.ErrInvalidClaim)
+	assert.ErrorIs(t, s.Heartbeat(t.Context(), "job", time.UnixMilli(0), "t", 500*time.Millisecond), scheduler.ErrInvalidClaim)
 	_, err = s.Claim(t.Context(), claimOf("", time.UnixMilli(0), token(), time.Second))
 	assert.ErrorIs(t, err, scheduler.ErrInvalidJobName)
 }

@@ -3,53 +3,100 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 )
 
-// handleLeased claims a slot through the run store: the winner runs it under a lease,
-// the others stand by as backups and take over if the lease ends unfinished.
-func (s *Scheduler) handleLeased(j *job, slot time.Time, catchUp bool) {
-	deadline := slot.Add(j.cfg.maxLate)
-	if catchUp {
-		deadline = slot.Add(j.cfg.catchUpWindow)
+// claimKind says why a slot is claimed through the run store.
+type claimKind int
+
+const (
+	// claimScheduled: the loop's claim of a due slot (deadline slot + max lateness).
+	claimScheduled claimKind = iota
+	// claimCatchUp: a slot missed while no instance was up (deadline slot + catch-up
+	// window).
+	claimCatchUp
+	// claimAdopt: an unfinished run found at Start; it may be taken over, never
+	// created.
+	claimAdopt
+	// claimLate: a slot that may no longer start (past the catch-up cap); the claim
+	// stores it late unless a decision is stored already.
+	claimLate
+)
+
+// lateDeadline is the deadline of a claim that may only store late: every store's
+// clock is past it.
+var lateDeadline = time.Unix(1, 0)
+
+// leaseClaim is one token's claims of one slot, from the first to the last answer.
+type leaseClaim struct {
+	RunClaim
+	kind claimKind
+	// localDeadline is when, by this instance's clock, the slot may no longer start.
+	localDeadline time.Time
+	// unanswered is when the first claim whose answer never came was sent (zero when
+	// every claim was answered): the store may have applied it, so a lease won by a
+	// later claim of the same token counts from then.
+	unanswered time.Time
+	// why explains a late record written by this claim.
+	why string
+}
+
+// handleLeased claims a slot through the run store and follows the stored decision:
+// the winner runs it under a lease, the others stand by as backups and take over if
+// the lease ends unfinished; skipped and late are recorded by the claimer that
+// stored them.
+func (s *Scheduler) handleLeased(j *job, slot time.Time, kind claimKind) {
+	c := &leaseClaim{
+		RunClaim: RunClaim{
+			Job:      j.name,
+			Slot:     slot,
+			Token:    newToken(),
+			Instance: s.instance,
+			Lease:    j.cfg.lease,
+			Overlap:  j.cfg.overlap,
+			Keep:     j.keep(),
+		},
+		kind:          kind,
+		localDeadline: slot.Add(j.cfg.maxLate),
+		why:           "nobody started the slot before its deadline",
 	}
-	rc := RunClaim{
-		Job:      j.name,
-		Slot:     slot,
-		Token:    newToken(),
-		Instance: s.instance,
-		Lease:    j.cfg.lease,
-		Deadline: deadline,
-		Overlap:  j.cfg.overlap,
-		Keep:     j.keep(),
+	switch kind {
+	case claimCatchUp:
+		c.localDeadline = slot.Add(j.cfg.catchUpWindow)
+	case claimAdopt:
+		c.TakeoverOnly = true
+	case claimLate:
+		c.localDeadline = lateDeadline
+		c.why = "missed while no instance was up, past the catch-up limit of " + strconv.Itoa(MaxCatchUpSlots) + " slots per job"
 	}
-	// Past the deadline a first claim can only be answered late (or won again, if an
-	// answer was lost, and then its lease expires into a backup's hands): stop there.
-	res, sent, err := s.claimLease(j, rc, deadline)
+	res, sent, err := s.claimLease(j, c)
 	if err != nil {
-		if s.loopCtx.Err() != nil {
-			return // stopping
-		}
-		// The store gave no answer until the deadline: the slot is missed. Say so,
-		// and record it (once, if the backend can be reached) rather than drop it.
-		s.emit(Event{Kind: EventLate, Job: j.name, Slot: slot, Token: rc.Token, Outcome: OutcomeLate, Err: err})
-		s.recordOnce(j, slot, StatusLate, "no claim could be decided before the deadline: "+err.Error())
-		return
+		return // stopping, or the store stayed unreachable for as long as it matters
 	}
+	if res.Outcome == OutcomeRunning {
+		s.emit(Event{Kind: EventStandby, Job: j.name, Slot: slot, Token: c.Token, Outcome: res.Outcome, Attempt: res.Attempt})
+		res, sent, err = s.standby(j, c)
+		if err != nil {
+			return
+		}
+	}
+	s.follow(j, c, res, sent)
+}
+
+// follow acts on a claim's answer, other than running.
+func (s *Scheduler) follow(j *job, c *leaseClaim, res ClaimResult, sent time.Time) {
 	switch res.Outcome {
 	case OutcomeWon:
-		s.runLeased(j, rc, res, sent)
-	case OutcomeRunning:
-		s.emit(Event{Kind: EventStandby, Job: j.name, Slot: slot, Token: rc.Token, Outcome: res.Outcome, Attempt: res.Attempt})
-		s.standby(j, rc)
+		s.runLeased(j, c, res, sent)
 	case OutcomeOverlap:
-		s.emit(Event{Kind: EventSkipped, Job: j.name, Slot: slot, Token: rc.Token, Outcome: res.Outcome})
-		s.recordOnce(j, slot, StatusSkipped, "an earlier slot still held its lease (overlap forbidden)")
+		s.emit(Event{Kind: EventSkipped, Job: j.name, Slot: c.Slot, Token: c.Token, Outcome: res.Outcome})
+		s.recordOnce(j, c.Slot, StatusSkipped, "another slot of the job held its lease (overlap forbidden)")
 	case OutcomeLate:
-		s.emit(Event{Kind: EventLate, Job: j.name, Slot: slot, Token: rc.Token, Outcome: res.Outcome})
-		s.recordOnce(j, slot, StatusLate, "nobody started the slot before its deadline")
+		s.emit(Event{Kind: EventLate, Job: j.name, Slot: c.Slot, Token: c.Token, Outcome: res.Outcome})
+		s.recordOnce(j, c.Slot, StatusLate, c.why)
 	default: // done, none, and outcomes this version does not know
-		s.emit(Event{Kind: EventLost, Job: j.name, Slot: slot, Token: rc.Token, Outcome: res.Outcome})
+		s.emit(Event{Kind: EventLost, Job: j.name, Slot: c.Slot, Token: c.Token, Outcome: res.Outcome})
 	}
 }
 
@@ -63,97 +110,176 @@ func (j *job) keep() time.Duration {
 	return k + j.cfg.lease + time.Minute
 }
 
-// claimLease asks the run store, retrying errors with the same token until giveUp.
-// It returns the answer and when the request that got it was sent.
-func (s *Scheduler) claimLease(j *job, rc RunClaim, giveUp time.Time) (ClaimResult, time.Time, error) {
+// claimLease asks the run store, retrying errors with the same token (the claim is
+// repeat-safe) until an answer comes or the scheduler stops. Lateness is judged on
+// this instance's clock: once the slot's local deadline has passed, the claim asks
+// the store to store the slot late unless a decision is stored already (a claim of
+// this token applied earlier, whose answer was lost, is then answered won). The
+// store itself refuses a first claim past the deadline plus the clock skew
+// allowance, by its own clock. It gives up only when the store would have forgotten
+// the slot anyway.
+//
+// It returns the answer and when the lease a won answer gives must be counted from:
+// the send time of the first claim of this token left unanswered, if any, else of
+// the claim answered.
+func (s *Scheduler) claimLease(j *job, c *leaseClaim) (ClaimResult, time.Time, error) {
+	giveUp := c.localDeadline.Add(c.Keep)
 	for attempt := 0; ; attempt++ {
 		sent := s.clock.Now()
+		rc := c.RunClaim
+		switch {
+		case c.TakeoverOnly:
+		case c.kind == claimLate || sent.After(c.localDeadline):
+			rc.Deadline = lateDeadline
+		default:
+			rc.Deadline = c.localDeadline.Add(s.maxSkew)
+		}
 		ctx, cancel := s.callCtx(s.loopCtx)
 		res, err := s.runs.Claim(ctx, rc)
 		cancel()
 		if err == nil {
-			return res, sent, nil
+			from := sent
+			if !c.unanswered.IsZero() {
+				from = c.unanswered
+			}
+			c.unanswered = time.Time{}
+			return res, from, nil
+		}
+		if c.unanswered.IsZero() {
+			c.unanswered = sent
 		}
 		if s.loopCtx.Err() != nil {
 			return ClaimResult{}, sent, err
 		}
-		s.backendError(j, rc.Slot, "claim", err)
-		if s.clock.Now().After(giveUp) || !s.sleepUntil(s.loopCtx, s.clock.Now().Add(retryDelay(attempt))) {
+		s.backendError(j, c.Slot, "claim", err)
+		if s.clock.Now().After(giveUp) {
+			if c.kind == claimAdopt {
+				return ClaimResult{}, sent, err
+			}
+			// The store has been unreachable for longer than it keeps a run: say
+			// so, and record it if the backend can be reached.
+			s.emit(Event{Kind: EventLate, Job: j.name, Slot: c.Slot, Token: c.Token, Outcome: OutcomeLate, Err: err})
+			s.recordOnce(j, c.Slot, StatusLate, "the run store gave no answer: "+err.Error())
+			return ClaimResult{}, sent, err
+		}
+		if !s.sleepUntil(s.loopCtx, s.clock.Now().Add(retryDelay(attempt))) {
 			return ClaimResult{}, sent, err
 		}
 	}
 }
 
-// runLeased runs a won lease and settles it.
-func (s *Scheduler) runLeased(j *job, rc RunClaim, res ClaimResult, sent time.Time) {
+// runLeased runs a won lease and settles it. A first attempt is recorded in history
+// before the handler starts: a backend that arbitrates between instances with and
+// without leases (ErrClaimedElsewhere) may say the slot is not ours.
+func (s *Scheduler) runLeased(j *job, c *leaseClaim, res ClaimResult, sent time.Time) {
 	in := ClaimInput{
-		Job: j.name, Slot: rc.Slot, Token: rc.Token, Instance: s.instance, Attempt: max(res.Attempt, 1),
+		Job: j.name, Slot: c.Slot, Token: c.Token, Instance: s.instance, Attempt: max(res.Attempt, 1),
 		At: s.clock.Now(), HistorySize: j.cfg.historySize, HistoryTTL: j.cfg.historyTTL,
 	}
-	s.emit(Event{Kind: EventClaimed, Job: j.name, Slot: rc.Slot, Token: rc.Token, Attempt: in.Attempt, Outcome: res.Outcome})
+	l := &lease{token: c.Token, dur: j.cfg.lease, sent: sent}
+	if !s.freshLease(j, c.Slot, l) {
+		return
+	}
+	s.emit(Event{Kind: EventClaimed, Job: j.name, Slot: c.Slot, Token: c.Token, Attempt: in.Attempt, Outcome: res.Outcome})
 	if in.Attempt > 1 {
-		s.log.Info("took over a run", "job", j.name, "slot", rc.Slot, "attempt", in.Attempt, "previous", res.Previous)
-		s.emit(Event{Kind: EventTakeover, Job: j.name, Slot: rc.Slot, Token: rc.Token, Attempt: in.Attempt, Outcome: res.Outcome})
+		s.log.Info("took over a run", "job", j.name, "slot", c.Slot, "attempt", in.Attempt, "previous", res.Previous)
+		s.emit(Event{Kind: EventTakeover, Job: j.name, Slot: c.Slot, Token: c.Token, Attempt: in.Attempt, Outcome: res.Outcome})
 		if res.PreviousToken != "" {
-			s.save(j, ClaimInput{Slot: rc.Slot, Token: res.PreviousToken, Instance: res.Previous, Attempt: res.PreviousAttempt},
+			s.save(j, ClaimInput{Slot: c.Slot, Token: res.PreviousToken, Instance: res.Previous, Attempt: res.PreviousAttempt},
 				0, execResult{Status: StatusLost, FinishedAt: s.clock.Now(), Error: "lease expired or released before the run finished; taken over by " + s.instance})
 		}
 	}
 	if rec, ok := s.backend.(ClaimRecorder); ok {
-		// The history record is written beside the run, not before it: the lease is
-		// being heartbeaten from the start, whatever the record's write costs.
-		s.handlers.Add(1)
-		go func() {
-			defer s.handlers.Done()
-			ctx, cancel := s.callCtx(context.Background())
-			defer cancel()
-			if err := rec.RecordClaim(ctx, in); err != nil {
-				s.backendError(j, rc.Slot, "record_claim", err)
+		if in.Attempt == 1 {
+			// Before the handler: the record may decide (a mixed fleet). Bounded so
+			// that the lease is still good when the handler starts.
+			ctx, cancel := context.WithTimeout(s.loopCtx, min(s.callTO, j.cfg.lease/3))
+			err := rec.RecordClaim(ctx, in)
+			cancel()
+			if errors.Is(err, ErrClaimedElsewhere) {
+				s.claimedElsewhere(j, c.Slot, l, err)
+				return
 			}
-		}()
+			if err != nil {
+				s.backendError(j, c.Slot, "record_claim", err)
+			}
+		} else {
+			// A takeover's record goes beside the run: the lease is heartbeaten from
+			// the start, whatever the record's write costs.
+			s.handlers.Add(1)
+			go func() {
+				defer s.handlers.Done()
+				ctx, cancel := s.callCtx(context.Background())
+				defer cancel()
+				if err := rec.RecordClaim(ctx, in); err != nil {
+					s.backendError(j, c.Slot, "record_claim", err)
+				}
+			}()
+		}
 	}
-	s.execute(s.hardCtx, j, in, res.Fence, &lease{token: rc.Token, dur: j.cfg.lease, sent: sent})
+	s.execute(s.hardCtx, j, in, res.Fence, l)
 }
 
-// standby waits as a backup for a running slot: when its lease ends unfinished, it
-// claims a takeover. It reacts to the store's watch when there is one, and polls
-// otherwise; with a watch it still re-checks every lease/2, in case the lease ended
-// between the last claim and the start of the watch.
-func (s *Scheduler) standby(j *job, rc RunClaim) {
-	rc.TakeoverOnly = true
+// freshLease makes sure a won lease has most of its time left before a handler
+// starts under it: a win whose claim was first sent long ago (its answer lost, or
+// the store slow) is renewed by one heartbeat first. A lease that cannot be renewed
+// is released, unrun, for a backup.
+func (s *Scheduler) freshLease(j *job, slot time.Time, l *lease) bool {
+	if s.clock.Now().Before(l.sent.Add(l.dur / 3)) {
+		return true
+	}
+	sent := s.clock.Now()
+	ctx, cancel := context.WithTimeout(s.loopCtx, max(l.sent.Add(l.dur-leaseMargin(l.dur)).Sub(sent), 0))
+	err := s.runs.Heartbeat(ctx, j.name, slot, l.token, l.dur)
+	cancel()
+	if err == nil {
+		l.sent = sent
+		return true
+	}
+	s.log.Warn("won a lease too late to run it; releasing it", "job", j.name, "slot", slot, "err", err)
+	s.emit(Event{Kind: EventLeaseLost, Job: j.name, Slot: slot, Token: l.token, Err: err})
+	ctx, cancel = s.callCtx(context.Background())
+	defer cancel()
+	if err := s.runs.Release(ctx, j.name, slot, l.token); err != nil {
+		s.backendError(j, slot, "release", err)
+	}
+	return false
+}
+
+// claimedElsewhere settles a won lease whose slot an instance without leases ran:
+// the run is finished (as skipped here; that instance records how it ended), so no
+// backup takes it over.
+func (s *Scheduler) claimedElsewhere(j *job, slot time.Time, l *lease, err error) {
+	s.log.Warn("slot claimed by an instance without leases; not running it", "job", j.name, "slot", slot, "err", err)
+	s.emit(Event{Kind: EventLost, Job: j.name, Slot: slot, Token: l.token, Outcome: OutcomeDone, Err: err})
+	ctx, cancel := s.callCtx(context.Background())
+	defer cancel()
+	if err := s.runs.Finish(ctx, j.name, slot, l.token, StatusSkipped); err != nil {
+		s.backendError(j, slot, "finish", err)
+	}
+}
+
+// standby waits as a backup for a running slot until a claim is answered other than
+// running: the lease ended unfinished (a takeover: won), the run finished (done), or
+// the lease key held no run and its deadline passed (late). It reacts to the
+// store's watch when there is one, and polls otherwise; with a watch it still
+// re-checks every lease/2, in case the lease ended between the last claim and the
+// start of the watch.
+func (s *Scheduler) standby(j *job, c *leaseClaim) (ClaimResult, time.Time, error) {
 	watcher, _ := s.runs.(LeaseWatcher)
 	poll := j.cfg.lease / 4
 	if watcher != nil {
 		poll = j.cfg.lease / 2
 	}
-	for first := true; ; first = false {
+	for {
 		ctx, cancel := context.WithCancel(s.loopCtx)
 		var changed <-chan struct{}
 		if watcher != nil {
-			ch, err := watcher.WatchRun(ctx, j.name, rc.Slot)
+			ch, err := watcher.WatchRun(ctx, j.name, c.Slot)
 			if err != nil {
-				s.backendError(j, rc.Slot, "watch", err)
+				s.backendError(j, c.Slot, "watch", err)
 			}
 			changed = ch
-		}
-		if !first {
-			res, sent, err := s.claimLease(j, rc, s.clock.Now().Add(j.cfg.lease))
-			if err != nil {
-				cancel()
-				if s.loopCtx.Err() != nil {
-					return
-				}
-				continue // the store did not answer for a whole lease: keep standing by
-			}
-			if res.Outcome != OutcomeRunning {
-				cancel()
-				if res.Outcome == OutcomeWon {
-					s.runLeased(j, rc, res, sent)
-				} else {
-					s.emit(Event{Kind: EventLost, Job: j.name, Slot: rc.Slot, Token: rc.Token, Outcome: res.Outcome})
-				}
-				return
-			}
 		}
 		t := s.clock.NewTimer(poll)
 		select {
@@ -164,7 +290,11 @@ func (s *Scheduler) standby(j *job, rc RunClaim) {
 		t.Stop()
 		cancel()
 		if s.loopCtx.Err() != nil {
-			return
+			return ClaimResult{}, time.Time{}, s.loopCtx.Err()
+		}
+		res, sent, err := s.claimLease(j, c)
+		if err != nil || res.Outcome != OutcomeRunning {
+			return res, sent, err
 		}
 	}
 }

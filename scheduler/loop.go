@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"math/rand/v2"
+	"sync"
 	"time"
 )
 
@@ -12,8 +13,8 @@ func (s *Scheduler) loop(j *job) {
 	defer s.loops.Done()
 	ctx := s.loopCtx
 	now := s.clock.Now()
-	if j.cfg.catchUp != CatchUpNone {
-		s.catchUp(j, now)
+	if s.runs != nil {
+		s.recover(j, now)
 	}
 	// A slot whose deadline has not passed is still ours to claim: an instance
 	// (re)started just after a slot does not skip it.
@@ -28,7 +29,7 @@ func (s *Scheduler) loop(j *job) {
 		s.handlers.Add(1)
 		go func() {
 			defer s.handlers.Done()
-			s.handleSlot(j, slot, false)
+			s.handleSlot(j, slot, claimScheduled)
 		}()
 		next = j.sched.Next(slot)
 	}
@@ -42,32 +43,107 @@ func (c jobConfig) jitterDelay() time.Duration {
 	return rand.N(c.jitter)
 }
 
-// catchUp claims the slots missed while no instance was up, as the policy says. Each
-// is claimed like any slot, so it still runs once.
-func (s *Scheduler) catchUp(j *job, now time.Time) {
-	from := now.Add(-j.cfg.catchUpWindow)
-	last := now.Add(-j.cfg.maxLate) // later slots are handled by the loop itself
-	var slots []time.Time
-	for t := j.sched.Next(from); !t.IsZero() && !t.After(last); t = j.sched.Next(t) {
-		slots = append(slots, t)
-		if len(slots) > maxCatchUpSlots {
-			slots = slots[1:]
+// recover starts, beside the loop, what a (re)started instance owes the slots
+// before the loop's first: the missed slots the catch-up policy asks for, and the
+// job's unfinished runs that neither catch-up nor the loop claims (released or
+// expired ones are taken over, live ones stood by for), so that a hand-over nobody
+// was waiting for still finds a taker.
+func (s *Scheduler) recover(j *job, now time.Time) {
+	missed, capped := j.missedSlots(now)
+	claimed := make(map[int64]bool, len(missed)+len(capped))
+	for _, t := range append(missed, capped...) {
+		claimed[t.UnixMilli()] = true
+	}
+	s.handlers.Add(1)
+	go func() {
+		defer s.handlers.Done()
+		s.adopt(j, now.Add(-j.cfg.maxLate), claimed)
+	}()
+	if len(missed)+len(capped) == 0 {
+		return
+	}
+	s.handlers.Add(1)
+	go func() {
+		defer s.handlers.Done()
+		s.catchUp(j, missed, capped)
+	}()
+}
+
+// missedSlots lists, oldest first, the slots catch-up runs and the older ones it
+// records late (past MaxCatchUpSlots). The loop claims the slots after now - max
+// lateness itself.
+func (j *job) missedSlots(now time.Time) (run, capped []time.Time) {
+	if j.cfg.catchUp == CatchUpNone {
+		return nil, nil
+	}
+	last := now.Add(-j.cfg.maxLate)
+	for t := j.sched.Next(now.Add(-j.cfg.catchUpWindow)); !t.IsZero() && !t.After(last); t = j.sched.Next(t) {
+		run = append(run, t)
+	}
+	if j.cfg.catchUp == CatchUpLatest && len(run) > 1 {
+		run = run[len(run)-1:]
+	}
+	if len(run) > MaxCatchUpSlots {
+		capped, run = run[:len(run)-MaxCatchUpSlots], run[len(run)-MaxCatchUpSlots:]
+	}
+	return run, capped
+}
+
+// adopt claims, as takeovers, the job's unfinished runs up to before that catch-up
+// does not claim.
+func (s *Scheduler) adopt(j *job, before time.Time, claimed map[int64]bool) {
+	ctx, cancel := s.callCtx(s.loopCtx)
+	active, err := s.runs.Active(ctx, j.name)
+	cancel()
+	if err != nil {
+		if s.loopCtx.Err() == nil {
+			s.backendError(j, time.Time{}, "active", err)
 		}
+		return
 	}
-	if j.cfg.catchUp == CatchUpLatest && len(slots) > 1 {
-		slots = slots[len(slots)-1:]
-	}
-	for _, slot := range slots {
+	for _, r := range active {
+		if r.Slot.After(before) || claimed[r.Slot.UnixMilli()] {
+			continue
+		}
 		s.handlers.Add(1)
 		go func() {
 			defer s.handlers.Done()
-			s.handleSlot(j, slot, true)
+			s.handleLeased(j, r.Slot, claimAdopt)
 		}()
 	}
 }
 
-// maxCatchUpSlots bounds how many missed slots one Start claims for a job.
-const maxCatchUpSlots = 1000
+// catchUp claims missed slots oldest first, at most the job's catch-up concurrency
+// at a time (1 by default: one after the other), after recording the capped ones
+// late. Each is claimed like any slot, so it still runs once.
+func (s *Scheduler) catchUp(j *job, missed, capped []time.Time) {
+	for _, slot := range capped {
+		if s.loopCtx.Err() != nil {
+			return
+		}
+		s.handleLeased(j, slot, claimLate)
+	}
+	sem := make(chan struct{}, j.cfg.catchUpConcurrency)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for _, slot := range missed {
+		select {
+		case sem <- struct{}{}:
+		case <-s.loopCtx.Done():
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			s.handleLeased(j, slot, claimCatchUp)
+		}()
+	}
+}
+
+// MaxCatchUpSlots bounds how many missed slots of one job a Start runs. Older missed
+// slots in the catch-up window are recorded late (with the reason), not dropped.
+const MaxCatchUpSlots = 1000
 
 // sleepUntil waits until t by the scheduler's clock; false if ctx ended first.
 func (s *Scheduler) sleepUntil(ctx context.Context, t time.Time) bool {
@@ -87,19 +163,23 @@ func (s *Scheduler) sleepUntil(ctx context.Context, t time.Time) bool {
 }
 
 // handleSlot claims one slot and, if this instance wins, runs it.
-func (s *Scheduler) handleSlot(j *job, slot time.Time, catchUp bool) {
+func (s *Scheduler) handleSlot(j *job, slot time.Time, kind claimKind) {
 	if s.runs != nil {
-		s.handleLeased(j, slot, catchUp)
+		s.handleLeased(j, slot, kind)
 		return
 	}
 	deadline := slot.Add(j.cfg.maxLate)
 	in := s.claimInput(j, slot, 1)
 	for attempt := 0; ; attempt++ {
-		if s.clock.Now().After(deadline) {
+		now := s.clock.Now()
+		if now.After(deadline) {
 			s.emit(Event{Kind: EventLate, Job: j.name, Slot: slot, Token: in.Token, Outcome: OutcomeLate})
 			return
 		}
-		ctx, cancel := s.callCtx(s.loopCtx)
+		// No claim is sent after the deadline, so that none reaches the backend
+		// after jitter + max lateness + the clock skew allowance: the window check's
+		// terms.
+		ctx, cancel := context.WithTimeout(s.loopCtx, min(s.callTO, deadline.Sub(now)))
 		won, err := s.backend.Claim(ctx, in)
 		cancel()
 		if err == nil {

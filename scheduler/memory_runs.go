@@ -111,7 +111,7 @@ func (s *MemoryRunStore) Claim(ctx context.Context, in RunClaim) (ClaimResult, e
 	if r := s.jobs[in.Job][slot]; r != nil {
 		switch {
 		case r.finished():
-			return ClaimResult{Outcome: OutcomeDone, Attempt: r.attempt, Fence: r.fence, Holder: r.instance}, nil
+			return r.decided(in.Token), nil
 		case r.live(now) && r.token == in.Token:
 			return r.result(OutcomeWon), nil
 		case r.live(now):
@@ -130,25 +130,17 @@ func (s *MemoryRunStore) Claim(ctx context.Context, in RunClaim) (ClaimResult, e
 		return r.result(OutcomeWon), nil
 	}
 
+	r := &memRun{token: in.Token, instance: in.Instance, attempt: 1, keep: keep, changed: now, notify: make(chan struct{})}
 	switch {
 	case in.TakeoverOnly:
 		return ClaimResult{Outcome: OutcomeNone}, nil
 	case !in.Deadline.IsZero() && now.After(in.Deadline):
-		return ClaimResult{Outcome: OutcomeLate}, nil
-	case in.Overlap == OverlapSkip && s.earlierLiveLocked(in.Job, slot, now):
-		return ClaimResult{Outcome: OutcomeOverlap}, nil
-	}
-	s.fence++
-	r := &memRun{
-		token:    in.Token,
-		instance: in.Instance,
-		attempt:  1,
-		fence:    s.fence,
-		lease:    in.Lease,
-		expires:  now.Add(in.Lease),
-		keep:     keep,
-		changed:  now,
-		notify:   make(chan struct{}),
+		r.status = StatusLate // stored: nobody runs the slot afterwards
+	case in.Overlap == OverlapSkip && s.otherLiveLocked(in.Job, slot, now):
+		r.status = StatusSkipped
+	default:
+		s.fence++
+		r.fence, r.lease, r.expires = s.fence, in.Lease, now.Add(in.Lease)
 	}
 	runs := s.jobs[in.Job]
 	if runs == nil {
@@ -156,7 +148,26 @@ func (s *MemoryRunStore) Claim(ctx context.Context, in RunClaim) (ClaimResult, e
 		s.jobs[in.Job] = runs
 	}
 	runs[slot] = r
+	if r.finished() {
+		return r.decided(in.Token), nil
+	}
 	return r.result(OutcomeWon), nil
+}
+
+// decided answers a claim of a finished slot: the token that stored a skipped or
+// late decision is told that decision again (its claim is repeat-safe), everyone
+// else done.
+func (r *memRun) decided(token string) ClaimResult {
+	res := ClaimResult{Outcome: OutcomeDone, Attempt: r.attempt, Fence: r.fence, Holder: r.instance, Status: r.status}
+	if token == r.token && r.fence == 0 {
+		switch r.status {
+		case StatusSkipped:
+			res.Outcome = OutcomeOverlap
+		case StatusLate:
+			res.Outcome = OutcomeLate
+		}
+	}
+	return res
 }
 
 // result answers a claim from the run's holder. A won claim of a taken-over run (and
@@ -169,10 +180,10 @@ func (r *memRun) result(o ClaimOutcome) ClaimResult {
 	return res
 }
 
-// earlierLiveLocked reports whether a slot of job before slot holds a live lease.
-func (s *MemoryRunStore) earlierLiveLocked(job string, slot int64, now time.Time) bool {
+// otherLiveLocked reports whether a slot of job other than slot holds a live lease.
+func (s *MemoryRunStore) otherLiveLocked(job string, slot int64, now time.Time) bool {
 	for ms, r := range s.jobs[job] {
-		if ms < slot && r.live(now) {
+		if ms != slot && r.live(now) {
 			return true
 		}
 	}
@@ -185,7 +196,7 @@ func (s *MemoryRunStore) Heartbeat(ctx context.Context, job string, slot time.Ti
 		return err
 	}
 	if lease <= 0 {
-		return fmt.Errorf("%w: heartbeat lease must be positive, got %v", ErrInvalidConfig, lease)
+		return fmt.Errorf("%w: heartbeat lease must be positive, got %v", ErrInvalidClaim, lease)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -208,7 +219,7 @@ func (s *MemoryRunStore) Finish(ctx context.Context, job string, slot time.Time,
 		return err
 	}
 	if !status.Finished() {
-		return fmt.Errorf("%w: finish needs a final status, got %q", ErrInvalidConfig, status)
+		return fmt.Errorf("%w: finish needs a final status, got %q", ErrInvalidClaim, status)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -342,15 +353,15 @@ func (s *MemoryRunStore) sweepLocked(now time.Time) {
 
 func checkRunClaim(in RunClaim) error {
 	if err := ValidateJobName(in.Job); err != nil {
-		return err
+		return fmt.Errorf("%w: %w", ErrInvalidClaim, err)
 	}
 	switch {
 	case in.Token == "":
-		return fmt.Errorf("%w: claim for job %q has no token", ErrInvalidConfig, in.Job)
+		return fmt.Errorf("%w: claim for job %q has no token", ErrInvalidClaim, in.Job)
 	case in.Lease <= 0:
-		return fmt.Errorf("%w: claim for job %q: lease must be positive, got %v", ErrInvalidConfig, in.Job, in.Lease)
+		return fmt.Errorf("%w: claim for job %q: lease must be positive, got %v", ErrInvalidClaim, in.Job, in.Lease)
 	case in.Keep < 0:
-		return fmt.Errorf("%w: claim for job %q: keep must not be negative, got %v", ErrInvalidConfig, in.Job, in.Keep)
+		return fmt.Errorf("%w: claim for job %q: keep must not be negative, got %v", ErrInvalidClaim, in.Job, in.Keep)
 	}
 	return nil
 }

@@ -36,7 +36,9 @@ type jobConfig struct {
 	overlap       OverlapPolicy
 	catchUp       CatchUpPolicy
 	catchUpWindow time.Duration
-	window        time.Duration
+	// catchUpConcurrency is how many missed slots catch-up runs at once.
+	catchUpConcurrency int
+	window             time.Duration
 	historySize   int
 	historyTTL    time.Duration
 	location      *time.Location
@@ -109,7 +111,10 @@ func WithOverlap(p OverlapPolicy) JobOption {
 
 // WithCatchUp sets what runs at Start for slots missed while no instance was up:
 // CatchUpNone (the default), CatchUpLatest or CatchUpAll within window (zero window:
-// DefaultCatchUpWindow). Needs a backend with leases.
+// DefaultCatchUpWindow). Needs a backend with leases. Missed slots run oldest first,
+// one at a time unless WithCatchUpConcurrency says otherwise; a slot stored skipped
+// or late never runs. At most MaxCatchUpSlots run per Start; older ones in the
+// window are recorded late.
 func WithCatchUp(p CatchUpPolicy, window time.Duration) JobOption {
 	return func(c *jobConfig) error {
 		if p != CatchUpNone && p != CatchUpLatest && p != CatchUpAll {
@@ -122,6 +127,19 @@ func WithCatchUp(p CatchUpPolicy, window time.Duration) JobOption {
 			window = DefaultCatchUpWindow
 		}
 		c.catchUp, c.catchUpWindow = p, window
+		return nil
+	}
+}
+
+// WithCatchUpConcurrency sets how many missed slots catch-up claims and runs at a
+// time, oldest first. Defaults to 1: one after the other, so that catch-up after a
+// long outage never starts a burst of handlers. At most MaxCatchUpSlots.
+func WithCatchUpConcurrency(n int) JobOption {
+	return func(c *jobConfig) error {
+		if n < 1 || n > MaxCatchUpSlots {
+			return optErr("catch-up concurrency %d is not between 1 and %d", n, MaxCatchUpSlots)
+		}
+		c.catchUpConcurrency = n
 		return nil
 	}
 }

@@ -160,7 +160,7 @@ func (s *Scheduler) save(j *job, in ClaimInput, fence uint64, res execResult) {
 // Once the handler has returned (settling), a loss is not reported: Finish decides.
 func (s *Scheduler) heartbeat(j *job, slot time.Time, l *lease, done <-chan struct{}, settling *atomic.Bool, cancel context.CancelCauseFunc) {
 	every := l.dur / 3
-	margin := max(l.dur/10, 50*time.Millisecond)
+	margin := leaseMargin(l.dur)
 	expireAt := l.sent.Add(l.dur - margin)
 	nextBeat := l.sent.Add(every)
 	for {
@@ -203,6 +203,10 @@ func (s *Scheduler) heartbeat(j *job, slot time.Time, l *lease, done <-chan stru
 		}
 	}
 }
+
+// leaseMargin is how long before a lease may expire in the store its holder gives
+// it up: lease/10, at least 50ms.
+func leaseMargin(lease time.Duration) time.Duration { return max(lease/10, 50*time.Millisecond) }
 
 // leaseLost cancels the running handler, unless it has already returned.
 func (s *Scheduler) leaseLost(j *job, slot time.Time, l *lease, settling *atomic.Bool, cancel context.CancelCauseFunc, err error) {

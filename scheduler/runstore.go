@@ -8,9 +8,28 @@ import (
 // RunStore keeps leases: time-limited rights to run one (job, slot), each held by one
 // token. Lease times are judged by the store's clock, never by comparing instance
 // clocks. Every change is atomic in the store (a compare-and-set, a transaction).
+//
+// # One stored decision per slot
+//
+// For each (job, slot) the store holds one state machine:
+//
+//	pending ──won──▶ running(token, attempt, fence, expiry) ──Finish──▶ finished(status)
+//	   │                 ▲        │ lease expired or released
+//	   │                 └────────┘ takeover: attempt+1, new token, bigger fence
+//	   ├──overlap──▶ finished(skipped)
+//	   └──late─────▶ finished(late)
+//
+// Every transition is a compare-and-set written before the claimer acts on it: a
+// claim answered overlap or late has stored that decision (for the deciding token,
+// which is answered the same again when it repeats the claim), so an instance that
+// claims the slot later is answered done and never runs it, and catch-up never
+// runs it either. Nothing about a slot's fate lives only in one process's memory.
+// A store may forget a finished slot once RunClaim.Keep has passed.
 type RunStore interface {
 	// Claim decides between won, running, done, overlap, late and none from the
-	// stored state of the run, and on won stores a live lease for in.Token.
+	// stored state of the run, and on won stores a live lease for in.Token; on
+	// overlap and late it stores the slot as finished skipped or late. Invalid
+	// claims fail with an error matching ErrInvalidClaim.
 	Claim(ctx context.Context, in RunClaim) (ClaimResult, error)
 	// Heartbeat extends the lease only if in.Token still holds it. Otherwise it
 	// returns an error matching ErrLeaseLost.
@@ -45,8 +64,8 @@ type RunClaim struct {
 	// Deadline is the latest store time at which nobody having started the slot it
 	// may still be started (slot + max lateness, or the catch-up window).
 	Deadline time.Time
-	// Overlap says whether the slot may start while an earlier slot of the job
-	// still holds a live lease.
+	// Overlap says whether the slot may start while another slot of the job
+	// (earlier, or later: a catch-up slot) still holds a live lease.
 	Overlap OverlapPolicy
 	// TakeoverOnly claims may take over an expired or released run but never create
 	// one: with nothing stored the outcome is none.
@@ -88,6 +107,9 @@ type ClaimResult struct {
 	PreviousToken string
 	// PreviousAttempt is the attempt number that was taken over.
 	PreviousAttempt int
+	// Status is the slot's final status on done: how it ended (ok, error, ...), or
+	// skipped or late when that was the stored decision. Empty when unknown.
+	Status Status
 }
 
 // ActiveRun is an unfinished run in a RunStore.
@@ -107,8 +129,8 @@ type OverlapPolicy int
 const (
 	// OverlapAllow lets a slot start while an earlier slot still runs. The default.
 	OverlapAllow OverlapPolicy = iota
-	// OverlapSkip skips a slot while an earlier slot holds a live lease, and records
-	// the skipped slot.
+	// OverlapSkip skips a slot while another slot of the job holds a live lease, and
+	// records the skipped slot (a stored decision: no instance runs it afterwards).
 	OverlapSkip
 )
 

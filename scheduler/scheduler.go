@@ -48,10 +48,22 @@ type Config struct {
 	OnEvent func(Event)
 	// CallTimeout bounds each backend call. Defaults to DefaultCallTimeout.
 	CallTimeout time.Duration
+	// MaxClockSkew is how far apart the instances' clocks, and the store's, may be
+	// while every slot still runs once. Lateness is judged on each instance's own
+	// clock; a run store refuses a first claim later than max lateness plus
+	// MaxClockSkew after the slot by its own clock (late, and stored so); a backend
+	// without leases needs jitter + max lateness + MaxClockSkew below its dedupe
+	// window, checked at registration. Defaults to DefaultMaxClockSkew.
+	MaxClockSkew time.Duration
 }
 
 // DefaultCallTimeout bounds a backend call made without a deadline.
 const DefaultCallTimeout = 10 * time.Second
+
+// DefaultMaxClockSkew is the clock skew allowance when Config gives none: clocks
+// kept by NTP agree within milliseconds, so two seconds leave room for a replica
+// whose clock is badly kept without weakening the checks much.
+const DefaultMaxClockSkew = 2 * time.Second
 
 // MaxJobNameLen is the longest job name accepted, in bytes.
 const MaxJobNameLen = 1024
@@ -66,6 +78,7 @@ type Scheduler struct {
 	clock    Clock
 	onEvent  func(Event)
 	callTO   time.Duration
+	maxSkew  time.Duration
 
 	mu     sync.Mutex
 	jobs   map[string]*job
@@ -107,6 +120,12 @@ func New(cfg Config) (*Scheduler, error) {
 	if cfg.CallTimeout == 0 {
 		cfg.CallTimeout = DefaultCallTimeout
 	}
+	if cfg.MaxClockSkew < 0 {
+		return nil, fmt.Errorf("%w: MaxClockSkew %v is negative", ErrInvalidConfig, cfg.MaxClockSkew)
+	}
+	if cfg.MaxClockSkew == 0 {
+		cfg.MaxClockSkew = DefaultMaxClockSkew
+	}
 	if cfg.Instance == "" {
 		cfg.Instance = defaultInstance()
 	} else if !utf8.ValidString(cfg.Instance) || len(cfg.Instance) > MaxJobNameLen {
@@ -125,6 +144,7 @@ func New(cfg Config) (*Scheduler, error) {
 		clock:    cfg.Clock,
 		onEvent:  cfg.OnEvent,
 		callTO:   cfg.CallTimeout,
+		maxSkew:  cfg.MaxClockSkew,
 		jobs:     make(map[string]*job),
 	}
 	if lb, ok := cfg.Backend.(LeaseBackend); ok {
@@ -193,7 +213,7 @@ func (s *Scheduler) add(name string, sched Schedule, interval time.Duration, h H
 	if h == nil {
 		return fmt.Errorf("job %q: %w", name, ErrNilHandler)
 	}
-	cfg := jobConfig{lease: DefaultLease, historySize: DefaultHistorySize}
+	cfg := jobConfig{lease: DefaultLease, historySize: DefaultHistorySize, catchUpConcurrency: 1}
 	for _, o := range opts {
 		if o == nil {
 			continue
@@ -234,9 +254,9 @@ func (s *Scheduler) add(name string, sched Schedule, interval time.Duration, h H
 	if w, ok := s.backend.(JobWindower); ok {
 		window = w.WindowFor(limits)
 	}
-	if window != Forever && cfg.jitter+cfg.maxLate >= window {
-		return fmt.Errorf("job %q: %w: jitter %v + max lateness %v = %v is not below the %s backend's dedupe window %v; an instance that late could run the slot again (lower them, or raise the window)",
-			name, ErrWindowTooShort, cfg.jitter, cfg.maxLate, cfg.jitter+cfg.maxLate, s.backend.Name(), window)
+	if reach := cfg.jitter + cfg.maxLate + s.maxSkew; window != Forever && reach >= window {
+		return fmt.Errorf("job %q: %w: jitter %v + max lateness %v + clock skew allowance %v = %v is not below the %s backend's dedupe window %v; a claim that late could run the slot again (lower them, raise the window, or lower Config.MaxClockSkew)",
+			name, ErrWindowTooShort, cfg.jitter, cfg.maxLate, s.maxSkew, reach, s.backend.Name(), window)
 	}
 	if c, ok := s.backend.(JobChecker); ok {
 		if err := c.CheckJob(limits); err != nil {
@@ -365,11 +385,15 @@ func (s *Scheduler) History(ctx context.Context, name string, limit int) ([]RunR
 }
 
 // RunNow runs the job at once on this instance, recorded as a manual run (never
-// de-duplicated), and returns its record. The scheduler must be started.
+// de-duplicated), and returns its record. The scheduler must be started. The handler
+// is cancelled when ctx is done, and by Stop like any other handler.
 func (s *Scheduler) RunNow(ctx context.Context, name string) (RunRecord, error) {
 	s.mu.Lock()
 	j, ok := s.jobs[name]
 	state := s.state
+	if ok && state == stateStarted {
+		s.handlers.Add(1) // under the lock that Stop changes the state under
+	}
 	s.mu.Unlock()
 	if !ok {
 		return RunRecord{}, fmt.Errorf("%w: %q", ErrJobNotFound, name)
@@ -377,7 +401,6 @@ func (s *Scheduler) RunNow(ctx context.Context, name string) (RunRecord, error) 
 	if state != stateStarted {
 		return RunRecord{}, fmt.Errorf("run %q now: %w", name, ErrNotStarted)
 	}
-	s.handlers.Add(1)
 	defer s.handlers.Done()
 	now := s.clock.Now()
 	in := s.claimInput(j, time.UnixMilli(now.UnixMilli()).UTC(), 1)
@@ -392,7 +415,11 @@ func (s *Scheduler) RunNow(ctx context.Context, name string) (RunRecord, error) 
 	if !slot.IsZero() {
 		in.Slot = slot
 	}
-	res := s.execute(ctx, j, in, 0, nil)
+	// The handler's context ends with the caller's or with a hard stop.
+	hctx, hcancel := context.WithCancelCause(s.hardCtx)
+	defer hcancel(nil)
+	defer context.AfterFunc(ctx, func() { hcancel(context.Cause(ctx)) })()
+	res := s.execute(hctx, j, in, 0, nil)
 	return RunRecord{
 		Job: name, Slot: in.Slot, Instance: s.instance, Token: in.Token, Attempt: 1, Manual: true,
 		Status: res.Status, ClaimedAt: in.At, StartedAt: res.StartedAt, FinishedAt: res.FinishedAt,

@@ -358,7 +358,7 @@ func TestInvalidInput(t *testing.T) {
 		{"history size negative", func() error { return s.Every("h1", time.Second, noop, scheduler.WithHistory(-5, 0)) }, scheduler.ErrInvalidOption, "history size"},
 		{"window too short", func() error {
 			return win.Every("w", time.Hour, noop, scheduler.WithJitter(30*time.Second), scheduler.WithMaxLate(90*time.Second))
-		}, scheduler.ErrWindowTooShort, "30s + max lateness 1m30s = 2m0s is not below the memory backend's dedupe window 2m0s"},
+		}, scheduler.ErrWindowTooShort, "30s + max lateness 1m30s + clock skew allowance 2s = 2m2s is not below the memory backend's dedupe window 2m0s"},
 		{"overlap without leases", func() error {
 			return plain.Every("o", time.Second, noop, scheduler.WithOverlap(scheduler.OverlapSkip))
 		}, scheduler.ErrInvalidOption, "leases"},

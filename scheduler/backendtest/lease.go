@@ -362,32 +362,53 @@ func testLeaseOverlap(t *testing.T, f *leaseFixture) {
 		in.Slot, in.Overlap = leaseSlot(k), p
 		return in
 	}
-	t1, t2, t0, t3 := "t1"+Token(), "t2"+Token(), "t0"+Token(), "t3"+Token()
+	t1, t2, t3, t5, skip := "t1"+Token(), "t2"+Token(), "t3"+Token(), "t5"+Token(), "sk"+Token()
 	f.outcome(at(1, t1, scheduler.OverlapSkip), scheduler.OutcomeWon)
-	f.outcome(at(2, Token(), scheduler.OverlapSkip), scheduler.OutcomeOverlap)
-	f.outcome(at(2, t2, scheduler.OverlapAllow), scheduler.OutcomeWon)
-	f.outcome(at(0, t0, scheduler.OverlapSkip), scheduler.OutcomeWon) // only earlier slots count
+	f.outcome(at(2, skip, scheduler.OverlapSkip), scheduler.OutcomeOverlap)
+	// The skip is a stored decision: its token is told again, and no other claim
+	// runs the slot afterwards, whatever it asks.
+	f.outcome(at(2, skip, scheduler.OverlapSkip), scheduler.OutcomeOverlap)
+	done := f.outcome(at(2, t2, scheduler.OverlapAllow), scheduler.OutcomeDone)
+	assert.Equal(t, scheduler.StatusSkipped, done.Status, "a claim of a skipped slot is told it was skipped")
+	// A later slot's live lease counts too (a catch-up slot claimed after it).
+	f.outcome(at(0, Token(), scheduler.OverlapSkip), scheduler.OutcomeOverlap)
+	f.outcome(at(3, t3, scheduler.OverlapAllow), scheduler.OutcomeWon) // allowed: runs beside slot 1
 
-	other := at(3, Token(), scheduler.OverlapSkip)
+	other := at(4, Token(), scheduler.OverlapSkip)
 	other.Job = f.job + "-other"
 	f.outcome(other, scheduler.OutcomeWon) // another job's leases do not count
 
 	require.NoError(t, f.s.Finish(f.ctx, f.job, leaseSlot(1), t1, scheduler.StatusOK))
-	require.NoError(t, f.s.Finish(f.ctx, f.job, leaseSlot(0), t0, scheduler.StatusOK))
-	require.NoError(t, f.s.Release(f.ctx, f.job, leaseSlot(2), t2))
-	// Earlier slots are finished or released: none holds a live lease.
-	f.outcome(at(3, t3, scheduler.OverlapSkip), scheduler.OutcomeWon)
+	require.NoError(t, f.s.Release(f.ctx, f.job, leaseSlot(3), t3))
+	// The others are finished or released: none holds a live lease.
+	f.outcome(at(5, t5, scheduler.OverlapSkip), scheduler.OutcomeWon)
+	runs, err := f.s.Active(f.ctx, f.job)
+	require.NoError(t, err)
+	for _, r := range runs {
+		assert.False(t, r.Slot.Equal(leaseSlot(2)) || r.Slot.Equal(leaseSlot(0)), "a skipped slot is not active: %+v", r)
+	}
 }
 
 func testLeaseLate(t *testing.T, f *leaseFixture) {
 	past := time.Now().Add(-time.Hour)
-	late := f.rc(Token(), "a", leaseLong)
+	lateToken := Token()
+	late := f.rc(lateToken, "a", leaseLong)
 	late.Deadline = past
 	f.outcome(late, scheduler.OutcomeLate)
+	f.outcome(late, scheduler.OutcomeLate) // repeat-safe: the same token is told again
+	// Late is a stored decision: nobody runs the slot afterwards.
+	for _, in := range []scheduler.RunClaim{f.rc(Token(), "b", leaseLong), f.rc(Token(), "c", leaseShort)} {
+		res := f.outcome(in, scheduler.OutcomeDone)
+		assert.Equal(t, scheduler.StatusLate, res.Status)
+	}
 	probe := f.rc(Token(), "a", leaseLong)
 	probe.TakeoverOnly = true
-	f.outcome(probe, scheduler.OutcomeNone) // late stored nothing
+	f.outcome(probe, scheduler.OutcomeDone)
+	runs, err := f.s.Active(f.ctx, f.job)
+	require.NoError(t, err)
+	assert.Empty(t, runs, "a late slot is not active")
 
+	f.slot = leaseSlot(2)
 	a := "a-" + Token()
 	f.won(a, "a", leaseLong)
 	f.release(a)
@@ -469,7 +490,7 @@ func testLeaseInvalid(t *testing.T, f *leaseFixture) {
 		in := f.rc(Token(), "a", leaseLong)
 		edit(&in)
 		_, err := f.s.Claim(f.ctx, in)
-		assert.Error(t, err, name)
+		assert.ErrorIs(t, err, scheduler.ErrInvalidClaim, name)
 	}
 	runs, err := f.s.Active(f.ctx, f.job)
 	require.NoError(t, err)
