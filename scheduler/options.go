@@ -39,9 +39,9 @@ type jobConfig struct {
 	// catchUpConcurrency is how many missed slots catch-up runs at once.
 	catchUpConcurrency int
 	window             time.Duration
-	historySize   int
-	historyTTL    time.Duration
-	location      *time.Location
+	historySize        int
+	historyTTL         time.Duration
+	location           *time.Location
 }
 
 func optErr(format string, args ...any) error {
