@@ -5,9 +5,18 @@
 //		backendtest.Run(t, func(t *testing.T) scheduler.Backend { return newBackend(t) })
 //	}
 //
+// The backends Run's constructor returns within one test must share one store, as
+// separate processes of a replicated service share a server: a new value (a new
+// client) each time, deciding in the same place. The race calls the constructor
+// once per claimer, so a backend that decides from its own value's memory fails it.
+// A constructor that returns the same value every time passes the race without
+// showing that claims from separate processes are decided together.
+//
 // The suite checks the contract's rules, not a store's internals: the race (one winner
-// among many concurrent claims of a slot), repeat safety, history, manual runs and the
-// reported window.
+// among many concurrent claims of a slot, each from its own backend value), repeat
+// safety, history (order, limit, retention by size and TTL, takeover attempts),
+// manual runs, invalid claims and the reported window; and, for run stores, the
+// lease rules and the one stored decision per slot.
 package backendtest
 
 import (
@@ -15,8 +24,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,19 +40,21 @@ type Options struct {
 }
 
 // Run runs the claim section of the conformance suite. newBackend returns a backend
-// ready for Init; the suite calls Init, PrepareJob, and Close at the end.
+// ready for Init; the suite calls Init, PrepareJob, and Close at the end of the test
+// that made it.
+//
+// Every backend newBackend returns within one test (the t it is given, or its
+// parent) must share one store, as separate processes share a server: the race
+// makes one value per claimer and requires exactly one of them to win. Return a
+// new value each time (a new client of the same server, a wrapper of one shared
+// in-memory store), not the same value.
 func Run(t *testing.T, newBackend func(t *testing.T) scheduler.Backend) {
 	RunWithOptions(t, newBackend, Options{})
 }
 
 // RunWithOptions is Run with tuning.
 func RunWithOptions(t *testing.T, newBackend func(t *testing.T) scheduler.Backend, o Options) {
-	if o.Rounds <= 0 {
-		o.Rounds = 20
-	}
-	if o.Claimers <= 0 {
-		o.Claimers = 16
-	}
+	o = o.withDefaults()
 	t.Run("Window", func(t *testing.T) {
 		b := setup(t, newBackend)
 		assert.NotEmpty(t, b.Name())
@@ -59,11 +68,19 @@ func RunWithOptions(t *testing.T, newBackend func(t *testing.T) scheduler.Backen
 	t.Run("JobsAreIndependent", func(t *testing.T) { testIndependent(t, newBackend) })
 }
 
+// setup returns a backend from newBackend, after Init, closed when t ends.
 func setup(t *testing.T, newBackend func(t *testing.T) scheduler.Backend) scheduler.Backend {
+	t.Helper()
+	b := open(t, newBackend)
+	require.NoError(t, b.Init(Context(t)), "Init")
+	return b
+}
+
+// open returns a backend from newBackend, closed when t ends, before Init.
+func open(t *testing.T, newBackend func(t *testing.T) scheduler.Backend) scheduler.Backend {
 	t.Helper()
 	b := newBackend(t)
 	require.NotNil(t, b)
-	require.NoError(t, b.Init(Context(t)), "Init")
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -95,12 +112,17 @@ func Token() string {
 
 func prepare(t *testing.T, b scheduler.Backend, job string) scheduler.JobLimits {
 	t.Helper()
-	l := scheduler.JobLimits{
+	l := limits(job)
+	require.NoError(t, b.PrepareJob(Context(t), l), "PrepareJob")
+	return l
+}
+
+// limits are the suite's jobs: every second, a history of 50.
+func limits(job string) scheduler.JobLimits {
+	return scheduler.JobLimits{
 		Job: job, Schedule: "every 1s", Interval: time.Second, MaxLate: time.Second,
 		Lease: scheduler.DefaultLease, Retention: scheduler.Retention{Size: 50},
 	}
-	require.NoError(t, b.PrepareJob(Context(t), l), "PrepareJob")
-	return l
 }
 
 func claim(job string, slot time.Time, token, instance string) scheduler.ClaimInput {
@@ -113,49 +135,6 @@ func claim(job string, slot time.Time, token, instance string) scheduler.ClaimIn
 // slotAt returns a slot k seconds after a fixed base, at millisecond precision.
 func slotAt(k int) time.Time {
 	return time.UnixMilli(1_800_000_000_000 + int64(k)*1000).UTC()
-}
-
-func testRace(t *testing.T, newBackend func(t *testing.T) scheduler.Backend, o Options) {
-	b := setup(t, newBackend)
-	job := JobName("race")
-	prepare(t, b, job)
-	ctx := Context(t)
-	for round := range o.Rounds {
-		slot := slotAt(round)
-		var wins atomic.Int32
-		var winner atomic.Value
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		errs := make(chan error, o.Claimers)
-		for i := range o.Claimers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				in := claim(job, slot, Token(), fmt.Sprintf("i%d", i))
-				won, err := b.Claim(ctx, in)
-				if err != nil {
-					errs <- err
-					return
-				}
-				if won {
-					wins.Add(1)
-					winner.Store(in)
-				}
-			}()
-		}
-		close(start)
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			require.NoError(t, err, "round %d: Claim", round)
-		}
-		require.EqualValues(t, 1, wins.Load(), "round %d: exactly one of %d concurrent claims must win", round, o.Claimers)
-		// The winner asking again is still the winner.
-		won, err := b.Claim(ctx, winner.Load().(scheduler.ClaimInput))
-		require.NoError(t, err)
-		assert.True(t, won, "round %d: the winner's repeated claim must win", round)
-	}
 }
 
 func testRepeat(t *testing.T, newBackend func(t *testing.T) scheduler.Backend) {
