@@ -66,6 +66,10 @@ func RunWithOptions(t *testing.T, newBackend func(t *testing.T) scheduler.Backen
 	t.Run("HistoryLimitAndOrder", func(t *testing.T) { testHistoryOrder(t, newBackend) })
 	t.Run("ManualRuns", func(t *testing.T) { testManual(t, newBackend) })
 	t.Run("JobsAreIndependent", func(t *testing.T) { testIndependent(t, newBackend) })
+	t.Run("RetentionSize", func(t *testing.T) { testRetentionSize(t, newBackend) })
+	t.Run("RetentionTTL", func(t *testing.T) { testRetentionTTL(t, newBackend) })
+	t.Run("TakeoverAttemptsInHistory", func(t *testing.T) { testTakeoverHistory(t, newBackend) })
+	t.Run("InvalidClaims", func(t *testing.T) { testInvalidClaims(t, newBackend) })
 }
 
 // setup returns a backend from newBackend, after Init, closed when t ends.
