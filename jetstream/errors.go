@@ -3,6 +3,8 @@ package jetstream
 import (
 	"errors"
 	"fmt"
+
+	"github.com/anarchon/anarchon/scheduler"
 )
 
 // Errors of the JetStream backend. Match them with errors.Is; the nats.go error
@@ -16,8 +18,10 @@ var (
 	ErrIncompatibleStream = errors.New("jetstream: incompatible stream")
 	// ErrUnsupportedJob: a job this backend cannot run (CheckJob and PrepareJob).
 	ErrUnsupportedJob = errors.New("jetstream: job not supported")
-	// ErrInvalidClaim: a claim without a token or a job.
-	ErrInvalidClaim = errors.New("jetstream: invalid claim")
+	// ErrInvalidClaim: a claim without a token or a job. It IS scheduler.ErrInvalidClaim,
+	// the one sentinel every backend's invalid claims match, so errors.Is works with
+	// either name.
+	ErrInvalidClaim = scheduler.ErrInvalidClaim
 	// ErrUndecided: the server answered that a slot was claimed, but the winning
 	// claim is no longer stored, so whether it was this token cannot be told.
 	ErrUndecided = errors.New("jetstream: claim undecided")
