@@ -24,6 +24,11 @@ const (
 	leaseExpiryBound = 10 * time.Second
 	// leaseKeep is the RunClaim.Keep of the section's claims.
 	leaseKeep = 10 * time.Minute
+	// leaseWatchBound bounds the wait for a watch that must fire.
+	leaseWatchBound = 5 * time.Second
+	// leaseControlSlot is the slot of the positive control of requireWatchOpen, far
+	// from the slots the cases claim.
+	leaseControlSlot = 999
 )
 
 // RunLeases runs the lease section of the conformance suite against the RunStore
@@ -55,6 +60,7 @@ func RunLeases(t *testing.T, newStore func(t *testing.T) scheduler.RunStore) {
 		{"WatchRelease", testLeaseWatchRelease},
 		{"WatchFinish", testLeaseWatchFinish},
 		{"WatchExpiry", testLeaseWatchExpiry},
+		{"WatchEndsWithContext", testLeaseWatchCancel},
 	}
 	t.Run("Leases", func(t *testing.T) {
 		for _, c := range cases {
@@ -514,12 +520,44 @@ func (f *leaseFixture) watch(w scheduler.LeaseWatcher) <-chan struct{} {
 	return ch
 }
 
-func leaseRequireOpen(t *testing.T, ch <-chan struct{}, why string) {
-	t.Helper()
+// requireWatchOpen requires ch, a watch of f.slot whose live lease holder holds, to
+// be open after what must not close it, without waiting a fixed time for nothing
+// to happen:
+//
+//  1. operations that leave the lease as it is, each one done (answered) before
+//     the next: a claim by another token (running), a heartbeat by the holder (it
+//     cannot change what a new claim decides), a Release and a Finish by a token
+//     that does not hold the lease, and a claim of another slot of the job;
+//  2. a positive control: a watch of that other slot, opened after ch and after
+//     every operation of step 1, fired by releasing that slot's lease;
+//  3. ch is still open.
+//
+// A store whose watch closes at once on a live lease, or on any write to the job or
+// the store, has closed ch long before step 3: its writes of step 1 came before the
+// control's release, and the control shows that the store's notifications of a
+// write after them have arrived. A store that delivers the notifications of
+// different watches in order (one watcher fanned out, as kvlease does) cannot pass
+// by luck; one that delivers them on unordered paths could, only if its wrong
+// notification of ch arrived after a later write's notification of the control.
+func (f *leaseFixture) requireWatchOpen(w scheduler.LeaseWatcher, ch <-chan struct{}, holder, why string) {
+	f.t.Helper()
+	f.outcome(f.rc(Token(), "other", leaseLong), scheduler.OutcomeRunning)
+	require.NoError(f.t, f.heartbeat(holder), "the holder's heartbeat")
+	f.release("stranger-" + Token())
+	require.ErrorIs(f.t, f.finish("stranger-"+Token(), scheduler.StatusOK), scheduler.ErrStaleToken)
+	control := f.rc("control-"+Token(), "control", leaseLong)
+	control.Slot = leaseSlot(leaseControlSlot)
+	f.outcome(control, scheduler.OutcomeWon)
+
+	cch, err := w.WatchRun(f.ctx, f.job, control.Slot)
+	require.NoError(f.t, err, "WatchRun of the control slot")
+	require.NoError(f.t, f.s.Release(f.ctx, f.job, control.Slot, control.Token), "Release of the control slot")
+	leaseRequireFires(f.t, cch, leaseWatchBound, "the control: a watch of another slot, on release")
 	select {
 	case <-ch:
-		require.FailNow(t, "watch fired too early", why)
-	case <-time.After(100 * time.Millisecond):
+		require.FailNow(f.t, "watch fired too early",
+			"%s: it closed although only operations that leave the lease as it is were done (and a write on another slot)", why)
+	default:
 	}
 }
 
@@ -540,9 +578,9 @@ func testLeaseWatchRelease(t *testing.T, f *leaseFixture) {
 	a := "a-" + Token()
 	f.won(a, "a", leaseLong)
 	ch := f.watch(w)
-	leaseRequireOpen(t, ch, "the lease is live")
+	f.requireWatchOpen(w, ch, a, "the lease is live")
 	f.release(a)
-	leaseRequireFires(t, ch, 5*time.Second, "on release")
+	leaseRequireFires(t, ch, leaseWatchBound, "on release")
 	res := f.outcome(f.rc(Token(), "b", leaseLong), scheduler.OutcomeWon)
 	assert.Equal(t, 2, res.Attempt)
 }
@@ -555,9 +593,9 @@ func testLeaseWatchFinish(t *testing.T, f *leaseFixture) {
 	a := "a-" + Token()
 	f.won(a, "a", leaseLong)
 	ch := f.watch(w)
-	leaseRequireOpen(t, ch, "the lease is live")
+	f.requireWatchOpen(w, ch, a, "the lease is live")
 	require.NoError(t, f.finish(a, scheduler.StatusOK))
-	leaseRequireFires(t, ch, 5*time.Second, "on finish")
+	leaseRequireFires(t, ch, leaseWatchBound, "on finish")
 	f.outcome(f.rc(Token(), "b", leaseLong), scheduler.OutcomeDone)
 }
 
@@ -572,4 +610,27 @@ func testLeaseWatchExpiry(t *testing.T, f *leaseFixture) {
 	leaseRequireFires(t, ch, leaseExpiryBound, "on expiry")
 	res := f.outcome(f.rc(Token(), "b", leaseLong), scheduler.OutcomeWon)
 	assert.Equal(t, 2, res.Attempt, "once the watch fired on expiry, a backup takes over")
+}
+
+// WatchRun's channel closes when the ctx given to WatchRun is done, while the lease
+// is still live.
+func testLeaseWatchCancel(t *testing.T, f *leaseFixture) {
+	w := f.watcher()
+	if w == nil {
+		return
+	}
+	a := "a-" + Token()
+	f.won(a, "a", leaseLong)
+	ctx, cancel := context.WithCancel(f.ctx)
+	defer cancel()
+	ch, err := w.WatchRun(ctx, f.job, f.slot)
+	require.NoError(t, err, "WatchRun")
+	require.NotNil(t, ch)
+	f.requireWatchOpen(w, ch, a, "the lease is live and the watch's ctx not done")
+	cancel()
+	leaseRequireFires(t, ch, leaseWatchBound, "when the watch's ctx is cancelled")
+	// The lease is still live: the watch ended because of its ctx.
+	res := f.outcome(f.rc(Token(), "b", leaseLong), scheduler.OutcomeRunning)
+	assert.Equal(t, "a", res.Holder)
+	require.NoError(t, f.heartbeat(a))
 }
