@@ -24,6 +24,12 @@ const (
 	leaseExpiryBound = 10 * time.Second
 	// leaseKeep is the RunClaim.Keep of the section's claims.
 	leaseKeep = 10 * time.Minute
+	// leaseKeepShort is the Keep of KeepForgets: short, and whole seconds, since a
+	// store may count keeps in whole seconds (a key's TTL on a NATS server).
+	leaseKeepShort = 2 * time.Second
+	// leaseForgetBound bounds the wait, after Keep, for a finished run to be
+	// forgotten: a server removes an expired key a little late.
+	leaseForgetBound = 15 * time.Second
 	// leaseWatchBound bounds the wait for a watch that must fire.
 	leaseWatchBound = 5 * time.Second
 	// leaseControlSlot is the slot of the positive control of requireWatchOpen, far
@@ -54,6 +60,7 @@ func RunLeases(t *testing.T, newStore func(t *testing.T) scheduler.RunStore) {
 		{"DoneAfterFinish", testLeaseDone},
 		{"Overlap", testLeaseOverlap},
 		{"Late", testLeaseLate},
+		{"SkippedAndLateAreFinal", testLeaseDecisionsFinal},
 		{"TakeoverOnly", testLeaseTakeoverOnly},
 		{"Active", testLeaseActive},
 		{"InvalidClaims", testLeaseInvalid},
@@ -61,6 +68,7 @@ func RunLeases(t *testing.T, newStore func(t *testing.T) scheduler.RunStore) {
 		{"WatchFinish", testLeaseWatchFinish},
 		{"WatchExpiry", testLeaseWatchExpiry},
 		{"WatchEndsWithContext", testLeaseWatchCancel},
+		{"KeepForgets", testLeaseKeepForgets},
 	}
 	t.Run("Leases", func(t *testing.T) {
 		for _, c := range cases {
@@ -633,4 +641,101 @@ func testLeaseWatchCancel(t *testing.T, f *leaseFixture) {
 	res := f.outcome(f.rc(Token(), "b", leaseLong), scheduler.OutcomeRunning)
 	assert.Equal(t, "a", res.Holder)
 	require.NoError(t, f.heartbeat(a))
+}
+
+// A stored skipped or late slot is final: nothing wins it afterwards, whatever it
+// asks and whenever it asks, and Active never lists it.
+func testLeaseDecisionsFinal(t *testing.T, f *leaseFixture) {
+	at := func(k int, token string) scheduler.RunClaim {
+		in := f.rc(token, "i-"+token[:4], leaseLong)
+		in.Slot, in.Overlap = leaseSlot(k), scheduler.OverlapSkip
+		return in
+	}
+	holder := "h-" + Token()
+	require.Equal(t, scheduler.OutcomeWon, f.claim(at(1, holder)).Outcome, "the holder of slot 1")
+	skipper := at(2, "sk"+Token())
+	require.Equal(t, scheduler.OutcomeOverlap, f.claim(skipper).Outcome, "slot 2 while slot 1 is live")
+	late := at(3, "la"+Token())
+	late.Deadline = time.Now().Add(-time.Hour)
+	require.Equal(t, scheduler.OutcomeLate, f.claim(late).Outcome, "slot 3 past its deadline")
+
+	decided := []struct {
+		k       int
+		status  scheduler.Status
+		decider scheduler.RunClaim
+		told    scheduler.ClaimOutcome
+	}{
+		{2, scheduler.StatusSkipped, skipper, scheduler.OutcomeOverlap},
+		{3, scheduler.StatusLate, late, scheduler.OutcomeLate},
+	}
+	check := func(when string) {
+		t.Helper()
+		for _, d := range decided {
+			probe := at(d.k, "pr"+Token())
+			probe.TakeoverOnly = true
+			catchUp := at(d.k, "cu"+Token()) // a catch-up claim: deadline far away, overlap allowed
+			catchUp.Overlap, catchUp.Deadline = scheduler.OverlapAllow, time.Now().Add(24*time.Hour)
+			again := at(d.k, "ag"+Token())
+			again.Deadline = time.Now().Add(24 * time.Hour)
+			for _, c := range []struct {
+				name string
+				in   scheduler.RunClaim
+			}{{"a takeover-only probe", probe}, {"a catch-up claim", catchUp}, {"a claim skipping on overlap", again}} {
+				res := f.claim(c.in)
+				assert.Equal(t, scheduler.OutcomeDone, res.Outcome, "%s: %s of slot %d, stored %s", when, c.name, d.k, d.status)
+				assert.Equal(t, d.status, res.Status, "%s: %s of slot %d is told how it ended", when, c.name, d.k)
+			}
+			assert.Equal(t, d.told, f.claim(d.decider).Outcome, "%s: the token that decided slot %d %s is told the same again", when, d.k, d.status)
+		}
+		runs, err := f.s.Active(f.ctx, f.job)
+		require.NoError(t, err, "Active")
+		for _, r := range runs {
+			assert.False(t, r.Slot.Equal(leaseSlot(2)) || r.Slot.Equal(leaseSlot(3)), "%s: a skipped or late slot is not active: %+v", when, r)
+		}
+	}
+	check("while slot 1 holds its lease")
+	require.NoError(t, f.s.Release(f.ctx, f.job, leaseSlot(1), holder))
+	check("after slot 1's lease was released")
+	require.NoError(t, f.s.Finish(f.ctx, f.job, leaseSlot(1), holder, scheduler.StatusOK))
+	check("after slot 1 finished")
+}
+
+// A finished run is forgotten once its Keep has passed: a takeover-only probe is
+// then answered none.
+func testLeaseKeepForgets(t *testing.T, f *leaseFixture) {
+	a := "a-" + Token()
+	in := f.rc(a, "a", leaseLong)
+	in.Keep = leaseKeepShort
+	require.Equal(t, scheduler.OutcomeWon, f.claim(in).Outcome)
+	require.NoError(t, f.finish(a, scheduler.StatusOK))
+	finished := time.Now()
+	probe := func() scheduler.RunClaim {
+		p := f.rc("probe-"+Token(), "probe", leaseLong)
+		p.TakeoverOnly, p.Keep = true, leaseKeepShort
+		return p
+	}
+	// The control: within its Keep the run is remembered. Checked only while clearly
+	// within it (a slow machine may take longer than the Keep to get here).
+	res := f.claim(probe())
+	if time.Since(finished) < leaseKeepShort/2 {
+		require.Equal(t, scheduler.OutcomeDone, res.Outcome, "a finished run within its Keep")
+	} else {
+		t.Logf("the probe answered %v after Finish: too late to check that the run is remembered", time.Since(finished))
+	}
+	deadline := finished.Add(leaseKeepShort + leaseForgetBound)
+	for {
+		res = f.claim(probe())
+		if res.Outcome == scheduler.OutcomeNone {
+			break
+		}
+		require.Equal(t, scheduler.OutcomeDone, res.Outcome, "a finished run is done until forgotten")
+		if time.Now().After(deadline) {
+			require.FailNow(t, "a finished run is not forgotten",
+				"Keep %v, still answered %s %v after Finish", leaseKeepShort, res.Outcome, time.Since(finished))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	runs, err := f.s.Active(f.ctx, f.job)
+	require.NoError(t, err)
+	assert.Empty(t, runs, "a forgotten run is not active")
 }
