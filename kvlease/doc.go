@@ -53,13 +53,18 @@
 //
 // Claim reads the run record, then the lease key:
 //
-//   - run finished: done.
+//   - run decided (finished, skipped or late; or a state this version does not
+//     know, a newer writer's, read as done): done with the stored status; the token
+//     that stored a skipped or late decision is told overlap or late again.
 //   - lease live for another token: running (holder and expiry from the lease).
 //   - lease live for this token and the run record ours: won again (same attempt
 //     and fence).
 //   - otherwise, with no run record and no live lease: none for a takeover-only
-//     claim, late when the server's clock is past the deadline, overlap when the
-//     job forbids it and an earlier slot's lease is live on an unfinished run;
+//     claim; late when the server's clock is past the deadline, skipped when the
+//     job forbids overlap and another of its slots (earlier or later) holds a live
+//     lease on an unfinished run — each stored as a finished run record (CAS from
+//     the revision read) before the claimer is answered, so no instance runs the
+//     slot afterwards;
 //   - else the claim writes the lease key (CAS from the revision read, which holds
 //     no live lease, so among racing claimers exactly one succeeds), then the run
 //     record (CAS from the revision read: attempt 1, or attempt+1 naming the
@@ -67,14 +72,20 @@
 //     old holder finished it) the claim decides again, keeping its lease key.
 //
 // The lease key is the mutex, taken only when not live; the run record is the
-// outcome, written only by the lease key's holder or by the run's own holder
-// finishing. A claimer that dies between the two writes leaves a lease key without
-// a run record: others see running until it expires. A retry with the same token
+// stored decision, written only by the lease key's holder, by the run's own holder
+// finishing, or by the claim that stores skipped or late. A claimer that dies
+// between the two writes leaves a lease key without a run record: others see
+// running until it expires, then the next claim decides the slot like a first
+// claim (won while its deadline allows, else stored late); the scheduler's backups
+// make that claim, so the slot is never forgotten. A retry with the same token
 // finds its own lease key and completes the claim.
 //
-// The fence is the stream sequence of the lease key write that made the holder.
-// Sequences only grow, so every new holder of a run has a bigger fence than the
-// ones before.
+// The fence of a new holder is the server's time in nanoseconds (the low end of the
+// store's estimate of it), and always above the previous holder's fence of the
+// run. Fences therefore grow per run across takeovers and stay above the fences
+// handed out before the bucket was deleted and created again, or before a restart
+// emptied a memory-storage bucket (stream sequences would start again at 1), as
+// long as the server's clock does not go back further than the time since.
 //
 // Heartbeat is a CAS on the lease key carrying a new TTL; after expiry the key's
 // last revision is the marker's, so an expired holder's heartbeat fails
