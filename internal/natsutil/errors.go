@@ -1,0 +1,53 @@
+package natsutil
+
+import (
+	"context"
+	"errors"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// JetStream API error codes that are not answers to a request: asking again later
+// gets one.
+const (
+	// ErrCodeClusterNotAvailable: the meta group or the stream has no leader at the
+	// moment (a cluster starting, an election under way).
+	ErrCodeClusterNotAvailable jetstream.ErrorCode = 10008
+	// ErrCodeStreamNameInUse: a create met a stream of that name with another
+	// configuration, often one that a concurrent create made a moment before.
+	ErrCodeStreamNameInUse jetstream.ErrorCode = jetstream.JSErrCodeStreamNameInUse
+	// ErrCodeStreamOffline: every peer of the stream is offline (nodes restarting).
+	ErrCodeStreamOffline jetstream.ErrorCode = 10118
+	// ErrCodeMoveInProgress and ErrCodeReconfigureInProgress: an update met another
+	// one (a move, a change of replicas) still under way.
+	ErrCodeMoveInProgress        jetstream.ErrorCode = 10124
+	ErrCodeReconfigureInProgress jetstream.ErrorCode = 10226
+)
+
+// Unanswered reports whether err means the server gave no answer to a request: a
+// timeout, no responders, no stream response, or 10008 (no leader to answer yet).
+// The request may or may not have been applied.
+func Unanswered(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) {
+		return true
+	}
+	return hasCode(err, ErrCodeClusterNotAvailable)
+}
+
+// setupRace reports whether err answers a create or update of a stream with the
+// state of a concurrent change rather than with a verdict on the request: the name
+// taken by a concurrent create, the stream deleted meanwhile, an update refused
+// while another is in flight, every peer offline for a moment. Reading the stream
+// again and deciding again is the way to an answer.
+func setupRace(err error) bool {
+	return errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) || errors.Is(err, jetstream.ErrStreamNotFound) ||
+		hasCode(err, ErrCodeStreamNameInUse) || hasCode(err, ErrCodeStreamOffline) ||
+		hasCode(err, ErrCodeMoveInProgress) || hasCode(err, ErrCodeReconfigureInProgress)
+}
+
+func hasCode(err error, code jetstream.ErrorCode) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == code
+}
