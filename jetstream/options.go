@@ -26,7 +26,8 @@ const (
 	// DefaultTimeout bounds every call whose context has no deadline.
 	DefaultTimeout = 10 * time.Second
 	// DefaultAttemptTimeout bounds one publish or read inside Claim, which retries
-	// (with the same message id and token) until its context ends.
+	// (with the same message id and token) until its context ends, and one request
+	// inside PrepareJob, which asks again until its context ends.
 	DefaultAttemptTimeout = 2 * time.Second
 	// MaxPrefixLen bounds both prefixes, so that every job name still encodes into a
 	// stream name within nats-server's 255-byte limit.
@@ -173,8 +174,9 @@ func WithTimeout(d time.Duration) Option {
 	}
 }
 
-// WithAttemptTimeout bounds one request inside Claim; Claim retries after it (same
-// message id, same token) until its context ends. Defaults to DefaultAttemptTimeout.
+// WithAttemptTimeout bounds one request inside Claim and PrepareJob; they send it
+// again after it (Claim with the same message id and token) until their context
+// ends. Defaults to DefaultAttemptTimeout.
 func WithAttemptTimeout(d time.Duration) Option {
 	return func(c *config) error {
 		if d <= 0 {

@@ -4,37 +4,44 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 	"unicode/utf8"
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/anarchon/anarchon/internal/natsutil"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
 // Stream metadata that marks a stream as anarchon's: the job it holds and the layout
-// of its subjects and records.
+// of its subjects and records. Raise layout when a release changes either: streams
+// of an older layout are brought up to it, streams of a newer one are left as they
+// are (so that the releases of a rolling upgrade do not rewrite them back and forth)
+// and used when they can be.
 const (
 	metaJob    = "anarchon.job"
-	metaLayout = "anarchon.layout"
+	metaLayout = natsutil.LayoutKey
 	layout     = "1"
 )
 
 // PrepareJob creates the job's stream, or updates it when it exists: the stream is
 // one per job, named <stream prefix>_<encoded job>, listening on
 // <subject prefix>.<encoded job>.>. It is idempotent and safe to call from every
-// instance at once.
+// instance at once: a request that gets no answer (a timeout, no responders, a
+// cluster or stream with no leader yet), a create that meets a concurrent create and
+// an update that meets a concurrent one are followed by a fresh read and decision,
+// with backoff, until ctx ends. It returns once a stream information request shows
+// a stream it can use, and it never sends an update that would change nothing.
 //
 // A stream this backend created (its metadata names the job) has its duplicate
-// window, history size, replicas and limits brought to what job asks for. A stream
-// with the same name that anarchon did not create is used as it is when it can
-// work, and never changed; otherwise PrepareJob returns a *StreamConflictError naming
-// the setting. Settings that cannot change (storage, retention, a mirror, a seal)
-// give the same error for anarchon's own streams.
+// window, history size, replicas and limits brought to what job asks for, and its
+// layout, when older, to this release's. A stream of a newer release's layout is not
+// changed, and is used when it can work, like a stream with the same name that
+// anarchon did not create; otherwise PrepareJob returns a *StreamConflictError
+// naming the setting. Settings that cannot change (storage, retention, a mirror, a
+// seal) give the same error for anarchon's own streams.
 func (b *Backend) PrepareJob(ctx context.Context, job scheduler.JobLimits) error {
 	if b.closed.Load() {
 		return ErrClosed
@@ -48,47 +55,47 @@ func (b *Backend) PrepareJob(ctx context.Context, job scheduler.JobLimits) error
 	n := b.cfg.namesFor(job.Job)
 	window := b.WindowFor(job)
 	want := b.streamConfig(job.Job, n, window, historySize(job.Retention.Size))
-
-	s, err := b.js.Stream(ctx, n.stream)
-	created := false
-	if errors.Is(err, natsjs.ErrStreamNotFound) {
-		s, err = b.js.CreateStream(ctx, want)
-		created = err == nil
-		if errors.Is(err, natsjs.ErrStreamNameAlreadyInUse) {
-			// Another instance created it meanwhile, with other settings: adopt it
-			// like any existing stream.
-			s, err = b.js.Stream(ctx, n.stream)
-		}
-	}
+	res, err := natsutil.EnsureStream(ctx, b.js, natsutil.StreamSetup{
+		Config: want,
+		Reconcile: func(have natsjs.StreamConfig) (natsjs.StreamConfig, []string, error) {
+			mine, err := b.checkStream(job.Job, n, &have, window)
+			if err != nil || !mine {
+				return have, nil, err
+			}
+			upd, changes := b.reconcile(have, want)
+			return upd, changes, nil
+		},
+		Attempt: b.cfg.attemptTimeout,
+		OnRetry: func(op string, retry int, err error) {
+			b.cfg.log.Debug("jetstream: no definite answer while preparing a job stream, asking again",
+				"stream", n.stream, "job", job.Job, "request", op, "retry", retry, "error", err)
+		},
+	})
 	if err != nil {
-		return fmt.Errorf("jetstream: prepare stream %q for job %q: %w", n.stream, job.Job, err)
-	}
-	info := s.CachedInfo()
-	if !created {
-		ours, err := b.checkStream(job.Job, n, &info.Config, window)
-		if err != nil {
+		if conflict := (*StreamConflictError)(nil); errors.As(err, &conflict) {
 			return err
 		}
-		if ours {
-			if upd, changes := b.reconcile(info.Config, want); len(changes) > 0 {
-				s, err = b.js.UpdateStream(ctx, upd)
-				if err != nil {
-					return fmt.Errorf("jetstream: update stream %q for job %q (%s): %w", n.stream, job.Job, strings.Join(changes, ", "), err)
-				}
-				info = s.CachedInfo()
-				b.cfg.log.Info("jetstream: updated job stream", "stream", n.stream, "job", job.Job, "changes", changes)
-			}
-		} else {
-			b.cfg.log.Info("jetstream: using a stream anarchon did not create, unchanged", "stream", n.stream, "job", job.Job)
-		}
+		return fmt.Errorf("jetstream: prepare stream %q for job %q: %w", n.stream, job.Job, err)
+	}
+	info := res.Stream.CachedInfo()
+	ours := info.Config.Metadata[metaJob] == job.Job
+	switch {
+	case len(res.Changes) > 0:
+		b.cfg.log.Info("jetstream: updated job stream", "stream", n.stream, "job", job.Job, "changes", res.Changes, "retries", res.Retries)
+	case !ours:
+		b.cfg.log.Info("jetstream: using a stream anarchon did not create, unchanged", "stream", n.stream, "job", job.Job)
+	case natsutil.CompareLayout(info.Config.Metadata, layout) == natsutil.LayoutNewer:
+		ours = false // a newer release's: not for this one to resize either
+		b.cfg.log.Info("jetstream: using a job stream of a newer release's layout, unchanged",
+			"stream", n.stream, "job", job.Job, "layout", info.Config.Metadata[metaLayout], "ours", layout)
 	}
 	st := &jobStream{
 		names:    n,
 		job:      job.Job,
-		stream:   s,
+		stream:   res.Stream,
 		window:   info.Config.Duplicates,
 		claimTTL: claimTTL(info.Config.Duplicates, job.Timeout),
-		ours:     info.Config.Metadata[metaJob] == job.Job,
+		ours:     ours,
 		size:     info.Config.MaxMsgsPerSubject,
 	}
 	b.remember(st)
@@ -140,9 +147,10 @@ func (b *Backend) streamConfig(job string, n names, window time.Duration, size i
 // minMsgSize is the smallest MaxMsgSize a job's records fit in.
 func minMsgSize(job string) int32 { return int32(2*len(job) + 4096) }
 
-// checkStream decides whether an existing stream can hold job. It reports whether the
-// stream is anarchon's (so reconcile may change it); for a foreign stream every
-// setting must already work.
+// checkStream decides whether an existing stream can hold job. It reports whether
+// reconcile may change the stream: it is anarchon's, of this release's layout or an
+// older one. Every setting of any other stream (one anarchon did not create, or one
+// of a newer release's layout) must already work.
 func (b *Backend) checkStream(job string, n names, cfg *natsjs.StreamConfig, window time.Duration) (bool, error) {
 	conflict := func(setting, have, want, hint string) error {
 		return &StreamConflictError{Stream: n.stream, Job: job, Setting: setting, Have: have, Want: want, Hint: hint}
@@ -170,10 +178,15 @@ func (b *Backend) checkStream(job string, n names, cfg *natsjs.StreamConfig, win
 		return ours, conflict("storage", cfg.Storage.String(), b.cfg.storage.String(),
 			"storage cannot change; "+del+", or configure WithStorage("+cfg.Storage.String()+")")
 	}
-	if ours {
+	newer := ours && natsutil.CompareLayout(cfg.Metadata, layout) == natsutil.LayoutNewer
+	if ours && !newer {
 		return true, nil // the rest, reconcile updates
 	}
 	hint := "the stream was not created by anarchon (no " + metaJob + " metadata), so it is not changed; fix it or " + del
+	if newer {
+		hint = "the stream has the layout " + strconv.Quote(truncate(cfg.Metadata[metaLayout], 20)) + " of a newer release (this one has " + layout +
+			"), so it is not changed; run the newer release on every instance"
+	}
 	switch {
 	case !slices.Contains(cfg.Subjects, n.all):
 		return false, conflict("subjects", fmt.Sprint(cfg.Subjects), "to include "+strconv.Quote(n.all), hint)
@@ -195,35 +208,25 @@ func (b *Backend) checkStream(job string, n names, cfg *natsjs.StreamConfig, win
 
 // reconcile returns have with the settings this backend manages set as in want, and
 // the names of those that changed. Settings it does not manage (placement,
-// compression, a description, other metadata) are kept.
+// compression, a description, other metadata) are kept. The layout in the metadata
+// is only ever raised: checkStream keeps streams of a newer layout from here.
 func (b *Backend) reconcile(have, want natsjs.StreamConfig) (natsjs.StreamConfig, []string) {
 	upd := have
-	var changes []string
-	set := func(name string, differ bool, apply func()) {
-		if differ {
-			changes = append(changes, name)
-			apply()
-		}
-	}
-	set("subjects", !slices.Equal(have.Subjects, want.Subjects), func() { upd.Subjects = want.Subjects })
-	set("duplicate_window", have.Duplicates != want.Duplicates, func() { upd.Duplicates = want.Duplicates })
-	set("max_msgs_per_subject", have.MaxMsgsPerSubject != want.MaxMsgsPerSubject, func() { upd.MaxMsgsPerSubject = want.MaxMsgsPerSubject })
-	set("num_replicas", have.Replicas != want.Replicas, func() { upd.Replicas = want.Replicas })
-	set("max_bytes", have.MaxBytes != want.MaxBytes, func() { upd.MaxBytes = want.MaxBytes })
-	set("max_msgs", have.MaxMsgs != want.MaxMsgs, func() { upd.MaxMsgs = want.MaxMsgs })
-	set("max_age", have.MaxAge != 0 && have.MaxAge < want.Duplicates, func() { upd.MaxAge = 0 })
-	set("discard", have.Discard != natsjs.DiscardOld, func() { upd.Discard = natsjs.DiscardOld })
-	set("allow_msg_ttl", !have.AllowMsgTTL, func() { upd.AllowMsgTTL = true })
-	set("allow_direct", have.AllowDirect, func() { upd.AllowDirect = false })
-	set("max_msg_size", have.MaxMsgSize > 0 && have.MaxMsgSize < minMsgSize(want.Metadata[metaJob]), func() { upd.MaxMsgSize = -1 })
-	set("metadata", have.Metadata[metaLayout] != layout, func() {
-		upd.Metadata = maps.Clone(have.Metadata)
-		if upd.Metadata == nil {
-			upd.Metadata = map[string]string{}
-		}
-		maps.Copy(upd.Metadata, want.Metadata)
-	})
-	return upd, changes
+	var c natsutil.Changes
+	c.Set("subjects", !slices.Equal(have.Subjects, want.Subjects), func() { upd.Subjects = want.Subjects })
+	c.Set("duplicate_window", have.Duplicates != want.Duplicates, func() { upd.Duplicates = want.Duplicates })
+	c.Set("max_msgs_per_subject", have.MaxMsgsPerSubject != want.MaxMsgsPerSubject, func() { upd.MaxMsgsPerSubject = want.MaxMsgsPerSubject })
+	c.Set("num_replicas", have.Replicas != want.Replicas, func() { upd.Replicas = want.Replicas })
+	c.Set("max_bytes", have.MaxBytes != want.MaxBytes, func() { upd.MaxBytes = want.MaxBytes })
+	c.Set("max_msgs", have.MaxMsgs != want.MaxMsgs, func() { upd.MaxMsgs = want.MaxMsgs })
+	c.Set("max_age", have.MaxAge != 0 && have.MaxAge < want.Duplicates, func() { upd.MaxAge = 0 })
+	c.Set("discard", have.Discard != natsjs.DiscardOld, func() { upd.Discard = natsjs.DiscardOld })
+	c.Set("allow_msg_ttl", !have.AllowMsgTTL, func() { upd.AllowMsgTTL = true })
+	c.Set("allow_direct", have.AllowDirect, func() { upd.AllowDirect = false })
+	c.Set("max_msg_size", have.MaxMsgSize > 0 && have.MaxMsgSize < minMsgSize(want.Metadata[metaJob]), func() { upd.MaxMsgSize = -1 })
+	c.Set("metadata", natsutil.MetadataLacks(have.Metadata, want.Metadata),
+		func() { upd.Metadata = natsutil.MergeMetadata(have.Metadata, want.Metadata) })
+	return upd, c
 }
 
 // truncate cuts s to at most n bytes without splitting a UTF-8 sequence.
