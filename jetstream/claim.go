@@ -40,6 +40,12 @@ const (
 // request is bounded by WithAttemptTimeout. So the first claim, won or lost, costs
 // one round trip.
 func (b *Backend) Claim(ctx context.Context, in scheduler.ClaimInput) (bool, error) {
+	return b.claim(ctx, in, false)
+}
+
+// claim is Claim; leased marks the record as written by an instance with leases
+// (LeasedBackend.Claim).
+func (b *Backend) claim(ctx context.Context, in scheduler.ClaimInput, leased bool) (bool, error) {
 	if in.Token == "" {
 		return false, fmt.Errorf("%w: job %q: empty token", ErrInvalidClaim, in.Job)
 	}
@@ -51,65 +57,100 @@ func (b *Backend) Claim(ctx context.Context, in scheduler.ClaimInput) (bool, err
 	}
 	slot := in.Slot.UnixMilli()
 	now := time.Now()
-	msg := &nats.Msg{Subject: st.claimSubject(slot), Header: nats.Header{}, Data: encodeClaim(in, false, now)}
-	msg.Header.Set(natsjs.MsgIDHeader, st.msgID(slot))
-	msg.Header.Set(natsjs.MsgTTLHeader, ttlHeader(st.claimTTL))
+	msg := st.claimMsg(in, leased, now)
 
 	key := sentKey{stream: st.names.stream, slot: slot, token: in.Token}
 	readBack := sent.mark(key, now, st.claimTTL) || b.cfg.verifyAll
 
+	ans, err := b.publishClaim(ctx, st, in.Job, slot, msg, readBack, "claim")
+	if err != nil {
+		return false, err
+	}
+	won := ans.stored || ans.held != nil && ans.held.Token == in.Token
+	if !won {
+		sent.forget(key) // a definite loss stays a loss: no need to read back later
+	}
+	return won, nil
+}
+
+// claimMsg is the claim of in's slot: on the slot's claim subject, with the id every
+// instance claiming the slot sends, stored for claimTTL.
+func (st *jobStream) claimMsg(in scheduler.ClaimInput, leased bool, now time.Time) *nats.Msg {
+	slot := in.Slot.UnixMilli()
+	msg := &nats.Msg{Subject: st.claimSubject(slot), Header: nats.Header{}, Data: encodeClaimAs(in, false, leased, now)}
+	msg.Header.Set(natsjs.MsgIDHeader, st.msgID(slot))
+	msg.Header.Set(natsjs.MsgTTLHeader, ttlHeader(st.claimTTL))
+	return msg
+}
+
+// claimAnswer is the server's answer to a claim.
+type claimAnswer struct {
+	// stored: the message was stored (not a duplicate), so its token holds the slot.
+	stored bool
+	// held: on a duplicate that was read back, the stored claim of the slot; nil
+	// when the duplicate was not read back.
+	held *claimRecord
+	// seq: the sequence of the stored claim.
+	seq uint64
+}
+
+// publishClaim sends a claim until it has an answer: error 10158 (the same id in
+// flight on a replicated stream), a timeout, no responders or a leaderless stream are
+// not answers, so it publishes again, with the same id and token, with bounded
+// backoff, until ctx ends. Each request is bounded by WithAttemptTimeout. A duplicate
+// is read back from the stream leader when readBack is set, and always after an
+// undecided attempt (the message may have been stored by it).
+func (b *Backend) publishClaim(ctx context.Context, st *jobStream, job string, slot int64, msg *nats.Msg, readBack bool, op string) (claimAnswer, error) {
 	var last error
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
 			if err := sleep(ctx, backoff(attempt)); err != nil {
-				return false, fmt.Errorf("jetstream: claim job %q slot %d: no answer before the deadline (last: %v): %w", in.Job, slot, last, err)
+				return claimAnswer{}, fmt.Errorf("jetstream: %s job %q slot %d: no answer before the deadline (last: %v): %w", op, job, slot, last, err)
 			}
 		}
-		won, err := b.claimOnce(ctx, st, msg, in.Token, readBack)
+		ans, err := b.claimOnce(ctx, st, msg, readBack)
 		if err == nil {
-			if !won {
-				sent.forget(key) // a definite loss stays a loss: no need to read back later
-			}
-			return won, nil
+			return ans, nil
 		}
 		if !retryable(err) || ctx.Err() != nil {
-			return false, fmt.Errorf("jetstream: claim job %q slot %d on stream %q: %w", in.Job, slot, st.names.stream, err)
+			return claimAnswer{}, fmt.Errorf("jetstream: %s job %q slot %d on stream %q: %w", op, job, slot, st.names.stream, err)
 		}
 		last = err
-		b.cfg.log.Debug("jetstream: claim undecided, sending it again", "job", in.Job, "slot", slot, "attempt", attempt+1, "error", err)
+		b.cfg.log.Debug("jetstream: claim undecided, sending it again", "op", op, "job", job, "slot", slot, "attempt", attempt+1, "error", err)
 		// The message may have been stored: from now on a duplicate may be ours.
 		readBack = true
 	}
 }
 
-// claimOnce sends the claim once and, on a duplicate, decides it.
-func (b *Backend) claimOnce(ctx context.Context, st *jobStream, msg *nats.Msg, token string, readBack bool) (bool, error) {
+// claimOnce sends the claim once and, on a duplicate with readBack, reads the stored
+// claim.
+func (b *Backend) claimOnce(ctx context.Context, st *jobStream, msg *nats.Msg, readBack bool) (claimAnswer, error) {
 	actx, cancel := context.WithTimeout(ctx, b.cfg.attemptTimeout)
 	defer cancel()
 	ack, err := b.js.PublishMsg(actx, msg, natsjs.WithRetryAttempts(0))
 	if err != nil {
-		return false, err
+		return claimAnswer{}, err
 	}
 	if !ack.Duplicate {
-		return true, nil
+		return claimAnswer{stored: true, seq: ack.Sequence}, nil
 	}
 	if !readBack {
-		return false, nil
+		return claimAnswer{seq: ack.Sequence}, nil
 	}
 	// A leader read: GetMsg on a stream without AllowDirect is answered by the stream
 	// leader only, which has applied every acknowledged message.
 	m, err := st.stream.GetMsg(actx, ack.Sequence)
 	if errors.Is(err, natsjs.ErrMsgNotFound) {
-		return false, fmt.Errorf("%w: the slot's claim (sequence %d) is no longer stored: %w", ErrUndecided, ack.Sequence, err)
+		return claimAnswer{}, fmt.Errorf("%w: the slot's claim (sequence %d) is no longer stored: %w", ErrUndecided, ack.Sequence, err)
 	}
 	if err != nil {
-		return false, err
+		return claimAnswer{}, err
 	}
-	rec, _, err := decodeClaim(st.job, kindClaim, m.Data)
+	rec, err := parseClaim(st.job, m.Data)
 	if err != nil {
-		return false, fmt.Errorf("%w: the message at sequence %d that holds the slot's id is not a claim: %w", ErrUndecided, ack.Sequence, err)
+		return claimAnswer{}, fmt.Errorf("%w: the message at sequence %d that holds the slot's id is not a claim: %w", ErrUndecided, ack.Sequence, err)
 	}
-	return rec.Token == token, nil
+	return claimAnswer{held: &rec, seq: ack.Sequence}, nil
 }
 
 // retryable reports whether err leaves the claim undecided, so that sending it again

@@ -28,6 +28,11 @@ type claimRecord struct {
 	// stored for the duplicate window, which may be longer; History hides it after
 	// this.
 	HistoryTTL int64 `json:"history_ttl_ms,omitempty"`
+	// Leased marks a claim on a slot's claim subject written by an instance with
+	// leases (LeasedBackend): its lease store decides who runs the slot. A claim
+	// without it was written by an instance that decides by the claim alone. Older
+	// readers ignore the field.
+	Leased bool `json:"leased,omitempty"`
 }
 
 // resultRecord is the body of a stored result.
@@ -47,6 +52,11 @@ type resultRecord struct {
 }
 
 func encodeClaim(in scheduler.ClaimInput, manual bool, now time.Time) []byte {
+	return encodeClaimAs(in, manual, false, now)
+}
+
+// encodeClaimAs is encodeClaim with the leased flag.
+func encodeClaimAs(in scheduler.ClaimInput, manual, leased bool, now time.Time) []byte {
 	at := in.At
 	if at.IsZero() {
 		at = now
@@ -55,7 +65,7 @@ func encodeClaim(in scheduler.ClaimInput, manual bool, now time.Time) []byte {
 	data, _ := json.Marshal(claimRecord{
 		V: recordVersion, Job: in.Job, Slot: &ms, Token: in.Token, Instance: in.Instance,
 		Attempt: max(in.Attempt, 1), Manual: manual || in.Manual, At: at.UTC(),
-		HistoryTTL: in.HistoryTTL.Milliseconds(),
+		HistoryTTL: in.HistoryTTL.Milliseconds(), Leased: leased,
 	})
 	return data
 }
@@ -75,19 +85,9 @@ var errNotOurs = errors.New("not an anarchon record")
 // decodeClaim reads a claim record of job. kind says which subject it came from. It
 // also returns how long the record belongs in History (0: as long as it is stored).
 func decodeClaim(job, kind string, data []byte) (scheduler.ClaimRecord, time.Duration, error) {
-	var c claimRecord
-	if err := json.Unmarshal(data, &c); err != nil {
-		return scheduler.ClaimRecord{}, 0, fmt.Errorf("%w: %w", errNotOurs, err)
-	}
-	switch {
-	case c.V < 1:
-		return scheduler.ClaimRecord{}, 0, fmt.Errorf("%w: no version", errNotOurs)
-	case c.Job != job:
-		return scheduler.ClaimRecord{}, 0, fmt.Errorf("%w: job %q, want %q", errNotOurs, c.Job, job)
-	case c.Slot == nil:
-		return scheduler.ClaimRecord{}, 0, fmt.Errorf("%w: no slot", errNotOurs)
-	case c.Token == "":
-		return scheduler.ClaimRecord{}, 0, fmt.Errorf("%w: no token", errNotOurs)
+	c, err := parseClaim(job, data)
+	if err != nil {
+		return scheduler.ClaimRecord{}, 0, err
 	}
 	return scheduler.ClaimRecord{
 		Slot:     time.UnixMilli(*c.Slot),
@@ -97,6 +97,26 @@ func decodeClaim(job, kind string, data []byte) (scheduler.ClaimRecord, time.Dur
 		Manual:   c.Manual || kind == kindManual,
 		At:       local(c.At),
 	}, time.Duration(max(c.HistoryTTL, 0)) * time.Millisecond, nil
+}
+
+// parseClaim reads and checks the body of a claim record of job, with the fields
+// History does not show (the leased flag).
+func parseClaim(job string, data []byte) (claimRecord, error) {
+	var c claimRecord
+	if err := json.Unmarshal(data, &c); err != nil {
+		return claimRecord{}, fmt.Errorf("%w: %w", errNotOurs, err)
+	}
+	switch {
+	case c.V < 1:
+		return claimRecord{}, fmt.Errorf("%w: no version", errNotOurs)
+	case c.Job != job:
+		return claimRecord{}, fmt.Errorf("%w: job %q, want %q", errNotOurs, c.Job, job)
+	case c.Slot == nil:
+		return claimRecord{}, fmt.Errorf("%w: no slot", errNotOurs)
+	case c.Token == "":
+		return claimRecord{}, fmt.Errorf("%w: no token", errNotOurs)
+	}
+	return c, nil
 }
 
 // decodeResult reads a result record of job.
