@@ -25,6 +25,11 @@ import (
 // found by arrival: a slot claimed much later than newer slots (catch-up) may be
 // missed when limit is small.
 //
+// A run with leases is one record per attempt: the first attempt's claim is the
+// slot's claim (LeasedBackend.RecordClaim), a takeover's is on the lease subject,
+// each with the attempt's own token, which its result carries too; a claim stored
+// twice (a retried write) is one record.
+//
 // A message on the job's subjects that is not an anarchon record (foreign, corrupt,
 // for another job) is skipped, logged at warn level and counted in SkippedRecords.
 func (b *Backend) History(ctx context.Context, job string, limit int) ([]scheduler.RunRecord, error) {

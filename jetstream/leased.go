@@ -44,10 +44,46 @@ func NewLeased(js natsjs.JetStream, runs scheduler.RunStore, opts ...Option) (*L
 // Runs returns the lease store.
 func (b *LeasedBackend) Runs() scheduler.RunStore { return b.runs }
 
-// RecordClaim stores the claim of a won lease as a history record, on the job's
-// lease subject. The lease store decided the winner; the record's Nats-Msg-Id
-// (job + slot + token) only makes a retried write store it once. It is kept like
-// the results: the newest history-size records, for in.HistoryTTL when set.
+// Claim is Backend.Claim with the record marked as written by an instance with
+// leases. The scheduler calls Claim on a backend with leases only to record, from
+// one instance, a slot its lease store decided not to run (skipped, late); marking
+// it keeps a lease winner's RecordClaim from taking it for the claim of an instance
+// without leases.
+func (b *LeasedBackend) Claim(ctx context.Context, in scheduler.ClaimInput) (bool, error) {
+	return b.claim(ctx, in, true)
+}
+
+// RecordClaim stores the claim of a won lease as a history record and, for a first
+// attempt, makes it the slot's one decision shared with instances without leases.
+//
+// A first attempt (in.Attempt <= 1) is published like a plain claim (Claim): to the
+// slot's claim subject, with the same Nats-Msg-Id (job + slot) and Nats-TTL, and
+// marked as leased. So in a mixed fleet (a rolling upgrade that turns leases on or
+// off) the slot has one claim, and whichever instance publishes it first decides:
+//   - stored, or a duplicate whose stored claim is ours (a retried record): nil;
+//   - a duplicate whose stored claim is leased with another token: nil, because the
+//     lease store already chose the holder and that claim came from an instance
+//     that follows it; this attempt's own record then goes to the lease subject, as
+//     for a takeover, so that History shows it;
+//   - a duplicate whose stored claim is not leased: an instance without leases won
+//     the slot and runs it; the error wraps scheduler.ErrClaimedElsewhere and the
+//     caller must not run the slot.
+//
+// A duplicate is always read back from the stream leader. Undecided answers (10158,
+// timeouts, no responders, a leaderless stream) are sent again with the same id and
+// token, like Claim.
+//
+// A takeover (in.Attempt > 1) is written to the job's lease subject instead: the
+// claim subject already holds the first attempt's record. Its Nats-Msg-Id (job +
+// slot + token) only makes a retried write store it once; it is kept like the
+// results: the newest history-size records, for in.HistoryTTL when set.
+//
+// Cost: the won lease of a first attempt still writes exactly one message, as it did
+// when every won lease went to the lease subject; that message moved to the claim
+// subject, so a fleet with leases adds nothing to the stream for the shared decision
+// (a duplicate costs one leader read). Like a plain claim, it is stored for the
+// claim's lifetime (the duplicate window, or the job's timeout if longer) rather
+// than bounded by the history size.
 func (b *LeasedBackend) RecordClaim(ctx context.Context, in scheduler.ClaimInput) error {
 	if in.Token == "" {
 		return fmt.Errorf("%w: job %q: empty token", ErrInvalidClaim, in.Job)
@@ -58,6 +94,27 @@ func (b *LeasedBackend) RecordClaim(ctx context.Context, in scheduler.ClaimInput
 	if err != nil {
 		return err
 	}
+	if in.Attempt > 1 {
+		return b.recordLease(ctx, st, in)
+	}
+	slot := in.Slot.UnixMilli()
+	ans, err := b.publishClaim(ctx, st, in.Job, slot, st.claimMsg(in, true, time.Now()), true, "record claim")
+	switch {
+	case err != nil:
+		return err
+	case ans.stored || ans.held.Token == in.Token:
+		return nil
+	case !ans.held.Leased:
+		return fmt.Errorf("jetstream: record claim of job %q slot %d on stream %q: %w (instance %q, claim at sequence %d): "+
+			"instances without leases share the job, and this slot is theirs",
+			in.Job, slot, st.names.stream, scheduler.ErrClaimedElsewhere, ans.held.Instance, ans.seq)
+	default:
+		return b.recordLease(ctx, st, in)
+	}
+}
+
+// recordLease writes in to the job's lease subject.
+func (b *LeasedBackend) recordLease(ctx context.Context, st *jobStream, in scheduler.ClaimInput) error {
 	slot := in.Slot.UnixMilli()
 	msg := &nats.Msg{Subject: st.leases, Header: nats.Header{}, Data: encodeClaim(in, false, time.Now())}
 	msg.Header.Set(natsjs.MsgIDHeader, st.msgID(slot)+":"+in.Token)
