@@ -70,8 +70,12 @@ func TestModelCheck(t *testing.T) {
 	for _, seed := range seeds {
 		t.Run("seed="+strconv.FormatUint(seed, 10), func(t *testing.T) {
 			t.Parallel()
+			var current atomic.Pointer[mcHarness]
+			watchdog := time.AfterFunc(mcWallLimit, func() { mcLivelock(seed, current.Load()) })
+			defer watchdog.Stop()
 			synctest.Test(t, func(t *testing.T) {
 				h := newMCHarness(t, mcNewPlan(seed))
+				current.Store(h)
 				h.run()
 				vs := h.check()
 				trace := single && os.Getenv("ANARCHON_MODEL_TRACE") != ""
@@ -81,6 +85,32 @@ func TestModelCheck(t *testing.T) {
 			})
 		})
 	}
+}
+
+// mcWallLimit is how much real time one seed may take. A seed takes well under a
+// second; one that takes this long has stopped virtual time: some goroutine runs
+// without ever waiting (a busy loop), so the bubble never idles and its clock never
+// advances.
+const mcWallLimit = time.Minute
+
+// mcLivelock reports a seed whose virtual time stopped, with the end of its trace,
+// and ends the test binary (the bubble cannot be stopped from outside), so that the
+// run fails at once with every goroutine's stack instead of at the test timeout.
+func mcLivelock(seed uint64, h *mcHarness) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nmodel check: seed %d made no progress in %v of real time: virtual time stopped, a goroutine spins without waiting (livelock)\n", seed, mcWallLimit)
+	fmt.Fprintf(&b, "replay: ANARCHON_MODEL_SEED=%d go test -race -run TestModelCheck ./scheduler/\n", seed)
+	if h != nil {
+		b.WriteString(h.plan.String())
+		tr := h.traceText(nil, "", 0)
+		lines := strings.Split(strings.TrimRight(tr, "\n"), "\n")
+		if len(lines) > 80 {
+			lines = append([]string{lines[0], "  … (earlier lines left out)"}, lines[len(lines)-79:]...)
+		}
+		b.WriteString(strings.Join(lines, "\n") + "\n")
+	}
+	fmt.Fprint(os.Stderr, b.String())
+	panic(fmt.Sprintf("model check: seed %d livelocked (see above)", seed))
 }
 
 func mcSeeds(t *testing.T) ([]uint64, bool) {
@@ -652,10 +682,20 @@ func newMCRec(t0 time.Time) *mcRec {
 
 func (r *mcRec) now() time.Duration { return time.Since(r.t0) }
 
+// mcMaxEntries bounds the trace (a livelocked seed would grow it without end).
+const mcMaxEntries = 200_000
+
 func (r *mcRec) add(e mcEntry) {
 	r.mu.Lock()
-	r.entries = append(r.entries, e)
+	r.appendLocked(e)
 	r.mu.Unlock()
+}
+
+func (r *mcRec) appendLocked(e mcEntry) {
+	if len(r.entries) >= mcMaxEntries {
+		r.entries = append(r.entries[:0], r.entries[mcMaxEntries/2:]...)
+	}
+	r.entries = append(r.entries, e)
 }
 
 func (r *mcRec) global(format string, args ...any) {
@@ -746,7 +786,7 @@ func (r *mcRec) claimApplied(in *mcInst, rc scheduler.RunClaim, res scheduler.Cl
 			g.expiry = exp
 		}
 	}
-	r.entries = append(r.entries, mcEntry{at: now, inst: in.name, job: rc.Job, slot: key.slot, text: txt})
+	r.appendLocked(mcEntry{at: now, inst: in.name, job: rc.Job, slot: key.slot, text: txt})
 	r.mu.Unlock()
 }
 
@@ -757,7 +797,7 @@ func (r *mcRec) heartbeatApplied(in *mcInst, job string, slot time.Time, token s
 	if g := r.latestGrant(key); err == nil && g != nil && g.token == token {
 		g.expiry = now + lease
 	}
-	r.entries = append(r.entries, mcEntry{at: now, inst: in.name, job: job, slot: key.slot, text: fmt.Sprintf("store heartbeat tok=%s → %v%s", mcTok(token), errText(err), fault)})
+	r.appendLocked(mcEntry{at: now, inst: in.name, job: job, slot: key.slot, text: fmt.Sprintf("store heartbeat tok=%s → %v%s", mcTok(token), errText(err), fault)})
 	r.mu.Unlock()
 }
 
@@ -768,7 +808,7 @@ func (r *mcRec) releaseApplied(in *mcInst, job string, slot time.Time, token str
 	if g := r.latestGrant(key); err == nil && g != nil && g.token == token && now < g.end() {
 		g.release = now
 	}
-	r.entries = append(r.entries, mcEntry{at: now, inst: in.name, job: job, slot: key.slot, text: fmt.Sprintf("store release tok=%s → %v%s", mcTok(token), errText(err), fault)})
+	r.appendLocked(mcEntry{at: now, inst: in.name, job: job, slot: key.slot, text: fmt.Sprintf("store release tok=%s → %v%s", mcTok(token), errText(err), fault)})
 	r.mu.Unlock()
 }
 
@@ -779,7 +819,7 @@ func (r *mcRec) finishApplied(in *mcInst, job string, slot time.Time, token stri
 	if g := r.latestGrant(key); err == nil && g != nil && g.token == token && g.finish == 0 {
 		g.finish = now
 	}
-	r.entries = append(r.entries, mcEntry{at: now, inst: in.name, job: job, slot: key.slot, text: fmt.Sprintf("store finish tok=%s status=%s → %v%s", mcTok(token), status, errText(err), fault)})
+	r.appendLocked(mcEntry{at: now, inst: in.name, job: job, slot: key.slot, text: fmt.Sprintf("store finish tok=%s status=%s → %v%s", mcTok(token), status, errText(err), fault)})
 	r.mu.Unlock()
 }
 
@@ -790,7 +830,7 @@ func (r *mcRec) saveApplied(in *mcInst, job string, res scheduler.StoredResult, 
 	if err == nil {
 		r.saves = append(r.saves, mcSave{key: key, at: now, inst: in.name, status: res.Status, token: res.Token, attempt: res.Attempt, manual: res.Manual})
 	}
-	r.entries = append(r.entries, mcEntry{at: now, inst: in.name, job: job, slot: key.slot, text: fmt.Sprintf("history save tok=%s for %s attempt=%d status=%s manual=%v → %v%s", mcTok(res.Token), res.Instance, res.Attempt, res.Status, res.Manual, errText(err), fault)})
+	r.appendLocked(mcEntry{at: now, inst: in.name, job: job, slot: key.slot, text: fmt.Sprintf("history save tok=%s for %s attempt=%d status=%s manual=%v → %v%s", mcTok(res.Token), res.Instance, res.Attempt, res.Status, res.Manual, errText(err), fault)})
 	r.mu.Unlock()
 }
 
