@@ -1,0 +1,381 @@
+package jetstream
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	natsjs "github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/anarchon/anarchon/embedded"
+	"github.com/anarchon/anarchon/kvlease"
+	"github.com/anarchon/anarchon/scheduler"
+)
+
+// A mixed fleet (issue 10, scenario 6): instances built with New and with NewLeased
+// on one job, as during a rolling upgrade that turns leases on or off. Both decide a
+// first attempt through the slot's one claim.
+
+// mixedPair returns a plain and a leased backend on their own connections to s, and
+// a prepared job.
+func mixedPair(t *testing.T, s *embedded.Server, prefix string, opts ...Option) (*Backend, *LeasedBackend, string) {
+	t.Helper()
+	ctx := ctxFor(t)
+	plain := newBackend(t, connect(t, s), opts...)
+	lb, err := NewLeased(connect(t, s), scheduler.NewMemoryRunStore(scheduler.SystemClock{}), opts...)
+	require.NoError(t, err)
+	require.NoError(t, lb.Init(ctx))
+	t.Cleanup(func() { _ = lb.Close(context.Background()) })
+	job := jobName(prefix)
+	require.NoError(t, plain.PrepareJob(ctx, limits(job)))
+	require.NoError(t, lb.PrepareJob(ctx, limits(job)))
+	return plain, lb, job
+}
+
+// subjectCounts returns how many messages each of the job's subjects holds.
+func subjectCounts(t *testing.T, b *Backend, job string) map[string]uint64 {
+	t.Helper()
+	st := b.cached(job)
+	require.NotNil(t, st)
+	info, err := st.stream.Info(ctxFor(t), natsjs.WithSubjectFilter(st.all))
+	require.NoError(t, err)
+	if info.State.Subjects == nil {
+		return map[string]uint64{}
+	}
+	return info.State.Subjects
+}
+
+func TestClaimRecordLeasedFlag(t *testing.T) {
+	in := claimIn("j", slot(0), "t", "a")
+	var raw map[string]any
+	require.NoError(t, json.Unmarshal(encodeClaimAs(in, false, true, time.Now()), &raw))
+	assert.Equal(t, true, raw["leased"])
+	var plain map[string]any
+	require.NoError(t, json.Unmarshal(encodeClaim(in, false, time.Now()), &plain))
+	_, ok := plain["leased"]
+	assert.False(t, ok, "a plain claim has no leased field")
+
+	c, err := parseClaim("j", encodeClaimAs(in, false, true, time.Now()))
+	require.NoError(t, err)
+	assert.True(t, c.Leased)
+	c, err = parseClaim("j", []byte(`{"v":1,"job":"j","slot_ms":1,"token":"t"}`))
+	require.NoError(t, err)
+	assert.False(t, c.Leased, "a record written before the field is a plain claim")
+	rec, _, err := decodeClaim("j", kindClaim, encodeClaimAs(in, false, true, time.Now()))
+	require.NoError(t, err, "History reads a leased claim like any claim")
+	assert.Equal(t, in.Token, rec.Token)
+	assert.Equal(t, 1, rec.Attempt)
+}
+
+// TestMixedPlainClaimFirst: an instance without leases claims the slot first; the
+// lease winner's RecordClaim reports the slot as claimed elsewhere, every time.
+func TestMixedPlainClaimFirst(t *testing.T) {
+	s := startServer(t, embedded.Options{})
+	plain, lb, job := mixedPair(t, s, "plain-first")
+	ctx := ctxFor(t)
+
+	pin := claimIn(job, slot(0), token(), "plain")
+	won, err := plain.Claim(ctx, pin)
+	require.NoError(t, err)
+	require.True(t, won)
+
+	lin := claimIn(job, slot(0), token(), "leased")
+	for range 2 { // the second as a retry of the first
+		err = lb.RecordClaim(ctx, lin)
+		require.ErrorIs(t, err, scheduler.ErrClaimedElsewhere)
+		assert.Contains(t, err.Error(), lb.cached(job).names.stream)
+		assert.Contains(t, err.Error(), "without leases share the job")
+		assert.Contains(t, err.Error(), `"plain"`, "the error names the instance holding the slot")
+	}
+
+	won, err = plain.Claim(ctx, pin)
+	require.NoError(t, err)
+	assert.True(t, won, "the plain claim is still repeat-safe")
+
+	st := lb.cached(job)
+	counts := subjectCounts(t, lb.Backend, job)
+	assert.EqualValues(t, 1, counts[st.claimSubject(slot(0).UnixMilli())])
+	assert.Zero(t, counts[st.leases], "a refused lease leaves no record")
+	hist, err := lb.History(ctx, job, 10)
+	require.NoError(t, err)
+	require.Len(t, hist, 1)
+	assert.Equal(t, pin.Token, hist[0].Token)
+	assert.Equal(t, "plain", hist[0].Instance)
+}
+
+// TestMixedLeasedRecordFirst: the lease winner records first; an instance without
+// leases then loses the slot, with or without reading the stored claim back.
+func TestMixedLeasedRecordFirst(t *testing.T) {
+	s := startServer(t, embedded.Options{})
+	plain, lb, job := mixedPair(t, s, "leased-first")
+	ctx := ctxFor(t)
+	st := lb.cached(job)
+
+	lin := claimIn(job, slot(0), token(), "leased")
+	require.NoError(t, lb.RecordClaim(ctx, lin))
+	require.NoError(t, lb.RecordClaim(ctx, lin), "a retried record finds its own claim")
+
+	won, err := plain.Claim(ctx, claimIn(job, slot(0), token(), "plain"))
+	require.NoError(t, err)
+	assert.False(t, won, "a plain claim loses to the leased record")
+	verify := newBackend(t, connect(t, s), WithVerifyEveryDuplicate())
+	won, err = verify.Claim(ctx, claimIn(job, slot(0), token(), "plain-verify"))
+	require.NoError(t, err, "the read-back decodes the leased record")
+	assert.False(t, won)
+	won, err = verify.Claim(ctx, lin)
+	require.NoError(t, err)
+	assert.True(t, won, "the stored leased claim holds the lease winner's token")
+
+	counts := subjectCounts(t, lb.Backend, job)
+	assert.EqualValues(t, 1, counts[st.claimSubject(slot(0).UnixMilli())])
+	assert.Zero(t, counts[st.leases], "a first attempt writes one message, on the claim subject")
+
+	// Another attempt-1 lease of the slot (a lease store that lost its state): the
+	// stored claim is leased, so the lease store's choice stands, and this attempt is
+	// recorded on the lease subject.
+	other := claimIn(job, slot(0), token(), "leased-2")
+	require.NoError(t, lb.RecordClaim(ctx, other))
+	require.NoError(t, lb.RecordClaim(ctx, other))
+	counts = subjectCounts(t, lb.Backend, job)
+	assert.EqualValues(t, 1, counts[st.claimSubject(slot(0).UnixMilli())])
+	assert.EqualValues(t, 1, counts[st.leases])
+
+	// A takeover goes to the lease subject, as before.
+	take := claimIn(job, slot(0), token(), "backup")
+	take.Attempt = 2
+	require.NoError(t, lb.RecordClaim(ctx, take))
+	counts = subjectCounts(t, lb.Backend, job)
+	assert.EqualValues(t, 1, counts[st.claimSubject(slot(0).UnixMilli())])
+	assert.EqualValues(t, 2, counts[st.leases])
+}
+
+// TestMixedFirstPublishUnacknowledged: the leased record reached the stream but its
+// acknowledgement was lost; RecordClaim sent again finds its own token.
+func TestMixedFirstPublishUnacknowledged(t *testing.T) {
+	s := startServer(t, embedded.Options{})
+	js := connect(t, s)
+	_, lb, job := mixedPair(t, s, "unacked")
+	ctx := ctxFor(t)
+	st := lb.cached(job)
+
+	in := claimIn(job, slot(0), token(), "leased")
+	_, err := js.PublishMsg(ctx, st.claimMsg(in, true, time.Now()))
+	require.NoError(t, err)
+	lb2, err := NewLeased(connect(t, s), scheduler.NewMemoryRunStore(scheduler.SystemClock{}))
+	require.NoError(t, err)
+	require.NoError(t, lb2.PrepareJob(ctx, limits(job)))
+	require.NoError(t, lb2.RecordClaim(ctx, in))
+	counts := subjectCounts(t, lb.Backend, job)
+	assert.EqualValues(t, 1, counts[st.claimSubject(slot(0).UnixMilli())])
+	assert.Zero(t, counts[st.leases])
+}
+
+// TestLeasedClaimIsLeased: LeasedBackend.Claim (which the scheduler uses to record a
+// skipped or late slot from one instance) marks its claim as leased, so a lease
+// winner of that slot is not refused as if an instance without leases held it, and
+// a plain claim still loses to it.
+func TestLeasedClaimIsLeased(t *testing.T) {
+	s := startServer(t, embedded.Options{})
+	plain, lb, job := mixedPair(t, s, "leased-claim")
+	ctx := ctxFor(t)
+
+	late := claimIn(job, slot(0), token(), "leased-a")
+	won, err := lb.Claim(ctx, late)
+	require.NoError(t, err)
+	require.True(t, won)
+	won, err = lb.Claim(ctx, late)
+	require.NoError(t, err)
+	assert.True(t, won, "repeat-safe")
+
+	require.NoError(t, lb.RecordClaim(ctx, claimIn(job, slot(0), token(), "leased-b")))
+	won, err = plain.Claim(ctx, claimIn(job, slot(0), token(), "plain"))
+	require.NoError(t, err)
+	assert.False(t, won)
+
+	st := lb.cached(job)
+	m, err := st.stream.GetLastMsgForSubject(ctx, st.claimSubject(slot(0).UnixMilli()))
+	require.NoError(t, err)
+	c, err := parseClaim(job, m.Data)
+	require.NoError(t, err)
+	assert.True(t, c.Leased)
+	assert.Equal(t, late.Token, c.Token)
+}
+
+// TestHistoryOfLeasedRunsOneRecordPerAttempt: with attempt 1 on the claim subject
+// and takeovers on the lease subject, History shows each attempt once, with the
+// status of its result, and no run left "running".
+func TestHistoryOfLeasedRunsOneRecordPerAttempt(t *testing.T) {
+	s := startServer(t, embedded.Options{})
+	_, lb, job := mixedPair(t, s, "history")
+	ctx := ctxFor(t)
+	keep := scheduler.Retention{Size: 50}
+	save := func(in scheduler.ClaimInput, status scheduler.Status, by string) {
+		t.Helper()
+		now := time.Now()
+		require.NoError(t, lb.SaveResult(ctx, job, scheduler.StoredResult{
+			Slot: in.Slot, Token: in.Token, Instance: by, Attempt: in.Attempt, Status: status,
+			StartedAt: now.Add(-time.Millisecond), FinishedAt: now,
+		}, keep))
+	}
+
+	// Slot 0: won, recorded twice (a retry), finished.
+	a0 := claimIn(job, slot(0), token(), "a")
+	require.NoError(t, lb.RecordClaim(ctx, a0))
+	require.NoError(t, lb.RecordClaim(ctx, a0))
+	save(a0, scheduler.StatusOK, "a")
+
+	// Slot 1: won by a, whose lease expired; b took over (attempt 2), recorded a's
+	// attempt as lost, and finished.
+	a1 := claimIn(job, slot(1), token(), "a")
+	require.NoError(t, lb.RecordClaim(ctx, a1))
+	b1 := claimIn(job, slot(1), token(), "b")
+	b1.Attempt = 2
+	require.NoError(t, lb.RecordClaim(ctx, b1))
+	require.NoError(t, lb.RecordClaim(ctx, b1))
+	save(a1, scheduler.StatusLost, "b")
+	save(b1, scheduler.StatusError, "b")
+
+	hist, err := lb.History(ctx, job, 10)
+	require.NoError(t, err)
+	type rec struct {
+		slot    time.Time
+		attempt int
+		inst    string
+		status  scheduler.Status
+	}
+	var got []rec
+	for _, r := range hist {
+		got = append(got, rec{r.Slot, r.Attempt, r.Instance, r.Status})
+		assert.False(t, r.ClaimedAt.IsZero(), "slot %v attempt %d: the claim is part of the record", r.Slot, r.Attempt)
+	}
+	want := []rec{
+		{slot(1), 2, "b", scheduler.StatusError},
+		{slot(1), 1, "b", scheduler.StatusLost},
+		{slot(0), 1, "a", scheduler.StatusOK},
+	}
+	require.Len(t, got, len(want), "%+v", got)
+	for i := range want {
+		assert.True(t, want[i].slot.Equal(got[i].slot), "record %d: slot %v, want %v", i, got[i].slot, want[i].slot)
+		assert.Equal(t, want[i].attempt, got[i].attempt, "record %d", i)
+		assert.Equal(t, want[i].inst, got[i].inst, "record %d", i)
+		assert.Equal(t, want[i].status, got[i].status, "record %d", i)
+	}
+
+	st := lb.cached(job)
+	counts := subjectCounts(t, lb.Backend, job)
+	assert.EqualValues(t, 1, counts[st.claimSubject(slot(0).UnixMilli())])
+	assert.EqualValues(t, 1, counts[st.claimSubject(slot(1).UnixMilli())])
+	assert.EqualValues(t, 1, counts[st.leases], "only the takeover is on the lease subject")
+	assert.EqualValues(t, 3, counts[st.results])
+}
+
+// TestMixedFleetRunsEachSlotOnce runs two schedulers on one job and one server, one
+// built with New and one with NewLeased and a kvlease store, through both directions
+// of a rolling upgrade: each slot's handler runs exactly once.
+//
+// It needs the scheduler to call RecordClaim before it starts a first attempt and
+// to leave a slot alone on scheduler.ErrClaimedElsewhere.
+func TestMixedFleetRunsEachSlotOnce(t *testing.T) {
+	s := startServer(t, embedded.Options{})
+	t.Run("leases turned on", func(t *testing.T) { testMixedFleet(t, s, false) })
+	t.Run("leases turned off", func(t *testing.T) { testMixedFleet(t, s, true) })
+}
+
+// testMixedFleet starts the old instance, then the new one beside it, then stops the
+// old one. leasedFirst says which kind is the old one.
+func testMixedFleet(t *testing.T, s *embedded.Server, leasedFirst bool) {
+	ctx := ctxFor(t)
+	job := jobName("mixed")
+	const interval = 100 * time.Millisecond
+
+	var mu sync.Mutex
+	ran := map[int64][]string{}
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(ran)
+	}
+
+	newSched := func(leased bool) *scheduler.Scheduler {
+		t.Helper()
+		nc, err := s.Connect()
+		js := jsFor(t, nc, err)
+		var b scheduler.Backend
+		inst := "plain"
+		if leased {
+			inst = "leased"
+			store, err := kvlease.New(js)
+			require.NoError(t, err)
+			require.NoError(t, store.Init(ctx))
+			t.Cleanup(store.Close)
+			lb, err := NewLeased(js, store)
+			require.NoError(t, err)
+			b = lb
+		} else {
+			pb, err := New(js)
+			require.NoError(t, err)
+			b = pb
+		}
+		sc, err := scheduler.New(scheduler.Config{Backend: b, Instance: inst})
+		require.NoError(t, err)
+		require.NoError(t, sc.Every(job, interval, func(_ context.Context, r scheduler.Run) error {
+			mu.Lock()
+			ran[r.Slot.UnixMilli()] = append(ran[r.Slot.UnixMilli()], r.Instance)
+			mu.Unlock()
+			return nil
+		}, scheduler.WithJitter(30*time.Millisecond)))
+		return sc
+	}
+	waitSlots := func(n int, why string) {
+		t.Helper()
+		target := count() + n
+		require.Eventually(t, func() bool { return count() >= target }, 15*time.Second, 5*time.Millisecond, why)
+	}
+
+	old := newSched(leasedFirst)
+	require.NoError(t, old.Start(ctx))
+	waitSlots(2, "the old instance runs slots alone")
+
+	upgraded := newSched(!leasedFirst)
+	require.NoError(t, upgraded.Start(ctx))
+	waitSlots(8, "both instances run the job")
+	require.NoError(t, old.Stop(ctx))
+	waitSlots(2, "the new instance runs slots alone")
+	require.NoError(t, upgraded.Stop(ctx))
+
+	mu.Lock()
+	defer mu.Unlock()
+	first, last := int64(-1), int64(-1)
+	for slot, by := range ran {
+		assert.Len(t, by, 1, "slot %d ran on %v", slot, by)
+		if first < 0 || slot < first {
+			first = slot
+		}
+		last = max(last, slot)
+	}
+	// No slot between the first and the last was left unrun: an instance with
+	// leases refused a slot only because one without leases had claimed it.
+	for slot := first; slot <= last; slot += interval.Milliseconds() {
+		assert.Contains(t, ran, slot, "slot %d ran nowhere", slot)
+	}
+
+	// History: one record per slot that ran, finished, by the instance that ran it.
+	hist, err := upgraded.History(ctx, job, 100)
+	require.NoError(t, err)
+	recs := map[int64][]scheduler.RunRecord{}
+	for _, r := range hist {
+		recs[r.Slot.UnixMilli()] = append(recs[r.Slot.UnixMilli()], r)
+	}
+	for slot, by := range ran {
+		rs := recs[slot]
+		if !assert.Len(t, rs, 1, "slot %d: History %+v", slot, rs) {
+			continue
+		}
+		assert.Equal(t, scheduler.StatusOK, rs[0].Status, "slot %d", slot)
+		assert.Equal(t, by[0], rs[0].Instance, "slot %d", slot)
+	}
+}
