@@ -107,7 +107,17 @@ func (s *Store) claim(ctx context.Context, b *bucket, in scheduler.RunClaim) (sc
 		default:
 			// No live lease: a first claim (run.rec == nil: nothing stored, or a
 			// lease key whose claimer died before writing the run record) or a
-			// takeover.
+			// takeover. A job that forbids overlap takes over only while no other
+			// slot of it holds a live lease.
+			if run.rec != nil && in.Overlap == scheduler.OverlapSkip {
+				busy, err := s.otherBusy(ctx, b, in.Job, in.Slot, true)
+				if err != nil {
+					return scheduler.ClaimResult{}, err
+				}
+				if busy {
+					return scheduler.ClaimResult{Outcome: scheduler.OutcomeRunning, Attempt: run.rec.Attempt, Fence: run.rec.Fence, Holder: run.rec.Instance}, nil
+				}
+			}
 			if run.rec == nil {
 				if in.TakeoverOnly {
 					return scheduler.ClaimResult{Outcome: scheduler.OutcomeNone}, nil
@@ -179,7 +189,7 @@ func (s *Store) firstClaimDecision(ctx context.Context, b *bucket, in scheduler.
 		return scheduler.StatusLate, err
 	}
 	if in.Overlap == scheduler.OverlapSkip {
-		busy, err := s.otherLive(ctx, b, in.Job, in.Slot)
+		busy, err := s.otherBusy(ctx, b, in.Job, in.Slot, false)
 		if err != nil || busy {
 			return scheduler.StatusSkipped, err
 		}
@@ -293,11 +303,12 @@ func (s *Store) refreshClock(ctx context.Context, b *bucket) error {
 	return c.err
 }
 
-// otherLive reports whether a slot of job other than slot holds a live lease on an
-// unfinished run. It lists the job's lease keys with one StreamInfo request (lease
-// keys exist only while live, and for a second as markers after), then reads the
-// few of earlier slots.
-func (s *Store) otherLive(ctx context.Context, b *bucket, job string, slot time.Time) (bool, error) {
+// otherBusy reports whether a slot of job other than slot is busy: its lease key
+// holds a live lease, or (unless liveOnly) the marker of a lease that ended a
+// moment ago, on an unfinished run (a backup is about to take it over). It lists
+// the job's lease keys with one StreamInfo request (lease keys exist only while
+// live, and for a second as markers after), then reads the few of other slots.
+func (s *Store) otherBusy(ctx context.Context, b *bucket, job string, slot time.Time, liveOnly bool) (bool, error) {
 	prefix := leasePrefix + jobToken(job) + "."
 	info, err := s.sampleClock(ctx, b, jetstream.WithSubjectFilter(b.subject(prefix+"*")))
 	if err != nil {
@@ -313,14 +324,14 @@ func (s *Store) otherLive(ctx context.Context, b *bucket, job string, slot time.
 		if err != nil {
 			return false, err
 		}
-		if ls.rec == nil {
+		if ls.rec == nil && (liveOnly || ls.rev == 0) {
 			continue
 		}
 		run, err := s.readRun(ctx, b, k)
 		if err != nil {
 			return false, err
 		}
-		if run.rec == nil || !run.rec.finished() {
+		if (run.rec == nil && ls.rec != nil) || (run.rec != nil && !run.rec.finished()) {
 			return true, nil
 		}
 	}

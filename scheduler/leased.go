@@ -170,54 +170,77 @@ func (s *Scheduler) claimLease(j *job, c *leaseClaim) (ClaimResult, time.Time, e
 
 // runLeased runs a won lease and settles it. A first attempt is recorded in history
 // before the handler starts: a backend that arbitrates between instances with and
-// without leases (ErrClaimedElsewhere) may say the slot is not ours.
+// without leases (ErrClaimedElsewhere) may say the slot is not ours. Everything else
+// is written beside the run. A lease lost with the run unfinished makes this instance
+// stand by for the run again.
 func (s *Scheduler) runLeased(j *job, c *leaseClaim, res ClaimResult, sent time.Time) {
 	in := ClaimInput{
 		Job: j.name, Slot: c.Slot, Token: c.Token, Instance: s.instance, Attempt: max(res.Attempt, 1),
 		At: s.clock.Now(), HistorySize: j.cfg.historySize, HistoryTTL: j.cfg.historyTTL,
 	}
 	l := &lease{token: c.Token, dur: j.cfg.lease, sent: sent}
-	if !s.freshLease(j, c.Slot, l) {
-		return
-	}
 	s.emit(Event{Kind: EventClaimed, Job: j.name, Slot: c.Slot, Token: c.Token, Attempt: in.Attempt, Outcome: res.Outcome})
 	if in.Attempt > 1 {
 		s.log.Info("took over a run", "job", j.name, "slot", c.Slot, "attempt", in.Attempt, "previous", res.Previous)
 		s.emit(Event{Kind: EventTakeover, Job: j.name, Slot: c.Slot, Token: c.Token, Attempt: in.Attempt, Outcome: res.Outcome})
 		if res.PreviousToken != "" {
-			s.save(j, ClaimInput{Slot: c.Slot, Token: res.PreviousToken, Instance: res.Previous, Attempt: res.PreviousAttempt},
-				0, execResult{Status: StatusLost, FinishedAt: s.clock.Now(), Error: "lease expired or released before the run finished; taken over by " + s.instance})
+			prev := ClaimInput{Slot: c.Slot, Token: res.PreviousToken, Instance: res.Previous, Attempt: res.PreviousAttempt}
+			s.beside(func() {
+				s.save(j, prev, 0, execResult{Status: StatusLost, FinishedAt: s.clock.Now(), Error: "lease expired or released before the run finished; taken over by " + s.instance})
+			})
 		}
 	}
 	if rec, ok := s.backend.(ClaimRecorder); ok {
+		record := func(ctx context.Context) error {
+			err := rec.RecordClaim(ctx, in)
+			if err != nil && !errors.Is(err, ErrClaimedElsewhere) {
+				s.backendError(j, c.Slot, "record_claim", err)
+			}
+			return err
+		}
 		if in.Attempt == 1 {
 			// Before the handler: the record may decide (a mixed fleet). Bounded so
 			// that the lease is still good when the handler starts.
 			ctx, cancel := context.WithTimeout(s.loopCtx, min(s.callTO, j.cfg.lease/3))
-			err := rec.RecordClaim(ctx, in)
+			err := record(ctx)
 			cancel()
 			if errors.Is(err, ErrClaimedElsewhere) {
 				s.claimedElsewhere(j, c.Slot, l, err)
 				return
 			}
-			if err != nil {
-				s.backendError(j, c.Slot, "record_claim", err)
+			if err != nil && s.loopCtx.Err() != nil {
+				// Stopping before the slot's claim was recorded: hand the lease
+				// over unrun rather than run a slot the record might not be ours.
+				s.release(j, c.Slot, l.token)
+				return
 			}
 		} else {
-			// A takeover's record goes beside the run: the lease is heartbeaten from
-			// the start, whatever the record's write costs.
-			s.handlers.Add(1)
-			go func() {
-				defer s.handlers.Done()
+			s.beside(func() {
 				ctx, cancel := s.callCtx(context.Background())
 				defer cancel()
-				if err := rec.RecordClaim(ctx, in); err != nil {
-					s.backendError(j, c.Slot, "record_claim", err)
-				}
-			}()
+				_ = record(ctx)
+			})
 		}
 	}
-	s.execute(s.hardCtx, j, in, res.Fence, l)
+	out := StatusLost
+	if s.freshLease(j, c.Slot, l) {
+		out = s.execute(s.hardCtx, j, in, res.Fence, l).Status
+	}
+	// The lease was lost with the run unfinished (and released): after a lease, in
+	// which the backups that wait for it take it over first, this instance stands by
+	// for it too, so that it is taken over even when nobody else waits for it.
+	if out == StatusLost && s.sleepUntil(s.loopCtx, s.clock.Now().Add(j.cfg.lease)) {
+		s.handleLeased(j, c.Slot, claimAdopt)
+	}
+}
+
+// beside runs f in a goroutine that Stop waits for: writes that go beside a run.
+func (s *Scheduler) beside(f func()) {
+	s.handlers.Add(1)
+	go func() {
+		defer s.handlers.Done()
+		f()
+	}()
 }
 
 // freshLease makes sure a won lease has most of its time left before a handler
@@ -238,12 +261,17 @@ func (s *Scheduler) freshLease(j *job, slot time.Time, l *lease) bool {
 	}
 	s.log.Warn("won a lease too late to run it; releasing it", "job", j.name, "slot", slot, "err", err)
 	s.emit(Event{Kind: EventLeaseLost, Job: j.name, Slot: slot, Token: l.token, Err: err})
-	ctx, cancel = s.callCtx(context.Background())
+	s.release(j, slot, l.token)
+	return false
+}
+
+// release hands a lease over at once, so that a backup takes the run over.
+func (s *Scheduler) release(j *job, slot time.Time, token string) {
+	ctx, cancel := s.callCtx(context.Background())
 	defer cancel()
-	if err := s.runs.Release(ctx, j.name, slot, l.token); err != nil {
+	if err := s.runs.Release(ctx, j.name, slot, token); err != nil {
 		s.backendError(j, slot, "release", err)
 	}
-	return false
 }
 
 // claimedElsewhere settles a won lease whose slot an instance without leases ran:
@@ -279,7 +307,13 @@ func (s *Scheduler) standby(j *job, c *leaseClaim) (ClaimResult, time.Time, erro
 			if err != nil {
 				s.backendError(j, c.Slot, "watch", err)
 			}
-			changed = ch
+			select {
+			case <-ch:
+				// No live lease on the slot, yet the claim was answered running: it
+				// waits for another slot (overlap forbidden). Poll.
+			default:
+				changed = ch
+			}
 		}
 		t := s.clock.NewTimer(poll)
 		select {

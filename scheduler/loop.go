@@ -174,6 +174,9 @@ func (s *Scheduler) handleSlot(j *job, slot time.Time, kind claimKind) {
 		now := s.clock.Now()
 		if now.After(deadline) {
 			s.emit(Event{Kind: EventLate, Job: j.name, Slot: slot, Token: in.Token, Outcome: OutcomeLate})
+			if attempt > 0 {
+				s.settleUnanswered(j, in, deadline)
+			}
 			return
 		}
 		// No claim is sent after the deadline, so that none reaches the backend
@@ -198,6 +201,27 @@ func (s *Scheduler) handleSlot(j *job, slot time.Time, kind claimKind) {
 			return
 		}
 	}
+}
+
+// settleUnanswered is for a claim whose answers never came before the slot's
+// deadline: the backend may have stored it, so that the slot is ours, unrun, and
+// every other instance lost it. One repeat of the claim (the same token, so the
+// same answer; still inside the window, which the registration check keeps wider
+// than the deadline plus the clock skew allowance) finds out, and a slot that was
+// ours is recorded late, not left looking like a run that never ended.
+func (s *Scheduler) settleUnanswered(j *job, in ClaimInput, deadline time.Time) {
+	left := deadline.Add(s.maxSkew).Sub(s.clock.Now())
+	if left <= 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.loopCtx, min(s.callTO, left))
+	won, err := s.backend.Claim(ctx, in)
+	cancel()
+	if err != nil || !won {
+		return
+	}
+	s.save(j, in, 0, execResult{Status: StatusLate, FinishedAt: s.clock.Now(),
+		Error: "the claim was won, but its answer came after the slot's deadline: not run"})
 }
 
 func retryDelay(attempt int) time.Duration {

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -19,6 +20,8 @@ type MemoryBackend struct {
 	// floor is, per job, the oldest slot whose result is still kept: older claims
 	// are remembered for deduplication but no longer shown in history.
 	floor map[string]time.Time
+	// ttl is, per job, the history TTL its last write carried (absent: none).
+	ttl map[string]time.Duration
 
 	runsOnce sync.Once
 	runs     RunStore
@@ -41,6 +44,7 @@ func NewMemoryBackendWithClock(clock Clock) *MemoryBackend {
 		results: make(map[string][]StoredResult),
 		manual:  make(map[string][]ClaimRecord),
 		floor:   make(map[string]time.Time),
+		ttl:     make(map[string]time.Duration),
 	}
 	return b
 }
@@ -66,6 +70,9 @@ func (b *MemoryBackend) Claim(ctx context.Context, in ClaimInput) (bool, error) 
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
+	if err := checkClaimInput(in); err != nil {
+		return false, err
+	}
 	k := memKey{in.Job, in.Slot.UnixMilli()}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -73,7 +80,29 @@ func (b *MemoryBackend) Claim(ctx context.Context, in ClaimInput) (bool, error) 
 		return existing.Token == in.Token, nil
 	}
 	b.claims[k] = claimRecordOf(in, b.clock.Now())
+	b.noteTTL(in.Job, in.HistoryTTL)
 	return true, nil
+}
+
+// checkClaimInput rejects a claim no backend can accept: no token, an invalid job
+// name. The error matches ErrInvalidClaim.
+func checkClaimInput(in ClaimInput) error {
+	if err := ValidateJobName(in.Job); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidClaim, err)
+	}
+	if in.Token == "" {
+		return fmt.Errorf("%w: claim for job %q has no token", ErrInvalidClaim, in.Job)
+	}
+	return nil
+}
+
+// noteTTL remembers the job's history TTL, which History applies (0: none).
+func (b *MemoryBackend) noteTTL(job string, ttl time.Duration) {
+	if ttl > 0 {
+		b.ttl[job] = ttl
+	} else {
+		delete(b.ttl, job)
+	}
 }
 
 // RecordClaim records a claim won through the lease store, as a history record.
@@ -81,9 +110,13 @@ func (b *MemoryBackend) RecordClaim(ctx context.Context, in ClaimInput) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if err := checkClaimInput(in); err != nil {
+		return err
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.manual[in.Job] = append(b.manual[in.Job], claimRecordOf(in, b.clock.Now()))
+	b.noteTTL(in.Job, in.HistoryTTL)
 	return nil
 }
 
@@ -106,6 +139,7 @@ func (b *MemoryBackend) SaveResult(ctx context.Context, job string, r StoredResu
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.noteTTL(job, keep.TTL)
 	rs := append(b.results[job], r)
 	stored := len(rs)
 	if keep.TTL > 0 {
@@ -147,14 +181,28 @@ func (b *MemoryBackend) History(ctx context.Context, job string, limit int) ([]R
 		return nil, err
 	}
 	b.mu.Lock()
-	claims := append([]ClaimRecord(nil), b.manual[job]...)
-	floor := b.floor[job]
-	for k, c := range b.claims {
-		if k.job == job && !c.Slot.Before(floor) {
+	var cut time.Time // records older than the history TTL are not shown
+	if ttl := b.ttl[job]; ttl > 0 {
+		cut = b.clock.Now().Add(-ttl)
+	}
+	var claims []ClaimRecord
+	for _, c := range b.manual[job] {
+		if !c.At.Before(cut) {
 			claims = append(claims, c)
 		}
 	}
-	results := append([]StoredResult(nil), b.results[job]...)
+	floor := b.floor[job]
+	for k, c := range b.claims {
+		if k.job == job && !c.Slot.Before(floor) && !c.At.Before(cut) {
+			claims = append(claims, c)
+		}
+	}
+	var results []StoredResult
+	for _, r := range b.results[job] {
+		if !r.FinishedAt.Before(cut) {
+			results = append(results, r)
+		}
+	}
 	b.mu.Unlock()
 	return BuildHistory(job, claims, results, limit), nil
 }

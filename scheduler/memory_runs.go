@@ -108,7 +108,7 @@ func (s *MemoryRunStore) Claim(ctx context.Context, in RunClaim) (ClaimResult, e
 	now := s.clock.Now()
 	s.sweepLocked(now)
 
-	if r := s.jobs[in.Job][slot]; r != nil {
+	if r := s.lookupLocked(in.Job, slot, now); r != nil {
 		switch {
 		case r.finished():
 			return r.decided(in.Token), nil
@@ -118,7 +118,11 @@ func (s *MemoryRunStore) Claim(ctx context.Context, in RunClaim) (ClaimResult, e
 			return r.result(OutcomeRunning), nil
 		}
 		// Unfinished and its lease expired or was released: a takeover. The deadline
-		// does not apply, someone started the run already.
+		// does not apply, someone started the run already. A job that forbids
+		// overlap waits while another of its slots holds a live lease.
+		if in.Overlap == OverlapSkip && s.otherLiveLocked(in.Job, slot, now) {
+			return ClaimResult{Outcome: OutcomeRunning, Attempt: r.attempt, Fence: r.fence, Holder: r.instance, Expires: r.expires}, nil
+		}
 		s.fence++
 		r.previous, r.previousToken = r.instance, r.token
 		r.token, r.instance = in.Token, in.Instance
@@ -136,7 +140,7 @@ func (s *MemoryRunStore) Claim(ctx context.Context, in RunClaim) (ClaimResult, e
 		return ClaimResult{Outcome: OutcomeNone}, nil
 	case !in.Deadline.IsZero() && now.After(in.Deadline):
 		r.status = StatusLate // stored: nobody runs the slot afterwards
-	case in.Overlap == OverlapSkip && s.otherLiveLocked(in.Job, slot, now):
+	case in.Overlap == OverlapSkip && s.otherBusyLocked(in.Job, slot, now):
 		r.status = StatusSkipped
 	default:
 		s.fence++
@@ -184,6 +188,18 @@ func (r *memRun) result(o ClaimOutcome) ClaimResult {
 func (s *MemoryRunStore) otherLiveLocked(job string, slot int64, now time.Time) bool {
 	for ms, r := range s.jobs[job] {
 		if ms != slot && r.live(now) {
+			return true
+		}
+	}
+	return false
+}
+
+// otherBusyLocked reports whether a slot of job other than slot is busy: it holds a
+// live lease, or its unfinished run lost its lease less than a lease ago (released
+// or expired: a backup is about to take it over).
+func (s *MemoryRunStore) otherBusyLocked(job string, slot int64, now time.Time) bool {
+	for ms, r := range s.jobs[job] {
+		if ms != slot && !r.finished() && now.Before(r.expires.Add(r.lease)) {
 			return true
 		}
 	}
@@ -248,7 +264,7 @@ func (s *MemoryRunStore) Release(ctx context.Context, job string, slot time.Time
 	if r == nil || r.token != token || !r.live(now) {
 		return nil
 	}
-	r.released = true
+	r.released, r.expires = true, now
 	r.touch(now)
 	return nil
 }
@@ -264,7 +280,7 @@ func (s *MemoryRunStore) Active(ctx context.Context, job string) ([]ActiveRun, e
 	s.sweepLocked(now)
 	var out []ActiveRun
 	for ms, r := range s.jobs[job] {
-		if r.finished() {
+		if r.finished() || r.forgotten(now) {
 			continue
 		}
 		out = append(out, ActiveRun{
@@ -333,6 +349,21 @@ func (s *MemoryRunStore) watch(ctx context.Context, job string, ms int64, token 
 	}
 }
 
+// lookupLocked returns the run of (job, slot), or nil when there is none or it was
+// neither live nor written for its keep (it is forgotten then, even between sweeps).
+func (s *MemoryRunStore) lookupLocked(job string, slot int64, now time.Time) *memRun {
+	r := s.jobs[job][slot]
+	if r != nil && r.forgotten(now) {
+		delete(s.jobs[job], slot)
+		return nil
+	}
+	return r
+}
+
+func (r *memRun) forgotten(now time.Time) bool {
+	return !r.live(now) && !now.Before(r.changed.Add(r.keep))
+}
+
 // sweepLocked forgets runs that were neither live nor written for their keep.
 func (s *MemoryRunStore) sweepLocked(now time.Time) {
 	if now.Before(s.sweepAt) {
@@ -341,7 +372,7 @@ func (s *MemoryRunStore) sweepLocked(now time.Time) {
 	s.sweepAt = now.Add(memorySweepEvery)
 	for job, runs := range s.jobs {
 		for ms, r := range runs {
-			if !r.live(now) && !now.Before(r.changed.Add(r.keep)) {
+			if r.forgotten(now) {
 				delete(runs, ms)
 			}
 		}

@@ -108,32 +108,57 @@ func callHandler(ctx context.Context, h Handler, run Run) (err error) {
 }
 
 // settle ends a lease after the handler returned: a run cancelled by Stop, or one
-// that lost its lease before finishing, is released so a backup takes over at once; anything else is finished, which fails for a holder
-// that was replaced (its result is then stored as superseded).
+// that lost its lease before finishing, is released so a backup takes over at once;
+// anything else is finished, which fails for a holder that was replaced (its result
+// is then stored as superseded). Finish is repeat-safe for the holder, so one that
+// gets no answer is sent again while the heartbeats keep the lease alive: a lost
+// Finish must not let the lease expire under a run that succeeded, or a backup would
+// run the slot again. It is tried until an answer, or until the store would have
+// forgotten the run; after a hard stop for at most one more lease, so Stop returns.
 func (s *Scheduler) settle(j *job, slot time.Time, l *lease, res execResult) execResult {
-	ctx, cancel := s.callCtx(context.Background())
-	defer cancel()
 	if res.Status == StatusCancelled || res.Status == StatusLost {
-		if err := s.runs.Release(ctx, j.name, slot, l.token); err != nil {
-			s.backendError(j, slot, "release", err)
-		}
+		s.release(j, slot, l.token)
 		return res
 	}
-	err := s.runs.Finish(ctx, j.name, slot, l.token, res.Status)
-	switch {
-	case err == nil:
-	case errors.Is(err, ErrStaleToken), errors.Is(err, ErrLeaseLost):
-		s.log.Warn("result superseded: another attempt holds the run", "job", j.name, "slot", slot, "token", l.token, "status", res.Status)
-		if res.Error == "" {
-			res.Error = fmt.Sprintf("superseded (handler returned %s after losing its lease)", res.Status)
-		} else {
-			res.Error = fmt.Sprintf("superseded (handler returned %s after losing its lease): %s", res.Status, res.Error)
+	giveUp := s.clock.Now().Add(j.keep())
+	hard := s.hardCtx.Done()
+	for attempt := 0; ; attempt++ {
+		ctx, cancel := s.callCtx(context.Background())
+		err := s.runs.Finish(ctx, j.name, slot, l.token, res.Status)
+		cancel()
+		switch {
+		case err == nil:
+			return res
+		case errors.Is(err, ErrStaleToken), errors.Is(err, ErrLeaseLost):
+			s.log.Warn("result superseded: another attempt holds the run", "job", j.name, "slot", slot, "token", l.token, "status", res.Status)
+			if res.Error == "" {
+				res.Error = fmt.Sprintf("superseded (handler returned %s after losing its lease)", res.Status)
+			} else {
+				res.Error = fmt.Sprintf("superseded (handler returned %s after losing its lease): %s", res.Status, res.Error)
+			}
+			res.Status = StatusSuperseded
+			return res
 		}
-		res.Status = StatusSuperseded
-	default:
 		s.backendError(j, slot, "finish", err)
+		if errors.Is(err, ErrInvalidClaim) || s.clock.Now().After(giveUp) {
+			return res
+		}
+		t := s.clock.NewTimer(retryDelay(attempt))
+		select {
+		case <-t.C():
+		case <-hard:
+			t.Stop()
+			hard = nil // stopping: a bounded last effort
+			giveUp = minTime(giveUp, s.clock.Now().Add(l.dur))
+		}
 	}
-	return res
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 func (s *Scheduler) save(j *job, in ClaimInput, fence uint64, res execResult) {
