@@ -151,6 +151,17 @@ func (s *Store) claim(ctx context.Context, b *bucket, in scheduler.RunClaim) (sc
 			}
 			leaseRev, mine = rev, rev
 			expires = s.clock.estimate(time.Now()).Add(lease)
+			if in.Overlap == scheduler.OverlapSkip {
+				// The overlap check and the lease key are two keys apart: two slots
+				// of the job claimed at the same instant could both pass it. Now
+				// that this lease key is visible to the others, look again; if
+				// another slot holds a lease, back off (both may, in a tie: never
+				// both run).
+				res, backedOff, err := s.backOff(ctx, b, k, in, run, rev, lease, keepMS)
+				if err != nil || backedOff {
+					return res, err
+				}
+			}
 		}
 
 		fence, err := s.nextFence(ctx, b, run.rec)
@@ -178,6 +189,38 @@ func (s *Store) claim(ctx context.Context, b *bucket, in scheduler.RunClaim) (sc
 		return wonResult(&next, expires), nil
 	}
 	return scheduler.ClaimResult{}, ErrContention
+}
+
+// backOff checks, after this claim took the lease key of an overlap-forbidden job's
+// slot (at revision rev), that no other slot of the job holds a lease. If one does,
+// it gives the lease key up and answers as the claim would have without it: a first
+// claim stores the slot skipped, a takeover waits (running).
+func (s *Store) backOff(ctx context.Context, b *bucket, k runKeys, in scheduler.RunClaim, run runEntry, rev uint64, lease time.Duration, keepMS int64) (scheduler.ClaimResult, bool, error) {
+	busy, err := s.otherBusy(ctx, b, in.Job, in.Slot, true)
+	if err != nil || !busy {
+		return scheduler.ClaimResult{}, false, err
+	}
+	if err := s.purge(ctx, b, k.lease, rev); err != nil && !errors.Is(err, errConflict) {
+		return scheduler.ClaimResult{}, true, err
+	}
+	if run.rec != nil {
+		r := run.rec
+		return scheduler.ClaimResult{Outcome: scheduler.OutcomeRunning, Attempt: r.Attempt, Fence: r.Fence, Holder: r.Instance}, true, nil
+	}
+	rec := runRecord{
+		V: recordVersion, Job: in.Job, SlotMS: in.Slot.UnixMilli(), Token: in.Token, Instance: in.Instance,
+		Attempt: 1, State: stateFinished, Status: scheduler.StatusSkipped, LeaseMS: lease.Milliseconds(), KeepMS: keepMS,
+	}
+	_, err = s.put(ctx, b, k.run, rec, run.rev, keepFor(in.Keep, lease, true))
+	switch {
+	case errors.Is(err, errConflict):
+		// The run was decided meanwhile: answer from what was stored.
+		res, err := s.claim(ctx, b, in)
+		return res, true, err
+	case err != nil:
+		return scheduler.ClaimResult{}, true, err
+	}
+	return decided(&rec, in.Token), true, nil
 }
 
 // firstClaimDecision decides a first claim of a slot with nothing stored: late when
