@@ -54,7 +54,8 @@ type StreamResult struct {
 	Created bool
 	// Changes names the settings this call's updates changed.
 	Changes []string
-	// Retries counts the requests that got no answer and were followed by another.
+	// Retries counts the requests that got no answer, or only news of a concurrent
+	// change, and were followed by another.
 	Retries int
 }
 
@@ -68,7 +69,7 @@ type StreamResult struct {
 func EnsureStream(ctx context.Context, js Streams, s StreamSetup) (StreamResult, error) {
 	var (
 		res     StreamResult
-		last    error  // the last request that got no answer
+		last    error  // the last request that got no definite answer
 		lastOp  string // and what it was
 		updates int
 	)
