@@ -75,16 +75,14 @@ func (b *Backend) WindowFor(job scheduler.JobLimits) time.Duration {
 // readable anarchon records (each is also logged at warn level).
 func (b *Backend) SkippedRecords() uint64 { return b.skipped.Load() }
 
-// CheckJob rejects the jobs this backend cannot run: an empty or over-long
-// (MaxJobNameLen) name, a duplicate window below MinDedupeWindow, negative retention.
-// Any other name works: it is encoded into the stream name and subjects.
+// CheckJob rejects the jobs this backend cannot run: a name scheduler.ValidateJobName
+// refuses, a duplicate window below MinDedupeWindow, negative retention. Any valid
+// name works: it is encoded into the stream name and subjects.
 func (b *Backend) CheckJob(job scheduler.JobLimits) error {
+	if err := scheduler.ValidateJobName(job.Job); err != nil {
+		return fmt.Errorf("%w: %w", ErrUnsupportedJob, err)
+	}
 	switch {
-	case job.Job == "":
-		return fmt.Errorf("%w: %w: empty job name", ErrUnsupportedJob, scheduler.ErrInvalidJobName)
-	case len(job.Job) > MaxJobNameLen:
-		return fmt.Errorf("%w: %w: job name is %d bytes, at most %d fit in the stream's metadata and records",
-			ErrUnsupportedJob, scheduler.ErrInvalidJobName, len(job.Job), MaxJobNameLen)
 	case job.DedupeWindow < 0 || job.DedupeWindow > 0 && job.DedupeWindow < MinDedupeWindow:
 		return fmt.Errorf("%w: dedupe window %v: nats-server needs at least %v", ErrUnsupportedJob, job.DedupeWindow, MinDedupeWindow)
 	case job.Retention.Size < 0:

@@ -46,6 +46,9 @@ func (b *Backend) Claim(ctx context.Context, in scheduler.ClaimInput) (bool, err
 // claim is Claim; leased marks the record as written by an instance with leases
 // (LeasedBackend.Claim).
 func (b *Backend) claim(ctx context.Context, in scheduler.ClaimInput, leased bool) (bool, error) {
+	if err := scheduler.ValidateJobName(in.Job); err != nil {
+		return false, fmt.Errorf("%w: %w", ErrInvalidClaim, err)
+	}
 	if in.Token == "" {
 		return false, fmt.Errorf("%w: job %q: empty token", ErrInvalidClaim, in.Job)
 	}
