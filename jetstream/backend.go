@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/anarchon/anarchon/internal/natsutil"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -107,7 +108,15 @@ func (b *Backend) Init(ctx context.Context) error {
 	if nc == nil || nc.IsClosed() {
 		return fmt.Errorf("%w: the NATS connection is closed: %w", ErrUnavailable, nats.ErrConnectionClosed)
 	}
-	info, err := b.js.AccountInfo(ctx)
+	// A cluster that has not elected its meta leader yet answers nothing (or 10008):
+	// ask again until an answer or the deadline, as the whole fleet starts at once.
+	var info *natsjs.AccountInfo
+	_, err := natsutil.Retry(ctx, b.cfg.attemptTimeout, func(err error) bool {
+		return natsutil.Unanswered(err) && !errors.Is(err, natsjs.ErrJetStreamNotEnabled) && !errors.Is(err, natsjs.ErrJetStreamNotEnabledForAccount)
+	}, func(ctx context.Context) (err error) {
+		info, err = b.js.AccountInfo(ctx)
+		return err
+	})
 	switch {
 	case err == nil:
 	case errors.Is(err, natsjs.ErrJetStreamNotEnabled), errors.Is(err, natsjs.ErrJetStreamNotEnabledForAccount):
