@@ -171,8 +171,11 @@ func WithHistory(size int, ttl time.Duration) JobOption {
 	}
 }
 
-// WithLocation sets the time zone a Cron expression is read in. Defaults to UTC. A
-// CRON_TZ= prefix in the expression wins.
+// WithLocation sets the time zone a Cron expression is read in. Defaults to UTC,
+// never the host's zone. An expression may name its zone itself with a CRON_TZ=
+// (or TZ=) prefix; given both, the two must give the same zone name, or Cron
+// returns an error wrapping ErrInvalidSchedule. It has no effect on an Every job,
+// whose slots are aligned to the Unix epoch.
 func WithLocation(loc *time.Location) JobOption {
 	return func(c *jobConfig) error {
 		if loc == nil {
