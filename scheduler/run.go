@@ -56,7 +56,7 @@ func (s *Scheduler) execute(parent context.Context, j *job, in ClaimInput, fence
 	run := Run{Job: j.name, Slot: in.Slot, Instance: s.instance, Token: in.Token, Fence: fence, Attempt: max(in.Attempt, 1), Manual: in.Manual}
 	started := s.clock.Now()
 	s.emit(Event{Kind: EventStarted, Job: j.name, Slot: in.Slot, Token: in.Token, Attempt: run.Attempt, Manual: in.Manual, Lag: started.Sub(in.Slot)})
-	err := callHandler(ctx, j.handler, run)
+	err := s.callHandler(ctx, j.handler, run)
 	finished := s.clock.Now()
 	settling.Store(true)
 
@@ -87,21 +87,26 @@ func (s *Scheduler) execute(parent context.Context, j *job, in ClaimInput, fence
 	}
 	stopHeartbeat()
 	s.save(j, in, fence, res)
-	s.emit(Event{Kind: EventFinished, Job: j.name, Slot: in.Slot, Token: in.Token, Attempt: run.Attempt, Manual: in.Manual, Status: res.Status, Duration: finished.Sub(started), Err: errOrNil(res.Error)})
+	// The hook gets the handler's own error value (errors.Is and errors.As work on
+	// it), or the cause that ended the run; history keeps its text.
+	evErr := err
+	if evErr == nil && errors.Is(cause, ErrLeaseLost) {
+		evErr = cause
+	}
+	if evErr == nil && res.Error != "" {
+		evErr = errors.New(res.Error)
+	}
+	s.emit(Event{Kind: EventFinished, Job: j.name, Slot: in.Slot, Token: in.Token, Attempt: run.Attempt, Manual: in.Manual, Status: res.Status, Duration: finished.Sub(started), Err: evErr})
 	return res
 }
 
-func errOrNil(msg string) error {
-	if msg == "" {
-		return nil
-	}
-	return errors.New(msg)
-}
-
-func callHandler(ctx context.Context, h Handler, run Run) (err error) {
+// callHandler runs h, turning a panic into an error matching ErrHandlerPanic that
+// carries the panic's value; the stack trace goes to the log, not to history.
+func (s *Scheduler) callHandler(ctx context.Context, h Handler, run Run) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: %v\n%s", ErrHandlerPanic, r, debug.Stack())
+			err = fmt.Errorf("%w: %v", ErrHandlerPanic, r)
+			s.log.Error("handler panicked", "job", run.Job, "slot", run.Slot, "token", run.Token, "panic", r, "stack", string(debug.Stack()))
 		}
 	}()
 	return h(ctx, run)
