@@ -243,50 +243,6 @@ func (s *Scheduler) beside(f func()) {
 	}()
 }
 
-// freshLease makes sure a won lease has most of its time left before a handler
-// starts under it: a win whose claim was first sent long ago (its answer lost, or
-// the store slow) is renewed by one heartbeat first. A lease that cannot be renewed
-// is released, unrun, for a backup.
-func (s *Scheduler) freshLease(j *job, slot time.Time, l *lease) bool {
-	if s.clock.Now().Before(l.sent.Add(l.dur / 3)) {
-		return true
-	}
-	sent := s.clock.Now()
-	ctx, cancel := context.WithTimeout(s.loopCtx, max(l.sent.Add(l.dur-leaseMargin(l.dur)).Sub(sent), 0))
-	err := s.runs.Heartbeat(ctx, j.name, slot, l.token, l.dur)
-	cancel()
-	if err == nil {
-		l.sent = sent
-		return true
-	}
-	s.log.Warn("won a lease too late to run it; releasing it", "job", j.name, "slot", slot, "err", err)
-	s.emit(Event{Kind: EventLeaseLost, Job: j.name, Slot: slot, Token: l.token, Err: err})
-	s.release(j, slot, l.token)
-	return false
-}
-
-// release hands a lease over at once, so that a backup takes the run over.
-func (s *Scheduler) release(j *job, slot time.Time, token string) {
-	ctx, cancel := s.callCtx(context.Background())
-	defer cancel()
-	if err := s.runs.Release(ctx, j.name, slot, token); err != nil {
-		s.backendError(j, slot, "release", err)
-	}
-}
-
-// claimedElsewhere settles a won lease whose slot an instance without leases ran:
-// the run is finished (as skipped here; that instance records how it ended), so no
-// backup takes it over.
-func (s *Scheduler) claimedElsewhere(j *job, slot time.Time, l *lease, err error) {
-	s.log.Warn("slot claimed by an instance without leases; not running it", "job", j.name, "slot", slot, "err", err)
-	s.emit(Event{Kind: EventLost, Job: j.name, Slot: slot, Token: l.token, Outcome: OutcomeDone, Err: err})
-	ctx, cancel := s.callCtx(context.Background())
-	defer cancel()
-	if err := s.runs.Finish(ctx, j.name, slot, l.token, StatusSkipped); err != nil {
-		s.backendError(j, slot, "finish", err)
-	}
-}
-
 // standby waits as a backup for a running slot until a claim is answered other than
 // running: the lease ended unfinished (a takeover: won), the run finished (done), or
 // the lease key held no run and its deadline passed (late). It reacts to the

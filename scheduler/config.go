@@ -1,0 +1,104 @@
+package scheduler
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+	"unicode/utf8"
+)
+
+// Config configures a Scheduler. Only Backend is required.
+type Config struct {
+	// Backend decides which instance runs each slot. Required.
+	Backend Backend
+	// Instance names this replica in claims and history. Defaults to the host name,
+	// the process ID and a random suffix.
+	Instance string
+	// Logger receives the scheduler's logs. Defaults to a logger that discards.
+	Logger *slog.Logger
+	// Clock is the source of time. Defaults to SystemClock.
+	Clock Clock
+	// OnEvent, when set, receives every event synchronously. It must return quickly.
+	OnEvent func(Event)
+	// CallTimeout bounds each backend call. Defaults to DefaultCallTimeout.
+	CallTimeout time.Duration
+	// MaxClockSkew is how far apart the instances' clocks, and the store's, may be
+	// while every slot still runs once. Lateness is judged on each instance's own
+	// clock; a run store refuses a first claim later than max lateness plus
+	// MaxClockSkew after the slot by its own clock (late, and stored so); a backend
+	// without leases needs jitter + max lateness + MaxClockSkew below its dedupe
+	// window, checked at registration. Defaults to DefaultMaxClockSkew.
+	MaxClockSkew time.Duration
+}
+
+// DefaultCallTimeout bounds a backend call made without a deadline.
+const DefaultCallTimeout = 10 * time.Second
+
+// DefaultMaxClockSkew is the clock skew allowance when Config gives none: clocks
+// kept by NTP agree within milliseconds, so two seconds leave room for a replica
+// whose clock is badly kept without weakening the checks much.
+const DefaultMaxClockSkew = 2 * time.Second
+
+// MaxJobNameLen is the longest job name accepted, in bytes.
+const MaxJobNameLen = 1024
+
+// New returns a Scheduler, or an error naming the field that is invalid.
+func New(cfg Config) (*Scheduler, error) {
+	if cfg.Backend == nil {
+		return nil, fmt.Errorf("%w: Backend is required", ErrInvalidConfig)
+	}
+	if cfg.CallTimeout < 0 {
+		return nil, fmt.Errorf("%w: CallTimeout %v is negative", ErrInvalidConfig, cfg.CallTimeout)
+	}
+	if cfg.CallTimeout == 0 {
+		cfg.CallTimeout = DefaultCallTimeout
+	}
+	if cfg.MaxClockSkew < 0 {
+		return nil, fmt.Errorf("%w: MaxClockSkew %v is negative", ErrInvalidConfig, cfg.MaxClockSkew)
+	}
+	if cfg.MaxClockSkew == 0 {
+		cfg.MaxClockSkew = DefaultMaxClockSkew
+	}
+	if cfg.Instance == "" {
+		cfg.Instance = defaultInstance()
+	} else if !utf8.ValidString(cfg.Instance) || len(cfg.Instance) > MaxJobNameLen {
+		return nil, fmt.Errorf("%w: Instance must be valid UTF-8 of at most %d bytes", ErrInvalidConfig, MaxJobNameLen)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = SystemClock{}
+	}
+	s := &Scheduler{
+		backend:  cfg.Backend,
+		instance: cfg.Instance,
+		log:      cfg.Logger,
+		clock:    cfg.Clock,
+		onEvent:  cfg.OnEvent,
+		callTO:   cfg.CallTimeout,
+		maxSkew:  cfg.MaxClockSkew,
+		jobs:     make(map[string]*job),
+	}
+	if lb, ok := cfg.Backend.(LeaseBackend); ok {
+		s.runs = lb.Runs()
+	}
+	return s, nil
+}
+
+func defaultInstance() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "instance"
+	}
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), newToken()[:6])
+}
+
+func newToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

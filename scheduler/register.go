@@ -1,0 +1,147 @@
+package scheduler
+
+import (
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Every registers a job that runs every interval, on slots aligned to the Unix epoch.
+func (s *Scheduler) Every(name string, interval time.Duration, h Handler, opts ...JobOption) error {
+	sched, err := NewIntervalSchedule(interval)
+	if err != nil {
+		return fmt.Errorf("job %q: %w", name, err)
+	}
+	return s.add(name, sched, interval, h, opts)
+}
+
+// Cron registers a job on a cron expression (5 fields, or 6 with seconds first; see
+// CronSchedule for the time zone and daylight saving rules).
+func (s *Scheduler) Cron(name, expr string, h Handler, opts ...JobOption) error {
+	var cfg jobConfig
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(&cfg); err != nil {
+			return fmt.Errorf("job %q: %w", name, err)
+		}
+	}
+	sched, err := ParseCron(expr, cfg.location)
+	if err != nil {
+		return fmt.Errorf("job %q: %w", name, err)
+	}
+	return s.add(name, sched, 0, h, opts)
+}
+
+// ValidateJobName reports whether name can name a job: non-empty valid UTF-8, at
+// most MaxJobNameLen bytes, no control characters, no leading or trailing space.
+// Backends encode the name for their own stores; they do not restrict it further.
+func ValidateJobName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: empty", ErrInvalidJobName)
+	case !utf8.ValidString(name):
+		return fmt.Errorf("%w: %q is not valid UTF-8", ErrInvalidJobName, name)
+	case len(name) > MaxJobNameLen:
+		return fmt.Errorf("%w: %d bytes, at most %d", ErrInvalidJobName, len(name), MaxJobNameLen)
+	case strings.TrimSpace(name) != name:
+		return fmt.Errorf("%w: %q has leading or trailing space", ErrInvalidJobName, name)
+	case strings.IndexFunc(name, unicode.IsControl) >= 0:
+		return fmt.Errorf("%w: %q contains a control character", ErrInvalidJobName, name)
+	}
+	return nil
+}
+
+func (s *Scheduler) add(name string, sched Schedule, interval time.Duration, h Handler, opts []JobOption) error {
+	if err := ValidateJobName(name); err != nil {
+		return err
+	}
+	if h == nil {
+		return fmt.Errorf("job %q: %w", name, ErrNilHandler)
+	}
+	cfg := jobConfig{lease: DefaultLease, historySize: DefaultHistorySize, catchUpConcurrency: 1}
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(&cfg); err != nil {
+			return fmt.Errorf("job %q: %w", name, err)
+		}
+	}
+	if !cfg.maxLateSet {
+		cfg.maxLate = min(DefaultMaxLate, shortestGap(sched, interval))
+	}
+	if cfg.jitter > 0 && cfg.jitter >= cfg.maxLate {
+		return fmt.Errorf("job %q: %w: jitter %v must be below max lateness %v, or every slot could start late", name, ErrInvalidOption, cfg.jitter, cfg.maxLate)
+	}
+	if s.runs == nil {
+		if cfg.overlap != OverlapAllow {
+			return fmt.Errorf("job %q: %w: overlap policy %s needs a backend with leases; %q has none", name, ErrInvalidOption, cfg.overlap, s.backend.Name())
+		}
+		if cfg.catchUp != CatchUpNone {
+			return fmt.Errorf("job %q: %w: catch-up policy %s needs a backend with leases; %q has none", name, ErrInvalidOption, cfg.catchUp, s.backend.Name())
+		}
+	}
+	limits := JobLimits{
+		Job:           name,
+		Schedule:      sched.String(),
+		Interval:      interval,
+		Jitter:        cfg.jitter,
+		MaxLate:       cfg.maxLate,
+		Timeout:       cfg.timeout,
+		Lease:         cfg.lease,
+		Overlap:       cfg.overlap,
+		CatchUp:       cfg.catchUp,
+		CatchUpWindow: cfg.catchUpWindow,
+		DedupeWindow:  cfg.window,
+		Retention:     Retention{Size: cfg.historySize, TTL: cfg.historyTTL},
+	}
+	window := s.backend.DedupeWindow()
+	if w, ok := s.backend.(JobWindower); ok {
+		window = w.WindowFor(limits)
+	}
+	if reach := cfg.jitter + cfg.maxLate + s.maxSkew; window != Forever && reach >= window {
+		return fmt.Errorf("job %q: %w: jitter %v + max lateness %v + clock skew allowance %v = %v is not below the %s backend's dedupe window %v; a claim that late could run the slot again (lower them, raise the window, or lower Config.MaxClockSkew)",
+			name, ErrWindowTooShort, cfg.jitter, cfg.maxLate, s.maxSkew, reach, s.backend.Name(), window)
+	}
+	if c, ok := s.backend.(JobChecker); ok {
+		if err := c.CheckJob(limits); err != nil {
+			return fmt.Errorf("job %q: rejected by the %s backend: %w", name, s.backend.Name(), err)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state != stateNew {
+		return fmt.Errorf("job %q: %w: register jobs before Start", name, ErrStarted)
+	}
+	if _, ok := s.jobs[name]; ok {
+		return fmt.Errorf("job %q: %w", name, ErrJobExists)
+	}
+	j := &job{name: name, sched: sched, handler: h, cfg: cfg, limits: limits, interval: interval}
+	s.jobs[name] = j
+	s.order = append(s.order, j)
+	return nil
+}
+
+// shortestGap is the interval of an Every job, or the shortest gap between the next
+// few slots of a cron job: the default max lateness never spans two slots, so a
+// (re)started instance never claims a burst of past slots.
+func shortestGap(sched Schedule, interval time.Duration) time.Duration {
+	if interval > 0 {
+		return interval
+	}
+	gap := DefaultMaxLate
+	prev := sched.Next(time.Now())
+	for range 16 {
+		next := sched.Next(prev)
+		if next.IsZero() || prev.IsZero() {
+			break
+		}
+		gap = min(gap, next.Sub(prev))
+		prev = next
+	}
+	return gap
+}

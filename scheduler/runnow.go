@@ -1,0 +1,64 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// RunNow runs the job at once on this instance, recorded as a manual run (never
+// de-duplicated), and returns its record. The scheduler must be started. The handler
+// is cancelled when ctx is done, and by Stop like any other handler.
+func (s *Scheduler) RunNow(ctx context.Context, name string) (RunRecord, error) {
+	s.mu.Lock()
+	j, ok := s.jobs[name]
+	state := s.state
+	if ok && state == stateStarted {
+		s.handlers.Add(1) // under the lock that Stop changes the state under
+	}
+	s.mu.Unlock()
+	if !ok {
+		return RunRecord{}, fmt.Errorf("%w: %q", ErrJobNotFound, name)
+	}
+	if state != stateStarted {
+		return RunRecord{}, fmt.Errorf("run %q now: %w", name, ErrNotStarted)
+	}
+	defer s.handlers.Done()
+	now := s.clock.Now()
+	in := s.claimInput(j, time.UnixMilli(now.UnixMilli()).UTC(), 1)
+	in.Manual = true
+	cctx, cancel := s.callCtx(ctx)
+	slot, err := s.backend.RecordManualRun(cctx, in)
+	cancel()
+	if err != nil {
+		s.backendError(j, in.Slot, "record_manual_run", err)
+		return RunRecord{}, fmt.Errorf("scheduler: run %q now: %w", name, err)
+	}
+	if !slot.IsZero() {
+		in.Slot = slot
+	}
+	// The handler's context ends with the caller's or with a hard stop.
+	hctx, hcancel := context.WithCancelCause(s.hardCtx)
+	defer hcancel(nil)
+	defer context.AfterFunc(ctx, func() { hcancel(context.Cause(ctx)) })()
+	res := s.execute(hctx, j, in, 0, nil)
+	return RunRecord{
+		Job: name, Slot: in.Slot, Instance: s.instance, Token: in.Token, Attempt: 1, Manual: true,
+		Status: res.Status, ClaimedAt: in.At, StartedAt: res.StartedAt, FinishedAt: res.FinishedAt,
+		Duration: res.FinishedAt.Sub(res.StartedAt), Error: res.Error,
+	}, nil
+}
+
+// History returns the job's recent runs on every instance, newest first.
+func (s *Scheduler) History(ctx context.Context, name string, limit int) ([]RunRecord, error) {
+	if err := s.init(ctx); err != nil {
+		return nil, err
+	}
+	cctx, cancel := s.callCtx(ctx)
+	defer cancel()
+	recs, err := s.backend.History(cctx, name, limit)
+	if err != nil {
+		return nil, fmt.Errorf("scheduler: history of %q: %w", name, err)
+	}
+	return recs, nil
+}
