@@ -15,7 +15,6 @@ import (
 	"github.com/anarchon/anarchon/connect"
 	"github.com/anarchon/anarchon/jetstream"
 	"github.com/anarchon/anarchon/kvlease"
-	"github.com/anarchon/anarchon/metrics"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -55,7 +54,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer backend.Close(context.WithoutCancel(ctx))
 
-	onEvent := logEvents(log)
+	onEvent := scheduler.LogEvents(log)
 	if c.metricsAddr != "" {
 		ms, err := serveMetrics(c.metricsAddr, log)
 		if err != nil {
@@ -66,7 +65,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			defer cancel()
 			ms.shutdown(sctx)
 		}()
-		onEvent = metrics.Chain(ms.m.OnEvent, onEvent)
+		onEvent = scheduler.Chain(ms.m.OnEvent, onEvent)
 	}
 
 	s, err := scheduler.New(scheduler.Config{Backend: backend, Instance: c.instance, Logger: log, OnEvent: onEvent})
