@@ -133,6 +133,8 @@ const (
 	StatusSuperseded Status = "superseded"
 	// StatusLate is a slot nobody started before its deadline.
 	StatusLate Status = "late"
+	// StatusPaused is a slot that fell while its job was paused: not run.
+	StatusPaused Status = "paused"
 )
 
 // Finished reports whether s is a final status.

@@ -31,4 +31,7 @@ var (
 	// by an instance that decides without leases (a mixed fleet during a rolling
 	// upgrade). The leased winner then does not run the slot.
 	ErrClaimedElsewhere = errors.New("scheduler: slot claimed by an instance without leases")
+	// ErrPauseNotSupported: Pause or Resume on a backend without the Pauser
+	// capability.
+	ErrPauseNotSupported = errors.New("scheduler: the backend cannot store pauses")
 )

@@ -29,6 +29,12 @@ const (
 	EventLeaseLost EventKind = "lease_lost"
 	// EventBackendError: a backend or run-store call failed; Event.Op names it.
 	EventBackendError EventKind = "backend_error"
+	// EventPaused: the slot fell while its job was paused; this instance recorded it
+	// paused (once per slot across the fleet).
+	EventPaused EventKind = "paused"
+	// EventPauseChanged: the job's pause state changed (Job "" for all jobs);
+	// Event.Pause is the pause now in force, nil once resumed.
+	EventPauseChanged EventKind = "pause_changed"
 )
 
 // Event is what the scheduler reports to Config.OnEvent.
@@ -54,4 +60,6 @@ type Event struct {
 	// Op names the failed call on backend_error ("claim", "save_result", "heartbeat"…).
 	Op  string
 	Err error
+	// Pause is the pause in force, on pause_changed (nil: the job runs).
+	Pause *Pause
 }

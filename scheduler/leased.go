@@ -81,7 +81,38 @@ func (s *Scheduler) handleLeased(j *job, slot time.Time, kind claimKind) {
 			return
 		}
 	}
+	if res.Outcome == OutcomeWon && res.Attempt <= 1 {
+		if p, paused := s.pauses.of(j.name, s.clock.Now()); paused {
+			// The slot fell while its job is paused: the won claim is the stored
+			// decision, finished paused at once.
+			s.finishPaused(j, c.Slot, c.Token, p)
+			return
+		}
+	}
 	s.follow(j, c, res, sent)
+}
+
+// finishPaused settles a slot won while its job is paused: finished paused in the
+// run store (no backup takes it over), recorded paused in history, not run.
+func (s *Scheduler) finishPaused(j *job, slot time.Time, token string, p Pause) {
+	if s.runs != nil {
+		ctx, cancel := s.callCtx(context.Background())
+		err := s.runs.Finish(ctx, j.name, slot, token, StatusPaused)
+		cancel()
+		if err != nil {
+			s.backendError(j, slot, "finish", err)
+			s.release(j, slot, token)
+		}
+	}
+	in := s.claimInput(j, slot, 1)
+	in.Token = token
+	why := "job paused"
+	if p.Job == "" {
+		why = "all jobs paused"
+	}
+	why += " by " + p.By + ": " + p.Reason
+	s.save(j, in, 0, execResult{Status: StatusPaused, FinishedAt: s.clock.Now(), Error: why})
+	s.emit(Event{Kind: EventPaused, Job: j.name, Slot: slot, Token: token, Status: StatusPaused})
 }
 
 // follow acts on a claim's answer, other than running.

@@ -31,6 +31,18 @@ func (s *Scheduler) Start(ctx context.Context) error {
 			return fmt.Errorf("scheduler: prepare job %q on %s: %w", j.name, s.backend.Name(), err)
 		}
 	}
+	pauser, _ := s.backend.(Pauser)
+	if pauser != nil {
+		// The pauses in force before the first slot is claimed; the watch keeps
+		// them current afterwards.
+		cctx, cancel := s.callCtx(ctx)
+		all, err := pauser.Pauses(cctx)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("scheduler: read pauses on %s: %w", s.backend.Name(), err)
+		}
+		s.pauses.set(all)
+	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -40,6 +52,10 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	s.state = stateStarted
 	s.loopCtx, s.stopLoops = context.WithCancel(context.WithoutCancel(ctx))
 	s.hardCtx, s.hardCancel = context.WithCancelCause(context.WithoutCancel(ctx))
+	if pauser != nil {
+		s.loops.Add(1)
+		go s.watchPauses(pauser)
+	}
 	for _, j := range jobs {
 		s.loops.Add(1)
 		go s.loop(j)

@@ -190,6 +190,10 @@ func (s *Scheduler) handleSlot(j *job, slot time.Time, kind claimKind) {
 				s.emit(Event{Kind: EventLost, Job: j.name, Slot: slot, Token: in.Token, Outcome: OutcomeDone})
 				return
 			}
+			if p, paused := s.pauses.of(j.name, s.clock.Now()); paused {
+				s.finishPaused(j, slot, in.Token, p)
+				return
+			}
 			s.emit(Event{Kind: EventClaimed, Job: j.name, Slot: slot, Token: in.Token, Attempt: 1, Outcome: OutcomeWon})
 			s.execute(s.hardCtx, j, in, 0, nil)
 			return

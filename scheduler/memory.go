@@ -22,6 +22,8 @@ type MemoryBackend struct {
 	floor map[string]time.Time
 	// ttl is, per job, the history TTL its last write carried (absent: none).
 	ttl map[string]time.Duration
+	// pause holds the stored pauses (Pauser), created on first use.
+	pause *memPauses
 
 	runsOnce sync.Once
 	runs     RunStore

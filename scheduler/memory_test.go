@@ -16,3 +16,8 @@ func TestMemoryBackendConformance(t *testing.T) {
 	shared := scheduler.NewMemoryBackend()
 	backendtest.Run(t, func(t *testing.T) scheduler.Backend { return &memoryProcess{shared} })
 }
+
+func TestMemoryBackendPauses(t *testing.T) {
+	shared := scheduler.NewMemoryBackend()
+	backendtest.RunPauses(t, func(t *testing.T) scheduler.Backend { return &memoryProcess{shared} })
+}

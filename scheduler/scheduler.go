@@ -50,6 +50,8 @@ type Scheduler struct {
 	handlers   sync.WaitGroup // running slots (claims, handlers, results)
 	hardCtx    context.Context
 	hardCancel context.CancelCauseFunc
+
+	pauses pauses // the stored pauses, as the backend's watch last told them
 }
 
 const (

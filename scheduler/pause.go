@@ -1,0 +1,238 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// Pause is a stored pause: while it is in force, the slots of its job (of every job
+// when Job is empty) are not run but recorded paused, on every instance.
+type Pause struct {
+	// Job is the paused job, or "" for all jobs.
+	Job string
+	// Reason and By say why and who asked; shown in history tools and logs.
+	Reason string
+	By     string
+	// At is when the pause was stored, by the pausing instance's clock.
+	At time.Time
+	// Until, when set, ends the pause by itself; zero: until Resume.
+	Until time.Time
+}
+
+// InForce reports whether the pause applies at now.
+func (p Pause) InForce(now time.Time) bool { return p.Until.IsZero() || now.Before(p.Until) }
+
+// PauseOptions describe a pause asked for with Scheduler.Pause.
+type PauseOptions struct {
+	// Reason is required: whoever finds the job paused must be able to tell why.
+	Reason string
+	// By names who asked (a user, a service); defaults to the instance.
+	By string
+	// Until, when set, ends the pause by itself; it must be in the future.
+	Until time.Time
+}
+
+// MaxPauseText bounds a pause's Reason and By, in bytes.
+const MaxPauseText = 1024
+
+// Pauser is implemented by backends that store pauses, so that every instance
+// honours a pause and it survives restarts. It is optional: on a backend without it,
+// Pause and Resume return ErrPauseNotSupported and jobs always run.
+type Pauser interface {
+	// SetPause stores p, replacing a pause stored for the same Job.
+	SetPause(ctx context.Context, p Pause) error
+	// ClearPause removes the pause stored for job ("": the all-jobs pause). Clearing
+	// a pause that is not stored is not an error.
+	ClearPause(ctx context.Context, job string) error
+	// Pauses returns the stored pauses, expired ones included.
+	Pauses(ctx context.Context) ([]Pause, error)
+	// WatchPauses calls fn with the stored pauses at once and again after every
+	// change, until ctx ends (it then returns nil) or the watch fails. fn is called
+	// from one goroutine at a time and must return quickly.
+	WatchPauses(ctx context.Context, fn func([]Pause)) error
+}
+
+// pauses is the scheduler's view of the stored pauses, updated by the watch.
+type pauses struct {
+	mu  sync.Mutex
+	all []Pause
+}
+
+func (p *pauses) set(all []Pause) (changed []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	old := map[string]Pause{}
+	for _, x := range p.all {
+		old[x.Job] = x
+	}
+	now := map[string]Pause{}
+	for _, x := range all {
+		now[x.Job] = x
+	}
+	for job, x := range now {
+		if o, ok := old[job]; !ok || o != x {
+			changed = append(changed, job)
+		}
+	}
+	for job := range old {
+		if _, ok := now[job]; !ok {
+			changed = append(changed, job)
+		}
+	}
+	p.all = slices.Clone(all)
+	slices.Sort(changed)
+	return changed
+}
+
+// of returns the pause in force for job at now: the job's own, else the all-jobs one.
+func (p *pauses) of(job string, now time.Time) (Pause, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var all *Pause
+	for i := range p.all {
+		x := &p.all[i]
+		if !x.InForce(now) {
+			continue
+		}
+		if x.Job == job {
+			return *x, true
+		}
+		if x.Job == "" {
+			all = x
+		}
+	}
+	if all != nil {
+		return *all, true
+	}
+	return Pause{}, false
+}
+
+// Pause stores a pause of job (declared on this instance), so that every instance
+// sharing the backend records its slots paused instead of running them, within a
+// second (the backend's watch), until Resume or opts.Until. A run already going
+// when the pause arrives finishes: nothing is cancelled. Pausing a paused job
+// replaces its pause.
+func (s *Scheduler) Pause(ctx context.Context, job string, opts PauseOptions) error {
+	if _, err := s.declared(job); err != nil {
+		return err
+	}
+	return s.storePause(ctx, job, opts)
+}
+
+// PauseAll stores a pause of every job, as Pause does for one.
+func (s *Scheduler) PauseAll(ctx context.Context, opts PauseOptions) error {
+	return s.storePause(ctx, "", opts)
+}
+
+// Resume removes job's pause. A slot recorded paused stays so: it is not run
+// afterwards. Resuming a job that is not paused is not an error. It does not end an
+// all-jobs pause (ResumeAll does).
+func (s *Scheduler) Resume(ctx context.Context, job string) error {
+	if _, err := s.declared(job); err != nil {
+		return err
+	}
+	return s.clearPause(ctx, job)
+}
+
+// ResumeAll removes the all-jobs pause (not the pauses of single jobs).
+func (s *Scheduler) ResumeAll(ctx context.Context) error { return s.clearPause(ctx, "") }
+
+// Paused returns the pause in force for job on this instance's view, if any.
+func (s *Scheduler) Paused(job string) (Pause, bool) {
+	return s.pauses.of(job, s.clock.Now())
+}
+
+func (s *Scheduler) declared(job string) (*job, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j, ok := s.jobs[job]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrJobNotFound, job)
+	}
+	return j, nil
+}
+
+func (s *Scheduler) pauser() (Pauser, error) {
+	p, ok := s.backend.(Pauser)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", ErrPauseNotSupported, s.backend.Name())
+	}
+	return p, nil
+}
+
+func (s *Scheduler) storePause(ctx context.Context, job string, opts PauseOptions) error {
+	p, err := s.pauser()
+	if err != nil {
+		return err
+	}
+	now := s.clock.Now()
+	switch {
+	case opts.Reason == "":
+		return fmt.Errorf("%w: a pause needs a reason", ErrInvalidOption)
+	case !utf8.ValidString(opts.Reason) || !utf8.ValidString(opts.By) || len(opts.Reason) > MaxPauseText || len(opts.By) > MaxPauseText:
+		return fmt.Errorf("%w: a pause's reason and by are valid UTF-8 of at most %d bytes", ErrInvalidOption, MaxPauseText)
+	case !opts.Until.IsZero() && !opts.Until.After(now):
+		return fmt.Errorf("%w: pause until %s is not in the future", ErrInvalidOption, opts.Until.Format(time.RFC3339))
+	}
+	if opts.By == "" {
+		opts.By = s.instance
+	}
+	if err := s.init(ctx); err != nil {
+		return err
+	}
+	cctx, cancel := s.callCtx(ctx)
+	defer cancel()
+	if err := p.SetPause(cctx, Pause{Job: job, Reason: opts.Reason, By: opts.By, At: now, Until: opts.Until}); err != nil {
+		return fmt.Errorf("scheduler: pause %q on %s: %w", job, s.backend.Name(), err)
+	}
+	return nil
+}
+
+func (s *Scheduler) clearPause(ctx context.Context, job string) error {
+	p, err := s.pauser()
+	if err != nil {
+		return err
+	}
+	if err := s.init(ctx); err != nil {
+		return err
+	}
+	cctx, cancel := s.callCtx(ctx)
+	defer cancel()
+	if err := p.ClearPause(cctx, job); err != nil {
+		return fmt.Errorf("scheduler: resume %q on %s: %w", job, s.backend.Name(), err)
+	}
+	return nil
+}
+
+// watchPauses keeps the scheduler's view of the pauses current until the loops
+// stop, watching again after a failed watch.
+func (s *Scheduler) watchPauses(p Pauser) {
+	defer s.loops.Done()
+	for attempt := 0; s.loopCtx.Err() == nil; attempt++ {
+		err := p.WatchPauses(s.loopCtx, func(all []Pause) {
+			attempt = 0
+			for _, job := range s.pauses.set(all) {
+				e := Event{Kind: EventPauseChanged, Job: job}
+				if x, ok := s.pauses.of(job, s.clock.Now()); ok && x.Job == job {
+					e.Pause = &x
+				}
+				s.log.Info("pause changed", "job", job, "paused", e.Pause != nil)
+				s.emit(e)
+			}
+		})
+		if s.loopCtx.Err() != nil {
+			return
+		}
+		if err != nil {
+			s.log.Warn("watching pauses failed; watching again", "err", err)
+			s.emit(Event{Kind: EventBackendError, Op: "watch_pauses", Err: err})
+		}
+		if !s.sleepUntil(s.loopCtx, s.clock.Now().Add(retryDelay(attempt))) {
+			return
+		}
+	}
+}
