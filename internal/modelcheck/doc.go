@@ -1,0 +1,54 @@
+// Package modelcheck is the harness of the randomised model checks of the lease path:
+// TestModelCheck in the scheduler package (a MemoryBackend under testing/synctest,
+// 500 seeds in virtual time) and TestModelCheckKV in integration (kvlease and the
+// JetStream LeasedBackend on an embedded nats-server, in real time). The two differ
+// in the world they build and in what their clocks let them know; the rest lives
+// here once: the plan of a seed, the driver that carries it out, each instance's
+// faulty view of the stores, the record of everything that happened, the invariant
+// checks and the reports.
+//
+// A seed is a [Plan]: a few instance slots, 1–3 Every jobs with leases, and a fault
+// phase in which instances crash, pause their heartbeats, stop (with or without a
+// deadline), restart and call RunNow while their store calls are lost, answered
+// late or not at all. A quiet phase follows in which every slot has a healthy
+// instance, then every instance is stopped. [Harness.Run] carries the plan out;
+// [Harness.Check] judges the record against the lease rules of SPEC.md §4:
+//
+//	1   at most one live handler per (job, slot) at any instant
+//	1b  a job with OverlapSkip never has two live handlers at once (any slots)
+//	2   Exact: a new attempt is granted only after the previous attempt's lease
+//	    ended in the store, and a holder's handler returned before its lease ended.
+//	    Bounded: a takeover is answered only after the previous holder's handler
+//	    returned, and not before the previous lease could have ended in the store
+//	3   a slot's fate is one of run, skipped, late — never two, and it never runs
+//	    after it was recorded skipped or late
+//	4   at most one terminal record (ok, error, timeout, skipped, late) per slot in
+//	    History; exactly one for every slot due in the quiet phase; and no
+//	    unfinished run left in the run store's Active list at the end
+//	5   fences (and attempt numbers) strictly grow per slot across attempts
+//	6   Stop cancels handlers (scheduled and RunNow) when its context ends, returns
+//	    soon after, and no handler of the instance runs after Stop returned
+//
+// [Timing] says what the record can know. Under synctest with a store in memory a
+// call is applied at the instant the record sees it, so a lease's end in the store
+// is known exactly ([Exact]). Over a network a call is applied somewhere between its
+// send and its answer, so the record keeps bounds and the checks allow for them
+// ([Bounded]). Sequence numbers order what the record saw, also at one instant.
+//
+// Everything random is drawn from the seed: the plan with math/rand/v2, and what is
+// decided inside goroutines (a call's fault, a handler's length) with [Mix] of the
+// seed and the call, so that a seed draws the same whatever the goroutines' order.
+//
+// A minimal use, in a test:
+//
+//	seeds, err := modelcheck.SeedsFromEnv("ANARCHON_MODEL_", 500)
+//	world := &modelcheck.World{Name: "model check", Replay: "…", Timing: modelcheck.Exact, …}
+//	sum := modelcheck.NewSummary(world, seeds)
+//	for _, seed := range seeds.List {
+//		b := scheduler.NewMemoryBackend()
+//		h := modelcheck.New(world, newPlan(seed), func(string) (modelcheck.Store, error) { return b, nil })
+//		if err := h.Run(); err != nil { … }
+//		sum.Seed(t, h, h.Check(ctx, b, b.Runs()))
+//	}
+//	sum.Report(t, time.Since(start))
+package modelcheck

@@ -1,0 +1,279 @@
+package modelcheck
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/anarchon/anarchon/scheduler"
+)
+
+// ErrCrashed is the error of every store call of a crashed instance.
+var ErrCrashed = errors.New("modelcheck: instance crashed")
+
+// faulty is in's view of its store: a Backend, ClaimRecorder and LeaseBackend whose
+// store calls go through in's faults, and the store's JobWindower and JobChecker
+// when it has them (the scheduler finds those by type assertion).
+func faulty(in *inst, s Store) scheduler.Backend {
+	b := &faultyBackend{in: in, b: s}
+	w, isW := s.(scheduler.JobWindower)
+	c, isC := s.(scheduler.JobChecker)
+	switch {
+	case isW && isC:
+		return struct {
+			*faultyBackend
+			scheduler.JobWindower
+			scheduler.JobChecker
+		}{b, w, c}
+	case isW:
+		return struct {
+			*faultyBackend
+			scheduler.JobWindower
+		}{b, w}
+	case isC:
+		return struct {
+			*faultyBackend
+			scheduler.JobChecker
+		}{b, c}
+	}
+	return b
+}
+
+type faultyBackend struct {
+	in *inst
+	b  Store
+}
+
+var (
+	_ scheduler.Backend       = (*faultyBackend)(nil)
+	_ scheduler.ClaimRecorder = (*faultyBackend)(nil)
+	_ scheduler.LeaseBackend  = (*faultyBackend)(nil)
+	_ scheduler.RunStore      = (*faultyRuns)(nil)
+	_ scheduler.LeaseWatcher  = (*faultyRuns)(nil)
+)
+
+func (m *faultyBackend) Name() string                    { return m.b.Name() }
+func (m *faultyBackend) DedupeWindow() time.Duration     { return m.b.DedupeWindow() }
+func (m *faultyBackend) Init(ctx context.Context) error  { return m.b.Init(ctx) }
+func (m *faultyBackend) Close(ctx context.Context) error { return m.b.Close(ctx) }
+func (m *faultyBackend) Runs() scheduler.RunStore        { return &faultyRuns{in: m.in, s: m.b.Runs()} }
+func (m *faultyBackend) PrepareJob(ctx context.Context, j scheduler.JobLimits) error {
+	return m.b.PrepareJob(ctx, j)
+}
+
+func (m *faultyBackend) History(ctx context.Context, job string, limit int) ([]scheduler.RunRecord, error) {
+	return m.b.History(ctx, job, limit)
+}
+
+func (m *faultyBackend) Claim(ctx context.Context, in scheduler.ClaimInput) (bool, error) {
+	return do(m.in, ctx, "history-claim", in.Job, in.Slot, func(ctx context.Context) (bool, error) {
+		return m.b.Claim(ctx, in)
+	}, func(_ time.Duration, won bool, err error, fault string) {
+		m.in.h.rec.slotLog(m.in, in.Job, in.Slot, "history claim tok=%s (to record a slot that did not run) → won=%v %v%s", tok(in.Token), won, errText(err), fault)
+	})
+}
+
+func (m *faultyBackend) RecordClaim(ctx context.Context, in scheduler.ClaimInput) error {
+	_, err := do(m.in, ctx, "record-claim", in.Job, in.Slot, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, m.b.RecordClaim(ctx, in)
+	}, func(_ time.Duration, _ struct{}, err error, fault string) {
+		m.in.h.rec.slotLog(m.in, in.Job, in.Slot, "history record-claim tok=%s attempt=%d → %v%s", tok(in.Token), in.Attempt, errText(err), fault)
+	})
+	return err
+}
+
+func (m *faultyBackend) RecordManualRun(ctx context.Context, in scheduler.ClaimInput) (time.Time, error) {
+	return do(m.in, ctx, "manual-run", in.Job, in.Slot, func(ctx context.Context) (time.Time, error) {
+		return m.b.RecordManualRun(ctx, in)
+	}, func(_ time.Duration, _ time.Time, err error, fault string) {
+		m.in.h.rec.slotLog(m.in, in.Job, time.Time{}, "history manual run tok=%s → %v%s", tok(in.Token), errText(err), fault)
+	})
+}
+
+func (m *faultyBackend) SaveResult(ctx context.Context, job string, r scheduler.StoredResult, keep scheduler.Retention) error {
+	_, err := do(m.in, ctx, "save", job, r.Slot, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, m.b.SaveResult(ctx, job, r, keep)
+	}, func(_ time.Duration, _ struct{}, err error, fault string) {
+		m.in.h.rec.saveApplied(m.in, job, r, err, fault)
+	})
+	return err
+}
+
+// faultyRuns is in's view of the shared RunStore.
+type faultyRuns struct {
+	in *inst
+	s  scheduler.RunStore
+}
+
+func (r *faultyRuns) Claim(ctx context.Context, rc scheduler.RunClaim) (scheduler.ClaimResult, error) {
+	return do(r.in, ctx, "claim", rc.Job, rc.Slot, func(ctx context.Context) (scheduler.ClaimResult, error) {
+		return r.s.Claim(ctx, rc)
+	}, func(sent time.Duration, res scheduler.ClaimResult, err error, fault string) {
+		r.in.h.rec.claimApplied(r.in, rc, res, err, sent, fault)
+	})
+}
+
+func (r *faultyRuns) Heartbeat(ctx context.Context, job string, slot time.Time, token string, lease time.Duration) error {
+	_, err := do(r.in, ctx, "heartbeat", job, slot, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, r.s.Heartbeat(ctx, job, slot, token, lease)
+	}, func(sent time.Duration, _ struct{}, err error, fault string) {
+		r.in.h.rec.heartbeatApplied(r.in, job, slot, token, lease, err, sent, fault)
+	})
+	return err
+}
+
+func (r *faultyRuns) Finish(ctx context.Context, job string, slot time.Time, token string, status scheduler.Status) error {
+	_, err := do(r.in, ctx, "finish", job, slot, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, r.s.Finish(ctx, job, slot, token, status)
+	}, func(sent time.Duration, _ struct{}, err error, fault string) {
+		r.in.h.rec.endApplied(r.in, "finish", job, slot, token, status, err, sent, fault)
+	})
+	return err
+}
+
+func (r *faultyRuns) Release(ctx context.Context, job string, slot time.Time, token string) error {
+	_, err := do(r.in, ctx, "release", job, slot, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, r.s.Release(ctx, job, slot, token)
+	}, func(sent time.Duration, _ struct{}, err error, fault string) {
+		r.in.h.rec.endApplied(r.in, "release", job, slot, token, "", err, sent, fault)
+	})
+	return err
+}
+
+func (r *faultyRuns) Active(ctx context.Context, job string) ([]scheduler.ActiveRun, error) {
+	return do(r.in, ctx, "active", job, time.Time{}, func(ctx context.Context) ([]scheduler.ActiveRun, error) {
+		return r.s.Active(ctx, job)
+	}, func(_ time.Duration, runs []scheduler.ActiveRun, err error, fault string) {
+		r.in.h.rec.slotLog(r.in, job, time.Time{}, "store active → %d runs %v%s", len(runs), errText(err), fault)
+	})
+}
+
+// WatchRun fails while the instance is dead or, at random, while it is flaky; the
+// scheduler then polls.
+func (r *faultyRuns) WatchRun(ctx context.Context, job string, slot time.Time) (<-chan struct{}, error) {
+	w, ok := r.s.(scheduler.LeaseWatcher)
+	if !ok {
+		return nil, errors.New("modelcheck: the store cannot watch")
+	}
+	if r.in.dead.Load() {
+		return nil, fmt.Errorf("%w: %s watch", ErrCrashed, r.in.name)
+	}
+	if f, _ := r.in.decide("watch", job, slot); f != noFault {
+		return nil, errors.New("modelcheck: watch failed")
+	}
+	return w.WatchRun(ctx, job, slot)
+}
+
+// ---- faults ----
+
+type fault int
+
+const (
+	noFault fault = iota
+	// lostAnswer: the store applies the call; the caller waits, then gets an error.
+	lostAnswer
+	// lostRequest: the store never sees the call; the caller waits, then gets an error.
+	lostRequest
+	// slow: the request reaches the store late (if the caller still waits).
+	slow
+)
+
+// decide draws the fault for one call from the seed, the instance, the call and how
+// many such calls the instance made, so that the same run of a seed draws the same
+// faults whatever the goroutines' order.
+func (in *inst) decide(op, job string, slot time.Time) (fault, time.Duration) {
+	now := in.h.now()
+	var p float64
+	if start := in.h.faultStart(); start >= 0 {
+		for _, w := range in.h.plan.Flaky[in.slot] {
+			if now >= start+w.From && now < start+w.To {
+				p = max(p, w.P)
+			}
+		}
+	}
+	if p == 0 {
+		return noFault, 0
+	}
+	k := op + "\x00" + job + "\x00" + slot.String()
+	in.callMu.Lock()
+	n := in.calls[k]
+	in.calls[k] = n + 1
+	in.callMu.Unlock()
+	x := Mix(in.h.plan.Seed, Str(in.name), Str(k), n)
+	u, u2 := Unit(x), Unit(Mix(x))
+	f := in.h.w.Faults
+	switch {
+	case u < p*0.6:
+		return lostAnswer, f.LostMin + time.Duration(u2*float64(f.LostSpread)).Round(time.Millisecond)
+	case u < p*0.8:
+		return lostRequest, f.LostMin + time.Duration(u2*float64(f.LostSpread)).Round(time.Millisecond)
+	case u < p:
+		return slow, time.Duration(u2 * float64(f.SlowMax)).Round(time.Millisecond)
+	}
+	return noFault, 0
+}
+
+// wait waits d or until ctx ends; true if the whole d passed.
+func wait(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// do runs one store call of in through its faults. apply is the real call;
+// observe records what the store answered, with when the call was sent, and is not
+// called when the store never saw the call.
+func do[T any](in *inst, ctx context.Context, op, job string, slot time.Time, apply func(context.Context) (T, error), observe func(sent time.Duration, v T, err error, fault string)) (T, error) {
+	var zero T
+	rec := in.h.rec
+	if in.dead.Load() {
+		// A dead process: the call hangs until the caller gives up.
+		wait(ctx, in.h.w.Faults.CrashHang)
+		return zero, fmt.Errorf("%w: %s %s", ErrCrashed, in.name, op)
+	}
+	if op == "heartbeat" {
+		if until := in.paused(); until > in.h.now() {
+			rec.slotLog(in, job, slot, "heartbeat held by a pause until +%v", until.Round(time.Millisecond))
+			if !wait(ctx, until-in.h.now()) {
+				return zero, fmt.Errorf("modelcheck: %s paused, heartbeat not sent: %w", in.name, ctx.Err())
+			}
+		}
+	}
+	f, d := in.decide(op, job, slot)
+	switch f {
+	case lostRequest:
+		rec.slotLog(in, job, slot, "%s REQUEST LOST (the store never sees it; error after %v)", op, d)
+		if !wait(ctx, d) {
+			return zero, fmt.Errorf("modelcheck: %s request lost: %w", op, ctx.Err())
+		}
+		return zero, fmt.Errorf("modelcheck: %s request lost, no answer in %v", op, d)
+	case slow:
+		if !wait(ctx, d) {
+			rec.slotLog(in, job, slot, "%s slow request abandoned by the caller before it reached the store", op)
+			return zero, fmt.Errorf("modelcheck: %s slow: %w", op, ctx.Err())
+		}
+	}
+	sent := in.h.now()
+	v, err := apply(ctx)
+	note := ""
+	switch f {
+	case lostAnswer:
+		note = fmt.Sprintf(" — ANSWER LOST (caller gets an error after %v)", d)
+	case slow:
+		note = fmt.Sprintf(" (request delayed %v)", d)
+	}
+	observe(sent, v, err, note)
+	if f == lostAnswer {
+		if !wait(ctx, d) {
+			return zero, fmt.Errorf("modelcheck: %s answer lost: %w", op, ctx.Err())
+		}
+		return zero, fmt.Errorf("modelcheck: %s answer lost, no answer in %v", op, d)
+	}
+	return v, err
+}

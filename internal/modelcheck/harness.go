@@ -1,0 +1,321 @@
+package modelcheck
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/anarchon/anarchon/scheduler"
+)
+
+// startTimeout bounds an instance's Start.
+const startTimeout = 15 * time.Second
+
+// Harness carries out one seed's plan and records what happened.
+type Harness struct {
+	w       *World
+	plan    *Plan
+	backend func(instance string) (Store, error)
+	rec     *record
+
+	mu  sync.Mutex
+	cur []*inst // current incarnation per instance slot (nil before the first start)
+	gen []int
+	bg  sync.WaitGroup
+
+	quietAt, endAt time.Duration // since t0
+	faultAt        atomic.Int64  // since t0; -1 before the fault phase
+}
+
+// New prepares a seed of w with plan p. backend gives each new instance its view
+// of the seed's shared stores (the harness puts the faults in front); Run calls it
+// from its own goroutine, and an error ends the seed. The seed's clock starts now:
+// under testing/synctest, call New inside the bubble.
+func New(w *World, p *Plan, backend func(instance string) (Store, error)) *Harness {
+	h := &Harness{
+		w:       w,
+		plan:    p,
+		backend: backend,
+		rec:     newRecord(time.Now(), w),
+		cur:     make([]*inst, p.Slots),
+		gen:     make([]int, p.Slots),
+	}
+	h.faultAt.Store(-1)
+	return h
+}
+
+// Plan is the seed's plan.
+func (h *Harness) Plan() *Plan { return h.plan }
+
+func (h *Harness) now() time.Duration { return h.rec.now() }
+
+// faultStart is when the fault phase started (since t0), or -1 before.
+func (h *Harness) faultStart() time.Duration { return time.Duration(h.faultAt.Load()) }
+
+// Run carries out the plan: the fault phase, the quiet phase in which every
+// instance slot is up, and a final Stop of every instance. It returns when every
+// instance has stopped. An error is the world's (an instance that could not be
+// set up); the instances started so far are stopped first.
+func (h *Harness) Run() error {
+	p := h.plan
+	time.Sleep(p.Pre)
+	faultStart := h.now()
+	h.faultAt.Store(int64(faultStart))
+	for _, a := range p.Actions {
+		if d := faultStart + a.At - h.now(); d > 0 {
+			time.Sleep(d)
+		}
+		if err := h.act(a); err != nil {
+			h.finalStop()
+			return err
+		}
+	}
+	if d := faultStart + p.FaultPhase - h.now(); d > 0 {
+		time.Sleep(d)
+	}
+	h.quietAt = h.now()
+	h.rec.global("QUIET: faults end; every down or crashed instance slot gets a fresh instance")
+	h.mu.Lock()
+	for s, in := range h.cur {
+		if in == nil || in.down || in.dead.Load() {
+			if err := h.startLocked(s); err != nil {
+				h.mu.Unlock()
+				h.finalStop()
+				return err
+			}
+		}
+	}
+	h.mu.Unlock()
+	time.Sleep(p.QuietPhase)
+	h.endAt = h.now()
+	h.finalStop()
+	return nil
+}
+
+func (h *Harness) finalStop() {
+	h.rec.global("END: stopping every instance with a %v deadline", h.w.FinalStop)
+	h.mu.Lock()
+	for _, in := range h.cur {
+		if in != nil && !in.down && !in.dead.Load() {
+			h.stopLocked(in, h.w.FinalStop, false)
+		}
+	}
+	h.mu.Unlock()
+	h.bg.Wait()
+	h.rec.global("all stopped")
+}
+
+func (h *Harness) act(a Action) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	in := h.cur[a.Slot]
+	up := in != nil && !in.down && !in.dead.Load()
+	if !up {
+		if a.Kind == ActStart || a.Kind == ActRestart {
+			return h.startLocked(a.Slot)
+		}
+		return nil
+	}
+	switch a.Kind {
+	case ActCrash:
+		in.crash()
+		h.stopLocked(in, 0, true) // reap the dead process's goroutines; its calls reach nothing
+	case ActPause:
+		in.pause(a.Dur)
+	case ActStop:
+		h.stopLocked(in, a.Dur, false)
+	case ActRunNow:
+		h.runNow(in, h.plan.Jobs[a.Job].Name)
+	}
+	return nil
+}
+
+func (h *Harness) startLocked(slot int) error {
+	h.gen[slot]++
+	name := string(rune('A' + slot))
+	if h.gen[slot] > 1 {
+		name += strconv.Itoa(h.gen[slot])
+	}
+	off := MS(int(Mix(h.plan.Seed, 7, uint64(slot), uint64(h.gen[slot]))%1001) - 500)
+	store, err := h.backend(name)
+	if err != nil {
+		return fmt.Errorf("backend of %s: %w", name, err)
+	}
+	in := &inst{h: h, slot: slot, name: name, crashed: make(chan struct{}), calls: map[string]uint64{}}
+	s, err := scheduler.New(scheduler.Config{
+		Backend:     faulty(in, store),
+		Instance:    name,
+		Clock:       scheduler.OffsetClock{Offset: off},
+		OnEvent:     in.onEvent,
+		CallTimeout: h.plan.CallTimeout,
+	})
+	if err != nil {
+		return fmt.Errorf("new scheduler %s: %w", name, err)
+	}
+	for _, j := range h.plan.Jobs {
+		opts := []scheduler.JobOption{
+			scheduler.WithLease(j.Lease), scheduler.WithMaxLate(j.MaxLate), scheduler.WithHistory(h.w.HistoryKeep, 0),
+		}
+		if j.Skip {
+			opts = append(opts, scheduler.WithOverlap(scheduler.OverlapSkip))
+		}
+		if j.CatchUp != scheduler.CatchUpNone {
+			opts = append(opts, scheduler.WithCatchUp(j.CatchUp, j.Window))
+		}
+		if err := s.Every(j.Name, j.Interval, in.handler(j), opts...); err != nil {
+			return fmt.Errorf("register %s on %s: %w", j.Name, name, err)
+		}
+	}
+	in.sched = s
+	h.cur[slot] = in
+	h.rec.instLog(in, "START (clock offset %v)", off)
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	if err := s.Start(ctx); err != nil {
+		return fmt.Errorf("start %s: %w", name, err)
+	}
+	return nil
+}
+
+// stopLocked stops in in the background with a deadline of timeout.
+func (h *Harness) stopLocked(in *inst, timeout time.Duration, reap bool) {
+	in.down = true
+	st := &stop{in: in, called: h.now(), deadline: h.now() + timeout, reap: reap}
+	h.rec.addStop(st)
+	h.rec.instLog(in, "STOP called (deadline +%v, reap of a crashed instance: %v)", timeout, reap)
+	h.bg.Add(1)
+	go func() {
+		defer h.bg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		err := in.sched.Stop(ctx)
+		h.rec.stopReturned(st, err)
+	}()
+}
+
+func (h *Harness) runNow(in *inst, job string) {
+	h.rec.instLog(in, "RUNNOW %s called", job)
+	h.bg.Add(1)
+	go func() {
+		defer h.bg.Done()
+		rr, err := in.sched.RunNow(context.Background(), job)
+		h.rec.instLog(in, "RUNNOW %s returned: status %q err %v", job, rr.Status, err)
+	}()
+}
+
+// inst is one incarnation of an instance slot: one process.
+type inst struct {
+	h     *Harness
+	slot  int
+	name  string
+	sched *scheduler.Scheduler
+	down  bool // Stop was called (under h.mu)
+
+	crashed chan struct{}
+	dead    atomic.Bool
+
+	pauseMu    sync.Mutex
+	pauseUntil time.Duration
+
+	callMu sync.Mutex
+	calls  map[string]uint64
+}
+
+func (in *inst) crash() {
+	in.dead.Store(true)
+	close(in.crashed)
+	in.h.rec.instLog(in, "CRASH: from now on every store call hangs and fails, handlers are gone")
+}
+
+func (in *inst) pause(d time.Duration) {
+	in.pauseMu.Lock()
+	in.pauseUntil = max(in.pauseUntil, in.h.now()+d)
+	until := in.pauseUntil
+	in.pauseMu.Unlock()
+	in.h.rec.instLog(in, "PAUSE heartbeats until +%v", until.Round(time.Millisecond))
+}
+
+func (in *inst) paused() time.Duration {
+	in.pauseMu.Lock()
+	defer in.pauseMu.Unlock()
+	return in.pauseUntil
+}
+
+// handler runs for a duration drawn from the seed and the run, respecting ctx; a
+// crash ends it at once (the process is gone).
+func (in *inst) handler(j Job) scheduler.Handler {
+	w := in.h.w
+	return func(ctx context.Context, r scheduler.Run) error {
+		if in.dead.Load() {
+			return fmt.Errorf("%s is dead", in.name)
+		}
+		hr := in.h.rec.handlerStart(in, r)
+		var d time.Duration
+		u := Unit(Mix(in.h.plan.Seed, Str(r.Job), uint64(r.Slot.UnixMilli()), uint64(r.Attempt), Str(in.name)))
+		if r.Manual {
+			d = w.ManualMin + time.Duration(u*float64(w.ManualSpread))
+		} else {
+			d = time.Duration(u * float64(j.MaxRun))
+		}
+		d = d.Round(time.Millisecond)
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			in.h.rec.handlerEnd(hr, "returned after "+d.String())
+			return nil
+		case <-ctx.Done():
+			in.h.rec.handlerEnd(hr, "cancelled: "+context.Cause(ctx).Error())
+			return context.Cause(ctx)
+		case <-in.crashed:
+			in.h.rec.handlerEnd(hr, "gone with its crashed process")
+			return fmt.Errorf("%s crashed", in.name)
+		}
+	}
+}
+
+func (in *inst) onEvent(e scheduler.Event) {
+	if e.Kind == scheduler.EventScheduled {
+		return
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "event %s", e.Kind)
+	if e.Outcome != "" {
+		fmt.Fprintf(&b, " outcome=%s", e.Outcome)
+	}
+	if e.Attempt != 0 {
+		fmt.Fprintf(&b, " attempt=%d", e.Attempt)
+	}
+	if e.Token != "" {
+		fmt.Fprintf(&b, " tok=%s", tok(e.Token))
+	}
+	if e.Status != "" {
+		fmt.Fprintf(&b, " status=%s", e.Status)
+	}
+	if e.Manual {
+		b.WriteString(" manual")
+	}
+	if e.Op != "" {
+		fmt.Fprintf(&b, " op=%s", e.Op)
+	}
+	if e.Err != nil {
+		msg := e.Err.Error()
+		if i := strings.IndexByte(msg, '\n'); i >= 0 {
+			msg = msg[:i]
+		}
+		fmt.Fprintf(&b, " err=%q", msg)
+	}
+	in.h.rec.slotLog(in, e.Job, e.Slot, "%s", b.String())
+}
+
+// tok shortens a token for the trace.
+func tok(t string) string {
+	if len(t) > 6 {
+		return t[:6]
+	}
+	return t
+}

@@ -1,0 +1,128 @@
+package modelcheck
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/anarchon/anarchon/scheduler"
+)
+
+// Job is one Every job with a lease, registered on every instance.
+type Job struct {
+	Name     string
+	Interval time.Duration
+	Lease    time.Duration
+	MaxLate  time.Duration
+	Skip     bool // OverlapSkip
+	CatchUp  scheduler.CatchUpPolicy
+	Window   time.Duration // catch-up window
+	MaxRun   time.Duration // scheduled handlers run for [0, MaxRun]
+}
+
+// ActKind is what an Action does to an instance slot.
+type ActKind string
+
+// The actions of a plan.
+const (
+	ActStart   ActKind = "start"   // start an instance if the slot has none up
+	ActCrash   ActKind = "crash"   // the process dies: its calls hang and fail, its handlers end
+	ActPause   ActKind = "pause"   // heartbeats are held for Dur
+	ActStop    ActKind = "stop"    // Stop with a deadline of Dur
+	ActRestart ActKind = "restart" // like start
+	ActRunNow  ActKind = "runnow"  // RunNow of Jobs[Job]
+)
+
+// Action is one step of the fault phase.
+type Action struct {
+	At   time.Duration // since the start of the fault phase
+	Kind ActKind
+	Slot int           // instance slot
+	Dur  time.Duration // pause length, Stop's deadline
+	Job  int           // RunNow's job, an index into Plan.Jobs
+}
+
+// Window is a stretch of the fault phase in which an instance's store calls fail
+// with probability P.
+type Window struct {
+	From, To time.Duration // since the start of the fault phase
+	P        float64
+}
+
+// Plan is one seed's world and what happens to it.
+type Plan struct {
+	Seed        uint64
+	Pre         time.Duration // time before the fault phase starts
+	CallTimeout time.Duration
+	Slots       int // instance slots
+	FaultPhase  time.Duration
+	QuietPhase  time.Duration
+	Jobs        []Job
+	Actions     []Action   // in the order of At (see SortActions)
+	Flaky       [][]Window // per instance slot
+}
+
+// SortActions puts the actions in the order of At, keeping the order of equals.
+func (p *Plan) SortActions() {
+	slices.SortStableFunc(p.Actions, func(a, b Action) int { return cmp.Compare(a.At, b.At) })
+}
+
+func (p *Plan) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed %d: %d instances, call timeout %v, fault phase from +%v for %v, then quiet %v\n", p.Seed, p.Slots, p.CallTimeout, p.Pre, p.FaultPhase, p.QuietPhase)
+	for _, j := range p.Jobs {
+		fmt.Fprintf(&b, "  %s: every %v, lease %v, maxLate %v, overlap skip %v, catch-up %s/%v, handler ≤ %v\n", j.Name, j.Interval, j.Lease, j.MaxLate, j.Skip, j.CatchUp, j.Window, j.MaxRun)
+	}
+	for _, a := range p.Actions {
+		fmt.Fprintf(&b, "  +%v %s %c", (p.Pre + a.At).Round(time.Millisecond), a.Kind, 'A'+a.Slot)
+		switch a.Kind {
+		case ActPause:
+			fmt.Fprintf(&b, " heartbeats for %v", a.Dur)
+		case ActStop:
+			fmt.Fprintf(&b, " with a %v deadline", a.Dur)
+		case ActRunNow:
+			fmt.Fprintf(&b, " %s", p.Jobs[a.Job].Name)
+		}
+		b.WriteByte('\n')
+	}
+	for s, ws := range p.Flaky {
+		for _, w := range ws {
+			fmt.Fprintf(&b, "  flaky %c from +%v to +%v, p=%.2f\n", 'A'+s, p.Pre+w.From, p.Pre+w.To, w.P)
+		}
+	}
+	return b.String()
+}
+
+// MS is n milliseconds.
+func MS(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+
+// ---- deterministic randomness for decisions taken inside goroutines ----
+
+// Mix hashes its parts into one well-spread number (splitmix64 steps).
+func Mix(parts ...uint64) uint64 {
+	h := uint64(0x243f6a8885a308d3)
+	for _, x := range parts {
+		h ^= x
+		h += 0x9e3779b97f4a7c15
+		z := h
+		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+		z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+		h = z ^ (z >> 31)
+	}
+	return h
+}
+
+// Str hashes s (FNV-1a) for Mix.
+func Str(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	return h
+}
+
+// Unit maps a hash to [0, 1).
+func Unit(h uint64) float64 { return float64(h>>11) / (1 << 53) }

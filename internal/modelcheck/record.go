@@ -1,0 +1,308 @@
+package modelcheck
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/anarchon/anarchon/scheduler"
+)
+
+// key is one (job, slot).
+type key struct {
+	job  string
+	slot int64 // unix ms; 0: not about one slot
+}
+
+type entry struct {
+	at   time.Duration
+	inst string
+	key  key
+	text string
+}
+
+type handlerRec struct {
+	in      *inst
+	key     key
+	manual  bool
+	token   string
+	fence   uint64
+	attempt int
+	start   time.Duration
+	end     time.Duration
+	ended   bool
+	how     string
+	// startSeq and endSeq order the start and the end among everything recorded,
+	// also between records at the same instant.
+	startSeq, endSeq uint64
+}
+
+// grant is one lease the store granted (a won claim with a new fence), with what
+// the store applied to it afterwards, as far as the record can know.
+type grant struct {
+	key     key
+	token   string
+	inst    string
+	fence   uint64
+	attempt int
+	at      time.Duration // the won answer was recorded
+	atSeq   uint64
+
+	// Exact: when the store would expire the lease, and when a release or a finish
+	// ended it (0: none).
+	expiry, release, finish time.Duration
+
+	// Bounded: the earliest the lease can have ended in the store: a lease TTL
+	// after the send of the last successful claim or heartbeat, or the send of the
+	// release or finish that ended it.
+	endLo time.Duration
+}
+
+// end (Exact) is when the lease stopped being live in the store.
+func (g *grant) end() time.Duration {
+	e := g.expiry
+	if g.release > 0 && g.release < e {
+		e = g.release
+	}
+	if g.finish > 0 && g.finish < e {
+		e = g.finish
+	}
+	return e
+}
+
+type save struct {
+	key     key
+	at      time.Duration
+	inst    string
+	status  scheduler.Status
+	token   string
+	attempt int
+	manual  bool
+}
+
+type stop struct {
+	in       *inst
+	called   time.Duration
+	deadline time.Duration
+	returned time.Duration
+	retSeq   uint64
+	done     bool
+	err      error
+	reap     bool
+}
+
+// record is everything that happened in one seed, with its time since t0.
+type record struct {
+	t0     time.Time
+	timing Timing
+	ttl    func(time.Duration) time.Duration
+
+	mu       sync.Mutex
+	seq      uint64
+	entries  []entry
+	handlers []*handlerRec
+	grants   map[key][]*grant
+	saves    []save
+	stops    []*stop
+}
+
+func newRecord(t0 time.Time, w *World) *record {
+	return &record{t0: t0, timing: w.Timing, ttl: w.leaseTTL, grants: map[key][]*grant{}}
+}
+
+func (r *record) now() time.Duration { return time.Since(r.t0) }
+
+// maxEntries bounds the trace (a livelocked seed would grow it without end).
+const maxEntries = 200_000
+
+func (r *record) add(e entry) {
+	r.mu.Lock()
+	r.appendLocked(e)
+	r.mu.Unlock()
+}
+
+func (r *record) appendLocked(e entry) {
+	if len(r.entries) >= maxEntries {
+		r.entries = append(r.entries[:0], r.entries[maxEntries/2:]...)
+	}
+	r.entries = append(r.entries, e)
+}
+
+func (r *record) global(format string, args ...any) {
+	r.add(entry{at: r.now(), text: fmt.Sprintf(format, args...)})
+}
+
+func (r *record) instLog(in *inst, format string, args ...any) {
+	r.add(entry{at: r.now(), inst: in.name, text: fmt.Sprintf(format, args...)})
+}
+
+func slotKey(job string, slot time.Time) key {
+	k := key{job: job}
+	if !slot.IsZero() {
+		k.slot = slot.UnixMilli()
+	}
+	return k
+}
+
+func (r *record) slotLog(in *inst, job string, slot time.Time, format string, args ...any) {
+	r.add(entry{at: r.now(), inst: in.name, key: slotKey(job, slot), text: fmt.Sprintf(format, args...)})
+}
+
+func (r *record) handlerStart(in *inst, run scheduler.Run) *handlerRec {
+	hr := &handlerRec{in: in, key: key{run.Job, run.Slot.UnixMilli()}, manual: run.Manual, token: run.Token, fence: run.Fence, attempt: run.Attempt}
+	r.mu.Lock()
+	r.seq++
+	hr.start, hr.startSeq = r.now(), r.seq
+	r.handlers = append(r.handlers, hr)
+	r.appendLocked(entry{at: hr.start, inst: in.name, key: hr.key, text: fmt.Sprintf("HANDLER START attempt=%d fence=%d tok=%s manual=%v", run.Attempt, run.Fence, tok(run.Token), run.Manual)})
+	r.mu.Unlock()
+	return hr
+}
+
+func (r *record) handlerEnd(hr *handlerRec, how string) {
+	r.mu.Lock()
+	r.seq++
+	hr.end, hr.endSeq, hr.ended, hr.how = r.now(), r.seq, true, how
+	r.appendLocked(entry{at: hr.end, inst: hr.in.name, key: hr.key, text: fmt.Sprintf("HANDLER END attempt=%d fence=%d: %s", hr.attempt, hr.fence, how)})
+	r.mu.Unlock()
+}
+
+func (r *record) addStop(st *stop) {
+	r.mu.Lock()
+	r.stops = append(r.stops, st)
+	r.mu.Unlock()
+}
+
+func (r *record) stopReturned(st *stop, err error) {
+	r.mu.Lock()
+	r.seq++
+	st.returned, st.retSeq, st.done, st.err = r.now(), r.seq, true, err
+	r.mu.Unlock()
+	r.instLog(st.in, "STOP returned: %v", err)
+}
+
+// latestGrant is the newest grant of k; nil if none. Under r.mu.
+func (r *record) latestGrant(k key) *grant {
+	gs := r.grants[k]
+	if len(gs) == 0 {
+		return nil
+	}
+	return gs[len(gs)-1]
+}
+
+// The store calls below are recorded when the store applied them (Exact) or when
+// their answer came (Bounded, with when they were sent), whatever the caller was
+// told afterwards.
+
+func (r *record) claimApplied(in *inst, rc scheduler.RunClaim, res scheduler.ClaimResult, err error, sent time.Duration, fault string) {
+	k := key{rc.Job, rc.Slot.UnixMilli()}
+	var txt string
+	if err != nil {
+		txt = fmt.Sprintf("store claim tok=%s takeoverOnly=%v → error %v%s", tok(rc.Token), rc.TakeoverOnly, err, fault)
+	} else {
+		exp := ""
+		if r.timing == Exact && !res.Expires.IsZero() {
+			exp = fmt.Sprintf(" expires=%s", at(res.Expires.Sub(r.t0)))
+		}
+		if res.Status != "" {
+			exp += " status=" + string(res.Status)
+		}
+		txt = fmt.Sprintf("store claim tok=%s takeoverOnly=%v → %s attempt=%d fence=%d holder=%s%s%s",
+			tok(rc.Token), rc.TakeoverOnly, res.Outcome, res.Attempt, res.Fence, res.Holder, exp, fault)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.now()
+	if err == nil && res.Outcome == scheduler.OutcomeWon {
+		if g := r.grantFor(k, res.Fence); g == nil {
+			r.seq++
+			g = &grant{key: k, token: rc.Token, inst: in.name, fence: res.Fence, attempt: res.Attempt, at: now, atSeq: r.seq}
+			switch r.timing {
+			case Exact:
+				g.expiry = res.Expires.Sub(r.t0)
+			case Bounded:
+				g.endLo = sent + r.ttl(rc.Lease)
+			}
+			r.grants[k] = append(r.grants[k], g)
+		} else if exp := res.Expires.Sub(r.t0); r.timing == Exact && exp > g.expiry {
+			g.expiry = exp
+		}
+	}
+	r.appendLocked(entry{at: now, inst: in.name, key: k, text: txt})
+}
+
+// grantFor is the grant a won answer with fence repeats, if any: Exact, the newest
+// grant if it has that fence; Bounded (answers may be seen out of order), any
+// grant with that fence. Under r.mu.
+func (r *record) grantFor(k key, fence uint64) *grant {
+	if r.timing == Exact {
+		if g := r.latestGrant(k); g != nil && g.fence == fence {
+			return g
+		}
+		return nil
+	}
+	var found *grant
+	for _, g := range r.grants[k] {
+		if g.fence == fence {
+			found = g
+		}
+	}
+	return found
+}
+
+func (r *record) heartbeatApplied(in *inst, job string, slot time.Time, token string, lease time.Duration, err error, sent time.Duration, fault string) {
+	k := key{job, slot.UnixMilli()}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.now()
+	if g := r.latestGrant(k); err == nil && g != nil && g.token == token {
+		switch r.timing {
+		case Exact:
+			g.expiry = now + lease
+		case Bounded:
+			g.endLo = max(g.endLo, sent+r.ttl(lease))
+		}
+	}
+	r.appendLocked(entry{at: now, inst: in.name, key: k, text: fmt.Sprintf("store heartbeat tok=%s → %v%s", tok(token), errText(err), fault)})
+}
+
+// endApplied records a release or a finish (op) that ended token's lease.
+func (r *record) endApplied(in *inst, op string, job string, slot time.Time, token string, status scheduler.Status, err error, sent time.Duration, fault string) {
+	k := key{job, slot.UnixMilli()}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.now()
+	if g := r.latestGrant(k); err == nil && g != nil && g.token == token {
+		switch {
+		case r.timing == Bounded:
+			g.endLo = min(g.endLo, sent)
+		case op == "release" && now < g.end():
+			g.release = now
+		case op == "finish" && g.finish == 0:
+			g.finish = now
+		}
+	}
+	txt := fmt.Sprintf("store %s tok=%s", op, tok(token))
+	if op == "finish" {
+		txt += " status=" + string(status)
+	}
+	r.appendLocked(entry{at: now, inst: in.name, key: k, text: fmt.Sprintf("%s → %v%s", txt, errText(err), fault)})
+}
+
+func (r *record) saveApplied(in *inst, job string, res scheduler.StoredResult, err error, fault string) {
+	k := key{job, res.Slot.UnixMilli()}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.now()
+	if err == nil {
+		r.saves = append(r.saves, save{key: k, at: now, inst: in.name, status: res.Status, token: res.Token, attempt: res.Attempt, manual: res.Manual})
+	}
+	r.appendLocked(entry{at: now, inst: in.name, key: k, text: fmt.Sprintf("history save tok=%s for %s attempt=%d status=%s manual=%v → %v%s", tok(res.Token), res.Instance, res.Attempt, res.Status, res.Manual, errText(err), fault)})
+}
+
+func errText(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	return "error " + err.Error()
+}
