@@ -1,0 +1,202 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+)
+
+// Client asks a fleet's replicas over NATS: the Go side of the protocol the
+// anarchon command uses. It holds no subscription between calls and is safe for
+// concurrent use.
+type Client struct {
+	nc      *nats.Conn
+	subj    subjects
+	timeout time.Duration
+	window  time.Duration
+}
+
+// NewClient returns a client on nc (WithPrefix, WithTimeout, WithGatherWindow).
+// The caller keeps ownership of nc.
+func NewClient(nc *nats.Conn, opts ...Option) (*Client, error) {
+	if nc == nil {
+		return nil, fmt.Errorf("%w: nil connection", ErrInvalidOption)
+	}
+	c, err := newConfig(roleClient, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{nc: nc, subj: subjects(c.prefix), timeout: c.timeout, window: c.window}, nil
+}
+
+// Subject returns the subject of a per-job endpoint ("trigger", "pause", "resume",
+// "history") of job under the client's prefix.
+func (c *Client) Subject(verb, job string) string { return c.subj.job(verb, job) }
+
+// Trigger runs job now on one replica that declares it (a manual run). It returns
+// the accepted reply; with in.Wait it waits for the finished one, and when ctx ends
+// first it returns the accepted reply with an error: the run goes on.
+func (c *Client) Trigger(ctx context.Context, job string, in TriggerRequest) (TriggerReply, error) {
+	subject := c.subj.job(verbTrigger, job)
+	ctx, cancel := callContext(ctx, c.timeout)
+	defer cancel()
+	data, err := json.Marshal(in)
+	if err != nil {
+		return TriggerReply{}, err
+	}
+	// Its own inbox: a trigger that waits gets two replies.
+	sub, err := c.nc.SubscribeSync(c.nc.NewInbox())
+	if err != nil {
+		return TriggerReply{}, fmt.Errorf("fleet: trigger %q: %w", job, err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := c.nc.PublishMsg(&nats.Msg{Subject: subject, Reply: sub.Subject, Data: data}); err != nil {
+		return TriggerReply{}, fmt.Errorf("fleet: trigger %q: %w", job, err)
+	}
+	var out TriggerReply
+	for {
+		m, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			err = c.callError(ctx, subject, job, err)
+			if out.State == StateAccepted {
+				return out, fmt.Errorf("fleet: trigger %q accepted by %s, not finished yet (the run goes on): %w", job, out.Instance, err)
+			}
+			return out, err
+		}
+		if err := parseReply(subject, m, &out); err != nil {
+			return out, err
+		}
+		if !in.Wait || out.State == StateFinished {
+			return out, nil
+		}
+	}
+}
+
+// Pause pauses job on every replica (stored once, by one replica that declares it).
+func (c *Client) Pause(ctx context.Context, job string, in PauseRequest) (PauseReply, error) {
+	var out PauseReply
+	return out, c.request(ctx, c.subj.job(verbPause, job), job, in, &out)
+}
+
+// PauseAll pauses every job of the fleet.
+func (c *Client) PauseAll(ctx context.Context, in PauseRequest) (PauseReply, error) {
+	var out PauseReply
+	return out, c.request(ctx, c.subj.fleet(verbPauseAll), "", in, &out)
+}
+
+// Resume removes job's own pause (not the all-jobs pause: see ResumeReply).
+func (c *Client) Resume(ctx context.Context, job string, in ResumeRequest) (ResumeReply, error) {
+	var out ResumeReply
+	return out, c.request(ctx, c.subj.job(verbResume, job), job, in, &out)
+}
+
+// ResumeAll removes the all-jobs pause.
+func (c *Client) ResumeAll(ctx context.Context, in ResumeRequest) (ResumeReply, error) {
+	var out ResumeReply
+	return out, c.request(ctx, c.subj.fleet(verbResumeAll), "", in, &out)
+}
+
+// History returns job's recent runs across the fleet, newest first (limit: see
+// HistoryRequest).
+func (c *Client) History(ctx context.Context, job string, limit int) (HistoryReply, error) {
+	var out HistoryReply
+	return out, c.request(ctx, c.subj.job(verbHistory, job), job, HistoryRequest{Limit: limit}, &out)
+}
+
+// Jobs asks every replica what it declares: one request on <prefix>.jobs, whose
+// answers are collected for the gather window (or until ctx ends, if sooner), and
+// summarised by job. With no replica up it returns ErrNoReplica at once.
+func (c *Client) Jobs(ctx context.Context) (*Fleet, error) {
+	subject := c.subj.fleet(verbJobs)
+	sub, err := c.nc.SubscribeSync(c.nc.NewInbox())
+	if err != nil {
+		return nil, fmt.Errorf("fleet: jobs: %w", err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := c.nc.PublishMsg(&nats.Msg{Subject: subject, Reply: sub.Subject, Data: []byte("{}")}); err != nil {
+		return nil, fmt.Errorf("fleet: jobs: %w", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, c.window)
+	defer cancel()
+	var replicas []Replica
+	var warnings []string
+	for {
+		m, err := sub.NextMsgWithContext(wctx)
+		if err != nil {
+			if ctx.Err() == nil && wctx.Err() != nil {
+				break // the window ended
+			}
+			if ctx.Err() != nil && len(replicas) > 0 {
+				break // the caller's deadline cut the window short
+			}
+			return nil, c.callError(ctx, subject, "", err)
+		}
+		var r Replica
+		if err := parseReply(subject, m, &r); err != nil {
+			warnings = append(warnings, oneLine(err.Error()))
+			continue
+		}
+		replicas = append(replicas, r)
+	}
+	if len(replicas) == 0 && len(warnings) == 0 {
+		return nil, fmt.Errorf("%w: no replica answered on %s within %v", ErrNoReplica, subject, c.window)
+	}
+	f := summarize(replicas)
+	f.Warnings = append(warnings, f.Warnings...)
+	return f, nil
+}
+
+// request sends one request and decodes its one reply into out.
+func (c *Client) request(ctx context.Context, subject, job string, in, out any) error {
+	ctx, cancel := callContext(ctx, c.timeout)
+	defer cancel()
+	data, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	m, err := c.nc.RequestWithContext(ctx, subject, data)
+	if err != nil {
+		return c.callError(ctx, subject, job, err)
+	}
+	return parseReply(subject, m, out)
+}
+
+// callError explains a request that got no reply.
+func (c *Client) callError(ctx context.Context, subject, job string, err error) error {
+	switch {
+	case errors.Is(err, nats.ErrNoResponders) && job != "":
+		return fmt.Errorf("%w: no replica that declares job %q is up (no responders on %s)", ErrNoReplica, job, subject)
+	case errors.Is(err, nats.ErrNoResponders):
+		return fmt.Errorf("%w: no replica is up (no responders on %s)", ErrNoReplica, subject)
+	case ctx.Err() != nil:
+		return fmt.Errorf("fleet: no answer on %s: %w", subject, context.Cause(ctx))
+	}
+	return fmt.Errorf("fleet: %s: %w", subject, err)
+}
+
+// parseReply decodes a reply: an error reply (the micro error headers) becomes a
+// *ServiceError.
+func parseReply(subject string, m *nats.Msg, out any) error {
+	if code := m.Header.Get(micro.ErrorCodeHeader); code != "" {
+		n, err := strconv.Atoi(code)
+		if err != nil {
+			n = CodeInternal
+		}
+		e := &ServiceError{Subject: subject, Code: n, Description: m.Header.Get(micro.ErrorHeader)}
+		var body ErrorBody
+		if json.Unmarshal(m.Data, &body) == nil {
+			e.Instance = body.Instance
+		}
+		return e
+	}
+	if err := json.Unmarshal(m.Data, out); err != nil {
+		return fmt.Errorf("%w on %s: %w", ErrBadReply, subject, err)
+	}
+	return nil
+}

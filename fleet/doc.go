@@ -1,0 +1,114 @@
+// Package fleet operates a fleet of schedulers from anywhere over NATS: trigger a
+// job, pause and resume it (or every job), read its history, and list every job with
+// the replicas that declare it. Each replica serves a NATS micro service; any
+// process on the same NATS account asks it, with Client or with the anarchon
+// command (cmd/anarchon), or with nats req.
+//
+// # A replica
+//
+// Every replica registers its jobs, starts its scheduler, and serves them with the
+// same names and schedules:
+//
+//	s, err := scheduler.New(scheduler.Config{Backend: b})
+//	err = s.Every("reconcile", 10*time.Second, reconcile)
+//	report, err := scheduler.ParseCron("0 9 * * MON-FRI", nil)
+//	err = s.Cron("report", "0 9 * * MON-FRI", sendReport)
+//	err = s.Start(ctx)
+//	svc, err := fleet.Serve(ctx, nc, s, fleet.WithJobs(
+//		fleet.Every("reconcile", 10*time.Second),
+//		fleet.Job{Name: "report", Schedule: report},
+//	), fleet.WithLogger(log))
+//	defer s.Stop(context.WithoutCancel(ctx))
+//	defer svc.Stop(context.WithoutCancel(ctx)) // first the service, then the scheduler
+//
+// The scheduler does not list its jobs yet, so WithJobs repeats them.
+//
+// # A client
+//
+//	c, err := fleet.NewClient(nc)
+//	f, err := c.Jobs(ctx) // every replica's answer, summarised by job
+//	_, err = c.Pause(ctx, "report", fleet.PauseRequest{Reason: "quarter close", By: "ana", For: "2h"})
+//	r, err := c.Trigger(ctx, "reconcile", fleet.TriggerRequest{By: "ana", Wait: true})
+//
+// # Subjects
+//
+// Under a prefix (DefaultPrefix "anarchon"; WithPrefix, the same on replicas and
+// clients), with <job> the job name as one subject token (JobToken: base64url without
+// padding, so any name fits):
+//
+//	<prefix>.jobs            every replica answers (no queue group)
+//	<prefix>.pauseall        one replica answers (queue group): stores the all-jobs pause
+//	<prefix>.resumeall       one replica answers: removes the all-jobs pause
+//	<prefix>.trigger.<job>   one replica that declares the job: runs it now (RunNow)
+//	<prefix>.pause.<job>     one replica that declares the job: stores the job's pause
+//	<prefix>.resume.<job>    one replica that declares the job: removes the job's pause
+//	<prefix>.history.<job>   one replica that declares the job: the job's recent runs
+//
+// Each replica subscribes to the per-job subjects of the jobs it declares only, in
+// micro's queue group, so a request reaches one replica that declares the job, and a
+// job no running replica declares gets NATS no-responders at once (ErrNoReplica).
+// A pause is stored once in the backend the replicas share and every replica
+// follows it, so one replica answering is enough. The micro service also answers
+// micro's own $SRV.PING, $SRV.INFO and $SRV.STATS subjects (nats micro ls); its
+// metadata has the instance, prefix and backend, and each endpoint's the job and
+// schedule.
+//
+// Listing jobs is a scatter-gather on <prefix>.jobs: the client sends one request
+// and collects the answers for a short window (DefaultGatherWindow). It does not use
+// micro's discovery ($SRV.INFO), because the answer must carry each replica's live
+// view of the pauses, which static endpoint metadata cannot, and because $SRV
+// subjects ignore the prefix, so two fleets in one account would answer together.
+// The cost is the window: a replica slower than it is not listed.
+//
+// # Requests and replies
+//
+// Bodies are JSON; an empty body is the empty request. Unknown fields are refused,
+// so a misspelt field is an error rather than ignored. Times are RFC 3339.
+//
+//	jobs       request  {}
+//	           reply    Replica   {"instance","version","backend","pause_supported",
+//	                               "jobs":[{"name","schedule","pause":{...}}]}
+//	trigger    request  TriggerRequest {"by":"ana","wait":true}
+//	           replies  TriggerReply   {"state":"accepted","job","instance","by","at"}
+//	                    then, with wait, {"state":"finished",...,"run":{Run}}
+//	pause      request  PauseRequest {"reason":"…","by":"ana","until":"2026-…Z"} or
+//	                    {"reason":"…","for":"90m"}
+//	pauseall   reply    PauseReply   {"instance","pause":{"job","reason","by","at","until"}}
+//	resume     request  ResumeRequest {"by":"ana"}
+//	resumeall  reply    ResumeReply   {"job","instance","still_paused":{...}}
+//	history    request  HistoryRequest {"limit":50}
+//	           reply    HistoryReply   {"job","instance","limit","runs":[Run]}
+//
+// A trigger is answered accepted at once and runs on the replica that accepted it,
+// as a manual run; a requester that waits gets a second reply on the same inbox
+// when the run has ended (a plain request sees only the first). Who asked (by) is in
+// the replies and in the replica's log; the run's history record does not carry it
+// yet. A pause's until or for is judged on the replica's clock. History's limit is
+// DefaultHistoryLimit when absent and clamped to MaxHistoryLimit; the reply says
+// which limit applied.
+//
+// # Errors
+//
+// A refused or failed request is answered with the micro error headers,
+// Nats-Service-Error-Code and Nats-Service-Error (one line of text), and an
+// ErrorBody {"code","error","instance"}. A refused request changes nothing.
+//
+//	400  bad request: invalid JSON, an unknown field, no reason, until and for
+//	     together, until in the past, a negative limit, text over 1 KiB
+//	404  unknown job: the replica serves the job but its scheduler does not declare it
+//	500  the replica failed (a backend call), with the error
+//	501  not supported: the backend cannot store pauses (scheduler.Pauser)
+//	503  unavailable: the scheduler is not started or stopping, or the service stops
+//
+// Client returns these as *ServiceError, which matches ErrBadRequest,
+// ErrUnknownJob, ErrReplicaFailed, ErrNotSupported and ErrUnavailable with
+// errors.Is; no answer at all is ErrNoReplica.
+//
+// # Permissions
+//
+// Read and write are separate subjects, so NATS permissions split viewers from
+// operators. A viewer needs publish on <prefix>.jobs, <prefix>.history.> and
+// (for nats micro) $SRV.>, and subscribe on _INBOX.>; an operator also publishes on
+// <prefix>.trigger.>, <prefix>.pause.>, <prefix>.resume.>, <prefix>.pauseall and
+// <prefix>.resumeall. Replicas subscribe on <prefix>.> and $SRV.>.
+package fleet

@@ -1,0 +1,127 @@
+package fleet
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/anarchon/anarchon/scheduler"
+)
+
+// Errors returned by this package. Match them with errors.Is. A replica's error
+// reply is a *ServiceError, which matches the sentinel of its code.
+var (
+	// ErrInvalidOption: an option or argument of Serve or NewClient is invalid.
+	ErrInvalidOption = errors.New("fleet: invalid option")
+	// ErrNoReplica: nothing answers on the subject (NATS no-responders): no replica
+	// that declares the job is up, or no replica at all for fleet-wide requests.
+	ErrNoReplica = errors.New("fleet: no replica answers")
+	// ErrBadRequest: the replica refused the request (code 400) and changed nothing:
+	// malformed JSON, an unknown field, a missing reason, an until in the past...
+	ErrBadRequest = errors.New("fleet: bad request")
+	// ErrUnknownJob: the replica does not declare the job (code 404).
+	ErrUnknownJob = errors.New("fleet: unknown job")
+	// ErrNotSupported: the replica's backend cannot do it (code 501), e.g. pause
+	// on a backend that does not store pauses.
+	ErrNotSupported = errors.New("fleet: not supported by the backend")
+	// ErrUnavailable: the replica cannot serve now (code 503): its scheduler is not
+	// started, or stopping.
+	ErrUnavailable = errors.New("fleet: replica unavailable")
+	// ErrReplicaFailed: the replica tried and failed (code 500), for example a
+	// backend call that failed.
+	ErrReplicaFailed = errors.New("fleet: the replica failed")
+	// ErrBadReply: a reply that is not what the protocol says.
+	ErrBadReply = errors.New("fleet: malformed reply")
+)
+
+// Error codes of the Nats-Service-Error-Code header.
+const (
+	CodeBadRequest   = 400
+	CodeUnknownJob   = 404
+	CodeInternal     = 500
+	CodeNotSupported = 501
+	CodeUnavailable  = 503
+)
+
+// ServiceError is a replica's error reply: the micro error headers
+// (Nats-Service-Error-Code and Nats-Service-Error) and the instance that answered.
+type ServiceError struct {
+	// Subject is the endpoint asked.
+	Subject string
+	// Code is the Nats-Service-Error-Code (400, 404, 500, 501, 503).
+	Code int
+	// Description is the Nats-Service-Error text.
+	Description string
+	// Instance is the replica that answered, when its reply says.
+	Instance string
+}
+
+func (e *ServiceError) Error() string {
+	at := e.Subject
+	if e.Instance != "" {
+		at += " on " + e.Instance
+	}
+	return fmt.Sprintf("fleet: %s: %s (%d)", at, e.Description, e.Code)
+}
+
+// Is matches the sentinel of the error's code, and the scheduler's own sentinels
+// where one fits: 404 is also scheduler.ErrJobNotFound, 501 also
+// scheduler.ErrPauseNotSupported.
+func (e *ServiceError) Is(target error) bool {
+	switch e.Code {
+	case CodeBadRequest:
+		return target == ErrBadRequest
+	case CodeUnknownJob:
+		return target == ErrUnknownJob || target == scheduler.ErrJobNotFound
+	case CodeNotSupported:
+		return target == ErrNotSupported || target == scheduler.ErrPauseNotSupported
+	case CodeUnavailable:
+		return target == ErrUnavailable
+	case CodeInternal:
+		return target == ErrReplicaFailed
+	}
+	return false
+}
+
+// ErrorBody is the JSON payload of an error reply, beside the headers.
+type ErrorBody struct {
+	Code     int    `json:"code"`
+	Error    string `json:"error"`
+	Instance string `json:"instance,omitempty"`
+}
+
+// replyError is an error a handler answers with.
+type replyError struct {
+	code int
+	msg  string
+}
+
+func (e *replyError) Error() string { return e.msg }
+
+func badRequest(format string, args ...any) error {
+	return &replyError{code: CodeBadRequest, msg: "bad request: " + fmt.Sprintf(format, args...)}
+}
+
+// replyFor maps an error to its code and a one-line description.
+func replyFor(err error) (int, string) {
+	var re *replyError
+	code := CodeInternal
+	switch {
+	case errors.As(err, &re):
+		code = re.code
+	case errors.Is(err, scheduler.ErrJobNotFound):
+		code = CodeUnknownJob
+	case errors.Is(err, scheduler.ErrPauseNotSupported):
+		code = CodeNotSupported
+	case errors.Is(err, scheduler.ErrInvalidOption), errors.Is(err, scheduler.ErrInvalidJobName):
+		code = CodeBadRequest
+	case errors.Is(err, scheduler.ErrNotStarted), errors.Is(err, scheduler.ErrStopped):
+		code = CodeUnavailable
+	}
+	return code, oneLine(err.Error())
+}
+
+// oneLine makes s fit in a header value.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\x00", " ")), " ")
+}

@@ -1,0 +1,272 @@
+package fleet
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/anarchon/anarchon/scheduler"
+)
+
+// handle runs fn for each request and answers with its reply, or with an error
+// reply carrying the micro error headers.
+func (f *Service) handle(fn func(ctx context.Context, data []byte) (any, error)) micro.HandlerFunc {
+	return func(req micro.Request) {
+		if !f.begin() {
+			f.fail(req, &replyError{code: CodeUnavailable, msg: "the fleet service is stopping"})
+			return
+		}
+		defer f.inflight.Done()
+		out, err := fn(f.ctx, req.Data())
+		if err != nil {
+			f.fail(req, err)
+			return
+		}
+		if err := req.RespondJSON(out); err != nil {
+			f.log.Warn("fleet reply failed", "subject", req.Subject(), "err", err)
+		}
+	}
+}
+
+// fail answers req with err: the code and one-line text in the micro error headers,
+// and the same as JSON in the body.
+func (f *Service) fail(req micro.Request, err error) {
+	code, desc := replyFor(err)
+	if code == CodeInternal {
+		f.log.Warn("fleet request failed", "subject", req.Subject(), "err", err)
+	} else {
+		f.log.Debug("fleet request refused", "subject", req.Subject(), "code", code, "err", desc)
+	}
+	body, _ := json.Marshal(ErrorBody{Code: code, Error: desc, Instance: f.s.Instance()})
+	if err := req.Error(strconv.Itoa(code), desc, body); err != nil {
+		f.log.Warn("fleet error reply failed", "subject", req.Subject(), "err", err)
+	}
+}
+
+// decode reads a request body into v: empty means the zero value; anything else must
+// be one JSON object with only the fields of v.
+func decode(data []byte, v any) error {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return badRequest("invalid JSON: %v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return badRequest("invalid JSON: more than one value")
+	}
+	return nil
+}
+
+// checkText refuses text the scheduler would refuse, before anything changes.
+func checkText(field, s string) error {
+	if !utf8.ValidString(s) || len(s) > scheduler.MaxPauseText {
+		return badRequest("%s must be valid UTF-8 of at most %d bytes", field, scheduler.MaxPauseText)
+	}
+	return nil
+}
+
+func (f *Service) jobsReply(_ context.Context, data []byte) (any, error) {
+	var in struct{}
+	if err := decode(data, &in); err != nil {
+		return nil, err
+	}
+	r := Replica{
+		Instance: f.s.Instance(), Version: Version, Backend: f.s.Backend().Name(),
+		PauseSupported: f.pauser, Jobs: make([]JobState, 0, len(f.jobs)),
+	}
+	for _, j := range f.jobs {
+		st := JobState{Name: j.Name, Schedule: scheduleOf(j)}
+		if p, ok := f.s.Paused(j.Name); ok {
+			st.Pause = pauseInfo(p)
+		}
+		r.Jobs = append(r.Jobs, st)
+	}
+	return r, nil
+}
+
+// pauseOptions validates a pause request; nothing is stored when it fails.
+func pauseOptions(data []byte, now time.Time) (scheduler.PauseOptions, error) {
+	var in PauseRequest
+	if err := decode(data, &in); err != nil {
+		return scheduler.PauseOptions{}, err
+	}
+	if in.Reason == "" {
+		return scheduler.PauseOptions{}, badRequest("a pause needs a reason")
+	}
+	if err := checkText("reason", in.Reason); err != nil {
+		return scheduler.PauseOptions{}, err
+	}
+	if err := checkText("by", in.By); err != nil {
+		return scheduler.PauseOptions{}, err
+	}
+	opts := scheduler.PauseOptions{Reason: in.Reason, By: in.By, Until: in.Until}
+	switch {
+	case in.For != "" && !in.Until.IsZero():
+		return scheduler.PauseOptions{}, badRequest("give until or for, not both")
+	case in.For != "":
+		d, err := time.ParseDuration(in.For)
+		if err != nil {
+			return scheduler.PauseOptions{}, badRequest("for: %v", err)
+		}
+		if d <= 0 {
+			return scheduler.PauseOptions{}, badRequest("for %s is not positive", in.For)
+		}
+		opts.Until = now.Add(d)
+	case !in.Until.IsZero() && !in.Until.After(now):
+		return scheduler.PauseOptions{}, badRequest("until %s is in the past (the replica's clock says %s)",
+			in.Until.Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+	}
+	return opts, nil
+}
+
+func (f *Service) pause(job string) func(context.Context, []byte) (any, error) {
+	return func(ctx context.Context, data []byte) (any, error) {
+		return f.storePause(ctx, job, data)
+	}
+}
+
+func (f *Service) pauseAll(ctx context.Context, data []byte) (any, error) {
+	return f.storePause(ctx, "", data)
+}
+
+func (f *Service) storePause(ctx context.Context, job string, data []byte) (any, error) {
+	now := time.Now()
+	opts, err := pauseOptions(data, now)
+	if err != nil {
+		return nil, err
+	}
+	if job == "" {
+		err = f.s.PauseAll(ctx, opts)
+	} else {
+		err = f.s.Pause(ctx, job, opts)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if opts.By == "" {
+		opts.By = f.s.Instance() // the scheduler's default
+	}
+	f.log.Info("fleet pause", "job", job, "reason", opts.Reason, "by", opts.By, "until", opts.Until)
+	return PauseReply{Instance: f.s.Instance(), Pause: PauseInfo{Job: job, Reason: opts.Reason, By: opts.By, At: now, Until: opts.Until}}, nil
+}
+
+func (f *Service) resume(job string) func(context.Context, []byte) (any, error) {
+	return func(ctx context.Context, data []byte) (any, error) {
+		return f.clearPause(ctx, job, data)
+	}
+}
+
+func (f *Service) resumeAll(ctx context.Context, data []byte) (any, error) {
+	return f.clearPause(ctx, "", data)
+}
+
+func (f *Service) clearPause(ctx context.Context, job string, data []byte) (any, error) {
+	var in ResumeRequest
+	if err := decode(data, &in); err != nil {
+		return nil, err
+	}
+	if err := checkText("by", in.By); err != nil {
+		return nil, err
+	}
+	var err error
+	if job == "" {
+		err = f.s.ResumeAll(ctx)
+	} else {
+		err = f.s.Resume(ctx, job)
+	}
+	if err != nil {
+		return nil, err
+	}
+	f.log.Info("fleet resume", "job", job, "by", in.By)
+	out := ResumeReply{Job: job, Instance: f.s.Instance()}
+	if job != "" {
+		if p, ok := f.s.Paused(job); ok && p.Job == "" {
+			out.StillPaused = pauseInfo(p)
+		}
+	}
+	return out, nil
+}
+
+func (f *Service) history(job string) func(context.Context, []byte) (any, error) {
+	return func(ctx context.Context, data []byte) (any, error) {
+		var in HistoryRequest
+		if err := decode(data, &in); err != nil {
+			return nil, err
+		}
+		limit := in.Limit
+		switch {
+		case limit < 0:
+			return nil, badRequest("limit %d is negative", limit)
+		case limit == 0:
+			limit = DefaultHistoryLimit
+		case limit > MaxHistoryLimit:
+			limit = MaxHistoryLimit
+		}
+		recs, err := f.s.History(ctx, job, limit)
+		if err != nil {
+			return nil, err
+		}
+		out := HistoryReply{Job: job, Instance: f.s.Instance(), Limit: limit, Runs: make([]Run, 0, len(recs))}
+		for _, r := range recs {
+			out.Runs = append(out.Runs, runOf(r))
+		}
+		return out, nil
+	}
+}
+
+// trigger answers accepted at once and runs the job on this replica (RunNow, a
+// manual run); with Wait, it answers again when the run has ended.
+func (f *Service) trigger(job string) micro.HandlerFunc {
+	return func(req micro.Request) {
+		var in TriggerRequest
+		err := decode(req.Data(), &in)
+		if err == nil {
+			err = checkText("by", in.By)
+		}
+		if err != nil {
+			f.fail(req, err)
+			return
+		}
+		if !f.begin() {
+			f.fail(req, &replyError{code: CodeUnavailable, msg: "the fleet service is stopping"})
+			return
+		}
+		accepted := TriggerReply{State: StateAccepted, Job: job, Instance: f.s.Instance(), By: in.By, At: time.Now()}
+		if err := req.RespondJSON(accepted); err != nil {
+			f.log.Warn("fleet reply failed", "subject", req.Subject(), "err", err)
+		}
+		f.log.Info("fleet trigger", "job", job, "by", in.By)
+		go func() {
+			defer f.inflight.Done()
+			// The run is the scheduler's: a requester that gives up does not cancel it.
+			rec, err := f.s.RunNow(context.WithoutCancel(f.ctx), job)
+			if err != nil {
+				f.log.Warn("fleet trigger failed", "job", job, "by", in.By, "err", err)
+				if in.Wait {
+					f.fail(req, err)
+				}
+				return
+			}
+			f.log.Info("fleet triggered run ended", "job", job, "by", in.By, "status", rec.Status, "token", rec.Token)
+			if !in.Wait {
+				return
+			}
+			run := runOf(rec)
+			finished := accepted
+			finished.State, finished.Run = StateFinished, &run
+			if err := req.RespondJSON(finished); err != nil {
+				f.log.Warn("fleet reply failed", "subject", req.Subject(), "err", err)
+			}
+		}()
+	}
+}

@@ -1,0 +1,190 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/anarchon/anarchon/scheduler"
+)
+
+// Service is one replica's fleet endpoints: a NATS micro service named ServiceName.
+// Create it with Serve and stop it with Stop.
+type Service struct {
+	s      *scheduler.Scheduler
+	log    *slog.Logger
+	jobs   []Job
+	subj   subjects
+	svc    micro.Service
+	pauser bool
+
+	// ctx bounds the calls handlers make; cancelled when Stop gives up waiting.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu       sync.Mutex
+	stopped  bool
+	inflight sync.WaitGroup
+}
+
+// Serve registers the fleet endpoints of s on nc: a NATS micro service named
+// ServiceName, version Version, in micro's queue group. Every replica calls it with
+// its own scheduler and the jobs it declares (WithJobs). Serve returns once the
+// server has every subscription (a flush bounded by ctx, or DefaultTimeout when ctx
+// has no deadline), so a request sent afterwards reaches this replica. Serve may be
+// called before or after s.Start; a trigger that arrives before s.Start is accepted,
+// then fails (ErrNotStarted, reported only to a requester that waits). The caller
+// keeps ownership of nc and s: stop the service with Stop before stopping the
+// scheduler.
+func Serve(ctx context.Context, nc *nats.Conn, s *scheduler.Scheduler, opts ...Option) (*Service, error) {
+	if nc == nil {
+		return nil, fmt.Errorf("%w: nil connection", ErrInvalidOption)
+	}
+	if s == nil {
+		return nil, fmt.Errorf("%w: nil scheduler", ErrInvalidOption)
+	}
+	c, err := newConfig(roleService, opts)
+	if err != nil {
+		return nil, err
+	}
+	log := c.log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	_, pauser := s.Backend().(scheduler.Pauser)
+	f := &Service{s: s, log: log.With("instance", s.Instance()), jobs: c.jobs, subj: subjects(c.prefix), pauser: pauser}
+	f.ctx, f.cancel = context.WithCancel(context.Background())
+
+	svc, err := micro.AddService(nc, micro.Config{
+		Name:        ServiceName,
+		Version:     Version,
+		Description: "anarchon scheduled jobs: trigger, pause, resume, history, jobs",
+		Metadata:    map[string]string{"instance": s.Instance(), "prefix": c.prefix, "backend": s.Backend().Name()},
+		ErrorHandler: func(_ micro.Service, e *micro.NATSError) {
+			f.log.Warn("fleet endpoint error", "subject", e.Subject, "err", e.Description)
+		},
+	})
+	if err != nil {
+		f.cancel()
+		return nil, fmt.Errorf("fleet: add the micro service: %w", err)
+	}
+	f.svc = svc
+	if err := f.addEndpoints(); err != nil {
+		f.abort()
+		return nil, err
+	}
+	fctx, cancel := callContext(ctx, DefaultTimeout)
+	defer cancel()
+	if err := nc.FlushWithContext(fctx); err != nil {
+		f.abort()
+		return nil, fmt.Errorf("fleet: flush the subscriptions: %w", err)
+	}
+	return f, nil
+}
+
+func (f *Service) abort() {
+	_ = f.svc.Stop()
+	f.cancel()
+}
+
+// addEndpoints registers the fleet-wide endpoints, then four per job.
+func (f *Service) addEndpoints() error {
+	add := func(name, subject string, h micro.HandlerFunc, meta map[string]string, opts ...micro.EndpointOpt) error {
+		opts = append(opts, micro.WithEndpointSubject(subject))
+		if meta != nil {
+			opts = append(opts, micro.WithEndpointMetadata(meta))
+		}
+		if err := f.svc.AddEndpoint(name, h, opts...); err != nil {
+			return fmt.Errorf("fleet: endpoint %s on %s: %w", name, subject, err)
+		}
+		return nil
+	}
+	// Every replica answers jobs (a scatter-gather); one replica stores a fleet-wide
+	// pause or resume, as it is stored once for every replica.
+	if err := add(verbJobs, f.subj.fleet(verbJobs), f.handle(f.jobsReply), nil, micro.WithEndpointQueueGroupDisabled()); err != nil {
+		return err
+	}
+	if err := add(verbPauseAll, f.subj.fleet(verbPauseAll), f.handle(f.pauseAll), nil); err != nil {
+		return err
+	}
+	if err := add(verbResumeAll, f.subj.fleet(verbResumeAll), f.handle(f.resumeAll), nil); err != nil {
+		return err
+	}
+	for _, j := range f.jobs {
+		meta := map[string]string{"job": j.Name, "schedule": scheduleOf(j)}
+		tok := JobToken(j.Name)
+		for verb, h := range map[string]micro.HandlerFunc{
+			verbTrigger: f.trigger(j.Name),
+			verbPause:   f.handle(f.pause(j.Name)),
+			verbResume:  f.handle(f.resume(j.Name)),
+			verbHistory: f.handle(f.history(j.Name)),
+		} {
+			if err := add(verb+"-"+tok, f.subj.job(verb, j.Name), h, meta); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func scheduleOf(j Job) string {
+	if j.Schedule == nil {
+		return ""
+	}
+	return j.Schedule.String()
+}
+
+// Stop stops answering (the endpoints' subscriptions are drained) and waits for the
+// requests being handled, including triggered runs, until ctx ends; then it cancels
+// the handlers' backend calls and returns ctx's error. A triggered run belongs to
+// the scheduler: it goes on until it ends or the scheduler's Stop cancels it, so
+// stop the service first, then the scheduler. A second Stop returns nil.
+func (f *Service) Stop(ctx context.Context) error {
+	f.mu.Lock()
+	if f.stopped {
+		f.mu.Unlock()
+		return nil
+	}
+	f.stopped = true
+	f.mu.Unlock()
+	err := f.svc.Stop()
+	done := make(chan struct{})
+	go func() {
+		f.inflight.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		// The handlers' calls end with f.ctx; a trigger still waiting for its run
+		// ends when the run does (at the latest at the scheduler's Stop).
+		err = errors.Join(err, fmt.Errorf("fleet: stop: %w", ctx.Err()))
+	}
+	f.cancel()
+	return err
+}
+
+// begin counts a request in flight, or reports that the service is stopping.
+func (f *Service) begin() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stopped {
+		return false
+	}
+	f.inflight.Add(1)
+	return true
+}
+
+// callContext gives ctx the timeout d when it has no deadline of its own.
+func callContext(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, d)
+}

@@ -1,0 +1,127 @@
+package fleet
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// Fleet is what Client.Jobs found: every replica that answered and, by job, which
+// replicas declare it and whether they agree.
+type Fleet struct {
+	// Replicas are the answers, by instance.
+	Replicas []Replica `json:"replicas"`
+	// Jobs are the jobs declared on at least one replica, by name.
+	Jobs []JobSummary `json:"jobs"`
+	// Warnings are fleet-wide disagreements (library versions, instance names) and
+	// answers that could not be read.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// JobSummary is one job across the replicas that declare it.
+type JobSummary struct {
+	Name string `json:"name"`
+	// Schedule is the schedule when every replica declares the same; otherwise
+	// empty, and Schedules says who declares which.
+	Schedule  string              `json:"schedule"`
+	Schedules map[string][]string `json:"schedules,omitempty"`
+	// Replicas are the instances that declare the job.
+	Replicas []string `json:"replicas"`
+	// Pause is the pause in force as the first replica that sees one shows it;
+	// PausedOn lists the replicas that see it.
+	Pause    *PauseInfo `json:"pause,omitempty"`
+	PausedOn []string   `json:"paused_on,omitempty"`
+	// Warnings say how the replicas disagree: schedules, pause views, or replicas
+	// that do not declare the job.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Agree reports whether the replicas that declare the job agree on it.
+func (j JobSummary) Agree() bool { return len(j.Warnings) == 0 }
+
+func summarize(replicas []Replica) *Fleet {
+	replicas = slices.Clone(replicas)
+	slices.SortStableFunc(replicas, func(a, b Replica) int { return strings.Compare(a.Instance, b.Instance) })
+	f := &Fleet{Replicas: replicas, Jobs: []JobSummary{}}
+	if f.Replicas == nil {
+		f.Replicas = []Replica{}
+	}
+	versions := map[string][]string{}
+	names := map[string]int{}
+	byJob := map[string]*JobSummary{}
+	for _, r := range replicas {
+		versions[r.Version] = append(versions[r.Version], r.Instance)
+		names[r.Instance]++
+		for _, j := range r.Jobs {
+			s := byJob[j.Name]
+			if s == nil {
+				s = &JobSummary{Name: j.Name, Schedules: map[string][]string{}}
+				byJob[j.Name] = s
+			}
+			s.Replicas = append(s.Replicas, r.Instance)
+			s.Schedules[j.Schedule] = append(s.Schedules[j.Schedule], r.Instance)
+			if j.Pause != nil {
+				if s.Pause == nil {
+					s.Pause = j.Pause
+				}
+				s.PausedOn = append(s.PausedOn, r.Instance)
+			}
+		}
+	}
+	if len(versions) > 1 {
+		f.Warnings = append(f.Warnings, "replicas run different library versions: "+groups(versions))
+	}
+	for _, name := range slices.Sorted(maps.Keys(names)) {
+		if names[name] > 1 {
+			f.Warnings = append(f.Warnings, fmt.Sprintf("%d replicas answer as instance %q: give each replica its own name", names[name], name))
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(byJob)) {
+		s := byJob[name]
+		if len(s.Schedules) == 1 {
+			for sched := range s.Schedules {
+				s.Schedule = sched
+			}
+			s.Schedules = nil
+		} else {
+			s.Warnings = append(s.Warnings, "replicas disagree on the schedule: "+groups(s.Schedules))
+		}
+		if n := len(s.PausedOn); n > 0 && n < len(s.Replicas) {
+			s.Warnings = append(s.Warnings, fmt.Sprintf("paused on %s but not on %s (a pause reaches every replica within a second; ask again)",
+				strings.Join(s.PausedOn, ", "), strings.Join(without(s.Replicas, s.PausedOn), ", ")))
+		}
+		if len(s.Replicas) < len(replicas) {
+			var all []string
+			for _, r := range replicas {
+				all = append(all, r.Instance)
+			}
+			s.Warnings = append(s.Warnings, "not declared on "+strings.Join(without(all, s.Replicas), ", "))
+		}
+		f.Jobs = append(f.Jobs, *s)
+	}
+	return f
+}
+
+// groups writes "a (x, y); b (z)" in key order.
+func groups(m map[string][]string) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		label := k
+		if label == "" {
+			label = "(none)"
+		}
+		parts = append(parts, fmt.Sprintf("%s (%s)", label, strings.Join(m[k], ", ")))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func without(all, drop []string) []string {
+	var out []string
+	for _, x := range all {
+		if !slices.Contains(drop, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
