@@ -1,0 +1,211 @@
+package fleet_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/anarchon/anarchon/embedded"
+	"github.com/anarchon/anarchon/fleet"
+	"github.com/anarchon/anarchon/scheduler"
+)
+
+// The jobs every test replica declares: one hourly (no scheduled slot falls during a
+// test, or one at most), one on a cron with a name that is no subject token.
+const (
+	jobReport = "report"
+	jobBackup = "nightly backup.db > *"
+)
+
+func backupSchedule(t testing.TB) scheduler.Schedule {
+	t.Helper()
+	s, err := scheduler.ParseCron("0 3 * * *", nil)
+	require.NoError(t, err)
+	return s
+}
+
+// startServer starts an embedded nats-server (core NATS: the fleet's control plane
+// needs no JetStream here, the schedulers share a memory backend). It fails, never
+// skips, when the server cannot start.
+func startServer(t testing.TB, opts embedded.Options) *embedded.Server {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	opts.DisableJetStream = true
+	s, err := embedded.Start(ctx, opts)
+	require.NoError(t, err, "the embedded nats-server must start")
+	t.Cleanup(s.Shutdown)
+	return s
+}
+
+// replica is one scheduler with its fleet service on its own connection.
+type replica struct {
+	s      *scheduler.Scheduler
+	svc    *fleet.Service
+	manual atomic.Int32 // manual runs of any job on this replica
+
+	mu       sync.Mutex
+	pausedAt map[string]time.Time // job → when this replica's view changed to paused
+	resumed  map[string]time.Time // job → when it changed to running
+	changed  chan struct{}        // the fleet's: any replica's view changed
+}
+
+// testFleet is three replicas sharing a memory backend, served over one embedded
+// server, and a client on a connection of its own.
+type testFleet struct {
+	srv      *embedded.Server
+	backend  *scheduler.MemoryBackend
+	replicas []*replica
+	client   *fleet.Client
+	nc       *nats.Conn // the client's connection
+	changed  chan struct{}
+}
+
+type fleetSetup struct {
+	instances []string
+	backend   scheduler.Backend                 // defaults to the shared memory backend
+	jobs      func(instance string) []fleet.Job // defaults to report and backup
+	serve     []fleet.Option
+	client    []fleet.Option
+	server    embedded.Options
+	handler   scheduler.Handler // wrapped to count manual runs
+}
+
+func startFleet(t testing.TB, setup fleetSetup) *testFleet {
+	t.Helper()
+	if setup.instances == nil {
+		setup.instances = []string{"A", "B", "C"}
+	}
+	f := &testFleet{srv: startServer(t, setup.server), backend: scheduler.NewMemoryBackend(), changed: make(chan struct{}, 1)}
+	if setup.backend == nil {
+		setup.backend = f.backend
+	}
+	if setup.jobs == nil {
+		setup.jobs = func(string) []fleet.Job {
+			return []fleet.Job{fleet.Every(jobReport, time.Hour), {Name: jobBackup, Schedule: backupSchedule(t)}}
+		}
+	}
+	for _, id := range setup.instances {
+		f.replicas = append(f.replicas, f.startReplica(t, setup, id))
+	}
+	f.nc = connect(t, f.srv)
+	c, err := fleet.NewClient(f.nc, setup.client...)
+	require.NoError(t, err)
+	f.client = c
+	return f
+}
+
+func connect(t testing.TB, srv *embedded.Server, opts ...nats.Option) *nats.Conn {
+	t.Helper()
+	nc, err := srv.Connect(opts...)
+	require.NoError(t, err, "connect")
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+func (f *testFleet) startReplica(t testing.TB, setup fleetSetup, id string) *replica {
+	t.Helper()
+	r := &replica{pausedAt: map[string]time.Time{}, resumed: map[string]time.Time{}, changed: f.changed}
+	s, err := scheduler.New(scheduler.Config{Backend: setup.backend, Instance: id, OnEvent: r.onEvent})
+	require.NoError(t, err)
+	r.s = s
+	jobs := setup.jobs(id)
+	for _, j := range jobs {
+		h := func(ctx context.Context, run scheduler.Run) error {
+			if run.Manual {
+				r.manual.Add(1)
+			}
+			if setup.handler != nil {
+				return setup.handler(ctx, run)
+			}
+			return nil
+		}
+		switch sched := j.Schedule.(type) {
+		case scheduler.IntervalSchedule:
+			require.NoError(t, s.Every(j.Name, sched.Interval, h))
+		case *scheduler.CronSchedule:
+			require.NoError(t, s.Cron(j.Name, "0 3 * * *", h))
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, s.Start(ctx))
+	t.Cleanup(func() { require.NoError(t, s.Stop(context.Background())) })
+	nc := connect(t, f.srv)
+	svc, err := fleet.Serve(ctx, nc, s, append([]fleet.Option{fleet.WithJobs(jobs...)}, setup.serve...)...)
+	require.NoError(t, err)
+	r.svc = svc
+	t.Cleanup(func() { require.NoError(t, svc.Stop(context.Background())) })
+	return r
+}
+
+// onEvent records when this replica's view of a job's pause changed.
+func (r *replica) onEvent(e scheduler.Event) {
+	if e.Kind != scheduler.EventPauseChanged {
+		return
+	}
+	r.mu.Lock()
+	if e.Pause != nil {
+		r.pausedAt[e.Job] = time.Now()
+	} else {
+		r.resumed[e.Job] = time.Now()
+	}
+	r.mu.Unlock()
+	select {
+	case r.changed <- struct{}{}:
+	default:
+	}
+}
+
+// waitView waits until every replica's view of job's pause changed (to paused, or to
+// running) at or after since, and returns the longest delay.
+func (f *testFleet) waitView(t testing.TB, job string, paused bool, since time.Time) time.Duration {
+	t.Helper()
+	deadline := time.After(5 * time.Second)
+	for {
+		var longest time.Duration
+		all := true
+		for _, r := range f.replicas {
+			r.mu.Lock()
+			at, ok := r.resumed[job]
+			if paused {
+				at, ok = r.pausedAt[job]
+			}
+			r.mu.Unlock()
+			if !ok || at.Before(since) {
+				all = false
+				break
+			}
+			longest = max(longest, at.Sub(since))
+		}
+		if all {
+			return longest
+		}
+		select {
+		case <-f.changed:
+		case <-deadline:
+			t.Fatalf("the pause change of %q did not reach every replica within 5s", job)
+		}
+	}
+}
+
+func (f *testFleet) manualRuns() int {
+	n := 0
+	for _, r := range f.replicas {
+		n += int(r.manual.Load())
+	}
+	return n
+}
+
+// requestCtx is a context for one request in a test.
+func requestCtx(t testing.TB) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
