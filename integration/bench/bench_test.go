@@ -14,7 +14,7 @@ import (
 // Go benchmarks of the hot paths that cross packages, over loopback TCP to an
 // embedded server, on the same rig as the command's first section:
 //
-//	go test -run '^$' -bench . -benchtime 200x ./integration/bench/
+//	go test -C integration/bench -run '^$' -bench . -benchtime 200x .
 //
 // The claim itself (won, lost, against a raw publish) is benchmarked in
 // jetstream/bench_test.go, and the lease operations (claim, heartbeat, finish) in

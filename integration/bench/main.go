@@ -16,9 +16,14 @@
 //
 // Usage:
 //
-//	go run ./integration/bench [-jobs 1000] [-duration 30s] [-quick]
-//	                           [-leases=true] [-plain=true] [-peer=true] [-jitter 0]
-//	                           [-samples 2000] [-scale 100,1000,5000] [-trials 3]
+//	go run -C integration/bench . [-jobs 1000] [-duration 30s] [-quick]
+//	                              [-leases=true] [-plain=true] [-peer=true] [-jitter 0]
+//	                              [-samples 2000] [-scale 100,1000,5000] [-trials 3]
+//
+// from the repository's root. The command is a module of its own
+// (github.com/anarchon/anarchon/integration/bench, with a replace of the library to
+// ../..) so that the peer it compares with, gocron and its dependencies, is not a
+// dependency of the library.
 //
 // The whole run is budgeted to finish within five minutes on two cores; -quick
 // finishes in well under a minute. Progress goes to stderr, the tables to stdout.

@@ -25,7 +25,7 @@ func TestQuick(t *testing.T) {
 	for _, h := range []string{headClaims, headLoad, headScale, headTakeover, headPeer, headGoals} {
 		assert.Equal(t, 1, strings.Count(text, h), "section %q appears once", h)
 	}
-	assert.Contains(t, text, "- command: `go run ./integration/bench -quick -jobs 10 -duration 3s")
+	assert.Contains(t, text, "- command: `go run -C integration/bench . -quick -jobs 10 -duration 3s")
 	assert.Contains(t, text, "- machine: ")
 
 	require.NotNil(t, rep.claims, "claims measured")

@@ -39,7 +39,7 @@ func (r *report) markdown() string {
 	var b strings.Builder
 	c := r.cfg
 	b.WriteString("## Benchmarks\n\n")
-	fmt.Fprintf(&b, "- command: `go run ./integration/bench%s`\n", argLine(c.args))
+	fmt.Fprintf(&b, "- command: `go run -C integration/bench .%s`\n", argLine(c.args))
 	fmt.Fprintf(&b, "- machine: %d CPUs (GOMAXPROCS %d)%s, %s/%s, %s\n", runtime.NumCPU(), runtime.GOMAXPROCS(0), cpuSuffix(), runtime.GOOS, runtime.GOARCH, runtime.Version())
 	fmt.Fprintf(&b, "- server: embedded nats-server %s in the same process (file storage, default sync), clients over loopback TCP with nats.go %s\n", server.VERSION, nats.Version)
 	fmt.Fprintf(&b, "- %s; total run time %v\n", modLine(), r.elapsed.Round(time.Second))
