@@ -14,6 +14,10 @@ const (
 	// ErrCodeClusterNotAvailable: the meta group or the stream has no leader at the
 	// moment (a cluster starting, an election under way).
 	ErrCodeClusterNotAvailable jetstream.ErrorCode = 10008
+	// ErrCodeDuplicateInProcess: on a replicated stream, a message with the same
+	// Nats-Msg-Id is proposed but not yet committed. Neither stored nor a duplicate
+	// yet.
+	ErrCodeDuplicateInProcess jetstream.ErrorCode = 10158
 	// ErrCodeStreamNameInUse: a create met a stream of that name with another
 	// configuration, often one that a concurrent create made a moment before.
 	ErrCodeStreamNameInUse jetstream.ErrorCode = jetstream.JSErrCodeStreamNameInUse
@@ -26,14 +30,16 @@ const (
 )
 
 // Unanswered reports whether err means the server gave no answer to a request: a
-// timeout, no responders, no stream response, or 10008 (no leader to answer yet).
-// The request may or may not have been applied.
+// timeout, no responders, no stream response, 10008 (no leader to answer yet), or a
+// request that could not even be buffered while the client reconnects. The request
+// may or may not have been applied.
 func Unanswered(err error) bool {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
-		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) {
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, nats.ErrReconnectBufExceeded) {
 		return true
 	}
-	return hasCode(err, ErrCodeClusterNotAvailable)
+	return HasCode(err, ErrCodeClusterNotAvailable)
 }
 
 // setupRace reports whether err answers a create or update of a stream with the
@@ -43,11 +49,12 @@ func Unanswered(err error) bool {
 // again and deciding again is the way to an answer.
 func setupRace(err error) bool {
 	return errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) || errors.Is(err, jetstream.ErrStreamNotFound) ||
-		hasCode(err, ErrCodeStreamNameInUse) || hasCode(err, ErrCodeStreamOffline) ||
-		hasCode(err, ErrCodeMoveInProgress) || hasCode(err, ErrCodeReconfigureInProgress)
+		HasCode(err, ErrCodeStreamNameInUse) || HasCode(err, ErrCodeStreamOffline) ||
+		HasCode(err, ErrCodeMoveInProgress) || HasCode(err, ErrCodeReconfigureInProgress)
 }
 
-func hasCode(err error, code jetstream.ErrorCode) bool {
+// HasCode reports whether err is, or wraps, a JetStream API error with code.
+func HasCode(err error, code jetstream.ErrorCode) bool {
 	var apiErr *jetstream.APIError
 	return errors.As(err, &apiErr) && apiErr.ErrorCode == code
 }

@@ -80,7 +80,7 @@ func EnsureStream(ctx context.Context, js Streams, s StreamSetup) (StreamResult,
 			if s.OnRetry != nil {
 				s.OnRetry(lastOp, res.Retries, last)
 			}
-			if err := Sleep(ctx, Backoff(res.Retries)); err != nil {
+			if err := SetupBackoff.Wait(ctx, res.Retries); err != nil {
 				return res, fmt.Errorf("no definite answer before the deadline (last, to %s: %w): %w", lastOp, last, err)
 			}
 			last = nil

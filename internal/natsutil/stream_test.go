@@ -3,9 +3,11 @@ package natsutil
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/anarchon/anarchon/scheduler"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
@@ -292,21 +294,95 @@ func TestMetadata(t *testing.T) {
 }
 
 func TestUnanswered(t *testing.T) {
-	for _, err := range []error{context.DeadlineExceeded, nats.ErrTimeout, nats.ErrNoResponders, jetstream.ErrNoStreamResponse, apiErr(10008)} {
+	for _, err := range []error{context.DeadlineExceeded, nats.ErrTimeout, nats.ErrNoResponders, jetstream.ErrNoStreamResponse, nats.ErrReconnectBufExceeded, apiErr(10008)} {
 		assert.True(t, Unanswered(err), "%v", err)
 	}
-	for _, err := range []error{jetstream.ErrStreamNotFound, apiErr(10058), context.Canceled, errors.New("x")} {
+	// 10158 (the same message id in flight) is an answer for most requests; a claim
+	// treats it as none by itself.
+	for _, err := range []error{jetstream.ErrStreamNotFound, apiErr(10058), apiErr(ErrCodeDuplicateInProcess), context.Canceled, errors.New("x")} {
 		assert.False(t, Unanswered(err), "%v", err)
 	}
 }
 
 func TestBackoff(t *testing.T) {
-	for n := 1; n < 20; n++ {
-		d := Backoff(n)
-		hi := min(backoffBase<<min(n-1, 10), backoffMax)
-		assert.GreaterOrEqual(t, d, hi/2, "retry %d", n)
-		assert.LessOrEqual(t, d, hi, "retry %d", n)
+	for _, b := range []Backoff{SetupBackoff, ClaimBackoff, ContentionBackoff} {
+		for n := 1; n < 40; n++ {
+			d := b.Delay(n)
+			hi := min(b.Base<<min(n-1, 20), b.Max)
+			assert.GreaterOrEqual(t, d, hi/2, "%v retry %d", b, n)
+			assert.LessOrEqual(t, d, hi, "%v retry %d", b, n)
+		}
 	}
+	assert.LessOrEqual(t, SetupBackoff.Delay(1), 50*time.Millisecond)
+	assert.GreaterOrEqual(t, SetupBackoff.Delay(100), 500*time.Millisecond, "capped, not overflowed")
+}
+
+func TestTTL(t *testing.T) {
+	for _, tc := range []struct {
+		d, want time.Duration
+		header  string
+	}{
+		{0, time.Second, "1s"}, // the server's minimum
+		{500 * time.Millisecond, time.Second, "1s"},
+		{time.Second, time.Second, "1s"},
+		{time.Second + time.Nanosecond, 2 * time.Second, "2s"},
+		{1500 * time.Millisecond, 2 * time.Second, "2s"}, // the server truncates: 1.5s would live 1s
+		{30 * time.Second, 30 * time.Second, "30s"},
+	} {
+		assert.Equal(t, tc.want, TTL(tc.d), "%v", tc.d)
+		assert.Equal(t, tc.header, TTLHeader(tc.d), "%v", tc.d)
+	}
+}
+
+func TestCallContext(t *testing.T) {
+	c, cancel := CallContext(t.Context(), time.Minute)
+	defer cancel()
+	dl, ok := c.Deadline()
+	require.True(t, ok, "a context without deadline gets one")
+	assert.WithinDuration(t, time.Now().Add(time.Minute), dl, time.Second)
+
+	far, cancelFar := context.WithTimeout(t.Context(), time.Hour)
+	defer cancelFar()
+	c, cancel = CallContext(far, time.Minute)
+	defer cancel()
+	dl, _ = c.Deadline()
+	want, _ := far.Deadline()
+	assert.Equal(t, want, dl, "a deadline already set is kept")
+}
+
+func TestCheckClaim(t *testing.T) {
+	require.NoError(t, CheckClaim("pkg", "job", "token"))
+	for _, tc := range []struct{ job, token, want string }{
+		{"", "t", "invalid job name"},
+		{" job", "t", "invalid job name"},
+		{strings.Repeat("x", scheduler.MaxJobNameLen+1), "t", "invalid job name"},
+		{"job", "", "has no token"},
+	} {
+		err := CheckClaim("pkg", tc.job, tc.token)
+		assert.ErrorIs(t, err, scheduler.ErrInvalidClaim)
+		assert.Contains(t, err.Error(), tc.want)
+		assert.Contains(t, err.Error(), "pkg: ")
+	}
+	assert.ErrorIs(t, CheckClaim("pkg", "", "t"), scheduler.ErrInvalidJobName)
+	assert.Equal(t, `job "j" slot 2026-01-02T03:04:05.006Z`, DescribeRun("j", time.Date(2026, 1, 2, 4, 4, 5, 6e6, time.FixedZone("CET", 3600))))
+}
+
+func TestMatch(t *testing.T) {
+	have := jetstream.StreamConfig{Subjects: []string{"a.>"}, Replicas: 1, MaxMsgs: 5, Metadata: map[string]string{"x": "1"}}
+	want := jetstream.StreamConfig{Subjects: []string{"b.>"}, Replicas: 3, MaxMsgs: 5, AllowMsgTTL: true, Metadata: map[string]string{LayoutKey: "1"}}
+	upd := have
+	var c Changes
+	c.Match(&upd, have, want, Replicas, MaxMsgs, Subjects, AllowMsgTTL, Metadata)
+	assert.Equal(t, Changes{"num_replicas", "subjects", "allow_msg_ttl", "metadata"}, c, "in the order asked, only what differs")
+	assert.Equal(t, 3, upd.Replicas)
+	assert.Equal(t, []string{"b.>"}, upd.Subjects)
+	assert.True(t, upd.AllowMsgTTL)
+	assert.Equal(t, map[string]string{"x": "1", LayoutKey: "1"}, upd.Metadata, "other metadata kept")
+	assert.Equal(t, 1, have.Replicas, "have is not changed")
+
+	c = nil
+	c.Match(&upd, upd, want, Replicas, MaxMsgs, Subjects, AllowMsgTTL, Metadata)
+	assert.Empty(t, c, "nothing to change")
 }
 
 func TestRetry(t *testing.T) {
@@ -330,4 +406,13 @@ func TestRetry(t *testing.T) {
 	_, err = Retry(ctx(t), time.Second, Unanswered, func(context.Context) error { calls++; return definite })
 	assert.ErrorIs(t, err, definite)
 	assert.Equal(t, 1, calls)
+
+	// Until ctx ends: the last error comes with ctx's, or alone when it is ctx's.
+	short, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	_, err = ClaimBackoff.Retry(short, 0, Unanswered, func(context.Context) error { return nats.ErrTimeout })
+	assert.ErrorIs(t, err, nats.ErrTimeout)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	_, err = ClaimBackoff.Retry(short, 0, Unanswered, func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() })
+	assert.Equal(t, context.DeadlineExceeded, err)
 }
