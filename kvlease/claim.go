@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/anarchon/anarchon/internal/natsutil"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -33,18 +34,16 @@ func (s *Store) Claim(ctx context.Context, in scheduler.RunClaim) (scheduler.Cla
 	}
 	res, err := s.claim(ctx, b, in)
 	if err != nil {
-		return scheduler.ClaimResult{}, fmt.Errorf("kvlease: claim %s: %w", describeRun(in.Job, in.Slot), err)
+		return scheduler.ClaimResult{}, fmt.Errorf("kvlease: claim %s: %w", natsutil.DescribeRun(in.Job, in.Slot), err)
 	}
 	return res, nil
 }
 
 func checkClaim(in scheduler.RunClaim) error {
-	if err := scheduler.ValidateJobName(in.Job); err != nil {
-		return fmt.Errorf("%w: %w", scheduler.ErrInvalidClaim, err)
+	if err := natsutil.CheckClaim("kvlease", in.Job, in.Token); err != nil {
+		return err
 	}
 	switch {
-	case in.Token == "":
-		return fmt.Errorf("%w: kvlease: claim for job %q has no token", scheduler.ErrInvalidClaim, in.Job)
 	case in.Lease < scheduler.MinLease:
 		return fmt.Errorf("%w: kvlease: claim for job %q: lease %v is below %v (the server counts TTLs in whole seconds)",
 			scheduler.ErrInvalidClaim, in.Job, in.Lease, scheduler.MinLease)
@@ -56,7 +55,7 @@ func checkClaim(in scheduler.RunClaim) error {
 
 func (s *Store) claim(ctx context.Context, b *bucket, in scheduler.RunClaim) (scheduler.ClaimResult, error) {
 	k := keysFor(in.Job, in.Slot)
-	lease := wholeSeconds(in.Lease)
+	lease := natsutil.TTL(in.Lease)
 	keepMS := in.Keep.Milliseconds()
 	if in.Keep == 0 {
 		keepMS = scheduler.DefaultRunKeep.Milliseconds()

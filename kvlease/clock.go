@@ -1,8 +1,12 @@
 package kvlease
 
 import (
+	"context"
+	"fmt"
 	"sync"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // serverClock estimates the server's clock from its own readings, so a claim can
@@ -65,4 +69,21 @@ func (c *serverClock) estimate(now time.Time) time.Time {
 func (s *Store) localTime(server time.Time) time.Time {
 	now := time.Now()
 	return now.Add(server.Sub(s.clock.estimate(now)))
+}
+
+// sampleClock reads the server's time, with a stream information request that opts
+// may narrow (a subject filter) to serve the caller too.
+func (s *Store) sampleClock(ctx context.Context, b *bucket, opts ...jetstream.StreamInfoOpt) (*jetstream.StreamInfo, error) {
+	var info *jetstream.StreamInfo
+	var sent time.Time
+	err := s.attempt(ctx, func(ctx context.Context) (err error) {
+		sent = time.Now()
+		info, err = b.stream.Info(ctx, opts...)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kvlease: stream info: %w", err)
+	}
+	s.clock.observe(info.TimeStamp, sent, time.Now())
+	return info, nil
 }

@@ -24,7 +24,7 @@ const layout = "1"
 // existing one to the store's configuration. It is idempotent and safe to call
 // concurrently, from this process and from every other instance at once; once it
 // succeeded it returns at once. Without JetStream it fails with an error wrapping
-// ErrNoJetStream. A ctx without deadline gets the store's timeout.
+// ErrNoJetStream. A ctx without deadline gets the store's call timeout (WithCallTimeout).
 //
 // A request that gets no answer (a timeout, no responders, a cluster with no leader
 // yet) or that meets a concurrent create or update is sent again, with backoff,
@@ -156,26 +156,20 @@ func (s *Store) reconcile(have jetstream.StreamConfig) (jetstream.StreamConfig, 
 	}
 	upd := have
 	var c natsutil.Changes
-	c.Set("subjects", !slices.Equal(have.Subjects, want.Subjects), func() { upd.Subjects = want.Subjects })
-	c.Set("max_msgs_per_subject", have.MaxMsgsPerSubject != want.MaxMsgsPerSubject, func() { upd.MaxMsgsPerSubject = want.MaxMsgsPerSubject })
-	c.Set("max_msgs", have.MaxMsgs != want.MaxMsgs, func() { upd.MaxMsgs = want.MaxMsgs })
-	c.Set("max_bytes", have.MaxBytes != want.MaxBytes, func() { upd.MaxBytes = want.MaxBytes })
+	c.Match(&upd, have, want, natsutil.Subjects, natsutil.MaxMsgsPerSubject, natsutil.MaxMsgs, natsutil.MaxBytes)
 	c.Set("max_msg_size", have.MaxMsgSize != want.MaxMsgSize, func() { upd.MaxMsgSize = want.MaxMsgSize })
 	c.Set("max_age", have.MaxAge != 0, func() { upd.MaxAge = 0 })
-	c.Set("num_replicas", have.Replicas != want.Replicas, func() { upd.Replicas = want.Replicas })
-	c.Set("discard", have.Discard != want.Discard, func() { upd.Discard = want.Discard })
-	c.Set("duplicate_window", have.Duplicates != want.Duplicates, func() { upd.Duplicates = want.Duplicates })
+	c.Match(&upd, have, want, natsutil.Replicas, natsutil.Discard, natsutil.DuplicateWindow)
 	c.Set("allow_rollup_hdrs", !have.AllowRollup, func() { upd.AllowRollup = true })
 	c.Set("deny_delete", !have.DenyDelete, func() { upd.DenyDelete = true })
 	c.Set("deny_purge", have.DenyPurge, func() { upd.DenyPurge = false })
 	c.Set("no_ack", have.NoAck, func() { upd.NoAck = false })
-	c.Set("allow_direct", have.AllowDirect != want.AllowDirect, func() { upd.AllowDirect = want.AllowDirect })
+	c.Match(&upd, have, want, natsutil.AllowDirect)
 	c.Set("mirror_direct", have.MirrorDirect, func() { upd.MirrorDirect = false })
-	c.Set("allow_msg_ttl", !have.AllowMsgTTL, func() { upd.AllowMsgTTL = true })
+	c.Match(&upd, have, want, natsutil.AllowMsgTTL)
 	c.Set("subject_delete_marker_ttl", have.SubjectDeleteMarkerTTL != want.SubjectDeleteMarkerTTL,
 		func() { upd.SubjectDeleteMarkerTTL = want.SubjectDeleteMarkerTTL })
-	c.Set("metadata", natsutil.MetadataLacks(have.Metadata, want.Metadata),
-		func() { upd.Metadata = natsutil.MergeMetadata(have.Metadata, want.Metadata) })
+	c.Match(&upd, have, want, natsutil.Metadata)
 	return upd, c, nil
 }
 

@@ -120,11 +120,8 @@ func TestServerClockBounds(t *testing.T) {
 	assert.True(t, ok, "a zero timestamp is no sample and keeps the last one")
 }
 
-func TestWholeSecondsAndKeep(t *testing.T) {
-	assert.Equal(t, time.Second, wholeSeconds(time.Second))
-	assert.Equal(t, 2*time.Second, wholeSeconds(1500*time.Millisecond))
-	assert.Equal(t, 2*time.Second, wholeSeconds(time.Second+time.Nanosecond))
-	assert.Equal(t, 30*time.Second, wholeSeconds(30*time.Second))
+func TestKeepFor(t *testing.T) {
+	assert.Equal(t, 2*time.Second, keepFor(1500*time.Millisecond, time.Second, true), "whole seconds, rounded up")
 	assert.Equal(t, 90*time.Second, keepFor(time.Minute, 30*time.Second, false), "three leases while running")
 	assert.Equal(t, time.Minute, keepFor(time.Minute, 30*time.Second, true))
 	assert.Equal(t, 24*time.Hour, keepFor(0, time.Second, true))

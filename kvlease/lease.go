@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/anarchon/anarchon/internal/natsutil"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -25,7 +26,7 @@ func (s *Store) Heartbeat(ctx context.Context, job string, slot time.Time, token
 		return err
 	}
 	k := keysFor(job, slot)
-	ttl := wholeSeconds(lease)
+	ttl := natsutil.TTL(lease)
 	h, cached := s.recall(k, token)
 	for try := 0; try < maxTries; try++ {
 		if err := backoff(ctx, try); err != nil {
@@ -38,7 +39,7 @@ func (s *Store) Heartbeat(ctx context.Context, job string, slot time.Time, token
 			}
 			if ls.rec == nil || ls.rec.Token != token {
 				s.forget(k, token)
-				return fmt.Errorf("%w: %s", scheduler.ErrLeaseLost, describeRun(job, slot))
+				return fmt.Errorf("%w: %s", scheduler.ErrLeaseLost, natsutil.DescribeRun(job, slot))
 			}
 			h = held{leaseRev: ls.rev, lease: *ls.rec}
 		}
@@ -50,14 +51,14 @@ func (s *Store) Heartbeat(ctx context.Context, job string, slot time.Time, token
 			continue // expired, taken over, or a concurrent heartbeat: read and judge
 		}
 		if err != nil {
-			return fmt.Errorf("kvlease: heartbeat %s: %w", describeRun(job, slot), err)
+			return fmt.Errorf("kvlease: heartbeat %s: %w", natsutil.DescribeRun(job, slot), err)
 		}
 		h.leaseRev, h.lease = rev, rec
 		s.refreshRun(ctx, b, k, token, &h)
 		s.remember(k, token, h)
 		return nil
 	}
-	return fmt.Errorf("kvlease: heartbeat %s: %w", describeRun(job, slot), ErrContention)
+	return fmt.Errorf("kvlease: heartbeat %s: %w", natsutil.DescribeRun(job, slot), ErrContention)
 }
 
 // refreshRun rewrites the run record unchanged when half its TTL has passed, so a run
@@ -118,7 +119,7 @@ func (s *Store) Finish(ctx context.Context, job string, slot time.Time, token st
 		switch {
 		case run.rec == nil || run.rec.Token != token:
 			s.forget(k, token)
-			return fmt.Errorf("%w: %s", scheduler.ErrStaleToken, describeRun(job, slot))
+			return fmt.Errorf("%w: %s", scheduler.ErrStaleToken, natsutil.DescribeRun(job, slot))
 		case run.rec.finished():
 			s.forget(k, token)
 			return nil
@@ -131,13 +132,13 @@ func (s *Store) Finish(ctx context.Context, job string, slot time.Time, token st
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("kvlease: finish %s: %w", describeRun(job, slot), err)
+			return fmt.Errorf("kvlease: finish %s: %w", natsutil.DescribeRun(job, slot), err)
 		}
 		_ = s.endLease(ctx, b, k, token, h.leaseRev) // best effort: it expires anyway
 		s.forget(k, token)
 		return nil
 	}
-	return fmt.Errorf("kvlease: finish %s: %w", describeRun(job, slot), ErrContention)
+	return fmt.Errorf("kvlease: finish %s: %w", natsutil.DescribeRun(job, slot), ErrContention)
 }
 
 // Release ends token's live lease at once by purging the lease key at its revision.
@@ -154,7 +155,7 @@ func (s *Store) Release(ctx context.Context, job string, slot time.Time, token s
 	h, _ := s.recall(k, token)
 	defer s.forget(k, token)
 	if err := s.endLease(ctx, b, k, token, h.leaseRev); err != nil {
-		return fmt.Errorf("kvlease: release %s: %w", describeRun(job, slot), err)
+		return fmt.Errorf("kvlease: release %s: %w", natsutil.DescribeRun(job, slot), err)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/anarchon/anarchon/internal/natsutil"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -124,4 +125,17 @@ func decodeRun(e entry) (runEntry, error) {
 	}
 	re.rec = &rec
 	return re, nil
+}
+
+// keepFor is how long a run record lives: keep once finished; while unfinished at
+// least three leases, so that heartbeats refresh it long before it expires. Whole
+// seconds, as the server keeps it.
+func keepFor(keep, lease time.Duration, finished bool) time.Duration {
+	if keep == 0 {
+		keep = scheduler.DefaultRunKeep
+	}
+	if !finished {
+		keep = max(keep, 3*lease)
+	}
+	return natsutil.TTL(keep)
 }

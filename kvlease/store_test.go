@@ -177,21 +177,30 @@ func TestInitCreatesOrUpdatesBucket(t *testing.T) {
 
 func TestOptions(t *testing.T) {
 	js := singleJS(t)
-	for name, opt := range map[string]kvlease.Option{
-		"bucket with a dot": kvlease.WithBucket("a.b"),
-		"empty bucket":      kvlease.WithBucket(""),
-		"zero replicas":     kvlease.WithReplicas(0),
-		"six replicas":      kvlease.WithReplicas(6),
-		"unknown storage":   kvlease.WithStorage(jetstream.StorageType(7)),
-		"zero timeout":      kvlease.WithTimeout(0),
-		"negative timeout":  kvlease.WithTimeout(-time.Second),
+	for _, tc := range []struct {
+		name, option string
+		opt          kvlease.Option
+	}{
+		{"bucket with a dot", "WithBucket", kvlease.WithBucket("a.b")},
+		{"empty bucket", "WithBucket", kvlease.WithBucket("")},
+		{"zero replicas", "WithReplicas", kvlease.WithReplicas(0)},
+		{"six replicas", "WithReplicas", kvlease.WithReplicas(6)},
+		{"unknown storage", "WithStorage", kvlease.WithStorage(jetstream.StorageType(7))},
+		{"zero call timeout", "WithCallTimeout", kvlease.WithCallTimeout(0)},
+		{"negative call timeout", "WithCallTimeout", kvlease.WithCallTimeout(-time.Second)},
+		{"zero timeout (deprecated name)", "WithCallTimeout", kvlease.WithTimeout(0)},
+		{"zero attempt timeout", "WithAttemptTimeout", kvlease.WithAttemptTimeout(0)},
 	} {
-		_, err := kvlease.New(js, opt)
-		assert.ErrorIs(t, err, scheduler.ErrInvalidOption, name)
+		_, err := kvlease.New(js, tc.opt)
+		assert.ErrorIs(t, err, kvlease.ErrInvalidOption, tc.name)
+		assert.ErrorIs(t, err, scheduler.ErrInvalidOption, "%s: one sentinel for every package's invalid options", tc.name)
+		if assert.Error(t, err, tc.name) {
+			assert.Contains(t, err.Error(), "kvlease: invalid option: "+tc.option, tc.name)
+		}
 	}
 	_, err := kvlease.New(nil)
-	assert.Error(t, err)
-	s, err := kvlease.New(js, nil, kvlease.WithTimeout(time.Second))
+	assert.ErrorIs(t, err, scheduler.ErrInvalidConfig, "a nil JetStream is a missing argument, as for jetstream.New")
+	s, err := kvlease.New(js, nil, kvlease.WithCallTimeout(time.Second))
 	require.NoError(t, err, "a nil option is skipped")
 	assert.Equal(t, kvlease.DefaultBucket, s.Bucket())
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/anarchon/anarchon/internal/natsutil"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -43,12 +44,12 @@ func (s *Store) WatchRun(ctx context.Context, job string, slot time.Time) (<-cha
 	k := keysFor(job, slot)
 	w := &waiter{ch: make(chan struct{}), key: k.lease, base: ^uint64(0)}
 	if err := s.hub.add(s, b, w); err != nil {
-		return nil, fmt.Errorf("kvlease: watch %s: %w", describeRun(job, slot), err)
+		return nil, fmt.Errorf("kvlease: watch %s: %w", natsutil.DescribeRun(job, slot), err)
 	}
 	ls, err := s.readLease(callCtx, b, k)
 	if err != nil {
 		s.hub.remove(w)
-		return nil, fmt.Errorf("kvlease: watch %s: %w", describeRun(job, slot), err)
+		return nil, fmt.Errorf("kvlease: watch %s: %w", natsutil.DescribeRun(job, slot), err)
 	}
 	if ls.rec == nil {
 		s.hub.fire(w) // no live lease: a claim may decide differently now

@@ -1,0 +1,120 @@
+package kvlease
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/anarchon/anarchon/internal/natsutil"
+)
+
+// attempt runs one request with the attempt timeout, and again while it fails with
+// no answer (timeout, no responders, no stream leader) and ctx allows. Requests are
+// reads and compare-and-set writes: a write sent again after it was applied loses its
+// compare-and-set, and the caller reads again and decides, as after any lost race.
+func (s *Store) attempt(ctx context.Context, op func(ctx context.Context) error) error {
+	_, err := natsutil.Retry(ctx, s.opts.attempt, natsutil.Unanswered, op)
+	return err
+}
+
+// read returns the last message on key's subject, asking the stream leader.
+func (s *Store) read(ctx context.Context, b *bucket, key string) (entry, error) {
+	var m *jetstream.RawStreamMsg
+	err := s.attempt(ctx, func(ctx context.Context) (err error) {
+		m, err = b.stream.GetLastMsgForSubject(ctx, b.subject(key))
+		return err
+	})
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return entry{}, nil
+	}
+	if err != nil {
+		return entry{}, fmt.Errorf("kvlease: read %s: %w", key, err)
+	}
+	return entryOf(m.Sequence, m.Time, m.Header, m.Data), nil
+}
+
+func (s *Store) readLease(ctx context.Context, b *bucket, k runKeys) (leaseEntry, error) {
+	e, err := s.read(ctx, b, k.lease)
+	if err != nil {
+		return leaseEntry{}, err
+	}
+	return decodeLease(e)
+}
+
+func (s *Store) readRun(ctx context.Context, b *bucket, k runKeys) (runEntry, error) {
+	e, err := s.read(ctx, b, k.run)
+	if err != nil {
+		return runEntry{}, err
+	}
+	return decodeRun(e)
+}
+
+// errConflict marks a compare-and-set that lost: the key's last revision was not
+// the one expected.
+var errConflict = errors.New("kvlease: revision conflict")
+
+// isConflict reports whether err is a lost compare-and-set. A single server answers
+// 10071 (which nats.go matches to ErrKeyExists), a replicated stream may answer
+// 10164 while another write to the key is in flight (which matches neither
+// sentinel), and kv.Update/Delete wrap ErrKeyRevisionMismatch: check them all.
+func isConflict(err error) bool {
+	return errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) ||
+		natsutil.HasCode(err, jetstream.JSErrCodeStreamWrongLastSequence) ||
+		natsutil.HasCode(err, jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+// backoff waits a little before round try of a contended change: none before the
+// first two rounds, then natsutil.ContentionBackoff.
+func backoff(ctx context.Context, try int) error {
+	if try < 2 {
+		return nil
+	}
+	return natsutil.ContentionBackoff.Wait(ctx, try-1)
+}
+
+// put writes v to key if the key's last revision is still expect (0: nothing
+// stored), with a per-message TTL. kv.Update cannot carry a TTL (and so would make
+// the key permanent), hence the publish with both headers. A lost race returns an
+// error matching errConflict.
+func (s *Store) put(ctx context.Context, b *bucket, key string, v any, expect uint64, ttl time.Duration) (uint64, error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return 0, fmt.Errorf("kvlease: encode %s: %w", key, err)
+	}
+	m := nats.NewMsg(b.subject(key))
+	m.Data = data
+	var ack *jetstream.PubAck
+	err = s.attempt(ctx, func(ctx context.Context) (err error) {
+		ack, err = s.js.PublishMsg(ctx, m,
+			jetstream.WithExpectLastSequencePerSubject(expect),
+			jetstream.WithMsgTTL(ttl), jetstream.WithRetryAttempts(0))
+		return err
+	})
+	if err != nil {
+		if isConflict(err) {
+			return 0, fmt.Errorf("%w: %s at revision %d: %w", errConflict, key, expect, err)
+		}
+		return 0, fmt.Errorf("kvlease: write %s: %w", key, err)
+	}
+	return ack.Sequence, nil
+}
+
+// purge ends a lease key written at revision rev, leaving a purge marker that
+// expires by itself. A lost race returns an error matching errConflict.
+func (s *Store) purge(ctx context.Context, b *bucket, key string, rev uint64) error {
+	err := s.attempt(ctx, func(ctx context.Context) error {
+		return b.kv.Purge(ctx, key, jetstream.LastRevision(rev), jetstream.PurgeTTL(markerTTL))
+	})
+	if err != nil {
+		if isConflict(err) {
+			return fmt.Errorf("%w: %s at revision %d: %w", errConflict, key, rev, err)
+		}
+		return fmt.Errorf("kvlease: purge %s: %w", key, err)
+	}
+	return nil
+}
