@@ -12,6 +12,7 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/anarchon/anarchon/internal/natsutil"
+	"github.com/anarchon/anarchon/internal/option"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -26,6 +27,7 @@ type Backend struct {
 
 	closed  atomic.Bool
 	skipped atomic.Uint64
+	memo    claimMemo // what this backend has seen of its claims' slots
 
 	mu   sync.Mutex
 	jobs map[string]*jobStream
@@ -40,18 +42,17 @@ var (
 // New returns a backend that keeps each job in its own stream on js. It neither
 // connects nor talks to the server: Init checks the server, PrepareJob creates the
 // streams. The backend never closes js or its connection.
+//
+// A nil js is an error matching scheduler.ErrInvalidConfig; an invalid option, one
+// matching ErrInvalidOption (and scheduler.ErrInvalidOption). A nil Option is
+// skipped.
 func New(js natsjs.JetStream, opts ...Option) (*Backend, error) {
 	if js == nil {
-		return nil, invalid("New: nil JetStream")
+		return nil, fmt.Errorf("%w: jetstream: New: nil JetStream", scheduler.ErrInvalidConfig)
 	}
 	cfg := defaultConfig()
-	for _, o := range opts {
-		if o == nil {
-			return nil, invalid("New: nil Option")
-		}
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
+	if err := option.Apply(&cfg, opts); err != nil {
+		return nil, err
 	}
 	return &Backend{js: js, cfg: cfg, jobs: make(map[string]*jobStream)}, nil
 }
@@ -96,13 +97,13 @@ func (b *Backend) CheckJob(job scheduler.JobLimits) error {
 
 // Init checks that JetStream answers on the connection and that the account's limits
 // allow the streams this backend creates. A ctx without a deadline gets the backend's
-// timeout (WithTimeout), so Init never hangs. A closed connection fails at once;
+// call timeout (WithCallTimeout), so Init never hangs. A closed connection fails at once;
 // a server without JetStream fails on its first answer.
 func (b *Backend) Init(ctx context.Context) error {
 	if b.closed.Load() {
 		return ErrClosed
 	}
-	ctx, cancel := b.withTimeout(ctx)
+	ctx, cancel := b.callContext(ctx)
 	defer cancel()
 	nc := b.js.Conn()
 	if nc == nil || nc.IsClosed() {
@@ -168,15 +169,13 @@ func (b *Backend) Close(context.Context) error {
 	b.mu.Lock()
 	clear(b.jobs)
 	b.mu.Unlock()
+	b.memo.clear()
 	return nil
 }
 
-// withTimeout gives ctx the backend's default timeout when it has no deadline.
-func (b *Backend) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok {
-		return context.WithCancel(ctx)
-	}
-	return context.WithTimeout(ctx, b.cfg.timeout)
+// callContext gives ctx the backend's call timeout when it has no deadline.
+func (b *Backend) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return natsutil.CallContext(ctx, b.cfg.callTimeout)
 }
 
 func serverURL(nc *nats.Conn) string {
@@ -258,18 +257,5 @@ func (b *Backend) lookup(ctx context.Context, job string) (*jobStream, error) {
 // second covers the server's lazy expiry of duplicate-table entries.
 func claimTTL(window, timeout time.Duration) time.Duration {
 	d := max(window, min(timeout, 24*time.Hour))
-	return ceilSecond(d) + time.Second
-}
-
-// ceilSecond rounds d up to whole seconds, at least one (the server's minimum TTL).
-func ceilSecond(d time.Duration) time.Duration {
-	if d <= time.Second {
-		return time.Second
-	}
-	return (d + time.Second - 1).Truncate(time.Second)
-}
-
-// ttlHeader formats d for the Nats-TTL header.
-func ttlHeader(d time.Duration) string {
-	return fmt.Sprintf("%ds", int64(ceilSecond(d)/time.Second))
+	return natsutil.TTL(d) + time.Second
 }

@@ -70,8 +70,8 @@ func TestDuplicateAckCarriesOriginalSequenceAndLosesInOneRequest(t *testing.T) {
 		f()
 		return nc.Stats().OutMsgs - before
 	}
-	// A lost first claim is one request: the token was never sent, so it cannot be
-	// the stored one.
+	// A lost first claim is one request: the backend stored the slot's claim itself,
+	// so it knows the holder, and a token it never sent is not it.
 	assert.EqualValues(t, 1, requests(func() {
 		won, err = b.Claim(ctx, claimIn(job, slot(0), token(), "b"))
 		require.NoError(t, err)
@@ -120,15 +120,62 @@ func TestClaimRetriedAfterLostAckWins(t *testing.T) {
 		require.NoError(t, err)
 		assert.False(t, won)
 	})
-	t.Run("another backend in the process", func(t *testing.T) {
+	nc := js.Conn()
+	requests := func(f func()) uint64 {
+		before := nc.Stats().OutMsgs
+		f()
+		return nc.Stats().OutMsgs - before
+	}
+	t.Run("another backend value, its first word on the slot", func(t *testing.T) {
+		// What a Backend knows of its claims is its own: a token another value
+		// published, repeated here before this one claimed the slot, looks like this
+		// value's one fresh token for the slot, which loses without a read back.
 		in := claimIn(job, slot(1), token(), "a")
 		won, err := b.Claim(ctx, in)
 		require.NoError(t, err)
 		require.True(t, won)
 		b2 := newBackend(t, js)
+		require.NoError(t, b2.PrepareJob(ctx, limits(job)))
 		won, err = b2.Claim(ctx, in)
 		require.NoError(t, err)
-		assert.True(t, won, "the token is remembered process-wide, so the repeat is read back")
+		assert.False(t, won, "not read back without WithVerifyEveryDuplicate")
+		bv := newBackend(t, js, WithVerifyEveryDuplicate())
+		require.NoError(t, bv.PrepareJob(ctx, limits(job)))
+		won, err = bv.Claim(ctx, in)
+		require.NoError(t, err)
+		assert.True(t, won, "read back with WithVerifyEveryDuplicate")
+	})
+	t.Run("another backend value that lost the slot", func(t *testing.T) {
+		// The conformance race: every value claims the slot with its own token, then
+		// the winner's claim is repeated through a value that lost.
+		in := claimIn(job, slot(3), token(), "a")
+		won, err := b.Claim(ctx, in)
+		require.NoError(t, err)
+		require.True(t, won)
+		b3 := newBackend(t, js)
+		require.NoError(t, b3.PrepareJob(ctx, limits(job)))
+		assert.EqualValues(t, 1, requests(func() {
+			won, err = b3.Claim(ctx, claimIn(job, slot(3), token(), "b"))
+			require.NoError(t, err)
+			assert.False(t, won)
+		}), "its own lost claim: one round trip")
+		assert.EqualValues(t, 2, requests(func() {
+			won, err = b3.Claim(ctx, in)
+			require.NoError(t, err)
+			assert.True(t, won, "a second token for the slot is read back: the winner's repeat wins")
+		}))
+		assert.EqualValues(t, 1, requests(func() {
+			won, err = b3.Claim(ctx, claimIn(job, slot(3), token(), "c"))
+			require.NoError(t, err)
+			assert.False(t, won)
+		}), "the holder is known now: a loss is decided without a read back")
+		assert.EqualValues(t, 2, requests(func() {
+			won, err = b3.Claim(ctx, in)
+			require.NoError(t, err)
+			assert.True(t, won)
+		}), "a known holder's repeat is still read back: the memo never wins a slot by itself")
+		require.NoError(t, b3.Close(ctx))
+		assert.Zero(t, b3.memo.len(), "Close forgets")
 	})
 	t.Run("first publish unacknowledged", func(t *testing.T) {
 		// The first attempt reached the server, its ack was lost: publish the exact
@@ -472,7 +519,7 @@ func TestInitFailsFast(t *testing.T) {
 		js := jsFor(t, nc, err)
 		s.Shutdown()
 		require.Eventually(t, func() bool { return !nc.IsConnected() }, 5*time.Second, 10*time.Millisecond)
-		b, err := New(js, WithTimeout(300*time.Millisecond))
+		b, err := New(js, WithCallTimeout(300*time.Millisecond))
 		require.NoError(t, err)
 		start := time.Now()
 		err = b.Init(context.Background()) // no deadline: the backend's timeout applies
@@ -509,31 +556,40 @@ func TestClaimNeedsTheStream(t *testing.T) {
 func TestOptionsAreValidated(t *testing.T) {
 	s := startServer(t, embedded.Options{})
 	js := connect(t, s)
-	for name, opt := range map[string]Option{
-		"empty stream prefix":  WithStreamPrefix(""),
-		"dotted stream prefix": WithStreamPrefix("A.B"),
-		"long stream prefix":   WithStreamPrefix(strings.Repeat("A", MaxPrefixLen+1)),
-		"wildcard subject":     WithSubjectPrefix("a.*"),
-		"empty subject token":  WithSubjectPrefix("a..b"),
-		"zero replicas":        WithReplicas(0),
-		"six replicas":         WithReplicas(6),
-		"unknown storage":      WithStorage(natsjs.StorageType(7)),
-		"short window":         WithDedupeWindow(99 * time.Millisecond),
-		"zero max bytes":       WithMaxBytes(0),
-		"zero timeout":         WithTimeout(0),
-		"zero attempt timeout": WithAttemptTimeout(0),
-		"nil logger":           WithLogger(nil),
-		"nil option":           nil,
+	for _, tc := range []struct {
+		name, option string
+		opt          Option
+	}{
+		{"empty stream prefix", "WithStreamPrefix", WithStreamPrefix("")},
+		{"dotted stream prefix", "WithStreamPrefix", WithStreamPrefix("A.B")},
+		{"long stream prefix", "WithStreamPrefix", WithStreamPrefix(strings.Repeat("A", MaxPrefixLen+1))},
+		{"wildcard subject", "WithSubjectPrefix", WithSubjectPrefix("a.*")},
+		{"empty subject token", "WithSubjectPrefix", WithSubjectPrefix("a..b")},
+		{"zero replicas", "WithReplicas", WithReplicas(0)},
+		{"six replicas", "WithReplicas", WithReplicas(6)},
+		{"unknown storage", "WithStorage", WithStorage(natsjs.StorageType(7))},
+		{"short window", "WithDedupeWindow", WithDedupeWindow(99 * time.Millisecond)},
+		{"zero max bytes", "WithMaxBytes", WithMaxBytes(0)},
+		{"zero call timeout", "WithCallTimeout", WithCallTimeout(0)},
+		{"zero timeout (deprecated name)", "WithCallTimeout", WithTimeout(0)},
+		{"zero attempt timeout", "WithAttemptTimeout", WithAttemptTimeout(0)},
+		{"nil logger", "WithLogger", WithLogger(nil)},
 	} {
-		t.Run(name, func(t *testing.T) {
-			b, err := New(js, opt)
-			require.ErrorIs(t, err, scheduler.ErrInvalidOption)
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := New(js, tc.opt)
+			require.ErrorIs(t, err, ErrInvalidOption)
+			assert.ErrorIs(t, err, scheduler.ErrInvalidOption, "one sentinel for every package's invalid options")
+			assert.Contains(t, err.Error(), "jetstream: invalid option: "+tc.option)
 			assert.Nil(t, b)
 		})
 	}
-	_, err := New(nil)
-	require.ErrorIs(t, err, scheduler.ErrInvalidOption)
-	b, err := New(js, WithStreamPrefix("MY_APP-1"), WithSubjectPrefix("my.app"), WithStorage(natsjs.MemoryStorage),
+	b, err := New(js, nil, WithCallTimeout(time.Second), nil)
+	require.NoError(t, err, "a nil option is skipped, as by kvlease.New and scheduler")
+	require.NotNil(t, b)
+	_, err = New(nil)
+	require.ErrorIs(t, err, scheduler.ErrInvalidConfig, "a nil JetStream is a missing argument, as for kvlease.New")
+	assert.NotErrorIs(t, err, scheduler.ErrInvalidOption)
+	b, err = New(js, WithStreamPrefix("MY_APP-1"), WithSubjectPrefix("my.app"), WithStorage(natsjs.MemoryStorage),
 		WithDedupeWindow(time.Minute), WithMaxBytes(1<<20))
 	require.NoError(t, err)
 	require.NoError(t, b.Init(ctxFor(t)))
@@ -550,7 +606,7 @@ func TestLeasedBackend(t *testing.T) {
 	ctx := ctxFor(t)
 
 	_, err := NewLeased(js, nil)
-	require.ErrorIs(t, err, scheduler.ErrInvalidOption)
+	require.ErrorIs(t, err, scheduler.ErrInvalidConfig)
 
 	var plain scheduler.Backend = newBackend(t, js)
 	_, ok := plain.(scheduler.LeaseBackend)

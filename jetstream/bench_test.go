@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/anarchon/anarchon/embedded"
+	"github.com/anarchon/anarchon/internal/natsutil"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -156,7 +157,7 @@ func BenchmarkRawClaimPublish(b *testing.B) {
 			ms := in.Slot.UnixMilli()
 			msg := &nats.Msg{Subject: st.claimSubject(ms), Header: nats.Header{}, Data: encodeClaim(in, false, time.Now())}
 			msg.Header.Set(natsjs.MsgIDHeader, st.msgID(ms))
-			msg.Header.Set(natsjs.MsgTTLHeader, ttlHeader(st.claimTTL))
+			msg.Header.Set(natsjs.MsgTTLHeader, natsutil.TTLHeader(st.claimTTL))
 			if _, err := env.js.PublishMsg(ctx, msg); err != nil {
 				b.Fatal(err)
 			}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/anarchon/anarchon/internal/option"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -18,6 +19,10 @@ var (
 	ErrIncompatibleStream = errors.New("jetstream: incompatible stream")
 	// ErrUnsupportedJob: a job this backend cannot run (CheckJob and PrepareJob).
 	ErrUnsupportedJob = errors.New("jetstream: job not supported")
+	// ErrInvalidOption: an option New cannot accept; the message names it. It
+	// matches scheduler.ErrInvalidOption too, so one errors.Is covers the invalid
+	// options of every anarchon package.
+	ErrInvalidOption = option.Sentinel("jetstream")
 	// ErrInvalidClaim: a claim without a token or a job. It IS scheduler.ErrInvalidClaim,
 	// the one sentinel every backend's invalid claims match, so errors.Is works with
 	// either name.

@@ -33,7 +33,7 @@ import (
 // A message on the job's subjects that is not an anarchon record (foreign, corrupt,
 // for another job) is skipped, logged at warn level and counted in SkippedRecords.
 func (b *Backend) History(ctx context.Context, job string, limit int) ([]scheduler.RunRecord, error) {
-	ctx, cancel := b.withTimeout(ctx)
+	ctx, cancel := b.callContext(ctx)
 	defer cancel()
 	st, err := b.lookup(ctx, job)
 	if errors.Is(err, errNoStream) {

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/anarchon/anarchon/internal/natsutil"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -32,7 +33,7 @@ var (
 // and leases in runs (for example a kvlease store). Close does not close runs.
 func NewLeased(js natsjs.JetStream, runs scheduler.RunStore, opts ...Option) (*LeasedBackend, error) {
 	if runs == nil {
-		return nil, invalid("NewLeased: nil RunStore")
+		return nil, fmt.Errorf("%w: jetstream: NewLeased: nil RunStore", scheduler.ErrInvalidConfig)
 	}
 	b, err := New(js, opts...)
 	if err != nil {
@@ -85,10 +86,10 @@ func (b *LeasedBackend) Claim(ctx context.Context, in scheduler.ClaimInput) (boo
 // claim's lifetime (the duplicate window, or the job's timeout if longer) rather
 // than bounded by the history size.
 func (b *LeasedBackend) RecordClaim(ctx context.Context, in scheduler.ClaimInput) error {
-	if in.Token == "" {
-		return fmt.Errorf("%w: job %q: empty token", ErrInvalidClaim, in.Job)
+	if err := natsutil.CheckClaim("jetstream", in.Job, in.Token); err != nil {
+		return err
 	}
-	ctx, cancel := b.withTimeout(ctx)
+	ctx, cancel := b.callContext(ctx)
 	defer cancel()
 	st, err := b.stream(ctx, in.Job, "record claim")
 	if err != nil {
@@ -98,11 +99,17 @@ func (b *LeasedBackend) RecordClaim(ctx context.Context, in scheduler.ClaimInput
 		return b.recordLease(ctx, st, in)
 	}
 	slot := in.Slot.UnixMilli()
-	ans, err := b.publishClaim(ctx, st, in.Job, slot, st.claimMsg(in, true, time.Now()), true, "record claim")
+	now := time.Now()
+	key := slotKey{stream: st.names.stream, slot: slot}
+	b.memo.send(key, in.Token, now, st.claimTTL)
+	ans, err := b.publishClaim(ctx, st, in.Job, slot, st.claimMsg(in, true, now), func(uint64) bool { return true }, "record claim")
+	if err == nil {
+		b.memo.answered(key, in.Token, ans, time.Now(), st.claimTTL)
+	}
 	switch {
 	case err != nil:
 		return err
-	case ans.stored || ans.held.Token == in.Token:
+	case ans.won(in.Token):
 		return nil
 	case !ans.held.Leased:
 		return fmt.Errorf("jetstream: record claim of job %q slot %d on stream %q: %w (instance %q, claim at sequence %d): "+
@@ -119,7 +126,7 @@ func (b *LeasedBackend) recordLease(ctx context.Context, st *jobStream, in sched
 	msg := &nats.Msg{Subject: st.leases, Header: nats.Header{}, Data: encodeClaim(in, false, time.Now())}
 	msg.Header.Set(natsjs.MsgIDHeader, st.msgID(slot)+":"+in.Token)
 	if in.HistoryTTL > 0 {
-		msg.Header.Set(natsjs.MsgTTLHeader, ttlHeader(in.HistoryTTL))
+		msg.Header.Set(natsjs.MsgTTLHeader, natsutil.TTLHeader(in.HistoryTTL))
 	}
 	if _, err := b.js.PublishMsg(ctx, msg); err != nil {
 		return fmt.Errorf("jetstream: record claim of job %q on stream %q: %w", in.Job, st.names.stream, err)

@@ -1,6 +1,7 @@
 package jetstream
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -8,6 +9,8 @@ import (
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/anarchon/anarchon/internal/natsutil"
+	"github.com/anarchon/anarchon/internal/option"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -23,8 +26,12 @@ const (
 	DefaultDedupeWindow = 10 * time.Minute
 	// MinDedupeWindow is the smallest duplicate window nats-server accepts.
 	MinDedupeWindow = 100 * time.Millisecond
-	// DefaultTimeout bounds every call whose context has no deadline.
-	DefaultTimeout = 10 * time.Second
+	// DefaultCallTimeout bounds every call whose context has no deadline.
+	DefaultCallTimeout = 10 * time.Second
+	// DefaultTimeout is DefaultCallTimeout.
+	//
+	// Deprecated: use DefaultCallTimeout.
+	DefaultTimeout = DefaultCallTimeout
 	// DefaultAttemptTimeout bounds one publish or read inside Claim, which retries
 	// (with the same message id and token) until its context ends, and one request
 	// inside PrepareJob, which asks again until its context ends.
@@ -32,13 +39,18 @@ const (
 	// MaxPrefixLen bounds both prefixes, so that every job name still encodes into a
 	// stream name within nats-server's 255-byte limit.
 	MaxPrefixLen = 128
-	// MaxJobNameLen is the longest job name the backend accepts (in bytes): the name
-	// travels in every record and in the stream's metadata.
-	MaxJobNameLen = 16 << 10
+	// MaxJobNameLen is the longest job name the backend accepts, in bytes: the
+	// scheduler's limit, since claims and CheckJob validate names with
+	// scheduler.ValidateJobName. Longer names are not refused for the server's sake
+	// (a name is encoded into the stream name and hashed when long, and travels in
+	// every record and in the stream's metadata): there is one limit for every
+	// backend.
+	MaxJobNameLen = scheduler.MaxJobNameLen
 )
 
-// Option configures a Backend. Options return errors wrapping
-// scheduler.ErrInvalidOption for invalid values; nothing is silently replaced.
+// Option configures a Backend. An invalid value makes New return an error wrapping
+// ErrInvalidOption (which matches scheduler.ErrInvalidOption) that names the
+// option; nothing is silently replaced. A nil Option is skipped.
 type Option func(*config) error
 
 type config struct {
@@ -48,7 +60,7 @@ type config struct {
 	storage        natsjs.StorageType
 	window         time.Duration
 	maxBytes       int64
-	timeout        time.Duration
+	callTimeout    time.Duration
 	attemptTimeout time.Duration
 	verifyAll      bool
 	log            *slog.Logger
@@ -62,32 +74,31 @@ func defaultConfig() config {
 		storage:        natsjs.FileStorage,
 		window:         DefaultDedupeWindow,
 		maxBytes:       -1,
-		timeout:        DefaultTimeout,
+		callTimeout:    DefaultCallTimeout,
 		attemptTimeout: DefaultAttemptTimeout,
 		log:            slog.New(slog.DiscardHandler),
 	}
 }
 
-func invalid(format string, args ...any) error {
-	return fmt.Errorf("jetstream: %w: "+format, append([]any{scheduler.ErrInvalidOption}, args...)...)
+func checked[V any](name string, v V, check func(V) error, set func(*config, V)) Option {
+	return option.Checked(ErrInvalidOption, name, v, check, set)
 }
 
 // WithStreamPrefix sets the first part of every job stream's name. Defaults to
 // DefaultStreamPrefix. It may hold ASCII letters, digits, '_' and '-', at most
 // MaxPrefixLen of them.
 func WithStreamPrefix(prefix string) Option {
-	return func(c *config) error {
+	return checked("WithStreamPrefix", prefix, func(prefix string) error {
 		if prefix == "" || len(prefix) > MaxPrefixLen {
-			return invalid("WithStreamPrefix: %q must be 1 to %d bytes", prefix, MaxPrefixLen)
+			return fmt.Errorf("must be 1 to %d bytes", MaxPrefixLen)
 		}
 		for _, r := range prefix {
 			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
-				return invalid("WithStreamPrefix: %q may hold only ASCII letters, digits, '_' and '-' (it names files on the server)", prefix)
+				return errors.New("may hold only ASCII letters, digits, '_' and '-' (it names files on the server)")
 			}
 		}
-		c.streamPrefix = prefix
 		return nil
-	}
+	}, func(c *config, prefix string) { c.streamPrefix = prefix })
 }
 
 // WithSubjectPrefix sets the first tokens of every job subject. Defaults to
@@ -95,43 +106,30 @@ func WithStreamPrefix(prefix string) Option {
 // tokens, no wildcards or whitespace) of at most MaxPrefixLen bytes, and no other
 // stream may listen on <prefix>.>.
 func WithSubjectPrefix(prefix string) Option {
-	return func(c *config) error {
+	return checked("WithSubjectPrefix", prefix, func(prefix string) error {
 		if prefix == "" || len(prefix) > MaxPrefixLen {
-			return invalid("WithSubjectPrefix: %q must be 1 to %d bytes", prefix, MaxPrefixLen)
+			return fmt.Errorf("must be 1 to %d bytes", MaxPrefixLen)
 		}
 		for tok := range strings.SplitSeq(prefix, ".") {
 			if tok == "" || tok == "*" || tok == ">" || strings.ContainsAny(tok, " \t\r\n\f") || !printable(tok) {
-				return invalid("WithSubjectPrefix: %q is not a literal subject (empty token, wildcard, whitespace or control character)", prefix)
+				return errors.New("not a literal subject (empty token, wildcard, whitespace or control character)")
 			}
 		}
-		c.subjectPrefix = prefix
 		return nil
-	}
+	}, func(c *config, prefix string) { c.subjectPrefix = prefix })
 }
 
-// WithReplicas sets the number of replicas of each job stream, 1 to 5. Defaults to
+// WithReplicas sets the number of replicas of each job stream, 1 to 5 (MaxReplicas). Defaults to
 // DefaultReplicas. Use 3 on a cluster so claims survive the loss of a server.
 func WithReplicas(n int) Option {
-	return func(c *config) error {
-		if n < 1 || n > 5 {
-			return invalid("WithReplicas: %d is not between 1 and 5", n)
-		}
-		c.replicas = n
-		return nil
-	}
+	return checked("WithReplicas", n, natsutil.CheckReplicas, func(c *config, n int) { c.replicas = n })
 }
 
 // WithStorage sets where job streams keep their messages. Defaults to file storage,
 // which keeps claims (and so the duplicate table) across a server restart; memory
 // storage forgets every claim when the server restarts.
 func WithStorage(st natsjs.StorageType) Option {
-	return func(c *config) error {
-		if st != natsjs.FileStorage && st != natsjs.MemoryStorage {
-			return invalid("WithStorage: unknown storage type %d", st)
-		}
-		c.storage = st
-		return nil
-	}
+	return checked("WithStorage", st, natsutil.CheckStorage, func(c *config, st natsjs.StorageType) { c.storage = st })
 }
 
 // WithDedupeWindow sets the duplicate window of jobs that do not ask for their own.
@@ -139,13 +137,12 @@ func WithStorage(st natsjs.StorageType) Option {
 // instances claim later (jitter + max lateness must stay below it) at the cost of
 // server memory for the duplicate table and of claims stored for as long.
 func WithDedupeWindow(d time.Duration) Option {
-	return func(c *config) error {
+	return checked("WithDedupeWindow", d, func(d time.Duration) error {
 		if d < MinDedupeWindow {
-			return invalid("WithDedupeWindow: %v is below the server minimum %v", d, MinDedupeWindow)
+			return fmt.Errorf("below the server minimum %v", MinDedupeWindow)
 		}
-		c.window = d
 		return nil
-	}
+	}, func(c *config, d time.Duration) { c.window = d })
 }
 
 // WithMaxBytes caps the size of each job stream in bytes. Defaults to no cap (-1).
@@ -153,46 +150,42 @@ func WithDedupeWindow(d time.Duration) Option {
 // that evicts claims younger than the duplicate window weakens exactly-once after a
 // server restart, so leave room.
 func WithMaxBytes(n int64) Option {
-	return func(c *config) error {
+	return checked("WithMaxBytes", n, func(n int64) error {
 		if n == 0 || n < -1 {
-			return invalid("WithMaxBytes: %d must be positive, or -1 for no cap", n)
+			return errors.New("must be positive, or -1 for no cap")
 		}
-		c.maxBytes = n
 		return nil
-	}
+	}, func(c *config, n int64) { c.maxBytes = n })
 }
 
-// WithTimeout bounds every call whose context has no deadline. Defaults to
-// DefaultTimeout.
-func WithTimeout(d time.Duration) Option {
-	return func(c *config) error {
-		if d <= 0 {
-			return invalid("WithTimeout: %v must be positive", d)
-		}
-		c.timeout = d
-		return nil
-	}
+// WithCallTimeout bounds every call whose context has no deadline: the whole call,
+// its retries included (WithAttemptTimeout bounds each request inside it). Defaults
+// to DefaultCallTimeout.
+func WithCallTimeout(d time.Duration) Option {
+	return checked("WithCallTimeout", d, option.Positive, func(c *config, d time.Duration) { c.callTimeout = d })
 }
+
+// WithTimeout is WithCallTimeout. It is not the handler's timeout
+// (scheduler.WithTimeout), hence the new name.
+//
+// Deprecated: use WithCallTimeout.
+func WithTimeout(d time.Duration) Option { return WithCallTimeout(d) }
 
 // WithAttemptTimeout bounds one request inside Claim and PrepareJob; they send it
 // again after it (Claim with the same message id and token) until their context
 // ends. Defaults to DefaultAttemptTimeout.
 func WithAttemptTimeout(d time.Duration) Option {
-	return func(c *config) error {
-		if d <= 0 {
-			return invalid("WithAttemptTimeout: %v must be positive", d)
-		}
-		c.attemptTimeout = d
-		return nil
-	}
+	return checked("WithAttemptTimeout", d, option.Positive, func(c *config, d time.Duration) { c.attemptTimeout = d })
 }
 
 // WithVerifyEveryDuplicate makes Claim read the stored claim back on every duplicate
-// answer. By default it reads back only when this process has published the same
-// (job, slot, token) before: a token it never sent cannot be the stored one, so such
-// a claim is lost without a second round trip. Use this option when the same token
-// may be claimed from more than one process (the contract says tokens are unique
-// per attempt, so the scheduler never does that).
+// answer. By default it reads back only when the token may be the stored one by
+// what this Backend has seen (see Claim): it published the same (job, slot, token)
+// before, or it already answered another token of the slot. The first token of a
+// slot on a Backend that it never sent is lost without a second round trip. Use
+// this option when the same token may be claimed through more than one Backend
+// value or process as its first claim of the slot (the contract says tokens are
+// unique per attempt, so the scheduler never does that).
 func WithVerifyEveryDuplicate() Option {
 	return func(c *config) error {
 		c.verifyAll = true
@@ -203,13 +196,12 @@ func WithVerifyEveryDuplicate() Option {
 // WithLogger sets the logger for warnings (skipped foreign records, stream updates).
 // Defaults to a logger that discards everything.
 func WithLogger(l *slog.Logger) Option {
-	return func(c *config) error {
+	return checked("WithLogger", l, func(l *slog.Logger) error {
 		if l == nil {
-			return invalid("WithLogger: nil logger (leave the option out for silence)")
+			return errors.New("nil logger (leave the option out for silence)")
 		}
-		c.log = l
 		return nil
-	}
+	}, func(c *config, l *slog.Logger) { c.log = l })
 }
 
 func printable(s string) bool {

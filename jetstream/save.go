@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/anarchon/anarchon/internal/natsutil"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -16,10 +17,10 @@ import (
 // de-duplication (each run has its own token), and returns in.Slot. The record
 // expires after in.HistoryTTL when set; the newest history-size records are kept.
 func (b *Backend) RecordManualRun(ctx context.Context, in scheduler.ClaimInput) (time.Time, error) {
-	if in.Token == "" {
-		return time.Time{}, fmt.Errorf("%w: job %q: empty token", ErrInvalidClaim, in.Job)
+	if err := natsutil.CheckClaim("jetstream", in.Job, in.Token); err != nil {
+		return time.Time{}, err
 	}
-	ctx, cancel := b.withTimeout(ctx)
+	ctx, cancel := b.callContext(ctx)
 	defer cancel()
 	st, err := b.stream(ctx, in.Job, "record manual run")
 	if err != nil {
@@ -27,7 +28,7 @@ func (b *Backend) RecordManualRun(ctx context.Context, in scheduler.ClaimInput) 
 	}
 	msg := &nats.Msg{Subject: st.manual, Header: nats.Header{}, Data: encodeClaim(in, true, time.Now())}
 	if in.HistoryTTL > 0 {
-		msg.Header.Set(natsjs.MsgTTLHeader, ttlHeader(in.HistoryTTL))
+		msg.Header.Set(natsjs.MsgTTLHeader, natsutil.TTLHeader(in.HistoryTTL))
 	}
 	if _, err := b.js.PublishMsg(ctx, msg); err != nil {
 		return time.Time{}, fmt.Errorf("jetstream: record manual run of job %q on stream %q: %w", in.Job, st.names.stream, err)
@@ -43,7 +44,7 @@ func (b *Backend) SaveResult(ctx context.Context, job string, r scheduler.Stored
 	if keep.Size < 0 || keep.TTL < 0 {
 		return fmt.Errorf("%w: job %q: negative retention %+v", ErrUnsupportedJob, job, keep)
 	}
-	ctx, cancel := b.withTimeout(ctx)
+	ctx, cancel := b.callContext(ctx)
 	defer cancel()
 	st, err := b.stream(ctx, job, "save result")
 	if err != nil {
@@ -51,7 +52,7 @@ func (b *Backend) SaveResult(ctx context.Context, job string, r scheduler.Stored
 	}
 	msg := &nats.Msg{Subject: st.results, Header: nats.Header{}, Data: encodeResult(job, r)}
 	if keep.TTL > 0 {
-		msg.Header.Set(natsjs.MsgTTLHeader, ttlHeader(keep.TTL))
+		msg.Header.Set(natsjs.MsgTTLHeader, natsutil.TTLHeader(keep.TTL))
 	}
 	if _, err := b.js.PublishMsg(ctx, msg); err != nil {
 		return fmt.Errorf("jetstream: save result of job %q on stream %q: %w", job, st.names.stream, err)

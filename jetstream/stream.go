@@ -49,7 +49,7 @@ func (b *Backend) PrepareJob(ctx context.Context, job scheduler.JobLimits) error
 	if err := b.CheckJob(job); err != nil {
 		return err
 	}
-	ctx, cancel := b.withTimeout(ctx)
+	ctx, cancel := b.callContext(ctx)
 	defer cancel()
 
 	n := b.cfg.namesFor(job.Job)
@@ -213,19 +213,13 @@ func (b *Backend) checkStream(job string, n names, cfg *natsjs.StreamConfig, win
 func (b *Backend) reconcile(have, want natsjs.StreamConfig) (natsjs.StreamConfig, []string) {
 	upd := have
 	var c natsutil.Changes
-	c.Set("subjects", !slices.Equal(have.Subjects, want.Subjects), func() { upd.Subjects = want.Subjects })
-	c.Set("duplicate_window", have.Duplicates != want.Duplicates, func() { upd.Duplicates = want.Duplicates })
-	c.Set("max_msgs_per_subject", have.MaxMsgsPerSubject != want.MaxMsgsPerSubject, func() { upd.MaxMsgsPerSubject = want.MaxMsgsPerSubject })
-	c.Set("num_replicas", have.Replicas != want.Replicas, func() { upd.Replicas = want.Replicas })
-	c.Set("max_bytes", have.MaxBytes != want.MaxBytes, func() { upd.MaxBytes = want.MaxBytes })
-	c.Set("max_msgs", have.MaxMsgs != want.MaxMsgs, func() { upd.MaxMsgs = want.MaxMsgs })
+	c.Match(&upd, have, want, natsutil.Subjects, natsutil.DuplicateWindow, natsutil.MaxMsgsPerSubject,
+		natsutil.Replicas, natsutil.MaxBytes, natsutil.MaxMsgs)
 	c.Set("max_age", have.MaxAge != 0 && have.MaxAge < want.Duplicates, func() { upd.MaxAge = 0 })
-	c.Set("discard", have.Discard != natsjs.DiscardOld, func() { upd.Discard = natsjs.DiscardOld })
-	c.Set("allow_msg_ttl", !have.AllowMsgTTL, func() { upd.AllowMsgTTL = true })
-	c.Set("allow_direct", have.AllowDirect, func() { upd.AllowDirect = false })
+	// want has discard old, message TTLs on and direct gets off.
+	c.Match(&upd, have, want, natsutil.Discard, natsutil.AllowMsgTTL, natsutil.AllowDirect)
 	c.Set("max_msg_size", have.MaxMsgSize > 0 && have.MaxMsgSize < minMsgSize(want.Metadata[metaJob]), func() { upd.MaxMsgSize = -1 })
-	c.Set("metadata", natsutil.MetadataLacks(have.Metadata, want.Metadata),
-		func() { upd.Metadata = natsutil.MergeMetadata(have.Metadata, want.Metadata) })
+	c.Match(&upd, have, want, natsutil.Metadata)
 	return upd, c
 }
 
