@@ -62,10 +62,10 @@ func (o ClusterOptions) validate() (ClusterOptions, error) {
 		o.Nodes = DefaultClusterNodes
 	}
 	if o.Nodes < 2 {
-		return o, fmt.Errorf("%w: Nodes must be at least 2, got %d", ErrInvalidOptions, o.Nodes)
+		return o, fmt.Errorf("%w: Nodes must be at least 2, got %d", ErrInvalidOption, o.Nodes)
 	}
 	if o.ReadyTimeout < 0 {
-		return o, fmt.Errorf("%w: ReadyTimeout must not be negative, got %s", ErrInvalidOptions, o.ReadyTimeout)
+		return o, fmt.Errorf("%w: ReadyTimeout must not be negative, got %s", ErrInvalidOption, o.ReadyTimeout)
 	}
 	if o.ReadyTimeout == 0 {
 		o.ReadyTimeout = DefaultClusterReadyTimeout
@@ -74,7 +74,7 @@ func (o ClusterOptions) validate() (ClusterOptions, error) {
 		o.Name = DefaultClusterName
 	}
 	if strings.ContainsAny(o.Name, " \t\r\n") {
-		return o, fmt.Errorf("%w: Name must not contain whitespace, got %q", ErrInvalidOptions, o.Name)
+		return o, fmt.Errorf("%w: Name must not contain whitespace, got %q", ErrInvalidOption, o.Name)
 	}
 	return o, nil
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anarchon/anarchon/scheduler"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -242,7 +243,10 @@ func TestInvalidOptions(t *testing.T) {
 			s, err := Start(testCtx(t), tt.opts)
 			require.Error(t, err)
 			assert.Nil(t, s)
-			assert.ErrorIs(t, err, ErrInvalidOptions)
+			assert.ErrorIs(t, err, ErrInvalidOption)
+			assert.ErrorIs(t, err, ErrInvalidOptions, "the deprecated name still matches")
+			assert.ErrorIs(t, err, scheduler.ErrInvalidOption, "one sentinel for every package's invalid options")
+			assert.Contains(t, err.Error(), "embedded: invalid option: ")
 			assert.Contains(t, err.Error(), tt.field)
 		})
 	}
@@ -251,7 +255,8 @@ func TestInvalidOptions(t *testing.T) {
 		c, err := StartCluster(testCtx(t), ClusterOptions{Nodes: n})
 		require.Error(t, err)
 		assert.Nil(t, c)
-		assert.ErrorIs(t, err, ErrInvalidOptions)
+		assert.ErrorIs(t, err, ErrInvalidOption)
+		assert.ErrorIs(t, err, scheduler.ErrInvalidOption)
 		assert.Contains(t, err.Error(), "Nodes")
 	}
 }

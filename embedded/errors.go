@@ -1,11 +1,23 @@
 package embedded
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/anarchon/anarchon/internal/option"
+)
 
 var (
-	// ErrInvalidOptions is wrapped by every error Start and StartCluster return
+	// ErrInvalidOption is wrapped by every error Start and StartCluster return
 	// for an invalid Options or ClusterOptions value. The message names the field.
-	ErrInvalidOptions = errors.New("embedded: invalid options")
+	// It matches scheduler.ErrInvalidOption too, so one errors.Is covers the
+	// invalid options of every anarchon package.
+	ErrInvalidOption = option.Sentinel("embedded")
+
+	// ErrInvalidOptions is ErrInvalidOption, under the name it had before every
+	// package's sentinel was called ErrInvalidOption.
+	//
+	// Deprecated: use ErrInvalidOption.
+	ErrInvalidOptions = ErrInvalidOption
 
 	// ErrStartFailed is wrapped when nats-server reports a fatal error while
 	// starting (a listener that cannot bind, JetStream that cannot enable its

@@ -72,33 +72,33 @@ func (o Options) validate() (Options, *listenAddr, error) {
 		o.ServerName = DefaultServerName
 	}
 	if o.ReadyTimeout < 0 {
-		return o, nil, fmt.Errorf("%w: ReadyTimeout must not be negative, got %s", ErrInvalidOptions, o.ReadyTimeout)
+		return o, nil, fmt.Errorf("%w: ReadyTimeout must not be negative, got %s", ErrInvalidOption, o.ReadyTimeout)
 	}
 	if o.ReadyTimeout == 0 {
 		o.ReadyTimeout = DefaultReadyTimeout
 	}
 	if o.JetStreamMaxMemory < 0 {
-		return o, nil, fmt.Errorf("%w: JetStreamMaxMemory must not be negative, got %d", ErrInvalidOptions, o.JetStreamMaxMemory)
+		return o, nil, fmt.Errorf("%w: JetStreamMaxMemory must not be negative, got %d", ErrInvalidOption, o.JetStreamMaxMemory)
 	}
 	if o.JetStreamMaxStore < 0 {
-		return o, nil, fmt.Errorf("%w: JetStreamMaxStore must not be negative, got %d", ErrInvalidOptions, o.JetStreamMaxStore)
+		return o, nil, fmt.Errorf("%w: JetStreamMaxStore must not be negative, got %d", ErrInvalidOption, o.JetStreamMaxStore)
 	}
 	if o.SyncInterval < 0 {
-		return o, nil, fmt.Errorf("%w: SyncInterval must not be negative, got %s", ErrInvalidOptions, o.SyncInterval)
+		return o, nil, fmt.Errorf("%w: SyncInterval must not be negative, got %s", ErrInvalidOption, o.SyncInterval)
 	}
 	if o.SyncInterval > 0 && o.SyncAlways {
-		return o, nil, fmt.Errorf("%w: SyncInterval and SyncAlways are mutually exclusive", ErrInvalidOptions)
+		return o, nil, fmt.Errorf("%w: SyncInterval and SyncAlways are mutually exclusive", ErrInvalidOption)
 	}
 	if o.Listen == "" {
 		return o, nil, nil
 	}
 	host, portStr, err := net.SplitHostPort(o.Listen)
 	if err != nil {
-		return o, nil, fmt.Errorf("%w: Listen %q: %w", ErrInvalidOptions, o.Listen, err)
+		return o, nil, fmt.Errorf("%w: Listen %q: %w", ErrInvalidOption, o.Listen, err)
 	}
 	port, err := strconv.Atoi(portStr)
 	if err != nil || port < 0 || port > 65535 {
-		return o, nil, fmt.Errorf("%w: Listen %q: port must be a number from 0 to 65535", ErrInvalidOptions, o.Listen)
+		return o, nil, fmt.Errorf("%w: Listen %q: port must be a number from 0 to 65535", ErrInvalidOption, o.Listen)
 	}
 	if host == "" {
 		host = "0.0.0.0"

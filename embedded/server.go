@@ -33,7 +33,7 @@ type Server struct {
 
 // Start starts an in-process nats-server and returns once it accepts
 // connections and, unless DisableJetStream is set, JetStream is enabled and
-// has recovered its store. It fails with an error wrapping ErrInvalidOptions,
+// has recovered its store. It fails with an error wrapping ErrInvalidOption,
 // ErrStartFailed or ErrNotReady rather than exiting the process, and cleans
 // up after itself when it fails. ctx bounds the start only; the server runs
 // until Shutdown.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/anarchon/anarchon/internal/option"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -42,16 +43,11 @@ const (
 )
 
 // New returns the collectors, not yet registered anywhere. An invalid option is an
-// error wrapping ErrInvalidOption.
+// error wrapping ErrInvalidOption; a nil Option is skipped.
 func New(opts ...Option) (*Metrics, error) {
 	cfg := defaultConfig()
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
+	if err := option.Apply(&cfg, opts); err != nil {
+		return nil, err
 	}
 	ns := cfg.namespace
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {

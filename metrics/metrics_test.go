@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/anarchon/anarchon/metrics"
+	"github.com/anarchon/anarchon/scheduler"
 )
 
 func TestNewRejectsInvalidOptions(t *testing.T) {
@@ -34,11 +35,13 @@ func TestNewRejectsInvalidOptions(t *testing.T) {
 			m, err := metrics.New(tc.opt)
 			require.Error(t, err)
 			assert.ErrorIs(t, err, metrics.ErrInvalidOption)
-			assert.Contains(t, err.Error(), tc.want)
+			assert.ErrorIs(t, err, scheduler.ErrInvalidOption, "one sentinel for every package's invalid options")
+			assert.Contains(t, err.Error(), "metrics: invalid option: "+tc.want)
 			assert.Nil(t, m)
 
-			m, err = metrics.Wire(prometheus.NewRegistry(), tc.opt)
+			m, err = metrics.Wire(prometheus.NewRegistry(), nil, tc.opt)
 			assert.ErrorIs(t, err, metrics.ErrInvalidOption)
+			assert.ErrorIs(t, err, scheduler.ErrInvalidOption)
 			assert.Nil(t, m)
 		})
 	}

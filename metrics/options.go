@@ -22,7 +22,8 @@ var (
 )
 
 // Option configures New and Wire. An invalid value is an error wrapping
-// ErrInvalidOption; nothing is silently replaced.
+// ErrInvalidOption (which matches scheduler.ErrInvalidOption); nothing is silently
+// replaced. A nil Option is skipped.
 type Option func(*config) error
 
 type config struct {
