@@ -245,3 +245,73 @@ func TestUnreachableServer(t *testing.T) {
 	_, _, err = connect.ContextJetStream("down")
 	assert.ErrorIs(t, err, nats.ErrNoServers)
 }
+
+// hangingURL is a loopback URL that accepts connections and never answers, the way
+// a server behind a stuck proxy looks: nats.go waits for its INFO until its own
+// dial timeout. The connections are closed when the test ends.
+func hangingURL(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	conns := make(chan net.Conn, 16)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				close(conns)
+				return
+			}
+			conns <- c
+		}
+	}()
+	t.Cleanup(func() {
+		_ = l.Close()
+		for c := range conns {
+			_ = c.Close()
+		}
+	})
+	return "nats://" + l.Addr().String()
+}
+
+func TestDialHonoursTheContext(t *testing.T) {
+	dir := configHome(t)
+	srv := startEmbedded(t)
+	writeContext(t, dir, "local", map[string]any{"url": srv.ClientURL()})
+	writeContext(t, dir, "stuck", map[string]any{"url": hangingURL(t)})
+
+	t.Run("connects", func(t *testing.T) {
+		nc, js, err := connect.DialJetStream(callCtx(t), "local", nats.Name("anarchon-test"))
+		require.NoError(t, err)
+		defer nc.Close()
+		assert.Equal(t, "anarchon-test", nc.Opts.Name)
+		_, err = js.AccountInfo(callCtx(t))
+		assert.NoError(t, err)
+	})
+	t.Run("gives up at the deadline", func(t *testing.T) {
+		for _, js := range []bool{false, true} {
+			ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+			start := time.Now()
+			var err error
+			if js {
+				_, _, err = connect.DialJetStream(ctx, "stuck", nats.Timeout(10*time.Second))
+			} else {
+				_, err = connect.Dial(ctx, "stuck", nats.Timeout(10*time.Second))
+			}
+			cancel()
+			require.ErrorIs(t, err, context.DeadlineExceeded, "JetStream %v", js)
+			assert.Less(t, time.Since(start), 5*time.Second, "not nats.go's 10s dial timeout")
+			assert.Contains(t, err.Error(), `"stuck"`)
+		}
+	})
+	t.Run("an ended context does not dial", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		nc, err := connect.Dial(ctx, "local")
+		assert.ErrorIs(t, err, context.Canceled)
+		assert.Nil(t, nc)
+	})
+	t.Run("unknown names are errors before any dial", func(t *testing.T) {
+		_, err := connect.Dial(callCtx(t), "nope")
+		assert.ErrorIs(t, err, connect.ErrContextNotFound)
+	})
+}

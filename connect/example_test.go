@@ -3,6 +3,7 @@ package connect_test
 import (
 	"context"
 	"log"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -10,15 +11,18 @@ import (
 )
 
 // Connect through the context the operator made with `nats context add prod ...`:
-// servers, credentials, TLS and JetStream domain come from the context file.
-func ExampleContextJetStream() {
-	nc, js, err := connect.ContextJetStream("prod", nats.Name("billing"))
+// servers, credentials, TLS and JetStream domain come from the context file. The
+// dial gives up when ctx ends.
+func ExampleDialJetStream() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	nc, js, err := connect.DialJetStream(ctx, "prod", nats.Name("billing"))
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer nc.Drain()
 
-	info, err := js.AccountInfo(context.Background())
+	info, err := js.AccountInfo(ctx)
 	if err != nil {
 		log.Fatal(err)
 	}
