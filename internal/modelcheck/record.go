@@ -190,6 +190,16 @@ func (r *record) latestGrant(k key) *grant {
 	return gs[len(gs)-1]
 }
 
+// tokenGrant is the grant held by token; nil if none. Under r.mu.
+func (r *record) tokenGrant(k key, token string) *grant {
+	for _, g := range r.grants[k] {
+		if g.token == token {
+			return g
+		}
+	}
+	return nil
+}
+
 // The store calls below are recorded when the store applied them (Exact) or when
 // their answer came (Bounded, with when they were sent), whatever the caller was
 // told afterwards.
@@ -272,15 +282,19 @@ func (r *record) endApplied(in *inst, op string, job string, slot time.Time, tok
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.now()
-	if g := r.latestGrant(k); err == nil && g != nil && g.token == token {
-		switch {
-		case r.timing == Bounded:
+	switch g := r.latestGrant(k); {
+	case err != nil:
+	case r.timing == Bounded:
+		// The answer of a release can come after the answer of the takeover it made
+		// way for: the lease it ended need not be the newest.
+		if g := r.tokenGrant(k, token); g != nil {
 			g.endLo = min(g.endLo, sent)
-		case op == "release" && now < g.end():
-			g.release = now
-		case op == "finish" && g.finish == 0:
-			g.finish = now
 		}
+	case g == nil || g.token != token:
+	case op == "release" && now < g.end():
+		g.release = now
+	case op == "finish" && g.finish == 0:
+		g.finish = now
 	}
 	txt := fmt.Sprintf("store %s tok=%s", op, tok(token))
 	if op == "finish" {
