@@ -347,7 +347,7 @@ func TestPrefixesSeparateFleets(t *testing.T) {
 
 func TestInvalidOptions(t *testing.T) {
 	srv := startServer(t, embedded.Options{})
-	nc := connect(t, srv)
+	nc := connect(t, srv.Connect)
 	s, err := scheduler.New(scheduler.Config{Backend: scheduler.NewMemoryBackend()})
 	require.NoError(t, err)
 	for name, opts := range map[string][]fleet.Option{

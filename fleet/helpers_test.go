@@ -58,7 +58,7 @@ type replica struct {
 // testFleet is three replicas sharing a memory backend, served over one embedded
 // server, and a client on a connection of its own.
 type testFleet struct {
-	srv      *embedded.Server
+	dial     func(...nats.Option) (*nats.Conn, error)
 	backend  *scheduler.MemoryBackend
 	replicas []*replica
 	client   *fleet.Client
@@ -74,6 +74,8 @@ type fleetSetup struct {
 	client    []fleet.Option
 	server    embedded.Options
 	handler   scheduler.Handler // wrapped to count manual runs
+	// dial connects replicas and the client; nil: to a new embedded server.
+	dial func(...nats.Option) (*nats.Conn, error)
 }
 
 func startFleet(t testing.TB, setup fleetSetup) *testFleet {
@@ -81,7 +83,10 @@ func startFleet(t testing.TB, setup fleetSetup) *testFleet {
 	if setup.instances == nil {
 		setup.instances = []string{"A", "B", "C"}
 	}
-	f := &testFleet{srv: startServer(t, setup.server), backend: scheduler.NewMemoryBackend(), changed: make(chan struct{}, 1)}
+	f := &testFleet{dial: setup.dial, backend: scheduler.NewMemoryBackend(), changed: make(chan struct{}, 1)}
+	if f.dial == nil {
+		f.dial = startServer(t, setup.server).Connect
+	}
 	if setup.backend == nil {
 		setup.backend = f.backend
 	}
@@ -93,16 +98,16 @@ func startFleet(t testing.TB, setup fleetSetup) *testFleet {
 	for _, id := range setup.instances {
 		f.replicas = append(f.replicas, f.startReplica(t, setup, id))
 	}
-	f.nc = connect(t, f.srv)
+	f.nc = connect(t, f.dial)
 	c, err := fleet.NewClient(f.nc, setup.client...)
 	require.NoError(t, err)
 	f.client = c
 	return f
 }
 
-func connect(t testing.TB, srv *embedded.Server, opts ...nats.Option) *nats.Conn {
+func connect(t testing.TB, dial func(...nats.Option) (*nats.Conn, error), opts ...nats.Option) *nats.Conn {
 	t.Helper()
-	nc, err := srv.Connect(opts...)
+	nc, err := dial(opts...)
 	require.NoError(t, err, "connect")
 	t.Cleanup(nc.Close)
 	return nc
@@ -136,7 +141,7 @@ func (f *testFleet) startReplica(t testing.TB, setup fleetSetup, id string) *rep
 	defer cancel()
 	require.NoError(t, s.Start(ctx))
 	t.Cleanup(func() { require.NoError(t, s.Stop(context.Background())) })
-	nc := connect(t, f.srv)
+	nc := connect(t, f.dial)
 	svc, err := fleet.Serve(ctx, nc, s, append([]fleet.Option{fleet.WithJobs(jobs...)}, setup.serve...)...)
 	require.NoError(t, err)
 	r.svc = svc

@@ -91,12 +91,8 @@ func summarize(replicas []Replica) *Fleet {
 			s.Warnings = append(s.Warnings, fmt.Sprintf("paused on %s but not on %s (a pause reaches every replica within a second; ask again)",
 				strings.Join(s.PausedOn, ", "), strings.Join(without(s.Replicas, s.PausedOn), ", ")))
 		}
-		if len(s.Replicas) < len(replicas) {
-			var all []string
-			for _, r := range replicas {
-				all = append(all, r.Instance)
-			}
-			s.Warnings = append(s.Warnings, "not declared on "+strings.Join(without(all, s.Replicas), ", "))
+		if missing := without(slices.Sorted(maps.Keys(names)), s.Replicas); len(missing) > 0 {
+			s.Warnings = append(s.Warnings, "not declared on "+strings.Join(missing, ", "))
 		}
 		f.Jobs = append(f.Jobs, *s)
 	}
