@@ -1,6 +1,7 @@
 package kvlease_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/anarchon/anarchon/kvlease"
@@ -23,4 +24,34 @@ func TestConformanceR3(t *testing.T) {
 	backendtest.RunLeases(t, func(t *testing.T) scheduler.RunStore {
 		return newStore(t, clusterJS(t), opts...)
 	})
+}
+
+func TestPausesConformance(t *testing.T) {
+	t.Parallel()
+	backendtest.RunPauses(t, func(t *testing.T) scheduler.Backend {
+		s := newStore(t, singleJS(t), kvlease.WithBucket("kvlease_pauses"))
+		return pauseBackend{scheduler.NewMemoryBackend(), s}
+	})
+}
+
+// pauseBackend is a backend whose pauses are a kvlease store's (each value its own
+// store on its own connection, all on one bucket): RunPauses needs a
+// scheduler.Backend, and kvlease is a RunStore.
+type pauseBackend struct {
+	scheduler.Backend
+	s *kvlease.Store
+}
+
+func (p pauseBackend) Init(ctx context.Context) error { return p.s.Init(ctx) }
+func (p pauseBackend) SetPause(ctx context.Context, x scheduler.Pause) error {
+	return p.s.SetPause(ctx, x)
+}
+func (p pauseBackend) ClearPause(ctx context.Context, job string) error {
+	return p.s.ClearPause(ctx, job)
+}
+func (p pauseBackend) Pauses(ctx context.Context) ([]scheduler.Pause, error) {
+	return p.s.Pauses(ctx)
+}
+func (p pauseBackend) WatchPauses(ctx context.Context, fn func([]scheduler.Pause)) error {
+	return p.s.WatchPauses(ctx, fn)
 }

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 )
 
@@ -38,10 +39,14 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		cctx, cancel := s.callCtx(ctx)
 		all, err := pauser.Pauses(cctx)
 		cancel()
-		if err != nil {
+		switch {
+		case errors.Is(err, ErrPauseNotSupported):
+			pauser = nil // a backend that forwards to a store without pauses
+		case err != nil:
 			return fmt.Errorf("scheduler: read pauses on %s: %w", s.backend.Name(), err)
+		default:
+			s.pauses.set(all)
 		}
-		s.pauses.set(all)
 	}
 
 	s.mu.Lock()
