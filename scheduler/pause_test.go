@@ -75,7 +75,7 @@ func TestPauseStopsEveryInstanceUntilResume(t *testing.T) {
 					require.NoError(t, s.Start(t.Context()))
 					scheds = append(scheds, s)
 				}
-				base := time.Now().Unix()         // 00:00:00
+				base := time.Now().Unix()           // 00:00:00
 				time.Sleep(2500 * time.Millisecond) // slots 0, 1, 2 run
 				require.NoError(t, scheds[1].Pause(t.Context(), "tick", scheduler.PauseOptions{Reason: "migrating the table", By: "ops@example.com"}))
 				synctest.Wait() // every instance's watch has delivered
