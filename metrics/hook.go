@@ -10,7 +10,14 @@ import (
 // scheduler.Config.OnEvent, alone or through Chain. It never blocks and ignores
 // event kinds it does not know. Calling it on a nil *Metrics does nothing.
 func (m *Metrics) OnEvent(e scheduler.Event) {
-	if m == nil || e.Job == "" {
+	if m == nil {
+		return
+	}
+	if e.Kind == scheduler.EventPauseChanged {
+		m.pauseChanged(e.Job, e.Pause != nil)
+		return
+	}
+	if e.Job == "" {
 		return
 	}
 	m.initJob(e.Job)
@@ -47,7 +54,36 @@ func (m *Metrics) OnEvent(e scheduler.Event) {
 		m.leaseLosses.WithLabelValues(job).Inc()
 	case scheduler.EventBackendError:
 		m.backendErrors.WithLabelValues(job, opLabel(e.Op)).Inc()
+	case scheduler.EventPaused:
+		m.pausedSlots.WithLabelValues(job).Inc()
 	}
+}
+
+// pauseChanged records job's pause state ("": all jobs) and sets job_paused for
+// every job seen so far.
+func (m *Metrics) pauseChanged(job string, paused bool) {
+	if job != "" {
+		m.initJob(job)
+	}
+	m.pauseMu.Lock()
+	defer m.pauseMu.Unlock()
+	if paused {
+		m.paused[job] = true
+	} else {
+		delete(m.paused, job)
+	}
+	m.seen.Range(func(k, _ any) bool {
+		m.setPausedLocked(k.(string))
+		return true
+	})
+}
+
+func (m *Metrics) setPausedLocked(job string) {
+	v := 0.0
+	if m.paused[job] || m.paused[""] {
+		v = 1
+	}
+	m.jobPaused.WithLabelValues(job).Set(v)
 }
 
 // initJob creates the job's most-queried series at zero the first time the job is
@@ -69,6 +105,10 @@ func (m *Metrics) initJob(job string) {
 	m.backendErrors.WithLabelValues(job, "claim")
 	m.backendErrors.WithLabelValues(job, "save_result")
 	m.running.WithLabelValues(job)
+	m.pausedSlots.WithLabelValues(job)
+	m.pauseMu.Lock()
+	m.setPausedLocked(job)
+	m.pauseMu.Unlock()
 }
 
 // unixSeconds is e.Next as Unix seconds, at the millisecond precision of slots.
@@ -106,7 +146,7 @@ func statusLabel(s scheduler.Status) string {
 	switch s {
 	case scheduler.StatusOK, scheduler.StatusError, scheduler.StatusTimeout, scheduler.StatusCancelled,
 		scheduler.StatusLost, scheduler.StatusSuperseded, scheduler.StatusSkipped, scheduler.StatusLate,
-		scheduler.StatusRunning:
+		scheduler.StatusRunning, scheduler.StatusPaused:
 		return string(s)
 	}
 	return "other"

@@ -131,6 +131,10 @@ anarchon_claims_total{job_name="sync",outcome="late"} 1
 anarchon_claims_total{job_name="sync",outcome="overlap"} 1
 anarchon_claims_total{job_name="sync",outcome="running"} 1
 anarchon_claims_total{job_name="sync",outcome="won"} 2
+# HELP anarchon_job_paused 1 while the job is paused (on its own or with all jobs), as this instance's watch of the stored pauses says; else 0.
+# TYPE anarchon_job_paused gauge
+anarchon_job_paused{job_name="idle"} 0
+anarchon_job_paused{job_name="sync"} 0
 # HELP anarchon_last_success_timestamp_seconds Unix time at which a run of the job last finished with status ok on this instance.
 # TYPE anarchon_last_success_timestamp_seconds gauge
 anarchon_last_success_timestamp_seconds{job_name="sync"} 1.7040672125e+09
@@ -146,6 +150,10 @@ anarchon_lease_losses_total{job_name="sync"} 1
 # TYPE anarchon_next_slot_timestamp_seconds gauge
 anarchon_next_slot_timestamp_seconds{job_name="idle"} 1.70406727e+09
 anarchon_next_slot_timestamp_seconds{job_name="sync"} 1.7040672115e+09
+# HELP anarchon_paused_slots_total Slots that fell while their job was paused, recorded paused by this instance (once per slot across the fleet).
+# TYPE anarchon_paused_slots_total counter
+anarchon_paused_slots_total{job_name="idle"} 0
+anarchon_paused_slots_total{job_name="sync"} 0
 # HELP anarchon_run_duration_seconds How long handlers ran on this instance, scheduled and manual runs.
 # TYPE anarchon_run_duration_seconds histogram
 anarchon_run_duration_seconds_bucket{job_name="sync",le="1"} 2
@@ -295,6 +303,8 @@ func TestLabelCardinality(t *testing.T) {
 		"anarchon_last_success_timestamp_seconds": {"job_name"},
 		"anarchon_next_slot_timestamp_seconds":    {"job_name"},
 		"anarchon_running_handlers":               {"job_name"},
+		"anarchon_paused_slots_total":             {"job_name"},
+		"anarchon_job_paused":                     {"job_name"},
 	}
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
@@ -358,4 +368,32 @@ func TestChain(t *testing.T) {
 		assert.Equal(t, 1, n)
 		assert.Equal(t, 1.0, value(t, reg, "anarchon_runs_total", "job_name", "j", "status", "ok", "manual", "false"))
 	})
+}
+
+func TestPauseMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := metrics.Wire(reg)
+	require.NoError(t, err)
+	m.OnEvent(scheduler.Event{Kind: scheduler.EventScheduled, Job: "a", Next: t0})
+	m.OnEvent(scheduler.Event{Kind: scheduler.EventScheduled, Job: "b", Next: t0})
+	assert.Equal(t, 0.0, value(t, reg, "anarchon_job_paused", "job_name", "a"))
+
+	p := &scheduler.Pause{Job: "a", Reason: "r"}
+	m.OnEvent(scheduler.Event{Kind: scheduler.EventPauseChanged, Job: "a", Pause: p})
+	assert.Equal(t, 1.0, value(t, reg, "anarchon_job_paused", "job_name", "a"))
+	assert.Equal(t, 0.0, value(t, reg, "anarchon_job_paused", "job_name", "b"))
+	m.OnEvent(scheduler.Event{Kind: scheduler.EventPaused, Job: "a", Slot: t0})
+	m.OnEvent(scheduler.Event{Kind: scheduler.EventPaused, Job: "a", Slot: t0.Add(time.Second)})
+	assert.Equal(t, 2.0, value(t, reg, "anarchon_paused_slots_total", "job_name", "a"))
+
+	all := &scheduler.Pause{Reason: "freeze"}
+	m.OnEvent(scheduler.Event{Kind: scheduler.EventPauseChanged, Job: "", Pause: all})
+	assert.Equal(t, 1.0, value(t, reg, "anarchon_job_paused", "job_name", "b"), "the all-jobs pause pauses b")
+	m.OnEvent(scheduler.Event{Kind: scheduler.EventPauseChanged, Job: "a"})
+	assert.Equal(t, 1.0, value(t, reg, "anarchon_job_paused", "job_name", "a"), "a resumed on its own, still under the all-jobs pause")
+	m.OnEvent(scheduler.Event{Kind: scheduler.EventPauseChanged, Job: ""})
+	assert.Equal(t, 0.0, value(t, reg, "anarchon_job_paused", "job_name", "a"))
+	assert.Equal(t, 0.0, value(t, reg, "anarchon_job_paused", "job_name", "b"))
+	m.OnEvent(finished("a", scheduler.StatusPaused, false, 0))
+	assert.Equal(t, 1.0, value(t, reg, "anarchon_runs_total", "job_name", "a", "status", "paused", "manual", "false"))
 }

@@ -26,10 +26,15 @@ type Metrics struct {
 	lastSuccess   *prometheus.GaugeVec     // job
 	nextSlot      *prometheus.GaugeVec     // job
 	running       *prometheus.GaugeVec     // job
+	pausedSlots   *prometheus.CounterVec   // job
+	jobPaused     *prometheus.GaugeVec     // job
 
 	all []prometheus.Collector
 
 	seen sync.Map // job name → struct{}: the job's series are initialised
+
+	pauseMu sync.Mutex
+	paused  map[string]bool // jobs paused on their own ("" : all jobs)
 }
 
 // Label names. Every label is bounded: job by the jobs the program registers, the
@@ -86,10 +91,16 @@ func New(opts ...Option) (*Metrics, error) {
 			"Unix time of the job's next slot, as this instance's scheduler computed it."),
 		running: gauge("running_handlers",
 			"Handlers of the job running on this instance now."),
+		pausedSlots: counter("paused_slots_total",
+			"Slots that fell while their job was paused, recorded paused by this instance (once per slot across the fleet).", labelJob),
+		jobPaused: gauge("job_paused",
+			"1 while the job is paused (on its own or with all jobs), as this instance's watch of the stored pauses says; else 0."),
+		paused: map[string]bool{},
 	}
 	m.all = []prometheus.Collector{
 		m.claims, m.runs, m.runDuration, m.slotLag, m.lateSlots, m.skippedSlots,
 		m.takeovers, m.leaseLosses, m.backendErrors, m.lastSuccess, m.nextSlot, m.running,
+		m.pausedSlots, m.jobPaused,
 	}
 	return m, nil
 }

@@ -45,7 +45,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		case err != nil:
 			return fmt.Errorf("scheduler: read pauses on %s: %w", s.backend.Name(), err)
 		default:
-			s.pauses.set(all)
+			s.notePauses(all)
 		}
 	}
 

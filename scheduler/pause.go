@@ -215,14 +215,7 @@ func (s *Scheduler) watchPauses(p Pauser) {
 	for attempt := 0; s.loopCtx.Err() == nil; attempt++ {
 		err := p.WatchPauses(s.loopCtx, func(all []Pause) {
 			attempt = 0
-			for _, job := range s.pauses.set(all) {
-				e := Event{Kind: EventPauseChanged, Job: job}
-				if x, ok := s.pauses.of(job, s.clock.Now()); ok && x.Job == job {
-					e.Pause = &x
-				}
-				s.log.Info("pause changed", "job", job, "paused", e.Pause != nil)
-				s.emit(e)
-			}
+			s.notePauses(all)
 		})
 		if s.loopCtx.Err() != nil {
 			return
@@ -234,5 +227,20 @@ func (s *Scheduler) watchPauses(p Pauser) {
 		if !s.sleepUntil(s.loopCtx, s.clock.Now().Add(retryDelay(attempt))) {
 			return
 		}
+	}
+}
+
+// notePauses takes the stored pauses as this instance's view, and reports each
+// change (EventPauseChanged, and a log line).
+func (s *Scheduler) notePauses(all []Pause) {
+	for _, job := range s.pauses.set(all) {
+		e := Event{Kind: EventPauseChanged, Job: job}
+		for _, x := range all {
+			if x.Job == job && x.InForce(s.clock.Now()) {
+				e.Pause = &x
+			}
+		}
+		s.log.Info("pause changed", "job", job, "paused", e.Pause != nil)
+		s.emit(e)
 	}
 }
