@@ -779,3 +779,21 @@ func TestClaimsSurviveServerRestart(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, won, "and the winner is still the winner")
 }
+
+// A manual run records who asked for it, and History gives it back.
+func TestManualRunRecordsWhoAsked(t *testing.T) {
+	s := startServer(t, embedded.Options{})
+	b := newBackend(t, connect(t, s))
+	ctx := ctxFor(t)
+	job := "asked-" + token()[:6]
+	require.NoError(t, b.PrepareJob(ctx, limits(job)))
+	in := scheduler.ClaimInput{Job: job, Slot: slot(3), Token: token(), Instance: "a", Attempt: 1, Manual: true, RequestedBy: "alice@example.com"}
+	at, err := b.RecordManualRun(ctx, in)
+	require.NoError(t, err)
+	hist, err := b.History(ctx, job, 10)
+	require.NoError(t, err)
+	require.Len(t, hist, 1)
+	assert.True(t, hist[0].Slot.Equal(at))
+	assert.True(t, hist[0].Manual)
+	assert.Equal(t, "alice@example.com", hist[0].RequestedBy)
+}

@@ -24,6 +24,8 @@ type claimRecord struct {
 	Attempt  int       `json:"attempt,omitempty"`
 	Manual   bool      `json:"manual,omitempty"`
 	At       time.Time `json:"at,omitzero"`
+	// By names who asked for a manual run. Older readers ignore it.
+	By string `json:"by,omitempty"`
 	// HistoryTTL is how long the record belongs in History. A scheduled claim is
 	// stored for the duplicate window, which may be longer; History hides it after
 	// this.
@@ -65,7 +67,7 @@ func encodeClaimAs(in scheduler.ClaimInput, manual, leased bool, now time.Time) 
 	data, _ := json.Marshal(claimRecord{
 		V: recordVersion, Job: in.Job, Slot: &ms, Token: in.Token, Instance: in.Instance,
 		Attempt: max(in.Attempt, 1), Manual: manual || in.Manual, At: at.UTC(),
-		HistoryTTL: in.HistoryTTL.Milliseconds(), Leased: leased,
+		HistoryTTL: in.HistoryTTL.Milliseconds(), Leased: leased, By: in.RequestedBy,
 	})
 	return data
 }
@@ -90,12 +92,13 @@ func decodeClaim(job, kind string, data []byte) (scheduler.ClaimRecord, time.Dur
 		return scheduler.ClaimRecord{}, 0, err
 	}
 	return scheduler.ClaimRecord{
-		Slot:     time.UnixMilli(*c.Slot),
-		Token:    c.Token,
-		Instance: c.Instance,
-		Attempt:  max(c.Attempt, 1),
-		Manual:   c.Manual || kind == kindManual,
-		At:       local(c.At),
+		Slot:        time.UnixMilli(*c.Slot),
+		Token:       c.Token,
+		Instance:    c.Instance,
+		Attempt:     max(c.Attempt, 1),
+		Manual:      c.Manual || kind == kindManual,
+		At:          local(c.At),
+		RequestedBy: c.By,
 	}, time.Duration(max(c.HistoryTTL, 0)) * time.Millisecond, nil
 }
 

@@ -81,6 +81,8 @@ type ClaimInput struct {
 	// Attempt is 1 for a first claim, 2 and up for takeovers by backups.
 	Attempt int
 	Manual  bool
+	// RequestedBy names who asked for a manual run (RunNow with RequestedBy).
+	RequestedBy string
 	// At is when the instance sent the claim, by its own clock.
 	At          time.Time
 	HistorySize int
@@ -164,21 +166,25 @@ type ClaimRecord struct {
 	Attempt  int
 	Manual   bool
 	At       time.Time
+	// RequestedBy names who asked for a manual run, when known.
+	RequestedBy string
 }
 
 // RunRecord is one attempt at one run, as History returns it.
 type RunRecord struct {
-	Job        string
-	Slot       time.Time
-	Instance   string
-	Token      string
-	Attempt    int
-	Manual     bool
-	Status     Status
-	ClaimedAt  time.Time
-	StartedAt  time.Time
-	FinishedAt time.Time
-	Duration   time.Duration
-	Error      string
-	Fence      uint64
+	Job      string
+	Slot     time.Time
+	Instance string
+	Token    string
+	Attempt  int
+	Manual   bool
+	// RequestedBy names who asked for a manual run, when known.
+	RequestedBy string
+	Status      Status
+	ClaimedAt   time.Time
+	StartedAt   time.Time
+	FinishedAt  time.Time
+	Duration    time.Duration
+	Error       string
+	Fence       uint64
 }

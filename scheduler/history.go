@@ -21,14 +21,15 @@ func BuildHistory(job string, claims []ClaimRecord, results []StoredResult, limi
 		}
 		byToken[c.Token] = len(out)
 		out = append(out, RunRecord{
-			Job:       job,
-			Slot:      c.Slot,
-			Instance:  c.Instance,
-			Token:     c.Token,
-			Attempt:   max(c.Attempt, 1),
-			Manual:    c.Manual,
-			Status:    StatusRunning,
-			ClaimedAt: c.At,
+			Job:         job,
+			Slot:        c.Slot,
+			Instance:    c.Instance,
+			Token:       c.Token,
+			Attempt:     max(c.Attempt, 1),
+			Manual:      c.Manual,
+			RequestedBy: c.RequestedBy,
+			Status:      StatusRunning,
+			ClaimedAt:   c.At,
 		})
 	}
 	for _, r := range results {

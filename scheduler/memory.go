@@ -214,11 +214,12 @@ func claimRecordOf(in ClaimInput, at time.Time) ClaimRecord {
 		at = in.At
 	}
 	return ClaimRecord{
-		Slot:     in.Slot,
-		Token:    in.Token,
-		Instance: in.Instance,
-		Attempt:  max(in.Attempt, 1),
-		Manual:   in.Manual,
-		At:       at,
+		Slot:        in.Slot,
+		Token:       in.Token,
+		Instance:    in.Instance,
+		Attempt:     max(in.Attempt, 1),
+		Manual:      in.Manual,
+		At:          at,
+		RequestedBy: in.RequestedBy,
 	}
 }

@@ -4,12 +4,22 @@ import (
 	"context"
 	"fmt"
 	"time"
+	"unicode/utf8"
 )
 
 // RunNow runs the job at once on this instance, recorded as a manual run (never
 // de-duplicated), and returns its record. The scheduler must be started. The handler
 // is cancelled when ctx is done, and by Stop like any other handler.
-func (s *Scheduler) RunNow(ctx context.Context, name string) (RunRecord, error) {
+func (s *Scheduler) RunNow(ctx context.Context, name string, opts ...RunNowOption) (RunRecord, error) {
+	var o runNowConfig
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	if !utf8.ValidString(o.by) || len(o.by) > MaxPauseText {
+		return RunRecord{}, fmt.Errorf("%w: RequestedBy must be valid UTF-8 of at most %d bytes", ErrInvalidOption, MaxPauseText)
+	}
 	s.mu.Lock()
 	j, ok := s.jobs[name]
 	state := s.state
@@ -26,7 +36,7 @@ func (s *Scheduler) RunNow(ctx context.Context, name string) (RunRecord, error) 
 	defer s.handlers.Done()
 	now := s.clock.Now()
 	in := s.claimInput(j, time.UnixMilli(now.UnixMilli()).UTC(), 1)
-	in.Manual = true
+	in.Manual, in.RequestedBy = true, o.by
 	cctx, cancel := s.callCtx(ctx)
 	slot, err := s.backend.RecordManualRun(cctx, in)
 	cancel()
@@ -43,7 +53,7 @@ func (s *Scheduler) RunNow(ctx context.Context, name string) (RunRecord, error) 
 	defer context.AfterFunc(ctx, func() { hcancel(context.Cause(ctx)) })()
 	res := s.execute(hctx, j, in, 0, nil)
 	return RunRecord{
-		Job: name, Slot: in.Slot, Instance: s.instance, Token: in.Token, Attempt: 1, Manual: true,
+		Job: name, Slot: in.Slot, Instance: s.instance, Token: in.Token, Attempt: 1, Manual: true, RequestedBy: o.by,
 		Status: res.Status, ClaimedAt: in.At, StartedAt: res.StartedAt, FinishedAt: res.FinishedAt,
 		Duration: res.FinishedAt.Sub(res.StartedAt), Error: res.Error,
 	}, nil
@@ -62,3 +72,12 @@ func (s *Scheduler) History(ctx context.Context, name string, limit int) ([]RunR
 	}
 	return recs, nil
 }
+
+// RunNowOption changes one RunNow call.
+type RunNowOption func(*runNowConfig)
+
+type runNowConfig struct{ by string }
+
+// RequestedBy records who asked for the run (a user, a service, a CLI) with the
+// manual run in history.
+func RequestedBy(who string) RunNowOption { return func(c *runNowConfig) { c.by = who } }

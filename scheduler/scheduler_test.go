@@ -455,3 +455,22 @@ func TestFrequentCronDoesNotBurstAtStart(t *testing.T) {
 		assert.Len(t, log.snapshot(), 1, "%v", log.snapshot())
 	})
 }
+
+func TestRunNowRecordsWhoAsked(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		time.Sleep(time.Hour)
+		s := newScheduler(t, scheduler.NewMemoryBackend(), "A")
+		require.NoError(t, s.Every("report", 24*time.Hour, func(context.Context, scheduler.Run) error { return nil }))
+		require.NoError(t, s.Start(t.Context()))
+		defer s.Stop(t.Context())
+		rec, err := s.RunNow(t.Context(), "report", scheduler.RequestedBy("alice@example.com"))
+		require.NoError(t, err)
+		assert.Equal(t, "alice@example.com", rec.RequestedBy)
+		hist, err := s.History(t.Context(), "report", 10)
+		require.NoError(t, err)
+		require.Len(t, hist, 1)
+		assert.Equal(t, "alice@example.com", hist[0].RequestedBy)
+		_, err = s.RunNow(t.Context(), "report", scheduler.RequestedBy(string([]byte{0xff})))
+		assert.ErrorIs(t, err, scheduler.ErrInvalidOption)
+	})
+}
