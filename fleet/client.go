@@ -145,7 +145,7 @@ func (c *Client) Jobs(ctx context.Context) (*Fleet, error) {
 		replicas = append(replicas, r)
 	}
 	if len(replicas) == 0 && len(warnings) == 0 {
-		return nil, fmt.Errorf("%w: no replica answered on %s within %v", ErrNoReplica, subject, c.window)
+		return nil, fmt.Errorf("%w: none answered on %s within %v", ErrNoReplica, subject, c.window)
 	}
 	f := summarize(replicas)
 	f.Warnings = append(warnings, f.Warnings...)
@@ -171,9 +171,9 @@ func (c *Client) request(ctx context.Context, subject, job string, in, out any) 
 func (c *Client) callError(ctx context.Context, subject, job string, err error) error {
 	switch {
 	case errors.Is(err, nats.ErrNoResponders) && job != "":
-		return fmt.Errorf("%w: no replica that declares job %q is up (no responders on %s)", ErrNoReplica, job, subject)
+		return fmt.Errorf("%w: none that declares job %q is up (no responders on %s)", ErrNoReplica, job, subject)
 	case errors.Is(err, nats.ErrNoResponders):
-		return fmt.Errorf("%w: no replica is up (no responders on %s)", ErrNoReplica, subject)
+		return fmt.Errorf("%w: none is up (no responders on %s)", ErrNoReplica, subject)
 	case ctx.Err() != nil:
 		return fmt.Errorf("fleet: no answer on %s: %w", subject, context.Cause(ctx))
 	}

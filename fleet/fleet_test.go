@@ -279,7 +279,7 @@ func TestUnknownJob(t *testing.T) {
 	t0 := time.Now()
 	_, err := f.client.Trigger(ctx, "nobody declares this", fleet.TriggerRequest{Wait: true})
 	require.ErrorIs(t, err, fleet.ErrNoReplica)
-	assert.Contains(t, err.Error(), `no replica that declares job "nobody declares this" is up`)
+	assert.Contains(t, err.Error(), `none that declares job "nobody declares this" is up`)
 	assert.Less(t, time.Since(t0), time.Second)
 	for _, call := range []func() error{
 		func() error { _, err := f.client.Pause(ctx, "nope", fleet.PauseRequest{Reason: "r"}); return err },
