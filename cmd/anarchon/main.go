@@ -1,0 +1,59 @@
+// Command anarchon operates a fleet of anarchon schedulers from anywhere on its NATS
+// account: list every job and the replicas that declare it, read a job's history,
+// trigger a run, pause and resume one job or all of them. It talks to the replicas'
+// fleet service (package fleet); each replica must serve it (fleet.Serve).
+//
+// Usage:
+//
+//	anarchon [flags] jobs [--window D]
+//	anarchon [flags] history JOB [-n N]
+//	anarchon [flags] trigger JOB [--wait]
+//	anarchon [flags] pause JOB --reason R [--for D | --until T]
+//	anarchon [flags] pause --all --reason R [--for D | --until T]
+//	anarchon [flags] resume JOB
+//	anarchon [flags] resume --all
+//	anarchon version
+//
+// Flags, before or after the command:
+//
+//	--context NAME   NATS CLI context (default: the selected one; `nats context select`)
+//	--server URL     NATS server URL instead of a context
+//	--prefix P       the fleet's subject prefix (default anarchon)
+//	--json           JSON for scripts instead of tables
+//	--timeout D      bounds each request, and a trigger's --wait (default 5s)
+//	--by WHO         who asks, recorded with pauses and triggers (default user@host)
+//
+// Tables are the default; --json prints the replies as package fleet defines them.
+// A failure prints one line to stderr and exits 1; a usage error exits 2. Warnings
+// (replicas that disagree on a job's schedule or pause, mixed library versions) go to
+// stderr after the table and into the JSON's warnings fields.
+//
+// Examples:
+//
+//	anarchon jobs
+//	anarchon pause report --reason "quarter close" --for 2h
+//	anarchon trigger report --wait --timeout 1m
+//	anarchon history report -n 50 --json | jq '.runs[] | select(.status != "ok")'
+//
+// The command line is parsed with the standard flag package, one FlagSet per
+// command, flags allowed before and after the command's arguments. The NATS CLI
+// uses choria-io/fisk (a kingpin fork), which would give generated help and shell
+// completion; but this command lives in the library's module, so every dependency
+// it adds is one more module in the go.mod of every program that imports the
+// library, and seven commands with a handful of flags need nothing flag lacks. The
+// examples in this repository use flag too.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
