@@ -1,0 +1,255 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/anarchon/anarchon/fleet"
+	"github.com/anarchon/anarchon/scheduler"
+)
+
+// lines returns out's lines with runs of spaces collapsed, to compare table rows.
+func lines(out string) []string {
+	var ls []string
+	for l := range strings.Lines(out) {
+		ls = append(ls, strings.Join(strings.Fields(l), " "))
+	}
+	return ls
+}
+
+// oneErrorLine asserts a failure: exit 1, nothing on stdout, one line on stderr.
+func oneErrorLine(t *testing.T, r result, want string) {
+	t.Helper()
+	assert.Equal(t, exitFail, r.code)
+	assert.Empty(t, r.stdout)
+	assert.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line: %q", r.stderr)
+	assert.True(t, strings.HasPrefix(r.stderr, "anarchon: "), r.stderr)
+	assert.Contains(t, r.stderr, want)
+}
+
+func TestJobsTableAndJSON(t *testing.T) {
+	f := startFleet(t, nil)
+	r := anarchon(t, "--server", f.url, "pause", "report", "--reason", "migrating the table", "--by", "ana", "--for", "1h")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, `^paused "report": migrating the table \(by ana, until \S+\); every replica follows within a second\n$`, r.stdout)
+	require.Eventually(t, func() bool { all, _ := f.paused("report"); return all }, 5*time.Second, 5*time.Millisecond)
+
+	r = anarchon(t, "jobs", "--server", f.url, "--window", "200ms")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Empty(t, r.stderr, "no warnings")
+	ls := lines(r.stdout)
+	require.Len(t, ls, 8)
+	assert.Equal(t, "JOB SCHEDULE REPLICAS PAUSED REASON", ls[0])
+	assert.Equal(t, "nightly backup every 24h0m0s A,B,C no", ls[1])
+	assert.Regexp(t, `^report every 1h0m0s A,B,C yes migrating the table \(by ana, until \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\)$`, ls[2])
+	assert.Equal(t, "", ls[3])
+	assert.Equal(t, "REPLICA VERSION BACKEND PAUSES JOBS", ls[4])
+	assert.Equal(t, "A "+fleet.Version+" memory yes 2", ls[5])
+	assert.Equal(t, "C "+fleet.Version+" memory yes 2", ls[7])
+
+	r = anarchon(t, "--server", f.url, "--json", "jobs", "--window", "200ms")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	var fl fleet.Fleet
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &fl))
+	require.Len(t, fl.Replicas, 3)
+	require.Len(t, fl.Jobs, 2)
+	assert.Equal(t, "report", fl.Jobs[1].Name)
+	assert.Equal(t, "every 1h0m0s", fl.Jobs[1].Schedule)
+	assert.Equal(t, []string{"A", "B", "C"}, fl.Jobs[1].PausedOn)
+	assert.Equal(t, "ana", fl.Jobs[1].Pause.By)
+	assert.WithinDuration(t, time.Now().Add(time.Hour), fl.Jobs[1].Pause.Until, time.Minute)
+	assert.Nil(t, fl.Jobs[0].Pause)
+}
+
+func TestJobsWarnsWhenReplicasDisagree(t *testing.T) {
+	f := startFleet(t, func(id string) []fleetJob {
+		if id == "C" {
+			return []fleetJob{{"report", 2 * time.Hour}}
+		}
+		return []fleetJob{{"report", time.Hour}}
+	})
+	r := anarchon(t, "--server", f.url, "jobs", "--window", "200ms")
+	require.Equal(t, exitOK, r.code)
+	assert.Equal(t, "report (replicas differ) A,B,C no", lines(r.stdout)[1])
+	assert.Equal(t, `warning: job "report": replicas disagree on the schedule: every 1h0m0s (A, B); every 2h0m0s (C)`+"\n", r.stderr)
+
+	r = anarchon(t, "--server", f.url, "jobs", "--window", "200ms", "--json")
+	var fl fleet.Fleet
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &fl))
+	assert.Equal(t, []string{"replicas disagree on the schedule: every 1h0m0s (A, B); every 2h0m0s (C)"}, fl.Jobs[0].Warnings)
+}
+
+func TestTriggerAndHistory(t *testing.T) {
+	f := startFleet(t, nil)
+	r := anarchon(t, "--server", f.url, "trigger", "nightly backup", "--wait", "--by", "ana")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, `^"nightly backup" ran on [ABC] \(by ana\): ok in \S+\n$`, r.stdout)
+	assert.EqualValues(t, 1, f.manual.Load(), "once across three replicas")
+
+	r = anarchon(t, "--server", f.url, "--json", "trigger", "nightly backup", "--by", "bo")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	var tr fleet.TriggerReply
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &tr))
+	assert.Equal(t, fleet.StateAccepted, tr.State)
+	assert.Equal(t, "bo", tr.By)
+	require.Eventually(t, func() bool { return f.manual.Load() == 2 }, 5*time.Second, 5*time.Millisecond)
+
+	f.failNext.Store(true)
+	r = anarchon(t, "--server", f.url, "trigger", "nightly backup", "--wait")
+	assert.Equal(t, exitFail, r.code, "a run that failed fails the command")
+	assert.Regexp(t, `ran on [ABC] \(by \S+\): error in`, r.stdout)
+	assert.Regexp(t, `^anarchon: trigger "nightly backup": the run on [ABC] ended error: disk full\n$`, r.stderr)
+
+	r = anarchon(t, "--server", f.url, "history", "nightly backup", "-n", "2")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	ls := lines(r.stdout)
+	require.Len(t, ls, 3, "the header and two runs")
+	assert.Equal(t, "SLOT STATUS INSTANCE ATTEMPT KIND DURATION ERROR", ls[0])
+	assert.Regexp(t, `^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z error [ABC] 1 manual \S+ disk full$`, ls[1])
+	assert.Regexp(t, ` ok [ABC] 1 manual \S+$`, ls[2])
+
+	r = anarchon(t, "--server", f.url, "--json", "history", "nightly backup")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	var h fleet.HistoryReply
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &h))
+	assert.Equal(t, fleet.DefaultHistoryLimit, h.Limit)
+	require.Len(t, h.Runs, 3)
+	assert.Equal(t, scheduler.StatusError, h.Runs[0].Status)
+
+	r = anarchon(t, "--server", f.url, "history", "report")
+	assert.Equal(t, "no runs of \"report\" recorded\n", r.stdout)
+}
+
+func TestPauseResumeAndAll(t *testing.T) {
+	f := startFleet(t, nil)
+	r := anarchon(t, "--server", f.url, "pause", "--all", "--reason", "freeze", "--by", "ops")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Equal(t, "paused every job: freeze (by ops, all jobs); every replica follows within a second\n", r.stdout)
+	require.Eventually(t, func() bool { all, _ := f.paused("report"); return all }, 5*time.Second, 5*time.Millisecond)
+
+	r = anarchon(t, "--server", f.url, "resume", "report")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Equal(t, "resumed \"report\"\n", r.stdout)
+	assert.Equal(t, "warning: \"report\" is still paused by the all-jobs pause: freeze (by ops, all jobs); anarchon resume --all ends it\n", r.stderr)
+
+	r = anarchon(t, "--server", f.url, "resume", "--all")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Eventually(t, func() bool { _, any := f.paused("report"); return !any }, 5*time.Second, 5*time.Millisecond)
+
+	until := time.Now().Add(500 * time.Millisecond).UTC().Format(time.RFC3339Nano)
+	r = anarchon(t, "--server", f.url, "pause", "report", "--reason", "short", "--until", until)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Eventually(t, func() bool { all, _ := f.paused("report"); return all }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { _, any := f.paused("report"); return !any }, 5*time.Second, 10*time.Millisecond, "the pause ends by itself")
+
+	r = anarchon(t, "--server", f.url, "pause", "report", "--reason", "r", "--for", "1h")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	r = anarchon(t, "--server", f.url, "--json", "resume", "report")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	var res fleet.ResumeReply
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res))
+	assert.Equal(t, "report", res.Job)
+	require.Eventually(t, func() bool { _, any := f.paused("report"); return !any }, 5*time.Second, 5*time.Millisecond)
+}
+
+func TestBadInput(t *testing.T) {
+	f := startFleet(t, nil)
+	past := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
+
+	r := anarchon(t, "--server", f.url, "pause", "report", "--reason", "r", "--until", past)
+	oneErrorLine(t, r, `anarchon: pause "report": bad request: until `+past+` is in the past`)
+	assert.Regexp(t, `\(replica [ABC]\)\n$`, r.stderr)
+
+	r = anarchon(t, "--server", f.url, "trigger", "nobody declares this", "--timeout", "10s")
+	oneErrorLine(t, r, `none that declares job "nobody declares this" is up`)
+	assert.Less(t, r.took, 2*time.Second, "no responders at once, not the timeout")
+
+	r = anarchon(t, "--server", f.url, "resume", "nope")
+	oneErrorLine(t, r, `none that declares job "nope" is up`)
+
+	_, any := f.paused("report")
+	assert.False(t, any, "nothing paused")
+	pauses, err := f.backend.Pauses(context.Background())
+	require.NoError(t, err)
+	assert.Empty(t, pauses)
+	assert.Zero(t, f.manual.Load(), "nothing ran")
+
+	for _, args := range [][]string{
+		{},
+		{"frobnicate"},
+		{"history"},
+		{"history", "a", "b"},
+		{"trigger"},
+		{"pause", "report"},
+		{"pause", "report", "--reason", "r", "--for", "1h", "--until", past},
+		{"pause", "report", "--reason", "r", "--until", "tomorrow"},
+		{"pause", "report", "--reason", "r", "--for", "soon"},
+		{"pause", "report", "--all", "--reason", "r"},
+		{"resume"},
+		{"jobs", "extra"},
+		{"history", "report", "-n", "-1"},
+		{"--server", f.url, "--context", "x", "jobs"},
+		{"jobs", "--timeout", "0s"},
+		{"jobs", "--nope"},
+	} {
+		r := anarchon(t, append([]string{"--server", f.url}, args...)...)
+		assert.Equal(t, exitUsage, r.code, "%q", args)
+		assert.Equal(t, 1, strings.Count(r.stderr, "\n"), "%q: one line", args)
+		assert.Contains(t, r.stderr, "(anarchon help shows the usage)", "%q", args)
+	}
+	r = anarchon(t, "help")
+	assert.Equal(t, exitOK, r.code)
+	assert.Contains(t, r.stdout, "anarchon [flags] pause JOB --reason R")
+	r = anarchon(t, "history", "-h")
+	assert.Equal(t, exitOK, r.code)
+	r = anarchon(t, "version")
+	assert.Equal(t, "anarchon "+fleet.Version+"\n", r.stdout)
+}
+
+func TestJobNamedLikeAFlag(t *testing.T) {
+	f := startFleet(t, func(string) []fleetJob { return []fleetJob{{"-weird", time.Hour}} }, "A")
+	r := anarchon(t, "--server", f.url, "trigger", "--wait", "--", "-weird")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.EqualValues(t, 1, f.manual.Load())
+}
+
+// natsContext writes a NATS CLI context named name pointing at url, as `nats context
+// add` would, under a fresh XDG_CONFIG_HOME.
+func natsContext(t *testing.T, name, url string, selected bool) {
+	t.Helper()
+	dir := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", dir)
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "nats", "context"), 0o700))
+	data, err := json.Marshal(map[string]string{"url": url})
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "nats", "context", name+".json"), data, 0o600))
+	if selected {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "nats", "context.txt"), []byte(name), 0o600))
+	}
+}
+
+func TestConnectThroughAContext(t *testing.T) {
+	f := startFleet(t, nil, "A")
+	natsContext(t, "fleet", f.url, false)
+	r := anarchon(t, "--context", "fleet", "jobs", "--window", "100ms")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "report")
+
+	r = anarchon(t, "jobs")
+	oneErrorLine(t, r, "no NATS context selected")
+
+	natsContext(t, "fleet", f.url, true)
+	r = anarchon(t, "jobs", "--window", "100ms")
+	require.Equal(t, exitOK, r.code, "the selected context: %s", r.stderr)
+
+	r = anarchon(t, "--context", "elsewhere", "jobs")
+	oneErrorLine(t, r, "NATS context not found")
+}

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/anarchon/anarchon/embedded"
+	"github.com/anarchon/anarchon/fleet"
+	"github.com/anarchon/anarchon/scheduler"
+)
+
+// testFleet is replicas sharing a memory backend, each serving the fleet endpoints
+// on its own connection to one server, which the command reaches at url.
+type testFleet struct {
+	url      string
+	backend  *scheduler.MemoryBackend
+	scheds   []*scheduler.Scheduler
+	manual   atomic.Int32
+	failNext atomic.Bool // the next run returns an error
+}
+
+type fleetJob struct {
+	name     string
+	interval time.Duration
+}
+
+// startFleet starts an embedded server listening on loopback (the command connects
+// by URL, as it would to a real server) and replicas declaring jobs. It fails, never
+// skips, when the server cannot start.
+func startFleet(t *testing.T, jobs func(instance string) []fleetJob, instances ...string) *testFleet {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srv, err := embedded.Start(ctx, embedded.Options{Listen: "127.0.0.1:0", DisableJetStream: true})
+	require.NoError(t, err, "the embedded nats-server must start")
+	t.Cleanup(srv.Shutdown)
+	f := &testFleet{url: srv.ClientURL(), backend: scheduler.NewMemoryBackend()}
+	f.startReplicas(t, func(...nats.Option) (*nats.Conn, error) { return srv.Connect() }, jobs, instances...)
+	return f
+}
+
+func (f *testFleet) startReplicas(t *testing.T, dial func(...nats.Option) (*nats.Conn, error), jobs func(string) []fleetJob, instances ...string) {
+	t.Helper()
+	if jobs == nil {
+		jobs = func(string) []fleetJob { return []fleetJob{{"report", time.Hour}, {"nightly backup", 24 * time.Hour}} }
+	}
+	if len(instances) == 0 {
+		instances = []string{"A", "B", "C"}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, id := range instances {
+		s, err := scheduler.New(scheduler.Config{Backend: f.backend, Instance: id})
+		require.NoError(t, err)
+		var declared []fleet.Job
+		for _, j := range jobs(id) {
+			require.NoError(t, s.Every(j.name, j.interval, f.handler))
+			declared = append(declared, fleet.Every(j.name, j.interval))
+		}
+		require.NoError(t, s.Start(ctx))
+		t.Cleanup(func() { require.NoError(t, s.Stop(context.Background())) })
+		nc, err := dial()
+		require.NoError(t, err)
+		t.Cleanup(nc.Close)
+		svc, err := fleet.Serve(ctx, nc, s, fleet.WithJobs(declared...))
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, svc.Stop(context.Background())) })
+		f.scheds = append(f.scheds, s)
+	}
+}
+
+func (f *testFleet) handler(_ context.Context, run scheduler.Run) error {
+	if run.Manual {
+		f.manual.Add(1)
+	}
+	if f.failNext.CompareAndSwap(true, false) {
+		return errDisk
+	}
+	return nil
+}
+
+type handlerError string
+
+func (e handlerError) Error() string { return string(e) }
+
+const errDisk = handlerError("disk full")
+
+// result is one run of the command.
+type result struct {
+	code           int
+	stdout, stderr string
+	took           time.Duration
+}
+
+// anarchon runs the command in-process with args.
+func anarchon(t *testing.T, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out, errb bytes.Buffer
+	t0 := time.Now()
+	code := run(ctx, args, &out, &errb)
+	r := result{code: code, stdout: out.String(), stderr: errb.String(), took: time.Since(t0)}
+	t.Logf("anarchon %s → %d\n%s%s", strings.Join(args, " "), code, r.stdout, r.stderr)
+	return r
+}
+
+// (f *testFleet) paused reports whether every replica sees job paused.
+func (f *testFleet) paused(job string) (all, any bool) {
+	all = true
+	for _, s := range f.scheds {
+		_, ok := s.Paused(job)
+		all = all && ok
+		any = any || ok
+	}
+	return all, any
+}

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/anarchon/anarchon/scheduler"
+)
+
+// startAuthServer starts a nats-server on loopback with a viewer, who may publish on
+// the fleet's read subjects only, and an operator, who may do anything. It returns
+// the URL without credentials. embedded.Options has no users or accounts, so the
+// test starts nats-server itself; it fails, never skips, when it cannot.
+func startAuthServer(t *testing.T) string {
+	t.Helper()
+	s, err := server.NewServer(&server.Options{
+		ServerName: "anarchon-auth", Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
+		Users: []*server.User{
+			{Username: "viewer", Password: "v", Permissions: &server.Permissions{
+				Publish:   &server.SubjectPermission{Allow: []string{"anarchon.jobs", "anarchon.history.>", "$SRV.>", "_INBOX.>"}},
+				Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>"}},
+			}},
+			{Username: "operator", Password: "o"},
+		},
+	})
+	require.NoError(t, err)
+	go s.Start()
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	require.True(t, s.ReadyForConnections(10*time.Second), "the nats-server with users must start")
+	return s.ClientURL()
+}
+
+func withUser(url, user, password string) string {
+	return strings.Replace(url, "nats://", "nats://"+user+":"+password+"@", 1)
+}
+
+func TestViewerIsRefused(t *testing.T) {
+	url := startAuthServer(t)
+	f := &testFleet{url: url, backend: scheduler.NewMemoryBackend()}
+	f.startReplicas(t, func(opts ...nats.Option) (*nats.Conn, error) {
+		return nats.Connect(url, append(opts, nats.UserInfo("operator", "o"))...)
+	}, nil)
+	viewer := withUser(url, "viewer", "v")
+
+	r := anarchon(t, "--server", viewer, "jobs", "--window", "200ms")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "report")
+	r = anarchon(t, "--server", viewer, "history", "report")
+	require.Equal(t, exitOK, r.code, r.stderr)
+
+	for _, args := range [][]string{
+		{"pause", "report", "--reason", "viewer tries"},
+		{"pause", "--all", "--reason", "viewer tries"},
+		{"resume", "report"},
+		{"trigger", "report", "--wait"},
+	} {
+		r := anarchon(t, append([]string{"--server", viewer, "--timeout", "10s"}, args...)...)
+		oneErrorLine(t, r, "permissions violation")
+		assert.Contains(t, r.stderr, "Permissions Violation for Publish to")
+		assert.Less(t, r.took, 5*time.Second, "refused at once, not at the timeout")
+		assert.NotContains(t, r.stderr, ":v@", "no password in the message")
+	}
+	pauses, err := f.backend.Pauses(context.Background())
+	require.NoError(t, err)
+	assert.Empty(t, pauses, "nothing stored")
+	_, any := f.paused("report")
+	assert.False(t, any)
+	assert.Zero(t, f.manual.Load(), "nothing ran")
+
+	r = anarchon(t, "--server", withUser(url, "operator", "o"), "pause", "report", "--reason", "operator")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Eventually(t, func() bool { all, _ := f.paused("report"); return all }, 5*time.Second, 5*time.Millisecond)
+
+	r = anarchon(t, "--server", withUser(url, "viewer", "wrong"), "jobs")
+	oneErrorLine(t, r, "connect to nats://viewer:xxx@")
+}
