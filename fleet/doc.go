@@ -81,9 +81,9 @@
 //
 // A trigger is answered accepted at once and runs on the replica that accepted it,
 // as a manual run; a requester that waits gets a second reply on the same inbox
-// when the run has ended (a plain request sees only the first). Who asked (by) is in
-// the replies and in the replica's log; the run's history record does not carry it
-// yet. A pause's until or for is judged on the replica's clock. History's limit is
+// when the run has ended (a plain request sees only the first). Who asked (by) is
+// recorded with the run (Run.RequestedBy in history) and is in the replies and the
+// replica's log. A pause's until or for is judged on the replica's clock. History's limit is
 // DefaultHistoryLimit when absent and clamped to MaxHistoryLimit; the reply says
 // which limit applied.
 //

@@ -38,6 +38,8 @@ func TestTriggerRunsOnceAcrossReplicas(t *testing.T) {
 	require.Len(t, h.Runs, 1)
 	assert.Equal(t, r.Run.Token, h.Runs[0].Token)
 	assert.True(t, h.Runs[0].Manual)
+	assert.Equal(t, "ana", h.Runs[0].RequestedBy, "who asked is recorded with the run")
+	assert.Equal(t, "ana", r.Run.RequestedBy)
 
 	// Without wait: the accepted reply only; the run follows on that replica.
 	r, err = f.client.Trigger(ctx, jobBackup, fleet.TriggerRequest{By: "bo"})

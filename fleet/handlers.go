@@ -225,7 +225,8 @@ func (f *Service) history(job string) func(context.Context, []byte) (any, error)
 }
 
 // trigger answers accepted at once and runs the job on this replica (RunNow, a
-// manual run); with Wait, it answers again when the run has ended.
+// manual run recorded with who asked); with Wait, it answers again when the run has
+// ended.
 func (f *Service) trigger(job string) micro.HandlerFunc {
 	return func(req micro.Request) {
 		var in TriggerRequest
@@ -249,7 +250,7 @@ func (f *Service) trigger(job string) micro.HandlerFunc {
 		go func() {
 			defer f.inflight.Done()
 			// The run is the scheduler's: a requester that gives up does not cancel it.
-			rec, err := f.s.RunNow(context.WithoutCancel(f.ctx), job)
+			rec, err := f.s.RunNow(context.WithoutCancel(f.ctx), job, scheduler.RequestedBy(in.By))
 			if err != nil {
 				f.log.Warn("fleet trigger failed", "job", job, "by", in.By, "err", err)
 				if in.Wait {

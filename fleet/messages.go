@@ -19,7 +19,8 @@ const (
 // TriggerRequest is the body of <prefix>.trigger.<job>. An empty body is the zero
 // value.
 type TriggerRequest struct {
-	// By names who asked; it is in the replies and the replica's log.
+	// By names who asked; it is recorded with the run (Run.RequestedBy), and is in
+	// the replies and the replica's log.
 	By string `json:"by,omitempty"`
 	// Wait asks for a second reply when the run has finished.
 	Wait bool `json:"wait,omitempty"`
@@ -140,17 +141,19 @@ func pauseInfo(p scheduler.Pause) *PauseInfo {
 
 // Run is one attempt at one run, as history and finished triggers show it.
 type Run struct {
-	Job        string           `json:"job"`
-	Slot       time.Time        `json:"slot"`
-	Instance   string           `json:"instance"`
-	Token      string           `json:"token"`
-	Attempt    int              `json:"attempt"`
-	Fence      uint64           `json:"fence,omitempty"`
-	Manual     bool             `json:"manual,omitempty"`
-	Status     scheduler.Status `json:"status"`
-	ClaimedAt  time.Time        `json:"claimed_at,omitzero"`
-	StartedAt  time.Time        `json:"started_at,omitzero"`
-	FinishedAt time.Time        `json:"finished_at,omitzero"`
+	Job      string    `json:"job"`
+	Slot     time.Time `json:"slot"`
+	Instance string    `json:"instance"`
+	Token    string    `json:"token"`
+	Attempt  int       `json:"attempt"`
+	Fence    uint64    `json:"fence,omitempty"`
+	Manual   bool      `json:"manual,omitempty"`
+	// RequestedBy names who asked for a manual run, when known.
+	RequestedBy string           `json:"requested_by,omitempty"`
+	Status      scheduler.Status `json:"status"`
+	ClaimedAt   time.Time        `json:"claimed_at,omitzero"`
+	StartedAt   time.Time        `json:"started_at,omitzero"`
+	FinishedAt  time.Time        `json:"finished_at,omitzero"`
 	// DurationMS is FinishedAt − StartedAt in milliseconds, for a finished run.
 	DurationMS float64 `json:"duration_ms,omitempty"`
 	Error      string  `json:"error,omitempty"`
@@ -159,7 +162,7 @@ type Run struct {
 func runOf(r scheduler.RunRecord) Run {
 	return Run{
 		Job: r.Job, Slot: r.Slot, Instance: r.Instance, Token: r.Token, Attempt: r.Attempt,
-		Fence: r.Fence, Manual: r.Manual, Status: r.Status, ClaimedAt: r.ClaimedAt,
+		Fence: r.Fence, Manual: r.Manual, RequestedBy: r.RequestedBy, Status: r.Status, ClaimedAt: r.ClaimedAt,
 		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
 		DurationMS: float64(r.Duration) / float64(time.Millisecond), Error: r.Error,
 	}

@@ -113,8 +113,8 @@ func TestTriggerAndHistory(t *testing.T) {
 	ls := lines(r.stdout)
 	require.Len(t, ls, 3, "the header and two runs")
 	assert.Equal(t, "SLOT STATUS INSTANCE ATTEMPT KIND DURATION ERROR", ls[0])
-	assert.Regexp(t, `^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z error [ABC] 1 manual \S+ disk full$`, ls[1])
-	assert.Regexp(t, ` ok [ABC] 1 manual \S+$`, ls[2])
+	assert.Regexp(t, `^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z error [ABC] 1 manual by \S+@\S+ \S+ disk full$`, ls[1])
+	assert.Regexp(t, ` ok [ABC] 1 manual by bo \S+$`, ls[2])
 
 	r = anarchon(t, "--server", f.url, "--json", "history", "nightly backup")
 	require.Equal(t, exitOK, r.code, r.stderr)
@@ -123,6 +123,7 @@ func TestTriggerAndHistory(t *testing.T) {
 	assert.Equal(t, fleet.DefaultHistoryLimit, h.Limit)
 	require.Len(t, h.Runs, 3)
 	assert.Equal(t, scheduler.StatusError, h.Runs[0].Status)
+	assert.Equal(t, "ana", h.Runs[2].RequestedBy, "who asked is recorded with the run")
 
 	r = anarchon(t, "--server", f.url, "history", "report")
 	assert.Equal(t, "no runs of \"report\" recorded\n", r.stdout)

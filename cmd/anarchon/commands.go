@@ -122,7 +122,10 @@ func (c *cli) history(ctx context.Context, client *fleet.Client, job string) err
 	fmt.Fprintln(w, "SLOT\tSTATUS\tINSTANCE\tATTEMPT\tKIND\tDURATION\tERROR")
 	for _, r := range h.Runs {
 		kind := "scheduled"
-		if r.Manual {
+		switch {
+		case r.Manual && r.RequestedBy != "":
+			kind = "manual by " + r.RequestedBy
+		case r.Manual:
 			kind = "manual"
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.Slot.UTC().Format(timeFormat), r.Status, orDash(r.Instance),
