@@ -348,7 +348,7 @@ func TestPrefixesSeparateFleets(t *testing.T) {
 }
 
 func TestInvalidOptions(t *testing.T) {
-	srv := startServer(t, embedded.Options{})
+	srv := startServer(t, embedded.Options{}, false)
 	nc := connect(t, srv.Connect)
 	s, err := scheduler.New(scheduler.Config{Backend: scheduler.NewMemoryBackend()})
 	require.NoError(t, err)

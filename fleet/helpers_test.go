@@ -29,14 +29,14 @@ func backupSchedule(t testing.TB) scheduler.Schedule {
 	return s
 }
 
-// startServer starts an embedded nats-server (core NATS: the fleet's control plane
-// needs no JetStream here, the schedulers share a memory backend). It fails, never
-// skips, when the server cannot start.
-func startServer(t testing.TB, opts embedded.Options) *embedded.Server {
+// startServer starts an embedded nats-server, with JetStream only when asked (the
+// fleet's control plane needs none; most tests share a memory backend). It fails,
+// never skips, when the server cannot start.
+func startServer(t testing.TB, opts embedded.Options, jetStream bool) *embedded.Server {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	opts.DisableJetStream = true
+	opts.DisableJetStream = !jetStream
 	s, err := embedded.Start(ctx, opts)
 	require.NoError(t, err, "the embedded nats-server must start")
 	t.Cleanup(s.Shutdown)
@@ -73,9 +73,13 @@ type fleetSetup struct {
 	serve     []fleet.Option
 	client    []fleet.Option
 	server    embedded.Options
+	jetStream bool              // the server runs JetStream (for backendFor)
 	handler   scheduler.Handler // wrapped to count manual runs
 	// dial connects replicas and the client; nil: to a new embedded server.
 	dial func(...nats.Option) (*nats.Conn, error)
+	// backendFor gives each replica a backend of its own on its connection, as
+	// separate processes have; nil: the shared backend.
+	backendFor func(t testing.TB, nc *nats.Conn) scheduler.Backend
 }
 
 func startFleet(t testing.TB, setup fleetSetup) *testFleet {
@@ -85,7 +89,7 @@ func startFleet(t testing.TB, setup fleetSetup) *testFleet {
 	}
 	f := &testFleet{dial: setup.dial, backend: scheduler.NewMemoryBackend(), changed: make(chan struct{}, 1)}
 	if f.dial == nil {
-		f.dial = startServer(t, setup.server).Connect
+		f.dial = startServer(t, setup.server, setup.jetStream).Connect
 	}
 	if setup.backend == nil {
 		setup.backend = f.backend
@@ -116,7 +120,12 @@ func connect(t testing.TB, dial func(...nats.Option) (*nats.Conn, error), opts .
 func (f *testFleet) startReplica(t testing.TB, setup fleetSetup, id string) *replica {
 	t.Helper()
 	r := &replica{pausedAt: map[string]time.Time{}, resumed: map[string]time.Time{}, changed: f.changed}
-	s, err := scheduler.New(scheduler.Config{Backend: setup.backend, Instance: id, OnEvent: r.onEvent})
+	nc := connect(t, f.dial)
+	backend := setup.backend
+	if setup.backendFor != nil {
+		backend = setup.backendFor(t, nc)
+	}
+	s, err := scheduler.New(scheduler.Config{Backend: backend, Instance: id, OnEvent: r.onEvent})
 	require.NoError(t, err)
 	r.s = s
 	jobs := setup.jobs(id)
@@ -141,7 +150,6 @@ func (f *testFleet) startReplica(t testing.TB, setup fleetSetup, id string) *rep
 	defer cancel()
 	require.NoError(t, s.Start(ctx))
 	t.Cleanup(func() { require.NoError(t, s.Stop(context.Background())) })
-	nc := connect(t, f.dial)
 	svc, err := fleet.Serve(ctx, nc, s, append([]fleet.Option{fleet.WithJobs(jobs...)}, setup.serve...)...)
 	require.NoError(t, err)
 	r.svc = svc
