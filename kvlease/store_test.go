@@ -290,10 +290,23 @@ func TestWatchIgnoresHeartbeats(t *testing.T) {
 	for range 3 {
 		require.NoError(t, s.Heartbeat(t.Context(), job, slot, a, time.Minute))
 	}
+	// A positive control instead of a fixed wait: the store's watches share one
+	// ordered watcher, so once a watch opened after the heartbeats has fired on its
+	// own release, the heartbeats' updates have been delivered too.
+	control, c := slot.Add(time.Minute), token()
+	mustClaim(t, s, claimOf(job, control, c, time.Minute), scheduler.OutcomeWon)
+	cch, err := s.WatchRun(t.Context(), job, control)
+	require.NoError(t, err)
+	require.NoError(t, s.Release(t.Context(), job, control, c))
+	select {
+	case <-cch:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the control watch did not fire on its release")
+	}
 	select {
 	case <-ch:
 		t.Fatal("a heartbeat fired the watch")
-	case <-time.After(300 * time.Millisecond):
+	default:
 	}
 	require.NoError(t, s.Release(t.Context(), job, slot, a))
 	select {
