@@ -13,7 +13,7 @@
 //	}
 //	s, err := scheduler.New(scheduler.Config{
 //		Backend: backend,
-//		OnEvent: metrics.Chain(m.OnEvent, logEvent), // or just m.OnEvent
+//		OnEvent: scheduler.Chain(m.OnEvent, scheduler.LogEvents(logger)), // or just m.OnEvent
 //	})
 //
 // New and Register do the same in two steps. Register adds every collector or

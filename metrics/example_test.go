@@ -22,7 +22,7 @@ func Example() {
 	}
 	s, err := scheduler.New(scheduler.Config{
 		Backend: scheduler.NewMemoryBackend(),
-		OnEvent: m.OnEvent, // or metrics.Chain(m.OnEvent, logEvent) to feed logs too
+		OnEvent: m.OnEvent, // or scheduler.Chain(m.OnEvent, scheduler.LogEvents(logger)) to feed logs too
 	})
 	if err != nil {
 		panic(err)

@@ -172,42 +172,8 @@ func opLabel(op string) string {
 	return op
 }
 
-// Chain returns a hook that calls each non-nil hook in order, for example metrics
-// and logging on one scheduler:
+// Chain returns a hook that calls each non-nil hook in order.
 //
-//	OnEvent: metrics.Chain(m.OnEvent, logEvents)
-//
-// A hook that panics does not keep the later hooks from seeing the event: Chain
-// calls them all, then re-panics with the first panic so the scheduler logs it.
-// Chain never returns nil; with no non-nil hook it returns a hook that does nothing.
-func Chain(hooks ...func(scheduler.Event)) func(scheduler.Event) {
-	var hs []func(scheduler.Event)
-	for _, h := range hooks {
-		if h != nil {
-			hs = append(hs, h)
-		}
-	}
-	switch len(hs) {
-	case 0:
-		return func(scheduler.Event) {}
-	case 1:
-		return hs[0]
-	}
-	return func(e scheduler.Event) {
-		var first any
-		for _, h := range hs {
-			if p := callHook(h, e); p != nil && first == nil {
-				first = p
-			}
-		}
-		if first != nil {
-			panic(first)
-		}
-	}
-}
-
-func callHook(h func(scheduler.Event), e scheduler.Event) (p any) {
-	defer func() { p = recover() }()
-	h(e)
-	return nil
-}
+// Deprecated: use scheduler.Chain, which is the same; the hook helpers live in the
+// core beside scheduler.LogEvents.
+func Chain(hooks ...func(scheduler.Event)) func(scheduler.Event) { return scheduler.Chain(hooks...) }

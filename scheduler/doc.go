@@ -122,7 +122,8 @@
 //	m, err := metrics.Wire(prometheus.DefaultRegisterer)
 //	s, err := scheduler.New(scheduler.Config{Backend: b, OnEvent: m.OnEvent})
 //
-// metrics.Chain feeds several hooks, for example metrics and a log. Config.Logger
+// Chain feeds several hooks, for example metrics and LogEvents (a slog line per run
+// started, finished, skipped or late). Config.Logger
 // receives the scheduler's own logs; it is silent by default.
 //
 // # Time and tests
