@@ -123,8 +123,8 @@
 //	s, err := scheduler.New(scheduler.Config{Backend: b, OnEvent: m.OnEvent})
 //
 // Chain feeds several hooks, for example metrics and LogEvents (a slog line per run
-// started, finished, skipped or late). Config.Logger
-// receives the scheduler's own logs; it is silent by default.
+// started, finished, skipped or late). Config.Logger receives the scheduler's own
+// logs; it is silent by default.
 //
 // # Time and tests
 //
