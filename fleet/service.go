@@ -17,6 +17,7 @@ import (
 // Service is one replica's fleet endpoints: a NATS micro service named ServiceName.
 // Create it with Serve and stop it with Stop.
 type Service struct {
+	nc     *nats.Conn
 	s      *scheduler.Scheduler
 	log    *slog.Logger
 	jobs   []Job
@@ -58,7 +59,7 @@ func Serve(ctx context.Context, nc *nats.Conn, s *scheduler.Scheduler, opts ...O
 		log = slog.New(slog.DiscardHandler)
 	}
 	_, pauser := s.Backend().(scheduler.Pauser)
-	f := &Service{s: s, log: log.With("instance", s.Instance()), jobs: c.jobs, subj: subjects(c.prefix), pauser: pauser}
+	f := &Service{nc: nc, s: s, log: log.With("instance", s.Instance()), jobs: c.jobs, subj: subjects(c.prefix), pauser: pauser}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 
 	svc, err := micro.AddService(nc, micro.Config{
@@ -140,8 +141,9 @@ func scheduleOf(j Job) string {
 	return j.Schedule.String()
 }
 
-// Stop stops answering (the endpoints' subscriptions are drained) and waits for the
-// requests being handled, including triggered runs, until ctx ends; then it cancels
+// Stop stops answering (the endpoints' subscriptions are drained, and the server has
+// the unsubscriptions when Stop returns, so a later request goes to another replica)
+// and waits for the requests being handled, including triggered runs, until ctx ends; then it cancels
 // the handlers' backend calls and returns ctx's error. A triggered run belongs to
 // the scheduler: it goes on until it ends or the scheduler's Stop cancels it, so
 // stop the service first, then the scheduler. A second Stop returns nil.
@@ -154,6 +156,13 @@ func (f *Service) Stop(ctx context.Context) error {
 	f.stopped = true
 	f.mu.Unlock()
 	err := f.svc.Stop()
+	// Once the server has the unsubscriptions, a request sent after Stop returns
+	// goes to another replica (or gets no-responders), never to this one.
+	fctx, cancel := callContext(ctx, DefaultTimeout)
+	defer cancel()
+	if ferr := f.nc.FlushWithContext(fctx); ferr != nil && !errors.Is(ferr, nats.ErrConnectionClosed) {
+		err = errors.Join(err, fmt.Errorf("fleet: stop: flush the unsubscriptions: %w", ferr))
+	}
 	done := make(chan struct{})
 	go func() {
 		f.inflight.Wait()
