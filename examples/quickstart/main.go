@@ -5,6 +5,12 @@
 //
 //	quickstart: <S> slots, <R> runs, <D> duplicates, <M> missed
 //
+// R is the number of "slot … ran on …" lines printed and S the slots they name (the
+// slot just before the instances started, which is still theirs to run, and slots
+// that ran just before they stopped included), so with no duplicates S = R. D counts
+// the runs beyond one per slot; M the slots due while all three instances ran that
+// did not run at all (they count in S too).
+//
 // Usage:
 //
 //	go run ./examples/quickstart [-duration 10s] [-url nats://…] [-store DIR] [-metrics-addr 127.0.0.1:9464]

@@ -30,6 +30,14 @@ func TestQuickstart(t *testing.T) {
 	assert.Equal(t, slots, runs, "every slot ran once")
 	assert.Equal(t, "0", m[3], "duplicates")
 	assert.Equal(t, "0", m[4], "missed")
+	// The summary counts what was printed, the partial first and last slots included.
+	ran := regexp.MustCompile(`(?m)^slot (\S+) ran on `).FindAllStringSubmatch(text, -1)
+	distinct := map[string]bool{}
+	for _, r := range ran {
+		distinct[r[1]] = true
+	}
+	assert.Equal(t, len(ran), runs, "runs = the \"ran on\" lines printed")
+	assert.Equal(t, len(distinct), slots, "slots = the slots those lines name (none missed)")
 	assert.Contains(t, text, "history of \"quickstart-tick\"")
 	assert.Regexp(t, `ran on instance-[abc] \(attempt 1\)`, text)
 	assert.Equal(t, 1, strings.Count(text, "quickstart: "+m[1]+" slots"), "exactly one summary line")
