@@ -110,5 +110,6 @@
 // operators. A viewer needs publish on <prefix>.jobs, <prefix>.history.> and
 // (for nats micro) $SRV.>, and subscribe on _INBOX.>; an operator also publishes on
 // <prefix>.trigger.>, <prefix>.pause.>, <prefix>.resume.>, <prefix>.pauseall and
-// <prefix>.resumeall. Replicas subscribe on <prefix>.> and $SRV.>.
+// <prefix>.resumeall. Replicas subscribe on <prefix>.> and $SRV.> and publish their
+// replies (allow_responses, or publish on _INBOX.>).
 package fleet
