@@ -375,3 +375,48 @@ func TestInvalidOptions(t *testing.T) {
 	_, err = fleet.NewClient(nc, fleet.WithTimeout(0))
 	assert.ErrorIs(t, err, fleet.ErrInvalidOption)
 }
+
+// TestPausedSlotsAreNotRun checks the effect, not only the view: slots that fall
+// while a job is paused through the service run nowhere (recorded paused), and
+// slots run again after resume. It runs on real time, so it asserts what holds
+// however slow the machine: no slot inside the pause ran, none after it is paused.
+func TestPausedSlotsAreNotRun(t *testing.T) {
+	const tick = 200 * time.Millisecond
+	f := startFleet(t, fleetSetup{jobs: func(string) []fleet.Job { return []fleet.Job{fleet.Every("tick", tick)} }})
+	ctx := requestCtx(t)
+
+	t0 := time.Now()
+	_, err := f.client.Pause(ctx, "tick", fleet.PauseRequest{Reason: "quiet", By: "ana"})
+	require.NoError(t, err)
+	f.waitView(t, "tick", true, t0)
+	pausedAt := time.Now()
+	time.Sleep(4 * tick) // slots fall while paused
+	resumeAsked := time.Now()
+	_, err = f.client.Resume(ctx, "tick", fleet.ResumeRequest{By: "ana"})
+	require.NoError(t, err)
+	f.waitView(t, "tick", false, resumeAsked)
+	resumedAt := time.Now()
+	time.Sleep(3 * tick) // slots run again
+
+	h, err := f.client.History(ctx, "tick", 100)
+	require.NoError(t, err)
+	count := map[scheduler.Status]int{}
+	slots := map[int64]int{}
+	for _, r := range h.Runs {
+		slots[r.Slot.UnixMilli()]++
+		switch {
+		case r.Slot.After(pausedAt) && r.Slot.Before(resumeAsked):
+			assert.NotEqual(t, scheduler.StatusOK, r.Status, "slot %s fell while paused and ran", r.Slot)
+			count[r.Status]++
+		case r.Slot.After(resumedAt):
+			assert.NotEqual(t, scheduler.StatusPaused, r.Status, "slot %s fell after resume", r.Slot)
+			count[r.Status]++
+		}
+	}
+	t.Logf("statuses of the slots inside and after the pause: %v", count)
+	assert.Positive(t, count[scheduler.StatusPaused], "slots recorded paused")
+	assert.Positive(t, count[scheduler.StatusOK], "slots run after resume")
+	for slot, n := range slots {
+		assert.Equal(t, 1, n, "one record per slot across three replicas: %d", slot)
+	}
+}
