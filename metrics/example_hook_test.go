@@ -12,17 +12,17 @@ import (
 	"github.com/anarchon/anarchon/scheduler"
 )
 
-// The collectors are fed by scheduler events; Chain passes each event to the
-// metrics and to a log as well. Here the events are fed by hand, as a scheduler
-// would deliver them to Config.OnEvent.
-func ExampleChain() {
+// The collectors are fed by scheduler events, through Config.OnEvent; with
+// scheduler.Chain the same events also reach a log (scheduler.LogEvents, or a hook
+// of one's own). Here the events are fed by hand, as a scheduler delivers them.
+func ExampleMetrics_OnEvent() {
 	reg := prometheus.NewRegistry()
 	m, err := metrics.Wire(reg)
 	if err != nil {
 		panic(err)
 	}
 	logEvent := func(e scheduler.Event) { fmt.Println("log:", e.Kind, e.Job) }
-	onEvent := metrics.Chain(m.OnEvent, logEvent) // scheduler.Config{OnEvent: onEvent}
+	onEvent := scheduler.Chain(m.OnEvent, logEvent) // scheduler.Config{OnEvent: onEvent}
 
 	slot := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
 	onEvent(scheduler.Event{Kind: scheduler.EventLate, Job: "report", Slot: slot, Outcome: scheduler.OutcomeLate})
