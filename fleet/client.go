@@ -10,6 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+
+	"github.com/anarchon/anarchon/internal/natsutil"
 )
 
 // Client asks a fleet's replicas over NATS: the Go side of the protocol the
@@ -44,7 +46,7 @@ func (c *Client) Subject(verb, job string) string { return c.subj.job(verb, job)
 // first it returns the accepted reply with an error: the run goes on.
 func (c *Client) Trigger(ctx context.Context, job string, in TriggerRequest) (TriggerReply, error) {
 	subject := c.subj.job(verbTrigger, job)
-	ctx, cancel := callContext(ctx, c.timeout)
+	ctx, cancel := natsutil.CallContext(ctx, c.timeout)
 	defer cancel()
 	data, err := json.Marshal(in)
 	if err != nil {
@@ -154,7 +156,7 @@ func (c *Client) Jobs(ctx context.Context) (*Fleet, error) {
 
 // request sends one request and decodes its one reply into out.
 func (c *Client) request(ctx context.Context, subject, job string, in, out any) error {
-	ctx, cancel := callContext(ctx, c.timeout)
+	ctx, cancel := natsutil.CallContext(ctx, c.timeout)
 	defer cancel()
 	data, err := json.Marshal(in)
 	if err != nil {

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/anarchon/anarchon/internal/natsutil"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -80,7 +80,7 @@ func Serve(ctx context.Context, nc *nats.Conn, s *scheduler.Scheduler, opts ...O
 		f.abort()
 		return nil, err
 	}
-	fctx, cancel := callContext(ctx, DefaultTimeout)
+	fctx, cancel := natsutil.CallContext(ctx, DefaultTimeout)
 	defer cancel()
 	if err := nc.FlushWithContext(fctx); err != nil {
 		f.abort()
@@ -158,7 +158,7 @@ func (f *Service) Stop(ctx context.Context) error {
 	err := f.svc.Stop()
 	// Once the server has the unsubscriptions, a request sent after Stop returns
 	// goes to another replica (or gets no-responders), never to this one.
-	fctx, cancel := callContext(ctx, DefaultTimeout)
+	fctx, cancel := natsutil.CallContext(ctx, DefaultTimeout)
 	defer cancel()
 	if ferr := f.nc.FlushWithContext(fctx); ferr != nil && !errors.Is(ferr, nats.ErrConnectionClosed) {
 		err = errors.Join(err, fmt.Errorf("fleet: stop: flush the unsubscriptions: %w", ferr))
@@ -188,12 +188,4 @@ func (f *Service) begin() bool {
 	}
 	f.inflight.Add(1)
 	return true
-}
-
-// callContext gives ctx the timeout d when it has no deadline of its own.
-func callContext(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok {
-		return context.WithCancel(ctx)
-	}
-	return context.WithTimeout(ctx, d)
 }
