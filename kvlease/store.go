@@ -25,8 +25,9 @@ const (
 
 // Store is a scheduler.RunStore and scheduler.LeaseWatcher on one JetStream KV
 // bucket. The server judges every lease: a lease is a key with a per-message TTL,
-// every change is a compare-and-set on a key's last revision, and fences are stream
-// sequences. See the package documentation for the layout and the transitions.
+// every change is a compare-and-set on a key's last revision, and fences are the
+// server's time in nanoseconds, above the previous holder's. See the package
+// documentation for the layout and the transitions.
 //
 // A Store is safe for concurrent use. It owns no connection: only the watchers
 // WatchRun starts, which Close stops.

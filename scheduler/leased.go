@@ -324,7 +324,10 @@ func (s *Scheduler) standby(j *job, c *leaseClaim) (ClaimResult, time.Time, erro
 // one instance: the backend's claim picks which.
 func (s *Scheduler) recordOnce(j *job, slot time.Time, status Status, why string) {
 	in := s.claimInput(j, slot, 1)
-	ctx, cancel := s.callCtx(s.loopCtx)
+	// Not under the loops' context: a decision already stored is recorded even
+	// while Stop is stopping the loops (Stop waits for it, bounded by the call
+	// timeout).
+	ctx, cancel := s.callCtx(context.Background())
 	won, err := s.backend.Claim(ctx, in)
 	cancel()
 	if err != nil {
