@@ -474,3 +474,37 @@ func TestRunNowRecordsWhoAsked(t *testing.T) {
 		assert.ErrorIs(t, err, scheduler.ErrInvalidOption)
 	})
 }
+
+func TestJobsAndAccessors(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		time.Sleep(90 * time.Second)
+		s := newScheduler(t, scheduler.NewMemoryBackend(), "A")
+		assert.Equal(t, scheduler.SystemClock{}, s.Clock(), "the default clock")
+		require.NoError(t, s.Every("tick", time.Minute, func(ctx context.Context, r scheduler.Run) error {
+			<-ctx.Done()
+			return nil
+		}, scheduler.WithLease(5*time.Second)))
+		require.NoError(t, s.Cron("report", "0 9 * * *", func(context.Context, scheduler.Run) error { return nil }))
+		jobs := s.Jobs()
+		require.Len(t, jobs, 2)
+		assert.Equal(t, "tick", jobs[0].Job)
+		assert.True(t, time.Unix(946684800+120, 0).Equal(jobs[0].Next), "the next minute, got %s", jobs[0].Next)
+		assert.Equal(t, "report", jobs[1].Job)
+		assert.NotEmpty(t, jobs[1].Schedule)
+		assert.False(t, s.Running())
+		require.NoError(t, s.Start(t.Context()))
+		assert.True(t, s.Running())
+		time.Sleep(time.Minute) // the 00:01 run (within its max lateness at Start) and the 00:02 run are going
+		active, err := s.Active(t.Context(), "tick")
+		require.NoError(t, err)
+		require.Len(t, active, 2)
+		for _, a := range active {
+			assert.True(t, a.Live)
+			assert.Equal(t, "A", a.Instance)
+		}
+		_, err = s.Active(t.Context(), "nope")
+		assert.ErrorIs(t, err, scheduler.ErrJobNotFound)
+		require.NoError(t, s.Stop(t.Context()))
+		assert.False(t, s.Running())
+	})
+}
