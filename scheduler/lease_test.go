@@ -15,32 +15,6 @@ import (
 	"github.com/anarchon/anarchon/scheduler"
 )
 
-// frozen wraps one instance's view of a shared memory backend; when frozen, the
-// instance's heartbeats hang as if its process were paused or cut off.
-type frozen struct {
-	*scheduler.MemoryBackend
-	stop atomic.Bool
-}
-
-func (f *frozen) Runs() scheduler.RunStore { return frozenRuns{f.MemoryBackend.Runs(), f} }
-
-type frozenRuns struct {
-	scheduler.RunStore
-	f *frozen
-}
-
-func (r frozenRuns) Heartbeat(ctx context.Context, job string, slot time.Time, token string, lease time.Duration) error {
-	if r.f.stop.Load() {
-		<-ctx.Done()
-		return ctx.Err()
-	}
-	return r.RunStore.Heartbeat(ctx, job, slot, token, lease)
-}
-
-func (r frozenRuns) WatchRun(ctx context.Context, job string, slot time.Time) (<-chan struct{}, error) {
-	return r.RunStore.(scheduler.LeaseWatcher).WatchRun(ctx, job, slot)
-}
-
 type startLog struct {
 	mu     sync.Mutex
 	starts []scheduler.Run
@@ -60,12 +34,12 @@ func (l *startLog) get() ([]scheduler.Run, []time.Time) {
 	return append([]scheduler.Run(nil), l.starts...), append([]time.Time(nil), l.at...)
 }
 
-func startThree(t *testing.T, b *scheduler.MemoryBackend, register func(s *scheduler.Scheduler) error) ([]*scheduler.Scheduler, []*frozen) {
+func startThree(t *testing.T, b *scheduler.MemoryBackend, register func(s *scheduler.Scheduler) error) ([]*scheduler.Scheduler, []*faultView) {
 	t.Helper()
 	var scheds []*scheduler.Scheduler
-	var views []*frozen
+	var views []*faultView
 	for _, id := range []string{"A", "B", "C"} {
-		v := &frozen{MemoryBackend: b}
+		v := &faultView{MemoryBackend: b}
 		s := newScheduler(t, v, id)
 		require.NoError(t, register(s))
 		require.NoError(t, s.Start(t.Context()))
@@ -79,16 +53,16 @@ func TestBackupTakesOverFromACrashedWinner(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := scheduler.NewMemoryBackend()
 		log := &startLog{}
-		var views []*frozen
+		var views []*faultView
 		var mu sync.Mutex
-		byInstance := map[string]*frozen{}
+		byInstance := map[string]*faultView{}
 		time.Sleep(90 * time.Second) // between slots
 		scheds, vs := startThree(t, b, func(s *scheduler.Scheduler) error {
 			return s.Every("job", time.Hour, func(ctx context.Context, r scheduler.Run) error {
 				log.add(r)
 				if r.Attempt == 1 {
 					mu.Lock()
-					byInstance[r.Instance].stop.Store(true) // the winner "dies": no more heartbeats
+					byInstance[r.Instance].hangHeartbeats.Store(true) // the winner "dies": no more heartbeats
 					mu.Unlock()
 					<-ctx.Done() // and its work never completes
 					return context.Cause(ctx)
@@ -268,12 +242,12 @@ func TestCatchUpAfterAllInstancesWereDown(t *testing.T) {
 func TestLeaseLostCancelsTheHandler(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := scheduler.NewMemoryBackend()
-		v := &frozen{MemoryBackend: b}
+		v := &faultView{MemoryBackend: b}
 		s := newScheduler(t, v, "solo")
 		var cause error
 		time.Sleep(90 * time.Second)
 		require.NoError(t, s.Every("job", time.Hour, func(ctx context.Context, r scheduler.Run) error {
-			v.stop.Store(true)
+			v.hangHeartbeats.Store(true)
 			<-ctx.Done()
 			cause = context.Cause(ctx)
 			return cause

@@ -481,8 +481,7 @@ func TestJobsAndAccessors(t *testing.T) {
 		s := newScheduler(t, scheduler.NewMemoryBackend(), "A")
 		assert.Equal(t, scheduler.SystemClock{}, s.Clock(), "the default clock")
 		require.NoError(t, s.Every("tick", time.Minute, func(ctx context.Context, r scheduler.Run) error {
-			<-ctx.Done()
-			return nil
+			return untilDone(ctx, 45*time.Second)
 		}, scheduler.WithLease(5*time.Second)))
 		require.NoError(t, s.Cron("report", "0 9 * * *", func(context.Context, scheduler.Run) error { return nil }))
 		jobs := s.Jobs()
@@ -494,7 +493,7 @@ func TestJobsAndAccessors(t *testing.T) {
 		assert.False(t, s.Running())
 		require.NoError(t, s.Start(t.Context()))
 		assert.True(t, s.Running())
-		time.Sleep(time.Minute) // the 00:01 run (within its max lateness at Start) and the 00:02 run are going
+		time.Sleep(40 * time.Second) // 00:02:10: the 00:01 run (within its max lateness at Start) and the 00:02 run are going
 		active, err := s.Active(t.Context(), "tick")
 		require.NoError(t, err)
 		require.Len(t, active, 2)
