@@ -38,7 +38,7 @@ func NewClient(nc *nats.Conn, opts ...Option) (*Client, error) {
 }
 
 // Subject returns the subject of a per-job endpoint ("trigger", "pause", "resume",
-// "history") of job under the client's prefix.
+// "history", "active", "events") of job under the client's prefix.
 func (c *Client) Subject(verb, job string) string { return c.subj.job(verb, job) }
 
 // Trigger runs job now on one replica that declares it (a manual run). It returns

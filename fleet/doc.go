@@ -6,22 +6,19 @@
 //
 // # A replica
 //
-// Every replica registers its jobs, starts its scheduler, and serves them with the
-// same names and schedules:
+// Every replica registers its jobs, then serves them; Serve lists them itself
+// (s.Jobs()), so register every job before Serve. To be seen by `anarchon watch`,
+// a replica also publishes its scheduler events, with the hook Events returns,
+// chained with its others (the hook is Config.OnEvent, set before scheduler.New):
 //
-//	s, err := scheduler.New(scheduler.Config{Backend: b})
+//	events, err := fleet.Events(nc)
+//	s, err := scheduler.New(scheduler.Config{Backend: b, OnEvent: scheduler.Chain(events, m.OnEvent)})
 //	err = s.Every("reconcile", 10*time.Second, reconcile)
-//	report, err := scheduler.ParseCron("0 9 * * MON-FRI", nil)
 //	err = s.Cron("report", "0 9 * * MON-FRI", sendReport)
 //	err = s.Start(ctx)
-//	svc, err := fleet.Serve(ctx, nc, s, fleet.WithJobs(
-//		fleet.Every("reconcile", 10*time.Second),
-//		fleet.Job{Name: "report", Schedule: report},
-//	), fleet.WithLogger(log))
+//	svc, err := fleet.Serve(ctx, nc, s, fleet.WithLogger(log))
 //	defer s.Stop(context.WithoutCancel(ctx))
 //	defer svc.Stop(context.WithoutCancel(ctx)) // first the service, then the scheduler
-//
-// The scheduler does not list its jobs yet, so WithJobs repeats them.
 //
 // # A client
 //
@@ -43,6 +40,10 @@
 //	<prefix>.pause.<job>     one replica that declares the job: stores the job's pause
 //	<prefix>.resume.<job>    one replica that declares the job: removes the job's pause
 //	<prefix>.history.<job>   one replica that declares the job: the job's recent runs
+//	<prefix>.active.<job>    one replica that declares the job: its unfinished runs
+//	<prefix>.events.<job>    published by replicas (Events), not a request: one
+//	                         message per scheduler event; <job> is "-" for an
+//	                         event of no single job (the all-jobs pause)
 //
 // Each replica subscribes to the per-job subjects of the jobs it declares only, in
 // micro's queue group, so a request reaches one replica that declares the job, and a
@@ -67,7 +68,10 @@
 //
 //	jobs       request  {}
 //	           reply    Replica   {"instance","version","backend","pause_supported",
-//	                               "jobs":[{"name","schedule","pause":{...}}]}
+//	                               "jobs":[JobState]}
+//	           JobState {"name","schedule","state":"active"|"paused","pause":{...},
+//	                     "next","last_run":{Run},"last_success":{Run},
+//	                     "last_failure":{Run},"running":[ActiveRun],"view_error"}
 //	trigger    request  TriggerRequest {"by":"ana","wait":true}
 //	           replies  TriggerReply   {"state":"accepted","job","instance","by","at"}
 //	                    then, with wait, {"state":"finished",...,"run":{Run}}
@@ -78,6 +82,30 @@
 //	resumeall  reply    ResumeReply   {"job","instance","still_paused":{...}}
 //	history    request  HistoryRequest {"limit":50}
 //	           reply    HistoryReply   {"job","instance","limit","runs":[Run]}
+//	active     request  {}
+//	           reply    ActiveReply    {"job","instance","runs":[ActiveRun]}
+//	Run        {"job","slot","instance","token","attempt","fence","manual",
+//	            "requested_by","status","claimed_at","started_at","finished_at",
+//	            "duration_ms","lag_ms","error"}
+//	ActiveRun  {"job","slot","instance","token","attempt","fence","expires","live"}
+//	events     Event {"kind","job","instance","at","slot","token","attempt","manual",
+//	                  "outcome","status","duration_ms","lag_ms","next","op","error",
+//	                  "pause"}
+//
+// Fields absent from a reply are zero: omitted, never null. New fields may be
+// added; none is renamed or removed within a major version.
+//
+// The view of a job in the jobs reply is computed by each replica when asked: its
+// pause and next slot (scheduler.JobInfo.Next, by its clock) from memory, then one
+// history read (the last ViewHistoryLimit records, for the last run, last success
+// and last failure) and one read of the unfinished runs (scheduler's Active: live
+// leases, their holder and attempt). That is two backend reads per job per replica
+// per jobs request, bounded together by a budget shorter than the gather window: a
+// job whose reads fail or run out of time says so in view_error. A batched read of
+// the last message of many subjects, one read for every job, is planned in another
+// issue. Client.Jobs summarises the view as the first replica whose reads succeeded
+// shows it (JobSummary.ViewFrom). Manual runs hold no lease: a triggered run is in
+// history, not in active.
 //
 // A trigger is answered accepted at once and runs on the replica that accepted it,
 // as a manual run; a requester that waits gets a second reply on the same inbox

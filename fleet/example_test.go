@@ -42,7 +42,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer s.Stop(ctx)
-	svc, err := fleet.Serve(ctx, nc, s, fleet.WithJobs(fleet.Every("report", time.Hour)))
+	svc, err := fleet.Serve(ctx, nc, s)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package fleet_test
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -162,10 +163,10 @@ func TestPauseAllAndResumeAll(t *testing.T) {
 
 func TestJobsListsReplicasAndDisagreements(t *testing.T) {
 	f := startFleet(t, fleetSetup{
-		jobs: func(id string) []fleet.Job {
-			jobs := []fleet.Job{fleet.Every(jobReport, time.Hour)}
+		jobs: func(id string) []testJob {
+			jobs := []testJob{every(jobReport, time.Hour)}
 			if id == "C" {
-				jobs = []fleet.Job{fleet.Every(jobReport, 2*time.Hour), fleet.Every("only-c", time.Hour)}
+				jobs = []testJob{every(jobReport, 2*time.Hour), every("only-c", time.Hour)}
 			}
 			return jobs
 		},
@@ -273,8 +274,9 @@ func TestBadRequestsChangeNothing(t *testing.T) {
 }
 
 func TestUnknownJob(t *testing.T) {
-	// "ghost" is served but not declared on the scheduler: the replica says 404.
-	f := startFleet(t, fleetSetup{instances: []string{"A"}, serve: []fleet.Option{fleet.WithJobs(fleet.Every("ghost", time.Minute))}})
+	// The service serves the jobs its scheduler declares (s.Jobs()), so a job no
+	// replica declares has no subscriber at all.
+	f := startFleet(t, fleetSetup{instances: []string{"A"}})
 	ctx := requestCtx(t)
 
 	// A job no replica serves: no responders, at once.
@@ -290,14 +292,6 @@ func TestUnknownJob(t *testing.T) {
 	} {
 		assert.ErrorIs(t, call(), fleet.ErrNoReplica)
 	}
-
-	_, err = f.client.Pause(ctx, "ghost", fleet.PauseRequest{Reason: "r"})
-	require.ErrorIs(t, err, fleet.ErrUnknownJob)
-	require.ErrorIs(t, err, scheduler.ErrJobNotFound)
-	assert.Contains(t, err.Error(), `job not found: "ghost"`)
-	r, err := f.client.Trigger(ctx, "ghost", fleet.TriggerRequest{Wait: true})
-	require.ErrorIs(t, err, fleet.ErrUnknownJob, "accepted, then refused by the scheduler")
-	assert.Equal(t, fleet.StateAccepted, r.State)
 
 	pauses, err := f.backend.Pauses(context.Background())
 	require.NoError(t, err)
@@ -353,15 +347,13 @@ func TestInvalidOptions(t *testing.T) {
 	s, err := scheduler.New(scheduler.Config{Backend: scheduler.NewMemoryBackend()})
 	require.NoError(t, err)
 	for name, opts := range map[string][]fleet.Option{
-		"empty prefix":     {fleet.WithPrefix("")},
-		"wildcard prefix":  {fleet.WithPrefix("a.*")},
-		"empty token":      {fleet.WithPrefix("a..b")},
-		"space":            {fleet.WithPrefix("a b")},
-		"duplicate job":    {fleet.WithJobs(fleet.Every("x", time.Hour)), fleet.WithJobs(fleet.Every("x", time.Hour))},
-		"invalid job name": {fleet.WithJobs(fleet.Every(" x", time.Hour))},
-		"nil logger":       {fleet.WithLogger(nil)},
-		"client option":    {fleet.WithGatherWindow(time.Second)},
-		"client timeout":   {fleet.WithTimeout(time.Second)},
+		"empty prefix":    {fleet.WithPrefix("")},
+		"wildcard prefix": {fleet.WithPrefix("a.*")},
+		"empty token":     {fleet.WithPrefix("a..b")},
+		"space":           {fleet.WithPrefix("a b")},
+		"nil logger":      {fleet.WithLogger(nil)},
+		"client option":   {fleet.WithGatherWindow(time.Second)},
+		"client timeout":  {fleet.WithTimeout(time.Second)},
 	} {
 		_, err := fleet.Serve(context.Background(), nc, s, opts...)
 		assert.ErrorIs(t, err, fleet.ErrInvalidOption, name)
@@ -370,7 +362,13 @@ func TestInvalidOptions(t *testing.T) {
 	assert.ErrorIs(t, err, fleet.ErrInvalidOption)
 	_, err = fleet.Serve(context.Background(), nc, nil)
 	assert.ErrorIs(t, err, fleet.ErrInvalidOption)
-	_, err = fleet.NewClient(nc, fleet.WithJobs())
+	_, err = fleet.NewClient(nc, fleet.WithLogger(slog.Default()))
+	assert.ErrorIs(t, err, fleet.ErrInvalidOption)
+	_, err = fleet.Events(nc, fleet.WithLogger(slog.Default()))
+	assert.ErrorIs(t, err, fleet.ErrInvalidOption)
+	_, err = fleet.Events(nc, fleet.WithPrefix("a.>"))
+	assert.ErrorIs(t, err, fleet.ErrInvalidOption)
+	_, err = fleet.Events(nil)
 	assert.ErrorIs(t, err, fleet.ErrInvalidOption)
 	_, err = fleet.NewClient(nc, fleet.WithTimeout(0))
 	assert.ErrorIs(t, err, fleet.ErrInvalidOption)
@@ -382,7 +380,7 @@ func TestInvalidOptions(t *testing.T) {
 // however slow the machine: no slot inside the pause ran, none after it is paused.
 func TestPausedSlotsAreNotRun(t *testing.T) {
 	const tick = 200 * time.Millisecond
-	f := startFleet(t, fleetSetup{jobs: func(string) []fleet.Job { return []fleet.Job{fleet.Every("tick", tick)} }})
+	f := startFleet(t, fleetSetup{jobs: func(string) []testJob { return []testJob{every("tick", tick)} }})
 	ctx := requestCtx(t)
 
 	t0 := time.Now()

@@ -75,23 +75,91 @@ func checkText(field, s string) error {
 	return nil
 }
 
-func (f *Service) jobsReply(_ context.Context, data []byte) (any, error) {
+// viewBudget bounds the backend reads of one jobs reply, so that a replica answers
+// within the client's gather window (DefaultGatherWindow) even when its backend is
+// slow: the jobs whose reads did not finish say so in ViewError.
+const viewBudget = 300 * time.Millisecond
+
+func (f *Service) jobsReply(ctx context.Context, data []byte) (any, error) {
 	var in struct{}
 	if err := decode(data, &in); err != nil {
 		return nil, err
 	}
+	infos := f.s.Jobs()
 	r := Replica{
 		Instance: f.s.Instance(), Version: Version, Backend: f.s.Backend().Name(),
-		PauseSupported: f.pauser, Jobs: make([]JobState, 0, len(f.jobs)),
+		PauseSupported: f.pauser, Jobs: make([]JobState, 0, len(infos)),
 	}
-	for _, j := range f.jobs {
-		st := JobState{Name: j.Name, Schedule: scheduleOf(j)}
-		if p, ok := f.s.Paused(j.Name); ok {
-			st.Pause = pauseInfo(p)
-		}
-		r.Jobs = append(r.Jobs, st)
+	ctx, cancel := context.WithTimeout(ctx, viewBudget)
+	defer cancel()
+	for _, j := range infos {
+		r.Jobs = append(r.Jobs, f.jobState(ctx, j))
 	}
 	return r, nil
+}
+
+// jobState is the replica's view of one job: its pause and next slot, then one
+// history read (the last ViewHistoryLimit records) and one read of its unfinished
+// runs.
+func (f *Service) jobState(ctx context.Context, j scheduler.JobInfo) JobState {
+	st := JobState{Name: j.Job, Schedule: j.Schedule, State: JobActive, Next: j.Next}
+	if p, ok := f.s.Paused(j.Job); ok {
+		st.State, st.Pause = JobPaused, pauseInfo(p)
+	}
+	recs, err := f.s.History(ctx, j.Job, ViewHistoryLimit)
+	if err != nil {
+		st.ViewError = oneLine("history: " + err.Error())
+		return st
+	}
+	for _, rec := range recs { // newest first
+		run := runOf(rec)
+		if st.LastRun == nil && !rec.StartedAt.IsZero() {
+			st.LastRun = &run
+		}
+		if st.LastSuccess == nil && rec.Status == scheduler.StatusOK {
+			st.LastSuccess = &run
+		}
+		if st.LastFailure == nil && failed(rec.Status) {
+			st.LastFailure = &run
+		}
+	}
+	active, err := f.s.Active(ctx, j.Job)
+	if err != nil {
+		st.ViewError = oneLine("active: " + err.Error())
+		return st
+	}
+	for _, a := range active {
+		st.Running = append(st.Running, activeRunOf(j.Job, a))
+	}
+	return st
+}
+
+// failed reports whether a run that ended counts as a failure in a job's view.
+func failed(s scheduler.Status) bool {
+	switch s {
+	case scheduler.StatusError, scheduler.StatusTimeout, scheduler.StatusCancelled,
+		scheduler.StatusLost, scheduler.StatusSuperseded:
+		return true
+	}
+	return false
+}
+
+func (f *Service) active(job string) func(context.Context, []byte) (any, error) {
+	return func(ctx context.Context, data []byte) (any, error) {
+		var in struct{}
+		if err := decode(data, &in); err != nil {
+			return nil, err
+		}
+		runs, err := f.s.Active(ctx, job)
+		if err != nil {
+			return nil, err
+		}
+		out := ActiveReply{Job: job, Instance: f.s.Instance(), Runs: make([]ActiveRun, 0, len(runs))}
+		for _, a := range runs {
+			out.Runs = append(out.Runs, activeRunOf(job, a))
+		}
+		return out, nil
+	}
 }
 
 // pauseOptions validates a pause request; nothing is stored when it fails.
@@ -140,7 +208,7 @@ func (f *Service) pauseAll(ctx context.Context, data []byte) (any, error) {
 }
 
 func (f *Service) storePause(ctx context.Context, job string, data []byte) (any, error) {
-	now := time.Now()
+	now := f.s.Clock().Now()
 	opts, err := pauseOptions(data, now)
 	if err != nil {
 		return nil, err
@@ -238,11 +306,15 @@ func (f *Service) trigger(job string) micro.HandlerFunc {
 			f.fail(req, err)
 			return
 		}
+		if !f.s.Running() {
+			f.fail(req, &replyError{code: CodeUnavailable, msg: "the scheduler of this replica is not running (not started yet, or stopped); nothing was run"})
+			return
+		}
 		if !f.begin() {
 			f.fail(req, &replyError{code: CodeUnavailable, msg: "the fleet service is stopping"})
 			return
 		}
-		accepted := TriggerReply{State: StateAccepted, Job: job, Instance: f.s.Instance(), By: in.By, At: time.Now()}
+		accepted := TriggerReply{State: StateAccepted, Job: job, Instance: f.s.Instance(), By: in.By, At: f.s.Clock().Now()}
 		if err := req.RespondJSON(accepted); err != nil {
 			f.log.Warn("fleet reply failed", "subject", req.Subject(), "err", err)
 		}

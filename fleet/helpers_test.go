@@ -29,6 +29,18 @@ func backupSchedule(t testing.TB) scheduler.Schedule {
 	return s
 }
 
+// testJob is a job a test replica registers: Every for an IntervalSchedule, Cron
+// "0 3 * * *" for a cron schedule.
+type testJob struct {
+	Name     string
+	Schedule scheduler.Schedule
+	Opts     []scheduler.JobOption
+}
+
+func every(name string, d time.Duration) testJob {
+	return testJob{Name: name, Schedule: scheduler.IntervalSchedule{Interval: d}}
+}
+
 // startServer starts an embedded nats-server, with JetStream only when asked (the
 // fleet's control plane needs none; most tests share a memory backend). It fails,
 // never skips, when the server cannot start.
@@ -68,9 +80,10 @@ type testFleet struct {
 
 type fleetSetup struct {
 	instances []string
-	backend   scheduler.Backend                 // defaults to the shared memory backend
-	jobs      func(instance string) []fleet.Job // defaults to report and backup
+	backend   scheduler.Backend               // defaults to the shared memory backend
+	jobs      func(instance string) []testJob // defaults to report and backup
 	serve     []fleet.Option
+	events    bool // each replica publishes its events (fleet.Events)
 	client    []fleet.Option
 	server    embedded.Options
 	jetStream bool              // the server runs JetStream (for backendFor)
@@ -95,8 +108,8 @@ func startFleet(t testing.TB, setup fleetSetup) *testFleet {
 		setup.backend = f.backend
 	}
 	if setup.jobs == nil {
-		setup.jobs = func(string) []fleet.Job {
-			return []fleet.Job{fleet.Every(jobReport, time.Hour), {Name: jobBackup, Schedule: backupSchedule(t)}}
+		setup.jobs = func(string) []testJob {
+			return []testJob{every(jobReport, time.Hour), {Name: jobBackup, Schedule: backupSchedule(t)}}
 		}
 	}
 	for _, id := range setup.instances {
@@ -125,7 +138,13 @@ func (f *testFleet) startReplica(t testing.TB, setup fleetSetup, id string) *rep
 	if setup.backendFor != nil {
 		backend = setup.backendFor(t, nc)
 	}
-	s, err := scheduler.New(scheduler.Config{Backend: backend, Instance: id, OnEvent: r.onEvent})
+	hook := r.onEvent
+	if setup.events {
+		events, err := fleet.Events(nc, setup.serve...)
+		require.NoError(t, err)
+		hook = scheduler.Chain(r.onEvent, events)
+	}
+	s, err := scheduler.New(scheduler.Config{Backend: backend, Instance: id, OnEvent: hook})
 	require.NoError(t, err)
 	r.s = s
 	jobs := setup.jobs(id)
@@ -141,16 +160,16 @@ func (f *testFleet) startReplica(t testing.TB, setup fleetSetup, id string) *rep
 		}
 		switch sched := j.Schedule.(type) {
 		case scheduler.IntervalSchedule:
-			require.NoError(t, s.Every(j.Name, sched.Interval, h))
+			require.NoError(t, s.Every(j.Name, sched.Interval, h, j.Opts...))
 		case *scheduler.CronSchedule:
-			require.NoError(t, s.Cron(j.Name, "0 3 * * *", h))
+			require.NoError(t, s.Cron(j.Name, "0 3 * * *", h, j.Opts...))
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	require.NoError(t, s.Start(ctx))
 	t.Cleanup(func() { require.NoError(t, s.Stop(context.Background())) })
-	svc, err := fleet.Serve(ctx, nc, s, append([]fleet.Option{fleet.WithJobs(jobs...)}, setup.serve...)...)
+	svc, err := fleet.Serve(ctx, nc, s, setup.serve...)
 	require.NoError(t, err)
 	r.svc = svc
 	t.Cleanup(func() { require.NoError(t, svc.Stop(context.Background())) })

@@ -112,14 +112,76 @@ type Replica struct {
 	Jobs           []JobState `json:"jobs"`
 }
 
-// JobState is one declared job on one replica.
+// Job states in JobState.State.
+const (
+	// JobActive: no pause holds the job; its slots run.
+	JobActive = "active"
+	// JobPaused: a pause holds the job (JobState.Pause says which).
+	JobPaused = "paused"
+)
+
+// ViewHistoryLimit is how many of a job's most recent history records a replica
+// reads to fill a JobState's last run, last success and last failure: one with
+// none among them shows none.
+const ViewHistoryLimit = 20
+
+// JobState is one declared job on one replica, with the replica's view of its
+// runs: the pause it sees, the next slot by its clock, and what it reads in the
+// backend the replicas share (history and unfinished runs).
 type JobState struct {
 	Name string `json:"name"`
 	// Schedule is the schedule in words, as the replica declares it.
 	Schedule string `json:"schedule"`
+	// State is JobActive or JobPaused.
+	State string `json:"state"`
 	// Pause is the pause in force on the replica's view (the job's own, or the
 	// all-jobs pause with Job ""); nil while the job runs.
 	Pause *PauseInfo `json:"pause,omitempty"`
+	// Next is the job's next slot by the replica's clock (scheduler.JobInfo.Next);
+	// absent when the schedule has no further slot.
+	Next time.Time `json:"next,omitzero"`
+	// LastRun is the newest run that started (it may still be running), among the
+	// last ViewHistoryLimit history records; LastSuccess the newest that ended ok;
+	// LastFailure the newest that ended error, timeout, cancelled, lost or
+	// superseded. Slots skipped, late or paused are none of these.
+	LastRun     *Run `json:"last_run,omitempty"`
+	LastSuccess *Run `json:"last_success,omitempty"`
+	LastFailure *Run `json:"last_failure,omitempty"`
+	// Running are the job's unfinished runs in the run store (scheduler's Active),
+	// every instance's: empty without leases.
+	Running []ActiveRun `json:"running,omitempty"`
+	// ViewError says why the runs could not be read (a backend call failed, or took
+	// longer than the replica's budget for a jobs reply); the fields above that
+	// come from the backend are then absent.
+	ViewError string `json:"view_error,omitempty"`
+}
+
+// ActiveRun is an unfinished run, as the active endpoint and JobState.Running show
+// it: a lease held (Live) or left behind by an instance that stopped renewing it.
+type ActiveRun struct {
+	Job      string    `json:"job"`
+	Slot     time.Time `json:"slot"`
+	Instance string    `json:"instance"`
+	Token    string    `json:"token"`
+	Attempt  int       `json:"attempt"`
+	Fence    uint64    `json:"fence,omitempty"`
+	// Expires is when the lease ends unless renewed.
+	Expires time.Time `json:"expires,omitzero"`
+	// Live says the lease has not expired: the run is going on now.
+	Live bool `json:"live"`
+}
+
+func activeRunOf(job string, a scheduler.ActiveRun) ActiveRun {
+	return ActiveRun{Job: job, Slot: a.Slot, Instance: a.Instance, Token: a.Token, Attempt: a.Attempt,
+		Fence: a.Fence, Expires: a.Expires, Live: a.Live}
+}
+
+// ActiveReply answers <prefix>.active.<job> (request: {}): the job's unfinished
+// runs, oldest slot first.
+type ActiveReply struct {
+	Job      string      `json:"job"`
+	Instance string      `json:"instance"`
+	Runs     []ActiveRun `json:"runs"`
 }
 
 // PauseInfo is a pause, as replies show it.
@@ -156,14 +218,23 @@ type Run struct {
 	FinishedAt  time.Time        `json:"finished_at,omitzero"`
 	// DurationMS is FinishedAt − StartedAt in milliseconds, for a finished run.
 	DurationMS float64 `json:"duration_ms,omitempty"`
-	Error      string  `json:"error,omitempty"`
+	// LagMS is the start lag, StartedAt − Slot in milliseconds, for a run that
+	// started (jitter included).
+	LagMS float64 `json:"lag_ms,omitempty"`
+	Error string  `json:"error,omitempty"`
 }
 
 func runOf(r scheduler.RunRecord) Run {
-	return Run{
+	out := Run{
 		Job: r.Job, Slot: r.Slot, Instance: r.Instance, Token: r.Token, Attempt: r.Attempt,
 		Fence: r.Fence, Manual: r.Manual, RequestedBy: r.RequestedBy, Status: r.Status, ClaimedAt: r.ClaimedAt,
 		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
-		DurationMS: float64(r.Duration) / float64(time.Millisecond), Error: r.Error,
+		DurationMS: ms(r.Duration), Error: r.Error,
 	}
+	if !r.StartedAt.IsZero() && !r.Slot.IsZero() {
+		out.LagMS = ms(r.StartedAt.Sub(r.Slot))
+	}
+	return out
 }
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

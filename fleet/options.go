@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
-
-	"github.com/anarchon/anarchon/scheduler"
 )
 
 // Client defaults.
@@ -16,22 +14,7 @@ const (
 	DefaultGatherWindow = 500 * time.Millisecond
 )
 
-// Job is a job a replica declares, as Serve publishes it: the same name and
-// schedule as the scheduler's Every or Cron registration.
-type Job struct {
-	Name string
-	// Schedule is the job's schedule, for its words (Schedule.String(), the same as
-	// scheduler.JobLimits.Schedule): scheduler.IntervalSchedule{Interval: d} for
-	// Every(name, d, ...), the result of scheduler.ParseCron for Cron. May be nil.
-	Schedule scheduler.Schedule
-}
-
-// Every is the Job of s.Every(name, interval, ...).
-func Every(name string, interval time.Duration) Job {
-	return Job{Name: name, Schedule: scheduler.IntervalSchedule{Interval: interval}}
-}
-
-// Option configures Serve or NewClient. An option that does not apply to the call
+// Option configures Serve, NewClient or Events. An option that does not apply to the call
 // it is given to is an error wrapping ErrInvalidOption.
 type Option func(*config) error
 
@@ -40,12 +23,12 @@ type role int
 const (
 	roleService role = iota
 	roleClient
+	roleEvents
 )
 
 type config struct {
 	role    role
 	prefix  string
-	jobs    []Job
 	log     *slog.Logger
 	timeout time.Duration
 	window  time.Duration
@@ -66,7 +49,7 @@ func newConfig(r role, opts []Option) (*config, error) {
 
 func (c *config) only(r role, name string) error {
 	if c.role != r {
-		return fmt.Errorf("%w: %s applies to %s only", ErrInvalidOption, name, map[role]string{roleService: "Serve", roleClient: "NewClient"}[r])
+		return fmt.Errorf("%w: %s applies to %s only", ErrInvalidOption, name, map[role]string{roleService: "Serve", roleClient: "NewClient", roleEvents: "Events"}[r])
 	}
 	return nil
 }
@@ -80,29 +63,6 @@ func WithPrefix(prefix string) Option {
 			return err
 		}
 		c.prefix = prefix
-		return nil
-	}
-}
-
-// WithJobs lists the jobs the replica declares (Serve only): each gets its trigger,
-// pause, resume and history endpoints and appears in the jobs reply. The scheduler
-// does not list its jobs yet, so the caller passes the same names it registered.
-func WithJobs(jobs ...Job) Option {
-	return func(c *config) error {
-		if err := c.only(roleService, "WithJobs"); err != nil {
-			return err
-		}
-		seen := map[string]bool{}
-		for _, j := range append(c.jobs, jobs...) {
-			if err := scheduler.ValidateJobName(j.Name); err != nil {
-				return fmt.Errorf("%w: WithJobs: %w", ErrInvalidOption, err)
-			}
-			if seen[j.Name] {
-				return fmt.Errorf("%w: WithJobs: job %q listed twice", ErrInvalidOption, j.Name)
-			}
-			seen[j.Name] = true
-		}
-		c.jobs = append(c.jobs, jobs...)
 		return nil
 	}
 }

@@ -20,7 +20,7 @@ type Service struct {
 	nc     *nats.Conn
 	s      *scheduler.Scheduler
 	log    *slog.Logger
-	jobs   []Job
+	jobs   []string // the job names s declared when Serve was called
 	subj   subjects
 	svc    micro.Service
 	pauser bool
@@ -35,14 +35,14 @@ type Service struct {
 }
 
 // Serve registers the fleet endpoints of s on nc: a NATS micro service named
-// ServiceName, version Version, in micro's queue group. Every replica calls it with
-// its own scheduler and the jobs it declares (WithJobs). Serve returns once the
-// server has every subscription (a flush bounded by ctx, or DefaultTimeout when ctx
-// has no deadline), so a request sent afterwards reaches this replica. Serve may be
-// called before or after s.Start; a trigger that arrives before s.Start is accepted,
-// then fails (ErrNotStarted, reported only to a requester that waits). The caller
-// keeps ownership of nc and s: stop the service with Stop before stopping the
-// scheduler.
+// ServiceName, version Version, in micro's queue group. The jobs served are the
+// ones s declares when Serve is called (s.Jobs()): register every job before
+// Serve. Serve returns once the server has every subscription (a flush bounded by
+// ctx, or DefaultTimeout when ctx has no deadline), so a request sent afterwards
+// reaches this replica. Serve may be called before or after s.Start; until s.Start
+// (and after s.Stop) a trigger is refused at once with 503 (ErrUnavailable). The
+// caller keeps ownership of nc and s: stop the service with Stop before stopping
+// the scheduler.
 func Serve(ctx context.Context, nc *nats.Conn, s *scheduler.Scheduler, opts ...Option) (*Service, error) {
 	if nc == nil {
 		return nil, fmt.Errorf("%w: nil connection", ErrInvalidOption)
@@ -59,13 +59,17 @@ func Serve(ctx context.Context, nc *nats.Conn, s *scheduler.Scheduler, opts ...O
 		log = slog.New(slog.DiscardHandler)
 	}
 	_, pauser := s.Backend().(scheduler.Pauser)
-	f := &Service{nc: nc, s: s, log: log.With("instance", s.Instance()), jobs: c.jobs, subj: subjects(c.prefix), pauser: pauser}
+	var jobs []string
+	for _, j := range s.Jobs() {
+		jobs = append(jobs, j.Job)
+	}
+	f := &Service{nc: nc, s: s, log: log.With("instance", s.Instance()), jobs: jobs, subj: subjects(c.prefix), pauser: pauser}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 
 	svc, err := micro.AddService(nc, micro.Config{
 		Name:        ServiceName,
 		Version:     Version,
-		Description: "anarchon scheduled jobs: trigger, pause, resume, history, jobs",
+		Description: "anarchon scheduled jobs: trigger, pause, resume, history, active, jobs",
 		Metadata:    map[string]string{"instance": s.Instance(), "prefix": c.prefix, "backend": s.Backend().Name()},
 		ErrorHandler: func(_ micro.Service, e *micro.NATSError) {
 			f.log.Warn("fleet endpoint error", "subject", e.Subject, "err", e.Description)
@@ -94,7 +98,7 @@ func (f *Service) abort() {
 	f.cancel()
 }
 
-// addEndpoints registers the fleet-wide endpoints, then four per job.
+// addEndpoints registers the fleet-wide endpoints, then five per job.
 func (f *Service) addEndpoints() error {
 	add := func(name, subject string, h micro.HandlerFunc, meta map[string]string, opts ...micro.EndpointOpt) error {
 		opts = append(opts, micro.WithEndpointSubject(subject))
@@ -117,28 +121,22 @@ func (f *Service) addEndpoints() error {
 	if err := add(verbResumeAll, f.subj.fleet(verbResumeAll), f.handle(f.resumeAll), nil); err != nil {
 		return err
 	}
-	for _, j := range f.jobs {
-		meta := map[string]string{"job": j.Name, "schedule": scheduleOf(j)}
-		tok := JobToken(j.Name)
+	for _, j := range f.s.Jobs() {
+		meta := map[string]string{"job": j.Job, "schedule": j.Schedule}
+		tok := JobToken(j.Job)
 		for verb, h := range map[string]micro.HandlerFunc{
-			verbTrigger: f.trigger(j.Name),
-			verbPause:   f.handle(f.pause(j.Name)),
-			verbResume:  f.handle(f.resume(j.Name)),
-			verbHistory: f.handle(f.history(j.Name)),
+			verbTrigger: f.trigger(j.Job),
+			verbPause:   f.handle(f.pause(j.Job)),
+			verbResume:  f.handle(f.resume(j.Job)),
+			verbHistory: f.handle(f.history(j.Job)),
+			verbActive:  f.handle(f.active(j.Job)),
 		} {
-			if err := add(verb+"-"+tok, f.subj.job(verb, j.Name), h, meta); err != nil {
+			if err := add(verb+"-"+tok, f.subj.job(verb, j.Job), h, meta); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
-}
-
-func scheduleOf(j Job) string {
-	if j.Schedule == nil {
-		return ""
-	}
-	return j.Schedule.String()
 }
 
 // Stop stops answering (the endpoints' subscriptions are drained, and the server has

@@ -16,6 +16,8 @@ const (
 	verbPause     = "pause"
 	verbResume    = "resume"
 	verbHistory   = "history"
+	verbActive    = "active"
+	verbEvents    = "events"
 )
 
 // JobToken encodes a job name as one subject token: base64url without padding, so

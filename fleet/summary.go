@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Fleet is what Client.Jobs found: every replica that answered and, by job, which
@@ -32,6 +33,19 @@ type JobSummary struct {
 	// PausedOn lists the replicas that see it.
 	Pause    *PauseInfo `json:"pause,omitempty"`
 	PausedOn []string   `json:"paused_on,omitempty"`
+	// State is JobPaused when some replica sees a pause, else JobActive.
+	State string `json:"state"`
+	// Next is the earliest next slot the replicas report.
+	Next time.Time `json:"next,omitzero"`
+	// LastRun, LastSuccess, LastFailure and Running are as the first replica (by
+	// instance) whose reads succeeded shows them (see JobState): every replica reads
+	// the same backend, so they differ only by when each read. ViewFrom names that
+	// replica; absent when no replica could read them.
+	LastRun     *Run        `json:"last_run,omitempty"`
+	LastSuccess *Run        `json:"last_success,omitempty"`
+	LastFailure *Run        `json:"last_failure,omitempty"`
+	Running     []ActiveRun `json:"running,omitempty"`
+	ViewFrom    string      `json:"view_from,omitempty"`
 	// Warnings say how the replicas disagree: schedules, pause views, or replicas
 	// that do not declare the job.
 	Warnings []string `json:"warnings,omitempty"`
@@ -56,8 +70,15 @@ func summarize(replicas []Replica) *Fleet {
 		for _, j := range r.Jobs {
 			s := byJob[j.Name]
 			if s == nil {
-				s = &JobSummary{Name: j.Name, Schedules: map[string][]string{}}
+				s = &JobSummary{Name: j.Name, Schedules: map[string][]string{}, State: JobActive}
 				byJob[j.Name] = s
+			}
+			if !j.Next.IsZero() && (s.Next.IsZero() || j.Next.Before(s.Next)) {
+				s.Next = j.Next
+			}
+			if s.ViewFrom == "" && j.ViewError == "" {
+				s.LastRun, s.LastSuccess, s.LastFailure, s.Running = j.LastRun, j.LastSuccess, j.LastFailure, j.Running
+				s.ViewFrom = r.Instance
 			}
 			s.Replicas = append(s.Replicas, r.Instance)
 			s.Schedules[j.Schedule] = append(s.Schedules[j.Schedule], r.Instance)
@@ -65,6 +86,7 @@ func summarize(replicas []Replica) *Fleet {
 				if s.Pause == nil {
 					s.Pause = j.Pause
 				}
+				s.State = JobPaused
 				s.PausedOn = append(s.PausedOn, r.Instance)
 			}
 		}
@@ -91,12 +113,27 @@ func summarize(replicas []Replica) *Fleet {
 			s.Warnings = append(s.Warnings, fmt.Sprintf("paused on %s but not on %s (a pause reaches every replica within a second; ask again)",
 				strings.Join(s.PausedOn, ", "), strings.Join(without(s.Replicas, s.PausedOn), ", ")))
 		}
+		if s.ViewFrom == "" {
+			s.Warnings = append(s.Warnings, "no replica could read its runs: "+viewErrors(replicas, name))
+		}
 		if missing := without(slices.Sorted(maps.Keys(names)), s.Replicas); len(missing) > 0 {
 			s.Warnings = append(s.Warnings, "not declared on "+strings.Join(missing, ", "))
 		}
 		f.Jobs = append(f.Jobs, *s)
 	}
 	return f
+}
+
+func viewErrors(replicas []Replica, job string) string {
+	var parts []string
+	for _, r := range replicas {
+		for _, j := range r.Jobs {
+			if j.Name == job && j.ViewError != "" {
+				parts = append(parts, r.Instance+": "+j.ViewError)
+			}
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 // groups writes "a (x, y); b (z)" in key order.

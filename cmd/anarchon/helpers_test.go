@@ -59,17 +59,15 @@ func (f *testFleet) startReplicas(t *testing.T, dial func(...nats.Option) (*nats
 	for _, id := range instances {
 		s, err := scheduler.New(scheduler.Config{Backend: f.backend, Instance: id})
 		require.NoError(t, err)
-		var declared []fleet.Job
 		for _, j := range jobs(id) {
 			require.NoError(t, s.Every(j.name, j.interval, f.handler))
-			declared = append(declared, fleet.Every(j.name, j.interval))
 		}
 		require.NoError(t, s.Start(ctx))
 		t.Cleanup(func() { require.NoError(t, s.Stop(context.Background())) })
 		nc, err := dial()
 		require.NoError(t, err)
 		t.Cleanup(nc.Close)
-		svc, err := fleet.Serve(ctx, nc, s, fleet.WithJobs(declared...))
+		svc, err := fleet.Serve(ctx, nc, s)
 		require.NoError(t, err)
 		t.Cleanup(func() { require.NoError(t, svc.Stop(context.Background())) })
 		f.scheds = append(f.scheds, s)
