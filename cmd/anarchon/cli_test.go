@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -47,9 +49,9 @@ func TestJobsTableAndJSON(t *testing.T) {
 	assert.Empty(t, r.stderr, "no warnings")
 	ls := lines(r.stdout)
 	require.Len(t, ls, 8)
-	assert.Equal(t, "JOB SCHEDULE REPLICAS PAUSED REASON", ls[0])
-	assert.Equal(t, "nightly backup every 24h0m0s A,B,C no", ls[1])
-	assert.Regexp(t, `^report every 1h0m0s A,B,C yes migrating the table \(by ana, until \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\)$`, ls[2])
+	assert.Equal(t, "JOB STATE SCHEDULE NEXT LAST RUN LAST SUCCESS LAST FAILURE RUNNING REPLICAS", ls[0])
+	assert.Regexp(t, `^nightly backup active every 24h0m0s \d\d:\d\d:\d\dZ - - - - A,B,C$`, ls[1])
+	assert.Regexp(t, `^report paused: migrating the table \(by ana, until \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\) every 1h0m0s \d\d:\d\d:\d\dZ - - - - A,B,C$`, ls[2])
 	assert.Equal(t, "", ls[3])
 	assert.Equal(t, "REPLICA VERSION BACKEND PAUSES JOBS", ls[4])
 	assert.Equal(t, "A "+fleet.Version+" memory yes 2", ls[5])
@@ -78,7 +80,7 @@ func TestJobsWarnsWhenReplicasDisagree(t *testing.T) {
 	})
 	r := anarchon(t, "--server", f.url, "jobs", "--window", "200ms")
 	require.Equal(t, exitOK, r.code)
-	assert.Equal(t, "report (replicas differ) A,B,C no", lines(r.stdout)[1])
+	assert.Regexp(t, `^report active \(replicas differ\) \d\d:\d\d:\d\dZ - - - - A,B,C$`, lines(r.stdout)[1])
 	assert.Equal(t, `warning: job "report": replicas disagree on the schedule: every 1h0m0s (A, B); every 2h0m0s (C)`+"\n", r.stderr)
 
 	r = anarchon(t, "--server", f.url, "jobs", "--window", "200ms", "--json")
@@ -253,4 +255,94 @@ func TestConnectThroughAContext(t *testing.T) {
 
 	r = anarchon(t, "--context", "elsewhere", "jobs")
 	oneErrorLine(t, r, "NATS context not found")
+}
+
+func TestJobsShowsRuns(t *testing.T) {
+	f := startFleet(t, nil, "A")
+	r := anarchon(t, "--server", f.url, "trigger", "report", "--wait")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	f.failNext.Store(true)
+	r = anarchon(t, "--server", f.url, "trigger", "report", "--wait")
+	require.Equal(t, exitFail, r.code)
+
+	r = anarchon(t, "--server", f.url, "jobs", "--window", "200ms")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	ls := lines(r.stdout)
+	assert.Regexp(t, `^report active every 1h0m0s \d\d:\d\d:\d\dZ \d\d:\d\d:\d\dZ error on A, lag \S+, took \S+, manual \d\d:\d\d:\d\dZ \d\d:\d\d:\d\dZ error: disk full - A$`, ls[2])
+
+	r = anarchon(t, "--server", f.url, "--json", "jobs", "--window", "200ms")
+	var fl fleet.Fleet
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &fl))
+	rep := fl.Jobs[1]
+	require.NotNil(t, rep.LastRun)
+	require.NotNil(t, rep.LastSuccess)
+	require.NotNil(t, rep.LastFailure)
+	assert.Equal(t, scheduler.StatusError, rep.LastRun.Status)
+	assert.Equal(t, scheduler.StatusOK, rep.LastSuccess.Status)
+	assert.Equal(t, "disk full", rep.LastFailure.Error)
+	assert.Equal(t, fleet.JobActive, rep.State)
+	assert.False(t, rep.Next.IsZero())
+}
+
+func TestActiveCommand(t *testing.T) {
+	f := startFleet(t, nil, "A")
+	r := anarchon(t, "--server", f.url, "active")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Equal(t, "no unfinished run\n", r.stdout)
+	r = anarchon(t, "--server", f.url, "active", "report")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Equal(t, "no unfinished run of \"report\"\n", r.stdout)
+	r = anarchon(t, "--server", f.url, "--json", "active", "report")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	var a fleet.ActiveReply
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &a))
+	assert.Equal(t, "report", a.Job)
+	assert.Equal(t, "A", a.Instance)
+	assert.Empty(t, a.Runs)
+	r = anarchon(t, "--server", f.url, "active", "nobody")
+	oneErrorLine(t, r, `none that declares job "nobody" is up`)
+	r = anarchon(t, "--server", f.url, "active", "a", "b")
+	assert.Equal(t, exitUsage, r.code)
+}
+
+// TestWatch runs watch with a context that ends, while runs are triggered.
+func TestWatch(t *testing.T) {
+	f := startFleet(t, nil, "A", "B")
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	var out, errb syncBuffer
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, []string{"--server", f.url, "watch", "report"}, &out, &errb) }()
+	for ctx.Err() == nil {
+		_, err := f.scheds[0].RunNow(context.Background(), "report", scheduler.RequestedBy("test"))
+		require.NoError(t, err)
+		_, err = f.scheds[1].RunNow(context.Background(), "nightly backup")
+		require.NoError(t, err)
+		time.Sleep(100 * time.Millisecond)
+	}
+	code := <-done
+	t.Logf("watch → %d\n%s%s", code, out.String(), errb.String())
+	assert.Equal(t, exitOK, code, "an interrupt ends watch normally")
+	assert.Contains(t, errb.String(), `watching "report"`)
+	assert.Regexp(t, `(?m)^\S+Z  A  report  started  slot \S+  attempt 1  manual  lag \S+$`, out.String())
+	assert.Regexp(t, `(?m)^\S+Z  A  report  finished  slot \S+  attempt 1  manual  ok  took \S+$`, out.String())
+	assert.NotContains(t, out.String(), "nightly backup", "only the job asked for")
+}
+
+// syncBuffer is a bytes.Buffer safe for the watch goroutine and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

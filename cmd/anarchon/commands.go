@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -35,14 +36,17 @@ func (c *cli) jobs(ctx context.Context, client *fleet.Client) error {
 	if c.json {
 		return c.printJSON(f)
 	}
+	now := time.Now()
 	w := c.table()
-	fmt.Fprintln(w, "JOB\tSCHEDULE\tREPLICAS\tPAUSED\tREASON")
+	fmt.Fprintln(w, "JOB\tSTATE\tSCHEDULE\tNEXT\tLAST RUN\tLAST SUCCESS\tLAST FAILURE\tRUNNING\tREPLICAS")
 	for _, j := range f.Jobs {
 		sched := j.Schedule
 		if j.Schedules != nil {
 			sched = "(replicas differ)"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", j.Name, orDash(sched), strings.Join(j.Replicas, ","), pausedOn(j), pauseText(j.Pause))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.Name, jobState(j), orDash(sched), when(j.Next, now),
+			lastRun(j.LastRun, now), lastAt(j.LastSuccess, now), lastFailure(j.LastFailure, now), running(j.Running),
+			strings.Join(j.Replicas, ","))
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "REPLICA\tVERSION\tBACKEND\tPAUSES\tJOBS")
@@ -65,6 +69,97 @@ func (c *cli) jobs(ctx context.Context, client *fleet.Client) error {
 		}
 	}
 	return nil
+}
+
+// jobState is active, or paused with the reason, who and until, and on which
+// replicas when not all see it.
+func jobState(j fleet.JobSummary) string {
+	if j.Pause == nil {
+		return fleet.JobActive
+	}
+	state := "paused: " + pauseText(j.Pause)
+	if on := pausedOn(j); on != "yes" {
+		state += " [" + on + "]"
+	}
+	return state
+}
+
+// when writes a time for a table: the clock time in UTC when it is within a day of
+// now, else the date too.
+func when(t, now time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	if d := t.Sub(now); d > -24*time.Hour && d < 24*time.Hour {
+		return t.UTC().Format("15:04:05Z")
+	}
+	return t.UTC().Format("2006-01-02 15:04Z")
+}
+
+// lastRun: the slot, outcome, replica, start lag and duration.
+func lastRun(r *fleet.Run, now time.Time) string {
+	if r == nil {
+		return "-"
+	}
+	s := fmt.Sprintf("%s %s on %s, lag %s", when(r.Slot, now), r.Status, orDash(r.Instance), ms(r.LagMS))
+	if r.DurationMS > 0 || r.Status.Finished() {
+		s += ", took " + ms(r.DurationMS)
+	}
+	if r.Manual {
+		s += ", manual"
+	}
+	return s
+}
+
+func lastAt(r *fleet.Run, now time.Time) string {
+	if r == nil {
+		return "-"
+	}
+	return when(r.Slot, now)
+}
+
+func lastFailure(r *fleet.Run, now time.Time) string {
+	if r == nil {
+		return "-"
+	}
+	s := when(r.Slot, now) + " " + string(r.Status)
+	if r.Error != "" {
+		e := oneLine(r.Error)
+		if len(e) > 40 {
+			e = e[:37] + "..."
+		}
+		s += ": " + e
+	}
+	return s
+}
+
+func running(rs []fleet.ActiveRun) string {
+	if len(rs) == 0 {
+		return "-"
+	}
+	var parts []string
+	for _, r := range rs {
+		p := fmt.Sprintf("%s#%d", r.Instance, r.Attempt)
+		if !r.Live {
+			p += " (expired)"
+		}
+		parts = append(parts, p)
+	}
+	return strings.Join(parts, ",")
+}
+
+// ms writes milliseconds as a rounded duration.
+func ms(v float64) string {
+	d := time.Duration(v * float64(time.Millisecond))
+	switch {
+	case d >= time.Second:
+		d = d.Round(time.Millisecond)
+	case d >= time.Millisecond:
+		d = d.Round(100 * time.Microsecond)
+	default:
+		d = d.Round(time.Microsecond)
+	}
+	return d.String()
 }
 
 // pausedOn says whether the job is paused: yes (on every replica that declares it),
@@ -212,4 +307,126 @@ func (c *cli) resume(ctx context.Context, client *fleet.Client, job string) erro
 		c.warn("%q is still paused by the all-jobs pause: %s; anarchon resume --all ends it", job, pauseText(r.StillPaused))
 	}
 	return nil
+}
+
+func (c *cli) active(ctx context.Context, client *fleet.Client, job string) error {
+	var runs []fleet.ActiveRun
+	if job != "" {
+		a, err := client.Active(ctx, job)
+		if err != nil {
+			return fmt.Errorf("active %q: %w", job, err)
+		}
+		if c.json {
+			return c.printJSON(a)
+		}
+		runs = a.Runs
+	} else {
+		// Every job's running runs are in the jobs reply: one scatter-gather.
+		f, err := client.Jobs(ctx)
+		if err != nil {
+			return fmt.Errorf("active: %w", err)
+		}
+		runs = []fleet.ActiveRun{}
+		for _, j := range f.Jobs {
+			runs = append(runs, j.Running...)
+		}
+		if c.json {
+			return c.printJSON(struct {
+				Runs []fleet.ActiveRun `json:"runs"`
+			}{runs})
+		}
+	}
+	if len(runs) == 0 {
+		if job != "" {
+			fmt.Fprintf(c.stdout, "no unfinished run of %q\n", job)
+		} else {
+			fmt.Fprintln(c.stdout, "no unfinished run")
+		}
+		return nil
+	}
+	w := c.table()
+	fmt.Fprintln(w, "JOB\tSLOT\tINSTANCE\tATTEMPT\tFENCE\tLIVE\tEXPIRES")
+	for _, r := range runs {
+		live := "yes"
+		if !r.Live {
+			live = "no"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", r.Job, r.Slot.UTC().Format(timeFormat), r.Instance, r.Attempt,
+			r.Fence, live, r.Expires.UTC().Format(timeFormat))
+	}
+	return w.Flush()
+}
+
+// watch prints the replicas' events until ctx ends (an interrupt): one line each,
+// or one JSON object per line with --json.
+func (c *cli) watch(ctx context.Context, client *fleet.Client, job string) error {
+	enc := json.NewEncoder(c.stdout)
+	if !c.json {
+		what := "every job"
+		if job != "" {
+			what = fmt.Sprintf("%q", job)
+		}
+		fmt.Fprintf(c.stderr, "watching %s (replicas publish with fleet.Events); interrupt to stop\n", what)
+	}
+	err := client.Watch(ctx, job, func(e fleet.Event) {
+		if c.json {
+			_ = enc.Encode(e)
+			return
+		}
+		fmt.Fprintln(c.stdout, eventLine(e))
+	})
+	if err != nil {
+		return fmt.Errorf("watch: %w", err)
+	}
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) && !errors.Is(cause, context.DeadlineExceeded) {
+		return fmt.Errorf("watch: %w", cause)
+	}
+	return nil
+}
+
+// eventLine writes an event for a person: when, where, what, then its details.
+func eventLine(e fleet.Event) string {
+	job := e.Job
+	if job == "" {
+		job = "(all jobs)"
+	}
+	parts := []string{e.At.UTC().Format(timeFormat), e.Instance, job, string(e.Kind)}
+	if !e.Slot.IsZero() {
+		parts = append(parts, "slot "+e.Slot.UTC().Format(timeFormat))
+	}
+	if e.Attempt > 0 {
+		parts = append(parts, fmt.Sprintf("attempt %d", e.Attempt))
+	}
+	if e.Manual {
+		parts = append(parts, "manual")
+	}
+	if e.Outcome != "" {
+		parts = append(parts, string(e.Outcome))
+	}
+	if e.Status != "" {
+		parts = append(parts, string(e.Status))
+	}
+	switch e.Kind {
+	case scheduler.EventFinished:
+		parts = append(parts, "took "+ms(e.DurationMS))
+	case scheduler.EventStarted:
+		parts = append(parts, "lag "+ms(e.LagMS))
+	case scheduler.EventScheduled:
+		if !e.Next.IsZero() {
+			parts = append(parts, "next "+e.Next.UTC().Format(timeFormat))
+		}
+	case scheduler.EventPauseChanged:
+		if e.Pause != nil {
+			parts = append(parts, "paused: "+pauseText(e.Pause))
+		} else {
+			parts = append(parts, "runs")
+		}
+	}
+	if e.Op != "" {
+		parts = append(parts, "op "+e.Op)
+	}
+	if e.Error != "" {
+		parts = append(parts, "error: "+oneLine(e.Error))
+	}
+	return strings.Join(parts, "  ")
 }

@@ -57,16 +57,18 @@ func (f *testFleet) startReplicas(t *testing.T, dial func(...nats.Option) (*nats
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, id := range instances {
-		s, err := scheduler.New(scheduler.Config{Backend: f.backend, Instance: id})
+		nc, err := dial()
+		require.NoError(t, err)
+		t.Cleanup(nc.Close)
+		events, err := fleet.Events(nc)
+		require.NoError(t, err)
+		s, err := scheduler.New(scheduler.Config{Backend: f.backend, Instance: id, OnEvent: events})
 		require.NoError(t, err)
 		for _, j := range jobs(id) {
 			require.NoError(t, s.Every(j.name, j.interval, f.handler))
 		}
 		require.NoError(t, s.Start(ctx))
 		t.Cleanup(func() { require.NoError(t, s.Stop(context.Background())) })
-		nc, err := dial()
-		require.NoError(t, err)
-		t.Cleanup(nc.Close)
 		svc, err := fleet.Serve(ctx, nc, s)
 		require.NoError(t, err)
 		t.Cleanup(func() { require.NoError(t, svc.Stop(context.Background())) })

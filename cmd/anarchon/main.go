@@ -1,6 +1,7 @@
 // Command anarchon operates a fleet of anarchon schedulers from anywhere on its NATS
 // account: list every job and the replicas that declare it, read a job's history,
-// trigger a run, pause and resume one job or all of them. It talks to the replicas'
+// trigger a run, pause and resume one job or all of them, list the runs in progress,
+// and watch the replicas' events live. It talks to the replicas'
 // fleet service (package fleet); each replica must serve it (fleet.Serve).
 //
 // Usage:
@@ -12,6 +13,8 @@
 //	anarchon [flags] pause --all --reason R [--for D | --until T]
 //	anarchon [flags] resume JOB
 //	anarchon [flags] resume --all
+//	anarchon [flags] active [JOB]
+//	anarchon [flags] watch [JOB]
 //	anarchon version
 //
 // Flags, before or after the command:
@@ -23,7 +26,12 @@
 //	--timeout D      bounds each request, and a trigger's --wait (default 5s)
 //	--by WHO         who asks, recorded with pauses and triggers (default user@host)
 //
-// Tables are the default; --json prints the replies as package fleet defines them.
+// Tables are the default; --json prints the replies as package fleet defines them
+// (watch --json: one fleet.Event per line). jobs shows, per job, its state (active,
+// or paused with reason, who and until), schedule, next slot, last run (slot, start
+// lag, duration, outcome, replica), last success, last failure and the runs in
+// progress. watch needs replicas that publish their events (fleet.Events) and runs
+// until interrupted.
 // A failure prints one line to stderr and exits 1; a usage error exits 2. Warnings
 // (replicas that disagree on a job's schedule or pause, mixed library versions) go to
 // stderr after the table and into the JSON's warnings fields.
@@ -31,6 +39,8 @@
 // Examples:
 //
 //	anarchon jobs
+//	anarchon active
+//	anarchon watch report
 //	anarchon pause report --reason "quarter close" --for 2h
 //	anarchon trigger report --wait --timeout 1m
 //	anarchon history report -n 50 --json | jq '.runs[] | select(.status != "ok")'
@@ -40,7 +50,7 @@
 // uses choria-io/fisk (a kingpin fork), which would give generated help and shell
 // completion; but this command lives in the library's module, so every dependency
 // it adds is one more module in the go.mod of every program that imports the
-// library, and seven commands with a handful of flags need nothing flag lacks. The
+// library, and nine commands with a handful of flags need nothing flag lacks. The
 // examples in this repository use flag too.
 package main
 

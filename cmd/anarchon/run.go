@@ -32,6 +32,8 @@ const usage = `Usage:
   anarchon [flags] pause --all --reason R [--for D | --until T]
   anarchon [flags] resume JOB
   anarchon [flags] resume --all
+  anarchon [flags] active [JOB]
+  anarchon [flags] watch [JOB]
   anarchon version
 
 Flags, before or after the command:
@@ -48,6 +50,8 @@ Command flags:
   trigger  --wait       wait for the run to end and show how it ended
   pause    --reason R   why (required); --for D or --until T (RFC 3339) end it by itself
   pause, resume  --all  every job (the all-jobs pause) instead of one
+  active   unfinished runs (leases) of JOB, or of every job
+  watch    print the replicas' events (fleet.Events), one line each, until interrupted
 `
 
 // cli is the parsed command line.
@@ -130,6 +134,8 @@ var commands = map[string]func(c *cli, fs *flag.FlagSet){
 	"resume": func(c *cli, fs *flag.FlagSet) {
 		fs.BoolVar(&c.all, "all", false, "end the all-jobs pause")
 	},
+	"active":  func(*cli, *flag.FlagSet) {},
+	"watch":   func(*cli, *flag.FlagSet) {},
 	"help":    func(*cli, *flag.FlagSet) {},
 	"version": func(*cli, *flag.FlagSet) {},
 }
@@ -233,6 +239,13 @@ func (c *cli) run(ctx context.Context, cmd string, args []string) error {
 		}
 	case "pause", "resume":
 		job, err = c.job(cmd, args, true)
+	case "active", "watch":
+		if len(args) > 1 {
+			return usagef("%s takes at most one JOB, got %d arguments (quote a name with spaces)", cmd, len(args))
+		}
+		if len(args) == 1 {
+			job = args[0]
+		}
 	default:
 		job, err = c.job(cmd, args, false)
 	}
@@ -262,9 +275,14 @@ func (c *cli) run(ctx context.Context, cmd string, args []string) error {
 	if err != nil {
 		return usagef("%v", err)
 	}
+	if cmd == "watch" {
+		return c.watch(ctx, client, job)
+	}
 	rctx, rcancel := context.WithTimeout(ctx, c.timeout)
 	defer rcancel()
 	switch cmd {
+	case "active":
+		return c.active(rctx, client, job)
 	case "jobs":
 		return c.jobs(rctx, client)
 	case "history":
