@@ -11,6 +11,15 @@
 // the runs beyond one per slot; M the slots due while all three instances ran that
 // did not run at all (they count in S too).
 //
+// Each instance also serves the fleet service (package fleet) and publishes its
+// events, so the anarchon command can list, pause, trigger and watch the job while
+// the quickstart runs; it prints the command to point at its server:
+//
+//	quickstart: fleet service up; in another terminal: go run ./cmd/anarchon --server nats://127.0.0.1:PORT jobs
+//
+// A run triggered that way prints "(attempt 1, manual)" and counts as a slot and a
+// run in the summary.
+//
 // Usage:
 //
 //	go run ./examples/quickstart [-duration 10s] [-url nats://…] [-store DIR] [-metrics-addr 127.0.0.1:9464]

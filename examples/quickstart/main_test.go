@@ -11,8 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/anarchon/anarchon/fleet"
 )
 
 func TestQuickstart(t *testing.T) {
@@ -77,4 +80,41 @@ func TestQuickstartMetrics(t *testing.T) {
 	}, 4*time.Second, 100*time.Millisecond, "anarchon_runs_total is served with a non-zero count while it runs")
 	require.NoError(t, <-done)
 	assert.Contains(t, body, "anarchon_claims_total")
+}
+
+// TestQuickstartFleet reads the printed anarchon command and asks the fleet service
+// at that URL while the quickstart runs: the job is listed on the three instances.
+func TestQuickstartFleet(t *testing.T) {
+	out := &syncWriter{w: &bytes.Buffer{}}
+	read := func() string {
+		out.mu.Lock()
+		defer out.mu.Unlock()
+		return out.w.(*bytes.Buffer).String()
+	}
+	done := make(chan error, 1)
+	go func() { done <- run(t.Context(), []string{"-duration", "4s"}, out) }()
+	re := regexp.MustCompile(`go run ./cmd/anarchon --server (nats://127\.0\.0\.1:\d+) jobs\n`)
+	var url string
+	require.Eventually(t, func() bool {
+		m := re.FindStringSubmatch(read())
+		if m != nil {
+			url = m[1]
+		}
+		return m != nil
+	}, 4*time.Second, 20*time.Millisecond, "the command to point the CLI at the server is printed")
+	nc, err := nats.Connect(url)
+	require.NoError(t, err)
+	defer nc.Close()
+	c, err := fleet.NewClient(nc)
+	require.NoError(t, err)
+	f, err := c.Jobs(t.Context())
+	require.NoError(t, err)
+	require.Len(t, f.Jobs, 1)
+	assert.Equal(t, "quickstart-tick", f.Jobs[0].Name)
+	assert.Equal(t, []string{"instance-a", "instance-b", "instance-c"}, f.Jobs[0].Replicas)
+	r, err := c.Trigger(t.Context(), "quickstart-tick", fleet.TriggerRequest{By: "test", Wait: true})
+	require.NoError(t, err)
+	assert.Equal(t, "ok", string(r.Run.Status))
+	require.NoError(t, <-done)
+	assert.Regexp(t, `ran on instance-[abc] \(attempt 1, manual\)`, read())
 }

@@ -11,6 +11,7 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/anarchon/anarchon/embedded"
+	"github.com/anarchon/anarchon/fleet"
 	"github.com/anarchon/anarchon/jetstream"
 	"github.com/anarchon/anarchon/kvlease"
 	"github.com/anarchon/anarchon/scheduler"
@@ -29,7 +30,11 @@ func (t *tally) handler(_ context.Context, r scheduler.Run) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.runs[r.Slot.UnixMilli()] = append(t.runs[r.Slot.UnixMilli()], r.Instance)
-	fmt.Fprintf(t.out, "slot %s ran on %s (attempt %d)\n", r.Slot.Format("15:04:05"), r.Instance, r.Attempt)
+	manual := ""
+	if r.Manual {
+		manual = ", manual"
+	}
+	fmt.Fprintf(t.out, "slot %s ran on %s (attempt %d%s)\n", r.Slot.Format("15:04:05"), r.Instance, r.Attempt, manual)
 	return nil
 }
 
@@ -85,7 +90,7 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	connect, cleanup, err := server(ctx, cfg, out)
+	connect, url, cleanup, err := server(ctx, cfg, out)
 	if err != nil {
 		return err
 	}
@@ -116,7 +121,12 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 			return fmt.Errorf("%s: %w", id, err)
 		}
 		defer closeRuns()
-		s, err := scheduler.New(scheduler.Config{Backend: b, Instance: id, OnEvent: onEvent})
+		// Each instance publishes its events for `anarchon watch`.
+		events, err := fleet.Events(nc)
+		if err != nil {
+			return err
+		}
+		s, err := scheduler.New(scheduler.Config{Backend: b, Instance: id, OnEvent: scheduler.Chain(onEvent, events)})
 		if err != nil {
 			return err
 		}
@@ -131,7 +141,23 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 			return err
 		}
 	}
+	// Each instance serves the fleet service on its connection, for the anarchon
+	// command: stopped before the schedulers.
+	var svcs []*fleet.Service
+	defer func() {
+		for _, svc := range svcs {
+			_ = svc.Stop(context.WithoutCancel(ctx))
+		}
+	}()
+	for i, s := range scheds {
+		svc, err := fleet.Serve(ctx, conns[i], s)
+		if err != nil {
+			return fmt.Errorf("serve the fleet service of %s: %w", s.Instance(), err)
+		}
+		svcs = append(svcs, svc)
+	}
 	fmt.Fprintf(out, "quickstart: 3 instances share job %q every %v for %v\n", cfg.job, interval, cfg.duration)
+	fmt.Fprintf(out, "quickstart: fleet service up; in another terminal: go run ./cmd/anarchon --server %s jobs\n", url)
 	select {
 	case <-ctx.Done():
 	case <-time.After(cfg.duration):
@@ -139,6 +165,11 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 	end := time.Now()
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
+	for _, svc := range svcs {
+		if err := svc.Stop(stopCtx); err != nil {
+			fmt.Fprintf(out, "stop the fleet service: %v\n", err)
+		}
+	}
 	for _, s := range scheds {
 		if err := s.Stop(stopCtx); err != nil {
 			fmt.Fprintf(out, "stop %s: %v\n", s.Instance(), err)
@@ -164,18 +195,19 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 	return nil
 }
 
-// server returns how to connect to the server the quickstart uses: an embedded one,
-// or the one at -url.
-func server(ctx context.Context, cfg config, out io.Writer) (func() (*nats.Conn, error), func(), error) {
+// server returns how to connect to the server the quickstart uses, and its URL for
+// the anarchon command: an embedded one listening on a free loopback port, or the
+// one at -url.
+func server(ctx context.Context, cfg config, out io.Writer) (func() (*nats.Conn, error), string, func(), error) {
 	if cfg.url != "" {
-		return func() (*nats.Conn, error) { return nats.Connect(cfg.url, nats.Name("anarchon-quickstart")) }, func() {}, nil
+		return func() (*nats.Conn, error) { return nats.Connect(cfg.url, nats.Name("anarchon-quickstart")) }, cfg.url, func() {}, nil
 	}
-	srv, err := embedded.Start(ctx, embedded.Options{StoreDir: cfg.store})
+	srv, err := embedded.Start(ctx, embedded.Options{StoreDir: cfg.store, Listen: "127.0.0.1:0"})
 	if err != nil {
-		return nil, nil, fmt.Errorf("start embedded server: %w", err)
+		return nil, "", nil, fmt.Errorf("start embedded server: %w", err)
 	}
-	fmt.Fprintf(out, "quickstart: embedded JetStream server, store %s\n", srv.StoreDir())
-	return func() (*nats.Conn, error) { return srv.Connect(nats.Name("anarchon-quickstart")) }, srv.Shutdown, nil
+	fmt.Fprintf(out, "quickstart: embedded JetStream server at %s, store %s\n", srv.ClientURL(), srv.StoreDir())
+	return func() (*nats.Conn, error) { return srv.Connect(nats.Name("anarchon-quickstart")) }, srv.ClientURL(), srv.Shutdown, nil
 }
 
 // newBackend is the JetStream backend every instance builds on its own connection:
