@@ -24,8 +24,9 @@ func startAuthServer(t *testing.T) string {
 		ServerName: "anarchon-auth", Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
 		Users: []*server.User{
 			{Username: "viewer", Password: "v", Permissions: &server.Permissions{
-				Publish:   &server.SubjectPermission{Allow: []string{"anarchon.jobs", "anarchon.history.>", "$SRV.>", "_INBOX.>"}},
-				Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>"}},
+				// The viewer role as fleet/doc.go documents it.
+				Publish:   &server.SubjectPermission{Allow: []string{"anarchon.jobs", "anarchon.history.>", "anarchon.active.>", "$SRV.>", "_INBOX.>"}},
+				Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>", "anarchon.events.>"}},
 			}},
 			{Username: "operator", Password: "o"},
 		},
@@ -54,6 +55,12 @@ func TestViewerIsRefused(t *testing.T) {
 	assert.Contains(t, r.stdout, "report")
 	r = anarchon(t, "--server", viewer, "history", "report")
 	require.Equal(t, exitOK, r.code, r.stderr)
+	r = anarchon(t, "--server", viewer, "active", "report")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	wctx, wcancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	var wout, werr strings.Builder
+	assert.Equal(t, exitOK, run(wctx, []string{"--server", viewer, "watch"}, &wout, &werr), "a viewer may watch: %s", werr.String())
+	wcancel()
 
 	for _, args := range [][]string{
 		{"pause", "report", "--reason", "viewer tries"},
