@@ -135,9 +135,14 @@
 // # Permissions
 //
 // Read and write are separate subjects, so NATS permissions split viewers from
-// operators. A viewer needs publish on <prefix>.jobs, <prefix>.history.> and
-// (for nats micro) $SRV.>, and subscribe on _INBOX.>; an operator also publishes on
-// <prefix>.trigger.>, <prefix>.pause.>, <prefix>.resume.>, <prefix>.pauseall and
-// <prefix>.resumeall. Replicas subscribe on <prefix>.> and $SRV.> and publish their
-// replies (allow_responses, or publish on _INBOX.>).
+// operators. Per role:
+//
+//	viewer    publish   <prefix>.jobs, <prefix>.history.>, <prefix>.active.>,
+//	                    $SRV.> (for nats micro), _INBOX.>
+//	          subscribe _INBOX.>, <prefix>.events.> (for watch)
+//	operator  as a viewer, and publish <prefix>.trigger.>, <prefix>.pause.>,
+//	          <prefix>.resume.>, <prefix>.pauseall, <prefix>.resumeall
+//	replica   subscribe <prefix>.>, $SRV.>
+//	          publish   <prefix>.events.> (Events), and its replies
+//	                    (allow_responses, or publish on _INBOX.>)
 package fleet
