@@ -48,7 +48,6 @@ type memRun struct {
 	fence         uint64
 	lease         time.Duration
 	expires       time.Time
-	released      bool
 	status        Status // final status once finished, "" before
 	keep          time.Duration
 	changed       time.Time     // last write, for forgetting
@@ -59,7 +58,7 @@ func (r *memRun) finished() bool { return r.status.Finished() }
 
 // live reports whether the run's lease is held at now.
 func (r *memRun) live(now time.Time) bool {
-	return !r.finished() && !r.released && now.Before(r.expires)
+	return !r.finished() && now.Before(r.expires)
 }
 
 // touch records a write and wakes the run's watchers.
@@ -120,7 +119,7 @@ func (s *MemoryRunStore) Claim(ctx context.Context, in RunClaim) (ClaimResult, e
 		// Unfinished and its lease expired or was released: a takeover. The deadline
 		// does not apply, someone started the run already. A job that forbids
 		// overlap waits while another of its slots holds a live lease.
-		if in.Overlap == OverlapSkip && s.otherLiveLocked(in.Job, slot, now) {
+		if in.Overlap == OverlapSkip && s.otherBusyLocked(in.Job, slot, now, true) {
 			return ClaimResult{Outcome: OutcomeRunning, Attempt: r.attempt, Fence: r.fence, Holder: r.instance, Expires: r.expires}, nil
 		}
 		s.fence++
@@ -128,7 +127,7 @@ func (s *MemoryRunStore) Claim(ctx context.Context, in RunClaim) (ClaimResult, e
 		r.token, r.instance = in.Token, in.Instance
 		r.attempt++
 		r.fence = s.fence
-		r.lease, r.expires, r.released = in.Lease, now.Add(in.Lease), false
+		r.lease, r.expires = in.Lease, now.Add(in.Lease)
 		r.keep = keep
 		r.touch(now)
 		return r.result(OutcomeWon), nil
@@ -140,7 +139,7 @@ func (s *MemoryRunStore) Claim(ctx context.Context, in RunClaim) (ClaimResult, e
 		return ClaimResult{Outcome: OutcomeNone}, nil
 	case !in.Deadline.IsZero() && now.After(in.Deadline):
 		r.status = StatusLate // stored: nobody runs the slot afterwards
-	case in.Overlap == OverlapSkip && s.otherBusyLocked(in.Job, slot, now):
+	case in.Overlap == OverlapSkip && s.otherBusyLocked(in.Job, slot, now, false):
 		r.status = StatusSkipped
 	default:
 		s.fence++
@@ -184,22 +183,19 @@ func (r *memRun) result(o ClaimOutcome) ClaimResult {
 	return res
 }
 
-// otherLiveLocked reports whether a slot of job other than slot holds a live lease.
-func (s *MemoryRunStore) otherLiveLocked(job string, slot int64, now time.Time) bool {
-	for ms, r := range s.jobs[job] {
-		if ms != slot && r.live(now) {
-			return true
-		}
-	}
-	return false
-}
-
 // otherBusyLocked reports whether a slot of job other than slot is busy: it holds a
-// live lease, or its unfinished run lost its lease less than a lease ago (released
-// or expired: a backup is about to take it over).
-func (s *MemoryRunStore) otherBusyLocked(job string, slot int64, now time.Time) bool {
+// live lease, or (unless liveOnly) its unfinished run lost its lease less than a
+// lease ago (released or expired: a backup is about to take it over).
+func (s *MemoryRunStore) otherBusyLocked(job string, slot int64, now time.Time, liveOnly bool) bool {
 	for ms, r := range s.jobs[job] {
-		if ms != slot && !r.finished() && now.Before(r.expires.Add(r.lease)) {
+		if ms == slot || r.finished() {
+			continue
+		}
+		end := r.expires
+		if !liveOnly {
+			end = end.Add(r.lease)
+		}
+		if now.Before(end) {
 			return true
 		}
 	}
@@ -264,7 +260,7 @@ func (s *MemoryRunStore) Release(ctx context.Context, job string, slot time.Time
 	if r == nil || r.token != token || !r.live(now) {
 		return nil
 	}
-	r.released, r.expires = true, now
+	r.expires = now // a released lease is an expired one
 	r.touch(now)
 	return nil
 }
