@@ -114,7 +114,7 @@ func (s *Store) claim(ctx context.Context, b *bucket, in scheduler.RunClaim) (sc
 					return scheduler.ClaimResult{}, err
 				}
 				if busy {
-					return scheduler.ClaimResult{Outcome: scheduler.OutcomeRunning, Attempt: run.rec.Attempt, Fence: run.rec.Fence, Holder: run.rec.Instance}, nil
+					return waiting(run.rec), nil
 				}
 			}
 			if run.rec == nil {
@@ -128,16 +128,11 @@ func (s *Store) claim(ctx context.Context, b *bucket, in scheduler.RunClaim) (sc
 				if status != "" {
 					// Store the decision before anyone acts on it; a lost race
 					// decides again from what won.
-					rec := runRecord{
-						V: recordVersion, Job: in.Job, SlotMS: in.Slot.UnixMilli(), Token: in.Token, Instance: in.Instance,
-						Attempt: 1, State: stateFinished, Status: status, LeaseMS: lease.Milliseconds(), KeepMS: keepMS,
-					}
-					if _, err := s.put(ctx, b, k.run, rec, run.rev, keepFor(in.Keep, lease, true)); errors.Is(err, errConflict) {
+					res, err := s.storeDecision(ctx, b, k, in, run.rev, status, lease, keepMS)
+					if errors.Is(err, errConflict) {
 						continue
-					} else if err != nil {
-						return scheduler.ClaimResult{}, err
 					}
-					return decided(&rec, in.Token), nil
+					return res, err
 				}
 			}
 			rec := leaseRecord{V: recordVersion, Token: in.Token, Instance: in.Instance, LeaseMS: lease.Milliseconds()}
@@ -203,23 +198,34 @@ func (s *Store) backOff(ctx context.Context, b *bucket, k runKeys, in scheduler.
 		return scheduler.ClaimResult{}, true, err
 	}
 	if run.rec != nil {
-		r := run.rec
-		return scheduler.ClaimResult{Outcome: scheduler.OutcomeRunning, Attempt: r.Attempt, Fence: r.Fence, Holder: r.Instance}, true, nil
+		return waiting(run.rec), true, nil
 	}
+	res, err := s.storeDecision(ctx, b, k, in, run.rev, scheduler.StatusSkipped, lease, keepMS)
+	if errors.Is(err, errConflict) {
+		// The run was decided meanwhile: answer from what was stored.
+		res, err = s.claim(ctx, b, in)
+	}
+	return res, true, err
+}
+
+// storeDecision stores the slot finished with status (skipped or late) for in.Token,
+// by compare-and-set from the run record's revision runRev, and answers the
+// decision. A lost race returns an error matching errConflict.
+func (s *Store) storeDecision(ctx context.Context, b *bucket, k runKeys, in scheduler.RunClaim, runRev uint64, status scheduler.Status, lease time.Duration, keepMS int64) (scheduler.ClaimResult, error) {
 	rec := runRecord{
 		V: recordVersion, Job: in.Job, SlotMS: in.Slot.UnixMilli(), Token: in.Token, Instance: in.Instance,
-		Attempt: 1, State: stateFinished, Status: scheduler.StatusSkipped, LeaseMS: lease.Milliseconds(), KeepMS: keepMS,
+		Attempt: 1, State: stateFinished, Status: status, LeaseMS: lease.Milliseconds(), KeepMS: keepMS,
 	}
-	_, err = s.put(ctx, b, k.run, rec, run.rev, keepFor(in.Keep, lease, true))
-	switch {
-	case errors.Is(err, errConflict):
-		// The run was decided meanwhile: answer from what was stored.
-		res, err := s.claim(ctx, b, in)
-		return res, true, err
-	case err != nil:
-		return scheduler.ClaimResult{}, true, err
+	if _, err := s.put(ctx, b, k.run, rec, runRev, keepFor(in.Keep, lease, true)); err != nil {
+		return scheduler.ClaimResult{}, err
 	}
-	return decided(&rec, in.Token), true, nil
+	return decided(&rec, in.Token), nil
+}
+
+// waiting answers a takeover of an overlap-forbidden job's run while another slot
+// of the job holds a lease: running, until that one ends.
+func waiting(r *runRecord) scheduler.ClaimResult {
+	return scheduler.ClaimResult{Outcome: scheduler.OutcomeRunning, Attempt: r.Attempt, Fence: r.Fence, Holder: r.Instance}
 }
 
 // firstClaimDecision decides a first claim of a slot with nothing stored: late when
