@@ -27,6 +27,11 @@ const (
 	// one (a move, a change of replicas) still under way.
 	ErrCodeMoveInProgress        jetstream.ErrorCode = 10124
 	ErrCodeReconfigureInProgress jetstream.ErrorCode = 10226
+	// ErrCodeNoPlacement: not enough peers online for the stream's replicas ("no
+	// suitable peers for placement, peer offline"). A cluster that is still forming
+	// its routes answers this for an R3 create; on a cluster that really has fewer
+	// servers the setup keeps asking until its deadline and returns this error.
+	ErrCodeNoPlacement jetstream.ErrorCode = 10005
 )
 
 // Unanswered reports whether err means the server gave no answer to a request: a
@@ -45,12 +50,14 @@ func Unanswered(err error) bool {
 // setupRace reports whether err answers a create or update of a stream with the
 // state of a concurrent change rather than with a verdict on the request: the name
 // taken by a concurrent create, the stream deleted meanwhile, an update refused
-// while another is in flight, every peer offline for a moment. Reading the stream
+// while another is in flight, every peer offline for a moment, too few peers online
+// yet to place the replicas (a cluster still forming). Reading the stream
 // again and deciding again is the way to an answer.
 func setupRace(err error) bool {
 	return errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) || errors.Is(err, jetstream.ErrStreamNotFound) ||
 		HasCode(err, ErrCodeStreamNameInUse) || HasCode(err, ErrCodeStreamOffline) ||
-		HasCode(err, ErrCodeMoveInProgress) || HasCode(err, ErrCodeReconfigureInProgress)
+		HasCode(err, ErrCodeMoveInProgress) || HasCode(err, ErrCodeReconfigureInProgress) ||
+		HasCode(err, ErrCodeNoPlacement)
 }
 
 // HasCode reports whether err is, or wraps, a JetStream API error with code.

@@ -140,6 +140,11 @@ func TestEnsureStream(t *testing.T) {
 			sent:   []string{"info", "create", "info", "create", "info"}, created: true, retries: 1,
 		},
 		{
+			name:   "too few peers online yet (a cluster forming its routes): asked again",
+			script: map[string][]error{"create": {apiErr(ErrCodeNoPlacement)}},
+			sent:   []string{"info", "create", "info", "create", "info"}, created: true, retries: 1,
+		},
+		{
 			name:   "update refused while another is in flight, or unanswered: read again",
 			have:   &jetstream.StreamConfig{Name: "S", Replicas: 1},
 			script: map[string][]error{"update": {busy, context.DeadlineExceeded}},
