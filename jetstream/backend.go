@@ -196,6 +196,8 @@ type jobStream struct {
 	window   time.Duration // the stream's duplicate window
 	claimTTL time.Duration // how long claims are stored
 	ours     bool          // created by anarchon (metadata), so limits may be updated
+	// direct: the stream answers direct gets (History reads in batches).
+	direct atomic.Bool
 
 	mu   sync.Mutex
 	size int64 // the stream's MaxMsgsPerSubject (-1: none)
@@ -246,6 +248,7 @@ func (b *Backend) lookup(ctx context.Context, job string) (*jobStream, error) {
 		names: n, job: job, stream: s, window: info.Config.Duplicates,
 		claimTTL: claimTTL(info.Config.Duplicates, 0), ours: ours, size: info.Config.MaxMsgsPerSubject,
 	}
+	st.direct.Store(info.Config.AllowDirect)
 	b.remember(st)
 	return st, nil
 }

@@ -341,7 +341,6 @@ func TestPrepareJobRefusesIncompatibleStreams(t *testing.T) {
 		{"foreign on other subjects", "subjects", func(_ string, c *natsjs.StreamConfig) { c.Subjects = []string{"elsewhere.>"} }},
 		{"foreign with a short window", "duplicate_window", func(_ string, c *natsjs.StreamConfig) { c.Duplicates = time.Second }},
 		{"foreign work queue", "retention", func(_ string, c *natsjs.StreamConfig) { c.Retention = natsjs.WorkQueuePolicy }},
-		{"foreign with direct gets", "allow_direct", func(_ string, c *natsjs.StreamConfig) { c.AllowDirect = true }},
 		{"anarchon's, for another job", "metadata anarchon.job", func(_ string, c *natsjs.StreamConfig) {
 			c.Metadata = map[string]string{metaJob: "someone else", metaLayout: layout}
 		}},

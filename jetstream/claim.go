@@ -132,9 +132,9 @@ func (b *Backend) claimOnce(ctx context.Context, st *jobStream, msg *nats.Msg, r
 	if !readBack(ack.Sequence) {
 		return claimAnswer{seq: ack.Sequence}, nil
 	}
-	// A leader read: GetMsg on a stream without AllowDirect is answered by the stream
-	// leader only, which has applied every acknowledged message.
-	m, err := st.stream.GetMsg(ctx, ack.Sequence)
+	// A leader read (never a direct get, which a lagging follower may answer): the
+	// stream leader has applied every acknowledged message.
+	m, err := natsutil.LeaderGet(ctx, b.js, st.names.stream, ack.Sequence, "")
 	if errors.Is(err, natsjs.ErrMsgNotFound) {
 		return claimAnswer{}, fmt.Errorf("%w: the slot's claim (sequence %d) is no longer stored: %w", ErrUndecided, ack.Sequence, err)
 	}

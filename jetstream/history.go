@@ -8,6 +8,7 @@ import (
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/anarchon/anarchon/internal/natsutil"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -18,12 +19,22 @@ import (
 // the history size keeps. A run whose history TTL has passed is not shown, even while
 // its claim is still stored for the window.
 //
-// It reads the stream backwards from its last message, in windows that double, each
-// read a leader read of the next stored message on the job's subjects (so expired and
-// evicted sequences cost nothing), and stops when it holds limit runs whose claims
-// it has seen, or after 4*limit+32 messages, or at the start of the stream. Runs are
-// found by arrival: a slot claimed much later than newer slots (catch-up) may be
-// missed when limit is small.
+// It asks for the stream's state (one request: first and last sequence, the
+// server's clock), then reads the stream backwards from its last message in
+// windows that double, each window ONE direct get request for all of the job's
+// messages in it (a batch read, nats-server ≥ 2.11), and stops when it holds limit
+// runs whose claims it has seen, or after 4*limit+32 messages, or at the start of
+// the stream. A history of up to about limit runs with one claim and one result
+// each is three requests. A stream that answers no direct gets (set up by an older
+// release, or not by anarchon) is read one message at a time from the leader, as
+// before. Runs are found by arrival: a slot claimed much later than newer slots
+// (catch-up) may be missed when limit is small.
+//
+// Direct gets may be answered by any replica of the stream, on a replicated stream
+// a follower a few milliseconds behind the leader included: History may then miss
+// the newest record, or show a run as running that has just finished. That is the
+// nature of a history read taken a moment earlier, and History decides nothing;
+// every read that decides a claim goes to the stream leader.
 //
 // A run with leases is one record per attempt: the first attempt's claim is the
 // slot's claim (LeasedBackend.RecordClaim), a takeover's is on the lease subject,
@@ -80,10 +91,37 @@ func (b *Backend) History(ctx context.Context, job string, limit int) ([]schedul
 	return scheduler.BuildHistory(job, h.claims, h.results, limit), nil
 }
 
-// scan reads the job's messages with sequences in [lo, hi] into h.
+// scan reads the job's messages with sequences in [lo, hi] into h: in one direct
+// get request when the stream allows them, else one leader read per message.
 func (b *Backend) scan(ctx context.Context, st *jobStream, lo, hi uint64, h *historyScan) error {
+	if st.direct.Load() {
+		msgs, err := natsutil.DirectBatch(ctx, b.js, st.names.stream, natsutil.GetRequest{
+			Seq: lo, NextFor: st.all, Batch: int(min(hi-lo+1, maxDirectBatch)),
+		})
+		switch {
+		case err == nil:
+			last := lo
+			for _, m := range msgs {
+				if m.Sequence > hi {
+					return nil
+				}
+				b.scanned(st, m, h)
+				last = m.Sequence
+			}
+			if len(msgs) < maxDirectBatch || last >= hi {
+				return nil
+			}
+			return b.scan(ctx, st, last+1, hi, h)
+		case errors.Is(err, natsutil.ErrNoDirect):
+			// Direct gets turned off meanwhile (an older release updated the stream
+			// during a rolling upgrade): read from the leader.
+			st.direct.Store(false)
+		default:
+			return err
+		}
+	}
 	for seq := lo; seq <= hi; {
-		m, err := st.stream.GetMsg(ctx, seq, natsjs.WithGetMsgSubject(st.all))
+		m, err := natsutil.LeaderGet(ctx, b.js, st.names.stream, seq, st.all)
 		if errors.Is(err, natsjs.ErrMsgNotFound) {
 			return nil
 		}
@@ -93,15 +131,23 @@ func (b *Backend) scan(ctx context.Context, st *jobStream, lo, hi uint64, h *his
 		if m.Sequence > hi || m.Sequence < seq {
 			return nil
 		}
-		h.scanned++
-		if err := h.add(st, m); err != nil {
-			b.skipped.Add(1)
-			b.cfg.log.Warn("jetstream: skipping a message that is not an anarchon record",
-				"stream", st.names.stream, "job", st.job, "subject", m.Subject, "seq", m.Sequence, "error", err)
-		}
+		b.scanned(st, m, h)
 		seq = m.Sequence + 1
 	}
 	return nil
+}
+
+// maxDirectBatch bounds one direct get request of History.
+const maxDirectBatch = 1024
+
+// scanned adds one read message to h, skipping (and counting) what is not ours.
+func (b *Backend) scanned(st *jobStream, m *natsjs.RawStreamMsg, h *historyScan) {
+	h.scanned++
+	if err := h.add(st, m); err != nil {
+		b.skipped.Add(1)
+		b.cfg.log.Warn("jetstream: skipping a message that is not an anarchon record",
+			"stream", st.names.stream, "job", st.job, "subject", m.Subject, "seq", m.Sequence, "error", err)
+	}
 }
 
 // historyScan collects the records History has read.

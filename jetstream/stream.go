@@ -98,6 +98,7 @@ func (b *Backend) PrepareJob(ctx context.Context, job scheduler.JobLimits) error
 		ours:     ours,
 		size:     info.Config.MaxMsgsPerSubject,
 	}
+	st.direct.Store(info.Config.AllowDirect)
 	b.remember(st)
 	return nil
 }
@@ -121,9 +122,12 @@ func historySize(size int) int64 {
 //   - <p>.<job>.manual and <p>.<job>.lease: manual runs and lease-won claims, bounded
 //     like results.
 //
-// No stream-wide MaxAge: it would expire claims and results alike. AllowDirect stays
-// off, so every read is answered by the stream leader: a direct get may be served
-// by a follower that has not applied the latest claim yet.
+// No stream-wide MaxAge: it would expire claims and results alike. AllowDirect is
+// on, for History's batched reads (one request for many messages); a direct get
+// may be served by a follower that has not applied the latest claim yet, so the
+// read back of a claim goes to the leader (STREAM.MSG.GET), never direct. An older
+// release turns AllowDirect off again when it prepares the job (same layout):
+// History then reads one message at a time, as that release does.
 func (b *Backend) streamConfig(job string, n names, window time.Duration, size int64) natsjs.StreamConfig {
 	return natsjs.StreamConfig{
 		Name:              n.stream,
@@ -139,7 +143,7 @@ func (b *Backend) streamConfig(job string, n names, window time.Duration, size i
 		Replicas:          b.cfg.replicas,
 		Duplicates:        window,
 		AllowMsgTTL:       true,
-		AllowDirect:       false,
+		AllowDirect:       true,
 		Metadata:          map[string]string{metaJob: job, metaLayout: layout},
 	}
 }
@@ -198,8 +202,6 @@ func (b *Backend) checkStream(job string, n names, cfg *natsjs.StreamConfig, win
 		return false, conflict("discard", cfg.Discard.String(), "old", hint)
 	case cfg.MaxAge > 0 && cfg.MaxAge < window:
 		return false, conflict("max_age", cfg.MaxAge.String(), "0 or at least "+window.String(), hint)
-	case cfg.AllowDirect || cfg.MirrorDirect:
-		return false, conflict("allow_direct", "true", "false", "direct gets may be answered by a lagging replica; "+hint)
 	case cfg.MaxMsgSize > 0 && cfg.MaxMsgSize < minMsgSize(job):
 		return false, conflict("max_msg_size", strconv.Itoa(int(cfg.MaxMsgSize)), "at least "+strconv.Itoa(int(minMsgSize(job))), hint)
 	}
@@ -216,7 +218,7 @@ func (b *Backend) reconcile(have, want natsjs.StreamConfig) (natsjs.StreamConfig
 	c.Match(&upd, have, want, natsutil.Subjects, natsutil.DuplicateWindow, natsutil.MaxMsgsPerSubject,
 		natsutil.Replicas, natsutil.MaxBytes, natsutil.MaxMsgs)
 	c.Set("max_age", have.MaxAge != 0 && have.MaxAge < want.Duplicates, func() { upd.MaxAge = 0 })
-	// want has discard old, message TTLs on and direct gets off.
+	// want has discard old, message TTLs on and direct gets on.
 	c.Match(&upd, have, want, natsutil.Discard, natsutil.AllowMsgTTL, natsutil.AllowDirect)
 	c.Set("max_msg_size", have.MaxMsgSize > 0 && have.MaxMsgSize < minMsgSize(want.Metadata[metaJob]), func() { upd.MaxMsgSize = -1 })
 	c.Match(&upd, have, want, natsutil.Metadata)

@@ -1,0 +1,157 @@
+package jetstream
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/anarchon/anarchon/embedded"
+	"github.com/anarchon/anarchon/scheduler"
+)
+
+// runs claims and saves n runs of job, slot k ending with status(k).
+func runs(t *testing.T, b *Backend, l scheduler.JobLimits, n int, status func(k int) scheduler.Status) {
+	t.Helper()
+	ctx := ctxFor(t)
+	for k := range n {
+		in := claimIn(l.Job, slot(k), token(), "a")
+		won, err := b.Claim(ctx, in)
+		require.NoError(t, err)
+		require.True(t, won)
+		require.NoError(t, b.SaveResult(ctx, l.Job, scheduler.StoredResult{
+			Slot: in.Slot, Token: in.Token, Instance: "a", Attempt: 1, Status: status(k),
+			StartedAt: time.Now(), FinishedAt: time.Now(),
+		}, l.Retention))
+	}
+}
+
+// History of 100 runs is three requests (stream state, then batched direct gets),
+// and the same records as the leader-only reading of a stream without direct gets.
+func TestHistoryReadsInBatches(t *testing.T) {
+	s := startServer(t, embedded.Options{})
+	js := connect(t, s)
+	ctx := ctxFor(t)
+	b := newBackend(t, js)
+	l := limits(jobName("batched"))
+	l.Retention = scheduler.Retention{Size: 500}
+	require.NoError(t, b.PrepareJob(ctx, l))
+	runs(t, b, l, 130, func(int) scheduler.Status { return scheduler.StatusOK })
+
+	before := js.Conn().Stats()
+	hist, err := b.History(ctx, l.Job, 100)
+	require.NoError(t, err)
+	after := js.Conn().Stats()
+	require.Len(t, hist, 100)
+	for i, r := range hist {
+		require.True(t, r.Slot.Equal(slot(129-i)), "record %d: slot %v", i, r.Slot)
+		require.Equal(t, scheduler.StatusOK, r.Status)
+		require.NotEmpty(t, r.Instance)
+	}
+	assert.LessOrEqual(t, after.OutMsgs-before.OutMsgs, uint64(3), "History(job, 100) sends at most 3 requests")
+
+	// The same stream without direct gets (an older release turned them off): the
+	// cached setting is stale, the direct read finds no responder, and History reads
+	// from the leader one message at a time, with the same answer.
+	st := b.cached(l.Job)
+	info, err := st.stream.Info(ctx)
+	require.NoError(t, err)
+	cfg := info.Config
+	cfg.AllowDirect = false
+	_, err = js.UpdateStream(ctx, cfg)
+	require.NoError(t, err)
+	require.True(t, st.direct.Load(), "the backend still believes the stream answers direct gets")
+	slow, err := b.History(ctx, l.Job, 100)
+	require.NoError(t, err)
+	assert.Equal(t, hist, slow)
+	assert.False(t, st.direct.Load(), "a direct read nobody answered turns batched reads off for the stream")
+}
+
+// A claim decided by a duplicate is read back from the stream leader, never by a
+// direct get, now that the stream answers direct gets.
+func TestDuplicateReadBackIsALeaderRead(t *testing.T) {
+	s := startServer(t, embedded.Options{})
+	js := connect(t, s)
+	ctx := ctxFor(t)
+	b := newBackend(t, js, WithVerifyEveryDuplicate())
+	l := limits(jobName("readback"))
+	require.NoError(t, b.PrepareJob(ctx, l))
+	info, err := b.cached(l.Job).stream.Info(ctx)
+	require.NoError(t, err)
+	require.True(t, info.Config.AllowDirect, "job streams answer direct gets")
+
+	var direct, leader atomic.Int32
+	spyConn := connect(t, s).Conn()
+	spy, err := spyConn.Subscribe("$JS.API.>", func(m *nats.Msg) {
+		switch {
+		case strings.HasPrefix(m.Subject, "$JS.API.DIRECT.GET."):
+			direct.Add(1)
+		case strings.HasPrefix(m.Subject, "$JS.API.STREAM.MSG.GET."):
+			leader.Add(1)
+		}
+	})
+	require.NoError(t, err)
+	require.NoError(t, spyConn.Flush())
+	in := claimIn(l.Job, slot(1), token(), "a")
+	won, err := b.Claim(ctx, in)
+	require.NoError(t, err)
+	require.True(t, won)
+	won, err = b.Claim(ctx, claimIn(l.Job, slot(1), token(), "b"))
+	require.NoError(t, err)
+	assert.False(t, won)
+	won, err = b.Claim(ctx, in)
+	require.NoError(t, err)
+	assert.True(t, won, "a repeated claim reads its own token back")
+	require.NoError(t, spyConn.Flush())
+	require.NoError(t, js.Conn().Flush())
+	require.Eventually(t, func() bool { return leader.Load() == 2 }, 5*time.Second, 10*time.Millisecond,
+		"both duplicates are read back from the leader")
+	assert.Zero(t, direct.Load(), "no direct get decides a claim")
+	require.NoError(t, spy.Unsubscribe())
+}
+
+func TestLastRuns(t *testing.T) {
+	s := startServer(t, embedded.Options{})
+	js := connect(t, s)
+	ctx := ctxFor(t)
+	b := newBackend(t, js)
+	mixed, good, none := limits(jobName("mixed")), limits(jobName("good")), limits(jobName("none"))
+	for _, l := range []scheduler.JobLimits{mixed, good} {
+		require.NoError(t, b.PrepareJob(ctx, l))
+	}
+	runs(t, b, mixed, 6, func(k int) scheduler.Status {
+		return map[int]scheduler.Status{0: scheduler.StatusOK, 1: scheduler.StatusOK, 2: scheduler.StatusError,
+			3: scheduler.StatusSkipped, 4: scheduler.StatusOK, 5: scheduler.StatusTimeout}[k]
+	})
+	runs(t, b, good, 3, func(int) scheduler.Status { return scheduler.StatusOK })
+
+	got, err := b.LastRuns(ctx, []string{mixed.Job, good.Job, none.Job})
+	require.NoError(t, err)
+	require.Len(t, got, 3)
+	m := got[mixed.Job]
+	require.NotNil(t, m.Run)
+	require.NotNil(t, m.Success)
+	require.NotNil(t, m.Failure)
+	assert.True(t, m.Run.Slot.Equal(slot(5)), "newest run")
+	assert.True(t, m.Success.Slot.Equal(slot(4)), "newest success")
+	assert.True(t, m.Failure.Slot.Equal(slot(5)), "newest failure")
+	assert.Equal(t, scheduler.StatusTimeout, m.Failure.Status)
+	g := got[good.Job]
+	require.NotNil(t, g.Success)
+	assert.True(t, g.Success.Slot.Equal(slot(2)))
+	assert.Nil(t, g.Failure)
+	assert.Equal(t, scheduler.LastRuns{Job: none.Job}, got[none.Job], "a job that never ran has an empty entry")
+
+	_, err = b.LastRuns(ctx, []string{""})
+	require.Error(t, err, "an invalid job name is refused")
+
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = b.LastRuns(cctx, []string{mixed.Job})
+	require.Error(t, err, "a cancelled context ends LastRuns")
+}
