@@ -1,0 +1,313 @@
+package sqlbackend
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/anarchon/anarchon/scheduler"
+)
+
+// Backend is a scheduler.Backend on a SQL database, with leases: it implements
+// scheduler.LeaseBackend (Runs), scheduler.ClaimRecorder, scheduler.Pauser and
+// scheduler.LastRunsReader. Every replica opens its own *sql.DB on the same
+// database and gets a Backend from New; the database decides.
+type Backend struct {
+	db      *sql.DB
+	dialect Dialect
+	opts    options
+
+	stmtMu sync.Mutex
+	stmts  map[string]string
+
+	initMu sync.Mutex
+	inited bool
+
+	hub  *hub
+	runs *RunStore
+}
+
+var (
+	_ scheduler.Backend        = (*Backend)(nil)
+	_ scheduler.LeaseBackend   = (*Backend)(nil)
+	_ scheduler.ClaimRecorder  = (*Backend)(nil)
+	_ scheduler.RunStore       = (*RunStore)(nil)
+	_ scheduler.LeaseWatcher   = (*RunStore)(nil)
+	_ scheduler.Pauser         = (*Backend)(nil)
+	_ scheduler.LastRunsReader = (*Backend)(nil)
+)
+
+// SchemaVersion is the version of the tables this package creates and reads. Init
+// records it; a database whose tables a newer version of this package created is
+// refused with ErrSchemaTooNew.
+const SchemaVersion = 1
+
+var (
+	// ErrSchemaTooNew is returned by Init when the database's tables were created
+	// by a newer version of this package than the one running.
+	ErrSchemaTooNew = errors.New("sqlbackend: the database's schema is newer than this version knows")
+	// ErrDialect is returned by New when the dialect misses a required field.
+	ErrDialect = errors.New("sqlbackend: incomplete dialect")
+)
+
+// New returns a backend on db (which it does not close) speaking dialect. Nothing
+// is read or written before Init.
+func New(db *sql.DB, dialect Dialect, opts ...Option) (*Backend, error) {
+	if db == nil {
+		return nil, fmt.Errorf("%w: sqlbackend: New: nil *sql.DB", scheduler.ErrInvalidConfig)
+	}
+	if err := dialect.check(); err != nil {
+		return nil, err
+	}
+	o := options{prefix: DefaultTablePrefix}
+	for _, opt := range opts {
+		if opt == nil {
+			return nil, fmt.Errorf("%w: sqlbackend: nil Option", scheduler.ErrInvalidOption)
+		}
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	if o.poll == 0 {
+		o.poll = DefaultPollInterval
+		if dialect.Listen != nil {
+			o.poll = DefaultNotifyPollInterval
+		}
+	}
+	b := &Backend{db: db, dialect: dialect, opts: o, stmts: map[string]string{}}
+	b.hub = newHub(b)
+	b.runs = &RunStore{b: b}
+	return b, nil
+}
+
+func (d Dialect) check() error {
+	var missing []string
+	for name, v := range map[string]string{"Name": d.Name, "BigInt": d.BigInt, "Text": d.Text, "AutoID": d.AutoID, "NowMs": d.NowMs} {
+		if strings.TrimSpace(v) == "" {
+			missing = append(missing, name)
+		}
+	}
+	if d.IgnoreConflict == nil {
+		missing = append(missing, "IgnoreConflict")
+	}
+	if (d.Notify == "") != (d.Listen == nil) {
+		missing = append(missing, "Notify and Listen (both or neither)")
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: %s", ErrDialect, strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// Name returns "sql/" and the dialect's name, e.g. "sql/postgres".
+func (b *Backend) Name() string { return "sql/" + b.dialect.Name }
+
+// DedupeWindow is scheduler.Forever, or the retention given by WithClaimRetention.
+func (b *Backend) DedupeWindow() time.Duration {
+	if b.opts.claimKeep > 0 {
+		return b.opts.claimKeep
+	}
+	return scheduler.Forever
+}
+
+// Runs returns the backend's lease store, in the same database.
+func (b *Backend) Runs() scheduler.RunStore { return b.runs }
+
+// Store returns the backend's lease store as its concrete type.
+func (b *Backend) Store() *RunStore { return b.runs }
+
+// DB returns the database the backend was given.
+func (b *Backend) DB() *sql.DB { return b.db }
+
+// Close stops the backend's watchers (and the connection a listening dialect
+// holds). It does not close the *sql.DB, which the caller opened.
+func (b *Backend) Close(ctx context.Context) error {
+	b.hub.close()
+	return nil
+}
+
+// PrepareJob stores the job's row, whose lock serialises the job's lease claims.
+func (b *Backend) PrepareJob(ctx context.Context, job scheduler.JobLimits) error {
+	if err := scheduler.ValidateJobName(job.Job); err != nil {
+		return err
+	}
+	if err := b.Init(ctx); err != nil {
+		return err
+	}
+	_, err := b.db.ExecContext(ctx, b.q(ignore, "INSERT INTO {p}jobs (job, fence, hist_floor) VALUES (?, 0, 0)"), job.Job)
+	if err != nil {
+		return fmt.Errorf("sqlbackend: prepare job %q: %w", job.Job, err)
+	}
+	return nil
+}
+
+// Claim stores the first token to claim (job, slot) and reports whether in's token
+// is the stored one: one insert that does nothing on a conflict, and, when it
+// stored nothing, a read of the token that is stored (a repeated claim by the
+// winner, whose first answer was lost, wins again). The claim is also the run's
+// history record.
+func (b *Backend) Claim(ctx context.Context, in scheduler.ClaimInput) (bool, error) {
+	if err := checkClaimInput(in); err != nil {
+		return false, err
+	}
+	if err := b.Init(ctx); err != nil {
+		return false, err
+	}
+	won, err := b.insertClaim(ctx, b.db, in)
+	if err != nil {
+		return false, fmt.Errorf("sqlbackend: claim %s: %w", describe(in.Job, in.Slot), err)
+	}
+	return won, nil
+}
+
+// execer is a *sql.DB or a *sql.Tx.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+func (b *Backend) insertClaim(ctx context.Context, db execer, in scheduler.ClaimInput) (bool, error) {
+	for range 3 {
+		res, err := db.ExecContext(ctx, b.q(ignore, `INSERT INTO {p}claims (job, slot, token, instance, attempt, requested_by, at_ms, created, expires)
+			VALUES (?, ?, ?, ?, ?, ?, ?, {now}, {now} + NULLIF(CAST(? AS {int}), 0))`),
+			in.Job, in.Slot.UnixMilli(), in.Token, in.Instance, max(in.Attempt, 1), in.RequestedBy, msOf(in.At), in.HistoryTTL.Milliseconds())
+		if err != nil {
+			return false, err
+		}
+		if n, err := res.RowsAffected(); err == nil && n == 1 {
+			return true, nil
+		}
+		var token string
+		err = db.QueryRowContext(ctx, b.q(0, "SELECT token FROM {p}claims WHERE job = ? AND slot = ?"), in.Job, in.Slot.UnixMilli()).Scan(&token)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue // forgotten between the two statements (claim retention): again
+		}
+		if err != nil {
+			return false, err
+		}
+		return token == in.Token, nil
+	}
+	return false, errors.New("the slot's claim kept disappearing")
+}
+
+// RecordClaim records a claim won through the lease store as a history record: a
+// first attempt as the slot's claim (so that a plain Claim of the slot loses), a
+// takeover, or a first attempt whose slot already holds another token's claim,
+// beside it.
+func (b *Backend) RecordClaim(ctx context.Context, in scheduler.ClaimInput) error {
+	if err := checkClaimInput(in); err != nil {
+		return err
+	}
+	if err := b.Init(ctx); err != nil {
+		return err
+	}
+	if in.Attempt <= 1 {
+		won, err := b.insertClaim(ctx, b.db, in)
+		if err != nil {
+			return fmt.Errorf("sqlbackend: record claim %s: %w", describe(in.Job, in.Slot), err)
+		}
+		if won {
+			return nil
+		}
+	}
+	if err := b.insertRecord(ctx, in); err != nil {
+		return fmt.Errorf("sqlbackend: record claim %s: %w", describe(in.Job, in.Slot), err)
+	}
+	return nil
+}
+
+// RecordManualRun records a RunNow run; it is never de-duplicated.
+func (b *Backend) RecordManualRun(ctx context.Context, in scheduler.ClaimInput) (time.Time, error) {
+	in.Manual = true
+	if err := checkClaimInput(in); err != nil {
+		return time.Time{}, err
+	}
+	if err := b.Init(ctx); err != nil {
+		return time.Time{}, err
+	}
+	if err := b.insertRecord(ctx, in); err != nil {
+		return time.Time{}, fmt.Errorf("sqlbackend: record manual run %s: %w", describe(in.Job, in.Slot), err)
+	}
+	return in.Slot, nil
+}
+
+func (b *Backend) insertRecord(ctx context.Context, in scheduler.ClaimInput) error {
+	_, err := b.db.ExecContext(ctx, b.q(ignore, `INSERT INTO {p}records (job, slot, token, instance, attempt, manual, requested_by, at_ms, expires)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, {now} + NULLIF(CAST(? AS {int}), 0))`),
+		in.Job, in.Slot.UnixMilli(), in.Token, in.Instance, max(in.Attempt, 1), boolInt(in.Manual), in.RequestedBy, msOf(in.At), in.HistoryTTL.Milliseconds())
+	return err
+}
+
+// checkClaimInput rejects a claim no backend can accept; the error matches
+// scheduler.ErrInvalidClaim.
+func checkClaimInput(in scheduler.ClaimInput) error {
+	if err := scheduler.ValidateJobName(in.Job); err != nil {
+		return fmt.Errorf("%w: %w", scheduler.ErrInvalidClaim, err)
+	}
+	if in.Token == "" {
+		return fmt.Errorf("%w: claim for job %q has no token", scheduler.ErrInvalidClaim, in.Job)
+	}
+	return nil
+}
+
+// Statement flags for q.
+const (
+	ignore = 1 << iota // rewrite the INSERT with Dialect.IgnoreConflict
+)
+
+// q returns the statement s for this backend: {p} is the table prefix, {now} the
+// server clock, {int} and {text} the column types, ? the driver's placeholders.
+// Statements are built once and remembered.
+func (b *Backend) q(flags int, s string) string {
+	key := fmt.Sprint(flags) + s
+	b.stmtMu.Lock()
+	defer b.stmtMu.Unlock()
+	if out, ok := b.stmts[key]; ok {
+		return out
+	}
+	out := strings.NewReplacer(
+		"{p}", b.opts.prefix,
+		"{now}", b.dialect.NowMs,
+		"{int}", b.dialect.BigInt,
+		"{text}", b.dialect.Text,
+		"{autoid}", b.dialect.AutoID,
+	).Replace(s)
+	if flags&ignore != 0 {
+		out = b.dialect.IgnoreConflict(out)
+	}
+	if b.dialect.Placeholders != nil {
+		out = b.dialect.Placeholders(out)
+	}
+	b.stmts[key] = out
+	return out
+}
+
+func msOf(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+func timeOf(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
+}
+
+func boolInt(v bool) int64 {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+func describe(job string, slot time.Time) string {
+	return fmt.Sprintf("job %q slot %s", job, slot.UTC().Format(time.RFC3339Nano))
+}

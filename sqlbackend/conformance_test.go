@@ -1,0 +1,47 @@
+package sqlbackend_test
+
+import (
+	"testing"
+
+	"github.com/anarchon/anarchon/scheduler"
+	"github.com/anarchon/anarchon/scheduler/backendtest"
+)
+
+// Every backend value below has its own *sql.DB pool, as separate processes would:
+// the race of backendtest.Run makes one per claimer.
+
+func TestConformancePostgres(t *testing.T) {
+	t.Parallel()
+	p := prefix("conf")
+	backendtest.Run(t, func(t *testing.T) scheduler.Backend { return newPG(t, p) })
+}
+
+func TestLeasesPostgres(t *testing.T) {
+	t.Parallel()
+	p := prefix("lease")
+	backendtest.RunLeases(t, func(t *testing.T) scheduler.RunStore { return closeAtEnd(t, newPG(t, p)).Runs() })
+}
+
+func TestPausesPostgres(t *testing.T) {
+	t.Parallel()
+	p := prefix("pause")
+	backendtest.RunPauses(t, func(t *testing.T) scheduler.Backend { return newPG(t, p) })
+}
+
+func TestConformanceSQLite(t *testing.T) {
+	t.Parallel()
+	path := sqliteFile(t)
+	backendtest.Run(t, func(t *testing.T) scheduler.Backend { return newSQLite(t, path) })
+}
+
+func TestLeasesSQLite(t *testing.T) {
+	t.Parallel()
+	path := sqliteFile(t)
+	backendtest.RunLeases(t, func(t *testing.T) scheduler.RunStore { return closeAtEnd(t, newSQLite(t, path)).Runs() })
+}
+
+func TestPausesSQLite(t *testing.T) {
+	t.Parallel()
+	path := sqliteFile(t)
+	backendtest.RunPauses(t, func(t *testing.T) scheduler.Backend { return newSQLite(t, path) })
+}

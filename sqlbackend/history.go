@@ -1,0 +1,250 @@
+package sqlbackend
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/anarchon/anarchon/scheduler"
+)
+
+// SaveResult stores how a run ended and trims the job's results to keep: the newest
+// keep.Size results, none older than keep.TTL (by the database's clock). Claims of
+// slots older than the oldest result kept leave the history (the claims themselves
+// are kept for de-duplication).
+func (b *Backend) SaveResult(ctx context.Context, job string, r scheduler.StoredResult, keep scheduler.Retention) error {
+	if err := scheduler.ValidateJobName(job); err != nil {
+		return err
+	}
+	if err := b.Init(ctx); err != nil {
+		return err
+	}
+	if err := b.saveResult(ctx, job, r, keep); err != nil {
+		return fmt.Errorf("sqlbackend: save result %s: %w", describe(job, r.Slot), err)
+	}
+	return nil
+}
+
+func (b *Backend) saveResult(ctx context.Context, job string, r scheduler.StoredResult, keep scheduler.Retention) (err error) {
+	tx, err := b.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	if _, err := tx.ExecContext(ctx, b.q(0, `INSERT INTO {p}results (job, slot, token, instance, attempt, manual, status, started, finished, error, fence, expires)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {now} + NULLIF(CAST(? AS {int}), 0))`),
+		job, r.Slot.UnixMilli(), r.Token, r.Instance, max(r.Attempt, 1), boolInt(r.Manual), string(r.Status),
+		msOf(r.StartedAt), msOf(r.FinishedAt), r.Error, int64(r.Fence), keep.TTL.Milliseconds()); err != nil {
+		return err
+	}
+	trimmed := false
+	if keep.TTL > 0 {
+		res, err := tx.ExecContext(ctx, b.q(0, "DELETE FROM {p}results WHERE job = ? AND expires <= {now}"), job)
+		if err != nil {
+			return err
+		}
+		n, _ := res.RowsAffected()
+		trimmed = n > 0
+		if _, err := tx.ExecContext(ctx, b.q(0, "DELETE FROM {p}records WHERE job = ? AND expires <= {now}"), job); err != nil {
+			return err
+		}
+	}
+	if keep.Size > 0 {
+		var cut int64
+		err := tx.QueryRowContext(ctx, b.q(0, "SELECT id FROM {p}results WHERE job = ? ORDER BY id DESC LIMIT 1 OFFSET ?"), job, keep.Size).Scan(&cut)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			return err
+		default:
+			if _, err := tx.ExecContext(ctx, b.q(0, "DELETE FROM {p}results WHERE job = ? AND id <= ?"), job, cut); err != nil {
+				return err
+			}
+			trimmed = true
+		}
+	}
+	if trimmed {
+		// History shows no claim or record of a slot older than the oldest result
+		// kept: those runs ended long ago and their results are gone.
+		var floor sql.NullInt64
+		if err := tx.QueryRowContext(ctx, b.q(0, "SELECT MIN(slot) FROM {p}results WHERE job = ?"), job).Scan(&floor); err != nil {
+			return err
+		}
+		if floor.Valid {
+			if _, err := tx.ExecContext(ctx, b.q(0, "UPDATE {p}jobs SET hist_floor = ? WHERE job = ? AND hist_floor < ?"), floor.Int64, job, floor.Int64); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, b.q(0, "DELETE FROM {p}records WHERE job = ? AND slot < ?"), job, floor.Int64); err != nil {
+				return err
+			}
+		}
+	}
+	if b.opts.claimKeep > 0 {
+		if _, err := tx.ExecContext(ctx, b.q(0, "DELETE FROM {p}claims WHERE job = ? AND created < {now} - ?"), job, b.opts.claimKeep.Milliseconds()); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+// historySQL selects a job's history rows: claims (kind 0), records (1) and results
+// (2) still shown, with every row of the newest limit runs (a run is a token in a
+// slot). Its parameters are the job four times, then the offset of the limit.
+const historyRows = `WITH h AS (
+	SELECT 0 AS kind, 0 AS id, c.slot, c.token, c.instance, c.attempt, 0 AS manual, c.requested_by, c.at_ms,
+		'' AS status, 0 AS started, 0 AS finished, '' AS error, 0 AS fence
+	FROM {p}claims c
+	WHERE c.job = ? AND (c.expires IS NULL OR c.expires > {now})
+		AND c.slot >= COALESCE((SELECT j.hist_floor FROM {p}jobs j WHERE j.job = ?), c.slot)
+	UNION ALL
+	SELECT 1, r.id, r.slot, r.token, r.instance, r.attempt, r.manual, r.requested_by, r.at_ms,
+		'', 0, 0, '', 0
+	FROM {p}records r
+	WHERE r.job = ? AND (r.expires IS NULL OR r.expires > {now})
+	UNION ALL
+	SELECT 2, s.id, s.slot, s.token, s.instance, s.attempt, s.manual, '', 0,
+		s.status, s.started, s.finished, s.error, s.fence
+	FROM {p}results s
+	WHERE s.job = ? AND (s.expires IS NULL OR s.expires > {now})
+)`
+
+// History merges the job's claims, records and results with scheduler.BuildHistory,
+// newest first, in one query.
+func (b *Backend) History(ctx context.Context, job string, limit int) ([]scheduler.RunRecord, error) {
+	if err := b.Init(ctx); err != nil {
+		return nil, err
+	}
+	q := historyRows + ` SELECT kind, slot, token, instance, attempt, manual, requested_by, at_ms, status, started, finished, error, fence FROM h`
+	args := []any{job, job, job, job}
+	if limit > 0 {
+		q += ` WHERE h.slot >= COALESCE((SELECT d.slot FROM (SELECT DISTINCT token, slot FROM h) d ORDER BY d.slot DESC LIMIT 1 OFFSET ?), h.slot)`
+		args = append(args, limit-1)
+	}
+	q += ` ORDER BY kind, id`
+	rows, err := b.db.QueryContext(ctx, b.q(0, q), args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlbackend: history of %q: %w", job, err)
+	}
+	claims, results, err := scanHistory(rows)
+	if err != nil {
+		return nil, fmt.Errorf("sqlbackend: history of %q: %w", job, err)
+	}
+	return scheduler.BuildHistory(job, claims, results, limit), nil
+}
+
+func scanHistory(rows *sql.Rows) ([]scheduler.ClaimRecord, []scheduler.StoredResult, error) {
+	defer rows.Close()
+	var (
+		claims  []scheduler.ClaimRecord
+		results []scheduler.StoredResult
+	)
+	for rows.Next() {
+		var (
+			kind, slot, attempt, manual, at, started, finished, fence int64
+			token, instance, requestedBy, status, errText             string
+		)
+		if err := rows.Scan(&kind, &slot, &token, &instance, &attempt, &manual, &requestedBy, &at, &status, &started, &finished, &errText, &fence); err != nil {
+			return nil, nil, err
+		}
+		if kind < 2 {
+			claims = append(claims, scheduler.ClaimRecord{
+				Slot: timeOf(slot), Token: token, Instance: instance, Attempt: int(attempt),
+				Manual: manual != 0, At: timeOf(at), RequestedBy: requestedBy,
+			})
+			continue
+		}
+		results = append(results, scheduler.StoredResult{
+			Slot: timeOf(slot), Token: token, Instance: instance, Attempt: int(attempt), Manual: manual != 0,
+			Status: scheduler.Status(status), StartedAt: timeOf(started), FinishedAt: timeOf(finished),
+			Error: errText, Fence: uint64(fence),
+		})
+	}
+	return claims, results, rows.Err()
+}
+
+// LastRuns returns the newest run, success and failure of each job in one query:
+// the newest result of each kind per job (a window function over the results
+// still shown), with the claim's time and requester from the slot's claim or
+// record.
+func (b *Backend) LastRuns(ctx context.Context, jobs []string) (map[string]scheduler.LastRuns, error) {
+	out := make(map[string]scheduler.LastRuns, len(jobs))
+	for _, j := range jobs {
+		out[j] = scheduler.LastRuns{Job: j}
+	}
+	if len(jobs) == 0 {
+		return out, nil
+	}
+	if err := b.Init(ctx); err != nil {
+		return nil, err
+	}
+	in := strings.TrimSuffix(strings.Repeat("?, ", len(jobs)), ", ")
+	failed := "'" + strings.Join([]string{
+		string(scheduler.StatusError), string(scheduler.StatusTimeout), string(scheduler.StatusCancelled),
+		string(scheduler.StatusLost), string(scheduler.StatusSuperseded),
+	}, "', '") + "'"
+	q := `WITH s AS (
+		SELECT s.*,
+			ROW_NUMBER() OVER (PARTITION BY s.job, CASE WHEN s.started <> 0 THEN 1 ELSE 0 END ORDER BY s.slot DESC, s.attempt DESC, s.id DESC) AS n_run,
+			ROW_NUMBER() OVER (PARTITION BY s.job, CASE WHEN s.status = 'ok' THEN 1 WHEN s.status IN (` + failed + `) THEN 2 ELSE 0 END
+				ORDER BY s.slot DESC, s.attempt DESC, s.id DESC) AS n_kind
+		FROM {p}results s
+		WHERE s.job IN (` + in + `) AND (s.expires IS NULL OR s.expires > {now})
+	)
+	SELECT s.job, s.started <> 0 AND s.n_run = 1, s.status = 'ok' AND s.n_kind = 1, s.status IN (` + failed + `) AND s.n_kind = 1,
+		s.slot, s.token, s.instance, s.attempt, s.manual, s.status, s.started, s.finished, s.error, s.fence,
+		COALESCE(c.at_ms, r.at_ms, 0), COALESCE(c.requested_by, r.requested_by, '')
+	FROM s
+	LEFT JOIN {p}claims c ON c.job = s.job AND c.slot = s.slot AND c.token = s.token
+	LEFT JOIN {p}records r ON r.job = s.job AND r.slot = s.slot AND r.token = s.token
+	WHERE (s.started <> 0 AND s.n_run = 1) OR ((s.status = 'ok' OR s.status IN (` + failed + `)) AND s.n_kind = 1)`
+	args := make([]any, len(jobs))
+	for i, j := range jobs {
+		args[i] = j
+	}
+	rows, err := b.db.QueryContext(ctx, b.q(0, q), args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlbackend: last runs: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			job, token, instance, status, errText, requestedBy    string
+			isRun, isOK, isFail                                   bool
+			slot, attempt, manual, started, finished, fence, atMs int64
+		)
+		if err := rows.Scan(&job, &isRun, &isOK, &isFail, &slot, &token, &instance, &attempt, &manual, &status,
+			&started, &finished, &errText, &fence, &atMs, &requestedBy); err != nil {
+			return nil, fmt.Errorf("sqlbackend: last runs: %w", err)
+		}
+		rec := &scheduler.RunRecord{
+			Job: job, Slot: timeOf(slot), Instance: instance, Token: token, Attempt: max(int(attempt), 1),
+			Manual: manual != 0, RequestedBy: requestedBy, Status: scheduler.Status(status),
+			ClaimedAt: timeOf(atMs), StartedAt: timeOf(started), FinishedAt: timeOf(finished),
+			Error: errText, Fence: uint64(fence),
+		}
+		if started != 0 && finished != 0 {
+			rec.Duration = rec.FinishedAt.Sub(rec.StartedAt)
+		}
+		lr := out[job]
+		if isRun {
+			lr.Run = rec
+		}
+		if isOK {
+			lr.Success = rec
+		}
+		if isFail {
+			lr.Failure = rec
+		}
+		out[job] = lr
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlbackend: last runs: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,387 @@
+package sqlbackend
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/anarchon/anarchon/scheduler"
+)
+
+// sweepEvery bounds how often a RunStore deletes runs past their keep.
+const sweepEvery = time.Minute
+
+// RunStore is the backend's scheduler.RunStore and scheduler.LeaseWatcher: one row
+// per (job, slot) in the runs table, changed only in transactions that hold the
+// job's lock, with every lease time taken from the database's clock.
+type RunStore struct {
+	b *Backend
+
+	mu      sync.Mutex
+	sweepAt time.Time
+}
+
+// run is the stored state of one (job, slot) in the runs table.
+type run struct {
+	token, instance, prevInstance, prevToken string
+	attempt                                  int
+	fence, leaseMs, expires, keepMs, changed int64
+	status                                   scheduler.Status
+}
+
+func (r *run) finished() bool           { return r.status.Finished() }
+func (r *run) live(now int64) bool      { return !r.finished() && now < r.expires }
+func (r *run) forgotten(now int64) bool { return !r.live(now) && now >= r.changed+r.keepMs }
+
+// decided answers a claim of a finished slot: the token that stored a skipped or
+// late decision is told that decision again, everyone else done.
+func (r *run) decided(token string) scheduler.ClaimResult {
+	res := scheduler.ClaimResult{Outcome: scheduler.OutcomeDone, Attempt: r.attempt, Fence: uint64(r.fence), Holder: r.instance, Status: r.status}
+	if token == r.token && r.fence == 0 {
+		switch r.status {
+		case scheduler.StatusSkipped:
+			res.Outcome = scheduler.OutcomeOverlap
+		case scheduler.StatusLate:
+			res.Outcome = scheduler.OutcomeLate
+		}
+	}
+	return res
+}
+
+// result answers a claim from the run's holder; a won takeover names the holder it
+// took over from.
+func (r *run) result(o scheduler.ClaimOutcome) scheduler.ClaimResult {
+	res := scheduler.ClaimResult{Outcome: o, Attempt: r.attempt, Fence: uint64(r.fence), Holder: r.instance, Expires: timeOf(r.expires)}
+	if o == scheduler.OutcomeWon && r.prevToken != "" {
+		res.Previous, res.PreviousToken, res.PreviousAttempt = r.prevInstance, r.prevToken, r.attempt-1
+	}
+	return res
+}
+
+// Claim decides the claim from the stored run in one transaction that first takes
+// the job's lock (Dialect.LockJob), so two claims of one job run one after the
+// other; every time in it is the database's clock. See scheduler.RunStore for the
+// outcomes. A claim repeated by its token (its answer lost after the COMMIT) is
+// answered the same: won again, or the same stored decision.
+func (s *RunStore) Claim(ctx context.Context, in scheduler.RunClaim) (scheduler.ClaimResult, error) {
+	if err := checkRunClaim(in); err != nil {
+		return scheduler.ClaimResult{}, err
+	}
+	if err := s.b.Init(ctx); err != nil {
+		return scheduler.ClaimResult{}, err
+	}
+	var (
+		res     scheduler.ClaimResult
+		changed bool
+	)
+	err := s.b.inTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		res, changed, err = s.claim(ctx, tx, in)
+		return err
+	})
+	if err != nil {
+		return scheduler.ClaimResult{}, fmt.Errorf("sqlbackend: lease claim %s: %w", describe(in.Job, in.Slot), err)
+	}
+	if changed {
+		s.b.hub.changed(ctx, in.Job, in.Slot.UnixMilli())
+	}
+	s.sweep(ctx)
+	return res, nil
+}
+
+func (s *RunStore) claim(ctx context.Context, tx *sql.Tx, in scheduler.RunClaim) (res scheduler.ClaimResult, changed bool, err error) {
+	keep := in.Keep
+	if keep == 0 {
+		keep = scheduler.DefaultRunKeep
+	}
+	slot := in.Slot.UnixMilli()
+	if err := s.b.lockJob(ctx, tx, in.Job); err != nil {
+		return res, false, err
+	}
+	var (
+		fence, now int64
+		r          *run
+	)
+	{
+		var (
+			token, instance, prevInstance, prevToken, status  sql.NullString
+			attempt, rfence, leaseMs, expires, keepMs, change sql.NullInt64
+		)
+		err := tx.QueryRowContext(ctx, s.b.q(0, `SELECT j.fence, {now}, r.token, r.instance, r.attempt, r.prev_instance, r.prev_token,
+				r.fence, r.lease_ms, r.expires, r.status, r.keep_ms, r.changed
+			FROM {p}jobs j LEFT JOIN {p}runs r ON r.job = j.job AND r.slot = ? WHERE j.job = ?`), slot, in.Job).
+			Scan(&fence, &now, &token, &instance, &attempt, &prevInstance, &prevToken, &rfence, &leaseMs, &expires, &status, &keepMs, &change)
+		if err != nil {
+			return res, false, err
+		}
+		if token.Valid {
+			r = &run{token: token.String, instance: instance.String, attempt: int(attempt.Int64),
+				prevInstance: prevInstance.String, prevToken: prevToken.String, fence: rfence.Int64,
+				leaseMs: leaseMs.Int64, expires: expires.Int64, status: scheduler.Status(status.String),
+				keepMs: keepMs.Int64, changed: change.Int64}
+		}
+	}
+	if r != nil && r.forgotten(now) {
+		if _, err := tx.ExecContext(ctx, s.b.q(0, "DELETE FROM {p}runs WHERE job = ? AND slot = ?"), in.Job, slot); err != nil {
+			return res, false, err
+		}
+		r = nil
+	}
+	lease := in.Lease.Milliseconds()
+	if r != nil {
+		switch {
+		case r.finished():
+			return r.decided(in.Token), false, nil
+		case r.live(now) && r.token == in.Token:
+			return r.result(scheduler.OutcomeWon), false, nil
+		case r.live(now):
+			return r.result(scheduler.OutcomeRunning), false, nil
+		}
+		// Unfinished and its lease expired or was released: a takeover. The
+		// deadline does not apply (someone started the run); a job that forbids
+		// overlap waits while another of its slots holds a live lease.
+		if in.Overlap == scheduler.OverlapSkip {
+			busy, err := s.otherBusy(ctx, tx, in.Job, slot, now, true)
+			if err != nil {
+				return res, false, err
+			}
+			if busy {
+				return scheduler.ClaimResult{Outcome: scheduler.OutcomeRunning, Attempt: r.attempt, Fence: uint64(r.fence), Holder: r.instance, Expires: timeOf(r.expires)}, false, nil
+			}
+		}
+		r.prevInstance, r.prevToken = r.instance, r.token
+		r.token, r.instance = in.Token, in.Instance
+		r.attempt++
+		r.fence, r.leaseMs, r.expires, r.keepMs, r.changed = fence, lease, now+lease, keep.Milliseconds(), now
+		_, err := tx.ExecContext(ctx, s.b.q(0, `UPDATE {p}runs SET token = ?, instance = ?, attempt = ?, prev_instance = ?, prev_token = ?,
+				fence = ?, lease_ms = ?, expires = ?, keep_ms = ?, changed = ?
+			WHERE job = ? AND slot = ?`),
+			r.token, r.instance, r.attempt, r.prevInstance, r.prevToken, r.fence, r.leaseMs, r.expires, r.keepMs, r.changed, in.Job, slot)
+		if err != nil {
+			return res, false, err
+		}
+		return r.result(scheduler.OutcomeWon), true, nil
+	}
+
+	r = &run{token: in.Token, instance: in.Instance, attempt: 1, keepMs: keep.Milliseconds(), changed: now, expires: now}
+	switch {
+	case in.TakeoverOnly:
+		return scheduler.ClaimResult{Outcome: scheduler.OutcomeNone}, false, nil
+	case !in.Deadline.IsZero() && now > in.Deadline.UnixMilli():
+		r.status = scheduler.StatusLate // stored: nobody runs the slot afterwards
+	default:
+		busy := false
+		if in.Overlap == scheduler.OverlapSkip {
+			if busy, err = s.otherBusy(ctx, tx, in.Job, slot, now, false); err != nil {
+				return res, false, err
+			}
+		}
+		if busy {
+			r.status = scheduler.StatusSkipped
+		} else {
+			r.fence, r.leaseMs, r.expires = fence, lease, now+lease
+		}
+	}
+	_, err = tx.ExecContext(ctx, s.b.q(0, `INSERT INTO {p}runs (job, slot, token, instance, attempt, prev_instance, prev_token,
+			fence, lease_ms, expires, status, keep_ms, changed)
+		VALUES (?, ?, ?, ?, 1, '', '', ?, ?, ?, ?, ?, ?)`),
+		in.Job, slot, r.token, r.instance, r.fence, r.leaseMs, r.expires, string(r.status), r.keepMs, r.changed)
+	if err != nil {
+		return res, false, err
+	}
+	if r.finished() {
+		return r.decided(in.Token), false, nil
+	}
+	return r.result(scheduler.OutcomeWon), false, nil
+}
+
+// lockJob runs the dialect's LockJob for job, creating the job's row first when it
+// has none (a job claimed before PrepareJob, or by a replica of another version).
+func (b *Backend) lockJob(ctx context.Context, tx *sql.Tx, job string) error {
+	stmt := b.dialect.LockJob
+	if stmt == "" {
+		stmt = "UPDATE {p}jobs SET fence = fence + 1 WHERE job = ?"
+	}
+	for attempt := 0; ; attempt++ {
+		res, err := tx.ExecContext(ctx, b.q(0, stmt), job)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n > 0 || attempt > 0 {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, b.q(ignore, "INSERT INTO {p}jobs (job, fence, hist_floor) VALUES (?, 0, 0)"), job); err != nil {
+			return err
+		}
+	}
+}
+
+// otherBusy reports whether a slot of job other than slot is busy at now: it holds a
+// live lease, or (unless liveOnly) its unfinished run lost its lease less than a
+// lease ago (released or expired: a backup is about to take it over).
+func (s *RunStore) otherBusy(ctx context.Context, tx *sql.Tx, job string, slot, now int64, liveOnly bool) (bool, error) {
+	q := "SELECT COUNT(*) FROM {p}runs WHERE job = ? AND slot <> ? AND status = '' AND expires + lease_ms > ?"
+	if liveOnly {
+		q = "SELECT COUNT(*) FROM {p}runs WHERE job = ? AND slot <> ? AND status = '' AND expires > ?"
+	}
+	var n int64
+	if err := tx.QueryRowContext(ctx, s.b.q(0, q), job, slot, now).Scan(&n); err != nil {
+		return false, err
+	}
+	return n > 0, nil
+}
+
+// Heartbeat extends token's lease to the database's now + lease, in one statement
+// that changes the row only while token holds a live lease.
+func (s *RunStore) Heartbeat(ctx context.Context, job string, slot time.Time, token string, lease time.Duration) error {
+	if lease <= 0 {
+		return fmt.Errorf("%w: heartbeat lease must be positive, got %v", scheduler.ErrInvalidClaim, lease)
+	}
+	if err := s.b.Init(ctx); err != nil {
+		return err
+	}
+	res, err := s.b.db.ExecContext(ctx, s.b.q(0, `UPDATE {p}runs SET lease_ms = ?, expires = {now} + ?, changed = {now}
+		WHERE job = ? AND slot = ? AND token = ? AND status = '' AND expires > {now}`),
+		lease.Milliseconds(), lease.Milliseconds(), job, slot.UnixMilli(), token)
+	if err != nil {
+		return fmt.Errorf("sqlbackend: heartbeat %s: %w", describe(job, slot), err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return fmt.Errorf("%w: %s", scheduler.ErrLeaseLost, describe(job, slot))
+	}
+	return nil
+}
+
+// Finish marks the run finished with status, from the token stored as its holder
+// while it is unfinished (even with its lease expired or released, as long as
+// nobody took it over); repeating it is not an error. Anything else is
+// scheduler.ErrStaleToken and changes nothing.
+func (s *RunStore) Finish(ctx context.Context, job string, slot time.Time, token string, status scheduler.Status) error {
+	if !status.Finished() {
+		return fmt.Errorf("%w: finish needs a final status, got %q", scheduler.ErrInvalidClaim, status)
+	}
+	if err := s.b.Init(ctx); err != nil {
+		return err
+	}
+	res, err := s.b.db.ExecContext(ctx, s.b.q(0, `UPDATE {p}runs SET status = ?, changed = {now}
+		WHERE job = ? AND slot = ? AND token = ? AND status = ''`), string(status), job, slot.UnixMilli(), token)
+	if err != nil {
+		return fmt.Errorf("sqlbackend: finish %s: %w", describe(job, slot), err)
+	}
+	if n, err := res.RowsAffected(); err == nil && n == 1 {
+		s.b.hub.changed(ctx, job, slot.UnixMilli())
+		return nil
+	}
+	var stored, st string
+	err = s.b.db.QueryRowContext(ctx, s.b.q(0, "SELECT token, status FROM {p}runs WHERE job = ? AND slot = ?"), job, slot.UnixMilli()).Scan(&stored, &st)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return fmt.Errorf("sqlbackend: finish %s: %w", describe(job, slot), err)
+	case stored == token && scheduler.Status(st).Finished():
+		return nil // a repeated Finish
+	}
+	return fmt.Errorf("%w: %s", scheduler.ErrStaleToken, describe(job, slot))
+}
+
+// Release ends token's live lease at once (its expiry becomes the database's now).
+// The run stays unfinished, so the next claim by another token takes it over.
+func (s *RunStore) Release(ctx context.Context, job string, slot time.Time, token string) error {
+	if err := s.b.Init(ctx); err != nil {
+		return err
+	}
+	res, err := s.b.db.ExecContext(ctx, s.b.q(0, `UPDATE {p}runs SET expires = {now}, changed = {now}
+		WHERE job = ? AND slot = ? AND token = ? AND status = '' AND expires > {now}`), job, slot.UnixMilli(), token)
+	if err != nil {
+		return fmt.Errorf("sqlbackend: release %s: %w", describe(job, slot), err)
+	}
+	if n, err := res.RowsAffected(); err == nil && n == 1 {
+		s.b.hub.changed(ctx, job, slot.UnixMilli())
+	}
+	return nil
+}
+
+// Active lists job's unfinished runs, oldest slot first.
+func (s *RunStore) Active(ctx context.Context, job string) ([]scheduler.ActiveRun, error) {
+	if err := s.b.Init(ctx); err != nil {
+		return nil, err
+	}
+	rows, err := s.b.db.QueryContext(ctx, s.b.q(0, `SELECT slot, token, instance, attempt, fence, expires, keep_ms, changed, {now}
+		FROM {p}runs WHERE job = ? AND status = '' ORDER BY slot`), job)
+	if err != nil {
+		return nil, fmt.Errorf("sqlbackend: active runs of %q: %w", job, err)
+	}
+	defer rows.Close()
+	var out []scheduler.ActiveRun
+	for rows.Next() {
+		var (
+			r        run
+			slot     int64
+			now      int64
+			attempt  int64
+			instance string
+		)
+		if err := rows.Scan(&slot, &r.token, &instance, &attempt, &r.fence, &r.expires, &r.keepMs, &r.changed, &now); err != nil {
+			return nil, fmt.Errorf("sqlbackend: active runs of %q: %w", job, err)
+		}
+		if r.forgotten(now) {
+			continue
+		}
+		out = append(out, scheduler.ActiveRun{
+			Slot: timeOf(slot), Token: r.token, Instance: instance, Attempt: int(attempt),
+			Fence: uint64(r.fence), Expires: timeOf(r.expires), Live: r.live(now),
+		})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlbackend: active runs of %q: %w", job, err)
+	}
+	return out, nil
+}
+
+// sweep deletes, at most once a sweepEvery per store value, the runs that were
+// neither live nor written for their keep. Best effort: a failed sweep is tried
+// again at the next.
+func (s *RunStore) sweep(ctx context.Context) {
+	s.mu.Lock()
+	due := time.Now().After(s.sweepAt)
+	if due {
+		s.sweepAt = time.Now().Add(sweepEvery)
+	}
+	s.mu.Unlock()
+	if !due {
+		return
+	}
+	_, _ = s.b.db.ExecContext(ctx, s.b.q(0, `DELETE FROM {p}runs
+		WHERE (status <> '' OR expires <= {now}) AND changed + keep_ms <= {now}`))
+}
+
+// inTx runs fn in a transaction, committed when fn returns nil.
+func (b *Backend) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := b.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+func checkRunClaim(in scheduler.RunClaim) error {
+	if err := scheduler.ValidateJobName(in.Job); err != nil {
+		return fmt.Errorf("%w: %w", scheduler.ErrInvalidClaim, err)
+	}
+	switch {
+	case in.Token == "":
+		return fmt.Errorf("%w: claim for job %q has no token", scheduler.ErrInvalidClaim, in.Job)
+	case in.Lease <= 0:
+		return fmt.Errorf("%w: claim for job %q: lease must be positive, got %v", scheduler.ErrInvalidClaim, in.Job, in.Lease)
+	case in.Keep < 0:
+		return fmt.Errorf("%w: claim for job %q: keep must not be negative, got %v", scheduler.ErrInvalidClaim, in.Job, in.Keep)
+	}
+	return nil
+}

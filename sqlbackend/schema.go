@@ -1,0 +1,119 @@
+package sqlbackend
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+// schema is the DDL of SchemaVersion, in order. Times are Unix milliseconds by the
+// database's clock (NowMs) unless a column says it is an instance's.
+var schema = []string{
+	`CREATE TABLE IF NOT EXISTS {p}schema (id {int} PRIMARY KEY, version {int} NOT NULL)`,
+	// One row per job: its lock (Dialect.LockJob), its fence counter, and the
+	// oldest slot whose history is still shown (retention by size).
+	`CREATE TABLE IF NOT EXISTS {p}jobs (job {text} PRIMARY KEY, fence {int} NOT NULL, hist_floor {int} NOT NULL)`,
+	// The slot's one claim (Backend.Claim, first lease attempts): the primary key
+	// is the de-duplication. at_ms is the claiming instance's clock; created and
+	// expires (history TTL) the database's.
+	`CREATE TABLE IF NOT EXISTS {p}claims (job {text} NOT NULL, slot {int} NOT NULL, token {text} NOT NULL,
+		instance {text} NOT NULL, attempt {int} NOT NULL, requested_by {text} NOT NULL, at_ms {int} NOT NULL,
+		created {int} NOT NULL, expires {int}, PRIMARY KEY (job, slot))`,
+	// Other history records: manual runs and lease takeovers.
+	`CREATE TABLE IF NOT EXISTS {p}records (id {autoid}, job {text} NOT NULL, slot {int} NOT NULL, token {text} NOT NULL,
+		instance {text} NOT NULL, attempt {int} NOT NULL, manual {int} NOT NULL, requested_by {text} NOT NULL,
+		at_ms {int} NOT NULL, expires {int}, UNIQUE (job, slot, token))`,
+	// How attempts ended (SaveResult), bounded per job by size and TTL.
+	`CREATE TABLE IF NOT EXISTS {p}results (id {autoid}, job {text} NOT NULL, slot {int} NOT NULL, token {text} NOT NULL,
+		instance {text} NOT NULL, attempt {int} NOT NULL, manual {int} NOT NULL, status {text} NOT NULL,
+		started {int} NOT NULL, finished {int} NOT NULL, error {text} NOT NULL, fence {int} NOT NULL, expires {int})`,
+	`CREATE INDEX IF NOT EXISTS {p}results_job ON {p}results (job, slot)`,
+	// The lease store: one state machine per (job, slot). status is '' until the
+	// run is finished (or decided skipped or late, with fence 0).
+	`CREATE TABLE IF NOT EXISTS {p}runs (job {text} NOT NULL, slot {int} NOT NULL, token {text} NOT NULL,
+		instance {text} NOT NULL, attempt {int} NOT NULL, prev_instance {text} NOT NULL, prev_token {text} NOT NULL,
+		fence {int} NOT NULL, lease_ms {int} NOT NULL, expires {int} NOT NULL, status {text} NOT NULL,
+		keep_ms {int} NOT NULL, changed {int} NOT NULL, PRIMARY KEY (job, slot))`,
+	// Stored pauses (scheduler.Pauser); job '' pauses every job.
+	`CREATE TABLE IF NOT EXISTS {p}pauses (job {text} PRIMARY KEY, reason {text} NOT NULL, by_whom {text} NOT NULL,
+		at_ms {int} NOT NULL, until_ms {int} NOT NULL)`,
+}
+
+// Init checks the server (Dialect.CheckServer), creates the tables when they do
+// not exist, records SchemaVersion, and refuses a database whose recorded version
+// is newer (ErrSchemaTooNew). Replicas may call it together. It is called before
+// every first use and is cheap once it succeeded.
+func (b *Backend) Init(ctx context.Context) error {
+	b.initMu.Lock()
+	defer b.initMu.Unlock()
+	if b.inited {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if b.dialect.CheckServer != nil {
+		if err := b.dialect.CheckServer(ctx, b.db); err != nil {
+			return fmt.Errorf("sqlbackend: %s: %w", b.dialect.Name, err)
+		}
+	}
+	version, err := b.createTables(ctx)
+	if err != nil {
+		return fmt.Errorf("sqlbackend: creating the tables on %s: %w", b.dialect.Name, err)
+	}
+	if version > SchemaVersion {
+		return fmt.Errorf("%w: the tables %sschema say version %d, this package knows %d: upgrade it", ErrSchemaTooNew, b.opts.prefix, version, SchemaVersion)
+	}
+	b.inited = true
+	return nil
+}
+
+func (b *Backend) createTables(ctx context.Context) (version int, err error) {
+	tx, err := b.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	if b.dialect.InitLock != "" {
+		if _, err := tx.ExecContext(ctx, b.dialect.InitLock); err != nil {
+			return 0, err
+		}
+	}
+	// A reader whose tables exist changes nothing: the version is read first.
+	err = tx.QueryRowContext(ctx, b.q(0, "SELECT version FROM {p}schema WHERE id = 1")).Scan(&version)
+	if err == nil {
+		return version, tx.Commit()
+	}
+	// The table does not exist (PostgreSQL aborts the transaction on that error:
+	// start again) or holds no row.
+	_ = tx.Rollback()
+	tx, err = b.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	if b.dialect.InitLock != "" {
+		if _, err := tx.ExecContext(ctx, b.dialect.InitLock); err != nil {
+			return 0, err
+		}
+	}
+	for _, ddl := range schema {
+		if _, err := tx.ExecContext(ctx, b.q(0, ddl)); err != nil {
+			return 0, err
+		}
+	}
+	if _, err := tx.ExecContext(ctx, b.q(ignore, "INSERT INTO {p}schema (id, version) VALUES (1, ?)"), SchemaVersion); err != nil {
+		return 0, err
+	}
+	if err := tx.QueryRowContext(ctx, b.q(0, "SELECT version FROM {p}schema WHERE id = 1")).Scan(&version); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return 0, errors.New("no schema version recorded")
+		}
+		return 0, err
+	}
+	return version, tx.Commit()
+}

@@ -1,0 +1,279 @@
+package sqlbackend
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// listenReadyWait bounds how long a first watch waits for the dialect's listener
+// to be listening before it relies on polling alone.
+const listenReadyWait = 5 * time.Second
+
+// hub wakes a backend's watchers: on its own writes at once, on other replicas'
+// writes through the dialect's notifications (Notify/Listen), and on a poll.
+type hub struct {
+	b *Backend
+
+	mu       sync.Mutex
+	runs     map[runKey]map[chan struct{}]struct{}
+	pauses   map[chan struct{}]struct{}
+	started  bool
+	ready    chan struct{} // closed once the listener first listens
+	stop     context.CancelFunc
+	done     chan struct{} // closed when the listener goroutine ended
+	closed   chan struct{} // closed by Close: every watch ends
+	isClosed bool
+}
+
+type runKey struct {
+	job  string
+	slot int64
+}
+
+func newHub(b *Backend) *hub {
+	return &hub{
+		b:      b,
+		runs:   map[runKey]map[chan struct{}]struct{}{},
+		pauses: map[chan struct{}]struct{}{},
+		ready:  make(chan struct{}),
+		closed: make(chan struct{}),
+	}
+}
+
+// wake signals ch without blocking (its buffer of one holds a pending wake).
+func wake(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// subscribeRun returns a channel woken when (job, slot) may have changed, and the
+// function that ends the subscription.
+func (h *hub) subscribeRun(ctx context.Context, k runKey) (chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	h.mu.Lock()
+	if h.runs[k] == nil {
+		h.runs[k] = map[chan struct{}]struct{}{}
+	}
+	h.runs[k][ch] = struct{}{}
+	h.mu.Unlock()
+	h.listen(ctx)
+	return ch, func() {
+		h.mu.Lock()
+		delete(h.runs[k], ch)
+		if len(h.runs[k]) == 0 {
+			delete(h.runs, k)
+		}
+		h.mu.Unlock()
+	}
+}
+
+func (h *hub) subscribePauses(ctx context.Context) (chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	h.mu.Lock()
+	h.pauses[ch] = struct{}{}
+	h.mu.Unlock()
+	h.listen(ctx)
+	return ch, func() {
+		h.mu.Lock()
+		delete(h.pauses, ch)
+		h.mu.Unlock()
+	}
+}
+
+// listen starts the dialect's listener on first use and waits (bounded by ctx and
+// listenReadyWait) until it listens, so that a write after the watch started is
+// not missed. Without a listener it does nothing: watchers poll.
+func (h *hub) listen(ctx context.Context) {
+	if h.b.dialect.Listen == nil {
+		return
+	}
+	h.mu.Lock()
+	if !h.started && !h.isClosed {
+		h.started = true
+		lctx, stop := context.WithCancel(context.Background())
+		h.stop, h.done = stop, make(chan struct{})
+		go h.listenLoop(lctx)
+	}
+	ready := h.ready
+	h.mu.Unlock()
+	t := time.NewTimer(listenReadyWait)
+	defer t.Stop()
+	select {
+	case <-ready:
+	case <-ctx.Done():
+	case <-t.C:
+	case <-h.closed:
+	}
+}
+
+// listenLoop keeps the listener up until the hub is closed. Whenever it (re)starts
+// listening every watcher is woken: a change may have been missed meanwhile.
+func (h *hub) listenLoop(ctx context.Context) {
+	defer close(h.done)
+	var once sync.Once
+	for attempt := 0; ctx.Err() == nil; attempt++ {
+		err := h.b.dialect.Listen(ctx, h.b.db, func() {
+			attempt = 0
+			once.Do(func() { close(h.ready) })
+			h.wakeAll()
+		}, h.deliver)
+		if ctx.Err() != nil {
+			return
+		}
+		_ = err // the listener failed (a restarted server): watchers re-read, then listen again
+		h.wakeAll()
+		t := time.NewTimer(min(time.Duration(attempt+1)*100*time.Millisecond, 2*time.Second))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (h *hub) wakeAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, subs := range h.runs {
+		for ch := range subs {
+			wake(ch)
+		}
+	}
+	for ch := range h.pauses {
+		wake(ch)
+	}
+}
+
+// deliver wakes the watchers a payload names: "r:<slot>:<job>" or "p".
+func (h *hub) deliver(payload string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if payload == "p" {
+		for ch := range h.pauses {
+			wake(ch)
+		}
+		return
+	}
+	rest, ok := strings.CutPrefix(payload, "r:")
+	if !ok {
+		return
+	}
+	slotText, job, ok := strings.Cut(rest, ":")
+	slot, err := strconv.ParseInt(slotText, 10, 64)
+	if !ok || err != nil {
+		return
+	}
+	for ch := range h.runs[runKey{job, slot}] {
+		wake(ch)
+	}
+}
+
+// changed tells watchers of (job, slot) that it changed: this process's at once,
+// other replicas' through the dialect's Notify (best effort: they poll too).
+func (h *hub) changed(ctx context.Context, job string, slot int64) {
+	h.notify(ctx, "r:"+strconv.FormatInt(slot, 10)+":"+job)
+}
+
+func (h *hub) pausesChanged(ctx context.Context) { h.notify(ctx, "p") }
+
+func (h *hub) notify(ctx context.Context, payload string) {
+	h.deliver(payload)
+	if h.b.dialect.Notify != "" && len(payload) < 8000 {
+		_, _ = h.b.db.ExecContext(ctx, h.b.q(0, h.b.dialect.Notify), payload)
+	}
+}
+
+// close stops the listener and ends every watch.
+func (h *hub) close() {
+	h.mu.Lock()
+	if h.isClosed {
+		h.mu.Unlock()
+		return
+	}
+	h.isClosed = true
+	close(h.closed)
+	stop, done := h.stop, h.done
+	h.mu.Unlock()
+	if stop != nil {
+		stop()
+		<-done
+	}
+}
+
+// WatchRun returns a channel closed when (job, slot)'s lease ends: it expires (a
+// timer on the database's clock, re-armed when a heartbeat moved the expiry),
+// is released, finished or taken over. Other replicas' writes reach it by the
+// dialect's notifications (LISTEN/NOTIFY on PostgreSQL) or by polling (SQLite),
+// this process's at once. When (job, slot) holds no live lease now the channel is
+// already closed. It is also closed when ctx is done, when the backend is closed,
+// and when reading the run fails (the state may have changed: claim again).
+func (s *RunStore) WatchRun(ctx context.Context, job string, slot time.Time) (<-chan struct{}, error) {
+	if err := s.b.Init(ctx); err != nil {
+		return nil, err
+	}
+	k := runKey{job, slot.UnixMilli()}
+	sub, unsubscribe := s.b.hub.subscribeRun(ctx, k)
+	r, now, err := s.read(ctx, k)
+	if err != nil {
+		unsubscribe()
+		return nil, fmt.Errorf("sqlbackend: watch %s: %w", describe(job, slot), err)
+	}
+	out := make(chan struct{})
+	if r == nil || !r.live(now) {
+		unsubscribe()
+		close(out)
+		return out, nil
+	}
+	go s.watch(ctx, k, r.token, r.expires-now, sub, unsubscribe, out)
+	return out, nil
+}
+
+func (s *RunStore) watch(ctx context.Context, k runKey, token string, left int64, sub chan struct{}, unsubscribe func(), out chan<- struct{}) {
+	defer close(out)
+	defer unsubscribe()
+	for {
+		t := time.NewTimer(min(time.Duration(left)*time.Millisecond, s.b.opts.poll))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-s.b.hub.closed:
+			t.Stop()
+			return
+		case <-sub:
+		case <-t.C:
+		}
+		t.Stop()
+		r, now, err := s.read(ctx, k)
+		if err != nil || r == nil || r.token != token || !r.live(now) {
+			return
+		}
+		left = r.expires - now
+	}
+}
+
+// read returns the stored run of k (nil when there is none) and the database's now.
+func (s *RunStore) read(ctx context.Context, k runKey) (*run, int64, error) {
+	var (
+		r   run
+		now int64
+	)
+	err := s.b.db.QueryRowContext(ctx, s.b.q(0, `SELECT token, status, expires, {now} FROM {p}runs WHERE job = ? AND slot = ?`), k.job, k.slot).
+		Scan(&r.token, &r.status, &r.expires, &now)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	return &r, now, nil
+}
