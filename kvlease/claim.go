@@ -66,7 +66,7 @@ func (s *Store) claim(ctx context.Context, b *bucket, in scheduler.RunClaim) (sc
 		if err := backoff(ctx, try); err != nil {
 			return scheduler.ClaimResult{}, err
 		}
-		run, err := s.readRun(ctx, b, k)
+		run, ls, err := s.readBoth(ctx, b, k)
 		if err != nil {
 			return scheduler.ClaimResult{}, err
 		}
@@ -75,10 +75,6 @@ func (s *Store) claim(ctx context.Context, b *bucket, in scheduler.RunClaim) (sc
 				_ = s.purge(ctx, b, k.lease, mine)
 			}
 			return decided(run.rec, in.Token), nil
-		}
-		ls, err := s.readLease(ctx, b, k)
-		if err != nil {
-			return scheduler.ClaimResult{}, err
 		}
 
 		var leaseRev uint64
@@ -136,6 +132,18 @@ func (s *Store) claim(ctx context.Context, b *bucket, in scheduler.RunClaim) (sc
 				}
 			}
 			rec := leaseRecord{V: recordVersion, Token: in.Token, Instance: in.Instance, LeaseMS: lease.Milliseconds()}
+			if b.atomic.Load() && in.Overlap != scheduler.OverlapSkip {
+				// Both keys in one atomic batch. (A job that forbids overlap writes
+				// the lease key first, to look at the job's other slots once it is
+				// visible: see backOff.)
+				res, err := s.claimBatch(ctx, b, k, in, run, ls.rev, rec, lease, keepMS)
+				switch {
+				case errors.Is(err, errConflict):
+					continue
+				case !errors.Is(err, errNoBatch):
+					return res, err
+				}
+			}
 			rev, err := s.put(ctx, b, k.lease, rec, ls.rev, lease)
 			if errors.Is(err, errConflict) {
 				continue
@@ -158,18 +166,9 @@ func (s *Store) claim(ctx context.Context, b *bucket, in scheduler.RunClaim) (sc
 			}
 		}
 
-		fence, err := s.nextFence(ctx, b, run.rec)
+		next, err := s.nextRun(ctx, b, in, run.rec, lease, keepMS)
 		if err != nil {
 			return scheduler.ClaimResult{}, err
-		}
-		next := runRecord{
-			V: recordVersion, Job: in.Job, SlotMS: in.Slot.UnixMilli(),
-			Token: in.Token, Instance: in.Instance, Attempt: 1, Fence: fence,
-			State: stateRunning, LeaseMS: lease.Milliseconds(), KeepMS: keepMS,
-		}
-		if run.rec != nil { // a takeover
-			next.Attempt = run.rec.Attempt + 1
-			next.Previous, next.PreviousToken = run.rec.Instance, run.rec.Token
 		}
 		runRev, err := s.put(ctx, b, k.run, next, run.rev, keepFor(in.Keep, lease, false))
 		if errors.Is(err, errConflict) {
@@ -183,6 +182,52 @@ func (s *Store) claim(ctx context.Context, b *bucket, in scheduler.RunClaim) (sc
 		return wonResult(&next, expires), nil
 	}
 	return scheduler.ClaimResult{}, ErrContention
+}
+
+// nextRun is the run record that makes in.Token the holder of a run whose record
+// is prev (nil for a first claim): attempt 1, or attempt+1 naming the previous
+// holder on a takeover, with the next fence.
+func (s *Store) nextRun(ctx context.Context, b *bucket, in scheduler.RunClaim, prev *runRecord, lease time.Duration, keepMS int64) (runRecord, error) {
+	fence, err := s.nextFence(ctx, b, prev)
+	if err != nil {
+		return runRecord{}, err
+	}
+	next := runRecord{
+		V: recordVersion, Job: in.Job, SlotMS: in.Slot.UnixMilli(),
+		Token: in.Token, Instance: in.Instance, Attempt: 1, Fence: fence,
+		State: stateRunning, LeaseMS: lease.Milliseconds(), KeepMS: keepMS,
+	}
+	if prev != nil { // a takeover
+		next.Attempt = prev.Attempt + 1
+		next.Previous, next.PreviousToken = prev.Instance, prev.Token
+	}
+	return next, nil
+}
+
+// claimBatch makes in.Token the holder in one atomic batch: the lease key rec from
+// revision leaseRev (which holds no live lease) and the run record from the revision
+// read, both compare-and-set. It is the same pair of writes as the two-step claim,
+// stored together or not at all, so no claimer dies between them. A lost race
+// returns an error matching errConflict; a batch the server did not take, one
+// matching errNoBatch (the caller writes the keys one at a time).
+func (s *Store) claimBatch(ctx context.Context, b *bucket, k runKeys, in scheduler.RunClaim, run runEntry, leaseRev uint64, rec leaseRecord, lease time.Duration, keepMS int64) (scheduler.ClaimResult, error) {
+	next, err := s.nextRun(ctx, b, in, run.rec, lease, keepMS)
+	if err != nil {
+		return scheduler.ClaimResult{}, err
+	}
+	revs, err := s.putBatch(ctx, b, []write{
+		{key: k.lease, value: rec, expect: leaseRev, ttl: lease},
+		{key: k.run, value: next, expect: run.rev, ttl: keepFor(in.Keep, lease, false)},
+	})
+	if errors.Is(err, errNoBatch) && natsutil.HasCode(err, errCodeAtomicDisabled) {
+		b.atomic.Store(false) // turned off on the stream: stop trying
+	}
+	if err != nil {
+		return scheduler.ClaimResult{}, err
+	}
+	expires := s.clock.estimate(time.Now()).Add(lease)
+	s.remember(k, in.Token, held{leaseRev: revs[0], lease: rec, runRev: revs[1], run: next, runWritten: time.Now()})
+	return wonResult(&next, expires), nil
 }
 
 // backOff checks, after this claim took the lease key of an overlap-forbidden job's

@@ -17,7 +17,10 @@
 // markers that live one second (SubjectDeleteMarkerTTL). A replicated bucket has no
 // direct gets, so every read is answered by the stream leader and never lags an
 // acknowledged write (followers answering direct gets can); an R1 bucket keeps
-// them, its only replica being the leader. It needs nats-server 2.11 or later.
+// them, its only replica being the leader. It needs nats-server 2.11 or later; on
+// 2.12 or later Init also turns on atomic batch publishes (AllowAtomicPublish),
+// also on a bucket an older release created. Against an older server the store
+// writes one key at a time: the same decisions, one round trip more.
 //
 // # Keys
 //
@@ -51,7 +54,9 @@
 // so writes are publishes to the key's subject). A lost race (10071, or 10164 on a
 // replicated stream) makes the caller read both keys again and decide again.
 //
-// Claim reads the run record, then the lease key:
+// Claim reads the run record and the lease key (one direct get of both on a
+// single-replica bucket, whose only replica is its leader; two leader reads on a
+// replicated one):
 //
 //   - run decided (finished, skipped or late; or a state this version does not
 //     know, a newer writer's, read as done): done with the stored status; the token
@@ -66,10 +71,17 @@
 //     the revision read) before the claimer is answered, so no instance runs the
 //     slot afterwards;
 //   - else the claim writes the lease key (CAS from the revision read, which holds
-//     no live lease, so among racing claimers exactly one succeeds), then the run
+//     no live lease, so among racing claimers exactly one succeeds) and the run
 //     record (CAS from the revision read: attempt 1, or attempt+1 naming the
-//     previous holder on a takeover). If the run record changed meanwhile (the
-//     old holder finished it) the claim decides again, keeping its lease key.
+//     previous holder on a takeover) in ONE atomic batch (nats-server ≥ 2.12,
+//     AllowAtomicPublish on the bucket's stream): both stored or neither, each
+//     compare-and-set checked by the server. A first claim won is two round trips
+//     on one server (the read, the batch), a claim lost to a running holder or a
+//     finished run one. Without atomic batches (an older server, the setting
+//     turned off, a job that forbids overlap, which looks at its other slots once
+//     its lease key is visible) the claim writes the lease key, then the run
+//     record; if the run record changed meanwhile (the old holder finished it) the
+//     claim decides again, keeping its lease key.
 //
 // The lease key is the mutex, taken only when not live; the run record is the
 // stored decision, written only by the lease key's holder, by the run's own holder
@@ -90,8 +102,10 @@
 // Heartbeat is a CAS on the lease key carrying a new TTL; after expiry the key's
 // last revision is the marker's, so an expired holder's heartbeat fails
 // (scheduler.ErrLeaseLost) even if nobody took over. Finish is a CAS on the run
-// record by its holder (accepted after expiry while nobody took over), then a purge
-// of the lease key. Release purges the lease key at the holder's revision; the run
+// record by its holder (accepted after expiry while nobody took over) and a purge
+// of the lease key (CAS on its revision), in one atomic batch while the lease key
+// is still the holder's last write; else the run record alone, then the purge.
+// Release purges the lease key at the holder's revision; the run
 // record stays unfinished, so the next claim takes over at once.
 //
 // # Time

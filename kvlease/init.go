@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -66,8 +67,32 @@ func (s *Store) Init(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("kvlease: bind bucket %q: %w", s.opts.bucket, err)
 	}
-	s.b.Store(&bucket{kv: kv, stream: res.Stream, prefix: "$KV." + s.opts.bucket + "."})
+	cfg := res.Stream.CachedInfo().Config
+	nb := &bucket{kv: kv, stream: res.Stream, prefix: "$KV." + s.opts.bucket + ".", direct: cfg.AllowDirect && cfg.Replicas <= 1}
+	nb.atomic.Store(cfg.AllowAtomicPublish)
+	s.b.Store(nb)
 	return nil
+}
+
+// atomicServer reports whether the server the store is connected to takes atomic
+// batch publishes (nats-server 2.12 or later). Against an older server the bucket is
+// set up without them and every claim and finish writes its two keys one
+// compare-and-set at a time, as before: the same decisions, one round trip more.
+// Refusing older servers would buy nothing but an upgrade order; a stream whose
+// answered configuration lacks the setting (a cluster whose stream leader is older
+// than the server the store is connected to) falls back the same way.
+func (s *Store) atomicServer() bool {
+	nc := s.js.Conn()
+	if nc == nil {
+		return false
+	}
+	v := strings.SplitN(strings.TrimPrefix(nc.ConnectedServerVersion(), "v"), ".", 3)
+	if len(v) < 2 {
+		return false
+	}
+	major, err1 := strconv.Atoi(v[0])
+	minor, err2 := strconv.Atoi(v[1])
+	return err1 == nil && err2 == nil && (major > 2 || major == 2 && minor >= 12)
 }
 
 // checkJetStream asks for the account's JetStream information until it gets an
@@ -123,6 +148,7 @@ func (s *Store) streamConfig() jetstream.StreamConfig {
 		AllowDirect:            s.opts.replicas == 1,
 		AllowMsgTTL:            true,
 		SubjectDeleteMarkerTTL: markerTTL,
+		AllowAtomicPublish:     s.atomicServer(),
 		Metadata:               map[string]string{natsutil.LayoutKey: layout},
 	}
 }
@@ -169,6 +195,9 @@ func (s *Store) reconcile(have jetstream.StreamConfig) (jetstream.StreamConfig, 
 	c.Match(&upd, have, want, natsutil.AllowMsgTTL)
 	c.Set("subject_delete_marker_ttl", have.SubjectDeleteMarkerTTL != want.SubjectDeleteMarkerTTL,
 		func() { upd.SubjectDeleteMarkerTTL = want.SubjectDeleteMarkerTTL })
+	// Atomic batches are turned on, never off: an older release of this package
+	// leaves the setting as it is, and writes one key at a time.
+	c.Set("allow_atomic", want.AllowAtomicPublish && !have.AllowAtomicPublish, func() { upd.AllowAtomicPublish = true })
 	c.Match(&upd, have, want, natsutil.Metadata)
 	return upd, c, nil
 }

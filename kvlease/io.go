@@ -54,6 +54,49 @@ func (s *Store) readRun(ctx context.Context, b *bucket, k runKeys) (runEntry, er
 	return decodeRun(e)
 }
 
+// readBoth returns the run's two keys: in one direct get of both subjects' last
+// messages when the bucket has a single replica (which is its leader, so the reading
+// is as fresh as a leader read), else with two leader reads, the run record first.
+// Replicated buckets answer no direct gets: a follower's answer could be behind an
+// acknowledged write, and these reads decide claims.
+func (s *Store) readBoth(ctx context.Context, b *bucket, k runKeys) (runEntry, leaseEntry, error) {
+	if b.direct {
+		var msgs []*jetstream.RawStreamMsg
+		leaseSubj, runSubj := b.subject(k.lease), b.subject(k.run)
+		err := s.attempt(ctx, func(ctx context.Context) (err error) {
+			msgs, err = natsutil.DirectBatch(ctx, s.js, b.stream.CachedInfo().Config.Name, natsutil.GetRequest{MultiLast: []string{leaseSubj, runSubj}})
+			return err
+		})
+		if err != nil {
+			return runEntry{}, leaseEntry{}, fmt.Errorf("kvlease: read %s and %s: %w", k.run, k.lease, err)
+		}
+		var run, lease entry
+		for _, m := range msgs {
+			switch m.Subject {
+			case runSubj:
+				run = entryOf(m.Sequence, m.Time, m.Header, m.Data)
+			case leaseSubj:
+				lease = entryOf(m.Sequence, m.Time, m.Header, m.Data)
+			}
+		}
+		re, err := decodeRun(run)
+		if err != nil {
+			return runEntry{}, leaseEntry{}, err
+		}
+		le, err := decodeLease(lease)
+		return re, le, err
+	}
+	run, err := s.readRun(ctx, b, k)
+	if err != nil {
+		return runEntry{}, leaseEntry{}, err
+	}
+	if run.rec != nil && run.rec.finished() {
+		return run, leaseEntry{}, nil // decided: the lease does not matter
+	}
+	ls, err := s.readLease(ctx, b, k)
+	return run, ls, err
+}
+
 // errConflict marks a compare-and-set that lost: the key's last revision was not
 // the one expected.
 var errConflict = errors.New("kvlease: revision conflict")

@@ -105,6 +105,7 @@ func (s *Store) Finish(ctx context.Context, job string, slot time.Time, token st
 	k := keysFor(job, slot)
 	h, cached := s.recall(k, token)
 	cached = cached && h.runRev != 0
+	batch := cached
 	for try := 0; try < maxTries; try++ {
 		if err := backoff(ctx, try); err != nil {
 			return err
@@ -127,7 +128,29 @@ func (s *Store) Finish(ctx context.Context, job string, slot time.Time, token st
 		next := *run.rec
 		next.State, next.Status = stateFinished, status
 		lease := time.Duration(next.LeaseMS) * time.Millisecond
-		_, err := s.put(ctx, b, k.run, next, run.rev, keepFor(time.Duration(next.KeepMS)*time.Millisecond, lease, true))
+		keep := keepFor(time.Duration(next.KeepMS)*time.Millisecond, lease, true)
+		if batch && h.leaseRev != 0 && run.rev == h.runRev && b.atomic.Load() {
+			// The run record and the lease key's purge in one atomic batch, both
+			// compare-and-set. When the lease key moved (expired: the server's
+			// marker) the batch stores nothing, and the run record is written
+			// alone below: a holder may finish after its lease expired while nobody
+			// took over.
+			batch = false
+			_, err := s.putBatch(ctx, b, []write{
+				{key: k.run, value: next, expect: run.rev, ttl: keep},
+				{key: k.lease, expect: h.leaseRev, ttl: markerTTL},
+			})
+			if err == nil {
+				s.forget(k, token)
+				return nil
+			}
+			if !errors.Is(err, errConflict) && !errors.Is(err, errNoBatch) {
+				return fmt.Errorf("kvlease: finish %s: %w", natsutil.DescribeRun(job, slot), err)
+			}
+			cached = false
+			continue // read the run record again: it may be finished, or another's
+		}
+		_, err := s.put(ctx, b, k.run, next, run.rev, keep)
 		if errors.Is(err, errConflict) {
 			continue
 		}

@@ -62,6 +62,12 @@ type bucket struct {
 	kv     jetstream.KeyValue
 	stream jetstream.Stream
 	prefix string // subject prefix of keys, "$KV.<bucket>."
+	// direct: the bucket has one replica and answers direct gets, so a claim reads
+	// both of a run's keys in one request (its only replica is its leader).
+	direct bool
+	// atomic: the bucket's stream takes atomic batch publishes (claims and finishes
+	// write both keys in one batch). Turned off when the server refuses one.
+	atomic atomic.Bool
 }
 
 func (b *bucket) subject(key string) string { return b.prefix + key }
