@@ -27,7 +27,14 @@ type LeasedBackend struct {
 var (
 	_ scheduler.LeaseBackend  = (*LeasedBackend)(nil)
 	_ scheduler.ClaimRecorder = (*LeasedBackend)(nil)
+	_ scheduler.RecordDecider = (*LeasedBackend)(nil)
 )
+
+// RecordDecides reports whether the record of a won lease may decide the slot
+// (scheduler.RecordDecider): true unless the backend was made WithLeasedFleet, so
+// the scheduler writes the record before the handler only where instances without
+// leases may share the job.
+func (b *LeasedBackend) RecordDecides(string) bool { return !b.cfg.leasedFleet }
 
 // NewLeased returns a backend that keeps history in per-job streams on js, like New,
 // and leases in runs (for example a kvlease store). Close does not close runs.

@@ -63,6 +63,7 @@ type config struct {
 	callTimeout    time.Duration
 	attemptTimeout time.Duration
 	verifyAll      bool
+	leasedFleet    bool
 	log            *slog.Logger
 }
 
@@ -189,6 +190,21 @@ func WithAttemptTimeout(d time.Duration) Option {
 func WithVerifyEveryDuplicate() Option {
 	return func(c *config) error {
 		c.verifyAll = true
+		return nil
+	}
+}
+
+// WithLeasedFleet declares that every instance sharing these jobs claims through
+// leases (NewLeased), also during rolling upgrades: no instance claims a slot by the
+// plain claim alone. The history record of a won lease (LeasedBackend.RecordClaim)
+// then decides nothing, and the scheduler writes it beside the handler instead of
+// before it: the leased win path is the lease store's claim alone, one round trip
+// less before every run. Without it the record is written first, because in a
+// fleet where some instances run without leases it is what keeps both kinds from
+// running one slot. It has no effect on New.
+func WithLeasedFleet() Option {
+	return func(c *config) error {
+		c.leasedFleet = true
 		return nil
 	}
 }

@@ -200,9 +200,9 @@ func (s *Scheduler) claimLease(j *job, c *leaseClaim) (ClaimResult, time.Time, e
 }
 
 // runLeased runs a won lease and settles it. A first attempt is recorded in history
-// before the handler starts: a backend that arbitrates between instances with and
-// without leases (ErrClaimedElsewhere) may say the slot is not ours. Everything else
-// is written beside the run. A lease lost with the run unfinished makes this instance
+// before the handler starts when the record may decide (RecordDecider): a backend
+// that arbitrates between instances with and without leases (ErrClaimedElsewhere)
+// may say the slot is not ours. Everything else is written beside the run. A lease lost with the run unfinished makes this instance
 // stand by for the run again.
 func (s *Scheduler) runLeased(j *job, c *leaseClaim, res ClaimResult, sent time.Time) {
 	in := ClaimInput{
@@ -229,7 +229,7 @@ func (s *Scheduler) runLeased(j *job, c *leaseClaim, res ClaimResult, sent time.
 			}
 			return err
 		}
-		if in.Attempt == 1 {
+		if in.Attempt == 1 && recordDecides(s.backend, j.name) {
 			// Before the handler: the record may decide (a mixed fleet). Bounded so
 			// that the lease is still good when the handler starts.
 			ctx, cancel := context.WithTimeout(s.loopCtx, min(s.callTO, j.cfg.lease/3))
@@ -263,6 +263,25 @@ func (s *Scheduler) runLeased(j *job, c *leaseClaim, res ClaimResult, sent time.
 	if out == StatusLost && s.sleepUntil(s.loopCtx, s.clock.Now().Add(j.cfg.lease)) {
 		s.handleLeased(j, c.Slot, claimAdopt)
 	}
+}
+
+// RecordDecider is implemented by a [ClaimRecorder] that can tell whether the
+// record of a won lease's first attempt may still decide who runs the slot: true
+// where instances without leases may claim the same job (a fleet in a rolling
+// upgrade that turns leases on or off), whose claim the record meets. The scheduler
+// then writes the record before the handler starts and does not run the slot when
+// the record answers [ErrClaimedElsewhere]. When it reports false the record is
+// written beside the handler, one round trip less before every run. A ClaimRecorder
+// without this method is treated as deciding.
+type RecordDecider interface {
+	RecordDecides(job string) bool
+}
+
+// recordDecides reports whether the record of a won first attempt of job must be
+// written before the handler starts.
+func recordDecides(b Backend, job string) bool {
+	d, ok := b.(RecordDecider)
+	return !ok || d.RecordDecides(job)
 }
 
 // beside runs f in a goroutine that Stop waits for: writes that go beside a run.

@@ -1,0 +1,53 @@
+package scheduler_test
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/anarchon/anarchon/scheduler"
+)
+
+// recorder is a leased memory backend whose history record of a won lease takes a
+// long time (it waits for its context), and that says whether the record decides.
+type recorder struct {
+	*scheduler.MemoryBackend
+	decides bool
+}
+
+func (r recorder) RecordClaim(ctx context.Context, _ scheduler.ClaimInput) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (r recorder) RecordDecides(string) bool { return r.decides }
+
+// A record that may decide is written before the handler (which starts only once
+// the record's bounded wait, a third of the lease, is over); one that decides
+// nothing is written beside the handler, which starts at the slot.
+func TestRecordBesideTheHandler(t *testing.T) {
+	for _, tc := range []struct {
+		decides bool
+		delay   time.Duration
+	}{{true, time.Second}, {false, 0}} {
+		synctest.Test(t, func(t *testing.T) {
+			time.Sleep(90 * time.Second) // between slots
+			b := recorder{MemoryBackend: scheduler.NewMemoryBackend(), decides: tc.decides}
+			s := newScheduler(t, b, "A")
+			started := make(chan time.Time, 1)
+			require.NoError(t, s.Every("job", time.Hour, func(context.Context, scheduler.Run) error {
+				started <- time.Now()
+				return nil
+			}, scheduler.WithLease(3*time.Second)))
+			require.NoError(t, s.Start(t.Context()))
+			slot := time.Now().Truncate(time.Hour).Add(time.Hour)
+			at := <-started
+			assert.Equal(t, tc.delay, at.Sub(slot), "decides=%v: the handler starts this long after the slot", tc.decides)
+			require.NoError(t, s.Stop(t.Context()))
+		})
+	}
+}
