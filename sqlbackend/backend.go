@@ -120,6 +120,9 @@ func (b *Backend) Runs() scheduler.RunStore { return b.runs }
 // Store returns the backend's lease store as its concrete type.
 func (b *Backend) Store() *RunStore { return b.runs }
 
+// TablePrefix returns the prefix of the backend's table names.
+func (b *Backend) TablePrefix() string { return b.opts.prefix }
+
 // DB returns the database the backend was given.
 func (b *Backend) DB() *sql.DB { return b.db }
 

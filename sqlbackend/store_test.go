@@ -1,0 +1,247 @@
+package sqlbackend_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/anarchon/anarchon/scheduler"
+	"github.com/anarchon/anarchon/scheduler/backendtest"
+	"github.com/anarchon/anarchon/sqlbackend"
+)
+
+// dialects runs fn for PostgreSQL and SQLite, each with backends on their own pools.
+func dialects(t *testing.T, fn func(t *testing.T, open func(t *testing.T, opts ...sqlbackend.Option) *sqlbackend.Backend)) {
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		p := prefix("st")
+		fn(t, func(t *testing.T, opts ...sqlbackend.Option) *sqlbackend.Backend {
+			return closeAtEnd(t, newPG(t, p, opts...))
+		})
+	})
+	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
+		path := sqliteFile(t)
+		fn(t, func(t *testing.T, opts ...sqlbackend.Option) *sqlbackend.Backend {
+			return closeAtEnd(t, newSQLite(t, path, opts...))
+		})
+	})
+}
+
+// The lease race with one pool per claimer, as separate processes: exactly one
+// won per round, every other claimer running with the winner as holder, and the
+// winner's claim repeated through another pool (its answer lost) wins again with
+// the same fence.
+func TestLeaseRaceAcrossPools(t *testing.T) {
+	t.Parallel()
+	dialects(t, func(t *testing.T, open func(t *testing.T, opts ...sqlbackend.Option) *sqlbackend.Backend) {
+		const claimers, rounds = 8, 15
+		ctx := backendtest.Context(t)
+		stores := make([]scheduler.RunStore, claimers)
+		for i := range stores {
+			stores[i] = open(t).Runs()
+		}
+		job := backendtest.JobName("race")
+		for round := range rounds {
+			slot := time.UnixMilli(1_900_000_000_000 + int64(round)*1000)
+			results := make([]scheduler.ClaimResult, claimers)
+			claims := make([]scheduler.RunClaim, claimers)
+			errs := make([]error, claimers)
+			gate := make(chan struct{})
+			var wg sync.WaitGroup
+			for i := range claimers {
+				claims[i] = scheduler.RunClaim{Job: job, Slot: slot, Token: backendtest.Token(), Instance: fmt.Sprint("i", i),
+					Lease: time.Minute, Deadline: time.Now().Add(time.Hour)}
+				wg.Go(func() {
+					<-gate
+					results[i], errs[i] = stores[i].Claim(ctx, claims[i])
+				})
+			}
+			close(gate)
+			wg.Wait()
+			require.NoError(t, errors.Join(errs...))
+			winner := -1
+			for i, r := range results {
+				if r.Outcome == scheduler.OutcomeWon {
+					require.Equal(t, -1, winner, "round %d: two winners: %+v", round, results)
+					winner = i
+				} else {
+					assert.Equal(t, scheduler.OutcomeRunning, r.Outcome, "round %d claimer %d", round, i)
+				}
+			}
+			require.NotEqual(t, -1, winner, "round %d: no winner: %+v", round, results)
+			again, err := stores[(winner+1)%claimers].Claim(ctx, claims[winner])
+			require.NoError(t, err)
+			assert.Equal(t, scheduler.OutcomeWon, again.Outcome, "round %d: the winner's claim repeated through another pool", round)
+			assert.Equal(t, results[winner].Fence, again.Fence)
+		}
+	})
+}
+
+// A watch is woken by another replica's write: on PostgreSQL by NOTIFY (the watcher
+// polls only once a minute here, so nothing else can wake it in time), on SQLite by
+// polling.
+func TestWatchSeesAnotherReplicasRelease(t *testing.T) {
+	t.Parallel()
+	dialects(t, func(t *testing.T, open func(t *testing.T, opts ...sqlbackend.Option) *sqlbackend.Backend) {
+		ctx := backendtest.Context(t)
+		watcher := open(t, sqlbackend.WithPollInterval(time.Minute)).Store()
+		if t.Name() == "TestWatchSeesAnotherReplicasRelease/sqlite" {
+			watcher = open(t, sqlbackend.WithPollInterval(50*time.Millisecond)).Store()
+		}
+		holder := open(t).Runs()
+		job := backendtest.JobName("watch")
+		slot := time.UnixMilli(1_900_000_000_000)
+		token := backendtest.Token()
+		res, err := holder.Claim(ctx, scheduler.RunClaim{Job: job, Slot: slot, Token: token, Instance: "h", Lease: time.Minute})
+		require.NoError(t, err)
+		require.Equal(t, scheduler.OutcomeWon, res.Outcome)
+		ch, err := watcher.WatchRun(ctx, job, slot)
+		require.NoError(t, err)
+		select {
+		case <-ch:
+			t.Fatal("the watch of a live lease fired at once")
+		default:
+		}
+		require.NoError(t, holder.Heartbeat(ctx, job, slot, token, time.Minute))
+		require.NoError(t, holder.Release(ctx, job, slot, token))
+		select {
+		case <-ch:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the watch did not see another replica's release")
+		}
+	})
+}
+
+// A database whose schema a newer version recorded is refused, clearly.
+func TestSchemaTooNew(t *testing.T) {
+	t.Parallel()
+	dialects(t, func(t *testing.T, open func(t *testing.T, opts ...sqlbackend.Option) *sqlbackend.Backend) {
+		ctx := backendtest.Context(t)
+		b := open(t)
+		require.NoError(t, b.Init(ctx))
+		// The tables exist now; a newer version records its number.
+		placeholder := "?"
+		if b.Name() == "sql/postgres" {
+			placeholder = "$1"
+		}
+		_, err := b.DB().ExecContext(ctx, "UPDATE "+b.TablePrefix()+"schema SET version = "+placeholder+" WHERE id = 1", sqlbackend.SchemaVersion+1)
+		require.NoError(t, err)
+		err = open(t).Init(ctx)
+		require.ErrorIs(t, err, sqlbackend.ErrSchemaTooNew)
+		assert.Contains(t, err.Error(), fmt.Sprint(sqlbackend.SchemaVersion+1))
+	})
+}
+
+func TestInvalidConfig(t *testing.T) {
+	t.Parallel()
+	db := openPG(t)
+	_, err := sqlbackend.New(nil, sqlbackend.Postgres)
+	assert.ErrorIs(t, err, scheduler.ErrInvalidConfig)
+	_, err = sqlbackend.New(db, sqlbackend.Dialect{Name: "half"})
+	assert.ErrorIs(t, err, sqlbackend.ErrDialect)
+	assert.ErrorContains(t, err, "NowMs")
+	for name, opt := range map[string]sqlbackend.Option{
+		"upper case prefix": sqlbackend.WithTablePrefix("Anarchon_"),
+		"prefix with a dot": sqlbackend.WithTablePrefix("a.b_"),
+		"empty prefix":      sqlbackend.WithTablePrefix(""),
+		"poll too short":    sqlbackend.WithPollInterval(time.Millisecond),
+		"claims kept a 1s":  sqlbackend.WithClaimRetention(time.Second),
+		"nil option":        nil,
+	} {
+		_, err := sqlbackend.New(db, sqlbackend.Postgres, opt)
+		assert.ErrorIs(t, err, scheduler.ErrInvalidOption, name)
+	}
+	b, err := sqlbackend.New(db, sqlbackend.Postgres, sqlbackend.WithClaimRetention(time.Hour))
+	require.NoError(t, err)
+	assert.Equal(t, time.Hour, b.DedupeWindow())
+	_, err = sqlbackend.OpenSQLite("")
+	assert.Error(t, err)
+}
+
+// Init fails with a clear error, without hanging, when the server is unreachable.
+func TestInitUnreachable(t *testing.T) {
+	t.Parallel()
+	db := openPGAt(t, "postgres://anarchon@127.0.0.1:1/postgres?sslmode=disable&connect_timeout=2")
+	b, err := sqlbackend.New(db, sqlbackend.Postgres)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err = b.Init(ctx)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "sqlbackend: postgres")
+}
+
+// LastRuns reads the newest run, success and failure of several jobs in one query.
+func TestLastRuns(t *testing.T) {
+	t.Parallel()
+	dialects(t, func(t *testing.T, open func(t *testing.T, opts ...sqlbackend.Option) *sqlbackend.Backend) {
+		ctx := backendtest.Context(t)
+		b := open(t)
+		a, c, none := backendtest.JobName("last-a"), backendtest.JobName("last-c"), backendtest.JobName("last-none")
+		base := time.UnixMilli(1_800_000_000_000).UTC()
+		save := func(job string, k int, st scheduler.Status, manual bool) scheduler.ClaimInput {
+			in := scheduler.ClaimInput{Job: job, Slot: base.Add(time.Duration(k) * time.Second), Token: backendtest.Token(),
+				Instance: fmt.Sprint("i", k), Attempt: 1, At: base.Add(time.Duration(k) * time.Second), RequestedBy: "ops"}
+			if manual {
+				_, err := b.RecordManualRun(ctx, in)
+				require.NoError(t, err)
+			} else {
+				won, err := b.Claim(ctx, in)
+				require.NoError(t, err)
+				require.True(t, won)
+			}
+			if st != "" {
+				r := scheduler.StoredResult{
+					Slot: in.Slot, Token: in.Token, Instance: in.Instance, Attempt: 1, Manual: manual, Status: st,
+					StartedAt: in.Slot.Add(10 * time.Millisecond), FinishedAt: in.Slot.Add(time.Second), Error: string(st),
+				}
+				if st == scheduler.StatusSkipped { // recorded, never started
+					r.StartedAt = time.Time{}
+				}
+				require.NoError(t, b.SaveResult(ctx, job, r, scheduler.Retention{Size: 10}))
+			}
+			return in
+		}
+		okA := save(a, 1, scheduler.StatusOK, false)
+		failA := save(a, 2, scheduler.StatusError, false)
+		save(a, 3, scheduler.StatusSkipped, false)
+		save(a, 4, "", false) // running: no result yet
+		manualC := save(c, 1, scheduler.StatusTimeout, true)
+
+		got, err := b.LastRuns(ctx, []string{a, c, none})
+		require.NoError(t, err)
+		require.Len(t, got, 3)
+		la := got[a]
+		require.NotNil(t, la.Run)
+		require.NotNil(t, la.Success)
+		require.NotNil(t, la.Failure)
+		assert.Equal(t, failA.Token, la.Run.Token, "the newest run that started (a skipped slot never started)")
+		assert.Equal(t, okA.Token, la.Success.Token)
+		assert.Equal(t, failA.Token, la.Failure.Token)
+		assert.Equal(t, scheduler.StatusError, la.Failure.Status)
+		assert.Equal(t, time.Second-10*time.Millisecond, la.Success.Duration)
+		assert.True(t, la.Success.ClaimedAt.Equal(okA.At), "the claim's time comes with the record")
+		lc := got[c]
+		require.NotNil(t, lc.Failure)
+		assert.Nil(t, lc.Success)
+		assert.Equal(t, manualC.Token, lc.Failure.Token)
+		assert.True(t, lc.Failure.Manual)
+		assert.Equal(t, "ops", lc.Failure.RequestedBy)
+		assert.Equal(t, scheduler.LastRuns{Job: none}, got[none])
+
+		// The same as the history fallback would say.
+		for _, job := range []string{a, c} {
+			hist, err := b.History(ctx, job, scheduler.LastRunsDepth)
+			require.NoError(t, err)
+			want := scheduler.SummarizeRuns(job, hist)
+			assert.Equal(t, want.Run.Token, got[job].Run.Token, job)
+		}
+	})
+}
