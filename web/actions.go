@@ -1,0 +1,138 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/anarchon/anarchon/fleet"
+)
+
+// maxActionBody bounds an action's body: a reason and a duration.
+const maxActionBody = 16 << 10
+
+// maxText is the longest reason or name fleet accepts (1 KiB).
+const maxText = 1024
+
+// actionInput is an action's body: form fields from the page, or JSON from a
+// client of api/.
+type actionInput struct {
+	// Reason is the pause's reason (required for pause).
+	Reason string `json:"reason"`
+	// For is the pause's length, a Go duration ("30m"); empty: until resumed.
+	For string `json:"for"`
+}
+
+// act runs an action after the cross-origin check: refused without an
+// authorizer, or when it says no.
+func (h *Handler) act(w http.ResponseWriter, r *http.Request, rt route) {
+	if h.cfg.Authorize == nil {
+		h.fail(w, r, http.StatusForbidden, "the status page is read-only: the service passes no authorizer (web.Config.Authorize)")
+		return
+	}
+	if !h.cfg.Authorize(r) {
+		h.fail(w, r, http.StatusForbidden, fmt.Sprintf("not allowed: the authorizer refused %s of %q", rt.action, rt.job))
+		return
+	}
+	in, err := readAction(w, r)
+	if err != nil {
+		h.failErr(w, r, rt.action, err)
+		return
+	}
+	by := h.cfg.Who(r)
+	if len(by) > maxText {
+		by = by[:maxText]
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
+	defer cancel()
+	var reply any
+	var done string
+	switch rt.action {
+	case actionRun:
+		reply, done, err = h.trigger(ctx, rt.job, by)
+	case actionPause:
+		var p fleet.PauseRequest
+		if p, err = pauseRequest(in, by); err == nil {
+			reply, err = h.cfg.Source.Pause(ctx, rt.job, p)
+			done = "paused"
+		}
+	case actionResume:
+		reply, err = h.cfg.Source.Resume(ctx, rt.job, fleet.ResumeRequest{By: by})
+		done = "resumed"
+	}
+	if err != nil {
+		h.failErr(w, r, fmt.Sprintf("%s %q", rt.action, rt.job), jobErr(err))
+		return
+	}
+	h.cfg.Logger.Info("web: action", "action", rt.action, "job", rt.job, "by", by)
+	if wantsJSON(r, rt) {
+		writeJSON(w, http.StatusOK, reply) // as the CLI's --json prints it
+		return
+	}
+	// Post, redirect, get: a reload does not repeat the action.
+	http.Redirect(w, r, h.cfg.Prefix+jobPath(rt.job)+"?done="+done, http.StatusSeeOther)
+}
+
+// trigger asks for a manual run and waits up to TriggerWait for it to end.
+func (h *Handler) trigger(ctx context.Context, job, by string) (fleet.TriggerReply, string, error) {
+	if h.cfg.TriggerWait < 0 {
+		r, err := h.cfg.Source.Trigger(ctx, job, fleet.TriggerRequest{By: by})
+		return r, "started", err
+	}
+	wctx, cancel := context.WithTimeout(ctx, h.cfg.TriggerWait)
+	defer cancel()
+	r, err := h.cfg.Source.Trigger(wctx, job, fleet.TriggerRequest{By: by, Wait: true})
+	if err != nil && r.State == fleet.StateAccepted && ctx.Err() == nil && wctx.Err() != nil {
+		return r, "started", nil // accepted; the run goes on past the wait
+	}
+	return r, "finished", err
+}
+
+// readAction reads the body: a form, or JSON (Content-Type: application/json).
+func readAction(w http.ResponseWriter, r *http.Request) (actionInput, error) {
+	var in actionInput
+	r.Body = http.MaxBytesReader(w, r.Body, maxActionBody)
+	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if ct == "application/json" {
+		dec := json.NewDecoder(r.Body)
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&in); err != nil {
+			return in, fmt.Errorf("%w: JSON body: %w", errBadInput, err)
+		}
+		return in, nil
+	}
+	if err := r.ParseForm(); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return in, fmt.Errorf("%w: body over %d bytes", errBadInput, maxActionBody)
+		}
+		return in, fmt.Errorf("%w: form: %w", errBadInput, err)
+	}
+	in.Reason, in.For = r.PostForm.Get("reason"), r.PostForm.Get("for")
+	return in, nil
+}
+
+// pauseRequest checks a pause's fields before the fleet is asked.
+func pauseRequest(in actionInput, by string) (fleet.PauseRequest, error) {
+	reason := strings.TrimSpace(in.Reason)
+	switch {
+	case reason == "":
+		return fleet.PauseRequest{}, fmt.Errorf("%w: a pause needs a reason", errBadInput)
+	case len(reason) > maxText:
+		return fleet.PauseRequest{}, fmt.Errorf("%w: reason of %d bytes: at most %d", errBadInput, len(reason), maxText)
+	}
+	p := fleet.PauseRequest{Reason: reason, By: by}
+	if s := strings.TrimSpace(in.For); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			return p, fmt.Errorf("%w: for=%q: a positive duration such as 30m or 2h, or empty to pause until resumed", errBadInput, s)
+		}
+		p.For = d.String()
+	}
+	return p, nil
+}

@@ -1,0 +1,139 @@
+package web
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/anarchon/anarchon/fleet"
+)
+
+// ErrInvalidConfig: a field of Config is invalid; the error names it.
+var ErrInvalidConfig = errors.New("web: invalid config")
+
+// Defaults of Config.
+const (
+	// DefaultPrefix is the path the handler serves when Config.Prefix is empty.
+	DefaultPrefix = "/"
+	// DefaultHistoryLimit is how many runs the job page shows without ?limit=.
+	DefaultHistoryLimit = 50
+	// DefaultTimeout bounds the reads behind one page, and one action.
+	DefaultTimeout = 10 * time.Second
+	// DefaultTriggerWait is how long "run now" waits for the run to end before it
+	// answers that the run goes on.
+	DefaultTriggerWait = 2 * time.Second
+	// DefaultTitle is the name in the pages' header.
+	DefaultTitle = "anarchon"
+)
+
+// Config configures New. The zero value of every field but Source is valid.
+type Config struct {
+	// Source is what the pages read and act on, usually a *fleet.Client.
+	// Required.
+	Source Source
+
+	// Prefix is the path the handler is mounted at, starting and ending with "/":
+	// mux.Handle("/anarchon/", h) with Prefix "/anarchon/". The handler builds
+	// its links under it and answers 404 outside it. Do not wrap the handler in
+	// http.StripPrefix. Defaults to DefaultPrefix ("/").
+	Prefix string
+
+	// Authorize decides whether a request may act (run now, pause, resume). It
+	// is asked on every action, and on every page to decide whether to show the
+	// action controls. Nil: the pages are read-only and every action is refused
+	// with 403. Actions are POST only and pass Go's http.CrossOriginProtection
+	// first, so a cross-site form cannot reach Authorize.
+	Authorize func(*http.Request) bool
+
+	// Who names the person behind an action, recorded with the run or pause
+	// (fleet.TriggerRequest.By, PauseRequest.By). Defaults to "web@" and the
+	// request's remote IP; return the user your authentication knows.
+	Who func(*http.Request) string
+
+	// HistoryLimit is how many runs the job page shows when the URL does not say
+	// (?limit=N). Defaults to DefaultHistoryLimit; at most fleet.MaxHistoryLimit.
+	HistoryLimit int
+
+	// Timeout bounds the reads behind one page (they run in parallel) and one
+	// action. Defaults to DefaultTimeout.
+	Timeout time.Duration
+
+	// TriggerWait is how long "run now" waits for the run to end, so a quick run
+	// shows its outcome at once; a longer run goes on and the page says so.
+	// Defaults to DefaultTriggerWait; negative: do not wait.
+	TriggerWait time.Duration
+
+	// Title is the name in the pages' header. Defaults to DefaultTitle.
+	Title string
+
+	// Logger logs reads and actions that fail. Defaults to silence.
+	Logger *slog.Logger
+
+	// Now is the clock relative times ("in 3s", "5s ago") are shown against.
+	// Defaults to time.Now.
+	Now func() time.Time
+}
+
+// withDefaults validates c and fills in its defaults.
+func (c Config) withDefaults() (Config, error) {
+	if c.Source == nil {
+		return c, fmt.Errorf("%w: Source is required (a *fleet.Client)", ErrInvalidConfig)
+	}
+	if c.Prefix == "" {
+		c.Prefix = DefaultPrefix
+	}
+	if !strings.HasPrefix(c.Prefix, "/") || !strings.HasSuffix(c.Prefix, "/") {
+		return c, fmt.Errorf("%w: Prefix %q must start and end with /", ErrInvalidConfig, c.Prefix)
+	}
+	if strings.ContainsAny(c.Prefix, "?#%") || strings.Contains(c.Prefix, "//") {
+		return c, fmt.Errorf("%w: Prefix %q: a plain path (no ?, #, %% or //)", ErrInvalidConfig, c.Prefix)
+	}
+	switch {
+	case c.HistoryLimit == 0:
+		c.HistoryLimit = DefaultHistoryLimit
+	case c.HistoryLimit < 0 || c.HistoryLimit > fleet.MaxHistoryLimit:
+		return c, fmt.Errorf("%w: HistoryLimit %d: between 1 and %d (0: %d)", ErrInvalidConfig, c.HistoryLimit,
+			fleet.MaxHistoryLimit, DefaultHistoryLimit)
+	}
+	switch {
+	case c.Timeout == 0:
+		c.Timeout = DefaultTimeout
+	case c.Timeout < 0:
+		return c, fmt.Errorf("%w: Timeout %v: negative", ErrInvalidConfig, c.Timeout)
+	}
+	switch {
+	case c.TriggerWait == 0:
+		c.TriggerWait = DefaultTriggerWait
+	case c.TriggerWait >= c.Timeout:
+		return c, fmt.Errorf("%w: TriggerWait %v: shorter than Timeout (%v)", ErrInvalidConfig, c.TriggerWait, c.Timeout)
+	}
+	if c.Title == "" {
+		c.Title = DefaultTitle
+	}
+	if c.Who == nil {
+		c.Who = remoteWho
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c, nil
+}
+
+// remoteWho is the default Config.Who: "web@" and the remote IP.
+func remoteWho(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	if host == "" {
+		return "web"
+	}
+	return "web@" + host
+}

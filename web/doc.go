@@ -1,0 +1,81 @@
+// Package web serves a fleet's status pages from the service itself: an
+// http.Handler to mount on the service's own mux, with no other process, no
+// JavaScript and nothing fetched from elsewhere (server-rendered html/template,
+// the stylesheet embedded). It shows what the fleet service (package fleet)
+// answers, the same data `anarchon jobs`, `history` and `active` print, and as
+// JSON the very structs their --json prints.
+//
+//	nc, err := nats.Connect(url)
+//	client, err := fleet.NewClient(nc)
+//	h, err := web.New(web.Config{Source: client, Prefix: "/anarchon/"})
+//	mux.Handle("/anarchon/", h)
+//
+// # Pages
+//
+// Under the prefix:
+//
+//	GET  /                       the jobs: state (active, or paused with reason and
+//	                             until), last run (slot, start lag, duration,
+//	                             outcome, replica), next slot, schedule in words with
+//	                             its zone, last success, last failure, runs in
+//	                             progress, replicas; ?show=failing or ?show=paused
+//	                             filters them (another value: 400)
+//	GET  job/<name>              one job: its facts, its live leases and its last
+//	                             runs (slot, status, instance, attempt, manual and by
+//	                             whom, lag, duration, error, fence); ?limit=N runs,
+//	                             default Config.HistoryLimit; a limit that is not a
+//	                             number from 1 up is 400, one above
+//	                             fleet.MaxHistoryLimit is clamped to it and the page
+//	                             says so; a job no replica declares is 404
+//	GET  fleet                   the replicas: what each declares, the leases it
+//	                             holds now, its version and backend
+//	POST job/<name>/run          run now (a manual run); pause (form fields reason,
+//	POST job/<name>/pause        required, and for, a Go duration, optional);
+//	POST job/<name>/resume       resume
+//	GET  style.css               the embedded stylesheet
+//
+// <name> is the job name path-escaped (a slash is %2F). A page asked with
+// Accept: application/json (and not text/html), or under api/, answers JSON
+// instead:
+//
+//	api/jobs, api/fleet          *fleet.Fleet, as `anarchon jobs --json` prints it
+//	api/job/<name>               JobView: the job's summary, history and leases
+//	api/job/<name>/history       fleet.HistoryReply (`anarchon history JOB --json`)
+//	api/job/<name>/active        fleet.ActiveReply (`anarchon active JOB --json`)
+//	api/job/<name>/run|pause|resume (POST)  the fleet reply, as the CLI's --json
+//	                             (form fields, or a JSON body {"reason","for"})
+//
+// An error is the error page, or fleet.ErrorBody {"code","error"} as JSON, with
+// the status: 400 bad input, 403 action refused, 404 unknown page or job, 405
+// wrong method, 501 the backend cannot (pause), 503 no replica answers or the
+// replica is unavailable, 504 the source took longer than Config.Timeout, 502
+// another failure of the source.
+//
+// # Actions
+//
+// Actions are off unless the service sets Config.Authorize: without it every
+// action is refused with 403 and the pages show no buttons. With it, the pages
+// show the buttons to requests it allows, and every action asks it again. Actions
+// are POST only, pass Go's http.CrossOriginProtection (a form posted from another
+// site is refused with 403 before Authorize is asked) and redirect back to the
+// job's page (post, redirect, get). Who asked is Config.Who(r) (default "web@"
+// and the remote IP), recorded with the manual run or the pause. Run now waits
+// up to Config.TriggerWait for the run to end, then says it goes on.
+//
+// # Cost
+//
+// A jobs or fleet page is one Source.Jobs: with *fleet.Client, one
+// scatter-gather that waits its gather window (fleet.DefaultGatherWindow unless
+// the client was built WithGatherWindow) while each replica reads every job's
+// last runs and leases. A job page is that and the job's History and Active,
+// asked in parallel. Rendering itself is cheap next to those reads: see
+// BenchmarkJobsPage.
+//
+// # Screen and markup
+//
+// Tables are tables (caption, th with scope), controls have labels, and the
+// pages set a Content-Security-Policy that allows no script and nothing from
+// another origin. Below 720 px wide the jobs table keeps its key columns (job,
+// state, last run, run now) and hides the rest, which the job's page shows, so
+// nothing scrolls sideways at 375 px.
+package web

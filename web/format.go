@@ -1,0 +1,223 @@
+package web
+
+import (
+	"fmt"
+	"html/template"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/anarchon/anarchon/fleet"
+)
+
+// funcs are the templates' functions.
+func (h *Handler) funcs() template.FuncMap {
+	return template.FuncMap{
+		"jobURL":    func(job string) string { return h.cfg.Prefix + jobPath(job) },
+		"apiJobURL": func(job string) string { return h.cfg.Prefix + "api/" + jobPath(job) },
+		"page":      frameOf,
+		"clock":     clock,
+		"rel":       rel,
+		"iso":       func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
+		"ms":        msText,
+		"status":    statusClass,
+		"failed":    failed,
+		"sched":     scheduleWords,
+		"join":      strings.Join,
+		"holding":   holding,
+	}
+}
+
+// frame is what a shared template ("head", "run", "pause") gets: the page's
+// frame and one item.
+type frame struct {
+	pageBase
+	Page string     // "head": the page's name in the title
+	Run  *fleet.Run // "run"
+	*fleet.PauseInfo
+}
+
+// frameOf is the templates' page function: {{template "run" page $ .LastRun}}.
+func frameOf(p interface{ base() pageBase }, item any) (frame, error) {
+	f := frame{pageBase: p.base()}
+	switch x := item.(type) {
+	case string:
+		f.Page = x
+	case *fleet.Run:
+		f.Run = x
+	case *fleet.PauseInfo:
+		f.PauseInfo = x
+	default:
+		return f, fmt.Errorf("web: page: %T", item)
+	}
+	return f, nil
+}
+
+// clock shows t in UTC: the time of day when it is on now's UTC date, the date
+// too otherwise; millisecond precision only when t has some (manual runs' slots).
+func clock(t, now time.Time) string {
+	if t.IsZero() {
+		return "–"
+	}
+	t = t.UTC()
+	layout := "15:04:05Z"
+	if t.Nanosecond()%int(time.Second) != 0 {
+		layout = "15:04:05.000Z"
+	}
+	if y, m, d := t.Date(); y != now.UTC().Year() || m != now.UTC().Month() || d != now.UTC().Day() {
+		layout = "2006-01-02 " + layout
+	}
+	return t.Format(layout)
+}
+
+// rel says how far t is from now: "in 3s", "2m ago".
+func rel(t, now time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	d := t.Sub(now)
+	if d >= 0 {
+		return "in " + short(d)
+	}
+	return short(-d) + " ago"
+}
+
+// short rounds a duration to what a person reads: two significant units at most.
+func short(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		return d.Round(time.Microsecond).String()
+	case d < time.Second:
+		return d.Round(100 * time.Microsecond).String()
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond).String()
+	case d < time.Hour:
+		return d.Round(time.Second).String()
+	case d < 48*time.Hour:
+		s := strings.TrimSuffix(d.Round(time.Minute).String(), "0s")
+		if strings.HasSuffix(s, "h0m") {
+			s = strings.TrimSuffix(s, "0m")
+		}
+		return s
+	}
+	return strconv.Itoa(int(d/(24*time.Hour))) + "d"
+}
+
+// msText shows a millisecond figure (fleet.Run's lag and duration) as a duration.
+func msText(ms float64) string {
+	if ms == 0 {
+		return "–"
+	}
+	return short(time.Duration(ms * float64(time.Millisecond)))
+}
+
+// statusClass is the CSS class of a run status: ok, bad, warn or run.
+func statusClass(s any) string {
+	switch fmt.Sprint(s) {
+	case "ok":
+		return "ok"
+	case "running":
+		return "run"
+	case "error", "timeout", "cancelled", "lost", "superseded":
+		return "bad"
+	}
+	return "warn" // skipped, late, paused, and what a newer version adds
+}
+
+// holding counts the live leases among runs.
+func holding(runs []fleet.ActiveRun) int {
+	n := 0
+	for _, r := range runs {
+		if r.Live {
+			n++
+		}
+	}
+	return n
+}
+
+// scheduleWords says a schedule as the replicas declare it ("every 10s",
+// "CRON_TZ=Europe/Athens 0 9 * * MON-FRI") in words, with its zone: "every 10s
+// (UTC)", "at 09:00 on MON-FRI (Europe/Athens)". An expression it does not
+// recognise is shown as it is, with its zone.
+func scheduleWords(s string) string {
+	if s == "" {
+		return "–"
+	}
+	if strings.HasPrefix(s, "every ") {
+		return s + " (aligned to UTC)"
+	}
+	zone := "UTC"
+	for _, p := range []string{"CRON_TZ=", "TZ="} {
+		if rest, ok := strings.CutPrefix(s, p); ok {
+			zone, s, _ = strings.Cut(rest, " ")
+			break
+		}
+	}
+	return cronWords(strings.TrimSpace(s)) + " (" + zone + ")"
+}
+
+var descriptors = map[string]string{
+	"@yearly": "every 1 January at 00:00", "@annually": "every 1 January at 00:00",
+	"@monthly": "on day 1 of every month at 00:00", "@weekly": "every Sunday at 00:00",
+	"@daily": "every day at 00:00", "@midnight": "every day at 00:00", "@hourly": "every hour at :00",
+}
+
+func cronWords(expr string) string {
+	if d, ok := descriptors[expr]; ok {
+		return d
+	}
+	if every, ok := strings.CutPrefix(expr, "@every "); ok {
+		return "every " + every
+	}
+	f := strings.Fields(expr)
+	sec := "0"
+	switch len(f) {
+	case 6:
+		sec, f = f[0], f[1:]
+	case 5:
+	default:
+		return "cron " + expr
+	}
+	minute, hour, dom, month, dow := f[0], f[1], f[2], f[3], f[4]
+	var when string
+	switch {
+	case isNum(sec) && isNum(minute) && isNum(hour):
+		when = "at " + pad(hour) + ":" + pad(minute)
+		if sec != "0" {
+			when += ":" + pad(sec)
+		}
+	case isNum(sec) && isNum(minute) && hour == "*":
+		when = "every hour at :" + pad(minute)
+	case isNum(sec) && strings.HasPrefix(minute, "*/") && hour == "*":
+		when = "every " + minute[2:] + " minutes"
+	case strings.HasPrefix(sec, "*/") && minute == "*" && hour == "*":
+		when = "every " + sec[2:] + " seconds"
+	case sec == "*" && minute == "*" && hour == "*":
+		when = "every second"
+	case sec == "0" && minute == "*" && hour == "*":
+		when = "every minute"
+	default:
+		return "cron " + expr
+	}
+	switch {
+	case dom == "*" && month == "*" && dow == "*":
+		return when + " every day"
+	case dom == "*" && month == "*":
+		return when + " on " + dow
+	case dow == "*" && month == "*":
+		return when + " on day " + dom + " of the month"
+	}
+	return "cron " + expr
+}
+
+func isNum(s string) bool {
+	_, err := strconv.Atoi(s)
+	return err == nil
+}
+
+func pad(s string) string {
+	if len(s) == 1 {
+		return "0" + s
+	}
+	return s
+}

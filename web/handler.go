@@ -1,0 +1,173 @@
+package web
+
+import (
+	"context"
+	"html/template"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// Handler serves the status pages, their JSON and the actions under
+// Config.Prefix. It holds no state between requests and is safe for concurrent
+// use.
+type Handler struct {
+	cfg   Config
+	pages *template.Template
+	cop   *http.CrossOriginProtection
+}
+
+// New returns the handler that serves cfg.Source's fleet, or an error wrapping
+// ErrInvalidConfig that names the field at fault.
+func New(cfg Config) (*Handler, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	h := &Handler{cfg: cfg, cop: http.NewCrossOriginProtection()}
+	h.pages = parsePages(h.funcs())
+	h.cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.fail(w, r, http.StatusForbidden, "cross-site request refused: actions are accepted from this page's own origin only")
+	}))
+	return h, nil
+}
+
+// A route is what a request's path names, below the prefix.
+type route struct {
+	page   string // "jobs", "fleet", "job", "style" or "" (none)
+	job    string // for the job page and the actions
+	action string // "run", "pause", "resume" on a job
+	api    bool   // under api/: always JSON
+}
+
+// Action names in paths: <prefix>job/<name>/<action>.
+const (
+	actionRun    = "run"
+	actionPause  = "pause"
+	actionResume = "resume"
+)
+
+// parseRoute reads the path below the prefix (escaped form, so a job name with
+// a slash, escaped as %2F, stays one segment).
+func parseRoute(rest string) (route, bool) {
+	var rt route
+	if after, ok := strings.CutPrefix(rest, "api/"); ok {
+		rt.api, rest = true, after
+	}
+	switch rest {
+	case "":
+		if rt.api {
+			return rt, false
+		}
+		rt.page = "jobs"
+		return rt, true
+	case "jobs":
+		rt.page = "jobs"
+		return rt, rt.api // the page itself is the prefix
+	case "fleet":
+		rt.page = "fleet"
+		return rt, true
+	case "style.css":
+		rt.page = "style"
+		return rt, !rt.api
+	}
+	after, ok := strings.CutPrefix(rest, "job/")
+	if !ok {
+		return rt, false
+	}
+	segs := strings.Split(after, "/")
+	if len(segs) > 2 || segs[0] == "" {
+		return rt, false
+	}
+	name, err := url.PathUnescape(segs[0])
+	if err != nil || name == "" {
+		return rt, false
+	}
+	rt.page, rt.job = "job", name
+	if len(segs) == 2 {
+		switch segs[1] {
+		case actionRun, actionPause, actionResume:
+			rt.action = segs[1]
+		case "history", "active":
+			if !rt.api {
+				return rt, false
+			}
+			rt.page = segs[1]
+		default:
+			return rt, false
+		}
+	}
+	return rt, true
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	setSecurityHeaders(w)
+	rest, ok := strings.CutPrefix(r.URL.EscapedPath(), h.cfg.Prefix)
+	if !ok {
+		// The prefix without its slash: the address people type.
+		if r.URL.EscapedPath()+"/" == h.cfg.Prefix && isRead(r.Method) {
+			http.Redirect(w, r, h.cfg.Prefix, http.StatusMovedPermanently)
+			return
+		}
+		h.fail(w, r, http.StatusNotFound, "no such page: the status pages are under "+h.cfg.Prefix)
+		return
+	}
+	rt, ok := parseRoute(rest)
+	if !ok {
+		h.fail(w, r, http.StatusNotFound, "no such page")
+		return
+	}
+	if rt.action != "" {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			h.fail(w, r, http.StatusMethodNotAllowed, "an action is a POST (the buttons on the job page)")
+			return
+		}
+		h.cop.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h.act(w, r, rt)
+		})).ServeHTTP(w, r)
+		return
+	}
+	if !isRead(r.Method) {
+		w.Header().Set("Allow", "GET, HEAD")
+		h.fail(w, r, http.StatusMethodNotAllowed, "this page is read with GET; actions are POSTs to job/<name>/run, pause or resume")
+		return
+	}
+	if rt.page == "style" {
+		serveStyle(w, r)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
+	defer cancel()
+	switch rt.page {
+	case "jobs":
+		h.jobsPage(ctx, w, r, rt)
+	case "fleet":
+		h.fleetPage(ctx, w, r, rt)
+	case "job":
+		h.jobPage(ctx, w, r, rt)
+	case "history", "active":
+		h.jobAPI(ctx, w, r, rt)
+	}
+}
+
+func isRead(method string) bool { return method == http.MethodGet || method == http.MethodHead }
+
+// setSecurityHeaders: the pages run no script and load nothing from elsewhere;
+// the policy says so, so an injected script or image would not run or load.
+func setSecurityHeaders(w http.ResponseWriter) {
+	hd := w.Header()
+	hd.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Referrer-Policy", "same-origin")
+}
+
+// jobPath is the escaped path of a job's page below the prefix. A job named "."
+// or ".." has its dots escaped, so a mux that cleans paths does not take it for a
+// relative path.
+func jobPath(job string) string {
+	if job == "." || job == ".." {
+		return "job/" + strings.ReplaceAll(job, ".", "%2E")
+	}
+	return "job/" + url.PathEscape(job)
+}

@@ -1,0 +1,172 @@
+package web_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/anarchon/anarchon/embedded"
+	"github.com/anarchon/anarchon/fleet"
+	"github.com/anarchon/anarchon/scheduler"
+	"github.com/anarchon/anarchon/web"
+)
+
+// Jobs of the test fleet: every 365 days (slots aligned to the Unix epoch), so no
+// scheduled slot runs during a test; runs come from triggers. hostile is a name a page must show as text; broken fails
+// with an error a page must show as text.
+const (
+	jobReport  = "report"
+	jobHostile = "<script>alert(1)</script>"
+	jobBroken  = "broken/one"
+	jobDots    = ".."
+	hostileErr = `<img src=x onerror=alert(2)> & "quotes"`
+	rare       = 365 * 24 * time.Hour
+)
+
+// testFleet is three replicas on a memory backend over an embedded nats-server,
+// each serving the fleet service, a fleet.Client and the web handler on an
+// httptest server.
+type testFleet struct {
+	client *fleet.Client
+	srv    *httptest.Server
+	h      *web.Handler
+}
+
+// startFleet starts the fleet and serves web.New(cfg) with cfg.Source set to the
+// client, mounted at /anarchon/. It fails, never skips, when the embedded server
+// cannot start.
+func startFleet(t testing.TB, cfg web.Config) *testFleet {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ns, err := embedded.Start(ctx, embedded.Options{})
+	require.NoError(t, err, "the embedded nats-server must start")
+	t.Cleanup(ns.Shutdown)
+	b := scheduler.NewMemoryBackend()
+	for _, id := range []string{"replica-a", "replica-b", "replica-c"} {
+		nc := connect(t, ns)
+		s, err := scheduler.New(scheduler.Config{Backend: b, Instance: id})
+		require.NoError(t, err)
+		ok := func(context.Context, scheduler.Run) error { return nil }
+		require.NoError(t, s.Every(jobReport, rare, ok))
+		require.NoError(t, s.Every(jobHostile, rare, ok))
+		require.NoError(t, s.Every(jobBroken, rare, func(context.Context, scheduler.Run) error { return errors.New(hostileErr) }))
+		require.NoError(t, s.Cron(jobDots, "0 9 29 2 MON", ok, scheduler.WithLocation(mustZone(t, "Europe/Athens"))))
+		require.NoError(t, s.Start(ctx))
+		t.Cleanup(func() { require.NoError(t, s.Stop(context.Background())) })
+		svc, err := fleet.Serve(ctx, nc, s)
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, svc.Stop(context.Background())) })
+	}
+	// A short gather window: three replicas on one machine answer within it.
+	client, err := fleet.NewClient(connect(t, ns), fleet.WithGatherWindow(150*time.Millisecond))
+	require.NoError(t, err)
+	cfg.Source = client
+	if cfg.Prefix == "" {
+		cfg.Prefix = "/anarchon/"
+	}
+	h, err := web.New(cfg)
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	mux.Handle(cfg.Prefix, h)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return &testFleet{client: client, srv: srv, h: h}
+}
+
+func connect(t testing.TB, ns *embedded.Server) *nats.Conn {
+	t.Helper()
+	nc, err := ns.Connect()
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+func mustZone(t testing.TB, name string) *time.Location {
+	t.Helper()
+	loc, err := time.LoadLocation(name)
+	require.NoError(t, err)
+	return loc
+}
+
+// trigger runs job now through the client and waits for the run to end.
+func (f *testFleet) trigger(t testing.TB, job string) fleet.TriggerReply {
+	t.Helper()
+	r, err := f.client.Trigger(t.Context(), job, fleet.TriggerRequest{By: "tester", Wait: true})
+	require.NoError(t, err)
+	require.NotNil(t, r.Run)
+	return r
+}
+
+// response is what a request got.
+type response struct {
+	status int
+	header http.Header
+	body   string
+}
+
+// do sends a request to the handler; it does not follow redirects.
+func (f *testFleet) do(t testing.TB, method, path string, header http.Header, body string) response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, f.srv.URL+path, strings.NewReader(body))
+	require.NoError(t, err)
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	if body != "" && req.Header.Get("Content-Type") == "" {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return response{status: resp.StatusCode, header: resp.Header, body: string(b)}
+}
+
+func (f *testFleet) get(t testing.TB, path string) response {
+	t.Helper()
+	return f.do(t, http.MethodGet, path, nil, "")
+}
+
+func (f *testFleet) getJSON(t testing.TB, path string) response {
+	t.Helper()
+	return f.do(t, http.MethodGet, path, http.Header{"Accept": {"application/json"}}, "")
+}
+
+func (f *testFleet) post(t testing.TB, path string, form url.Values) response {
+	t.Helper()
+	return f.do(t, http.MethodPost, path, nil, form.Encode())
+}
+
+// jobURL is the path of a job's page as the handler links it.
+func jobURL(job string) string {
+	if job == ".." {
+		return "/anarchon/job/%2E%2E"
+	}
+	return "/anarchon/job/" + url.PathEscape(job)
+}
+
+// manualRuns counts job's manual runs in its history.
+func (f *testFleet) manualRuns(t testing.TB, job string) int {
+	t.Helper()
+	h, err := f.client.History(t.Context(), job, 100)
+	require.NoError(t, err)
+	n := 0
+	for _, r := range h.Runs {
+		if r.Manual {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,269 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/anarchon/anarchon/fleet"
+)
+
+// pageBase is what every page's frame needs.
+type pageBase struct {
+	Title  string
+	Prefix string
+	Nav    string // the current page in the navigation: "jobs", "fleet" or ""
+	CanAct bool   // Authorize allows this request: show the action controls
+	Now    time.Time
+}
+
+func (p pageBase) base() pageBase { return p }
+
+func (h *Handler) base(r *http.Request, nav string) pageBase {
+	return pageBase{
+		Title: h.cfg.Title, Prefix: h.cfg.Prefix, Nav: nav, Now: h.cfg.Now(),
+		CanAct: h.cfg.Authorize != nil && h.cfg.Authorize(r),
+	}
+}
+
+// Filters of the jobs page (?show=).
+const (
+	showAll     = ""
+	showFailing = "failing"
+	showPaused  = "paused"
+)
+
+// jobsView is the jobs page.
+type jobsView struct {
+	pageBase
+	Fleet *fleet.Fleet
+	Rows  []jobRow
+	Show  string
+	// All, Failing and Paused count the jobs of each filter.
+	All, Failing, Paused int
+}
+
+// jobRow is a job of the jobs page.
+type jobRow struct {
+	fleet.JobSummary
+	// Failing: the job's last run ended in a failure.
+	Failing bool
+}
+
+// failed reports whether a run's status is a failure (as fleet's LastFailure
+// counts them).
+func failed(r *fleet.Run) bool {
+	if r == nil {
+		return false
+	}
+	switch r.Status {
+	case "error", "timeout", "cancelled", "lost", "superseded":
+		return true
+	}
+	return false
+}
+
+func (h *Handler) jobsPage(ctx context.Context, w http.ResponseWriter, r *http.Request, rt route) {
+	show := r.URL.Query().Get("show")
+	if show != showAll && show != showFailing && show != showPaused {
+		h.fail(w, r, http.StatusBadRequest, fmt.Sprintf("show=%q: failing, paused, or none for every job", show))
+		return
+	}
+	f, err := h.cfg.Source.Jobs(ctx)
+	if err != nil {
+		h.failErr(w, r, "list the jobs", err)
+		return
+	}
+	if wantsJSON(r, rt) {
+		writeJSON(w, http.StatusOK, f) // as `anarchon jobs --json` prints it
+		return
+	}
+	v := jobsView{pageBase: h.base(r, "jobs"), Fleet: f, Show: show, All: len(f.Jobs)}
+	for _, j := range f.Jobs {
+		row := jobRow{JobSummary: j, Failing: failed(j.LastRun)}
+		if row.Failing {
+			v.Failing++
+		}
+		if j.State == fleet.JobPaused {
+			v.Paused++
+		}
+		if show == showFailing && !row.Failing || show == showPaused && j.State != fleet.JobPaused {
+			continue
+		}
+		v.Rows = append(v.Rows, row)
+	}
+	h.render(w, http.StatusOK, "jobs", v)
+}
+
+// fleetView is the fleet page: the replicas, what each declares and holds.
+type fleetView struct {
+	pageBase
+	Fleet    *fleet.Fleet
+	Replicas []replicaRow
+}
+
+type replicaRow struct {
+	fleet.Replica
+	// Holds are the live leases the replica holds now.
+	Holds []fleet.ActiveRun
+}
+
+func (h *Handler) fleetPage(ctx context.Context, w http.ResponseWriter, r *http.Request, rt route) {
+	f, err := h.cfg.Source.Jobs(ctx)
+	if err != nil {
+		h.failErr(w, r, "list the replicas", err)
+		return
+	}
+	if wantsJSON(r, rt) {
+		writeJSON(w, http.StatusOK, f)
+		return
+	}
+	v := fleetView{pageBase: h.base(r, "fleet"), Fleet: f}
+	for _, rep := range f.Replicas {
+		row := replicaRow{Replica: rep}
+		for _, j := range f.Jobs {
+			for _, a := range j.Running {
+				if a.Live && a.Instance == rep.Instance {
+					row.Holds = append(row.Holds, a)
+				}
+			}
+		}
+		v.Replicas = append(v.Replicas, row)
+	}
+	h.render(w, http.StatusOK, "fleet", v)
+}
+
+// JobView is the job page's data, and its JSON (api/job/<name>, or the page
+// asked with Accept: application/json): the job as the jobs page shows it, its
+// recent runs as `anarchon history --json` prints them, and its unfinished runs
+// as `anarchon active JOB --json` does.
+type JobView struct {
+	Job     fleet.JobSummary   `json:"job"`
+	History fleet.HistoryReply `json:"history"`
+	Active  fleet.ActiveReply  `json:"active"`
+}
+
+// jobView is the job page.
+type jobView struct {
+	pageBase
+	JobView
+	// Asked is the limit the URL asked for when it was clamped (0 otherwise).
+	Asked string
+	Limit int
+	// Done is the message of the action that led here.
+	Done string
+}
+
+// doneMessages are the messages an action's redirect may ask for (?done=): a
+// fixed set, so the URL cannot put text of its own on the page.
+var doneMessages = map[string]string{
+	"finished": "The manual run finished: it is the newest manual run below.",
+	"started":  "The manual run started and goes on: reload to see how it ends.",
+	"paused":   "Paused: every replica follows within a second.",
+	"resumed":  "Resumed: every replica follows within a second.",
+}
+
+// historyLimit reads ?limit=: absent is the configured default; a number above
+// fleet.MaxHistoryLimit (even one too large for an int) is clamped to it, and the
+// page says so; anything else (not a number, zero, negative) is a bad request.
+func (h *Handler) historyLimit(r *http.Request) (limit int, clampedFrom string, err error) {
+	s := r.URL.Query().Get("limit")
+	if s == "" {
+		return h.cfg.HistoryLimit, "", nil
+	}
+	n, err := strconv.Atoi(s)
+	switch {
+	case errors.Is(err, strconv.ErrRange) && s[0] != '-':
+		return fleet.MaxHistoryLimit, s, nil
+	case err != nil || n <= 0:
+		return 0, "", fmt.Errorf("%w: limit=%q: a number of runs from 1 to %d", errBadInput, s, fleet.MaxHistoryLimit)
+	case n > fleet.MaxHistoryLimit:
+		return fleet.MaxHistoryLimit, s, nil
+	}
+	return n, "", nil
+}
+
+func (h *Handler) jobPage(ctx context.Context, w http.ResponseWriter, r *http.Request, rt route) {
+	limit, asked, err := h.historyLimit(r)
+	if err != nil {
+		h.failErr(w, r, "history", err)
+		return
+	}
+	// The three reads run together: the page costs the slowest, the jobs gather.
+	var (
+		wg                       sync.WaitGroup
+		f                        *fleet.Fleet
+		hist                     fleet.HistoryReply
+		act                      fleet.ActiveReply
+		jobsErr, histErr, actErr error
+	)
+	wg.Go(func() { f, jobsErr = h.cfg.Source.Jobs(ctx) })
+	wg.Go(func() { hist, histErr = h.cfg.Source.History(ctx, rt.job, limit) })
+	wg.Go(func() { act, actErr = h.cfg.Source.Active(ctx, rt.job) })
+	wg.Wait()
+	if jobsErr != nil {
+		h.failErr(w, r, "list the jobs", jobsErr)
+		return
+	}
+	i := slices.IndexFunc(f.Jobs, func(j fleet.JobSummary) bool { return j.Name == rt.job })
+	if i < 0 {
+		h.fail(w, r, http.StatusNotFound, fmt.Sprintf("unknown job %q: no replica that answered declares it", rt.job))
+		return
+	}
+	if histErr != nil {
+		h.failErr(w, r, fmt.Sprintf("history of %q", rt.job), jobErr(histErr))
+		return
+	}
+	if actErr != nil {
+		h.failErr(w, r, fmt.Sprintf("unfinished runs of %q", rt.job), jobErr(actErr))
+		return
+	}
+	jv := JobView{Job: f.Jobs[i], History: hist, Active: act}
+	if jv.History.Runs == nil {
+		jv.History.Runs = []fleet.Run{}
+	}
+	if jv.Active.Runs == nil {
+		jv.Active.Runs = []fleet.ActiveRun{}
+	}
+	if wantsJSON(r, rt) {
+		writeJSON(w, http.StatusOK, jv)
+		return
+	}
+	h.render(w, http.StatusOK, "job", jobView{pageBase: h.base(r, ""), JobView: jv, Asked: asked, Limit: limit,
+		Done: doneMessages[r.URL.Query().Get("done")]})
+}
+
+// jobAPI answers api/job/<name>/history and api/job/<name>/active with exactly
+// what `anarchon history JOB --json` and `anarchon active JOB --json` print.
+func (h *Handler) jobAPI(ctx context.Context, w http.ResponseWriter, r *http.Request, rt route) {
+	var v any
+	var err error
+	switch rt.page {
+	case "history":
+		var limit int
+		if limit, _, err = h.historyLimit(r); err == nil {
+			v, err = h.cfg.Source.History(ctx, rt.job, limit)
+		}
+	case "active":
+		v, err = h.cfg.Source.Active(ctx, rt.job)
+	}
+	if err != nil {
+		h.failErr(w, r, fmt.Sprintf("%s of %q", rt.page, rt.job), jobErr(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// jobErr: a request about one job that no replica answers means no running
+// replica declares it: an unknown job (404), as far as the page can tell.
+func jobErr(err error) error {
+	if errors.Is(err, fleet.ErrNoReplica) {
+		return fmt.Errorf("%w: %w", fleet.ErrUnknownJob, err)
+	}
+	return err
+}

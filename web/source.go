@@ -1,0 +1,28 @@
+package web
+
+import (
+	"context"
+
+	"github.com/anarchon/anarchon/fleet"
+)
+
+// Source is what the pages read and what their actions ask: the methods of
+// *fleet.Client the handler calls, and nothing more. Any other implementation
+// (a cache in front of a client, a fleet in another form) serves the same pages;
+// its errors should match fleet's sentinels (fleet.ErrUnknownJob,
+// fleet.ErrNoReplica, fleet.ErrBadRequest…) for the pages to answer with the right
+// status.
+type Source interface {
+	// Jobs is every replica's answer summarised by job: the jobs and fleet pages.
+	Jobs(ctx context.Context) (*fleet.Fleet, error)
+	// History is a job's recent runs, newest first: the job page.
+	History(ctx context.Context, job string, limit int) (fleet.HistoryReply, error)
+	// Active is a job's unfinished runs: the job page's leases.
+	Active(ctx context.Context, job string) (fleet.ActiveReply, error)
+	// Trigger, Pause and Resume are the actions.
+	Trigger(ctx context.Context, job string, in fleet.TriggerRequest) (fleet.TriggerReply, error)
+	Pause(ctx context.Context, job string, in fleet.PauseRequest) (fleet.PauseReply, error)
+	Resume(ctx context.Context, job string, in fleet.ResumeRequest) (fleet.ResumeReply, error)
+}
+
+var _ Source = (*fleet.Client)(nil)
