@@ -66,6 +66,7 @@ func (s *Store) claim(ctx context.Context, b *bucket, in scheduler.RunClaim) (sc
 		if err := backoff(ctx, try); err != nil {
 			return scheduler.ClaimResult{}, err
 		}
+		sent := time.Now()
 		run, ls, err := s.readBoth(ctx, b, k)
 		if err != nil {
 			return scheduler.ClaimResult{}, err
@@ -85,6 +86,7 @@ func (s *Store) claim(ctx context.Context, b *bucket, in scheduler.RunClaim) (sc
 			if run.rec != nil && run.rec.Token == ls.rec.Token {
 				res.Attempt, res.Fence = run.rec.Attempt, run.rec.Fence
 			}
+			s.noteRunning(k, ls, sent)
 			return res, nil
 
 		case ls.rec != nil && run.rec != nil && run.rec.Token == in.Token:

@@ -47,6 +47,9 @@ type Store struct {
 	hub      watchHub
 	// clockCall is the server-time reading in flight, if any (guarded by mu).
 	clockCall *clockCall
+	// hints are the live leases Claims answered running with, by lease key: the
+	// baselines of the watches backups start next (guarded by mu).
+	hints map[string]hint
 
 	done   context.Context // canceled by Close
 	cancel context.CancelFunc

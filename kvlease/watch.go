@@ -25,9 +25,15 @@ const watchSlack = time.Second
 //
 // All watches of a Store share ONE watcher on the bucket's lease keys (one consumer
 // on the server however many backups wait), started by the first WatchRun. A waiter
-// is registered before the lease is read from the stream leader; that reading
-// decides, and the shared watcher's updates count only when newer than it (a
-// watcher's consumer may be served by a replica a little behind the leader).
+// is registered, then the baseline is taken: the lease as this store's own Claim
+// just read it (answering running) when that reading was sent after the shared
+// watcher started, else a read from the stream leader. The shared watcher's updates
+// count only when newer than the baseline (a watcher's consumer may be served by a
+// replica a little behind the leader); every update newer than a reading sent after
+// the watcher started reaches the watcher, and the updates it delivered before the
+// waiter was registered are kept for a while by key. So a backup that stands by
+// right after its claim costs no read of its own: one shared watch, no read per
+// slot.
 func (s *Store) WatchRun(ctx context.Context, job string, slot time.Time) (<-chan struct{}, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -43,13 +49,16 @@ func (s *Store) WatchRun(ctx context.Context, job string, slot time.Time) (<-cha
 	}
 	k := keysFor(job, slot)
 	w := &waiter{ch: make(chan struct{}), key: k.lease, base: ^uint64(0)}
-	if err := s.hub.add(s, b, w); err != nil {
+	started, err := s.hub.add(s, b, w)
+	if err != nil {
 		return nil, fmt.Errorf("kvlease: watch %s: %w", natsutil.DescribeRun(job, slot), err)
 	}
-	ls, err := s.readLease(callCtx, b, k)
-	if err != nil {
-		s.hub.remove(w)
-		return nil, fmt.Errorf("kvlease: watch %s: %w", natsutil.DescribeRun(job, slot), err)
+	ls, ok := s.takeHint(k, started)
+	if !ok {
+		if ls, err = s.readLease(callCtx, b, k); err != nil {
+			s.hub.remove(w)
+			return nil, fmt.Errorf("kvlease: watch %s: %w", natsutil.DescribeRun(job, slot), err)
+		}
 	}
 	if ls.rec == nil {
 		s.hub.fire(w) // no live lease: a claim may decide differently now
@@ -85,21 +94,34 @@ type watchHub struct {
 	mu      sync.Mutex
 	waiters map[string]map[*waiter]struct{}
 	running bool
+	// started is when the running watcher's consumer existed (local time): a
+	// reading sent after it is followed by every newer update.
+	started time.Time
+	// last holds the newest update the watcher delivered of each lease key in the
+	// last hintTTL, with when it came.
+	last   map[string]lastSeen
+	nextGC time.Time
 }
 
-// add registers w, starting the shared watcher when it is not running.
-func (h *watchHub) add(s *Store, b *bucket, w *waiter) error {
+type lastSeen struct {
+	seen
+	at time.Time
+}
+
+// add registers w, starting the shared watcher when it is not running, and returns
+// when the running watcher started.
+func (h *watchHub) add(s *Store, b *bucket, w *waiter) (time.Time, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if s.done.Err() != nil {
-		return ErrClosed
+		return time.Time{}, ErrClosed
 	}
 	if !h.running {
 		kw, err := b.kv.WatchFiltered(s.done, []string{leasePrefix + ">"}, jetstream.UpdatesOnly())
 		if err != nil {
-			return err
+			return time.Time{}, err
 		}
-		h.running = true
+		h.running, h.started = true, time.Now()
 		s.watchers.Add(1)
 		go func() {
 			defer s.watchers.Done()
@@ -115,7 +137,7 @@ func (h *watchHub) add(s *Store, b *bucket, w *waiter) error {
 		h.waiters[w.key] = set
 	}
 	set[w] = struct{}{}
-	return nil
+	return h.started, nil
 }
 
 // arm sets what w waits to change, and what to stop when it fires; until armed,
@@ -127,6 +149,9 @@ func (h *watchHub) arm(w *waiter, rev uint64, token string, cleanup func()) {
 	if waiting {
 		w.base, w.token, w.cleanup = rev, token, cleanup
 		for _, u := range w.early {
+			changed = changed || (u.rev > rev && u.token != token)
+		}
+		if u, ok := h.last[w.key]; ok { // delivered before w was registered
 			changed = changed || (u.rev > rev && u.token != token)
 		}
 		w.early = nil
@@ -205,18 +230,20 @@ func (h *watchHub) run(s *Store, kw jetstream.KeyWatcher) {
 
 // deliver fires the waiters of e's key whose lease e ends or replaces.
 func (h *watchHub) deliver(e jetstream.KeyValueEntry) {
+	next, err := decodeLease(entryFromKV(e))
+	holder := ""
+	if err == nil && next.rec != nil {
+		holder = next.rec.Token
+	}
+	now := time.Now()
 	h.mu.Lock()
+	h.remember(e.Key(), seen{e.Revision(), holder}, now)
 	set := h.waiters[e.Key()]
 	if len(set) == 0 {
 		h.mu.Unlock()
 		return
 	}
-	next, err := decodeLease(entryFromKV(e))
 	var fire []*waiter
-	holder := ""
-	if err == nil && next.rec != nil {
-		holder = next.rec.Token
-	}
 	for w := range set {
 		if w.base == ^uint64(0) {
 			w.early = append(w.early, seen{e.Revision(), holder})
@@ -233,6 +260,71 @@ func (h *watchHub) deliver(e jetstream.KeyValueEntry) {
 	for _, w := range fire {
 		h.fire(w)
 	}
+}
+
+// remember keeps u as key's newest update, and forgets updates older than hintTTL
+// now and then. h.mu is held.
+func (h *watchHub) remember(key string, u seen, now time.Time) {
+	if h.last == nil {
+		h.last = make(map[string]lastSeen)
+	}
+	if old, ok := h.last[key]; !ok || u.rev > old.rev {
+		h.last[key] = lastSeen{u, now}
+	}
+	if now.After(h.nextGC) {
+		for k, v := range h.last {
+			if now.Sub(v.at) > hintTTL {
+				delete(h.last, k)
+			}
+		}
+		h.nextGC = now.Add(hintTTL)
+	}
+}
+
+// hintTTL is how long a Claim's reading of a live lease serves as a watch's
+// baseline, and how long the hub keeps the updates it delivered.
+const hintTTL = 5 * time.Second
+
+// hint is a live lease as a Claim read it, and when that read was sent.
+type hint struct {
+	lease leaseEntry
+	sent  time.Time
+}
+
+// noteRunning keeps the live lease a Claim read (answering running) as the baseline
+// of the WatchRun a backup calls next.
+func (s *Store) noteRunning(k runKeys, ls leaseEntry, sent time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.hints == nil {
+		s.hints = make(map[string]hint)
+	}
+	if len(s.hints) >= maxHeld {
+		now := time.Now()
+		for key, h := range s.hints {
+			if now.Sub(h.sent) > hintTTL {
+				delete(s.hints, key)
+			}
+		}
+		if len(s.hints) >= maxHeld {
+			clear(s.hints)
+		}
+	}
+	s.hints[k.lease] = hint{lease: ls, sent: sent}
+}
+
+// takeHint returns (and forgets) the reading of k's lease a Claim took, when it is
+// recent and was sent after the shared watcher started: every update newer than it
+// then reaches the watcher.
+func (s *Store) takeHint(k runKeys, started time.Time) (leaseEntry, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h, ok := s.hints[k.lease]
+	delete(s.hints, k.lease)
+	if !ok || started.IsZero() || !h.sent.After(started) || time.Since(h.sent) > hintTTL {
+		return leaseEntry{}, false
+	}
+	return h.lease, true
 }
 
 // untilEnd is the local wait until a little after lease's end by the server's clock.

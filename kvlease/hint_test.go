@@ -1,0 +1,81 @@
+package kvlease_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/anarchon/anarchon/kvlease"
+	"github.com/anarchon/anarchon/scheduler"
+)
+
+// A backup that stands by right after its claim answered running sends no request
+// for its watch (the claim's reading is the baseline, the watch is shared); the
+// watch still closes when the holder finishes, and at once when the holder ended
+// between the claim and the watch.
+func TestStandbyWatchCostsNoRead(t *testing.T) {
+	srv := singleServer(t)
+	js, bjs := jsOn(t, srv.Connect), jsOn(t, srv.Connect)
+	b := initBucket("hint")
+	holder := newStore(t, js, kvlease.WithBucket(b))
+	backup := newStore(t, bjs, kvlease.WithBucket(b))
+	sp := newSpy(t, srv.Connect, b)
+	conns := []*nats.Conn{js.Conn(), bjs.Conn()}
+	job := "hint " + token()
+
+	// The backup's shared watcher starts with its first watch.
+	first, err := backup.WatchRun(t.Context(), job, time.UnixMilli(1))
+	require.NoError(t, err)
+	<-first // nothing live there
+
+	slot, a := time.UnixMilli(2_000), token()
+	mustClaim(t, holder, claimOf(job, slot, a, time.Minute), scheduler.OutcomeWon)
+	var ch <-chan struct{}
+	n := sp.count(t, conns, func() {
+		mustClaim(t, backup, claimOf(job, slot, token(), time.Minute), scheduler.OutcomeRunning)
+		ch, err = backup.WatchRun(t.Context(), job, slot)
+		require.NoError(t, err)
+	})
+	assert.EqualValues(t, 1, n, "the claim's read and nothing else: the watch costs no request")
+	select {
+	case <-ch:
+		t.Fatal("the watch closed while the holder runs")
+	default:
+	}
+	require.NoError(t, holder.Finish(t.Context(), job, slot, a, scheduler.StatusOK))
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watch did not close when the holder finished")
+	}
+
+	// The holder releases between the backup's claim and its watch, and the shared
+	// watcher delivered the release before the watch was registered: the watch
+	// closes at once. (The control's watch closing, on a write made after the
+	// release, shows the watcher has delivered the release.)
+	slot2, a2 := time.UnixMilli(3_000), token()
+	mustClaim(t, holder, claimOf(job, slot2, a2, time.Minute), scheduler.OutcomeWon)
+	mustClaim(t, backup, claimOf(job, slot2, token(), time.Minute), scheduler.OutcomeRunning)
+	ctl, c := time.UnixMilli(4_000), token()
+	mustClaim(t, holder, claimOf(job, ctl, c, time.Minute), scheduler.OutcomeWon)
+	mustClaim(t, backup, claimOf(job, ctl, token(), time.Minute), scheduler.OutcomeRunning)
+	cch, err := backup.WatchRun(t.Context(), job, ctl)
+	require.NoError(t, err)
+	require.NoError(t, holder.Release(t.Context(), job, slot2, a2))
+	require.NoError(t, holder.Finish(t.Context(), job, ctl, c, scheduler.StatusOK))
+	select {
+	case <-cch:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the control's watch did not close")
+	}
+	ch2, err := backup.WatchRun(t.Context(), job, slot2)
+	require.NoError(t, err)
+	select {
+	case <-ch2:
+	default:
+		t.Fatal("a release the watcher delivered before the watch was registered must close it at once")
+	}
+}
