@@ -94,6 +94,9 @@ func (d Dialect) check() error {
 	if d.IgnoreConflict == nil {
 		missing = append(missing, "IgnoreConflict")
 	}
+	if d.ForUpdate == "" && d.Serialize == "" {
+		missing = append(missing, "ForUpdate or Serialize")
+	}
 	if (d.Notify == "") != (d.Listen == nil) {
 		missing = append(missing, "Notify and Listen (both or neither)")
 	}

@@ -41,19 +41,24 @@ type Dialect struct {
 	// appended on PostgreSQL and SQLite, INSERT IGNORE on MySQL. A claim is one
 	// such insert: the slot's first token is stored, every later one is not.
 	IgnoreConflict func(insert string) string
-	// LockJob is the statement that serialises two claims of one job: the first
-	// statement of every lease claim's transaction, with the job's name as its one
-	// parameter. It must make a second transaction running it for the same job
-	// wait until the first one ends, and it must write (it increments the job's
-	// fence counter). The default (empty) is
+	// ForUpdate is appended to the statement that locks a job's row at the start
+	// of every lease claim's transaction,
 	//
-	//	UPDATE <prefix>jobs SET fence = fence + 1 WHERE job = ?
+	//	SELECT fence FROM <prefix>jobs WHERE job = ?<ForUpdate>
 	//
-	// which on PostgreSQL takes the job row's lock (other jobs claim in parallel)
-	// and on SQLite, being the transaction's first statement and a write, takes
-	// the database's write lock (a write transaction, so busy_timeout applies
-	// instead of a deadlock between two readers upgrading).
-	LockJob string
+	// so that two claims of one job run one after the other while other jobs
+	// claim in parallel: " FOR UPDATE" on PostgreSQL (a row lock; the lock is its
+	// own statement, and the run is read by the next one, which in READ COMMITTED
+	// sees what the previous claim committed). Unused when Serialize is set.
+	ForUpdate string
+	// Serialize, when set, replaces that locking statement, with the job's name as
+	// its one parameter: it must make a second claim of the same job wait until
+	// this transaction ends. SQLite's is a write to the job's row: as the
+	// transaction's first statement it takes the database's one write lock at
+	// once (so busy_timeout applies), instead of a read lock that could not be
+	// upgraded after another claim wrote. One of ForUpdate and Serialize is
+	// required.
+	Serialize string
 	// InitLock, when set, is run first in the transaction that creates the tables,
 	// so that replicas starting together do not race on CREATE TABLE IF NOT EXISTS
 	// (PostgreSQL: an advisory transaction lock). SQLite needs none: its first
@@ -86,6 +91,7 @@ var Postgres = Dialect{
 	NowMs:          "(floor(extract(epoch from clock_timestamp()) * 1000))::bigint",
 	Placeholders:   dollarPlaceholders,
 	IgnoreConflict: onConflictDoNothing,
+	ForUpdate:      " FOR UPDATE",
 	InitLock:       "SELECT pg_advisory_xact_lock(726271637)",
 	Notify:         "SELECT pg_notify('" + pgChannel + "', ?)",
 	Listen:         pgListen,
@@ -103,6 +109,7 @@ var SQLite = Dialect{
 	AutoID:         "INTEGER PRIMARY KEY AUTOINCREMENT",
 	NowMs:          "CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)",
 	IgnoreConflict: onConflictDoNothing,
+	Serialize:      "UPDATE {p}jobs SET fence = fence WHERE job = ?",
 	CheckServer:    sqliteCheck,
 }
 

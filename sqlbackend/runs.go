@@ -98,31 +98,9 @@ func (s *RunStore) claim(ctx context.Context, tx *sql.Tx, in scheduler.RunClaim)
 		keep = scheduler.DefaultRunKeep
 	}
 	slot := in.Slot.UnixMilli()
-	if err := s.b.lockJob(ctx, tx, in.Job); err != nil {
+	fence, now, r, err := s.lockAndRead(ctx, tx, in.Job, slot)
+	if err != nil {
 		return res, false, err
-	}
-	var (
-		fence, now int64
-		r          *run
-	)
-	{
-		var (
-			token, instance, prevInstance, prevToken, status  sql.NullString
-			attempt, rfence, leaseMs, expires, keepMs, change sql.NullInt64
-		)
-		err := tx.QueryRowContext(ctx, s.b.q(0, `SELECT j.fence, {now}, r.token, r.instance, r.attempt, r.prev_instance, r.prev_token,
-				r.fence, r.lease_ms, r.expires, r.status, r.keep_ms, r.changed
-			FROM {p}jobs j LEFT JOIN {p}runs r ON r.job = j.job AND r.slot = ? WHERE j.job = ?`), slot, in.Job).
-			Scan(&fence, &now, &token, &instance, &attempt, &prevInstance, &prevToken, &rfence, &leaseMs, &expires, &status, &keepMs, &change)
-		if err != nil {
-			return res, false, err
-		}
-		if token.Valid {
-			r = &run{token: token.String, instance: instance.String, attempt: int(attempt.Int64),
-				prevInstance: prevInstance.String, prevToken: prevToken.String, fence: rfence.Int64,
-				leaseMs: leaseMs.Int64, expires: expires.Int64, status: scheduler.Status(status.String),
-				keepMs: keepMs.Int64, changed: change.Int64}
-		}
 	}
 	if r != nil && r.forgotten(now) {
 		if _, err := tx.ExecContext(ctx, s.b.q(0, "DELETE FROM {p}runs WHERE job = ? AND slot = ?"), in.Job, slot); err != nil {
@@ -155,7 +133,10 @@ func (s *RunStore) claim(ctx context.Context, tx *sql.Tx, in scheduler.RunClaim)
 		r.prevInstance, r.prevToken = r.instance, r.token
 		r.token, r.instance = in.Token, in.Instance
 		r.attempt++
-		r.fence, r.leaseMs, r.expires, r.keepMs, r.changed = fence, lease, now+lease, keep.Milliseconds(), now
+		r.fence, r.leaseMs, r.expires, r.keepMs, r.changed = fence+1, lease, now+lease, keep.Milliseconds(), now
+		if err := s.setFence(ctx, tx, in.Job, r.fence); err != nil {
+			return res, false, err
+		}
 		_, err := tx.ExecContext(ctx, s.b.q(0, `UPDATE {p}runs SET token = ?, instance = ?, attempt = ?, prev_instance = ?, prev_token = ?,
 				fence = ?, lease_ms = ?, expires = ?, keep_ms = ?, changed = ?
 			WHERE job = ? AND slot = ?`),
@@ -182,7 +163,10 @@ func (s *RunStore) claim(ctx context.Context, tx *sql.Tx, in scheduler.RunClaim)
 		if busy {
 			r.status = scheduler.StatusSkipped
 		} else {
-			r.fence, r.leaseMs, r.expires = fence, lease, now+lease
+			r.fence, r.leaseMs, r.expires = fence+1, lease, now+lease
+			if err := s.setFence(ctx, tx, in.Job, r.fence); err != nil {
+				return res, false, err
+			}
 		}
 	}
 	_, err = tx.ExecContext(ctx, s.b.q(0, `INSERT INTO {p}runs (job, slot, token, instance, attempt, prev_instance, prev_token,
@@ -198,25 +182,52 @@ func (s *RunStore) claim(ctx context.Context, tx *sql.Tx, in scheduler.RunClaim)
 	return r.result(scheduler.OutcomeWon), false, nil
 }
 
-// lockJob runs the dialect's LockJob for job, creating the job's row first when it
-// has none (a job claimed before PrepareJob, or by a replica of another version).
-func (b *Backend) lockJob(ctx context.Context, tx *sql.Tx, job string) error {
-	stmt := b.dialect.LockJob
-	if stmt == "" {
-		stmt = "UPDATE {p}jobs SET fence = fence + 1 WHERE job = ?"
-	}
+// lockAndRead serialises the claim with the job's other claims (Dialect.Serialize,
+// or a SELECT with Dialect.ForUpdate) and then, in a statement of its own that sees
+// what the claim before it committed, reads the job's fence counter, the database's now and the
+// slot's run (nil when none is stored). A job with no row yet (claimed before
+// PrepareJob) gets one first.
+func (s *RunStore) lockAndRead(ctx context.Context, tx *sql.Tx, job string, slot int64) (fence, now int64, r *run, err error) {
 	for attempt := 0; ; attempt++ {
-		res, err := tx.ExecContext(ctx, b.q(0, stmt), job)
+		lock := s.b.dialect.Serialize
+		if lock == "" {
+			lock = "SELECT fence FROM {p}jobs WHERE job = ?" + s.b.dialect.ForUpdate
+		}
+		if _, err := tx.ExecContext(ctx, s.b.q(0, lock), job); err != nil {
+			return 0, 0, nil, err
+		}
+		var (
+			token, instance, prevInstance, prevToken, status  sql.NullString
+			attempt2, rfence, leaseMs, expires, keepMs, chang sql.NullInt64
+		)
+		err := tx.QueryRowContext(ctx, s.b.q(0, `SELECT j.fence, {now}, r.token, r.instance, r.attempt, r.prev_instance, r.prev_token,
+				r.fence, r.lease_ms, r.expires, r.status, r.keep_ms, r.changed
+			FROM {p}jobs j LEFT JOIN {p}runs r ON r.job = j.job AND r.slot = ? WHERE j.job = ?`), slot, job).
+			Scan(&fence, &now, &token, &instance, &attempt2, &prevInstance, &prevToken, &rfence, &leaseMs, &expires, &status, &keepMs, &chang)
+		if errors.Is(err, sql.ErrNoRows) && attempt == 0 {
+			if _, err := tx.ExecContext(ctx, s.b.q(ignore, "INSERT INTO {p}jobs (job, fence, hist_floor) VALUES (?, 0, 0)"), job); err != nil {
+				return 0, 0, nil, err
+			}
+			continue
+		}
 		if err != nil {
-			return err
+			return 0, 0, nil, err
 		}
-		if n, err := res.RowsAffected(); err != nil || n > 0 || attempt > 0 {
-			return err
+		if token.Valid {
+			r = &run{token: token.String, instance: instance.String, attempt: int(attempt2.Int64),
+				prevInstance: prevInstance.String, prevToken: prevToken.String, fence: rfence.Int64,
+				leaseMs: leaseMs.Int64, expires: expires.Int64, status: scheduler.Status(status.String),
+				keepMs: keepMs.Int64, changed: chang.Int64}
 		}
-		if _, err := tx.ExecContext(ctx, b.q(ignore, "INSERT INTO {p}jobs (job, fence, hist_floor) VALUES (?, 0, 0)"), job); err != nil {
-			return err
-		}
+		return fence, now, r, nil
 	}
+}
+
+// setFence stores the job's fence counter, read under the job's lock: every new
+// holder of any of the job's runs gets the next number.
+func (s *RunStore) setFence(ctx context.Context, tx *sql.Tx, job string, fence int64) error {
+	_, err := tx.ExecContext(ctx, s.b.q(0, "UPDATE {p}jobs SET fence = ? WHERE job = ?"), fence, job)
+	return err
 }
 
 // otherBusy reports whether a slot of job other than slot is busy at now: it holds a

@@ -186,10 +186,10 @@ func measure(ctx context.Context, title string, d sqlbackend.Dialect, open func(
 		{name: "claim lost: `Backend.Claim`, slot already claimed", statements: "2", fn: func(i int) error {
 			return must(lose.Claim(ctx, claimIn(lostJob, token("l", i), "b", i)))(false)
 		}},
-		{name: "lease claim won: `RunStore.Claim`", statements: "5 (BEGIN, lock, read, insert, COMMIT)", fn: func(i int) error {
+		{name: "lease claim won: `RunStore.Claim`", statements: "6 (BEGIN, lock, read, fence, insert, COMMIT)", fn: func(i int) error {
 			return outcome(wins.Claim(ctx, runClaim(leaseJob, token("lw", i), "a", i)))(scheduler.OutcomeWon)
 		}},
-		{name: "leased win path as the scheduler takes it: Claim + RecordClaim", statements: "6", fn: func(i int) error {
+		{name: "leased win path as the scheduler takes it: Claim + RecordClaim", statements: "7", fn: func(i int) error {
 			in := runClaim(pathJob, token("p", i), "a", i)
 			t0 := time.Now()
 			if err := outcome(wins.Claim(ctx, in))(scheduler.OutcomeWon); err != nil {
@@ -203,7 +203,7 @@ func measure(ctx context.Context, title string, d sqlbackend.Dialect, open func(
 			recordPart.samples = append(recordPart.samples, time.Since(t1))
 			return nil
 		}},
-		{name: "lease claim lost, holder running: `RunStore.Claim` → running", statements: "4", fn: func(i int) error {
+		{name: "lease claim lost, holder running: `RunStore.Claim` → running", statements: "4 (BEGIN, lock, read, COMMIT)", fn: func(i int) error {
 			return outcome(loses.Claim(ctx, runClaim(heldJob, token("lr", i), "b", -1)))(scheduler.OutcomeRunning)
 		}},
 		{name: "lease heartbeat: `RunStore.Heartbeat`", statements: "1", fn: func(i int) error {
@@ -237,7 +237,7 @@ func measure(ctx context.Context, title string, d sqlbackend.Dialect, open func(
 	}
 	path := ops[4]
 	claimPart.samples, recordPart.samples = claimPart.samples[warm:], recordPart.samples[warm:]
-	claimPart.name, claimPart.statements = "… of which the lease claim", "5"
+	claimPart.name, claimPart.statements = "… of which the lease claim", "6"
 	recordPart.name, recordPart.statements = "… of which the history record: `Backend.RecordClaim`", "1"
 	ops = slices.Insert(ops, 5, &claimPart, &recordPart)
 	_ = path
