@@ -1,0 +1,51 @@
+// Package sqlbackend is an anarchon backend on a SQL database: PostgreSQL for
+// teams that already run one, SQLite for single-binary tools that want a file
+// instead of a server, and any other SQL database through a Dialect.
+//
+// It lives in a Go module of its own (github.com/anarchon/anarchon/sqlbackend), so
+// that users of the NATS backends never download SQL drivers.
+//
+// # What it gives
+//
+// New returns a *Backend: a scheduler.Backend with leases (scheduler.LeaseBackend),
+// so the scheduler gets backups, overlap protection, catch-up and hand-over; it
+// also stores pauses (scheduler.Pauser) and reads the last runs of many jobs in one
+// query (scheduler.LastRunsReader). Held to the same contract as the JetStream
+// backend, it passes the same conformance suite (scheduler/backendtest).
+//
+//   - A claim is one INSERT that does nothing on a conflict (the slot's first token
+//     is stored, the primary key de-duplicates), and when it stored nothing, a read
+//     of the stored token: a repeated claim of the winner wins again. Claims are
+//     kept forever (DedupeWindow is scheduler.Forever) unless WithClaimRetention
+//     says otherwise.
+//   - A lease claim is one transaction that first locks the job (a row lock on
+//     PostgreSQL, the write lock on SQLite), then reads the slot's run and decides
+//     won, running, done, overlap, late or none; every lease time comes from the
+//     database server's clock (Dialect.NowMs), never a replica's.
+//   - A backup learns that a lease ended by LISTEN/NOTIFY on PostgreSQL and by
+//     polling on SQLite (WatchRun).
+//   - History is the claims, records and results of a job, bounded by size and
+//     TTL, read back in one query.
+//
+// Init creates the tables (prefix "anarchon_") when they do not exist and records
+// SchemaVersion; a database whose schema is newer than this package knows is
+// refused with ErrSchemaTooNew.
+//
+// # A minimal program
+//
+//	db, err := sql.Open("pgx", "postgres://app@db.internal/app") // github.com/jackc/pgx/v5/stdlib
+//	if err != nil { return err }
+//	backend, err := sqlbackend.New(db, sqlbackend.Postgres)
+//	if err != nil { return err }
+//	s, err := scheduler.New(scheduler.Config{Backend: backend, Instance: "replica-1"})
+//	if err != nil { return err }
+//	err = s.Every("reconcile", time.Minute, reconcile)
+//	// s.Start(ctx) … s.Stop(ctx); backend.Close(ctx); db.Close()
+//
+// With SQLite, open the file with OpenSQLite (write-ahead log, a busy timeout,
+// transactions that take the write lock at once) and use the SQLite dialect;
+// processes on one machine may share the file:
+//
+//	db, err := sqlbackend.OpenSQLite("/var/lib/app/schedule.db")
+//	backend, err := sqlbackend.New(db, sqlbackend.SQLite)
+package sqlbackend
