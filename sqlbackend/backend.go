@@ -180,8 +180,8 @@ type execer interface {
 func (b *Backend) insertClaim(ctx context.Context, db execer, in scheduler.ClaimInput) (bool, error) {
 	for range 3 {
 		res, err := db.ExecContext(ctx, b.q(ignore, `INSERT INTO {p}claims (job, slot, token, instance, attempt, requested_by, at_ms, created, expires)
-			VALUES (?, ?, ?, ?, ?, ?, ?, {now}, {now} + NULLIF(CAST(? AS {int}), 0))`),
-			in.Job, in.Slot.UnixMilli(), in.Token, in.Instance, max(in.Attempt, 1), in.RequestedBy, msOf(in.At), in.HistoryTTL.Milliseconds())
+			VALUES (?, ?, ?, ?, ?, ?, ?, {now}, {now} + ?)`),
+			in.Job, in.Slot.UnixMilli(), in.Token, in.Instance, max(in.Attempt, 1), in.RequestedBy, msOf(in.At), ttlMs(in.HistoryTTL))
 		if err != nil {
 			return false, err
 		}
@@ -244,8 +244,8 @@ func (b *Backend) RecordManualRun(ctx context.Context, in scheduler.ClaimInput) 
 
 func (b *Backend) insertRecord(ctx context.Context, in scheduler.ClaimInput) error {
 	_, err := b.db.ExecContext(ctx, b.q(ignore, `INSERT INTO {p}records (job, slot, token, instance, attempt, manual, requested_by, at_ms, expires)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, {now} + NULLIF(CAST(? AS {int}), 0))`),
-		in.Job, in.Slot.UnixMilli(), in.Token, in.Instance, max(in.Attempt, 1), boolInt(in.Manual), in.RequestedBy, msOf(in.At), in.HistoryTTL.Milliseconds())
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, {now} + ?)`),
+		in.Job, in.Slot.UnixMilli(), in.Token, in.Instance, max(in.Attempt, 1), boolInt(in.Manual), in.RequestedBy, msOf(in.At), ttlMs(in.HistoryTTL))
 	return err
 }
 
@@ -305,6 +305,15 @@ func timeOf(ms int64) time.Time {
 		return time.Time{}
 	}
 	return time.UnixMilli(ms).UTC()
+}
+
+// ttlMs is a history TTL as the parameter of "{now} + ?": nil (NULL: never
+// expires) when there is none.
+func ttlMs(ttl time.Duration) any {
+	if ttl <= 0 {
+		return nil
+	}
+	return ttl.Milliseconds()
 }
 
 func boolInt(v bool) int64 {

@@ -38,9 +38,9 @@ func (b *Backend) saveResult(ctx context.Context, job string, r scheduler.Stored
 		}
 	}()
 	if _, err := tx.ExecContext(ctx, b.q(0, `INSERT INTO {p}results (job, slot, token, instance, attempt, manual, status, started, finished, error, fence, expires)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {now} + NULLIF(CAST(? AS {int}), 0))`),
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {now} + ?)`),
 		job, r.Slot.UnixMilli(), r.Token, r.Instance, max(r.Attempt, 1), boolInt(r.Manual), string(r.Status),
-		msOf(r.StartedAt), msOf(r.FinishedAt), r.Error, int64(r.Fence), keep.TTL.Milliseconds()); err != nil {
+		msOf(r.StartedAt), msOf(r.FinishedAt), r.Error, int64(r.Fence), ttlMs(keep.TTL)); err != nil {
 		return err
 	}
 	trimmed := false
