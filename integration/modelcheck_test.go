@@ -19,7 +19,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"sync"
 	"testing"
@@ -31,7 +30,6 @@ import (
 	"github.com/anarchon/anarchon/internal/modelcheck"
 	"github.com/anarchon/anarchon/jetstream"
 	"github.com/anarchon/anarchon/kvlease"
-	"github.com/anarchon/anarchon/scheduler"
 )
 
 const (
@@ -158,57 +156,8 @@ func kmcRunSeed(srv *embedded.Server, seed uint64) (res kmcResult) {
 
 // kmcNewPlan draws seed's plan: 3 instances, 1–2 jobs, and what befalls them.
 func kmcNewPlan(seed uint64) *modelcheck.Plan {
-	r := rand.New(rand.NewPCG(seed, seed^0x6b76_6d6f_6465_6c21))
-	ms := modelcheck.MS
-	p := &modelcheck.Plan{Seed: seed, CallTimeout: kmcCallTimeout, Slots: kmcInstances, FaultPhase: kmcFaultPhase, QuietPhase: kmcQuietPhase,
-		Flaky: make([][]modelcheck.Window, kmcInstances)}
-	for i := range 1 + r.IntN(2) {
-		iv := time.Duration(1+r.IntN(2)) * time.Second
-		j := modelcheck.Job{
-			Name:     fmt.Sprintf("kmc%d_j%d", seed, i),
-			Interval: iv,
-			Lease:    time.Duration(1+r.IntN(2)) * time.Second,
-			MaxLate:  ms(300 + r.IntN(int(iv/time.Millisecond)-299)),
-			Skip:     r.IntN(3) == 0,
-			Window:   ms(2000 + r.IntN(4000)),
-			MaxRun:   ms(50 + r.IntN(int(iv/time.Millisecond))),
-		}
-		switch r.IntN(4) {
-		case 0:
-			j.CatchUp = scheduler.CatchUpLatest
-		case 1:
-			j.CatchUp = scheduler.CatchUpAll
-		}
-		p.Jobs = append(p.Jobs, j)
-	}
-	faultMS := int(kmcFaultPhase / time.Millisecond)
-	for s := range kmcInstances {
-		p.Actions = append(p.Actions, modelcheck.Action{At: ms(r.IntN(300)), Kind: modelcheck.ActStart, Slot: s})
-		if r.Float64() < 0.3 {
-			p.Actions = append(p.Actions, modelcheck.Action{At: ms(500 + r.IntN(faultMS-1000)), Kind: modelcheck.ActCrash, Slot: s})
-		}
-		if r.Float64() < 0.5 {
-			p.Actions = append(p.Actions, modelcheck.Action{At: ms(500 + r.IntN(faultMS-1000)), Kind: modelcheck.ActPause, Slot: s, Dur: ms(300 + r.IntN(2500))})
-		}
-		if r.Float64() < 0.3 {
-			at := ms(800 + r.IntN(faultMS-1500))
-			stop := modelcheck.Action{At: at, Kind: modelcheck.ActStop, Slot: s}
-			if r.IntN(3) > 0 {
-				stop.Dur = ms(r.IntN(1500))
-			}
-			p.Actions = append(p.Actions, stop)
-			if r.IntN(2) == 0 {
-				p.Actions = append(p.Actions, modelcheck.Action{At: at - ms(r.IntN(700)), Kind: modelcheck.ActRunNow, Slot: s, Job: r.IntN(len(p.Jobs))})
-			}
-			if back := at + ms(r.IntN(2000)); back < kmcFaultPhase {
-				p.Actions = append(p.Actions, modelcheck.Action{At: back, Kind: modelcheck.ActRestart, Slot: s})
-			}
-		}
-		for range r.IntN(3) {
-			from := ms(r.IntN(faultMS - 500))
-			p.Flaky[s] = append(p.Flaky[s], modelcheck.Window{From: from, To: min(kmcFaultPhase, from+ms(500+r.IntN(2500))), P: 0.1 + 0.4*r.Float64()})
-		}
-	}
-	p.SortActions()
-	return p
+	return modelcheck.RealTimePlan(seed, modelcheck.RealTime{
+		Instances: kmcInstances, FaultPhase: kmcFaultPhase, QuietPhase: kmcQuietPhase,
+		CallTimeout: kmcCallTimeout, JobPrefix: "kmc",
+	})
 }

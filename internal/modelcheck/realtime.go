@@ -1,0 +1,81 @@
+package modelcheck
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/anarchon/anarchon/scheduler"
+)
+
+// RealTime shapes the plans of a model check on a real store in real time
+// (RealTimePlan): how many instances, how long the fault and quiet phases last,
+// the call timeout, and the prefix of the jobs' names.
+type RealTime struct {
+	Instances              int
+	FaultPhase, QuietPhase time.Duration
+	CallTimeout            time.Duration
+	// JobPrefix names the jobs: <JobPrefix><seed>_j<i>.
+	JobPrefix string
+}
+
+// RealTimePlan draws seed's plan for a real store: 1–2 jobs every 1–2s with leases
+// of 1–2s (some forbidding overlap, some catching up), each instance started in the
+// first 300ms, and at random crashed, paused, stopped (and restarted), asked for a
+// RunNow, and given flaky windows during the fault phase. The same seed gives the
+// same plan.
+func RealTimePlan(seed uint64, o RealTime) *Plan {
+	r := rand.New(rand.NewPCG(seed, seed^0x6b76_6d6f_6465_6c21))
+	ms := MS
+	p := &Plan{Seed: seed, CallTimeout: o.CallTimeout, Slots: o.Instances, FaultPhase: o.FaultPhase, QuietPhase: o.QuietPhase,
+		Flaky: make([][]Window, o.Instances)}
+	for i := range 1 + r.IntN(2) {
+		iv := time.Duration(1+r.IntN(2)) * time.Second
+		j := Job{
+			Name:     fmt.Sprintf("%s%d_j%d", o.JobPrefix, seed, i),
+			Interval: iv,
+			Lease:    time.Duration(1+r.IntN(2)) * time.Second,
+			MaxLate:  ms(300 + r.IntN(int(iv/time.Millisecond)-299)),
+			Skip:     r.IntN(3) == 0,
+			Window:   ms(2000 + r.IntN(4000)),
+			MaxRun:   ms(50 + r.IntN(int(iv/time.Millisecond))),
+		}
+		switch r.IntN(4) {
+		case 0:
+			j.CatchUp = scheduler.CatchUpLatest
+		case 1:
+			j.CatchUp = scheduler.CatchUpAll
+		}
+		p.Jobs = append(p.Jobs, j)
+	}
+	faultMS := int(o.FaultPhase / time.Millisecond)
+	for s := range o.Instances {
+		p.Actions = append(p.Actions, Action{At: ms(r.IntN(300)), Kind: ActStart, Slot: s})
+		if r.Float64() < 0.3 {
+			p.Actions = append(p.Actions, Action{At: ms(500 + r.IntN(faultMS-1000)), Kind: ActCrash, Slot: s})
+		}
+		if r.Float64() < 0.5 {
+			p.Actions = append(p.Actions, Action{At: ms(500 + r.IntN(faultMS-1000)), Kind: ActPause, Slot: s, Dur: ms(300 + r.IntN(2500))})
+		}
+		if r.Float64() < 0.3 {
+			at := ms(800 + r.IntN(faultMS-1500))
+			stop := Action{At: at, Kind: ActStop, Slot: s}
+			if r.IntN(3) > 0 {
+				stop.Dur = ms(r.IntN(1500))
+			}
+			p.Actions = append(p.Actions, stop)
+			if r.IntN(2) == 0 {
+				p.Actions = append(p.Actions, Action{At: at - ms(r.IntN(700)), Kind: ActRunNow, Slot: s, Job: r.IntN(len(p.Jobs))})
+			}
+			if back := at + ms(r.IntN(2000)); back < o.FaultPhase {
+				p.Actions = append(p.Actions, Action{At: back, Kind: ActRestart, Slot: s})
+			}
+		}
+		for range r.IntN(3) {
+			from := ms(r.IntN(faultMS - 500))
+			p.Flaky[s] = append(p.Flaky[s], Window{From: from, To: min(o.FaultPhase, from+ms(500+r.IntN(2500))), P: 0.1 + 0.4*r.Float64()})
+		}
+	}
+	p.SortActions()
+	return p
+}
