@@ -3,13 +3,14 @@
 // It prints which instance ran each slot, then the job's history read back from the
 // stream, and ends with one summary line:
 //
-//	quickstart: <S> slots, <R> runs, <D> duplicates, <M> missed
+//	quickstart: <S> slots, <R> runs, <D> duplicates, <M> missed, <P> paused
 //
 // R is the number of "slot … ran on …" lines printed and S the slots they name (the
 // slot just before the instances started, which is still theirs to run, and slots
 // that ran just before they stopped included), so with no duplicates S = R. D counts
 // the runs beyond one per slot; M the slots due while all three instances ran that
-// did not run at all (they count in S too).
+// did not run at all and were not paused, P those recorded paused (both count in
+// S too).
 //
 // Each instance also serves the fleet service (package fleet) and publishes its
 // events, so the anarchon command can list, pause, trigger and watch the job while
@@ -18,11 +19,18 @@
 //	quickstart: fleet service up; in another terminal: go run ./cmd/anarchon --server nats://127.0.0.1:PORT jobs
 //
 // A run triggered that way prints "(attempt 1, manual)" and counts as a slot and a
-// run in the summary.
+// run in the summary. A slot that falls while the job is paused is recorded
+// paused and counted as paused (P), not missed.
+//
+// It also serves the status page (package web) on -web, a free loopback port by
+// default, and prints its URL; run now, pause and resume are allowed from this
+// machine:
+//
+//	quickstart: status page at http://127.0.0.1:PORT/anarchon/
 //
 // Usage:
 //
-//	go run ./examples/quickstart [-duration 10s] [-url nats://…] [-store DIR] [-metrics-addr 127.0.0.1:9464]
+//	go run ./examples/quickstart [-duration 10s] [-url nats://…] [-store DIR] [-metrics-addr 127.0.0.1:9464] [-web 127.0.0.1:0]
 package main
 
 import (
@@ -55,6 +63,7 @@ type config struct {
 	url         string
 	store       string
 	metricsAddr string
+	web         string
 	job         string
 }
 
@@ -66,6 +75,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.StringVar(&c.url, "url", "", "use the NATS server at this URL instead of an embedded one")
 	fs.StringVar(&c.store, "store", "", "keep the embedded server's data in this directory (default: a temp dir)")
 	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "serve Prometheus /metrics on this address while running (e.g. 127.0.0.1:9464)")
+	fs.StringVar(&c.web, "web", "127.0.0.1:0", `serve the status page on this address ("" = off)`)
 	fs.StringVar(&c.job, "job", "quickstart-tick", "the job's name")
 	if err := fs.Parse(args); err != nil {
 		return c, err

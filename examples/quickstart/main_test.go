@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -25,7 +26,7 @@ func TestQuickstart(t *testing.T) {
 	t.Log(text)
 	lines := strings.Split(strings.TrimSpace(text), "\n")
 	last := lines[len(lines)-1]
-	m := regexp.MustCompile(`^quickstart: (\d+) slots, (\d+) runs, (\d+) duplicates, (\d+) missed$`).FindStringSubmatch(last)
+	m := regexp.MustCompile(`^quickstart: (\d+) slots, (\d+) runs, (\d+) duplicates, (\d+) missed, (\d+) paused$`).FindStringSubmatch(last)
 	require.NotNil(t, m, "the last line is the summary: %q", last)
 	slots, _ := strconv.Atoi(m[1])
 	runs, _ := strconv.Atoi(m[2])
@@ -33,6 +34,7 @@ func TestQuickstart(t *testing.T) {
 	assert.Equal(t, slots, runs, "every slot ran once")
 	assert.Equal(t, "0", m[3], "duplicates")
 	assert.Equal(t, "0", m[4], "missed")
+	assert.Equal(t, "0", m[5], "paused")
 	// The summary counts what was printed, the partial first and last slots included.
 	ran := regexp.MustCompile(`(?m)^slot (\S+) ran on `).FindAllStringSubmatch(text, -1)
 	distinct := map[string]bool{}
@@ -52,6 +54,7 @@ func TestQuickstartFlags(t *testing.T) {
 		{"-url", "nats://127.0.0.1:1", "-store", "/tmp/x"},
 		{"extra"},
 		{"-nope"},
+		{"-web", "256.0.0.1:0"},
 	} {
 		var out bytes.Buffer
 		assert.Error(t, run(t.Context(), args, &out), "%v", args)
@@ -117,4 +120,58 @@ func TestQuickstartFleet(t *testing.T) {
 	assert.Equal(t, "ok", string(r.Run.Status))
 	require.NoError(t, <-done)
 	assert.Regexp(t, `ran on instance-[abc] \(attempt 1, manual\)`, read())
+}
+
+// runAsync starts the quickstart with args and returns a reader of its output so
+// far and the channel of its end.
+func runAsync(t *testing.T, args ...string) (func() string, <-chan error) {
+	out := &syncWriter{w: &bytes.Buffer{}}
+	done := make(chan error, 1)
+	go func() { done <- run(t.Context(), args, out) }()
+	return func() string {
+		out.mu.Lock()
+		defer out.mu.Unlock()
+		return out.w.(*bytes.Buffer).String()
+	}, done
+}
+
+// TestQuickstartStatusPage opens the printed status page while the quickstart
+// runs, pauses the job through it, and checks that the summary counts the
+// paused slots as paused, not missed.
+func TestQuickstartStatusPage(t *testing.T) {
+	read, done := runAsync(t, "-duration", "6s")
+	re := regexp.MustCompile(`quickstart: status page at (http://127\.0\.0\.1:\d+/anarchon/)\n`)
+	var page string
+	require.Eventually(t, func() bool {
+		m := re.FindStringSubmatch(read())
+		if m != nil {
+			page = m[1]
+		}
+		return m != nil
+	}, 4*time.Second, 20*time.Millisecond, "the status page's URL is printed")
+
+	resp, err := http.Get(page)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Contains(t, string(body), `<a href="/anarchon/job/quickstart-tick">quickstart-tick</a>`)
+	assert.Contains(t, string(body), "instance-a, instance-b, instance-c")
+	assert.Contains(t, string(body), `aria-label="Run quickstart-tick now"`, "actions are allowed from this machine")
+
+	// Pause for two seconds through the page (a form post from this machine).
+	resp, err = http.PostForm(page+"job/quickstart-tick/pause", url.Values{"reason": {"test"}, "for": {"2s"}})
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "redirected to the job page")
+	assert.Equal(t, "/anarchon/job/quickstart-tick", resp.Request.URL.Path)
+
+	require.NoError(t, <-done)
+	text := read()
+	t.Log(text)
+	m := regexp.MustCompile(`(?m)^quickstart: \d+ slots, \d+ runs, 0 duplicates, (\d+) missed, (\d+) paused$`).FindStringSubmatch(text)
+	require.NotNil(t, m, "the summary line")
+	assert.Equal(t, "0", m[1], "paused slots are not missed")
+	paused, _ := strconv.Atoi(m[2])
+	assert.GreaterOrEqual(t, paused, 1, "the slots inside the 2s pause are counted as paused")
 }

@@ -19,11 +19,23 @@ import (
 
 const interval = time.Second
 
-// tally counts the runs of each slot, as the handlers report them.
+// tally counts the runs of each slot, as the handlers report them, and the slots
+// recorded paused, as the scheduler's events report them.
 type tally struct {
-	mu   sync.Mutex
-	runs map[int64][]string
-	out  io.Writer
+	mu     sync.Mutex
+	runs   map[int64][]string
+	paused map[int64]bool
+	out    io.Writer
+}
+
+// onEvent notes the slots that fell while the job was paused.
+func (t *tally) onEvent(e scheduler.Event) {
+	if e.Kind != scheduler.EventPaused {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.paused[e.Slot.UnixMilli()] = true
 }
 
 func (t *tally) handler(_ context.Context, r scheduler.Run) error {
@@ -43,7 +55,8 @@ type counts struct {
 	slots   int // slots that ran, plus the slots due while all three instances ran that did not
 	runs    int // "slot … ran on …" lines printed
 	dups    int // runs beyond the first of a slot
-	missed  int // slots due while all three instances ran that did not run
+	missed  int // slots due while all three instances ran that did not run and were not paused
+	paused  int // slots due while all three instances ran that were recorded paused
 	checked int // slots due while all three instances ran
 }
 
@@ -64,7 +77,12 @@ func (t *tally) summary(from, to time.Time) counts {
 	sched, _ := scheduler.NewIntervalSchedule(interval)
 	for s := sched.Next(from.Add(-time.Millisecond)); !s.After(to); s = sched.Next(s) {
 		c.checked++
-		if len(t.runs[s.UnixMilli()]) == 0 {
+		switch {
+		case len(t.runs[s.UnixMilli()]) > 0:
+		case t.paused[s.UnixMilli()]:
+			c.paused++
+			c.slots++
+		default:
 			c.missed++
 			c.slots++
 		}
@@ -102,7 +120,7 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 	}
 	defer stopMetrics()
 
-	t := &tally{runs: map[int64][]string{}, out: out}
+	t := &tally{runs: map[int64][]string{}, paused: map[int64]bool{}, out: out}
 	var scheds []*scheduler.Scheduler
 	var conns []*nats.Conn
 	defer func() {
@@ -126,7 +144,7 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 		if err != nil {
 			return err
 		}
-		s, err := scheduler.New(scheduler.Config{Backend: b, Instance: id, OnEvent: scheduler.Chain(onEvent, events)})
+		s, err := scheduler.New(scheduler.Config{Backend: b, Instance: id, OnEvent: scheduler.Chain(onEvent, events, t.onEvent)})
 		if err != nil {
 			return err
 		}
@@ -156,13 +174,29 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 		}
 		svcs = append(svcs, svc)
 	}
+	// The status page reads the fleet service through a client on a connection of
+	// its own; it is stopped first.
+	webConn, err := connect()
+	if err != nil {
+		return fmt.Errorf("connect the status page: %w", err)
+	}
+	conns = append(conns, webConn)
+	webURL, stopWeb, err := serveWeb(cfg.web, webConn, out)
+	if err != nil {
+		return err
+	}
+	defer stopWeb()
 	fmt.Fprintf(out, "quickstart: 3 instances share job %q every %v for %v\n", cfg.job, interval, cfg.duration)
 	fmt.Fprintf(out, "quickstart: fleet service up; in another terminal: go run ./cmd/anarchon --server %s jobs\n", url)
+	if webURL != "" {
+		fmt.Fprintf(out, "quickstart: status page at %s\n", webURL)
+	}
 	select {
 	case <-ctx.Done():
 	case <-time.After(cfg.duration):
 	}
 	end := time.Now()
+	stopWeb()
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	for _, svc := range svcs {
@@ -188,7 +222,7 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 	// Missed is judged on the slots due while all three ran: from the first one after
 	// start up to the last whose deadline (slot + max lateness) had passed before Stop.
 	c := t.summary(start.Add(time.Millisecond), end.Add(-interval))
-	fmt.Fprintf(out, "quickstart: %d slots, %d runs, %d duplicates, %d missed\n", c.slots, c.runs, c.dups, c.missed)
+	fmt.Fprintf(out, "quickstart: %d slots, %d runs, %d duplicates, %d missed, %d paused\n", c.slots, c.runs, c.dups, c.missed, c.paused)
 	if c.checked == 0 {
 		return fmt.Errorf("no slot was due while all three instances ran: run longer")
 	}
