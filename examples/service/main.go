@@ -5,8 +5,9 @@
 //
 // It connects to an existing NATS server with JetStream, by URL or through a NATS CLI
 // context, keeps history in per-job streams (package jetstream) and leases in a KV
-// bucket (package kvlease), serves Prometheus metrics, and logs with log/slog to
-// stderr. Its jobs show the scheduler's options:
+// bucket (package kvlease), serves Prometheus metrics, serves the fleet service
+// (package fleet: the anarchon command finds it) and publishes its events, serves
+// the status page (package web) with -web, and logs with log/slog to stderr. Its jobs show the scheduler's options:
 //
 //	tick     every -interval, with jitter and a timeout
 //	report   on the cron expression -cron (with seconds) in the zone -zone
@@ -21,14 +22,18 @@
 // Usage:
 //
 //	go run ./examples/service [-url nats://127.0.0.1:4222 | -context NAME] [-instance NAME]
-//	    [-metrics-addr 127.0.0.1:9464] [-log-format text|json] [-log-level info]
+//	    [-metrics-addr 127.0.0.1:9464] [-web 127.0.0.1:8080 [-web-actions]]
+//	    [-log-format text|json] [-log-level info]
 //	    [-interval 5s] [-cron '*/10 * * * * *'] [-zone Europe/Athens]
 //	    [-stop-timeout 10s] [-duration 0] [-replicas 1] [-history 5]
 //
 // To see it work, start a JetStream server (nats-server -js) and two replicas:
 //
 //	go run ./examples/service -instance a
-//	go run ./examples/service -instance b -metrics-addr 127.0.0.1:9465
+//	go run ./examples/service -instance b -metrics-addr 127.0.0.1:9465 -web 127.0.0.1:8080
+//
+// and open http://127.0.0.1:8080/anarchon/ (read-only; -web-actions allows run now,
+// pause and resume from this machine).
 package main
 
 import (
@@ -72,6 +77,8 @@ type config struct {
 	natsContext string
 	instance    string
 	metricsAddr string
+	web         string
+	webActions  bool
 	logFormat   string
 	logLevel    slog.Level
 	interval    time.Duration
@@ -95,6 +102,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.natsContext, "context", "", "connect through the NATS CLI context called `NAME` (see: nats context ls) instead of -url")
 	fs.StringVar(&c.instance, "instance", "", "this replica's name in claims, history and logs (default: host name, process ID and a random suffix)")
 	fs.StringVar(&c.metricsAddr, "metrics-addr", DefaultMetricsAddr, `serve Prometheus /metrics on this address ("" = off)`)
+	fs.StringVar(&c.web, "web", "", `serve the status page on this address, at /anarchon/ ("" = off)`)
+	fs.BoolVar(&c.webActions, "web-actions", false, "let the status page run, pause and resume jobs for requests from this machine (default: read-only)")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format on stderr: text or json")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log `level`: debug, info, warn or error")
 	fs.DurationVar(&c.interval, "interval", 5*time.Second, "interval of the tick, flaky and compact jobs")
@@ -115,6 +124,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if c.url == "" && c.natsContext == "" {
 		c.url = nats.DefaultURL
+	}
+	if c.webActions && c.web == "" {
+		return c, errors.New("-web-actions needs -web")
 	}
 	if c.logFormat != "text" && c.logFormat != "json" {
 		return c, fmt.Errorf("-log-format %q: text or json", c.logFormat)

@@ -220,6 +220,7 @@ func TestInvalidInput(t *testing.T) {
 		{"-duration", "-1s"},
 		{"extra"},
 		{"-nope"},
+		{"-web-actions"},
 	} {
 		assert.Error(t, run(t.Context(), args, io.Discard, io.Discard), "%q", args)
 	}

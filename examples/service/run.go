@@ -13,6 +13,7 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/anarchon/anarchon/connect"
+	"github.com/anarchon/anarchon/fleet"
 	"github.com/anarchon/anarchon/jetstream"
 	"github.com/anarchon/anarchon/kvlease"
 	"github.com/anarchon/anarchon/scheduler"
@@ -68,6 +69,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		onEvent = scheduler.Chain(ms.m.OnEvent, onEvent)
 	}
 
+	// Each replica publishes its events for `anarchon watch`.
+	events, err := fleet.Events(nc)
+	if err != nil {
+		return err
+	}
+	onEvent = scheduler.Chain(onEvent, events)
+
 	s, err := scheduler.New(scheduler.Config{Backend: backend, Instance: c.instance, Logger: log, OnEvent: onEvent})
 	if err != nil {
 		return err
@@ -77,6 +85,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if err := s.Start(ctx); err != nil {
 		return err
+	}
+	// The fleet service answers the anarchon command and the status page, for
+	// every job this replica declares; it stops before the scheduler.
+	svc, err := fleet.Serve(ctx, nc, s, fleet.WithLogger(log))
+	if err != nil {
+		_ = s.Stop(context.WithoutCancel(ctx))
+		return fmt.Errorf("serve the fleet service: %w", err)
+	}
+	var ws *webServer
+	if c.web != "" {
+		if ws, err = serveWeb(c.web, c.webActions, nc, log); err != nil {
+			_ = svc.Stop(context.WithoutCancel(ctx))
+			_ = s.Stop(context.WithoutCancel(ctx))
+			return err
+		}
 	}
 
 	var timeout <-chan time.Time
@@ -96,6 +119,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	// them and releases their leases: a backup replica takes each over at once.
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.stopTimeout)
 	defer cancel()
+	if ws != nil {
+		ws.shutdown(stopCtx)
+	}
+	if err := svc.Stop(stopCtx); err != nil {
+		log.Warn("stop the fleet service", "err", err)
+	}
 	if err := s.Stop(stopCtx); err != nil {
 		log.Warn("running jobs did not finish in time: cancelled, and their leases released for another replica", "err", err)
 	}
