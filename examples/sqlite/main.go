@@ -3,18 +3,22 @@
 // times on the same file (processes on one machine) and each slot still runs on
 // exactly one of them, with a backup taking over a run whose process died.
 //
-// It runs one job, "report", every -every, for -for (or until interrupted), prints
-// a line per run it makes, and on start and at the end prints the job's history as
-// the file holds it (every process's runs, from this start and earlier ones):
+// It runs one job, "report", every -every, for -for (or until interrupted); each run
+// works for -work. It prints a line per run it makes, and on start and at the end
+// the job's history as the file holds it (every process's runs, from this start
+// and earlier ones):
 //
 //	sqlite: instance web-1 on anarchon.db (sql/sqlite), report every 1s
 //	history: 2026-11-30T21:40:03Z ok web-2 (attempt 1)
-//	slot 2026-11-30T21:41:07Z ran on web-1 (attempt 1)
+//	slot 2026-11-30T21:41:07Z started on web-1 (attempt 1)
 //	sqlite: stopped; 5 runs here, history holds 12 records
+//
+// Kill a process mid-run (kill -9) and another one takes the run over once its
+// lease (-lease) expired: "started on web-2 (attempt 2)".
 //
 // Usage:
 //
-//	go run ./examples/sqlite [-db anarchon.db] [-instance NAME] [-every 1s] [-for 0] [-history 10]
+//	go run ./examples/sqlite [-db anarchon.db] [-instance NAME] [-every 1s] [-work 0] [-lease 30s] [-for 0] [-history 10]
 package main
 
 import (
@@ -51,6 +55,8 @@ type config struct {
 	instance string
 	every    time.Duration
 	runFor   time.Duration
+	work     time.Duration
+	lease    time.Duration
 	history  int
 }
 
@@ -63,6 +69,8 @@ func parse(args []string, w io.Writer) (config, error) {
 	fs.StringVar(&c.instance, "instance", fmt.Sprintf("%s-%d", host, os.Getpid()), "this process's name in history")
 	fs.DurationVar(&c.every, "every", time.Second, "the job's interval")
 	fs.DurationVar(&c.runFor, "for", 0, "stop after this long (0: until interrupted)")
+	fs.DurationVar(&c.work, "work", 0, "how long each run works")
+	fs.DurationVar(&c.lease, "lease", scheduler.DefaultLease, "the job's lease: how soon a backup takes over the run of a process that died")
 	fs.IntVar(&c.history, "history", 10, "history records printed on start and at the end")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -74,6 +82,8 @@ func parse(args []string, w io.Writer) (config, error) {
 		return c, fmt.Errorf("-every %v: must be positive", c.every)
 	case c.runFor < 0:
 		return c, fmt.Errorf("-for %v: must not be negative", c.runFor)
+	case c.work < 0:
+		return c, fmt.Errorf("-work %v: must not be negative", c.work)
 	case c.history < 0:
 		return c, fmt.Errorf("-history %d: must not be negative", c.history)
 	}
@@ -115,12 +125,19 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 	const job = "report"
 	ran := 0
 	err = s.Every(job, cfg.every, func(ctx context.Context, r scheduler.Run) error {
-		out.printf("slot %s ran on %s (attempt %d)\n", r.Slot.UTC().Format(time.RFC3339Nano), r.Instance, r.Attempt)
+		out.printf("slot %s started on %s (attempt %d)\n", r.Slot.UTC().Format(time.RFC3339Nano), r.Instance, r.Attempt)
 		out.mu.Lock()
 		ran++
 		out.mu.Unlock()
-		return nil
-	})
+		t := time.NewTimer(cfg.work)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return nil
+		case <-ctx.Done(): // timeout, lease lost, or a hard stop
+			return context.Cause(ctx)
+		}
+	}, scheduler.WithLease(cfg.lease))
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"database/sql"
@@ -24,12 +25,7 @@ import (
 // in the file's history. Then one more start on the same file prints the earlier
 // processes' history: it survives restarts.
 func TestThreeProcessesOneFile(t *testing.T) {
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "sqlite-example")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
-	file := filepath.Join(dir, "shared.db")
+	bin, file := buildProgram(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -86,6 +82,95 @@ func TestThreeProcessesOneFile(t *testing.T) {
 		"the restarted process prints the newest run of the earlier processes")
 	assert.Contains(t, again.String(), fmt.Sprintf("history holds %d records", len(history(t, db))))
 	t.Logf("3 processes ran %d slots, each once; a fourth start printed the earlier history", len(ranBy))
+}
+
+// TestKilledProcessIsTakenOver starts the program three times on one file with runs
+// that work 1.5s under a 1s lease, and kills (SIGKILL) the first process that
+// starts a run, mid-run: another process takes that run over as attempt 2 once the
+// lease expired, and no slot ends ok twice.
+func TestKilledProcessIsTakenOver(t *testing.T) {
+	bin, file := buildProgram(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	var (
+		mu         sync.Mutex
+		outs       [3]strings.Builder
+		victim     = -1
+		victimSlot string
+		wg         sync.WaitGroup
+		errs       [3]error
+	)
+	for i := range 3 {
+		cmd := exec.CommandContext(ctx, bin, "-db", file, "-instance", fmt.Sprint("p", i),
+			"-every", "1s", "-work", "1500ms", "-lease", "1s", "-for", "8s", "-history", "0")
+		stdout, err := cmd.StdoutPipe()
+		require.NoError(t, err)
+		cmd.Stderr = cmd.Stdout
+		require.NoError(t, cmd.Start())
+		wg.Go(func() {
+			sc := bufio.NewScanner(stdout)
+			for sc.Scan() {
+				line := sc.Text()
+				mu.Lock()
+				outs[i].WriteString(line + "\n")
+				if rest, ok := strings.CutPrefix(line, "slot "); ok && victim == -1 {
+					// The first run started anywhere: its process dies mid-run.
+					victim, victimSlot = i, rest[:strings.IndexByte(rest, ' ')]
+					_ = cmd.Process.Kill()
+				}
+				mu.Unlock()
+			}
+			errs[i] = cmd.Wait()
+		})
+	}
+	wg.Wait()
+	require.NotEqual(t, -1, victim, "no process started a run")
+	for i := range 3 {
+		if i == victim {
+			assert.Error(t, errs[i], "p%d was killed", i)
+			continue
+		}
+		require.NoError(t, errs[i], "p%d:\n%s", i, outs[i].String())
+	}
+	db, err := sqlbackend.OpenSQLite(file)
+	require.NoError(t, err)
+	defer db.Close()
+	hist := history(t, db)
+	ok := map[string]int{}
+	var attempts []scheduler.RunRecord
+	for _, r := range hist {
+		slot := r.Slot.UTC().Format(time.RFC3339Nano)
+		if r.Status == scheduler.StatusOK {
+			ok[slot]++
+		}
+		if slot == victimSlot {
+			attempts = append(attempts, r)
+		}
+	}
+	for slot, n := range ok {
+		assert.Equal(t, 1, n, "slot %s ended ok %d times", slot, n)
+	}
+	require.Len(t, attempts, 2, "the killed process's slot %s has its attempt and the takeover: %+v", victimSlot, attempts)
+	assert.Equal(t, 2, attempts[0].Attempt)
+	assert.Equal(t, scheduler.StatusOK, attempts[0].Status, "the takeover finished the run")
+	assert.NotEqual(t, fmt.Sprint("p", victim), attempts[0].Instance)
+	assert.Equal(t, fmt.Sprint("p", victim), attempts[1].Instance)
+	assert.Equal(t, scheduler.StatusLost, attempts[1].Status, "the killed attempt is recorded lost by the backup")
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("p%d killed mid-run on slot %s; %s took it over; %d slots ended ok", victim, victimSlot, attempts[0].Instance, len(ok))
+}
+
+// buildProgram builds the program into a temporary directory and returns it with
+// the path of a SQLite file in the same directory.
+func buildProgram(t *testing.T) (bin, file string) {
+	t.Helper()
+	dir := t.TempDir()
+	bin = filepath.Join(dir, "sqlite-example")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+	return bin, filepath.Join(dir, "shared.db")
 }
 
 func history(t *testing.T, db *sql.DB) []scheduler.RunRecord {
