@@ -3,13 +3,15 @@ package sqlbackend
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
-	_ "modernc.org/sqlite" // the "sqlite" database/sql driver, pure Go
+	"modernc.org/sqlite" // the "sqlite" database/sql driver, pure Go
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // SQLiteBusyTimeout is how long OpenSQLite's connections wait for another
@@ -18,23 +20,48 @@ const SQLiteBusyTimeout = 10 * time.Second
 
 // OpenSQLite opens the SQLite database file at path (created if missing) with the
 // pure-Go driver modernc.org/sqlite, set up so that several processes can share
-// it: write-ahead logging, a busy timeout of SQLiteBusyTimeout, and transactions
-// that take the write lock when they begin (BEGIN IMMEDIATE). Close the *sql.DB
-// when done.
+// it: write-ahead logging, a busy timeout of SQLiteBusyTimeout on every connection,
+// and transactions that take the write lock when they begin (BEGIN IMMEDIATE).
+// It switches the file to write-ahead logging before it returns (a setting the
+// file keeps), waiting up to SQLiteBusyTimeout while other processes open it at
+// the same moment. Close the *sql.DB when done.
 func OpenSQLite(path string) (*sql.DB, error) {
 	if path == "" || strings.ContainsAny(path, "?#") {
 		return nil, fmt.Errorf("sqlbackend: OpenSQLite(%q): a file path without ? or #", path)
 	}
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout("+strconv.Itoa(int(SQLiteBusyTimeout.Milliseconds()))+")")
-	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(FULL)")
 	q.Set("_txlock", "immediate")
 	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("sqlbackend: OpenSQLite(%q): %w", path, err)
 	}
+	// Switching to WAL takes an exclusive lock and may answer SQLITE_BUSY at once,
+	// without the busy handler, while other processes open the file: ask again.
+	deadline := time.Now().Add(SQLiteBusyTimeout)
+	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
+		var mode string
+		err = db.QueryRow("PRAGMA journal_mode=WAL").Scan(&mode)
+		if err == nil && !strings.EqualFold(mode, "wal") {
+			err = fmt.Errorf("journal mode is %q, not wal", mode)
+		}
+		if err == nil || !isBusy(err) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(wait)
+	}
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("sqlbackend: OpenSQLite(%q): write-ahead logging: %w", path, err)
+	}
 	return db, nil
+}
+
+// isBusy reports whether err is SQLite's SQLITE_BUSY (or one of its extended codes).
+func isBusy(err error) bool {
+	var e *sqlite.Error
+	return errors.As(err, &e) && e.Code()&0xff == sqlite3.SQLITE_BUSY
 }
 
 // sqliteMinVersion is the oldest SQLite the dialect runs on: window functions

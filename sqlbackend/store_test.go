@@ -245,3 +245,32 @@ func TestLastRuns(t *testing.T) {
 		}
 	})
 }
+
+// Replicas starting together on an empty database all get their tables: none fails
+// on another's CREATE TABLE.
+func TestInitTogether(t *testing.T) {
+	t.Parallel()
+	dialects(t, func(t *testing.T, open func(t *testing.T, opts ...sqlbackend.Option) *sqlbackend.Backend) {
+		ctx := backendtest.Context(t)
+		const replicas = 8
+		bs := make([]*sqlbackend.Backend, replicas)
+		for i := range bs {
+			bs[i] = open(t)
+		}
+		errs := make([]error, replicas)
+		gate := make(chan struct{})
+		var wg sync.WaitGroup
+		for i, b := range bs {
+			wg.Go(func() {
+				<-gate
+				errs[i] = b.Init(ctx)
+			})
+		}
+		close(gate)
+		wg.Wait()
+		require.NoError(t, errors.Join(errs...))
+		won, err := bs[0].Claim(ctx, scheduler.ClaimInput{Job: backendtest.JobName("init"), Slot: time.UnixMilli(1_800_000_000_000), Token: backendtest.Token(), Instance: "a"})
+		require.NoError(t, err)
+		assert.True(t, won)
+	})
+}
