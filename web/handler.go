@@ -100,7 +100,14 @@ func parseRoute(rest string) (route, bool) {
 	return rt, true
 }
 
+// askedAt is the context key of when the request came: the pages show times
+// relative to it, the moment their reads began, not to the end of the reads (a
+// jobs page waits the source's gather window, and a next slot read at its start
+// would otherwise show as past).
+type askedAt struct{}
+
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	r = r.WithContext(context.WithValue(r.Context(), askedAt{}, h.cfg.Now()))
 	setSecurityHeaders(w)
 	rest, ok := strings.CutPrefix(r.URL.EscapedPath(), h.cfg.Prefix)
 	if !ok {

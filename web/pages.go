@@ -25,8 +25,12 @@ type pageBase struct {
 func (p pageBase) base() pageBase { return p }
 
 func (h *Handler) base(r *http.Request, nav string) pageBase {
+	now, ok := r.Context().Value(askedAt{}).(time.Time)
+	if !ok {
+		now = h.cfg.Now()
+	}
 	return pageBase{
-		Title: h.cfg.Title, Prefix: h.cfg.Prefix, Nav: nav, Now: h.cfg.Now(),
+		Title: h.cfg.Title, Prefix: h.cfg.Prefix, Nav: nav, Now: now,
 		CanAct: h.cfg.Authorize != nil && h.cfg.Authorize(r),
 	}
 }

@@ -184,7 +184,8 @@ func TestNotFound(t *testing.T) {
 }
 
 func TestFleetPage(t *testing.T) {
-	f := startFleet(t, web.Config{})
+	asked := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	f := startFleet(t, web.Config{Now: func() time.Time { return asked }})
 	r := f.get(t, "/anarchon/fleet")
 	require.Equal(t, http.StatusOK, r.status, r.body)
 	assert.Contains(t, r.body, "<caption>3 replicas answered</caption>")
@@ -194,6 +195,7 @@ func TestFleetPage(t *testing.T) {
 	assert.Equal(t, 3, strings.Count(r.body, `<a href="/anarchon/job/broken%2Fone">broken/one</a>`), "each replica declares it")
 	assert.Contains(t, r.body, "<td class=\"opt\">memory</td>")
 	assert.Contains(t, r.body, `<a href="/anarchon/fleet" aria-current="page">Fleet</a>`)
+	assert.Contains(t, r.body, "Asked at 12:00:00Z", "times are shown against Config.Now")
 }
 
 // TestJSON: the JSON is what the CLI's --json prints: the fleet's own structs.
