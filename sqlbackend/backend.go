@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/anarchon/anarchon/internal/option"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -46,14 +47,6 @@ var (
 // refused with ErrSchemaTooNew.
 const SchemaVersion = 1
 
-var (
-	// ErrSchemaTooNew is returned by Init when the database's tables were created
-	// by a newer version of this package than the one running.
-	ErrSchemaTooNew = errors.New("sqlbackend: the database's schema is newer than this version knows")
-	// ErrDialect is returned by New when the dialect misses a required field.
-	ErrDialect = errors.New("sqlbackend: incomplete dialect")
-)
-
 // New returns a backend on db (which it does not close) speaking dialect. Nothing
 // is read or written before Init.
 func New(db *sql.DB, dialect Dialect, opts ...Option) (*Backend, error) {
@@ -63,14 +56,9 @@ func New(db *sql.DB, dialect Dialect, opts ...Option) (*Backend, error) {
 	if err := dialect.check(); err != nil {
 		return nil, err
 	}
-	o := options{prefix: DefaultTablePrefix}
-	for _, opt := range opts {
-		if opt == nil {
-			return nil, fmt.Errorf("%w: sqlbackend: nil Option", scheduler.ErrInvalidOption)
-		}
-		if err := opt(&o); err != nil {
-			return nil, err
-		}
+	o := options{prefix: DefaultTablePrefix, callTimeout: DefaultCallTimeout}
+	if err := option.Apply(&o, opts); err != nil {
+		return nil, err
 	}
 	if o.poll == 0 {
 		o.poll = DefaultPollInterval
@@ -138,6 +126,8 @@ func (b *Backend) Close(ctx context.Context) error {
 
 // PrepareJob stores the job's row, whose lock serialises the job's lease claims.
 func (b *Backend) PrepareJob(ctx context.Context, job scheduler.JobLimits) error {
+	ctx, cancel := b.callCtx(ctx)
+	defer cancel()
 	if err := scheduler.ValidateJobName(job.Job); err != nil {
 		return err
 	}
@@ -157,6 +147,8 @@ func (b *Backend) PrepareJob(ctx context.Context, job scheduler.JobLimits) error
 // winner, whose first answer was lost, wins again). The claim is also the run's
 // history record.
 func (b *Backend) Claim(ctx context.Context, in scheduler.ClaimInput) (bool, error) {
+	ctx, cancel := b.callCtx(ctx)
+	defer cancel()
 	if err := checkClaimInput(in); err != nil {
 		return false, err
 	}
@@ -206,6 +198,8 @@ func (b *Backend) insertClaim(ctx context.Context, db execer, in scheduler.Claim
 // takeover, or a first attempt whose slot already holds another token's claim,
 // beside it.
 func (b *Backend) RecordClaim(ctx context.Context, in scheduler.ClaimInput) error {
+	ctx, cancel := b.callCtx(ctx)
+	defer cancel()
 	if err := checkClaimInput(in); err != nil {
 		return err
 	}
@@ -229,6 +223,8 @@ func (b *Backend) RecordClaim(ctx context.Context, in scheduler.ClaimInput) erro
 
 // RecordManualRun records a RunNow run; it is never de-duplicated.
 func (b *Backend) RecordManualRun(ctx context.Context, in scheduler.ClaimInput) (time.Time, error) {
+	ctx, cancel := b.callCtx(ctx)
+	defer cancel()
 	in.Manual = true
 	if err := checkClaimInput(in); err != nil {
 		return time.Time{}, err
@@ -291,6 +287,16 @@ func (b *Backend) q(flags int, s string) string {
 	}
 	b.stmts[key] = out
 	return out
+}
+
+// callCtx gives ctx the call timeout when it has no deadline of its own, so that a
+// call never waits forever on a database that does not answer. The caller must
+// call cancel.
+func (b *Backend) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, b.opts.callTimeout)
 }
 
 func msOf(t time.Time) int64 {

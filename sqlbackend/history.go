@@ -15,6 +15,8 @@ import (
 // slots older than the oldest result kept leave the history (the claims themselves
 // are kept for de-duplication).
 func (b *Backend) SaveResult(ctx context.Context, job string, r scheduler.StoredResult, keep scheduler.Retention) error {
+	ctx, cancel := b.callCtx(ctx)
+	defer cancel()
 	if err := scheduler.ValidateJobName(job); err != nil {
 		return err
 	}
@@ -117,6 +119,8 @@ const historyRows = `WITH h AS (
 // History merges the job's claims, records and results with scheduler.BuildHistory,
 // newest first, in one query.
 func (b *Backend) History(ctx context.Context, job string, limit int) ([]scheduler.RunRecord, error) {
+	ctx, cancel := b.callCtx(ctx)
+	defer cancel()
 	if err := b.Init(ctx); err != nil {
 		return nil, err
 	}
@@ -173,6 +177,8 @@ func scanHistory(rows *sql.Rows) ([]scheduler.ClaimRecord, []scheduler.StoredRes
 // still shown), with the claim's time and requester from the slot's claim or
 // record.
 func (b *Backend) LastRuns(ctx context.Context, jobs []string) (map[string]scheduler.LastRuns, error) {
+	ctx, cancel := b.callCtx(ctx)
+	defer cancel()
 	out := make(map[string]scheduler.LastRuns, len(jobs))
 	for _, j := range jobs {
 		out[j] = scheduler.LastRuns{Job: j}

@@ -5,7 +5,7 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/anarchon/anarchon/scheduler"
+	"github.com/anarchon/anarchon/internal/option"
 )
 
 // DefaultTablePrefix is the prefix of the backend's table names.
@@ -21,14 +21,23 @@ const (
 	MinPollInterval = 10 * time.Millisecond
 )
 
-// Option configures New. An invalid option makes New fail with an error matching
-// scheduler.ErrInvalidOption.
+// DefaultCallTimeout bounds a call whose context has no deadline (WithCallTimeout).
+const DefaultCallTimeout = 10 * time.Second
+
+// Option configures New. Options apply in order, a nil one is skipped, and an
+// invalid one makes New fail with an error matching ErrInvalidOption (and
+// scheduler.ErrInvalidOption) that names it.
 type Option func(*options) error
 
 type options struct {
-	prefix    string
-	poll      time.Duration
-	claimKeep time.Duration
+	prefix      string
+	poll        time.Duration
+	claimKeep   time.Duration
+	callTimeout time.Duration
+}
+
+func checked[V any](name string, v V, check func(V) error, set func(*options, V)) Option {
+	return option.Checked(ErrInvalidOption, name, v, check, set)
 }
 
 var prefixRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,30}$`)
@@ -37,25 +46,24 @@ var prefixRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,30}$`)
 // case letters, digits and underscores, at most 31 characters, not starting with
 // a digit. Backends sharing a database with different prefixes share nothing.
 func WithTablePrefix(p string) Option {
-	return func(o *options) error {
+	return checked("WithTablePrefix", p, func(p string) error {
 		if !prefixRE.MatchString(p) {
-			return fmt.Errorf("%w: sqlbackend: WithTablePrefix(%q): lower case letters, digits and _, at most 31, not starting with a digit", scheduler.ErrInvalidOption, p)
+			return fmt.Errorf("lower case letters, digits and _, at most 31, not starting with a digit")
 		}
-		o.prefix = p
 		return nil
-	}
+	}, func(o *options, p string) { o.prefix = p })
 }
 
 // WithPollInterval sets how often watchers read the tables again (default
-// DefaultPollInterval without notifications, DefaultNotifyPollInterval with them).
+// DefaultPollInterval without notifications, DefaultNotifyPollInterval with them);
+// at least MinPollInterval.
 func WithPollInterval(d time.Duration) Option {
-	return func(o *options) error {
+	return checked("WithPollInterval", d, func(d time.Duration) error {
 		if d < MinPollInterval {
-			return fmt.Errorf("%w: sqlbackend: WithPollInterval(%v): at least %v", scheduler.ErrInvalidOption, d, MinPollInterval)
+			return fmt.Errorf("at least %v", MinPollInterval)
 		}
-		o.poll = d
 		return nil
-	}
+	}, func(o *options, d time.Duration) { o.poll = d })
 }
 
 // WithClaimRetention makes the backend forget a claimed slot once it was claimed
@@ -64,11 +72,17 @@ func WithPollInterval(d time.Duration) Option {
 // are kept forever (the window is scheduler.Forever); a busy fleet may bound the
 // table this way. It must be at least a minute.
 func WithClaimRetention(d time.Duration) Option {
-	return func(o *options) error {
+	return checked("WithClaimRetention", d, func(d time.Duration) error {
 		if d < time.Minute {
-			return fmt.Errorf("%w: sqlbackend: WithClaimRetention(%v): at least 1m", scheduler.ErrInvalidOption, d)
+			return fmt.Errorf("at least 1m")
 		}
-		o.claimKeep = d
 		return nil
-	}
+	}, func(o *options, d time.Duration) { o.claimKeep = d })
+}
+
+// WithCallTimeout bounds every call made with a context that has no deadline
+// (default DefaultCallTimeout); a deadline already set is kept. Watches are not
+// bounded: they last until their context ends.
+func WithCallTimeout(d time.Duration) Option {
+	return checked("WithCallTimeout", d, option.Positive, func(o *options, d time.Duration) { o.callTimeout = d })
 }

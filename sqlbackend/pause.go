@@ -12,6 +12,8 @@ import (
 
 // SetPause stores p, replacing a pause stored for the same job.
 func (b *Backend) SetPause(ctx context.Context, p scheduler.Pause) error {
+	ctx, cancel := b.callCtx(ctx)
+	defer cancel()
 	if err := b.Init(ctx); err != nil {
 		return err
 	}
@@ -32,6 +34,8 @@ func (b *Backend) SetPause(ctx context.Context, p scheduler.Pause) error {
 
 // ClearPause removes the pause stored for job ("": the all-jobs pause).
 func (b *Backend) ClearPause(ctx context.Context, job string) error {
+	ctx, cancel := b.callCtx(ctx)
+	defer cancel()
 	if err := b.Init(ctx); err != nil {
 		return err
 	}
@@ -47,6 +51,8 @@ func (b *Backend) ClearPause(ctx context.Context, job string) error {
 
 // Pauses returns the stored pauses, by job name (the all-jobs pause first).
 func (b *Backend) Pauses(ctx context.Context) ([]scheduler.Pause, error) {
+	ctx, cancel := b.callCtx(ctx)
+	defer cancel()
 	if err := b.Init(ctx); err != nil {
 		return nil, err
 	}

@@ -67,6 +67,8 @@ func (r *run) result(o scheduler.ClaimOutcome) scheduler.ClaimResult {
 // outcomes. A claim repeated by its token (its answer lost after the COMMIT) is
 // answered the same: won again, or the same stored decision.
 func (s *RunStore) Claim(ctx context.Context, in scheduler.RunClaim) (scheduler.ClaimResult, error) {
+	ctx, cancel := s.b.callCtx(ctx)
+	defer cancel()
 	if err := checkRunClaim(in); err != nil {
 		return scheduler.ClaimResult{}, err
 	}
@@ -248,6 +250,8 @@ func (s *RunStore) otherBusy(ctx context.Context, tx *sql.Tx, job string, slot, 
 // Heartbeat extends token's lease to the database's now + lease, in one statement
 // that changes the row only while token holds a live lease.
 func (s *RunStore) Heartbeat(ctx context.Context, job string, slot time.Time, token string, lease time.Duration) error {
+	ctx, cancel := s.b.callCtx(ctx)
+	defer cancel()
 	if lease <= 0 {
 		return fmt.Errorf("%w: heartbeat lease must be positive, got %v", scheduler.ErrInvalidClaim, lease)
 	}
@@ -271,6 +275,8 @@ func (s *RunStore) Heartbeat(ctx context.Context, job string, slot time.Time, to
 // nobody took it over); repeating it is not an error. Anything else is
 // scheduler.ErrStaleToken and changes nothing.
 func (s *RunStore) Finish(ctx context.Context, job string, slot time.Time, token string, status scheduler.Status) error {
+	ctx, cancel := s.b.callCtx(ctx)
+	defer cancel()
 	if !status.Finished() {
 		return fmt.Errorf("%w: finish needs a final status, got %q", scheduler.ErrInvalidClaim, status)
 	}
@@ -301,6 +307,8 @@ func (s *RunStore) Finish(ctx context.Context, job string, slot time.Time, token
 // Release ends token's live lease at once (its expiry becomes the database's now).
 // The run stays unfinished, so the next claim by another token takes it over.
 func (s *RunStore) Release(ctx context.Context, job string, slot time.Time, token string) error {
+	ctx, cancel := s.b.callCtx(ctx)
+	defer cancel()
 	if err := s.b.Init(ctx); err != nil {
 		return err
 	}
@@ -317,6 +325,8 @@ func (s *RunStore) Release(ctx context.Context, job string, slot time.Time, toke
 
 // Active lists job's unfinished runs, oldest slot first.
 func (s *RunStore) Active(ctx context.Context, job string) ([]scheduler.ActiveRun, error) {
+	ctx, cancel := s.b.callCtx(ctx)
+	defer cancel()
 	if err := s.b.Init(ctx); err != nil {
 		return nil, err
 	}

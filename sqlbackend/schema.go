@@ -45,6 +45,8 @@ var schema = []string{
 // is newer (ErrSchemaTooNew). Replicas may call it together. It is called before
 // every first use and is cheap once it succeeded.
 func (b *Backend) Init(ctx context.Context) error {
+	ctx, cancel := b.callCtx(ctx)
+	defer cancel()
 	b.initMu.Lock()
 	defer b.initMu.Unlock()
 	if b.inited {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -153,11 +154,14 @@ func TestInvalidConfig(t *testing.T) {
 		"empty prefix":      sqlbackend.WithTablePrefix(""),
 		"poll too short":    sqlbackend.WithPollInterval(time.Millisecond),
 		"claims kept a 1s":  sqlbackend.WithClaimRetention(time.Second),
-		"nil option":        nil,
+		"zero call timeout": sqlbackend.WithCallTimeout(0),
 	} {
 		_, err := sqlbackend.New(db, sqlbackend.Postgres, opt)
 		assert.ErrorIs(t, err, scheduler.ErrInvalidOption, name)
+		assert.ErrorIs(t, err, sqlbackend.ErrInvalidOption, name)
 	}
+	_, err = sqlbackend.New(db, sqlbackend.Postgres, nil)
+	assert.NoError(t, err, "a nil option is skipped")
 	b, err := sqlbackend.New(db, sqlbackend.Postgres, sqlbackend.WithClaimRetention(time.Hour))
 	require.NoError(t, err)
 	assert.Equal(t, time.Hour, b.DedupeWindow())
@@ -176,6 +180,47 @@ func TestInitUnreachable(t *testing.T) {
 	err = b.Init(ctx)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "sqlbackend: postgres")
+}
+
+// A call whose context has no deadline is bounded by the call timeout: a server
+// that accepts the connection and never answers does not hang Init.
+func TestCallTimeoutBoundsACallWithoutDeadline(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var held []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c) // accepted, never answered
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			_ = c.Close()
+		}
+	})
+	db := openPGAt(t, fmt.Sprintf("postgres://anarchon@%s/postgres?sslmode=disable", l.Addr()))
+	b, err := sqlbackend.New(db, sqlbackend.Postgres, sqlbackend.WithCallTimeout(500*time.Millisecond))
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- b.Init(context.Background()) }()
+	select {
+	case err := <-done:
+		require.Error(t, err)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Init without a deadline hung on a server that never answers")
+	}
 }
 
 // LastRuns reads the newest run, success and failure of several jobs in one query.

@@ -222,7 +222,9 @@ func (s *RunStore) WatchRun(ctx context.Context, job string, slot time.Time) (<-
 	}
 	k := runKey{job, slot.UnixMilli()}
 	sub, unsubscribe := s.b.hub.subscribeRun(ctx, k)
-	r, now, err := s.read(ctx, k)
+	rctx, cancel := s.b.callCtx(ctx)
+	r, now, err := s.read(rctx, k)
+	cancel()
 	if err != nil {
 		unsubscribe()
 		return nil, fmt.Errorf("sqlbackend: watch %s: %w", describe(job, slot), err)
@@ -253,7 +255,9 @@ func (s *RunStore) watch(ctx context.Context, k runKey, token string, left int64
 		case <-t.C:
 		}
 		t.Stop()
-		r, now, err := s.read(ctx, k)
+		rctx, cancel := s.b.callCtx(ctx)
+		r, now, err := s.read(rctx, k)
+		cancel()
 		if err != nil || r == nil || r.token != token || !r.live(now) {
 			return
 		}
