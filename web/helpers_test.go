@@ -28,6 +28,7 @@ const (
 	jobHostile = "<script>alert(1)</script>"
 	jobBroken  = "broken/one"
 	jobDots    = ".."
+	jobSlow    = "slow"
 	hostileErr = `<img src=x onerror=alert(2)> & "quotes"`
 	rare       = 365 * 24 * time.Hour
 )
@@ -52,6 +53,15 @@ func startFleet(t testing.TB, cfg web.Config) *testFleet {
 	require.NoError(t, err, "the embedded nats-server must start")
 	t.Cleanup(ns.Shutdown)
 	b := scheduler.NewMemoryBackend()
+	// slow's runs last until the test ends (closed before the schedulers stop).
+	release := make(chan struct{})
+	slow := func(ctx context.Context, _ scheduler.Run) error {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	}
 	for _, id := range []string{"replica-a", "replica-b", "replica-c"} {
 		nc := connect(t, ns)
 		s, err := scheduler.New(scheduler.Config{Backend: b, Instance: id})
@@ -61,12 +71,14 @@ func startFleet(t testing.TB, cfg web.Config) *testFleet {
 		require.NoError(t, s.Every(jobHostile, rare, ok))
 		require.NoError(t, s.Every(jobBroken, rare, func(context.Context, scheduler.Run) error { return errors.New(hostileErr) }))
 		require.NoError(t, s.Cron(jobDots, "0 9 29 2 MON", ok, scheduler.WithLocation(mustZone(t, "Europe/Athens"))))
+		require.NoError(t, s.Every(jobSlow, rare, slow))
 		require.NoError(t, s.Start(ctx))
 		t.Cleanup(func() { require.NoError(t, s.Stop(context.Background())) })
 		svc, err := fleet.Serve(ctx, nc, s)
 		require.NoError(t, err)
 		t.Cleanup(func() { require.NoError(t, svc.Stop(context.Background())) })
 	}
+	t.Cleanup(func() { close(release) })
 	// A short gather window: three replicas on one machine answer within it.
 	client, err := fleet.NewClient(connect(t, ns), fleet.WithGatherWindow(150*time.Millisecond))
 	require.NoError(t, err)

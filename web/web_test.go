@@ -40,7 +40,7 @@ func TestJobsPage(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.status, r.body)
 	assert.Equal(t, "text/html; charset=utf-8", r.header.Get("Content-Type"))
 	assert.Contains(t, r.header.Get("Content-Security-Policy"), "default-src 'none'")
-	assert.Contains(t, r.body, "<caption>4 of 4 jobs on 3 replicas; read-only</caption>")
+	assert.Contains(t, r.body, "<caption>5 of 5 jobs on 3 replicas; read-only</caption>")
 
 	report := rowOf(t, r.body, jobReport)
 	assert.Contains(t, report, `<a href="/anarchon/job/report">report</a>`)
@@ -76,14 +76,14 @@ func TestJobsFilter(t *testing.T) {
 
 	r := f.get(t, "/anarchon/?show=failing")
 	require.Equal(t, http.StatusOK, r.status, r.body)
-	assert.Contains(t, r.body, "<caption>1 of 4 jobs (failing)")
+	assert.Contains(t, r.body, "<caption>1 of 5 jobs (failing)")
 	assert.Contains(t, r.body, `data-job="broken/one"`)
 	assert.NotContains(t, r.body, `data-job="report"`)
 	assert.Contains(t, r.body, "Failing (1)")
 
 	// A pause reaches every replica within a second: ask until the view has it.
 	require.Eventually(t, func() bool {
-		return strings.Contains(f.get(t, "/anarchon/?show=paused").body, "<caption>1 of 4 jobs (paused)")
+		return strings.Contains(f.get(t, "/anarchon/?show=paused").body, "<caption>1 of 5 jobs (paused)")
 	}, 5*time.Second, 50*time.Millisecond)
 	r = f.get(t, "/anarchon/?show=paused")
 	row := rowOf(t, r.body, jobHostile)
@@ -211,7 +211,7 @@ func TestJSON(t *testing.T) {
 		dec := json.NewDecoder(strings.NewReader(r.body))
 		dec.DisallowUnknownFields()
 		require.NoError(t, dec.Decode(&got), r.body)
-		require.Len(t, got.Jobs, 4)
+		require.Len(t, got.Jobs, 5)
 		require.Len(t, got.Replicas, 3)
 		assert.GreaterOrEqual(t, slicesIndex(got.Jobs, jobHostile), 0, "names are data, not markup, in JSON")
 		i := slicesIndex(got.Jobs, jobReport)
@@ -318,6 +318,24 @@ func TestActions(t *testing.T) {
 	var pr fleet.PauseReply
 	require.NoError(t, json.Unmarshal([]byte(r.body), &pr))
 	assert.Equal(t, "json", pr.Pause.Reason)
+}
+
+// TestRunNowGoesOn: a run longer than TriggerWait goes on; the page says so and
+// lists it as running.
+func TestRunNowGoesOn(t *testing.T) {
+	f := startFleet(t, web.Config{Authorize: allow, TriggerWait: 100 * time.Millisecond})
+	r := f.post(t, jobURL(jobSlow)+"/run", nil)
+	require.Equal(t, http.StatusSeeOther, r.status, r.body)
+	assert.Equal(t, "/anarchon/job/slow?done=started", r.header.Get("Location"))
+	page := f.get(t, r.header.Get("Location"))
+	assert.Contains(t, page.body, "The manual run started and goes on")
+	assert.Contains(t, page.body, `<tr class="run manual">`, "listed, running")
+
+	// Without waiting at all.
+	f = startFleet(t, web.Config{Authorize: allow, TriggerWait: -1})
+	r = f.post(t, jobURL(jobReport)+"/run", nil)
+	require.Equal(t, http.StatusSeeOther, r.status, r.body)
+	assert.Equal(t, "/anarchon/job/report?done=started", r.header.Get("Location"))
 }
 
 func TestActionsBadInput(t *testing.T) {
