@@ -35,12 +35,19 @@
 //
 //	db, err := sql.Open("pgx", "postgres://app@db.internal/app") // github.com/jackc/pgx/v5/stdlib
 //	if err != nil { return err }
+//	db.SetMaxOpenConns(10) // bound the pool: see below
 //	backend, err := sqlbackend.New(db, sqlbackend.Postgres)
 //	if err != nil { return err }
 //	s, err := scheduler.New(scheduler.Config{Backend: backend, Instance: "replica-1"})
 //	if err != nil { return err }
 //	err = s.Every("reconcile", time.Minute, reconcile)
 //	// s.Start(ctx) … s.Stop(ctx); backend.Close(ctx); db.Close()
+//
+// Bound the pool you give it (SetMaxOpenConns): a scheduler claims every job due at
+// a slot at once, and an unbounded pool opens a connection per concurrent claim —
+// with 100 jobs every second on 3 replicas, more than PostgreSQL's default
+// max_connections, and most claims failed to connect. With 10 connections per
+// replica the same load ran every slot once (go run -C sqlbackend ./internal/bench).
 //
 // With SQLite, open the file with OpenSQLite (write-ahead log, a busy timeout,
 // transactions that take the write lock at once) and use the SQLite dialect;

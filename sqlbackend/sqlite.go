@@ -14,6 +14,9 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
+// SQLiteMaxOpenConns bounds the pool OpenSQLite returns.
+const SQLiteMaxOpenConns = 8
+
 // SQLiteBusyTimeout is how long OpenSQLite's connections wait for another
 // process's write lock before a statement fails with SQLITE_BUSY.
 const SQLiteBusyTimeout = 10 * time.Second
@@ -21,7 +24,8 @@ const SQLiteBusyTimeout = 10 * time.Second
 // OpenSQLite opens the SQLite database file at path (created if missing) with the
 // pure-Go driver modernc.org/sqlite, set up so that several processes can share
 // it: write-ahead logging, a busy timeout of SQLiteBusyTimeout on every connection,
-// and transactions that take the write lock when they begin (BEGIN IMMEDIATE).
+// transactions that take the write lock when they begin (BEGIN IMMEDIATE), and at
+// most SQLiteMaxOpenConns connections.
 // It switches the file to write-ahead logging before it returns (a setting the
 // file keeps), waiting up to SQLiteBusyTimeout while other processes open it at
 // the same moment. Close the *sql.DB when done.
@@ -37,6 +41,8 @@ func OpenSQLite(path string) (*sql.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlbackend: OpenSQLite(%q): %w", path, err)
 	}
+	// Writers take turns anyway; more connections would only hold more files open.
+	db.SetMaxOpenConns(SQLiteMaxOpenConns)
 	// Switching to WAL takes an exclusive lock and may answer SQLITE_BUSY at once,
 	// without the busy handler, while other processes open the file: ask again.
 	deadline := time.Now().Add(SQLiteBusyTimeout)

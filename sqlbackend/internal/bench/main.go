@@ -33,20 +33,26 @@ func main() {
 	n := flag.Int("n", 1000, "samples of each operation")
 	withPG := flag.Bool("pg", true, "measure PostgreSQL")
 	withSQLite := flag.Bool("sqlite", true, "measure SQLite")
+	jobs := flag.Int("jobs", 100, "jobs every second in the load run (0: no load run)")
+	seconds := flag.Int("seconds", 20, "seconds of the load run's window")
 	flag.Parse()
-	if err := run(*n, *withPG, *withSQLite); err != nil {
+	if err := run(*n, *withPG, *withSQLite, *jobs, *seconds); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n int, withPG, withSQLite bool) error {
+func run(n int, withPG, withSQLite bool, jobs, seconds int) error {
 	if n < 10 {
 		return fmt.Errorf("-n %d: at least 10", n)
 	}
+	if jobs < 0 || seconds < 1 {
+		return fmt.Errorf("-jobs %d -seconds %d: jobs ≥ 0, seconds ≥ 1", jobs, seconds)
+	}
+	var loads []loadRow
 	ctx := context.Background()
 	start := time.Now()
-	fmt.Printf("- command: `go run -C sqlbackend ./internal/bench -n %d`\n", n)
+	fmt.Printf("- command: `go run -C sqlbackend ./internal/bench -n %d -jobs %d -seconds %d`\n", n, jobs, seconds)
 	fmt.Printf("- machine: %d CPUs (GOMAXPROCS %d), %s/%s, %s\n", runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version())
 	if withPG {
 		srv, err := pgtest.Start(pgtest.Options{Durable: true})
@@ -57,6 +63,13 @@ func run(n int, withPG, withSQLite bool) error {
 		open := func() (*sql.DB, error) { return sql.Open("pgx", srv.DSN("")) }
 		if err := measure(ctx, "PostgreSQL", sqlbackend.Postgres, open, n, "SELECT version()"); err != nil {
 			return err
+		}
+		if jobs > 0 {
+			r, err := load(ctx, sqlbackend.Postgres, open, jobs, seconds)
+			if err != nil {
+				return fmt.Errorf("load on PostgreSQL: %w", err)
+			}
+			loads = append(loads, loadRow{"PostgreSQL", r})
 		}
 	}
 	if withSQLite {
@@ -70,6 +83,16 @@ func run(n int, withPG, withSQLite bool) error {
 		if err := measure(ctx, "SQLite", sqlbackend.SQLite, open, n, "SELECT 'SQLite ' || sqlite_version()"); err != nil {
 			return err
 		}
+		if jobs > 0 {
+			r, err := load(ctx, sqlbackend.SQLite, open, jobs, seconds)
+			if err != nil {
+				return fmt.Errorf("load on SQLite: %w", err)
+			}
+			loads = append(loads, loadRow{"SQLite", r})
+		}
+	}
+	if len(loads) > 0 {
+		printLoad(loads, jobs, seconds)
 	}
 	fmt.Printf("\ntotal run time %v\n", time.Since(start).Round(time.Second))
 	return nil
@@ -307,4 +330,70 @@ func dur(d time.Duration) string {
 	default:
 		return fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond))
 	}
+}
+
+type loadRow struct {
+	name string
+	r    *loadResult
+}
+
+func printLoad(rows []loadRow, jobs, seconds int) {
+	fmt.Printf("\n#### Load: %d jobs every second × 3 instances × %ds, leases on\n\n", jobs, seconds)
+	fmt.Printf("Each instance has its own pool of at most %d connections; every job `Every(1s)`", loadPool)
+	fmt.Println(", no jitter, max lateness 1s; a slot counts when its handler started; the window opens 2s after Start.")
+	fmt.Println()
+	head := "| metric |"
+	sep := "| --- |"
+	for _, r := range rows {
+		head += " " + r.name + " |"
+		sep += " --- |"
+	}
+	fmt.Println(head)
+	fmt.Println(sep)
+	line := func(name string, f func(r *loadResult) string) {
+		s := "| " + name + " |"
+		for _, r := range rows {
+			s += " " + f(r.r) + " |"
+		}
+		fmt.Println(s)
+	}
+	line("start-up: Start of 3 instances in parallel", func(r *loadResult) string { return dur(r.startup) })
+	line("slots due", func(r *loadResult) string { return fmt.Sprint(r.due) })
+	line("runs", func(r *loadResult) string { return fmt.Sprint(r.runs) })
+	line("duplicates (must be 0)", func(r *loadResult) string { return fmt.Sprint(r.dups) })
+	line("missed", func(r *loadResult) string {
+		return fmt.Sprintf("%d (%.2f%%)", r.missed, 100*float64(r.missed)/float64(max(r.due, 1)))
+	})
+	line("slot lag (handler start − slot) p50 / p99 / max", func(r *loadResult) string {
+		if len(r.lag) == 0 {
+			return "–"
+		}
+		return dur(r.lag[len(r.lag)/2]) + " / " + dur(r.lag[len(r.lag)*99/100]) + " / " + dur(r.lag[len(r.lag)-1])
+	})
+	line("backend errors, by message (a sample)", func(r *loadResult) string {
+		if len(r.errSample) == 0 {
+			return "none"
+		}
+		msgs := make([]string, 0, len(r.errSample))
+		for m, n := range r.errSample {
+			msgs = append(msgs, fmt.Sprintf("%d × %s", n, strings.ReplaceAll(m, "|", "/")))
+		}
+		slices.Sort(msgs)
+		return strings.Join(msgs, "; ")
+	})
+	line("scheduler events (all, whole run)", func(r *loadResult) string {
+		kinds := make([]string, 0, len(r.events))
+		for k := range r.events {
+			kinds = append(kinds, string(k))
+		}
+		slices.Sort(kinds)
+		s := ""
+		for i, k := range kinds {
+			if i > 0 {
+				s += ", "
+			}
+			s += fmt.Sprintf("%s: %d", k, r.events[scheduler.EventKind(k)])
+		}
+		return s
+	})
 }
