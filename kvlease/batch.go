@@ -17,17 +17,18 @@ import (
 )
 
 // Atomic batch publish (nats-server ≥ 2.12, AllowAtomicPublish on the bucket's
-// stream): the messages of a batch are stored all together or none of them, and each
-// carries its own Nats-Expected-Last-Subject-Sequence and Nats-TTL, both of which
-// the server checks and applies inside a batch (only Nats-Expected-Last-Msg-Id is
-// refused there). A claim writes its lease key and run record in one batch, a finish
-// its run record and the lease key's purge: one round trip each instead of two.
+// stream; used WithAtomicBatches): the messages of a batch are stored all together
+// or none of them, and each carries its own Nats-Expected-Last-Subject-Sequence and
+// Nats-TTL, both of which the server checks and applies inside a batch (only
+// Nats-Expected-Last-Msg-Id is refused there). A claim writes its lease key and run
+// record in one batch, a finish its run record and the lease key's purge.
 //
 // The batch is written by hand: every message but the last is published without a
 // reply (the connection keeps them in order), the last carries Nats-Batch-Commit and
 // is answered with the batch's acknowledgement or its error. orbit.go's
-// jetstreamext.BatchPublisher does the same with a flow-control request on the
-// first message, which costs the round trip the batch exists to save.
+// jetstreamext.PublishMsgBatch sends the same headers, but by default waits for an
+// answer to the first message (BatchFlowControl.AckFirst), a round trip more; for
+// two messages the headers by hand cost less than a dependency.
 const (
 	batchIDHeader     = "Nats-Batch-Id"
 	batchSeqHeader    = "Nats-Batch-Sequence"

@@ -18,10 +18,13 @@ import (
 
 // requestSpy counts the requests the server receives on the JetStream API and the
 // bucket's subjects: messages with a reply subject, each one a round trip for its
-// sender. A batch's messages before its commit carry none.
+// sender. A message published without a reply (an atomic batch's messages before
+// its commit, a purge that asks for no answer) is none.
 type requestSpy struct {
-	nc *nats.Conn
-	n  atomic.Int64
+	nc     *nats.Conn
+	subs   []*nats.Subscription
+	bucket string
+	n      int64
 }
 
 func newSpy(t *testing.T, connect func(...nats.Option) (*nats.Conn, error), bucket string) *requestSpy {
@@ -29,15 +32,11 @@ func newSpy(t *testing.T, connect func(...nats.Option) (*nats.Conn, error), buck
 	nc, err := connect()
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
-	sp := &requestSpy{nc: nc}
+	sp := &requestSpy{nc: nc, bucket: bucket}
 	for _, subj := range []string{"$JS.API.>", "$KV." + bucket + ".>"} {
-		_, err := nc.Subscribe(subj, func(m *nats.Msg) {
-			// Requests about this bucket only: other tests share the server.
-			if m.Reply != "" && (strings.Contains(m.Subject, "KV_"+bucket) || strings.HasPrefix(m.Subject, "$KV."+bucket+".")) {
-				sp.n.Add(1)
-			}
-		})
+		sub, err := nc.SubscribeSync(subj)
 		require.NoError(t, err)
+		sp.subs = append(sp.subs, sub)
 	}
 	require.NoError(t, nc.Flush())
 	return sp
@@ -46,7 +45,8 @@ func newSpy(t *testing.T, connect func(...nats.Option) (*nats.Conn, error), buck
 // count runs f and returns the requests it sent. conns are every connection the
 // test uses: each is flushed before and after f, and the server routes a
 // connection's messages to the spy before it answers the flush; a flush of the
-// spy's own connection then makes sure it has read them.
+// spy's own connection then has them queued on its synchronous subscriptions,
+// which count reads.
 func (sp *requestSpy) count(t *testing.T, conns []*nats.Conn, f func()) int64 {
 	t.Helper()
 	settle := func() int64 {
@@ -54,7 +54,19 @@ func (sp *requestSpy) count(t *testing.T, conns []*nats.Conn, f func()) int64 {
 			require.NoError(t, nc.Flush())
 		}
 		require.NoError(t, sp.nc.Flush())
-		return sp.n.Load()
+		for _, sub := range sp.subs {
+			n, _, err := sub.Pending()
+			require.NoError(t, err)
+			for range n {
+				m, err := sub.NextMsg(time.Second)
+				require.NoError(t, err)
+				// Requests about this bucket only: other tests share the server.
+				if m.Reply != "" && (strings.Contains(m.Subject, "KV_"+sp.bucket) || strings.HasPrefix(m.Subject, "$KV."+sp.bucket+".")) {
+					sp.n++
+				}
+			}
+		}
+		return sp.n
 	}
 	before := settle()
 	f()
@@ -71,50 +83,61 @@ func lastOf(t *testing.T, js jetstream.JetStream, b, key string) *jetstream.RawS
 	return m
 }
 
-// On one server, with atomic batches: a first claim won is two round trips (both
-// keys in one read, both written in one batch), a lost claim one, Finish one, a
-// heartbeat one; the lease key's revision the claim remembered is the stored one.
-func TestBatchedPathRoundTrips(t *testing.T) {
-	t.Parallel()
-	srv := singleServer(t)
-	js := jsOn(t, srv.Connect)
-	b := initBucket("rt")
-	s := newStore(t, js, kvlease.WithBucket(b))
-	ojs := jsOn(t, srv.Connect)
-	other := newStore(t, ojs, kvlease.WithBucket(b))
-	cfg := bucketConfig(t, js, b)
-	require.True(t, cfg.AllowAtomicPublish, "Init sets AllowAtomicPublish on a 2.12+ server")
-	sp := newSpy(t, srv.Connect, b)
-	nc := []*nats.Conn{js.Conn(), ojs.Conn()}
+// On one server: a first claim won is two round trips (the lease key, then the
+// run record, each created by compare-and-set without a read first), one with
+// atomic batches; a claim lost to a running holder two (its write loses, one read
+// of both keys); a heartbeat one, Finish one (the lease key's purge asks for no
+// answer, or rides in the batch); a claim of a finished slot one read.
+func TestClaimRoundTrips(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []kvlease.Option
+		won  int64
+	}{
+		{"one key at a time", nil, 2},
+		{"atomic batches", []kvlease.Option{kvlease.WithAtomicBatches()}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := singleServer(t)
+			js := jsOn(t, srv.Connect)
+			b := initBucket("rt")
+			s := newStore(t, js, append([]kvlease.Option{kvlease.WithBucket(b)}, tc.opts...)...)
+			ojs := jsOn(t, srv.Connect)
+			other := newStore(t, ojs, kvlease.WithBucket(b))
+			cfg := bucketConfig(t, js, b)
+			require.True(t, cfg.AllowAtomicPublish, "Init sets AllowAtomicPublish on a 2.12+ server")
+			sp := newSpy(t, srv.Connect, b)
+			nc := []*nats.Conn{js.Conn(), ojs.Conn()}
 
-	job := "rt " + token()
-	// Warm the store's estimate of the server's clock, as any running store has.
-	mustClaim(t, s, claimOf(job, time.UnixMilli(1_000), token(), time.Minute), scheduler.OutcomeWon)
+			job := "rt " + token()
+			slot, a := time.UnixMilli(2_000), token()
+			n := sp.count(t, nc, func() { mustClaim(t, s, claimOf(job, slot, a, time.Minute), scheduler.OutcomeWon) })
+			assert.EqualValues(t, tc.won, n, "a first claim won")
+			run, lease := lastOf(t, js, b, runKey(job, slot)), lastOf(t, js, b, leaseKey(job, slot))
+			require.NotNil(t, run)
+			require.NotNil(t, lease)
+			assert.Equal(t, lease.Sequence+1, run.Sequence, "lease key, then run record")
 
-	slot, a := time.UnixMilli(2_000), token()
-	n := sp.count(t, nc, func() { mustClaim(t, s, claimOf(job, slot, a, time.Minute), scheduler.OutcomeWon) })
-	assert.EqualValues(t, 2, n, "a first claim won: one read of both keys, one atomic batch")
-	run, lease := lastOf(t, js, b, runKey(job, slot)), lastOf(t, js, b, leaseKey(job, slot))
-	require.NotNil(t, run)
-	require.NotNil(t, lease)
-	assert.Equal(t, lease.Sequence+1, run.Sequence, "lease key and run record stored together")
+			n = sp.count(t, nc, func() {
+				mustClaim(t, other, claimOf(job, slot, token(), time.Minute), scheduler.OutcomeRunning)
+			})
+			assert.EqualValues(t, 2, n, "a claim lost to a running holder: its write, one read")
 
-	n = sp.count(t, nc, func() {
-		mustClaim(t, other, claimOf(job, slot, token(), time.Minute), scheduler.OutcomeRunning)
-	})
-	assert.EqualValues(t, 1, n, "a claim lost to a running holder: one read")
+			n = sp.count(t, nc, func() { require.NoError(t, s.Heartbeat(t.Context(), job, slot, a, time.Minute)) })
+			assert.EqualValues(t, 1, n, "a heartbeat: one compare-and-set from the remembered revision")
 
-	n = sp.count(t, nc, func() { require.NoError(t, s.Heartbeat(t.Context(), job, slot, a, time.Minute)) })
-	assert.EqualValues(t, 1, n, "a heartbeat: one compare-and-set from the remembered revision")
+			n = sp.count(t, nc, func() { require.NoError(t, s.Finish(t.Context(), job, slot, a, scheduler.StatusOK)) })
+			assert.EqualValues(t, 1, n, "finish: one round trip")
+			require.Eventually(t, func() bool {
+				return lastOf(t, js, b, leaseKey(job, slot)).Header.Get("KV-Operation") == "PURGE"
+			}, 5*time.Second, 5*time.Millisecond, "the lease key is purged")
 
-	n = sp.count(t, nc, func() { require.NoError(t, s.Finish(t.Context(), job, slot, a, scheduler.StatusOK)) })
-	assert.EqualValues(t, 1, n, "finish: the run record and the lease key's purge in one batch")
-	assert.Equal(t, "PURGE", lastOf(t, js, b, leaseKey(job, slot)).Header.Get("KV-Operation"), "the lease key is purged")
-
-	n = sp.count(t, nc, func() {
-		mustClaim(t, other, claimOf(job, slot, token(), time.Minute), scheduler.OutcomeDone)
-	})
-	assert.EqualValues(t, 1, n, "a claim of a finished slot: one read")
+			n = sp.count(t, nc, func() {
+				mustClaim(t, other, claimOf(job, slot, token(), time.Minute), scheduler.OutcomeDone)
+			})
+			assert.EqualValues(t, 1, n, "a claim of a finished slot it saw before: one read")
+		})
+	}
 }
 
 // A bucket made without atomic batches (by an older release) gets them at Init. A
@@ -126,21 +149,17 @@ func TestBatchUpgradeAndMixedFleet(t *testing.T) {
 	srv := singleServer(t)
 	js := jsOn(t, srv.Connect)
 	b := initBucket("mixed")
-	old := newStore(t, js, kvlease.WithBucket(b))
+	// One key at a time: this release's default, and what a release before atomic
+	// batches does. Its bucket, as an older release made it, has no atomic batches.
+	plain := newStore(t, js, kvlease.WithBucket(b))
 	rewriteBucket(t, js, b, func(c *jetstream.StreamConfig) { c.AllowAtomicPublish = false })
 
-	// The old-style store: its first claim meets "atomic publish is disabled" and
-	// falls back to two compare-and-sets, and keeps to them.
-	job := "mixed " + token()
-	mustClaim(t, old, claimOf(job, time.UnixMilli(1_000), token(), time.Minute), scheduler.OutcomeWon)
-	require.False(t, bucketConfig(t, js, b).AllowAtomicPublish)
-
-	// A new store's Init turns atomic batches on again.
-	batched := newStore(t, jsOn(t, srv.Connect), kvlease.WithBucket(b))
+	batched := newStore(t, jsOn(t, srv.Connect), kvlease.WithBucket(b), kvlease.WithAtomicBatches())
 	require.True(t, bucketConfig(t, js, b).AllowAtomicPublish, "Init upgrades the bucket")
 
+	job := "mixed " + token()
 	const slots = 40
-	stores := []*kvlease.Store{old, batched, old, batched}
+	stores := []*kvlease.Store{plain, batched, plain, batched}
 	won := make([]atomic.Int32, slots)
 	var wg sync.WaitGroup
 	for i, st := range stores {
@@ -162,4 +181,10 @@ func TestBatchUpgradeAndMixedFleet(t *testing.T) {
 	for k := range slots {
 		assert.EqualValues(t, 1, won[k].Load(), "slot %d has one winner", k)
 	}
+
+	// Atomic batches turned off under a store that uses them: its claim meets
+	// "atomic publish is disabled" and writes one key at a time.
+	rewriteBucket(t, js, b, func(c *jetstream.StreamConfig) { c.AllowAtomicPublish = false })
+	mustClaim(t, batched, claimOf(job, time.UnixMilli(500_000), token(), time.Minute), scheduler.OutcomeWon)
+	mustClaim(t, plain, claimOf(job, time.UnixMilli(500_000), token(), time.Minute), scheduler.OutcomeRunning)
 }

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/anarchon/anarchon/kvlease"
 	"github.com/anarchon/anarchon/scheduler"
 )
@@ -20,7 +22,7 @@ func benchStores(b *testing.B) map[string]*kvlease.Store {
 	}
 }
 
-// BenchmarkClaimWin: first claims of fresh slots (2 reads, 2 compare-and-set writes).
+// BenchmarkClaimWin: first claims of fresh slots (2 compare-and-set writes, no read).
 func BenchmarkClaimWin(b *testing.B) {
 	for name, s := range benchStores(b) {
 		b.Run(name, func(b *testing.B) {
@@ -37,7 +39,8 @@ func BenchmarkClaimWin(b *testing.B) {
 	}
 }
 
-// BenchmarkClaimRunning: a backup's claim of a held slot (2 reads).
+// BenchmarkClaimRunning: a backup's claim of a held slot (its lost write, then one
+// read of both keys on a single server; two leader reads on R3).
 func BenchmarkClaimRunning(b *testing.B) {
 	for name, s := range benchStores(b) {
 		b.Run(name, func(b *testing.B) {
@@ -89,5 +92,45 @@ func BenchmarkClaimFinish(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkClaimBatch: the first claim of a fresh slot, then its finish, written one
+// key at a time (the default) and in atomic batches (WithAtomicBatches), on one
+// server with file storage (the default), with memory storage, and on R3. This is
+// the measurement WithAtomicBatches' documentation cites.
+func BenchmarkClaimBatch(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		js   func(testing.TB) jetstream.JetStream
+		opts []kvlease.Option
+	}{
+		{"single-file", singleJS, nil},
+		{"single-memory", singleJS, []kvlease.Option{kvlease.WithStorage(jetstream.MemoryStorage)}},
+		{"R3-file", clusterJS, []kvlease.Option{kvlease.WithReplicas(3)}},
+	} {
+		for _, batches := range []bool{false, true} {
+			opts := append([]kvlease.Option{kvlease.WithBucket("batch_" + token())}, c.opts...)
+			name := c.name + "/one-key-at-a-time"
+			if batches {
+				opts = append(opts, kvlease.WithAtomicBatches())
+				name = c.name + "/atomic-batches"
+			}
+			s := newStore(b, c.js(b), opts...)
+			b.Run(name, func(b *testing.B) {
+				job := "bench " + token()
+				slot := time.UnixMilli(1_900_000_000_000)
+				for b.Loop() {
+					slot = slot.Add(time.Second)
+					tok := token()
+					if res, err := s.Claim(b.Context(), claimOf(job, slot, tok, time.Minute)); err != nil || res.Outcome != scheduler.OutcomeWon {
+						b.Fatalf("claim: %v %v", res.Outcome, err)
+					}
+					if err := s.Finish(b.Context(), job, slot, tok, scheduler.StatusOK); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 	}
 }

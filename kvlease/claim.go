@@ -60,7 +60,11 @@ func (s *Store) claim(ctx context.Context, b *bucket, in scheduler.RunClaim) (sc
 	if in.Keep == 0 {
 		keepMS = scheduler.DefaultRunKeep.Milliseconds()
 	}
-	var mine uint64 // revision of a lease key this call created
+	// revision of a lease key this call created
+	mine, res, done, err := s.claimBlind(ctx, b, k, in, lease, keepMS)
+	if done || err != nil {
+		return res, err
+	}
 
 	for try := 0; try < maxTries; try++ {
 		if err := backoff(ctx, try); err != nil {
@@ -185,6 +189,95 @@ func (s *Store) claim(ctx context.Context, b *bucket, in scheduler.RunClaim) (sc
 	}
 	return scheduler.ClaimResult{}, ErrContention
 }
+
+// claimBlind is a first claim sent without reading first: the lease key, then the
+// run record, each created by compare-and-set from "nothing stored" (revision 0), so
+// a slot nobody has claimed yet is won in two round trips (one atomic batch with
+// WithAtomicBatches). It is the claim's own first two writes on a fresh slot, made
+// before the read instead of after it: when anything is stored, the first write
+// that meets it loses its compare-and-set and the claim reads and decides as
+// always, keeping a lease key it did create (mine).
+//
+// It is tried only for a claim that would decide nothing before writing: not a
+// takeover-only claim, not a job that forbids overlap (which looks at the job's
+// other slots first), a deadline the cached estimate of the server's clock shows
+// unambiguously ahead, and a slot this store has not answered before (a backup's
+// claims of a slot it saw running read first: they find it running or finished).
+func (s *Store) claimBlind(ctx context.Context, b *bucket, k runKeys, in scheduler.RunClaim, lease time.Duration, keepMS int64) (mine uint64, res scheduler.ClaimResult, done bool, err error) {
+	if !s.firstSight(k) || in.TakeoverOnly || in.Overlap == scheduler.OverlapSkip {
+		return 0, res, false, nil
+	}
+	if !in.Deadline.IsZero() {
+		if _, hi, ok := s.clock.bounds(time.Now()); !ok || hi.After(in.Deadline) {
+			return 0, res, false, nil
+		}
+	}
+	rec := leaseRecord{V: recordVersion, Token: in.Token, Instance: in.Instance, LeaseMS: lease.Milliseconds()}
+	if b.atomic.Load() {
+		res, err := s.claimBatch(ctx, b, k, in, runEntry{}, 0, rec, lease, keepMS)
+		switch {
+		case errors.Is(err, errConflict), errors.Is(err, errNoBatch):
+			return 0, res, false, nil
+		case err != nil:
+			return 0, res, true, err
+		}
+		return 0, res, true, nil
+	}
+	rev, err := s.put(ctx, b, k.lease, rec, 0, lease)
+	switch {
+	case errors.Is(err, errConflict):
+		return 0, res, false, nil
+	case err != nil:
+		return 0, res, true, err
+	}
+	expires := s.clock.estimate(time.Now()).Add(lease)
+	next, err := s.nextRun(ctx, b, in, nil, lease, keepMS)
+	if err != nil {
+		return rev, res, true, err
+	}
+	runRev, err := s.put(ctx, b, k.run, next, 0, keepFor(in.Keep, lease, false))
+	switch {
+	case errors.Is(err, errConflict):
+		return rev, res, false, nil // a run record exists: read and decide
+	case err != nil:
+		return rev, res, true, err
+	}
+	s.remember(k, in.Token, held{leaseRev: rev, lease: rec, runRev: runRev, run: next, runWritten: time.Now()})
+	return rev, wonResult(&next, expires), true, nil
+}
+
+// firstSight reports whether this store answers a claim of k's slot for the first
+// time (within the last sightTTL), and remembers it.
+func (s *Store) firstSight(k runKeys) bool {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sighted == nil {
+		s.sighted = make(map[string]time.Time)
+	}
+	if at, ok := s.sighted[k.lease]; ok && now.Sub(at) < sightTTL {
+		return false
+	}
+	if len(s.sighted) >= maxSighted {
+		for key, at := range s.sighted {
+			if now.Sub(at) >= sightTTL {
+				delete(s.sighted, key)
+			}
+		}
+		if len(s.sighted) >= maxSighted {
+			clear(s.sighted) // only a hint: a slot seen again is claimed blind once more
+		}
+	}
+	s.sighted[k.lease] = now
+	return true
+}
+
+// The slots a store has answered claims of, remembered so that its later claims of
+// them read first.
+const (
+	sightTTL   = 10 * time.Minute
+	maxSighted = 1 << 16
+)
 
 // nextRun is the run record that makes in.Token the holder of a run whose record
 // is prev (nil for a first claim): attempt 1, or attempt+1 naming the previous

@@ -19,8 +19,9 @@
 // acknowledged write (followers answering direct gets can); an R1 bucket keeps
 // them, its only replica being the leader. It needs nats-server 2.11 or later; on
 // 2.12 or later Init also turns on atomic batch publishes (AllowAtomicPublish),
-// also on a bucket an older release created. Against an older server the store
-// writes one key at a time: the same decisions, one round trip more.
+// also on a bucket an older release created, for stores made WithAtomicBatches.
+// Against an older server such a store writes one key at a time, as every store
+// does by default.
 //
 // # Keys
 //
@@ -71,17 +72,20 @@
 //     the revision read) before the claimer is answered, so no instance runs the
 //     slot afterwards;
 //   - else the claim writes the lease key (CAS from the revision read, which holds
-//     no live lease, so among racing claimers exactly one succeeds) and the run
+//     no live lease, so among racing claimers exactly one succeeds), then the run
 //     record (CAS from the revision read: attempt 1, or attempt+1 naming the
-//     previous holder on a takeover) in ONE atomic batch (nats-server ≥ 2.12,
-//     AllowAtomicPublish on the bucket's stream): both stored or neither, each
-//     compare-and-set checked by the server. A first claim won is two round trips
-//     on one server (the read, the batch), a claim lost to a running holder or a
-//     finished run one. Without atomic batches (an older server, the setting
-//     turned off, a job that forbids overlap, which looks at its other slots once
-//     its lease key is visible) the claim writes the lease key, then the run
-//     record; if the run record changed meanwhile (the old holder finished it) the
-//     claim decides again, keeping its lease key.
+//     previous holder on a takeover). If the run record changed meanwhile (the
+//     old holder finished it) the claim decides again, keeping its lease key.
+//     WithAtomicBatches writes both in one atomic batch instead: both stored or
+//     neither, each compare-and-set checked by the server (slower on nats-server
+//     2.15.3; see the option).
+//
+// A first claim of a slot the store has not answered before, that could decide
+// nothing before writing (not takeover-only, overlap allowed, a deadline the cached
+// estimate of the server's clock shows ahead), makes those two writes first, from
+// revision 0, and reads only when one loses: a slot nobody claimed yet is won in two
+// round trips, and a claim that meets a running holder costs its lost write and one
+// read. A lease key it created for a slot that was decided meanwhile is purged.
 //
 // The lease key is the mutex, taken only when not live; the run record is the
 // stored decision, written only by the lease key's holder, by the run's own holder
@@ -102,9 +106,11 @@
 // Heartbeat is a CAS on the lease key carrying a new TTL; after expiry the key's
 // last revision is the marker's, so an expired holder's heartbeat fails
 // (scheduler.ErrLeaseLost) even if nobody took over. Finish is a CAS on the run
-// record by its holder (accepted after expiry while nobody took over) and a purge
-// of the lease key (CAS on its revision), in one atomic batch while the lease key
-// is still the holder's last write; else the run record alone, then the purge.
+// record by its holder (accepted after expiry while nobody took over), then a purge
+// of the lease key (CAS on its revision) published without waiting for an answer:
+// the purge is best effort, the lease ends by its TTL anyway, so Finish is one round
+// trip. WithAtomicBatches sends both in one atomic batch while the lease key is
+// still the holder's last write.
 // Release purges the lease key at the holder's revision; the run
 // record stays unfinished, so the next claim takes over at once.
 //

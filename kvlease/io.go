@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -160,4 +161,17 @@ func (s *Store) purge(ctx context.Context, b *bucket, key string, rev uint64) er
 		return fmt.Errorf("kvlease: purge %s: %w", key, err)
 	}
 	return nil
+}
+
+// purgeNoWait purges a lease key written at revision rev with a publish that asks
+// for no answer: the finish it follows is stored already, and a purge is best effort
+// (a lease ends by its TTL anyway), so Finish does not wait a round trip for it. The
+// server still checks the revision: a lease key changed meanwhile is left alone.
+func (s *Store) purgeNoWait(b *bucket, key string, rev uint64) {
+	m := nats.NewMsg(b.subject(key))
+	m.Header.Set(kvOperationHeader, kvPurge)
+	m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
+	m.Header.Set(expectedSeq, strconv.FormatUint(rev, 10))
+	m.Header.Set(jetstream.MsgTTLHeader, natsutil.TTLHeader(markerTTL))
+	_ = s.js.Conn().PublishMsg(m)
 }

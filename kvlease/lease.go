@@ -157,7 +157,11 @@ func (s *Store) Finish(ctx context.Context, job string, slot time.Time, token st
 		if err != nil {
 			return fmt.Errorf("kvlease: finish %s: %w", natsutil.DescribeRun(job, slot), err)
 		}
-		_ = s.endLease(ctx, b, k, token, h.leaseRev) // best effort: it expires anyway
+		if h.leaseRev != 0 {
+			s.purgeNoWait(b, k.lease, h.leaseRev)
+		} else {
+			_ = s.endLease(ctx, b, k, token, 0) // best effort: it expires anyway
+		}
 		s.forget(k, token)
 		return nil
 	}

@@ -50,6 +50,9 @@ type Store struct {
 	// hints are the live leases Claims answered running with, by lease key: the
 	// baselines of the watches backups start next (guarded by mu).
 	hints map[string]hint
+	// sighted are the lease keys of the slots this store answered claims of, with
+	// when (guarded by mu).
+	sighted map[string]time.Time
 
 	done   context.Context // canceled by Close
 	cancel context.CancelFunc
