@@ -42,14 +42,12 @@ func (b *Backend) claim(ctx context.Context, in scheduler.ClaimInput, leased boo
 	if err := natsutil.CheckClaim("jetstream", in.Job, in.Token); err != nil {
 		return false, err
 	}
-	ctx, cancel := b.callContext(ctx)
-	defer cancel()
-	st, err := b.stream(ctx, in.Job, "claim")
+	now := time.Now()
+	st, err := b.claimStream(ctx, in.Job, "claim")
 	if err != nil {
 		return false, err
 	}
 	slot := in.Slot.UnixMilli()
-	now := time.Now()
 	key := slotKey{stream: st.names.stream, slot: slot}
 	sentBefore := b.memo.send(key, in.Token, now, st.claimTTL)
 
@@ -95,12 +93,35 @@ func (a claimAnswer) won(token string) bool {
 // backoff, until ctx ends. Each request is bounded by WithAttemptTimeout. A duplicate
 // at sequence seq is read back from the stream leader when readBack(seq) says so,
 // and always after an undecided attempt (the message may have been stored by it).
+//
+// The call is bounded by ctx's deadline, or by the call timeout from now when ctx has
+// none. The first attempt runs on one context bounded by the attempt timeout; the
+// call's context is made only when an attempt was undecided, so the common claim
+// costs one context, as a bare publish does.
 func (b *Backend) publishClaim(ctx context.Context, st *jobStream, job string, slot int64, msg *nats.Msg, readBack func(seq uint64) bool, op string) (claimAnswer, error) {
-	var (
-		ans       claimAnswer
-		undecided int
-	)
-	_, err := natsutil.ClaimBackoff.Retry(ctx, b.cfg.attemptTimeout, func(err error) bool {
+	start := time.Now()
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = start.Add(b.cfg.callTimeout)
+	}
+	actx, cancel := context.WithDeadline(ctx, attemptDeadline(start, deadline, b.cfg.attemptTimeout))
+	ans, err := b.claimOnce(actx, st, msg, readBack)
+	cancel()
+	switch {
+	case err == nil:
+		return ans, nil
+	case !retryable(err) || ctx.Err() != nil:
+		return claimAnswer{}, fmt.Errorf("jetstream: %s job %q slot %d on stream %q: %w", op, job, slot, st.names.stream, err)
+	}
+	undecided := 1
+	b.cfg.log.Debug("jetstream: claim undecided, sending it again", "op", op, "job", job, "slot", slot, "attempt", undecided, "error", err)
+	ctx, cancel = context.WithDeadline(ctx, deadline)
+	defer cancel()
+	if werr := natsutil.ClaimBackoff.Wait(ctx, 1); werr != nil {
+		return claimAnswer{}, fmt.Errorf("jetstream: %s job %q slot %d on stream %q: no definite answer before the deadline (last: %w): %w",
+			op, job, slot, st.names.stream, err, werr)
+	}
+	_, err = natsutil.ClaimBackoff.Retry(ctx, b.cfg.attemptTimeout, func(err error) bool {
 		if !retryable(err) {
 			return false
 		}
@@ -117,6 +138,26 @@ func (b *Backend) publishClaim(ctx context.Context, st *jobStream, job string, s
 		return claimAnswer{}, fmt.Errorf("jetstream: %s job %q slot %d on stream %q: %w", op, job, slot, st.names.stream, err)
 	}
 	return ans, nil
+}
+
+// attemptDeadline is the deadline of an attempt started at start: the attempt
+// timeout later (0: none), or the call's deadline when that comes first.
+func attemptDeadline(start, call time.Time, attempt time.Duration) time.Time {
+	if attempt > 0 && start.Add(attempt).Before(call) {
+		return start.Add(attempt)
+	}
+	return call
+}
+
+// claimStream returns the job's stream for a claim: the cached one without any
+// context, else looked up within the call timeout.
+func (b *Backend) claimStream(ctx context.Context, job, op string) (*jobStream, error) {
+	if st := b.cached(job); st != nil && !b.closed.Load() {
+		return st, nil
+	}
+	ctx, cancel := b.callContext(ctx)
+	defer cancel()
+	return b.stream(ctx, job, op)
 }
 
 // claimOnce sends the claim once and, on a duplicate that readBack asks for, reads

@@ -96,9 +96,7 @@ func (b *LeasedBackend) RecordClaim(ctx context.Context, in scheduler.ClaimInput
 	if err := natsutil.CheckClaim("jetstream", in.Job, in.Token); err != nil {
 		return err
 	}
-	ctx, cancel := b.callContext(ctx)
-	defer cancel()
-	st, err := b.stream(ctx, in.Job, "record claim")
+	st, err := b.claimStream(ctx, in.Job, "record claim")
 	if err != nil {
 		return err
 	}
@@ -129,6 +127,8 @@ func (b *LeasedBackend) RecordClaim(ctx context.Context, in scheduler.ClaimInput
 
 // recordLease writes in to the job's lease subject.
 func (b *LeasedBackend) recordLease(ctx context.Context, st *jobStream, in scheduler.ClaimInput) error {
+	ctx, cancel := b.callContext(ctx)
+	defer cancel()
 	slot := in.Slot.UnixMilli()
 	msg := &nats.Msg{Subject: st.leases, Header: nats.Header{}, Data: encodeClaim(in, false, time.Now())}
 	msg.Header.Set(natsjs.MsgIDHeader, st.msgID(slot)+":"+in.Token)

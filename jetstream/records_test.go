@@ -1,6 +1,7 @@
 package jetstream
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -65,4 +66,40 @@ func FuzzDecodeRecords(f *testing.F) {
 			assert.NotEmpty(t, r.Status)
 		}
 	})
+}
+
+// The hand-written claim encoding decodes to the record json.Marshal writes, for
+// ordinary and odd strings, every optional field set or not.
+func TestEncodeClaimMatchesJSON(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 600700800, time.FixedZone("x", 3600))
+	for _, in := range []scheduler.ClaimInput{
+		{Job: "nightly", Slot: time.UnixMilli(1_767_225_600_123), Token: "abc", Attempt: 1, At: at},
+		{Job: "Report.v2 \"quoted\" \\ back", Slot: time.UnixMilli(-5), Token: "t\x01\x7f", Instance: "ïnstance <&>",
+			Attempt: 3, Manual: true, At: at, RequestedBy: "ana\n", HistoryTTL: 90 * time.Second},
+		{Job: "j", Slot: time.UnixMilli(0), Token: "x", Instance: "i", RequestedBy: "b", HistoryTTL: time.Millisecond},
+		{Job: "bad utf8 \xff\xfe", Slot: time.UnixMilli(1), Token: "y"},
+	} {
+		for _, leased := range []bool{false, true} {
+			for _, manual := range []bool{false, true} {
+				now := time.Date(2030, 5, 6, 7, 8, 9, 0, time.UTC)
+				got := encodeClaimAs(in, manual, leased, now)
+				a := in.At
+				if a.IsZero() {
+					a = now
+				}
+				ms := in.Slot.UnixMilli()
+				want, err := json.Marshal(claimRecord{
+					V: recordVersion, Job: in.Job, Slot: &ms, Token: in.Token, Instance: in.Instance,
+					Attempt: max(in.Attempt, 1), Manual: manual || in.Manual, At: a.UTC(),
+					HistoryTTL: in.HistoryTTL.Milliseconds(), Leased: leased, By: in.RequestedBy,
+				})
+				require.NoError(t, err)
+				require.True(t, json.Valid(got), "%s", got)
+				var g, w map[string]any
+				require.NoError(t, json.Unmarshal(got, &g))
+				require.NoError(t, json.Unmarshal(want, &w))
+				assert.Equal(t, w, g, "job %q leased %v manual %v", in.Job, leased, manual)
+			}
+		}
+	}
 }

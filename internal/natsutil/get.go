@@ -61,22 +61,26 @@ func DirectBatch(ctx context.Context, js jetstream.JetStream, stream string, req
 	if err != nil {
 		return nil, err
 	}
-	inbox := nc.NewRespInbox()
-	ch := make(chan *nats.Msg, 64)
-	sub, err := nc.ChanSubscribe(inbox, ch)
+	// A synchronous subscription: its pending limits (nats.go's defaults, 512k
+	// messages) hold a whole batch; a channel subscription drops what does not fit.
+	sub, err := nc.SubscribeSync(nc.NewInbox())
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	if err := nc.PublishMsg(&nats.Msg{Subject: APIPrefix(js) + "DIRECT.GET." + stream, Reply: inbox, Data: body}); err != nil {
+	if err := nc.PublishMsg(&nats.Msg{Subject: APIPrefix(js) + "DIRECT.GET." + stream, Reply: sub.Subject, Data: body}); err != nil {
 		return nil, err
 	}
 	var out []*jetstream.RawStreamMsg
 	for {
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case m := <-ch:
+		m, err := sub.NextMsgWithContext(ctx)
+		if errors.Is(err, nats.ErrNoResponders) {
+			return nil, fmt.Errorf("%w: %s: %w", ErrNoDirect, stream, err)
+		}
+		if err != nil {
+			return nil, err
+		}
+		{
 			if len(m.Data) == 0 && m.Header != nil {
 				switch st := m.Header.Get("Status"); st {
 				case "":
