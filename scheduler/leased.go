@@ -180,7 +180,7 @@ func (s *Scheduler) claimLease(j *job, c *leaseClaim) (ClaimResult, time.Time, e
 			c.unanswered = sent
 		}
 		if s.loopCtx.Err() != nil {
-			return ClaimResult{}, sent, err
+			return s.settleStopped(c, rc, err)
 		}
 		s.backendError(j, c.Slot, "claim", err)
 		if s.clock.Now().After(giveUp) {
@@ -197,6 +197,24 @@ func (s *Scheduler) claimLease(j *job, c *leaseClaim) (ClaimResult, time.Time, e
 			return ClaimResult{}, sent, err
 		}
 	}
+}
+
+// settleStopped answers a claim that Stop cut short (err): the store may have
+// applied it, and a run stored for this token that nobody runs would stay
+// unfinished until another instance adopts it. So it asks once more with the same
+// token (repeat-safe) as a takeover-only claim, which creates nothing new and only
+// completes or reports what this token's claims stored, bounded by the call timeout
+// and not by the stopping loops. A won answer is followed like any other (the
+// handler runs while Stop waits for handlers); anything else ends the claim.
+func (s *Scheduler) settleStopped(c *leaseClaim, rc RunClaim, err error) (ClaimResult, time.Time, error) {
+	rc.TakeoverOnly = true
+	ctx, cancel := s.callCtx(context.Background())
+	res, rerr := s.runs.Claim(ctx, rc)
+	cancel()
+	if rerr == nil && res.Outcome == OutcomeWon {
+		return res, c.unanswered, nil
+	}
+	return ClaimResult{}, c.unanswered, err
 }
 
 // runLeased runs a won lease and settles it. A first attempt is recorded in history
@@ -232,14 +250,20 @@ func (s *Scheduler) runLeased(j *job, c *leaseClaim, res ClaimResult, sent time.
 		if in.Attempt == 1 && recordDecides(s.backend, j.name) {
 			// Before the handler: the record may decide (a mixed fleet). Bounded so
 			// that the lease is still good when the handler starts.
-			ctx, cancel := context.WithTimeout(s.loopCtx, min(s.callTO, j.cfg.lease/3))
+			parent := s.loopCtx
+			if parent.Err() != nil {
+				// A claim settled after Stop began (settleStopped): the slot is
+				// ours and runs while Stop waits for handlers, recorded first.
+				parent = context.Background()
+			}
+			ctx, cancel := context.WithTimeout(parent, min(s.callTO, j.cfg.lease/3))
 			err := record(ctx)
 			cancel()
 			if errors.Is(err, ErrClaimedElsewhere) {
 				s.claimedElsewhere(j, c.Slot, l, err)
 				return
 			}
-			if err != nil && s.loopCtx.Err() != nil {
+			if err != nil && s.loopCtx.Err() != nil && parent == s.loopCtx {
 				// Stopping before the slot's claim was recorded: hand the lease
 				// over unrun rather than run a slot the record might not be ours.
 				s.release(j, c.Slot, l.token)

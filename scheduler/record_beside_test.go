@@ -51,3 +51,37 @@ func TestRecordBesideTheHandler(t *testing.T) {
 		})
 	}
 }
+
+// A claim that Stop cuts short after the store applied it is settled, not left
+// unfinished in the store: the scheduler asks once more with the same token, and the
+// slot the store gave it runs while Stop waits for handlers, then finishes.
+func TestStopSettlesAClaimItCutShort(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		time.Sleep(90 * time.Second) // between slots
+		mem := scheduler.NewMemoryBackend()
+		v := &faultView{MemoryBackend: mem}
+		v.loseAnswerOf.Store(1) // the first claim is applied, its answer never comes
+		s := newScheduler(t, v, "A")
+		ran := make(chan struct{}, 1)
+		require.NoError(t, s.Every("job", time.Hour, func(context.Context, scheduler.Run) error {
+			ran <- struct{}{}
+			return nil
+		}, scheduler.WithLease(30*time.Second)))
+		require.NoError(t, s.Start(t.Context()))
+		slot := time.Now().Truncate(time.Hour).Add(time.Hour)
+		time.Sleep(time.Until(slot) + time.Second) // the slot's claim is applied and waits for its answer
+		synctest.Wait()
+		require.EqualValues(t, 1, v.claims.Load(), "the slot's claim is in flight")
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		require.NoError(t, s.Stop(ctx))
+		select {
+		case <-ran:
+		default:
+			t.Fatal("the slot the store gave this instance's token did not run")
+		}
+		active, err := mem.Runs().Active(t.Context(), "job")
+		require.NoError(t, err)
+		assert.Empty(t, active, "nothing is left unfinished in the run store")
+	})
+}
