@@ -13,7 +13,10 @@ import (
 // the built-in ones; to run on another database (MySQL, SQL Server, CockroachDB…),
 // copy the closest one and change what differs (the README shows a MySQL sketch).
 //
-// Every field is required unless it says otherwise.
+// Every field is required unless it says otherwise. The statements a Dialect gives
+// (Serialize, Notify) are written with ? placeholders and may name the backend's
+// tables as {p}jobs, {p}runs… ({p} is the table prefix) and the server's clock as
+// {now}.
 type Dialect struct {
 	// Name is shown to users as part of the backend's name ("sql/postgres").
 	Name string
