@@ -17,6 +17,9 @@ const pgChannel = "anarchon"
 const pgMinVersion = 120000
 
 func pgCheckServer(ctx context.Context, db *sql.DB) error {
+	if _, ok := db.Driver().(*stdlib.Driver); !ok {
+		return fmt.Errorf("the Postgres dialect needs a *sql.DB of the pgx driver (github.com/jackc/pgx/v5/stdlib, sql.Open(\"pgx\", …)), not %T: it listens for notifications through it", db.Driver())
+	}
 	var v int
 	if err := db.QueryRowContext(ctx, "SELECT current_setting('server_version_num')::int").Scan(&v); err != nil {
 		return fmt.Errorf("checking the server: %w", err)

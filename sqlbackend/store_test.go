@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -167,6 +168,15 @@ func TestInvalidConfig(t *testing.T) {
 	assert.Equal(t, time.Hour, b.DedupeWindow())
 	_, err = sqlbackend.OpenSQLite("")
 	assert.Error(t, err)
+
+	// The Postgres dialect on a database of another driver is refused at Init.
+	other, err := sqlbackend.OpenSQLite(filepath.Join(t.TempDir(), "x.db"))
+	require.NoError(t, err)
+	defer other.Close()
+	b, err = sqlbackend.New(other, sqlbackend.Postgres)
+	require.NoError(t, err)
+	err = b.Init(t.Context())
+	assert.ErrorContains(t, err, "pgx driver")
 }
 
 // Init fails with a clear error, without hanging, when the server is unreachable.
