@@ -75,11 +75,41 @@ func TestPostgresRestartMidRun(t *testing.T) {
 	// Restart while a run holds its lease (a handler is mid-run).
 	require.Eventually(t, func() bool { n, r := count(); return n >= 2 && r > 0 }, 20*time.Second, 5*time.Millisecond)
 	before, _ := count()
+	// A replica watching a lease through LISTEN (its poll is a minute: only a
+	// notification can wake it in time), listening before the restart.
+	watcher, err := sqlbackend.New(openPGAt(t, srv.DSN("")), sqlbackend.Postgres, sqlbackend.WithPollInterval(time.Minute))
+	require.NoError(t, err)
+	closeAtEnd(t, watcher)
+	holder, err := sqlbackend.New(openPGAt(t, srv.DSN("")), sqlbackend.Postgres)
+	require.NoError(t, err)
+	closeAtEnd(t, holder)
+	wjob := backendtest.JobName("watched")
+	held := func(k int) (time.Time, string) {
+		slot, token := time.UnixMilli(1_900_000_000_000+int64(k)*1000), backendtest.Token()
+		res, err := holder.Runs().Claim(ctx, scheduler.RunClaim{Job: wjob, Slot: slot, Token: token, Instance: "holder", Lease: time.Minute})
+		require.NoError(t, err)
+		require.Equal(t, scheduler.OutcomeWon, res.Outcome)
+		return slot, token
+	}
+	slot0, _ := held(0)
+	_, err = watcher.Store().WatchRun(ctx, wjob, slot0)
+	require.NoError(t, err)
+
 	restarted := time.Now()
 	require.NoError(t, srv.Restart())
 	t.Logf("PostgreSQL restarted in %v with a run in progress (%d runs before)", time.Since(restarted).Round(time.Millisecond), before)
 	require.Eventually(t, func() bool { n, _ := count(); return n >= before+4 }, 30*time.Second, 20*time.Millisecond,
 		"runs go on after the restart")
+	// The watcher listens again: another replica's release reaches it by NOTIFY.
+	slot1, token1 := held(1)
+	ch, err := watcher.Store().WatchRun(ctx, wjob, slot1)
+	require.NoError(t, err)
+	require.NoError(t, holder.Runs().Release(ctx, wjob, slot1, token1))
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatal("after the restart, a watch did not see another replica's release: the listener did not come back")
+	}
 	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	for _, sc := range scheds {

@@ -24,7 +24,8 @@ type hub struct {
 	runs     map[runKey]map[chan struct{}]struct{}
 	pauses   map[chan struct{}]struct{}
 	started  bool
-	ready    chan struct{} // closed once the listener first listens
+	ready    chan struct{} // closed while the listener listens; replaced when it fails
+	isReady  bool
 	stop     context.CancelFunc
 	done     chan struct{} // closed when the listener goroutine ended
 	closed   chan struct{} // closed by Close: every watch ends
@@ -115,20 +116,32 @@ func (h *hub) listen(ctx context.Context) {
 }
 
 // listenLoop keeps the listener up until the hub is closed. Whenever it (re)starts
-// listening every watcher is woken: a change may have been missed meanwhile.
+// listening every watcher is woken: a change may have been missed meanwhile. While
+// it is down, a new watch waits for it (bounded by listenReadyWait), so that a write
+// right after the watch started is not missed.
 func (h *hub) listenLoop(ctx context.Context) {
 	defer close(h.done)
-	var once sync.Once
 	for attempt := 0; ctx.Err() == nil; attempt++ {
 		err := h.b.dialect.Listen(ctx, h.b.db, func() {
 			attempt = 0
-			once.Do(func() { close(h.ready) })
+			h.mu.Lock()
+			if !h.isReady {
+				h.isReady = true
+				close(h.ready)
+			}
+			h.mu.Unlock()
 			h.wakeAll()
 		}, h.deliver)
 		if ctx.Err() != nil {
 			return
 		}
 		_ = err // the listener failed (a restarted server): watchers re-read, then listen again
+		h.mu.Lock()
+		if h.isReady {
+			h.isReady = false
+			h.ready = make(chan struct{})
+		}
+		h.mu.Unlock()
 		h.wakeAll()
 		t := time.NewTimer(min(time.Duration(attempt+1)*100*time.Millisecond, 2*time.Second))
 		select {
