@@ -22,6 +22,7 @@ type Client struct {
 	subj    subjects
 	timeout time.Duration
 	window  time.Duration
+	bucket  string
 }
 
 // NewClient returns a client on nc (WithPrefix, WithTimeout, WithGatherWindow).
@@ -34,7 +35,7 @@ func NewClient(nc *nats.Conn, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{nc: nc, subj: subjects(c.prefix), timeout: c.timeout, window: c.window}, nil
+	return &Client{nc: nc, subj: subjects(c.prefix), timeout: c.timeout, window: c.window, bucket: c.bucket}, nil
 }
 
 // Subject returns the subject of a per-job endpoint ("trigger", "pause", "resume",
@@ -151,7 +152,33 @@ func (c *Client) Jobs(ctx context.Context) (*Fleet, error) {
 	}
 	f := summarize(replicas)
 	f.Warnings = append(warnings, f.Warnings...)
+	c.addRegistry(ctx, f)
 	return f, nil
+}
+
+// addRegistry adds the registry's entries to f: the replicas registered that did
+// not answer are warned about, entries this version cannot read are listed in
+// f.Unreadable.
+func (c *Client) addRegistry(ctx context.Context, f *Fleet) {
+	regs, bad, err := c.Registry(ctx)
+	if err != nil {
+		f.Warnings = append(f.Warnings, oneLine("registry not read: "+err.Error()))
+		return
+	}
+	f.Registered = regs
+	answered := map[string]bool{}
+	for _, r := range f.Replicas {
+		answered[r.Instance] = true
+	}
+	for _, r := range regs {
+		if !answered[r.Instance] {
+			f.Warnings = append(f.Warnings, fmt.Sprintf("replica %q is registered (entry written %s) but did not answer within %v",
+				r.Instance, r.At.Format(time.RFC3339), c.window))
+		}
+	}
+	for _, err := range bad {
+		f.Unreadable = append(f.Unreadable, oneLine(err.Error()))
+	}
 }
 
 // request sends one request and decodes its one reply into out.

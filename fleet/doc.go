@@ -97,13 +97,13 @@
 //
 // The view of a job in the jobs reply is computed by each replica when asked: its
 // pause and next slot (scheduler.JobInfo.Next, by its clock) from memory, then one
-// history read (the last ViewHistoryLimit records, for the last run, last success
-// and last failure) and one read of the unfinished runs (scheduler's Active: live
-// leases, their holder and attempt). That is two backend reads per job per replica
-// per jobs request, bounded together by a budget shorter than the gather window: a
-// job whose reads fail or run out of time says so in view_error. A batched read of
-// the last message of many subjects, one read for every job, is planned in another
-// issue. Client.Jobs summarises the view as the first replica whose reads succeeded
+// read of the last run, last success and last failure of every job
+// (scheduler.LastRuns: one batched read when the backend implements
+// scheduler.LastRunsReader, else the last ViewHistoryLimit history records of each
+// job) and one read per job of its unfinished runs (scheduler's Active: live
+// leases, their holder and attempt). The reads of one jobs request are bounded
+// together by a budget shorter than the gather window: a job whose reads fail or
+// run out of time says so in view_error. Client.Jobs summarises the view as the first replica whose reads succeeded
 // shows it (JobSummary.ViewFrom). Manual runs hold no lease: a triggered run is in
 // history, not in active.
 //

@@ -15,7 +15,7 @@ import (
 // one, pauses it and reads its history.
 func Example() {
 	ctx := context.Background()
-	srv, err := embedded.Start(ctx, embedded.Options{DisableJetStream: true})
+	srv, err := embedded.Start(ctx, embedded.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}

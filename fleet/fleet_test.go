@@ -342,7 +342,7 @@ func TestPrefixesSeparateFleets(t *testing.T) {
 }
 
 func TestInvalidOptions(t *testing.T) {
-	srv := startServer(t, embedded.Options{}, false)
+	srv := startServer(t, embedded.Options{})
 	nc := connect(t, srv.Connect)
 	s, err := scheduler.New(scheduler.Config{Backend: scheduler.NewMemoryBackend()})
 	require.NoError(t, err)
@@ -354,6 +354,9 @@ func TestInvalidOptions(t *testing.T) {
 		"nil logger":      {fleet.WithLogger(nil)},
 		"client option":   {fleet.WithGatherWindow(time.Second)},
 		"client timeout":  {fleet.WithTimeout(time.Second)},
+		"heartbeat < 1s":  {fleet.WithHeartbeat(500 * time.Millisecond)},
+		"bucket name":     {fleet.WithRegistryBucket("a.b")},
+		"empty bucket":    {fleet.WithRegistryBucket("")},
 	} {
 		_, err := fleet.Serve(context.Background(), nc, s, opts...)
 		assert.ErrorIs(t, err, fleet.ErrInvalidOption, name)

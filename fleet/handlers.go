@@ -92,37 +92,27 @@ func (f *Service) jobsReply(ctx context.Context, data []byte) (any, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, viewBudget)
 	defer cancel()
+	last, lastErr := f.s.LastRuns(ctx)
 	for _, j := range infos {
-		r.Jobs = append(r.Jobs, f.jobState(ctx, j))
+		r.Jobs = append(r.Jobs, f.jobState(ctx, j, last, lastErr))
 	}
 	return r, nil
 }
 
-// jobState is the replica's view of one job: its pause and next slot, then one
-// history read (the last ViewHistoryLimit records) and one read of its unfinished
-// runs.
-func (f *Service) jobState(ctx context.Context, j scheduler.JobInfo) JobState {
+// jobState is the replica's view of one job: its pause and next slot, its last
+// runs (from one LastRuns read for every job: batched when the backend can) and
+// one read of its unfinished runs.
+func (f *Service) jobState(ctx context.Context, j scheduler.JobInfo, last map[string]scheduler.LastRuns, lastErr error) JobState {
 	st := JobState{Name: j.Job, Schedule: j.Schedule, State: JobActive, Next: j.Next}
 	if p, ok := f.s.Paused(j.Job); ok {
 		st.State, st.Pause = JobPaused, pauseInfo(p)
 	}
-	recs, err := f.s.History(ctx, j.Job, ViewHistoryLimit)
-	if err != nil {
-		st.ViewError = oneLine("history: " + err.Error())
+	if lastErr != nil {
+		st.ViewError = oneLine("last runs: " + lastErr.Error())
 		return st
 	}
-	for _, rec := range recs { // newest first
-		run := runOf(rec)
-		if st.LastRun == nil && !rec.StartedAt.IsZero() {
-			st.LastRun = &run
-		}
-		if st.LastSuccess == nil && rec.Status == scheduler.StatusOK {
-			st.LastSuccess = &run
-		}
-		if st.LastFailure == nil && failed(rec.Status) {
-			st.LastFailure = &run
-		}
-	}
+	l := last[j.Job]
+	st.LastRun, st.LastSuccess, st.LastFailure = runPtr(l.Run), runPtr(l.Success), runPtr(l.Failure)
 	active, err := f.s.Active(ctx, j.Job)
 	if err != nil {
 		st.ViewError = oneLine("active: " + err.Error())
@@ -134,14 +124,12 @@ func (f *Service) jobState(ctx context.Context, j scheduler.JobInfo) JobState {
 	return st
 }
 
-// failed reports whether a run that ended counts as a failure in a job's view.
-func failed(s scheduler.Status) bool {
-	switch s {
-	case scheduler.StatusError, scheduler.StatusTimeout, scheduler.StatusCancelled,
-		scheduler.StatusLost, scheduler.StatusSuperseded:
-		return true
+func runPtr(r *scheduler.RunRecord) *Run {
+	if r == nil {
+		return nil
 	}
-	return false
+	run := runOf(*r)
+	return &run
 }
 
 func (f *Service) active(job string) func(context.Context, []byte) (any, error) {

@@ -2,6 +2,7 @@ package fleet_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -41,14 +42,13 @@ func every(name string, d time.Duration) testJob {
 	return testJob{Name: name, Schedule: scheduler.IntervalSchedule{Interval: d}}
 }
 
-// startServer starts an embedded nats-server, with JetStream only when asked (the
-// fleet's control plane needs none; most tests share a memory backend). It fails,
-// never skips, when the server cannot start.
-func startServer(t testing.TB, opts embedded.Options, jetStream bool) *embedded.Server {
+// startServer starts an embedded nats-server with JetStream (the fleet's registry
+// is a key-value bucket; most tests share a memory backend). It fails, never
+// skips, when the server cannot start.
+func startServer(t testing.TB, opts embedded.Options) *embedded.Server {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	opts.DisableJetStream = !jetStream
 	s, err := embedded.Start(ctx, opts)
 	require.NoError(t, err, "the embedded nats-server must start")
 	t.Cleanup(s.Shutdown)
@@ -59,11 +59,13 @@ func startServer(t testing.TB, opts embedded.Options, jetStream bool) *embedded.
 type replica struct {
 	s      *scheduler.Scheduler
 	svc    *fleet.Service
+	nc     *nats.Conn
 	manual atomic.Int32 // manual runs of any job on this replica
 
 	mu       sync.Mutex
 	pausedAt map[string]time.Time // job → when this replica's view changed to paused
 	resumed  map[string]time.Time // job → when it changed to running
+	conflict map[string]string    // job → the last job_conflict event's Conflict
 	changed  chan struct{}        // the fleet's: any replica's view changed
 }
 
@@ -86,7 +88,6 @@ type fleetSetup struct {
 	events    bool // each replica publishes its events (fleet.Events)
 	client    []fleet.Option
 	server    embedded.Options
-	jetStream bool              // the server runs JetStream (for backendFor)
 	handler   scheduler.Handler // wrapped to count manual runs
 	// dial connects replicas and the client; nil: to a new embedded server.
 	dial func(...nats.Option) (*nats.Conn, error)
@@ -102,7 +103,7 @@ func startFleet(t testing.TB, setup fleetSetup) *testFleet {
 	}
 	f := &testFleet{dial: setup.dial, backend: scheduler.NewMemoryBackend(), changed: make(chan struct{}, 1)}
 	if f.dial == nil {
-		f.dial = startServer(t, setup.server, setup.jetStream).Connect
+		f.dial = startServer(t, setup.server).Connect
 	}
 	if setup.backend == nil {
 		setup.backend = f.backend
@@ -132,8 +133,9 @@ func connect(t testing.TB, dial func(...nats.Option) (*nats.Conn, error), opts .
 
 func (f *testFleet) startReplica(t testing.TB, setup fleetSetup, id string) *replica {
 	t.Helper()
-	r := &replica{pausedAt: map[string]time.Time{}, resumed: map[string]time.Time{}, changed: f.changed}
+	r := &replica{pausedAt: map[string]time.Time{}, resumed: map[string]time.Time{}, conflict: map[string]string{}, changed: f.changed}
 	nc := connect(t, f.dial)
+	r.nc = nc
 	backend := setup.backend
 	if setup.backendFor != nil {
 		backend = setup.backendFor(t, nc)
@@ -176,13 +178,16 @@ func (f *testFleet) startReplica(t testing.TB, setup fleetSetup, id string) *rep
 	return r
 }
 
-// onEvent records when this replica's view of a job's pause changed.
+// onEvent records when this replica's view of a job's pause changed, and the
+// conflicts its registry reports.
 func (r *replica) onEvent(e scheduler.Event) {
-	if e.Kind != scheduler.EventPauseChanged {
+	if e.Kind != scheduler.EventPauseChanged && e.Kind != scheduler.EventJobConflict {
 		return
 	}
 	r.mu.Lock()
-	if e.Pause != nil {
+	if e.Kind == scheduler.EventJobConflict {
+		r.conflict[e.Job] = e.Conflict
+	} else if e.Pause != nil {
 		r.pausedAt[e.Job] = time.Now()
 	} else {
 		r.resumed[e.Job] = time.Now()
@@ -240,4 +245,24 @@ func requestCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// waitConflict waits until the replica's last job_conflict event for job says
+// want (a substring; "" waits for the conflict to clear).
+func (f *testFleet) waitConflict(t testing.TB, r *replica, job, want string, within time.Duration) {
+	t.Helper()
+	deadline := time.After(within)
+	for {
+		r.mu.Lock()
+		got, seen := r.conflict[job]
+		r.mu.Unlock()
+		if seen && (want == "" && got == "" || want != "" && strings.Contains(got, want)) {
+			return
+		}
+		select {
+		case <-f.changed:
+		case <-deadline:
+			t.Fatalf("replica %s: conflict of %q is %q (reported: %v), want %q within %v", r.s.Instance(), job, got, seen, want, within)
+		}
+	}
 }

@@ -121,9 +121,10 @@ const (
 )
 
 // ViewHistoryLimit is how many of a job's most recent history records a replica
-// reads to fill a JobState's last run, last success and last failure: one with
-// none among them shows none.
-const ViewHistoryLimit = 20
+// reads to fill a JobState's last run, last success and last failure when its
+// backend cannot read the last runs of every job at once
+// (scheduler.LastRunsReader): one with none among them shows none.
+const ViewHistoryLimit = scheduler.LastRunsDepth
 
 // JobState is one declared job on one replica, with the replica's view of its
 // runs: the pause it sees, the next slot by its clock, and what it reads in the
@@ -140,8 +141,8 @@ type JobState struct {
 	// Next is the job's next slot by the replica's clock (scheduler.JobInfo.Next);
 	// absent when the schedule has no further slot.
 	Next time.Time `json:"next,omitzero"`
-	// LastRun is the newest run that started (it may still be running), among the
-	// last ViewHistoryLimit history records; LastSuccess the newest that ended ok;
+	// LastRun is the newest run that started (it may still be running), as
+	// scheduler.LastRuns reads it; LastSuccess the newest that ended ok;
 	// LastFailure the newest that ended error, timeout, cancelled, lost or
 	// superseded. Slots skipped, late or paused are none of these.
 	LastRun     *Run `json:"last_run,omitempty"`

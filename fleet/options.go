@@ -3,6 +3,7 @@ package fleet
 import (
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 )
 
@@ -32,10 +33,15 @@ type config struct {
 	log     *slog.Logger
 	timeout time.Duration
 	window  time.Duration
+	// The registry (Serve; the bucket also NewClient).
+	bucket     string
+	heartbeat  time.Duration
+	noRegistry bool
 }
 
 func newConfig(r role, opts []Option) (*config, error) {
-	c := &config{role: r, prefix: DefaultPrefix, timeout: DefaultTimeout, window: DefaultGatherWindow}
+	c := &config{role: r, prefix: DefaultPrefix, timeout: DefaultTimeout, window: DefaultGatherWindow,
+		bucket: DefaultRegistryBucket, heartbeat: DefaultHeartbeat}
 	for _, o := range opts {
 		if o == nil {
 			continue
@@ -110,6 +116,54 @@ func WithGatherWindow(d time.Duration) Option {
 			return fmt.Errorf("%w: WithGatherWindow: %v is not positive", ErrInvalidOption, d)
 		}
 		c.window = d
+		return nil
+	}
+}
+
+// WithRegistryBucket names the key-value bucket of the registry (Serve and
+// NewClient). Defaults to DefaultRegistryBucket; one bucket serves every fleet of
+// an account, each under its prefix.
+func WithRegistryBucket(name string) Option {
+	return func(c *config) error {
+		if c.role == roleEvents {
+			return fmt.Errorf("%w: WithRegistryBucket applies to Serve and NewClient only", ErrInvalidOption)
+		}
+		if name == "" || strings.IndexFunc(name, func(r rune) bool {
+			return !(r == '_' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+		}) >= 0 {
+			return fmt.Errorf("%w: WithRegistryBucket: %q is not a bucket name (letters, digits, _ and -)", ErrInvalidOption, name)
+		}
+		c.bucket = name
+		return nil
+	}
+}
+
+// WithHeartbeat sets how often the replica rewrites its registry entry (Serve
+// only); the entry expires three heartbeats after the last rewrite. Defaults to
+// DefaultHeartbeat; at least one second (the server keeps a message's TTL in whole
+// seconds).
+func WithHeartbeat(d time.Duration) Option {
+	return func(c *config) error {
+		if err := c.only(roleService, "WithHeartbeat"); err != nil {
+			return err
+		}
+		if d < time.Second {
+			return fmt.Errorf("%w: WithHeartbeat: %v is below one second", ErrInvalidOption, d)
+		}
+		c.heartbeat = d
+		return nil
+	}
+}
+
+// WithoutRegistry serves the fleet endpoints without the registry (Serve only):
+// for an account without JetStream. Then no replica reports the jobs the others
+// declare differently, and clients list this replica only while it answers.
+func WithoutRegistry() Option {
+	return func(c *config) error {
+		if err := c.only(roleService, "WithoutRegistry"); err != nil {
+			return err
+		}
+		c.noRegistry = true
 		return nil
 	}
 }

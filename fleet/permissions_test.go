@@ -13,10 +13,23 @@ import (
 	"github.com/anarchon/anarchon/fleet"
 )
 
-// viewerPermissions may read (jobs, history, micro's $SRV subjects) and nothing else.
+// viewerPermissions is the viewer role as fleet/doc.go and the README document it:
+// reads (jobs, history, active, events, micro's $SRV subjects, the registry) and
+// nothing else.
 var viewerPermissions = &server.Permissions{
-	Publish:   &server.SubjectPermission{Allow: []string{"anarchon.jobs", "anarchon.history.>", "$SRV.>", "_INBOX.>"}},
-	Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>"}},
+	Publish: &server.SubjectPermission{Allow: append([]string{"anarchon.jobs", "anarchon.history.>", "anarchon.active.>", "$SRV.>", "_INBOX.>"},
+		registryReader...)},
+	Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>", "anarchon.events.>"}},
+}
+
+// registryReader is what reading the registry (Client.Registry) publishes: the
+// bucket's stream information, and an ordered consumer's create, delete and flow
+// control.
+var registryReader = []string{
+	"$JS.API.STREAM.INFO.KV_anarchon_registry",
+	"$JS.API.CONSUMER.CREATE.KV_anarchon_registry.>",
+	"$JS.API.CONSUMER.DELETE.KV_anarchon_registry.>",
+	"$JS.FC.KV_anarchon_registry.>",
 }
 
 // startAuthServer starts a nats-server with two users: viewer (viewerPermissions)
@@ -26,6 +39,7 @@ func startAuthServer(t testing.TB, listen bool) *server.Server {
 	t.Helper()
 	opts := &server.Options{
 		ServerName: "fleet-auth", Host: "127.0.0.1", Port: -1, DontListen: !listen, NoLog: true, NoSigs: true,
+		JetStream: true, StoreDir: t.TempDir(),
 		Users: []*server.User{
 			{Username: "viewer", Password: "v", Permissions: viewerPermissions},
 			{Username: "operator", Password: "o"},
@@ -69,6 +83,8 @@ func TestViewerCannotPause(t *testing.T) {
 	fl, err := c.Jobs(ctx)
 	require.NoError(t, err)
 	assert.Len(t, fl.Replicas, 3)
+	assert.Len(t, fl.Registered, 3, "the viewer reads the registry")
+	assert.Empty(t, fl.Warnings)
 	_, err = c.History(ctx, jobReport, 5)
 	require.NoError(t, err)
 

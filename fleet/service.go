@@ -24,6 +24,7 @@ type Service struct {
 	subj   subjects
 	svc    micro.Service
 	pauser bool
+	reg    *registry // nil WithoutRegistry
 
 	// ctx bounds the calls handlers make; cancelled when Stop gives up waiting.
 	ctx    context.Context
@@ -90,6 +91,12 @@ func Serve(ctx context.Context, nc *nats.Conn, s *scheduler.Scheduler, opts ...O
 		f.abort()
 		return nil, fmt.Errorf("fleet: flush the subscriptions: %w", err)
 	}
+	if !c.noRegistry {
+		if f.reg, err = startRegistry(fctx, nc, s, f.subj, c, f.log); err != nil {
+			f.abort()
+			return nil, err
+		}
+	}
 	return f, nil
 }
 
@@ -154,6 +161,9 @@ func (f *Service) Stop(ctx context.Context) error {
 	f.stopped = true
 	f.mu.Unlock()
 	err := f.svc.Stop()
+	if f.reg != nil {
+		err = errors.Join(err, f.reg.stop(ctx))
+	}
 	// Once the server has the unsubscriptions, a request sent after Stop returns
 	// goes to another replica (or gets no-responders), never to this one.
 	fctx, cancel := natsutil.CallContext(ctx, DefaultTimeout)

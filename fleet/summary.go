@@ -15,9 +15,15 @@ type Fleet struct {
 	Replicas []Replica `json:"replicas"`
 	// Jobs are the jobs declared on at least one replica, by name.
 	Jobs []JobSummary `json:"jobs"`
-	// Warnings are fleet-wide disagreements (library versions, instance names) and
-	// answers that could not be read.
+	// Warnings are fleet-wide disagreements (library versions, instance names),
+	// answers that could not be read, and registered replicas that did not answer.
 	Warnings []string `json:"warnings,omitempty"`
+	// Registered are the fleet's registry entries (Client.Registry): what each live
+	// replica declares, answering or not.
+	Registered []Registration `json:"registered,omitempty"`
+	// Unreadable says which registry entries this version could not read (an
+	// entry of a newer format: upgrade the reader).
+	Unreadable []string `json:"unreadable,omitempty"`
 }
 
 // JobSummary is one job across the replicas that declare it.

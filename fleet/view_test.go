@@ -156,7 +156,7 @@ func TestActive(t *testing.T) {
 // TestTriggerBeforeStart: a replica whose scheduler has not started refuses a
 // trigger at once (503), and runs nothing.
 func TestTriggerBeforeStart(t *testing.T) {
-	srv := startServer(t, embedded.Options{}, false)
+	srv := startServer(t, embedded.Options{})
 	nc := connect(t, srv.Connect)
 	s, err := scheduler.New(scheduler.Config{Backend: scheduler.NewMemoryBackend(), Instance: "early"})
 	require.NoError(t, err)

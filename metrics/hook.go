@@ -56,6 +56,12 @@ func (m *Metrics) OnEvent(e scheduler.Event) {
 		m.backendErrors.WithLabelValues(job, opLabel(e.Op)).Inc()
 	case scheduler.EventPaused:
 		m.pausedSlots.WithLabelValues(job).Inc()
+	case scheduler.EventJobConflict:
+		v := 0.0
+		if e.Conflict != "" {
+			v = 1
+		}
+		m.jobConflict.WithLabelValues(job).Set(v)
 	}
 }
 
@@ -106,6 +112,7 @@ func (m *Metrics) initJob(job string) {
 	m.backendErrors.WithLabelValues(job, "save_result")
 	m.running.WithLabelValues(job)
 	m.pausedSlots.WithLabelValues(job)
+	m.jobConflict.WithLabelValues(job)
 	m.pauseMu.Lock()
 	m.setPausedLocked(job)
 	m.pauseMu.Unlock()

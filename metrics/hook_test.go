@@ -106,6 +106,11 @@ func TestSyntheticEvents(t *testing.T) {
 		// backend errors
 		with(ev(scheduler.EventBackendError), func(e *scheduler.Event) { e.Op = "claim" }),
 		with(ev(scheduler.EventBackendError), func(e *scheduler.Event) { e.Op = "heartbeat" }),
+		// replicas that declare the job differently, said by the fleet registry: set,
+		// cleared, set again
+		{Kind: scheduler.EventJobConflict, Job: job, Conflict: "schedule: every 1m on a; every 2m on b"},
+		{Kind: scheduler.EventJobConflict, Job: job},
+		{Kind: scheduler.EventJobConflict, Job: job, Conflict: "overlap: skip on a; allow on b"},
 		// a job only scheduled so far: its main series exist at zero
 		{Kind: scheduler.EventScheduled, Job: "idle", Next: t0.Add(time.Minute)},
 		// ignored: an unknown kind, and an event without a job
@@ -131,6 +136,10 @@ anarchon_claims_total{job_name="sync",outcome="late"} 1
 anarchon_claims_total{job_name="sync",outcome="overlap"} 1
 anarchon_claims_total{job_name="sync",outcome="running"} 1
 anarchon_claims_total{job_name="sync",outcome="won"} 2
+# HELP anarchon_job_conflict 1 while the replicas that declare the job declare it differently (schedule or options), as this instance's fleet registry watch says; else 0.
+# TYPE anarchon_job_conflict gauge
+anarchon_job_conflict{job_name="idle"} 0
+anarchon_job_conflict{job_name="sync"} 1
 # HELP anarchon_job_paused 1 while the job is paused (on its own or with all jobs), as this instance's watch of the stored pauses says; else 0.
 # TYPE anarchon_job_paused gauge
 anarchon_job_paused{job_name="idle"} 0
@@ -305,6 +314,7 @@ func TestLabelCardinality(t *testing.T) {
 		"anarchon_running_handlers":               {"job_name"},
 		"anarchon_paused_slots_total":             {"job_name"},
 		"anarchon_job_paused":                     {"job_name"},
+		"anarchon_job_conflict":                   {"job_name"},
 	}
 	mfs, err := reg.Gather()
 	require.NoError(t, err)

@@ -28,6 +28,7 @@ type Metrics struct {
 	running       *prometheus.GaugeVec     // job
 	pausedSlots   *prometheus.CounterVec   // job
 	jobPaused     *prometheus.GaugeVec     // job
+	jobConflict   *prometheus.GaugeVec     // job
 
 	all []prometheus.Collector
 
@@ -95,12 +96,14 @@ func New(opts ...Option) (*Metrics, error) {
 			"Slots that fell while their job was paused, recorded paused by this instance (once per slot across the fleet).", labelJob),
 		jobPaused: gauge("job_paused",
 			"1 while the job is paused (on its own or with all jobs), as this instance's watch of the stored pauses says; else 0."),
+		jobConflict: gauge("job_conflict",
+			"1 while the replicas that declare the job declare it differently (schedule or options), as this instance's fleet registry watch says; else 0."),
 		paused: map[string]bool{},
 	}
 	m.all = []prometheus.Collector{
 		m.claims, m.runs, m.runDuration, m.slotLag, m.lateSlots, m.skippedSlots,
 		m.takeovers, m.leaseLosses, m.backendErrors, m.lastSuccess, m.nextSlot, m.running,
-		m.pausedSlots, m.jobPaused,
+		m.pausedSlots, m.jobPaused, m.jobConflict,
 	}
 	return m, nil
 }

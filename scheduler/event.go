@@ -35,6 +35,12 @@ const (
 	// EventPauseChanged: the job's pause state changed (Job "" for all jobs);
 	// Event.Pause is the pause now in force, nil once resumed.
 	EventPauseChanged EventKind = "pause_changed"
+	// EventJobConflict: the replicas that declare the job do not declare it alike
+	// (schedule, overlap, catch-up, lease or lateness differ): Event.Conflict says
+	// how; sent again with Conflict empty once they agree. The core cannot see
+	// other replicas: a plug-in that can (fleet's registry) reports it through
+	// Scheduler.Report.
+	EventJobConflict EventKind = "job_conflict"
 )
 
 // Event is what the scheduler reports to Config.OnEvent.
@@ -62,4 +68,7 @@ type Event struct {
 	Err error
 	// Pause is the pause in force, on pause_changed (nil: the job runs).
 	Pause *Pause
+	// Conflict says how the replicas' declarations of the job differ, on
+	// job_conflict (empty: they agree again).
+	Conflict string
 }

@@ -82,6 +82,11 @@ func (s *Scheduler) callCtx(ctx context.Context) (context.Context, context.Cance
 	return context.WithTimeout(ctx, s.callTO)
 }
 
+// Report passes an event found by a plug-in (for example EventJobConflict, from
+// fleet's registry, which sees the other replicas' declarations) to Config.OnEvent,
+// stamped with this instance and, when e.At is zero, the scheduler's clock.
+func (s *Scheduler) Report(e Event) { s.emit(e) }
+
 func (s *Scheduler) emit(e Event) {
 	if s.onEvent == nil {
 		return

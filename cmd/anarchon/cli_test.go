@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -87,6 +89,31 @@ func TestJobsWarnsWhenReplicasDisagree(t *testing.T) {
 	var fl fleet.Fleet
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &fl))
 	assert.Equal(t, []string{"replicas disagree on the schedule: every 1h0m0s (A, B); every 2h0m0s (C)"}, fl.Jobs[0].Warnings)
+}
+
+// TestJobsFailsOnANewerRegistryEntry: a replica of a newer version registered in
+// a format this command cannot read: the table shows what it could read, then one
+// line says what is missing and the command exits 1.
+func TestJobsFailsOnANewerRegistryEntry(t *testing.T) {
+	f := startFleet(t, nil)
+	nc, err := nats.Connect(f.url)
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kv, err := js.KeyValue(ctx, fleet.DefaultRegistryBucket)
+	require.NoError(t, err)
+	_, err = kv.Put(ctx, fleet.JobToken(fleet.DefaultPrefix)+"."+fleet.JobToken("next"),
+		[]byte(`{"format":2,"instance":"next","version":"2.0.0"}`))
+	require.NoError(t, err)
+
+	r := anarchon(t, "--server", f.url, "jobs", "--window", "200ms")
+	assert.Equal(t, exitFail, r.code)
+	assert.Contains(t, r.stdout, "report")
+	assert.Equal(t, `anarchon: jobs: fleet: registry entry of a newer format: replica "next" (version 2.0.0) wrote format 2; this version (`+
+		fleet.Version+`) reads format 1: upgrade it`+"\n", r.stderr)
 }
 
 func TestTriggerAndHistory(t *testing.T) {

@@ -34,7 +34,10 @@ func (c *cli) jobs(ctx context.Context, client *fleet.Client) error {
 		return fmt.Errorf("jobs: %w", err)
 	}
 	if c.json {
-		return c.printJSON(f)
+		if err := c.printJSON(f); err != nil {
+			return err
+		}
+		return unreadable(f)
 	}
 	now := time.Now()
 	w := c.table()
@@ -68,7 +71,20 @@ func (c *cli) jobs(ctx context.Context, client *fleet.Client) error {
 			c.warn("job %q: %s", j.Name, warning)
 		}
 	}
-	return nil
+	return unreadable(f)
+}
+
+// unreadable fails a jobs command whose view misses registry entries this version
+// cannot read (written by a newer version): what was printed is not the whole fleet.
+func unreadable(f *fleet.Fleet) error {
+	switch n := len(f.Unreadable); n {
+	case 0:
+		return nil
+	case 1:
+		return fmt.Errorf("jobs: %s", f.Unreadable[0])
+	default:
+		return fmt.Errorf("jobs: %s (and %d more registry entries not read)", f.Unreadable[0], n-1)
+	}
 }
 
 // jobState is active, or paused with the reason, who and until, and on which

@@ -38,7 +38,7 @@ func startFleet(t *testing.T, jobs func(instance string) []fleetJob, instances .
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	srv, err := embedded.Start(ctx, embedded.Options{Listen: "127.0.0.1:0", DisableJetStream: true})
+	srv, err := embedded.Start(ctx, embedded.Options{Listen: "127.0.0.1:0"})
 	require.NoError(t, err, "the embedded nats-server must start")
 	t.Cleanup(srv.Shutdown)
 	f := &testFleet{url: srv.ClientURL(), backend: scheduler.NewMemoryBackend()}

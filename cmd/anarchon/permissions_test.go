@@ -22,10 +22,13 @@ func startAuthServer(t *testing.T) string {
 	t.Helper()
 	s, err := server.NewServer(&server.Options{
 		ServerName: "anarchon-auth", Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
+		JetStream: true, StoreDir: t.TempDir(),
 		Users: []*server.User{
 			{Username: "viewer", Password: "v", Permissions: &server.Permissions{
 				// The viewer role as fleet/doc.go documents it.
-				Publish:   &server.SubjectPermission{Allow: []string{"anarchon.jobs", "anarchon.history.>", "anarchon.active.>", "$SRV.>", "_INBOX.>"}},
+				Publish: &server.SubjectPermission{Allow: []string{"anarchon.jobs", "anarchon.history.>", "anarchon.active.>", "$SRV.>", "_INBOX.>",
+					"$JS.API.STREAM.INFO.KV_anarchon_registry", "$JS.API.CONSUMER.CREATE.KV_anarchon_registry.>",
+					"$JS.API.CONSUMER.DELETE.KV_anarchon_registry.>", "$JS.FC.KV_anarchon_registry.>"}},
 				Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>", "anarchon.events.>"}},
 			}},
 			{Username: "operator", Password: "o"},
