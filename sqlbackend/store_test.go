@@ -329,3 +329,37 @@ func TestInitTogether(t *testing.T) {
 		assert.True(t, won)
 	})
 }
+
+// WithClaimRetention forgets claims older than the retention: once a slot's claim is
+// past it, the next SaveResult of the job deletes it, and the slot can be claimed
+// again. Claims within the retention stay.
+func TestClaimRetentionForgetsOldClaims(t *testing.T) {
+	t.Parallel()
+	dialects(t, func(t *testing.T, open func(t *testing.T, opts ...sqlbackend.Option) *sqlbackend.Backend) {
+		ctx := backendtest.Context(t)
+		b := open(t, sqlbackend.WithClaimRetention(time.Hour))
+		job := backendtest.JobName("retention")
+		old, recent := time.UnixMilli(1_800_000_000_000), time.UnixMilli(1_800_000_001_000)
+		for _, slot := range []time.Time{old, recent} {
+			won, err := b.Claim(ctx, scheduler.ClaimInput{Job: job, Slot: slot, Token: backendtest.Token(), Instance: "a"})
+			require.NoError(t, err)
+			require.True(t, won)
+		}
+		// The old slot was claimed two hours ago, by the database's clock.
+		placeholder := func(n int) string {
+			if b.Name() == "sql/postgres" {
+				return fmt.Sprintf("$%d", n)
+			}
+			return "?"
+		}
+		_, err := b.DB().ExecContext(ctx, "UPDATE "+b.TablePrefix()+"claims SET created = created - 7200000 WHERE job = "+placeholder(1)+" AND slot = "+placeholder(2), job, old.UnixMilli())
+		require.NoError(t, err)
+		require.NoError(t, b.SaveResult(ctx, job, scheduler.StoredResult{Slot: recent, Token: "t", Status: scheduler.StatusOK}, scheduler.Retention{Size: 10}))
+		won, err := b.Claim(ctx, scheduler.ClaimInput{Job: job, Slot: old, Token: backendtest.Token(), Instance: "b"})
+		require.NoError(t, err)
+		assert.True(t, won, "a claim past the retention is forgotten")
+		won, err = b.Claim(ctx, scheduler.ClaimInput{Job: job, Slot: recent, Token: backendtest.Token(), Instance: "b"})
+		require.NoError(t, err)
+		assert.False(t, won, "a claim within the retention is remembered")
+	})
+}
