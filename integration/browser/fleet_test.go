@@ -40,15 +40,20 @@ type testFleet struct {
 	url    string // the jobs page
 }
 
-func startFleet(t *testing.T) *testFleet {
+// fleetSetup is what a test fleet's replicas declare, and what is done through
+// the client before the page is served.
+type fleetSetup struct {
+	declare func(t *testing.T, s *scheduler.Scheduler)
+	prepare func(t *testing.T, ctx context.Context, c *fleet.Client)
+}
+
+func startFleet(t *testing.T, setup fleetSetup) *testFleet {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ns, err := embedded.Start(ctx, embedded.Options{})
 	require.NoError(t, err, "the embedded nats-server must start")
 	t.Cleanup(ns.Shutdown)
-	athens, err := time.LoadLocation("Europe/Athens")
-	require.NoError(t, err)
 	for _, id := range []string{"replica-a", "replica-b", "replica-c"} {
 		nc := connect(t, ns)
 		js, err := natsjs.New(nc)
@@ -62,35 +67,18 @@ func startFleet(t *testing.T) *testFleet {
 		require.NoError(t, err)
 		s, err := scheduler.New(scheduler.Config{Backend: b, Instance: id, OnEvent: events})
 		require.NoError(t, err)
-		ok := func(context.Context, scheduler.Run) error { return nil }
-		require.NoError(t, s.Every(jobTick, 2*time.Second, ok))
-		require.NoError(t, s.Every(jobFlaky, 2*time.Second, func(context.Context, scheduler.Run) error {
-			return errors.New("upstream inventory answered 503 <html>Service Unavailable</html>")
-		}))
-		require.NoError(t, s.Cron(jobReport, "0 3 * * *", ok, scheduler.WithLocation(athens)))
-		require.NoError(t, s.Every(jobCompact, 3*time.Second, ok))
-		require.NoError(t, s.Every(jobLocked, 2*time.Second, ok))
+		setup.declare(t, s)
 		require.NoError(t, s.Start(ctx))
 		t.Cleanup(func() { require.NoError(t, s.Stop(context.Background())) })
 		svc, err := fleet.Serve(ctx, nc, s)
 		require.NoError(t, err)
 		t.Cleanup(func() { require.NoError(t, svc.Stop(context.Background())) })
 	}
-	client, err := fleet.NewClient(connect(t, ns), fleet.WithGatherWindow(200*time.Millisecond))
+	// The default gather window: on a loaded machine a replica's answer can take
+	// longer than a shorter one, and the page would say no replica answers (503).
+	client, err := fleet.NewClient(connect(t, ns))
 	require.NoError(t, err)
-
-	// Every job but the nightly report runs by itself; the report gets one manual
-	// run. Then compact is paused, so the page has every kind of row.
-	_, err = client.Trigger(ctx, jobReport, fleet.TriggerRequest{By: "setup", Wait: true})
-	require.NoError(t, err)
-	for _, job := range []string{jobTick, jobFlaky, jobCompact, jobLocked} {
-		require.Eventually(t, func() bool {
-			h, err := client.History(ctx, job, 1)
-			return err == nil && len(h.Runs) > 0 && h.Runs[0].Status != scheduler.StatusRunning
-		}, 20*time.Second, 100*time.Millisecond, "%s has a finished run", job)
-	}
-	_, err = client.Pause(ctx, jobCompact, fleet.PauseRequest{Reason: "disk full on db-2", By: "ana", For: "2h"})
-	require.NoError(t, err)
+	setup.prepare(t, ctx, client)
 
 	h, err := web.New(web.Config{
 		Source: client,
@@ -108,6 +96,39 @@ func startFleet(t *testing.T) *testFleet {
 	t.Cleanup(srv.Close)
 	require.True(t, strings.HasPrefix(srv.URL, "http://127.0.0.1:"), srv.URL)
 	return &testFleet{client: client, url: srv.URL + "/anarchon/"}
+}
+
+// demoFleet is the fleet of the screenshots: a job that ticks, one that fails,
+// a cron job with one manual run, a paused one, and one the authorizer guards.
+func demoFleet(t *testing.T) *testFleet {
+	athens, err := time.LoadLocation("Europe/Athens")
+	require.NoError(t, err)
+	ok := func(context.Context, scheduler.Run) error { return nil }
+	return startFleet(t, fleetSetup{
+		declare: func(t *testing.T, s *scheduler.Scheduler) {
+			require.NoError(t, s.Every(jobTick, 2*time.Second, ok))
+			require.NoError(t, s.Every(jobFlaky, 2*time.Second, func(context.Context, scheduler.Run) error {
+				return errors.New("upstream inventory answered 503 <html>Service Unavailable</html>")
+			}))
+			require.NoError(t, s.Cron(jobReport, "0 3 * * *", ok, scheduler.WithLocation(athens)))
+			require.NoError(t, s.Every(jobCompact, 3*time.Second, ok))
+			require.NoError(t, s.Every(jobLocked, 2*time.Second, ok))
+		},
+		// Every job but the nightly report runs by itself; the report gets one
+		// manual run. Then compact is paused, so the page has every kind of row.
+		prepare: func(t *testing.T, ctx context.Context, client *fleet.Client) {
+			_, err := client.Trigger(ctx, jobReport, fleet.TriggerRequest{By: "setup", Wait: true})
+			require.NoError(t, err)
+			for _, job := range []string{jobTick, jobFlaky, jobCompact, jobLocked} {
+				require.Eventually(t, func() bool {
+					h, err := client.History(ctx, job, 1)
+					return err == nil && len(h.Runs) > 0 && h.Runs[0].Status != scheduler.StatusRunning
+				}, 20*time.Second, 100*time.Millisecond, "%s has a finished run", job)
+			}
+			_, err = client.Pause(ctx, jobCompact, fleet.PauseRequest{Reason: "disk full on db-2", By: "ana", For: "2h"})
+			require.NoError(t, err)
+		},
+	})
 }
 
 func connect(t *testing.T, ns *embedded.Server) *nats.Conn {
