@@ -28,18 +28,19 @@ const instances = 3
 // it, and keeps the slot lag (start − slot) of its first run. It is lock-free so the
 // handlers of thousands of jobs do not queue on it.
 type tally struct {
-	idx    map[string]int // job name → row; read-only once built
-	slots  int
-	fromMS atomic.Int64 // first slot of the window (Unix ms); 0 until the window is set
-	counts []atomic.Int32
-	lags   []atomic.Int64
-	before atomic.Int64 // runs of slots before the window (warm-up)
-	after  atomic.Int64 // runs of slots after the window
-	other  atomic.Int64 // runs of a job the tally does not know
+	idx      map[string]int // job name → row; read-only once built
+	slots    int
+	interval time.Duration // of every job
+	fromMS   atomic.Int64  // first slot of the window (Unix ms); 0 until the window is set
+	counts   []atomic.Int32
+	lags     []atomic.Int64
+	before   atomic.Int64 // runs of slots before the window (warm-up)
+	after    atomic.Int64 // runs of slots after the window
+	other    atomic.Int64 // runs of a job the tally does not know
 }
 
-func newTally(jobs []string, slots int) *tally {
-	t := &tally{idx: make(map[string]int, len(jobs)), slots: slots}
+func newTally(jobs []string, slots int, interval time.Duration) *tally {
+	t := &tally{idx: make(map[string]int, len(jobs)), slots: slots, interval: interval}
 	for i, j := range jobs {
 		t.idx[j] = i
 	}
@@ -63,8 +64,8 @@ func (t *tally) record(job string, slot, started time.Time) {
 		t.before.Add(1)
 		return
 	}
-	k := int((ms - from) / loadInterval.Milliseconds())
-	if k >= t.slots || (ms-from)%loadInterval.Milliseconds() != 0 {
+	k := int((ms - from) / t.interval.Milliseconds())
+	if k >= t.slots || (ms-from)%t.interval.Milliseconds() != 0 {
 		t.after.Add(1)
 		return
 	}
@@ -78,15 +79,17 @@ func (t *tally) record(job string, slot, started time.Time) {
 func (t *tally) inWindow(slot time.Time) bool {
 	from := t.fromMS.Load()
 	ms := slot.UnixMilli()
-	return from != 0 && ms >= from && ms < from+int64(t.slots)*loadInterval.Milliseconds()
+	return from != 0 && ms >= from && ms < from+int64(t.slots)*t.interval.Milliseconds()
 }
 
 // loadResult is one load run: section 2 for anarchon, and a column of section 5.
 type loadResult struct {
-	name     string
-	jobs     int
-	duration time.Duration
-	startup  time.Duration // until every instance had started (all jobs prepared)
+	name       string
+	jobs       int
+	duration   time.Duration
+	interval   time.Duration
+	startup    time.Duration // until every instance had started (all jobs prepared)
+	rssStarted int64         // process RSS growth over Start
 
 	slotsDue, runs, once, dups, missed int
 	runsByCount                        map[int]int // slots by number of runs (2, 3, …)
@@ -116,9 +119,9 @@ func (l *loadResult) cpuPerSlot() time.Duration {
 // lead, with the tally open from then, while the instances run. It returns when the
 // window's last slot is past its deadline plus settle.
 func observe(ctx context.Context, srv *embedded.Server, conns []*nats.Conn, t *tally, lead, settle time.Duration, res *loadResult) error {
-	from := time.Now().Add(lead).Truncate(loadInterval).Add(loadInterval)
+	from := time.Now().Add(lead).Truncate(t.interval).Add(t.interval)
 	t.open(from)
-	to := from.Add(time.Duration(t.slots) * loadInterval)
+	to := from.Add(time.Duration(t.slots) * t.interval)
 	sniff, err := sniffAPI(srv)
 	if err != nil {
 		return err
@@ -261,7 +264,9 @@ func newInstance(ctx context.Context, srv *embedded.Server, id string, leases bo
 			c.nc.Close()
 			return nil, err
 		}
-		b, err = jetstream.NewLeased(c.js, in.store)
+		// Every instance of the fleet uses leases: the history record of a won
+		// lease decides nothing and is written beside the handler.
+		b, err = jetstream.NewLeased(c.js, in.store, jetstream.WithLeasedFleet())
 	} else {
 		b, err = jetstream.New(c.js)
 	}
@@ -319,17 +324,31 @@ func backendName(leases bool) string {
 // runLoad is section 2: cfg.jobs jobs every second on three anarchon instances,
 // with kvlease leases or on the plain JetStream backend.
 func runLoad(ctx context.Context, cfg config, leases bool) (*loadResult, error) {
+	return runFleet(ctx, cfg, fleet{jobs: cfg.jobs, interval: loadInterval, window: cfg.duration, lead: cfg.warmup, settle: cfg.warmup}, leases)
+}
+
+// fleet is the shape of one load run: jobs every interval, measured for window
+// (whole intervals), opening lead after Start, settling for settle after it.
+type fleet struct {
+	jobs             int
+	interval, window time.Duration
+	lead, settle     time.Duration
+}
+
+// runFleet runs f's jobs on three anarchon instances, with kvlease leases or on the
+// plain JetStream backend, each instance on its own connection to a fresh server.
+func runFleet(ctx context.Context, cfg config, f fleet, leases bool) (*loadResult, error) {
 	srv, err := startServer(ctx, "")
 	if err != nil {
 		return nil, err
 	}
 	defer cfg.phase("server shut down", srv.Shutdown)
 
-	names := jobNames("load", cfg.jobs)
-	slots := int(cfg.duration / loadInterval)
-	t := newTally(names, slots)
+	names := jobNames("load", f.jobs)
+	slots := int(f.window / f.interval)
+	t := newTally(names, slots, f.interval)
 	ev := &eventCounter{t: t, counts: map[string]int64{}}
-	res := &loadResult{name: "anarchon, " + backendName(leases), jobs: cfg.jobs, duration: cfg.duration}
+	res := &loadResult{name: "anarchon, " + backendName(leases), jobs: f.jobs, duration: f.window, interval: f.interval}
 
 	handler := func(_ context.Context, run scheduler.Run) error {
 		t.record(run.Job, run.Slot, time.Now())
@@ -348,17 +367,19 @@ func runLoad(ctx context.Context, cfg config, leases bool) (*loadResult, error) 
 		}
 		ins = append(ins, in)
 		for _, name := range names {
-			if err := in.s.Every(name, loadInterval, handler, cfg.jobOptions()...); err != nil {
+			if err := in.s.Every(name, f.interval, handler, cfg.jobOptions()...); err != nil {
 				return nil, err
 			}
 		}
 	}
 	t0 := time.Now()
+	rss0 := rssBytes()
 	if err := startAll(ctx, ins); err != nil {
 		_ = stopAll(ins, 5*time.Second)
 		return nil, err
 	}
 	res.startup = time.Since(t0)
+	res.rssStarted = rssBytes() - rss0
 	cfg.logf("%d instances started in %v", len(ins), res.startup.Round(time.Millisecond))
 
 	conns := make([]*nats.Conn, len(ins))
@@ -367,7 +388,7 @@ func runLoad(ctx context.Context, cfg config, leases bool) (*loadResult, error) 
 	}
 	// Warm-up before the window: the first slots after Start pay for cold caches and
 	// stream look-ups.
-	obsErr := observe(ctx, srv, conns, t, cfg.warmup, cfg.warmup, res)
+	obsErr := observe(ctx, srv, conns, t, f.lead, f.settle, res)
 	res.events, res.errSample = ev.snapshot()
 	cfg.phase("instances stopped", func() {
 		if err := stopAll(ins, 10*time.Second); err != nil {
@@ -552,4 +573,27 @@ func (l *loadResult) apiLine() string {
 		parts[i] = fmt.Sprintf("%s %s", k, perOp(uint64(l.api[k]), l.slotsDue))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// fleetMarkdown is section 6's table.
+func fleetMarkdown(l *loadResult) string {
+	t := newTable("metric", l.name)
+	t.add("jobs × instances", fmt.Sprintf("%d every %v × %d (%.0f slots/s)", l.jobs, l.interval, instances, float64(l.jobs)/l.interval.Seconds()))
+	t.add("start-up: Start of 3 instances in parallel (each prepares every job)", dur(l.startup))
+	t.add("process RSS growth over Start / at window start / peak", fmt.Sprintf("%s / %s / %s", mib(l.rssStarted), mib(l.rssStart), mib(l.rssPeak)))
+	t.add("window measured / slots due / runs", fmt.Sprintf("%s / %d / %d", dur(l.wall), l.slotsDue, l.runs))
+	t.add("duplicates (must be 0)", fmt.Sprintf("%s %s", l.dupLine(), mark(l.dups == 0)))
+	t.add("missed (must be 0)", fmt.Sprintf("%d%s %s", l.missed, pctOf(l.missed, l.slotsDue), mark(l.missed == 0)))
+	lag := "n/a (nothing ran)"
+	if len(l.lag) > 0 {
+		lag = fmt.Sprintf("%s / %s / %s", dur(l.lag.pct(50)), dur(l.lag.pct(99)), dur(l.lag.max()))
+	}
+	t.add("slot lag p50 / p99 / max", lag)
+	t.add("CPU per slot (whole process)", dur(l.cpuPerSlot()))
+	t.add("client messages per slot, out / in", perOp(l.clientMsgs.out, l.slotsDue)+" / "+perOp(l.clientMsgs.in, l.slotsDue))
+	t.add("JetStream API requests per slot", l.apiLine())
+	t.add("scheduler events of the window's slots", l.eventsLine())
+	t.add("first error seen", truncate(l.errSample, 240))
+	t.add("notes", truncate(strings.Join(l.notes, "; "), 240))
+	return t.String()
 }

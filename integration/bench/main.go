@@ -12,13 +12,16 @@
 //     CPU, memory and what the server is asked per slot;
 //  3. the stream layout at scale: PrepareJob time, memory, restart recovery;
 //  4. takeover: the holder of a 2s lease killed mid-run, delay until a backup runs;
-//  5. the peer: go-co-op/gocron v2 with a NATS KV Locker, the same jobs side by side.
+//  5. the peer: go-co-op/gocron v2 with a NATS KV Locker, the same jobs side by side;
+//  6. a larger fleet: -fleet-jobs jobs every -fleet-interval on three instances with
+//     leases: start-up, memory, lag, duplicates, missed.
 //
 // Usage:
 //
 //	go run -C integration/bench . [-jobs 1000] [-duration 30s] [-quick]
 //	                              [-leases=true] [-plain=true] [-peer=true] [-jitter 0]
-//	                              [-samples 2000] [-scale 100,1000,5000] [-trials 3]
+//	                              [-samples 2000] [-scale 100,1000] [-trials 3]
+//	                              [-fleet-jobs 5000] [-fleet-interval 10s] [-fleet-duration 20s]
 //
 // from the repository's root. The command is a module of its own
 // (github.com/anarchon/anarchon/integration/bench, with a replace of the library to
@@ -71,6 +74,11 @@ type config struct {
 	trials   int
 	jitter   time.Duration
 	budget   time.Duration
+	// fleetJobs jobs every fleetInterval, measured for fleetDuration (section 6;
+	// fleetJobs 0: not run).
+	fleetJobs     int
+	fleetInterval time.Duration
+	fleetDuration time.Duration
 	// warmup is how long the instances run before a load window opens.
 	warmup time.Duration
 	// progress receives progress lines (stderr for the command).
@@ -92,8 +100,10 @@ func (c config) phase(name string, f func()) {
 
 // Defaults of the full run and of -quick (a flag given explicitly wins over both).
 var (
-	fullDefaults  = config{jobs: 1000, duration: 30 * time.Second, samples: 2000, scale: []int{100, 1000, 5000}, trials: 3, budget: 4*time.Minute + 30*time.Second, warmup: 2 * time.Second}
-	quickDefaults = config{jobs: 50, duration: 5 * time.Second, samples: 300, scale: []int{10, 100}, trials: 1, budget: 55 * time.Second, warmup: time.Second}
+	fullDefaults = config{jobs: 1000, duration: 30 * time.Second, samples: 2000, scale: []int{100, 1000}, trials: 3, budget: 4*time.Minute + 30*time.Second, warmup: 2 * time.Second,
+		fleetJobs: 5000, fleetInterval: 10 * time.Second, fleetDuration: 20 * time.Second}
+	quickDefaults = config{jobs: 50, duration: 5 * time.Second, samples: 300, scale: []int{10, 100}, trials: 1, budget: 55 * time.Second, warmup: time.Second,
+		fleetJobs: 200, fleetInterval: 2 * time.Second, fleetDuration: 4 * time.Second}
 )
 
 func parseFlags(args []string, out io.Writer) (config, error) {
@@ -110,6 +120,9 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	scale := fs.String("scale", joinInts(fullDefaults.scale), "job counts of the stream-layout section, comma-separated")
 	fs.IntVar(&c.trials, "trials", fullDefaults.trials, "takeover trials")
 	fs.DurationVar(&c.jitter, "jitter", 0, "jitter of every load job (0: all instances claim at the slot)")
+	fs.IntVar(&c.fleetJobs, "fleet-jobs", fullDefaults.fleetJobs, "jobs of the larger-fleet section (0: not run)")
+	fs.DurationVar(&c.fleetInterval, "fleet-interval", fullDefaults.fleetInterval, "interval of every job of the larger-fleet section")
+	fs.DurationVar(&c.fleetDuration, "fleet-duration", fullDefaults.fleetDuration, "measured window of the larger-fleet section (whole intervals)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -136,6 +149,15 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 		if !set["trials"] {
 			c.trials = q.trials
 		}
+		if !set["fleet-jobs"] {
+			c.fleetJobs = q.fleetJobs
+		}
+		if !set["fleet-interval"] {
+			c.fleetInterval = q.fleetInterval
+		}
+		if !set["fleet-duration"] {
+			c.fleetDuration = q.fleetDuration
+		}
 		c.budget, c.warmup = q.budget, q.warmup
 	}
 	var err error
@@ -151,6 +173,12 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 		return c, fmt.Errorf("-samples must be at least 10, got %d", c.samples)
 	case c.trials < 0:
 		return c, fmt.Errorf("-trials must not be negative, got %d", c.trials)
+	case c.fleetJobs < 0:
+		return c, fmt.Errorf("-fleet-jobs must not be negative, got %d", c.fleetJobs)
+	case c.fleetInterval < time.Second || c.fleetInterval%time.Second != 0:
+		return c, fmt.Errorf("-fleet-interval must be whole seconds, at least 1s, got %v", c.fleetInterval)
+	case c.fleetDuration < c.fleetInterval || c.fleetDuration%c.fleetInterval != 0:
+		return c, fmt.Errorf("-fleet-duration must be whole intervals of -fleet-interval, got %v", c.fleetDuration)
 	case c.jitter < 0 || c.jitter >= loadInterval:
 		return c, fmt.Errorf("-jitter must be in [0, %v), got %v", loadInterval, c.jitter)
 	}
@@ -248,6 +276,19 @@ func run(ctx context.Context, args []string, out, progress io.Writer) (*report, 
 		runPeerSection(ctx, cfg, rep, step, fail)
 	}
 
+	if cfg.fleetJobs > 0 && cfg.leases {
+		done = step("6. larger fleet")
+		rep.fleet, err = runFleet(ctx, cfg, fleet{
+			jobs: cfg.fleetJobs, interval: cfg.fleetInterval, window: cfg.fleetDuration,
+			lead: cfg.warmup, settle: cfg.fleetInterval,
+		}, true)
+		if err != nil {
+			rep.fleetErr = fail("larger fleet", err)
+		}
+		done()
+		settledProc()
+	}
+
 	if cfg.leases && cfg.trials > 0 {
 		done = step("4. takeover")
 		if rep.takeover, err = measureTakeover(ctx, cfg); err != nil {
@@ -274,6 +315,9 @@ func run(ctx context.Context, args []string, out, progress io.Writer) (*report, 
 	rep.elapsed = time.Since(start)
 	if rep.load != nil && rep.load.dups > 0 {
 		errs = append(errs, fmt.Errorf("load: %d duplicate runs", rep.load.dups))
+	}
+	if rep.fleet != nil && rep.fleet.dups > 0 {
+		errs = append(errs, fmt.Errorf("larger fleet: %d duplicate runs", rep.fleet.dups))
 	}
 	if _, err := io.WriteString(out, rep.markdown()); err != nil {
 		errs = append(errs, err)

@@ -16,13 +16,13 @@ import (
 // only (-plain=false), which keeps the test under 30s with -race.
 func TestQuick(t *testing.T) {
 	var out bytes.Buffer
-	rep, err := run(t.Context(), []string{"-quick", "-jobs", "10", "-duration", "3s", "-samples", "50", "-scale", "10,20", "-plain=false"}, &out, io.Discard)
+	rep, err := run(t.Context(), []string{"-quick", "-jobs", "10", "-duration", "3s", "-samples", "50", "-scale", "10,20", "-plain=false", "-fleet-jobs", "20"}, &out, io.Discard)
 	text := out.String()
 	t.Log("\n" + text)
 	require.NoError(t, err)
 	require.NotNil(t, rep)
 
-	for _, h := range []string{headClaims, headLoad, headScale, headTakeover, headPeer, headGoals} {
+	for _, h := range []string{headClaims, headLoad, headScale, headTakeover, headPeer, headFleet, headGoals} {
 		assert.Equal(t, 1, strings.Count(text, h), "section %q appears once", h)
 	}
 	assert.Contains(t, text, "- command: `go run -C integration/bench . -quick -jobs 10 -duration 3s")
@@ -32,6 +32,18 @@ func TestQuick(t *testing.T) {
 	assert.Len(t, rep.claims.win.lat, 50)
 	assert.Len(t, rep.claims.lose.lat, 50)
 	assert.Len(t, rep.claims.history, 2, "history reads of 10 and 100 records")
+	// Request counts are not timings: they hold on any machine.
+	assert.Equal(t, 1.0, rep.claims.win.roundTrips(), "a plain claim won is one request")
+	assert.Equal(t, 1.0, rep.claims.lose.roundTrips(), "a plain claim lost is one request")
+	assert.Equal(t, 2.0, rep.claims.leasedFleet.roundTrips(), "a leased claim won: the lease key, then the run record, no read")
+	assert.Equal(t, 2.0, rep.claims.lloseRun.roundTrips(), "a leased claim lost to a running holder: its write lost, one read")
+	assert.Equal(t, 1.0, rep.claims.fin.roundTrips(), "finish: the run record; the purge asks for no answer")
+	assert.LessOrEqual(t, rep.claims.history[1].roundTrips(), 3.0, "History(job, 100) in at most 3 requests")
+	require.NotNil(t, rep.claims.lastRuns)
+
+	require.NotNil(t, rep.fleet, "larger fleet measured")
+	assert.Equal(t, 20*2, rep.fleet.slotsDue, "20 jobs × 2 slots of 2s in 4s")
+	assert.Zero(t, rep.fleet.dups, "the larger fleet ran no slot twice")
 
 	require.Len(t, rep.loads, 1, "load measured on the leased backend")
 	require.Same(t, rep.loads[0], rep.load, "the goals judge the leased run")

@@ -80,7 +80,7 @@ func runPeer(ctx context.Context, cfg config) (*loadResult, error) {
 
 	names := jobNames("load", cfg.jobs)
 	slots := int(cfg.duration / loadInterval)
-	t := newTally(names, slots)
+	t := newTally(names, slots, loadInterval)
 	res := &loadResult{name: "gocron v2.21.2 + NATS KV Locker", jobs: cfg.jobs, duration: cfg.duration}
 
 	stats := &lockStats{}
