@@ -64,6 +64,9 @@ func (s *Scheduler) handleLeased(j *job, slot time.Time, kind claimKind) {
 	switch kind {
 	case claimCatchUp:
 		c.localDeadline = slot.Add(j.cfg.catchUpWindow)
+		// Catch-up runs the slots paused in its window once the pause has ended.
+		_, paused := s.pauses.of(j.name, s.clock.Now())
+		c.ReopenPaused = !paused
 	case claimAdopt:
 		c.TakeoverOnly = true
 	case claimLate:
@@ -81,11 +84,11 @@ func (s *Scheduler) handleLeased(j *job, slot time.Time, kind claimKind) {
 			return
 		}
 	}
-	if res.Outcome == OutcomeWon && res.Attempt <= 1 {
+	if res.Outcome == OutcomeWon && (res.Attempt <= 1 || res.Reopened) {
 		if p, paused := s.pauses.of(j.name, s.clock.Now()); paused {
 			// The slot fell while its job is paused: the won claim is the stored
 			// decision, finished paused at once.
-			s.finishPaused(j, c.Slot, c.Token, p)
+			s.finishPaused(j, c.Slot, c.Token, res.Attempt, p)
 			return
 		}
 	}
@@ -94,7 +97,7 @@ func (s *Scheduler) handleLeased(j *job, slot time.Time, kind claimKind) {
 
 // finishPaused settles a slot won while its job is paused: finished paused in the
 // run store (no backup takes it over), recorded paused in history, not run.
-func (s *Scheduler) finishPaused(j *job, slot time.Time, token string, p Pause) {
+func (s *Scheduler) finishPaused(j *job, slot time.Time, token string, attempt int, p Pause) {
 	if s.runs != nil {
 		ctx, cancel := s.callCtx(context.Background())
 		err := s.runs.Finish(ctx, j.name, slot, token, StatusPaused)
@@ -104,7 +107,7 @@ func (s *Scheduler) finishPaused(j *job, slot time.Time, token string, p Pause) 
 			s.release(j, slot, token)
 		}
 	}
-	in := s.claimInput(j, slot, 1)
+	in := s.claimInput(j, slot, max(attempt, 1))
 	in.Token = token
 	why := "job paused"
 	if p.Job == "" {
@@ -229,7 +232,9 @@ func (s *Scheduler) runLeased(j *job, c *leaseClaim, res ClaimResult, sent time.
 	}
 	l := &lease{token: c.Token, dur: j.cfg.lease, sent: sent}
 	s.emit(Event{Kind: EventClaimed, Job: j.name, Slot: c.Slot, Token: c.Token, Attempt: in.Attempt, Outcome: res.Outcome})
-	if in.Attempt > 1 {
+	if res.Reopened {
+		s.log.Info("runs a slot paused before (catch-up after the pause ended)", "job", j.name, "slot", c.Slot, "attempt", in.Attempt)
+	} else if in.Attempt > 1 {
 		s.log.Info("took over a run", "job", j.name, "slot", c.Slot, "attempt", in.Attempt, "previous", res.Previous)
 		s.emit(Event{Kind: EventTakeover, Job: j.name, Slot: c.Slot, Token: c.Token, Attempt: in.Attempt, Outcome: res.Outcome})
 		if res.PreviousToken != "" {

@@ -45,13 +45,15 @@ type memRun struct {
 	// previous and previousToken held the run before a takeover.
 	previous      string
 	previousToken string
-	fence         uint64
-	lease         time.Duration
-	expires       time.Time
-	status        Status // final status once finished, "" before
-	keep          time.Duration
-	changed       time.Time     // last write, for forgetting
-	notify        chan struct{} // closed and replaced on every write, heartbeats included
+	// reopened: the run was a paused slot, reopened by a ReopenPaused claim.
+	reopened bool
+	fence    uint64
+	lease    time.Duration
+	expires  time.Time
+	status   Status // final status once finished, "" before
+	keep     time.Duration
+	changed  time.Time     // last write, for forgetting
+	notify   chan struct{} // closed and replaced on every write, heartbeats included
 }
 
 func (r *memRun) finished() bool { return r.status.Finished() }
@@ -109,6 +111,22 @@ func (s *MemoryRunStore) Claim(ctx context.Context, in RunClaim) (ClaimResult, e
 
 	if r := s.lookupLocked(in.Job, slot, now); r != nil {
 		switch {
+		case r.finished() && r.status == StatusPaused && in.ReopenPaused && r.token != in.Token &&
+			(in.Deadline.IsZero() || !now.After(in.Deadline)):
+			// A paused slot that catch-up asks for once the pause ended: taken like
+			// an expired lease, unless another slot of an overlap-forbidden job runs.
+			if in.Overlap == OverlapSkip && s.otherBusyLocked(in.Job, slot, now, true) {
+				return ClaimResult{Outcome: OutcomeRunning, Attempt: r.attempt, Fence: r.fence, Holder: r.instance}, nil
+			}
+			s.fence++
+			r.status, r.reopened, r.previous, r.previousToken = "", true, "", ""
+			r.token, r.instance = in.Token, in.Instance
+			r.attempt++
+			r.fence = s.fence
+			r.lease, r.expires = in.Lease, now.Add(in.Lease)
+			r.keep = keep
+			r.touch(now)
+			return r.result(OutcomeWon), nil
 		case r.finished():
 			return r.decided(in.Token), nil
 		case r.live(now) && r.token == in.Token:
@@ -123,7 +141,7 @@ func (s *MemoryRunStore) Claim(ctx context.Context, in RunClaim) (ClaimResult, e
 			return ClaimResult{Outcome: OutcomeRunning, Attempt: r.attempt, Fence: r.fence, Holder: r.instance, Expires: r.expires}, nil
 		}
 		s.fence++
-		r.previous, r.previousToken = r.instance, r.token
+		r.previous, r.previousToken, r.reopened = r.instance, r.token, false
 		r.token, r.instance = in.Token, in.Instance
 		r.attempt++
 		r.fence = s.fence
@@ -177,6 +195,7 @@ func (r *memRun) decided(token string) ClaimResult {
 // its repeats) also names the holder it took over from.
 func (r *memRun) result(o ClaimOutcome) ClaimResult {
 	res := ClaimResult{Outcome: o, Attempt: r.attempt, Fence: r.fence, Holder: r.instance, Expires: r.expires}
+	res.Reopened = o == OutcomeWon && r.reopened
 	if o == OutcomeWon && r.previousToken != "" {
 		res.Previous, res.PreviousToken, res.PreviousAttempt = r.previous, r.previousToken, r.attempt-1
 	}

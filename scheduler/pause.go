@@ -56,10 +56,14 @@ type Pauser interface {
 	WatchPauses(ctx context.Context, fn func([]Pause)) error
 }
 
-// pauses is the scheduler's view of the stored pauses, updated by the watch.
+// pauses is the scheduler's view of the stored pauses, updated by the watch, and
+// what it needs to notice a pause end: since when each job is seen paused, and the
+// Until times a wake-up is set for.
 type pauses struct {
-	mu  sync.Mutex
-	all []Pause
+	mu    sync.Mutex
+	all   []Pause
+	since map[string]time.Time // job → when its pause began (its At, or when first seen)
+	wakes map[int64]bool       // Until (unix ms) → a wake-up is set
 }
 
 func (p *pauses) set(all []Pause) (changed []string) {
@@ -92,6 +96,10 @@ func (p *pauses) set(all []Pause) (changed []string) {
 func (p *pauses) of(job string, now time.Time) (Pause, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.ofLocked(job, now)
+}
+
+func (p *pauses) ofLocked(job string, now time.Time) (Pause, bool) {
 	var all *Pause
 	for i := range p.all {
 		x := &p.all[i]
@@ -243,4 +251,104 @@ func (s *Scheduler) notePauses(all []Pause) {
 		s.log.Info("pause changed", "job", job, "paused", e.Pause != nil)
 		s.emit(e)
 	}
+	s.checkResumes()
+}
+
+// pauseEnd is a job whose pause ended, and since when it had been paused.
+type pauseEnd struct {
+	j     *job
+	since time.Time
+}
+
+// checkResumes notes, for every declared job, whether its pause began or ended;
+// for a pause that ended (Resume, or its Until passed) it starts catch-up of the
+// slots paused meanwhile when the job's catch-up policy asks. It sets a wake-up at
+// each Until in the future, as an Until passing changes nothing stored.
+func (s *Scheduler) checkResumes() {
+	now := s.clock.Now()
+	s.mu.Lock()
+	jobs := append([]*job(nil), s.order...)
+	started := s.state == stateStarted
+	s.mu.Unlock()
+
+	var ended []pauseEnd
+	var wakes []time.Time
+	s.pauses.mu.Lock()
+	if s.pauses.since == nil {
+		s.pauses.since, s.pauses.wakes = map[string]time.Time{}, map[int64]bool{}
+	}
+	for _, j := range jobs {
+		p, paused := s.pauses.ofLocked(j.name, now)
+		since, was := s.pauses.since[j.name]
+		switch {
+		case paused && !was:
+			at := p.At
+			if at.IsZero() || at.After(now) {
+				at = now
+			}
+			s.pauses.since[j.name] = at
+		case !paused && was:
+			delete(s.pauses.since, j.name)
+			ended = append(ended, pauseEnd{j, since})
+		}
+	}
+	for _, x := range s.pauses.all {
+		if started && x.Until.After(now) && !s.pauses.wakes[x.Until.UnixMilli()] {
+			s.pauses.wakes[x.Until.UnixMilli()] = true
+			wakes = append(wakes, x.Until)
+		}
+	}
+	s.pauses.mu.Unlock()
+	if !started {
+		return // Start's catch-up covers the slots paused before it
+	}
+	for _, until := range wakes {
+		s.handlers.Add(1)
+		go func() {
+			defer s.handlers.Done()
+			if s.sleepUntil(s.loopCtx, until) {
+				s.pauses.mu.Lock()
+				delete(s.pauses.wakes, until.UnixMilli())
+				s.pauses.mu.Unlock()
+				s.checkResumes()
+			}
+		}()
+	}
+	for _, e := range ended {
+		slots := e.j.pausedSlots(e.since, now)
+		if s.runs == nil || len(slots) == 0 {
+			continue
+		}
+		s.log.Info("pause ended; catching up the slots paused meanwhile", "job", e.j.name, "policy", e.j.cfg.catchUp, "slots", len(slots))
+		s.handlers.Add(1)
+		go func() {
+			defer s.handlers.Done()
+			s.catchUp(e.j, slots, nil)
+		}()
+	}
+}
+
+// pausedSlots lists, oldest first, the slots that catch-up runs once a pause that
+// began at since ended at now: those of the catch-up window that fell since the
+// pause began (the newest only for CatchUpLatest; at most MaxCatchUpSlots). Each is
+// claimed with ReopenPaused: the store runs those recorded paused, once.
+func (j *job) pausedSlots(since, now time.Time) []time.Time {
+	if j.cfg.catchUp == CatchUpNone {
+		return nil
+	}
+	from := since.Add(-j.cfg.maxLate)
+	if w := now.Add(-j.cfg.catchUpWindow); from.Before(w) {
+		from = w
+	}
+	var out []time.Time
+	for t := j.sched.Next(from.Add(-time.Millisecond)); !t.IsZero() && !t.After(now); t = j.sched.Next(t) {
+		out = append(out, t)
+	}
+	if j.cfg.catchUp == CatchUpLatest && len(out) > 1 {
+		out = out[len(out)-1:]
+	}
+	if len(out) > MaxCatchUpSlots {
+		out = out[len(out)-MaxCatchUpSlots:]
+	}
+	return out
 }

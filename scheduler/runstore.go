@@ -72,6 +72,12 @@ type RunClaim struct {
 	TakeoverOnly bool
 	// Keep is how long a finished run is remembered, so late instances see done.
 	Keep time.Duration
+	// ReopenPaused lets the claim run a slot stored finished paused (catch-up once
+	// the job's pause has ended, when its catch-up policy asks): before Deadline
+	// the slot is taken like an expired lease (attempt + 1, a bigger fence) and the
+	// answer is won with Reopened set. A store that ignores it answers done: the
+	// paused slot stays paused, never run twice.
+	ReopenPaused bool
 }
 
 // ClaimOutcome is the answer of RunStore.Claim. An outcome the scheduler does not
@@ -110,6 +116,9 @@ type ClaimResult struct {
 	// Status is the slot's final status on done: how it ended (ok, error, ...), or
 	// skipped or late when that was the stored decision. Empty when unknown.
 	Status Status
+	// Reopened says the won run was a slot stored paused, reopened by a claim with
+	// ReopenPaused (and by its repeats).
+	Reopened bool
 }
 
 // ActiveRun is an unfinished run in a RunStore.

@@ -61,6 +61,7 @@ func RunLeases(t *testing.T, newStore func(t *testing.T) scheduler.RunStore) {
 		{"Overlap", testLeaseOverlap},
 		{"Late", testLeaseLate},
 		{"SkippedAndLateAreFinal", testLeaseDecisionsFinal},
+		{"ReopenPaused", testLeaseReopenPaused},
 		{"TakeoverOnly", testLeaseTakeoverOnly},
 		{"Active", testLeaseActive},
 		{"InvalidClaims", testLeaseInvalid},
@@ -175,8 +176,8 @@ func (f *leaseFixture) waitExpired(slot time.Time) {
 }
 
 // race has n claimers with fresh tokens claim in together; it returns their claims
-// and results by claimer.
-func (f *leaseFixture) race(n int, lease time.Duration) ([]scheduler.RunClaim, []scheduler.ClaimResult) {
+// and results by claimer. Each claim is changed by each of change, if any.
+func (f *leaseFixture) race(n int, lease time.Duration, change ...func(*scheduler.RunClaim)) ([]scheduler.RunClaim, []scheduler.ClaimResult) {
 	f.t.Helper()
 	claims := make([]scheduler.RunClaim, n)
 	results := make([]scheduler.ClaimResult, n)
@@ -185,6 +186,9 @@ func (f *leaseFixture) race(n int, lease time.Duration) ([]scheduler.RunClaim, [
 	var wg sync.WaitGroup
 	for i := range n {
 		claims[i] = f.rc(Token(), fmt.Sprintf("racer-%d", i), lease)
+		for _, c := range change {
+			c(&claims[i])
+		}
 		wg.Go(func() {
 			<-gate
 			results[i], errs[i] = f.s.Claim(f.ctx, claims[i])
@@ -676,6 +680,7 @@ func testLeaseDecisionsFinal(t *testing.T, f *leaseFixture) {
 			probe.TakeoverOnly = true
 			catchUp := at(d.k, "cu"+Token()) // a catch-up claim: deadline far away, overlap allowed
 			catchUp.Overlap, catchUp.Deadline = scheduler.OverlapAllow, time.Now().Add(24*time.Hour)
+			catchUp.ReopenPaused = true // reopens paused slots only
 			again := at(d.k, "ag"+Token())
 			again.Deadline = time.Now().Add(24 * time.Hour)
 			for _, c := range []struct {
@@ -699,6 +704,37 @@ func testLeaseDecisionsFinal(t *testing.T, f *leaseFixture) {
 	check("after slot 1's lease was released")
 	require.NoError(t, f.s.Finish(f.ctx, f.job, leaseSlot(1), holder, scheduler.StatusOK))
 	check("after slot 1 finished")
+}
+
+// A slot finished paused is final for every claim but one with ReopenPaused before
+// its deadline: of racing reopening claims exactly one wins, as attempt 2 with a
+// bigger fence and Reopened (again on its repeat); once that run finished, nothing
+// reopens it.
+func testLeaseReopenPaused(t *testing.T, f *leaseFixture) {
+	a := "a-" + Token()
+	first := f.won(a, "a", leaseLong)
+	require.NoError(t, f.finish(a, scheduler.StatusPaused), "the slot fell while paused")
+
+	plain := f.outcome(f.rc("pl"+Token(), "b", leaseLong), scheduler.OutcomeDone)
+	assert.Equal(t, scheduler.StatusPaused, plain.Status, "a claim without ReopenPaused is told paused")
+	late := f.rc("la"+Token(), "c", leaseLong)
+	late.ReopenPaused, late.Deadline = true, time.Now().Add(-time.Minute)
+	assert.Equal(t, scheduler.StatusPaused, f.outcome(late, scheduler.OutcomeDone).Status, "past its deadline the slot stays paused")
+
+	claims, results := f.race(5, leaseLong, func(in *scheduler.RunClaim) { in.ReopenPaused = true })
+	w := f.oneWinner(results)
+	won := results[w]
+	assert.True(t, won.Reopened, "the winner is told it reopened a paused slot")
+	assert.Equal(t, 2, won.Attempt)
+	assert.Greater(t, won.Fence, first.Fence, "a bigger fence than the paused attempt's")
+	again := f.outcome(claims[w], scheduler.OutcomeWon)
+	assert.True(t, again.Reopened, "the winner's repeated claim is answered the same")
+	assert.Equal(t, won.Fence, again.Fence)
+
+	require.NoError(t, f.finish(claims[w].Token, scheduler.StatusOK))
+	after := f.rc("af"+Token(), "d", leaseLong)
+	after.ReopenPaused = true
+	assert.Equal(t, scheduler.StatusOK, f.outcome(after, scheduler.OutcomeDone).Status, "a slot that ran is not reopened")
 }
 
 // A finished run is forgotten once its Keep has passed: a takeover-only probe is
