@@ -39,6 +39,9 @@
 //	anarchon_last_success_timestamp_seconds  gauge      job_name                    Unix time the last ok run finished on this instance
 //	anarchon_next_slot_timestamp_seconds     gauge      job_name                    Unix time of the job's next slot
 //	anarchon_running_handlers                gauge      job_name                    handlers of the job running now
+//	anarchon_paused_slots_total              counter    job_name                    slots that fell while the job was paused, recorded paused here
+//	anarchon_job_paused                      gauge      job_name                    1 while the job is paused, else 0
+//	anarchon_job_conflict                    gauge      job_name                    1 while the replicas declare the job differently (fleet registry), else 0
 //
 // The prefix is "anarchon" unless WithNamespace says otherwise. Label values:
 //
