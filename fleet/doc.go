@@ -138,11 +138,28 @@
 // operators. Per role:
 //
 //	viewer    publish   <prefix>.jobs, <prefix>.history.>, <prefix>.active.>,
-//	                    $SRV.> (for nats micro), _INBOX.>
+//	                    $SRV.> (for nats micro), _INBOX.>, and to read the
+//	                    registry (bucket B, default anarchon_registry):
+//	                    $JS.API.STREAM.INFO.KV_B, $JS.API.CONSUMER.CREATE.KV_B.>,
+//	                    $JS.API.CONSUMER.DELETE.KV_B.>, $JS.FC.KV_B.>
 //	          subscribe _INBOX.>, <prefix>.events.> (for watch)
 //	operator  as a viewer, and publish <prefix>.trigger.>, <prefix>.pause.>,
 //	          <prefix>.resume.>, <prefix>.pauseall, <prefix>.resumeall
-//	replica   subscribe <prefix>.>, $SRV.>
-//	          publish   <prefix>.events.> (Events), and its replies
-//	                    (allow_responses, or publish on _INBOX.>)
+//	replica   subscribe <prefix>.>, $SRV.>, _INBOX.>
+//	          publish   <prefix>.events.> (Events), its replies
+//	                    (allow_responses, or publish on _INBOX.>), and for the
+//	                    registry $KV.B.> and $JS.API.> on KV_B
+//
+// # Registry
+//
+// Serve also keeps the replica's Registration in a key-value bucket (Serve's
+// WithRegistryBucket, DefaultRegistryBucket): rewritten every heartbeat
+// (WithHeartbeat) with a per-message TTL of three heartbeats, removed at Stop, and
+// expired by the server (with a marker every watcher sees) when the replica dies.
+// Every replica watches its fleet's entries and reports each job that the replicas
+// declare differently as a scheduler.EventJobConflict through Scheduler.Report
+// (metrics: anarchon_job_conflict), and again with an empty Conflict once they
+// agree. Client.Registry lists the entries; one written in a format newer than
+// RegistryFormat is an error wrapping ErrRegistryFormat. WithoutRegistry serves
+// without it, for an account without JetStream.
 package fleet
