@@ -27,6 +27,7 @@ type Backend struct {
 
 	closed  atomic.Bool
 	skipped atomic.Uint64
+	direct  *natsutil.DirectReader // History's batched reads
 	memo    claimMemo // what this backend has seen of its claims' slots
 
 	mu   sync.Mutex
@@ -54,7 +55,7 @@ func New(js natsjs.JetStream, opts ...Option) (*Backend, error) {
 	if err := option.Apply(&cfg, opts); err != nil {
 		return nil, err
 	}
-	return &Backend{js: js, cfg: cfg, jobs: make(map[string]*jobStream)}, nil
+	return &Backend{js: js, cfg: cfg, jobs: make(map[string]*jobStream), direct: natsutil.NewDirectReader(js)}, nil
 }
 
 // Name returns "jetstream".
@@ -161,11 +162,13 @@ func (b *Backend) checkLimits(info *natsjs.AccountInfo) error {
 	return nil
 }
 
-// Close forgets the streams the backend looked up. It closes nothing else: the
-// connection and the JetStream context belong to the caller. After Close, every
-// method returns ErrClosed.
+// Close forgets the streams the backend looked up and ends the subscription that
+// collects History's batched reads. It closes nothing else: the connection and the
+// JetStream context belong to the caller. After Close, every method returns
+// ErrClosed.
 func (b *Backend) Close(context.Context) error {
 	b.closed.Store(true)
+	b.direct.Close()
 	b.mu.Lock()
 	clear(b.jobs)
 	b.mu.Unlock()

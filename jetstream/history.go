@@ -95,7 +95,7 @@ func (b *Backend) History(ctx context.Context, job string, limit int) ([]schedul
 // get request when the stream allows them, else one leader read per message.
 func (b *Backend) scan(ctx context.Context, st *jobStream, lo, hi uint64, h *historyScan) error {
 	if st.direct.Load() {
-		msgs, err := natsutil.DirectBatch(ctx, b.js, st.names.stream, natsutil.GetRequest{
+		msgs, err := b.direct.Batch(ctx, st.names.stream, natsutil.GetRequest{
 			Seq: lo, NextFor: st.all, Batch: int(min(hi-lo+1, maxDirectBatch)),
 		})
 		switch {

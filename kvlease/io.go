@@ -65,27 +65,31 @@ func (s *Store) readBoth(ctx context.Context, b *bucket, k runKeys) (runEntry, l
 		var msgs []*jetstream.RawStreamMsg
 		leaseSubj, runSubj := b.subject(k.lease), b.subject(k.run)
 		err := s.attempt(ctx, func(ctx context.Context) (err error) {
-			msgs, err = natsutil.DirectBatch(ctx, s.js, b.stream.CachedInfo().Config.Name, natsutil.GetRequest{MultiLast: []string{leaseSubj, runSubj}})
+			msgs, err = s.direct.Batch(ctx, b.stream.CachedInfo().Config.Name, natsutil.GetRequest{MultiLast: []string{leaseSubj, runSubj}})
 			return err
 		})
-		if err != nil {
+		switch {
+		case errors.Is(err, natsutil.ErrReaderClosed):
+			// After Close: the two reads below.
+		case err != nil:
 			return runEntry{}, leaseEntry{}, fmt.Errorf("kvlease: read %s and %s: %w", k.run, k.lease, err)
-		}
-		var run, lease entry
-		for _, m := range msgs {
-			switch m.Subject {
-			case runSubj:
-				run = entryOf(m.Sequence, m.Time, m.Header, m.Data)
-			case leaseSubj:
-				lease = entryOf(m.Sequence, m.Time, m.Header, m.Data)
+		default:
+			var run, lease entry
+			for _, m := range msgs {
+				switch m.Subject {
+				case runSubj:
+					run = entryOf(m.Sequence, m.Time, m.Header, m.Data)
+				case leaseSubj:
+					lease = entryOf(m.Sequence, m.Time, m.Header, m.Data)
+				}
 			}
+			re, err := decodeRun(run)
+			if err != nil {
+				return runEntry{}, leaseEntry{}, err
+			}
+			le, err := decodeLease(lease)
+			return re, le, err
 		}
-		re, err := decodeRun(run)
-		if err != nil {
-			return runEntry{}, leaseEntry{}, err
-		}
-		le, err := decodeLease(lease)
-		return re, le, err
 	}
 	run, err := s.readRun(ctx, b, k)
 	if err != nil {

@@ -39,6 +39,8 @@ type Store struct {
 	b      atomic.Pointer[bucket]
 
 	clock serverClock
+	// direct reads both keys of a run in one request (single-replica buckets).
+	direct *natsutil.DirectReader
 
 	mu       sync.Mutex
 	held     map[heldKey]*held // leases won through this store, by (lease key, token)
@@ -92,7 +94,7 @@ func New(js jetstream.JetStream, opts ...Option) (*Store, error) {
 	if err := option.Apply(&o, opts); err != nil {
 		return nil, err
 	}
-	s := &Store{js: js, opts: o, held: make(map[heldKey]*held)}
+	s := &Store{js: js, opts: o, held: make(map[heldKey]*held), direct: natsutil.NewDirectReader(js)}
 	s.done, s.cancel = context.WithCancel(context.Background())
 	return s, nil
 }
@@ -101,14 +103,16 @@ func New(js jetstream.JetStream, opts ...Option) (*Store, error) {
 func (s *Store) Bucket() string { return s.opts.bucket }
 
 // Close stops the watchers started by WatchRun (their channels close) and waits for
-// them. WatchRun fails with ErrClosed afterwards; the other methods keep working, the
-// store holds nothing else. Close is safe to call more than once.
+// them, and ends the subscription that collects batched reads. WatchRun fails with
+// ErrClosed afterwards; claims read their keys one at a time; the other methods keep
+// working, the store holds nothing else. Close is safe to call more than once.
 func (s *Store) Close() {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
 	s.cancel()
 	s.watchers.Wait()
+	s.direct.Close()
 }
 
 // bucketFor returns the bucket, initializing it first when needed.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -43,52 +44,138 @@ type GetRequest struct {
 	UpToSeq uint64 `json:"up_to_seq,omitempty"`
 }
 
-// ErrNoDirect is returned by DirectBatch when the stream answers no direct gets
+// ErrNoDirect is returned by DirectReader.Batch when the stream answers no direct gets
 // (AllowDirect off): nobody listens on its direct get subject.
 var ErrNoDirect = errors.New("natsutil: the stream answers no direct gets")
 
-// DirectBatch sends one direct get request for many messages of stream (a batch
-// from a sequence, or the last message of many subjects) and collects the answer:
-// the server streams the messages and ends with an end-of-batch status. It is one
-// round trip. A stream with nothing to send answers an empty slice; a stream without
-// AllowDirect, ErrNoDirect.
+// DirectReader sends direct get requests for many messages of a stream (a batch from
+// a sequence, or the last message of many subjects) on one connection, and collects
+// their answers on ONE subscription to a wildcard inbox, dispatched by its last
+// token: made at the first read, ended by Close. A read then costs its request and
+// nothing else; a subscription of its own would cost the server a SUB and an UNSUB
+// each time (nats.go's request mux takes one answer per request, and a batch has
+// many). Safe for concurrent use.
+type DirectReader struct {
+	js jetstream.JetStream
+
+	mu     sync.Mutex
+	sub    *nats.Subscription
+	prefix string // the inbox prefix, with its trailing dot
+	calls  map[string]*directCall
+	next   uint64
+	closed bool
+}
+
+// directCall is the answer of one read so far.
+type directCall struct {
+	mu    sync.Mutex
+	msgs  []*nats.Msg
+	ready chan struct{} // signalled (capacity 1) when msgs grew
+}
+
+// ErrReaderClosed is returned by DirectReader.Batch after Close.
+var ErrReaderClosed = errors.New("natsutil: direct reader closed")
+
+// NewDirectReader returns a reader on js's connection. It does no I/O.
+func NewDirectReader(js jetstream.JetStream) *DirectReader {
+	return &DirectReader{js: js, calls: make(map[string]*directCall)}
+}
+
+// Close ends the reader's subscription; reads fail with ErrReaderClosed afterwards.
+func (r *DirectReader) Close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closed = true
+	if r.sub != nil {
+		_ = r.sub.Unsubscribe()
+		r.sub = nil
+	}
+}
+
+// register makes a call and returns its reply subject, subscribing first when needed.
+func (r *DirectReader) register() (*directCall, string, string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, "", "", ErrReaderClosed
+	}
+	if r.sub == nil {
+		nc := r.js.Conn()
+		prefix := nc.NewInbox() + "."
+		sub, err := nc.Subscribe(prefix+"*", r.deliver)
+		if err != nil {
+			return nil, "", "", err
+		}
+		r.sub, r.prefix = sub, prefix
+	}
+	r.next++
+	token := strconv.FormatUint(r.next, 36)
+	c := &directCall{ready: make(chan struct{}, 1)}
+	r.calls[token] = c
+	return c, token, r.prefix + token, nil
+}
+
+func (r *DirectReader) unregister(token string) {
+	r.mu.Lock()
+	delete(r.calls, token)
+	r.mu.Unlock()
+}
+
+// deliver hands an answer to its call; answers of calls that ended are dropped.
+func (r *DirectReader) deliver(m *nats.Msg) {
+	r.mu.Lock()
+	c := r.calls[strings.TrimPrefix(m.Subject, r.prefix)]
+	r.mu.Unlock()
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	c.msgs = append(c.msgs, m)
+	c.mu.Unlock()
+	select {
+	case c.ready <- struct{}{}:
+	default:
+	}
+}
+
+// Batch sends one direct get request to stream and collects the answer: the server
+// streams the messages and ends with an end-of-batch status. It is one round trip.
+// A stream with nothing to send answers an empty slice; a stream that answers no
+// direct gets (AllowDirect off), an error matching ErrNoDirect.
 //
 // Direct gets may be answered by any replica of the stream, a follower a little
 // behind the leader included: never decide ownership from them.
-func DirectBatch(ctx context.Context, js jetstream.JetStream, stream string, req GetRequest) ([]*jetstream.RawStreamMsg, error) {
-	nc := js.Conn()
+func (r *DirectReader) Batch(ctx context.Context, stream string, req GetRequest) ([]*jetstream.RawStreamMsg, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, err
 	}
-	// A synchronous subscription: its pending limits (nats.go's defaults, 512k
-	// messages) hold a whole batch; a channel subscription drops what does not fit.
-	sub, err := nc.SubscribeSync(nc.NewInbox())
+	c, token, reply, err := r.register()
 	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if err := nc.PublishMsg(&nats.Msg{Subject: APIPrefix(js) + "DIRECT.GET." + stream, Reply: sub.Subject, Data: body}); err != nil {
+	defer r.unregister(token)
+	if err := r.js.Conn().PublishMsg(&nats.Msg{Subject: APIPrefix(r.js) + "DIRECT.GET." + stream, Reply: reply, Data: body}); err != nil {
 		return nil, err
 	}
 	var out []*jetstream.RawStreamMsg
 	for {
-		m, err := sub.NextMsgWithContext(ctx)
-		if errors.Is(err, nats.ErrNoResponders) {
-			return nil, fmt.Errorf("%w: %s: %w", ErrNoDirect, stream, err)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-c.ready:
 		}
-		if err != nil {
-			return nil, err
-		}
-		{
+		c.mu.Lock()
+		got := c.msgs
+		c.msgs = nil
+		c.mu.Unlock()
+		for _, m := range got {
 			if len(m.Data) == 0 && m.Header != nil {
 				switch st := m.Header.Get("Status"); st {
 				case "":
 				case "503":
 					return nil, fmt.Errorf("%w: %s: %w", ErrNoDirect, stream, nats.ErrNoResponders)
-				case "204": // end of batch
-					return out, nil
-				case "404": // nothing (more) to send
+				case "204", "404": // end of batch; nothing (more) to send
 					return out, nil
 				default:
 					return nil, fmt.Errorf("natsutil: direct get from %s: status %s %s", stream, st, m.Header.Get("Description"))

@@ -78,13 +78,9 @@ func Sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// Attempt runs op with a context bounded by attempt (0: ctx alone). When ctx ends
-// first anyway, op runs on ctx itself: no context to make and cancel.
+// Attempt runs op with a context bounded by attempt (0: ctx alone).
 func Attempt[T any](ctx context.Context, attempt time.Duration, op func(context.Context) (T, error)) (T, error) {
 	if attempt <= 0 {
-		return op(ctx)
-	}
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= attempt {
 		return op(ctx)
 	}
 	actx, cancel := context.WithTimeout(ctx, attempt)
