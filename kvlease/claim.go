@@ -76,10 +76,22 @@ func (s *Store) claim(ctx context.Context, b *bucket, in scheduler.RunClaim) (sc
 			return scheduler.ClaimResult{}, err
 		}
 		if run.rec != nil && run.rec.finished() {
-			if mine != 0 { // a lease key we wrote for a run that was decided meanwhile
-				_ = s.purge(ctx, b, k.lease, mine)
+			reopen, err := s.reopens(ctx, b, in, run.rec)
+			if err != nil {
+				return scheduler.ClaimResult{}, err
 			}
-			return decided(run.rec, in.Token), nil
+			if !reopen {
+				if mine != 0 { // a lease key we wrote for a run that was decided meanwhile
+					_ = s.purge(ctx, b, k.lease, mine)
+				}
+				return decided(run.rec, in.Token), nil
+			}
+			// A paused slot catch-up asks for: taken below like an expired lease,
+			// from the lease key's last revision (readBoth skips the lease key of
+			// a decided run where it reads the keys one at a time).
+			if ls, err = s.readLease(ctx, b, k); err != nil {
+				return scheduler.ClaimResult{}, err
+			}
 		}
 
 		var leaseRev uint64
@@ -292,11 +304,25 @@ func (s *Store) nextRun(ctx context.Context, b *bucket, in scheduler.RunClaim, p
 		Token: in.Token, Instance: in.Instance, Attempt: 1, Fence: fence,
 		State: stateRunning, LeaseMS: lease.Milliseconds(), KeepMS: keepMS,
 	}
-	if prev != nil { // a takeover
+	switch {
+	case prev != nil && prev.finished(): // a paused slot reopened (see reopens)
+		next.Attempt, next.Reopened = prev.Attempt+1, true
+	case prev != nil: // a takeover
 		next.Attempt = prev.Attempt + 1
 		next.Previous, next.PreviousToken = prev.Instance, prev.Token
 	}
 	return next, nil
+}
+
+// reopens reports whether in may run the slot that rec stored finished: a slot
+// stored paused, claimed with ReopenPaused by another token before the claim's
+// deadline (by the server's clock).
+func (s *Store) reopens(ctx context.Context, b *bucket, in scheduler.RunClaim, rec *runRecord) (bool, error) {
+	if !in.ReopenPaused || rec.State != stateFinished || rec.Status != scheduler.StatusPaused || rec.Token == in.Token {
+		return false, nil
+	}
+	late, err := s.pastDeadline(ctx, b, in.Deadline)
+	return !late, err
 }
 
 // claimBatch makes in.Token the holder in one atomic batch: the lease key rec from
@@ -430,6 +456,7 @@ func wonResult(r *runRecord, expires time.Time) scheduler.ClaimResult {
 	if r.PreviousToken != "" {
 		res.Previous, res.PreviousToken, res.PreviousAttempt = r.Previous, r.PreviousToken, r.Attempt-1
 	}
+	res.Reopened = r.Reopened
 	return res
 }
 

@@ -40,13 +40,16 @@ type runRecord struct {
 	Instance string `json:"instance"`
 	Attempt  int    `json:"attempt"`
 	// Fence is the revision of the lease key write that made Token the holder.
-	Fence         uint64           `json:"fence"`
-	Previous      string           `json:"previous,omitempty"`
-	PreviousToken string           `json:"previous_token,omitempty"`
-	State         string           `json:"state"`
-	Status        scheduler.Status `json:"status,omitempty"`
-	LeaseMS       int64            `json:"lease_ms"`
-	KeepMS        int64            `json:"keep_ms"`
+	Fence         uint64 `json:"fence"`
+	Previous      string `json:"previous,omitempty"`
+	PreviousToken string `json:"previous_token,omitempty"`
+	// Reopened: the run is a slot stored paused, reopened by a claim with
+	// ReopenPaused (catch-up after the pause ended).
+	Reopened bool             `json:"reopened,omitempty"`
+	State    string           `json:"state"`
+	Status   scheduler.Status `json:"status,omitempty"`
+	LeaseMS  int64            `json:"lease_ms"`
+	KeepMS   int64            `json:"keep_ms"`
 }
 
 // finished reports whether the run is decided: finished, or in a state this
