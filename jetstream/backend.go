@@ -28,7 +28,7 @@ type Backend struct {
 	closed  atomic.Bool
 	skipped atomic.Uint64
 	direct  *natsutil.DirectReader // History's batched reads
-	memo    claimMemo // what this backend has seen of its claims' slots
+	memo    claimMemo              // what this backend has seen of its claims' slots
 
 	mu   sync.Mutex
 	jobs map[string]*jobStream
