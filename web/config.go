@@ -126,6 +126,19 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
+// AllowLoopback is a Config.Authorize that allows the requests that come from
+// this machine (a loopback remote address): for a page on a developer's machine
+// or reached through an SSH tunnel. Behind a reverse proxy on the same machine
+// every request comes from loopback: do not use it there.
+func AllowLoopback(r *http.Request) bool {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
 // remoteWho is the default Config.Who: "web@" and the remote IP.
 func remoteWho(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)

@@ -55,7 +55,8 @@
 //
 // Actions are off unless the service sets Config.Authorize: without it every
 // action is refused with 403 and the pages show no buttons. With it, the pages
-// show the buttons to requests it allows, and every action asks it again. Actions
+// show the buttons to requests it allows, and every action asks it again
+// (AllowLoopback allows this machine only, for a developer's page). Actions
 // are POST only, pass Go's http.CrossOriginProtection (a form posted from another
 // site is refused with 403 before Authorize is asked) and redirect back to the
 // job's page (post, redirect, get). Who asked is Config.Who(r) (default "web@"

@@ -1,6 +1,8 @@
 package web
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -41,4 +43,19 @@ func TestShortDurations(t *testing.T) {
 	assert.Equal(t, "23µs", msText(0.023))
 	assert.Equal(t, "1.5s", msText(1500))
 	assert.Equal(t, "–", msText(0))
+}
+
+func TestAllowLoopback(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"127.0.0.1:5000":    true,
+		"[::1]:5000":        true,
+		"10.0.0.7:5000":     false,
+		"[2001:db8::1]:443": false,
+		"garbage":           false,
+		"":                  false,
+	} {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.RemoteAddr = addr
+		assert.Equal(t, want, AllowLoopback(r), addr)
+	}
 }

@@ -30,7 +30,7 @@ func serveWeb(addr string, nc *nats.Conn, out io.Writer) (url string, stop func(
 	if err != nil {
 		return "", nil, err
 	}
-	h, err := web.New(web.Config{Source: client, Prefix: webPrefix, Authorize: fromLoopback, Title: "anarchon quickstart"})
+	h, err := web.New(web.Config{Source: client, Prefix: webPrefix, Authorize: web.AllowLoopback, Title: "anarchon quickstart"})
 	if err != nil {
 		return "", nil, err
 	}
@@ -54,14 +54,4 @@ func serveWeb(addr string, nc *nats.Conn, out io.Writer) (url string, stop func(
 		_ = srv.Shutdown(ctx)
 		<-done
 	}, nil
-}
-
-// fromLoopback allows the actions to a browser on this machine.
-func fromLoopback(r *http.Request) bool {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return false
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

@@ -37,7 +37,7 @@ func serveWeb(addr string, actions bool, nc *nats.Conn, log *slog.Logger) (*webS
 	}
 	cfg := web.Config{Source: client, Prefix: webPrefix, Logger: log}
 	if actions {
-		cfg.Authorize = fromLoopback
+		cfg.Authorize = web.AllowLoopback
 	}
 	h, err := web.New(cfg)
 	if err != nil {
@@ -73,14 +73,4 @@ func (ws *webServer) shutdown(ctx context.Context) {
 		ws.srv.Close()
 	}
 	<-ws.done
-}
-
-// fromLoopback allows the actions to a browser on this machine.
-func fromLoopback(r *http.Request) bool {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return false
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
