@@ -30,11 +30,17 @@ type run struct {
 	attempt                                  int
 	fence, leaseMs, expires, keepMs, changed int64
 	status                                   scheduler.Status
+	// reopened: a slot stored paused, taken by a ReopenPaused claim.
+	reopened bool
 }
 
 func (r *run) finished() bool           { return r.status.Finished() }
 func (r *run) live(now int64) bool      { return !r.finished() && now < r.expires }
 func (r *run) forgotten(now int64) bool { return !r.live(now) && now >= r.changed+r.keepMs }
+
+// forgetAt is when the sweep may delete the run: not before its keep has passed
+// since its last write, nor while its lease may be live.
+func (r *run) forgetAt() int64 { return max(r.changed+r.keepMs, r.expires) }
 
 // decided answers a claim of a finished slot: the token that stored a skipped or
 // late decision is told that decision again, everyone else done.
@@ -55,6 +61,7 @@ func (r *run) decided(token string) scheduler.ClaimResult {
 // took over from.
 func (r *run) result(o scheduler.ClaimOutcome) scheduler.ClaimResult {
 	res := scheduler.ClaimResult{Outcome: o, Attempt: r.attempt, Fence: uint64(r.fence), Holder: r.instance, Expires: timeOf(r.expires)}
+	res.Reopened = o == scheduler.OutcomeWon && r.reopened
 	if o == scheduler.OutcomeWon && r.prevToken != "" {
 		res.Previous, res.PreviousToken, res.PreviousAttempt = r.prevInstance, r.prevToken, r.attempt-1
 	}
@@ -113,6 +120,21 @@ func (s *RunStore) claim(ctx context.Context, tx *sql.Tx, in scheduler.RunClaim)
 	lease := in.Lease.Milliseconds()
 	if r != nil {
 		switch {
+		case r.finished() && r.status == scheduler.StatusPaused && in.ReopenPaused && r.token != in.Token &&
+			(in.Deadline.IsZero() || now <= in.Deadline.UnixMilli()):
+			// A paused slot that catch-up asks for once the pause ended: taken like
+			// an expired lease, unless another slot of an overlap-forbidden job runs.
+			if in.Overlap == scheduler.OverlapSkip {
+				busy, err := s.otherBusy(ctx, tx, in.Job, slot, now, true)
+				if err != nil {
+					return res, false, err
+				}
+				if busy {
+					return scheduler.ClaimResult{Outcome: scheduler.OutcomeRunning, Attempt: r.attempt, Fence: uint64(r.fence), Holder: r.instance}, false, nil
+				}
+			}
+			r.status, r.reopened, r.prevInstance, r.prevToken = "", true, "", ""
+			return s.take(ctx, tx, in, r, fence, now)
 		case r.finished():
 			return r.decided(in.Token), false, nil
 		case r.live(now) && r.token == in.Token:
@@ -132,21 +154,8 @@ func (s *RunStore) claim(ctx context.Context, tx *sql.Tx, in scheduler.RunClaim)
 				return scheduler.ClaimResult{Outcome: scheduler.OutcomeRunning, Attempt: r.attempt, Fence: uint64(r.fence), Holder: r.instance, Expires: timeOf(r.expires)}, false, nil
 			}
 		}
-		r.prevInstance, r.prevToken = r.instance, r.token
-		r.token, r.instance = in.Token, in.Instance
-		r.attempt++
-		r.fence, r.leaseMs, r.expires, r.keepMs, r.changed = fence+1, lease, now+lease, keep.Milliseconds(), now
-		if err := s.setFence(ctx, tx, in.Job, r.fence); err != nil {
-			return res, false, err
-		}
-		_, err := tx.ExecContext(ctx, s.b.q(0, `UPDATE {p}runs SET token = ?, instance = ?, attempt = ?, prev_instance = ?, prev_token = ?,
-				fence = ?, lease_ms = ?, expires = ?, keep_ms = ?, changed = ?
-			WHERE job = ? AND slot = ?`),
-			r.token, r.instance, r.attempt, r.prevInstance, r.prevToken, r.fence, r.leaseMs, r.expires, r.keepMs, r.changed, in.Job, slot)
-		if err != nil {
-			return res, false, err
-		}
-		return r.result(scheduler.OutcomeWon), true, nil
+		r.prevInstance, r.prevToken, r.reopened = r.instance, r.token, false
+		return s.take(ctx, tx, in, r, fence, now)
 	}
 
 	r = &run{token: in.Token, instance: in.Instance, attempt: 1, keepMs: keep.Milliseconds(), changed: now, expires: now}
@@ -172,9 +181,9 @@ func (s *RunStore) claim(ctx context.Context, tx *sql.Tx, in scheduler.RunClaim)
 		}
 	}
 	_, err = tx.ExecContext(ctx, s.b.q(0, `INSERT INTO {p}runs (job, slot, token, instance, attempt, prev_instance, prev_token,
-			fence, lease_ms, expires, status, keep_ms, changed)
-		VALUES (?, ?, ?, ?, 1, '', '', ?, ?, ?, ?, ?, ?)`),
-		in.Job, slot, r.token, r.instance, r.fence, r.leaseMs, r.expires, string(r.status), r.keepMs, r.changed)
+			fence, lease_ms, expires, status, keep_ms, changed, forget_at, reopened)
+		VALUES (?, ?, ?, ?, 1, '', '', ?, ?, ?, ?, ?, ?, ?, 0)`),
+		in.Job, slot, r.token, r.instance, r.fence, r.leaseMs, r.expires, string(r.status), r.keepMs, r.changed, r.forgetAt())
 	if err != nil {
 		return res, false, err
 	}
@@ -182,6 +191,31 @@ func (s *RunStore) claim(ctx context.Context, tx *sql.Tx, in scheduler.RunClaim)
 		return r.decided(in.Token), false, nil
 	}
 	return r.result(scheduler.OutcomeWon), false, nil
+}
+
+// take gives the stored run r to in's token with a new lease: a takeover, or a
+// paused slot reopened (r's previous holder and status already set for it).
+func (s *RunStore) take(ctx context.Context, tx *sql.Tx, in scheduler.RunClaim, r *run, fence, now int64) (scheduler.ClaimResult, bool, error) {
+	keep := in.Keep
+	if keep == 0 {
+		keep = scheduler.DefaultRunKeep
+	}
+	lease := in.Lease.Milliseconds()
+	r.token, r.instance = in.Token, in.Instance
+	r.attempt++
+	r.fence, r.leaseMs, r.expires, r.keepMs, r.changed = fence+1, lease, now+lease, keep.Milliseconds(), now
+	if err := s.setFence(ctx, tx, in.Job, r.fence); err != nil {
+		return scheduler.ClaimResult{}, false, err
+	}
+	_, err := tx.ExecContext(ctx, s.b.q(0, `UPDATE {p}runs SET token = ?, instance = ?, attempt = ?, prev_instance = ?, prev_token = ?,
+			fence = ?, lease_ms = ?, expires = ?, status = ?, keep_ms = ?, changed = ?, forget_at = ?, reopened = ?
+		WHERE job = ? AND slot = ?`),
+		r.token, r.instance, r.attempt, r.prevInstance, r.prevToken, r.fence, r.leaseMs, r.expires, string(r.status),
+		r.keepMs, r.changed, r.forgetAt(), boolInt(r.reopened), in.Job, in.Slot.UnixMilli())
+	if err != nil {
+		return scheduler.ClaimResult{}, false, err
+	}
+	return r.result(scheduler.OutcomeWon), true, nil
 }
 
 // lockAndRead serialises the claim with the job's other claims (Dialect.Serialize,
@@ -199,13 +233,13 @@ func (s *RunStore) lockAndRead(ctx context.Context, tx *sql.Tx, job string, slot
 			return 0, 0, nil, err
 		}
 		var (
-			token, instance, prevInstance, prevToken, status  sql.NullString
-			attempt2, rfence, leaseMs, expires, keepMs, chang sql.NullInt64
+			token, instance, prevInstance, prevToken, status            sql.NullString
+			attempt2, rfence, leaseMs, expires, keepMs, chang, reopened sql.NullInt64
 		)
 		err := tx.QueryRowContext(ctx, s.b.q(0, `SELECT j.fence, {now}, r.token, r.instance, r.attempt, r.prev_instance, r.prev_token,
-				r.fence, r.lease_ms, r.expires, r.status, r.keep_ms, r.changed
+				r.fence, r.lease_ms, r.expires, r.status, r.keep_ms, r.changed, r.reopened
 			FROM {p}jobs j LEFT JOIN {p}runs r ON r.job = j.job AND r.slot = ? WHERE j.job = ?`), slot, job).
-			Scan(&fence, &now, &token, &instance, &attempt2, &prevInstance, &prevToken, &rfence, &leaseMs, &expires, &status, &keepMs, &chang)
+			Scan(&fence, &now, &token, &instance, &attempt2, &prevInstance, &prevToken, &rfence, &leaseMs, &expires, &status, &keepMs, &chang, &reopened)
 		if errors.Is(err, sql.ErrNoRows) && attempt == 0 {
 			if _, err := tx.ExecContext(ctx, s.b.q(ignore, "INSERT INTO {p}jobs (job, fence, hist_floor) VALUES (?, 0, 0)"), job); err != nil {
 				return 0, 0, nil, err
@@ -219,7 +253,7 @@ func (s *RunStore) lockAndRead(ctx context.Context, tx *sql.Tx, job string, slot
 			r = &run{token: token.String, instance: instance.String, attempt: int(attempt2.Int64),
 				prevInstance: prevInstance.String, prevToken: prevToken.String, fence: rfence.Int64,
 				leaseMs: leaseMs.Int64, expires: expires.Int64, status: scheduler.Status(status.String),
-				keepMs: keepMs.Int64, changed: chang.Int64}
+				keepMs: keepMs.Int64, changed: chang.Int64, reopened: reopened.Int64 != 0}
 		}
 		return fence, now, r, nil
 	}
@@ -258,9 +292,10 @@ func (s *RunStore) Heartbeat(ctx context.Context, job string, slot time.Time, to
 	if err := s.b.Init(ctx); err != nil {
 		return err
 	}
-	res, err := s.b.db.ExecContext(ctx, s.b.q(0, `UPDATE {p}runs SET lease_ms = ?, expires = {now} + ?, changed = {now}
+	res, err := s.b.db.ExecContext(ctx, s.b.q(0, `UPDATE {p}runs SET lease_ms = ?, expires = {now} + ?, changed = {now},
+			forget_at = {now} + CASE WHEN keep_ms > ? THEN keep_ms ELSE ? END
 		WHERE job = ? AND slot = ? AND token = ? AND status = '' AND expires > {now}`),
-		lease.Milliseconds(), lease.Milliseconds(), job, slot.UnixMilli(), token)
+		lease.Milliseconds(), lease.Milliseconds(), lease.Milliseconds(), lease.Milliseconds(), job, slot.UnixMilli(), token)
 	if err != nil {
 		return fmt.Errorf("sqlbackend: heartbeat %s: %w", describe(job, slot), err)
 	}
@@ -283,7 +318,7 @@ func (s *RunStore) Finish(ctx context.Context, job string, slot time.Time, token
 	if err := s.b.Init(ctx); err != nil {
 		return err
 	}
-	res, err := s.b.db.ExecContext(ctx, s.b.q(0, `UPDATE {p}runs SET status = ?, changed = {now}
+	res, err := s.b.db.ExecContext(ctx, s.b.q(0, `UPDATE {p}runs SET status = ?, changed = {now}, forget_at = {now} + keep_ms
 		WHERE job = ? AND slot = ? AND token = ? AND status = ''`), string(status), job, slot.UnixMilli(), token)
 	if err != nil {
 		return fmt.Errorf("sqlbackend: finish %s: %w", describe(job, slot), err)
@@ -312,7 +347,7 @@ func (s *RunStore) Release(ctx context.Context, job string, slot time.Time, toke
 	if err := s.b.Init(ctx); err != nil {
 		return err
 	}
-	res, err := s.b.db.ExecContext(ctx, s.b.q(0, `UPDATE {p}runs SET expires = {now}, changed = {now}
+	res, err := s.b.db.ExecContext(ctx, s.b.q(0, `UPDATE {p}runs SET expires = {now}, changed = {now}, forget_at = {now} + keep_ms
 		WHERE job = ? AND slot = ? AND token = ? AND status = '' AND expires > {now}`), job, slot.UnixMilli(), token)
 	if err != nil {
 		return fmt.Errorf("sqlbackend: release %s: %w", describe(job, slot), err)
@@ -363,7 +398,7 @@ func (s *RunStore) Active(ctx context.Context, job string) ([]scheduler.ActiveRu
 }
 
 // sweep deletes, at most once a sweepEvery per store value, the runs that were
-// neither live nor written for their keep. Best effort: a failed sweep is tried
+// neither live nor written for their keep (by the indexed forget_at). Best effort: a failed sweep is tried
 // again at the next.
 func (s *RunStore) sweep(ctx context.Context) {
 	s.mu.Lock()
@@ -375,8 +410,7 @@ func (s *RunStore) sweep(ctx context.Context) {
 	if !due {
 		return
 	}
-	_, _ = s.b.db.ExecContext(ctx, s.b.q(0, `DELETE FROM {p}runs
-		WHERE (status <> '' OR expires <= {now}) AND changed + keep_ms <= {now}`))
+	_, _ = s.b.db.ExecContext(ctx, s.b.q(0, `DELETE FROM {p}runs WHERE forget_at <= {now}`))
 }
 
 // inTx runs fn in a transaction, committed when fn returns nil.

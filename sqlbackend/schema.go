@@ -30,11 +30,17 @@ var schema = []string{
 		started {int} NOT NULL, finished {int} NOT NULL, error {text} NOT NULL, fence {int} NOT NULL, expires {int})`,
 	`CREATE INDEX IF NOT EXISTS {p}results_job ON {p}results (job, slot)`,
 	// The lease store: one state machine per (job, slot). status is '' until the
-	// run is finished (or decided skipped or late, with fence 0).
+	// run is finished (or decided skipped or late, with fence 0); reopened is 1 for
+	// a slot stored paused that a ReopenPaused claim took.
 	`CREATE TABLE IF NOT EXISTS {p}runs (job {text} NOT NULL, slot {int} NOT NULL, token {text} NOT NULL,
 		instance {text} NOT NULL, attempt {int} NOT NULL, prev_instance {text} NOT NULL, prev_token {text} NOT NULL,
 		fence {int} NOT NULL, lease_ms {int} NOT NULL, expires {int} NOT NULL, status {text} NOT NULL,
-		keep_ms {int} NOT NULL, changed {int} NOT NULL, PRIMARY KEY (job, slot))`,
+		keep_ms {int} NOT NULL, changed {int} NOT NULL, forget_at {int} NOT NULL, reopened {int} NOT NULL,
+		PRIMARY KEY (job, slot))`,
+	// forget_at = max(changed + keep, expires): the sweep deletes by it, by index.
+	`CREATE INDEX IF NOT EXISTS {p}runs_forget ON {p}runs (forget_at)`,
+	// WithClaimRetention deletes a job's claims by their age.
+	`CREATE INDEX IF NOT EXISTS {p}claims_created ON {p}claims (job, created)`,
 	// Stored pauses (scheduler.Pauser); job '' pauses every job.
 	`CREATE TABLE IF NOT EXISTS {p}pauses (job {text} PRIMARY KEY, reason {text} NOT NULL, by_whom {text} NOT NULL,
 		at_ms {int} NOT NULL, until_ms {int} NOT NULL)`,
