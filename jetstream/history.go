@@ -83,8 +83,11 @@ func (b *Backend) History(ctx context.Context, job string, limit int) ([]schedul
 		if err := b.scan(ctx, st, lo, hi, h); err != nil {
 			return nil, fmt.Errorf("jetstream: history of job %q: stream %q: %w", job, st.names.stream, err)
 		}
-		if lo <= first || h.enough(limit) {
+		if lo <= first {
 			break
+		}
+		if recs, ok := h.enough(limit); ok {
+			return recs, nil
 		}
 		hi, span = lo-1, span*2
 	}
@@ -191,22 +194,23 @@ func (h *historyScan) add(st *jobStream, m *natsjs.RawStreamMsg) error {
 }
 
 // enough reports whether the newest limit runs are known with their claims, or the
-// scan has read so much that older claims are not worth looking for.
-func (h *historyScan) enough(limit int) bool {
+// scan has read so much that older claims are not worth looking for, and returns
+// them when they are (History's answer: no second merge).
+func (h *historyScan) enough(limit int) ([]scheduler.RunRecord, bool) {
 	if limit <= 0 {
-		return false
+		return nil, false
 	}
 	recs := scheduler.BuildHistory(h.job, h.claims, h.results, limit)
 	if len(recs) < limit {
-		return false
+		return nil, false
 	}
 	if h.scanned >= 4*limit+32 {
-		return true
+		return recs, true
 	}
 	for _, r := range recs {
 		if r.Token != "" && !h.claimed[r.Token] {
-			return false
+			return nil, false
 		}
 	}
-	return true
+	return recs, true
 }
