@@ -46,7 +46,8 @@ func (h *Handler) act(w http.ResponseWriter, r *http.Request, rt route) {
 	}
 	by := h.cfg.Who(r)
 	if len(by) > maxText {
-		by = by[:maxText]
+		h.fail(w, r, http.StatusInternalServerError, fmt.Sprintf("web.Config.Who returned %d bytes: at most %d", len(by), maxText))
+		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 	defer cancel()

@@ -399,6 +399,14 @@ func TestActionsRefused(t *testing.T) {
 	assert.Equal(t, 1, f.manualRuns(t, jobReport))
 }
 
+func TestWhoTooLong(t *testing.T) {
+	f := startFleet(t, web.Config{Authorize: allow, Who: func(*http.Request) string { return strings.Repeat("a", 1025) }})
+	r := f.post(t, jobURL(jobReport)+"/run", nil)
+	assert.Equal(t, http.StatusInternalServerError, r.status)
+	assert.Contains(t, r.body, "web.Config.Who returned 1025 bytes: at most 1024")
+	assert.Equal(t, 0, f.manualRuns(t, jobReport), "nothing ran")
+}
+
 func TestStyle(t *testing.T) {
 	f := startFleet(t, web.Config{})
 	r := f.get(t, "/anarchon/style.css")
