@@ -68,7 +68,11 @@ func Start(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "anarchon-pg-")
+	base := ""
+	if os.Geteuid() == 0 && !traversable(os.TempDir()) {
+		base = "/tmp" // the server's user must reach its directory
+	}
+	dir, err := os.MkdirTemp(base, "anarchon-pg-")
 	if err != nil {
 		return nil, err
 	}
@@ -106,6 +110,20 @@ func Start(opts Options) (*Server, error) {
 		if attempt == 2 {
 			os.RemoveAll(dir)
 			return nil, err
+		}
+	}
+}
+
+// traversable reports whether every directory from / down to dir lets other users
+// through (o+x).
+func traversable(dir string) bool {
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil || fi.Mode().Perm()&0o001 == 0 {
+			return false
+		}
+		if d == filepath.Dir(d) {
+			return true
 		}
 	}
 }
