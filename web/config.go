@@ -51,7 +51,8 @@ type Config struct {
 
 	// Who names the person behind an action, recorded with the run or pause
 	// (fleet.TriggerRequest.By, PauseRequest.By). Defaults to "web@" and the
-	// request's remote IP; return the user your authentication knows.
+	// request's remote IP; return the user your authentication knows (at most
+	// 1 KiB).
 	Who func(*http.Request) string
 
 	// HistoryLimit is how many runs the job page shows when the URL does not say

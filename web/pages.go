@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,6 +21,7 @@ type pageBase struct {
 	Nav    string // the current page in the navigation: "jobs", "fleet" or ""
 	CanAct bool   // Authorize allows this request: show the action controls
 	Now    time.Time
+	JSON   string // this page's JSON (under api/)
 }
 
 func (p pageBase) base() pageBase { return p }
@@ -29,8 +31,12 @@ func (h *Handler) base(r *http.Request, nav string) pageBase {
 	if !ok {
 		now = h.cfg.Now()
 	}
+	json := h.cfg.Prefix + "api/jobs"
+	if rest, ok := strings.CutPrefix(r.URL.EscapedPath(), h.cfg.Prefix); ok && rest != "" && !strings.HasPrefix(rest, "api/") {
+		json = h.cfg.Prefix + "api/" + rest
+	}
 	return pageBase{
-		Title: h.cfg.Title, Prefix: h.cfg.Prefix, Nav: nav, Now: now,
+		Title: h.cfg.Title, Prefix: h.cfg.Prefix, Nav: nav, Now: now, JSON: json,
 		CanAct: h.cfg.Authorize != nil && h.cfg.Authorize(r),
 	}
 }

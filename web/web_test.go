@@ -196,6 +196,7 @@ func TestFleetPage(t *testing.T) {
 	assert.Contains(t, r.body, "<td class=\"opt\">memory</td>")
 	assert.Contains(t, r.body, `<a href="/anarchon/fleet" aria-current="page">Fleet</a>`)
 	assert.Contains(t, r.body, "Asked at 12:00:00Z", "times are shown against Config.Now")
+	assert.Contains(t, r.body, `<a href="/anarchon/api/fleet">JSON</a>`, "the page's own JSON")
 }
 
 // TestJSON: the JSON is what the CLI's --json prints: the fleet's own structs.
