@@ -110,24 +110,10 @@ func (s *MemoryRunStore) Claim(ctx context.Context, in RunClaim) (ClaimResult, e
 	s.sweepLocked(now)
 
 	if r := s.lookupLocked(in.Job, slot, now); r != nil {
+		reopen := r.finished() && r.status == StatusPaused && in.ReopenPaused && r.token != in.Token &&
+			(in.Deadline.IsZero() || !now.After(in.Deadline))
 		switch {
-		case r.finished() && r.status == StatusPaused && in.ReopenPaused && r.token != in.Token &&
-			(in.Deadline.IsZero() || !now.After(in.Deadline)):
-			// A paused slot that catch-up asks for once the pause ended: taken like
-			// an expired lease, unless another slot of an overlap-forbidden job runs.
-			if in.Overlap == OverlapSkip && s.otherBusyLocked(in.Job, slot, now, true) {
-				return ClaimResult{Outcome: OutcomeRunning, Attempt: r.attempt, Fence: r.fence, Holder: r.instance}, nil
-			}
-			s.fence++
-			r.status, r.reopened, r.previous, r.previousToken = "", true, "", ""
-			r.token, r.instance = in.Token, in.Instance
-			r.attempt++
-			r.fence = s.fence
-			r.lease, r.expires = in.Lease, now.Add(in.Lease)
-			r.keep = keep
-			r.touch(now)
-			return r.result(OutcomeWon), nil
-		case r.finished():
+		case r.finished() && !reopen:
 			return r.decided(in.Token), nil
 		case r.live(now) && r.token == in.Token:
 			return r.result(OutcomeWon), nil
@@ -135,13 +121,18 @@ func (s *MemoryRunStore) Claim(ctx context.Context, in RunClaim) (ClaimResult, e
 			return r.result(OutcomeRunning), nil
 		}
 		// Unfinished and its lease expired or was released: a takeover. The deadline
-		// does not apply, someone started the run already. A job that forbids
-		// overlap waits while another of its slots holds a live lease.
+		// does not apply, someone started the run already. Or a paused slot that
+		// catch-up asks for once the pause ended (reopen), taken the same way. A
+		// job that forbids overlap waits while another of its slots holds a live
+		// lease.
 		if in.Overlap == OverlapSkip && s.otherBusyLocked(in.Job, slot, now, true) {
 			return ClaimResult{Outcome: OutcomeRunning, Attempt: r.attempt, Fence: r.fence, Holder: r.instance, Expires: r.expires}, nil
 		}
 		s.fence++
-		r.previous, r.previousToken, r.reopened = r.instance, r.token, false
+		r.previous, r.previousToken, r.reopened = r.instance, r.token, reopen
+		if reopen { // the paused attempt was not lost: it never ran
+			r.status, r.previous, r.previousToken = "", "", ""
+		}
 		r.token, r.instance = in.Token, in.Instance
 		r.attempt++
 		r.fence = s.fence
