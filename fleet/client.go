@@ -114,14 +114,28 @@ func (c *Client) History(ctx context.Context, job string, limit int) (HistoryRep
 
 // Jobs asks every replica what it declares: one request on <prefix>.jobs, whose
 // answers are collected for the gather window (or until ctx ends, if sooner), and
-// summarised by job. With no replica up it returns ErrNoReplica at once.
+// summarised by job. The registry is read meanwhile: once every replica in it has
+// answered, Jobs returns without waiting for the rest of the window (a replica
+// served WithoutRegistry is then listed only if it answered by that time). With no
+// replica up it returns ErrNoReplica at once.
 func (c *Client) Jobs(ctx context.Context) (*Fleet, error) {
 	subject := c.subj.fleet(verbJobs)
-	sub, err := c.nc.SubscribeSync(c.nc.NewInbox())
+	msgs := make(chan *nats.Msg, 64)
+	sub, err := c.nc.ChanSubscribe(c.nc.NewInbox(), msgs)
 	if err != nil {
 		return nil, fmt.Errorf("fleet: jobs: %w", err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
+	type registry struct {
+		regs []Registration
+		bad  []error
+		err  error
+	}
+	regc := make(chan registry, 1)
+	go func() {
+		regs, bad, err := c.Registry(ctx)
+		regc <- registry{regs, bad, err}
+	}()
 	if err := c.nc.PublishMsg(&nats.Msg{Subject: subject, Reply: sub.Subject, Data: []byte("{}")}); err != nil {
 		return nil, fmt.Errorf("fleet: jobs: %w", err)
 	}
@@ -129,38 +143,69 @@ func (c *Client) Jobs(ctx context.Context) (*Fleet, error) {
 	defer cancel()
 	var replicas []Replica
 	var warnings []string
-	for {
-		m, err := sub.NextMsgWithContext(wctx)
-		if err != nil {
-			if ctx.Err() == nil && wctx.Err() != nil {
-				break // the window ended
-			}
-			if ctx.Err() != nil && len(replicas) > 0 {
-				break // the caller's deadline cut the window short
-			}
-			return nil, c.callError(ctx, subject, "", err)
+	var reg *registry
+	answered := map[string]bool{}
+	complete := func() bool { // every registered replica answered
+		if reg == nil || reg.err != nil || len(reg.regs) == 0 {
+			return false
 		}
-		var r Replica
-		if err := parseReply(subject, m, &r); err != nil {
-			warnings = append(warnings, oneLine(err.Error()))
-			continue
+		for _, r := range reg.regs {
+			if !answered[r.Instance] {
+				return false
+			}
 		}
-		replicas = append(replicas, r)
+		return true
+	}
+gather:
+	for !complete() {
+		select {
+		case r := <-regc:
+			reg = &r
+			regc = nil
+		case m := <-msgs:
+			if m == nil {
+				break gather
+			}
+			if isNoResponders(m) {
+				return nil, fmt.Errorf("%w: nothing serves %s", ErrNoReplica, subject)
+			}
+			var r Replica
+			if err := parseReply(subject, m, &r); err != nil {
+				warnings = append(warnings, oneLine(err.Error()))
+				continue
+			}
+			replicas = append(replicas, r)
+			answered[r.Instance] = true
+		case <-wctx.Done():
+			if ctx.Err() != nil && len(replicas) == 0 {
+				return nil, c.callError(ctx, subject, "", ctx.Err())
+			}
+			break gather // the window ended, or the caller's deadline cut it short
+		}
 	}
 	if len(replicas) == 0 && len(warnings) == 0 {
 		return nil, fmt.Errorf("%w: none answered on %s within %v", ErrNoReplica, subject, c.window)
 	}
 	f := summarize(replicas)
 	f.Warnings = append(warnings, f.Warnings...)
-	c.addRegistry(ctx, f)
+	if reg == nil {
+		r := <-regc // the registry read ends with ctx at the latest
+		reg = &r
+	}
+	c.addRegistry(f, reg.regs, reg.bad, reg.err)
 	return f, nil
+}
+
+// isNoResponders reports whether m is the server's status that nothing is
+// subscribed to the request's subject.
+func isNoResponders(m *nats.Msg) bool {
+	return len(m.Data) == 0 && m.Header.Get("Status") == "503"
 }
 
 // addRegistry adds the registry's entries to f: the replicas registered that did
 // not answer are warned about, entries this version cannot read are listed in
 // f.Unreadable.
-func (c *Client) addRegistry(ctx context.Context, f *Fleet) {
-	regs, bad, err := c.Registry(ctx)
+func (c *Client) addRegistry(f *Fleet, regs []Registration, bad []error, err error) {
 	if err != nil {
 		f.Warnings = append(f.Warnings, oneLine("registry not read: "+err.Error()))
 		return

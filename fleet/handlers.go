@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"strconv"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -93,11 +94,23 @@ func (f *Service) jobsReply(ctx context.Context, data []byte) (any, error) {
 	ctx, cancel := context.WithTimeout(ctx, viewBudget)
 	defer cancel()
 	last, lastErr := f.s.LastRuns(ctx)
-	for _, j := range infos {
-		r.Jobs = append(r.Jobs, f.jobState(ctx, j, last, lastErr))
+	r.Jobs = r.Jobs[:len(infos)]
+	sem := make(chan struct{}, viewConcurrency)
+	var wg sync.WaitGroup
+	for i, j := range infos {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			r.Jobs[i] = f.jobState(ctx, j, last, lastErr)
+		})
 	}
+	wg.Wait()
 	return r, nil
 }
+
+// viewConcurrency bounds the reads of unfinished runs one jobs reply has in flight
+// (one per job): a hundred jobs take a few round trips, not a hundred.
+const viewConcurrency = 16
 
 // jobState is the replica's view of one job: its pause and next slot, its last
 // runs (from one LastRuns read for every job: batched when the backend can) and

@@ -144,3 +144,18 @@ func TestServeWithoutJetStream(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, svc.Stop(context.Background()))
 }
+
+// TestJobsEndsWhenEveryRegisteredReplicaAnswered: with a gather window of an hour,
+// Jobs returns once the three registered replicas have answered, long before the
+// window (or the caller's deadline) ends.
+func TestJobsEndsWhenEveryRegisteredReplicaAnswered(t *testing.T) {
+	f := startFleet(t, fleetSetup{client: []fleet.Option{fleet.WithGatherWindow(time.Hour)}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	fl, err := f.client.Jobs(ctx)
+	require.NoError(t, err)
+	require.NoError(t, ctx.Err(), "Jobs returned before the caller's deadline: it did not wait out the window")
+	assert.Len(t, fl.Replicas, 3)
+	assert.Len(t, fl.Registered, 3)
+	assert.Empty(t, fl.Warnings)
+}
