@@ -19,10 +19,14 @@ const loadPool = 10
 // loadResult is what one load run saw.
 type loadResult struct {
 	due, runs, dups, missed int
-	lag                     []time.Duration
-	startup                 time.Duration
-	events                  map[scheduler.EventKind]int
-	errSample               map[string]int
+	// sameAttempt counts duplicate starts of one attempt number of a slot (two
+	// winners: a broken rule); the other duplicates are later attempts, takeovers
+	// of a lease that ended before its run was finished (a Finish that timed out).
+	sameAttempt int
+	lag         []time.Duration
+	startup     time.Duration
+	events      map[scheduler.EventKind]int
+	errSample   map[string]int
 }
 
 // load runs jobs jobs every second on 3 schedulers, each on its own pool, for
@@ -33,10 +37,11 @@ func load(ctx context.Context, d sqlbackend.Dialect, open func() (*sql.DB, error
 		slot int64
 	}
 	var (
-		mu  sync.Mutex
-		ran = map[key][]time.Duration{}
-		res = &loadResult{events: map[scheduler.EventKind]int{}, errSample: map[string]int{}}
-		dbs []*sql.DB
+		mu       sync.Mutex
+		ran      = map[key][]time.Duration{}
+		attempts = map[key][]int{}
+		res      = &loadResult{events: map[scheduler.EventKind]int{}, errSample: map[string]int{}}
+		dbs      []*sql.DB
 	)
 	defer func() {
 		for _, db := range dbs {
@@ -77,6 +82,7 @@ func load(ctx context.Context, d sqlbackend.Dialect, open func() (*sql.DB, error
 				mu.Lock()
 				k := key{r.Job, r.Slot.UnixMilli()}
 				ran[k] = append(ran[k], lag)
+				attempts[k] = append(attempts[k], r.Attempt)
 				mu.Unlock()
 				return nil
 			})
@@ -112,7 +118,15 @@ func load(ctx context.Context, d sqlbackend.Dialect, open func() (*sql.DB, error
 	for j := range jobs {
 		for at := from; at.Before(to); at = at.Add(time.Second) {
 			res.due++
-			lags := ran[key{fmt.Sprintf("load-%d", j), at.UnixMilli()}]
+			k := key{fmt.Sprintf("load-%d", j), at.UnixMilli()}
+			lags := ran[k]
+			seen := map[int]bool{}
+			for _, a := range attempts[k] {
+				if seen[a] {
+					res.sameAttempt++
+				}
+				seen[a] = true
+			}
 			switch {
 			case len(lags) == 0:
 				res.missed++

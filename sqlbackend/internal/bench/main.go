@@ -361,6 +361,7 @@ func printLoad(rows []loadRow, jobs, seconds int) {
 	line("slots due", func(r *loadResult) string { return fmt.Sprint(r.due) })
 	line("runs", func(r *loadResult) string { return fmt.Sprint(r.runs) })
 	line("duplicates (must be 0)", func(r *loadResult) string { return fmt.Sprint(r.dups) })
+	line("… of which two starts of one attempt (two winners)", func(r *loadResult) string { return fmt.Sprint(r.sameAttempt) })
 	line("missed", func(r *loadResult) string {
 		return fmt.Sprintf("%d (%.2f%%)", r.missed, 100*float64(r.missed)/float64(max(r.due, 1)))
 	})
