@@ -88,5 +88,14 @@ func sqliteCheck(ctx context.Context, db *sql.DB) error {
 	if num < sqliteMinVersion {
 		return fmt.Errorf("SQLite %s is too old: 3.25 or newer is needed", v)
 	}
+	// Without a busy timeout, a claim that meets another process's write fails at
+	// once with SQLITE_BUSY instead of waiting its turn.
+	var busy int
+	if err := db.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&busy); err != nil {
+		return fmt.Errorf("checking the database: %w", err)
+	}
+	if busy <= 0 {
+		return errors.New("the database's connections have no busy timeout: open it with sqlbackend.OpenSQLite, or set PRAGMA busy_timeout on every connection (modernc: _pragma=busy_timeout(10000) in the DSN)")
+	}
 	return nil
 }

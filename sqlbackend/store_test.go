@@ -2,6 +2,7 @@ package sqlbackend_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"net"
@@ -168,6 +169,14 @@ func TestInvalidConfig(t *testing.T) {
 	assert.Equal(t, time.Hour, b.DedupeWindow())
 	_, err = sqlbackend.OpenSQLite("")
 	assert.Error(t, err)
+
+	// SQLite without a busy timeout is refused at Init.
+	bare, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "bare.db"))
+	require.NoError(t, err)
+	defer bare.Close()
+	b, err = sqlbackend.New(bare, sqlbackend.SQLite)
+	require.NoError(t, err)
+	assert.ErrorContains(t, b.Init(t.Context()), "busy timeout")
 
 	// The Postgres dialect on a database of another driver is refused at Init.
 	other, err := sqlbackend.OpenSQLite(filepath.Join(t.TempDir(), "x.db"))
