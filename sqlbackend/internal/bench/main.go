@@ -258,12 +258,10 @@ func measure(ctx context.Context, title string, d sqlbackend.Dialect, open func(
 			}
 		}
 	}
-	path := ops[4]
 	claimPart.samples, recordPart.samples = claimPart.samples[warm:], recordPart.samples[warm:]
 	claimPart.name, claimPart.statements = "… of which the lease claim", "6"
 	recordPart.name, recordPart.statements = "… of which the history record: `Backend.RecordClaim`", "1"
 	ops = slices.Insert(ops, 5, &claimPart, &recordPart)
-	_ = path
 
 	fmt.Printf("\n#### %s\n\n- server: %s\n\n", title, strings.TrimSpace(version))
 	fmt.Println("| operation | p50 | p99 | p50 / raw | p99 / raw | statements |")
