@@ -49,7 +49,9 @@ var (
 const SchemaVersion = 1
 
 // New returns a backend on db (which it does not close) speaking dialect. Nothing
-// is read or written before Init.
+// is read or written before Init. Bound db's pool (SetMaxOpenConns, 10 is plenty):
+// every job due at a slot is claimed at once, and an unbounded pool opens a
+// connection per concurrent claim.
 func New(db *sql.DB, dialect Dialect, opts ...Option) (*Backend, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: sqlbackend: New: nil *sql.DB", scheduler.ErrInvalidConfig)
