@@ -19,8 +19,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -72,33 +70,10 @@ func TestModelCheckKV(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := startServer(t, embedded.Options{})
-	start := time.Now()
-
-	// The seeds run at once, a few at a time, and are reported one by one after.
-	results := make([]kmcResult, len(seeds.List))
-	sem := make(chan struct{}, kmcConcurrent)
-	var wg sync.WaitGroup
-	for i, seed := range seeds.List {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			results[i] = kmcRunSeed(srv, seed)
-		}()
-	}
-	wg.Wait()
-
-	sum := modelcheck.NewSummary(kmcWorld, seeds)
-	for i, r := range results {
-		t.Run("seed="+strconv.FormatUint(seeds.List[i], 10), func(t *testing.T) {
-			if r.err != nil {
-				t.Fatalf("setup: %v", r.err)
-			}
-			sum.Seed(t, r.h, r.vs)
-		})
-	}
-	sum.Report(t, time.Since(start))
+	modelcheck.RunSeeds(t, kmcWorld, seeds, kmcConcurrent, func(seed uint64) (*modelcheck.Harness, []modelcheck.Violation, error) {
+		r := kmcRunSeed(srv, seed)
+		return r.h, r.vs, r.err
+	})
 }
 
 type kmcResult struct {

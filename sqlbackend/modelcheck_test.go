@@ -17,7 +17,6 @@ import (
 	"database/sql"
 	"fmt"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -78,34 +77,10 @@ func TestModelCheckSQL(t *testing.T) {
 // file) of its own, and reports them one by one after.
 func smcRun(t *testing.T, db string, seeds modelcheck.Seeds, where func(seed uint64) (func() (*sql.DB, error), sqlbackend.Dialect, []sqlbackend.Option)) {
 	w := smcWorld(db)
-	start := time.Now()
-	type result struct {
-		h   *modelcheck.Harness
-		vs  []modelcheck.Violation
-		err error
-	}
-	results := make([]result, len(seeds.List))
-	sem := make(chan struct{}, smcConcurrent)
-	var wg sync.WaitGroup
-	for i, seed := range seeds.List {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			open, dialect, opts := where(seed)
-			results[i].h, results[i].vs, results[i].err = smcRunSeed(w, seed, open, dialect, opts)
-		})
-	}
-	wg.Wait()
-	sum := modelcheck.NewSummary(w, seeds)
-	for i, r := range results {
-		t.Run("seed="+strconv.FormatUint(seeds.List[i], 10), func(t *testing.T) {
-			if r.err != nil {
-				t.Fatalf("setup: %v", r.err)
-			}
-			sum.Seed(t, r.h, r.vs)
-		})
-	}
-	sum.Report(t, time.Since(start))
+	modelcheck.RunSeeds(t, w, seeds, smcConcurrent, func(seed uint64) (*modelcheck.Harness, []modelcheck.Violation, error) {
+		open, dialect, opts := where(seed)
+		return smcRunSeed(w, seed, open, dialect, opts)
+	})
 }
 
 // smcRunSeed runs one seed. Every instance, and the observer that reads History and

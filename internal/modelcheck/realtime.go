@@ -3,6 +3,8 @@ package modelcheck
 import (
 	"fmt"
 	"math/rand/v2"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/anarchon/anarchon/scheduler"
@@ -78,4 +80,46 @@ func RealTimePlan(seed uint64, o RealTime) *Plan {
 	}
 	p.SortActions()
 	return p
+}
+
+// SeedT is what RunSeeds needs of a *testing.T: the reports' TB, subtests of its
+// own kind, and Fatalf.
+type SeedT[T any] interface {
+	TB
+	Run(name string, f func(T)) bool
+	Fatalf(format string, args ...any)
+}
+
+// RunSeeds runs every seed with run, at most concurrent at a time (a real-time
+// check spends most of its time waiting), then reports each seed as a subtest
+// "seed=K" of t (a setup error fails it; so do its violations) and the summary.
+func RunSeeds[T SeedT[T]](t T, w *World, seeds Seeds, concurrent int, run func(seed uint64) (*Harness, []Violation, error)) {
+	t.Helper()
+	start := time.Now()
+	type result struct {
+		h   *Harness
+		vs  []Violation
+		err error // the world could not be set up
+	}
+	results := make([]result, len(seeds.List))
+	sem := make(chan struct{}, max(concurrent, 1))
+	var wg sync.WaitGroup
+	for i, seed := range seeds.List {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			results[i].h, results[i].vs, results[i].err = run(seed)
+		})
+	}
+	wg.Wait()
+	sum := NewSummary(w, seeds)
+	for i, r := range results {
+		t.Run("seed="+strconv.FormatUint(seeds.List[i], 10), func(t T) {
+			if r.err != nil {
+				t.Fatalf("setup: %v", r.err)
+			}
+			sum.Seed(t, r.h, r.vs)
+		})
+	}
+	sum.Report(t, time.Since(start))
 }
