@@ -60,6 +60,12 @@ func (s *Store) claim(ctx context.Context, b *bucket, in scheduler.RunClaim) (sc
 	if in.Keep == 0 {
 		keepMS = scheduler.DefaultRunKeep.Milliseconds()
 	}
+	// A finish this store's shared watcher saw (the purge carries the finished
+	// record, stored before the purge was sent): done, without a read. A backup's
+	// claim after its watch fired on the holder's finish is this case.
+	if rec, ok := s.hub.finishedRun(k); ok {
+		return decided(rec, in.Token), nil
+	}
 	// revision of a lease key this call created
 	mine, res, done, err := s.claimBlind(ctx, b, k, in, lease, keepMS)
 	if done || err != nil {

@@ -132,4 +132,10 @@
 // an expiry marker, a purge, a new holder or a changed run record closes the
 // channel; a heartbeat does not. A timer at the lease's expected end (plus a second)
 // is the safety net.
+//
+// All watches of a store share one watcher on the bucket's lease keys. A backup's
+// watch takes the lease its own claim just read as its baseline (no read of its
+// own), and Finish's purge carries the finished run record, so the backup's next
+// claim of the slot is answered done from what the watcher saw, without a request:
+// a finished record is final, and it was stored before the purge was sent.
 package kvlease

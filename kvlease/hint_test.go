@@ -51,6 +51,13 @@ func TestStandbyWatchCostsNoRead(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the watch did not close when the holder finished")
 	}
+	// The finish's purge carried the finished record to the backup's watcher: its
+	// claim again is answered done without a request.
+	n = sp.count(t, conns, func() {
+		res := mustClaim(t, backup, claimOf(job, slot, token(), time.Minute), scheduler.OutcomeDone)
+		assert.Equal(t, scheduler.StatusOK, res.Status)
+	})
+	assert.EqualValues(t, 0, n, "a backup's claim after the holder's finish reaches it: no request")
 
 	// The holder releases between the backup's claim and its watch, and the shared
 	// watcher delivered the release before the watch was registered: the watch

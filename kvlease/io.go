@@ -171,8 +171,13 @@ func (s *Store) purge(ctx context.Context, b *bucket, key string, rev uint64) er
 // for no answer: the finish it follows is stored already, and a purge is best effort
 // (a lease ends by its TTL anyway), so Finish does not wait a round trip for it. The
 // server still checks the revision: a lease key changed meanwhile is left alone.
-func (s *Store) purgeNoWait(b *bucket, key string, rev uint64) {
+//
+// The purge carries the finished run record as its body: the backups' shared
+// watchers see it, and their next claim of the slot answers done without reading
+// (a finished record is final, and it was stored before this purge was sent).
+func (s *Store) purgeNoWait(b *bucket, key string, rev uint64, finished runRecord) {
 	m := nats.NewMsg(b.subject(key))
+	m.Data, _ = json.Marshal(finished)
 	m.Header.Set(kvOperationHeader, kvPurge)
 	m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
 	m.Header.Set(expectedSeq, strconv.FormatUint(rev, 10))

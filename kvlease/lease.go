@@ -158,7 +158,7 @@ func (s *Store) Finish(ctx context.Context, job string, slot time.Time, token st
 			return fmt.Errorf("kvlease: finish %s: %w", natsutil.DescribeRun(job, slot), err)
 		}
 		if h.leaseRev != 0 {
-			s.purgeNoWait(b, k.lease, h.leaseRev)
+			s.purgeNoWait(b, k.lease, h.leaseRev, next)
 		} else {
 			_ = s.endLease(ctx, b, k, token, 0) // best effort: it expires anyway
 		}

@@ -2,6 +2,7 @@ package kvlease
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
@@ -99,8 +100,16 @@ type watchHub struct {
 	started time.Time
 	// last holds the newest update the watcher delivered of each lease key in the
 	// last hintTTL, with when it came.
-	last   map[string]lastSeen
-	nextGC time.Time
+	last map[string]lastSeen
+	// finished holds, by lease key, the finished run records that Finish's purges
+	// carried in the last hintTTL.
+	finished map[string]finishedRun
+	nextGC   time.Time
+}
+
+type finishedRun struct {
+	rec runRecord
+	at  time.Time
 }
 
 type lastSeen struct {
@@ -236,8 +245,21 @@ func (h *watchHub) deliver(e jetstream.KeyValueEntry) {
 		holder = next.rec.Token
 	}
 	now := time.Now()
+	var done *runRecord
+	if e.Operation() == jetstream.KeyValuePurge && len(e.Value()) > 0 {
+		var rec runRecord
+		if json.Unmarshal(e.Value(), &rec) == nil && rec.Token != "" && rec.Attempt >= 1 && rec.State != "" && rec.finished() {
+			done = &rec
+		}
+	}
 	h.mu.Lock()
 	h.remember(e.Key(), seen{e.Revision(), holder}, now)
+	if done != nil {
+		if h.finished == nil {
+			h.finished = make(map[string]finishedRun)
+		}
+		h.finished[e.Key()] = finishedRun{*done, now}
+	}
 	set := h.waiters[e.Key()]
 	if len(set) == 0 {
 		h.mu.Unlock()
@@ -277,8 +299,25 @@ func (h *watchHub) remember(key string, u seen, now time.Time) {
 				delete(h.last, k)
 			}
 		}
+		for k, v := range h.finished {
+			if now.Sub(v.at) > hintTTL {
+				delete(h.finished, k)
+			}
+		}
 		h.nextGC = now.Add(hintTTL)
 	}
+}
+
+// finishedRun returns the finished run record of k's slot that a Finish's purge
+// carried to the shared watcher in the last hintTTL, if any.
+func (h *watchHub) finishedRun(k runKeys) (*runRecord, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	f, ok := h.finished[k.lease]
+	if !ok || time.Since(f.at) > hintTTL {
+		return nil, false
+	}
+	return &f.rec, true
 }
 
 // hintTTL is how long a Claim's reading of a live lease serves as a watch's
