@@ -45,8 +45,8 @@
 //
 // Bound the pool you give it (SetMaxOpenConns): a scheduler claims every job due at
 // a slot at once, and an unbounded pool opens a connection per concurrent claim —
-// with 100 jobs every second on 3 replicas, more than PostgreSQL's default
-// max_connections, and most claims failed to connect. With 10 connections per
+// with 100 jobs every second on 3 replicas, more than the test server's
+// max_connections of 400, and most claims failed to connect. With 10 connections per
 // replica the same load ran every slot once (go run -C sqlbackend ./internal/bench).
 //
 // With SQLite, open the file with OpenSQLite (write-ahead log, a busy timeout,
