@@ -63,7 +63,8 @@ func (s *Store) claim(ctx context.Context, b *bucket, in scheduler.RunClaim) (sc
 	// A finish this store's shared watcher saw (the purge carries the finished
 	// record, stored before the purge was sent): done, without a read. A backup's
 	// claim after its watch fired on the holder's finish is this case.
-	if rec, ok := s.hub.finishedRun(k); ok {
+	// Not for a claim that may reopen a paused slot: that decides from the store.
+	if rec, ok := s.hub.finishedRun(k); ok && !(in.ReopenPaused && rec.Status == scheduler.StatusPaused) {
 		return decided(rec, in.Token), nil
 	}
 	// revision of a lease key this call created
