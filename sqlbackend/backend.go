@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/anarchon/anarchon/internal/backendutil"
+
 	"github.com/anarchon/anarchon/internal/option"
 	"github.com/anarchon/anarchon/scheduler"
 )
@@ -258,13 +260,7 @@ func (b *Backend) insertRecord(ctx context.Context, in scheduler.ClaimInput) err
 // checkClaimInput rejects a claim no backend can accept; the error matches
 // scheduler.ErrInvalidClaim.
 func checkClaimInput(in scheduler.ClaimInput) error {
-	if err := scheduler.ValidateJobName(in.Job); err != nil {
-		return fmt.Errorf("%w: %w", scheduler.ErrInvalidClaim, err)
-	}
-	if in.Token == "" {
-		return fmt.Errorf("%w: claim for job %q has no token", scheduler.ErrInvalidClaim, in.Job)
-	}
-	return nil
+	return backendutil.CheckClaim("sqlbackend", in.Job, in.Token)
 }
 
 // Statement flags for q.
@@ -303,10 +299,7 @@ func (b *Backend) q(flags int, s string) string {
 // call never waits forever on a database that does not answer. The caller must
 // call cancel.
 func (b *Backend) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok {
-		return context.WithCancel(ctx)
-	}
-	return context.WithTimeout(ctx, b.opts.callTimeout)
+	return backendutil.CallContext(ctx, b.opts.callTimeout)
 }
 
 func msOf(t time.Time) int64 {
@@ -339,6 +332,4 @@ func boolInt(v bool) int64 {
 	return 0
 }
 
-func describe(job string, slot time.Time) string {
-	return fmt.Sprintf("job %q slot %s", job, slot.UTC().Format(time.RFC3339Nano))
-}
+func describe(job string, slot time.Time) string { return backendutil.DescribeRun(job, slot) }

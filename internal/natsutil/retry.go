@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/anarchon/anarchon/internal/backendutil"
 )
 
 // Backoff is the wait between retries: Base before the first, doubling up to Max,
@@ -88,12 +90,8 @@ func Attempt[T any](ctx context.Context, attempt time.Duration, op func(context.
 	return op(actx)
 }
 
-// CallContext gives ctx the timeout d when it has no deadline of its own, so that a
-// call never waits forever; a deadline already set is kept, however far away. The
-// caller must call cancel.
+// CallContext is backendutil.CallContext: ctx with the timeout d when it has no
+// deadline of its own. The caller must call cancel.
 func CallContext(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok {
-		return context.WithCancel(ctx)
-	}
-	return context.WithTimeout(ctx, d)
+	return backendutil.CallContext(ctx, d)
 }

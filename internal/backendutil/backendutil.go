@@ -1,0 +1,43 @@
+// Package backendutil holds what every backend of this repository shares and that
+// needs no store client: claim checks, run names in messages, call timeouts. It
+// imports no NATS and no SQL driver, so that each backend's users link only their
+// own store's client (natsutil builds on it for the NATS ones; sqlbackend uses it
+// directly).
+package backendutil
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/anarchon/anarchon/scheduler"
+)
+
+// CheckClaim refuses what no backend stores: a job name scheduler.ValidateJobName
+// refuses, or an empty token. The error matches scheduler.ErrInvalidClaim and, for
+// the name, scheduler.ErrInvalidJobName; pkg ("jetstream", "kvlease", "sqlbackend")
+// starts its message.
+func CheckClaim(pkg, job, token string) error {
+	if err := scheduler.ValidateJobName(job); err != nil {
+		return fmt.Errorf("%w: %s: %w", scheduler.ErrInvalidClaim, pkg, err)
+	}
+	if token == "" {
+		return fmt.Errorf("%w: %s: claim for job %q has no token", scheduler.ErrInvalidClaim, pkg, job)
+	}
+	return nil
+}
+
+// DescribeRun names a run in messages: job "report" slot 2026-01-02T03:04:05Z.
+func DescribeRun(job string, slot time.Time) string {
+	return fmt.Sprintf("job %q slot %s", job, slot.UTC().Format(time.RFC3339Nano))
+}
+
+// CallContext gives ctx the timeout d when it has no deadline of its own, so that a
+// call never waits forever; a deadline already set is kept, however far away. The
+// caller must call cancel.
+func CallContext(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, d)
+}
