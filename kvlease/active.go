@@ -2,12 +2,15 @@ package kvlease
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/anarchon/anarchon/internal/natsutil"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -25,6 +28,12 @@ func (s *Store) Active(ctx context.Context, job string) ([]scheduler.ActiveRun, 
 	b, err := s.bucketFor(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if b.direct {
+		out, err := s.activeDirect(ctx, b, job)
+		if err == nil || !errors.Is(err, errFallBack) {
+			return out, err
+		}
 	}
 	info, err := s.sampleClock(ctx, b, jetstream.WithSubjectFilter(b.subject(runPrefix+jobToken(job)+".*")))
 	if err != nil {
@@ -51,6 +60,88 @@ func (s *Store) Active(ctx context.Context, job string) ([]scheduler.ActiveRun, 
 		r := run.rec
 		a := scheduler.ActiveRun{
 			Slot: slot, Token: r.Token, Instance: r.Instance, Attempt: r.Attempt, Fence: r.Fence,
+			Live: ls.rec != nil, Expires: ls.expires(),
+		}
+		if !a.Live && ls.rev != 0 {
+			a.Expires = ls.created
+		}
+		out = append(out, a)
+	}
+	slices.SortFunc(out, func(x, y scheduler.ActiveRun) int { return x.Slot.Compare(y.Slot) })
+	return out, nil
+}
+
+// errFallBack: the batched read could not be used; read key by key.
+var errFallBack = errors.New("kvlease: batched read unavailable")
+
+// activeDirect is Active on a single-replica bucket (whose direct gets are answered
+// by its leader): the last record of every run key of the job in one batched
+// direct get, then the leases of the unfinished ones in another: two round trips
+// whatever the number of slots kept, where the key-by-key reading costs one per
+// slot. A first read that fails other than by ctx returns an error matching
+// errFallBack.
+func (s *Store) activeDirect(ctx context.Context, b *bucket, job string) ([]scheduler.ActiveRun, error) {
+	stream := b.stream.CachedInfo().Config.Name
+	batch := func(subjects []string) ([]*jetstream.RawStreamMsg, error) {
+		var msgs []*jetstream.RawStreamMsg
+		err := s.attempt(ctx, func(ctx context.Context) (err error) {
+			msgs, err = s.direct.Batch(ctx, stream, natsutil.GetRequest{MultiLast: subjects})
+			return err
+		})
+		return msgs, err
+	}
+	msgs, err := batch([]string{b.subject(runPrefix + jobToken(job) + ".*")})
+	if err != nil && ctx.Err() == nil {
+		// No direct gets, a closed reader, or a batch the server refused (more
+		// keys than it sends at once): the key-by-key reading says what is wrong,
+		// if anything.
+		return nil, fmt.Errorf("%w: %w", errFallBack, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kvlease: active %q: %w", job, err)
+	}
+	type open struct {
+		slot time.Time
+		rec  *runRecord
+	}
+	var runs []open
+	var leases []string
+	for _, m := range msgs {
+		_, _, slot, err := parseKey(strings.TrimPrefix(m.Subject, b.prefix))
+		if err != nil {
+			continue // not of this layout
+		}
+		run, err := decodeRun(entryOf(m.Sequence, m.Time, m.Header, m.Data))
+		if err != nil {
+			return nil, err
+		}
+		if run.rec == nil || run.rec.finished() {
+			continue
+		}
+		runs = append(runs, open{slot, run.rec})
+		leases = append(leases, b.subject(keysFor(job, slot).lease))
+	}
+	if len(runs) == 0 {
+		return nil, nil
+	}
+	lmsgs, err := batch(leases)
+	if err != nil {
+		return nil, fmt.Errorf("kvlease: active %q: leases: %w", job, err)
+	}
+	bySubject := make(map[string]*jetstream.RawStreamMsg, len(lmsgs))
+	for _, m := range lmsgs {
+		bySubject[m.Subject] = m
+	}
+	out := make([]scheduler.ActiveRun, 0, len(runs))
+	for i, r := range runs {
+		var ls leaseEntry
+		if m := bySubject[leases[i]]; m != nil {
+			if ls, err = decodeLease(entryOf(m.Sequence, m.Time, m.Header, m.Data)); err != nil {
+				return nil, err
+			}
+		}
+		a := scheduler.ActiveRun{
+			Slot: r.slot, Token: r.rec.Token, Instance: r.rec.Instance, Attempt: r.rec.Attempt, Fence: r.rec.Fence,
 			Live: ls.rec != nil, Expires: ls.expires(),
 		}
 		if !a.Live && ls.rev != 0 {
