@@ -88,6 +88,7 @@ type loadResult struct {
 	jobs       int
 	duration   time.Duration
 	interval   time.Duration
+	jitter     time.Duration
 	startup    time.Duration // until every instance had started (all jobs prepared)
 	rssStarted int64         // process RSS growth over Start
 
@@ -333,6 +334,7 @@ type fleet struct {
 	jobs             int
 	interval, window time.Duration
 	lead, settle     time.Duration
+	jitter           time.Duration // of every job (0: cfg's)
 }
 
 // runFleet runs f's jobs on three anarchon instances, with kvlease leases or on the
@@ -348,7 +350,7 @@ func runFleet(ctx context.Context, cfg config, f fleet, leases bool) (*loadResul
 	slots := int(f.window / f.interval)
 	t := newTally(names, slots, f.interval)
 	ev := &eventCounter{t: t, counts: map[string]int64{}}
-	res := &loadResult{name: "anarchon, " + backendName(leases), jobs: f.jobs, duration: f.window, interval: f.interval}
+	res := &loadResult{name: "anarchon, " + backendName(leases), jobs: f.jobs, duration: f.window, interval: f.interval, jitter: f.jitter}
 
 	handler := func(_ context.Context, run scheduler.Run) error {
 		t.record(run.Job, run.Slot, time.Now())
@@ -367,7 +369,11 @@ func runFleet(ctx context.Context, cfg config, f fleet, leases bool) (*loadResul
 		}
 		ins = append(ins, in)
 		for _, name := range names {
-			if err := in.s.Every(name, f.interval, handler, cfg.jobOptions()...); err != nil {
+			opts := cfg.jobOptions()
+			if f.jitter > 0 {
+				opts = []scheduler.JobOption{scheduler.WithJitter(f.jitter)}
+			}
+			if err := in.s.Every(name, f.interval, handler, opts...); err != nil {
 				return nil, err
 			}
 		}
@@ -578,7 +584,7 @@ func (l *loadResult) apiLine() string {
 // fleetMarkdown is section 6's table.
 func fleetMarkdown(l *loadResult) string {
 	t := newTable("metric", l.name)
-	t.add("jobs × instances", fmt.Sprintf("%d every %v × %d (%.0f slots/s)", l.jobs, l.interval, instances, float64(l.jobs)/l.interval.Seconds()))
+	t.add("jobs × instances", fmt.Sprintf("%d every %v × %d (%.0f slots/s), jitter %v", l.jobs, l.interval, instances, float64(l.jobs)/l.interval.Seconds(), l.jitter))
 	t.add("start-up: Start of 3 instances in parallel (each prepares every job)", dur(l.startup))
 	t.add("process RSS growth over Start / at window start / peak", fmt.Sprintf("%s / %s / %s", mib(l.rssStarted), mib(l.rssStart), mib(l.rssPeak)))
 	t.add("window measured / slots due / runs", fmt.Sprintf("%s / %d / %d", dur(l.wall), l.slotsDue, l.runs))

@@ -21,7 +21,7 @@
 //	go run -C integration/bench . [-jobs 1000] [-duration 30s] [-quick]
 //	                              [-leases=true] [-plain=true] [-peer=true] [-jitter 0]
 //	                              [-samples 2000] [-scale 100,1000] [-trials 3]
-//	                              [-fleet-jobs 5000] [-fleet-interval 10s] [-fleet-duration 20s]
+//	                              [-fleet-jobs 5000] [-fleet-interval 10s] [-fleet-duration 20s] [-fleet-jitter 0]
 //
 // from the repository's root. The command is a module of its own
 // (github.com/anarchon/anarchon/integration/bench, with a replace of the library to
@@ -79,6 +79,7 @@ type config struct {
 	fleetJobs     int
 	fleetInterval time.Duration
 	fleetDuration time.Duration
+	fleetJitter   time.Duration
 	// warmup is how long the instances run before a load window opens.
 	warmup time.Duration
 	// progress receives progress lines (stderr for the command).
@@ -123,6 +124,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.IntVar(&c.fleetJobs, "fleet-jobs", fullDefaults.fleetJobs, "jobs of the larger-fleet section (0: not run)")
 	fs.DurationVar(&c.fleetInterval, "fleet-interval", fullDefaults.fleetInterval, "interval of every job of the larger-fleet section")
 	fs.DurationVar(&c.fleetDuration, "fleet-duration", fullDefaults.fleetDuration, "measured window of the larger-fleet section (whole intervals)")
+	fs.DurationVar(&c.fleetJitter, "fleet-jitter", 0, "jitter of every job of the larger-fleet section (0: every instance claims at the slot)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -173,6 +175,8 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 		return c, fmt.Errorf("-samples must be at least 10, got %d", c.samples)
 	case c.trials < 0:
 		return c, fmt.Errorf("-trials must not be negative, got %d", c.trials)
+	case c.fleetJitter < 0 || c.fleetJitter >= c.fleetInterval:
+		return c, fmt.Errorf("-fleet-jitter must be in [0, -fleet-interval), got %v", c.fleetJitter)
 	case c.fleetJobs < 0:
 		return c, fmt.Errorf("-fleet-jobs must not be negative, got %d", c.fleetJobs)
 	case c.fleetInterval < time.Second || c.fleetInterval%time.Second != 0:
@@ -280,7 +284,7 @@ func run(ctx context.Context, args []string, out, progress io.Writer) (*report, 
 		done = step("6. larger fleet")
 		rep.fleet, err = runFleet(ctx, cfg, fleet{
 			jobs: cfg.fleetJobs, interval: cfg.fleetInterval, window: cfg.fleetDuration,
-			lead: cfg.warmup, settle: cfg.fleetInterval,
+			lead: cfg.warmup, settle: cfg.fleetInterval, jitter: cfg.fleetJitter,
 		}, true)
 		if err != nil {
 			rep.fleetErr = fail("larger fleet", err)

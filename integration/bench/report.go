@@ -103,8 +103,8 @@ func (r *report) markdown() string {
 	case r.fleet == nil:
 		b.WriteString(r.fleetErr)
 	default:
-		fmt.Fprintf(&b, "Like section 2 with leases (every instance `WithLeasedFleet`), on a fresh server: every job `Every(%v)` with no jitter, "+
-			"max lateness %v; one stream per job, so Start creates %d streams. The baseline for the next step in scale.\n\n", c.fleetInterval, c.fleetInterval, c.fleetJobs)
+		fmt.Fprintf(&b, "Like section 2 with leases (every instance `WithLeasedFleet`), on a fresh server: every job `Every(%v)`%s, "+
+			"max lateness %v; one stream per job, so Start creates %d streams. The baseline for the next step in scale.\n\n", c.fleetInterval, jitterNote(c.fleetJitter), c.fleetInterval, c.fleetJobs)
 		b.WriteString(fleetMarkdown(r.fleet))
 	}
 
