@@ -59,7 +59,10 @@
 //   - Repeating a claim with the same token answers true again (the stored claim is
 //     read from the stream leader and its token compared).
 //   - Reads that decide ownership never use direct gets, which a lagging follower
-//     of a replicated stream may answer.
+//     of a replicated stream may answer. History and LastRuns do: job streams
+//     answer direct gets (AllowDirect), and a history read is one stream state
+//     request and one or two batched direct gets; on R3 it may be a few
+//     milliseconds behind the leader, which a history may be.
 //   - History records older than a claim's lifetime (the window, or the job's
 //     timeout if longer) are built from the result alone, without ClaimedAt; a
 //     claimed run that never stored a result disappears from History then.
