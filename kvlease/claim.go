@@ -245,7 +245,8 @@ func (s *Store) claimBlind(ctx context.Context, b *bucket, k runKeys, in schedul
 	rev, err := s.put(ctx, b, k.lease, rec, 0, lease)
 	switch {
 	case errors.Is(err, errConflict):
-		return 0, res, false, nil
+		res, done, err := s.holderRunning(ctx, b, k, in)
+		return 0, res, done, err
 	case err != nil:
 		return 0, res, true, err
 	}
@@ -263,6 +264,24 @@ func (s *Store) claimBlind(ctx context.Context, b *bucket, k runKeys, in schedul
 	}
 	s.remember(k, in.Token, held{leaseRev: rev, lease: rec, runRev: runRev, run: next, runWritten: time.Now()})
 	return rev, wonResult(&next, expires), true, nil
+}
+
+// holderRunning answers a blind claim whose lease key write lost: the slot's lease
+// key holds something. The lease key alone is read (one message, where the claim's
+// usual read asks for both keys): a live lease of another token answers running,
+// the common loss, at once (without the run record's attempt and fence, which a
+// backup does not need); anything else is left to the claim's read of both keys.
+func (s *Store) holderRunning(ctx context.Context, b *bucket, k runKeys, in scheduler.RunClaim) (scheduler.ClaimResult, bool, error) {
+	sent := time.Now()
+	ls, err := s.readLease(ctx, b, k)
+	if err != nil {
+		return scheduler.ClaimResult{}, true, err
+	}
+	if ls.rec == nil || ls.rec.Token == in.Token {
+		return scheduler.ClaimResult{}, false, nil
+	}
+	s.noteRunning(k, ls, sent)
+	return scheduler.ClaimResult{Outcome: scheduler.OutcomeRunning, Holder: ls.rec.Instance, Expires: ls.expires()}, true, nil
 }
 
 // firstSight reports whether this store answers a claim of k's slot for the first

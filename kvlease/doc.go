@@ -85,7 +85,8 @@
 // estimate of the server's clock shows ahead), makes those two writes first, from
 // revision 0, and reads only when one loses: a slot nobody claimed yet is won in two
 // round trips, and a claim that meets a running holder costs its lost write and one
-// read. A lease key it created for a slot that was decided meanwhile is purged.
+// read of the lease key alone (running, without the holder's attempt and fence). A
+// lease key it created for a slot that was decided meanwhile is purged.
 //
 // The lease key is the mutex, taken only when not live; the run record is the
 // stored decision, written only by the lease key's holder, by the run's own holder
