@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
-	"github.com/anarchon/anarchon/internal/natsutil"
+	"github.com/anarchon/anarchon/internal/backendutil"
 )
 
 // Client asks a fleet's replicas over NATS: the Go side of the protocol the
@@ -47,7 +47,7 @@ func (c *Client) Subject(verb, job string) string { return c.subj.job(verb, job)
 // first it returns the accepted reply with an error: the run goes on.
 func (c *Client) Trigger(ctx context.Context, job string, in TriggerRequest) (TriggerReply, error) {
 	subject := c.subj.job(verbTrigger, job)
-	ctx, cancel := natsutil.CallContext(ctx, c.timeout)
+	ctx, cancel := backendutil.CallContext(ctx, c.timeout)
 	defer cancel()
 	data, err := json.Marshal(in)
 	if err != nil {
@@ -228,7 +228,7 @@ func (c *Client) addRegistry(f *Fleet, regs []Registration, bad []error, err err
 
 // request sends one request and decodes its one reply into out.
 func (c *Client) request(ctx context.Context, subject, job string, in, out any) error {
-	ctx, cancel := natsutil.CallContext(ctx, c.timeout)
+	ctx, cancel := backendutil.CallContext(ctx, c.timeout)
 	defer cancel()
 	data, err := json.Marshal(in)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/anarchon/anarchon/internal/backendutil"
 	"github.com/anarchon/anarchon/internal/natsutil"
 	"github.com/anarchon/anarchon/scheduler"
 )
@@ -217,7 +218,7 @@ func (r *registry) put(ctx context.Context) error {
 	m := nats.NewMsg(r.subject)
 	m.Data = data
 	m.Header.Set(jetstream.MsgTTLHeader, natsutil.TTLHeader(registryTTLBeats*r.beat))
-	ctx, cancel := natsutil.CallContext(ctx, DefaultTimeout)
+	ctx, cancel := backendutil.CallContext(ctx, DefaultTimeout)
 	defer cancel()
 	if _, err := r.js.PublishMsg(ctx, m); err != nil {
 		return fmt.Errorf("fleet: registry: write the entry of %q: %w", r.s.Instance(), err)
@@ -368,7 +369,7 @@ func (f *Service) Conflicts() map[string]string {
 func (r *registry) stop(ctx context.Context) error {
 	r.cancel()
 	<-r.done
-	ctx, cancel := natsutil.CallContext(ctx, DefaultTimeout)
+	ctx, cancel := backendutil.CallContext(ctx, DefaultTimeout)
 	defer cancel()
 	if err := r.kv.Purge(ctx, r.key); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
 		return fmt.Errorf("fleet: registry: remove the entry of %q: %w", r.s.Instance(), err)
@@ -381,7 +382,7 @@ func (r *registry) stop(ctx context.Context) error {
 // Entries this version cannot read are returned as errors beside the others (a
 // newer format wraps ErrRegistryFormat).
 func (c *Client) Registry(ctx context.Context) ([]Registration, []error, error) {
-	ctx, cancel := natsutil.CallContext(ctx, c.timeout)
+	ctx, cancel := backendutil.CallContext(ctx, c.timeout)
 	defer cancel()
 	js, err := jetstream.New(c.nc)
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
-	"github.com/anarchon/anarchon/internal/natsutil"
+	"github.com/anarchon/anarchon/internal/backendutil"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -85,7 +85,7 @@ func Serve(ctx context.Context, nc *nats.Conn, s *scheduler.Scheduler, opts ...O
 		f.abort()
 		return nil, err
 	}
-	fctx, cancel := natsutil.CallContext(ctx, DefaultTimeout)
+	fctx, cancel := backendutil.CallContext(ctx, DefaultTimeout)
 	defer cancel()
 	if err := nc.FlushWithContext(fctx); err != nil {
 		f.abort()
@@ -166,7 +166,7 @@ func (f *Service) Stop(ctx context.Context) error {
 	}
 	// Once the server has the unsubscriptions, a request sent after Stop returns
 	// goes to another replica (or gets no-responders), never to this one.
-	fctx, cancel := natsutil.CallContext(ctx, DefaultTimeout)
+	fctx, cancel := backendutil.CallContext(ctx, DefaultTimeout)
 	defer cancel()
 	if ferr := f.nc.FlushWithContext(fctx); ferr != nil && !errors.Is(ferr, nats.ErrConnectionClosed) {
 		err = errors.Join(err, fmt.Errorf("fleet: stop: flush the unsubscriptions: %w", ferr))

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/anarchon/anarchon/internal/backendutil"
 	"github.com/anarchon/anarchon/internal/natsutil"
 	"github.com/anarchon/anarchon/internal/option"
 	"github.com/anarchon/anarchon/scheduler"
@@ -178,7 +179,7 @@ func (b *Backend) Close(context.Context) error {
 
 // callContext gives ctx the backend's call timeout when it has no deadline.
 func (b *Backend) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return natsutil.CallContext(ctx, b.cfg.callTimeout)
+	return backendutil.CallContext(ctx, b.cfg.callTimeout)
 }
 
 func serverURL(nc *nats.Conn) string {

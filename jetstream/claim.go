@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/anarchon/anarchon/internal/backendutil"
 	"github.com/anarchon/anarchon/internal/natsutil"
 	"github.com/anarchon/anarchon/scheduler"
 )
@@ -39,7 +40,7 @@ func (b *Backend) Claim(ctx context.Context, in scheduler.ClaimInput) (bool, err
 // claim is Claim; leased marks the record as written by an instance with leases
 // (LeasedBackend.Claim).
 func (b *Backend) claim(ctx context.Context, in scheduler.ClaimInput, leased bool) (bool, error) {
-	if err := natsutil.CheckClaim("jetstream", in.Job, in.Token); err != nil {
+	if err := backendutil.CheckClaim("jetstream", in.Job, in.Token); err != nil {
 		return false, err
 	}
 	now := time.Now()

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/anarchon/anarchon/internal/backendutil"
 	"github.com/anarchon/anarchon/internal/natsutil"
 	"github.com/anarchon/anarchon/scheduler"
 )
@@ -93,7 +94,7 @@ func (b *LeasedBackend) Claim(ctx context.Context, in scheduler.ClaimInput) (boo
 // claim's lifetime (the duplicate window, or the job's timeout if longer) rather
 // than bounded by the history size.
 func (b *LeasedBackend) RecordClaim(ctx context.Context, in scheduler.ClaimInput) error {
-	if err := natsutil.CheckClaim("jetstream", in.Job, in.Token); err != nil {
+	if err := backendutil.CheckClaim("jetstream", in.Job, in.Token); err != nil {
 		return err
 	}
 	st, err := b.claimStream(ctx, in.Job, "record claim")

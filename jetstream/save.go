@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/anarchon/anarchon/internal/backendutil"
 	"github.com/anarchon/anarchon/internal/natsutil"
 	"github.com/anarchon/anarchon/scheduler"
 )
@@ -17,7 +18,7 @@ import (
 // de-duplication (each run has its own token), and returns in.Slot. The record
 // expires after in.HistoryTTL when set; the newest history-size records are kept.
 func (b *Backend) RecordManualRun(ctx context.Context, in scheduler.ClaimInput) (time.Time, error) {
-	if err := natsutil.CheckClaim("jetstream", in.Job, in.Token); err != nil {
+	if err := backendutil.CheckClaim("jetstream", in.Job, in.Token); err != nil {
 		return time.Time{}, err
 	}
 	ctx, cancel := b.callContext(ctx)

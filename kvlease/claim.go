@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/anarchon/anarchon/internal/backendutil"
 	"github.com/anarchon/anarchon/internal/natsutil"
 	"github.com/anarchon/anarchon/scheduler"
 )
@@ -34,13 +35,13 @@ func (s *Store) Claim(ctx context.Context, in scheduler.RunClaim) (scheduler.Cla
 	}
 	res, err := s.claim(ctx, b, in)
 	if err != nil {
-		return scheduler.ClaimResult{}, fmt.Errorf("kvlease: claim %s: %w", natsutil.DescribeRun(in.Job, in.Slot), err)
+		return scheduler.ClaimResult{}, fmt.Errorf("kvlease: claim %s: %w", backendutil.DescribeRun(in.Job, in.Slot), err)
 	}
 	return res, nil
 }
 
 func checkClaim(in scheduler.RunClaim) error {
-	if err := natsutil.CheckClaim("kvlease", in.Job, in.Token); err != nil {
+	if err := backendutil.CheckClaim("kvlease", in.Job, in.Token); err != nil {
 		return err
 	}
 	switch {

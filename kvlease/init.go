@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/anarchon/anarchon/internal/natsutil"
@@ -100,7 +99,7 @@ func (s *Store) atomicServer() bool {
 // 10008.
 func (s *Store) checkJetStream(ctx context.Context) error {
 	_, err := natsutil.Retry(ctx, s.opts.attempt, func(err error) bool {
-		return !noJetStream(err) && natsutil.Unanswered(err)
+		return !natsutil.NoJetStream(err) && natsutil.Unanswered(err)
 	}, func(ctx context.Context) error {
 		_, err := s.js.AccountInfo(ctx)
 		return err
@@ -108,19 +107,10 @@ func (s *Store) checkJetStream(ctx context.Context) error {
 	switch {
 	case err == nil:
 		return nil
-	case noJetStream(err):
+	case natsutil.NoJetStream(err):
 		return fmt.Errorf("%w: %w", ErrNoJetStream, err)
 	}
 	return fmt.Errorf("kvlease: check JetStream: %w", err)
-}
-
-// noJetStream reports whether err says that the server, or the account, has no
-// JetStream. No responders at all means the same: every JetStream server answers
-// the API, if only with "no leader yet".
-func noJetStream(err error) bool {
-	return errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
-		errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) ||
-		errors.Is(err, nats.ErrNoResponders)
 }
 
 // streamConfig is the bucket's stream: a KV bucket (one message per key, rollups for

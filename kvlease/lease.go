@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/anarchon/anarchon/internal/backendutil"
 	"github.com/anarchon/anarchon/internal/natsutil"
 	"github.com/anarchon/anarchon/scheduler"
 )
@@ -39,7 +40,7 @@ func (s *Store) Heartbeat(ctx context.Context, job string, slot time.Time, token
 			}
 			if ls.rec == nil || ls.rec.Token != token {
 				s.forget(k, token)
-				return fmt.Errorf("%w: %s", scheduler.ErrLeaseLost, natsutil.DescribeRun(job, slot))
+				return fmt.Errorf("%w: %s", scheduler.ErrLeaseLost, backendutil.DescribeRun(job, slot))
 			}
 			h = held{leaseRev: ls.rev, lease: *ls.rec}
 		}
@@ -51,14 +52,14 @@ func (s *Store) Heartbeat(ctx context.Context, job string, slot time.Time, token
 			continue // expired, taken over, or a concurrent heartbeat: read and judge
 		}
 		if err != nil {
-			return fmt.Errorf("kvlease: heartbeat %s: %w", natsutil.DescribeRun(job, slot), err)
+			return fmt.Errorf("kvlease: heartbeat %s: %w", backendutil.DescribeRun(job, slot), err)
 		}
 		h.leaseRev, h.lease = rev, rec
 		s.refreshRun(ctx, b, k, token, &h)
 		s.remember(k, token, h)
 		return nil
 	}
-	return fmt.Errorf("kvlease: heartbeat %s: %w", natsutil.DescribeRun(job, slot), ErrContention)
+	return fmt.Errorf("kvlease: heartbeat %s: %w", backendutil.DescribeRun(job, slot), ErrContention)
 }
 
 // refreshRun rewrites the run record unchanged when half its TTL has passed, so a run
@@ -120,7 +121,7 @@ func (s *Store) Finish(ctx context.Context, job string, slot time.Time, token st
 		switch {
 		case run.rec == nil || run.rec.Token != token:
 			s.forget(k, token)
-			return fmt.Errorf("%w: %s", scheduler.ErrStaleToken, natsutil.DescribeRun(job, slot))
+			return fmt.Errorf("%w: %s", scheduler.ErrStaleToken, backendutil.DescribeRun(job, slot))
 		case run.rec.finished():
 			s.forget(k, token)
 			return nil
@@ -145,7 +146,7 @@ func (s *Store) Finish(ctx context.Context, job string, slot time.Time, token st
 				return nil
 			}
 			if !errors.Is(err, errConflict) && !errors.Is(err, errNoBatch) {
-				return fmt.Errorf("kvlease: finish %s: %w", natsutil.DescribeRun(job, slot), err)
+				return fmt.Errorf("kvlease: finish %s: %w", backendutil.DescribeRun(job, slot), err)
 			}
 			cached = false
 			continue // read the run record again: it may be finished, or another's
@@ -155,7 +156,7 @@ func (s *Store) Finish(ctx context.Context, job string, slot time.Time, token st
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("kvlease: finish %s: %w", natsutil.DescribeRun(job, slot), err)
+			return fmt.Errorf("kvlease: finish %s: %w", backendutil.DescribeRun(job, slot), err)
 		}
 		if h.leaseRev != 0 {
 			s.purgeNoWait(b, k.lease, h.leaseRev, next)
@@ -165,7 +166,7 @@ func (s *Store) Finish(ctx context.Context, job string, slot time.Time, token st
 		s.forget(k, token)
 		return nil
 	}
-	return fmt.Errorf("kvlease: finish %s: %w", natsutil.DescribeRun(job, slot), ErrContention)
+	return fmt.Errorf("kvlease: finish %s: %w", backendutil.DescribeRun(job, slot), ErrContention)
 }
 
 // Release ends token's live lease at once by purging the lease key at its revision.
@@ -182,7 +183,7 @@ func (s *Store) Release(ctx context.Context, job string, slot time.Time, token s
 	h, _ := s.recall(k, token)
 	defer s.forget(k, token)
 	if err := s.endLease(ctx, b, k, token, h.leaseRev); err != nil {
-		return fmt.Errorf("kvlease: release %s: %w", natsutil.DescribeRun(job, slot), err)
+		return fmt.Errorf("kvlease: release %s: %w", backendutil.DescribeRun(job, slot), err)
 	}
 	return nil
 }

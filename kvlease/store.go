@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/anarchon/anarchon/internal/backendutil"
 	"github.com/anarchon/anarchon/internal/natsutil"
 	"github.com/anarchon/anarchon/internal/option"
 	"github.com/anarchon/anarchon/scheduler"
@@ -128,5 +129,5 @@ func (s *Store) bucketFor(ctx context.Context) (*bucket, error) {
 
 // callContext gives ctx the store's call timeout when it has no deadline.
 func (s *Store) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return natsutil.CallContext(ctx, s.opts.callTimeout)
+	return backendutil.CallContext(ctx, s.opts.callTimeout)
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/anarchon/anarchon/internal/natsutil"
+	"github.com/anarchon/anarchon/internal/backendutil"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -52,13 +52,13 @@ func (s *Store) WatchRun(ctx context.Context, job string, slot time.Time) (<-cha
 	w := &waiter{ch: make(chan struct{}), key: k.lease, base: ^uint64(0)}
 	started, err := s.hub.add(s, b, w)
 	if err != nil {
-		return nil, fmt.Errorf("kvlease: watch %s: %w", natsutil.DescribeRun(job, slot), err)
+		return nil, fmt.Errorf("kvlease: watch %s: %w", backendutil.DescribeRun(job, slot), err)
 	}
 	ls, ok := s.takeHint(k, started)
 	if !ok {
 		if ls, err = s.readLease(callCtx, b, k); err != nil {
 			s.hub.remove(w)
-			return nil, fmt.Errorf("kvlease: watch %s: %w", natsutil.DescribeRun(job, slot), err)
+			return nil, fmt.Errorf("kvlease: watch %s: %w", backendutil.DescribeRun(job, slot), err)
 		}
 	}
 	if ls.rec == nil {

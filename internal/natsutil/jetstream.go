@@ -7,8 +7,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// NoJetStream reports whether err says the account has no JetStream: asking
-// again will not help (a server without JetStream answers no API request at all).
+// NoJetStream reports whether err says that the server, or the account, has no
+// JetStream: asking again will not help. No responders at all means the same:
+// every JetStream server answers the API, if only with "no leader yet".
 func NoJetStream(err error) bool {
 	return errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
 		errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) ||

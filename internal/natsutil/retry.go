@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
-
-	"github.com/anarchon/anarchon/internal/backendutil"
 )
 
 // Backoff is the wait between retries: Base before the first, doubling up to Max,
@@ -88,10 +86,4 @@ func Attempt[T any](ctx context.Context, attempt time.Duration, op func(context.
 	actx, cancel := context.WithTimeout(ctx, attempt)
 	defer cancel()
 	return op(actx)
-}
-
-// CallContext is backendutil.CallContext: ctx with the timeout d when it has no
-// deadline of its own. The caller must call cancel.
-func CallContext(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	return backendutil.CallContext(ctx, d)
 }
