@@ -57,15 +57,7 @@ func (s *Store) Active(ctx context.Context, job string) ([]scheduler.ActiveRun, 
 		if err != nil {
 			return nil, err
 		}
-		r := run.rec
-		a := scheduler.ActiveRun{
-			Slot: slot, Token: r.Token, Instance: r.Instance, Attempt: r.Attempt, Fence: r.Fence,
-			Live: ls.rec != nil, Expires: ls.expires(),
-		}
-		if !a.Live && ls.rev != 0 {
-			a.Expires = ls.created
-		}
-		out = append(out, a)
+		out = append(out, activeRun(slot, run.rec, ls))
 	}
 	slices.SortFunc(out, func(x, y scheduler.ActiveRun) int { return x.Slot.Compare(y.Slot) })
 	return out, nil
@@ -140,17 +132,24 @@ func (s *Store) activeDirect(ctx context.Context, b *bucket, job string) ([]sche
 				return nil, err
 			}
 		}
-		a := scheduler.ActiveRun{
-			Slot: r.slot, Token: r.rec.Token, Instance: r.rec.Instance, Attempt: r.rec.Attempt, Fence: r.rec.Fence,
-			Live: ls.rec != nil, Expires: ls.expires(),
-		}
-		if !a.Live && ls.rev != 0 {
-			a.Expires = ls.created
-		}
-		out = append(out, a)
+		out = append(out, activeRun(r.slot, r.rec, ls))
 	}
 	slices.SortFunc(out, func(x, y scheduler.ActiveRun) int { return x.Slot.Compare(y.Slot) })
 	return out, nil
+}
+
+// activeRun is an unfinished run as Active lists it: Live tells whether its lease
+// key holds a live lease; Expires is when that lease ends, or roughly when it ended
+// (its marker's time) while a marker is left.
+func activeRun(slot time.Time, r *runRecord, ls leaseEntry) scheduler.ActiveRun {
+	a := scheduler.ActiveRun{
+		Slot: slot, Token: r.Token, Instance: r.Instance, Attempt: r.Attempt, Fence: r.Fence,
+		Live: ls.rec != nil, Expires: ls.expires(),
+	}
+	if !a.Live && ls.rev != 0 {
+		a.Expires = ls.created
+	}
+	return a
 }
 
 // entryFromKV turns a watched KV entry into an entry.

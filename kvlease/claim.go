@@ -65,7 +65,7 @@ func (s *Store) claim(ctx context.Context, b *bucket, in scheduler.RunClaim) (sc
 	// record, stored before the purge was sent): done, without a read. A backup's
 	// claim after its watch fired on the holder's finish is this case.
 	// Not for a claim that may reopen a paused slot: that decides from the store.
-	if rec, ok := s.hub.finishedRun(k); ok && !(in.ReopenPaused && rec.Status == scheduler.StatusPaused) {
+	if rec, ok := s.hub.finishedRun(k); ok && !mayReopen(in, rec) {
 		return decided(rec, in.Token), nil
 	}
 	// revision of a lease key this call created
@@ -345,11 +345,16 @@ func (s *Store) nextRun(ctx context.Context, b *bucket, in scheduler.RunClaim, p
 // stored paused, claimed with ReopenPaused by another token before the claim's
 // deadline (by the server's clock).
 func (s *Store) reopens(ctx context.Context, b *bucket, in scheduler.RunClaim, rec *runRecord) (bool, error) {
-	if !in.ReopenPaused || rec.State != stateFinished || rec.Status != scheduler.StatusPaused || rec.Token == in.Token {
+	if !mayReopen(in, rec) {
 		return false, nil
 	}
 	late, err := s.pastDeadline(ctx, b, in.Deadline)
 	return !late, err
+}
+
+// mayReopen is what reopens decides without the server's clock.
+func mayReopen(in scheduler.RunClaim, rec *runRecord) bool {
+	return in.ReopenPaused && rec.State == stateFinished && rec.Status == scheduler.StatusPaused && rec.Token != in.Token
 }
 
 // claimBatch makes in.Token the holder in one atomic batch: the lease key rec from
