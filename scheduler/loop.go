@@ -73,11 +73,17 @@ func (s *Scheduler) recover(j *job, now time.Time) {
 // records late (past MaxCatchUpSlots). The loop claims the slots after now - max
 // lateness itself.
 func (j *job) missedSlots(now time.Time) (run, capped []time.Time) {
+	return j.catchUpSlots(now.Add(-j.cfg.catchUpWindow), now.Add(-j.cfg.maxLate))
+}
+
+// catchUpSlots lists, oldest first, the job's slots after from and up to last that
+// its catch-up policy runs (none for CatchUpNone, the newest for CatchUpLatest, the
+// newest MaxCatchUpSlots for CatchUpAll) and the older ones past that cap.
+func (j *job) catchUpSlots(from, last time.Time) (run, capped []time.Time) {
 	if j.cfg.catchUp == CatchUpNone {
 		return nil, nil
 	}
-	last := now.Add(-j.cfg.maxLate)
-	for t := j.sched.Next(now.Add(-j.cfg.catchUpWindow)); !t.IsZero() && !t.After(last); t = j.sched.Next(t) {
+	for t := j.sched.Next(from); !t.IsZero() && !t.After(last); t = j.sched.Next(t) {
 		run = append(run, t)
 	}
 	if j.cfg.catchUp == CatchUpLatest && len(run) > 1 {

@@ -330,25 +330,14 @@ func (s *Scheduler) checkResumes() {
 
 // pausedSlots lists, oldest first, the slots that catch-up runs once a pause that
 // began at since ended at now: those of the catch-up window that fell since the
-// pause began (the newest only for CatchUpLatest; at most MaxCatchUpSlots). Each is
-// claimed with ReopenPaused: the store runs those recorded paused, once.
+// pause began, as the job's policy picks them (catchUpSlots; those past the cap stay
+// paused). Each is claimed with ReopenPaused: the store runs those recorded paused,
+// once.
 func (j *job) pausedSlots(since, now time.Time) []time.Time {
-	if j.cfg.catchUp == CatchUpNone {
-		return nil
-	}
 	from := since.Add(-j.cfg.maxLate)
 	if w := now.Add(-j.cfg.catchUpWindow); from.Before(w) {
 		from = w
 	}
-	var out []time.Time
-	for t := j.sched.Next(from.Add(-time.Millisecond)); !t.IsZero() && !t.After(now); t = j.sched.Next(t) {
-		out = append(out, t)
-	}
-	if j.cfg.catchUp == CatchUpLatest && len(out) > 1 {
-		out = out[len(out)-1:]
-	}
-	if len(out) > MaxCatchUpSlots {
-		out = out[len(out)-MaxCatchUpSlots:]
-	}
-	return out
+	run, _ := j.catchUpSlots(from.Add(-time.Millisecond), now)
+	return run
 }
