@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/anarchon/anarchon/internal/backendutil"
@@ -23,6 +25,9 @@ type Client struct {
 	timeout time.Duration
 	window  time.Duration
 	bucket  string
+
+	regMu sync.Mutex
+	reg   jetstream.KeyValue // the registry's bucket, once bound
 }
 
 // NewClient returns a client on nc (WithPrefix, WithTimeout, WithGatherWindow).

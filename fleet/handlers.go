@@ -89,12 +89,12 @@ func (f *Service) jobsReply(ctx context.Context, data []byte) (any, error) {
 	infos := f.s.Jobs()
 	r := Replica{
 		Instance: f.s.Instance(), Version: Version, Backend: f.s.Backend().Name(),
-		PauseSupported: f.pauser, Jobs: make([]JobState, 0, len(infos)),
+		PauseSupported: f.pauser,
 	}
 	ctx, cancel := context.WithTimeout(ctx, viewBudget)
 	defer cancel()
 	last, lastErr := f.s.LastRuns(ctx)
-	r.Jobs = r.Jobs[:len(infos)]
+	r.Jobs = make([]JobState, len(infos))
 	sem := make(chan struct{}, viewConcurrency)
 	var wg sync.WaitGroup
 	for i, j := range infos {

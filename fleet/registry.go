@@ -118,13 +118,9 @@ func decodeRegistration(data []byte) (Registration, error) {
 // openRegistry creates the bucket (or binds the one another replica created),
 // asking again while the server cannot answer yet (a cluster that has no leader,
 // or no peers placed yet).
-func openRegistry(ctx context.Context, nc *nats.Conn, bucket string) (jetstream.KeyValue, error) {
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, fmt.Errorf("fleet: registry: %w", err)
-	}
+func openRegistry(ctx context.Context, js jetstream.JetStream, bucket string) (jetstream.KeyValue, error) {
 	var kv jetstream.KeyValue
-	_, err = natsutil.Retry(ctx, time.Second, func(err error) bool {
+	_, err := natsutil.Retry(ctx, time.Second, func(err error) bool {
 		if natsutil.NoJetStream(err) {
 			return false
 		}
@@ -152,14 +148,17 @@ func openRegistry(ctx context.Context, nc *nats.Conn, bucket string) (jetstream.
 
 // registry is one replica's side of the registry: its heartbeat and its watch.
 type registry struct {
-	kv       jetstream.KeyValue
-	js       jetstream.JetStream
-	subject  string // the entry's subject in the bucket's stream
-	key      string
-	filter   string // the keys of this fleet
-	s        *scheduler.Scheduler
-	log      *slog.Logger
-	beat     time.Duration
+	kv      jetstream.KeyValue
+	js      jetstream.JetStream
+	subject string // the entry's subject in the bucket's stream
+	key     string
+	filter  string // the keys of this fleet
+	s       *scheduler.Scheduler
+	log     *slog.Logger
+	beat    time.Duration
+	// jobs are the replica's declarations in registration order, as its entry
+	// lists them; declared the same by name.
+	jobs     []Declaration
 	declared map[string]Declaration
 
 	mu        sync.Mutex
@@ -171,13 +170,13 @@ type registry struct {
 }
 
 func startRegistry(ctx context.Context, nc *nats.Conn, s *scheduler.Scheduler, p subjects, c *config, log *slog.Logger) (*registry, error) {
-	kv, err := openRegistry(ctx, nc, c.bucket)
-	if err != nil {
-		return nil, err
-	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("fleet: registry: %w", err)
+	}
+	kv, err := openRegistry(ctx, js, c.bucket)
+	if err != nil {
+		return nil, err
 	}
 	r := &registry{
 		kv: kv, js: js, key: registryKey(p, s.Instance()), filter: JobToken(string(p)) + ".*",
@@ -186,7 +185,9 @@ func startRegistry(ctx context.Context, nc *nats.Conn, s *scheduler.Scheduler, p
 	}
 	r.subject = "$KV." + c.bucket + "." + r.key
 	for _, j := range s.Jobs() {
-		r.declared[j.Job] = declarationOf(j.JobLimits)
+		d := declarationOf(j.JobLimits)
+		r.jobs = append(r.jobs, d)
+		r.declared[j.Job] = d
 	}
 	if err := r.put(ctx); err != nil {
 		return nil, err
@@ -206,10 +207,10 @@ func startRegistry(ctx context.Context, nc *nats.Conn, s *scheduler.Scheduler, p
 func (r *registry) put(ctx context.Context) error {
 	reg := Registration{
 		Format: RegistryFormat, Instance: r.s.Instance(), Version: Version, Backend: r.s.Backend().Name(),
-		At: r.s.Clock().Now().UTC(), HeartbeatMS: r.beat.Milliseconds(), Jobs: []Declaration{},
+		At: r.s.Clock().Now().UTC(), HeartbeatMS: r.beat.Milliseconds(), Jobs: r.jobs,
 	}
-	for _, j := range r.s.Jobs() {
-		reg.Jobs = append(reg.Jobs, r.declared[j.Job])
+	if reg.Jobs == nil {
+		reg.Jobs = []Declaration{}
 	}
 	data, err := json.Marshal(reg)
 	if err != nil {
@@ -384,11 +385,7 @@ func (r *registry) stop(ctx context.Context) error {
 func (c *Client) Registry(ctx context.Context) ([]Registration, []error, error) {
 	ctx, cancel := backendutil.CallContext(ctx, c.timeout)
 	defer cancel()
-	js, err := jetstream.New(c.nc)
-	if err != nil {
-		return nil, nil, fmt.Errorf("fleet: registry: %w", err)
-	}
-	kv, err := js.KeyValue(ctx, c.bucket)
+	kv, err := c.registryBucket(ctx)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return []Registration{}, nil, nil // no replica ever registered
 	}
@@ -397,6 +394,9 @@ func (c *Client) Registry(ctx context.Context) ([]Registration, []error, error) 
 	}
 	w, err := kv.Watch(ctx, JobToken(string(c.subj))+".*")
 	if err != nil {
+		c.regMu.Lock()
+		c.reg = nil // bound again next time: the bucket may be gone
+		c.regMu.Unlock()
 		return nil, nil, fmt.Errorf("fleet: registry: %w", err)
 	}
 	defer func() { _ = w.Stop() }()
@@ -422,4 +422,24 @@ func (c *Client) Registry(ctx context.Context) ([]Registration, []error, error) 
 			out = append(out, reg)
 		}
 	}
+}
+
+// registryBucket binds the registry's bucket once (a stream information request)
+// and keeps it for the client's later reads.
+func (c *Client) registryBucket(ctx context.Context) (jetstream.KeyValue, error) {
+	c.regMu.Lock()
+	defer c.regMu.Unlock()
+	if c.reg != nil {
+		return c.reg, nil
+	}
+	js, err := jetstream.New(c.nc)
+	if err != nil {
+		return nil, err
+	}
+	kv, err := js.KeyValue(ctx, c.bucket)
+	if err != nil {
+		return nil, err
+	}
+	c.reg = kv
+	return kv, nil
 }
