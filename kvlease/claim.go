@@ -448,16 +448,8 @@ func (s *Store) firstClaimDecision(ctx context.Context, b *bucket, in scheduler.
 // with how the run ended. A state or status this version does not know reads as
 // done.
 func decided(r *runRecord, token string) scheduler.ClaimResult {
-	res := scheduler.ClaimResult{Outcome: scheduler.OutcomeDone, Attempt: r.Attempt, Fence: r.Fence, Holder: r.Instance, Status: r.Status}
-	if r.Token == token && r.Fence == 0 {
-		switch r.Status {
-		case scheduler.StatusSkipped:
-			res.Outcome = scheduler.OutcomeOverlap
-		case scheduler.StatusLate:
-			res.Outcome = scheduler.OutcomeLate
-		}
-	}
-	return res
+	return scheduler.ClaimResult{Outcome: scheduler.DecidedOutcome(r.Status, r.Token == token && r.Fence == 0),
+		Attempt: r.Attempt, Fence: r.Fence, Holder: r.Instance, Status: r.Status}
 }
 
 // nextFence is the fence of a new holder of a run: the server's time in nanoseconds

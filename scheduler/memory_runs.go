@@ -170,16 +170,8 @@ func (s *MemoryRunStore) Claim(ctx context.Context, in RunClaim) (ClaimResult, e
 // late decision is told that decision again (its claim is repeat-safe), everyone
 // else done.
 func (r *memRun) decided(token string) ClaimResult {
-	res := ClaimResult{Outcome: OutcomeDone, Attempt: r.attempt, Fence: r.fence, Holder: r.instance, Status: r.status}
-	if token == r.token && r.fence == 0 {
-		switch r.status {
-		case StatusSkipped:
-			res.Outcome = OutcomeOverlap
-		case StatusLate:
-			res.Outcome = OutcomeLate
-		}
-	}
-	return res
+	return ClaimResult{Outcome: DecidedOutcome(r.status, token == r.token && r.fence == 0),
+		Attempt: r.attempt, Fence: r.fence, Holder: r.instance, Status: r.status}
 }
 
 // result answers a claim from the run's holder. A won claim of a taken-over run (and

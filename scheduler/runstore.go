@@ -94,6 +94,23 @@ const (
 	OutcomeNone    ClaimOutcome = "none"
 )
 
+// DecidedOutcome is the outcome a store answers a claim of a finished slot with.
+// The token that stored a skipped or late decision (decider: the claim's token is
+// the stored one, and the run never held a lease, so its fence is 0) is told that
+// decision again, so that its claim is repeat-safe; every other claim is told
+// done, with the stored status in ClaimResult.Status.
+func DecidedOutcome(status Status, decider bool) ClaimOutcome {
+	if decider {
+		switch status {
+		case StatusSkipped:
+			return OutcomeOverlap
+		case StatusLate:
+			return OutcomeLate
+		}
+	}
+	return OutcomeDone
+}
+
 // ClaimResult is the answer to a RunClaim.
 type ClaimResult struct {
 	Outcome ClaimOutcome

@@ -45,16 +45,8 @@ func (r *run) forgetAt() int64 { return max(r.changed+r.keepMs, r.expires) }
 // decided answers a claim of a finished slot: the token that stored a skipped or
 // late decision is told that decision again, everyone else done.
 func (r *run) decided(token string) scheduler.ClaimResult {
-	res := scheduler.ClaimResult{Outcome: scheduler.OutcomeDone, Attempt: r.attempt, Fence: uint64(r.fence), Holder: r.instance, Status: r.status}
-	if token == r.token && r.fence == 0 {
-		switch r.status {
-		case scheduler.StatusSkipped:
-			res.Outcome = scheduler.OutcomeOverlap
-		case scheduler.StatusLate:
-			res.Outcome = scheduler.OutcomeLate
-		}
-	}
-	return res
+	return scheduler.ClaimResult{Outcome: scheduler.DecidedOutcome(r.status, token == r.token && r.fence == 0),
+		Attempt: r.attempt, Fence: uint64(r.fence), Holder: r.instance, Status: r.status}
 }
 
 // result answers a claim from the run's holder; a won takeover names the holder it
