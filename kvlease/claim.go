@@ -354,7 +354,7 @@ func (s *Store) reopens(ctx context.Context, b *bucket, in scheduler.RunClaim, r
 
 // mayReopen is what reopens decides without the server's clock.
 func mayReopen(in scheduler.RunClaim, rec *runRecord) bool {
-	return in.ReopenPaused && rec.State == stateFinished && rec.Status == scheduler.StatusPaused && rec.Token != in.Token
+	return rec.State == stateFinished && in.MayReopen(rec.Status, rec.Token)
 }
 
 // claimBatch makes in.Token the holder in one atomic batch: the lease key rec from

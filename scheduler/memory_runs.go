@@ -110,8 +110,7 @@ func (s *MemoryRunStore) Claim(ctx context.Context, in RunClaim) (ClaimResult, e
 	s.sweepLocked(now)
 
 	if r := s.lookupLocked(in.Job, slot, now); r != nil {
-		reopen := r.finished() && r.status == StatusPaused && in.ReopenPaused && r.token != in.Token &&
-			(in.Deadline.IsZero() || !now.After(in.Deadline))
+		reopen := r.finished() && in.MayReopen(r.status, r.token) && (in.Deadline.IsZero() || !now.After(in.Deadline))
 		switch {
 		case r.finished() && !reopen:
 			return r.decided(in.Token), nil

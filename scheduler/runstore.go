@@ -111,6 +111,13 @@ func DecidedOutcome(status Status, decider bool) ClaimOutcome {
 	return OutcomeDone
 }
 
+// MayReopen reports whether in may take a slot stored finished with status by
+// token: a paused slot, claimed with ReopenPaused by another token. The store
+// also checks in.Deadline by its own clock.
+func (in RunClaim) MayReopen(status Status, token string) bool {
+	return in.ReopenPaused && status == StatusPaused && token != in.Token
+}
+
 // ClaimResult is the answer to a RunClaim.
 type ClaimResult struct {
 	Outcome ClaimOutcome
