@@ -246,7 +246,7 @@ func (s *Store) claimBlind(ctx context.Context, b *bucket, k runKeys, in schedul
 	rev, err := s.put(ctx, b, k.lease, rec, 0, lease)
 	switch {
 	case errors.Is(err, errConflict):
-		res, done, err := s.holderRunning(ctx, b, k, in)
+		res, done, err := s.holderRunning(ctx, b, k, in, storedRev(err))
 		return 0, res, done, err
 	case err != nil:
 		return 0, res, true, err
@@ -268,11 +268,29 @@ func (s *Store) claimBlind(ctx context.Context, b *bucket, k runKeys, in schedul
 }
 
 // holderRunning answers a blind claim whose lease key write lost: the slot's lease
-// key holds something. The lease key alone is read (one message, where the claim's
-// usual read asks for both keys): a live lease of another token answers running,
-// the common loss, at once (without the run record's attempt and fence, which a
-// backup does not need); anything else is left to the claim's read of both keys.
-func (s *Store) holderRunning(ctx context.Context, b *bucket, k runKeys, in scheduler.RunClaim) (scheduler.ClaimResult, bool, error) {
+// key holds something, stored at revision stored when the server's answer named it
+// (else 0). A live lease of another token answers running, the common loss, at once
+// (without the run record's attempt and fence, which a backup does not need), and
+// a finish the shared watcher saw answers done; anything else is left to the
+// claim's read of both keys.
+//
+// The lease comes from the store's shared watcher when it has delivered the key at
+// that revision or later (waiting up to watcherWait for it): the other instances'
+// claims of the same instant are then answered without a request, the watcher
+// having received the winner's write anyway. Otherwise the lease key alone is read
+// (one message, where the claim's usual read asks for both keys).
+func (s *Store) holderRunning(ctx context.Context, b *bucket, k runKeys, in scheduler.RunClaim, stored uint64) (scheduler.ClaimResult, bool, error) {
+	if stored > 0 {
+		if u, ok := s.hub.leaseSince(ctx, k.lease, stored, watcherWait); ok {
+			if rec, ok := s.hub.finishedRun(k); ok && !mayReopen(in, rec) {
+				return decided(rec, in.Token), true, nil
+			}
+			if u.lease.rec != nil && u.lease.rec.Token != in.Token {
+				s.noteRunning(k, u.lease, u.at)
+				return scheduler.ClaimResult{Outcome: scheduler.OutcomeRunning, Holder: u.lease.rec.Instance, Expires: u.lease.expires()}, true, nil
+			}
+		}
+	}
 	sent := time.Now()
 	ls, err := s.readLease(ctx, b, k)
 	if err != nil {
@@ -284,6 +302,10 @@ func (s *Store) holderRunning(ctx context.Context, b *bucket, k runKeys, in sche
 	s.noteRunning(k, ls, sent)
 	return scheduler.ClaimResult{Outcome: scheduler.OutcomeRunning, Holder: ls.rec.Instance, Expires: ls.expires()}, true, nil
 }
+
+// watcherWait bounds how long a lost blind claim waits for the shared watcher to
+// deliver the write it lost to, before reading the lease key instead.
+const watcherWait = 250 * time.Millisecond
 
 // firstSight reports whether this store answers a claim of k's slot for the first
 // time (within the last sightTTL), and remembers it.

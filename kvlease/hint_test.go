@@ -35,11 +35,13 @@ func TestStandbyWatchCostsNoRead(t *testing.T) {
 	mustClaim(t, holder, claimOf(job, slot, a, time.Minute), scheduler.OutcomeWon)
 	var ch <-chan struct{}
 	n := sp.count(t, conns, func() {
-		mustClaim(t, backup, claimOf(job, slot, token(), time.Minute), scheduler.OutcomeRunning)
+		res := mustClaim(t, backup, claimOf(job, slot, token(), time.Minute), scheduler.OutcomeRunning)
+		assert.Equal(t, "i-"+a, res.Holder, "the holder, from the lease the shared watcher delivered")
+		assert.False(t, res.Expires.IsZero())
 		ch, err = backup.WatchRun(t.Context(), job, slot)
 		require.NoError(t, err)
 	})
-	assert.EqualValues(t, 2, n, "the claim's two requests (its write lost, one read) and nothing else: the watch costs no request")
+	assert.EqualValues(t, 1, n, "the claim's lost write and nothing else: the shared watcher delivered the lease it lost to, and the watch costs no request")
 	select {
 	case <-ch:
 		t.Fatal("the watch closed while the holder runs")
@@ -85,4 +87,25 @@ func TestStandbyWatchCostsNoRead(t *testing.T) {
 	default:
 		t.Fatal("a release the watcher delivered before the watch was registered must close it at once")
 	}
+}
+
+// A blind claim that loses its write while the store has no shared watcher reads
+// the lease key: one request more.
+func TestLostBlindClaimWithoutWatcherReads(t *testing.T) {
+	srv := singleServer(t)
+	js, bjs := jsOn(t, srv.Connect), jsOn(t, srv.Connect)
+	b := initBucket("nowatch")
+	holder := newStore(t, js, kvlease.WithBucket(b))
+	backup := newStore(t, bjs, kvlease.WithBucket(b))
+	sp := newSpy(t, srv.Connect, b)
+	conns := []*nats.Conn{js.Conn(), bjs.Conn()}
+	job := "nowatch " + token()
+
+	slot, a := time.UnixMilli(2_000), token()
+	mustClaim(t, holder, claimOf(job, slot, a, time.Minute), scheduler.OutcomeWon)
+	n := sp.count(t, conns, func() {
+		res := mustClaim(t, backup, claimOf(job, slot, token(), time.Minute), scheduler.OutcomeRunning)
+		assert.Equal(t, "i-"+a, res.Holder)
+	})
+	assert.EqualValues(t, 2, n, "its write lost, then one read of the lease key")
 }

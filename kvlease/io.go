@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -114,6 +115,25 @@ func isConflict(err error) bool {
 	return errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) ||
 		natsutil.HasCode(err, jetstream.JSErrCodeStreamWrongLastSequence) ||
 		natsutil.HasCode(err, jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+// storedRev returns the key's last revision named by the answer to a lost
+// compare-and-set (nats-server's 10071 "wrong last sequence: N"), or 0 when the
+// answer names none (10164 on a replicated stream, a write that failed otherwise).
+func storedRev(err error) uint64 {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) || apiErr.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequence {
+		return 0
+	}
+	_, num, ok := strings.Cut(apiErr.Description, "wrong last sequence: ")
+	if !ok {
+		return 0
+	}
+	rev, err := strconv.ParseUint(strings.TrimSpace(num), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return rev
 }
 
 // backoff waits a little before round try of a contended change: none before the

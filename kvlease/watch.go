@@ -104,7 +104,9 @@ type watchHub struct {
 	// finished holds, by lease key, the finished run records that Finish's purges
 	// carried in the last hintTTL.
 	finished map[string]finishedRun
-	nextGC   time.Time
+	// pending are the calls of leaseSince waiting for a key's next update.
+	pending map[string][]chan struct{}
+	nextGC  time.Time
 }
 
 type finishedRun struct {
@@ -114,7 +116,8 @@ type finishedRun struct {
 
 type lastSeen struct {
 	seen
-	at time.Time
+	at    time.Time
+	lease leaseEntry // the update as a lease key's last message
 }
 
 // add registers w, starting the shared watcher when it is not running, and returns
@@ -210,6 +213,12 @@ func (h *watchHub) run(s *Store, kw jetstream.KeyWatcher) {
 	defer func() {
 		h.mu.Lock()
 		h.running = false
+		for _, chs := range h.pending {
+			for _, ch := range chs {
+				close(ch)
+			}
+		}
+		h.pending = nil
 		var all []*waiter
 		for _, set := range h.waiters {
 			for w := range set {
@@ -253,7 +262,11 @@ func (h *watchHub) deliver(e jetstream.KeyValueEntry) {
 		}
 	}
 	h.mu.Lock()
-	h.remember(e.Key(), seen{e.Revision(), holder}, now)
+	h.remember(e.Key(), lastSeen{seen{e.Revision(), holder}, now, next}, now)
+	for _, ch := range h.pending[e.Key()] {
+		close(ch)
+	}
+	delete(h.pending, e.Key())
 	if done != nil {
 		if h.finished == nil {
 			h.finished = make(map[string]finishedRun)
@@ -286,12 +299,12 @@ func (h *watchHub) deliver(e jetstream.KeyValueEntry) {
 
 // remember keeps u as key's newest update, and forgets updates older than hintTTL
 // now and then. h.mu is held.
-func (h *watchHub) remember(key string, u seen, now time.Time) {
+func (h *watchHub) remember(key string, u lastSeen, now time.Time) {
 	if h.last == nil {
 		h.last = make(map[string]lastSeen)
 	}
 	if old, ok := h.last[key]; !ok || u.rev > old.rev {
-		h.last[key] = lastSeen{u, now}
+		h.last[key] = u
 	}
 	if now.After(h.nextGC) {
 		for k, v := range h.last {
@@ -305,6 +318,54 @@ func (h *watchHub) remember(key string, u seen, now time.Time) {
 			}
 		}
 		h.nextGC = now.Add(hintTTL)
+	}
+}
+
+// leaseSince returns the newest update of a lease key the running shared watcher
+// delivered, if its revision is at least rev, waiting up to wait for the watcher to
+// deliver it. The watcher delivers every update in order, so an update at rev or
+// later is the key's state at that revision or after it.
+func (h *watchHub) leaseSince(ctx context.Context, key string, rev uint64, wait time.Duration) (lastSeen, bool) {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for {
+		h.mu.Lock()
+		if u, ok := h.last[key]; ok && u.rev >= rev {
+			h.mu.Unlock()
+			return u, true
+		}
+		if !h.running {
+			h.mu.Unlock()
+			return lastSeen{}, false
+		}
+		ch := make(chan struct{})
+		if h.pending == nil {
+			h.pending = make(map[string][]chan struct{})
+		}
+		h.pending[key] = append(h.pending[key], ch)
+		h.mu.Unlock()
+		select {
+		case <-ch: // an update of the key, or the watcher stopped: look again
+			continue
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		h.mu.Lock()
+		chs := h.pending[key]
+		for i, c := range chs {
+			if c == ch {
+				chs = append(chs[:i:i], chs[i+1:]...)
+				break
+			}
+		}
+		if len(chs) == 0 {
+			delete(h.pending, key)
+		} else {
+			h.pending[key] = chs
+		}
+		u, ok := h.last[key]
+		h.mu.Unlock()
+		return u, ok && u.rev >= rev
 	}
 }
 
