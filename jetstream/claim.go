@@ -164,7 +164,7 @@ func (b *Backend) claimStream(ctx context.Context, job, op string) (*jobStream, 
 // claimOnce sends the claim once and, on a duplicate that readBack asks for, reads
 // the stored claim.
 func (b *Backend) claimOnce(ctx context.Context, st *jobStream, msg *nats.Msg, readBack func(seq uint64) bool) (claimAnswer, error) {
-	ack, err := b.js.PublishMsg(ctx, msg, natsjs.WithRetryAttempts(0))
+	ack, err := natsutil.Publish(ctx, b.js.Conn(), msg)
 	if err != nil {
 		return claimAnswer{}, err
 	}

@@ -31,7 +31,7 @@ func (b *Backend) RecordManualRun(ctx context.Context, in scheduler.ClaimInput) 
 	if in.HistoryTTL > 0 {
 		msg.Header.Set(natsjs.MsgTTLHeader, natsutil.TTLHeader(in.HistoryTTL))
 	}
-	if _, err := b.js.PublishMsg(ctx, msg); err != nil {
+	if _, err := b.publish(ctx, msg); err != nil {
 		return time.Time{}, fmt.Errorf("jetstream: record manual run of job %q on stream %q: %w", in.Job, st.names.stream, err)
 	}
 	return in.Slot, nil
@@ -55,11 +55,18 @@ func (b *Backend) SaveResult(ctx context.Context, job string, r scheduler.Stored
 	if keep.TTL > 0 {
 		msg.Header.Set(natsjs.MsgTTLHeader, natsutil.TTLHeader(keep.TTL))
 	}
-	if _, err := b.js.PublishMsg(ctx, msg); err != nil {
+	if _, err := b.publish(ctx, msg); err != nil {
 		return fmt.Errorf("jetstream: save result of job %q on stream %q: %w", job, st.names.stream, err)
 	}
 	b.resize(ctx, st, historySize(keep.Size))
 	return nil
+}
+
+// publish sends a record and waits for its acknowledgement, again after no
+// responders as nats.go's PublishMsg does by default (a stream whose leader is being
+// elected), through the client's lean path (natsutil.Publish).
+func (b *Backend) publish(ctx context.Context, msg *nats.Msg) (natsutil.PubAck, error) {
+	return natsutil.PublishRetry(ctx, b.js.Conn(), msg, natsjs.DefaultPubRetryAttempts, natsjs.DefaultPubRetryWait)
 }
 
 // resize brings the stream's history size to size, when the stream is anarchon's.

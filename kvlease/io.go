@@ -156,11 +156,13 @@ func (s *Store) put(ctx context.Context, b *bucket, key string, v any, expect ui
 	}
 	m := nats.NewMsg(b.subject(key))
 	m.Data = data
-	var ack *jetstream.PubAck
+	m.Header.Set(expectedSeq, strconv.FormatUint(expect, 10))
+	if ttl > 0 {
+		m.Header.Set(jetstream.MsgTTLHeader, natsutil.TTLHeader(ttl))
+	}
+	var ack natsutil.PubAck
 	err = s.attempt(ctx, func(ctx context.Context) (err error) {
-		ack, err = s.js.PublishMsg(ctx, m,
-			jetstream.WithExpectLastSequencePerSubject(expect),
-			jetstream.WithMsgTTL(ttl), jetstream.WithRetryAttempts(0))
+		ack, err = natsutil.Publish(ctx, s.js.Conn(), m)
 		return err
 	})
 	if err != nil {

@@ -1,7 +1,7 @@
 package natsutil
 
 import (
-	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -17,5 +17,5 @@ func TTL(d time.Duration) time.Duration {
 
 // TTLHeader is TTL(d) as the Nats-TTL header writes it ("90s").
 func TTLHeader(d time.Duration) string {
-	return fmt.Sprintf("%ds", int64(TTL(d)/time.Second))
+	return strconv.FormatInt(int64(TTL(d)/time.Second), 10) + "s"
 }
