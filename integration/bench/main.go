@@ -22,6 +22,7 @@
 //	                              [-leases=true] [-plain=true] [-peer=true] [-jitter 0]
 //	                              [-samples 2000] [-scale 100,1000] [-trials 3]
 //	                              [-fleet-jobs 5000] [-fleet-interval 10s] [-fleet-duration 20s] [-fleet-jitter 0]
+//	                              [-cpuprofile FILE]
 //
 // from the repository's root. The command is a module of its own
 // (github.com/anarchon/anarchon/integration/bench, with a replace of the library to
@@ -40,6 +41,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -84,6 +86,8 @@ type config struct {
 	warmup time.Duration
 	// progress receives progress lines (stderr for the command).
 	progress io.Writer
+	// cpuProfile names the file a CPU profile of the whole run goes to ("": none).
+	cpuProfile string
 }
 
 func (c config) logf(format string, args ...any) {
@@ -125,6 +129,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.DurationVar(&c.fleetInterval, "fleet-interval", fullDefaults.fleetInterval, "interval of every job of the larger-fleet section")
 	fs.DurationVar(&c.fleetDuration, "fleet-duration", fullDefaults.fleetDuration, "measured window of the larger-fleet section (whole intervals)")
 	fs.DurationVar(&c.fleetJitter, "fleet-jitter", 0, "jitter of every job of the larger-fleet section (0: every instance claims at the slot)")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (server and instances) to this file")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -228,6 +233,17 @@ func run(ctx context.Context, args []string, out, progress io.Writer) (*report, 
 		return nil, err
 	}
 	cfg.progress = progress
+	if cfg.cpuProfile != "" {
+		f, err := os.Create(cfg.cpuProfile)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return nil, err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	start := time.Now()
 	budget := start.Add(cfg.budget)
 	rep := &report{cfg: cfg}
