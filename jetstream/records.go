@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -146,7 +147,20 @@ func decodeClaim(job, kind string, data []byte) (scheduler.ClaimRecord, time.Dur
 		Manual:      c.Manual || kind == kindManual,
 		At:          local(c.At),
 		RequestedBy: c.By,
-	}, time.Duration(max(c.HistoryTTL, 0)) * time.Millisecond, nil
+	}, historyTTL(c.HistoryTTL), nil
+}
+
+// historyTTL is a record's history_ttl_ms as a duration: none when not positive,
+// the longest duration when the milliseconds do not fit in one (a foreign record;
+// they would wrap round to a negative one).
+func historyTTL(ms int64) time.Duration {
+	switch {
+	case ms <= 0:
+		return 0
+	case ms > int64(math.MaxInt64/time.Millisecond):
+		return math.MaxInt64
+	}
+	return time.Duration(ms) * time.Millisecond
 }
 
 // parseClaim reads and checks the body of a claim record of job, with the fields

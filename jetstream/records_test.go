@@ -2,6 +2,7 @@ package jetstream
 
 import (
 	"encoding/json"
+	"math"
 	"testing"
 	"time"
 
@@ -49,6 +50,9 @@ func TestRecordsRoundTrip(t *testing.T) {
 	require.ErrorIs(t, err, errNotOurs, "a record without a version is not ours")
 	_, _, err = decodeClaim("j", kindClaim, []byte(`{"v":2,"job":"j","slot_ms":1,"token":"t","new_field":true}`))
 	require.NoError(t, err, "a newer version is read for the fields this one knows")
+	_, ttl, err = decodeClaim("j", kindClaim, []byte(`{"v":1,"job":"j","slot_ms":1,"token":"t","history_ttl_ms":9223372036854775807}`))
+	require.NoError(t, err)
+	assert.Equal(t, time.Duration(math.MaxInt64), ttl, "a history TTL too long for a duration is the longest one, not a negative one")
 }
 
 func FuzzDecodeRecords(f *testing.F) {
@@ -56,6 +60,7 @@ func FuzzDecodeRecords(f *testing.F) {
 	f.Add([]byte(`{"v":1,"job":"j","slot_ms":5,"status":"ok","started_at":"bad"}`))
 	f.Add([]byte(`not json`))
 	f.Add([]byte(`{"v":1,"job":"j","slot_ms":-9223372036854775808,"token":"t","history_ttl_ms":-1}`))
+	f.Add([]byte(`{"v":1,"job":"j","slot_ms":5,"token":"t","history_ttl_ms":9223372036854775807}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if c, ttl, err := decodeClaim("j", kindClaim, data); err == nil {
 			assert.NotEmpty(t, c.Token)
