@@ -164,11 +164,15 @@ func historyTTL(ms int64) time.Duration {
 }
 
 // parseClaim reads and checks the body of a claim record of job, with the fields
-// History does not show (the leased flag).
+// History does not show (the leased flag). fastClaim reads it, or encoding/json when
+// fastClaim cannot tell (decode.go).
 func parseClaim(job string, data []byte) (claimRecord, error) {
 	var c claimRecord
-	if err := json.Unmarshal(data, &c); err != nil {
-		return claimRecord{}, fmt.Errorf("%w: %w", errNotOurs, err)
+	if !fastClaim(data, &c) {
+		var err error
+		if c, err = jsonRecord[claimRecord](data); err != nil {
+			return claimRecord{}, err
+		}
 	}
 	switch {
 	case c.V < 1:
@@ -183,11 +187,15 @@ func parseClaim(job string, data []byte) (claimRecord, error) {
 	return c, nil
 }
 
-// decodeResult reads a result record of job.
+// decodeResult reads a result record of job: with fastResult, or encoding/json when
+// fastResult cannot tell (decode.go).
 func decodeResult(job string, data []byte) (scheduler.StoredResult, error) {
 	var r resultRecord
-	if err := json.Unmarshal(data, &r); err != nil {
-		return scheduler.StoredResult{}, fmt.Errorf("%w: %w", errNotOurs, err)
+	if !fastResult(data, &r) {
+		var err error
+		if r, err = jsonRecord[resultRecord](data); err != nil {
+			return scheduler.StoredResult{}, err
+		}
 	}
 	switch {
 	case r.V < 1:
@@ -211,6 +219,17 @@ func decodeResult(job string, data []byte) (scheduler.StoredResult, error) {
 		Error:      r.Error,
 		Fence:      r.Fence,
 	}, nil
+}
+
+// jsonRecord reads a record with encoding/json: what the fast readers leave to it.
+// (A function of its own: the record json.Unmarshal is given goes to the heap.)
+func jsonRecord[T claimRecord | resultRecord](data []byte) (T, error) {
+	var rec T
+	if err := json.Unmarshal(data, &rec); err != nil {
+		var zero T
+		return zero, fmt.Errorf("%w: %w", errNotOurs, err)
+	}
+	return rec, nil
 }
 
 func utc(t time.Time) time.Time {
