@@ -83,11 +83,12 @@ func lastOf(t *testing.T, js jetstream.JetStream, b, key string) *jetstream.RawS
 	return m
 }
 
-// On one server: a first claim won is two round trips (the lease key, then the
-// run record, each created by compare-and-set without a read first), one with
-// atomic batches; a claim lost to a running holder two (its write loses, one read
-// of both keys); a heartbeat one, Finish one (the lease key's purge asks for no
-// answer, or rides in the batch); a claim of a finished slot one read.
+// On one server, in requests (messages with a reply): a first claim won is two (the
+// lease key and the run record, each created by compare-and-set without a read
+// first, sent chained in one round trip), one with atomic batches; a claim lost to
+// a running holder three (its two writes lose, one read of the lease key); a
+// heartbeat one, Finish one (the lease key's purge asks for no answer, or rides in
+// the batch); a claim of a finished slot one read.
 func TestClaimRoundTrips(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -121,7 +122,7 @@ func TestClaimRoundTrips(t *testing.T) {
 			n = sp.count(t, nc, func() {
 				mustClaim(t, other, claimOf(job, slot, token(), time.Minute), scheduler.OutcomeRunning)
 			})
-			assert.EqualValues(t, 2, n, "a claim lost to a running holder: its write, one read")
+			assert.EqualValues(t, 3, n, "a claim lost to a running holder, with no shared watcher: its two writes sent together (a first claim, chained), one read")
 
 			n = sp.count(t, nc, func() { require.NoError(t, s.Heartbeat(t.Context(), job, slot, a, time.Minute)) })
 			assert.EqualValues(t, 1, n, "a heartbeat: one compare-and-set from the remembered revision")

@@ -1,7 +1,44 @@
 package kvlease
 
+import (
+	"context"
+	"errors"
+	"time"
+)
+
 // Helpers for the external tests: the layout's key encoding.
 var (
 	JobTokenForTest  = jobToken
 	SlotTokenForTest = slotToken
 )
+
+// ChainRetriesForTest reports how many of s's chained claims wrote their run record
+// again alone.
+func ChainRetriesForTest(s *Store) int64 { return s.chainRetries.Load() }
+
+// WriteLeaseForTest writes only the lease key of (job, slot) for token, from
+// revision 0: a claimer that died between its two writes.
+func WriteLeaseForTest(ctx context.Context, s *Store, job string, slot time.Time, token string) error {
+	b, err := s.bucketFor(ctx)
+	if err != nil {
+		return err
+	}
+	k := keysFor(job, slot)
+	_, err = s.put(ctx, b, k.lease, leaseRecord{V: recordVersion, Token: token, Instance: "i-" + token, LeaseMS: 60_000}, 0, time.Minute)
+	return err
+}
+
+// PutChainedForTest sends a chained first claim of (job, slot) for token and
+// reports the revisions and whether the answer was a lost compare-and-set or
+// undecided.
+func PutChainedForTest(ctx context.Context, s *Store, job string, slot time.Time, token string) (leaseRev, runRev uint64, conflict, undecided bool, err error) {
+	b, err := s.bucketFor(ctx)
+	if err != nil {
+		return 0, 0, false, false, err
+	}
+	k := keysFor(job, slot)
+	rec := leaseRecord{V: recordVersion, Token: token, Instance: "i-" + token, LeaseMS: 60_000}
+	run := runRecord{V: recordVersion, Job: job, SlotMS: slot.UnixMilli(), Token: token, Instance: "i-" + token, Attempt: 1, Fence: 1, State: stateRunning, LeaseMS: 60_000, KeepMS: 3_600_000}
+	leaseRev, runRev, err = s.putChained(ctx, b, k, token, rec, time.Minute, run, time.Hour)
+	return leaseRev, runRev, errors.Is(err, errConflict), errors.Is(err, errUndecided), err
+}

@@ -150,15 +150,9 @@ func backoff(ctx context.Context, try int) error {
 // the key permanent), hence the publish with both headers. A lost race returns an
 // error matching errConflict.
 func (s *Store) put(ctx context.Context, b *bucket, key string, v any, expect uint64, ttl time.Duration) (uint64, error) {
-	data, err := json.Marshal(v)
+	m, err := putMsg(b, key, v, expect, ttl)
 	if err != nil {
-		return 0, fmt.Errorf("kvlease: encode %s: %w", key, err)
-	}
-	m := nats.NewMsg(b.subject(key))
-	m.Data = data
-	m.Header.Set(expectedSeq, strconv.FormatUint(expect, 10))
-	if ttl > 0 {
-		m.Header.Set(jetstream.MsgTTLHeader, natsutil.TTLHeader(ttl))
+		return 0, err
 	}
 	var ack natsutil.PubAck
 	err = s.attempt(ctx, func(ctx context.Context) (err error) {
@@ -172,6 +166,22 @@ func (s *Store) put(ctx context.Context, b *bucket, key string, v any, expect ui
 		return 0, fmt.Errorf("kvlease: write %s: %w", key, err)
 	}
 	return ack.Sequence, nil
+}
+
+// putMsg is the message of put: v on key's subject, written if the key's last
+// revision is still expect, kept for ttl.
+func putMsg(b *bucket, key string, v any, expect uint64, ttl time.Duration) (*nats.Msg, error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("kvlease: encode %s: %w", key, err)
+	}
+	m := nats.NewMsg(b.subject(key))
+	m.Data = data
+	m.Header.Set(expectedSeq, strconv.FormatUint(expect, 10))
+	if ttl > 0 {
+		m.Header.Set(jetstream.MsgTTLHeader, natsutil.TTLHeader(ttl))
+	}
+	return m, nil
 }
 
 // purge ends a lease key written at revision rev, leaving a purge marker that

@@ -42,6 +42,11 @@ type Store struct {
 	clock serverClock
 	// direct reads both keys of a run in one request (single-replica buckets).
 	direct *natsutil.DirectReader
+	// blindInFlight counts the first claims writing their keys now (see maxChained).
+	blindInFlight atomic.Int32
+	// chainRetries counts chained claims whose run record was written again
+	// alone because another write came between the two (for tests).
+	chainRetries atomic.Int64
 
 	mu       sync.Mutex
 	held     map[heldKey]*held // leases won through this store, by (lease key, token)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -23,7 +22,7 @@ type PubAck struct {
 // Publish sends m to JetStream as one request on nc and returns the server's
 // acknowledgement. It answers as jetstream.JetStream.PublishMsg with
 // WithRetryAttempts(0) does: jetstream.ErrNoStreamResponse when nothing answered,
-// the server's *jetstream.APIError (wrapped) when the publish was refused,
+// the server's *jetstream.APIError when the publish was refused,
 // jetstream.ErrInvalidJSAck for an answer that is not an acknowledgement.
 //
 // It is the publish of the hot paths (a claim, a lease write). The difference from
@@ -70,6 +69,7 @@ type pubAckResponse struct {
 
 // parseAck reads an acknowledgement: by hand when it is exactly
 // {"stream":"<name>","seq":<n>} or {"stream":"<name>","seq":<n>,"duplicate":true}
+// (with or without a space before true)
 // (the server's encoding of a plain acknowledgement, the name printable ASCII),
 // else with encoding/json.
 func parseAck(data []byte) (PubAck, error) {
@@ -81,7 +81,7 @@ func parseAck(data []byte) (PubAck, error) {
 		return PubAck{}, jetstream.ErrInvalidJSAck
 	}
 	if r.Error != nil {
-		return PubAck{}, fmt.Errorf("nats: %w", r.Error)
+		return PubAck{}, r.Error
 	}
 	if r.Stream == "" {
 		return PubAck{}, jetstream.ErrInvalidJSAck
@@ -93,6 +93,8 @@ var (
 	ackStream = []byte(`{"stream":"`)
 	ackSeq    = []byte(`","seq":`)
 	ackDup    = []byte(`,"duplicate":true}`)
+	// ackDupSp is how nats-server 2.15 writes a duplicate's acknowledgement.
+	ackDupSp = []byte(`,"duplicate": true}`)
 )
 
 // fastAck is parseAck's hand-read path; ok is false for anything else.
@@ -129,7 +131,7 @@ func fastAck(data []byte) (PubAck, bool) {
 	ack := PubAck{Stream: string(name), Sequence: seq}
 	switch tail := rest[n:]; {
 	case len(tail) == 1 && tail[0] == '}':
-	case bytes.Equal(tail, ackDup):
+	case bytes.Equal(tail, ackDup), bytes.Equal(tail, ackDupSp):
 		ack.Duplicate = true
 	default:
 		return PubAck{}, false
