@@ -124,6 +124,12 @@ func newClaimRig(ctx context.Context, srv *embedded.Server, leases bool) (_ *cla
 		if r.slose, err = newStore(ctx, r.llose); err != nil {
 			return nil, err
 		}
+		// The losing store is a backup's: its shared watcher runs, as it does in a
+		// scheduler from the first time the store stood by (a watch of a slot
+		// nobody holds closes at once; the watcher stays).
+		if _, err := r.slose.WatchRun(ctx, leaseJob, time.UnixMilli(1)); err != nil {
+			return nil, fmt.Errorf("the backup's watcher: %w", err)
+		}
 		srec, err := newStore(ctx, r.lrec)
 		if err != nil {
 			return nil, err
@@ -452,10 +458,10 @@ func measureClaims(ctx context.Context, cfg config) (*claimResult, error) {
 	if cfg.leases {
 		lwin = &op{name: "lease claim won: `kvlease.Store.Claim`", conn: r.lwin.nc}
 		lrec = &op{name: "history record of a won lease: `LeasedBackend.RecordClaim`", conn: r.lrec.nc}
-		lloseRun = &op{name: "lease claim lost, holder running: `Store.Claim` → running", conn: r.llose.nc}
+		lloseRun = &op{name: "lease claim lost, holder running: `Store.Claim` → running (a backup's store, its shared watcher running)", conn: r.llose.nc}
 		hb = &op{name: "lease heartbeat: `Store.Heartbeat`", conn: r.lwin.nc}
 		fin = &op{name: "lease finish: `Store.Finish`", conn: r.lwin.nc}
-		lloseDone = &op{name: "lease claim lost, slot finished: `Store.Claim` → done", conn: r.llose.nc}
+		lloseDone = &op{name: "lease claim lost, slot finished: `Store.Claim` → done (the same backup, after the holder's finish reached its watcher)", conn: r.llose.nc}
 		res.leased = []*op{lwin, lrec, lloseRun, hb, fin, lloseDone}
 		res.leasedPath = &op{name: "leased win path, record before the handler (a fleet that may mix instances without leases): Claim + RecordClaim"}
 		res.leasedFleet = &op{name: "leased win path, record beside the handler (`WithLeasedFleet`): Claim alone before the handler"}

@@ -35,8 +35,11 @@ func TestQuick(t *testing.T) {
 	// Request counts are not timings: they hold on any machine.
 	assert.Equal(t, 1.0, rep.claims.win.roundTrips(), "a plain claim won is one request")
 	assert.Equal(t, 1.0, rep.claims.lose.roundTrips(), "a plain claim lost is one request")
-	assert.Equal(t, 2.0, rep.claims.leasedFleet.roundTrips(), "a leased claim won: the lease key, then the run record, no read")
-	assert.Equal(t, 2.0, rep.claims.lloseRun.roundTrips(), "a leased claim lost to a running holder: its write lost, one read")
+	assert.Equal(t, 2.0, rep.claims.leasedFleet.roundTrips(), "a leased claim won: the lease key and the run record (chained), no read")
+	// A backup's lost claim: its two chained writes lose, and its shared watcher has
+	// delivered the holder's lease (a read only when the watcher is 250 ms late).
+	assert.GreaterOrEqual(t, rep.claims.lloseRun.roundTrips(), 2.0, "a leased claim lost to a running holder")
+	assert.LessOrEqual(t, rep.claims.lloseRun.roundTrips(), 2.5, "a leased claim lost to a running holder: no read as a rule")
 	assert.Equal(t, 1.0, rep.claims.fin.roundTrips(), "finish: the run record; the purge asks for no answer")
 	assert.LessOrEqual(t, rep.claims.history[1].roundTrips(), 3.0, "History(job, 100) in at most 3 requests")
 	require.NotNil(t, rep.claims.lastRuns)
