@@ -72,8 +72,15 @@ func (b *Backend) History(ctx context.Context, job string, limit int) ([]schedul
 	if now.IsZero() {
 		now = time.Now()
 	}
-	h := &historyScan{job: job, now: now}
 	span := uint64(2*max(limit, 0) + 8)
+	// The first window is usually all that is read, about half claims and half
+	// results: room for them at once rather than in growing copies.
+	room := min(span, info.State.Msgs)/2 + 1
+	h := &historyScan{job: job, now: now,
+		claims:  make([]scheduler.ClaimRecord, 0, room),
+		results: make([]scheduler.StoredResult, 0, room),
+		claimed: make(map[string]bool, room),
+	}
 	hi := last
 	for {
 		lo := first
@@ -177,9 +184,6 @@ func (h *historyScan) add(st *jobStream, m *natsjs.RawStreamMsg) error {
 			return nil // still stored for the duplicate window, gone from history
 		}
 		h.claims = append(h.claims, c)
-		if h.claimed == nil {
-			h.claimed = make(map[string]bool)
-		}
 		h.claimed[c.Token] = true
 	case kindResult:
 		r, err := decodeResult(h.job, m.Data)
