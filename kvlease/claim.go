@@ -249,7 +249,7 @@ func (s *Store) claimBlind(ctx context.Context, b *bucket, k runKeys, in schedul
 		return 0, res, true, err
 	}
 	var rev, runRev uint64
-	if s.blindInFlight.Add(1) <= maxChained {
+	if s.blindInFlight.Add(1) <= maxChained && b.chain {
 		rev, runRev, err = s.putChained(ctx, b, k, in.Token, rec, lease, next, keepFor(in.Keep, lease, false))
 	} else {
 		rev, runRev, err = s.putInTurn(ctx, b, k, rec, lease, next, keepFor(in.Keep, lease, false))

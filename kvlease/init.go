@@ -67,7 +67,7 @@ func (s *Store) Init(ctx context.Context) error {
 		return fmt.Errorf("kvlease: bind bucket %q: %w", s.opts.bucket, err)
 	}
 	cfg := res.Stream.CachedInfo().Config
-	nb := &bucket{kv: kv, stream: res.Stream, prefix: "$KV." + s.opts.bucket + ".", direct: cfg.AllowDirect && cfg.Replicas <= 1}
+	nb := &bucket{kv: kv, stream: res.Stream, prefix: "$KV." + s.opts.bucket + ".", direct: cfg.AllowDirect && cfg.Replicas <= 1, chain: cfg.Replicas <= 1}
 	nb.atomic.Store(cfg.AllowAtomicPublish && s.opts.batches)
 	s.b.Store(nb)
 	return nil

@@ -79,6 +79,12 @@ type bucket struct {
 	// direct: the bucket has one replica and answers direct gets, so a claim reads
 	// both of a run's keys in one request (its only replica is its leader).
 	direct bool
+	// chain: the bucket has one replica, so a first claim may send its two writes
+	// chained (putChained). Never on a replicated bucket: nats-server 2.15.3 checks
+	// Nats-Expected-Last-Msg-Id there only when it applies the message, and a
+	// mismatch found then stops the stream from applying anything more (every
+	// request answers 10008 afterwards; TestReplicatedClaimsAreNotChained).
+	chain bool
 	// atomic: the bucket's stream takes atomic batch publishes (claims and finishes
 	// write both keys in one batch). Turned off when the server refuses one.
 	atomic atomic.Bool
