@@ -63,7 +63,7 @@ func BuildHistory(job string, claims []ClaimRecord, results []StoredResult, limi
 			rec.Duration = r.FinishedAt.Sub(r.StartedAt)
 		}
 	}
-	slices.SortStableFunc(out, func(a, b RunRecord) int {
+	newestFirst := func(a, b RunRecord) int {
 		if c := b.Slot.Compare(a.Slot); c != 0 {
 			return c
 		}
@@ -71,9 +71,28 @@ func BuildHistory(job string, claims []ClaimRecord, results []StoredResult, limi
 			return c
 		}
 		return b.ClaimedAt.Compare(a.ClaimedAt)
-	})
+	}
+	// Stores read oldest first: when the records are strictly in that order (no
+	// two compare equal), the stable sort is their reverse, which costs no compares
+	// and no moves of these large records beyond one pass.
+	if oldestFirst(out, newestFirst) {
+		slices.Reverse(out)
+	} else {
+		slices.SortStableFunc(out, newestFirst)
+	}
 	if limit > 0 && len(out) > limit {
 		out = out[:limit]
 	}
 	return out
+}
+
+// oldestFirst reports whether every record of runs sorts strictly after the next
+// one by cmp: runs reversed is then what a stable sort by cmp gives.
+func oldestFirst(runs []RunRecord, cmp func(a, b RunRecord) int) bool {
+	for i := 1; i < len(runs); i++ {
+		if cmp(runs[i-1], runs[i]) <= 0 {
+			return false
+		}
+	}
+	return true
 }
