@@ -83,10 +83,21 @@
 // A first claim of a slot the store has not answered before, that could decide
 // nothing before writing (not takeover-only, overlap allowed, a deadline the cached
 // estimate of the server's clock shows ahead), makes those two writes first, from
-// revision 0, and reads only when one loses: a slot nobody claimed yet is won in two
-// round trips, and a claim that meets a running holder costs its lost write and one
-// read of the lease key alone (running, without the holder's attempt and fence). A
-// lease key it created for a slot that was decided meanwhile is purged.
+// revision 0, and reads only when one loses. On a single-replica bucket it sends
+// them chained, in one round trip: the lease key's message carries a Nats-Msg-Id of
+// the claim, and the run record's Nats-Expected-Last-Msg-Id names it, so the server
+// stores the run record only right behind this claim's lease key (never for a
+// claim whose lease write lost); when another write to the bucket came between the
+// two, the run record is written again alone. A store with more than four first
+// claims in flight (a burst at one instant, where writes come between each other's
+// and the losers' refused run records cost the server a write each) writes them in
+// turn, as does every store on a replicated bucket (nats-server 2.15.3 checks the
+// last message id of a replicated stream when it applies the message, and a
+// mismatch found then stops the stream). A claim that meets a running holder costs
+// its lost writes and, when the store's shared watcher has not delivered the lease
+// key at the revision the server's refusal names within 250 ms, one read of the
+// lease key alone (running, without the holder's attempt and fence). A lease key it
+// created for a slot that was decided meanwhile is purged.
 //
 // The lease key is the mutex, taken only when not live; the run record is the
 // stored decision, written only by the lease key's holder, by the run's own holder
