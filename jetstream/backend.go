@@ -202,9 +202,23 @@ type jobStream struct {
 	ours     bool          // created by anarchon (metadata), so limits may be updated
 	// direct: the stream answers direct gets (History reads in batches).
 	direct atomic.Bool
+	// lastSeq is the highest sequence of the stream this backend has seen (its
+	// own publishes' acknowledgements, History's stream state): where History's
+	// first window is read from while the stream state is asked for.
+	lastSeq atomic.Uint64
 
 	mu   sync.Mutex
 	size int64 // the stream's MaxMsgsPerSubject (-1: none)
+}
+
+// sawSeq notes that the stream holds sequence seq.
+func (st *jobStream) sawSeq(seq uint64) {
+	for {
+		old := st.lastSeq.Load()
+		if seq <= old || st.lastSeq.CompareAndSwap(old, seq) {
+			return
+		}
+	}
 }
 
 // cached returns the job's stream if this backend prepared or looked it up.

@@ -168,6 +168,7 @@ func (b *Backend) claimOnce(ctx context.Context, st *jobStream, msg *nats.Msg, r
 	if err != nil {
 		return claimAnswer{}, err
 	}
+	st.sawSeq(ack.Sequence)
 	if !ack.Duplicate {
 		return claimAnswer{stored: true, seq: ack.Sequence}, nil
 	}

@@ -25,7 +25,12 @@ import (
 // messages in it (a batch read, nats-server ≥ 2.11), and stops when it holds limit
 // runs whose claims it has seen, or after 4*limit+32 messages, or at the start of
 // the stream. A history of up to about limit runs with one claim and one result
-// each is three requests. A stream that answers no direct gets (set up by an older
+// each is three requests. The first window is read at the same time as the state
+// is asked for, from the last sequence this Backend has seen (its own publishes,
+// its last History); what the state then shows past that read is read after it,
+// and a read that does not fit the state is not used. So a History that follows
+// the Backend's own writes, or another History, costs two requests sent together:
+// one round trip. A stream that answers no direct gets (set up by an older
 // release, or not by anarchon) is read one message at a time from the leader, as
 // before. Runs are found by arrival: a slot claimed much later than newer slots
 // (catch-up) may be missed when limit is small.
@@ -53,11 +58,17 @@ func (b *Backend) History(ctx context.Context, job string, limit int) ([]schedul
 	if err != nil {
 		return nil, err
 	}
+	// The first window is read while the stream's state is asked for, from the
+	// last sequence this backend has seen (see ahead); what the state shows the
+	// guess missed is read after it.
+	ahead := b.readAhead(ctx, st, limit)
+	defer ahead.wait()
 	info, err := st.stream.Info(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: history of job %q: stream %q: %w", job, st.names.stream, err)
 	}
 	first, last := info.State.FirstSeq, info.State.LastSeq
+	st.sawSeq(last)
 	if info.State.Msgs == 0 || last == 0 {
 		return []scheduler.RunRecord{}, nil
 	}
@@ -82,13 +93,31 @@ func (b *Backend) History(ctx context.Context, job string, limit int) ([]schedul
 		claimed: make(map[string]bool, room),
 	}
 	hi := last
-	for {
+	for round := 0; ; round++ {
 		lo := first
 		if limit > 0 && hi-first+1 > span {
 			lo = hi - span + 1
 		}
-		if err := b.scan(ctx, st, lo, hi, h); err != nil {
-			return nil, fmt.Errorf("jetstream: history of job %q: stream %q: %w", job, st.names.stream, err)
+		var from, to uint64
+		ok := false
+		if round == 0 {
+			// The window read ahead, when it started no later than lo: with the
+			// messages after it, read now, the first window is [from, hi], at
+			// least [lo, hi]. Oldest first, as scan adds them.
+			from, to, ok = ahead.use(first, last, lo)
+		}
+		if ok {
+			for _, m := range ahead.msgs {
+				b.scanned(st, m, h)
+			}
+			lo = from
+		} else {
+			to = lo - 1
+		}
+		if to < hi {
+			if err := b.scan(ctx, st, to+1, hi, h); err != nil {
+				return nil, fmt.Errorf("jetstream: history of job %q: stream %q: %w", job, st.names.stream, err)
+			}
 		}
 		if lo <= first {
 			break
@@ -145,6 +174,66 @@ func (b *Backend) scan(ctx context.Context, st *jobStream, lo, hi uint64, h *his
 		seq = m.Sequence + 1
 	}
 	return nil
+}
+
+// ahead is History's first window, read from the last sequence the backend saw
+// while the stream's state was asked for.
+type ahead struct {
+	done chan struct{}
+	from uint64 // the first sequence asked for
+	msgs []*natsjs.RawStreamMsg
+	err  error
+}
+
+// readAhead starts reading the window of limit runs that ends at the last sequence
+// st has seen, when there is one and the stream answers direct gets; a nil ahead
+// otherwise. The read asks for a quarter of a window more, for what other
+// instances stored since.
+func (b *Backend) readAhead(ctx context.Context, st *jobStream, limit int) *ahead {
+	seen := st.lastSeq.Load()
+	span := uint64(2*max(limit, 0) + 8)
+	if seen == 0 || limit <= 0 || !st.direct.Load() || span+span/4 > maxDirectBatch {
+		return nil
+	}
+	a := &ahead{done: make(chan struct{}), from: 1}
+	if seen > span {
+		a.from = seen - span + 1
+	}
+	go func() {
+		defer close(a.done)
+		a.msgs, a.err = b.direct.Batch(ctx, st.names.stream, natsutil.GetRequest{
+			Seq: a.from, NextFor: st.all, Batch: int(span + span/4),
+		})
+	}()
+	return a
+}
+
+// wait waits for the read to end (a nil ahead has none).
+func (a *ahead) wait() {
+	if a != nil {
+		<-a.done
+	}
+}
+
+// use waits for the read and reports whether it can stand for the first window of
+// a stream holding [first, last] whose window would start at lo: it read without
+// error, from no later than lo, some of the stream's messages up to last. It then
+// holds every message of the job in [from, to], the sequences it returns; messages
+// stored after the stream's state was taken are dropped.
+func (a *ahead) use(first, last, lo uint64) (from, to uint64, ok bool) {
+	if a == nil {
+		return 0, 0, false
+	}
+	<-a.done
+	msgs := a.msgs
+	for len(msgs) > 0 && msgs[len(msgs)-1].Sequence > last {
+		msgs = msgs[:len(msgs)-1]
+	}
+	if a.err != nil || a.from > lo || len(msgs) == 0 {
+		return 0, 0, false
+	}
+	a.msgs = msgs
+	return max(a.from, first), msgs[len(msgs)-1].Sequence, true
 }
 
 // maxDirectBatch bounds one direct get request of History.

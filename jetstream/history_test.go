@@ -155,3 +155,60 @@ func TestLastRuns(t *testing.T) {
 	_, err = b.LastRuns(cctx, []string{mixed.Job})
 	require.Error(t, err, "a cancelled context ends LastRuns")
 }
+
+// History reads its first window while it asks for the stream's state, from the
+// last sequence the backend has seen: the answer is the same as a backend's that
+// has seen nothing, whether what it saw is the stream's end, far behind it (other
+// instances stored more since), or past it; and the read ahead costs no request
+// when it was right.
+func TestHistoryReadAhead(t *testing.T) {
+	s := startServer(t, embedded.Options{})
+	js := connect(t, s)
+	ctx := ctxFor(t)
+	b := newBackend(t, js)
+	l := limits(jobName("ahead"))
+	l.Retention = scheduler.Retention{Size: 500}
+	require.NoError(t, b.PrepareJob(ctx, l))
+	runs(t, b, l, 60, func(k int) scheduler.Status {
+		if k%3 == 0 {
+			return scheduler.StatusError
+		}
+		return scheduler.StatusOK
+	})
+	fresh := func() []scheduler.RunRecord {
+		t.Helper()
+		hist, err := newBackend(t, connect(t, s)).History(ctx, l.Job, 20)
+		require.NoError(t, err)
+		require.Len(t, hist, 20)
+		return hist
+	}
+	history := func(name string, maxRequests uint64) {
+		t.Helper()
+		before := js.Conn().Stats()
+		hist, err := b.History(ctx, l.Job, 20)
+		require.NoError(t, err)
+		after := js.Conn().Stats()
+		assert.Equal(t, fresh(), hist, name)
+		assert.LessOrEqual(t, after.OutMsgs-before.OutMsgs, maxRequests, name)
+	}
+	st := b.cached(l.Job)
+	require.NotZero(t, st.lastSeq.Load(), "the backend saw its own publishes")
+	history("seen up to the end", 2)
+
+	other := newBackend(t, connect(t, s))
+	require.NoError(t, other.PrepareJob(ctx, l))
+	for k := 60; k < 110; k++ { // slots after b's
+		in := claimIn(l.Job, slot(k), token(), "o")
+		won, err := other.Claim(ctx, in)
+		require.NoError(t, err)
+		require.True(t, won)
+		require.NoError(t, other.SaveResult(ctx, l.Job, scheduler.StoredResult{
+			Slot: in.Slot, Token: in.Token, Instance: "o", Attempt: 1, Status: scheduler.StatusOK,
+			StartedAt: time.Now(), FinishedAt: time.Now(),
+		}, l.Retention))
+	}
+	history("seen far behind the end", 3)
+
+	st.lastSeq.Store(st.lastSeq.Load() + 1000)
+	history("seen past the end", 3)
+}

@@ -31,9 +31,11 @@ func (b *Backend) RecordManualRun(ctx context.Context, in scheduler.ClaimInput) 
 	if in.HistoryTTL > 0 {
 		msg.Header.Set(natsjs.MsgTTLHeader, natsutil.TTLHeader(in.HistoryTTL))
 	}
-	if _, err := b.publish(ctx, msg); err != nil {
+	ack, err := b.publish(ctx, msg)
+	if err != nil {
 		return time.Time{}, fmt.Errorf("jetstream: record manual run of job %q on stream %q: %w", in.Job, st.names.stream, err)
 	}
+	st.sawSeq(ack.Sequence)
 	return in.Slot, nil
 }
 
@@ -55,9 +57,11 @@ func (b *Backend) SaveResult(ctx context.Context, job string, r scheduler.Stored
 	if keep.TTL > 0 {
 		msg.Header.Set(natsjs.MsgTTLHeader, natsutil.TTLHeader(keep.TTL))
 	}
-	if _, err := b.publish(ctx, msg); err != nil {
+	ack, err := b.publish(ctx, msg)
+	if err != nil {
 		return fmt.Errorf("jetstream: save result of job %q on stream %q: %w", job, st.names.stream, err)
 	}
+	st.sawSeq(ack.Sequence)
 	b.resize(ctx, st, historySize(keep.Size))
 	return nil
 }
