@@ -1,6 +1,7 @@
 package kvlease_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"sync"
@@ -133,4 +134,25 @@ func TestReplicatedClaimsAreNotChained(t *testing.T) {
 	assert.ErrorIs(t, err, jetstream.ErrKeyNotFound, "no run record was stored, and the bucket answers")
 	mustClaim(t, s, claimOf(job, time.UnixMilli(200_000), token(), time.Minute), scheduler.OutcomeWon)
 	assert.Zero(t, kvlease.ChainRetriesForTest(s))
+}
+
+// A Store sends at most WithMaxClaimsInFlight claims at once: one more waits for a
+// place, and gives up at its call's deadline with an error that says why; once a
+// place is free it is answered. A limit below 1 is refused at New.
+func TestMaxClaimsInFlight(t *testing.T) {
+	_, err := kvlease.New(jsOn(t, singleServer(t).Connect), kvlease.WithMaxClaimsInFlight(0))
+	require.ErrorIs(t, err, kvlease.ErrInvalidOption)
+	assert.ErrorContains(t, err, "WithMaxClaimsInFlight")
+
+	srv := singleServer(t)
+	s := newStore(t, jsOn(t, srv.Connect), kvlease.WithBucket(initBucket("inflight")), kvlease.WithMaxClaimsInFlight(1))
+	job, slot := "inflight "+token(), time.UnixMilli(7_000)
+	release := kvlease.HoldClaimForTest(s)
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	_, err = s.Claim(ctx, claimOf(job, slot, token(), time.Minute))
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.ErrorContains(t, err, "waiting for one of the 1 claims in flight")
+	release()
+	mustClaim(t, s, claimOf(job, slot, token(), time.Minute), scheduler.OutcomeWon)
 }

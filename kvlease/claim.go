@@ -30,6 +30,13 @@ func (s *Store) Claim(ctx context.Context, in scheduler.RunClaim) (scheduler.Cla
 	}
 	ctx, cancel := s.callContext(ctx)
 	defer cancel()
+	select {
+	case s.claims <- struct{}{}:
+		defer func() { <-s.claims }()
+	case <-ctx.Done():
+		return scheduler.ClaimResult{}, fmt.Errorf("kvlease: claim %s: waiting for one of the %d claims in flight to end: %w",
+			backendutil.DescribeRun(in.Job, in.Slot), cap(s.claims), ctx.Err())
+	}
 	b, err := s.bucketFor(ctx)
 	if err != nil {
 		return scheduler.ClaimResult{}, err

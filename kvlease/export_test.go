@@ -42,3 +42,10 @@ func PutChainedForTest(ctx context.Context, s *Store, job string, slot time.Time
 	leaseRev, runRev, err = s.putChained(ctx, b, k, token, rec, time.Minute, run, time.Hour)
 	return leaseRev, runRev, errors.Is(err, errConflict), errors.Is(err, errUndecided), err
 }
+
+// HoldClaimForTest takes one of s's claims in flight until the returned function
+// is called.
+func HoldClaimForTest(s *Store) func() {
+	s.claims <- struct{}{}
+	return func() { <-s.claims }
+}

@@ -31,6 +31,9 @@ const (
 	DefaultAttemptTimeout = time.Second
 	// MaxReplicas is the most replicas JetStream allows.
 	MaxReplicas = natsutil.MaxReplicas
+	// DefaultMaxClaimsInFlight is how many claims a Store sends to the server at
+	// once; more wait their turn in the Store (see WithMaxClaimsInFlight).
+	DefaultMaxClaimsInFlight = 256
 )
 
 // Option changes a Store's configuration. An invalid value makes New return an error
@@ -45,10 +48,11 @@ type options struct {
 	callTimeout time.Duration
 	attempt     time.Duration
 	batches     bool
+	inFlight    int
 }
 
 func defaultOptions() options {
-	return options{bucket: DefaultBucket, replicas: DefaultReplicas, storage: DefaultStorage, callTimeout: DefaultCallTimeout, attempt: DefaultAttemptTimeout}
+	return options{bucket: DefaultBucket, replicas: DefaultReplicas, storage: DefaultStorage, callTimeout: DefaultCallTimeout, attempt: DefaultAttemptTimeout, inFlight: DefaultMaxClaimsInFlight}
 }
 
 var validBucket = regexp.MustCompile(`\A[a-zA-Z0-9_-]+\z`)
@@ -121,4 +125,22 @@ func WithAtomicBatches() Option {
 		o.batches = true
 		return nil
 	}
+}
+
+// WithMaxClaimsInFlight bounds how many claims the Store has at the server at once,
+// at least 1; the others wait in the Store, within their call's deadline. Defaults
+// to DefaultMaxClaimsInFlight.
+//
+// A burst of claims larger than the server answers within the attempt timeout (a
+// fleet with thousands of jobs on one schedule and no jitter) would otherwise time
+// out at the back of the server's queue, be sent again, and read again once
+// retried: the server then spends the next slots on requests nobody waits for any
+// more. Waiting in the Store costs the same time without the repeats.
+func WithMaxClaimsInFlight(n int) Option {
+	return checked("WithMaxClaimsInFlight", n, func(n int) error {
+		if n < 1 {
+			return errors.New("at least 1")
+		}
+		return nil
+	}, func(o *options, n int) { o.inFlight = n })
 }

@@ -42,6 +42,8 @@ type Store struct {
 	clock serverClock
 	// direct reads both keys of a run in one request (single-replica buckets).
 	direct *natsutil.DirectReader
+	// claims holds a token per claim at the server (WithMaxClaimsInFlight).
+	claims chan struct{}
 	// blindInFlight counts the first claims writing their keys now (see maxChained).
 	blindInFlight atomic.Int32
 	// chainRetries counts chained claims whose run record was written again
@@ -106,7 +108,7 @@ func New(js jetstream.JetStream, opts ...Option) (*Store, error) {
 	if err := option.Apply(&o, opts); err != nil {
 		return nil, err
 	}
-	s := &Store{js: js, opts: o, held: make(map[heldKey]*held), direct: natsutil.NewDirectReader(js)}
+	s := &Store{js: js, opts: o, held: make(map[heldKey]*held), direct: natsutil.NewDirectReader(js), claims: make(chan struct{}, o.inFlight)}
 	s.done, s.cancel = context.WithCancel(context.Background())
 	return s, nil
 }
