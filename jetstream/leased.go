@@ -136,10 +136,8 @@ func (b *LeasedBackend) recordLease(ctx context.Context, st *jobStream, in sched
 	if in.HistoryTTL > 0 {
 		msg.Header.Set(natsjs.MsgTTLHeader, natsutil.TTLHeader(in.HistoryTTL))
 	}
-	ack, err := b.publish(ctx, msg)
-	if err != nil {
+	if err := b.publish(ctx, st, msg); err != nil {
 		return fmt.Errorf("jetstream: record claim of job %q on stream %q: %w", in.Job, st.names.stream, err)
 	}
-	st.sawSeq(ack.Sequence)
 	return nil
 }

@@ -31,11 +31,9 @@ func (b *Backend) RecordManualRun(ctx context.Context, in scheduler.ClaimInput) 
 	if in.HistoryTTL > 0 {
 		msg.Header.Set(natsjs.MsgTTLHeader, natsutil.TTLHeader(in.HistoryTTL))
 	}
-	ack, err := b.publish(ctx, msg)
-	if err != nil {
+	if err := b.publish(ctx, st, msg); err != nil {
 		return time.Time{}, fmt.Errorf("jetstream: record manual run of job %q on stream %q: %w", in.Job, st.names.stream, err)
 	}
-	st.sawSeq(ack.Sequence)
 	return in.Slot, nil
 }
 
@@ -57,20 +55,24 @@ func (b *Backend) SaveResult(ctx context.Context, job string, r scheduler.Stored
 	if keep.TTL > 0 {
 		msg.Header.Set(natsjs.MsgTTLHeader, natsutil.TTLHeader(keep.TTL))
 	}
-	ack, err := b.publish(ctx, msg)
-	if err != nil {
+	if err := b.publish(ctx, st, msg); err != nil {
 		return fmt.Errorf("jetstream: save result of job %q on stream %q: %w", job, st.names.stream, err)
 	}
-	st.sawSeq(ack.Sequence)
 	b.resize(ctx, st, historySize(keep.Size))
 	return nil
 }
 
-// publish sends a record and waits for its acknowledgement, again after no
-// responders as nats.go's PublishMsg does by default (a stream whose leader is being
-// elected), through the client's lean path (natsutil.Publish).
-func (b *Backend) publish(ctx context.Context, msg *nats.Msg) (natsutil.PubAck, error) {
-	return natsutil.PublishRetry(ctx, b.js.Conn(), msg, natsjs.DefaultPubRetryAttempts, natsjs.DefaultPubRetryWait)
+// publish sends a record to st's stream and waits for its acknowledgement, again
+// after no responders as nats.go's PublishMsg does by default (a stream whose leader
+// is being elected), through the client's lean path (natsutil.Publish), and notes
+// the stored sequence for History's read ahead.
+func (b *Backend) publish(ctx context.Context, st *jobStream, msg *nats.Msg) error {
+	ack, err := natsutil.PublishRetry(ctx, b.js.Conn(), msg, natsjs.DefaultPubRetryAttempts, natsjs.DefaultPubRetryWait)
+	if err != nil {
+		return err
+	}
+	st.sawSeq(ack.Sequence)
+	return nil
 }
 
 // resize brings the stream's history size to size, when the stream is anarchon's.

@@ -47,12 +47,8 @@ func Publish(ctx context.Context, nc *nats.Conn, m *nats.Msg) (PubAck, error) {
 func PublishRetry(ctx context.Context, nc *nats.Conn, m *nats.Msg, attempts int, wait time.Duration) (PubAck, error) {
 	ack, err := Publish(ctx, nc, m)
 	for r := 0; r < attempts && errors.Is(err, jetstream.ErrNoStreamResponse); r++ {
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if Sleep(ctx, wait) != nil {
 			return PubAck{}, err
-		case <-t.C:
 		}
 		ack, err = Publish(ctx, nc, m)
 	}
