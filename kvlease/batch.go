@@ -2,7 +2,6 @@ package kvlease
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -68,19 +67,15 @@ type write struct {
 func (s *Store) putBatch(ctx context.Context, b *bucket, ws []write) ([]uint64, error) {
 	msgs := make([]*nats.Msg, len(ws))
 	for i, w := range ws {
-		m := nats.NewMsg(b.subject(w.key))
+		var m *nats.Msg
 		if w.value == nil {
-			m.Header.Set(kvOperationHeader, kvPurge)
-			m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
+			m = purgeMsg(b, w.key, w.expect, w.ttl, nil)
 		} else {
-			data, err := json.Marshal(w.value)
-			if err != nil {
-				return nil, fmt.Errorf("kvlease: encode %s: %w", w.key, err)
+			var err error
+			if m, err = putMsg(b, w.key, w.value, w.expect, w.ttl); err != nil {
+				return nil, err
 			}
-			m.Data = data
 		}
-		m.Header.Set(expectedSeq, strconv.FormatUint(w.expect, 10))
-		m.Header.Set(jetstream.MsgTTLHeader, natsutil.TTLHeader(w.ttl))
 		m.Header.Set(batchSeqHeader, strconv.Itoa(i+1))
 		msgs[i] = m
 	}

@@ -184,6 +184,18 @@ func putMsg(b *bucket, key string, v any, expect uint64, ttl time.Duration) (*na
 	return m, nil
 }
 
+// purgeMsg is a purge of key if its last revision is still expect, leaving a
+// marker kept for ttl, with body (nil for none).
+func purgeMsg(b *bucket, key string, expect uint64, ttl time.Duration, body []byte) *nats.Msg {
+	m := nats.NewMsg(b.subject(key))
+	m.Data = body
+	m.Header.Set(kvOperationHeader, kvPurge)
+	m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
+	m.Header.Set(expectedSeq, strconv.FormatUint(expect, 10))
+	m.Header.Set(jetstream.MsgTTLHeader, natsutil.TTLHeader(ttl))
+	return m
+}
+
 // purge ends a lease key written at revision rev, leaving a purge marker that
 // expires by itself. A lost race returns an error matching errConflict.
 func (s *Store) purge(ctx context.Context, b *bucket, key string, rev uint64) error {
@@ -208,11 +220,6 @@ func (s *Store) purge(ctx context.Context, b *bucket, key string, rev uint64) er
 // watchers see it, and their next claim of the slot answers done without reading
 // (a finished record is final, and it was stored before this purge was sent).
 func (s *Store) purgeNoWait(b *bucket, key string, rev uint64, finished runRecord) {
-	m := nats.NewMsg(b.subject(key))
-	m.Data, _ = json.Marshal(finished)
-	m.Header.Set(kvOperationHeader, kvPurge)
-	m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
-	m.Header.Set(expectedSeq, strconv.FormatUint(rev, 10))
-	m.Header.Set(jetstream.MsgTTLHeader, natsutil.TTLHeader(markerTTL))
-	_ = s.js.Conn().PublishMsg(m)
+	body, _ := json.Marshal(finished)
+	_ = s.js.Conn().PublishMsg(purgeMsg(b, key, rev, markerTTL, body))
 }
