@@ -80,6 +80,14 @@ type leaseEntry struct {
 	rec *leaseRecord // nil when no lease is live
 }
 
+// holder is the live lease's token, "" when none is live.
+func (e leaseEntry) holder() string {
+	if e.rec == nil {
+		return ""
+	}
+	return e.rec.Token
+}
+
 // expires is when the live lease ends by the server's clock.
 func (e leaseEntry) expires() time.Time {
 	if e.rec == nil {

@@ -115,9 +115,8 @@ type finishedRun struct {
 }
 
 type lastSeen struct {
-	seen
+	lease leaseEntry // the update as the lease key's last message
 	at    time.Time
-	lease leaseEntry // the update as a lease key's last message
 }
 
 // add registers w, starting the shared watcher when it is not running, and returns
@@ -164,7 +163,7 @@ func (h *watchHub) arm(w *waiter, rev uint64, token string, cleanup func()) {
 			changed = changed || (u.rev > rev && u.token != token)
 		}
 		if u, ok := h.last[w.key]; ok { // delivered before w was registered
-			changed = changed || (u.rev > rev && u.token != token)
+			changed = changed || (u.lease.rev > rev && u.lease.holder() != token)
 		}
 		w.early = nil
 	}
@@ -248,11 +247,8 @@ func (h *watchHub) run(s *Store, kw jetstream.KeyWatcher) {
 
 // deliver fires the waiters of e's key whose lease e ends or replaces.
 func (h *watchHub) deliver(e jetstream.KeyValueEntry) {
-	next, err := decodeLease(entryFromKV(e))
-	holder := ""
-	if err == nil && next.rec != nil {
-		holder = next.rec.Token
-	}
+	next, _ := decodeLease(entryFromKV(e)) // a value that is no lease ends the lease
+	holder := next.holder()
 	now := time.Now()
 	var done *runRecord
 	if e.Operation() == jetstream.KeyValuePurge && len(e.Value()) > 0 {
@@ -262,7 +258,7 @@ func (h *watchHub) deliver(e jetstream.KeyValueEntry) {
 		}
 	}
 	h.mu.Lock()
-	h.remember(e.Key(), lastSeen{seen{e.Revision(), holder}, now, next}, now)
+	h.remember(e.Key(), lastSeen{next, now}, now)
 	for _, ch := range h.pending[e.Key()] {
 		close(ch)
 	}
@@ -303,7 +299,7 @@ func (h *watchHub) remember(key string, u lastSeen, now time.Time) {
 	if h.last == nil {
 		h.last = make(map[string]lastSeen)
 	}
-	if old, ok := h.last[key]; !ok || u.rev > old.rev {
+	if old, ok := h.last[key]; !ok || u.lease.rev > old.lease.rev {
 		h.last[key] = u
 	}
 	if now.After(h.nextGC) {
@@ -330,7 +326,7 @@ func (h *watchHub) leaseSince(ctx context.Context, key string, rev uint64, wait 
 	defer t.Stop()
 	for {
 		h.mu.Lock()
-		if u, ok := h.last[key]; ok && u.rev >= rev {
+		if u, ok := h.last[key]; ok && u.lease.rev >= rev {
 			h.mu.Unlock()
 			return u, true
 		}
@@ -365,7 +361,7 @@ func (h *watchHub) leaseSince(ctx context.Context, key string, rev uint64, wait 
 		}
 		u, ok := h.last[key]
 		h.mu.Unlock()
-		return u, ok && u.rev >= rev
+		return u, ok && u.lease.rev >= rev
 	}
 }
 
