@@ -178,24 +178,14 @@ func (r *recordReader) integer() (string, bool) {
 }
 
 // int reads an int field's value into *v; null leaves it.
-func (r *recordReader) int(v *int) bool {
-	if r.null() {
-		return true
-	}
-	s, ok := r.integer()
-	if !ok {
-		return false
-	}
-	n, err := strconv.ParseInt(s, 10, strconv.IntSize)
-	if err != nil {
-		return false
-	}
-	*v = int(n)
-	return true
-}
+func (r *recordReader) int(v *int) bool { return readSigned(r, v, strconv.IntSize) }
 
 // int64 reads an int64 field's value into *v; null leaves it.
-func (r *recordReader) int64(v *int64) bool {
+func (r *recordReader) int64(v *int64) bool { return readSigned(r, v, 64) }
+
+// readSigned reads a signed integer field's value of bits bits into *v; null
+// leaves it.
+func readSigned[T int | int64](r *recordReader, v *T, bits int) bool {
 	if r.null() {
 		return true
 	}
@@ -203,11 +193,11 @@ func (r *recordReader) int64(v *int64) bool {
 	if !ok {
 		return false
 	}
-	n, err := strconv.ParseInt(s, 10, 64)
+	n, err := strconv.ParseInt(s, 10, bits)
 	if err != nil {
 		return false
 	}
-	*v = n
+	*v = T(n)
 	return true
 }
 
