@@ -93,7 +93,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		_ = s.Stop(context.WithoutCancel(ctx))
 		return fmt.Errorf("serve the fleet service: %w", err)
 	}
-	var ws *webServer
+	var ws *httpServer
 	if c.web != "" {
 		if ws, err = serveWeb(c.web, c.webActions, nc, log); err != nil {
 			_ = svc.Stop(context.WithoutCancel(ctx))
