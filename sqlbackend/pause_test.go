@@ -17,14 +17,7 @@ import (
 // are recorded paused, none runs, and after Resume slots run again.
 func TestPauseReachesOtherReplicas(t *testing.T) {
 	t.Parallel()
-	t.Run("postgres", func(t *testing.T) {
-		t.Parallel()
-		testPause(t, pgOpener(prefix("pause")))
-	})
-	t.Run("sqlite", func(t *testing.T) {
-		t.Parallel()
-		testPause(t, sqliteOpener(sqliteFile(t)))
-	})
+	onBoth(t, "pause", testPause)
 }
 
 func testPause(t *testing.T, open opener) {

@@ -39,6 +39,19 @@ func sqliteOpener(path string) opener {
 	}
 }
 
+// onBoth runs fn in parallel on PostgreSQL (tables prefixed after name) and on
+// SQLite (a file of its own).
+func onBoth(t *testing.T, name string, fn func(t *testing.T, open opener)) {
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		fn(t, pgOpener(prefix(name)))
+	})
+	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
+		fn(t, sqliteOpener(sqliteFile(t)))
+	})
+}
+
 // start is one handler start: which attempt of which slot, where, and when it
 // started and returned (by this process's clock, which every replica shares here).
 type start struct {
@@ -56,14 +69,7 @@ type start struct {
 // History shows the slot's two attempts.
 func TestSchedulersTakeOverAKilledReplica(t *testing.T) {
 	t.Parallel()
-	t.Run("postgres", func(t *testing.T) {
-		t.Parallel()
-		testTakeover(t, pgOpener(prefix("takeover")))
-	})
-	t.Run("sqlite", func(t *testing.T) {
-		t.Parallel()
-		testTakeover(t, sqliteOpener(sqliteFile(t)))
-	})
+	onBoth(t, "takeover", testTakeover)
 }
 
 func testTakeover(t *testing.T, open opener) {
