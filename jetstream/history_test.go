@@ -15,17 +15,23 @@ import (
 	"github.com/anarchon/anarchon/scheduler"
 )
 
-// runs claims and saves n runs of job, slot k ending with status(k).
+// runs claims and saves n runs of job by instance "a", slot k ending with status(k).
 func runs(t *testing.T, b *Backend, l scheduler.JobLimits, n int, status func(k int) scheduler.Status) {
 	t.Helper()
+	runsOf(t, b, l, "a", 0, n, status)
+}
+
+// runsOf claims and saves the runs of slots from to to-1 of job by instance.
+func runsOf(t *testing.T, b *Backend, l scheduler.JobLimits, instance string, from, to int, status func(k int) scheduler.Status) {
+	t.Helper()
 	ctx := ctxFor(t)
-	for k := range n {
-		in := claimIn(l.Job, slot(k), token(), "a")
+	for k := from; k < to; k++ {
+		in := claimIn(l.Job, slot(k), token(), instance)
 		won, err := b.Claim(ctx, in)
 		require.NoError(t, err)
 		require.True(t, won)
 		require.NoError(t, b.SaveResult(ctx, l.Job, scheduler.StoredResult{
-			Slot: in.Slot, Token: in.Token, Instance: "a", Attempt: 1, Status: status(k),
+			Slot: in.Slot, Token: in.Token, Instance: instance, Attempt: 1, Status: status(k),
 			StartedAt: time.Now(), FinishedAt: time.Now(),
 		}, l.Retention))
 	}
@@ -197,16 +203,7 @@ func TestHistoryReadAhead(t *testing.T) {
 
 	other := newBackend(t, connect(t, s))
 	require.NoError(t, other.PrepareJob(ctx, l))
-	for k := 60; k < 110; k++ { // slots after b's
-		in := claimIn(l.Job, slot(k), token(), "o")
-		won, err := other.Claim(ctx, in)
-		require.NoError(t, err)
-		require.True(t, won)
-		require.NoError(t, other.SaveResult(ctx, l.Job, scheduler.StoredResult{
-			Slot: in.Slot, Token: in.Token, Instance: "o", Attempt: 1, Status: scheduler.StatusOK,
-			StartedAt: time.Now(), FinishedAt: time.Now(),
-		}, l.Retention))
-	}
+	runsOf(t, other, l, "o", 60, 110, func(int) scheduler.Status { return scheduler.StatusOK }) // slots after b's
 	history("seen far behind the end", 3)
 
 	st.lastSeq.Store(st.lastSeq.Load() + 1000)
