@@ -17,13 +17,7 @@ import (
 // watch still closes when the holder finishes, and at once when the holder ended
 // between the claim and the watch.
 func TestStandbyWatchCostsNoRead(t *testing.T) {
-	srv := singleServer(t)
-	js, bjs := jsOn(t, srv.Connect), jsOn(t, srv.Connect)
-	b := initBucket("hint")
-	holder := newStore(t, js, kvlease.WithBucket(b))
-	backup := newStore(t, bjs, kvlease.WithBucket(b))
-	sp := newSpy(t, srv.Connect, b)
-	conns := []*nats.Conn{js.Conn(), bjs.Conn()}
+	holder, backup, sp, conns := holderAndBackup(t, "hint")
 	job := "hint " + token()
 
 	// The backup's shared watcher starts with its first watch.
@@ -92,13 +86,7 @@ func TestStandbyWatchCostsNoRead(t *testing.T) {
 // A blind claim that loses its write while the store has no shared watcher reads
 // the lease key: one request more.
 func TestLostBlindClaimWithoutWatcherReads(t *testing.T) {
-	srv := singleServer(t)
-	js, bjs := jsOn(t, srv.Connect), jsOn(t, srv.Connect)
-	b := initBucket("nowatch")
-	holder := newStore(t, js, kvlease.WithBucket(b))
-	backup := newStore(t, bjs, kvlease.WithBucket(b))
-	sp := newSpy(t, srv.Connect, b)
-	conns := []*nats.Conn{js.Conn(), bjs.Conn()}
+	holder, backup, sp, conns := holderAndBackup(t, "nowatch")
 	job := "nowatch " + token()
 
 	slot, a := time.UnixMilli(2_000), token()
@@ -108,4 +96,16 @@ func TestLostBlindClaimWithoutWatcherReads(t *testing.T) {
 		assert.Equal(t, "i-"+a, res.Holder)
 	})
 	assert.EqualValues(t, 3, n, "its two writes lost, then one read of the lease key")
+}
+
+// holderAndBackup makes two stores on their own connections to one server and a
+// bucket named after name, and a spy counting the requests of both connections.
+func holderAndBackup(t *testing.T, name string) (holder, backup *kvlease.Store, sp *requestSpy, conns []*nats.Conn) {
+	t.Helper()
+	srv := singleServer(t)
+	js, bjs := jsOn(t, srv.Connect), jsOn(t, srv.Connect)
+	b := initBucket(name)
+	holder = newStore(t, js, kvlease.WithBucket(b))
+	backup = newStore(t, bjs, kvlease.WithBucket(b))
+	return holder, backup, newSpy(t, srv.Connect, b), []*nats.Conn{js.Conn(), bjs.Conn()}
 }
