@@ -190,11 +190,13 @@ func (r *record) latestGrant(k key) *grant {
 	return gs[len(gs)-1]
 }
 
-// tokenGrant is the grant held by token; nil if none. Under r.mu.
+// tokenGrant is the newest grant held by token (a token that lost its lease can
+// win the slot again, with a new fence); nil if none. Under r.mu.
 func (r *record) tokenGrant(k key, token string) *grant {
-	for _, g := range r.grants[k] {
-		if g.token == token {
-			return g
+	gs := r.grants[k]
+	for i := len(gs) - 1; i >= 0; i-- {
+		if gs[i].token == token {
+			return gs[i]
 		}
 	}
 	return nil
@@ -265,7 +267,7 @@ func (r *record) heartbeatApplied(in *inst, job string, slot time.Time, token st
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.now()
-	if g := r.latestGrant(k); err == nil && g != nil && g.token == token {
+	if g := r.tokenGrant(k, token); err == nil && g != nil {
 		switch r.timing {
 		case Exact:
 			g.expiry = now + lease
@@ -282,15 +284,13 @@ func (r *record) endApplied(in *inst, op string, job string, slot time.Time, tok
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.now()
-	switch g := r.latestGrant(k); {
-	case err != nil:
+	// The lease it ended is found by its token, not taken to be the newest: its
+	// answer (Bounded), or its record at the same virtual instant (Exact: the two
+	// answers race to the record), can come after the takeover it made way for.
+	switch g := r.tokenGrant(k, token); {
+	case err != nil || g == nil:
 	case r.timing == Bounded:
-		// The answer of a release can come after the answer of the takeover it made
-		// way for: the lease it ended need not be the newest.
-		if g := r.tokenGrant(k, token); g != nil {
-			g.endLo = min(g.endLo, sent)
-		}
-	case g == nil || g.token != token:
+		g.endLo = min(g.endLo, sent)
 	case op == "release" && now < g.end():
 		g.release = now
 	case op == "finish" && g.finish == 0:
