@@ -23,7 +23,6 @@ func TestWatchesLeaveNoGoroutines(t *testing.T) {
 	mustClaim(t, s, claimOf(job, slot, a, time.Minute), scheduler.OutcomeWon)
 	_, err = s.Active(t.Context(), job)
 	require.NoError(t, err)
-	time.Sleep(50 * time.Millisecond) // let the connection's own goroutines settle
 	ignore := goleak.IgnoreCurrent()
 
 	ctx, cancel := context.WithCancel(context.Background())
