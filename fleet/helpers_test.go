@@ -266,3 +266,24 @@ func (f *testFleet) waitConflict(t testing.TB, r *replica, job, want string, wit
 		}
 	}
 }
+
+// waitHistory asks the fleet for job's last 100 runs until one satisfies want
+// (what, for the failure message), within a bound far above the few ticks it takes
+// on a quiet machine, and returns the history that showed it.
+func (f *testFleet) waitHistory(t testing.TB, job, what string, want func(fleet.Run) bool) fleet.HistoryReply {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		h, err := f.client.History(requestCtx(t), job, 100)
+		require.NoError(t, err)
+		for _, r := range h.Runs {
+			if want(r) {
+				return h
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not in the history of %q within 15s: %+v", what, job, h.Runs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
