@@ -138,8 +138,10 @@ type JobState struct {
 	// Pause is the pause in force on the replica's view (the job's own, or the
 	// all-jobs pause with Job ""); nil while the job runs.
 	Pause *PauseInfo `json:"pause,omitempty"`
-	// Next is the job's next slot by the replica's clock (scheduler.JobInfo.Next);
-	// absent when the schedule has no further slot.
+	// Next is the job's next slot that will run, by the replica's clock and its
+	// view of the pauses (scheduler.JobInfo.Next): past the end of a pause that
+	// holds the job; absent when the schedule has no further slot or a pause
+	// without an end holds the job.
 	Next time.Time `json:"next,omitzero"`
 	// LastRun is the newest run that started (it may still be running), as
 	// scheduler.LastRuns reads it; LastSuccess the newest that ended ok;

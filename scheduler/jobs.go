@@ -9,9 +9,34 @@ import (
 // words, options) and its next slot.
 type JobInfo struct {
 	JobLimits
-	// Next is the job's first slot after now, by this instance's clock; zero when
-	// the schedule has no further slot.
+	// Next is the job's first slot after now that will run, by this instance's
+	// clock and its view of the pauses: while a pause with an end holds the job, the
+	// first slot at or after that end (a job with catch-up also runs the slots the
+	// pause held, within its window, when the pause ends). Zero when the schedule
+	// has no further slot, or while a pause without an end holds the job.
 	Next time.Time
+}
+
+// maxPauseSteps bounds how many pauses nextRun steps past: a job is held by at
+// most its own pause and the all-jobs pause.
+const maxPauseSteps = 4
+
+// nextRun is j's first slot after now that no pause in this instance's view holds;
+// zero when there is none (the schedule ends, or a pause has no end).
+func (s *Scheduler) nextRun(j *job, now time.Time) time.Time {
+	next := j.sched.Next(now)
+	for range maxPauseSteps {
+		p, paused := s.pauses.of(j.name, next)
+		switch {
+		case next.IsZero() || !paused:
+			return next
+		case p.Until.IsZero():
+			return time.Time{}
+		}
+		// The first slot at or after the pause's end.
+		next = j.sched.Next(p.Until.Add(-time.Nanosecond))
+	}
+	return next
 }
 
 // Jobs returns the jobs this instance declares, in registration order.
@@ -22,7 +47,7 @@ func (s *Scheduler) Jobs() []JobInfo {
 	now := s.clock.Now()
 	out := make([]JobInfo, 0, len(jobs))
 	for _, j := range jobs {
-		out = append(out, JobInfo{JobLimits: j.limits, Next: j.sched.Next(now)})
+		out = append(out, JobInfo{JobLimits: j.limits, Next: s.nextRun(j, now)})
 	}
 	return out
 }

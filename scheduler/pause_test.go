@@ -194,3 +194,48 @@ func TestPauseBadInput(t *testing.T) {
 		assert.ErrorIs(t, plain.Pause(ctx, "job", scheduler.PauseOptions{Reason: "x"}), scheduler.ErrPauseNotSupported)
 	})
 }
+
+// Jobs' next slot is the next one that will run: past the end of the pauses that
+// hold the job (its own and the all-jobs pause, whichever ends later), none while a
+// pause without an end holds it, and the schedule's own next slot again on resume.
+func TestJobsNextSkipsPausedSlots(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := scheduler.NewMemoryBackend()
+		s := newScheduler(t, b, "A")
+		require.NoError(t, s.Every("a", time.Minute, func(context.Context, scheduler.Run) error { return nil }))
+		require.NoError(t, s.Every("b", time.Minute, func(context.Context, scheduler.Run) error { return nil }))
+		require.NoError(t, s.Start(t.Context())) // the pauses are seen from Start on
+		time.Sleep(10 * time.Second)             // 00:00:10; the next slot of both is 00:01
+		base := time.Now().Truncate(time.Minute)
+		// next is each job's next slot in minutes after base, -1 for none.
+		next := func() map[string]int64 {
+			out := map[string]int64{}
+			for _, j := range s.Jobs() {
+				out[j.Job] = -1
+				if !j.Next.IsZero() {
+					out[j.Job] = int64(j.Next.Sub(base) / time.Minute)
+				}
+			}
+			return out
+		}
+		assert.Equal(t, map[string]int64{"a": 1, "b": 1}, next())
+
+		// The all-jobs pause ends at 00:03:00 exactly: the slot at its end runs.
+		require.NoError(t, s.PauseAll(t.Context(), scheduler.PauseOptions{Reason: "freeze", Until: base.Add(3 * time.Minute)}))
+		// a's own pause ends later, between two slots.
+		require.NoError(t, s.Pause(t.Context(), "a", scheduler.PauseOptions{Reason: "a broken", Until: base.Add(4*time.Minute + 30*time.Second)}))
+		synctest.Wait() // the watch has delivered
+		assert.Equal(t, map[string]int64{"a": 5, "b": 3}, next())
+
+		require.NoError(t, s.Pause(t.Context(), "b", scheduler.PauseOptions{Reason: "until told"}))
+		synctest.Wait()
+		assert.Equal(t, map[string]int64{"a": 5, "b": -1}, next(), "no slot runs while a pause without an end holds b")
+
+		require.NoError(t, s.Resume(t.Context(), "b"))
+		require.NoError(t, s.ResumeAll(t.Context()))
+		require.NoError(t, s.Resume(t.Context(), "a"))
+		synctest.Wait()
+		assert.Equal(t, map[string]int64{"a": 1, "b": 1}, next())
+		require.NoError(t, s.Stop(t.Context()))
+	})
+}
