@@ -132,16 +132,19 @@ func procStatus(field string) (int64, bool) {
 	return 0, false
 }
 
-// rssSampler records the highest RSS seen while it runs.
+// rssSampler records the highest RSS seen while it runs, and the RSS at every
+// whole mark of time since it started.
 type rssSampler struct {
-	stop chan struct{}
-	done chan struct{}
-	mu   sync.Mutex
-	peak int64
+	stop  chan struct{}
+	done  chan struct{}
+	mu    sync.Mutex
+	peak  int64
+	marks []int64
 }
 
-func sampleRSS(every time.Duration) *rssSampler {
+func sampleRSS(every, mark time.Duration) *rssSampler {
 	s := &rssSampler{stop: make(chan struct{}), done: make(chan struct{}), peak: rssBytes()}
+	start := time.Now()
 	go func() {
 		defer close(s.done)
 		t := time.NewTicker(every)
@@ -154,6 +157,9 @@ func sampleRSS(every time.Duration) *rssSampler {
 				if r := rssBytes(); r > 0 {
 					s.mu.Lock()
 					s.peak = max(s.peak, r)
+					if time.Since(start) >= time.Duration(len(s.marks)+1)*mark {
+						s.marks = append(s.marks, r)
+					}
 					s.mu.Unlock()
 				}
 			}
@@ -162,13 +168,13 @@ func sampleRSS(every time.Duration) *rssSampler {
 	return s
 }
 
-// Stop ends the sampling and returns the peak.
-func (s *rssSampler) Stop() int64 {
+// Stop ends the sampling and returns the peak and the RSS at each whole mark.
+func (s *rssSampler) Stop() (int64, []int64) {
 	close(s.stop)
 	<-s.done
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return max(s.peak, rssBytes())
+	return max(s.peak, rssBytes()), s.marks
 }
 
 // durations is a latency sample.

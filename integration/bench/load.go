@@ -100,13 +100,17 @@ type loadResult struct {
 	clientMsgs                         msgs
 	serverIn, serverOut                int64
 	rssStart, rssPeak, rssEnd          int64
-	heapEnd                            uint64
-	goroutines                         int
-	events                             map[string]int64
-	api                                map[string]int64 // JetStream API requests in the window, by kind
-	apiSeen                            int64
-	errSample                          string
-	notes                              []string
+	// By whole minute of the window (a window of two minutes or more): the slot
+	// lags of the slots that fell in it, and the RSS at its end.
+	lagByMinute []durations
+	rssByMinute []int64
+	heapEnd     uint64
+	goroutines  int
+	events      map[string]int64
+	api         map[string]int64 // JetStream API requests in the window, by kind
+	apiSeen     int64
+	errSample   string
+	notes       []string
 }
 
 func (l *loadResult) cpuPerSlot() time.Duration {
@@ -138,7 +142,7 @@ func observe(ctx context.Context, srv *embedded.Server, conns []*nats.Conn, t *t
 	if err != nil {
 		return err
 	}
-	sampler := sampleRSS(250 * time.Millisecond)
+	sampler := sampleRSS(250*time.Millisecond, time.Minute)
 	if err := waitUntil(ctx, to); err != nil {
 		sampler.Stop()
 		return err
@@ -153,7 +157,7 @@ func observe(ctx context.Context, srv *embedded.Server, conns []*nats.Conn, t *t
 	}
 	// The last slot may start until its deadline (slot + max lateness = the interval).
 	err = waitUntil(ctx, to.Add(settle))
-	res.rssPeak = sampler.Stop()
+	res.rssPeak, res.rssByMinute = sampler.Stop()
 	if err != nil {
 		return err
 	}
@@ -182,7 +186,13 @@ func observe(ctx context.Context, srv *embedded.Server, conns []*nats.Conn, t *t
 			res.runsByCount[n]++
 		}
 		if n > 0 {
-			res.lag = append(res.lag, time.Duration(t.lags[i].Load()))
+			lag := time.Duration(t.lags[i].Load())
+			res.lag = append(res.lag, lag)
+			m := int(time.Duration(i%t.slots) * t.interval / time.Minute)
+			for len(res.lagByMinute) <= m {
+				res.lagByMinute = append(res.lagByMinute, nil)
+			}
+			res.lagByMinute[m] = append(res.lagByMinute[m], lag)
 		}
 	}
 	return nil
@@ -396,6 +406,9 @@ func runFleet(ctx context.Context, cfg config, f fleet, leases bool) (*loadResul
 	// stream look-ups.
 	obsErr := observe(ctx, srv, conns, t, f.lead, f.settle, res)
 	res.events, res.errSample = ev.snapshot()
+	if cfg.memProfile != "" {
+		writeHeapProfile(cfg, fmt.Sprintf("%s-%s-%djobs", cfg.memProfile, strings.ReplaceAll(backendName(leases), " ", ""), f.jobs))
+	}
 	cfg.phase("instances stopped", func() {
 		if err := stopAll(ins, 10*time.Second); err != nil {
 			res.notes = append(res.notes, "Stop (10s each): "+err.Error())
@@ -477,6 +490,7 @@ func loadMarkdown(runs []*loadResult) string {
 	row("process RSS at window start / peak / end", func(l *loadResult) string {
 		return fmt.Sprintf("%s / %s / %s", mib(l.rssStart), mib(l.rssPeak), mib(l.rssEnd))
 	})
+	row("by minute of the window: slot lag p99 / RSS at the minute's end", func(l *loadResult) string { return l.byMinuteLine() })
 	row("Go heap in use / goroutines at the end", func(l *loadResult) string {
 		return fmt.Sprintf("%s / %d", mib(int64(l.heapEnd)), l.goroutines)
 	})
@@ -602,4 +616,25 @@ func fleetMarkdown(l *loadResult) string {
 	t.add("first error seen", truncate(l.errSample, 240))
 	t.add("notes", truncate(strings.Join(l.notes, "; "), 240))
 	return t.String()
+}
+
+// byMinuteLine is the slot lag p99 and the RSS of each whole minute of a window of
+// two minutes or more ("" for a shorter one): how they change as the window's
+// stored records, duplicate tables and TTL timers fill up to the duplicate window.
+func (l *loadResult) byMinuteLine() string {
+	if l.duration < 2*time.Minute {
+		return ""
+	}
+	var parts []string
+	for m, lags := range l.lagByMinute {
+		if time.Duration(m+1)*time.Minute > l.duration {
+			break // a part minute
+		}
+		rss := "–"
+		if m < len(l.rssByMinute) {
+			rss = mib(l.rssByMinute[m])
+		}
+		parts = append(parts, fmt.Sprintf("%d: %s / %s", m+1, dur(lags.pct(99)), rss))
+	}
+	return strings.Join(parts, "; ")
 }

@@ -22,7 +22,7 @@
 //	                              [-leases=true] [-plain=true] [-peer=true] [-jitter 0]
 //	                              [-samples 2000] [-scale 100,1000] [-trials 3]
 //	                              [-fleet-jobs 5000] [-fleet-interval 10s] [-fleet-duration 20s] [-fleet-jitter 0]
-//	                              [-cpuprofile FILE]
+//	                              [-cpuprofile FILE] [-memprofile PREFIX]
 //
 // from the repository's root. The command is a module of its own
 // (github.com/anarchon/anarchon/integration/bench, with a replace of the library to
@@ -41,6 +41,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -88,6 +89,9 @@ type config struct {
 	progress io.Writer
 	// cpuProfile names the file a CPU profile of the whole run goes to ("": none).
 	cpuProfile string
+	// memProfile starts the names of the heap profiles taken at the end of each
+	// load window ("": none).
+	memProfile string
 }
 
 func (c config) logf(format string, args ...any) {
@@ -130,6 +134,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.DurationVar(&c.fleetDuration, "fleet-duration", fullDefaults.fleetDuration, "measured window of the larger-fleet section (whole intervals)")
 	fs.DurationVar(&c.fleetJitter, "fleet-jitter", 0, "jitter of every job of the larger-fleet section (0: every instance claims at the slot)")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (server and instances) to this file")
+	fs.StringVar(&c.memProfile, "memprofile", "", "write a heap profile at the end of each load window (server and instances, before they stop) to this file name with the section's backend and job count appended")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -353,4 +358,22 @@ func runPeerSection(ctx context.Context, cfg config, rep *report, step func(stri
 	}
 	done()
 	settledProc()
+}
+
+// writeHeapProfile writes the heap in use (after a collection) to name; a failure
+// is reported and the run goes on.
+func writeHeapProfile(cfg config, name string) {
+	runtime.GC()
+	f, err := os.Create(name)
+	if err == nil {
+		err = pprof.Lookup("heap").WriteTo(f, 0)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		cfg.logf("heap profile %s: %v", name, err)
+		return
+	}
+	cfg.logf("heap profile written to %s", name)
 }
