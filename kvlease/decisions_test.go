@@ -86,7 +86,9 @@ func TestFencesGrowAcrossBucketRecreation(t *testing.T) {
 	t.Parallel()
 	js := singleJS(t)
 	const b = "kvlease_fence_recreate"
-	job, slot := "fence", time.UnixMilli(1_900_000_000_000)
+	// A job of its own: the server is the package's, and the bucket outlives the
+	// test (go test -count=2 ran into the first run's lease).
+	job, slot := "fence "+token(), time.UnixMilli(1_900_000_000_000)
 	s1 := newStore(t, js, kvlease.WithBucket(b))
 	old := mustClaim(t, s1, claimOf(job, slot, token(), time.Minute), scheduler.OutcomeWon)
 	require.NoError(t, js.DeleteStream(t.Context(), "KV_"+b))
