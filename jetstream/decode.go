@@ -553,6 +553,36 @@ func (r *recordReader) number() bool {
 	return true
 }
 
+// recordHead points at the fields claims and results share, in either record.
+type recordHead struct {
+	v, attempt           *int
+	job, token, instance *string
+	slot                 **int64
+	manual               *bool
+}
+
+// headField reads the value of key into h when key is one of the shared fields;
+// known reports whether it is.
+func (r *recordReader) headField(key string, h recordHead) (ok, known bool) {
+	switch key {
+	case "v":
+		return r.int(h.v), true
+	case "job":
+		return r.string(h.job), true
+	case "slot_ms":
+		return r.int64Ptr(h.slot), true
+	case "token":
+		return r.string(h.token), true
+	case "instance":
+		return r.string(h.instance), true
+	case "attempt":
+		return r.int(h.attempt), true
+	case "manual":
+		return r.bool(h.manual), true
+	}
+	return false, false
+}
+
 var claimFields = []string{"v", "job", "slot_ms", "token", "instance", "attempt", "manual", "at", "by", "history_ttl_ms", "leased"}
 
 // fastClaim reads data into *c as json.Unmarshal would, or reports false (*c is then
@@ -562,26 +592,19 @@ func fastClaim(data []byte, c *claimRecord) bool {
 	if !r.begin() {
 		return false
 	}
+	h := recordHead{v: &c.V, job: &c.Job, slot: &c.Slot, token: &c.Token, instance: &c.Instance, attempt: &c.Attempt, manual: &c.Manual}
 	for !r.closing() {
 		key, ok := r.field()
 		if !ok {
 			return false
 		}
+		if ok, known := r.headField(key, h); known {
+			if !ok || !r.after() {
+				return false
+			}
+			continue
+		}
 		switch key {
-		case "v":
-			ok = r.int(&c.V)
-		case "job":
-			ok = r.string(&c.Job)
-		case "slot_ms":
-			ok = r.int64Ptr(&c.Slot)
-		case "token":
-			ok = r.string(&c.Token)
-		case "instance":
-			ok = r.string(&c.Instance)
-		case "attempt":
-			ok = r.int(&c.Attempt)
-		case "manual":
-			ok = r.bool(&c.Manual)
 		case "at":
 			ok = r.time(&c.At)
 		case "by":
@@ -609,26 +632,19 @@ func fastResult(data []byte, res *resultRecord) bool {
 	if !r.begin() {
 		return false
 	}
+	h := recordHead{v: &res.V, job: &res.Job, slot: &res.Slot, token: &res.Token, instance: &res.Instance, attempt: &res.Attempt, manual: &res.Manual}
 	for !r.closing() {
 		key, ok := r.field()
 		if !ok {
 			return false
 		}
+		if ok, known := r.headField(key, h); known {
+			if !ok || !r.after() {
+				return false
+			}
+			continue
+		}
 		switch key {
-		case "v":
-			ok = r.int(&res.V)
-		case "job":
-			ok = r.string(&res.Job)
-		case "slot_ms":
-			ok = r.int64Ptr(&res.Slot)
-		case "token":
-			ok = r.string(&res.Token)
-		case "instance":
-			ok = r.string(&res.Instance)
-		case "attempt":
-			ok = r.int(&res.Attempt)
-		case "manual":
-			ok = r.bool(&res.Manual)
 		case "status":
 			ok = r.string(&res.Status)
 		case "started_at":
