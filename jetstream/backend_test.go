@@ -389,13 +389,7 @@ func TestPrepareJobRefusesIncompatibleStreams(t *testing.T) {
 }
 
 func TestHistoryIsBoundedBySize(t *testing.T) {
-	s := startServer(t, embedded.Options{})
-	js := connect(t, s)
-	ctx := ctxFor(t)
-	b := newBackend(t, js)
-	l := limits(jobName("size"))
-	l.Retention = scheduler.Retention{Size: 3}
-	require.NoError(t, b.PrepareJob(ctx, l))
+	_, b, l, ctx := retainedJob(t, "size", scheduler.Retention{Size: 3})
 	for k := range 10 {
 		in := claimIn(l.Job, slot(k), token(), "a")
 		won, err := b.Claim(ctx, in)
@@ -421,13 +415,7 @@ func TestHistoryIsBoundedBySize(t *testing.T) {
 }
 
 func TestHistoryTTLDropsOldRuns(t *testing.T) {
-	s := startServer(t, embedded.Options{})
-	js := connect(t, s)
-	ctx := ctxFor(t)
-	b := newBackend(t, js)
-	l := limits(jobName("ttl"))
-	l.Retention = scheduler.Retention{Size: 50, TTL: time.Second}
-	require.NoError(t, b.PrepareJob(ctx, l))
+	_, b, l, ctx := retainedJob(t, "ttl", scheduler.Retention{Size: 50, TTL: time.Second})
 	in := claimIn(l.Job, slot(0), token(), "a")
 	in.HistoryTTL = l.Retention.TTL
 	won, err := b.Claim(ctx, in)

@@ -107,3 +107,16 @@ func (l *logBuffer) String() string {
 func (l *logBuffer) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
+
+// retainedJob starts a server with a backend on it and prepares a job called name
+// (made unique by jobName) that keeps keep.
+func retainedJob(t *testing.T, name string, keep scheduler.Retention) (natsjs.JetStream, *Backend, scheduler.JobLimits, context.Context) {
+	t.Helper()
+	js := connect(t, startServer(t, embedded.Options{}))
+	ctx := ctxFor(t)
+	b := newBackend(t, js)
+	l := limits(jobName(name))
+	l.Retention = keep
+	require.NoError(t, b.PrepareJob(ctx, l))
+	return js, b, l, ctx
+}

@@ -40,13 +40,7 @@ func runsOf(t *testing.T, b *Backend, l scheduler.JobLimits, instance string, fr
 // History of 100 runs is three requests (stream state, then batched direct gets),
 // and the same records as the leader-only reading of a stream without direct gets.
 func TestHistoryReadsInBatches(t *testing.T) {
-	s := startServer(t, embedded.Options{})
-	js := connect(t, s)
-	ctx := ctxFor(t)
-	b := newBackend(t, js)
-	l := limits(jobName("batched"))
-	l.Retention = scheduler.Retention{Size: 500}
-	require.NoError(t, b.PrepareJob(ctx, l))
+	js, b, l, ctx := retainedJob(t, "batched", scheduler.Retention{Size: 500})
 	runs(t, b, l, 130, func(int) scheduler.Status { return scheduler.StatusOK })
 
 	before := js.Conn().Stats()
