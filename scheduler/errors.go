@@ -34,4 +34,10 @@ var (
 	// ErrPauseNotSupported: Pause or Resume on a backend without the Pauser
 	// capability.
 	ErrPauseNotSupported = errors.New("scheduler: the backend cannot store pauses")
+	// ErrJobBusy: RunNow of a job that forbids overlap (OverlapSkip) while a run of
+	// it is in progress. Nothing was run.
+	ErrJobBusy = errors.New("scheduler: a run of the job is in progress and the job forbids overlap")
+	// ErrTooManyManualRuns: RunNow while as many manual runs of the job as
+	// WithMaxManualRuns allows are in progress on this instance. Nothing was run.
+	ErrTooManyManualRuns = errors.New("scheduler: too many manual runs of the job in progress")
 )

@@ -21,6 +21,9 @@ const (
 	DefaultHistorySize = 100
 	// DefaultCatchUpWindow bounds catch-up when the job gives no window.
 	DefaultCatchUpWindow = time.Hour
+	// DefaultMaxManualRuns is how many manual runs (RunNow) of one job may be in
+	// progress at once on one instance.
+	DefaultMaxManualRuns = 4
 )
 
 // JobOption changes one job's settings at registration. An invalid value is an error
@@ -42,6 +45,7 @@ type jobConfig struct {
 	historySize        int
 	historyTTL         time.Duration
 	location           *time.Location
+	maxManual          int
 }
 
 func optErr(format string, args ...any) error {
@@ -182,6 +186,21 @@ func WithLocation(loc *time.Location) JobOption {
 			return optErr("nil location")
 		}
 		c.location = loc
+		return nil
+	}
+}
+
+// WithMaxManualRuns bounds how many manual runs (RunNow, a trigger) of the job may
+// be in progress at once on this instance; RunNow beyond it returns an error
+// matching ErrTooManyManualRuns and runs nothing. Defaults to DefaultMaxManualRuns.
+// A job that forbids overlap (OverlapSkip) also refuses a manual run while any run
+// of it is in progress, on any instance (ErrJobBusy).
+func WithMaxManualRuns(n int) JobOption {
+	return func(c *jobConfig) error {
+		if n < 1 {
+			return optErr("max manual runs %d must be at least 1", n)
+		}
+		c.maxManual = n
 		return nil
 	}
 }

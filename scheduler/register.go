@@ -62,7 +62,7 @@ func (s *Scheduler) add(name string, sched Schedule, interval time.Duration, h H
 	if h == nil {
 		return fmt.Errorf("job %q: %w", name, ErrNilHandler)
 	}
-	cfg := jobConfig{lease: DefaultLease, historySize: DefaultHistorySize, catchUpConcurrency: 1}
+	cfg := jobConfig{lease: DefaultLease, historySize: DefaultHistorySize, catchUpConcurrency: 1, maxManual: DefaultMaxManualRuns}
 	for _, o := range opts {
 		if o == nil {
 			continue

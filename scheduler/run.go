@@ -54,7 +54,7 @@ func (s *Scheduler) execute(parent context.Context, j *job, in ClaimInput, fence
 	res := execResult{Status: StatusOK, StartedAt: started, FinishedAt: finished}
 	cause := context.Cause(ctx)
 	if err != nil {
-		res.Error = err.Error()
+		res.Error = TruncateText(err.Error(), MaxErrorText)
 		switch {
 		case errors.Is(err, ErrHandlerPanic):
 			res.Status = StatusError
@@ -76,6 +76,7 @@ func (s *Scheduler) execute(parent context.Context, j *job, in ClaimInput, fence
 	if l != nil {
 		res = s.settle(j, in.Slot, l, res)
 	}
+	res.Error = TruncateText(res.Error, MaxErrorText)
 	stopHeartbeat()
 	s.save(j, in, fence, res)
 	// The hook gets the handler's own error value (errors.Is and errors.As work on
@@ -110,7 +111,7 @@ func (s *Scheduler) save(j *job, in ClaimInput, fence uint64, res execResult) {
 	}
 	r := StoredResult{
 		Slot: in.Slot, Token: in.Token, Instance: instance, Attempt: max(in.Attempt, 1), Manual: in.Manual,
-		Status: res.Status, StartedAt: res.StartedAt, FinishedAt: res.FinishedAt, Error: res.Error, Fence: fence,
+		Status: res.Status, StartedAt: res.StartedAt, FinishedAt: res.FinishedAt, Error: TruncateText(res.Error, MaxErrorText), Fence: fence,
 	}
 	ctx, cancel := s.callCtx(context.Background())
 	defer cancel()

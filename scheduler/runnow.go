@@ -10,6 +10,11 @@ import (
 // RunNow runs the job at once on this instance, recorded as a manual run (never
 // de-duplicated), and returns its record. The scheduler must be started. The handler
 // is cancelled when ctx is done, and by Stop like any other handler.
+//
+// A manual run is refused, with nothing run, while WithMaxManualRuns manual runs of
+// the job are in progress on this instance (ErrTooManyManualRuns). OnStart tells
+// the caller when the run has been recorded and its handler starts; an error
+// returned before that ran nothing.
 func (s *Scheduler) RunNow(ctx context.Context, name string, opts ...RunNowOption) (RunRecord, error) {
 	var o runNowConfig
 	for _, opt := range opts {
@@ -34,6 +39,12 @@ func (s *Scheduler) RunNow(ctx context.Context, name string, opts ...RunNowOptio
 		return RunRecord{}, fmt.Errorf("run %q now: %w", name, ErrNotStarted)
 	}
 	defer s.handlers.Done()
+	if n := j.manual.Add(1); int(n) > j.cfg.maxManual {
+		j.manual.Add(-1)
+		return RunRecord{}, fmt.Errorf("run %q now: %w: %d in progress on %s, at most %d (WithMaxManualRuns)",
+			name, ErrTooManyManualRuns, n-1, s.instance, j.cfg.maxManual)
+	}
+	defer j.manual.Add(-1)
 	now := s.clock.Now()
 	in := s.claimInput(j, time.UnixMilli(now.UnixMilli()).UTC(), 1)
 	in.Manual, in.RequestedBy = true, o.by
@@ -51,6 +62,9 @@ func (s *Scheduler) RunNow(ctx context.Context, name string, opts ...RunNowOptio
 	hctx, hcancel := context.WithCancelCause(s.hardCtx)
 	defer hcancel(nil)
 	defer context.AfterFunc(ctx, func() { hcancel(context.Cause(ctx)) })()
+	if o.onStart != nil {
+		o.onStart(Run{Job: name, Slot: in.Slot, Instance: s.instance, Token: in.Token, Attempt: 1, Manual: true})
+	}
 	res := s.execute(hctx, j, in, 0, nil)
 	return RunRecord{
 		Job: name, Slot: in.Slot, Instance: s.instance, Token: in.Token, Attempt: 1, Manual: true, RequestedBy: o.by,
@@ -76,8 +90,17 @@ func (s *Scheduler) History(ctx context.Context, name string, limit int) ([]RunR
 // RunNowOption changes one RunNow call.
 type RunNowOption func(*runNowConfig)
 
-type runNowConfig struct{ by string }
+type runNowConfig struct {
+	by      string
+	onStart func(Run)
+}
 
 // RequestedBy records who asked for the run (a user, a service, a CLI) with the
 // manual run in history.
 func RequestedBy(who string) RunNowOption { return func(c *runNowConfig) { c.by = who } }
+
+// OnStart calls fn once the manual run is recorded, just before its handler starts,
+// from RunNow's goroutine: a caller that answers "accepted" from fn tells the truth,
+// as an error RunNow returns without having called fn means nothing ran. fn must
+// return quickly.
+func OnStart(fn func(Run)) RunNowOption { return func(c *runNowConfig) { c.onStart = fn } }

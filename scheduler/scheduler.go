@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -67,6 +68,8 @@ type job struct {
 	cfg      jobConfig
 	limits   JobLimits
 	interval time.Duration
+	// manual counts the manual runs of the job in progress on this instance.
+	manual atomic.Int32
 }
 
 // Instance returns this scheduler's instance ID.
