@@ -86,6 +86,7 @@ func New(cfg Config) (*Scheduler, error) {
 	if lb, ok := cfg.Backend.(LeaseBackend); ok {
 		s.runs = lb.Runs()
 	}
+	s.out.init()
 	return s, nil
 }
 

@@ -369,24 +369,23 @@ func (s *Scheduler) standby(j *job, c *leaseClaim) (ClaimResult, time.Time, erro
 }
 
 // recordOnce stores a result for a slot that did not run (skipped, late) from exactly
-// one instance: the backend's claim picks which.
+// one instance: the backend's claim picks which. Both writes are repeat-safe, and
+// they are written again from the outbox until stored.
 func (s *Scheduler) recordOnce(j *job, slot time.Time, status Status, why string) {
 	in := s.claimInput(j, slot, 1)
+	r := StoredResult{Slot: slot, Token: in.Token, Instance: s.instance, Attempt: 1, Status: status,
+		FinishedAt: s.clock.Now(), Error: TruncateText(why, MaxErrorText)}
+	keep := Retention{Size: j.cfg.historySize, TTL: j.cfg.historyTTL}
 	// Not under the loops' context: a decision already stored is recorded even
-	// while Stop is stopping the loops (Stop waits for it, bounded by the call
-	// timeout).
-	ctx, cancel := s.callCtx(context.Background())
-	won, err := s.backend.Claim(ctx, in)
-	cancel()
-	if err != nil {
-		if !errors.Is(err, context.Canceled) {
-			s.backendError(j, slot, "claim", err)
+	// while Stop is stopping the loops (Stop waits for it, and drains the outbox).
+	s.complete(j, slot, "claim", keep.until(r.FinishedAt), func(ctx context.Context) error {
+		won, err := s.backend.Claim(ctx, in)
+		if err != nil || !won {
+			return err
 		}
-		return
-	}
-	if !won {
-		return
-	}
-	now := s.clock.Now()
-	s.save(j, in, 0, execResult{Status: status, StartedAt: time.Time{}, FinishedAt: now, Error: why})
+		if err := s.backend.SaveResult(ctx, j.name, r, keep); err != nil {
+			return &failedOp{op: "save_result", err: err}
+		}
+		return nil
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Start initialises the backend, prepares every job and starts their loops. It
@@ -115,6 +116,33 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 		err = fmt.Errorf("scheduler: stop: running handlers were cancelled: %w", context.Cause(ctx))
 	}
 	s.hardCancel(ErrStopped)
+	if n := s.drainOutbox(ctx); n > 0 {
+		err = errors.Join(err, fmt.Errorf("scheduler: stop: %d records that complete a slot were not stored (the backend did not answer)", n))
+	}
 	s.log.Info("scheduler stopped", "instance", s.instance)
 	return err
+}
+
+// drainOutbox writes the records still waiting in the outbox until ctx ends: for
+// 2 × CallTimeout when ctx has no deadline, for one CallTimeout when it has ended
+// already. It returns how many were left.
+func (s *Scheduler) drainOutbox(ctx context.Context) int {
+	var bound time.Duration
+	switch _, ok := ctx.Deadline(); {
+	case ctx.Err() != nil:
+		bound = s.callTO
+	case !ok:
+		bound = 2 * s.callTO
+	}
+	if bound > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), bound)
+		defer cancel()
+	}
+	n := s.out.drain(ctx)
+	if n > 0 {
+		s.log.Error("records that complete a slot were not stored before Stop returned", "records", n)
+		s.emit(Event{Kind: EventBackendError, Op: "save_result", Err: fmt.Errorf("scheduler: %d records not stored at Stop", n)})
+	}
+	return n
 }

@@ -113,9 +113,17 @@ func (s *Scheduler) save(j *job, in ClaimInput, fence uint64, res execResult) {
 		Slot: in.Slot, Token: in.Token, Instance: instance, Attempt: max(in.Attempt, 1), Manual: in.Manual,
 		Status: res.Status, StartedAt: res.StartedAt, FinishedAt: res.FinishedAt, Error: TruncateText(res.Error, MaxErrorText), Fence: fence,
 	}
-	ctx, cancel := s.callCtx(context.Background())
-	defer cancel()
-	if err := s.backend.SaveResult(ctx, j.name, r, Retention{Size: j.cfg.historySize, TTL: j.cfg.historyTTL}); err != nil {
-		s.backendError(j, in.Slot, "save_result", err)
+	keep := Retention{Size: j.cfg.historySize, TTL: j.cfg.historyTTL}
+	s.complete(j, in.Slot, "save_result", keep.until(r.FinishedAt), func(ctx context.Context) error {
+		return s.backend.SaveResult(ctx, j.name, r, keep)
+	})
+}
+
+// until is when a record finished at t leaves a history kept so (zero: never by
+// time).
+func (k Retention) until(t time.Time) time.Time {
+	if k.TTL <= 0 || t.IsZero() {
+		return time.Time{}
 	}
+	return t.Add(k.TTL)
 }

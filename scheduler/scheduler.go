@@ -53,6 +53,7 @@ type Scheduler struct {
 	hardCancel context.CancelCauseFunc
 
 	pauses pauses // the stored pauses, as the backend's watch last told them
+	out    outbox // records that complete a slot, to write again
 }
 
 const (

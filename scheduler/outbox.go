@@ -1,0 +1,210 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// The outbox keeps the records that complete a slot (a run's result, the record of
+// a slot that did not run, a takeover's note that the attempt before it was lost)
+// whose first write failed, and writes them again until the backend stores them:
+// oldest first per job, with a growing delay between tries, while the scheduler
+// runs and while Stop drains it. A record is given up only when the backend would
+// no longer show it (its history TTL has passed), when the backend refuses it as
+// invalid, or when MaxPendingRecords are waiting already; each of those is logged
+// and reported as a backend error.
+
+// MaxPendingRecords bounds the records one scheduler keeps to write again. Past it,
+// a record whose write fails is dropped (and reported), so that a store down for a
+// long time cannot grow the process without bound.
+const MaxPendingRecords = 10000
+
+// outboxMaxDelay caps the delay between two tries of one job's oldest record.
+const outboxMaxDelay = 5 * time.Second
+
+// outboxWorkers bounds how many jobs' records are written again at once.
+const outboxWorkers = 16
+
+// pendingWrite is one record to write again. write is repeat-safe.
+type pendingWrite struct {
+	j     *job
+	slot  time.Time
+	op    string
+	write func(ctx context.Context) error
+	// until is when the record stops being worth writing (zero: never).
+	until time.Time
+}
+
+type outbox struct {
+	mu      sync.Mutex
+	queues  map[string][]*pendingWrite // job → records, oldest first
+	n       int
+	workers sync.WaitGroup
+	sem     chan struct{}
+	ctx     context.Context // ends the workers; cancelled by drain
+	cancel  context.CancelFunc
+	idle    chan struct{} // closed and replaced when the last record is written
+}
+
+func (o *outbox) init() {
+	o.queues = map[string][]*pendingWrite{}
+	o.sem = make(chan struct{}, outboxWorkers)
+	o.ctx, o.cancel = context.WithCancel(context.Background())
+	o.idle = make(chan struct{})
+}
+
+// complete writes a record that completes a slot: once now, and again from the
+// outbox until stored when that fails.
+func (s *Scheduler) complete(j *job, slot time.Time, op string, until time.Time, write func(ctx context.Context) error) {
+	ctx, cancel := s.callCtx(context.Background())
+	err := write(ctx)
+	cancel()
+	if err == nil {
+		return
+	}
+	s.backendError(j, slot, opOf(err, op), err)
+	if permanent(err) {
+		s.log.Error("record not stored: the backend refuses it", "job", j.name, "slot", slot, "op", op, "err", err)
+		return
+	}
+	s.out.add(s, &pendingWrite{j: j, slot: slot, op: op, write: write, until: until})
+}
+
+// failedOp names the call that failed in a write of more than one call, for the
+// backend error reported.
+type failedOp struct {
+	op  string
+	err error
+}
+
+func (e *failedOp) Error() string { return e.err.Error() }
+func (e *failedOp) Unwrap() error { return e.err }
+
+// opOf is the call err names, or op.
+func opOf(err error, op string) string {
+	var f *failedOp
+	if errors.As(err, &f) {
+		return f.op
+	}
+	return op
+}
+
+// permanent reports whether a failed write would fail the same way again.
+func permanent(err error) bool {
+	return errors.Is(err, ErrInvalidClaim) || errors.Is(err, ErrInvalidJobName)
+}
+
+func (o *outbox) add(s *Scheduler, w *pendingWrite) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.n >= MaxPendingRecords {
+		s.log.Error("record dropped: too many records wait to be written again", "job", w.j.name, "slot", w.slot, "op", w.op, "pending", o.n)
+		s.emit(Event{Kind: EventBackendError, Job: w.j.name, Slot: w.slot, Op: w.op,
+			Err: errors.New("scheduler: record dropped: MaxPendingRecords records wait to be written again")})
+		return
+	}
+	o.n++
+	q := o.queues[w.j.name]
+	o.queues[w.j.name] = append(q, w)
+	if len(q) == 0 {
+		o.workers.Add(1)
+		go o.work(s, w.j.name)
+	}
+}
+
+// work writes one job's records, oldest first, until none is left or the outbox is
+// closed.
+func (o *outbox) work(s *Scheduler, job string) {
+	defer o.workers.Done()
+	for attempt := 0; ; {
+		o.mu.Lock()
+		q := o.queues[job]
+		if len(q) == 0 {
+			delete(o.queues, job)
+			o.mu.Unlock()
+			return
+		}
+		w := q[0]
+		o.mu.Unlock()
+
+		if !w.until.IsZero() && s.clock.Now().After(w.until) {
+			s.log.Warn("record given up: past its history retention", "job", job, "slot", w.slot, "op", w.op)
+			o.pop(job)
+			attempt = 0
+			continue
+		}
+		select {
+		case o.sem <- struct{}{}:
+		case <-o.ctx.Done():
+			return
+		}
+		ctx, cancel := s.callCtx(o.ctx)
+		err := w.write(ctx)
+		cancel()
+		<-o.sem
+		switch {
+		case err == nil:
+			o.pop(job)
+			attempt = 0
+			continue
+		case o.ctx.Err() != nil:
+			return
+		case permanent(err):
+			s.log.Error("record not stored: the backend refuses it", "job", job, "slot", w.slot, "op", w.op, "err", err)
+			o.pop(job)
+			attempt = 0
+			continue
+		}
+		s.backendError(w.j, w.slot, opOf(err, w.op), err)
+		d := min(retryDelay(attempt+2), outboxMaxDelay)
+		attempt++
+		t := s.clock.NewTimer(d)
+		select {
+		case <-t.C():
+		case <-o.ctx.Done():
+			t.Stop()
+			return
+		}
+	}
+}
+
+// pop removes job's oldest record, written or given up.
+func (o *outbox) pop(job string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	q := o.queues[job]
+	if len(q) == 0 {
+		return
+	}
+	q[0] = nil
+	o.queues[job] = q[1:]
+	o.n--
+	if o.n == 0 {
+		close(o.idle)
+		o.idle = make(chan struct{})
+	}
+}
+
+// pending returns how many records wait, and a channel closed once none does.
+func (o *outbox) pending() (int, <-chan struct{}) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.n, o.idle
+}
+
+// drain waits until every record is written or ctx ends, then stops the workers.
+// It returns how many records were left unwritten.
+func (o *outbox) drain(ctx context.Context) int {
+	if n, idle := o.pending(); n > 0 {
+		select {
+		case <-idle:
+		case <-ctx.Done():
+		}
+	}
+	o.cancel()
+	o.workers.Wait()
+	n, _ := o.pending()
+	return n
+}
