@@ -84,29 +84,63 @@ func (s *Scheduler) handleLeased(j *job, slot time.Time, kind claimKind) {
 			return
 		}
 	}
-	if res.Outcome == OutcomeWon && (res.Attempt <= 1 || res.Reopened) {
+	if res.Outcome == OutcomeWon {
 		if p, paused := s.pauses.of(j.name, s.clock.Now()); paused {
-			// The slot fell while its job is paused: the won claim is the stored
-			// decision, finished paused at once.
-			s.finishPaused(j, c.Slot, c.Token, res.Attempt, p)
+			// The job is paused: every attempt the store grants, a takeover too,
+			// is finished paused at once, not run (the attempt it took over from
+			// ended unfinished).
+			if res.Attempt > 1 && !res.Reopened {
+				s.noteLost(j, c.Slot, res)
+			}
+			l := &lease{token: c.Token, dur: j.cfg.lease, sent: sent}
+			if s.finishDecided(j, c, res.Attempt, l, StatusPaused) {
+				s.recordPaused(j, c.Slot, c.Token, res.Attempt, p)
+			}
 			return
 		}
 	}
 	s.follow(j, c, res, sent)
 }
 
-// finishPaused settles a slot won while its job is paused: finished paused in the
-// run store (no backup takes it over), recorded paused in history, not run.
-func (s *Scheduler) finishPaused(j *job, slot time.Time, token string, attempt int, p Pause) {
-	if s.runs != nil {
-		ctx, cancel := s.callCtx(context.Background())
-		err := s.runs.Finish(ctx, j.name, slot, token, StatusPaused)
+// finishDecided stores a won lease's run finished with a status that is a decision
+// (paused): the decision is stored before anyone acts on it, so a failed Finish is
+// sent again while the lease is ours. It reports whether it was stored (asking the
+// store once more when the answers were lost). When it was not, the lease is
+// released: a backup then takes the slot over and decides it again.
+func (s *Scheduler) finishDecided(j *job, c *leaseClaim, attempt int, l *lease, status Status) bool {
+	until := l.sent.Add(l.dur - leaseMargin(l.dur))
+	for try := 0; ; try++ {
+		ctx, cancel := context.WithTimeout(context.Background(), min(s.callTO, max(until.Sub(s.clock.Now()), 0)))
+		err := s.runs.Finish(ctx, j.name, c.Slot, l.token, status)
 		cancel()
-		if err != nil {
-			s.backendError(j, slot, "finish", err)
-			s.release(j, slot, token)
+		switch {
+		case err == nil:
+			return true
+		case errors.Is(err, ErrStaleToken), errors.Is(err, ErrLeaseLost):
+			return false // another attempt holds the slot: it decides
+		}
+		s.backendError(j, c.Slot, "finish", err)
+		next := s.clock.Now().Add(retryDelay(try))
+		if errors.Is(err, ErrInvalidClaim) || !next.Before(until) || !s.sleepUntil(s.hardCtx, next) {
+			break
 		}
 	}
+	// A Finish whose answer was lost may have been stored: a repeat of the claim
+	// (the same token; it creates nothing) says.
+	rc := c.RunClaim
+	rc.TakeoverOnly = true
+	ctx, cancel := s.callCtx(context.Background())
+	res, err := s.runs.Claim(ctx, rc)
+	cancel()
+	if err == nil && res.Outcome == OutcomeDone && res.Status == status && res.Attempt == attempt {
+		return true
+	}
+	s.release(j, c.Slot, l.token)
+	return false
+}
+
+// recordPaused stores the history record of a slot decided paused: not run.
+func (s *Scheduler) recordPaused(j *job, slot time.Time, token string, attempt int, p Pause) {
 	in := s.claimInput(j, slot, max(attempt, 1))
 	in.Token = token
 	why := "job paused"
@@ -237,12 +271,7 @@ func (s *Scheduler) runLeased(j *job, c *leaseClaim, res ClaimResult, sent time.
 	} else if in.Attempt > 1 {
 		s.log.Info("took over a run", "job", j.name, "slot", c.Slot, "attempt", in.Attempt, "previous", res.Previous)
 		s.emit(Event{Kind: EventTakeover, Job: j.name, Slot: c.Slot, Token: c.Token, Attempt: in.Attempt, Outcome: res.Outcome})
-		if res.PreviousToken != "" {
-			prev := ClaimInput{Slot: c.Slot, Token: res.PreviousToken, Instance: res.Previous, Attempt: res.PreviousAttempt}
-			s.beside(func() {
-				s.save(j, prev, 0, execResult{Status: StatusLost, FinishedAt: s.clock.Now(), Error: "lease expired or released before the run finished; taken over by " + s.instance})
-			})
-		}
+		s.noteLost(j, c.Slot, res)
 	}
 	if rec, ok := s.backend.(ClaimRecorder); ok {
 		record := func(ctx context.Context) error {
@@ -292,6 +321,18 @@ func (s *Scheduler) runLeased(j *job, c *leaseClaim, res ClaimResult, sent time.
 	if out == StatusLost && s.sleepUntil(s.loopCtx, s.clock.Now().Add(j.cfg.lease)) {
 		s.handleLeased(j, c.Slot, claimAdopt)
 	}
+}
+
+// noteLost records, beside the run, that the attempt a takeover (res) took over from
+// ended unfinished.
+func (s *Scheduler) noteLost(j *job, slot time.Time, res ClaimResult) {
+	if res.PreviousToken == "" {
+		return
+	}
+	prev := ClaimInput{Slot: slot, Token: res.PreviousToken, Instance: res.Previous, Attempt: res.PreviousAttempt}
+	s.beside(func() {
+		s.save(j, prev, 0, execResult{Status: StatusLost, FinishedAt: s.clock.Now(), Error: "lease expired or released before the run finished; taken over by " + s.instance})
+	})
 }
 
 // RecordDecider is implemented by a [ClaimRecorder] that can tell whether the

@@ -197,7 +197,7 @@ func (s *Scheduler) handleSlot(j *job, slot time.Time, kind claimKind) {
 				return
 			}
 			if p, paused := s.pauses.of(j.name, s.clock.Now()); paused {
-				s.finishPaused(j, slot, in.Token, 1, p)
+				s.recordPaused(j, slot, in.Token, 1, p)
 				return
 			}
 			s.emit(Event{Kind: EventClaimed, Job: j.name, Slot: slot, Token: in.Token, Attempt: 1, Outcome: OutcomeWon})

@@ -1,0 +1,140 @@
+package scheduler_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/anarchon/anarchon/scheduler"
+)
+
+// failingFinish is one instance's view of a memory backend whose run store fails
+// the first failPaused Finish calls that store a paused slot (the store never sees
+// them), and whose heartbeats hang once hang is set (a process that died).
+type failingFinish struct {
+	*scheduler.MemoryBackend
+	failPaused atomic.Int32
+	hang       atomic.Bool
+}
+
+func (f *failingFinish) Runs() scheduler.RunStore {
+	return finishRuns{LeaseWatcher: f.MemoryBackend.Runs().(*scheduler.MemoryRunStore), RunStore: f.MemoryBackend.Runs(), f: f}
+}
+
+type finishRuns struct {
+	scheduler.RunStore
+	scheduler.LeaseWatcher
+	f *failingFinish
+}
+
+func (r finishRuns) Finish(ctx context.Context, job string, slot time.Time, token string, status scheduler.Status) error {
+	if status == scheduler.StatusPaused && r.f.failPaused.Add(-1) >= 0 {
+		return errors.New("test: finish lost")
+	}
+	return r.RunStore.Finish(ctx, job, slot, token, status)
+}
+
+func (r finishRuns) Heartbeat(ctx context.Context, job string, slot time.Time, token string, lease time.Duration) error {
+	if r.f.hang.Load() {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return r.RunStore.Heartbeat(ctx, job, slot, token, lease)
+}
+
+// A slot that falls while its job is paused is never run, also when the winner's
+// Finish(paused) fails (before, it released the lease and a backup ran the slot as
+// attempt 2, so history held paused and ok for one slot).
+func TestPausedSlotNeverRunsWhenItsFinishFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := scheduler.NewMemoryBackend()
+		var ran atomic.Int32
+		var scheds []*scheduler.Scheduler
+		for _, id := range []string{"A", "B", "C"} {
+			v := &failingFinish{MemoryBackend: mem}
+			v.failPaused.Store(1)
+			s := newScheduler(t, v, id)
+			require.NoError(t, s.Every("job", time.Minute, func(context.Context, scheduler.Run) error {
+				ran.Add(1)
+				return nil
+			}, scheduler.WithLease(2*time.Second), scheduler.WithMaxLate(10*time.Second)))
+			scheds = append(scheds, s)
+		}
+		require.NoError(t, scheds[0].Pause(t.Context(), "job", scheduler.PauseOptions{Reason: "freeze"}))
+		for _, s := range scheds {
+			require.NoError(t, s.Start(t.Context()))
+		}
+		time.Sleep(3 * time.Minute)
+		for _, s := range scheds {
+			require.NoError(t, s.Stop(t.Context()))
+		}
+		assert.Zero(t, ran.Load(), "a paused job ran")
+		hist, err := scheds[0].History(t.Context(), "job", 0)
+		require.NoError(t, err)
+		bySlot := map[int64][]scheduler.Status{}
+		for _, r := range hist {
+			bySlot[r.Slot.Unix()] = append(bySlot[r.Slot.Unix()], r.Status)
+		}
+		require.Len(t, bySlot, 4, "four slots fell (0:00 to 0:03): %v", bySlot)
+		for slot, sts := range bySlot {
+			assert.Equal(t, []scheduler.Status{scheduler.StatusPaused}, sts, "slot %d", slot)
+		}
+	})
+}
+
+// A takeover is checked against the pause like a first attempt: the holder of a
+// run dies after the job was paused, and its backup records the slot paused
+// instead of running it again.
+func TestTakeoverOfAPausedJobIsNotRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := scheduler.NewMemoryBackend()
+		var mu sync.Mutex
+		var starts []scheduler.Run
+		views := map[string]*failingFinish{}
+		var scheds []*scheduler.Scheduler
+		for _, id := range []string{"A", "B"} {
+			v := &failingFinish{MemoryBackend: mem}
+			views[id] = v
+			s := newScheduler(t, v, id)
+			require.NoError(t, s.Every("job", time.Hour, func(ctx context.Context, r scheduler.Run) error {
+				mu.Lock()
+				starts = append(starts, r)
+				mu.Unlock()
+				if r.Attempt == 1 {
+					require.NoError(t, s.Pause(context.Background(), "job", scheduler.PauseOptions{Reason: "incident"}))
+					views[r.Instance].hang.Store(true) // the holder dies
+					<-ctx.Done()
+					return context.Cause(ctx)
+				}
+				return nil
+			}, scheduler.WithLease(2*time.Second)))
+			scheds = append(scheds, s)
+		}
+		time.Sleep(30 * time.Minute)
+		for _, s := range scheds {
+			require.NoError(t, s.Start(t.Context()))
+		}
+		time.Sleep(time.Hour)
+		for _, s := range scheds {
+			require.NoError(t, s.Stop(t.Context()))
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		require.Len(t, starts, 1, "only the first attempt ran: %+v", starts)
+		hist, err := scheds[0].History(t.Context(), "job", 0)
+		require.NoError(t, err)
+		got := map[int]scheduler.Status{}
+		for _, r := range hist {
+			got[r.Attempt] = r.Status
+		}
+		assert.Equal(t, scheduler.StatusPaused, got[2], "%+v", hist)
+		assert.Contains(t, []scheduler.Status{scheduler.StatusLost, scheduler.StatusSuperseded}, got[1], "%+v", hist)
+	})
+}
