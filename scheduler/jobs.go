@@ -64,10 +64,12 @@ func (s *Scheduler) Running() bool {
 }
 
 // Active lists the job's unfinished runs in the run store, oldest slot first, with
-// whether each lease is live (running now) — every instance's, not only this one's.
-// Without leases there is no run store to ask: it returns nil.
+// whether each lease is live (running now) — every instance's, not only this one's,
+// manual runs included (ActiveRun.Manual). Without leases there is no run store to
+// ask: it returns nil.
 func (s *Scheduler) Active(ctx context.Context, job string) ([]ActiveRun, error) {
-	if _, err := s.declared(job); err != nil {
+	j, err := s.declared(job)
+	if err != nil {
 		return nil, err
 	}
 	if s.runs == nil {
@@ -78,5 +80,9 @@ func (s *Scheduler) Active(ctx context.Context, job string) ([]ActiveRun, error)
 	}
 	cctx, cancel := s.callCtx(ctx)
 	defer cancel()
-	return s.runs.Active(cctx, job)
+	runs, err := s.runs.Active(cctx, job)
+	for i := range runs {
+		runs[i].Manual = !j.onSchedule(runs[i].Slot)
+	}
+	return runs, err
 }

@@ -16,6 +16,9 @@ type lease struct {
 	// send of the winning token whose answer was lost, else the send of the claim
 	// (or of the heartbeat) answered. The store's expiry is at least one lease after.
 	sent time.Time
+	// manual: a manual run's lease, finished however the run ended (nobody takes a
+	// manual run over to run it again).
+	manual bool
 }
 
 // heartbeat extends the lease every lease/3 until done. It cancels the handler as
@@ -93,7 +96,7 @@ func (s *Scheduler) leaseLost(j *job, slot time.Time, l *lease, settling *atomic
 // run the slot again. It is tried until an answer, or until the store would have
 // forgotten the run; after a hard stop for at most one more lease, so Stop returns.
 func (s *Scheduler) settle(j *job, slot time.Time, l *lease, res execResult) execResult {
-	if res.Status == StatusCancelled || res.Status == StatusLost {
+	if !l.manual && (res.Status == StatusCancelled || res.Status == StatusLost) {
 		s.release(j, slot, l.token)
 		return res
 	}

@@ -84,6 +84,17 @@ func (s *Scheduler) handleLeased(j *job, slot time.Time, kind claimKind) {
 			return
 		}
 	}
+	s.act(j, c, res, sent)
+}
+
+// act follows a claim's answer other than running: a won manual run's slot is
+// ended (a manual run is not run again), a won slot of a paused job is finished
+// paused, anything else is followed.
+func (s *Scheduler) act(j *job, c *leaseClaim, res ClaimResult, sent time.Time) {
+	if res.Outcome == OutcomeWon && !j.onSchedule(c.Slot) {
+		s.endManual(j, c, res)
+		return
+	}
 	if res.Outcome == OutcomeWon {
 		if p, paused := s.pauses.of(j.name, s.clock.Now()); paused {
 			// The job is paused: every attempt the store grants, a takeover too,
@@ -361,6 +372,23 @@ func (s *Scheduler) beside(f func()) {
 		defer s.handlers.Done()
 		f()
 	}()
+}
+
+// besideIfRunning is beside for a caller that is not itself waited for by Stop (a
+// reader): f runs only while the scheduler is started. It reports whether it does.
+func (s *Scheduler) besideIfRunning(f func()) bool {
+	s.mu.Lock()
+	if s.state != stateStarted {
+		s.mu.Unlock()
+		return false
+	}
+	s.handlers.Add(1) // under the lock that Stop changes the state under
+	s.mu.Unlock()
+	go func() {
+		defer s.handlers.Done()
+		f()
+	}()
+	return true
 }
 
 // standby waits as a backup for a running slot until a claim is answered other than

@@ -96,19 +96,30 @@ func (j *job) catchUpSlots(from, last time.Time) (run, capped []time.Time) {
 }
 
 // adopt claims, as takeovers, the job's unfinished runs up to before that catch-up
-// does not claim.
+// does not claim. A failed read of them is asked again until it is answered: a run
+// nobody stands by for (a manual run, a hand-over) has no other taker.
 func (s *Scheduler) adopt(j *job, before time.Time, claimed map[int64]bool) {
-	ctx, cancel := s.callCtx(s.loopCtx)
-	active, err := s.runs.Active(ctx, j.name)
-	cancel()
-	if err != nil {
-		if s.loopCtx.Err() == nil {
-			s.backendError(j, time.Time{}, "active", err)
+	var active []ActiveRun
+	for attempt := 0; ; attempt++ {
+		ctx, cancel := s.callCtx(s.loopCtx)
+		var err error
+		active, err = s.runs.Active(ctx, j.name)
+		cancel()
+		if err == nil {
+			break
 		}
-		return
+		if s.loopCtx.Err() != nil {
+			return
+		}
+		s.backendError(j, time.Time{}, "active", err)
+		if !s.sleepUntil(s.loopCtx, s.clock.Now().Add(retryDelay(attempt))) {
+			return
+		}
 	}
 	for _, r := range active {
-		if r.Slot.After(before) || claimed[r.Slot.UnixMilli()] {
+		// The loop claims the slots after before itself; a manual run's slot
+		// (not on the schedule) is nobody else's to end.
+		if (r.Slot.After(before) && j.onSchedule(r.Slot)) || claimed[r.Slot.UnixMilli()] {
 			continue
 		}
 		s.handlers.Add(1)

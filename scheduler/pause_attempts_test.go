@@ -17,11 +17,32 @@ import (
 
 // failingFinish is one instance's view of a memory backend whose run store fails
 // the first failPaused Finish calls that store a paused slot (the store never sees
-// them), and whose heartbeats hang once hang is set (a process that died).
+// them), whose heartbeats hang once hang is set (a process whose clock stopped),
+// and whose every run store call and result write hangs once dead is set (a
+// process that died).
 type failingFinish struct {
 	*scheduler.MemoryBackend
 	failPaused atomic.Int32
 	hang       atomic.Bool
+	dead       atomic.Bool
+}
+
+var errDead = errors.New("test: the process died")
+
+// wait hangs a call of a dead process until its caller gives up.
+func (f *failingFinish) wait(ctx context.Context) error {
+	if !f.dead.Load() {
+		return nil
+	}
+	<-ctx.Done()
+	return errDead
+}
+
+func (f *failingFinish) SaveResult(ctx context.Context, job string, r scheduler.StoredResult, keep scheduler.Retention) error {
+	if err := f.wait(ctx); err != nil {
+		return err
+	}
+	return f.MemoryBackend.SaveResult(ctx, job, r, keep)
 }
 
 func (f *failingFinish) Runs() scheduler.RunStore {
@@ -34,7 +55,24 @@ type finishRuns struct {
 	f *failingFinish
 }
 
+func (r finishRuns) Claim(ctx context.Context, in scheduler.RunClaim) (scheduler.ClaimResult, error) {
+	if err := r.f.wait(ctx); err != nil {
+		return scheduler.ClaimResult{}, err
+	}
+	return r.RunStore.Claim(ctx, in)
+}
+
+func (r finishRuns) Release(ctx context.Context, job string, slot time.Time, token string) error {
+	if err := r.f.wait(ctx); err != nil {
+		return err
+	}
+	return r.RunStore.Release(ctx, job, slot, token)
+}
+
 func (r finishRuns) Finish(ctx context.Context, job string, slot time.Time, token string, status scheduler.Status) error {
+	if err := r.f.wait(ctx); err != nil {
+		return err
+	}
 	if status == scheduler.StatusPaused && r.f.failPaused.Add(-1) >= 0 {
 		return errors.New("test: finish lost")
 	}
@@ -42,7 +80,7 @@ func (r finishRuns) Finish(ctx context.Context, job string, slot time.Time, toke
 }
 
 func (r finishRuns) Heartbeat(ctx context.Context, job string, slot time.Time, token string, lease time.Duration) error {
-	if r.f.hang.Load() {
+	if r.f.hang.Load() || r.f.dead.Load() {
 		<-ctx.Done()
 		return ctx.Err()
 	}

@@ -12,9 +12,11 @@ import (
 // is cancelled when ctx is done, and by Stop like any other handler.
 //
 // A manual run is refused, with nothing run, while WithMaxManualRuns manual runs of
-// the job are in progress on this instance (ErrTooManyManualRuns). OnStart tells
-// the caller when the run has been recorded and its handler starts; an error
-// returned before that ran nothing.
+// the job are in progress on this instance (ErrTooManyManualRuns). On a backend
+// with leases it holds a lease like any run (see Active), and a job that forbids
+// overlap refuses it while another of its runs, on any instance, holds a lease
+// (ErrJobBusy). OnStart tells the caller when the run has been recorded and its
+// handler starts; an error returned before that ran nothing.
 func (s *Scheduler) RunNow(ctx context.Context, name string, opts ...RunNowOption) (RunRecord, error) {
 	var o runNowConfig
 	for _, opt := range opts {
@@ -48,32 +50,57 @@ func (s *Scheduler) RunNow(ctx context.Context, name string, opts ...RunNowOptio
 	now := s.clock.Now()
 	in := s.claimInput(j, time.UnixMilli(now.UnixMilli()).UTC(), 1)
 	in.Manual, in.RequestedBy = true, o.by
+	var l *lease
+	var fence uint64
+	var rc RunClaim
+	if s.runs != nil {
+		var res ClaimResult
+		var sent time.Time
+		var err error
+		rc, res, sent, err = s.claimManual(ctx, j, &in)
+		if err != nil {
+			return RunRecord{}, err
+		}
+		l, fence = &lease{token: in.Token, dur: j.cfg.lease, sent: sent, manual: true}, res.Fence
+		in.At = s.clock.Now()
+	}
 	cctx, cancel := s.callCtx(ctx)
 	slot, err := s.backend.RecordManualRun(cctx, in)
 	cancel()
 	if err != nil {
 		s.backendError(j, in.Slot, "record_manual_run", err)
+		if l != nil {
+			s.endUnrun(j, rc)
+		}
 		return RunRecord{}, fmt.Errorf("scheduler: run %q now: %w", name, err)
 	}
-	if !slot.IsZero() {
-		in.Slot = slot
+	if !slot.IsZero() && l == nil {
+		in.Slot = slot // a leased run keeps the slot of its lease
+	}
+	if l != nil && !s.freshLease(j, in.Slot, l) {
+		s.endUnrun(j, rc)
+		s.save(j, in, fence, execResult{Status: StatusCancelled, FinishedAt: s.clock.Now(), Error: "its lease was won too late to run under it: not run"})
+		return RunRecord{}, fmt.Errorf("scheduler: run %q now: %w: the lease was won too late to run under it", name, ErrLeaseLost)
 	}
 	// The handler's context ends with the caller's or with a hard stop.
 	hctx, hcancel := context.WithCancelCause(s.hardCtx)
 	defer hcancel(nil)
 	defer context.AfterFunc(ctx, func() { hcancel(context.Cause(ctx)) })()
 	if o.onStart != nil {
-		o.onStart(Run{Job: name, Slot: in.Slot, Instance: s.instance, Token: in.Token, Attempt: 1, Manual: true})
+		o.onStart(Run{Job: name, Slot: in.Slot, Instance: s.instance, Token: in.Token, Fence: fence, Attempt: 1, Manual: true})
 	}
-	res := s.execute(hctx, j, in, 0, nil)
+	res := s.execute(hctx, j, in, fence, l)
 	return RunRecord{
 		Job: name, Slot: in.Slot, Instance: s.instance, Token: in.Token, Attempt: 1, Manual: true, RequestedBy: o.by,
 		Status: res.Status, ClaimedAt: in.At, StartedAt: res.StartedAt, FinishedAt: res.FinishedAt,
-		Duration: res.FinishedAt.Sub(res.StartedAt), Error: res.Error,
+		Duration: res.FinishedAt.Sub(res.StartedAt), Error: res.Error, Fence: fence,
 	}, nil
 }
 
-// History returns the job's recent runs on every instance, newest first.
+// History returns the job's recent runs on every instance, newest first. On a
+// started scheduler, a record of a job it declares that is left running by an
+// attempt that can no longer end it (its instance died before storing the result)
+// is ended from what the run store knows, and that ending stored: see repair.go.
 func (s *Scheduler) History(ctx context.Context, name string, limit int) ([]RunRecord, error) {
 	if err := s.init(ctx); err != nil {
 		return nil, err
@@ -83,6 +110,9 @@ func (s *Scheduler) History(ctx context.Context, name string, limit int) ([]RunR
 	recs, err := s.backend.History(cctx, name, limit)
 	if err != nil {
 		return nil, fmt.Errorf("scheduler: history of %q: %w", name, err)
+	}
+	if j, err := s.declared(name); err == nil {
+		s.repair(cctx, j, recs)
 	}
 	return recs, nil
 }

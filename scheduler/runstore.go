@@ -154,6 +154,9 @@ type ActiveRun struct {
 	Fence    uint64
 	Expires  time.Time
 	Live     bool
+	// Manual says the run is a manual one (its slot is not on the job's
+	// schedule). Scheduler.Active sets it; stores leave it false.
+	Manual bool
 }
 
 // OverlapPolicy says whether a job's slots may run concurrently.

@@ -54,6 +54,8 @@ type Scheduler struct {
 
 	pauses pauses // the stored pauses, as the backend's watch last told them
 	out    outbox // records that complete a slot, to write again
+	// adopting: the runs a reader's repair is taking over (under mu).
+	adopting map[adoptKey]bool
 }
 
 const (

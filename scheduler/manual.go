@@ -1,0 +1,139 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Manual runs with leases. On a backend with leases a manual run holds a lease of
+// its own, on a slot of the job that is not on its schedule (the trigger's instant,
+// moved on by a millisecond while it is one), so that every instance sees it
+// running (Active), a job that forbids overlap refuses it while another run holds
+// the job (ErrJobBusy) and skips its scheduled slots while it runs, and a manual
+// run whose instance died is ended lost by the instance that finds its lease
+// expired. A manual run is never run again by another instance.
+
+// maxManualSlotTries bounds the slots a manual claim tries when the one it picked
+// is taken (another manual run claimed the same millisecond).
+const maxManualSlotTries = 16
+
+// onSchedule reports whether t is one of the job's slots.
+func (j *job) onSchedule(t time.Time) bool {
+	return j.sched.Next(t.Add(-time.Millisecond)).Equal(t)
+}
+
+// manualSlot is the first instant from t, at millisecond precision, that is not
+// one of the job's slots.
+func (j *job) manualSlot(t time.Time) time.Time {
+	t = time.UnixMilli(t.UnixMilli()).UTC()
+	for range 1000 {
+		if !j.onSchedule(t) {
+			break
+		}
+		t = t.Add(time.Millisecond)
+	}
+	return t
+}
+
+// claimManual claims a lease for a manual run of j, on a slot off its schedule
+// from now (in.Slot is set to it). It returns the claim won, its answer and when
+// the lease counts from. A job that forbids overlap while another of its runs
+// holds a lease gets ErrJobBusy.
+func (s *Scheduler) claimManual(ctx context.Context, j *job, in *ClaimInput) (RunClaim, ClaimResult, time.Time, error) {
+	ctx, cancel := s.callCtx(ctx)
+	defer cancel()
+	slot := j.manualSlot(s.clock.Now())
+	for range maxManualSlotTries {
+		c := &leaseClaim{RunClaim: RunClaim{
+			Job: j.name, Slot: slot, Token: in.Token, Instance: s.instance, Lease: j.cfg.lease,
+			Deadline: s.clock.Now().Add(s.maxSkew), Overlap: j.cfg.overlap, Keep: j.keep(),
+		}}
+		var res ClaimResult
+		var sent time.Time
+		for attempt := 0; ; attempt++ {
+			sent = s.clock.Now()
+			var err error
+			res, err = s.runs.Claim(ctx, c.RunClaim)
+			if err == nil {
+				break
+			}
+			if c.unanswered.IsZero() {
+				c.unanswered = sent
+			}
+			s.backendError(j, slot, "claim", err)
+			if !s.sleepUntil(ctx, s.clock.Now().Add(retryDelay(attempt))) {
+				// The store may have applied a claim whose answer was lost: the
+				// lease it gave, if any, is ended unrun.
+				s.endUnrun(j, c.RunClaim)
+				return RunClaim{}, ClaimResult{}, time.Time{}, fmt.Errorf("scheduler: run %q now: claim a lease: %w", j.name, err)
+			}
+		}
+		if !c.unanswered.IsZero() {
+			sent = c.unanswered
+		}
+		switch res.Outcome {
+		case OutcomeWon:
+			in.Slot = slot
+			return c.RunClaim, res, sent, nil
+		case OutcomeOverlap:
+			return RunClaim{}, ClaimResult{}, time.Time{}, fmt.Errorf("run %q now: %w (on %s, attempt %d)", j.name, ErrJobBusy, orDash(res.Holder), res.Attempt)
+		case OutcomeLate:
+			return RunClaim{}, ClaimResult{}, time.Time{}, fmt.Errorf("scheduler: run %q now: the run store's clock is more than the clock skew allowance (%v) ahead of this instance's", j.name, s.maxSkew)
+		}
+		// The millisecond is taken (running, done): another manual run has it.
+		slot = j.manualSlot(slot.Add(time.Millisecond))
+		in.Token = newToken()
+	}
+	return RunClaim{}, ClaimResult{}, time.Time{}, fmt.Errorf("scheduler: run %q now: %d slots in a row were taken by other manual runs", j.name, maxManualSlotTries)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// endManual settles a takeover of a manual run (found unfinished, its lease
+// expired or released: its instance stopped before it ended): finished lost, with
+// the attempt it took over recorded lost. A manual run is not run again. The
+// holder's Finish is accepted also after its lease expired, as long as nobody took
+// the run over (who then ends it), so it is written again from the outbox until
+// the store answers.
+func (s *Scheduler) endManual(j *job, c *leaseClaim, res ClaimResult) {
+	s.log.Info("ends a manual run whose instance stopped renewing its lease", "job", j.name, "slot", c.Slot, "previous", res.Previous)
+	s.complete(j, c.Slot, "finish", time.Time{}, func(ctx context.Context) error {
+		err := s.runs.Finish(ctx, j.name, c.Slot, c.Token, StatusLost)
+		if errors.Is(err, ErrStaleToken) || errors.Is(err, ErrLeaseLost) {
+			return nil // taken over again: the taker ends it
+		}
+		return err
+	})
+	if res.PreviousToken == "" {
+		return
+	}
+	prev := ClaimInput{Slot: c.Slot, Token: res.PreviousToken, Instance: res.Previous, Attempt: res.PreviousAttempt, Manual: true}
+	s.save(j, prev, 0, execResult{Status: StatusLost, FinishedAt: s.clock.Now(),
+		Error: "the instance running this manual run stopped renewing its lease; ended by " + s.instance + " (a manual run is not run again)"})
+}
+
+// endUnrun ends a manual run's lease that rc's token may hold while its handler
+// never started (its claim was abandoned, or its history record could not be
+// written), so that nobody finds it unfinished: finished cancelled. It is written
+// again from the outbox until the store answers; a repeat of the claim (the same
+// token, creating nothing) says whether there is a lease to end.
+func (s *Scheduler) endUnrun(j *job, rc RunClaim) {
+	rc.TakeoverOnly = true
+	s.complete(j, rc.Slot, "finish", time.Time{}, func(ctx context.Context) error {
+		res, err := s.runs.Claim(ctx, rc)
+		if err != nil || res.Outcome != OutcomeWon {
+			return err
+		}
+		if err := s.runs.Finish(ctx, j.name, rc.Slot, rc.Token, StatusCancelled); err != nil && !errors.Is(err, ErrStaleToken) {
+			return err
+		}
+		return nil
+	})
+}
