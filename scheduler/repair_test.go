@@ -146,4 +146,3 @@ func TestHistoryEndsAPlainRunPastItsTimeout(t *testing.T) {
 		})
 	}
 }
-
