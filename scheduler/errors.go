@@ -37,6 +37,11 @@ var (
 	// ErrJobBusy: RunNow of a job that forbids overlap (OverlapSkip) while a run of
 	// it is in progress. Nothing was run.
 	ErrJobBusy = errors.New("scheduler: a run of the job is in progress and the job forbids overlap")
+	// ErrNotStored: Stop returned with records that complete a slot (results, the
+	// records of slots that did not run) still unwritten, as the backend did not
+	// answer before Stop's context ended. History ends such runs when it reads
+	// them, from the run store where there is one.
+	ErrNotStored = errors.New("scheduler: records not stored")
 	// ErrTooManyManualRuns: RunNow while as many manual runs of the job as
 	// WithMaxManualRuns allows are in progress on this instance. Nothing was run.
 	ErrTooManyManualRuns = errors.New("scheduler: too many manual runs of the job in progress")

@@ -117,7 +117,7 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 	}
 	s.hardCancel(ErrStopped)
 	if n := s.drainOutbox(ctx); n > 0 {
-		err = errors.Join(err, fmt.Errorf("scheduler: stop: %d records that complete a slot were not stored (the backend did not answer)", n))
+		err = errors.Join(err, fmt.Errorf("scheduler: stop: %w: %d records that complete a slot (the backend did not answer)", ErrNotStored, n))
 	}
 	s.log.Info("scheduler stopped", "instance", s.instance)
 	return err

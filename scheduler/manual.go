@@ -25,16 +25,23 @@ func (j *job) onSchedule(t time.Time) bool {
 }
 
 // manualSlot is the first instant from t, at millisecond precision, that is not
-// one of the job's slots.
+// one of the job's slots and is after the manual slots this instance took before,
+// so that its own manual runs never meet on one slot.
 func (j *job) manualSlot(t time.Time) time.Time {
-	t = time.UnixMilli(t.UnixMilli()).UTC()
-	for range 1000 {
-		if !j.onSchedule(t) {
-			break
+	ms := t.UnixMilli()
+	for {
+		last := j.lastManual.Load()
+		next := max(ms, last+1)
+		for range 1000 {
+			if !j.onSchedule(time.UnixMilli(next)) {
+				break
+			}
+			next++
 		}
-		t = t.Add(time.Millisecond)
+		if j.lastManual.CompareAndSwap(last, next) {
+			return time.UnixMilli(next).UTC()
+		}
 	}
-	return t
 }
 
 // claimManual claims a lease for a manual run of j, on a slot off its schedule

@@ -179,8 +179,8 @@ func TestStopDrainsTheOutbox(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 		defer cancel()
 		err := s.Stop(ctx)
-		require.Error(t, err)
-		assert.Contains(t, err.Error(), "1 records that complete a slot were not stored")
+		require.ErrorIs(t, err, scheduler.ErrNotStored)
+		assert.Contains(t, err.Error(), "1 records that complete a slot")
 
 		// With the store back before the deadline, Stop stores it and returns nil.
 		f2 := &flakyHistory{MemoryBackend: scheduler.NewMemoryBackend()}

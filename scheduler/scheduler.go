@@ -73,6 +73,8 @@ type job struct {
 	interval time.Duration
 	// manual counts the manual runs of the job in progress on this instance.
 	manual atomic.Int32
+	// lastManual is the slot (Unix ms) of this instance's last manual run.
+	lastManual atomic.Int64
 }
 
 // Instance returns this scheduler's instance ID.
