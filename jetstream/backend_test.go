@@ -614,13 +614,14 @@ func TestLeasedBackend(t *testing.T) {
 
 	job := jobName("leased")
 	require.NoError(t, lb.PrepareJob(ctx, limits(job)))
+	require.NoError(t, lb.RecordClaim(ctx, claimIn(job, slot(0), token(), "holder")))
 	in := claimIn(job, slot(0), token(), "backup")
 	in.Attempt = 2
 	require.NoError(t, lb.RecordClaim(ctx, in))
 	require.NoError(t, lb.RecordClaim(ctx, in), "a retried record is stored once")
 	hist, err := lb.History(ctx, job, 10)
 	require.NoError(t, err)
-	require.Len(t, hist, 1)
+	require.Len(t, hist, 2)
 	assert.Equal(t, 2, hist[0].Attempt)
 	assert.Equal(t, "backup", hist[0].Instance)
 	assert.Equal(t, scheduler.StatusRunning, hist[0].Status)

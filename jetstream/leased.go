@@ -62,12 +62,11 @@ func (b *LeasedBackend) Claim(ctx context.Context, in scheduler.ClaimInput) (boo
 	return b.claim(ctx, in, true)
 }
 
-// RecordClaim stores the claim of a won lease as a history record and, for a first
-// attempt, makes it the slot's one decision shared with instances without leases.
+// RecordClaim stores the claim of a won lease as a history record and makes it the
+// slot's one decision shared with instances without leases.
 //
-// A first attempt (in.Attempt <= 1) is published like a plain claim (Claim): to the
-// slot's claim subject, with the same Nats-Msg-Id (job + slot) and Nats-TTL, and
-// marked as leased. So in a mixed fleet (a rolling upgrade that turns leases on or
+// An attempt is published like a plain claim (Claim): to the slot's claim subject,
+// with the same Nats-Msg-Id (job + slot) and Nats-TTL, and marked as leased. So in a mixed fleet (a rolling upgrade that turns leases on or
 // off) the slot has one claim, and whichever instance publishes it first decides:
 //   - stored, or a duplicate whose stored claim is ours (a retried record): nil;
 //   - a duplicate whose stored claim is leased with another token: nil, because the
@@ -82,15 +81,20 @@ func (b *LeasedBackend) Claim(ctx context.Context, in scheduler.ClaimInput) (boo
 // timeouts, no responders, a leaderless stream) are sent again with the same id and
 // token, like Claim.
 //
-// A takeover (in.Attempt > 1) is written to the job's lease subject instead: the
-// claim subject already holds the first attempt's record. Its Nats-Msg-Id (job +
-// slot + token) only makes a retried write store it once; it is kept like the
-// results: the newest history-size records, for in.HistoryTTL when set.
+// A takeover (in.Attempt > 1) meets the slot's claim the same way, because the
+// lease's first holder may have died before its record reached the claim subject,
+// leaving the slot to an instance without leases: it is stored there when no claim
+// is (the slot's claim is then this attempt's), it fails with ErrClaimedElsewhere
+// when the stored claim is not leased, and when the stored claim is another leased
+// attempt's, its own record is written to the job's lease subject. Made
+// WithLeasedFleet, where no instance claims without leases, a takeover goes to
+// the lease subject at once. A lease subject record's Nats-Msg-Id (job + slot +
+// token) only makes a retried write store it once; it is kept like the results:
+// the newest history-size records, for in.HistoryTTL when set.
 //
-// Cost: the won lease of a first attempt still writes exactly one message, as it did
-// when every won lease went to the lease subject; that message moved to the claim
-// subject, so a fleet with leases adds nothing to the stream for the shared decision
-// (a duplicate costs one leader read). Like a plain claim, it is stored for the
+// Cost: the won lease of a first attempt writes exactly one message, on the claim
+// subject, so a fleet with leases adds nothing to the stream for the shared
+// decision; a takeover's duplicate costs one leader read more. Like a plain claim, it is stored for the
 // claim's lifetime (the duplicate window, or the job's timeout if longer) rather
 // than bounded by the history size.
 func (b *LeasedBackend) RecordClaim(ctx context.Context, in scheduler.ClaimInput) error {
@@ -101,7 +105,7 @@ func (b *LeasedBackend) RecordClaim(ctx context.Context, in scheduler.ClaimInput
 	if err != nil {
 		return err
 	}
-	if in.Attempt > 1 {
+	if in.Attempt > 1 && b.cfg.leasedFleet {
 		return b.recordLease(ctx, st, in)
 	}
 	slot := in.Slot.UnixMilli()

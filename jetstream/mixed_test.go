@@ -153,6 +153,46 @@ func TestMixedLeasedRecordFirst(t *testing.T) {
 	assert.EqualValues(t, 2, counts[st.leases])
 }
 
+// TestMixedTakeoverMeetsThePlainClaim: the lease's first holder died after taking
+// the lease and before recording it, so the slot's claim subject was free and an
+// instance without leases claimed and ran the slot. The backup's takeover meets that
+// claim and is refused: the slot runs once. A takeover that finds no claim at all
+// stores its own there, and a plain claim then loses.
+func TestMixedTakeoverMeetsThePlainClaim(t *testing.T) {
+	s := startServer(t, embedded.Options{})
+	plain, lb, job := mixedPair(t, s, "takeover")
+	ctx := ctxFor(t)
+	st := lb.cached(job)
+
+	won, err := plain.Claim(ctx, claimIn(job, slot(0), token(), "plain"))
+	require.NoError(t, err)
+	require.True(t, won)
+	take := claimIn(job, slot(0), token(), "backup")
+	take.Attempt = 2
+	err = lb.RecordClaim(ctx, take)
+	require.ErrorIs(t, err, scheduler.ErrClaimedElsewhere, "a takeover is arbitrated against the plain claim")
+	assert.Contains(t, err.Error(), `"plain"`)
+
+	take = claimIn(job, slot(1), token(), "backup")
+	take.Attempt = 2
+	require.NoError(t, lb.RecordClaim(ctx, take))
+	require.NoError(t, lb.RecordClaim(ctx, take), "repeat-safe")
+	won, err = plain.Claim(ctx, claimIn(job, slot(1), token(), "plain"))
+	require.NoError(t, err)
+	assert.False(t, won, "the takeover's record is the slot's claim")
+	counts := subjectCounts(t, lb.Backend, job)
+	assert.EqualValues(t, 1, counts[st.claimSubject(slot(1).UnixMilli())])
+	assert.Zero(t, counts[st.leases])
+
+	// Made WithLeasedFleet, a takeover goes to the lease subject at once.
+	_, fleetOnly, job2 := mixedPair(t, s, "takeover-leased-fleet", WithLeasedFleet())
+	take = claimIn(job2, slot(0), token(), "backup")
+	take.Attempt = 2
+	require.NoError(t, fleetOnly.RecordClaim(ctx, take))
+	counts = subjectCounts(t, fleetOnly.Backend, job2)
+	assert.EqualValues(t, 1, counts[fleetOnly.cached(job2).leases])
+}
+
 // TestMixedFirstPublishUnacknowledged: the leased record reached the stream but its
 // acknowledgement was lost; RecordClaim sent again finds its own token.
 func TestMixedFirstPublishUnacknowledged(t *testing.T) {
@@ -378,4 +418,89 @@ func testMixedFleet(t *testing.T, s *embedded.Server, leasedFirst bool) {
 		assert.Equal(t, scheduler.StatusOK, rs[0].Status, "slot %d", slot)
 		assert.Equal(t, by[0], rs[0].Instance, "slot %d", slot)
 	}
+}
+
+// dyingRecorder is a LeasedBackend whose records of won leases never arrive until
+// released: its instance "dies" after taking a lease and before recording it.
+type dyingRecorder struct {
+	*LeasedBackend
+	release chan struct{}
+}
+
+func (d dyingRecorder) RecordClaim(ctx context.Context, in scheduler.ClaimInput) error {
+	<-d.release
+	return context.DeadlineExceeded
+}
+
+// TestMixedFleetTakeoverRunsTheSlotOnce: a leased holder takes the lease and dies
+// before recording the slot's claim, so an instance without leases claims the slot
+// and runs it; the leased backup that takes the lease over meets that claim and
+// does not run the slot again.
+func TestMixedFleetTakeoverRunsTheSlotOnce(t *testing.T) {
+	s := startServer(t, embedded.Options{})
+	ctx := ctxFor(t)
+	job := jobName("mixed-takeover")
+	const interval = 5 * time.Second
+
+	var mu sync.Mutex
+	ran := map[int64][]string{}
+	handler := func(_ context.Context, r scheduler.Run) error {
+		mu.Lock()
+		ran[r.Slot.UnixMilli()] = append(ran[r.Slot.UnixMilli()], r.Instance)
+		mu.Unlock()
+		return nil
+	}
+	leased := func() *LeasedBackend {
+		js := connect(t, s)
+		store, err := kvlease.New(js)
+		require.NoError(t, err)
+		require.NoError(t, store.Init(ctx))
+		t.Cleanup(store.Close)
+		lb, err := NewLeased(js, store)
+		require.NoError(t, err)
+		return lb
+	}
+	sched := func(b scheduler.Backend, inst string) *scheduler.Scheduler {
+		sc, err := scheduler.New(scheduler.Config{Backend: b, Instance: inst})
+		require.NoError(t, err)
+		require.NoError(t, sc.Every(job, interval, handler, scheduler.WithLease(time.Second), scheduler.WithMaxLate(3*time.Second)))
+		return sc
+	}
+	release := make(chan struct{})
+	dying := sched(dyingRecorder{leased(), release}, "dying")
+	plain := sched(newBackend(t, connect(t, s)), "plain")
+	backup := sched(leased(), "backup")
+
+	// Just before a slot: the dying holder and the plain instance claim at it, the
+	// backup a moment later, so it stands by for the dying holder's lease.
+	now := time.Now()
+	slot := now.Truncate(interval).Add(interval)
+	if slot.Sub(now) < time.Second {
+		slot = slot.Add(interval)
+	}
+	time.Sleep(time.Until(slot) - 300*time.Millisecond)
+	require.NoError(t, dying.Start(ctx))
+	require.NoError(t, plain.Start(ctx))
+	time.Sleep(time.Until(slot) + 400*time.Millisecond)
+	require.NoError(t, backup.Start(ctx))
+	time.Sleep(4 * time.Second) // the lease (1s) expires, the backup takes it over
+	close(release)
+	for _, sc := range []*scheduler.Scheduler{plain, backup, dying} {
+		require.NoError(t, sc.Stop(ctx))
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []string{"plain"}, ran[slot.UnixMilli()], "the slot runs once, on the instance without leases")
+	hist, err := plain.History(ctx, job, 10)
+	require.NoError(t, err)
+	var terminal []scheduler.RunRecord
+	for _, r := range hist {
+		if r.Slot.Equal(slot) && r.Status.Finished() && r.Status != scheduler.StatusLost {
+			terminal = append(terminal, r)
+		}
+	}
+	require.Len(t, terminal, 1, "%+v", hist)
+	assert.Equal(t, scheduler.StatusOK, terminal[0].Status)
+	assert.Equal(t, "plain", terminal[0].Instance)
 }

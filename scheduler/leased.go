@@ -265,10 +265,10 @@ func (s *Scheduler) settleStopped(c *leaseClaim, rc RunClaim, err error) (ClaimR
 	return ClaimResult{}, c.unanswered, err
 }
 
-// runLeased runs a won lease and settles it. A first attempt is recorded in history
+// runLeased runs a won lease and settles it. Its attempt is recorded in history
 // before the handler starts when the record may decide (RecordDecider): a backend
 // that arbitrates between instances with and without leases (ErrClaimedElsewhere)
-// may say the slot is not ours. Everything else is written beside the run. A lease lost with the run unfinished makes this instance
+// may say the slot is not ours, for a takeover too. Everything else is written beside the run. A lease lost with the run unfinished makes this instance
 // stand by for the run again.
 func (s *Scheduler) runLeased(j *job, c *leaseClaim, res ClaimResult, sent time.Time) {
 	in := ClaimInput{
@@ -277,12 +277,12 @@ func (s *Scheduler) runLeased(j *job, c *leaseClaim, res ClaimResult, sent time.
 	}
 	l := &lease{token: c.Token, dur: j.cfg.lease, sent: sent}
 	s.emit(Event{Kind: EventClaimed, Job: j.name, Slot: c.Slot, Token: c.Token, Attempt: in.Attempt, Outcome: res.Outcome})
+	takeover := in.Attempt > 1 && !res.Reopened
 	if res.Reopened {
 		s.log.Info("runs a slot paused before (catch-up after the pause ended)", "job", j.name, "slot", c.Slot, "attempt", in.Attempt)
-	} else if in.Attempt > 1 {
+	} else if takeover {
 		s.log.Info("took over a run", "job", j.name, "slot", c.Slot, "attempt", in.Attempt, "previous", res.Previous)
 		s.emit(Event{Kind: EventTakeover, Job: j.name, Slot: c.Slot, Token: c.Token, Attempt: in.Attempt, Outcome: res.Outcome})
-		s.noteLost(j, c.Slot, res)
 	}
 	if rec, ok := s.backend.(ClaimRecorder); ok {
 		record := func(ctx context.Context) error {
@@ -292,8 +292,10 @@ func (s *Scheduler) runLeased(j *job, c *leaseClaim, res ClaimResult, sent time.
 			}
 			return err
 		}
-		if in.Attempt == 1 && recordDecides(s.backend, j.name) {
-			// Before the handler: the record may decide (a mixed fleet). Bounded so
+		if recordDecides(s.backend, j.name) {
+			// Before the handler, for every attempt: the record may decide (a mixed
+			// fleet, where an instance without leases may have claimed the slot
+			// while the lease's first holder died before recording it). Bounded so
 			// that the lease is still good when the handler starts.
 			parent := s.loopCtx
 			if parent.Err() != nil {
@@ -322,6 +324,9 @@ func (s *Scheduler) runLeased(j *job, c *leaseClaim, res ClaimResult, sent time.
 			})
 		}
 	}
+	if takeover {
+		s.noteLost(j, c.Slot, res)
+	}
 	out := StatusLost
 	if s.freshLease(j, c.Slot, l) {
 		out = s.execute(s.hardCtx, j, in, res.Fence, l).Status
@@ -347,7 +352,7 @@ func (s *Scheduler) noteLost(j *job, slot time.Time, res ClaimResult) {
 }
 
 // RecordDecider is implemented by a [ClaimRecorder] that can tell whether the
-// record of a won lease's first attempt may still decide who runs the slot: true
+// record of a won lease (any attempt) may still decide who runs the slot: true
 // where instances without leases may claim the same job (a fleet in a rolling
 // upgrade that turns leases on or off), whose claim the record meets. The scheduler
 // then writes the record before the handler starts and does not run the slot when
@@ -358,7 +363,7 @@ type RecordDecider interface {
 	RecordDecides(job string) bool
 }
 
-// recordDecides reports whether the record of a won first attempt of job must be
+// recordDecides reports whether the record of a won attempt of job must be
 // written before the handler starts.
 func recordDecides(b Backend, job string) bool {
 	d, ok := b.(RecordDecider)
