@@ -33,6 +33,9 @@ type faultProxy struct {
 	healOnce, closeOne sync.Once
 
 	drops, lostAckDrops, cut atomic.Int64
+	// refuseUntil (Unix ns): connections accepted before it are closed at once (a
+	// partition: the client cannot reach the server until it ends).
+	refuseUntil atomic.Int64
 	// lostWrites counts lease-bucket writes forwarded to the server whose answers
 	// the proxy swallowed; swallowedReplies counts replies (MSG/HMSG to an _INBOX)
 	// it swallowed in all; requestsInWindow counts publishes it forwarded to the
@@ -73,6 +76,10 @@ func (p *faultProxy) accept() {
 		c, err := p.ln.Accept()
 		if err != nil {
 			return
+		}
+		if time.Now().UnixNano() < p.refuseUntil.Load() {
+			_ = c.Close()
+			continue
 		}
 		s, err := net.DialTimeout("tcp", p.target, 2*time.Second)
 		if err != nil {
@@ -219,6 +226,16 @@ func (p *faultProxy) anyMuted(pairs []*faultPair) bool {
 		}
 	}
 	return false
+}
+
+// partition cuts every connection and refuses new ones for d: the clients behind the
+// proxy cannot reach the server until it ends, then reconnect.
+func (p *faultProxy) partition(d time.Duration) {
+	p.refuseUntil.Store(time.Now().Add(d).UnixNano())
+	for _, pair := range p.snapshot() {
+		pair.close()
+	}
+	p.cut.Add(1)
 }
 
 // Heal stops dropping connections; the proxy keeps forwarding.
