@@ -59,6 +59,8 @@ var kmcWorld = &modelcheck.World{
 		CrashHang: 10 * time.Second,
 	},
 	ManualMin: 3 * time.Second, ManualSpread: 3 * time.Second,
+	// A pause reaches the other instances through the bucket's watch.
+	PauseSlack: 500 * time.Millisecond,
 }
 
 func TestModelCheckKV(t *testing.T) {
@@ -131,8 +133,10 @@ func kmcRunSeed(srv *embedded.Server, seed uint64) (res kmcResult) {
 
 // kmcNewPlan draws seed's plan: 3 instances, 1–2 jobs, and what befalls them.
 func kmcNewPlan(seed uint64) *modelcheck.Plan {
-	return modelcheck.RealTimePlan(seed, modelcheck.RealTime{
+	p := modelcheck.RealTimePlan(seed, modelcheck.RealTime{
 		Instances: kmcInstances, FaultPhase: kmcFaultPhase, QuietPhase: kmcQuietPhase,
 		CallTimeout: kmcCallTimeout, JobPrefix: "kmc",
 	})
+	p.AddEdges(3 * time.Second)
+	return p
 }

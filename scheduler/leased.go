@@ -136,18 +136,36 @@ func (s *Scheduler) finishDecided(j *job, c *leaseClaim, attempt int, l *lease, 
 			break
 		}
 	}
-	// A Finish whose answer was lost may have been stored: a repeat of the claim
-	// (the same token; it creates nothing) says.
-	rc := c.RunClaim
-	rc.TakeoverOnly = true
-	ctx, cancel := s.callCtx(context.Background())
-	res, err := s.runs.Claim(ctx, rc)
-	cancel()
-	if err == nil && res.Outcome == OutcomeDone && res.Status == status && res.Attempt == attempt {
+	// A Finish whose answer was lost may have been stored: the store says.
+	if s.storedAs(j, c, attempt, status) {
 		return true
 	}
 	s.release(j, c.Slot, l.token)
 	return false
+}
+
+// storedAs reports whether the store holds c's slot finished with status by
+// attempt, asking without taking anything: only a slot no longer unfinished
+// (Active) is asked for with a takeover-only claim, which then creates nothing.
+func (s *Scheduler) storedAs(j *job, c *leaseClaim, attempt int, status Status) bool {
+	ctx, cancel := s.callCtx(context.Background())
+	defer cancel()
+	active, err := s.runs.Active(ctx, j.name)
+	if err != nil {
+		return false
+	}
+	for _, a := range active {
+		if a.Slot.Equal(c.Slot) {
+			return false
+		}
+	}
+	rc := c.RunClaim
+	rc.Token, rc.TakeoverOnly = newToken(), true
+	res, err := s.runs.Claim(ctx, rc)
+	if err == nil && res.Outcome == OutcomeWon {
+		s.release(j, c.Slot, rc.Token) // unfinished again since Active: not ours to take
+	}
+	return err == nil && res.Outcome == OutcomeDone && res.Status == status && res.Attempt == attempt
 }
 
 // recordPaused stores the history record of a slot decided paused: not run.
@@ -329,6 +347,14 @@ func (s *Scheduler) runLeased(j *job, c *leaseClaim, res ClaimResult, sent time.
 	}
 	out := StatusLost
 	if s.freshLease(j, c.Slot, l) {
+		// A pause stored while the claim was recorded holds the slot too: it has
+		// not started.
+		if p, paused := s.pauses.of(j.name, s.clock.Now()); paused {
+			if s.finishDecided(j, c, res.Attempt, l, StatusPaused) {
+				s.recordPaused(j, c.Slot, c.Token, res.Attempt, p)
+			}
+			return
+		}
 		out = s.execute(s.hardCtx, j, in, res.Fence, l).Status
 	}
 	// The lease was lost with the run unfinished (and released): after a lease, in

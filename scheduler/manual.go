@@ -132,11 +132,23 @@ func (s *Scheduler) endManual(j *job, c *leaseClaim, res ClaimResult) {
 // again from the outbox until the store answers; a repeat of the claim (the same
 // token, creating nothing) says whether there is a lease to end.
 func (s *Scheduler) endUnrun(j *job, rc RunClaim) {
-	rc.TakeoverOnly = true
+	held := rc.Token
+	// The lease, if held, is released first; then a token of its own takes the
+	// run over (a takeover-only claim creates nothing) and finishes it. Both are
+	// repeat-safe, so the outbox may send them again.
+	rc.Token, rc.TakeoverOnly = newToken(), true
 	s.complete(j, rc.Slot, "finish", time.Time{}, func(ctx context.Context) error {
-		res, err := s.runs.Claim(ctx, rc)
-		if err != nil || res.Outcome != OutcomeWon {
+		if err := s.runs.Release(ctx, j.name, rc.Slot, held); err != nil {
 			return err
+		}
+		res, err := s.runs.Claim(ctx, rc)
+		switch {
+		case err != nil:
+			return err
+		case res.Outcome == OutcomeRunning:
+			return fmt.Errorf("scheduler: manual run of %q not yet released: %w", j.name, ErrLeaseLost)
+		case res.Outcome != OutcomeWon:
+			return nil // nothing stored, or finished already
 		}
 		if err := s.runs.Finish(ctx, j.name, rc.Slot, rc.Token, StatusCancelled); err != nil && !errors.Is(err, ErrStaleToken) {
 			return err

@@ -59,6 +59,7 @@ var mcWorld = &modelcheck.World{
 		CrashHang: 30 * time.Second,
 	},
 	ManualMin: 10 * time.Second, ManualSpread: 20 * time.Second,
+	PauseSlack: 10 * time.Millisecond,
 }
 
 func TestModelCheck(t *testing.T) {
@@ -173,6 +174,6 @@ func mcNewPlan(seed uint64) *modelcheck.Plan {
 	for range r.IntN(3) {
 		p.Actions = append(p.Actions, modelcheck.Action{At: ms(1000 + r.IntN(faultMS-2000)), Kind: modelcheck.ActRunNow, Slot: r.IntN(p.Slots), Job: r.IntN(len(p.Jobs))})
 	}
-	p.SortActions()
+	p.AddEdges(5 * time.Second)
 	return p
 }

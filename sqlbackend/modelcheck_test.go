@@ -47,6 +47,8 @@ func smcWorld(db string) *modelcheck.World {
 			CrashHang: 10 * time.Second,
 		},
 		ManualMin: 3 * time.Second, ManualSpread: 3 * time.Second,
+		// A pause reaches the others through NOTIFY (PostgreSQL) or a poll (SQLite).
+		PauseSlack: 500 * time.Millisecond,
 	}
 }
 
@@ -113,10 +115,12 @@ func smcRunSeed(w *modelcheck.World, seed uint64, open func() (*sql.DB, error), 
 		mu.Unlock()
 		return b, nil
 	}
-	h := modelcheck.New(w, modelcheck.RealTimePlan(seed, modelcheck.RealTime{
+	plan := modelcheck.RealTimePlan(seed, modelcheck.RealTime{
 		Instances: 3, FaultPhase: 5 * time.Second, QuietPhase: 5 * time.Second,
 		CallTimeout: time.Second, JobPrefix: "smc",
-	}), func(string) (modelcheck.Store, error) { return newBackend() })
+	})
+	plan.AddEdges(2 * time.Second)
+	h := modelcheck.New(w, plan, func(string) (modelcheck.Store, error) { return newBackend() })
 	if err := h.Run(); err != nil {
 		return h, nil, err
 	}

@@ -110,7 +110,10 @@ func (h *Harness) Check(ctx context.Context, history scheduler.Backend, runs sch
 	}
 	c.handlerFences()
 	c.oneFate()
+	c.skippedForSomething()
+	c.pausedNotRun()
 	c.stored(ctx, history, runs)
+	c.writtenAgain()
 	c.stops()
 	slices.SortStableFunc(c.vs, func(a, b Violation) int { return cmp.Compare(a.Inv, b.Inv) })
 	return c.vs
@@ -283,9 +286,13 @@ func (c *checker) stored(ctx context.Context, history scheduler.Backend, runs sc
 			continue
 		}
 		term := map[int64][]scheduler.RunRecord{}
+		paused := map[int64]bool{} // a slot that fell in a pause and was not run since
 		for _, rr := range recs {
 			if !rr.Manual && terminal[rr.Status] {
 				term[rr.Slot.UnixMilli()] = append(term[rr.Slot.UnixMilli()], rr)
+			}
+			if !rr.Manual && rr.Status == scheduler.StatusPaused {
+				paused[rr.Slot.UnixMilli()] = true
 			}
 		}
 		for slot, rs := range term {
@@ -301,7 +308,7 @@ func (c *checker) stored(ctx context.Context, history scheduler.Backend, runs sc
 		from := c.rec.t0.Add(h.quietAt + time.Second).UnixMilli()
 		to := c.rec.t0.Add(h.endAt - 2*time.Second).UnixMilli()
 		for slot := (from + iv - 1) / iv * iv; slot <= to; slot += iv {
-			if len(term[slot]) == 0 {
+			if len(term[slot]) == 0 && !paused[slot] {
 				c.add("4-terminal", []key{{j.Name, slot}}, "", "%s slot %s, due in the quiet phase, has no terminal record", j.Name, h.rel(slot))
 			}
 		}
@@ -351,5 +358,113 @@ func (c *checker) stops() {
 					name, at(st.deadline), kind, hr.key.job, h.rel(hr.key.slot), at(endOf(hr)))
 			}
 		}
+	}
+}
+
+// skippedForSomething: 3b, a slot is stored skipped only while another slot of the
+// job was busy: granted a lease before the skip was decided, and not finished
+// before the skip's claim was sent. Two claims that back off from each other (a
+// tie) leave both slots skipped with neither granted.
+func (c *checker) skippedForSomething() {
+	h := c.h
+	slack := h.w.StoreSlack
+	seen := map[key]bool{}
+	for _, d := range c.rec.skips {
+		// The first overlap answer is the one that stored the decision; later ones
+		// answer the deciding token's repeats.
+		if seen[d.key] {
+			continue
+		}
+		seen[d.key] = true
+		busy := false
+		for k, gs := range c.rec.grants {
+			if k.job != d.key.job || k.slot == d.key.slot {
+				continue
+			}
+			// The slot's newest grant before the decision, unless it had
+			// finished before the skip's claim was sent.
+			var last *grant
+			for _, g := range gs {
+				if g.at <= d.at+slack && (last == nil || g.atSeq > last.atSeq) {
+					last = g
+				}
+			}
+			if last != nil && (last.finished == 0 || last.finished >= d.sent) {
+				busy = true
+				break
+			}
+		}
+		if !busy {
+			c.add("3b-skipped-for-nothing", []key{d.key}, "", "%s slot %s was stored skipped (claim sent %s, answered %s to %s) while no other slot of the job held a lease",
+				d.key.job, h.rel(d.key.slot), at(d.sent), at(d.at), d.inst)
+		}
+	}
+}
+
+// pauseOffsets bounds how far the instances' clocks are apart (each within ±500ms
+// of the harness's): an instance may see a pause end this much before the harness
+// does.
+const pauseOffsets = time.Second
+
+// pausedNotRun: 3c, no scheduled handler of a job starts while a pause of the job
+// is in force on every clock (from PauseSlack after it was stored until its end),
+// takeovers included.
+func (c *checker) pausedNotRun() {
+	h := c.h
+	pauses := slices.Clone(c.rec.pauses)
+	slices.SortStableFunc(pauses, func(a, b pauseRec) int { return cmp.Compare(a.from, b.from) })
+	for i, p := range pauses {
+		end := p.until - pauseOffsets
+		for _, q := range pauses[i+1:] {
+			if q.job == p.job { // a later pause of the job replaces this one
+				end = min(end, q.from)
+				break
+			}
+		}
+		for _, hr := range c.byJob[p.job] {
+			if hr.start > p.from+h.w.PauseSlack && hr.start < end {
+				c.add("3c-paused", []key{hr.key}, "", "%s slot %s: %s's handler (attempt %d) started at %s while the job was paused (stored at %s, until %s)",
+					p.job, h.rel(hr.key.slot), hr.in.name, hr.attempt, at(hr.start), at(p.from), at(p.until))
+			}
+		}
+	}
+}
+
+// writtenAgain: 4b, a write that completes a slot (a result, the claim that picks
+// who records a slot that did not run) that failed for its caller is written again
+// until it succeeds, while its instance lives: an instance that neither crashed
+// nor was stopped before the end has a later successful call of the same write.
+func (c *checker) writtenAgain() {
+	h := c.h
+	stoppedEarly := map[*inst]bool{}
+	for _, st := range c.rec.stops {
+		if st.called < h.endAt {
+			stoppedEarly[st.in] = true
+		}
+	}
+	type write struct {
+		in     *inst
+		op     string
+		token  string
+		status scheduler.Status
+	}
+	lastOK := map[write]time.Duration{}
+	for _, w := range c.rec.writes {
+		if w.ok {
+			lastOK[write{w.in, w.op, w.token, w.status}] = w.at
+		}
+	}
+	reported := map[write]bool{}
+	for _, w := range c.rec.writes {
+		k := write{w.in, w.op, w.token, w.status}
+		if w.ok || w.in.dead.Load() || stoppedEarly[w.in] || reported[k] {
+			continue
+		}
+		if ok, found := lastOK[k]; found && ok >= w.at {
+			continue
+		}
+		reported[k] = true
+		c.add("4b-written-again", []key{w.key}, w.in.name, "%s slot %s: %s's %s (tok %s, status %q) failed at %s and was never written again, though %s lived on",
+			w.key.job, h.rel(w.key.slot), w.in.name, w.op, tok(w.token), w.status, at(w.at), w.in.name)
 	}
 }

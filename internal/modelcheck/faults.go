@@ -46,6 +46,7 @@ type faultyBackend struct {
 }
 
 var (
+	_ scheduler.Pauser        = (*faultyBackend)(nil)
 	_ scheduler.Backend       = (*faultyBackend)(nil)
 	_ scheduler.ClaimRecorder = (*faultyBackend)(nil)
 	_ scheduler.LeaseBackend  = (*faultyBackend)(nil)
@@ -62,16 +63,33 @@ func (m *faultyBackend) PrepareJob(ctx context.Context, j scheduler.JobLimits) e
 	return m.b.PrepareJob(ctx, j)
 }
 
+// The pauses are stored and watched through the store as they are; a failed
+// Finish of a paused slot is a fault of the run store's calls like any other.
+func (m *faultyBackend) SetPause(ctx context.Context, p scheduler.Pause) error {
+	return m.b.SetPause(ctx, p)
+}
+func (m *faultyBackend) ClearPause(ctx context.Context, job string) error {
+	return m.b.ClearPause(ctx, job)
+}
+func (m *faultyBackend) Pauses(ctx context.Context) ([]scheduler.Pause, error) {
+	return m.b.Pauses(ctx)
+}
+func (m *faultyBackend) WatchPauses(ctx context.Context, fn func([]scheduler.Pause)) error {
+	return m.b.WatchPauses(ctx, fn)
+}
+
 func (m *faultyBackend) History(ctx context.Context, job string, limit int) ([]scheduler.RunRecord, error) {
 	return m.b.History(ctx, job, limit)
 }
 
 func (m *faultyBackend) Claim(ctx context.Context, in scheduler.ClaimInput) (bool, error) {
-	return do(m.in, ctx, "history-claim", in.Job, in.Slot, func(ctx context.Context) (bool, error) {
+	won, err := do(m.in, ctx, "history-claim", in.Job, in.Slot, func(ctx context.Context) (bool, error) {
 		return m.b.Claim(ctx, in)
 	}, func(_ time.Duration, won bool, err error, fault string) {
 		m.in.h.rec.slotLog(m.in, in.Job, in.Slot, "history claim tok=%s (to record a slot that did not run) → won=%v %v%s", tok(in.Token), won, errText(err), fault)
 	})
+	m.in.h.rec.writeCalled(m.in, "history-claim", in.Job, in.Slot, in.Token, "", err)
+	return won, err
 }
 
 func (m *faultyBackend) RecordClaim(ctx context.Context, in scheduler.ClaimInput) error {
@@ -97,6 +115,7 @@ func (m *faultyBackend) SaveResult(ctx context.Context, job string, r scheduler.
 	}, func(_ time.Duration, _ struct{}, err error, fault string) {
 		m.in.h.rec.saveApplied(m.in, job, r, err, fault)
 	})
+	m.in.h.rec.writeCalled(m.in, "save", job, r.Slot, r.Token, r.Status, err)
 	return err
 }
 

@@ -130,6 +130,8 @@ func (h *Harness) act(a Action) error {
 		h.stopLocked(in, a.Dur, false)
 	case ActRunNow:
 		h.runNow(in, h.plan.Jobs[a.Job].Name)
+	case ActPauseJob:
+		h.pauseJob(in, h.plan.Jobs[a.Job].Name, a.Dur)
 	}
 	return nil
 }
@@ -145,7 +147,7 @@ func (h *Harness) startLocked(slot int) error {
 	if err != nil {
 		return fmt.Errorf("backend of %s: %w", name, err)
 	}
-	in := &inst{h: h, slot: slot, name: name, crashed: make(chan struct{}), calls: map[string]uint64{}}
+	in := &inst{h: h, slot: slot, name: name, offset: off, crashed: make(chan struct{}), calls: map[string]uint64{}}
 	s, err := scheduler.New(scheduler.Config{
 		Backend:     faulty(in, store),
 		Instance:    name,
@@ -207,13 +209,28 @@ func (h *Harness) runNow(in *inst, job string) {
 	}()
 }
 
+// pauseJob pauses job for d through in (Until is d after in's clock's now), and
+// records the pause once it is stored.
+func (h *Harness) pauseJob(in *inst, job string, d time.Duration) {
+	h.rec.instLog(in, "PAUSE JOB %s for %v called", job, d)
+	h.bg.Add(1)
+	go func() {
+		defer h.bg.Done()
+		called := h.now()
+		until := in.sched.Clock().Now().Add(d)
+		err := in.sched.Pause(context.Background(), job, scheduler.PauseOptions{Reason: "model check", By: in.name, Until: until})
+		h.rec.pauseStored(in, job, called, until.Sub(h.rec.t0)-in.offset, err)
+	}()
+}
+
 // inst is one incarnation of an instance slot: one process.
 type inst struct {
-	h     *Harness
-	slot  int
-	name  string
-	sched *scheduler.Scheduler
-	down  bool // Stop was called (under h.mu)
+	h      *Harness
+	slot   int
+	name   string
+	sched  *scheduler.Scheduler
+	offset time.Duration // of its clock from the harness's
+	down   bool          // Stop was called (under h.mu)
 
 	crashed chan struct{}
 	dead    atomic.Bool

@@ -3,6 +3,7 @@ package modelcheck
 import (
 	"cmp"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
@@ -33,6 +34,9 @@ const (
 	ActStop    ActKind = "stop"    // Stop with a deadline of Dur
 	ActRestart ActKind = "restart" // like start
 	ActRunNow  ActKind = "runnow"  // RunNow of Jobs[Job]
+	// ActPauseJob pauses Jobs[Job] for Dur through the instance (Scheduler.Pause
+	// with an Until Dur from its clock's now).
+	ActPauseJob ActKind = "pausejob"
 )
 
 // Action is one step of the fault phase.
@@ -40,8 +44,8 @@ type Action struct {
 	At   time.Duration // since the start of the fault phase
 	Kind ActKind
 	Slot int           // instance slot
-	Dur  time.Duration // pause length, Stop's deadline
-	Job  int           // RunNow's job, an index into Plan.Jobs
+	Dur  time.Duration // pause length (of heartbeats, or of a job), Stop's deadline
+	Job  int           // RunNow's and PauseJob's job, an index into Plan.Jobs
 }
 
 // Window is a stretch of the fault phase in which an instance's store calls fail
@@ -84,6 +88,8 @@ func (p *Plan) String() string {
 			fmt.Fprintf(&b, " with a %v deadline", a.Dur)
 		case ActRunNow:
 			fmt.Fprintf(&b, " %s", p.Jobs[a.Job].Name)
+		case ActPauseJob:
+			fmt.Fprintf(&b, " %s for %v", p.Jobs[a.Job].Name, a.Dur)
 		}
 		b.WriteByte('\n')
 	}
@@ -93,6 +99,32 @@ func (p *Plan) String() string {
 		}
 	}
 	return b.String()
+}
+
+// AddEdges adds to p, from a stream of its own (so that the rest of a seed's plan
+// stays what it was), the faults at the edges of the state machine: pauses of a
+// job in the fault phase (whose Finish may fail like any call), and now and then
+// every instance started at the same instant, so that their first claims (a
+// catch-up slot and the slot just due, of a job that forbids overlap) tie.
+func (p *Plan) AddEdges(maxPause time.Duration) {
+	r := rand.New(rand.NewPCG(p.Seed^0x7061_7573_6564, p.Seed))
+	faultMS := int(p.FaultPhase / time.Millisecond)
+	for range r.IntN(3) {
+		p.Actions = append(p.Actions, Action{At: MS(500 + r.IntN(faultMS-1000)), Kind: ActPauseJob,
+			Slot: r.IntN(p.Slots), Job: r.IntN(len(p.Jobs)), Dur: MS(1000 + r.IntN(int(maxPause/time.Millisecond)))})
+	}
+	if r.IntN(4) == 0 {
+		var first time.Duration = -1
+		for i, a := range p.Actions {
+			if a.Kind == ActStart {
+				if first < 0 {
+					first = a.At
+				}
+				p.Actions[i].At = first
+			}
+		}
+	}
+	p.SortActions()
 }
 
 // MS is n milliseconds.

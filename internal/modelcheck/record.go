@@ -56,6 +56,10 @@ type grant struct {
 	// after the send of the last successful claim or heartbeat, or the send of the
 	// release or finish that ended it.
 	endLo time.Duration
+
+	// finished is when a Finish of this lease was applied (Exact) or sent
+	// (Bounded); 0: none.
+	finished time.Duration
 }
 
 // end (Exact) is when the lease stopped being live in the store.
@@ -78,6 +82,32 @@ type save struct {
 	token   string
 	attempt int
 	manual  bool
+}
+
+// writeCall is one call of a write that completes a slot (a result, the claim that
+// picks who records a slot that did not run), as its caller saw it.
+type writeCall struct {
+	in     *inst
+	op     string
+	key    key
+	token  string
+	status scheduler.Status
+	at     time.Duration
+	ok     bool
+}
+
+// pauseRec is a pause of job stored at from (Pause returned) that lasts until
+// until, by the harness's clock (the pausing instance's Until less its offset).
+type pauseRec struct {
+	job         string
+	from, until time.Duration
+}
+
+// skipRec is a claim answered overlap: the store stored the slot skipped.
+type skipRec struct {
+	key      key
+	inst     string
+	sent, at time.Duration
 }
 
 type stop struct {
@@ -103,6 +133,9 @@ type record struct {
 	handlers []*handlerRec
 	grants   map[key][]*grant
 	saves    []save
+	writes   []writeCall
+	pauses   []pauseRec
+	skips    []skipRec
 	stops    []*stop
 }
 
@@ -225,6 +258,9 @@ func (r *record) claimApplied(in *inst, rc scheduler.RunClaim, res scheduler.Cla
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.now()
+	if err == nil && res.Outcome == scheduler.OutcomeOverlap {
+		r.skips = append(r.skips, skipRec{key: k, inst: in.name, sent: sent, at: now})
+	}
 	if err == nil && res.Outcome == scheduler.OutcomeWon {
 		if g := r.grantFor(k, res.Fence); g == nil {
 			r.seq++
@@ -287,6 +323,12 @@ func (r *record) endApplied(in *inst, op string, job string, slot time.Time, tok
 	// The lease it ended is found by its token, not taken to be the newest: its
 	// answer (Bounded), or its record at the same virtual instant (Exact: the two
 	// answers race to the record), can come after the takeover it made way for.
+	if g := r.tokenGrant(k, token); err == nil && g != nil && op == "finish" && g.finished == 0 {
+		g.finished = now
+		if r.timing == Bounded {
+			g.finished = sent
+		}
+	}
 	switch g := r.tokenGrant(k, token); {
 	case err != nil || g == nil:
 	case r.timing == Bounded:
@@ -319,4 +361,23 @@ func errText(err error) string {
 		return "ok"
 	}
 	return "error " + err.Error()
+}
+
+// writeCalled records a call of a write that completes a slot, as its caller saw
+// it: ok, or failed (whatever the store applied).
+func (r *record) writeCalled(in *inst, op, job string, slot time.Time, token string, status scheduler.Status, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.writes = append(r.writes, writeCall{in: in, op: op, key: key{job, slot.UnixMilli()}, token: token, status: status, at: r.now(), ok: err == nil})
+}
+
+// pauseStored records a pause asked for at called, stored when err is nil.
+func (r *record) pauseStored(in *inst, job string, called, until time.Duration, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.now()
+	if err == nil {
+		r.pauses = append(r.pauses, pauseRec{job: job, from: now, until: until})
+	}
+	r.appendLocked(entry{at: now, inst: in.name, text: fmt.Sprintf("PAUSE JOB %s (called at %s) until %s → %v", job, at(called), at(until), errText(err))})
 }

@@ -24,6 +24,7 @@ type Store interface {
 	scheduler.Backend
 	scheduler.ClaimRecorder
 	scheduler.LeaseBackend
+	scheduler.Pauser
 }
 
 // World is what the seeds of one model check share: how they are named and
@@ -57,6 +58,9 @@ type World struct {
 	// ManualMin and ManualSpread: a RunNow handler runs ManualMin + [0, ManualSpread),
 	// long enough that Stop has to cancel it.
 	ManualMin, ManualSpread time.Duration
+	// PauseSlack is how long after a pause was stored an instance may still start
+	// a slot it claimed before it saw the pause (its watch's delay).
+	PauseSlack time.Duration
 }
 
 // Faults are the waits of an instance's faulty store calls.
