@@ -120,7 +120,14 @@ func (s *Scheduler) settle(j *job, slot time.Time, l *lease, res execResult) exe
 			return res
 		}
 		s.backendError(j, slot, "finish", err)
-		if errors.Is(err, ErrInvalidClaim) || s.clock.Now().After(giveUp) {
+		if errors.Is(err, ErrInvalidClaim) {
+			return res
+		}
+		if s.clock.Now().After(giveUp) {
+			if l.manual {
+				// Nobody takes a manual run over to finish it.
+				s.finishLater(j, slot, l.token, res.Status)
+			}
 			return res
 		}
 		t := s.clock.NewTimer(retryDelay(attempt))
@@ -132,6 +139,19 @@ func (s *Scheduler) settle(j *job, slot time.Time, l *lease, res execResult) exe
 			giveUp = minTime(giveUp, s.clock.Now().Add(l.dur))
 		}
 	}
+}
+
+// finishLater finishes token's run with status, and sends the Finish again from the
+// outbox until the store answers: a holder's Finish is accepted also after its
+// lease expired, as long as nobody took the run over (who then ends it).
+func (s *Scheduler) finishLater(j *job, slot time.Time, token string, status Status) {
+	s.complete(j, slot, "finish", time.Time{}, func(ctx context.Context) error {
+		err := s.runs.Finish(ctx, j.name, slot, token, status)
+		if errors.Is(err, ErrStaleToken) || errors.Is(err, ErrLeaseLost) {
+			return nil
+		}
+		return err
+	})
 }
 
 func minTime(a, b time.Time) time.Time {

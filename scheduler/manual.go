@@ -70,7 +70,10 @@ func (s *Scheduler) claimManual(ctx context.Context, j *job, in *ClaimInput) (Ru
 				c.unanswered = sent
 			}
 			s.backendError(j, slot, "claim", err)
-			if !s.sleepUntil(ctx, s.clock.Now().Add(retryDelay(attempt))) {
+			// Asked again only while a lease the store may have given is young
+			// enough to run under; past that, a repeat would take it over.
+			next := s.clock.Now().Add(retryDelay(attempt))
+			if !next.Before(c.unanswered.Add(j.cfg.lease/3)) || !s.sleepUntil(ctx, next) {
 				// The store may have applied a claim whose answer was lost: the
 				// lease it gave, if any, is ended unrun.
 				s.endUnrun(j, c.RunClaim)
@@ -105,19 +108,10 @@ func orDash(s string) string {
 
 // endManual settles a takeover of a manual run (found unfinished, its lease
 // expired or released: its instance stopped before it ended): finished lost, with
-// the attempt it took over recorded lost. A manual run is not run again. The
-// holder's Finish is accepted also after its lease expired, as long as nobody took
-// the run over (who then ends it), so it is written again from the outbox until
-// the store answers.
+// the attempt it took over recorded lost. A manual run is not run again.
 func (s *Scheduler) endManual(j *job, c *leaseClaim, res ClaimResult) {
 	s.log.Info("ends a manual run whose instance stopped renewing its lease", "job", j.name, "slot", c.Slot, "previous", res.Previous)
-	s.complete(j, c.Slot, "finish", time.Time{}, func(ctx context.Context) error {
-		err := s.runs.Finish(ctx, j.name, c.Slot, c.Token, StatusLost)
-		if errors.Is(err, ErrStaleToken) || errors.Is(err, ErrLeaseLost) {
-			return nil // taken over again: the taker ends it
-		}
-		return err
-	})
+	s.finishLater(j, c.Slot, c.Token, StatusLost)
 	if res.PreviousToken == "" {
 		return
 	}

@@ -383,9 +383,16 @@ func (c *checker) skippedForSomething() {
 			}
 			// The slot's newest grant before the decision, unless it had
 			// finished before the skip's claim was sent.
+			// Bounded, a claim is applied somewhere between its send and its
+			// answer: one sent before the skip was answered may have been applied
+			// before the skip was decided.
 			var last *grant
 			for _, g := range gs {
-				if g.at <= d.at+slack && (last == nil || g.atSeq > last.atSeq) {
+				before := g.at <= d.at+slack
+				if c.rec.timing == Bounded {
+					before = g.sent <= d.at+slack
+				}
+				if before && (last == nil || g.atSeq > last.atSeq) {
 					last = g
 				}
 			}

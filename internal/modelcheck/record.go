@@ -47,6 +47,7 @@ type grant struct {
 	attempt int
 	at      time.Duration // the won answer was recorded
 	atSeq   uint64
+	sent    time.Duration // the won claim was sent (Bounded: it was applied after)
 
 	// Exact: when the store would expire the lease, and when a release or a finish
 	// ended it (0: none).
@@ -264,7 +265,7 @@ func (r *record) claimApplied(in *inst, rc scheduler.RunClaim, res scheduler.Cla
 	if err == nil && res.Outcome == scheduler.OutcomeWon {
 		if g := r.grantFor(k, res.Fence); g == nil {
 			r.seq++
-			g = &grant{key: k, token: rc.Token, inst: in.name, fence: res.Fence, attempt: res.Attempt, at: now, atSeq: r.seq}
+			g = &grant{key: k, token: rc.Token, inst: in.name, fence: res.Fence, attempt: res.Attempt, at: now, atSeq: r.seq, sent: sent}
 			switch r.timing {
 			case Exact:
 				g.expiry = res.Expires.Sub(r.t0)
