@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -44,8 +45,9 @@ func NewClient(nc *nats.Conn, opts ...Option) (*Client, error) {
 }
 
 // Subject returns the subject of a per-job endpoint ("trigger", "pause", "resume",
-// "history", "active", "events") of job under the client's prefix.
-func (c *Client) Subject(verb, job string) string { return c.subj.job(verb, job) }
+// "history", "active", "events", in either case) of job under the client's
+// prefix: <prefix>.<VERB>.<JobToken(job)>.
+func (c *Client) Subject(verb, job string) string { return c.subj.job(strings.ToUpper(verb), job) }
 
 // Trigger runs job now on one replica that declares it (a manual run). It returns
 // the accepted reply; with in.Wait it waits for the finished one, and when ctx ends
@@ -117,7 +119,7 @@ func (c *Client) History(ctx context.Context, job string, limit int) (HistoryRep
 	return out, c.request(ctx, c.subj.job(verbHistory, job), job, HistoryRequest{Limit: limit}, &out)
 }
 
-// Jobs asks every replica what it declares: one request on <prefix>.jobs, whose
+// Jobs asks every replica what it declares: one request on <prefix>.JOBS, whose
 // answers are collected for the gather window (or until ctx ends, if sooner), and
 // summarised by job. The registry is read meanwhile: once every replica in it has
 // answered, Jobs returns without waiting for the rest of the window (a replica

@@ -33,17 +33,25 @@
 // clients), with <job> the job name as one subject token (JobToken: base64url without
 // padding, so any name fits):
 //
-//	<prefix>.jobs            every replica answers (no queue group)
-//	<prefix>.pauseall        one replica answers (queue group): stores the all-jobs pause
-//	<prefix>.resumeall       one replica answers: removes the all-jobs pause
-//	<prefix>.trigger.<job>   one replica that declares the job: runs it now (RunNow)
-//	<prefix>.pause.<job>     one replica that declares the job: stores the job's pause
-//	<prefix>.resume.<job>    one replica that declares the job: removes the job's pause
-//	<prefix>.history.<job>   one replica that declares the job: the job's recent runs
-//	<prefix>.active.<job>    one replica that declares the job: its unfinished runs
-//	<prefix>.events.<job>    published by replicas (Events), not a request: one
+//	<prefix>.JOBS            every replica answers (no queue group)
+//	<prefix>.PAUSEALL        one replica answers (queue group): stores the all-jobs pause
+//	<prefix>.RESUMEALL       one replica answers: removes the all-jobs pause
+//	<prefix>.TRIGGER.<job>   one replica that declares the job: runs it now (RunNow)
+//	<prefix>.PAUSE.<job>     one replica that declares the job: stores the job's pause
+//	<prefix>.RESUME.<job>    one replica that declares the job: removes the job's pause
+//	<prefix>.HISTORY.<job>   one replica that declares the job: the job's recent runs
+//	<prefix>.ACTIVE.<job>    one replica that declares the job: its unfinished runs
+//	<prefix>.EVENTS.<job>    published by replicas (Events), not a request: one
 //	                         message per scheduler event; <job> is "-" for an
 //	                         event of no single job (the all-jobs pause)
+//
+// The verbs are upper case, as in NATS's own API ($JS.API.STREAM.INFO), and no job
+// stream can listen on them: the jetstream backend's subjects are
+// <subject prefix>.<job token>.> with a token of lower-case letters, digits, '-' and
+// '_' only. Serve checks it: a replica whose backend (a SubjectLister) listens on a
+// subject that overlaps one of the fleet's, or the registry's bucket, is refused
+// with ErrSubjectsOverlap, naming both subjects. A prefix may not start in a
+// subject space NATS reserves ($JS, $KV, $SRV, any "$" name, _INBOX).
 //
 // Each replica subscribes to the per-job subjects of the jobs it declares only, in
 // micro's queue group, so a request reaches one replica that declares the job, and a
@@ -54,7 +62,7 @@
 // metadata has the instance, prefix and backend, and each endpoint's the job and
 // schedule.
 //
-// Listing jobs is a scatter-gather on <prefix>.jobs: the client sends one request
+// Listing jobs is a scatter-gather on <prefix>.JOBS: the client sends one request
 // and collects the answers for a short window (DefaultGatherWindow). It does not use
 // micro's discovery ($SRV.INFO), because the answer must carry each replica's live
 // view of the pauses, which static endpoint metadata cannot, and because $SRV
@@ -137,16 +145,16 @@
 // Read and write are separate subjects, so NATS permissions split viewers from
 // operators. Per role:
 //
-//	viewer    publish   <prefix>.jobs, <prefix>.history.>, <prefix>.active.>,
+//	viewer    publish   <prefix>.JOBS, <prefix>.HISTORY.*, <prefix>.ACTIVE.*,
 //	                    $SRV.> (for nats micro), _INBOX.>, and to read the
 //	                    registry (bucket B, default anarchon_registry):
 //	                    $JS.API.STREAM.INFO.KV_B, $JS.API.CONSUMER.CREATE.KV_B.>,
 //	                    $JS.API.CONSUMER.DELETE.KV_B.>, $JS.FC.KV_B.>
-//	          subscribe _INBOX.>, <prefix>.events.> (for watch)
-//	operator  as a viewer, and publish <prefix>.trigger.>, <prefix>.pause.>,
-//	          <prefix>.resume.>, <prefix>.pauseall, <prefix>.resumeall
+//	          subscribe _INBOX.>, <prefix>.EVENTS.* (for watch)
+//	operator  as a viewer, and publish <prefix>.TRIGGER.*, <prefix>.PAUSE.*,
+//	          <prefix>.RESUME.*, <prefix>.PAUSEALL, <prefix>.RESUMEALL
 //	replica   subscribe <prefix>.>, $SRV.>, _INBOX.>
-//	          publish   <prefix>.events.> (Events), its replies
+//	          publish   <prefix>.EVENTS.* (Events), its replies
 //	                    (allow_responses, or publish on _INBOX.>), and for the
 //	                    registry $KV.B.> and $JS.API.> on KV_B
 //

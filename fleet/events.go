@@ -16,7 +16,7 @@ import (
 const AllJobsToken = "-"
 
 // Event is a scheduler event as Events publishes it on
-// <prefix>.events.<JobToken(job)> (AllJobsToken when Job is ""): the fields of
+// <prefix>.EVENTS.<JobToken(job)> (AllJobsToken when Job is ""): the fields of
 // scheduler.Event, durations in milliseconds and the error as text.
 type Event struct {
 	Kind     scheduler.EventKind `json:"kind"`
@@ -66,7 +66,7 @@ func (p subjects) events(job string) string {
 }
 
 // Events returns a scheduler event hook that publishes every event on nc as JSON
-// (Event) on <prefix>.events.<JobToken(job)>, for `anarchon watch` and
+// (Event) on <prefix>.EVENTS.<JobToken(job)>, for `anarchon watch` and
 // Client.Watch. The hook is Config.OnEvent, which is set before scheduler.New, so
 // Serve cannot install it: a replica chains it with its other hooks.
 //
@@ -102,7 +102,7 @@ func Events(nc *nats.Conn, opts ...Option) (func(scheduler.Event), error) {
 // different replicas arrive in no particular order. Messages that are not events
 // are skipped. Watch returns an error only when it cannot subscribe.
 func (c *Client) Watch(ctx context.Context, job string, fn func(Event)) error {
-	subject := c.subj.fleet(verbEvents) + ".>"
+	subject := c.subj.fleet(verbEvents) + ".*"
 	if job != "" {
 		subject = c.subj.events(job)
 	}

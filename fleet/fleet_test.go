@@ -243,7 +243,7 @@ func TestBadRequestsChangeNothing(t *testing.T) {
 		{"history malformed", "history", `limit=3`, "bad request: invalid JSON"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			m := rawRequest(t, f.nc, "anarchon."+c.verb+"."+fleet.JobToken(jobReport), c.body)
+			m := rawRequest(t, f.nc, f.client.Subject(c.verb, jobReport), c.body)
 			assert.Equal(t, "400", m.Header.Get(micro.ErrorCodeHeader))
 			assert.Contains(t, m.Header.Get(micro.ErrorHeader), c.want)
 			var body fleet.ErrorBody
@@ -252,11 +252,11 @@ func TestBadRequestsChangeNothing(t *testing.T) {
 			assert.Contains(t, []string{"A", "B", "C"}, body.Instance)
 		})
 	}
-	for _, verb := range []string{"pauseall", "resumeall"} {
+	for _, verb := range []string{"PAUSEALL", "RESUMEALL"} {
 		m := rawRequest(t, f.nc, "anarchon."+verb, `{"nope":1}`)
 		assert.Equal(t, "400", m.Header.Get(micro.ErrorCodeHeader), verb)
 	}
-	m := rawRequest(t, f.nc, "anarchon.jobs", `{`)
+	m := rawRequest(t, f.nc, "anarchon.JOBS", `{`)
 	assert.Equal(t, "400", m.Header.Get(micro.ErrorCodeHeader))
 
 	// The client's view of the same refusal.
@@ -338,7 +338,7 @@ func TestPrefixesSeparateFleets(t *testing.T) {
 	fl, err := c.Jobs(ctx)
 	require.NoError(t, err)
 	assert.Len(t, fl.Replicas, 1)
-	assert.Equal(t, "ops.billing.trigger."+fleet.JobToken(jobReport), c.Subject("trigger", jobReport))
+	assert.Equal(t, "ops.billing.TRIGGER."+fleet.JobToken(jobReport), c.Subject("trigger", jobReport))
 }
 
 func TestInvalidOptions(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 	"github.com/anarchon/anarchon/scheduler"
 )
 
-// History limits of <prefix>.history.<job>.
+// History limits of <prefix>.HISTORY.<job>.
 const (
 	// DefaultHistoryLimit is the number of runs a history request without a limit
 	// gets.
@@ -16,7 +16,7 @@ const (
 	MaxHistoryLimit = 1000
 )
 
-// TriggerRequest is the body of <prefix>.trigger.<job>. An empty body is the zero
+// TriggerRequest is the body of <prefix>.TRIGGER.<job>. An empty body is the zero
 // value.
 type TriggerRequest struct {
 	// By names who asked; it is recorded with the run (Run.RequestedBy), and is in
@@ -46,7 +46,7 @@ type TriggerReply struct {
 	Run *Run      `json:"run,omitempty"`
 }
 
-// PauseRequest is the body of <prefix>.pause.<job> and <prefix>.pauseall.
+// PauseRequest is the body of <prefix>.PAUSE.<job> and <prefix>.PAUSEALL.
 type PauseRequest struct {
 	// Reason is required.
 	Reason string `json:"reason"`
@@ -67,7 +67,7 @@ type PauseReply struct {
 	Pause    PauseInfo `json:"pause"`
 }
 
-// ResumeRequest is the body of <prefix>.resume.<job> and <prefix>.resumeall.
+// ResumeRequest is the body of <prefix>.RESUME.<job> and <prefix>.RESUMEALL.
 type ResumeRequest struct {
 	// By names who asked, for the replica's log.
 	By string `json:"by,omitempty"`
@@ -83,7 +83,7 @@ type ResumeReply struct {
 	StillPaused *PauseInfo `json:"still_paused,omitempty"`
 }
 
-// HistoryRequest is the body of <prefix>.history.<job>.
+// HistoryRequest is the body of <prefix>.HISTORY.<job>.
 type HistoryRequest struct {
 	// Limit is how many runs, newest first: 0 means DefaultHistoryLimit, more than
 	// MaxHistoryLimit is clamped to it, a negative limit is a bad request.
@@ -99,7 +99,7 @@ type HistoryReply struct {
 	Runs  []Run `json:"runs"`
 }
 
-// Replica is one replica's answer to <prefix>.jobs: what it declares and how it
+// Replica is one replica's answer to <prefix>.JOBS: what it declares and how it
 // sees each job's pause.
 type Replica struct {
 	Instance string `json:"instance"`
@@ -179,7 +179,7 @@ func activeRunOf(job string, a scheduler.ActiveRun) ActiveRun {
 		Fence: a.Fence, Expires: a.Expires, Live: a.Live}
 }
 
-// ActiveReply answers <prefix>.active.<job> (request: {}): the job's unfinished
+// ActiveReply answers <prefix>.ACTIVE.<job> (request: {}): the job's unfinished
 // runs, oldest slot first.
 type ActiveReply struct {
 	Job      string      `json:"job"`

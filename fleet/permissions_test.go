@@ -17,9 +17,9 @@ import (
 // reads (jobs, history, active, events, micro's $SRV subjects, the registry) and
 // nothing else.
 var viewerPermissions = &server.Permissions{
-	Publish: &server.SubjectPermission{Allow: append([]string{"anarchon.jobs", "anarchon.history.>", "anarchon.active.>", "$SRV.>", "_INBOX.>"},
+	Publish: &server.SubjectPermission{Allow: append([]string{"anarchon.JOBS", "anarchon.HISTORY.*", "anarchon.ACTIVE.*", "$SRV.>", "_INBOX.>"},
 		registryReader...)},
-	Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>", "anarchon.events.>"}},
+	Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>", "anarchon.EVENTS.*"}},
 }
 
 // registryReader is what reading the registry (Client.Registry) publishes: the
@@ -94,7 +94,7 @@ func TestViewerCannotPause(t *testing.T) {
 	select {
 	case v := <-violations:
 		assert.ErrorIs(t, v, nats.ErrPermissionViolation)
-		assert.Contains(t, v.Error(), "anarchon.pause."+fleet.JobToken(jobReport))
+		assert.Contains(t, v.Error(), "anarchon.PAUSE."+fleet.JobToken(jobReport))
 	case <-time.After(5 * time.Second):
 		t.Fatal("no permissions violation reported")
 	}

@@ -44,6 +44,11 @@ type Service struct {
 // (and after s.Stop) a trigger is refused at once with 503 (ErrUnavailable). The
 // caller keeps ownership of nc and s: stop the service with Stop before stopping
 // the scheduler.
+//
+// Serve refuses, with an error matching ErrSubjectsOverlap that names both
+// subjects, a replica whose backend (a SubjectLister, such as the jetstream and
+// kvlease backends) listens on subjects that overlap the fleet's own or the
+// registry's: a job stream on a fleet subject would answer its requests.
 func Serve(ctx context.Context, nc *nats.Conn, s *scheduler.Scheduler, opts ...Option) (*Service, error) {
 	if nc == nil {
 		return nil, fmt.Errorf("%w: nil connection", ErrInvalidOption)
@@ -63,6 +68,9 @@ func Serve(ctx context.Context, nc *nats.Conn, s *scheduler.Scheduler, opts ...O
 	var jobs []string
 	for _, j := range s.Jobs() {
 		jobs = append(jobs, j.Job)
+	}
+	if err := checkSubjects(subjects(c.prefix), c, s.Backend(), jobs); err != nil {
+		return nil, err
 	}
 	f := &Service{nc: nc, s: s, log: log.With("instance", s.Instance()), jobs: jobs, subj: subjects(c.prefix), pauser: pauser}
 	f.ctx, f.cancel = context.WithCancel(context.Background())

@@ -55,8 +55,10 @@ func TestJobTokenAndPrefix(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, job, string(back))
 	}
-	assert.Equal(t, "anarchon.pause.YQ", subjects("anarchon").job(verbPause, "a"))
-	for prefix, ok := range map[string]bool{"anarchon": true, "ops.billing": true, "": false, "a.": false, ".a": false, "a.*": false, "a>": false, "a b": false, "a\tb": false} {
+	assert.Equal(t, "anarchon.PAUSE.YQ", subjects("anarchon").job(verbPause, "a"))
+	for prefix, ok := range map[string]bool{"anarchon": true, "ops.billing": true, "a.$b": true, "a._INBOX": true,
+		"": false, "a.": false, ".a": false, "a.*": false, "a>": false, "a b": false, "a\tb": false,
+		"$JS": false, "$KV.x": false, "$SRV": false, "_INBOX": false, "_INBOX_x.y": false} {
 		assert.Equal(t, ok, validPrefix(prefix) == nil, "%q", prefix)
 	}
 	assert.Equal(t, "a b c", oneLine("a\nb\r\n\tc\x00"))
