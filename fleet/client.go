@@ -56,6 +56,7 @@ func (c *Client) Trigger(ctx context.Context, job string, in TriggerRequest) (Tr
 	subject := c.subj.job(verbTrigger, job)
 	ctx, cancel := backendutil.CallContext(ctx, c.timeout)
 	defer cancel()
+	in.V = versioned(in.V)
 	data, err := json.Marshal(in)
 	if err != nil {
 		return TriggerReply{}, err
@@ -91,24 +92,28 @@ func (c *Client) Trigger(ctx context.Context, job string, in TriggerRequest) (Tr
 // Pause pauses job on every replica (stored once, by one replica that declares it).
 func (c *Client) Pause(ctx context.Context, job string, in PauseRequest) (PauseReply, error) {
 	var out PauseReply
+	in.V = versioned(in.V)
 	return out, c.request(ctx, c.subj.job(verbPause, job), job, in, &out)
 }
 
 // PauseAll pauses every job of the fleet.
 func (c *Client) PauseAll(ctx context.Context, in PauseRequest) (PauseReply, error) {
 	var out PauseReply
+	in.V = versioned(in.V)
 	return out, c.request(ctx, c.subj.fleet(verbPauseAll), "", in, &out)
 }
 
 // Resume removes job's own pause (not the all-jobs pause: see ResumeReply).
 func (c *Client) Resume(ctx context.Context, job string, in ResumeRequest) (ResumeReply, error) {
 	var out ResumeReply
+	in.V = versioned(in.V)
 	return out, c.request(ctx, c.subj.job(verbResume, job), job, in, &out)
 }
 
 // ResumeAll removes the all-jobs pause.
 func (c *Client) ResumeAll(ctx context.Context, in ResumeRequest) (ResumeReply, error) {
 	var out ResumeReply
+	in.V = versioned(in.V)
 	return out, c.request(ctx, c.subj.fleet(verbResumeAll), "", in, &out)
 }
 
@@ -116,7 +121,7 @@ func (c *Client) ResumeAll(ctx context.Context, in ResumeRequest) (ResumeReply, 
 // HistoryRequest).
 func (c *Client) History(ctx context.Context, job string, limit int) (HistoryReply, error) {
 	var out HistoryReply
-	return out, c.request(ctx, c.subj.job(verbHistory, job), job, HistoryRequest{Limit: limit}, &out)
+	return out, c.request(ctx, c.subj.job(verbHistory, job), job, HistoryRequest{V: RequestVersion, Limit: limit}, &out)
 }
 
 // Jobs asks every replica what it declares: one request on <prefix>.JOBS, whose
@@ -143,7 +148,11 @@ func (c *Client) Jobs(ctx context.Context) (*Fleet, error) {
 		regs, bad, err := c.Registry(ctx)
 		regc <- registry{regs, bad, err}
 	}()
-	if err := c.nc.PublishMsg(&nats.Msg{Subject: subject, Reply: sub.Subject, Data: []byte("{}")}); err != nil {
+	data, err := json.Marshal(JobsRequest{V: RequestVersion})
+	if err != nil {
+		return nil, err
+	}
+	if err := c.nc.PublishMsg(&nats.Msg{Subject: subject, Reply: sub.Subject, Data: data}); err != nil {
 		return nil, fmt.Errorf("fleet: jobs: %w", err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, c.window)
@@ -231,6 +240,15 @@ func (c *Client) addRegistry(f *Fleet, regs []Registration, bad []error, err err
 	for _, err := range bad {
 		f.Unreadable = append(f.Unreadable, oneLine(err.Error()))
 	}
+}
+
+// versioned is a request's format: v, or RequestVersion when the caller left it
+// zero.
+func versioned(v int) int {
+	if v == 0 {
+		return RequestVersion
+	}
+	return v
 }
 
 // request sends one request and decodes its one reply into out.

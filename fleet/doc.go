@@ -71,26 +71,37 @@
 //
 // # Requests and replies
 //
-// Bodies are JSON; an empty body is the empty request. Unknown fields are refused,
-// so a misspelt field is an error rather than ignored. Times are RFC 3339.
+// Every request is one JSON object that names its format, "v":RequestVersion (1);
+// Client sets it. A replica refuses (400) an empty body, a body without "v" and
+// one whose "v" is newer than its own, saying what to send or that it needs an
+// upgrade. Unknown fields are refused, so a misspelt field is an error rather than
+// ignored. Times are RFC 3339.
 //
-//	jobs       request  {}
+// A replica acts only on what a client sent: it drops, unanswered (logged at
+// debug), every message that JetStream sent instead, which a consumer's deliver
+// subject or a request's reply subject can point at any subject of the fleet:
+// a delivery (reply subject $JS.ACK.…, whatever the ack policy), a heartbeat or
+// flow control message, a direct get's answer or a republished copy (headers
+// Nats-Stream, Nats-Sequence, Nats-Subject, …), a stored key-value marker
+// (KV-Operation, Nats-Marker-Reason).
+//
+//	jobs       request  JobsRequest {"v":1}
 //	           reply    Replica   {"instance","version","backend","pause_supported",
 //	                               "jobs":[JobState]}
 //	           JobState {"name","schedule","state":"active"|"paused","pause":{...},
 //	                     "next","last_run":{Run},"last_success":{Run},
 //	                     "last_failure":{Run},"running":[ActiveRun],"view_error"}
-//	trigger    request  TriggerRequest {"by":"ana","wait":true}
+//	trigger    request  TriggerRequest {"v":1,"by":"ana","wait":true}
 //	           replies  TriggerReply   {"state":"accepted","job","instance","by","at"}
 //	                    then, with wait, {"state":"finished",...,"run":{Run}}
-//	pause      request  PauseRequest {"reason":"…","by":"ana","until":"2026-…Z"} or
-//	                    {"reason":"…","for":"90m"}
+//	pause      request  PauseRequest {"v":1,"reason":"…","by":"ana","until":"2026-…Z"}
+//	                    or {"v":1,"reason":"…","for":"90m"}
 //	pauseall   reply    PauseReply   {"instance","pause":{"job","reason","by","at","until"}}
-//	resume     request  ResumeRequest {"by":"ana"}
+//	resume     request  ResumeRequest {"v":1,"by":"ana"}
 //	resumeall  reply    ResumeReply   {"job","instance","still_paused":{...}}
-//	history    request  HistoryRequest {"limit":50}
+//	history    request  HistoryRequest {"v":1,"limit":50}
 //	           reply    HistoryReply   {"job","instance","limit","runs":[Run]}
-//	active     request  {}
+//	active     request  ActiveRequest {"v":1}
 //	           reply    ActiveReply    {"job","instance","runs":[ActiveRun]}
 //	Run        {"job","slot","instance","token","attempt","fence","manual",
 //	            "requested_by","status","claimed_at","started_at","finished_at",
@@ -129,8 +140,9 @@
 // Nats-Service-Error-Code and Nats-Service-Error (one line of text), and an
 // ErrorBody {"code","error","instance"}. A refused request changes nothing.
 //
-//	400  bad request: invalid JSON, an unknown field, no reason, until and for
-//	     together, until in the past, a negative limit, text over 1 KiB
+//	400  bad request: an empty body, no "v" or a newer one, invalid JSON, an
+//	     unknown field, no reason, until and for together, until in the past, a
+//	     negative limit, text over 1 KiB
 //	404  unknown job: the replica serves the job but its scheduler does not declare it
 //	500  the replica failed (a backend call), with the error
 //	501  not supported: the backend cannot store pauses (scheduler.Pauser)

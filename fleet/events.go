@@ -136,5 +136,5 @@ func (c *Client) Watch(ctx context.Context, job string, fn func(Event)) error {
 // declares the job reads them from the run store.
 func (c *Client) Active(ctx context.Context, job string) (ActiveReply, error) {
 	var out ActiveReply
-	return out, c.request(ctx, c.subj.job(verbActive, job), job, struct{}{}, &out)
+	return out, c.request(ctx, c.subj.job(verbActive, job), job, ActiveRequest{V: RequestVersion}, &out)
 }

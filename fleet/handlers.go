@@ -4,15 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"io"
 	"strconv"
 	"sync"
 	"time"
 	"unicode/utf8"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/anarchon/anarchon/internal/natsutil"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -20,6 +20,9 @@ import (
 // reply carrying the micro error headers.
 func (f *Service) handle(fn func(ctx context.Context, data []byte) (any, error)) micro.HandlerFunc {
 	return func(req micro.Request) {
+		if f.ignored(req) {
+			return
+		}
 		if !f.begin() {
 			f.fail(req, &replyError{code: CodeUnavailable, msg: "the fleet service is stopping"})
 			return
@@ -51,19 +54,48 @@ func (f *Service) fail(req micro.Request, err error) {
 	}
 }
 
-// decode reads a request body into v: empty means the zero value; anything else must
-// be one JSON object with only the fields of v.
+// ignored drops, without an answer, a message that JetStream sent rather than a
+// client (natsutil.JetStreamOrigin): a consumer whose deliver subject is one of
+// ours, or a request whose reply subject is, would otherwise have the server send
+// stored messages here as requests.
+func (f *Service) ignored(req micro.Request) bool {
+	why := natsutil.JetStreamOrigin(req.Reply(), nats.Header(req.Headers()))
+	if why == "" {
+		return false
+	}
+	f.log.Debug("fleet ignored a message JetStream sent", "subject", req.Subject(), "reply", req.Reply(), "why", why)
+	return true
+}
+
+// decode reads a request body into v: one JSON object of the request format
+// RequestVersion ("v") with only the fields of v. An empty body, a body without
+// "v" and one of a newer format are refused with what to send instead.
 func decode(data []byte, v any) error {
 	if len(bytes.TrimSpace(data)) == 0 {
-		return nil
+		return badRequest("an empty body is not a request: send a JSON object with \"v\":%d", RequestVersion)
+	}
+	var head struct {
+		V *json.RawMessage `json:"v"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return badRequest("invalid JSON: %v", err)
+	}
+	var version int
+	switch {
+	case head.V == nil:
+		return badRequest("the request has no \"v\": send \"v\":%d (the request format, fleet.RequestVersion)", RequestVersion)
+	case json.Unmarshal(*head.V, &version) != nil:
+		return badRequest("\"v\" is %s, not a number: send \"v\":%d", oneLine(string(*head.V)), RequestVersion)
+	case version > RequestVersion:
+		return badRequest("request format %d is newer than this replica's (%d, fleet %s): upgrade the replica, or send \"v\":%d",
+			version, RequestVersion, Version, RequestVersion)
+	case version < 1:
+		return badRequest("request format %d does not exist: send \"v\":%d", version, RequestVersion)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	if err := dec.Decode(v); err != nil { // one value: json.Unmarshal checked it
 		return badRequest("invalid JSON: %v", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return badRequest("invalid JSON: more than one value")
 	}
 	return nil
 }
@@ -82,7 +114,7 @@ func checkText(field, s string) error {
 const viewBudget = 300 * time.Millisecond
 
 func (f *Service) jobsReply(ctx context.Context, data []byte) (any, error) {
-	var in struct{}
+	var in JobsRequest
 	if err := decode(data, &in); err != nil {
 		return nil, err
 	}
@@ -147,7 +179,7 @@ func runPtr(r *scheduler.RunRecord) *Run {
 
 func (f *Service) active(job string) func(context.Context, []byte) (any, error) {
 	return func(ctx context.Context, data []byte) (any, error) {
-		var in struct{}
+		var in ActiveRequest
 		if err := decode(data, &in); err != nil {
 			return nil, err
 		}
@@ -298,6 +330,9 @@ func (f *Service) history(job string) func(context.Context, []byte) (any, error)
 // ended.
 func (f *Service) trigger(job string) micro.HandlerFunc {
 	return func(req micro.Request) {
+		if f.ignored(req) {
+			return
+		}
 		var in TriggerRequest
 		err := decode(req.Data(), &in)
 		if err == nil {

@@ -16,9 +16,28 @@ const (
 	MaxHistoryLimit = 1000
 )
 
-// TriggerRequest is the body of <prefix>.TRIGGER.<job>. An empty body is the zero
-// value.
+// RequestVersion is the request format this version of the protocol speaks. Every
+// request is a JSON object that carries it as "v" (Client sets it): a replica
+// refuses (400) an empty body, a request without "v", and one whose "v" is newer
+// than its own, saying what to send or that it needs an upgrade.
+const RequestVersion = 1
+
+// JobsRequest is the body of <prefix>.JOBS.
+type JobsRequest struct {
+	// V is the request format, RequestVersion; Client sets it when zero.
+	V int `json:"v"`
+}
+
+// ActiveRequest is the body of <prefix>.ACTIVE.<job>.
+type ActiveRequest struct {
+	// V is the request format, RequestVersion; Client sets it when zero.
+	V int `json:"v"`
+}
+
+// TriggerRequest is the body of <prefix>.TRIGGER.<job>.
 type TriggerRequest struct {
+	// V is the request format, RequestVersion; Client sets it when zero.
+	V int `json:"v"`
 	// By names who asked; it is recorded with the run (Run.RequestedBy), and is in
 	// the replies and the replica's log.
 	By string `json:"by,omitempty"`
@@ -48,6 +67,8 @@ type TriggerReply struct {
 
 // PauseRequest is the body of <prefix>.PAUSE.<job> and <prefix>.PAUSEALL.
 type PauseRequest struct {
+	// V is the request format, RequestVersion; Client sets it when zero.
+	V int `json:"v"`
 	// Reason is required.
 	Reason string `json:"reason"`
 	// By names who asked. Empty: the scheduler's default, the instance that
@@ -69,6 +90,8 @@ type PauseReply struct {
 
 // ResumeRequest is the body of <prefix>.RESUME.<job> and <prefix>.RESUMEALL.
 type ResumeRequest struct {
+	// V is the request format, RequestVersion; Client sets it when zero.
+	V int `json:"v"`
 	// By names who asked, for the replica's log.
 	By string `json:"by,omitempty"`
 }
@@ -85,6 +108,8 @@ type ResumeReply struct {
 
 // HistoryRequest is the body of <prefix>.HISTORY.<job>.
 type HistoryRequest struct {
+	// V is the request format, RequestVersion; Client sets it when zero.
+	V int `json:"v"`
 	// Limit is how many runs, newest first: 0 means DefaultHistoryLimit, more than
 	// MaxHistoryLimit is clamped to it, a negative limit is a bad request.
 	Limit int `json:"limit,omitempty"`
@@ -179,7 +204,7 @@ func activeRunOf(job string, a scheduler.ActiveRun) ActiveRun {
 		Fence: a.Fence, Expires: a.Expires, Live: a.Live}
 }
 
-// ActiveReply answers <prefix>.ACTIVE.<job> (request: {}): the job's unfinished
+// ActiveReply answers <prefix>.ACTIVE.<job> (ActiveRequest): the job's unfinished
 // runs, oldest slot first.
 type ActiveReply struct {
 	Job      string      `json:"job"`

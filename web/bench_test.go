@@ -195,7 +195,7 @@ func BenchmarkJobsPageNATS(b *testing.B) {
 		require.NoError(b, err)
 		defer nc.Close()
 		for b.Loop() {
-			m, err := nc.Request("anarchon.JOBS", []byte("{}"), 10*time.Second)
+			m, err := nc.Request("anarchon.JOBS", []byte(`{"v":1}`), 10*time.Second)
 			require.NoError(b, err)
 			require.Greater(b, len(m.Data), jobs*100)
 		}
