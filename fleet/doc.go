@@ -57,10 +57,14 @@
 // micro's queue group, so a request reaches one replica that declares the job, and a
 // job no running replica declares gets NATS no-responders at once (ErrNoReplica).
 // A pause is stored once in the backend the replicas share and every replica
-// follows it, so one replica answering is enough. The micro service also answers
-// micro's own $SRV.PING, $SRV.INFO and $SRV.STATS subjects (nats micro ls); its
-// metadata has the instance, prefix and backend, and each endpoint's the job and
-// schedule.
+// follows it, so one replica answering is enough. The micro service has the
+// fleet-wide endpoints (jobs, pauseall, resumeall) and answers micro's own
+// $SRV.PING, $SRV.INFO and $SRV.STATS subjects (nats micro ls); its metadata has
+// the instance, prefix, backend and number of jobs. The per-job endpoints are plain
+// queue subscriptions served by a few workers, not micro endpoints: a micro
+// endpoint costs a goroutine and its statistics, and a stop drains each in turn,
+// which a replica of thousands of jobs (five endpoints each) cannot afford; so
+// $SRV.INFO and $SRV.STATS do not list or count them.
 //
 // Listing jobs is a scatter-gather on <prefix>.JOBS: the client sends one request
 // and collects the answers for a short window (DefaultGatherWindow). It does not use

@@ -9,17 +9,14 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/micro"
-
 	"github.com/anarchon/anarchon/internal/natsutil"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
 // handle runs fn for each request and answers with its reply, or with an error
 // reply carrying the micro error headers.
-func (f *Service) handle(fn func(ctx context.Context, data []byte) (any, error)) micro.HandlerFunc {
-	return func(req micro.Request) {
+func (f *Service) handle(fn func(ctx context.Context, data []byte) (any, error)) handler {
+	return func(req request) {
 		if f.ignored(req) {
 			return
 		}
@@ -33,15 +30,24 @@ func (f *Service) handle(fn func(ctx context.Context, data []byte) (any, error))
 			f.fail(req, err)
 			return
 		}
-		if err := req.RespondJSON(out); err != nil {
-			f.log.Warn("fleet reply failed", "subject", req.Subject(), "err", err)
-		}
+		f.respond(req, out)
+	}
+}
+
+// respond answers req with out as JSON.
+func (f *Service) respond(req request, out any) {
+	data, err := json.Marshal(out)
+	if err == nil {
+		err = req.Respond(data)
+	}
+	if err != nil {
+		f.log.Warn("fleet reply failed", "subject", req.Subject(), "err", err)
 	}
 }
 
 // fail answers req with err: the code and one-line text in the micro error headers,
 // and the same as JSON in the body.
-func (f *Service) fail(req micro.Request, err error) {
+func (f *Service) fail(req request, err error) {
 	code, desc := replyFor(err)
 	if code == CodeInternal {
 		f.log.Warn("fleet request failed", "subject", req.Subject(), "err", err)
@@ -58,8 +64,8 @@ func (f *Service) fail(req micro.Request, err error) {
 // client (natsutil.JetStreamOrigin): a consumer whose deliver subject is one of
 // ours, or a request whose reply subject is, would otherwise have the server send
 // stored messages here as requests.
-func (f *Service) ignored(req micro.Request) bool {
-	why := natsutil.JetStreamOrigin(req.Reply(), nats.Header(req.Headers()))
+func (f *Service) ignored(req request) bool {
+	why := natsutil.JetStreamOrigin(req.Reply(), req.Header())
 	if why == "" {
 		return false
 	}
@@ -328,8 +334,8 @@ func (f *Service) history(job string) func(context.Context, []byte) (any, error)
 // trigger answers accepted at once and runs the job on this replica (RunNow, a
 // manual run recorded with who asked); with Wait, it answers again when the run has
 // ended.
-func (f *Service) trigger(job string) micro.HandlerFunc {
-	return func(req micro.Request) {
+func (f *Service) trigger(job string) handler {
+	return func(req request) {
 		if f.ignored(req) {
 			return
 		}
@@ -351,9 +357,7 @@ func (f *Service) trigger(job string) micro.HandlerFunc {
 			return
 		}
 		accepted := TriggerReply{State: StateAccepted, Job: job, Instance: f.s.Instance(), By: in.By, At: f.s.Clock().Now()}
-		if err := req.RespondJSON(accepted); err != nil {
-			f.log.Warn("fleet reply failed", "subject", req.Subject(), "err", err)
-		}
+		f.respond(req, accepted)
 		f.log.Info("fleet trigger", "job", job, "by", in.By)
 		go func() {
 			defer f.inflight.Done()
@@ -373,9 +377,7 @@ func (f *Service) trigger(job string) micro.HandlerFunc {
 			run := runOf(rec)
 			finished := accepted
 			finished.State, finished.Run = StateFinished, &run
-			if err := req.RespondJSON(finished); err != nil {
-				f.log.Warn("fleet reply failed", "subject", req.Subject(), "err", err)
-			}
+			f.respond(req, finished)
 		}()
 	}
 }
