@@ -118,8 +118,11 @@ func replyFor(err error) (int, string) {
 	case errors.Is(err, scheduler.ErrNotStarted), errors.Is(err, scheduler.ErrStopped):
 		code = CodeUnavailable
 	}
-	return code, oneLine(err.Error())
+	return code, shortText(err.Error())
 }
+
+// shortText is s on one line, at most MaxViewError bytes.
+func shortText(s string) string { return scheduler.TruncateText(oneLine(s), MaxViewError) }
 
 // oneLine makes s fit in a header value.
 func oneLine(s string) string {

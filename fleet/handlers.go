@@ -30,7 +30,26 @@ func (f *Service) handle(fn func(ctx context.Context, data []byte) (any, error))
 			f.fail(req, err)
 			return
 		}
+		if p, ok := out.(parted); ok {
+			f.respondParts(req, p)
+			return
+		}
 		f.respond(req, out)
+	}
+}
+
+// respondParts answers req with p's parts, in order.
+func (f *Service) respondParts(req request, p parted) {
+	msgs, err := p.messages(f.budget())
+	if err != nil {
+		f.fail(req, err)
+		return
+	}
+	for _, data := range msgs {
+		if err := req.Respond(data); err != nil {
+			f.log.Warn("fleet reply failed", "subject", req.Subject(), "parts", len(msgs), "err", err)
+			return
+		}
 	}
 }
 
@@ -127,23 +146,42 @@ func (f *Service) jobsReply(ctx context.Context, data []byte) (any, error) {
 	infos := f.s.Jobs()
 	r := Replica{
 		Instance: f.s.Instance(), Version: Version, Backend: f.s.Backend().Name(),
-		PauseSupported: f.pauser,
+		PauseSupported: f.pauser, ServiceID: f.svc.Info().ID,
 	}
 	ctx, cancel := context.WithTimeout(ctx, viewBudget)
 	defer cancel()
 	last, lastErr := f.s.LastRuns(ctx)
-	r.Jobs = make([]JobState, len(infos))
-	sem := make(chan struct{}, viewConcurrency)
+	jobs := make([]JobState, len(infos))
+	next := make(chan int, len(infos))
+	for i := range infos {
+		next <- i
+	}
+	close(next)
 	var wg sync.WaitGroup
-	for i, j := range infos {
+	for range min(viewConcurrency, len(infos)) {
 		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			r.Jobs[i] = f.jobState(ctx, j, last, lastErr)
+			for i := range next {
+				jobs[i] = f.jobState(ctx, infos[i], last, lastErr)
+			}
 		})
 	}
 	wg.Wait()
-	return r, nil
+	items, err := marshalEach(jobs)
+	if err != nil {
+		return nil, err
+	}
+	return parted{items: items, field: "jobs", envelope: func(part, parts int) any {
+		r := r
+		r.Part, r.Parts = part, parts
+		return replicaPart{Replica: r}
+	}}, nil
+}
+
+// replicaPart is the envelope of one message of a jobs answer: the replica
+// without its jobs, which parted adds.
+type replicaPart struct {
+	Replica
+	Jobs []JobState `json:"jobs,omitempty"`
 }
 
 // viewConcurrency bounds the reads of unfinished runs one jobs reply has in flight
@@ -159,27 +197,32 @@ func (f *Service) jobState(ctx context.Context, j scheduler.JobInfo, last map[st
 		st.State, st.Pause = JobPaused, pauseInfo(p)
 	}
 	if lastErr != nil {
-		st.ViewError = oneLine("last runs: " + lastErr.Error())
+		st.ViewError = shortText("last runs: " + lastErr.Error())
 		return st
 	}
 	l := last[j.Job]
 	st.LastRun, st.LastSuccess, st.LastFailure = runPtr(l.Run), runPtr(l.Success), runPtr(l.Failure)
 	active, err := f.s.Active(ctx, j.Job)
 	if err != nil {
-		st.ViewError = oneLine("active: " + err.Error())
+		st.ViewError = shortText("active: " + err.Error())
 		return st
 	}
-	for _, a := range active {
+	for i, a := range active {
+		if i == MaxViewRunning {
+			st.RunningMore = len(active) - MaxViewRunning
+			break
+		}
 		st.Running = append(st.Running, activeRunOf(j.Job, a))
 	}
 	return st
 }
 
+// runPtr is r as the jobs view shows it: its error cut at MaxViewError.
 func runPtr(r *scheduler.RunRecord) *Run {
 	if r == nil {
 		return nil
 	}
-	run := runOf(*r)
+	run := runOf(*r, MaxViewError)
 	return &run
 }
 
@@ -193,11 +236,23 @@ func (f *Service) active(job string) func(context.Context, []byte) (any, error) 
 		if err != nil {
 			return nil, err
 		}
-		out := ActiveReply{Job: job, Instance: f.s.Instance(), Runs: make([]ActiveRun, 0, len(runs))}
+		active := make([]ActiveRun, 0, len(runs))
 		for _, a := range runs {
-			out.Runs = append(out.Runs, activeRunOf(job, a))
+			active = append(active, activeRunOf(job, a))
 		}
-		return out, nil
+		items, err := marshalEach(active)
+		if err != nil {
+			return nil, err
+		}
+		out := ActiveReply{Job: job, Instance: f.s.Instance()}
+		return parted{items: items, field: "runs", envelope: func(part, parts int) any {
+			out := out
+			out.Part, out.Parts = part, parts
+			return struct {
+				ActiveReply
+				Runs []ActiveRun `json:"runs,omitempty"`
+			}{ActiveReply: out}
+		}}, nil
 	}
 }
 
@@ -323,11 +378,23 @@ func (f *Service) history(job string) func(context.Context, []byte) (any, error)
 		if err != nil {
 			return nil, err
 		}
-		out := HistoryReply{Job: job, Instance: f.s.Instance(), Limit: limit, Runs: make([]Run, 0, len(recs))}
+		runs := make([]Run, 0, len(recs))
 		for _, r := range recs {
-			out.Runs = append(out.Runs, runOf(r))
+			runs = append(runs, runOf(r, scheduler.MaxErrorText))
 		}
-		return out, nil
+		items, err := marshalEach(runs)
+		if err != nil {
+			return nil, err
+		}
+		out := HistoryReply{Job: job, Instance: f.s.Instance(), Limit: limit}
+		return parted{items: items, field: "runs", envelope: func(part, parts int) any {
+			out := out
+			out.Part, out.Parts = part, parts
+			return struct {
+				HistoryReply
+				Runs []Run `json:"runs,omitempty"`
+			}{HistoryReply: out}
+		}}, nil
 	}
 }
 
@@ -374,7 +441,7 @@ func (f *Service) trigger(job string) handler {
 			if !in.Wait {
 				return
 			}
-			run := runOf(rec)
+			run := runOf(rec, scheduler.MaxErrorText)
 			finished := accepted
 			finished.State, finished.Run = StateFinished, &run
 			f.respond(req, finished)
