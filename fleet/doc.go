@@ -96,7 +96,8 @@
 //	                     "next","last_run":{Run},"last_success":{Run},
 //	                     "last_failure":{Run},"running":[ActiveRun],"view_error"}
 //	trigger    request  TriggerRequest {"v":1,"by":"ana","wait":true}
-//	           replies  TriggerReply   {"state":"accepted","job","instance","by","at"}
+//	           replies  TriggerReply   {"state":"accepted","job","instance","by","at",
+//	                                    "slot","token"}
 //	                    then, with wait, {"state":"finished",...,"run":{Run}}
 //	pause      request  PauseRequest {"v":1,"reason":"…","by":"ana","until":"2026-…Z"}
 //	                    or {"v":1,"reason":"…","for":"90m"}
@@ -130,8 +131,12 @@
 // shows it (JobSummary.ViewFrom). Manual runs hold no lease: a triggered run is in
 // history, not in active.
 //
-// A trigger is answered accepted at once and runs on the replica that accepted it,
-// as a manual run; a requester that waits gets a second reply on the same inbox
+// A trigger runs on the replica that gets it, as a manual run, and is answered
+// accepted once the run is recorded and its handler starts (scheduler.OnStart):
+// the reply names the run (slot, token). A run that cannot start is answered with
+// the error instead, and nothing ran: 409 when the job forbids overlap and a run of
+// it is in progress, 429 when the replica already runs as many manual runs of the
+// job as it allows. A requester that waits gets a second reply on the same inbox
 // when the run has ended (a plain request sees only the first). Who asked (by) is
 // recorded with the run (Run.RequestedBy in history) and is in the replies and the
 // replica's log. A pause's until or for is judged on the replica's clock. History's limit is
@@ -148,13 +153,17 @@
 //	     unknown field, no reason, until and for together, until in the past, a
 //	     negative limit, text over 1 KiB
 //	404  unknown job: the replica serves the job but its scheduler does not declare it
+//	409  a trigger of a job that forbids overlap while a run of it is in progress
+//	429  a trigger while the replica runs as many manual runs of the job as it
+//	     allows (scheduler.WithMaxManualRuns)
 //	500  the replica failed (a backend call), with the error
 //	501  not supported: the backend cannot store pauses (scheduler.Pauser)
 //	503  unavailable: the scheduler is not started or stopping, or the service stops
 //
 // Client returns these as *ServiceError, which matches ErrBadRequest,
-// ErrUnknownJob, ErrReplicaFailed, ErrNotSupported and ErrUnavailable with
-// errors.Is; no answer at all is ErrNoReplica.
+// ErrUnknownJob, ErrJobBusy, ErrTooManyManualRuns, ErrReplicaFailed,
+// ErrNotSupported and ErrUnavailable with errors.Is (and the scheduler's
+// sentinels where one fits); no answer at all is ErrNoReplica.
 //
 // # Permissions
 //

@@ -398,9 +398,10 @@ func (f *Service) history(job string) func(context.Context, []byte) (any, error)
 	}
 }
 
-// trigger answers accepted at once and runs the job on this replica (RunNow, a
-// manual run recorded with who asked); with Wait, it answers again when the run has
-// ended.
+// trigger runs the job on this replica (RunNow, a manual run recorded with who
+// asked) and answers accepted once the run has started (OnStart), or the error
+// that kept it from starting: nothing ran then. With Wait, it answers again when
+// the run has ended.
 func (f *Service) trigger(job string) handler {
 	return func(req request) {
 		if f.ignored(req) {
@@ -423,18 +424,24 @@ func (f *Service) trigger(job string) handler {
 			f.fail(req, &replyError{code: CodeUnavailable, msg: "the fleet service is stopping"})
 			return
 		}
-		accepted := TriggerReply{State: StateAccepted, Job: job, Instance: f.s.Instance(), By: in.By, At: f.s.Clock().Now()}
-		f.respond(req, accepted)
-		f.log.Info("fleet trigger", "job", job, "by", in.By)
 		go func() {
 			defer f.inflight.Done()
+			var accepted TriggerReply
+			started := false
+			onStart := scheduler.OnStart(func(run scheduler.Run) {
+				started = true
+				accepted = TriggerReply{State: StateAccepted, Job: job, Instance: f.s.Instance(), By: in.By,
+					At: f.s.Clock().Now(), Slot: run.Slot, Token: run.Token}
+				f.respond(req, accepted)
+				f.log.Info("fleet trigger", "job", job, "by", in.By, "token", run.Token)
+			})
 			// The run is the scheduler's: a requester that gives up does not cancel it.
-			rec, err := f.s.RunNow(context.WithoutCancel(f.ctx), job, scheduler.RequestedBy(in.By))
+			rec, err := f.s.RunNow(context.WithoutCancel(f.ctx), job, scheduler.RequestedBy(in.By), onStart)
 			if err != nil {
-				f.log.Warn("fleet trigger failed", "job", job, "by", in.By, "err", err)
-				if in.Wait {
+				if !started || in.Wait {
 					f.fail(req, err)
 				}
+				f.log.Warn("fleet trigger failed", "job", job, "by", in.By, "started", started, "err", err)
 				return
 			}
 			f.log.Info("fleet triggered run ended", "job", job, "by", in.By, "status", rec.Status, "token", rec.Token)

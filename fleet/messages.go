@@ -62,22 +62,27 @@ type TriggerRequest struct {
 
 // Trigger reply states.
 const (
-	// StateAccepted: the replica accepted the trigger and starts the run.
+	// StateAccepted: the replica recorded the manual run and its handler starts.
 	StateAccepted = "accepted"
 	// StateFinished: the run has ended; TriggerReply.Run says how.
 	StateFinished = "finished"
 )
 
-// TriggerReply answers a trigger: first accepted, then (when the request asked to
-// wait) finished with the run.
+// TriggerReply answers a trigger: first accepted, once the run has started, then
+// (when the request asked to wait) finished with the run. A trigger that cannot
+// start is answered with an error instead, and nothing ran: 409 (ErrJobBusy), 429
+// (ErrTooManyManualRuns), 503, 404.
 type TriggerReply struct {
 	State    string `json:"state"`
 	Job      string `json:"job"`
 	Instance string `json:"instance"`
 	By       string `json:"by,omitempty"`
-	// At is when the replica accepted the trigger, by its clock.
-	At  time.Time `json:"at"`
-	Run *Run      `json:"run,omitempty"`
+	// At is when the run started, by the replica's clock.
+	At time.Time `json:"at"`
+	// Slot and Token are the manual run's identity, as history shows it.
+	Slot  time.Time `json:"slot,omitzero"`
+	Token string    `json:"token,omitempty"`
+	Run   *Run      `json:"run,omitempty"`
 }
 
 // PauseRequest is the body of <prefix>.PAUSE.<job> and <prefix>.PAUSEALL.

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/fleet"
 	"github.com/anarchon/anarchon/scheduler"
 )
@@ -282,6 +283,29 @@ func TestConnectThroughAContext(t *testing.T) {
 
 	r = anarchon(t, "--context", "elsewhere", "jobs")
 	oneErrorLine(t, r, "NATS context not found")
+}
+
+// TestTriggerRefusedSaysNothingRan: a trigger beyond the replica's bound of manual
+// runs (scheduler.DefaultMaxManualRuns in progress) fails with the replica's words
+// and that nothing ran.
+func TestTriggerRefusedSaysNothingRan(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srv, err := embedded.Start(ctx, embedded.Options{Listen: "127.0.0.1:0"})
+	require.NoError(t, err, "the embedded nats-server must start")
+	t.Cleanup(srv.Shutdown)
+	block := make(chan struct{})
+	f := &testFleet{url: srv.ClientURL(), backend: scheduler.NewMemoryBackend(), block: block}
+	f.startReplicas(t, func(...nats.Option) (*nats.Conn, error) { return srv.Connect() },
+		func(string) []fleetJob { return []fleetJob{{"busy", time.Hour}} }, "B")
+	t.Cleanup(func() { close(block) }) // before the replicas stop
+	for range scheduler.DefaultMaxManualRuns {
+		r := anarchon(t, "--server", f.url, "trigger", "busy")
+		require.Equal(t, exitOK, r.code, r.stderr)
+	}
+	r := anarchon(t, "--server", f.url, "trigger", "busy", "--wait")
+	oneErrorLine(t, r, `trigger "busy": run "busy" now: scheduler: too many manual runs of the job in progress: 4 in progress on B, at most 4 (WithMaxManualRuns) (replica B); nothing ran: trigger it again once one of them ends`)
+	assert.EqualValues(t, scheduler.DefaultMaxManualRuns, f.manual.Load())
 }
 
 func TestJobsShowsRuns(t *testing.T) {

@@ -375,6 +375,12 @@ func describe(err error) string {
 		if se.Instance != "" {
 			msg += " (replica " + se.Instance + ")"
 		}
+		switch se.Code {
+		case fleet.CodeJobBusy:
+			msg += "; nothing ran: the job forbids overlap, trigger it again once its run ends (anarchon active shows it)"
+		case fleet.CodeTooManyManualRuns:
+			msg += "; nothing ran: trigger it again once one of them ends"
+		}
 		if prefix, _, ok := strings.Cut(err.Error(), ": fleet: "); ok {
 			return prefix + ": " + msg // the command's own context, then the replica's words
 		}
