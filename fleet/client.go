@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -28,9 +27,7 @@ type Client struct {
 	timeout time.Duration
 	window  time.Duration
 	bucket  string
-
-	regMu sync.Mutex
-	reg   jetstream.KeyValue // the registry's bucket, once bound
+	js      jetstream.JetStream // the registry's reads
 }
 
 // NewClient returns a client on nc (WithPrefix, WithTimeout, WithGatherWindow).
@@ -43,7 +40,11 @@ func NewClient(nc *nats.Conn, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{nc: nc, subj: subjects(c.prefix), timeout: c.timeout, window: c.window, bucket: c.bucket}, nil
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("fleet: %w", err)
+	}
+	return &Client{nc: nc, subj: subjects(c.prefix), timeout: c.timeout, window: c.window, bucket: c.bucket, js: js}, nil
 }
 
 // Subject returns the subject of a per-job endpoint ("trigger", "pause", "resume",

@@ -189,10 +189,20 @@
 // WithRegistryBucket, DefaultRegistryBucket): rewritten every heartbeat
 // (WithHeartbeat) with a per-message TTL of three heartbeats, removed at Stop, and
 // expired by the server (with a marker every watcher sees) when the replica dies.
-// Every replica watches its fleet's entries and reports each job that the replicas
+// An entry is one value while it is at most 64 KiB (format 1). A larger one (a
+// replica of thousands of jobs) is written in format 2: a head of a few hundred
+// bytes at the entry's key, rewritten every heartbeat, and the declarations in
+// parts that each fit in a message, at <key>.<digest>.<n>, rewritten every sixth
+// heartbeat with a TTL of twelve heartbeats; readers read the parts when the
+// head's digest changes. A reader that knows format 1 only reads the heads and
+// reports format 2 as a newer format (ErrRegistryFormat).
+//
+// Every replica watches its fleet's heads and reports each job that the replicas
 // declare differently as a scheduler.EventJobConflict through Scheduler.Report
 // (metrics: anarchon_job_conflict), and again with an empty Conflict once they
-// agree. Client.Registry lists the entries; one written in a format newer than
-// RegistryFormat is an error wrapping ErrRegistryFormat. WithoutRegistry serves
-// without it, for an account without JetStream.
+// agree. Client.Registry reads the entries with batched direct gets of the bucket's
+// stream ($JS.API.DIRECT.GET.KV_<bucket>), not a watch, so a viewer needs no
+// consumer; one written in a format newer than RegistryFormat is an error wrapping
+// ErrRegistryFormat. WithoutRegistry serves without it, for an account without
+// JetStream.
 package fleet

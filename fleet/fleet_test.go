@@ -374,6 +374,8 @@ func TestInvalidOptions(t *testing.T) {
 		"client option":   {fleet.WithGatherWindow(time.Second)},
 		"client timeout":  {fleet.WithTimeout(time.Second)},
 		"heartbeat < 1s":  {fleet.WithHeartbeat(500 * time.Millisecond)},
+		"heartbeat > max": {fleet.WithHeartbeat(fleet.MaxHeartbeat + time.Second)},
+		"heartbeat huge":  {fleet.WithHeartbeat(1 << 62)},
 		"bucket name":     {fleet.WithRegistryBucket("a.b")},
 		"empty bucket":    {fleet.WithRegistryBucket("")},
 	} {

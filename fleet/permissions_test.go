@@ -22,15 +22,9 @@ var viewerPermissions = &server.Permissions{
 	Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>", "anarchon.EVENTS.*"}},
 }
 
-// registryReader is what reading the registry (Client.Registry) publishes: the
-// bucket's stream information, and an ordered consumer's create, delete and flow
-// control.
-var registryReader = []string{
-	"$JS.API.STREAM.INFO.KV_anarchon_registry",
-	"$JS.API.CONSUMER.CREATE.KV_anarchon_registry.>",
-	"$JS.API.CONSUMER.DELETE.KV_anarchon_registry.>",
-	"$JS.FC.KV_anarchon_registry.>",
-}
+// registryReader is what reading the registry (Client.Registry) publishes: batched
+// direct gets of the bucket's stream.
+var registryReader = []string{"$JS.API.DIRECT.GET.KV_anarchon_registry"}
 
 // startAuthServer starts a nats-server with two users: viewer (viewerPermissions)
 // and operator (everything). embedded.Options has no users or accounts, so this

@@ -128,12 +128,19 @@ func TestActiveWithManyUnfinishedRuns(t *testing.T) {
 }
 
 // TestJobsOfTenThousandJobs: one replica that declares 10,000 jobs, with names up
-// to 1 KiB, answers jobs in parts, and the client lists every job. The scheduler is
-// not started: Serve serves what it declares.
+// to 1 KiB, answers jobs in parts, and the client lists every job; its registry
+// entry (about 2 MB of declarations) is written in parts, read back whole, and
+// another replica that declares one of its jobs differently is told so. The
+// schedulers are not started: Serve serves what they declare.
 func TestJobsOfTenThousandJobs(t *testing.T) {
 	srv := startServer(t, embedded.Options{})
-	nc := connect(t, srv.Connect)
-	s, err := scheduler.New(scheduler.Config{Backend: scheduler.NewMemoryBackend(), Instance: "big"})
+	conflicts := make(chan scheduler.Event, 16)
+	onConflict := func(e scheduler.Event) {
+		if e.Kind == scheduler.EventJobConflict {
+			conflicts <- e
+		}
+	}
+	s, err := scheduler.New(scheduler.Config{Backend: scheduler.NewMemoryBackend(), Instance: "big", OnEvent: onConflict})
 	require.NoError(t, err)
 	const n = 10_000
 	names := make([]string, n)
@@ -145,25 +152,54 @@ func TestJobsOfTenThousandJobs(t *testing.T) {
 		require.NoError(t, s.Every(names[i], time.Hour, func(context.Context, scheduler.Run) error { return nil }))
 	}
 	t0 := time.Now()
-	svc, err := fleet.Serve(requestCtx(t), nc, s, fleet.WithoutRegistry())
+	svc, err := fleet.Serve(requestCtx(t), connect(t, srv.Connect), s)
 	require.NoError(t, err)
 	t.Logf("Serve of %d jobs: %v", n, time.Since(t0))
 	t.Cleanup(func() { require.NoError(t, svc.Stop(context.Background())) })
 
-	// Computing the view of 10,000 jobs takes about the default window under
-	// the race detector; without a registry the client waits out its window.
-	c, err := fleet.NewClient(connect(t, srv.Connect), fleet.WithGatherWindow(2*time.Second))
+	other, err := scheduler.New(scheduler.Config{Backend: scheduler.NewMemoryBackend(), Instance: "other"})
 	require.NoError(t, err)
+	require.NoError(t, other.Every(names[1], 2*time.Hour, func(context.Context, scheduler.Run) error { return nil }))
+	osvc, err := fleet.Serve(requestCtx(t), connect(t, srv.Connect), other)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, osvc.Stop(context.Background())) })
+	select {
+	case e := <-conflicts:
+		assert.Equal(t, names[1], e.Job)
+		assert.Equal(t, `schedule: "every 1h0m0s" on big; "every 2h0m0s" on other`, e.Conflict)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the replica of 10,000 jobs saw no conflict")
+	}
+
+	// The view of 10,000 jobs takes about the default window to compute under the
+	// race detector: a longer window, which the registry ends once both answered.
+	c, err := fleet.NewClient(connect(t, srv.Connect), fleet.WithGatherWindow(5*time.Second))
+	require.NoError(t, err)
+	t0 = time.Now()
+	regs, bad, err := c.Registry(requestCtx(t))
+	require.NoError(t, err)
+	require.Empty(t, bad)
+	require.Len(t, regs, 2)
+	assert.Equal(t, "big", regs[0].Instance)
+	assert.Equal(t, 2, regs[0].Format, "written in parts")
+	assert.Greater(t, regs[0].Parts, 1)
+	require.Len(t, regs[0].Jobs, n)
+	for i, d := range regs[0].Jobs {
+		assert.Equal(t, names[i], d.Name)
+	}
+	assert.Equal(t, 1, regs[1].Format)
+	t.Logf("registry of %d jobs: %d parts read in %v", n, regs[0].Parts, time.Since(t0))
+
 	t0 = time.Now()
 	fl, err := c.Jobs(requestCtx(t))
 	require.NoError(t, err)
-	require.Len(t, fl.Replicas, 1)
+	require.Len(t, fl.Replicas, 2)
 	assert.Empty(t, fl.Warnings)
 	require.Len(t, fl.Jobs, n)
-	assert.Len(t, fl.Replicas[0].Jobs, n)
-	assert.Greater(t, fl.Replicas[0].Parts, 1)
-	t.Logf("jobs of %d jobs: %d parts in %v", n, fl.Replicas[0].Parts, time.Since(t0))
-	for _, j := range fl.Jobs {
-		assert.Equal(t, []string{"big"}, j.Replicas)
-	}
+	big := fl.Replicas[0]
+	assert.Len(t, big.Jobs, n)
+	assert.Greater(t, big.Parts, 1)
+	t.Logf("jobs of %d jobs: %d parts in %v", n, big.Parts, time.Since(t0))
+	assert.Equal(t, []string{"big", "other"}, fl.Jobs[1].Replicas)
+	assert.Equal(t, []string{"big"}, fl.Jobs[2].Replicas)
 }

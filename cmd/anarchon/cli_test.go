@@ -107,14 +107,14 @@ func TestJobsFailsOnANewerRegistryEntry(t *testing.T) {
 	kv, err := js.KeyValue(ctx, fleet.DefaultRegistryBucket)
 	require.NoError(t, err)
 	_, err = kv.Put(ctx, fleet.JobToken(fleet.DefaultPrefix)+"."+fleet.JobToken("next"),
-		[]byte(`{"format":2,"instance":"next","version":"2.0.0"}`))
+		[]byte(`{"format":3,"instance":"next","version":"2.0.0"}`))
 	require.NoError(t, err)
 
 	r := anarchon(t, "--server", f.url, "jobs", "--window", "200ms")
 	assert.Equal(t, exitFail, r.code)
 	assert.Contains(t, r.stdout, "report")
-	assert.Equal(t, `anarchon: jobs: fleet: registry entry of a newer format: replica "next" (version 2.0.0) wrote format 2; this version (`+
-		fleet.Version+`) reads format 1: upgrade it`+"\n", r.stderr)
+	assert.Equal(t, `anarchon: jobs: fleet: registry entry of a newer format: replica "next" (version 2.0.0) wrote format 3; this version (`+
+		fleet.Version+`) reads format 2: upgrade it`+"\n", r.stderr)
 }
 
 func TestTriggerAndHistory(t *testing.T) {

@@ -27,8 +27,7 @@ func startAuthServer(t *testing.T) string {
 			{Username: "viewer", Password: "v", Permissions: &server.Permissions{
 				// The viewer role as fleet/doc.go documents it.
 				Publish: &server.SubjectPermission{Allow: []string{"anarchon.JOBS", "anarchon.HISTORY.*", "anarchon.ACTIVE.*", "$SRV.>", "_INBOX.>",
-					"$JS.API.STREAM.INFO.KV_anarchon_registry", "$JS.API.CONSUMER.CREATE.KV_anarchon_registry.>",
-					"$JS.API.CONSUMER.DELETE.KV_anarchon_registry.>", "$JS.FC.KV_anarchon_registry.>"}},
+					"$JS.API.DIRECT.GET.KV_anarchon_registry"}},
 				Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>", "anarchon.EVENTS.*"}},
 			}},
 			{Username: "operator", Password: "o"},
