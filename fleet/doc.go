@@ -168,20 +168,29 @@
 // # Permissions
 //
 // Read and write are separate subjects, so NATS permissions split viewers from
-// operators. Per role:
+// operators. Permissions(role, PermissionsConfig{...}) gives each role's, and
+// `anarchon permissions ROLE` prints them as a nats-server configuration block:
 //
 //	viewer    publish   <prefix>.JOBS, <prefix>.HISTORY.*, <prefix>.ACTIVE.*,
-//	                    $SRV.> (for nats micro), _INBOX.>, and to read the
-//	                    registry (bucket B, default anarchon_registry):
-//	                    $JS.API.STREAM.INFO.KV_B, $JS.API.CONSUMER.CREATE.KV_B.>,
-//	                    $JS.API.CONSUMER.DELETE.KV_B.>, $JS.FC.KV_B.>
-//	          subscribe _INBOX.>, <prefix>.EVENTS.* (for watch)
+//	                    $SRV.*.anarchon, $SRV.*.anarchon.* (nats micro info),
+//	                    $JS.API.DIRECT.GET.KV_<registry bucket>
+//	          subscribe <its inbox prefix>.>, <prefix>.EVENTS.* (for watch)
 //	operator  as a viewer, and publish <prefix>.TRIGGER.*, <prefix>.PAUSE.*,
 //	          <prefix>.RESUME.*, <prefix>.PAUSEALL, <prefix>.RESUMEALL
-//	replica   subscribe <prefix>.>, $SRV.>, _INBOX.>
-//	          publish   <prefix>.EVENTS.* (Events), its replies
-//	                    (allow_responses, or publish on _INBOX.>), and for the
-//	                    registry $KV.B.> and $JS.API.> on KV_B
+//	replica   subscribe every endpoint, $SRV.*, $SRV.*.anarchon,
+//	          $SRV.*.anarchon.*, <its inbox prefix>.>
+//	          publish   <prefix>.EVENTS.*, the registry's bucket API and its own
+//	                    keys, and what its backend needs (jetstream.Permissions,
+//	                    kvlease.Permissions); it answers requests on their
+//	                    reply subjects (allow_responses), never on an inbox
+//
+// Each role has its own inbox prefix (InboxPrefix: _INBOX_viewer, _INBOX_operator,
+// _INBOX_replica; nats.CustomInboxPrefix on its connections), so no role reads or
+// answers the replies another waits for, and neither a viewer nor an operator may
+// create a consumer: the registry is read with direct gets. A push consumer's
+// deliver subject and a request's reply subject are not checked against anyone's
+// permissions, which is why replicas also drop what JetStream sends them and
+// refuse a request that is not a versioned JSON object.
 //
 // # Registry
 //
