@@ -59,7 +59,7 @@
 // A pause is stored once in the backend the replicas share and every replica
 // follows it, so one replica answering is enough. The micro service has the
 // fleet-wide endpoints (jobs, pauseall, resumeall) and answers micro's own
-// $SRV.PING, $SRV.INFO and $SRV.STATS subjects (nats micro ls); its metadata has
+// $SRV.PING, $SRV.INFO and $SRV.STATS subjects (nats micro info anarchon); its metadata has
 // the instance, prefix, backend and number of jobs. The per-job endpoints are plain
 // queue subscriptions served by a few workers, not micro endpoints: a micro
 // endpoint costs a goroutine and its statistics, and a stop drains each in turn,
@@ -91,10 +91,11 @@
 //
 //	jobs       request  JobsRequest {"v":1}
 //	           reply    Replica   {"instance","version","backend","pause_supported",
-//	                               "jobs":[JobState]}
+//	                               "service_id","part","parts","jobs":[JobState]}
 //	           JobState {"name","schedule","state":"active"|"paused","pause":{...},
 //	                     "next","last_run":{Run},"last_success":{Run},
-//	                     "last_failure":{Run},"running":[ActiveRun],"view_error"}
+//	                     "last_failure":{Run},"running":[ActiveRun],"running_more",
+//	                     "view_error"}
 //	trigger    request  TriggerRequest {"v":1,"by":"ana","wait":true}
 //	           replies  TriggerReply   {"state":"accepted","job","instance","by","at",
 //	                                    "slot","token"}
@@ -105,9 +106,9 @@
 //	resume     request  ResumeRequest {"v":1,"by":"ana"}
 //	resumeall  reply    ResumeReply   {"job","instance","still_paused":{...}}
 //	history    request  HistoryRequest {"v":1,"limit":50}
-//	           reply    HistoryReply   {"job","instance","limit","runs":[Run]}
+//	           reply    HistoryReply   {"job","instance","limit","part","parts","runs":[Run]}
 //	active     request  ActiveRequest {"v":1}
-//	           reply    ActiveReply    {"job","instance","runs":[ActiveRun]}
+//	           reply    ActiveReply    {"job","instance","part","parts","runs":[ActiveRun]}
 //	Run        {"job","slot","instance","token","attempt","fence","manual",
 //	            "requested_by","status","claimed_at","started_at","finished_at",
 //	            "duration_ms","lag_ms","error"}
@@ -118,6 +119,20 @@
 //
 // Fields absent from a reply are zero: omitted, never null. New fields may be
 // added; none is renamed or removed within a major version.
+//
+// No reply depends on fitting in one message. The replies that grow with the
+// fleet (jobs, history, active) are sent in as many messages as it takes for each
+// to fit in the connection's max payload: each is a reply of the same type with
+// some of the items (jobs, runs) in order and "part" (1 to "parts") and "parts";
+// a replica's jobs parts also carry its "service_id", which tells apart two
+// replicas that answer as one instance. Client reads every part: a history or
+// active reply missing parts when ctx ends is an error saying how many came; a
+// replica whose jobs parts did not all arrive (no part for a gather window, or the
+// deadline) is not listed, with a warning. The jobs view cuts the errors it
+// repeats at MaxViewError bytes (1 KiB, with scheduler.TruncateText's mark) and
+// lists at most MaxViewRunning runs in progress per job ("running_more" counts the
+// others); history carries errors as stored, at most scheduler.MaxErrorText;
+// Events cut theirs at MaxViewError.
 //
 // The view of a job in the jobs reply is computed by each replica when asked: its
 // pause and next slot (scheduler.JobInfo.Next, by its clock) from memory, then one
