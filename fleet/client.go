@@ -31,7 +31,9 @@ type Client struct {
 }
 
 // NewClient returns a client on nc (WithPrefix, WithTimeout, WithGatherWindow).
-// The caller keeps ownership of nc.
+// The caller keeps ownership of nc. A connection whose inbox prefix
+// (nats.CustomInboxPrefix) does not begin with _INBOX is refused: replicas answer
+// on inboxes only.
 func NewClient(nc *nats.Conn, opts ...Option) (*Client, error) {
 	if nc == nil {
 		return nil, fmt.Errorf("%w: nil connection", ErrInvalidOption)
@@ -39,6 +41,11 @@ func NewClient(nc *nats.Conn, opts ...Option) (*Client, error) {
 	c, err := newConfig(roleClient, opts)
 	if err != nil {
 		return nil, err
+	}
+	if p := nc.Opts.InboxPrefix; p != "" {
+		if err := checkInboxPrefix(p); err != nil {
+			return nil, err
+		}
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {

@@ -187,7 +187,6 @@
 // `anarchon permissions ROLE` prints them as a nats-server configuration block:
 //
 //	viewer    publish   <prefix>.JOBS, <prefix>.HISTORY.*, <prefix>.ACTIVE.*,
-//	                    $SRV.*.anarchon, $SRV.*.anarchon.* (nats micro info),
 //	                    $JS.API.DIRECT.GET.KV_<registry bucket>
 //	          subscribe <its inbox prefix>.>, <prefix>.EVENTS.* (for watch)
 //	operator  as a viewer, and publish <prefix>.TRIGGER.*, <prefix>.PAUSE.*,
@@ -205,7 +204,12 @@
 // create a consumer: the registry is read with direct gets. A push consumer's
 // deliver subject and a request's reply subject are not checked against anyone's
 // permissions, which is why replicas also drop what JetStream sends them and
-// refuse a request that is not a versioned JSON object.
+// refuse a request that is not a versioned JSON object. And as allow_responses
+// lets a replica publish on whatever reply subject a request names, a replica
+// answers only on inboxes (a first token beginning with _INBOX; NewClient refuses a
+// connection whose inbox prefix does not) and drops any other request; and no role
+// but the replica's may send micro's $SRV requests, which micro answers on any
+// reply subject.
 //
 // # Registry
 //

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -82,14 +84,32 @@ func (f *Service) fail(req request, err error) {
 // ignored drops, without an answer, a message that JetStream sent rather than a
 // client (natsutil.JetStreamOrigin): a consumer whose deliver subject is one of
 // ours, or a request whose reply subject is, would otherwise have the server send
-// stored messages here as requests.
+// stored messages here as requests. It also drops a request whose reply subject is
+// no inbox (replyAddress): answering it would publish where the requester names.
 func (f *Service) ignored(req request) bool {
-	why := natsutil.JetStreamOrigin(req.Reply(), req.Header())
-	if why == "" {
-		return false
+	if why := natsutil.JetStreamOrigin(req.Reply(), req.Header()); why != "" {
+		f.log.Debug("fleet ignored a message JetStream sent", "subject", req.Subject(), "reply", req.Reply(), "why", why)
+		return true
 	}
-	f.log.Debug("fleet ignored a message JetStream sent", "subject", req.Subject(), "reply", req.Reply(), "why", why)
-	return true
+	if err := replyAddress(req.Reply()); err != nil {
+		f.log.Debug("fleet ignored a request", "subject", req.Subject(), "err", err)
+		return true
+	}
+	return false
+}
+
+// replyAddress accepts the reply subject of a request a replica answers: none (a
+// request that wants no answer), or an inbox, whose first token begins with
+// _INBOX (nats.go's default, the roles' InboxPrefix). A replica answers with
+// nats-server's allow_responses, which lets it publish on whatever subject a
+// request names as its reply: another application's, a stream's, the registry's
+// keys, the JetStream API. It answers on inboxes only.
+func replyAddress(reply string) error {
+	first, _, _ := strings.Cut(reply, ".")
+	if reply == "" || strings.HasPrefix(first, "_INBOX") && !strings.ContainsAny(reply, "*> \t\r\n") {
+		return nil
+	}
+	return fmt.Errorf("fleet: the reply subject %q is no inbox (_INBOX…): not answered", reply)
 }
 
 // decode reads a request body into v: one JSON object of the request format

@@ -40,6 +40,8 @@ const DefaultResponseTTL = time.Hour
 // InboxPrefix is the inbox prefix of a role's connections by default:
 // "_INBOX_" and the role. Each role's permissions allow its own inboxes only, so
 // no role reads, or answers in place of a replica, the replies another role gets.
+// Replicas answer only on reply subjects whose first token begins with _INBOX, so
+// an inbox prefix of one's own must too.
 // Users of one role share its inboxes: give a user a prefix of its own
 // (PermissionsConfig.InboxPrefix, the command's --inbox-prefix) where two users of
 // a role must not read each other's replies.
@@ -95,9 +97,10 @@ func (r Responses) MarshalJSON() ([]byte, error) {
 // Permissions returns the NATS permissions of role for the fleet c names, the
 // permissions the documentation lists (and `anarchon permissions ROLE` prints):
 //
-//   - viewer: request jobs, history and active; micro's $SRV subjects of the
-//     anarchon service (nats micro info anarchon); the registry's direct get (no
-//     consumer, no key-value watch); subscribe to its inboxes and to events.
+//   - viewer: request jobs, history and active; the registry's direct get (no
+//     consumer, no key-value watch); subscribe to its inboxes and to events. Not
+//     micro's $SRV subjects: micro answers them on any reply subject, which would
+//     let a viewer have a replica publish where it names.
 //   - operator: a viewer that also requests trigger, pause, resume, pauseall and
 //     resumeall.
 //   - replica: subscribe to every endpoint, $SRV and its inboxes; publish events,
@@ -121,9 +124,8 @@ func Permissions(role Role, c PermissionsConfig) (RolePermissions, error) {
 	if err := WithRegistryBucket(c.RegistryBucket)(&config{role: roleService}); err != nil {
 		return RolePermissions{}, err
 	}
-	if c.InboxPrefix == "" || strings.ContainsAny(c.InboxPrefix, "*> \t\r\n") || strings.HasSuffix(c.InboxPrefix, ".") ||
-		strings.HasPrefix(c.InboxPrefix, ".") || strings.Contains(c.InboxPrefix, "..") {
-		return RolePermissions{}, fmt.Errorf("%w: inbox prefix %q: one or more subject tokens, no wildcards or white space", ErrInvalidOption, c.InboxPrefix)
+	if err := checkInboxPrefix(c.InboxPrefix); err != nil {
+		return RolePermissions{}, err
 	}
 	if len(c.Backend) > 0 && role != RoleReplica {
 		return RolePermissions{}, fmt.Errorf("%w: Backend applies to the replica role only", ErrInvalidOption)
@@ -136,8 +138,7 @@ func Permissions(role Role, c PermissionsConfig) (RolePermissions, error) {
 	out := RolePermissions{Role: role, InboxPrefix: c.InboxPrefix}
 	switch role {
 	case RoleViewer, RoleOperator:
-		out.Publish = append(reads, srv...)
-		out.Publish = append(out.Publish, api+"DIRECT.GET.KV_"+c.RegistryBucket)
+		out.Publish = append(reads, api+"DIRECT.GET.KV_"+c.RegistryBucket)
 		if role == RoleOperator {
 			out.Publish = append(out.Publish, p.fleet(verbTrigger)+".*", p.fleet(verbPause)+".*", p.fleet(verbResume)+".*",
 				p.fleet(verbPauseAll), p.fleet(verbResumeAll))
@@ -159,6 +160,17 @@ func Permissions(role Role, c PermissionsConfig) (RolePermissions, error) {
 		return RolePermissions{}, fmt.Errorf("%w: role %q: one of %v", ErrInvalidOption, role, Roles)
 	}
 	return out, nil
+}
+
+// checkInboxPrefix accepts an inbox prefix a replica answers on (replyAddress):
+// subject tokens without wildcards or white space, the first beginning with _INBOX.
+func checkInboxPrefix(p string) error {
+	first, _, _ := strings.Cut(p, ".")
+	if !strings.HasPrefix(first, "_INBOX") || strings.ContainsAny(p, "*> \t\r\n") || strings.HasSuffix(p, ".") || strings.Contains(p, "..") {
+		return fmt.Errorf("%w: inbox prefix %q: replicas answer only on inboxes, subject tokens without wildcards or white space, the first beginning with _INBOX",
+			ErrInvalidOption, p)
+	}
+	return nil
 }
 
 // Config writes p as a nats-server configuration block: the permissions of a user

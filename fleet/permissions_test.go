@@ -108,6 +108,9 @@ func (v *violations) all() []string {
 func (v *violations) refused(t testing.TB, kind, subject string) {
 	t.Helper()
 	want := "Permissions Violation for " + kind + " to \"" + subject + "\""
+	if strings.HasSuffix(kind, " of") { // "Publish with Reply of"
+		want = "Permissions Violation for " + kind + " \"" + subject + "\""
+	}
 	deadline := time.After(5 * time.Second)
 	for {
 		for _, e := range v.all() {
@@ -224,17 +227,18 @@ func TestRolesOnARealServer(t *testing.T) {
 				require.NoError(t, err)
 				_, err = c.Active(ctx, job)
 				require.NoError(t, err)
-				m, err := nc.Request("$SRV.PING."+fleet.ServiceName, nil, 5*time.Second)
-				require.NoError(t, err, "nats micro ping anarchon")
-				assert.Contains(t, string(m.Data), micro.PingResponseType)
 			} else {
 				v.refused(t, "Publish", "anarchon.JOBS")
 				_, err = c.History(short(t), job, 5)
 				require.Error(t, err)
 				v.refused(t, "Publish", "anarchon.HISTORY."+fleet.JobToken(job))
 			}
-			require.NoError(t, nc.Publish("$SRV.PING", nil))
-			v.refused(t, "Publish", "$SRV.PING")
+			// micro answers $SRV requests on any reply subject: nobody but an admin
+			// may send one.
+			for _, subject := range []string{"$SRV.PING", "$SRV.PING." + fleet.ServiceName, "$SRV.INFO." + fleet.ServiceName} {
+				require.NoError(t, nc.Publish(subject, nil))
+				v.refused(t, "Publish", subject)
+			}
 
 			// Changes.
 			_, err = c.Pause(short(t), job, fleet.PauseRequest{Reason: string(role) + " tries"})
@@ -394,6 +398,68 @@ func TestViewerCannotTriggerThroughAPushConsumer(t *testing.T) {
 	p, ok := rf.replicas[0].s.Paused(jobReport)
 	require.True(t, ok, "the all-jobs pause stays")
 	assert.Equal(t, "freeze", p.Reason)
+}
+
+// TestViewerCannotWriteThroughAReplySubject: a replica answers with
+// allow_responses, which lets it publish on whatever reply subject a request
+// names; the viewer names another application's stream, the registry's keys, the
+// lease bucket's, a job stream's claim subject and the JetStream API. The replica
+// answers none of them: nothing is written, the registry reads as before.
+func TestViewerCannotWriteThroughAReplySubject(t *testing.T) {
+	rf := startRoleFleet(t)
+	ctx := requestCtx(t)
+	js, err := natsjs.New(rf.admin)
+	require.NoError(t, err)
+	victim, err := js.CreateStream(ctx, natsjs.StreamConfig{Name: "VICTIM", Subjects: []string{"victim.>"}, Storage: natsjs.MemoryStorage})
+	require.NoError(t, err)
+	_, err = js.Publish(ctx, "victim.x", []byte("keep me"))
+	require.NoError(t, err)
+	leases, err := js.Stream(ctx, "KV_"+kvlease.DefaultBucket)
+	require.NoError(t, err)
+	before, err := leases.Info(ctx)
+	require.NoError(t, err)
+
+	viewer := rf.conns[fleet.RoleViewer]
+	replies := []string{
+		"victim.y",
+		"$KV." + fleet.DefaultRegistryBucket + "." + fleet.JobToken(fleet.DefaultPrefix) + ".forged",
+		"$KV." + kvlease.DefaultBucket + ".pause." + fleet.JobToken(jobReport),
+		"anarchon." + jobReport + ".claim.1000",
+		"$JS.API.STREAM.DELETE.VICTIM",
+		"$JS.API.STREAM.PURGE.VICTIM",
+	}
+	sent := 0
+	for _, reply := range replies {
+		for _, subject := range []string{"anarchon.JOBS", "anarchon.HISTORY." + fleet.JobToken(jobReport), "anarchon.ACTIVE." + fleet.JobToken(jobReport)} {
+			require.NoError(t, viewer.PublishMsg(&nats.Msg{Subject: subject, Reply: reply, Data: []byte(`{"v":1}`)}))
+			// nats-server refuses a request whose reply subject is the JetStream
+			// API (a reserved reply: "Permissions Violation for Publish with Reply
+			// of"); the others reach the replica.
+			if !strings.HasPrefix(reply, "$JS.API.") {
+				sent++
+			}
+		}
+	}
+	rf.logs.wait(t, sent, "fleet ignored a request")
+	rf.seen[fleet.RoleViewer].refused(t, "Publish with Reply of", "$JS.API.STREAM.DELETE.VICTIM")
+	for _, e := range rf.seen[fleet.RoleViewer].all() {
+		assert.Contains(t, e, `Publish with Reply of "$JS.API.`, "the viewer may send every other of these requests")
+	}
+	assert.Empty(t, rf.replica.all())
+
+	info, err := victim.Info(ctx)
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, info.State.Msgs, "nothing written into another application's stream, none purged")
+	after, err := leases.Info(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, before.State.LastSeq, after.State.LastSeq, "nothing written into the lease bucket")
+	regs, bad, err := rf.clients[fleet.RoleViewer].Registry(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, bad, "no entry forged in the registry")
+	assert.Len(t, regs, 1)
+	h, err := rf.clients[fleet.RoleViewer].History(ctx, jobReport, 10)
+	require.NoError(t, err)
+	assert.Empty(t, h.Runs, "no claim forged")
 }
 
 // TestViewerCannotForgeOperatorReplies: the viewer can neither read the replies

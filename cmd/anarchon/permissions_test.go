@@ -57,7 +57,7 @@ func TestPermissionsCommand(t *testing.T) {
 	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.Equal(t, `# anarchon viewer: connect with the inbox prefix _INBOX_viewer
 permissions: {
-  publish: { allow: ["anarchon.JOBS", "anarchon.HISTORY.*", "anarchon.ACTIVE.*", "$SRV.*.anarchon", "$SRV.*.anarchon.*", "$JS.API.DIRECT.GET.KV_anarchon_registry"] }
+  publish: { allow: ["anarchon.JOBS", "anarchon.HISTORY.*", "anarchon.ACTIVE.*", "$JS.API.DIRECT.GET.KV_anarchon_registry"] }
   subscribe: { allow: ["_INBOX_viewer.>", "anarchon.EVENTS.*"] }
 }
 `, r.stdout)
@@ -80,6 +80,7 @@ permissions: {
 	for _, args := range [][]string{
 		{"permissions"}, {"permissions", "admin"}, {"permissions", "viewer", "operator"},
 		{"permissions", "replica", "--lease-bucket", "a.b"}, {"--inbox-prefix", "_INBOX.>", "permissions", "viewer"},
+		{"--inbox-prefix", "replies.ana", "permissions", "viewer"}, {"--inbox-prefix", "replies.ana", "jobs"},
 	} {
 		r := anarchon(t, args...)
 		assert.Equal(t, exitUsage, r.code, "%v: %s", args, r.stderr)

@@ -198,8 +198,9 @@ func (c *cli) parse(args []string) (string, []string, error) {
 		return "", nil, usagef("--window %v is not positive", c.window)
 	case c.server != "" && c.natsContext != "":
 		return "", nil, usagef("give --server or --context, not both")
-	case c.inboxPrefix != "" && (strings.ContainsAny(c.inboxPrefix, "*> \t\r\n") || strings.HasSuffix(c.inboxPrefix, ".")):
-		return "", nil, usagef("--inbox-prefix %q: subject tokens without wildcards or white space, not ending in a dot", c.inboxPrefix)
+	case c.inboxPrefix != "" && (!strings.HasPrefix(c.inboxPrefix, "_INBOX") || strings.ContainsAny(c.inboxPrefix, "*> \t\r\n") ||
+		strings.HasSuffix(c.inboxPrefix, ".")):
+		return "", nil, usagef("--inbox-prefix %q: subject tokens beginning with _INBOX (replicas answer on inboxes only), without wildcards or white space", c.inboxPrefix)
 	}
 	return cmd, rest, nil
 }
