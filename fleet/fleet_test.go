@@ -241,6 +241,7 @@ func TestBadRequestsChangeNothing(t *testing.T) {
 		{"trigger malformed", "trigger", `{"v":1,"wait":"yes"}`, "bad request: invalid JSON"},
 		{"history limit negative", "history", `{"v":1,"limit":-1}`, "bad request: limit -1 is negative"},
 		{"history malformed", "history", `limit=3`, "bad request: invalid JSON"},
+		{"deeply nested", "trigger", `{"v":1,"by":` + strings.Repeat("[", 20000) + strings.Repeat("]", 20000) + `}`, "bad request: invalid JSON"},
 		// Every request is a versioned JSON object: an empty body (what a key-value
 		// purge marker carries), null, {} and a newer format are refused with what
 		// to send.

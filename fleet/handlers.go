@@ -42,6 +42,9 @@ func (f *Service) handle(fn func(ctx context.Context, data []byte) (any, error))
 
 // respondParts answers req with p's parts, in order.
 func (f *Service) respondParts(req request, p parted) {
+	if req.Reply() == "" {
+		return
+	}
 	msgs, err := p.messages(f.budget())
 	if err != nil {
 		f.fail(req, err)
@@ -55,8 +58,12 @@ func (f *Service) respondParts(req request, p parted) {
 	}
 }
 
-// respond answers req with out as JSON.
+// respond answers req with out as JSON (a request without a reply subject wants
+// no answer).
 func (f *Service) respond(req request, out any) {
+	if req.Reply() == "" {
+		return
+	}
 	data, err := json.Marshal(out)
 	if err == nil {
 		err = req.Respond(data)
@@ -74,6 +81,9 @@ func (f *Service) fail(req request, err error) {
 		f.log.Warn("fleet request failed", "subject", req.Subject(), "err", err)
 	} else {
 		f.log.Debug("fleet request refused", "subject", req.Subject(), "code", code, "err", desc)
+	}
+	if req.Reply() == "" {
+		return
 	}
 	body, _ := json.Marshal(ErrorBody{Code: code, Error: desc, Instance: f.s.Instance()})
 	if err := req.Error(strconv.Itoa(code), desc, body); err != nil {

@@ -175,3 +175,27 @@ func TestServeRefusesOverlappingSubjects(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, svc.Stop(context.Background()))
 }
+
+// TestInstanceNamesOfAnyKind: instances named with dots, wildcards, white space,
+// unicode and at the longest a name may be are each listed, registered and asked.
+func TestInstanceNamesOfAnyKind(t *testing.T) {
+	names := []string{"a.b", "*", ">", "ünï code", strings.Repeat("i", scheduler.MaxJobNameLen)}
+	f := startFleet(t, fleetSetup{instances: names})
+	ctx := requestCtx(t)
+	fl, err := f.client.Jobs(ctx)
+	require.NoError(t, err)
+	require.Len(t, fl.Replicas, len(names))
+	require.Len(t, fl.Registered, len(names))
+	assert.Empty(t, fl.Warnings)
+	assert.Empty(t, fl.Unreadable)
+	for _, j := range fl.Jobs {
+		assert.Len(t, j.Replicas, len(names), j.Name)
+		assert.Empty(t, j.Warnings, j.Name)
+	}
+	r, err := f.client.Trigger(ctx, jobReport, fleet.TriggerRequest{Wait: true})
+	require.NoError(t, err)
+	assert.Contains(t, names, r.Instance)
+	for _, rep := range f.replicas {
+		assert.Empty(t, rep.svc.Conflicts(), rep.s.Instance())
+	}
+}

@@ -66,6 +66,9 @@ const (
 	registryPartRefresh = 6
 	// registryReadBytes bounds one batch of a registry read.
 	registryReadBytes = 8 << 20
+	// registryHeadroom is what a value leaves of a message for the time the
+	// heartbeat writes into it (the layout measures a value at its first write).
+	registryHeadroom = 64
 )
 
 // Registration is one replica's registry entry: what it declares.
@@ -403,7 +406,7 @@ func (r *registry) layout(jobs []Declaration, budget int) error {
 	if err != nil {
 		return err
 	}
-	if len(inline) <= registryInline {
+	if len(inline) <= min(registryInline, budget-registryHeadroom) {
 		r.inline = &reg
 		return nil
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -202,4 +204,46 @@ func TestJobsOfTenThousandJobs(t *testing.T) {
 	t.Logf("jobs of %d jobs: %d parts in %v", n, big.Parts, time.Since(t0))
 	assert.Equal(t, []string{"big", "other"}, fl.Jobs[1].Replicas)
 	assert.Equal(t, []string{"big"}, fl.Jobs[2].Replicas)
+}
+
+// TestSmallMaxPayload: on a server whose max payload is 64 KiB, a replica of 1,000
+// jobs writes its registry entry in parts and answers jobs in parts, and a history
+// of 200 runs with errors of 8 KiB comes back whole.
+func TestSmallMaxPayload(t *testing.T) {
+	ns, err := server.NewServer(&server.Options{ServerName: "small", DontListen: true, NoLog: true, NoSigs: true,
+		JetStream: true, StoreDir: t.TempDir(), MaxPayload: 64 << 10})
+	require.NoError(t, err)
+	go ns.Start()
+	require.True(t, ns.ReadyForConnections(10*time.Second), "the nats-server must start")
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	dial := func(opts ...nats.Option) (*nats.Conn, error) {
+		return nats.Connect("", append([]nats.Option{nats.InProcessServer(ns)}, opts...)...)
+	}
+	f := startFleet(t, fleetSetup{instances: []string{"A"}, dial: dial, jobs: func(string) []testJob {
+		jobs := []testJob{every(jobReport, time.Hour)}
+		jobs[0].Opts = []scheduler.JobOption{scheduler.WithHistory(400, 0)}
+		for i := range 1000 {
+			jobs = append(jobs, every(fmt.Sprintf("job-%04d-%s", i, strings.Repeat("n", 30)), time.Hour))
+		}
+		return jobs
+	}})
+	require.EqualValues(t, 64<<10, f.nc.MaxPayload())
+	storeRuns(t, f.backend, jobReport, 200, scheduler.MaxErrorText)
+	ctx := requestCtx(t)
+
+	regs, bad, err := f.client.Registry(ctx)
+	require.NoError(t, err)
+	require.Empty(t, bad)
+	require.Len(t, regs, 1)
+	assert.Equal(t, 2, regs[0].Format)
+	assert.Len(t, regs[0].Jobs, 1001)
+	fl, err := f.client.Jobs(ctx)
+	require.NoError(t, err)
+	require.Len(t, fl.Replicas, 1)
+	assert.Len(t, fl.Jobs, 1001)
+	assert.Greater(t, fl.Replicas[0].Parts, 1)
+	h, err := f.client.History(ctx, jobReport, 1000)
+	require.NoError(t, err)
+	assert.Len(t, h.Runs, 200)
+	assert.Greater(t, h.Parts, 20)
 }

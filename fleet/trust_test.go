@@ -183,3 +183,27 @@ func TestReplicasIgnoreWhatJetStreamDelivers(t *testing.T) {
 	assert.Equal(t, 1, f.manualRuns())
 	assert.True(t, strings.HasPrefix(trigger, "anarchon.TRIGGER."))
 }
+
+// TestNoReplyIsARequest: no reply, error reply, event or registry entry has a
+// top-level "v", so none of them is a request, wherever a requester or JetStream
+// has it sent.
+func TestNoReplyIsARequest(t *testing.T) {
+	run := &fleet.Run{Job: "j", Status: scheduler.StatusOK}
+	for _, v := range []any{
+		fleet.Replica{Jobs: []fleet.JobState{{Name: "j", LastRun: run}}, Part: 1, Parts: 1},
+		fleet.HistoryReply{Runs: []fleet.Run{*run}, Part: 1, Parts: 1},
+		fleet.ActiveReply{Runs: []fleet.ActiveRun{{Job: "j"}}, Part: 1, Parts: 1},
+		fleet.TriggerReply{State: fleet.StateFinished, Run: run},
+		fleet.PauseReply{Pause: fleet.PauseInfo{Job: "j", Reason: "r"}},
+		fleet.ResumeReply{StillPaused: &fleet.PauseInfo{}},
+		fleet.ErrorBody{Code: 400, Error: "bad request"},
+		fleet.Event{Kind: scheduler.EventFinished},
+		fleet.Registration{Format: 1},
+	} {
+		data, err := json.Marshal(v)
+		require.NoError(t, err)
+		var top map[string]json.RawMessage
+		require.NoError(t, json.Unmarshal(data, &top))
+		assert.NotContains(t, top, "v", "%T", v)
+	}
+}
