@@ -397,3 +397,27 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// TestActiveSaysWhatTheViewLeftOut: a job with more runs in progress than the
+// jobs view lists shows the count of the others in jobs, and active (of every
+// job) warns that active JOB lists them all.
+func TestActiveSaysWhatTheViewLeftOut(t *testing.T) {
+	f := startFleet(t, nil, "A")
+	for i := range fleet.MaxViewRunning + 2 {
+		slot := time.Now().Truncate(time.Hour).Add(-time.Duration(i+1) * time.Minute)
+		res, err := f.backend.Runs().Claim(context.Background(), scheduler.RunClaim{Job: "report", Slot: slot,
+			Token: "t" + string(rune('a'+i)), Instance: "A", Lease: time.Hour, Deadline: time.Now().Add(time.Hour)})
+		require.NoError(t, err)
+		require.Equal(t, scheduler.OutcomeWon, res.Outcome)
+	}
+	r := anarchon(t, "--server", f.url, "jobs", "--window", "200ms")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "A#1,+2")
+	r = anarchon(t, "--server", f.url, "active")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Len(t, lines(r.stdout), 1+fleet.MaxViewRunning)
+	assert.Equal(t, "warning: 2 more unfinished runs of \"report\" than listed: anarchon active \"report\" lists them all\n", r.stderr)
+	r = anarchon(t, "--server", f.url, "active", "report")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Len(t, lines(r.stdout), 1+fleet.MaxViewRunning+2)
+}
