@@ -329,9 +329,10 @@ func (g *gathering) add(r Replica) error {
 	case have == nil && part != 1:
 		return fmt.Errorf("%w: replica %q: part %d of its jobs answer without part 1", ErrBadReply, r.Instance, part)
 	case have != nil && (part != g.got[key]+1 || parts != have.Parts):
+		err := fmt.Errorf("%w: replica %q: part %d of %d of its jobs answer after part %d of %d", ErrBadReply, r.Instance, part, parts, g.got[key], have.Parts)
 		delete(g.parts, key)
 		delete(g.got, key)
-		return fmt.Errorf("%w: replica %q: part %d of %d of its jobs answer after part %d of %d", ErrBadReply, r.Instance, part, parts, g.got[key], have.Parts)
+		return err
 	case have == nil:
 		r.Parts = parts
 		have = &r

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -73,4 +74,37 @@ func TestPartedMessagesFitTheBudget(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, one, 1)
 	assert.Contains(t, string(one[0]), `"runs":[]`)
+}
+
+func TestGathering(t *testing.T) {
+	g := newGathering()
+	part := func(id, inst string, n, of int, jobs ...string) Replica {
+		r := Replica{Instance: inst, ServiceID: id, Part: n, Parts: of}
+		for _, j := range jobs {
+			r.Jobs = append(r.Jobs, JobState{Name: j})
+		}
+		return r
+	}
+	require.NoError(t, g.add(part("s1", "A", 1, 2, "a", "b")))
+	require.NoError(t, g.add(part("s2", "A", 1, 1, "x"))) // another replica answering as A
+	assert.Equal(t, 1, g.pending())
+	require.NoError(t, g.add(part("s1", "A", 2, 2, "c")))
+	assert.Zero(t, g.pending())
+	require.Len(t, g.done, 2)
+	assert.Len(t, g.done[1].Jobs, 3)
+	assert.Equal(t, 2, g.done[1].Parts)
+	assert.Zero(t, g.done[1].Part)
+
+	assert.ErrorIs(t, g.add(part("s3", "B", 2, 3)), ErrBadReply, "a part without part 1")
+	require.NoError(t, g.add(part("s4", "C", 1, 3)))
+	err := g.add(part("s4", "C", 3, 3))
+	assert.ErrorIs(t, err, ErrBadReply)
+	assert.ErrorContains(t, err, `replica "C": part 3 of 3 of its jobs answer after part 1 of 3`)
+	require.NoError(t, g.add(part("s5", "D", 1, 2)))
+	assert.Equal(t, []string{`replica "D" sent 1 of the 2 parts of its jobs answer (no part for 500ms, or the deadline): it is not listed; ask again`},
+		g.incomplete(500*time.Millisecond))
+	assert.False(t, g.answered["D"])
+	assert.True(t, g.answered["A"])
+	require.NoError(t, g.add(Replica{Instance: "E"}), "a reply in one message may leave its parts out")
+	assert.True(t, g.answered["E"])
 }

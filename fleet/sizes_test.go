@@ -247,3 +247,37 @@ func TestSmallMaxPayload(t *testing.T) {
 	assert.Len(t, h.Runs, 200)
 	assert.Greater(t, h.Parts, 20)
 }
+
+// TestMissingPartsAreSaid: a replica whose reply stops after its first part (one
+// that died while answering, or a slow consumer's dropped message) is no silent
+// half: a history is an error that says how many parts came, a jobs answer a
+// warning and the replica is not listed.
+func TestMissingPartsAreSaid(t *testing.T) {
+	f := startFleet(t, fleetSetup{instances: []string{"A"}, serve: []fleet.Option{fleet.WithoutRegistry()}})
+	half := connect(t, f.dial)
+	sub, err := half.Subscribe(f.client.Subject("history", "half"), func(m *nats.Msg) {
+		_ = m.Respond([]byte(`{"job":"half","instance":"H","limit":10,"runs":[{"job":"half","status":"ok"}],"part":1,"parts":3}`))
+	})
+	require.NoError(t, err)
+	defer func() { _ = sub.Unsubscribe() }()
+	jobs, err := half.Subscribe("anarchon.JOBS", func(m *nats.Msg) {
+		_ = m.Respond([]byte(`{"instance":"H","version":"` + fleet.Version + `","service_id":"h1","jobs":[{"name":"half"}],"part":1,"parts":2}`))
+	})
+	require.NoError(t, err)
+	defer func() { _ = jobs.Unsubscribe() }()
+	require.NoError(t, half.Flush())
+
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	_, err = f.client.History(ctx, "half", 10)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "1 of the 3 parts of the reply arrived")
+
+	c, err := fleet.NewClient(f.nc, fleet.WithGatherWindow(200*time.Millisecond))
+	require.NoError(t, err)
+	fl, err := c.Jobs(requestCtx(t))
+	require.NoError(t, err)
+	require.Len(t, fl.Replicas, 1, "A, whole; not H")
+	assert.Equal(t, "A", fl.Replicas[0].Instance)
+	assert.Equal(t, []string{`replica "H" sent 1 of the 2 parts of its jobs answer (no part for 200ms, or the deadline): it is not listed; ask again`}, fl.Warnings)
+}
