@@ -208,8 +208,8 @@
 // lets a replica publish on whatever reply subject a request names, a replica
 // answers only on inboxes (a first token beginning with _INBOX; NewClient refuses a
 // connection whose inbox prefix does not) and drops any other request; and no role
-// but the replica's may send micro's $SRV requests, which micro answers on any
-// reply subject.
+// may send micro's $SRV requests (replicas only answer them), which micro answers
+// on any reply subject.
 //
 // # Registry
 //
