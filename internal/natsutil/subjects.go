@@ -21,16 +21,3 @@ func SubjectsOverlap(a, b string) bool {
 		}
 	}
 }
-
-// FirstOverlap returns the first subject of a and the first of b that overlap
-// (SubjectsOverlap), and whether there is such a pair.
-func FirstOverlap(a, b []string) (string, string, bool) {
-	for _, x := range a {
-		for _, y := range b {
-			if SubjectsOverlap(x, y) {
-				return x, y, true
-			}
-		}
-	}
-	return "", "", false
-}

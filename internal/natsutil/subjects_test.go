@@ -46,10 +46,4 @@ func TestSubjectsOverlap(t *testing.T) {
 		assert.Equal(t, c.want, SubjectsOverlap(c.a, c.b), "%q and %q", c.a, c.b)
 		assert.Equal(t, c.want, SubjectsOverlap(c.b, c.a), "%q and %q (swapped)", c.b, c.a)
 	}
-	x, y, ok := FirstOverlap([]string{"a.b", "c.*"}, []string{"d", "c.e"})
-	assert.True(t, ok)
-	assert.Equal(t, "c.*", x)
-	assert.Equal(t, "c.e", y)
-	_, _, ok = FirstOverlap([]string{"a.b"}, []string{"a.c", "b.>"})
-	assert.False(t, ok)
 }
