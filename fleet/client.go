@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
-	"sync"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -25,13 +27,13 @@ type Client struct {
 	timeout time.Duration
 	window  time.Duration
 	bucket  string
-
-	regMu sync.Mutex
-	reg   jetstream.KeyValue // the registry's bucket, once bound
+	js      jetstream.JetStream // the registry's reads
 }
 
 // NewClient returns a client on nc (WithPrefix, WithTimeout, WithGatherWindow).
-// The caller keeps ownership of nc.
+// The caller keeps ownership of nc. A connection whose inbox prefix
+// (nats.CustomInboxPrefix) does not begin with _INBOX is refused: replicas answer
+// on inboxes only.
 func NewClient(nc *nats.Conn, opts ...Option) (*Client, error) {
 	if nc == nil {
 		return nil, fmt.Errorf("%w: nil connection", ErrInvalidOption)
@@ -40,12 +42,22 @@ func NewClient(nc *nats.Conn, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{nc: nc, subj: subjects(c.prefix), timeout: c.timeout, window: c.window, bucket: c.bucket}, nil
+	if p := nc.Opts.InboxPrefix; p != "" {
+		if err := checkInboxPrefix(p); err != nil {
+			return nil, err
+		}
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("fleet: %w", err)
+	}
+	return &Client{nc: nc, subj: subjects(c.prefix), timeout: c.timeout, window: c.window, bucket: c.bucket, js: js}, nil
 }
 
 // Subject returns the subject of a per-job endpoint ("trigger", "pause", "resume",
-// "history", "active", "events") of job under the client's prefix.
-func (c *Client) Subject(verb, job string) string { return c.subj.job(verb, job) }
+// "history", "active", "events", in either case) of job under the client's
+// prefix: <prefix>.<VERB>.<JobToken(job)>.
+func (c *Client) Subject(verb, job string) string { return c.subj.job(strings.ToUpper(verb), job) }
 
 // Trigger runs job now on one replica that declares it (a manual run). It returns
 // the accepted reply; with in.Wait it waits for the finished one, and when ctx ends
@@ -54,6 +66,7 @@ func (c *Client) Trigger(ctx context.Context, job string, in TriggerRequest) (Tr
 	subject := c.subj.job(verbTrigger, job)
 	ctx, cancel := backendutil.CallContext(ctx, c.timeout)
 	defer cancel()
+	in.V = versioned(in.V)
 	data, err := json.Marshal(in)
 	if err != nil {
 		return TriggerReply{}, err
@@ -89,43 +102,113 @@ func (c *Client) Trigger(ctx context.Context, job string, in TriggerRequest) (Tr
 // Pause pauses job on every replica (stored once, by one replica that declares it).
 func (c *Client) Pause(ctx context.Context, job string, in PauseRequest) (PauseReply, error) {
 	var out PauseReply
+	in.V = versioned(in.V)
 	return out, c.request(ctx, c.subj.job(verbPause, job), job, in, &out)
 }
 
 // PauseAll pauses every job of the fleet.
 func (c *Client) PauseAll(ctx context.Context, in PauseRequest) (PauseReply, error) {
 	var out PauseReply
+	in.V = versioned(in.V)
 	return out, c.request(ctx, c.subj.fleet(verbPauseAll), "", in, &out)
 }
 
 // Resume removes job's own pause (not the all-jobs pause: see ResumeReply).
 func (c *Client) Resume(ctx context.Context, job string, in ResumeRequest) (ResumeReply, error) {
 	var out ResumeReply
+	in.V = versioned(in.V)
 	return out, c.request(ctx, c.subj.job(verbResume, job), job, in, &out)
 }
 
 // ResumeAll removes the all-jobs pause.
 func (c *Client) ResumeAll(ctx context.Context, in ResumeRequest) (ResumeReply, error) {
 	var out ResumeReply
+	in.V = versioned(in.V)
 	return out, c.request(ctx, c.subj.fleet(verbResumeAll), "", in, &out)
 }
 
 // History returns job's recent runs across the fleet, newest first (limit: see
-// HistoryRequest).
+// HistoryRequest), read from every part of the reply: a reply whose parts did not
+// all arrive before ctx ended (or the client's timeout) is an error that says so.
 func (c *Client) History(ctx context.Context, job string, limit int) (HistoryReply, error) {
 	var out HistoryReply
-	return out, c.request(ctx, c.subj.job(verbHistory, job), job, HistoryRequest{Limit: limit}, &out)
+	err := c.requestParts(ctx, c.subj.job(verbHistory, job), job, HistoryRequest{V: RequestVersion, Limit: limit},
+		func(subject string, m *nats.Msg) (int, int, error) {
+			var r HistoryReply
+			if err := parseReply(subject, m, &r); err != nil {
+				return 0, 0, err
+			}
+			runs := append(out.Runs, r.Runs...)
+			out, out.Runs = r, runs
+			return r.Part, r.Parts, nil
+		})
+	if err != nil {
+		return HistoryReply{}, err
+	}
+	out.Part = 0
+	if out.Runs == nil {
+		out.Runs = []Run{}
+	}
+	return out, nil
 }
 
-// Jobs asks every replica what it declares: one request on <prefix>.jobs, whose
+// requestParts sends one request and reads the parts of its reply, in order,
+// handing each to part, which returns the part's number and the number of parts.
+func (c *Client) requestParts(ctx context.Context, subject, job string, in any, part func(string, *nats.Msg) (int, int, error)) error {
+	ctx, cancel := backendutil.CallContext(ctx, c.timeout)
+	defer cancel()
+	data, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	sub, err := c.nc.SubscribeSync(c.nc.NewInbox())
+	if err != nil {
+		return fmt.Errorf("fleet: %s: %w", subject, err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := c.nc.PublishMsg(&nats.Msg{Subject: subject, Reply: sub.Subject, Data: data}); err != nil {
+		return fmt.Errorf("fleet: %s: %w", subject, err)
+	}
+	got, parts := 0, 1
+	for got < parts {
+		m, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			err = c.callError(ctx, subject, job, err)
+			if got > 0 {
+				return fmt.Errorf("fleet: %s: %d of the %d parts of the reply arrived: %w", subject, got, parts, err)
+			}
+			return err
+		}
+		n, of, err := part(subject, m)
+		if err != nil {
+			return err
+		}
+		of = max(of, 1) // a reply in one message may leave its parts out
+		switch {
+		case got > 0 && of != parts:
+			return fmt.Errorf("%w on %s: part %d says %d parts, part 1 said %d", ErrBadReply, subject, max(n, 1), of, parts)
+		case max(n, 1) != got+1:
+			return fmt.Errorf("%w on %s: part %d of %d arrived after part %d", ErrBadReply, subject, n, of, got)
+		}
+		got, parts = got+1, of
+	}
+	return nil
+}
+
+// Jobs asks every replica what it declares: one request on <prefix>.JOBS, whose
 // answers are collected for the gather window (or until ctx ends, if sooner), and
 // summarised by job. The registry is read meanwhile: once every replica in it has
 // answered, Jobs returns without waiting for the rest of the window (a replica
 // served WithoutRegistry is then listed only if it answered by that time). With no
 // replica up it returns ErrNoReplica at once.
+//
+// A replica's answer may come in parts (Replica.Part): a replica is listed once
+// every part has arrived. Parts still coming when the window ends are waited for
+// as long as they keep coming (no gap longer than the window) and ctx lasts; a
+// replica whose parts did not all arrive is not listed, and a warning says so.
 func (c *Client) Jobs(ctx context.Context) (*Fleet, error) {
 	subject := c.subj.fleet(verbJobs)
-	msgs := make(chan *nats.Msg, 64)
+	msgs := make(chan *nats.Msg, 1024)
 	sub, err := c.nc.ChanSubscribe(c.nc.NewInbox(), msgs)
 	if err != nil {
 		return nil, fmt.Errorf("fleet: jobs: %w", err)
@@ -141,26 +224,30 @@ func (c *Client) Jobs(ctx context.Context) (*Fleet, error) {
 		regs, bad, err := c.Registry(ctx)
 		regc <- registry{regs, bad, err}
 	}()
-	if err := c.nc.PublishMsg(&nats.Msg{Subject: subject, Reply: sub.Subject, Data: []byte("{}")}); err != nil {
+	data, err := json.Marshal(JobsRequest{V: RequestVersion})
+	if err != nil {
+		return nil, err
+	}
+	if err := c.nc.PublishMsg(&nats.Msg{Subject: subject, Reply: sub.Subject, Data: data}); err != nil {
 		return nil, fmt.Errorf("fleet: jobs: %w", err)
 	}
-	wctx, cancel := context.WithTimeout(ctx, c.window)
-	defer cancel()
-	var replicas []Replica
+	timer := time.NewTimer(c.window)
+	defer timer.Stop()
 	var warnings []string
 	var reg *registry
-	answered := map[string]bool{}
-	complete := func() bool { // every registered replica answered
-		if reg == nil || reg.err != nil || len(reg.regs) == 0 {
+	g := newGathering()
+	complete := func() bool { // every registered replica answered in full
+		if reg == nil || reg.err != nil || len(reg.regs) == 0 || g.pending() > 0 {
 			return false
 		}
 		for _, r := range reg.regs {
-			if !answered[r.Instance] {
+			if !g.answered[r.Instance] {
 				return false
 			}
 		}
 		return true
 	}
+	late := false // the window ended: waiting for the parts still coming
 gather:
 	for !complete() {
 		select {
@@ -179,19 +266,33 @@ gather:
 				warnings = append(warnings, oneLine(err.Error()))
 				continue
 			}
-			replicas = append(replicas, r)
-			answered[r.Instance] = true
-		case <-wctx.Done():
-			if ctx.Err() != nil && len(replicas) == 0 {
+			if err := g.add(r); err != nil {
+				warnings = append(warnings, oneLine(err.Error()))
+			}
+			if late && !timer.Stop() {
+				<-timer.C
+			}
+			if late {
+				timer.Reset(c.window)
+			}
+		case <-timer.C:
+			if late || g.pending() == 0 {
+				break gather
+			}
+			late = true
+			timer.Reset(c.window)
+		case <-ctx.Done():
+			if len(g.done) == 0 && g.pending() == 0 {
 				return nil, c.callError(ctx, subject, "", ctx.Err())
 			}
-			break gather // the window ended, or the caller's deadline cut it short
+			break gather // the caller's deadline cut it short
 		}
 	}
-	if len(replicas) == 0 && len(warnings) == 0 {
+	warnings = append(warnings, g.incomplete(c.window)...)
+	if len(g.done) == 0 && len(warnings) == 0 {
 		return nil, fmt.Errorf("%w: none answered on %s within %v", ErrNoReplica, subject, c.window)
 	}
-	f := summarize(replicas)
+	f := summarize(g.done)
 	f.Warnings = append(warnings, f.Warnings...)
 	if reg == nil {
 		r := <-regc // the registry read ends with ctx at the latest
@@ -199,6 +300,70 @@ gather:
 	}
 	c.addRegistry(f, reg.regs, reg.bad, reg.err)
 	return f, nil
+}
+
+// gathering collects the replicas' answers to one jobs request, part by part.
+type gathering struct {
+	parts    map[string]*Replica // answers still coming, by service id
+	got      map[string]int      // their parts so far
+	done     []Replica           // answers complete
+	answered map[string]bool     // instances whose answer is complete
+}
+
+func newGathering() *gathering {
+	return &gathering{parts: map[string]*Replica{}, got: map[string]int{}, answered: map[string]bool{}}
+}
+
+// pending is how many answers have parts still to come.
+func (g *gathering) pending() int { return len(g.parts) }
+
+// add takes one message of a replica's answer.
+func (g *gathering) add(r Replica) error {
+	key := r.ServiceID
+	if key == "" {
+		key = "instance " + r.Instance
+	}
+	part, parts := max(r.Part, 1), max(r.Parts, 1)
+	have := g.parts[key]
+	switch {
+	case have == nil && part != 1:
+		return fmt.Errorf("%w: replica %q: part %d of its jobs answer without part 1", ErrBadReply, r.Instance, part)
+	case have != nil && (part != g.got[key]+1 || parts != have.Parts):
+		err := fmt.Errorf("%w: replica %q: part %d of %d of its jobs answer after part %d of %d", ErrBadReply, r.Instance, part, parts, g.got[key], have.Parts)
+		delete(g.parts, key)
+		delete(g.got, key)
+		return err
+	case have == nil:
+		r.Parts = parts
+		have = &r
+		g.parts[key] = have
+	default:
+		have.Jobs = append(have.Jobs, r.Jobs...)
+	}
+	g.got[key] = part
+	if part < parts {
+		return nil
+	}
+	delete(g.parts, key)
+	delete(g.got, key)
+	have.Part = 0
+	if have.Jobs == nil {
+		have.Jobs = []JobState{}
+	}
+	g.done = append(g.done, *have)
+	g.answered[have.Instance] = true
+	return nil
+}
+
+// incomplete warns about the answers whose parts did not all arrive.
+func (g *gathering) incomplete(window time.Duration) []string {
+	var out []string
+	for _, key := range slices.Sorted(maps.Keys(g.parts)) {
+		r := g.parts[key]
+		out = append(out, fmt.Sprintf("replica %q sent %d of the %d parts of its jobs answer (no part for %v, or the deadline): it is not listed; ask again",
+			r.Instance, g.got[key], r.Parts, window))
+	}
+	return out
 }
 
 // isNoResponders reports whether m is the server's status that nothing is
@@ -229,6 +394,15 @@ func (c *Client) addRegistry(f *Fleet, regs []Registration, bad []error, err err
 	for _, err := range bad {
 		f.Unreadable = append(f.Unreadable, oneLine(err.Error()))
 	}
+}
+
+// versioned is a request's format: v, or RequestVersion when the caller left it
+// zero.
+func versioned(v int) int {
+	if v == 0 {
+		return RequestVersion
+	}
+	return v
 }
 
 // request sends one request and decodes its one reply into out.

@@ -33,28 +33,40 @@
 // clients), with <job> the job name as one subject token (JobToken: base64url without
 // padding, so any name fits):
 //
-//	<prefix>.jobs            every replica answers (no queue group)
-//	<prefix>.pauseall        one replica answers (queue group): stores the all-jobs pause
-//	<prefix>.resumeall       one replica answers: removes the all-jobs pause
-//	<prefix>.trigger.<job>   one replica that declares the job: runs it now (RunNow)
-//	<prefix>.pause.<job>     one replica that declares the job: stores the job's pause
-//	<prefix>.resume.<job>    one replica that declares the job: removes the job's pause
-//	<prefix>.history.<job>   one replica that declares the job: the job's recent runs
-//	<prefix>.active.<job>    one replica that declares the job: its unfinished runs
-//	<prefix>.events.<job>    published by replicas (Events), not a request: one
+//	<prefix>.JOBS            every replica answers (no queue group)
+//	<prefix>.PAUSEALL        one replica answers (queue group): stores the all-jobs pause
+//	<prefix>.RESUMEALL       one replica answers: removes the all-jobs pause
+//	<prefix>.TRIGGER.<job>   one replica that declares the job: runs it now (RunNow)
+//	<prefix>.PAUSE.<job>     one replica that declares the job: stores the job's pause
+//	<prefix>.RESUME.<job>    one replica that declares the job: removes the job's pause
+//	<prefix>.HISTORY.<job>   one replica that declares the job: the job's recent runs
+//	<prefix>.ACTIVE.<job>    one replica that declares the job: its unfinished runs
+//	<prefix>.EVENTS.<job>    published by replicas (Events), not a request: one
 //	                         message per scheduler event; <job> is "-" for an
 //	                         event of no single job (the all-jobs pause)
+//
+// The verbs are upper case, as in NATS's own API ($JS.API.STREAM.INFO), and no job
+// stream can listen on them: the jetstream backend's subjects are
+// <subject prefix>.<job token>.> with a token of lower-case letters, digits, '-' and
+// '_' only. Serve checks it: a replica whose backend (a SubjectLister) listens on a
+// subject that overlaps one of the fleet's, or the registry's bucket, is refused
+// with ErrSubjectsOverlap, naming both subjects. A prefix may not start in a
+// subject space NATS reserves ($JS, $KV, $SRV, any "$" name, _INBOX).
 //
 // Each replica subscribes to the per-job subjects of the jobs it declares only, in
 // micro's queue group, so a request reaches one replica that declares the job, and a
 // job no running replica declares gets NATS no-responders at once (ErrNoReplica).
 // A pause is stored once in the backend the replicas share and every replica
-// follows it, so one replica answering is enough. The micro service also answers
-// micro's own $SRV.PING, $SRV.INFO and $SRV.STATS subjects (nats micro ls); its
-// metadata has the instance, prefix and backend, and each endpoint's the job and
-// schedule.
+// follows it, so one replica answering is enough. The micro service has the
+// fleet-wide endpoints (jobs, pauseall, resumeall) and answers micro's own
+// $SRV.PING, $SRV.INFO and $SRV.STATS subjects (nats micro info anarchon); its metadata has
+// the instance, prefix, backend and number of jobs. The per-job endpoints are plain
+// queue subscriptions served by a few workers, not micro endpoints: a micro
+// endpoint costs a goroutine and its statistics, and a stop drains each in turn,
+// which a replica of thousands of jobs (five endpoints each) cannot afford; so
+// $SRV.INFO and $SRV.STATS do not list or count them.
 //
-// Listing jobs is a scatter-gather on <prefix>.jobs: the client sends one request
+// Listing jobs is a scatter-gather on <prefix>.JOBS: the client sends one request
 // and collects the answers for a short window (DefaultGatherWindow). It does not use
 // micro's discovery ($SRV.INFO), because the answer must carry each replica's live
 // view of the pauses, which static endpoint metadata cannot, and because $SRV
@@ -63,27 +75,40 @@
 //
 // # Requests and replies
 //
-// Bodies are JSON; an empty body is the empty request. Unknown fields are refused,
-// so a misspelt field is an error rather than ignored. Times are RFC 3339.
+// Every request is one JSON object that names its format, "v":RequestVersion (1);
+// Client sets it. A replica refuses (400) an empty body, a body without "v" and
+// one whose "v" is newer than its own, saying what to send or that it needs an
+// upgrade. Unknown fields are refused, so a misspelt field is an error rather than
+// ignored. Times are RFC 3339.
 //
-//	jobs       request  {}
+// A replica acts only on what a client sent: it drops, unanswered (logged at
+// debug), every message that JetStream sent instead, which a consumer's deliver
+// subject or a request's reply subject can point at any subject of the fleet:
+// a delivery (reply subject $JS.ACK.…, whatever the ack policy), a heartbeat or
+// flow control message, a direct get's answer or a republished copy (headers
+// Nats-Stream, Nats-Sequence, Nats-Subject, …), a stored key-value marker
+// (KV-Operation, Nats-Marker-Reason).
+//
+//	jobs       request  JobsRequest {"v":1}
 //	           reply    Replica   {"instance","version","backend","pause_supported",
-//	                               "jobs":[JobState]}
+//	                               "service_id","part","parts","jobs":[JobState]}
 //	           JobState {"name","schedule","state":"active"|"paused","pause":{...},
 //	                     "next","last_run":{Run},"last_success":{Run},
-//	                     "last_failure":{Run},"running":[ActiveRun],"view_error"}
-//	trigger    request  TriggerRequest {"by":"ana","wait":true}
-//	           replies  TriggerReply   {"state":"accepted","job","instance","by","at"}
+//	                     "last_failure":{Run},"running":[ActiveRun],"running_more",
+//	                     "view_error"}
+//	trigger    request  TriggerRequest {"v":1,"by":"ana","wait":true}
+//	           replies  TriggerReply   {"state":"accepted","job","instance","by","at",
+//	                                    "slot","token"}
 //	                    then, with wait, {"state":"finished",...,"run":{Run}}
-//	pause      request  PauseRequest {"reason":"…","by":"ana","until":"2026-…Z"} or
-//	                    {"reason":"…","for":"90m"}
+//	pause      request  PauseRequest {"v":1,"reason":"…","by":"ana","until":"2026-…Z"}
+//	                    or {"v":1,"reason":"…","for":"90m"}
 //	pauseall   reply    PauseReply   {"instance","pause":{"job","reason","by","at","until"}}
-//	resume     request  ResumeRequest {"by":"ana"}
+//	resume     request  ResumeRequest {"v":1,"by":"ana"}
 //	resumeall  reply    ResumeReply   {"job","instance","still_paused":{...}}
-//	history    request  HistoryRequest {"limit":50}
-//	           reply    HistoryReply   {"job","instance","limit","runs":[Run]}
-//	active     request  {}
-//	           reply    ActiveReply    {"job","instance","runs":[ActiveRun]}
+//	history    request  HistoryRequest {"v":1,"limit":50}
+//	           reply    HistoryReply   {"job","instance","limit","part","parts","runs":[Run]}
+//	active     request  ActiveRequest {"v":1}
+//	           reply    ActiveReply    {"job","instance","part","parts","runs":[ActiveRun]}
 //	Run        {"job","slot","instance","token","attempt","fence","manual",
 //	            "requested_by","status","claimed_at","started_at","finished_at",
 //	            "duration_ms","lag_ms","error"}
@@ -94,6 +119,20 @@
 //
 // Fields absent from a reply are zero: omitted, never null. New fields may be
 // added; none is renamed or removed within a major version.
+//
+// No reply depends on fitting in one message. The replies that grow with the
+// fleet (jobs, history, active) are sent in as many messages as it takes for each
+// to fit in the connection's max payload: each is a reply of the same type with
+// some of the items (jobs, runs) in order and "part" (1 to "parts") and "parts";
+// a replica's jobs parts also carry its "service_id", which tells apart two
+// replicas that answer as one instance. Client reads every part: a history or
+// active reply missing parts when ctx ends is an error saying how many came; a
+// replica whose jobs parts did not all arrive (no part for a gather window, or the
+// deadline) is not listed, with a warning. The jobs view cuts the errors it
+// repeats at MaxViewError bytes (1 KiB, with scheduler.TruncateText's mark) and
+// lists at most MaxViewRunning runs in progress per job ("running_more" counts the
+// others); history carries errors as stored, at most scheduler.MaxErrorText;
+// Events cut theirs at MaxViewError.
 //
 // The view of a job in the jobs reply is computed by each replica when asked: its
 // pause and next slot (scheduler.JobInfo.Next, by its clock) from memory, then one
@@ -107,8 +146,12 @@
 // shows it (JobSummary.ViewFrom). Manual runs hold no lease: a triggered run is in
 // history, not in active.
 //
-// A trigger is answered accepted at once and runs on the replica that accepted it,
-// as a manual run; a requester that waits gets a second reply on the same inbox
+// A trigger runs on the replica that gets it, as a manual run, and is answered
+// accepted once the run is recorded and its handler starts (scheduler.OnStart):
+// the reply names the run (slot, token). A run that cannot start is answered with
+// the error instead, and nothing ran: 409 when the job forbids overlap and a run of
+// it is in progress, 429 when the replica already runs as many manual runs of the
+// job as it allows. A requester that waits gets a second reply on the same inbox
 // when the run has ended (a plain request sees only the first). Who asked (by) is
 // recorded with the run (Run.RequestedBy in history) and is in the replies and the
 // replica's log. A pause's until or for is judged on the replica's clock. History's limit is
@@ -121,34 +164,52 @@
 // Nats-Service-Error-Code and Nats-Service-Error (one line of text), and an
 // ErrorBody {"code","error","instance"}. A refused request changes nothing.
 //
-//	400  bad request: invalid JSON, an unknown field, no reason, until and for
-//	     together, until in the past, a negative limit, text over 1 KiB
+//	400  bad request: an empty body, no "v" or a newer one, invalid JSON, an
+//	     unknown field, no reason, until and for together, until in the past, a
+//	     negative limit, text over 1 KiB
 //	404  unknown job: the replica serves the job but its scheduler does not declare it
+//	409  a trigger of a job that forbids overlap while a run of it is in progress
+//	429  a trigger while the replica runs as many manual runs of the job as it
+//	     allows (scheduler.WithMaxManualRuns)
 //	500  the replica failed (a backend call), with the error
 //	501  not supported: the backend cannot store pauses (scheduler.Pauser)
 //	503  unavailable: the scheduler is not started or stopping, or the service stops
 //
 // Client returns these as *ServiceError, which matches ErrBadRequest,
-// ErrUnknownJob, ErrReplicaFailed, ErrNotSupported and ErrUnavailable with
-// errors.Is; no answer at all is ErrNoReplica.
+// ErrUnknownJob, ErrJobBusy, ErrTooManyManualRuns, ErrReplicaFailed,
+// ErrNotSupported and ErrUnavailable with errors.Is (and the scheduler's
+// sentinels where one fits); no answer at all is ErrNoReplica.
 //
 // # Permissions
 //
 // Read and write are separate subjects, so NATS permissions split viewers from
-// operators. Per role:
+// operators. Permissions(role, PermissionsConfig{...}) gives each role's, and
+// `anarchon permissions ROLE` prints them as a nats-server configuration block:
 //
-//	viewer    publish   <prefix>.jobs, <prefix>.history.>, <prefix>.active.>,
-//	                    $SRV.> (for nats micro), _INBOX.>, and to read the
-//	                    registry (bucket B, default anarchon_registry):
-//	                    $JS.API.STREAM.INFO.KV_B, $JS.API.CONSUMER.CREATE.KV_B.>,
-//	                    $JS.API.CONSUMER.DELETE.KV_B.>, $JS.FC.KV_B.>
-//	          subscribe _INBOX.>, <prefix>.events.> (for watch)
-//	operator  as a viewer, and publish <prefix>.trigger.>, <prefix>.pause.>,
-//	          <prefix>.resume.>, <prefix>.pauseall, <prefix>.resumeall
-//	replica   subscribe <prefix>.>, $SRV.>, _INBOX.>
-//	          publish   <prefix>.events.> (Events), its replies
-//	                    (allow_responses, or publish on _INBOX.>), and for the
-//	                    registry $KV.B.> and $JS.API.> on KV_B
+//	viewer    publish   <prefix>.JOBS, <prefix>.HISTORY.*, <prefix>.ACTIVE.*,
+//	                    $JS.API.DIRECT.GET.KV_<registry bucket>
+//	          subscribe <its inbox prefix>.>, <prefix>.EVENTS.* (for watch)
+//	operator  as a viewer, and publish <prefix>.TRIGGER.*, <prefix>.PAUSE.*,
+//	          <prefix>.RESUME.*, <prefix>.PAUSEALL, <prefix>.RESUMEALL
+//	replica   subscribe every endpoint, $SRV.*, $SRV.*.anarchon,
+//	          $SRV.*.anarchon.*, <its inbox prefix>.>
+//	          publish   <prefix>.EVENTS.*, the registry's bucket API and its own
+//	                    keys, and what its backend needs (jetstream.Permissions,
+//	                    kvlease.Permissions); it answers requests on their
+//	                    reply subjects (allow_responses), never on an inbox
+//
+// Each role has its own inbox prefix (InboxPrefix: _INBOX_viewer, _INBOX_operator,
+// _INBOX_replica; nats.CustomInboxPrefix on its connections), so no role reads or
+// answers the replies another waits for, and neither a viewer nor an operator may
+// create a consumer: the registry is read with direct gets. A push consumer's
+// deliver subject and a request's reply subject are not checked against anyone's
+// permissions, which is why replicas also drop what JetStream sends them and
+// refuse a request that is not a versioned JSON object. And as allow_responses
+// lets a replica publish on whatever reply subject a request names, a replica
+// answers only on inboxes (a first token beginning with _INBOX; NewClient refuses a
+// connection whose inbox prefix does not) and drops any other request; and no role
+// may send micro's $SRV requests (replicas only answer them), which micro answers
+// on any reply subject.
 //
 // # Registry
 //
@@ -156,10 +217,20 @@
 // WithRegistryBucket, DefaultRegistryBucket): rewritten every heartbeat
 // (WithHeartbeat) with a per-message TTL of three heartbeats, removed at Stop, and
 // expired by the server (with a marker every watcher sees) when the replica dies.
-// Every replica watches its fleet's entries and reports each job that the replicas
+// An entry is one value while it is at most 64 KiB (format 1). A larger one (a
+// replica of thousands of jobs) is written in format 2: a head of a few hundred
+// bytes at the entry's key, rewritten every heartbeat, and the declarations in
+// parts that each fit in a message, at <key>.<digest>.<n>, rewritten every sixth
+// heartbeat with a TTL of twelve heartbeats; readers read the parts when the
+// head's digest changes. A reader that knows format 1 only reads the heads and
+// reports format 2 as a newer format (ErrRegistryFormat).
+//
+// Every replica watches its fleet's heads and reports each job that the replicas
 // declare differently as a scheduler.EventJobConflict through Scheduler.Report
 // (metrics: anarchon_job_conflict), and again with an empty Conflict once they
-// agree. Client.Registry lists the entries; one written in a format newer than
-// RegistryFormat is an error wrapping ErrRegistryFormat. WithoutRegistry serves
-// without it, for an account without JetStream.
+// agree. Client.Registry reads the entries with batched direct gets of the bucket's
+// stream ($JS.API.DIRECT.GET.KV_<bucket>), not a watch, so a viewer needs no
+// consumer; one written in a format newer than RegistryFormat is an error wrapping
+// ErrRegistryFormat. WithoutRegistry serves without it, for an account without
+// JetStream.
 package fleet

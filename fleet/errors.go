@@ -27,6 +27,14 @@ var (
 	// ErrUnavailable: the replica cannot serve now (code 503): its scheduler is not
 	// started, or stopping.
 	ErrUnavailable = errors.New("fleet: replica unavailable")
+	// ErrJobBusy: a trigger of a job that forbids overlap (OverlapSkip) while a run
+	// of it is in progress (code 409); nothing ran. It also matches
+	// scheduler.ErrJobBusy.
+	ErrJobBusy = errors.New("fleet: a run of the job is in progress and the job forbids overlap")
+	// ErrTooManyManualRuns: a trigger while as many manual runs of the job as the
+	// replica allows (scheduler.WithMaxManualRuns) are in progress on it (code
+	// 429); nothing ran. It also matches scheduler.ErrTooManyManualRuns.
+	ErrTooManyManualRuns = errors.New("fleet: too many manual runs of the job in progress")
 	// ErrReplicaFailed: the replica tried and failed (code 500), for example a
 	// backend call that failed.
 	ErrReplicaFailed = errors.New("fleet: the replica failed")
@@ -36,11 +44,17 @@ var (
 
 // Error codes of the Nats-Service-Error-Code header.
 const (
-	CodeBadRequest   = 400
-	CodeUnknownJob   = 404
-	CodeInternal     = 500
-	CodeNotSupported = 501
-	CodeUnavailable  = 503
+	CodeBadRequest = 400
+	CodeUnknownJob = 404
+	// CodeJobBusy: a trigger refused because a run of the job is in progress and
+	// the job forbids overlap (ErrJobBusy).
+	CodeJobBusy = 409
+	// CodeTooManyManualRuns: a trigger refused because the replica runs as many
+	// manual runs of the job as it allows (ErrTooManyManualRuns).
+	CodeTooManyManualRuns = 429
+	CodeInternal          = 500
+	CodeNotSupported      = 501
+	CodeUnavailable       = 503
 )
 
 // ServiceError is a replica's error reply: the micro error headers
@@ -48,7 +62,7 @@ const (
 type ServiceError struct {
 	// Subject is the endpoint asked.
 	Subject string
-	// Code is the Nats-Service-Error-Code (400, 404, 500, 501, 503).
+	// Code is the Nats-Service-Error-Code (400, 404, 409, 429, 500, 501, 503).
 	Code int
 	// Description is the Nats-Service-Error text.
 	Description string
@@ -65,14 +79,18 @@ func (e *ServiceError) Error() string {
 }
 
 // Is matches the sentinel of the error's code, and the scheduler's own sentinels
-// where one fits: 404 is also scheduler.ErrJobNotFound, 501 also
-// scheduler.ErrPauseNotSupported.
+// where one fits: 404 is also scheduler.ErrJobNotFound, 409 scheduler.ErrJobBusy,
+// 429 scheduler.ErrTooManyManualRuns, 501 scheduler.ErrPauseNotSupported.
 func (e *ServiceError) Is(target error) bool {
 	switch e.Code {
 	case CodeBadRequest:
 		return target == ErrBadRequest
 	case CodeUnknownJob:
 		return target == ErrUnknownJob || target == scheduler.ErrJobNotFound
+	case CodeJobBusy:
+		return target == ErrJobBusy || target == scheduler.ErrJobBusy
+	case CodeTooManyManualRuns:
+		return target == ErrTooManyManualRuns || target == scheduler.ErrTooManyManualRuns
 	case CodeNotSupported:
 		return target == ErrNotSupported || target == scheduler.ErrPauseNotSupported
 	case CodeUnavailable:
@@ -113,13 +131,20 @@ func replyFor(err error) (int, string) {
 		code = CodeUnknownJob
 	case errors.Is(err, scheduler.ErrPauseNotSupported):
 		code = CodeNotSupported
+	case errors.Is(err, scheduler.ErrJobBusy):
+		code = CodeJobBusy
+	case errors.Is(err, scheduler.ErrTooManyManualRuns):
+		code = CodeTooManyManualRuns
 	case errors.Is(err, scheduler.ErrInvalidOption), errors.Is(err, scheduler.ErrInvalidJobName):
 		code = CodeBadRequest
 	case errors.Is(err, scheduler.ErrNotStarted), errors.Is(err, scheduler.ErrStopped):
 		code = CodeUnavailable
 	}
-	return code, oneLine(err.Error())
+	return code, shortText(err.Error())
 }
+
+// shortText is s on one line, at most MaxViewError bytes.
+func shortText(s string) string { return scheduler.TruncateText(oneLine(s), MaxViewError) }
 
 // oneLine makes s fit in a header value.
 func oneLine(s string) string {

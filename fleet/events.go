@@ -16,7 +16,7 @@ import (
 const AllJobsToken = "-"
 
 // Event is a scheduler event as Events publishes it on
-// <prefix>.events.<JobToken(job)> (AllJobsToken when Job is ""): the fields of
+// <prefix>.EVENTS.<JobToken(job)> (AllJobsToken when Job is ""): the fields of
 // scheduler.Event, durations in milliseconds and the error as text.
 type Event struct {
 	Kind     scheduler.EventKind `json:"kind"`
@@ -37,7 +37,8 @@ type Event struct {
 	// Next is the next slot, on scheduled.
 	Next time.Time `json:"next,omitzero"`
 	// Op names the failed call on backend_error.
-	Op    string `json:"op,omitempty"`
+	Op string `json:"op,omitempty"`
+	// Error is the event's error, at most MaxViewError bytes.
 	Error string `json:"error,omitempty"`
 	// Pause is the pause in force, on pause_changed; absent there: the job runs.
 	Pause *PauseInfo `json:"pause,omitempty"`
@@ -50,7 +51,7 @@ func eventOf(e scheduler.Event) Event {
 		DurationMS: ms(e.Duration), LagMS: ms(e.Lag), Next: e.Next, Op: e.Op,
 	}
 	if e.Err != nil {
-		out.Error = oneLine(e.Err.Error())
+		out.Error = shortText(e.Err.Error())
 	}
 	if e.Pause != nil {
 		out.Pause = pauseInfo(*e.Pause)
@@ -66,7 +67,7 @@ func (p subjects) events(job string) string {
 }
 
 // Events returns a scheduler event hook that publishes every event on nc as JSON
-// (Event) on <prefix>.events.<JobToken(job)>, for `anarchon watch` and
+// (Event) on <prefix>.EVENTS.<JobToken(job)>, for `anarchon watch` and
 // Client.Watch. The hook is Config.OnEvent, which is set before scheduler.New, so
 // Serve cannot install it: a replica chains it with its other hooks.
 //
@@ -102,7 +103,7 @@ func Events(nc *nats.Conn, opts ...Option) (func(scheduler.Event), error) {
 // different replicas arrive in no particular order. Messages that are not events
 // are skipped. Watch returns an error only when it cannot subscribe.
 func (c *Client) Watch(ctx context.Context, job string, fn func(Event)) error {
-	subject := c.subj.fleet(verbEvents) + ".>"
+	subject := c.subj.fleet(verbEvents) + ".*"
 	if job != "" {
 		subject = c.subj.events(job)
 	}
@@ -133,8 +134,26 @@ func (c *Client) Watch(ctx context.Context, job string, fn func(Event)) error {
 }
 
 // Active returns job's unfinished runs (every instance's), as one replica that
-// declares the job reads them from the run store.
+// declares the job reads them from the run store, from every part of the reply
+// (see History).
 func (c *Client) Active(ctx context.Context, job string) (ActiveReply, error) {
 	var out ActiveReply
-	return out, c.request(ctx, c.subj.job(verbActive, job), job, struct{}{}, &out)
+	err := c.requestParts(ctx, c.subj.job(verbActive, job), job, ActiveRequest{V: RequestVersion},
+		func(subject string, m *nats.Msg) (int, int, error) {
+			var r ActiveReply
+			if err := parseReply(subject, m, &r); err != nil {
+				return 0, 0, err
+			}
+			runs := append(out.Runs, r.Runs...)
+			out, out.Runs = r, runs
+			return r.Part, r.Parts, nil
+		})
+	if err != nil {
+		return ActiveReply{}, err
+	}
+	out.Part = 0
+	if out.Runs == nil {
+		out.Runs = []ActiveRun{}
+	}
+	return out, nil
 }

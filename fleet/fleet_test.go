@@ -229,21 +229,34 @@ func TestBadRequestsChangeNothing(t *testing.T) {
 	}{
 		{"malformed JSON", "pause", `{"reason":`, "bad request: invalid JSON"},
 		{"not an object", "pause", `["x"]`, "bad request: invalid JSON"},
-		{"two values", "resume", `{} {}`, "bad request: invalid JSON: more than one value"},
-		{"unknown field", "pause", `{"reason":"r","reson":"x"}`, `unknown field "reson"`},
-		{"no reason", "pause", `{"by":"ana"}`, "bad request: a pause needs a reason"},
-		{"until in the past", "pause", `{"reason":"r","until":"` + past + `"}`, "bad request: until " + past + " is in the past"},
-		{"until and for", "pause", `{"reason":"r","until":"` + future + `","for":"1h"}`, "bad request: give until or for, not both"},
-		{"for not a duration", "pause", `{"reason":"r","for":"soon"}`, "bad request: for: "},
-		{"for negative", "pause", `{"reason":"r","for":"-1m"}`, "bad request: for -1m is not positive"},
-		{"reason too long", "pause", `{"reason":"` + long + `"}`, "bad request: reason must be valid UTF-8 of at most 1024 bytes"},
-		{"trigger by too long", "trigger", `{"by":"` + long + `"}`, "bad request: by must be"},
-		{"trigger malformed", "trigger", `{"wait":"yes"}`, "bad request: invalid JSON"},
-		{"history limit negative", "history", `{"limit":-1}`, "bad request: limit -1 is negative"},
+		{"two values", "resume", `{"v":1} {}`, "bad request: invalid JSON"},
+		{"unknown field", "pause", `{"v":1,"reason":"r","reson":"x"}`, `unknown field "reson"`},
+		{"no reason", "pause", `{"v":1,"by":"ana"}`, "bad request: a pause needs a reason"},
+		{"until in the past", "pause", `{"v":1,"reason":"r","until":"` + past + `"}`, "bad request: until " + past + " is in the past"},
+		{"until and for", "pause", `{"v":1,"reason":"r","until":"` + future + `","for":"1h"}`, "bad request: give until or for, not both"},
+		{"for not a duration", "pause", `{"v":1,"reason":"r","for":"soon"}`, "bad request: for: "},
+		{"for negative", "pause", `{"v":1,"reason":"r","for":"-1m"}`, "bad request: for -1m is not positive"},
+		{"reason too long", "pause", `{"v":1,"reason":"` + long + `"}`, "bad request: reason must be valid UTF-8 of at most 1024 bytes"},
+		{"trigger by too long", "trigger", `{"v":1,"by":"` + long + `"}`, "bad request: by must be"},
+		{"trigger malformed", "trigger", `{"v":1,"wait":"yes"}`, "bad request: invalid JSON"},
+		{"history limit negative", "history", `{"v":1,"limit":-1}`, "bad request: limit -1 is negative"},
 		{"history malformed", "history", `limit=3`, "bad request: invalid JSON"},
+		{"deeply nested", "trigger", `{"v":1,"by":` + strings.Repeat("[", 20000) + strings.Repeat("]", 20000) + `}`, "bad request: invalid JSON"},
+		// Every request is a versioned JSON object: an empty body (what a key-value
+		// purge marker carries), null, {} and a newer format are refused with what
+		// to send.
+		{"trigger empty", "trigger", ``, `bad request: an empty body is not a request: send a JSON object with "v":1`},
+		{"resume empty", "resume", "  \n", `bad request: an empty body is not a request`},
+		{"trigger null", "trigger", `null`, `bad request: the request has no "v": send "v":1`},
+		{"trigger without v", "trigger", `{"wait":true}`, `bad request: the request has no "v"`},
+		{"active without v", "active", `{}`, `bad request: the request has no "v"`},
+		{"history v not a number", "history", `{"v":"1"}`, `bad request: "v" is "1", not a number: send "v":1`},
+		{"pause v zero", "pause", `{"v":0,"reason":"r"}`, `bad request: request format 0 does not exist`},
+		{"trigger newer", "trigger", `{"v":2,"by":"ana","wait":true,"priority":"high"}`,
+			`bad request: request format 2 is newer than this replica's (1, fleet ` + fleet.Version + `): upgrade the replica`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			m := rawRequest(t, f.nc, "anarchon."+c.verb+"."+fleet.JobToken(jobReport), c.body)
+			m := rawRequest(t, f.nc, f.client.Subject(c.verb, jobReport), c.body)
 			assert.Equal(t, "400", m.Header.Get(micro.ErrorCodeHeader))
 			assert.Contains(t, m.Header.Get(micro.ErrorHeader), c.want)
 			var body fleet.ErrorBody
@@ -252,15 +265,22 @@ func TestBadRequestsChangeNothing(t *testing.T) {
 			assert.Contains(t, []string{"A", "B", "C"}, body.Instance)
 		})
 	}
-	for _, verb := range []string{"pauseall", "resumeall"} {
-		m := rawRequest(t, f.nc, "anarchon."+verb, `{"nope":1}`)
-		assert.Equal(t, "400", m.Header.Get(micro.ErrorCodeHeader), verb)
+	for _, verb := range []string{"PAUSEALL", "RESUMEALL"} {
+		for _, body := range []string{`{"v":1,"nope":1}`, ``, `{}`, `{"v":3}`} {
+			m := rawRequest(t, f.nc, "anarchon."+verb, body)
+			assert.Equal(t, "400", m.Header.Get(micro.ErrorCodeHeader), "%s %s", verb, body)
+		}
 	}
-	m := rawRequest(t, f.nc, "anarchon.jobs", `{`)
-	assert.Equal(t, "400", m.Header.Get(micro.ErrorCodeHeader))
+	for _, body := range []string{`{`, ``, `{}`, `{"v":2}`} {
+		m := rawRequest(t, f.nc, "anarchon.JOBS", body)
+		assert.Equal(t, "400", m.Header.Get(micro.ErrorCodeHeader), body)
+	}
 
 	// The client's view of the same refusal.
-	_, err := f.client.Pause(requestCtx(t), jobReport, fleet.PauseRequest{Reason: "r", Until: time.Now().Add(-time.Second)})
+	_, err := f.client.Trigger(requestCtx(t), jobReport, fleet.TriggerRequest{V: fleet.RequestVersion + 1})
+	require.ErrorIs(t, err, fleet.ErrBadRequest)
+	assert.Contains(t, err.Error(), "upgrade the replica")
+	_, err = f.client.Pause(requestCtx(t), jobReport, fleet.PauseRequest{Reason: "r", Until: time.Now().Add(-time.Second)})
 	require.ErrorIs(t, err, fleet.ErrBadRequest)
 	var se *fleet.ServiceError
 	require.ErrorAs(t, err, &se)
@@ -338,7 +358,7 @@ func TestPrefixesSeparateFleets(t *testing.T) {
 	fl, err := c.Jobs(ctx)
 	require.NoError(t, err)
 	assert.Len(t, fl.Replicas, 1)
-	assert.Equal(t, "ops.billing.trigger."+fleet.JobToken(jobReport), c.Subject("trigger", jobReport))
+	assert.Equal(t, "ops.billing.TRIGGER."+fleet.JobToken(jobReport), c.Subject("trigger", jobReport))
 }
 
 func TestInvalidOptions(t *testing.T) {
@@ -355,6 +375,8 @@ func TestInvalidOptions(t *testing.T) {
 		"client option":   {fleet.WithGatherWindow(time.Second)},
 		"client timeout":  {fleet.WithTimeout(time.Second)},
 		"heartbeat < 1s":  {fleet.WithHeartbeat(500 * time.Millisecond)},
+		"heartbeat > max": {fleet.WithHeartbeat(fleet.MaxHeartbeat + time.Second)},
+		"heartbeat huge":  {fleet.WithHeartbeat(1 << 62)},
 		"bucket name":     {fleet.WithRegistryBucket("a.b")},
 		"empty bucket":    {fleet.WithRegistryBucket("")},
 	} {

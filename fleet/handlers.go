@@ -4,22 +4,24 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"io"
+	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
 
-	"github.com/nats-io/nats.go/micro"
-
+	"github.com/anarchon/anarchon/internal/natsutil"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
 // handle runs fn for each request and answers with its reply, or with an error
 // reply carrying the micro error headers.
-func (f *Service) handle(fn func(ctx context.Context, data []byte) (any, error)) micro.HandlerFunc {
-	return func(req micro.Request) {
+func (f *Service) handle(fn func(ctx context.Context, data []byte) (any, error)) handler {
+	return func(req request) {
+		if f.ignored(req) {
+			return
+		}
 		if !f.begin() {
 			f.fail(req, &replyError{code: CodeUnavailable, msg: "the fleet service is stopping"})
 			return
@@ -30,20 +32,58 @@ func (f *Service) handle(fn func(ctx context.Context, data []byte) (any, error))
 			f.fail(req, err)
 			return
 		}
-		if err := req.RespondJSON(out); err != nil {
-			f.log.Warn("fleet reply failed", "subject", req.Subject(), "err", err)
+		if p, ok := out.(parted); ok {
+			f.respondParts(req, p)
+			return
 		}
+		f.respond(req, out)
+	}
+}
+
+// respondParts answers req with p's parts, in order.
+func (f *Service) respondParts(req request, p parted) {
+	if req.Reply() == "" {
+		return
+	}
+	msgs, err := p.messages(f.budget())
+	if err != nil {
+		f.fail(req, err)
+		return
+	}
+	for _, data := range msgs {
+		if err := req.Respond(data); err != nil {
+			f.log.Warn("fleet reply failed", "subject", req.Subject(), "parts", len(msgs), "err", err)
+			return
+		}
+	}
+}
+
+// respond answers req with out as JSON (a request without a reply subject wants
+// no answer).
+func (f *Service) respond(req request, out any) {
+	if req.Reply() == "" {
+		return
+	}
+	data, err := json.Marshal(out)
+	if err == nil {
+		err = req.Respond(data)
+	}
+	if err != nil {
+		f.log.Warn("fleet reply failed", "subject", req.Subject(), "err", err)
 	}
 }
 
 // fail answers req with err: the code and one-line text in the micro error headers,
 // and the same as JSON in the body.
-func (f *Service) fail(req micro.Request, err error) {
+func (f *Service) fail(req request, err error) {
 	code, desc := replyFor(err)
 	if code == CodeInternal {
 		f.log.Warn("fleet request failed", "subject", req.Subject(), "err", err)
 	} else {
 		f.log.Debug("fleet request refused", "subject", req.Subject(), "code", code, "err", desc)
+	}
+	if req.Reply() == "" {
+		return
 	}
 	body, _ := json.Marshal(ErrorBody{Code: code, Error: desc, Instance: f.s.Instance()})
 	if err := req.Error(strconv.Itoa(code), desc, body); err != nil {
@@ -51,19 +91,66 @@ func (f *Service) fail(req micro.Request, err error) {
 	}
 }
 
-// decode reads a request body into v: empty means the zero value; anything else must
-// be one JSON object with only the fields of v.
+// ignored drops, without an answer, a message that JetStream sent rather than a
+// client (natsutil.JetStreamOrigin): a consumer whose deliver subject is one of
+// ours, or a request whose reply subject is, would otherwise have the server send
+// stored messages here as requests. It also drops a request whose reply subject is
+// no inbox (replyAddress): answering it would publish where the requester names.
+func (f *Service) ignored(req request) bool {
+	if why := natsutil.JetStreamOrigin(req.Reply(), req.Header()); why != "" {
+		f.log.Debug("fleet ignored a message JetStream sent", "subject", req.Subject(), "reply", req.Reply(), "why", why)
+		return true
+	}
+	if err := replyAddress(req.Reply()); err != nil {
+		f.log.Debug("fleet ignored a request", "subject", req.Subject(), "err", err)
+		return true
+	}
+	return false
+}
+
+// replyAddress accepts the reply subject of a request a replica answers: none (a
+// request that wants no answer), or an inbox, whose first token begins with
+// _INBOX (nats.go's default, the roles' InboxPrefix). A replica answers with
+// nats-server's allow_responses, which lets it publish on whatever subject a
+// request names as its reply: another application's, a stream's, the registry's
+// keys, the JetStream API. It answers on inboxes only.
+func replyAddress(reply string) error {
+	first, _, _ := strings.Cut(reply, ".")
+	if reply == "" || strings.HasPrefix(first, "_INBOX") && !strings.ContainsAny(reply, "*> \t\r\n") {
+		return nil
+	}
+	return fmt.Errorf("fleet: the reply subject %q is no inbox (_INBOX…): not answered", reply)
+}
+
+// decode reads a request body into v: one JSON object of the request format
+// RequestVersion ("v") with only the fields of v. An empty body, a body without
+// "v" and one of a newer format are refused with what to send instead.
 func decode(data []byte, v any) error {
 	if len(bytes.TrimSpace(data)) == 0 {
-		return nil
+		return badRequest("an empty body is not a request: send a JSON object with \"v\":%d", RequestVersion)
+	}
+	var head struct {
+		V *json.RawMessage `json:"v"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return badRequest("invalid JSON: %v", err)
+	}
+	var version int
+	switch {
+	case head.V == nil:
+		return badRequest("the request has no \"v\": send \"v\":%d (the request format, fleet.RequestVersion)", RequestVersion)
+	case json.Unmarshal(*head.V, &version) != nil:
+		return badRequest("\"v\" is %s, not a number: send \"v\":%d", oneLine(string(*head.V)), RequestVersion)
+	case version > RequestVersion:
+		return badRequest("request format %d is newer than this replica's (%d, fleet %s): upgrade the replica, or send \"v\":%d",
+			version, RequestVersion, Version, RequestVersion)
+	case version < 1:
+		return badRequest("request format %d does not exist: send \"v\":%d", version, RequestVersion)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	if err := dec.Decode(v); err != nil { // one value: json.Unmarshal checked it
 		return badRequest("invalid JSON: %v", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return badRequest("invalid JSON: more than one value")
 	}
 	return nil
 }
@@ -82,30 +169,49 @@ func checkText(field, s string) error {
 const viewBudget = 300 * time.Millisecond
 
 func (f *Service) jobsReply(ctx context.Context, data []byte) (any, error) {
-	var in struct{}
+	var in JobsRequest
 	if err := decode(data, &in); err != nil {
 		return nil, err
 	}
 	infos := f.s.Jobs()
 	r := Replica{
 		Instance: f.s.Instance(), Version: Version, Backend: f.s.Backend().Name(),
-		PauseSupported: f.pauser,
+		PauseSupported: f.pauser, ServiceID: f.svc.Info().ID,
 	}
 	ctx, cancel := context.WithTimeout(ctx, viewBudget)
 	defer cancel()
 	last, lastErr := f.s.LastRuns(ctx)
-	r.Jobs = make([]JobState, len(infos))
-	sem := make(chan struct{}, viewConcurrency)
+	jobs := make([]JobState, len(infos))
+	next := make(chan int, len(infos))
+	for i := range infos {
+		next <- i
+	}
+	close(next)
 	var wg sync.WaitGroup
-	for i, j := range infos {
+	for range min(viewConcurrency, len(infos)) {
 		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			r.Jobs[i] = f.jobState(ctx, j, last, lastErr)
+			for i := range next {
+				jobs[i] = f.jobState(ctx, infos[i], last, lastErr)
+			}
 		})
 	}
 	wg.Wait()
-	return r, nil
+	items, err := marshalEach(jobs)
+	if err != nil {
+		return nil, err
+	}
+	return parted{items: items, field: "jobs", envelope: func(part, parts int) any {
+		r := r
+		r.Part, r.Parts = part, parts
+		return replicaPart{Replica: r}
+	}}, nil
+}
+
+// replicaPart is the envelope of one message of a jobs answer: the replica
+// without its jobs, which parted adds.
+type replicaPart struct {
+	Replica
+	Jobs []JobState `json:"jobs,omitempty"`
 }
 
 // viewConcurrency bounds the reads of unfinished runs one jobs reply has in flight
@@ -121,33 +227,38 @@ func (f *Service) jobState(ctx context.Context, j scheduler.JobInfo, last map[st
 		st.State, st.Pause = JobPaused, pauseInfo(p)
 	}
 	if lastErr != nil {
-		st.ViewError = oneLine("last runs: " + lastErr.Error())
+		st.ViewError = shortText("last runs: " + lastErr.Error())
 		return st
 	}
 	l := last[j.Job]
 	st.LastRun, st.LastSuccess, st.LastFailure = runPtr(l.Run), runPtr(l.Success), runPtr(l.Failure)
 	active, err := f.s.Active(ctx, j.Job)
 	if err != nil {
-		st.ViewError = oneLine("active: " + err.Error())
+		st.ViewError = shortText("active: " + err.Error())
 		return st
 	}
-	for _, a := range active {
+	for i, a := range active {
+		if i == MaxViewRunning {
+			st.RunningMore = len(active) - MaxViewRunning
+			break
+		}
 		st.Running = append(st.Running, activeRunOf(j.Job, a))
 	}
 	return st
 }
 
+// runPtr is r as the jobs view shows it: its error cut at MaxViewError.
 func runPtr(r *scheduler.RunRecord) *Run {
 	if r == nil {
 		return nil
 	}
-	run := runOf(*r)
+	run := runOf(*r, MaxViewError)
 	return &run
 }
 
 func (f *Service) active(job string) func(context.Context, []byte) (any, error) {
 	return func(ctx context.Context, data []byte) (any, error) {
-		var in struct{}
+		var in ActiveRequest
 		if err := decode(data, &in); err != nil {
 			return nil, err
 		}
@@ -155,11 +266,23 @@ func (f *Service) active(job string) func(context.Context, []byte) (any, error) 
 		if err != nil {
 			return nil, err
 		}
-		out := ActiveReply{Job: job, Instance: f.s.Instance(), Runs: make([]ActiveRun, 0, len(runs))}
+		active := make([]ActiveRun, 0, len(runs))
 		for _, a := range runs {
-			out.Runs = append(out.Runs, activeRunOf(job, a))
+			active = append(active, activeRunOf(job, a))
 		}
-		return out, nil
+		items, err := marshalEach(active)
+		if err != nil {
+			return nil, err
+		}
+		out := ActiveReply{Job: job, Instance: f.s.Instance()}
+		return parted{items: items, field: "runs", envelope: func(part, parts int) any {
+			out := out
+			out.Part, out.Parts = part, parts
+			return struct {
+				ActiveReply
+				Runs []ActiveRun `json:"runs,omitempty"`
+			}{ActiveReply: out}
+		}}, nil
 	}
 }
 
@@ -285,19 +408,35 @@ func (f *Service) history(job string) func(context.Context, []byte) (any, error)
 		if err != nil {
 			return nil, err
 		}
-		out := HistoryReply{Job: job, Instance: f.s.Instance(), Limit: limit, Runs: make([]Run, 0, len(recs))}
+		runs := make([]Run, 0, len(recs))
 		for _, r := range recs {
-			out.Runs = append(out.Runs, runOf(r))
+			runs = append(runs, runOf(r, scheduler.MaxErrorText))
 		}
-		return out, nil
+		items, err := marshalEach(runs)
+		if err != nil {
+			return nil, err
+		}
+		out := HistoryReply{Job: job, Instance: f.s.Instance(), Limit: limit}
+		return parted{items: items, field: "runs", envelope: func(part, parts int) any {
+			out := out
+			out.Part, out.Parts = part, parts
+			return struct {
+				HistoryReply
+				Runs []Run `json:"runs,omitempty"`
+			}{HistoryReply: out}
+		}}, nil
 	}
 }
 
-// trigger answers accepted at once and runs the job on this replica (RunNow, a
-// manual run recorded with who asked); with Wait, it answers again when the run has
-// ended.
-func (f *Service) trigger(job string) micro.HandlerFunc {
-	return func(req micro.Request) {
+// trigger runs the job on this replica (RunNow, a manual run recorded with who
+// asked) and answers accepted once the run has started (OnStart), or the error
+// that kept it from starting: nothing ran then. With Wait, it answers again when
+// the run has ended.
+func (f *Service) trigger(job string) handler {
+	return func(req request) {
+		if f.ignored(req) {
+			return
+		}
 		var in TriggerRequest
 		err := decode(req.Data(), &in)
 		if err == nil {
@@ -315,32 +454,34 @@ func (f *Service) trigger(job string) micro.HandlerFunc {
 			f.fail(req, &replyError{code: CodeUnavailable, msg: "the fleet service is stopping"})
 			return
 		}
-		accepted := TriggerReply{State: StateAccepted, Job: job, Instance: f.s.Instance(), By: in.By, At: f.s.Clock().Now()}
-		if err := req.RespondJSON(accepted); err != nil {
-			f.log.Warn("fleet reply failed", "subject", req.Subject(), "err", err)
-		}
-		f.log.Info("fleet trigger", "job", job, "by", in.By)
 		go func() {
 			defer f.inflight.Done()
+			var accepted TriggerReply
+			started := false
+			onStart := scheduler.OnStart(func(run scheduler.Run) {
+				started = true
+				accepted = TriggerReply{State: StateAccepted, Job: job, Instance: f.s.Instance(), By: in.By,
+					At: f.s.Clock().Now(), Slot: run.Slot, Token: run.Token}
+				f.respond(req, accepted)
+				f.log.Info("fleet trigger", "job", job, "by", in.By, "token", run.Token)
+			})
 			// The run is the scheduler's: a requester that gives up does not cancel it.
-			rec, err := f.s.RunNow(context.WithoutCancel(f.ctx), job, scheduler.RequestedBy(in.By))
+			rec, err := f.s.RunNow(context.WithoutCancel(f.ctx), job, scheduler.RequestedBy(in.By), onStart)
 			if err != nil {
-				f.log.Warn("fleet trigger failed", "job", job, "by", in.By, "err", err)
-				if in.Wait {
+				if !started || in.Wait {
 					f.fail(req, err)
 				}
+				f.log.Warn("fleet trigger failed", "job", job, "by", in.By, "started", started, "err", err)
 				return
 			}
 			f.log.Info("fleet triggered run ended", "job", job, "by", in.By, "status", rec.Status, "token", rec.Token)
 			if !in.Wait {
 				return
 			}
-			run := runOf(rec)
+			run := runOf(rec, scheduler.MaxErrorText)
 			finished := accepted
 			finished.State, finished.Run = StateFinished, &run
-			if err := req.RespondJSON(finished); err != nil {
-				f.log.Warn("fleet reply failed", "subject", req.Subject(), "err", err)
-			}
+			f.respond(req, finished)
 		}()
 	}
 }

@@ -85,7 +85,8 @@ type fleetSetup struct {
 	backend   scheduler.Backend               // defaults to the shared memory backend
 	jobs      func(instance string) []testJob // defaults to report and backup
 	serve     []fleet.Option
-	events    bool // each replica publishes its events (fleet.Events)
+	events    bool // each replica publishes its events (fleet.Events, with eventOpts)
+	eventOpts []fleet.Option
 	client    []fleet.Option
 	server    embedded.Options
 	handler   scheduler.Handler // wrapped to count manual runs
@@ -142,7 +143,7 @@ func (f *testFleet) startReplica(t testing.TB, setup fleetSetup, id string) *rep
 	}
 	hook := r.onEvent
 	if setup.events {
-		events, err := fleet.Events(nc, setup.serve...)
+		events, err := fleet.Events(nc, setup.eventOpts...)
 		require.NoError(t, err)
 		hook = scheduler.Chain(r.onEvent, events)
 	}

@@ -64,8 +64,7 @@ func TestOnJetStream(t *testing.T) {
 	for _, wait := range []bool{false, true} {
 		for range n {
 			t0 := time.Now()
-			_, err := f.client.Trigger(ctx, jobReport, fleet.TriggerRequest{By: "bench", Wait: wait})
-			require.NoError(t, err)
+			trigger(t, f.client, jobReport, fleet.TriggerRequest{By: "bench", Wait: wait})
 			if wait {
 				finished = append(finished, time.Since(t0))
 			} else {

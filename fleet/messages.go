@@ -6,7 +6,7 @@ import (
 	"github.com/anarchon/anarchon/scheduler"
 )
 
-// History limits of <prefix>.history.<job>.
+// History limits of <prefix>.HISTORY.<job>.
 const (
 	// DefaultHistoryLimit is the number of runs a history request without a limit
 	// gets.
@@ -16,9 +16,43 @@ const (
 	MaxHistoryLimit = 1000
 )
 
-// TriggerRequest is the body of <prefix>.trigger.<job>. An empty body is the zero
-// value.
+// Bounds of the jobs view and of events, so that no job's view outgrows a
+// message however long its runs' errors or however many of its runs are going on.
+const (
+	// MaxViewError is the longest error text the jobs view (a job's last run, last
+	// success, last failure and view error), an error reply and Events carry, in
+	// bytes: a longer one is cut with scheduler.TruncateText's mark. History and a
+	// finished trigger carry the run's error as stored (at most
+	// scheduler.MaxErrorText).
+	MaxViewError = 1 << 10
+	// MaxViewRunning is how many unfinished runs of one job the jobs view lists
+	// (JobState.Running, oldest slot first); JobState.RunningMore counts the rest.
+	// The active endpoint lists every one.
+	MaxViewRunning = 10
+)
+
+// RequestVersion is the request format this version of the protocol speaks. Every
+// request is a JSON object that carries it as "v" (Client sets it): a replica
+// refuses (400) an empty body, a request without "v", and one whose "v" is newer
+// than its own, saying what to send or that it needs an upgrade.
+const RequestVersion = 1
+
+// JobsRequest is the body of <prefix>.JOBS.
+type JobsRequest struct {
+	// V is the request format, RequestVersion; Client sets it when zero.
+	V int `json:"v"`
+}
+
+// ActiveRequest is the body of <prefix>.ACTIVE.<job>.
+type ActiveRequest struct {
+	// V is the request format, RequestVersion; Client sets it when zero.
+	V int `json:"v"`
+}
+
+// TriggerRequest is the body of <prefix>.TRIGGER.<job>.
 type TriggerRequest struct {
+	// V is the request format, RequestVersion; Client sets it when zero.
+	V int `json:"v"`
 	// By names who asked; it is recorded with the run (Run.RequestedBy), and is in
 	// the replies and the replica's log.
 	By string `json:"by,omitempty"`
@@ -28,26 +62,33 @@ type TriggerRequest struct {
 
 // Trigger reply states.
 const (
-	// StateAccepted: the replica accepted the trigger and starts the run.
+	// StateAccepted: the replica recorded the manual run and its handler starts.
 	StateAccepted = "accepted"
 	// StateFinished: the run has ended; TriggerReply.Run says how.
 	StateFinished = "finished"
 )
 
-// TriggerReply answers a trigger: first accepted, then (when the request asked to
-// wait) finished with the run.
+// TriggerReply answers a trigger: first accepted, once the run has started, then
+// (when the request asked to wait) finished with the run. A trigger that cannot
+// start is answered with an error instead, and nothing ran: 409 (ErrJobBusy), 429
+// (ErrTooManyManualRuns), 503, 404.
 type TriggerReply struct {
 	State    string `json:"state"`
 	Job      string `json:"job"`
 	Instance string `json:"instance"`
 	By       string `json:"by,omitempty"`
-	// At is when the replica accepted the trigger, by its clock.
-	At  time.Time `json:"at"`
-	Run *Run      `json:"run,omitempty"`
+	// At is when the run started, by the replica's clock.
+	At time.Time `json:"at"`
+	// Slot and Token are the manual run's identity, as history shows it.
+	Slot  time.Time `json:"slot,omitzero"`
+	Token string    `json:"token,omitempty"`
+	Run   *Run      `json:"run,omitempty"`
 }
 
-// PauseRequest is the body of <prefix>.pause.<job> and <prefix>.pauseall.
+// PauseRequest is the body of <prefix>.PAUSE.<job> and <prefix>.PAUSEALL.
 type PauseRequest struct {
+	// V is the request format, RequestVersion; Client sets it when zero.
+	V int `json:"v"`
 	// Reason is required.
 	Reason string `json:"reason"`
 	// By names who asked. Empty: the scheduler's default, the instance that
@@ -67,8 +108,10 @@ type PauseReply struct {
 	Pause    PauseInfo `json:"pause"`
 }
 
-// ResumeRequest is the body of <prefix>.resume.<job> and <prefix>.resumeall.
+// ResumeRequest is the body of <prefix>.RESUME.<job> and <prefix>.RESUMEALL.
 type ResumeRequest struct {
+	// V is the request format, RequestVersion; Client sets it when zero.
+	V int `json:"v"`
 	// By names who asked, for the replica's log.
 	By string `json:"by,omitempty"`
 }
@@ -83,8 +126,10 @@ type ResumeReply struct {
 	StillPaused *PauseInfo `json:"still_paused,omitempty"`
 }
 
-// HistoryRequest is the body of <prefix>.history.<job>.
+// HistoryRequest is the body of <prefix>.HISTORY.<job>.
 type HistoryRequest struct {
+	// V is the request format, RequestVersion; Client sets it when zero.
+	V int `json:"v"`
 	// Limit is how many runs, newest first: 0 means DefaultHistoryLimit, more than
 	// MaxHistoryLimit is clamped to it, a negative limit is a bad request.
 	Limit int `json:"limit,omitempty"`
@@ -97,9 +142,15 @@ type HistoryReply struct {
 	// Limit is the limit applied (after the default and the clamp).
 	Limit int   `json:"limit"`
 	Runs  []Run `json:"runs"`
+	// Part and Parts number this message among the messages of one reply (Part 1
+	// to Parts). A reply that would not fit in one message is sent in as many as
+	// it takes, each with some of the runs, in order. Client reads every part and
+	// returns one reply with every run, Parts the count and Part zero.
+	Part  int `json:"part,omitempty"`
+	Parts int `json:"parts,omitempty"`
 }
 
-// Replica is one replica's answer to <prefix>.jobs: what it declares and how it
+// Replica is one replica's answer to <prefix>.JOBS: what it declares and how it
 // sees each job's pause.
 type Replica struct {
 	Instance string `json:"instance"`
@@ -110,6 +161,14 @@ type Replica struct {
 	// PauseSupported says whether the backend stores pauses.
 	PauseSupported bool       `json:"pause_supported"`
 	Jobs           []JobState `json:"jobs"`
+	// ServiceID is the replica's micro service id, unique to each Serve: it tells
+	// apart two replicas that answer as one instance.
+	ServiceID string `json:"service_id,omitempty"`
+	// Part and Parts number this message among the messages of the replica's
+	// answer, each with some of its jobs (see HistoryReply.Part). Client.Jobs
+	// lists a replica once every part of its answer arrived.
+	Part  int `json:"part,omitempty"`
+	Parts int `json:"parts,omitempty"`
 }
 
 // Job states in JobState.State.
@@ -151,11 +210,15 @@ type JobState struct {
 	LastSuccess *Run `json:"last_success,omitempty"`
 	LastFailure *Run `json:"last_failure,omitempty"`
 	// Running are the job's unfinished runs in the run store (scheduler's Active),
-	// every instance's: empty without leases.
-	Running []ActiveRun `json:"running,omitempty"`
+	// every instance's, oldest slot first: empty without leases. At most
+	// MaxViewRunning; RunningMore counts the others (the active endpoint lists
+	// every one).
+	Running     []ActiveRun `json:"running,omitempty"`
+	RunningMore int         `json:"running_more,omitempty"`
 	// ViewError says why the runs could not be read (a backend call failed, or took
 	// longer than the replica's budget for a jobs reply); the fields above that
-	// come from the backend are then absent.
+	// come from the backend are then absent. The errors of the view (here and in
+	// its runs) are at most MaxViewError bytes.
 	ViewError string `json:"view_error,omitempty"`
 }
 
@@ -179,12 +242,16 @@ func activeRunOf(job string, a scheduler.ActiveRun) ActiveRun {
 		Fence: a.Fence, Expires: a.Expires, Live: a.Live}
 }
 
-// ActiveReply answers <prefix>.active.<job> (request: {}): the job's unfinished
+// ActiveReply answers <prefix>.ACTIVE.<job> (ActiveRequest): the job's unfinished
 // runs, oldest slot first.
 type ActiveReply struct {
 	Job      string      `json:"job"`
 	Instance string      `json:"instance"`
 	Runs     []ActiveRun `json:"runs"`
+	// Part and Parts number this message among the messages of one reply (see
+	// HistoryReply.Part).
+	Part  int `json:"part,omitempty"`
+	Parts int `json:"parts,omitempty"`
 }
 
 // PauseInfo is a pause, as replies show it.
@@ -201,7 +268,8 @@ type PauseInfo struct {
 }
 
 func pauseInfo(p scheduler.Pause) *PauseInfo {
-	return &PauseInfo{Job: p.Job, Reason: p.Reason, By: p.By, At: p.At, Until: p.Until}
+	return &PauseInfo{Job: p.Job, Reason: scheduler.TruncateText(p.Reason, scheduler.MaxPauseText),
+		By: scheduler.TruncateText(p.By, scheduler.MaxPauseText), At: p.At, Until: p.Until}
 }
 
 // Run is one attempt at one run, as history and finished triggers show it.
@@ -227,12 +295,15 @@ type Run struct {
 	Error string  `json:"error,omitempty"`
 }
 
-func runOf(r scheduler.RunRecord) Run {
+// runOf is r as replies show it, with its error cut at maxError bytes (a record
+// that an earlier version or another writer stored may be longer than the
+// scheduler now stores).
+func runOf(r scheduler.RunRecord, maxError int) Run {
 	out := Run{
 		Job: r.Job, Slot: r.Slot, Instance: r.Instance, Token: r.Token, Attempt: r.Attempt,
-		Fence: r.Fence, Manual: r.Manual, RequestedBy: r.RequestedBy, Status: r.Status, ClaimedAt: r.ClaimedAt,
-		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
-		DurationMS: ms(r.Duration), Error: r.Error,
+		Fence: r.Fence, Manual: r.Manual, RequestedBy: scheduler.TruncateText(r.RequestedBy, scheduler.MaxPauseText),
+		Status: r.Status, ClaimedAt: r.ClaimedAt, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
+		DurationMS: ms(r.Duration), Error: scheduler.TruncateText(r.Error, maxError),
 	}
 	if !r.StartedAt.IsZero() && !r.Slot.IsZero() {
 		out.LagMS = ms(r.StartedAt.Sub(r.Slot))

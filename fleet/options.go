@@ -141,14 +141,14 @@ func WithRegistryBucket(name string) Option {
 // WithHeartbeat sets how often the replica rewrites its registry entry (Serve
 // only); the entry expires three heartbeats after the last rewrite. Defaults to
 // DefaultHeartbeat; at least one second (the server keeps a message's TTL in whole
-// seconds).
+// seconds), at most MaxHeartbeat.
 func WithHeartbeat(d time.Duration) Option {
 	return func(c *config) error {
 		if err := c.only(roleService, "WithHeartbeat"); err != nil {
 			return err
 		}
-		if d < time.Second {
-			return fmt.Errorf("%w: WithHeartbeat: %v is below one second", ErrInvalidOption, d)
+		if d < time.Second || d > MaxHeartbeat {
+			return fmt.Errorf("%w: WithHeartbeat: %v is not from one second to %v", ErrInvalidOption, d, MaxHeartbeat)
 		}
 		c.heartbeat = d
 		return nil

@@ -2,12 +2,15 @@ package fleet
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -26,27 +29,52 @@ import (
 // itself and the bucket's delete marker tells every watcher at once. Each replica
 // watches the entries of its fleet (its prefix) and reports the jobs the replicas
 // declare differently (scheduler.EventJobConflict, a warning in its log); clients
-// list the entries beside the replicas' live answers.
+// read the entries (batched direct gets, no consumer) beside the replicas' live
+// answers.
+//
+// An entry is one value (format 1) while it is at most registryInline bytes. A
+// larger one (thousands of jobs) is format 2: a small head at the same key, which
+// the heartbeat rewrites and every watcher sees, and the declarations in parts of
+// at most a message each, at <key>.<digest>.<n>, rewritten every
+// registryPartRefresh heartbeats with a TTL of registryPartBeats heartbeats and read
+// only when the head's digest changes. A reader of format 1 only sees the head and
+// reports a newer format; the parts' keys are outside the keys it reads.
 
 const (
-	// RegistryFormat is the format of the registry entries this version writes. An
-	// entry of a newer format is reported, never read as if it were this one.
-	RegistryFormat = 1
+	// RegistryFormat is the newest format of registry entries this version reads
+	// and writes: 1, an entry in one value; 2, a head and its parts. An entry of a
+	// newer format is reported, never read as if it were this one.
+	RegistryFormat = 2
 	// DefaultRegistryBucket is the key-value bucket of the registry, shared by every
 	// fleet of the account (keys start with the fleet's prefix).
 	DefaultRegistryBucket = "anarchon_registry"
 	// DefaultHeartbeat is how often a replica rewrites its registry entry.
 	DefaultHeartbeat = 5 * time.Second
+	// MaxHeartbeat is the longest heartbeat WithHeartbeat takes.
+	MaxHeartbeat = time.Hour
 	// registryTTLBeats is how many heartbeats an entry outlives its last rewrite.
 	registryTTLBeats = 3
-	// registryMarkerTTL is how long the server keeps the marker an expired entry
-	// leaves, for watchers that reconnect.
+	// registryMarkerTTL is how long the server keeps the marker an expired or
+	// removed entry leaves, for watchers that reconnect.
 	registryMarkerTTL = time.Minute
+	// registryInline is the largest entry written as one value (format 1).
+	registryInline = 64 << 10
+	// registryPartBeats is how many heartbeats a part outlives its last rewrite, and
+	// registryPartRefresh how many heartbeats pass between two rewrites: a part
+	// always outlives the head written with it.
+	registryPartBeats   = 12
+	registryPartRefresh = 6
+	// registryReadBytes bounds one batch of a registry read.
+	registryReadBytes = 8 << 20
+	// registryHeadroom is what a value leaves of a message for the time the
+	// heartbeat writes into it (the layout measures a value at its first write).
+	registryHeadroom = 64
 )
 
 // Registration is one replica's registry entry: what it declares.
 type Registration struct {
-	// Format is RegistryFormat of the version that wrote it.
+	// Format is the format the entry was written in: 1 (one value), or 2 (in
+	// Parts parts).
 	Format   int    `json:"format"`
 	Instance string `json:"instance"`
 	// Version is the replica's fleet.Version; Backend its scheduler backend's name.
@@ -58,6 +86,8 @@ type Registration struct {
 	// three heartbeats without a rewrite.
 	HeartbeatMS int64         `json:"heartbeat_ms"`
 	Jobs        []Declaration `json:"jobs"`
+	// Parts is how many parts the declarations were read from (format 2).
+	Parts int `json:"parts,omitempty"`
 }
 
 // Declaration is a job as one replica declares it: the schedule in words (with its
@@ -81,38 +111,186 @@ func declarationOf(j scheduler.JobLimits) Declaration {
 	}
 }
 
+// registryHead is the value at an entry's key in format 2: the replica, and where
+// its declarations are.
+type registryHead struct {
+	Format      int       `json:"format"`
+	Instance    string    `json:"instance"`
+	Version     string    `json:"version"`
+	Backend     string    `json:"backend"`
+	At          time.Time `json:"at"`
+	HeartbeatMS int64     `json:"heartbeat_ms"`
+	// Digest names the declarations (the parts' keys hold it); Parts and Jobs
+	// count them.
+	Digest string `json:"digest"`
+	Parts  int    `json:"parts"`
+	Jobs   int    `json:"job_count"`
+}
+
+// registryPart is one part of the declarations of a format 2 entry.
+type registryPart struct {
+	Format   int           `json:"format"`
+	Instance string        `json:"instance"`
+	Digest   string        `json:"digest"`
+	Part     int           `json:"part"`
+	Parts    int           `json:"parts"`
+	Jobs     []Declaration `json:"jobs,omitempty"`
+}
+
 // registryKey is the key of instance's entry in the fleet with prefix p.
 func registryKey(p subjects, instance string) string {
 	return JobToken(string(p)) + "." + JobToken(instance)
 }
 
+func partKey(key, digest string, n int) string { return key + "." + digest + "." + strconv.Itoa(n) }
+
 // ErrRegistryFormat: a registry entry written by a newer version of anarchon, in a
 // format this version cannot read.
 var ErrRegistryFormat = errors.New("fleet: registry entry of a newer format")
 
-// decodeRegistration reads one entry. An entry of a newer format is an error
-// wrapping ErrRegistryFormat that names the writer when it can.
-func decodeRegistration(data []byte) (Registration, error) {
+// decodeEntry reads the value at an entry's key: a whole entry (format 1), or the
+// head of one in parts (format 2). An entry of a newer format is an error wrapping
+// ErrRegistryFormat that names the writer when it can.
+func decodeEntry(data []byte) (Registration, *registryHead, error) {
 	var head struct {
 		Format   int    `json:"format"`
 		Instance string `json:"instance"`
 		Version  string `json:"version"`
 	}
 	if err := json.Unmarshal(data, &head); err != nil {
-		return Registration{}, fmt.Errorf("fleet: registry entry is not JSON: %w", err)
+		return Registration{}, nil, fmt.Errorf("fleet: registry entry is not JSON: %w", err)
 	}
-	if head.Format > RegistryFormat {
-		return Registration{}, fmt.Errorf("%w: replica %q (version %s) wrote format %d; this version (%s) reads format %d: upgrade it",
+	switch {
+	case head.Format > RegistryFormat:
+		return Registration{}, nil, fmt.Errorf("%w: replica %q (version %s) wrote format %d; this version (%s) reads format %d: upgrade it",
 			ErrRegistryFormat, head.Instance, head.Version, head.Format, Version, RegistryFormat)
+	case head.Format < 1:
+		return Registration{}, nil, fmt.Errorf("fleet: registry entry has no format")
+	case head.Format == 1:
+		var r Registration
+		if err := json.Unmarshal(data, &r); err != nil {
+			return Registration{}, nil, fmt.Errorf("fleet: registry entry of %q: %w", head.Instance, err)
+		}
+		return r, nil, nil
 	}
-	if head.Format < 1 {
-		return Registration{}, fmt.Errorf("fleet: registry entry has no format")
+	var h registryHead
+	if err := json.Unmarshal(data, &h); err != nil {
+		return Registration{}, nil, fmt.Errorf("fleet: registry entry of %q: %w", head.Instance, err)
 	}
-	var r Registration
-	if err := json.Unmarshal(data, &r); err != nil {
-		return Registration{}, fmt.Errorf("fleet: registry entry of %q: %w", head.Instance, err)
+	if h.Parts < 1 || h.Digest == "" || strings.ContainsAny(h.Digest, ".*> ") || h.Jobs < 0 {
+		return Registration{}, nil, fmt.Errorf("fleet: registry entry of %q: a head without its parts (parts %d, digest %q)", h.Instance, h.Parts, h.Digest)
 	}
-	return r, nil
+	return Registration{Format: h.Format, Instance: h.Instance, Version: h.Version, Backend: h.Backend, At: h.At,
+		HeartbeatMS: h.HeartbeatMS, Parts: h.Parts}, &h, nil
+}
+
+// withParts completes the entry of head from its parts (by number): an error when
+// a part is missing (the replica stopped, or is rewriting them: ask again) or does
+// not belong to it.
+func withParts(reg Registration, head *registryHead, parts map[int][]byte) (Registration, error) {
+	jobs := make([]Declaration, 0, head.Jobs)
+	for n := range head.Parts {
+		data, ok := parts[n]
+		if !ok {
+			return Registration{}, fmt.Errorf("fleet: registry entry of %q: part %d of %d is missing (the replica stopped, or is writing it: ask again)",
+				head.Instance, n+1, head.Parts)
+		}
+		var p registryPart
+		if err := json.Unmarshal(data, &p); err != nil {
+			return Registration{}, fmt.Errorf("fleet: registry entry of %q: part %d: %w", head.Instance, n+1, err)
+		}
+		if p.Format != 2 || p.Instance != head.Instance || p.Digest != head.Digest || p.Part != n+1 || p.Parts != head.Parts {
+			return Registration{}, fmt.Errorf("fleet: registry entry of %q: part %d is part %d of %d of %q (digest %s), not of this entry",
+				head.Instance, n+1, p.Part, p.Parts, p.Instance, p.Digest)
+		}
+		jobs = append(jobs, p.Jobs...)
+	}
+	if len(jobs) != head.Jobs {
+		return Registration{}, fmt.Errorf("fleet: registry entry of %q: %d declarations in its parts, the head says %d", head.Instance, len(jobs), head.Jobs)
+	}
+	reg.Jobs = jobs
+	return reg, nil
+}
+
+// errNoRegistry: the registry's bucket does not answer direct gets: it does not
+// exist (no replica ever registered), or the account has no JetStream.
+var errNoRegistry = errors.New("fleet: no registry")
+
+// readEntries reads the last value of every key of bucket matching filter (a key
+// pattern) in batched direct gets, the way a viewer may: no consumer, only the
+// bucket stream's direct get subject. Removed keys (delete and purge markers, and
+// the markers of expired ones) are left out.
+func readEntries(ctx context.Context, js jetstream.JetStream, bucket, filter string) (map[string][]byte, error) {
+	r := natsutil.NewDirectReader(js)
+	defer r.Close()
+	prefix := "$KV." + bucket + "."
+	out := map[string][]byte{}
+	var next uint64
+	for {
+		msgs, err := r.Batch(ctx, "KV_"+bucket, natsutil.GetRequest{Seq: next, NextFor: prefix + filter, Batch: 1 << 20, MaxBytes: registryReadBytes})
+		if errors.Is(err, natsutil.ErrNoDirect) {
+			return nil, fmt.Errorf("%w: %w", errNoRegistry, err)
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range msgs {
+			next = m.Sequence + 1
+			key := strings.TrimPrefix(m.Subject, prefix)
+			if m.Header.Get("KV-Operation") != "" || m.Header.Get("Nats-Marker-Reason") != "" {
+				delete(out, key)
+				continue
+			}
+			out[key] = m.Data
+		}
+		if len(msgs) == 0 || msgs[len(msgs)-1].Header.Get("Nats-Num-Pending") == "0" {
+			return out, nil
+		}
+	}
+}
+
+// entriesOf reads the fleet's entries from the values of its keys: each entry's
+// head and parts completed, by instance; the entries that cannot be read are
+// errors beside them.
+func entriesOf(p subjects, values map[string][]byte) ([]Registration, []error) {
+	fleetTok := JobToken(string(p)) + "."
+	heads := map[string][]byte{}
+	parts := map[string]map[int][]byte{} // by <instance token>.<digest>
+	for key, data := range values {
+		rest, ok := strings.CutPrefix(key, fleetTok)
+		if !ok {
+			continue
+		}
+		switch toks := strings.Split(rest, "."); len(toks) {
+		case 1:
+			heads[rest] = data
+		case 3:
+			n, err := strconv.Atoi(toks[2])
+			if err != nil || n < 0 {
+				continue
+			}
+			at := toks[0] + "." + toks[1]
+			if parts[at] == nil {
+				parts[at] = map[int][]byte{}
+			}
+			parts[at][n] = data
+		}
+	}
+	out := []Registration{}
+	var bad []error
+	for _, inst := range slices.Sorted(maps.Keys(heads)) {
+		reg, head, err := decodeEntry(heads[inst])
+		if err == nil && head != nil {
+			reg, err = withParts(reg, head, parts[inst+"."+head.Digest])
+		}
+		if err != nil {
+			bad = append(bad, err)
+			continue
+		}
+		out = append(out, reg)
+	}
+	slices.SortFunc(out, func(a, b Registration) int { return strings.Compare(a.Instance, b.Instance) })
+	return out, bad
 }
 
 // openRegistry creates the bucket (or binds the one another replica created),
@@ -148,25 +326,35 @@ func openRegistry(ctx context.Context, js jetstream.JetStream, bucket string) (j
 
 // registry is one replica's side of the registry: its heartbeat and its watch.
 type registry struct {
-	kv      jetstream.KeyValue
-	js      jetstream.JetStream
-	subject string // the entry's subject in the bucket's stream
-	key     string
-	filter  string // the keys of this fleet
-	s       *scheduler.Scheduler
-	log     *slog.Logger
-	beat    time.Duration
-	// jobs are the replica's declarations in registration order, as its entry
-	// lists them; declared the same by name.
-	jobs     []Declaration
+	kv     jetstream.KeyValue
+	js     jetstream.JetStream
+	bucket string
+	key    string
+	filter string // the heads of this fleet's entries
+	s      *scheduler.Scheduler
+	log    *slog.Logger
+	beat   time.Duration
+	// The replica's entry: one value (inline), or its parts (by number) with the
+	// digest that names them and a head that counts them.
+	inline   *Registration
+	parts    [][]byte
+	head     registryHead
+	beats    int // heartbeats since the parts were last written
 	declared map[string]Declaration
 
 	mu        sync.Mutex
-	entries   map[string]Registration // by key
-	conflicts map[string]string       // job → the conflict reported, "" none
+	entries   map[string]*regEntry // the others', by key
+	conflicts map[string]string    // job → the conflict reported, "" none
 
 	cancel context.CancelFunc
 	done   chan struct{}
+}
+
+// regEntry is another replica's entry as a watcher keeps it.
+type regEntry struct {
+	reg    Registration
+	digest string                 // format 2: the parts read
+	byName map[string]Declaration // its jobs
 }
 
 func startRegistry(ctx context.Context, nc *nats.Conn, s *scheduler.Scheduler, p subjects, c *config, log *slog.Logger) (*registry, error) {
@@ -179,15 +367,18 @@ func startRegistry(ctx context.Context, nc *nats.Conn, s *scheduler.Scheduler, p
 		return nil, err
 	}
 	r := &registry{
-		kv: kv, js: js, key: registryKey(p, s.Instance()), filter: JobToken(string(p)) + ".*",
+		kv: kv, js: js, bucket: c.bucket, key: registryKey(p, s.Instance()), filter: JobToken(string(p)) + ".*",
 		s: s, log: log, beat: c.heartbeat, declared: map[string]Declaration{},
-		entries: map[string]Registration{}, conflicts: map[string]string{}, done: make(chan struct{}),
+		entries: map[string]*regEntry{}, conflicts: map[string]string{}, done: make(chan struct{}),
 	}
-	r.subject = "$KV." + c.bucket + "." + r.key
+	var jobs []Declaration
 	for _, j := range s.Jobs() {
 		d := declarationOf(j.JobLimits)
-		r.jobs = append(r.jobs, d)
+		jobs = append(jobs, d)
 		r.declared[j.Job] = d
+	}
+	if err := r.layout(jobs, int(nc.MaxPayload())-replyHeadroom); err != nil {
+		return nil, err
 	}
 	if err := r.put(ctx); err != nil {
 		return nil, err
@@ -203,26 +394,80 @@ func startRegistry(ctx context.Context, nc *nats.Conn, s *scheduler.Scheduler, p
 	return r, nil
 }
 
-// put writes this replica's entry with a TTL of registryTTLBeats heartbeats.
-func (r *registry) put(ctx context.Context) error {
-	reg := Registration{
-		Format: RegistryFormat, Instance: r.s.Instance(), Version: Version, Backend: r.s.Backend().Name(),
-		At: r.s.Clock().Now().UTC(), HeartbeatMS: r.beat.Milliseconds(), Jobs: r.jobs,
+// layout writes the replica's entry once: as one value when it is small enough,
+// else as the parts of a format 2 entry, each within budget bytes.
+func (r *registry) layout(jobs []Declaration, budget int) error {
+	if jobs == nil {
+		jobs = []Declaration{}
 	}
-	if reg.Jobs == nil {
-		reg.Jobs = []Declaration{}
-	}
-	data, err := json.Marshal(reg)
+	reg := Registration{Format: 1, Instance: r.s.Instance(), Version: Version, Backend: r.s.Backend().Name(),
+		At: r.s.Clock().Now().UTC(), HeartbeatMS: r.beat.Milliseconds(), Jobs: jobs}
+	inline, err := json.Marshal(reg)
 	if err != nil {
 		return err
 	}
-	m := nats.NewMsg(r.subject)
-	m.Data = data
-	m.Header.Set(jetstream.MsgTTLHeader, natsutil.TTLHeader(registryTTLBeats*r.beat))
+	if len(inline) <= min(registryInline, budget-registryHeadroom) {
+		r.inline = &reg
+		return nil
+	}
+	items, err := marshalEach(jobs)
+	if err != nil {
+		return err
+	}
+	sum := sha256.New()
+	for _, it := range items {
+		sum.Write(it)
+	}
+	r.head = registryHead{Format: 2, Instance: r.s.Instance(), Version: Version, Backend: r.s.Backend().Name(),
+		HeartbeatMS: r.beat.Milliseconds(), Digest: hex.EncodeToString(sum.Sum(nil))[:16], Jobs: len(jobs)}
+	p := parted{items: items, field: "jobs", envelope: func(part, parts int) any {
+		return registryPart{Format: 2, Instance: r.s.Instance(), Digest: r.head.Digest, Part: part, Parts: parts}
+	}}
+	if r.parts, err = p.messages(budget); err != nil {
+		return fmt.Errorf("fleet: registry: the entry of %q: %w", r.s.Instance(), err)
+	}
+	r.head.Parts = len(r.parts)
+	return nil
+}
+
+// put writes this replica's entry with a TTL of registryTTLBeats heartbeats: the
+// value, or the head, after the parts when they are due for a rewrite (every
+// registryPartRefresh heartbeats, with a TTL of registryPartBeats).
+func (r *registry) put(ctx context.Context) error {
 	ctx, cancel := backendutil.CallContext(ctx, DefaultTimeout)
 	defer cancel()
+	var entry any
+	if r.inline != nil {
+		reg := *r.inline
+		reg.At = r.s.Clock().Now().UTC()
+		entry = reg
+	} else {
+		if r.beats == 0 {
+			for n, part := range r.parts {
+				if err := r.publish(ctx, partKey(r.key, r.head.Digest, n), part, registryPartBeats*r.beat); err != nil {
+					return err
+				}
+			}
+		}
+		r.beats = (r.beats + 1) % registryPartRefresh
+		head := r.head
+		head.At = r.s.Clock().Now().UTC()
+		entry = head
+	}
+	data, err := json.Marshal(entry)
+	if err != nil {
+		return err
+	}
+	return r.publish(ctx, r.key, data, registryTTLBeats*r.beat)
+}
+
+func (r *registry) publish(ctx context.Context, key string, data []byte, ttl time.Duration) error {
+	m := nats.NewMsg("$KV." + r.bucket + "." + key)
+	m.Data = data
+	m.Header.Set(jetstream.MsgTTLHeader, natsutil.TTLHeader(ttl))
 	if _, err := r.js.PublishMsg(ctx, m); err != nil {
-		return fmt.Errorf("fleet: registry: write the entry of %q: %w", r.s.Instance(), err)
+		r.beats = 0 // the parts are written again at the next heartbeat
+		return fmt.Errorf("fleet: registry: write the entry of %q (%s): %w", r.s.Instance(), key, err)
 	}
 	return nil
 }
@@ -255,7 +500,7 @@ func (r *registry) run(ctx context.Context, w jetstream.KeyWatcher) {
 			if e == nil {
 				continue // the entries stored when the watch began are all in
 			}
-			r.note(e)
+			r.note(ctx, e)
 		}
 	}
 }
@@ -267,17 +512,53 @@ func (stoppedWatch) Updates() <-chan jetstream.KeyValueEntry { return nil }
 func (stoppedWatch) Stop() error                             { return nil }
 
 // note takes one entry (or its removal) and reports the jobs whose conflict
-// changed.
-func (r *registry) note(e jetstream.KeyValueEntry) {
+// changed. A heartbeat that changes nothing but the entry's time costs its
+// decoding; the parts of an entry are read when its digest changes.
+func (r *registry) note(ctx context.Context, e jetstream.KeyValueEntry) {
+	key := e.Key()
+	if key == r.key {
+		return // this replica's own: its declarations are r.declared
+	}
+	r.mu.Lock()
+	old := r.entries[key]
+	r.mu.Unlock()
+	var next *regEntry
+	if e.Operation() == jetstream.KeyValuePut {
+		reg, head, err := decodeEntry(e.Value())
+		switch {
+		case err != nil:
+			r.log.Warn("fleet registry entry not read", "key", key, "err", err)
+		case head == nil:
+			next = &regEntry{reg: reg}
+			if old != nil && old.digest == "" && slices.Equal(old.reg.Jobs, reg.Jobs) {
+				next.byName = old.byName
+			}
+		case old != nil && old.digest == head.Digest:
+			reg.Jobs = old.reg.Jobs
+			next = &regEntry{reg: reg, digest: head.Digest, byName: old.byName}
+		default:
+			if reg, err = r.readParts(ctx, key, reg, head); err != nil {
+				r.log.Warn("fleet registry entry not read", "key", key, "err", err)
+			} else {
+				next = &regEntry{reg: reg, digest: head.Digest}
+			}
+		}
+	}
+	if next != nil && next.byName == nil {
+		next.byName = make(map[string]Declaration, len(next.reg.Jobs))
+		for _, d := range next.reg.Jobs {
+			next.byName[d.Name] = d
+		}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if e.Operation() != jetstream.KeyValuePut {
-		delete(r.entries, e.Key())
-	} else if reg, err := decodeRegistration(e.Value()); err != nil {
-		r.log.Warn("fleet registry entry not read", "key", e.Key(), "err", err)
-		delete(r.entries, e.Key())
+	if next == nil {
+		delete(r.entries, key)
 	} else {
-		r.entries[e.Key()] = reg
+		r.entries[key] = next
+	}
+	if old != nil && next != nil && maps.Equal(old.byName, next.byName) {
+		return // the same declarations: nothing to report
 	}
 	for job, mine := range r.declared {
 		c := conflictOf(job, mine, r.s.Instance(), r.entries)
@@ -294,17 +575,35 @@ func (r *registry) note(e jetstream.KeyValueEntry) {
 	}
 }
 
+// readParts reads the parts of the format 2 entry at key.
+func (r *registry) readParts(ctx context.Context, key string, reg Registration, head *registryHead) (Registration, error) {
+	ctx, cancel := backendutil.CallContext(ctx, DefaultTimeout)
+	defer cancel()
+	values, err := readEntries(ctx, r.js, r.bucket, key+"."+head.Digest+".*")
+	if err != nil {
+		return Registration{}, fmt.Errorf("fleet: registry entry of %q: read its parts: %w", head.Instance, err)
+	}
+	parts := map[int][]byte{}
+	for k, v := range values {
+		if n, err := strconv.Atoi(k[strings.LastIndexByte(k, '.')+1:]); err == nil {
+			parts[n] = v
+		}
+	}
+	return withParts(reg, head, parts)
+}
+
 // conflictOf says how the registered replicas that declare job (this one, with
 // mine, included) declare it differently ("" when they all agree): each field
 // with more than one value, with who declares which.
-func conflictOf(job string, mine Declaration, me string, entries map[string]Registration) string {
+func conflictOf(job string, mine Declaration, me string, entries map[string]*regEntry) string {
 	decls := map[string]Declaration{me: mine}
-	for _, reg := range entries {
-		for _, d := range reg.Jobs {
-			if d.Name == job && reg.Instance != me {
-				decls[reg.Instance] = d
-			}
+	for _, e := range entries {
+		if d, ok := e.byName[job]; ok && e.reg.Instance != me {
+			decls[e.reg.Instance] = d
 		}
+	}
+	if len(decls) < 2 {
+		return ""
 	}
 	var parts []string
 	for _, field := range declarationFields {
@@ -365,81 +664,40 @@ func (f *Service) Conflicts() map[string]string {
 	return out
 }
 
-// stop ends the heartbeat and the watch, and deletes the entry so that the others
-// see this replica gone at once.
+// stop ends the heartbeat and the watch, and removes the entry (and its parts) so
+// that the others see this replica gone at once; the removal markers expire.
 func (r *registry) stop(ctx context.Context) error {
 	r.cancel()
 	<-r.done
 	ctx, cancel := backendutil.CallContext(ctx, DefaultTimeout)
 	defer cancel()
-	if err := r.kv.Purge(ctx, r.key); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
-		return fmt.Errorf("fleet: registry: remove the entry of %q: %w", r.s.Instance(), err)
+	keys := []string{r.key}
+	for n := range r.parts {
+		keys = append(keys, partKey(r.key, r.head.Digest, n))
+	}
+	for _, key := range keys {
+		if err := r.kv.Purge(ctx, key, jetstream.PurgeTTL(registryMarkerTTL)); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+			return fmt.Errorf("fleet: registry: remove the entry of %q: %w", r.s.Instance(), err)
+		}
 	}
 	return nil
 }
 
 // Registry reads the registry entries of the fleet: one per live replica (an entry
-// expires three heartbeats after its replica stopped rewriting it), by instance.
-// Entries this version cannot read are returned as errors beside the others (a
-// newer format wraps ErrRegistryFormat).
+// expires three heartbeats after its replica stopped rewriting it), by instance,
+// with batched direct gets of the bucket's stream (no consumer: a viewer needs no
+// more than its direct get subject). Entries this version cannot read are returned
+// as errors beside the others (a newer format wraps ErrRegistryFormat).
 func (c *Client) Registry(ctx context.Context) ([]Registration, []error, error) {
 	ctx, cancel := backendutil.CallContext(ctx, c.timeout)
 	defer cancel()
-	kv, err := c.registryBucket(ctx)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
+	values, err := readEntries(ctx, c.js, c.bucket, JobToken(string(c.subj))+".>")
+	if errors.Is(err, errNoRegistry) {
 		return []Registration{}, nil, nil // no replica ever registered
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("fleet: registry bucket %q: %w", c.bucket, err)
 	}
-	w, err := kv.Watch(ctx, JobToken(string(c.subj))+".*")
-	if err != nil {
-		c.regMu.Lock()
-		c.reg = nil // bound again next time: the bucket may be gone
-		c.regMu.Unlock()
-		return nil, nil, fmt.Errorf("fleet: registry: %w", err)
-	}
-	defer func() { _ = w.Stop() }()
-	out := []Registration{}
-	var bad []error
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, nil, fmt.Errorf("fleet: registry: %w", ctx.Err())
-		case e := <-w.Updates():
-			if e == nil {
-				slices.SortFunc(out, func(a, b Registration) int { return strings.Compare(a.Instance, b.Instance) })
-				return out, bad, nil
-			}
-			if e.Operation() != jetstream.KeyValuePut {
-				continue
-			}
-			reg, err := decodeRegistration(e.Value())
-			if err != nil {
-				bad = append(bad, err)
-				continue
-			}
-			out = append(out, reg)
-		}
-	}
-}
-
-// registryBucket binds the registry's bucket once (a stream information request)
-// and keeps it for the client's later reads.
-func (c *Client) registryBucket(ctx context.Context) (jetstream.KeyValue, error) {
-	c.regMu.Lock()
-	defer c.regMu.Unlock()
-	if c.reg != nil {
-		return c.reg, nil
-	}
-	js, err := jetstream.New(c.nc)
-	if err != nil {
-		return nil, err
-	}
-	kv, err := js.KeyValue(ctx, c.bucket)
-	if err != nil {
-		return nil, err
-	}
-	c.reg = kv
-	return kv, nil
+	regs, bad := entriesOf(c.subj, values)
+	return regs, bad, nil
 }

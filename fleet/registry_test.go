@@ -42,7 +42,7 @@ func TestRegistryReportsConflicts(t *testing.T) {
 	require.Len(t, fl.Registered, 3)
 	assert.Equal(t, []string{"A", "B", "C"}, []string{fl.Registered[0].Instance, fl.Registered[1].Instance, fl.Registered[2].Instance})
 	assert.Equal(t, "every 2h0m0s", fl.Registered[2].Jobs[0].Schedule)
-	assert.Equal(t, fleet.RegistryFormat, fl.Registered[2].Format)
+	assert.Equal(t, 1, fl.Registered[2].Format, "a small entry is one value, which the previous version reads too")
 	assert.Empty(t, fl.Unreadable)
 
 	// C stops: its entry is removed at once, A and B agree again.
@@ -90,13 +90,13 @@ func putEntry(t *testing.T, f *testFleet, instance string, entry map[string]any)
 // takes it for a declaration: nothing changes on them.
 func TestRegistryEntryOfANewerFormat(t *testing.T) {
 	f := startFleet(t, fleetSetup{})
-	putEntry(t, f, "future", map[string]any{"format": 2, "instance": "future", "version": "9.0.0",
+	putEntry(t, f, "future", map[string]any{"format": fleet.RegistryFormat + 1, "instance": "future", "version": "9.0.0",
 		"jobs": []map[string]any{{"name": jobReport, "schedule": "something new"}}})
 
 	fl, err := f.client.Jobs(requestCtx(t))
 	require.NoError(t, err)
 	require.Len(t, fl.Unreadable, 1)
-	assert.Contains(t, fl.Unreadable[0], `replica "future" (version 9.0.0) wrote format 2; this version (`+fleet.Version+`) reads format 1: upgrade it`)
+	assert.Contains(t, fl.Unreadable[0], `replica "future" (version 9.0.0) wrote format 3; this version (`+fleet.Version+`) reads format 2: upgrade it`)
 	assert.Len(t, fl.Registered, 3)
 	_, bad, err := f.client.Registry(requestCtx(t))
 	require.NoError(t, err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 
 	"github.com/nats-io/nats.go"
@@ -22,9 +23,16 @@ type Service struct {
 	log    *slog.Logger
 	jobs   []string // the job names s declared when Serve was called
 	subj   subjects
-	svc    micro.Service
+	svc    micro.Service // the fleet-wide endpoints, and $SRV
 	pauser bool
-	reg    *registry // nil WithoutRegistry
+	// The per-job endpoints: their subscriptions, the handler of each subject
+	// (fixed once Serve returns), the queue their messages wait in, its workers.
+	subs    []*nats.Subscription
+	routes  map[string]handler
+	reqs    chan *nats.Msg
+	quit    chan struct{}
+	workers sync.WaitGroup
+	reg     *registry // nil WithoutRegistry
 
 	// ctx bounds the calls handlers make; cancelled when Stop gives up waiting.
 	ctx    context.Context
@@ -44,6 +52,11 @@ type Service struct {
 // (and after s.Stop) a trigger is refused at once with 503 (ErrUnavailable). The
 // caller keeps ownership of nc and s: stop the service with Stop before stopping
 // the scheduler.
+//
+// Serve refuses, with an error matching ErrSubjectsOverlap that names both
+// subjects, a replica whose backend (a SubjectLister, such as the jetstream and
+// kvlease backends) listens on subjects that overlap the fleet's own or the
+// registry's: a job stream on a fleet subject would answer its requests.
 func Serve(ctx context.Context, nc *nats.Conn, s *scheduler.Scheduler, opts ...Option) (*Service, error) {
 	if nc == nil {
 		return nil, fmt.Errorf("%w: nil connection", ErrInvalidOption)
@@ -64,14 +77,19 @@ func Serve(ctx context.Context, nc *nats.Conn, s *scheduler.Scheduler, opts ...O
 	for _, j := range s.Jobs() {
 		jobs = append(jobs, j.Job)
 	}
-	f := &Service{nc: nc, s: s, log: log.With("instance", s.Instance()), jobs: jobs, subj: subjects(c.prefix), pauser: pauser}
+	if err := checkSubjects(subjects(c.prefix), c, s.Backend(), jobs); err != nil {
+		return nil, err
+	}
+	f := &Service{nc: nc, s: s, log: log.With("instance", s.Instance()), jobs: jobs, subj: subjects(c.prefix), pauser: pauser,
+		routes: map[string]handler{}, reqs: make(chan *nats.Msg, requestQueue), quit: make(chan struct{})}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 
 	svc, err := micro.AddService(nc, micro.Config{
 		Name:        ServiceName,
 		Version:     Version,
 		Description: "anarchon scheduled jobs: trigger, pause, resume, history, active, jobs",
-		Metadata:    map[string]string{"instance": s.Instance(), "prefix": c.prefix, "backend": s.Backend().Name()},
+		Metadata: map[string]string{"instance": s.Instance(), "prefix": c.prefix, "backend": s.Backend().Name(),
+			"jobs": strconv.Itoa(len(jobs))},
 		ErrorHandler: func(_ micro.Service, e *micro.NATSError) {
 			f.log.Warn("fleet endpoint error", "subject", e.Subject, "err", e.Description)
 		},
@@ -81,6 +99,10 @@ func Serve(ctx context.Context, nc *nats.Conn, s *scheduler.Scheduler, opts ...O
 		return nil, fmt.Errorf("fleet: add the micro service: %w", err)
 	}
 	f.svc = svc
+	for range requestWorkers {
+		f.workers.Add(1)
+		go f.work()
+	}
 	if err := f.addEndpoints(); err != nil {
 		f.abort()
 		return nil, err
@@ -102,44 +124,54 @@ func Serve(ctx context.Context, nc *nats.Conn, s *scheduler.Scheduler, opts ...O
 
 func (f *Service) abort() {
 	_ = f.svc.Stop()
+	f.unsubscribe()
+	close(f.quit)
+	f.workers.Wait()
 	f.cancel()
 }
 
-// addEndpoints registers the fleet-wide endpoints, then five per job.
+func (f *Service) unsubscribe() {
+	for _, sub := range f.subs {
+		_ = sub.Unsubscribe()
+	}
+}
+
+// addEndpoints registers the fleet-wide endpoints on the micro service, then
+// subscribes five per job.
 func (f *Service) addEndpoints() error {
-	add := func(name, subject string, h micro.HandlerFunc, meta map[string]string, opts ...micro.EndpointOpt) error {
+	add := func(name, subject string, h handler, opts ...micro.EndpointOpt) error {
 		opts = append(opts, micro.WithEndpointSubject(subject))
-		if meta != nil {
-			opts = append(opts, micro.WithEndpointMetadata(meta))
-		}
-		if err := f.svc.AddEndpoint(name, h, opts...); err != nil {
+		mh := func(r micro.Request) { h(microRequest{r}) }
+		if err := f.svc.AddEndpoint(name, micro.HandlerFunc(mh), opts...); err != nil {
 			return fmt.Errorf("fleet: endpoint %s on %s: %w", name, subject, err)
 		}
 		return nil
 	}
 	// Every replica answers jobs (a scatter-gather); one replica stores a fleet-wide
 	// pause or resume, as it is stored once for every replica.
-	if err := add(verbJobs, f.subj.fleet(verbJobs), f.handle(f.jobsReply), nil, micro.WithEndpointQueueGroupDisabled()); err != nil {
+	if err := add("jobs", f.subj.fleet(verbJobs), f.handle(f.jobsReply), micro.WithEndpointQueueGroupDisabled()); err != nil {
 		return err
 	}
-	if err := add(verbPauseAll, f.subj.fleet(verbPauseAll), f.handle(f.pauseAll), nil); err != nil {
+	if err := add("pauseall", f.subj.fleet(verbPauseAll), f.handle(f.pauseAll)); err != nil {
 		return err
 	}
-	if err := add(verbResumeAll, f.subj.fleet(verbResumeAll), f.handle(f.resumeAll), nil); err != nil {
+	if err := add("resumeall", f.subj.fleet(verbResumeAll), f.handle(f.resumeAll)); err != nil {
 		return err
 	}
 	for _, j := range f.s.Jobs() {
-		meta := map[string]string{"job": j.Job, "schedule": j.Schedule}
-		tok := JobToken(j.Job)
-		for verb, h := range map[string]micro.HandlerFunc{
-			verbTrigger: f.trigger(j.Job),
-			verbPause:   f.handle(f.pause(j.Job)),
-			verbResume:  f.handle(f.resume(j.Job)),
-			verbHistory: f.handle(f.history(j.Job)),
-			verbActive:  f.handle(f.active(j.Job)),
+		for _, e := range []struct {
+			verb string
+			h    handler
+		}{
+			{verbTrigger, f.trigger(j.Job)},
+			{verbPause, f.handle(f.pause(j.Job))},
+			{verbResume, f.handle(f.resume(j.Job))},
+			{verbHistory, f.handle(f.history(j.Job))},
+			{verbActive, f.handle(f.active(j.Job))},
 		} {
-			if err := add(verb+"-"+tok, f.subj.job(verb, j.Job), h, meta); err != nil {
-				return err
+			subject := f.subj.job(e.verb, j.Job)
+			if err := f.subscribeJob(subject, e.h); err != nil {
+				return fmt.Errorf("fleet: subscribe %s: %w", subject, err)
 			}
 		}
 	}
@@ -161,6 +193,7 @@ func (f *Service) Stop(ctx context.Context) error {
 	f.stopped = true
 	f.mu.Unlock()
 	err := f.svc.Stop()
+	f.unsubscribe()
 	if f.reg != nil {
 		err = errors.Join(err, f.reg.stop(ctx))
 	}
@@ -171,8 +204,10 @@ func (f *Service) Stop(ctx context.Context) error {
 	if ferr := f.nc.FlushWithContext(fctx); ferr != nil && !errors.Is(ferr, nats.ErrConnectionClosed) {
 		err = errors.Join(err, fmt.Errorf("fleet: stop: flush the unsubscriptions: %w", ferr))
 	}
+	close(f.quit) // the workers answer what is still queued (503) and return
 	done := make(chan struct{})
 	go func() {
+		f.workers.Wait()
 		f.inflight.Wait()
 		close(done)
 	}()

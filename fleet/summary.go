@@ -43,7 +43,7 @@ type JobSummary struct {
 	State string `json:"state"`
 	// Next is the earliest next slot the replicas report.
 	Next time.Time `json:"next,omitzero"`
-	// LastRun, LastSuccess, LastFailure and Running are as the first replica (by
+	// LastRun, LastSuccess, LastFailure, Running and RunningMore are as the first replica (by
 	// instance) whose reads succeeded shows them (see JobState): every replica reads
 	// the same backend, so they differ only by when each read. ViewFrom names that
 	// replica; absent when no replica could read them.
@@ -51,6 +51,7 @@ type JobSummary struct {
 	LastSuccess *Run        `json:"last_success,omitempty"`
 	LastFailure *Run        `json:"last_failure,omitempty"`
 	Running     []ActiveRun `json:"running,omitempty"`
+	RunningMore int         `json:"running_more,omitempty"`
 	ViewFrom    string      `json:"view_from,omitempty"`
 	// Warnings say how the replicas disagree: schedules, pause views, or replicas
 	// that do not declare the job.
@@ -83,7 +84,7 @@ func summarize(replicas []Replica) *Fleet {
 				s.Next = j.Next
 			}
 			if s.ViewFrom == "" && j.ViewError == "" {
-				s.LastRun, s.LastSuccess, s.LastFailure, s.Running = j.LastRun, j.LastSuccess, j.LastFailure, j.Running
+				s.LastRun, s.LastSuccess, s.LastFailure, s.Running, s.RunningMore = j.LastRun, j.LastSuccess, j.LastFailure, j.Running, j.RunningMore
 				s.ViewFrom = r.Instance
 			}
 			s.Replicas = append(s.Replicas, r.Instance)

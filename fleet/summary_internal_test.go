@@ -55,8 +55,10 @@ func TestJobTokenAndPrefix(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, job, string(back))
 	}
-	assert.Equal(t, "anarchon.pause.YQ", subjects("anarchon").job(verbPause, "a"))
-	for prefix, ok := range map[string]bool{"anarchon": true, "ops.billing": true, "": false, "a.": false, ".a": false, "a.*": false, "a>": false, "a b": false, "a\tb": false} {
+	assert.Equal(t, "anarchon.PAUSE.YQ", subjects("anarchon").job(verbPause, "a"))
+	for prefix, ok := range map[string]bool{"anarchon": true, "ops.billing": true, "a.$b": true, "a._INBOX": true,
+		"": false, "a.": false, ".a": false, "a.*": false, "a>": false, "a b": false, "a\tb": false,
+		"$JS": false, "$KV.x": false, "$SRV": false, "_INBOX": false, "_INBOX_x.y": false} {
 		assert.Equal(t, ok, validPrefix(prefix) == nil, "%q", prefix)
 	}
 	assert.Equal(t, "a b c", oneLine("a\nb\r\n\tc\x00"))
@@ -65,8 +67,9 @@ func TestJobTokenAndPrefix(t *testing.T) {
 // FuzzPauseOptions: any body either is refused as a bad request or gives options
 // the scheduler accepts (a reason, text within bounds, an end in the future).
 func FuzzPauseOptions(f *testing.F) {
-	for _, seed := range []string{``, `{}`, `{"reason":"r"}`, `{"reason":"r","for":"1h"}`, `{"reason":"r","until":"2999-01-01T00:00:00Z"}`,
-		`{"reason":"r","until":"2000-01-01T00:00:00Z"}`, `{"reason":"r","for":"-1s"}`, `{"reason":1}`, `{"reason":"r"} x`, `null`} {
+	for _, seed := range []string{``, `{}`, `{"v":1,"reason":"r"}`, `{"v":1,"reason":"r","for":"1h"}`, `{"v":1,"reason":"r","until":"2999-01-01T00:00:00Z"}`,
+		`{"v":1,"reason":"r","until":"2000-01-01T00:00:00Z"}`, `{"v":1,"reason":"r","for":"-1s"}`, `{"v":1,"reason":1}`, `{"v":1,"reason":"r"} x`, `null`,
+		`{"reason":"r"}`, `{"v":2,"reason":"r"}`, `{"v":"1","reason":"r"}`, `{"v":1e400}`} {
 		f.Add([]byte(seed))
 	}
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)

@@ -135,7 +135,7 @@ func BenchmarkJobPage(b *testing.B) {
 // (one scatter-gather, which waits its gather window) and renders. Each
 // iteration is one GET of the jobs page over HTTP, and the time of the reads is
 // reported apart (reads-ms/op). replica-answer is the time of the first reply to
-// <prefix>.jobs: what one replica's view of 100 jobs costs to compute.
+// <prefix>.JOBS: what one replica's view of 100 jobs costs to compute.
 // go test -run '^$' -bench JobsPageNATS -benchtime 5x -v ./web/
 func BenchmarkJobsPageNATS(b *testing.B) {
 	const jobs, runs = 100, 100
@@ -187,7 +187,7 @@ func BenchmarkJobsPageNATS(b *testing.B) {
 	close(errs)
 	require.NoError(b, <-errs)
 	b.Logf("stored %d runs in %v", jobs*runs, time.Since(began).Round(time.Millisecond))
-	// What one replica's answer costs: the first reply to <prefix>.jobs, each
+	// What one replica's answer costs: the first reply to <prefix>.JOBS, each
 	// replica computing its view of the 100 jobs (one batched read of the last
 	// runs, one read of the unfinished runs per job).
 	b.Run("replica-answer", func(b *testing.B) {
@@ -195,7 +195,7 @@ func BenchmarkJobsPageNATS(b *testing.B) {
 		require.NoError(b, err)
 		defer nc.Close()
 		for b.Loop() {
-			m, err := nc.Request("anarchon.jobs", []byte("{}"), 10*time.Second)
+			m, err := nc.Request("anarchon.JOBS", []byte(`{"v":1}`), 10*time.Second)
 			require.NoError(b, err)
 			require.Greater(b, len(m.Data), jobs*100)
 		}

@@ -47,7 +47,9 @@
 //
 // An error is the error page, or fleet.ErrorBody {"code","error"} as JSON, with
 // the status: 400 bad input, 403 action refused, 404 unknown page or job, 405
-// wrong method, 501 the backend cannot (pause), 503 no replica answers or the
+// wrong method, 409 a run of the job is in progress and the job forbids overlap
+// (run), 429 the replica runs as many manual runs of the job as it may (run), 501
+// the backend cannot (pause), 503 no replica answers or the
 // replica is unavailable, 504 the source took longer than Config.Timeout, 502
 // another failure of the source.
 //

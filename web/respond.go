@@ -87,6 +87,10 @@ func statusOf(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, fleet.ErrNotSupported):
 		return http.StatusNotImplemented
+	case errors.Is(err, fleet.ErrJobBusy):
+		return http.StatusConflict
+	case errors.Is(err, fleet.ErrTooManyManualRuns):
+		return http.StatusTooManyRequests
 	case errors.Is(err, fleet.ErrNoReplica), errors.Is(err, fleet.ErrUnavailable):
 		return http.StatusServiceUnavailable
 	case errors.Is(err, context.DeadlineExceeded):

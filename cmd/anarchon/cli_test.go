@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/fleet"
 	"github.com/anarchon/anarchon/scheduler"
 )
@@ -106,14 +107,14 @@ func TestJobsFailsOnANewerRegistryEntry(t *testing.T) {
 	kv, err := js.KeyValue(ctx, fleet.DefaultRegistryBucket)
 	require.NoError(t, err)
 	_, err = kv.Put(ctx, fleet.JobToken(fleet.DefaultPrefix)+"."+fleet.JobToken("next"),
-		[]byte(`{"format":2,"instance":"next","version":"2.0.0"}`))
+		[]byte(`{"format":3,"instance":"next","version":"2.0.0"}`))
 	require.NoError(t, err)
 
 	r := anarchon(t, "--server", f.url, "jobs", "--window", "200ms")
 	assert.Equal(t, exitFail, r.code)
 	assert.Contains(t, r.stdout, "report")
-	assert.Equal(t, `anarchon: jobs: fleet: registry entry of a newer format: replica "next" (version 2.0.0) wrote format 2; this version (`+
-		fleet.Version+`) reads format 1: upgrade it`+"\n", r.stderr)
+	assert.Equal(t, `anarchon: jobs: fleet: registry entry of a newer format: replica "next" (version 2.0.0) wrote format 3; this version (`+
+		fleet.Version+`) reads format 2: upgrade it`+"\n", r.stderr)
 }
 
 func TestTriggerAndHistory(t *testing.T) {
@@ -284,6 +285,29 @@ func TestConnectThroughAContext(t *testing.T) {
 	oneErrorLine(t, r, "NATS context not found")
 }
 
+// TestTriggerRefusedSaysNothingRan: a trigger beyond the replica's bound of manual
+// runs (scheduler.DefaultMaxManualRuns in progress) fails with the replica's words
+// and that nothing ran.
+func TestTriggerRefusedSaysNothingRan(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srv, err := embedded.Start(ctx, embedded.Options{Listen: "127.0.0.1:0"})
+	require.NoError(t, err, "the embedded nats-server must start")
+	t.Cleanup(srv.Shutdown)
+	block := make(chan struct{})
+	f := &testFleet{url: srv.ClientURL(), backend: scheduler.NewMemoryBackend(), block: block}
+	f.startReplicas(t, func(...nats.Option) (*nats.Conn, error) { return srv.Connect() },
+		func(string) []fleetJob { return []fleetJob{{"busy", time.Hour}} }, "B")
+	t.Cleanup(func() { close(block) }) // before the replicas stop
+	for range scheduler.DefaultMaxManualRuns {
+		r := anarchon(t, "--server", f.url, "trigger", "busy")
+		require.Equal(t, exitOK, r.code, r.stderr)
+	}
+	r := anarchon(t, "--server", f.url, "trigger", "busy", "--wait")
+	oneErrorLine(t, r, `trigger "busy": run "busy" now: scheduler: too many manual runs of the job in progress: 4 in progress on B, at most 4 (WithMaxManualRuns) (replica B); nothing ran: trigger it again once one of them ends`)
+	assert.EqualValues(t, scheduler.DefaultMaxManualRuns, f.manual.Load())
+}
+
 func TestJobsShowsRuns(t *testing.T) {
 	f := startFleet(t, nil, "A")
 	r := anarchon(t, "--server", f.url, "trigger", "report", "--wait")
@@ -372,4 +396,28 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestActiveSaysWhatTheViewLeftOut: a job with more runs in progress than the
+// jobs view lists shows the count of the others in jobs, and active (of every
+// job) warns that active JOB lists them all.
+func TestActiveSaysWhatTheViewLeftOut(t *testing.T) {
+	f := startFleet(t, nil, "A")
+	for i := range fleet.MaxViewRunning + 2 {
+		slot := time.Now().Truncate(time.Hour).Add(-time.Duration(i+1) * time.Minute)
+		res, err := f.backend.Runs().Claim(context.Background(), scheduler.RunClaim{Job: "report", Slot: slot,
+			Token: "t" + string(rune('a'+i)), Instance: "A", Lease: time.Hour, Deadline: time.Now().Add(time.Hour)})
+		require.NoError(t, err)
+		require.Equal(t, scheduler.OutcomeWon, res.Outcome)
+	}
+	r := anarchon(t, "--server", f.url, "jobs", "--window", "200ms")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "A#1,+2")
+	r = anarchon(t, "--server", f.url, "active")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Len(t, lines(r.stdout), 1+fleet.MaxViewRunning)
+	assert.Equal(t, "warning: 2 more unfinished runs of \"report\" than listed: anarchon active \"report\" lists them all\n", r.stderr)
+	r = anarchon(t, "--server", f.url, "active", "report")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Len(t, lines(r.stdout), 1+fleet.MaxViewRunning+2)
 }

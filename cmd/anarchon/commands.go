@@ -48,7 +48,7 @@ func (c *cli) jobs(ctx context.Context, client *fleet.Client) error {
 			sched = "(replicas differ)"
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.Name, jobState(j), orDash(sched), when(j.Next, now),
-			lastRun(j.LastRun, now), lastAt(j.LastSuccess, now), lastFailure(j.LastFailure, now), running(j.Running),
+			lastRun(j.LastRun, now), lastAt(j.LastSuccess, now), lastFailure(j.LastFailure, now), running(j.Running)+more(j.RunningMore),
 			strings.Join(j.Replicas, ","))
 	}
 	fmt.Fprintln(w)
@@ -162,6 +162,14 @@ func running(rs []fleet.ActiveRun) string {
 		parts = append(parts, p)
 	}
 	return strings.Join(parts, ",")
+}
+
+// more says how many runs in progress the jobs view left out.
+func more(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(",+%d", n)
 }
 
 // ms writes milliseconds as a rounded duration.
@@ -327,6 +335,12 @@ func (c *cli) resume(ctx context.Context, client *fleet.Client, job string) erro
 
 func (c *cli) active(ctx context.Context, client *fleet.Client, job string) error {
 	var runs []fleet.ActiveRun
+	var unlisted []string // the jobs view lists a few runs of each job
+	defer func() {
+		for _, u := range unlisted {
+			c.warn("%s", u)
+		}
+	}()
 	if job != "" {
 		a, err := client.Active(ctx, job)
 		if err != nil {
@@ -345,6 +359,10 @@ func (c *cli) active(ctx context.Context, client *fleet.Client, job string) erro
 		runs = []fleet.ActiveRun{}
 		for _, j := range f.Jobs {
 			runs = append(runs, j.Running...)
+			if j.RunningMore > 0 {
+				unlisted = append(unlisted, fmt.Sprintf("%d more unfinished runs of %q than listed: anarchon active %q lists them all",
+					j.RunningMore, j.Name, j.Name))
+			}
 		}
 		if c.json {
 			return c.printJSON(struct {

@@ -24,6 +24,9 @@ type testFleet struct {
 	scheds   []*scheduler.Scheduler
 	manual   atomic.Int32
 	failNext atomic.Bool // the next run returns an error
+	// block, when set, holds every manual run until it is closed (or the run's
+	// context ends).
+	block chan struct{}
 }
 
 type fleetJob struct {
@@ -76,9 +79,15 @@ func (f *testFleet) startReplicas(t *testing.T, dial func(...nats.Option) (*nats
 	}
 }
 
-func (f *testFleet) handler(_ context.Context, run scheduler.Run) error {
+func (f *testFleet) handler(ctx context.Context, run scheduler.Run) error {
 	if run.Manual {
 		f.manual.Add(1)
+		if f.block != nil {
+			select {
+			case <-f.block:
+			case <-ctx.Done():
+			}
+		}
 	}
 	if f.failNext.CompareAndSwap(true, false) {
 		return errDisk

@@ -15,6 +15,7 @@
 //	anarchon [flags] resume --all
 //	anarchon [flags] active [JOB]
 //	anarchon [flags] watch [JOB]
+//	anarchon [flags] permissions viewer|operator|replica
 //	anarchon version
 //
 // Flags, before or after the command:
@@ -25,6 +26,8 @@
 //	--json           JSON for scripts instead of tables
 //	--timeout D      bounds each request, and a trigger's --wait (default 5s)
 //	--by WHO         who asks, recorded with pauses and triggers (default user@host)
+//	--inbox-prefix P the connection's inbox prefix, for a user whose permissions
+//	                 allow its own inboxes only (default: the context's, else _INBOX)
 //
 // Tables are the default; --json prints the replies as package fleet defines them
 // (watch --json: one fleet.Event per line). jobs shows, per job, its state (active,
@@ -32,6 +35,9 @@
 // lag, duration, outcome, replica), last success, last failure and the runs in
 // progress. watch needs replicas that publish their events (fleet.Events) and runs
 // until interrupted.
+// permissions prints the NATS permissions of a role (fleet.Permissions) as a
+// nats-server configuration block, with the inbox prefix its users connect with;
+// it needs no server.
 // A failure prints one line to stderr and exits 1; a usage error exits 2. Warnings
 // (replicas that disagree on a job's schedule or pause, mixed library versions) go to
 // stderr after the table and into the JSON's warnings fields.

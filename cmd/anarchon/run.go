@@ -34,6 +34,7 @@ const usage = `Usage:
   anarchon [flags] resume --all
   anarchon [flags] active [JOB]
   anarchon [flags] watch [JOB]
+  anarchon [flags] permissions viewer|operator|replica
   anarchon version
 
 Flags, before or after the command:
@@ -43,6 +44,8 @@ Flags, before or after the command:
   --json           JSON for scripts instead of tables
   --timeout D      bounds each request, and a trigger's --wait (default 5s)
   --by WHO         who asks, recorded with pauses and triggers (default user@host)
+  --inbox-prefix P the inbox prefix of the connection, for a user whose permissions
+                   allow its own inboxes only (default: the context's, else _INBOX)
 
 Command flags:
   jobs     --window D   how long to collect the replicas' answers (default 500ms)
@@ -52,6 +55,9 @@ Command flags:
   pause, resume  --all  every job (the all-jobs pause) instead of one
   active   unfinished runs (leases) of JOB, or of every job
   watch    print the replicas' events (fleet.Events), one line each, until interrupted
+  permissions  print a role's NATS permissions as a nats-server configuration block
+           (--json: as JSON); --registry-bucket B, and for replica --subject-prefix,
+           --stream-prefix, --lease-bucket; --prefix and --inbox-prefix apply
 `
 
 // cli is the parsed command line.
@@ -64,6 +70,7 @@ type cli struct {
 	json        bool
 	timeout     time.Duration
 	by          string
+	inboxPrefix string
 
 	// Command flags.
 	window time.Duration
@@ -73,6 +80,7 @@ type cli struct {
 	forD   time.Duration
 	until  string
 	all    bool
+	perm   permissionsFlags
 }
 
 // usageError is a command line that cannot be run.
@@ -95,7 +103,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "anarchon", fleet.Version)
 		return exitOK
 	}
-	if err == nil {
+	switch {
+	case err == nil && cmd == "permissions":
+		err = c.permissions(rest) // needs no server
+	case err == nil:
 		err = c.run(ctx, cmd, rest)
 	}
 	var ue *usageError
@@ -138,6 +149,9 @@ var commands = map[string]func(c *cli, fs *flag.FlagSet){
 	"watch":   func(*cli, *flag.FlagSet) {},
 	"help":    func(*cli, *flag.FlagSet) {},
 	"version": func(*cli, *flag.FlagSet) {},
+	"permissions": func(c *cli, fs *flag.FlagSet) {
+		c.perm.register(fs)
+	},
 }
 
 // common registers the flags every command takes, with the values parsed so far as
@@ -149,6 +163,7 @@ func (c *cli) common(fs *flag.FlagSet) {
 	fs.BoolVar(&c.json, "json", c.json, "JSON output")
 	fs.DurationVar(&c.timeout, "timeout", c.timeout, "request timeout")
 	fs.StringVar(&c.by, "by", c.by, "who asks")
+	fs.StringVar(&c.inboxPrefix, "inbox-prefix", c.inboxPrefix, "inbox prefix")
 }
 
 // parse reads the common flags, the command, then the command's arguments and flags
@@ -183,6 +198,9 @@ func (c *cli) parse(args []string) (string, []string, error) {
 		return "", nil, usagef("--window %v is not positive", c.window)
 	case c.server != "" && c.natsContext != "":
 		return "", nil, usagef("give --server or --context, not both")
+	case c.inboxPrefix != "" && (!strings.HasPrefix(c.inboxPrefix, "_INBOX") || strings.ContainsAny(c.inboxPrefix, "*> \t\r\n") ||
+		strings.HasSuffix(c.inboxPrefix, ".")):
+		return "", nil, usagef("--inbox-prefix %q: subject tokens beginning with _INBOX (replicas answer on inboxes only), without wildcards or white space", c.inboxPrefix)
 	}
 	return cmd, rest, nil
 }
@@ -326,6 +344,9 @@ func (c *cli) connect(onPermissions context.CancelCauseFunc) (*nats.Conn, error)
 			}
 		}),
 	}
+	if c.inboxPrefix != "" { // after the context's own, which it overrides
+		opts = append(opts, nats.CustomInboxPrefix(c.inboxPrefix))
+	}
 	if c.server != "" {
 		nc, err := nats.Connect(c.server, opts...)
 		if err != nil {
@@ -374,6 +395,12 @@ func describe(err error) string {
 		msg := se.Description
 		if se.Instance != "" {
 			msg += " (replica " + se.Instance + ")"
+		}
+		switch se.Code {
+		case fleet.CodeJobBusy:
+			msg += "; nothing ran: the job forbids overlap, trigger it again once its run ends (anarchon active shows it)"
+		case fleet.CodeTooManyManualRuns:
+			msg += "; nothing ran: trigger it again once one of them ends"
 		}
 		if prefix, _, ok := strings.Cut(err.Error(), ": fleet: "); ok {
 			return prefix + ": " + msg // the command's own context, then the replica's words

@@ -42,6 +42,9 @@ type GetRequest struct {
 	MultiLast []string `json:"multi_last,omitempty"`
 	// UpToSeq bounds a batch or multi_last read.
 	UpToSeq uint64 `json:"up_to_seq,omitempty"`
+	// MaxBytes ends a batch once this many bytes are sent (the server's max pending
+	// when zero); the last message's Nats-Num-Pending says what is left.
+	MaxBytes int `json:"max_bytes,omitempty"`
 }
 
 // ErrNoDirect is returned by DirectReader.Batch when the stream answers no direct gets

@@ -1,0 +1,109 @@
+package fleet_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/anarchon/anarchon/fleet"
+	"github.com/anarchon/anarchon/scheduler"
+)
+
+// trigger triggers job until a replica accepts it: a 429 (the replica runs as many
+// manual runs as it allows) is asked again.
+func trigger(t testing.TB, c *fleet.Client, job string, in fleet.TriggerRequest) fleet.TriggerReply {
+	t.Helper()
+	for {
+		r, err := c.Trigger(requestCtx(t), job, in)
+		if errors.Is(err, fleet.ErrTooManyManualRuns) {
+			continue
+		}
+		require.NoError(t, err)
+		return r
+	}
+}
+
+// TestTriggerAnswersOnceStarted: accepted means the run was recorded and its
+// handler starts: the reply names the run, which history shows; a trigger beyond
+// the replica's bound of manual runs is refused with 429 and runs nothing; it runs
+// again once one has ended.
+func TestTriggerAnswersOnceStarted(t *testing.T) {
+	release := make(chan struct{})
+	f := startFleet(t, fleetSetup{
+		instances: []string{"A"},
+		jobs: func(string) []testJob {
+			j := every(jobReport, time.Hour)
+			j.Opts = []scheduler.JobOption{scheduler.WithMaxManualRuns(1)}
+			return []testJob{j}
+		},
+		handler: func(ctx context.Context, run scheduler.Run) error {
+			if run.Manual {
+				select {
+				case <-release:
+				case <-ctx.Done():
+				}
+			}
+			return nil
+		},
+	})
+	ctx := requestCtx(t)
+
+	r, err := f.client.Trigger(ctx, jobReport, fleet.TriggerRequest{By: "ana"})
+	require.NoError(t, err)
+	assert.Equal(t, fleet.StateAccepted, r.State)
+	assert.NotEmpty(t, r.Token)
+	assert.False(t, r.Slot.IsZero())
+	h, err := f.client.History(ctx, jobReport, 10)
+	require.NoError(t, err)
+	require.Len(t, h.Runs, 1, "accepted: the run is recorded")
+	assert.Equal(t, r.Token, h.Runs[0].Token)
+	assert.Equal(t, scheduler.StatusRunning, h.Runs[0].Status)
+
+	t0 := time.Now()
+	_, err = f.client.Trigger(ctx, jobReport, fleet.TriggerRequest{By: "bo", Wait: true})
+	require.ErrorIs(t, err, fleet.ErrTooManyManualRuns)
+	require.ErrorIs(t, err, scheduler.ErrTooManyManualRuns)
+	var se *fleet.ServiceError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, fleet.CodeTooManyManualRuns, se.Code)
+	assert.Contains(t, se.Description, "1 in progress on A, at most 1 (WithMaxManualRuns)")
+	assert.Less(t, time.Since(t0), time.Second, "refused at once")
+	assert.Equal(t, 1, f.manualRuns(), "the refused trigger ran nothing")
+
+	close(release)
+	r2 := trigger(t, f.client, jobReport, fleet.TriggerRequest{By: "bo", Wait: true})
+	assert.Equal(t, fleet.StateFinished, r2.State)
+	assert.Equal(t, scheduler.StatusOK, r2.Run.Status)
+	assert.Equal(t, r2.Token, r2.Run.Token, "the finished reply names the run the accepted one did")
+	assert.Equal(t, 2, f.manualRuns())
+}
+
+// busyBackend refuses every manual run as a job that forbids overlap refuses one
+// while a run of it goes on (scheduler.ErrJobBusy).
+type busyBackend struct{ scheduler.Backend }
+
+func (busyBackend) RecordManualRun(context.Context, scheduler.ClaimInput) (time.Time, error) {
+	return time.Time{}, fmt.Errorf("memory: %w: slot 12:00 of report runs on B", scheduler.ErrJobBusy)
+}
+
+// TestTriggerOfABusyJob: a trigger that the scheduler refuses because the job is
+// busy is answered 409 (ErrJobBusy), with or without wait, and runs nothing.
+func TestTriggerOfABusyJob(t *testing.T) {
+	f := startFleet(t, fleetSetup{instances: []string{"A"}, backend: busyBackend{scheduler.NewMemoryBackend()}})
+	for _, wait := range []bool{false, true} {
+		_, err := f.client.Trigger(requestCtx(t), jobReport, fleet.TriggerRequest{Wait: wait})
+		require.ErrorIs(t, err, fleet.ErrJobBusy)
+		require.ErrorIs(t, err, scheduler.ErrJobBusy)
+		var se *fleet.ServiceError
+		require.ErrorAs(t, err, &se)
+		assert.Equal(t, fleet.CodeJobBusy, se.Code)
+		assert.Contains(t, se.Description, "slot 12:00 of report runs on B")
+		assert.Equal(t, "A", se.Instance)
+	}
+	assert.Zero(t, f.manualRuns())
+}
