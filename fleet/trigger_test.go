@@ -3,7 +3,7 @@ package fleet_test
 import (
 	"context"
 	"errors"
-	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -83,18 +83,30 @@ func TestTriggerAnswersOnceStarted(t *testing.T) {
 	assert.Equal(t, 2, f.manualRuns())
 }
 
-// busyBackend refuses every manual run as a job that forbids overlap refuses one
-// while a run of it goes on (scheduler.ErrJobBusy).
-type busyBackend struct{ scheduler.Backend }
-
-func (busyBackend) RecordManualRun(context.Context, scheduler.ClaimInput) (time.Time, error) {
-	return time.Time{}, fmt.Errorf("memory: %w: slot 12:00 of report runs on B", scheduler.ErrJobBusy)
-}
-
-// TestTriggerOfABusyJob: a trigger that the scheduler refuses because the job is
-// busy is answered 409 (ErrJobBusy), with or without wait, and runs nothing.
+// TestTriggerOfABusyJob: a trigger of a job that forbids overlap while a
+// scheduled run of it goes on (on any replica) is answered 409 (ErrJobBusy), with
+// or without wait, and runs nothing.
 func TestTriggerOfABusyJob(t *testing.T) {
-	f := startFleet(t, fleetSetup{instances: []string{"A"}, backend: busyBackend{scheduler.NewMemoryBackend()}})
+	release := make(chan struct{})
+	var scheduled atomic.Int32
+	f := startFleet(t, fleetSetup{
+		jobs: func(string) []testJob {
+			return []testJob{{Name: jobReport, Schedule: scheduler.IntervalSchedule{Interval: time.Second},
+				Opts: []scheduler.JobOption{scheduler.WithOverlap(scheduler.OverlapSkip), scheduler.WithLease(time.Minute)}}}
+		},
+		handler: func(ctx context.Context, r scheduler.Run) error {
+			if !r.Manual {
+				scheduled.Add(1)
+				select {
+				case <-release:
+				case <-ctx.Done():
+				}
+			}
+			return nil
+		},
+	})
+	defer close(release)
+	require.Eventually(t, func() bool { return scheduled.Load() > 0 }, 10*time.Second, 10*time.Millisecond, "a scheduled run holds the job")
 	for _, wait := range []bool{false, true} {
 		_, err := f.client.Trigger(requestCtx(t), jobReport, fleet.TriggerRequest{Wait: wait})
 		require.ErrorIs(t, err, fleet.ErrJobBusy)
@@ -102,8 +114,8 @@ func TestTriggerOfABusyJob(t *testing.T) {
 		var se *fleet.ServiceError
 		require.ErrorAs(t, err, &se)
 		assert.Equal(t, fleet.CodeJobBusy, se.Code)
-		assert.Contains(t, se.Description, "slot 12:00 of report runs on B")
-		assert.Equal(t, "A", se.Instance)
+		assert.Contains(t, se.Description, "forbids overlap")
 	}
 	assert.Zero(t, f.manualRuns())
+	assert.Equal(t, int32(1), scheduled.Load(), "the overlap-forbidden job runs one slot at a time")
 }
