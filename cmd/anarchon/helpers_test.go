@@ -23,7 +23,8 @@ type testFleet struct {
 	backend  *scheduler.MemoryBackend
 	scheds   []*scheduler.Scheduler
 	manual   atomic.Int32
-	failNext atomic.Bool // the next run returns an error
+	failNext atomic.Bool            // the next run returns an error
+	failWith atomic.Pointer[string] // that error's text, when not errDisk
 }
 
 type fleetJob struct {
@@ -81,6 +82,9 @@ func (f *testFleet) handler(_ context.Context, run scheduler.Run) error {
 		f.manual.Add(1)
 	}
 	if f.failNext.CompareAndSwap(true, false) {
+		if text := f.failWith.Load(); text != nil {
+			return handlerError(*text)
+		}
 		return errDisk
 	}
 	return nil

@@ -84,9 +84,15 @@ func usagef(format string, args ...any) error { return &usageError{msg: fmt.Spri
 
 // run is the whole command: it returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	errOut := newTerminalSafe(stderr, false)
+	defer errOut.Flush()
+	stderr = errOut
 	c := &cli{stdout: stdout, stderr: stderr, prefix: fleet.DefaultPrefix, timeout: fleet.DefaultTimeout,
 		window: fleet.DefaultGatherWindow, by: defaultBy()}
 	cmd, rest, err := c.parse(args)
+	out := newTerminalSafe(stdout, c.json)
+	defer out.Flush()
+	c.stdout, stdout = out, out
 	if err == nil && cmd == "help" {
 		fmt.Fprint(stdout, usage)
 		return exitOK
@@ -106,10 +112,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return exitOK
 	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "anarchon: %s (anarchon help shows the usage)\n", oneLine(ue.msg))
+		fmt.Fprintf(stderr, "anarchon: %s (anarchon help shows the usage)\n", visible(oneLine(ue.msg)))
 		return exitUsage
 	default:
-		fmt.Fprintf(stderr, "anarchon: %s\n", oneLine(describe(err)))
+		fmt.Fprintf(stderr, "anarchon: %s\n", visible(oneLine(describe(err))))
 		return exitFail
 	}
 }
