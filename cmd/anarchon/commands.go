@@ -280,7 +280,7 @@ func (c *cli) trigger(ctx context.Context, client *fleet.Client, job string) err
 
 func (c *cli) pause(ctx context.Context, client *fleet.Client, job string, until time.Time) error {
 	in := fleet.PauseRequest{Reason: c.reason, By: c.by, Until: until}
-	if c.forD > 0 {
+	if c.given["for"] {
 		in.For = c.forD.String()
 	}
 	var r fleet.PauseReply

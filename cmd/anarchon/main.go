@@ -31,7 +31,9 @@
 // or paused with reason, who and until), schedule, next slot, last run (slot, start
 // lag, duration, outcome, replica), last success, last failure and the runs in
 // progress. watch needs replicas that publish their events (fleet.Events) and runs
-// until interrupted.
+// until interrupted. A pause without --for and --until has no end; a --for or
+// --until that is given must end it in the future (--for 0s is refused, not read as
+// "no end").
 //
 // Text the replicas stored (a handler's error, a pause's reason, a job's or a
 // replica's name) is printed with its control characters made visible, so that it
