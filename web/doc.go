@@ -47,9 +47,9 @@
 //
 // An error is the error page, or fleet.ErrorBody {"code","error"} as JSON, with
 // the status: 400 bad input, 403 action refused, 404 unknown page or job, 405
-// wrong method, 501 the backend cannot (pause), 503 no replica answers or the
-// replica is unavailable, 504 the source took longer than Config.Timeout, 502
-// another failure of the source.
+// wrong method, 421 a Host Config.Hosts does not list, 501 the backend cannot
+// (pause), 503 no replica answers or the replica is unavailable, 504 the source
+// took longer than Config.Timeout, 502 another failure of the source.
 //
 // # Actions
 //
@@ -58,8 +58,15 @@
 // show the buttons to requests it allows, and every action asks it again
 // (AllowLoopback allows this machine only, for a developer's page). Actions
 // are POST only, pass Go's http.CrossOriginProtection (a form posted from another
-// site is refused with 403 before Authorize is asked) and redirect back to the
-// job's page (post, redirect, get). Who asked is Config.Who(r) (default "web@"
+// site is refused with 403 before Authorize is asked), then the Host check, and
+// redirect back to the job's page (post, redirect, get).
+//
+// The Host check stops DNS rebinding, a page of another site whose name is
+// re-pointed at this machine: to the browser it is same-origin, its request comes
+// from loopback, but its Host is the other site's name. With Config.Hosts set,
+// every request for a Host not listed is refused with 421 before anything else;
+// without, the pages answer any Host and an action is refused with 403 unless
+// its Host is a loopback name (localhost, *.localhost, 127.0.0.0/8, [::1]). Who asked is Config.Who(r) (default "web@"
 // and the remote IP), recorded with the manual run or the pause. Run now waits
 // up to Config.TriggerWait for the run to end, then says it goes on.
 //
