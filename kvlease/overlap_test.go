@@ -93,10 +93,21 @@ func raceOverlap(t *testing.T, stores []*kvlease.Store, ins []scheduler.RunClaim
 // told overlap, and its slot is stored skipped.
 func TestOverlapTie(t *testing.T) {
 	t.Parallel()
-	stores := []*kvlease.Store{
-		newStore(t, singleJS(t), kvlease.WithBucket(bucket)),
-		newStore(t, singleJS(t), kvlease.WithBucket(bucket)),
-	}
+	t.Run("R1", func(t *testing.T) {
+		t.Parallel()
+		testOverlapTie(t, []*kvlease.Store{
+			newStore(t, singleJS(t), kvlease.WithBucket(bucket)),
+			newStore(t, singleJS(t), kvlease.WithBucket(bucket)),
+		})
+	})
+	t.Run("R3", func(t *testing.T) {
+		t.Parallel()
+		opts := []kvlease.Option{kvlease.WithBucket("overlap_tie_r3"), kvlease.WithReplicas(3)}
+		testOverlapTie(t, []*kvlease.Store{newStore(t, clusterJS(t), opts...), newStore(t, clusterJS(t), opts...)})
+	})
+}
+
+func testOverlapTie(t *testing.T, stores []*kvlease.Store) {
 	const rounds = 20
 	for round := range rounds {
 		job := fmt.Sprintf("tie-%s-%d", token(), round)

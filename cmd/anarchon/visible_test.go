@@ -236,6 +236,14 @@ func TestHostileTextIsShownNotObeyed(t *testing.T) {
 	assert.Equal(t, exitFail, r.code)
 	assert.Contains(t, r.stderr, `(replica A`+visible(oneLine(hostile))+")\n", "on one line")
 
+	// The command line's own text, quoted back in errors, is shown the same way.
+	r = cmd("trigger", "nobody"+hostile)
+	assert.Equal(t, exitFail, r.code)
+	assert.Contains(t, r.stderr, `nobody\x1b]52;c;`)
+	r = cmd("jobs", "--nope"+hostile)
+	assert.Equal(t, exitUsage, r.code)
+	assert.Contains(t, r.stderr, `-nope\x1b]52;c;`)
+
 	// active: a run whose lease holder is named with escapes.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
