@@ -59,10 +59,10 @@ func testFarPauses(t *testing.T, newBackend func(t *testing.T) scheduler.Backend
 			var ran atomic.Int32
 			s, err := scheduler.New(scheduler.Config{Backend: b, Instance: "far-b"})
 			require.NoError(t, err)
-			require.NoError(t, s.Every(job, 50*time.Millisecond, func(context.Context, scheduler.Run) error {
+			require.NoError(t, s.Every(job, 250*time.Millisecond, func(context.Context, scheduler.Run) error {
 				ran.Add(1)
 				return nil
-			}))
+			}, scheduler.WithMaxLate(2*time.Second))) // a loaded machine records no slot late
 			require.NoError(t, s.Start(ctx))
 			defer func() { assert.NoError(t, s.Stop(context.Background())) }()
 			_, paused := s.Paused(job)
@@ -75,7 +75,7 @@ func testFarPauses(t *testing.T, newBackend func(t *testing.T) scheduler.Backend
 				require.NoError(t, err)
 				return len(hist) > 0 && hist[0].Slot.After(want.At.Add(2500*time.Millisecond))
 			}, 15*time.Second, 20*time.Millisecond, "slots are recorded")
-			require.GreaterOrEqual(t, len(hist), 10)
+			require.GreaterOrEqual(t, len(hist), 5)
 			for _, r := range hist {
 				assert.Equal(t, scheduler.StatusPaused, r.Status, "slot %s", r.Slot)
 			}
