@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -130,8 +128,16 @@ func (s *Store) claim(ctx context.Context, b *bucket, in scheduler.RunClaim) (sc
 
 		case ls.rec != nil:
 			// We hold the lease key (an earlier call by this token wrote it and then
-			// failed, or lost the run record's race): finish the claim.
+			// failed, or lost the run record's race): finish the claim. For a job
+			// that forbids overlap, after the look at its other slots that the
+			// earlier call may not have made (overlap.go).
 			leaseRev, expires = ls.rev, ls.expires()
+			if in.Overlap == scheduler.OverlapSkip {
+				res, backedOff, err := s.backOff(ctx, b, k, in, run, ls.rev, lease, keepMS)
+				if err != nil || backedOff {
+					return res, err
+				}
+			}
 
 		default:
 			// No live lease: a first claim (run.rec == nil: nothing stored, or a
@@ -139,7 +145,7 @@ func (s *Store) claim(ctx context.Context, b *bucket, in scheduler.RunClaim) (sc
 			// takeover. A job that forbids overlap takes over only while no other
 			// slot of it holds a live lease.
 			if run.rec != nil && in.Overlap == scheduler.OverlapSkip {
-				busy, err := s.otherBusy(ctx, b, in.Job, in.Slot, true)
+				busy, err := s.otherBusy(ctx, b, in.Job, in.Slot, true, 0)
 				if err != nil {
 					return scheduler.ClaimResult{}, err
 				}
@@ -178,6 +184,9 @@ func (s *Store) claim(ctx context.Context, b *bucket, in scheduler.RunClaim) (sc
 					return res, err
 				}
 			}
+			if in.Overlap == scheduler.OverlapSkip && s.overlapHook != nil {
+				s.overlapHook(in.Job, in.Slot, false)
+			}
 			rev, err := s.put(ctx, b, k.lease, rec, ls.rev, lease)
 			if errors.Is(err, errConflict) {
 				continue
@@ -188,11 +197,14 @@ func (s *Store) claim(ctx context.Context, b *bucket, in scheduler.RunClaim) (sc
 			leaseRev, mine = rev, rev
 			expires = s.clock.estimate(time.Now()).Add(lease)
 			if in.Overlap == scheduler.OverlapSkip {
+				if s.overlapHook != nil {
+					s.overlapHook(in.Job, in.Slot, true)
+				}
 				// The overlap check and the lease key are two keys apart: two slots
 				// of the job claimed at the same instant could both pass it. Now
 				// that this lease key is visible to the others, look again; if
-				// another slot holds a lease, back off (both may, in a tie: never
-				// both run).
+				// another slot holds the job, back off. In a tie the lease key
+				// stored first goes on: exactly one runs (overlap.go).
 				res, backedOff, err := s.backOff(ctx, b, k, in, run, rev, lease, keepMS)
 				if err != nil || backedOff {
 					return res, err
@@ -523,29 +535,6 @@ func (s *Store) claimBatch(ctx context.Context, b *bucket, k runKeys, in schedul
 	return wonResult(&next, expires), nil
 }
 
-// backOff checks, after this claim took the lease key of an overlap-forbidden job's
-// slot (at revision rev), that no other slot of the job holds a lease. If one does,
-// it gives the lease key up and answers as the claim would have without it: a first
-// claim stores the slot skipped, a takeover waits (running).
-func (s *Store) backOff(ctx context.Context, b *bucket, k runKeys, in scheduler.RunClaim, run runEntry, rev uint64, lease time.Duration, keepMS int64) (scheduler.ClaimResult, bool, error) {
-	busy, err := s.otherBusy(ctx, b, in.Job, in.Slot, true)
-	if err != nil || !busy {
-		return scheduler.ClaimResult{}, false, err
-	}
-	if err := s.purge(ctx, b, k.lease, rev); err != nil && !errors.Is(err, errConflict) {
-		return scheduler.ClaimResult{}, true, err
-	}
-	if run.rec != nil {
-		return waiting(run.rec), true, nil
-	}
-	res, err := s.storeDecision(ctx, b, k, in, run.rev, scheduler.StatusSkipped, lease, keepMS)
-	if errors.Is(err, errConflict) {
-		// The run was decided meanwhile: answer from what was stored.
-		res, err = s.claim(ctx, b, in)
-	}
-	return res, true, err
-}
-
 // storeDecision stores the slot finished with status (skipped or late) for in.Token,
 // by compare-and-set from the run record's revision runRev, and answers the
 // decision. A lost race returns an error matching errConflict.
@@ -575,7 +564,7 @@ func (s *Store) firstClaimDecision(ctx context.Context, b *bucket, in scheduler.
 		return scheduler.StatusLate, err
 	}
 	if in.Overlap == scheduler.OverlapSkip {
-		busy, err := s.otherBusy(ctx, b, in.Job, in.Slot, false)
+		busy, err := s.otherBusy(ctx, b, in.Job, in.Slot, false, 0)
 		if err != nil || busy {
 			return scheduler.StatusSkipped, err
 		}
@@ -680,39 +669,4 @@ func (s *Store) refreshClock(ctx context.Context, b *bucket) error {
 	s.mu.Unlock()
 	close(c.done)
 	return c.err
-}
-
-// otherBusy reports whether a slot of job other than slot is busy: its lease key
-// holds a live lease, or (unless liveOnly) the marker of a lease that ended a
-// moment ago, on an unfinished run (a backup is about to take it over). It lists
-// the job's lease keys with one StreamInfo request (lease keys exist only while
-// live, and for a second as markers after), then reads the few of other slots.
-func (s *Store) otherBusy(ctx context.Context, b *bucket, job string, slot time.Time, liveOnly bool) (bool, error) {
-	prefix := leasePrefix + jobToken(job) + "."
-	info, err := s.sampleClock(ctx, b, jetstream.WithSubjectFilter(b.subject(prefix+"*")))
-	if err != nil {
-		return false, err
-	}
-	for subj := range info.State.Subjects {
-		ms, err := strconv.ParseInt(strings.TrimPrefix(subj, b.subject(prefix)), 10, 64)
-		if err != nil || ms == slot.UnixMilli() {
-			continue
-		}
-		k := keysFor(job, time.UnixMilli(ms))
-		ls, err := s.readLease(ctx, b, k)
-		if err != nil {
-			return false, err
-		}
-		if ls.rec == nil && (liveOnly || ls.rev == 0) {
-			continue
-		}
-		run, err := s.readRun(ctx, b, k)
-		if err != nil {
-			return false, err
-		}
-		if (run.rec == nil && ls.rec != nil) || (run.rec != nil && !run.rec.finished()) {
-			return true, nil
-		}
-	}
-	return false, nil
 }

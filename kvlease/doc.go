@@ -67,15 +67,19 @@
 //     and fence).
 //   - otherwise, with no run record and no live lease: none for a takeover-only
 //     claim; late when the server's clock is past the deadline, skipped when the
-//     job forbids overlap and another of its slots (earlier or later) holds a live
-//     lease on an unfinished run — each stored as a finished run record (CAS from
-//     the revision read) before the claimer is answered, so no instance runs the
-//     slot afterwards;
+//     job forbids overlap and another of its slots (earlier or later) has an
+//     established run (its run record unfinished, naming its live lease's token)
+//     — each stored as a finished run record (CAS from the revision read) before
+//     the claimer is answered, so no instance runs the slot afterwards;
 //   - else the claim writes the lease key (CAS from the revision read, which holds
 //     no live lease, so among racing claimers exactly one succeeds), then the run
 //     record (CAS from the revision read: attempt 1, or attempt+1 naming the
 //     previous holder on a takeover). If the run record changed meanwhile (the
-//     old holder finished it) the claim decides again, keeping its lease key.
+//     old holder finished it) the claim decides again, keeping its lease key. A
+//     job that forbids overlap looks at its other slots again between the two
+//     writes, and gives way to an established run or to a claim in flight whose
+//     lease key has a lower revision: of two slots claimed at once exactly one
+//     runs (overlap.go).
 //     WithAtomicBatches writes both in one atomic batch instead: both stored or
 //     neither, each compare-and-set checked by the server (slower on nats-server
 //     2.15.3; see the option).

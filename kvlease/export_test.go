@@ -49,3 +49,9 @@ func HoldClaimForTest(s *Store) func() {
 	s.claims <- struct{}{}
 	return func() { <-s.claims }
 }
+
+// OnOverlapForTest has s call fn in each claim of an overlap-forbidden job: after
+// its first look at the job's other slots, before it writes its lease key (wrote
+// false), and after it stored it, before it looks again (wrote true). A test holds
+// two claims at both to make them tie.
+func OnOverlapForTest(s *Store, fn func(job string, slot time.Time, wrote bool)) { s.overlapHook = fn }

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/anarchon/anarchon/internal/natsutil"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -54,7 +55,9 @@ func (r pauseRecord) pause() scheduler.Pause {
 
 // SetPause stores p under its job's pause key in the bucket, replacing the pause
 // there. A pause with Until expires by itself (a per-message TTL a little past
-// Until); one without lives until ClearPause.
+// Until); one without lives until ClearPause, and so does one whose Until is
+// further than a TTL can reach (natsutil.MaxTTL, a century): every reader ends it
+// at Until all the same (scheduler.Pause.InForce), the key stays.
 func (s *Store) SetPause(ctx context.Context, p scheduler.Pause) error {
 	if p.Job != "" {
 		if err := scheduler.ValidateJobName(p.Job); err != nil {
@@ -74,11 +77,13 @@ func (s *Store) SetPause(ctx context.Context, p scheduler.Pause) error {
 	var opts []jetstream.PublishOpt
 	if !p.Until.IsZero() {
 		rec.UntilMS = p.Until.UnixMilli()
-		left := time.Until(p.Until)
+		left := time.Until(p.Until) // saturates past 2262
 		if left <= 0 {
 			return fmt.Errorf("%w: kvlease: pause until %s is not in the future", scheduler.ErrInvalidOption, p.Until.Format(time.RFC3339))
 		}
-		opts = append(opts, jetstream.WithMsgTTL(left+time.Second))
+		if left < natsutil.MaxTTL-time.Second {
+			opts = append(opts, jetstream.WithMsgTTL(natsutil.TTL(left+time.Second)))
+		}
 	}
 	data, err := json.Marshal(rec)
 	if err != nil {

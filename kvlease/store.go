@@ -66,6 +66,12 @@ type Store struct {
 
 	done   context.Context // canceled by Close
 	cancel context.CancelFunc
+
+	// overlapHook, when set (tests only), is called by a claim of an
+	// overlap-forbidden job after its first look at the job's other slots, before
+	// it writes its lease key (wrote false), and after it stored it, before it
+	// looks again (wrote true).
+	overlapHook func(job string, slot time.Time, wrote bool)
 }
 
 var (

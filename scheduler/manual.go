@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 )
 
@@ -16,8 +17,12 @@ import (
 // expired. A manual run is never run again by another instance.
 
 // maxManualSlotTries bounds the slots a manual claim tries when the one it picked
-// is taken (another manual run claimed the same millisecond).
-const maxManualSlotTries = 16
+// is taken (another instance's manual run claimed the same millisecond), and
+// maxManualSkip how many milliseconds at most it moves on after one.
+const (
+	maxManualSlotTries = 16
+	maxManualSkip      = 64
+)
 
 // onSchedule reports whether t is one of the job's slots.
 func (j *job) onSchedule(t time.Time) bool {
@@ -92,8 +97,9 @@ func (s *Scheduler) claimManual(ctx context.Context, j *job, in *ClaimInput) (Ru
 		case OutcomeLate:
 			return RunClaim{}, ClaimResult{}, time.Time{}, fmt.Errorf("scheduler: run %q now: the run store's clock is more than the clock skew allowance (%v) ahead of this instance's", j.name, s.maxSkew)
 		}
-		// The millisecond is taken (running, done): another manual run has it.
-		slot = j.manualSlot(slot.Add(time.Millisecond))
+		// The millisecond is taken (running, done): another instance's manual run
+		// has it. Its later ones may follow it closely, so skip a random stretch.
+		slot = j.manualSlot(slot.Add(time.Duration(1+rand.N(maxManualSkip)) * time.Millisecond))
 		in.Token = newToken()
 	}
 	return RunClaim{}, ClaimResult{}, time.Time{}, fmt.Errorf("scheduler: run %q now: %d slots in a row were taken by other manual runs", j.name, maxManualSlotTries)

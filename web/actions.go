@@ -28,9 +28,12 @@ type actionInput struct {
 	For string `json:"for"`
 }
 
-// act runs an action after the cross-origin check: refused without an
-// authorizer, or when it says no.
+// act runs an action after the cross-origin check: refused for a Host the page
+// does not answer to (hosts.go), without an authorizer, or when it says no.
 func (h *Handler) act(w http.ResponseWriter, r *http.Request, rt route) {
+	if !h.checkHost(w, r, true) {
+		return
+	}
 	if h.cfg.Authorize == nil {
 		h.fail(w, r, http.StatusForbidden, "the status page is read-only: the service passes no authorizer (web.Config.Authorize)")
 		return

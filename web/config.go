@@ -46,8 +46,23 @@ type Config struct {
 	// is asked on every action, and on every page to decide whether to show the
 	// action controls. Nil: the pages are read-only and every action is refused
 	// with 403. Actions are POST only and pass Go's http.CrossOriginProtection
-	// first, so a cross-site form cannot reach Authorize.
+	// and the Host check (Hosts) first, so neither a cross-site form nor a page
+	// of another site reaching this one through DNS rebinding gets to Authorize.
 	Authorize func(*http.Request) bool
+
+	// Hosts lists the names the pages answer to, as the Host header carries them
+	// (compared without case and without a final dot; punycode for an
+	// internationalised name): "status.example.com" matches any port,
+	// "status.example.com:8443" that port only, an IP address ("10.0.0.7",
+	// "[::1]") likewise. When set, a request for any other Host is refused with
+	// 421 Misdirected Request before anything else, pages included: list
+	// "localhost" too if the page is also opened on this machine, and behind a
+	// reverse proxy, the Host it sends. Empty (the default): the pages answer any
+	// Host, so a page of another site can read them through DNS rebinding, and
+	// an action is refused with 403 unless its Host is a loopback name — one DNS
+	// cannot re-point: localhost, a name under .localhost, an address in
+	// 127.0.0.0/8, or ::1, any port.
+	Hosts []string
 
 	// Who names the person behind an action, recorded with the run or pause
 	// (fleet.TriggerRequest.By, PauseRequest.By). Defaults to "web@" and the
@@ -130,7 +145,10 @@ func (c Config) withDefaults() (Config, error) {
 // AllowLoopback is a Config.Authorize that allows the requests that come from
 // this machine (a loopback remote address): for a page on a developer's machine
 // or reached through an SSH tunnel. Behind a reverse proxy on the same machine
-// every request comes from loopback: do not use it there.
+// every request comes from loopback: do not use it there. A page of another site
+// whose name is re-pointed at 127.0.0.1 (DNS rebinding) also posts from loopback,
+// with its own name as the Host: the Host check (Config.Hosts) refuses it before
+// AllowLoopback is asked.
 func AllowLoopback(r *http.Request) bool {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {

@@ -48,10 +48,10 @@
 // An error is the error page, or fleet.ErrorBody {"code","error"} as JSON, with
 // the status: 400 bad input, 403 action refused, 404 unknown page or job, 405
 // wrong method, 409 a run of the job is in progress and the job forbids overlap
-// (run), 429 the replica runs as many manual runs of the job as it may (run), 501
-// the backend cannot (pause), 503 no replica answers or the
-// replica is unavailable, 504 the source took longer than Config.Timeout, 502
-// another failure of the source.
+// (run), 421 a Host Config.Hosts does not list, 429 the replica runs as many
+// manual runs of the job as it may (run), 501 the backend cannot (pause), 503 no
+// replica answers or the replica is unavailable, 504 the source took longer than
+// Config.Timeout, 502 another failure of the source.
 //
 // # Actions
 //
@@ -60,8 +60,15 @@
 // show the buttons to requests it allows, and every action asks it again
 // (AllowLoopback allows this machine only, for a developer's page). Actions
 // are POST only, pass Go's http.CrossOriginProtection (a form posted from another
-// site is refused with 403 before Authorize is asked) and redirect back to the
-// job's page (post, redirect, get). Who asked is Config.Who(r) (default "web@"
+// site is refused with 403 before Authorize is asked), then the Host check, and
+// redirect back to the job's page (post, redirect, get).
+//
+// The Host check stops DNS rebinding, a page of another site whose name is
+// re-pointed at this machine: to the browser it is same-origin, its request comes
+// from loopback, but its Host is the other site's name. With Config.Hosts set,
+// every request for a Host not listed is refused with 421 before anything else;
+// without, the pages answer any Host and an action is refused with 403 unless
+// its Host is a loopback name (localhost, *.localhost, 127.0.0.0/8, [::1]). Who asked is Config.Who(r) (default "web@"
 // and the remote IP), recorded with the manual run or the pause. Run now waits
 // up to Config.TriggerWait for the run to end, then says it goes on.
 //

@@ -15,6 +15,7 @@ type Handler struct {
 	cfg   Config
 	pages *template.Template
 	cop   *http.CrossOriginProtection
+	hosts hostSet // Config.Hosts
 }
 
 // New returns the handler that serves cfg.Source's fleet, or an error wrapping
@@ -24,7 +25,11 @@ func New(cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Handler{cfg: cfg, cop: http.NewCrossOriginProtection()}
+	hosts, err := parseHosts(cfg.Hosts)
+	if err != nil {
+		return nil, err
+	}
+	h := &Handler{cfg: cfg, cop: http.NewCrossOriginProtection(), hosts: hosts}
 	h.pages = parsePages(h.funcs())
 	h.cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusForbidden, "cross-site request refused: actions are accepted from this page's own origin only")
@@ -109,6 +114,9 @@ type askedAt struct{}
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r = r.WithContext(context.WithValue(r.Context(), askedAt{}, h.cfg.Now()))
 	setSecurityHeaders(w)
+	if !h.checkHost(w, r, false) {
+		return
+	}
 	rest, ok := strings.CutPrefix(r.URL.EscapedPath(), h.cfg.Prefix)
 	if !ok {
 		// The prefix without its slash: the address people type.

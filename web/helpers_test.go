@@ -127,12 +127,17 @@ type response struct {
 	body   string
 }
 
-// do sends a request to the handler; it does not follow redirects.
+// do sends a request to the handler; it does not follow redirects. A "Host" in
+// header is sent as the request's Host.
 func (f *testFleet) do(t testing.TB, method, path string, header http.Header, body string) response {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), method, f.srv.URL+path, strings.NewReader(body))
 	require.NoError(t, err)
 	for k, v := range header {
+		if k == "Host" {
+			req.Host = v[0]
+			continue
+		}
 		req.Header[k] = v
 	}
 	if body != "" && req.Header.Get("Content-Type") == "" {

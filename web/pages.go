@@ -37,7 +37,7 @@ func (h *Handler) base(r *http.Request, nav string) pageBase {
 	}
 	return pageBase{
 		Title: h.cfg.Title, Prefix: h.cfg.Prefix, Nav: nav, Now: now, JSON: json,
-		CanAct: h.cfg.Authorize != nil && h.cfg.Authorize(r),
+		CanAct: h.cfg.Authorize != nil && h.hostMayAct(r) && h.cfg.Authorize(r),
 	}
 }
 

@@ -195,8 +195,8 @@ func TestBadInput(t *testing.T) {
 	f := startFleet(t, nil)
 	past := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
 
-	r := anarchon(t, "--server", f.url, "pause", "report", "--reason", "r", "--until", past)
-	oneErrorLine(t, r, `anarchon: pause "report": bad request: until `+past+` is in the past`)
+	r := anarchon(t, "--server", f.url, "pause", "report", "--reason", strings.Repeat("r", scheduler.MaxPauseText+1))
+	oneErrorLine(t, r, `anarchon: pause "report": bad request: reason must be valid UTF-8 of at most 1024 bytes`)
 	assert.Regexp(t, `\(replica [ABC]\)\n$`, r.stderr)
 
 	r = anarchon(t, "--server", f.url, "trigger", "nobody declares this", "--timeout", "10s")

@@ -39,6 +39,7 @@ func (c *cli) jobs(ctx context.Context, client *fleet.Client) error {
 		}
 		return unreadable(f)
 	}
+	makeVisible(f)
 	now := time.Now()
 	w := c.table()
 	fmt.Fprintln(w, "JOB\tSTATE\tSCHEDULE\tNEXT\tLAST RUN\tLAST SUCCESS\tLAST FAILURE\tRUNNING\tREPLICAS")
@@ -68,7 +69,7 @@ func (c *cli) jobs(ctx context.Context, client *fleet.Client) error {
 	}
 	for _, j := range f.Jobs {
 		for _, warning := range j.Warnings {
-			c.warn("job %q: %s", j.Name, warning)
+			c.warn("job \"%s\": %s", j.Name, warning)
 		}
 	}
 	return unreadable(f)
@@ -142,7 +143,7 @@ func lastFailure(r *fleet.Run, now time.Time) string {
 	if r.Error != "" {
 		e := oneLine(r.Error)
 		if len(e) > 40 {
-			e = e[:37] + "..."
+			e = shorten(e, 37) + "..."
 		}
 		s += ": " + e
 	}
@@ -233,6 +234,7 @@ func (c *cli) history(ctx context.Context, client *fleet.Client, job string) err
 	if c.json {
 		return c.printJSON(h)
 	}
+	makeVisible(&h)
 	if len(h.Runs) == 0 {
 		fmt.Fprintf(c.stdout, "no runs of %q recorded\n", job)
 		return nil
@@ -269,9 +271,13 @@ func (c *cli) trigger(ctx context.Context, client *fleet.Client, job string) err
 		if err := c.printJSON(r); err != nil {
 			return err
 		}
-	} else if r.Run == nil {
+	}
+	makeVisible(&r) // for the lines below and the error
+	switch {
+	case c.json:
+	case r.Run == nil:
 		fmt.Fprintf(c.stdout, "triggered %q on %s (by %s); anarchon history %q shows how it ends\n", job, r.Instance, r.By, job)
-	} else {
+	default:
 		fmt.Fprintf(c.stdout, "%q ran on %s (by %s): %s in %s\n", job, r.Instance, r.By, r.Run.Status, duration(*r.Run))
 	}
 	if r.Run != nil && r.Run.Status != scheduler.StatusOK {
@@ -282,7 +288,7 @@ func (c *cli) trigger(ctx context.Context, client *fleet.Client, job string) err
 
 func (c *cli) pause(ctx context.Context, client *fleet.Client, job string, until time.Time) error {
 	in := fleet.PauseRequest{Reason: c.reason, By: c.by, Until: until}
-	if c.forD > 0 {
+	if c.given["for"] {
 		in.For = c.forD.String()
 	}
 	var r fleet.PauseReply
@@ -300,6 +306,7 @@ func (c *cli) pause(ctx context.Context, client *fleet.Client, job string, until
 	if c.json {
 		return c.printJSON(r)
 	}
+	makeVisible(&r)
 	fmt.Fprintf(c.stdout, "paused %s: %s; every replica follows within a second\n", what, pauseText(&r.Pause))
 	return nil
 }
@@ -322,6 +329,7 @@ func (c *cli) resume(ctx context.Context, client *fleet.Client, job string) erro
 	if c.json {
 		return c.printJSON(r)
 	}
+	makeVisible(&r)
 	if job == "" {
 		fmt.Fprintln(c.stdout, "resumed every job (the pauses of single jobs stay)")
 		return nil
@@ -370,6 +378,7 @@ func (c *cli) active(ctx context.Context, client *fleet.Client, job string) erro
 			}{runs})
 		}
 	}
+	makeVisible(&runs)
 	if len(runs) == 0 {
 		if job != "" {
 			fmt.Fprintf(c.stdout, "no unfinished run of %q\n", job)
@@ -407,6 +416,7 @@ func (c *cli) watch(ctx context.Context, client *fleet.Client, job string) error
 			_ = enc.Encode(e)
 			return
 		}
+		makeVisible(&e)
 		fmt.Fprintln(c.stdout, eventLine(e))
 	})
 	if err != nil {

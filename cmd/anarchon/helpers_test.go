@@ -23,7 +23,8 @@ type testFleet struct {
 	backend  *scheduler.MemoryBackend
 	scheds   []*scheduler.Scheduler
 	manual   atomic.Int32
-	failNext atomic.Bool // the next run returns an error
+	failNext atomic.Bool            // the next run returns an error
+	failWith atomic.Pointer[string] // that error's text, when not errDisk
 	// block, when set, holds every manual run until it is closed (or the run's
 	// context ends).
 	block chan struct{}
@@ -90,6 +91,9 @@ func (f *testFleet) handler(ctx context.Context, run scheduler.Run) error {
 		}
 	}
 	if f.failNext.CompareAndSwap(true, false) {
+		if text := f.failWith.Load(); text != nil {
+			return handlerError(*text)
+		}
 		return errDisk
 	}
 	return nil

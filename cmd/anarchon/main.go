@@ -34,10 +34,20 @@
 // or paused with reason, who and until), schedule, next slot, last run (slot, start
 // lag, duration, outcome, replica), last success, last failure and the runs in
 // progress. watch needs replicas that publish their events (fleet.Events) and runs
-// until interrupted.
-// permissions prints the NATS permissions of a role (fleet.Permissions) as a
-// nats-server configuration block, with the inbox prefix its users connect with;
-// it needs no server.
+// until interrupted. permissions prints the NATS permissions of a role
+// (fleet.Permissions) as a nats-server configuration block, with the inbox prefix
+// its users connect with; it needs no server. A pause without --for and --until
+// has no end; a --for or --until that is given must end it in the future (--for 0s
+// is refused, not read as "no end").
+//
+// Text the replicas stored (a handler's error, a pause's reason, a job's or a
+// replica's name) is printed with its control characters made visible, so that it
+// cannot drive the terminal (an OSC 52 that sets the clipboard, a clear screen, a
+// right-to-left override) and a row stays one line: C0 controls as \t, \n, \r,
+// \x1b, DEL as \x7f, the C1 controls and the bidi controls as \u009b, \u202e.
+// --json writes the texts as stored, encoding/json's way, with the C1 and bidi
+// controls and DEL as JSON escapes (\u009b), which decode to the same strings.
+//
 // A failure prints one line to stderr and exits 1; a usage error exits 2. Warnings
 // (replicas that disagree on a job's schedule or pause, mixed library versions) go to
 // stderr after the table and into the JSON's warnings fields.

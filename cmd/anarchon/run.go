@@ -51,7 +51,8 @@ Command flags:
   jobs     --window D   how long to collect the replicas' answers (default 500ms)
   history  -n N         how many runs, newest first (default 20, at most 1000)
   trigger  --wait       wait for the run to end and show how it ended
-  pause    --reason R   why (required); --for D or --until T (RFC 3339) end it by itself
+  pause    --reason R   why (required); --for D or --until T (RFC 3339) end it by itself,
+                        in the future (without either the pause has no end)
   pause, resume  --all  every job (the all-jobs pause) instead of one
   active   unfinished runs (leases) of JOB, or of every job
   watch    print the replicas' events (fleet.Events), one line each, until interrupted
@@ -81,6 +82,10 @@ type cli struct {
 	until  string
 	all    bool
 	perm   permissionsFlags
+
+	// given names the command's flags given on the command line: a flag given as
+	// 0s or "" is not the same as no flag (pause --for 0s is no pause for ever).
+	given map[string]bool
 }
 
 // usageError is a command line that cannot be run.
@@ -92,9 +97,15 @@ func usagef(format string, args ...any) error { return &usageError{msg: fmt.Spri
 
 // run is the whole command: it returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	errOut := newTerminalSafe(stderr, false)
+	defer errOut.Flush()
+	stderr = errOut
 	c := &cli{stdout: stdout, stderr: stderr, prefix: fleet.DefaultPrefix, timeout: fleet.DefaultTimeout,
 		window: fleet.DefaultGatherWindow, by: defaultBy()}
 	cmd, rest, err := c.parse(args)
+	out := newTerminalSafe(stdout, c.json)
+	defer out.Flush()
+	c.stdout, stdout = out, out
 	if err == nil && cmd == "help" {
 		fmt.Fprint(stdout, usage)
 		return exitOK
@@ -117,10 +128,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return exitOK
 	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "anarchon: %s (anarchon help shows the usage)\n", oneLine(ue.msg))
+		fmt.Fprintf(stderr, "anarchon: %s (anarchon help shows the usage)\n", visible(oneLine(ue.msg)))
 		return exitUsage
 	default:
-		fmt.Fprintf(stderr, "anarchon: %s\n", oneLine(describe(err)))
+		fmt.Fprintf(stderr, "anarchon: %s\n", visible(oneLine(describe(err))))
 		return exitFail
 	}
 }
@@ -191,6 +202,8 @@ func (c *cli) parse(args []string) (string, []string, error) {
 	if err != nil {
 		return "", nil, flagError(err)
 	}
+	c.given = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { c.given[f.Name] = true })
 	switch {
 	case c.timeout <= 0:
 		return "", nil, usagef("--timeout %v is not positive", c.timeout)
@@ -314,23 +327,28 @@ func (c *cli) run(ctx context.Context, cmd string, args []string) error {
 	}
 }
 
-// pauseEnd checks the pause flags; the replica judges the time itself.
+// pauseEnd checks the pause flags before any request: a pause without --for and
+// --until has no end, so one that was given must end in the future (--for 0s, an
+// empty --until or one in the past by this machine's clock are refused, never read
+// as "no end"). The replica judges the time again on its own clock.
 func (c *cli) pauseEnd() (time.Time, error) {
-	if c.reason == "" {
+	switch {
+	case c.reason == "":
 		return time.Time{}, usagef("pause needs --reason")
-	}
-	if c.forD != 0 && c.until != "" {
+	case c.given["for"] && c.given["until"]:
 		return time.Time{}, usagef("give --for or --until, not both")
-	}
-	if c.forD < 0 {
-		return time.Time{}, usagef("--for %v is negative", c.forD)
-	}
-	if c.until == "" {
+	case c.given["for"] && c.forD <= 0:
+		return time.Time{}, usagef("--for %v is not positive (a pause without --for or --until has no end)", c.forD)
+	case !c.given["until"]:
 		return time.Time{}, nil
 	}
 	t, err := time.Parse(time.RFC3339, c.until)
 	if err != nil {
 		return time.Time{}, usagef("--until %q is not an RFC 3339 time such as 2026-03-01T18:00:00Z", c.until)
+	}
+	if now := time.Now(); !t.After(now) {
+		return time.Time{}, usagef("--until %s is in the past (this machine's clock says %s)",
+			t.Format(time.RFC3339Nano), now.UTC().Format(time.RFC3339))
 	}
 	return t, nil
 }

@@ -24,7 +24,8 @@
 //
 // It also serves the status page (package web) on -web, a free loopback port by
 // default, and prints its URL; run now, pause and resume are allowed from this
-// machine:
+// machine, to a page opened by a loopback name such as the URL printed (a page of
+// another site re-pointed at 127.0.0.1 is refused: web.Config.Hosts):
 //
 //	quickstart: status page at http://127.0.0.1:PORT/anarchon/
 //

@@ -159,6 +159,21 @@ func TestQuickstartStatusPage(t *testing.T) {
 	assert.Contains(t, string(body), "instance-a, instance-b, instance-c")
 	assert.Contains(t, string(body), `aria-label="Run quickstart-tick now"`, "actions are allowed from this machine")
 
+	// A page of another site whose name resolves to 127.0.0.1 (DNS rebinding)
+	// posts same-origin from this machine: refused, its Host is not a loopback name.
+	u, err := url.Parse(page)
+	require.NoError(t, err)
+	req, err := http.NewRequest(http.MethodPost, page+"job/quickstart-tick/pause", strings.NewReader("reason=pwned"))
+	require.NoError(t, err)
+	req.Host = "attacker.example:" + u.Port()
+	req.Header.Set("Origin", "http://"+req.Host)
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusForbidden, resp.StatusCode, "a rebound name may not act")
+
 	// Pause for two seconds through the page (a form post from this machine).
 	resp, err = http.PostForm(page+"job/quickstart-tick/pause", url.Values{"reason": {"test"}, "for": {"2s"}})
 	require.NoError(t, err)

@@ -20,8 +20,10 @@ const webPrefix = "/anarchon/"
 
 // serveWeb serves the status page (package web) on addr while the quickstart runs
 // ("" = off), reading the fleet through a fleet.Client on nc. Actions (run now,
-// pause, resume) are allowed to requests from this machine only. It returns the
-// page's URL.
+// pause, resume) are allowed to requests from this machine only, for a loopback
+// Host (web.Config.Hosts is empty: the page answers to the address it prints, and
+// a page of another site whose name is re-pointed at 127.0.0.1 may not act). It
+// returns the page's URL.
 func serveWeb(addr string, nc *nats.Conn, out io.Writer) (url string, stop func(), err error) {
 	if addr == "" {
 		return "", func() {}, nil

@@ -22,7 +22,7 @@
 // Usage:
 //
 //	go run ./examples/service [-url nats://127.0.0.1:4222 | -context NAME] [-instance NAME]
-//	    [-metrics-addr 127.0.0.1:9464] [-web 127.0.0.1:8080 [-web-actions]]
+//	    [-metrics-addr 127.0.0.1:9464] [-web 127.0.0.1:8080 [-web-actions] [-web-hosts NAMES]]
 //	    [-log-format text|json] [-log-level info]
 //	    [-interval 5s] [-cron '*/10 * * * * *'] [-zone Europe/Athens]
 //	    [-stop-timeout 10s] [-duration 0] [-replicas 1] [-history 5]
@@ -33,7 +33,8 @@
 //	go run ./examples/service -instance b -metrics-addr 127.0.0.1:9465 -web 127.0.0.1:8080
 //
 // and open http://127.0.0.1:8080/anarchon/ (read-only; -web-actions allows run now,
-// pause and resume from this machine).
+// pause and resume from this machine, to a page opened by a loopback name unless
+// -web-hosts lists the names the page answers to: web.Config.Hosts).
 package main
 
 import (
@@ -79,6 +80,7 @@ type config struct {
 	metricsAddr string
 	web         string
 	webActions  bool
+	webHosts    []string
 	logFormat   string
 	logLevel    slog.Level
 	interval    time.Duration
@@ -104,6 +106,12 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.metricsAddr, "metrics-addr", DefaultMetricsAddr, `serve Prometheus /metrics on this address ("" = off)`)
 	fs.StringVar(&c.web, "web", "", `serve the status page on this address, at /anarchon/ ("" = off)`)
 	fs.BoolVar(&c.webActions, "web-actions", false, "let the status page run, pause and resume jobs for requests from this machine (default: read-only)")
+	fs.Func("web-hosts", "comma-separated `NAMES` the status page answers to, refusing any other Host (default: any Host; actions only by a loopback name)", func(s string) error {
+		for name := range strings.SplitSeq(s, ",") {
+			c.webHosts = append(c.webHosts, strings.TrimSpace(name))
+		}
+		return nil
+	})
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format on stderr: text or json")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log `level`: debug, info, warn or error")
 	fs.DurationVar(&c.interval, "interval", 5*time.Second, "interval of the tick, flaky and compact jobs")
@@ -125,8 +133,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if c.url == "" && c.natsContext == "" {
 		c.url = nats.DefaultURL
 	}
-	if c.webActions && c.web == "" {
-		return c, errors.New("-web-actions needs -web")
+	if (c.webActions || c.webHosts != nil) && c.web == "" {
+		return c, errors.New("-web-actions and -web-hosts need -web")
 	}
 	if c.logFormat != "text" && c.logFormat != "json" {
 		return c, fmt.Errorf("-log-format %q: text or json", c.logFormat)

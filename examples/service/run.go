@@ -95,7 +95,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	var ws *httpServer
 	if c.web != "" {
-		if ws, err = serveWeb(c.web, c.webActions, nc, log); err != nil {
+		if ws, err = serveWeb(c.web, c.webActions, c.webHosts, nc, log); err != nil {
 			_ = svc.Stop(context.WithoutCancel(ctx))
 			_ = s.Stop(context.WithoutCancel(ctx))
 			return err

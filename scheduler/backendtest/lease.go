@@ -59,6 +59,7 @@ func RunLeases(t *testing.T, newStore func(t *testing.T) scheduler.RunStore) {
 		{"ReleaseHandsOver", testLeaseRelease},
 		{"DoneAfterFinish", testLeaseDone},
 		{"Overlap", testLeaseOverlap},
+		{"OverlapRace", testLeaseOverlapRace},
 		{"Late", testLeaseLate},
 		{"SkippedAndLateAreFinal", testLeaseDecisionsFinal},
 		{"ReopenPaused", testLeaseReopenPaused},

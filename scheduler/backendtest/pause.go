@@ -78,6 +78,7 @@ func RunPauses(t *testing.T, newBackend func(t *testing.T) scheduler.Backend) {
 			t.Fatal("WatchPauses did not return after its context ended")
 		}
 	})
+	t.Run("FarUntil", func(t *testing.T) { testFarPauses(t, newBackend) })
 }
 
 func next(t *testing.T, ch <-chan []scheduler.Pause) []scheduler.Pause {
