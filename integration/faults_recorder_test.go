@@ -47,7 +47,12 @@ type faultRecorder struct {
 	mu    sync.Mutex
 	execs map[faultKey][]*faultExec // in start order
 	// won counts EventClaimed per (slot, attempt): exactly one winner each.
-	won     map[faultKey]map[int]int
+	won map[faultKey]map[int]int
+	// claimedTok is the attempt each winning token claimed; unrun counts, per
+	// (slot, attempt), won leases released before their handler started (a win
+	// whose lease was too old to run under and could not be renewed).
+	claimedTok map[faultKey]map[string]int
+	unrun      map[faultKey]map[int]int
 	late    map[faultKey]int // EventLate, all instances
 	skipped map[faultKey]int // EventSkipped, all instances
 	// lostNone counts EventLost with outcome none: a backup found nothing to take over.
@@ -69,6 +74,8 @@ func newFaultRecorder() *faultRecorder {
 	return &faultRecorder{
 		execs:      map[faultKey][]*faultExec{},
 		won:        map[faultKey]map[int]int{},
+		claimedTok: map[faultKey]map[string]int{},
+		unrun:      map[faultKey]map[int]int{},
 		late:       map[faultKey]int{},
 		skipped:    map[faultKey]int{},
 		lostNone:   map[faultKey]int{},
@@ -110,6 +117,10 @@ func (r *faultRecorder) onEvent(e scheduler.Event) {
 			r.won[k] = map[int]int{}
 		}
 		r.won[k][e.Attempt]++
+		if r.claimedTok[k] == nil {
+			r.claimedTok[k] = map[string]int{}
+		}
+		r.claimedTok[k][e.Token] = e.Attempt
 		if r.claimErrBy[k][e.Instance] > 0 {
 			r.wonAfterErr++
 		}
@@ -125,6 +136,12 @@ func (r *faultRecorder) onEvent(e scheduler.Event) {
 		r.takeovers++
 	case scheduler.EventLeaseLost:
 		r.leaseLost++
+		if a, ok := r.claimedTok[k][e.Token]; ok && !r.startedLocked(k, e.Token) {
+			if r.unrun[k] == nil {
+				r.unrun[k] = map[int]int{}
+			}
+			r.unrun[k][a]++
+		}
 	case scheduler.EventBackendError:
 		r.errsByOp[e.Op]++
 		if e.Op == "claim" {
@@ -232,9 +249,19 @@ func (r *faultRecorder) wins(k faultKey) map[int]int {
 	defer r.mu.Unlock()
 	out := map[int]int{}
 	for a, n := range r.won[k] {
-		out[a] = n
+		out[a] = n - r.unrun[k][a]
 	}
 	return out
+}
+
+// startedLocked reports whether token's handler started for k. Under r.mu.
+func (r *faultRecorder) startedLocked(k faultKey, token string) bool {
+	for _, x := range r.execs[k] {
+		if x.run.Token == token {
+			return true
+		}
+	}
+	return false
 }
 
 // faultTakeover is a run that started with attempt > 1 and what the attempt before

@@ -75,12 +75,12 @@ func TestLostAcks(t *testing.T) {
 		won := rec.wins(k)
 		for a, n := range byAttempt {
 			if won[a] != n {
-				unmatched = append(unmatched, fmt.Sprintf("%s attempt %d: %d won claims, %d handler starts", k, a, won[a], n))
+				unmatched = append(unmatched, fmt.Sprintf("%s attempt %d: %d won claims (not counting wins released unrun), %d handler starts: %s", k, a, won[a], n, rec.describe(k)))
 			}
 		}
 		for a, n := range won {
 			if byAttempt[a] != n {
-				unmatched = append(unmatched, fmt.Sprintf("%s attempt %d: %d won claims, %d handler starts", k, a, n, byAttempt[a]))
+				unmatched = append(unmatched, fmt.Sprintf("%s attempt %d: %d won claims (not counting wins released unrun), %d handler starts: %s", k, a, n, byAttempt[a], rec.describe(k)))
 			}
 		}
 	}
