@@ -93,7 +93,7 @@ func (s *Scheduler) claimManual(ctx context.Context, j *job, in *ClaimInput) (Ru
 			in.Slot = slot
 			return c.RunClaim, res, sent, nil
 		case OutcomeOverlap:
-			return RunClaim{}, ClaimResult{}, time.Time{}, fmt.Errorf("run %q now: %w (on %s, attempt %d)", j.name, ErrJobBusy, orDash(res.Holder), res.Attempt)
+			return RunClaim{}, ClaimResult{}, time.Time{}, fmt.Errorf("run %q now: %w: another run of it holds its lease", j.name, ErrJobBusy)
 		case OutcomeLate:
 			return RunClaim{}, ClaimResult{}, time.Time{}, fmt.Errorf("scheduler: run %q now: the run store's clock is more than the clock skew allowance (%v) ahead of this instance's", j.name, s.maxSkew)
 		}

@@ -51,11 +51,25 @@ func register(s *scheduler.Scheduler, c config, log *slog.Logger) error {
 	// that fall inside a run are skipped (and recorded as skipped). The run holds a
 	// lease; if its replica stops, the lease is released and another replica takes
 	// the run over (attempt 2).
-	return s.Every("compact", c.interval, func(ctx context.Context, run scheduler.Run) error {
+	err = s.Every("compact", c.interval, func(ctx context.Context, run scheduler.Run) error {
 		// run.Token and run.Fence are the fencing token: pass them to whatever the job
 		// writes to, so a replaced holder's late writes can be refused.
 		return work(ctx, 5*c.interval/2)
 	}, scheduler.WithOverlap(scheduler.OverlapSkip))
+	if err != nil {
+		return err
+	}
+
+	// -extra-jobs: more jobs by name; a name is only a name (one called history
+	// is just a job, and does not reach the fleet's history requests).
+	for _, name := range c.extra {
+		if err := s.Every(name, c.interval, func(ctx context.Context, run scheduler.Run) error {
+			return work(ctx, c.interval/20)
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // slotNumber is the slot's index since the Unix epoch: Every slots are multiples of

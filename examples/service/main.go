@@ -90,6 +90,7 @@ type config struct {
 	duration    time.Duration
 	replicas    int
 	history     int
+	extra       []string
 }
 
 // DefaultMetricsAddr is where /metrics is served unless -metrics-addr says otherwise.
@@ -121,6 +122,12 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.duration, "duration", 0, "stop after this long (0 = run until SIGINT or SIGTERM)")
 	fs.IntVar(&c.replicas, "replicas", 1, "replicas of the job streams and the lease bucket (3 on a cluster)")
 	fs.IntVar(&c.history, "history", 5, "on exit, print each job's last N runs (from all replicas) to stdout; 0 = none")
+	fs.Func("extra-jobs", "comma-separated `NAMES` of more jobs to declare (every interval, short work): any name, a fleet verb such as history included", func(s string) error {
+		for name := range strings.SplitSeq(s, ",") {
+			c.extra = append(c.extra, strings.TrimSpace(name))
+		}
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}

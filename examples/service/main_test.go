@@ -43,6 +43,7 @@ func TestTwoReplicasRunEachSlotOnce(t *testing.T) {
 	common := []string{
 		"-url", srv.ClientURL(), "-interval", "1s", "-cron", "*/2 * * * * *", "-zone", "Europe/Athens",
 		"-log-format", "json", "-metrics-addr", "127.0.0.1:0", "-stop-timeout", "300ms", "-history", "30",
+		"-extra-jobs", "history", // a job named like a fleet verb is just a job
 	}
 	a := start(t, append(common, "-instance", "a")...)
 	b := start(t, append(common, "-instance", "b")...)
@@ -58,7 +59,8 @@ func TestTwoReplicasRunEachSlotOnce(t *testing.T) {
 		return count(lines, finished("tick", "ok")) >= 4 &&
 			count(lines, finished("flaky", "error")) >= 1 &&
 			count(lines, msg("slot skipped: another run of the job holds its lease")) >= 1 &&
-			count(lines, finished("report", "ok")) >= 1
+			count(lines, finished("report", "ok")) >= 1 &&
+			count(lines, finished("history", "ok")) >= 1
 	})
 	// Both replicas count their own runs; together they count every tick that ended.
 	ticks := 0
@@ -228,6 +230,11 @@ func TestInvalidInput(t *testing.T) {
 	// Bad schedules fail at registration, with the scheduler's error.
 	err := run(t.Context(), []string{"-url", srv.ClientURL(), "-metrics-addr", "", "-cron", "61 * * * *"}, io.Discard, io.Discard)
 	assert.ErrorIs(t, err, scheduler.ErrInvalidSchedule)
+	// Names of -extra-jobs are checked like any job's.
+	err = run(t.Context(), []string{"-url", srv.ClientURL(), "-metrics-addr", "", "-extra-jobs", "tick"}, io.Discard, io.Discard)
+	assert.ErrorIs(t, err, scheduler.ErrJobExists)
+	err = run(t.Context(), []string{"-url", srv.ClientURL(), "-metrics-addr", "", "-extra-jobs", "ok,\x00"}, io.Discard, io.Discard)
+	assert.ErrorIs(t, err, scheduler.ErrInvalidJobName)
 	// No server: an error, not a hang.
 	err = run(t.Context(), []string{"-url", "nats://127.0.0.1:1", "-metrics-addr", ""}, io.Discard, io.Discard)
 	assert.ErrorIs(t, err, nats.ErrNoServers)
