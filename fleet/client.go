@@ -131,24 +131,34 @@ func (c *Client) ResumeAll(ctx context.Context, in ResumeRequest) (ResumeReply, 
 // HistoryRequest), read from every part of the reply: a reply whose parts did not
 // all arrive before ctx ended (or the client's timeout) is an error that says so.
 func (c *Client) History(ctx context.Context, job string, limit int) (HistoryReply, error) {
-	var out HistoryReply
-	err := c.requestParts(ctx, c.subj.job(verbHistory, job), job, HistoryRequest{V: RequestVersion, Limit: limit},
-		func(subject string, m *nats.Msg) (int, int, error) {
-			var r HistoryReply
-			if err := parseReply(subject, m, &r); err != nil {
-				return 0, 0, err
-			}
-			runs := append(out.Runs, r.Runs...)
-			out, out.Runs = r, runs
-			return r.Part, r.Parts, nil
-		})
-	if err != nil {
-		return HistoryReply{}, err
-	}
+	out, err := gatherParts(ctx, c, c.subj.job(verbHistory, job), job, HistoryRequest{V: RequestVersion, Limit: limit},
+		func(r *HistoryReply) (int, int, *[]Run) { return r.Part, r.Parts, &r.Runs })
 	out.Part = 0
-	if out.Runs == nil {
-		out.Runs = []Run{}
+	return out, err
+}
+
+// gatherParts sends one request and joins the items of every part of its reply:
+// the last part's reply, with the items of them all (never nil) where parts
+// points. A reply whose parts did not all arrive is an error.
+func gatherParts[R, T any](ctx context.Context, c *Client, subject, job string, req any, parts func(*R) (int, int, *[]T)) (R, error) {
+	var out R
+	all := []T{}
+	err := c.requestParts(ctx, subject, job, req, func(subject string, m *nats.Msg) (int, int, error) {
+		var r R
+		if err := parseReply(subject, m, &r); err != nil {
+			return 0, 0, err
+		}
+		part, n, items := parts(&r)
+		all = append(all, *items...)
+		out = r
+		return part, n, nil
+	})
+	if err != nil {
+		var zero R
+		return zero, err
 	}
+	_, _, items := parts(&out)
+	*items = all
 	return out, nil
 }
 

@@ -137,23 +137,8 @@ func (c *Client) Watch(ctx context.Context, job string, fn func(Event)) error {
 // declares the job reads them from the run store, from every part of the reply
 // (see History).
 func (c *Client) Active(ctx context.Context, job string) (ActiveReply, error) {
-	var out ActiveReply
-	err := c.requestParts(ctx, c.subj.job(verbActive, job), job, ActiveRequest{V: RequestVersion},
-		func(subject string, m *nats.Msg) (int, int, error) {
-			var r ActiveReply
-			if err := parseReply(subject, m, &r); err != nil {
-				return 0, 0, err
-			}
-			runs := append(out.Runs, r.Runs...)
-			out, out.Runs = r, runs
-			return r.Part, r.Parts, nil
-		})
-	if err != nil {
-		return ActiveReply{}, err
-	}
+	out, err := gatherParts(ctx, c, c.subj.job(verbActive, job), job, ActiveRequest{V: RequestVersion},
+		func(r *ActiveReply) (int, int, *[]ActiveRun) { return r.Part, r.Parts, &r.Runs })
 	out.Part = 0
-	if out.Runs == nil {
-		out.Runs = []ActiveRun{}
-	}
-	return out, nil
+	return out, err
 }
