@@ -103,14 +103,18 @@ func (s *Scheduler) act(j *job, c *leaseClaim, res ClaimResult, sent time.Time) 
 			if res.Attempt > 1 && !res.Reopened {
 				s.noteLost(j, c.Slot, res)
 			}
-			l := &lease{token: c.Token, dur: j.cfg.lease, sent: sent}
-			if s.finishDecided(j, c, res.Attempt, l, StatusPaused) {
-				s.recordPaused(j, c.Slot, c.Token, res.Attempt, p)
-			}
+			s.decidePaused(j, c, res.Attempt, &lease{token: c.Token, dur: j.cfg.lease, sent: sent}, p)
 			return
 		}
 	}
 	s.follow(j, c, res, sent)
+}
+
+// decidePaused finishes a won lease's slot paused and records it so: not run.
+func (s *Scheduler) decidePaused(j *job, c *leaseClaim, attempt int, l *lease, p Pause) {
+	if s.finishDecided(j, c, attempt, l, StatusPaused) {
+		s.recordPaused(j, c.Slot, c.Token, attempt, p)
+	}
 }
 
 // finishDecided stores a won lease's run finished with a status that is a decision
@@ -286,8 +290,9 @@ func (s *Scheduler) settleStopped(c *leaseClaim, rc RunClaim, err error) (ClaimR
 // runLeased runs a won lease and settles it. Its attempt is recorded in history
 // before the handler starts when the record may decide (RecordDecider): a backend
 // that arbitrates between instances with and without leases (ErrClaimedElsewhere)
-// may say the slot is not ours, for a takeover too. Everything else is written beside the run. A lease lost with the run unfinished makes this instance
-// stand by for the run again.
+// may say the slot is not ours, for a takeover too. Everything else is written
+// beside the run. A lease lost with the run unfinished makes this instance stand
+// by for the run again.
 func (s *Scheduler) runLeased(j *job, c *leaseClaim, res ClaimResult, sent time.Time) {
 	in := ClaimInput{
 		Job: j.name, Slot: c.Slot, Token: c.Token, Instance: s.instance, Attempt: max(res.Attempt, 1),
@@ -350,9 +355,7 @@ func (s *Scheduler) runLeased(j *job, c *leaseClaim, res ClaimResult, sent time.
 		// A pause stored while the claim was recorded holds the slot too: it has
 		// not started.
 		if p, paused := s.pauses.of(j.name, s.clock.Now()); paused {
-			if s.finishDecided(j, c, res.Attempt, l, StatusPaused) {
-				s.recordPaused(j, c.Slot, c.Token, res.Attempt, p)
-			}
+			s.decidePaused(j, c, res.Attempt, l, p)
 			return
 		}
 		out = s.execute(s.hardCtx, j, in, res.Fence, l).Status
