@@ -2,7 +2,6 @@ package scheduler_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -66,4 +65,45 @@ func TestHistoryReadsDuringAWriteOutageDoNotCrowdOutResults(t *testing.T) {
 	})
 }
 
-var _ sync.Locker
+// Red team (issue 20, outbox): "Stop with no deadline while the store is down"
+// writes the outbox for 2 x CallTimeout and returns ErrNotStored. With leases, a
+// run whose handler has returned first sends its Finish again until the run store
+// would have forgotten the run (the job's keep: lateness, or the catch-up window,
+// + lease + a minute), and a Stop without a deadline never hard-stops it: Stop
+// waits out that whole time although no handler is running any more (measured:
+// 2m33s with the defaults, 24h1m33s with a catch-up window of 24h). Here the store
+// goes down during the run (every call hangs until its timeout), the handler
+// returns, and Stop is called a second later with context.Background();
+// CallTimeout is 1s. Stop must return within a few call timeouts, with
+// ErrNotStored.
+func TestStopWithoutDeadlineReturnsWhileTheRunStoreIsDown(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []scheduler.JobOption
+	}{
+		{"defaults", nil},
+		{"catch-up window 24h", []scheduler.JobOption{scheduler.WithCatchUp(scheduler.CatchUpLatest, 24*time.Hour)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := &failingFinish{MemoryBackend: scheduler.NewMemoryBackend()}
+				s := newScheduler(t, f, "A", callTimeout(time.Second))
+				require.NoError(t, s.Every("work", time.Hour, func(ctx context.Context, _ scheduler.Run) error {
+					time.Sleep(2 * time.Second)
+					f.dead.Store(true) // the store goes down while the handler runs
+					time.Sleep(3 * time.Second)
+					return nil
+				}, tc.opts...))
+				time.Sleep(time.Hour - time.Second)
+				require.NoError(t, s.Start(t.Context()))
+				time.Sleep(7 * time.Second) // 01:00:06: the handler returned a second ago
+				start := time.Now()
+				err := s.Stop(context.Background())
+				took := time.Since(start)
+				t.Logf("Stop took %v: %v", took, err)
+				assert.ErrorIs(t, err, scheduler.ErrNotStored)
+				assert.LessOrEqual(t, took, 3*time.Second, "Stop without a deadline, no handler running, the store down")
+			})
+		})
+	}
+}
