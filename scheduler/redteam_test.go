@@ -2,6 +2,7 @@ package scheduler_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -106,4 +107,66 @@ func TestStopWithoutDeadlineReturnsWhileTheRunStoreIsDown(t *testing.T) {
 			})
 		})
 	}
+}
+
+// Red team (issue 20, manual runs): a manual run holds a lease on an instant that
+// is not one of the job's slots, so that it is never taken for a scheduled run,
+// and one whose instance died is ended lost, never run again. On Every(1ms) (the
+// shortest interval Every accepts) every millisecond is a slot: the manual slot
+// is searched for 1000 ms and then taken anyway, a scheduled slot a second ahead.
+// When its instance dies during the run, the slot's scheduled claim on another
+// instance takes the manual run over as a scheduled attempt 2 and runs it again.
+func TestManualRunOnEveryMillisecondIsNotRunAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := scheduler.NewMemoryBackend()
+		a := &failingFinish{MemoryBackend: mem}
+		var mu sync.Mutex
+		var manualSlot time.Time
+		bySlot := map[int64][]scheduler.Run{}
+		note := func(r scheduler.Run) {
+			mu.Lock()
+			defer mu.Unlock()
+			bySlot[r.Slot.UnixMilli()] = append(bySlot[r.Slot.UnixMilli()], r)
+		}
+		sa := newScheduler(t, a, "A", callTimeout(time.Second))
+		require.NoError(t, sa.Every("fast", time.Millisecond, func(ctx context.Context, r scheduler.Run) error {
+			note(r)
+			if r.Manual {
+				a.dead.Store(true) // A dies during its manual run
+				<-ctx.Done()
+				return context.Cause(ctx)
+			}
+			return nil
+		}, scheduler.WithLease(time.Second)))
+		sb := newScheduler(t, mem, "B", callTimeout(time.Second))
+		require.NoError(t, sb.Every("fast", time.Millisecond, func(ctx context.Context, r scheduler.Run) error {
+			note(r)
+			return nil
+		}, scheduler.WithLease(time.Second)))
+		time.Sleep(time.Hour)
+		require.NoError(t, sa.Start(t.Context()))
+		require.NoError(t, sb.Start(t.Context()))
+		time.Sleep(100 * time.Millisecond)
+		go func() {
+			_, _ = sa.RunNow(context.Background(), "fast", scheduler.OnStart(func(r scheduler.Run) {
+				mu.Lock()
+				manualSlot = r.Slot
+				mu.Unlock()
+			}))
+		}()
+		time.Sleep(3 * time.Second)
+		require.NoError(t, sb.Stop(t.Context()))
+		stop, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		_ = sa.Stop(stop) // the dead process
+
+		mu.Lock()
+		defer mu.Unlock()
+		require.False(t, manualSlot.IsZero(), "the manual run started")
+		runs := bySlot[manualSlot.UnixMilli()]
+		for _, r := range runs {
+			t.Logf("slot %s: instance %s attempt %d manual %v", r.Slot.Format("15:04:05.000"), r.Instance, r.Attempt, r.Manual)
+		}
+		assert.Len(t, runs, 1, "the manual run's slot ran once, as the manual run")
+	})
 }
