@@ -3,6 +3,7 @@ package scheduler_test
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -168,5 +169,45 @@ func TestManualRunOnEveryMillisecondIsNotRunAgain(t *testing.T) {
 			t.Logf("slot %s: instance %s attempt %d manual %v", r.Slot.Format("15:04:05.000"), r.Instance, r.Attempt, r.Manual)
 		}
 		assert.Len(t, runs, 1, "the manual run's slot ran once, as the manual run")
+	})
+}
+
+// Red team (issue 20, pauses): a slot that falls while its job is paused is not
+// run, a takeover included, and with CatchUpNone a paused slot stays paused after
+// the pause ends. When the winner's Finish(paused) keeps failing, it releases the
+// lease after its retries and the backup takes the slot over to decide it again:
+// if the pause was lifted meanwhile (resume during the failing Finish), the backup
+// runs the slot that fell during the pause, a second after the resume.
+func TestSlotThatFellWhilePausedIsNotRunAfterAResumeDuringItsFailingFinish(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := scheduler.NewMemoryBackend()
+		var ran atomic.Int32
+		handler := func(context.Context, scheduler.Run) error {
+			ran.Add(1)
+			return nil
+		}
+		opts := []scheduler.JobOption{scheduler.WithLease(2 * time.Second), scheduler.WithMaxLate(10 * time.Second)}
+		a := &failingFinish{MemoryBackend: mem}
+		a.failPaused.Store(1 << 20) // A's Finish(paused) never gets through
+		sa := newScheduler(t, a, "A")
+		require.NoError(t, sa.Every("job", time.Hour, handler, opts...))
+		sb := newScheduler(t, mem, "B")
+		require.NoError(t, sb.Every("job", time.Hour, handler, opts...))
+		require.NoError(t, sa.Pause(t.Context(), "job", scheduler.PauseOptions{Reason: "freeze"}))
+		time.Sleep(time.Hour - time.Second)
+		require.NoError(t, sa.Start(t.Context())) // A wins the 01:00 slot, paused
+		time.Sleep(1500 * time.Millisecond)
+		require.NoError(t, sb.Start(t.Context())) // B stands by for it
+		time.Sleep(500 * time.Millisecond)
+		require.NoError(t, sb.Resume(t.Context(), "job")) // 01:00:01, A's Finish still failing
+		time.Sleep(time.Minute)
+		require.NoError(t, sb.Stop(t.Context()))
+		require.NoError(t, sa.Stop(t.Context()))
+		hist, err := sb.History(t.Context(), "job", 0)
+		require.NoError(t, err)
+		for _, r := range hist {
+			t.Logf("%s attempt %d on %s: %s %s", r.Slot.Format("15:04:05"), r.Attempt, r.Instance, r.Status, r.Error)
+		}
+		assert.Zero(t, ran.Load(), "the 01:00 slot fell while the job was paused (CatchUpNone)")
 	})
 }
