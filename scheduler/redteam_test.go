@@ -196,10 +196,12 @@ func TestSlotThatFellWhilePausedIsNotRunAfterAResumeDuringItsFailingFinish(t *te
 		require.NoError(t, sa.Pause(t.Context(), "job", scheduler.PauseOptions{Reason: "freeze"}))
 		time.Sleep(time.Hour - time.Second)
 		require.NoError(t, sa.Start(t.Context())) // A wins the 01:00 slot, paused
-		time.Sleep(1500 * time.Millisecond)
-		require.NoError(t, sb.Start(t.Context())) // B stands by for it
-		time.Sleep(500 * time.Millisecond)
-		require.NoError(t, sb.Resume(t.Context(), "job")) // 01:00:01, A's Finish still failing
+		time.Sleep(1200 * time.Millisecond)
+		require.NoError(t, sb.Start(t.Context())) // 01:00:00.2: B stands by for it
+		time.Sleep(300 * time.Millisecond)
+		// 01:00:00.5: A is still sending Finish(paused) again (it gives up after
+		// 0.8s to 1.6s of retries, before its lease would expire).
+		require.NoError(t, sb.Resume(t.Context(), "job"))
 		time.Sleep(time.Minute)
 		require.NoError(t, sb.Stop(t.Context()))
 		require.NoError(t, sa.Stop(t.Context()))
