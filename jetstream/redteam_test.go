@@ -2,6 +2,7 @@ package jetstream
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -83,4 +84,61 @@ func TestMixedFleetHistoryKeepsAPlainRunRunning(t *testing.T) {
 	assert.Equal(t, scheduler.StatusRunning, r.Status, "read on the leased instance: %s %q", r.Status, r.Error)
 	r = status(plain)
 	assert.Equal(t, scheduler.StatusRunning, r.Status, "read again on the plain instance: %s %q", r.Status, r.Error)
+}
+
+// Red team (issue 20, outbox and repair): a result whose write was applied but
+// whose answer was lost is written again by the outbox, and JetStream stores it
+// twice (results carry no message id). The results subject keeps the newest
+// history-size messages, so the duplicate evicts the result of the oldest run
+// History shows, while that run's record (its claim, or its manual record) is
+// still stored: the run reads running, and once older than the repair's grace
+// (and the job's timeout), a History read stores it lost, although it ran ok.
+// That write evicts the next oldest result in turn, so every later read turns
+// one more run lost (measured: [ok ok ok ok lost], then [ok ok ok lost lost], ...
+// [ok lost lost lost lost] after four reads), and it never stops: the results
+// stay one message short of the records. Any second result of one attempt starts
+// it (a superseded holder's result beside its taker's lost note, a repair whose
+// holder's result came after all, the outbox's duplicate write). One retried
+// write must not change how any run reads.
+func TestDuplicateResultDoesNotTurnAnOlderRunLost(t *testing.T) {
+	s := startServer(t, embedded.Options{})
+	ctx := ctxFor(t)
+	job := jobName("dup-result")
+	b := newBackend(t, connect(t, s))
+	sc, err := scheduler.New(scheduler.Config{Backend: b, Instance: "a", CallTimeout: 500 * time.Millisecond})
+	require.NoError(t, err)
+	require.NoError(t, sc.Every(job, time.Hour, func(context.Context, scheduler.Run) error { return nil },
+		scheduler.WithHistory(5, 0), scheduler.WithTimeout(500*time.Millisecond)))
+	require.NoError(t, sc.Start(ctx))
+	defer func() { require.NoError(t, sc.Stop(context.Background())) }()
+
+	var last scheduler.RunRecord
+	for range 5 {
+		last, err = sc.RunNow(ctx, job)
+		require.NoError(t, err)
+		require.Equal(t, scheduler.StatusOK, last.Status)
+	}
+	// The outbox writes the newest result again: its first write was stored, its
+	// answer lost.
+	require.NoError(t, b.SaveResult(ctx, job, scheduler.StoredResult{
+		Slot: last.Slot, Token: last.Token, Instance: last.Instance, Attempt: 1, Manual: true, Status: last.Status,
+		StartedAt: last.StartedAt, FinishedAt: last.FinishedAt,
+	}, scheduler.Retention{Size: 5}))
+
+	// Past the job's timeout and the grace (3 x CallTimeout) of the oldest claim.
+	time.Sleep(time.Until(last.ClaimedAt.Add(2500 * time.Millisecond)))
+	var lost []string
+	for read := range 4 {
+		recs, err := sc.History(ctx, job, 0)
+		require.NoError(t, err)
+		var line []string
+		for _, r := range recs {
+			line = append(line, string(r.Status))
+			if r.Status != scheduler.StatusOK {
+				lost = append(lost, fmt.Sprintf("read %d: run at %s: %s %q", read, r.Slot.Format("15:04:05.000"), r.Status, r.Error))
+			}
+		}
+		t.Logf("read %d, newest first: %v", read, line)
+	}
+	assert.Empty(t, lost, "every run ran ok")
 }
