@@ -221,9 +221,9 @@ func TestSlotThatFellWhilePausedIsNotRunAfterAResumeDuringItsFailingFinish(t *te
 // instance is also cut off) there is no backup: the released run waits in the
 // run store for an instance's Start (adopt) and, having no history record, is
 // not found by History's repair either; the store then forgets it (its keep).
-// Here Finish(paused) fails 20 times (a
-// couple of seconds of a store's trouble), then works: an hour later the slot
-// still has no record at all, while the instance ran on.
+// Here Finish(paused) fails 20 times (a couple of seconds of a store's trouble),
+// then works: half an hour later the slot has no record at all, in history or in
+// the run store, while the instance ran on.
 func TestPausedSlotOfALoneInstanceGetsARecordWhenItsFinishFails(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := &failingFinish{MemoryBackend: scheduler.NewMemoryBackend()}
