@@ -3,10 +3,12 @@ package jetstream
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	natsjs "github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -141,4 +143,35 @@ func TestDuplicateResultDoesNotTurnAnOlderRunLost(t *testing.T) {
 		t.Logf("read %d, newest first: %v", read, line)
 	}
 	assert.Empty(t, lost, "every run ran ok")
+}
+
+// Red team (issue 20, sizes): "a stored error is cut at scheduler.MaxErrorText
+// (8 KiB) ... so a record always fits in one message". PrepareJob accepts a job
+// stream whose max_msg_size is at least minMsgSize (4 KiB + twice the name), set
+// by an operator on anarchon's stream or on a stream made beforehand: a result
+// with an error at the documented cap does not fit it, its write is refused by the
+// server every time, and the outbox sends it again for as long as the process
+// runs (the refusal is not a permanent error), holding up the job's later records
+// behind it. Either PrepareJob refuses such a stream or the record fits.
+func TestResultAtTheErrorCapFitsEveryAcceptedStream(t *testing.T) {
+	s := startServer(t, embedded.Options{})
+	ctx := ctxFor(t)
+	job := jobName("msgsize")
+	js := connect(t, s)
+	b := newBackend(t, js)
+	lim := limits(job)
+	require.NoError(t, b.PrepareJob(ctx, lim))
+	setMetadata(t, js, b.cfg.namesFor(job).stream, func(cfg *natsjs.StreamConfig) { cfg.MaxMsgSize = minMsgSize(job) })
+
+	b2 := newBackend(t, connect(t, s))
+	if err := b2.PrepareJob(ctx, lim); err != nil {
+		t.Logf("PrepareJob refuses the stream: %v", err)
+		return
+	}
+	long := scheduler.TruncateText(strings.Repeat("x", 3*scheduler.MaxErrorText), scheduler.MaxErrorText)
+	err := b2.SaveResult(ctx, job, scheduler.StoredResult{
+		Slot: slot(1), Token: token(), Instance: "a", Attempt: 1, Status: scheduler.StatusError,
+		StartedAt: time.Now(), FinishedAt: time.Now(), Error: long,
+	}, scheduler.Retention{Size: 10})
+	assert.NoError(t, err, "a result with an error of %d bytes on a stream PrepareJob accepted (max_msg_size %d)", len(long), minMsgSize(job))
 }
