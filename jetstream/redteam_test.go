@@ -175,3 +175,49 @@ func TestResultAtTheErrorCapFitsEveryAcceptedStream(t *testing.T) {
 	}, scheduler.Retention{Size: 10})
 	assert.NoError(t, err, "a result with an error of %d bytes on a stream PrepareJob accepted (max_msg_size %d)", len(long), minMsgSize(job))
 }
+
+// Red team (issue 20, repair on read): a record left running by a dead instance is
+// ended by "the next History read". Readers that read at once (status pages, a
+// fleet's history requests served by sixteen workers per replica) each find it
+// running and each store an ending: one run, eight results. On JetStream every
+// extra result evicts an older run's result under its still-stored claim, which
+// the next reads then repair in turn (TestDuplicateResultDoesNotTurnAnOlderRunLost).
+// One ending must be stored for one record.
+func TestConcurrentHistoryReadsStoreOneEnding(t *testing.T) {
+	s := startServer(t, embedded.Options{})
+	ctx := ctxFor(t)
+	job := jobName("repair-once")
+	b := newBackend(t, connect(t, s))
+	sc, err := scheduler.New(scheduler.Config{Backend: b, Instance: "reader", CallTimeout: 200 * time.Millisecond})
+	require.NoError(t, err)
+	require.NoError(t, sc.Every(job, time.Hour, func(context.Context, scheduler.Run) error { return nil },
+		scheduler.WithHistory(10, 0), scheduler.WithTimeout(100*time.Millisecond)))
+	require.NoError(t, sc.Start(ctx))
+	defer func() { require.NoError(t, sc.Stop(context.Background())) }()
+
+	// A dead instance's claim: its run never ends.
+	at := time.Now()
+	won, err := b.Claim(ctx, scheduler.ClaimInput{Job: job, Slot: slot(0), Token: token(), Instance: "dead", Attempt: 1,
+		At: at, HistorySize: 10})
+	require.NoError(t, err)
+	require.True(t, won)
+	time.Sleep(time.Until(at.Add(time.Second))) // past its timeout and the grace
+
+	const readers = 8
+	var wg sync.WaitGroup
+	gate := make(chan struct{})
+	for range readers {
+		wg.Go(func() {
+			<-gate
+			recs, err := sc.History(ctx, job, 0)
+			assert.NoError(t, err)
+			assert.Len(t, recs, 1)
+		})
+	}
+	close(gate)
+	wg.Wait()
+	st := b.cached(job)
+	require.NotNil(t, st)
+	results := subjectCounts(t, b, job)[st.results]
+	assert.EqualValues(t, 1, results, "results stored for the one record ended")
+}
