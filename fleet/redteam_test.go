@@ -1,0 +1,50 @@
+package fleet_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/anarchon/anarchon/fleet"
+	"github.com/anarchon/anarchon/scheduler"
+)
+
+// slowHistory is a memory backend whose History takes 20ms (a store under load).
+type slowHistory struct{ *scheduler.MemoryBackend }
+
+func (b slowHistory) History(ctx context.Context, job string, limit int) ([]scheduler.RunRecord, error) {
+	select {
+	case <-time.After(20 * time.Millisecond):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return b.MemoryBackend.History(ctx, job, limit)
+}
+
+// Red team (issue 20, fleet): a viewer reads and changes nothing. Every per-job
+// request of a replica (trigger, pause, resume as well as history and active)
+// waits in one queue of 4096 for sixteen workers, and NATS drops what does not fit.
+// A viewer that sends history requests faster than they are answered (here 20,000,
+// each read taking 20ms, all it may publish) keeps the queue full, and an
+// operator's pause of another job is dropped or waits behind them: it is not
+// answered within its 2s. What a viewer may send must not keep an operator from
+// pausing.
+func TestHistoryFloodDoesNotStarveAPause(t *testing.T) {
+	f := startFleet(t, fleetSetup{instances: []string{"A"}, backend: slowHistory{scheduler.NewMemoryBackend()}})
+	flood := connect(t, f.dial)
+	subject := f.client.Subject("history", jobReport)
+	for range 20000 {
+		require.NoError(t, flood.PublishMsg(&nats.Msg{Subject: subject, Reply: "_INBOX.flood.x", Data: []byte(`{"v":1}`)}))
+	}
+	require.NoError(t, flood.Flush())
+
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := f.client.Pause(ctx, jobBackup, fleet.PauseRequest{Reason: "incident", By: "ops"})
+	assert.NoError(t, err, "the operator's pause, %v after the flood", time.Since(start).Round(time.Millisecond))
+}

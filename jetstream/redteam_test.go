@@ -1,0 +1,223 @@
+package jetstream
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	natsjs "github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/anarchon/anarchon/embedded"
+	"github.com/anarchon/anarchon/scheduler"
+)
+
+// Red team (issue 20, repair on read, mixed fleet): History on a started
+// scheduler with leases ends a record left running "by an attempt that can no
+// longer end it", judged from its run store. In a mixed fleet (a rolling upgrade),
+// a slot run by an instance without leases is decided by the slot's claim: the
+// leased instance's own lease of it was finished skipped there (claimed
+// elsewhere). A History read on the leased instance, once the plain run's record
+// is older than the grace (3 x CallTimeout), takes that skipped for the plain run's
+// ending and stores it ("ended skipped in the run store, whose result was never
+// stored") while the run is still going on the plain instance, alive; every
+// reader then sees skipped until the run's own result comes (an instance started
+// after the slot's deadline, with nothing in its store, stores it lost instead). A
+// run that is still running must stay running.
+func TestMixedFleetHistoryKeepsAPlainRunRunning(t *testing.T) {
+	s := startServer(t, embedded.Options{})
+	ctx := ctxFor(t)
+	job := jobName("mixed-repair")
+
+	release := make(chan struct{})
+	var once sync.Once
+	started := make(chan time.Time, 1)
+	plain, err := scheduler.New(scheduler.Config{Backend: newBackend(t, connect(t, s)), Instance: "plain"})
+	require.NoError(t, err)
+	require.NoError(t, plain.Every(job, 4*time.Second, func(ctx context.Context, r scheduler.Run) error {
+		first := false
+		once.Do(func() { first = true })
+		if first {
+			started <- r.Slot
+			<-release // a long run, alive
+		}
+		return nil
+	}, scheduler.WithMaxLate(500*time.Millisecond)))
+	require.NoError(t, plain.Start(ctx))
+	defer func() {
+		once.Do(func() {})
+		require.NoError(t, plain.Stop(context.Background()))
+	}()
+	defer close(release)
+	var slot time.Time
+	select {
+	case slot = <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the plain instance did not run a slot")
+	}
+
+	lb, err := NewLeased(connect(t, s), scheduler.NewMemoryRunStore(scheduler.SystemClock{}))
+	require.NoError(t, err)
+	leased, err := scheduler.New(scheduler.Config{Backend: lb, Instance: "leased", CallTimeout: time.Second})
+	require.NoError(t, err)
+	require.NoError(t, leased.Every(job, 4*time.Second, func(context.Context, scheduler.Run) error { return nil },
+		scheduler.WithMaxLate(500*time.Millisecond)))
+	require.NoError(t, leased.Start(ctx))
+	defer func() { require.NoError(t, leased.Stop(context.Background())) }()
+
+	// Past the leased instance's grace (3 x its CallTimeout) after the claim.
+	time.Sleep(time.Until(slot.Add(3500 * time.Millisecond)))
+	status := func(sc *scheduler.Scheduler) scheduler.RunRecord {
+		recs, err := sc.History(ctx, job, 0)
+		require.NoError(t, err)
+		for _, r := range recs {
+			if r.Slot.Equal(slot) {
+				return r
+			}
+		}
+		t.Fatalf("no record of slot %v: %+v", slot, recs)
+		return scheduler.RunRecord{}
+	}
+	r := status(leased)
+	assert.Equal(t, scheduler.StatusRunning, r.Status, "read on the leased instance: %s %q", r.Status, r.Error)
+	r = status(plain)
+	assert.Equal(t, scheduler.StatusRunning, r.Status, "read again on the plain instance: %s %q", r.Status, r.Error)
+}
+
+// Red team (issue 20, outbox and repair): a result whose write was applied but
+// whose answer was lost is written again by the outbox, and JetStream stores it
+// twice (results carry no message id). The results subject keeps the newest
+// history-size messages, so the duplicate evicts the result of the oldest run
+// History shows, while that run's record (its claim, or its manual record) is
+// still stored: the run reads running, and once older than the repair's grace
+// (and the job's timeout), a History read stores it lost, although it ran ok.
+// That write evicts the next oldest result in turn, so every later read turns
+// one more run lost (measured: [ok ok ok ok lost], then [ok ok ok lost lost], ...
+// [ok lost lost lost lost] after four reads), and it never stops: the results
+// stay one message short of the records. Any second result of one attempt starts
+// it (a superseded holder's result beside its taker's lost note, a repair whose
+// holder's result came after all, the outbox's duplicate write). One retried
+// write must not change how any run reads.
+func TestDuplicateResultDoesNotTurnAnOlderRunLost(t *testing.T) {
+	s := startServer(t, embedded.Options{})
+	ctx := ctxFor(t)
+	job := jobName("dup-result")
+	b := newBackend(t, connect(t, s))
+	sc, err := scheduler.New(scheduler.Config{Backend: b, Instance: "a", CallTimeout: 500 * time.Millisecond})
+	require.NoError(t, err)
+	require.NoError(t, sc.Every(job, time.Hour, func(context.Context, scheduler.Run) error { return nil },
+		scheduler.WithHistory(5, 0), scheduler.WithTimeout(500*time.Millisecond)))
+	require.NoError(t, sc.Start(ctx))
+	defer func() { require.NoError(t, sc.Stop(context.Background())) }()
+
+	var last scheduler.RunRecord
+	for range 5 {
+		last, err = sc.RunNow(ctx, job)
+		require.NoError(t, err)
+		require.Equal(t, scheduler.StatusOK, last.Status)
+	}
+	// The outbox writes the newest result again: its first write was stored, its
+	// answer lost.
+	require.NoError(t, b.SaveResult(ctx, job, scheduler.StoredResult{
+		Slot: last.Slot, Token: last.Token, Instance: last.Instance, Attempt: 1, Manual: true, Status: last.Status,
+		StartedAt: last.StartedAt, FinishedAt: last.FinishedAt,
+	}, scheduler.Retention{Size: 5}))
+
+	// Past the job's timeout and the grace (3 x CallTimeout) of the oldest claim.
+	time.Sleep(time.Until(last.ClaimedAt.Add(2500 * time.Millisecond)))
+	var lost []string
+	for read := range 4 {
+		recs, err := sc.History(ctx, job, 0)
+		require.NoError(t, err)
+		var line []string
+		for _, r := range recs {
+			line = append(line, string(r.Status))
+			if r.Status != scheduler.StatusOK {
+				lost = append(lost, fmt.Sprintf("read %d: run at %s: %s %q", read, r.Slot.Format("15:04:05.000"), r.Status, r.Error))
+			}
+		}
+		t.Logf("read %d, newest first: %v", read, line)
+	}
+	assert.Empty(t, lost, "every run ran ok")
+}
+
+// Red team (issue 20, sizes): "a stored error is cut at scheduler.MaxErrorText
+// (8 KiB) ... so a record always fits in one message". PrepareJob accepts a job
+// stream whose max_msg_size is at least minMsgSize (4 KiB + twice the name), set
+// by an operator on anarchon's stream or on a stream made beforehand: a result
+// with an error at the documented cap does not fit it, its write is refused by the
+// server every time, and the outbox sends it again for as long as the process
+// runs (the refusal is not a permanent error), holding up the job's later records
+// behind it. Either PrepareJob refuses such a stream or the record fits.
+func TestResultAtTheErrorCapFitsEveryAcceptedStream(t *testing.T) {
+	s := startServer(t, embedded.Options{})
+	ctx := ctxFor(t)
+	job := jobName("msgsize")
+	js := connect(t, s)
+	b := newBackend(t, js)
+	lim := limits(job)
+	require.NoError(t, b.PrepareJob(ctx, lim))
+	setMetadata(t, js, b.cfg.namesFor(job).stream, func(cfg *natsjs.StreamConfig) { cfg.MaxMsgSize = minMsgSize(job) })
+
+	b2 := newBackend(t, connect(t, s))
+	if err := b2.PrepareJob(ctx, lim); err != nil {
+		t.Logf("PrepareJob refuses the stream: %v", err)
+		return
+	}
+	long := scheduler.TruncateText(strings.Repeat("x", 3*scheduler.MaxErrorText), scheduler.MaxErrorText)
+	err := b2.SaveResult(ctx, job, scheduler.StoredResult{
+		Slot: slot(1), Token: token(), Instance: "a", Attempt: 1, Status: scheduler.StatusError,
+		StartedAt: time.Now(), FinishedAt: time.Now(), Error: long,
+	}, scheduler.Retention{Size: 10})
+	assert.NoError(t, err, "a result with an error of %d bytes on a stream PrepareJob accepted (max_msg_size %d)", len(long), minMsgSize(job))
+}
+
+// Red team (issue 20, repair on read): a record left running by a dead instance is
+// ended by "the next History read". Readers that read at once (status pages, a
+// fleet's history requests served by sixteen workers per replica) each find it
+// running and each store an ending: one run, eight results. On JetStream every
+// extra result evicts an older run's result under its still-stored claim, which
+// the next reads then repair in turn (TestDuplicateResultDoesNotTurnAnOlderRunLost).
+// One ending must be stored for one record.
+func TestConcurrentHistoryReadsStoreOneEnding(t *testing.T) {
+	s := startServer(t, embedded.Options{})
+	ctx := ctxFor(t)
+	job := jobName("repair-once")
+	b := newBackend(t, connect(t, s))
+	sc, err := scheduler.New(scheduler.Config{Backend: b, Instance: "reader", CallTimeout: 200 * time.Millisecond})
+	require.NoError(t, err)
+	require.NoError(t, sc.Every(job, time.Hour, func(context.Context, scheduler.Run) error { return nil },
+		scheduler.WithHistory(10, 0), scheduler.WithTimeout(100*time.Millisecond)))
+	require.NoError(t, sc.Start(ctx))
+	defer func() { require.NoError(t, sc.Stop(context.Background())) }()
+
+	// A dead instance's claim: its run never ends.
+	at := time.Now()
+	won, err := b.Claim(ctx, scheduler.ClaimInput{Job: job, Slot: slot(0), Token: token(), Instance: "dead", Attempt: 1,
+		At: at, HistorySize: 10})
+	require.NoError(t, err)
+	require.True(t, won)
+	time.Sleep(time.Until(at.Add(time.Second))) // past its timeout and the grace
+
+	const readers = 8
+	var wg sync.WaitGroup
+	gate := make(chan struct{})
+	for range readers {
+		wg.Go(func() {
+			<-gate
+			recs, err := sc.History(ctx, job, 0)
+			assert.NoError(t, err)
+			assert.Len(t, recs, 1)
+		})
+	}
+	close(gate)
+	wg.Wait()
+	st := b.cached(job)
+	require.NotNil(t, st)
+	results := subjectCounts(t, b, job)[st.results]
+	assert.EqualValues(t, 1, results, "results stored for the one record ended")
+}

@@ -1,0 +1,247 @@
+package scheduler_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/anarchon/anarchon/scheduler"
+)
+
+// Red team (issue 20, repair on read): a record left running by a dead instance
+// is ended by the next History read, and that ending is written through the
+// outbox. While the result writes fail (the result stream's leader being elected,
+// or its account at its storage limit, reads still answered), every History read
+// finds the record still running and adds one more copy of the same ending to the
+// outbox. A status page or a `history` loop during the outage fills it up to
+// MaxPendingRecords, and from then on a real run's result that fails once is
+// dropped: after the store is back, that slot reads lost (ended by the repair,
+// as its result never came) although it ran ok. Reading must not crowd out the
+// results the outbox is for: one pending ending per record.
+func TestHistoryReadsDuringAWriteOutageDoNotCrowdOutResults(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &flakyHistory{MemoryBackend: scheduler.NewMemoryBackend()}
+		b := plainOf{f}
+		// An instance that died with its run of the 00:00 slot unfinished: its
+		// claim is the record, running.
+		won, err := f.MemoryBackend.Claim(t.Context(), scheduler.ClaimInput{
+			Job: "work", Slot: time.Now(), Token: "dead-token", Instance: "dead", Attempt: 1, At: time.Now(),
+			HistorySize: 100,
+		})
+		require.NoError(t, err)
+		require.True(t, won)
+		time.Sleep(5 * time.Minute)
+
+		s := newScheduler(t, b, "B", callTimeout(time.Second))
+		require.NoError(t, s.Every("work", time.Hour, func(context.Context, scheduler.Run) error { return nil },
+			scheduler.WithTimeout(time.Minute)))
+		require.NoError(t, s.Start(t.Context()))
+		defer func() { require.NoError(t, s.Stop(t.Context())) }()
+
+		// The result stream refuses writes from 00:05 to 01:00:30; reads work.
+		f.mu.Lock()
+		f.downUntil = time.Date(2000, 1, 1, 1, 0, 30, 0, time.UTC)
+		f.mu.Unlock()
+		for range scheduler.MaxPendingRecords + 1 {
+			_, err := s.History(t.Context(), "work", 10)
+			require.NoError(t, err)
+		}
+		time.Sleep(time.Hour) // 01:05: the 01:00 slot ran ok, its result failed once
+		time.Sleep(5 * time.Minute)
+
+		recs, err := s.History(t.Context(), "work", 0)
+		require.NoError(t, err)
+		got := map[string]scheduler.Status{}
+		for _, r := range recs {
+			got[r.Slot.Format("15:04")] = r.Status
+		}
+		assert.Equal(t, scheduler.StatusOK, got["01:00"], "the 01:00 run succeeded: %v", got)
+		assert.Equal(t, scheduler.StatusLost, got["00:00"], "%v", got)
+		assert.LessOrEqual(t, int(f.saves.Load()), 1000, "SaveResult calls: the same ending written again per read")
+	})
+}
+
+// Red team (issue 20, outbox): "Stop with no deadline while the store is down"
+// writes the outbox for 2 x CallTimeout and returns ErrNotStored. With leases, a
+// run whose handler has returned first sends its Finish again until the run store
+// would have forgotten the run (the job's keep: lateness, or the catch-up window,
+// + lease + a minute), and a Stop without a deadline never hard-stops it: Stop
+// waits out that whole time although no handler is running any more (measured:
+// 2m33s with the defaults, 24h1m33s with a catch-up window of 24h). Here the store
+// goes down during the run (every call hangs until its timeout), the handler
+// returns, and Stop is called a second later with context.Background();
+// CallTimeout is 1s. Stop must return within a few call timeouts, with
+// ErrNotStored.
+func TestStopWithoutDeadlineReturnsWhileTheRunStoreIsDown(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []scheduler.JobOption
+	}{
+		{"defaults", nil},
+		{"catch-up window 24h", []scheduler.JobOption{scheduler.WithCatchUp(scheduler.CatchUpLatest, 24*time.Hour)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := &failingFinish{MemoryBackend: scheduler.NewMemoryBackend()}
+				s := newScheduler(t, f, "A", callTimeout(time.Second))
+				require.NoError(t, s.Every("work", time.Hour, func(ctx context.Context, _ scheduler.Run) error {
+					time.Sleep(2 * time.Second)
+					f.dead.Store(true) // the store goes down while the handler runs
+					time.Sleep(3 * time.Second)
+					return nil
+				}, tc.opts...))
+				time.Sleep(time.Hour - time.Second)
+				require.NoError(t, s.Start(t.Context()))
+				time.Sleep(7 * time.Second) // 01:00:06: the handler returned a second ago
+				start := time.Now()
+				err := s.Stop(context.Background())
+				took := time.Since(start)
+				t.Logf("Stop took %v: %v", took, err)
+				assert.ErrorIs(t, err, scheduler.ErrNotStored)
+				assert.LessOrEqual(t, took, 3*time.Second, "Stop without a deadline, no handler running, the store down")
+			})
+		})
+	}
+}
+
+// Red team (issue 20, manual runs): a manual run holds a lease on an instant that
+// is not one of the job's slots, so that it is never taken for a scheduled run,
+// and one whose instance died is ended lost, never run again. On Every(1ms) (the
+// shortest interval Every accepts) every millisecond is a slot: the manual slot
+// is searched for 1000 ms and then taken anyway, a scheduled slot a second ahead.
+// When its instance dies during the run, the slot's scheduled claim on another
+// instance takes the manual run over as a scheduled attempt 2 and runs it again.
+func TestManualRunOnEveryMillisecondIsNotRunAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := scheduler.NewMemoryBackend()
+		a := &failingFinish{MemoryBackend: mem}
+		var mu sync.Mutex
+		var manualSlot time.Time
+		bySlot := map[int64][]scheduler.Run{}
+		note := func(r scheduler.Run) {
+			mu.Lock()
+			defer mu.Unlock()
+			bySlot[r.Slot.UnixMilli()] = append(bySlot[r.Slot.UnixMilli()], r)
+		}
+		sa := newScheduler(t, a, "A", callTimeout(time.Second))
+		require.NoError(t, sa.Every("fast", time.Millisecond, func(ctx context.Context, r scheduler.Run) error {
+			note(r)
+			if r.Manual {
+				a.dead.Store(true) // A dies during its manual run
+				<-ctx.Done()
+				return context.Cause(ctx)
+			}
+			return nil
+		}, scheduler.WithLease(time.Second)))
+		sb := newScheduler(t, mem, "B", callTimeout(time.Second))
+		require.NoError(t, sb.Every("fast", time.Millisecond, func(ctx context.Context, r scheduler.Run) error {
+			note(r)
+			return nil
+		}, scheduler.WithLease(time.Second)))
+		time.Sleep(time.Hour)
+		require.NoError(t, sa.Start(t.Context()))
+		require.NoError(t, sb.Start(t.Context()))
+		time.Sleep(100 * time.Millisecond)
+		go func() {
+			_, _ = sa.RunNow(context.Background(), "fast", scheduler.OnStart(func(r scheduler.Run) {
+				mu.Lock()
+				manualSlot = r.Slot
+				mu.Unlock()
+			}))
+		}()
+		time.Sleep(3 * time.Second)
+		require.NoError(t, sb.Stop(t.Context()))
+		stop, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		_ = sa.Stop(stop) // the dead process
+
+		mu.Lock()
+		defer mu.Unlock()
+		require.False(t, manualSlot.IsZero(), "the manual run started")
+		runs := bySlot[manualSlot.UnixMilli()]
+		for _, r := range runs {
+			t.Logf("slot %s: instance %s attempt %d manual %v", r.Slot.Format("15:04:05.000"), r.Instance, r.Attempt, r.Manual)
+		}
+		assert.Len(t, runs, 1, "the manual run's slot ran once, as the manual run")
+	})
+}
+
+// Red team (issue 20, pauses): a slot that falls while its job is paused is not
+// run, a takeover included, and with CatchUpNone a paused slot stays paused after
+// the pause ends. When the winner's Finish(paused) keeps failing, it releases the
+// lease after its retries and the backup takes the slot over to decide it again:
+// if the pause was lifted meanwhile (resume during the failing Finish), the backup
+// runs the slot that fell during the pause, a second after the resume.
+func TestSlotThatFellWhilePausedIsNotRunAfterAResumeDuringItsFailingFinish(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := scheduler.NewMemoryBackend()
+		var ran atomic.Int32
+		handler := func(context.Context, scheduler.Run) error {
+			ran.Add(1)
+			return nil
+		}
+		opts := []scheduler.JobOption{scheduler.WithLease(2 * time.Second), scheduler.WithMaxLate(10 * time.Second)}
+		a := &failingFinish{MemoryBackend: mem}
+		a.failPaused.Store(1 << 20) // A's Finish(paused) never gets through
+		sa := newScheduler(t, a, "A")
+		require.NoError(t, sa.Every("job", time.Hour, handler, opts...))
+		sb := newScheduler(t, mem, "B")
+		require.NoError(t, sb.Every("job", time.Hour, handler, opts...))
+		require.NoError(t, sa.Pause(t.Context(), "job", scheduler.PauseOptions{Reason: "freeze"}))
+		time.Sleep(time.Hour - time.Second)
+		require.NoError(t, sa.Start(t.Context())) // A wins the 01:00 slot, paused
+		time.Sleep(1200 * time.Millisecond)
+		require.NoError(t, sb.Start(t.Context())) // 01:00:00.2: B stands by for it
+		time.Sleep(300 * time.Millisecond)
+		// 01:00:00.5: A is still sending Finish(paused) again (it gives up after
+		// 0.8s to 1.6s of retries, before its lease would expire).
+		require.NoError(t, sb.Resume(t.Context(), "job"))
+		time.Sleep(time.Minute)
+		require.NoError(t, sb.Stop(t.Context()))
+		require.NoError(t, sa.Stop(t.Context()))
+		hist, err := sb.History(t.Context(), "job", 0)
+		require.NoError(t, err)
+		for _, r := range hist {
+			t.Logf("%s attempt %d on %s: %s %s", r.Slot.Format("15:04:05"), r.Attempt, r.Instance, r.Status, r.Error)
+		}
+		assert.Zero(t, ran.Load(), "the 01:00 slot fell while the job was paused (CatchUpNone)")
+	})
+}
+
+// Red team (issue 20, pauses): every slot ends with one terminal record while any
+// instance runs. A slot won while its job is paused is finished paused; when that
+// Finish fails for the whole lease, the winner releases the lease for a backup to
+// decide it again, and records nothing. With one instance (or when every other
+// instance is also cut off) there is no backup: the released run waits in the
+// run store for an instance's Start (adopt) and, having no history record, is
+// not found by History's repair either; the store then forgets it (its keep).
+// Here Finish(paused) fails 20 times (a couple of seconds of a store's trouble),
+// then works: half an hour later the slot has no record at all, in history or in
+// the run store, while the instance ran on.
+func TestPausedSlotOfALoneInstanceGetsARecordWhenItsFinishFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := &failingFinish{MemoryBackend: scheduler.NewMemoryBackend()}
+		a.failPaused.Store(20)
+		s := newScheduler(t, a, "A")
+		require.NoError(t, s.Every("job", time.Hour, func(context.Context, scheduler.Run) error { return nil },
+			scheduler.WithLease(2*time.Second), scheduler.WithMaxLate(10*time.Second)))
+		require.NoError(t, s.Pause(t.Context(), "job", scheduler.PauseOptions{Reason: "freeze"}))
+		time.Sleep(time.Hour - time.Second)
+		require.NoError(t, s.Start(t.Context()))
+		time.Sleep(30 * time.Minute) // 01:29:59
+		hist, err := s.History(t.Context(), "job", 0)
+		require.NoError(t, err)
+		active, err := s.Active(t.Context(), "job")
+		require.NoError(t, err)
+		t.Logf("history %+v; active %+v", hist, active)
+		require.NoError(t, s.Stop(t.Context()))
+		require.Len(t, hist, 1, "the 01:00 slot has its one record")
+		assert.Equal(t, scheduler.StatusPaused, hist[0].Status)
+	})
+}
