@@ -40,6 +40,7 @@ type pendingWrite struct {
 type outbox struct {
 	mu      sync.Mutex
 	queues  map[string][]*pendingWrite // job → records, oldest first
+	working map[string]bool            // job → its worker runs
 	n       int
 	workers sync.WaitGroup
 	sem     chan struct{}
@@ -50,6 +51,7 @@ type outbox struct {
 
 func (o *outbox) init() {
 	o.queues = map[string][]*pendingWrite{}
+	o.working = map[string]bool{}
 	o.sem = make(chan struct{}, outboxWorkers)
 	o.ctx, o.cancel = context.WithCancel(context.Background())
 	o.idle = make(chan struct{})
@@ -98,17 +100,20 @@ func permanent(err error) bool {
 
 func (o *outbox) add(s *Scheduler, w *pendingWrite) {
 	o.mu.Lock()
-	defer o.mu.Unlock()
 	if o.n >= MaxPendingRecords {
-		s.log.Error("record dropped: too many records wait to be written again", "job", w.j.name, "slot", w.slot, "op", w.op, "pending", o.n)
+		n := o.n
+		o.mu.Unlock()
+		s.log.Error("record dropped: too many records wait to be written again", "job", w.j.name, "slot", w.slot, "op", w.op, "pending", n)
 		s.emit(Event{Kind: EventBackendError, Job: w.j.name, Slot: w.slot, Op: w.op,
 			Err: errors.New("scheduler: record dropped: MaxPendingRecords records wait to be written again")})
 		return
 	}
 	o.n++
-	q := o.queues[w.j.name]
-	o.queues[w.j.name] = append(q, w)
-	if len(q) == 0 {
+	o.queues[w.j.name] = append(o.queues[w.j.name], w)
+	start := !o.working[w.j.name]
+	o.working[w.j.name] = true
+	o.mu.Unlock()
+	if start {
 		o.workers.Add(1)
 		go o.work(s, w.j.name)
 	}
@@ -123,6 +128,7 @@ func (o *outbox) work(s *Scheduler, job string) {
 		q := o.queues[job]
 		if len(q) == 0 {
 			delete(o.queues, job)
+			delete(o.working, job) // under the lock that add looks at it under
 			o.mu.Unlock()
 			return
 		}
@@ -138,6 +144,7 @@ func (o *outbox) work(s *Scheduler, job string) {
 		select {
 		case o.sem <- struct{}{}:
 		case <-o.ctx.Done():
+			o.quit(job)
 			return
 		}
 		ctx, cancel := s.callCtx(o.ctx)
@@ -150,6 +157,7 @@ func (o *outbox) work(s *Scheduler, job string) {
 			attempt = 0
 			continue
 		case o.ctx.Err() != nil:
+			o.quit(job)
 			return
 		case permanent(err):
 			s.log.Error("record not stored: the backend refuses it", "job", job, "slot", w.slot, "op", w.op, "err", err)
@@ -165,9 +173,17 @@ func (o *outbox) work(s *Scheduler, job string) {
 		case <-t.C():
 		case <-o.ctx.Done():
 			t.Stop()
+			o.quit(job)
 			return
 		}
 	}
+}
+
+// quit notes that job's worker stopped with records left (the outbox closed).
+func (o *outbox) quit(job string) {
+	o.mu.Lock()
+	delete(o.working, job)
+	o.mu.Unlock()
 }
 
 // pop removes job's oldest record, written or given up.

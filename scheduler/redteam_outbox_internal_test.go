@@ -29,7 +29,7 @@ func TestOutboxRecordAddedAsTheLastIsPoppedIsWrittenOnce(t *testing.T) {
 	j := s.jobs["job"]
 
 	var twice, never, iterations int
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(3 * time.Second)
 	for i := 0; time.Now().Before(deadline) && i < 400000 && never == 0 && twice == 0; i++ {
 		iterations++
 		s.out = outbox{}
