@@ -87,7 +87,7 @@ func (b *Backend) History(ctx context.Context, job string, limit int) ([]schedul
 	// The first window is usually all that is read, about half claims and half
 	// results: room for them at once rather than in growing copies.
 	room := min(span, info.State.Msgs)/2 + 1
-	h := &historyScan{job: job, now: now,
+	h := &historyScan{job: job, now: now, size: info.Config.MaxMsgsPerSubject,
 		claims:  make([]scheduler.ClaimRecord, 0, room),
 		results: make([]scheduler.StoredResult, 0, room),
 		claimed: make(map[string]bool, room),
@@ -127,7 +127,7 @@ func (b *Backend) History(ctx context.Context, job string, limit int) ([]schedul
 		}
 		hi, span = lo-1, span*2
 	}
-	return scheduler.BuildHistory(job, h.claims, h.results, limit), nil
+	return h.build(limit), nil
 }
 
 // scan reads the job's messages with sequences in [lo, hi] into h: in one direct
@@ -252,6 +252,7 @@ func (b *Backend) scanned(st *jobStream, m *natsjs.RawStreamMsg, h *historyScan)
 // historyScan collects the records History has read.
 type historyScan struct {
 	job     string
+	size    int64     // the job's history size (the results subject's limit), 0: none
 	now     time.Time // the server's clock when the scan started
 	claims  []scheduler.ClaimRecord
 	results []scheduler.StoredResult
@@ -286,6 +287,30 @@ func (h *historyScan) add(st *jobStream, m *natsjs.RawStreamMsg) error {
 	return nil
 }
 
+// build merges what the scan read into History's records. Once the scan has read
+// as many results as the job keeps (the results subject is full), a claim of a slot
+// older than every result kept is left out: its result, if it had one, was dropped
+// for newer ones (a result written twice, a lost note beside a late result), so the
+// run is past the history the job keeps, not running.
+func (h *historyScan) build(limit int) []scheduler.RunRecord {
+	claims := h.claims
+	if h.size > 0 && int64(len(h.results)) >= h.size {
+		floor := h.results[0].Slot
+		for _, r := range h.results {
+			if r.Slot.Before(floor) {
+				floor = r.Slot
+			}
+		}
+		claims = make([]scheduler.ClaimRecord, 0, len(h.claims))
+		for _, c := range h.claims {
+			if !c.Slot.Before(floor) {
+				claims = append(claims, c)
+			}
+		}
+	}
+	return scheduler.BuildHistory(h.job, claims, h.results, limit)
+}
+
 // enough reports whether the newest limit runs are known with their claims, or the
 // scan has read so much that older claims are not worth looking for, and returns
 // them when they are (History's answer: no second merge).
@@ -293,7 +318,7 @@ func (h *historyScan) enough(limit int) ([]scheduler.RunRecord, bool) {
 	if limit <= 0 {
 		return nil, false
 	}
-	recs := scheduler.BuildHistory(h.job, h.claims, h.results, limit)
+	recs := h.build(limit)
 	if len(recs) < limit {
 		return nil, false
 	}

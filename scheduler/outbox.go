@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"sync"
 	"time"
 )
@@ -23,6 +24,13 @@ const MaxPendingRecords = 10000
 
 // outboxMaxDelay caps the delay between two tries of one job's oldest record.
 const outboxMaxDelay = 5 * time.Second
+
+// outboxDelay is the delay before the try after attempt failed ones: doubling
+// from 100ms up to outboxMaxDelay, the upper half of it at random.
+func outboxDelay(attempt int) time.Duration {
+	d := min(100*time.Millisecond<<min(attempt, 6), outboxMaxDelay)
+	return d/2 + rand.N(d/2)
+}
 
 // outboxWorkers bounds how many jobs' records are written again at once.
 const outboxWorkers = 16
@@ -166,7 +174,7 @@ func (o *outbox) work(s *Scheduler, job string) {
 			continue
 		}
 		s.backendError(w.j, w.slot, opOf(err, w.op), err)
-		d := min(retryDelay(attempt+2), outboxMaxDelay)
+		d := outboxDelay(attempt)
 		attempt++
 		t := s.clock.NewTimer(d)
 		select {

@@ -24,7 +24,12 @@ import (
 //     holder from a slow one, and the record stays running.
 //
 // Only records claimed longer ago than repairGrace are looked at, so a result
-// still on its way (written again from the holder's outbox) is not raced.
+// still on its way (written again from the holder's outbox) is not raced; and
+// only records claimed after the oldest finished record of the read, because a
+// store that keeps a job's newest results (a bounded history) may have dropped
+// the result of a record older than that while its claim is still stored. One
+// instance writes one ending per record (maxRepaired remembered), so readers in a
+// loop, or during an outage of the result writes, add no copies.
 
 // repairGrace is how old a running record must be, by its claim time, before a
 // reader looks at it: several call timeouts, for the holder's own write and its
@@ -39,10 +44,21 @@ func (s *Scheduler) repair(ctx context.Context, j *job, recs []RunRecord) {
 		return // its writes need the outbox and a taker of the scheduler's
 	}
 	now := s.clock.Now()
+	var oldestEnd time.Time
+	for i := range recs {
+		if f := recs[i].FinishedAt; recs[i].Status.Finished() && !f.IsZero() && (oldestEnd.IsZero() || f.Before(oldestEnd)) {
+			oldestEnd = f
+		}
+	}
 	var orphans []int
 	for i := range recs {
 		r := &recs[i]
-		if r.Status == StatusRunning && !r.ClaimedAt.IsZero() && now.Sub(r.ClaimedAt) > s.repairGrace() {
+		if r.Status == StatusRunning && !r.ClaimedAt.IsZero() && now.Sub(r.ClaimedAt) > s.repairGrace() &&
+			(oldestEnd.IsZero() || r.ClaimedAt.After(oldestEnd)) {
+			if ending, ok := s.repairedAs(r.Token); ok {
+				r.Status, r.FinishedAt, r.Error = ending.Status, ending.FinishedAt, ending.Error
+				continue
+			}
 			orphans = append(orphans, i)
 		}
 	}
@@ -78,8 +94,11 @@ func (s *Scheduler) repair(ctx context.Context, j *job, recs []RunRecord) {
 			// Running now.
 		case unfinished && a.Token == r.Token:
 			s.adoptOnce(j, r.Slot)
-		case unfinished:
+		case unfinished && a.Attempt > r.Attempt:
 			s.ended(j, r, StatusLost, fmt.Sprintf("taken over by attempt %d on %s; this attempt's end was never stored", a.Attempt, orDash(a.Instance)))
+		case unfinished:
+			// Another run of the slot's attempt (an instance without leases
+			// beside this one's lease): nothing to tell.
 		default:
 			s.endFromStore(ctx, j, r)
 		}
@@ -100,10 +119,13 @@ func (s *Scheduler) endFromStore(ctx context.Context, j *job, r *RunRecord) {
 	cancel()
 	switch {
 	case err != nil:
-	case res.Outcome == OutcomeDone && res.Attempt == r.Attempt && res.Status.Finished():
+	case res.Outcome == OutcomeDone && res.Attempt == r.Attempt && res.Holder == r.Instance && res.Status.Finished():
 		s.ended(j, r, res.Status, fmt.Sprintf("ended %s in the run store, whose result was never stored; recorded by %s", res.Status, s.instance))
-	case res.Outcome == OutcomeDone:
+	case res.Outcome == OutcomeDone && res.Attempt > r.Attempt:
 		s.ended(j, r, StatusLost, fmt.Sprintf("the slot was ended by attempt %d (%s); this attempt's end was never stored", res.Attempt, orDash(string(res.Status))))
+	case res.Outcome == OutcomeDone:
+		// The store's attempt is another instance's (one without leases claimed
+		// the slot beside a lease): nothing to tell about this record.
 	case res.Outcome == OutcomeNone:
 		s.ended(j, r, StatusLost, "its end was never stored, and the run store no longer holds the run")
 	case res.Outcome == OutcomeWon:
@@ -115,12 +137,48 @@ func (s *Scheduler) endFromStore(ctx context.Context, j *job, r *RunRecord) {
 	}
 }
 
-// ended sets r's status and stores that ending for r's attempt.
+// ended sets r's status and stores that ending for r's attempt, once per record on
+// this instance.
 func (s *Scheduler) ended(j *job, r *RunRecord, status Status, why string) {
 	now := s.clock.Now()
 	r.Status, r.FinishedAt, r.Error = status, now, why
+	if !s.noteRepaired(r.Token, repairedEnding{Status: status, FinishedAt: now, Error: why}) {
+		return // another reader of this instance stores it
+	}
 	in := ClaimInput{Slot: r.Slot, Token: r.Token, Instance: r.Instance, Attempt: r.Attempt, Manual: r.Manual}
 	s.save(j, in, r.Fence, execResult{Status: status, StartedAt: r.StartedAt, FinishedAt: now, Error: why})
+}
+
+// maxRepaired bounds how many endings an instance remembers having written.
+const maxRepaired = 4096
+
+// repairedEnding is an ending a reader of this instance stored.
+type repairedEnding struct {
+	Status     Status
+	FinishedAt time.Time
+	Error      string
+}
+
+// noteRepaired remembers token's ending; false when one was noted already.
+func (s *Scheduler) noteRepaired(token string, e repairedEnding) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.repaired[token]; ok {
+		return false
+	}
+	if s.repaired == nil || len(s.repaired) >= maxRepaired {
+		s.repaired = map[string]repairedEnding{}
+	}
+	s.repaired[token] = e
+	return true
+}
+
+// repairedAs returns the ending a reader of this instance stored for token.
+func (s *Scheduler) repairedAs(token string) (repairedEnding, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.repaired[token]
+	return e, ok
 }
 
 // adoptOnce takes over, beside the reader, a run whose lease ended unfinished with

@@ -54,8 +54,10 @@ type Scheduler struct {
 
 	pauses pauses // the stored pauses, as the backend's watch last told them
 	out    outbox // records that complete a slot, to write again
-	// adopting: the runs a reader's repair is taking over (under mu).
+	// adopting: the runs a reader's repair is taking over; repaired: the endings
+	// readers stored, by token (both under mu).
 	adopting map[adoptKey]bool
+	repaired map[string]repairedEnding
 }
 
 const (
