@@ -27,7 +27,7 @@ type lease struct {
 // after the last successful heartbeat was sent (the store's expiry comes after that
 // instant, so a backup never starts while this handler still thinks it holds the run).
 // Once the handler has returned (settling), a loss is not reported: Finish decides.
-func (s *Scheduler) heartbeat(j *job, slot time.Time, l *lease, done <-chan struct{}, settling *atomic.Bool, cancel context.CancelCauseFunc) {
+func (s *Scheduler) heartbeat(done context.Context, j *job, slot time.Time, l *lease, settling *atomic.Bool, cancel context.CancelCauseFunc) {
 	every := l.dur / 3
 	margin := leaseMargin(l.dur)
 	expireAt := l.sent.Add(l.dur - margin)
@@ -44,7 +44,7 @@ func (s *Scheduler) heartbeat(j *job, slot time.Time, l *lease, done <-chan stru
 		}
 		t := s.clock.NewTimer(wake.Sub(now))
 		select {
-		case <-done:
+		case <-done.Done():
 			t.Stop()
 			return
 		case <-t.C():
@@ -54,9 +54,12 @@ func (s *Scheduler) heartbeat(j *job, slot time.Time, l *lease, done <-chan stru
 			continue
 		}
 		sent := now
-		ctx, cc := context.WithTimeout(context.Background(), expireAt.Sub(now))
+		ctx, cc := context.WithTimeout(done, min(s.callTO, expireAt.Sub(now)))
 		err := s.runs.Heartbeat(ctx, j.name, slot, l.token, l.dur)
 		cc()
+		if done.Err() != nil {
+			return
+		}
 		switch {
 		case err == nil:
 			expireAt = sent.Add(l.dur - margin)
@@ -94,50 +97,106 @@ func (s *Scheduler) leaseLost(j *job, slot time.Time, l *lease, settling *atomic
 // gets no answer is sent again while the heartbeats keep the lease alive: a lost
 // Finish must not let the lease expire under a run that succeeded, or a backup would
 // run the slot again. It is tried until an answer, or until the store would have
-// forgotten the run; after a hard stop for at most one more lease, so Stop returns.
-func (s *Scheduler) settle(j *job, slot time.Time, l *lease, res execResult) execResult {
+// forgotten the run, or, once Stop has begun, once; then it is left to the
+// outbox, which Stop drains.
+func (s *Scheduler) settle(j *job, in ClaimInput, fence uint64, l *lease, res execResult) (execResult, bool) {
+	slot := in.Slot
 	if !l.manual && (res.Status == StatusCancelled || res.Status == StatusLost) {
 		s.release(j, slot, l.token)
-		return res
+		return res, false
 	}
 	giveUp := s.clock.Now().Add(j.keep())
-	hard := s.hardCtx.Done()
+	hard, stopping := s.hardCtx.Done(), s.loopCtx.Done() // either ends a retry's wait
 	for attempt := 0; ; attempt++ {
 		ctx, cancel := s.callCtx(context.Background())
 		err := s.runs.Finish(ctx, j.name, slot, l.token, res.Status)
 		cancel()
 		switch {
 		case err == nil:
-			return res
+			return res, false
 		case errors.Is(err, ErrStaleToken), errors.Is(err, ErrLeaseLost):
 			s.log.Warn("result superseded: another attempt holds the run", "job", j.name, "slot", slot, "token", l.token, "status", res.Status)
-			if res.Error == "" {
-				res.Error = fmt.Sprintf("superseded (handler returned %s after losing its lease)", res.Status)
-			} else {
-				res.Error = fmt.Sprintf("superseded (handler returned %s after losing its lease): %s", res.Status, res.Error)
-			}
-			res.Status = StatusSuperseded
-			return res
+			return superseded(res), false
 		}
 		s.backendError(j, slot, "finish", err)
 		if errors.Is(err, ErrInvalidClaim) {
-			return res
+			return res, false
 		}
-		if s.clock.Now().After(giveUp) {
-			if l.manual {
-				// Nobody takes a manual run over to finish it.
-				s.finishLater(j, slot, l.token, res.Status)
-			}
-			return res
+		if s.clock.Now().After(giveUp) || s.loopCtx.Err() != nil {
+			// The outbox goes on, during Stop's drain too (a holder's Finish is
+			// accepted after its lease expired while nobody took the run over),
+			// and stores the result once the Finish is answered, superseded if
+			// another attempt took the run over meanwhile: a manual run has no
+			// other taker, and a scheduled one is then not run again by a backup.
+			s.settleLater(j, in, fence, l.token, res)
+			return res, true
 		}
 		t := s.clock.NewTimer(retryDelay(attempt))
 		select {
 		case <-t.C():
 		case <-hard:
 			t.Stop()
-			hard = nil // stopping: a bounded last effort
-			giveUp = minTime(giveUp, s.clock.Now().Add(l.dur))
+			hard = nil
+		case <-stopping:
+			t.Stop()
+			stopping = nil
 		}
+	}
+}
+
+// superseded is res, the result of a holder whose run another attempt took over.
+func superseded(res execResult) execResult {
+	if res.Error == "" {
+		res.Error = fmt.Sprintf("superseded (handler returned %s after losing its lease)", res.Status)
+	} else {
+		res.Error = fmt.Sprintf("superseded (handler returned %s after losing its lease): %s", res.Status, res.Error)
+	}
+	res.Status = StatusSuperseded
+	return res
+}
+
+// settleLater leaves a run's Finish to the outbox, and its result after it: the
+// result says superseded when the Finish finds another attempt holding the run.
+func (s *Scheduler) settleLater(j *job, in ClaimInput, fence uint64, token string, res execResult) {
+	s.finishThenRecord(j, in.Slot, token, res.Status, false, func(stale bool) (StoredResult, Retention, bool) {
+		if stale {
+			res = superseded(res)
+		}
+		r, keep := s.result(j, in, fence, res)
+		return r, keep, true
+	})
+}
+
+// finishThenRecord finishes token's run with status, then stores the record that
+// record makes of it (none when it returns false), sending both again from the
+// outbox until stored; stale tells record that another attempt holds the run. Now
+// is false for a caller whose own tries just failed: straight to the outbox.
+func (s *Scheduler) finishThenRecord(j *job, slot time.Time, token string, status Status, now bool, record func(stale bool) (StoredResult, Retention, bool)) {
+	finished, stale := false, false // the outbox sends it again, one try at a time
+	write := func(ctx context.Context) error {
+		if !finished {
+			err := s.runs.Finish(ctx, j.name, slot, token, status)
+			switch {
+			case errors.Is(err, ErrStaleToken), errors.Is(err, ErrLeaseLost):
+				stale = true
+			case err != nil:
+				return err
+			}
+			finished = true
+		}
+		r, keep, ok := record(stale)
+		if !ok {
+			return nil
+		}
+		if err := s.backend.SaveResult(ctx, j.name, r, keep); err != nil {
+			return &failedOp{op: "save_result", err: err}
+		}
+		return nil
+	}
+	if now {
+		s.complete(j, slot, "finish", time.Time{}, write)
+	} else {
+		s.later(j, slot, "finish", time.Time{}, write)
 	}
 }
 
@@ -145,20 +204,9 @@ func (s *Scheduler) settle(j *job, slot time.Time, l *lease, res execResult) exe
 // outbox until the store answers: a holder's Finish is accepted also after its
 // lease expired, as long as nobody took the run over (who then ends it).
 func (s *Scheduler) finishLater(j *job, slot time.Time, token string, status Status) {
-	s.complete(j, slot, "finish", time.Time{}, func(ctx context.Context) error {
-		err := s.runs.Finish(ctx, j.name, slot, token, status)
-		if errors.Is(err, ErrStaleToken) || errors.Is(err, ErrLeaseLost) {
-			return nil
-		}
-		return err
+	s.finishThenRecord(j, slot, token, status, true, func(bool) (StoredResult, Retention, bool) {
+		return StoredResult{}, Retention{}, false
 	})
-}
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
 }
 
 // freshLease makes sure a won lease has most of its time left before a handler

@@ -96,7 +96,14 @@ func (s *Scheduler) act(j *job, c *leaseClaim, res ClaimResult, sent time.Time) 
 		return
 	}
 	if res.Outcome == OutcomeWon {
-		if p, paused := s.pauses.of(j.name, s.clock.Now()); paused {
+		p, paused := s.pauses.of(j.name, s.clock.Now())
+		if !paused && !res.Reopened {
+			// A slot that fell while its job was paused, claimed only after the
+			// pause ended (a takeover, a late claim), is a paused slot too; the
+			// job's catch-up policy runs it, as a reopened slot, if it asks.
+			p, paused = s.pauses.heldAt(j.name, c.Slot)
+		}
+		if paused {
 			// The job is paused: every attempt the store grants, a takeover too,
 			// is finished paused at once, not run (the attempt it took over from
 			// ended unfinished).
@@ -111,17 +118,32 @@ func (s *Scheduler) act(j *job, c *leaseClaim, res ClaimResult, sent time.Time) 
 }
 
 // decidePaused finishes a won lease's slot paused and records it so: not run.
+// When the store cannot be told while the lease is ours, the outbox keeps telling
+// it and writes the record once it has (a backup that took the slot over meanwhile
+// decides it itself, and this instance records nothing).
 func (s *Scheduler) decidePaused(j *job, c *leaseClaim, attempt int, l *lease, p Pause) {
 	if s.finishDecided(j, c, attempt, l, StatusPaused) {
 		s.recordPaused(j, c.Slot, c.Token, attempt, p)
+		return
 	}
+	emitted := false
+	s.finishThenRecord(j, c.Slot, c.Token, StatusPaused, true, func(stale bool) (StoredResult, Retention, bool) {
+		if stale {
+			return StoredResult{}, Retention{}, false // another attempt holds the slot: it decides
+		}
+		if !emitted {
+			emitted = true
+			s.emit(Event{Kind: EventPaused, Job: j.name, Slot: c.Slot, Token: c.Token, Status: StatusPaused})
+		}
+		r, keep := s.pausedRecord(j, c.Slot, c.Token, attempt, p)
+		return r, keep, true
+	})
 }
 
 // finishDecided stores a won lease's run finished with a status that is a decision
 // (paused): the decision is stored before anyone acts on it, so a failed Finish is
 // sent again while the lease is ours. It reports whether it was stored (asking the
-// store once more when the answers were lost). When it was not, the lease is
-// released: a backup then takes the slot over and decides it again.
+// store once more when the answers were lost).
 func (s *Scheduler) finishDecided(j *job, c *leaseClaim, attempt int, l *lease, status Status) bool {
 	until := l.sent.Add(l.dur - leaseMargin(l.dur))
 	for try := 0; ; try++ {
@@ -141,11 +163,7 @@ func (s *Scheduler) finishDecided(j *job, c *leaseClaim, attempt int, l *lease, 
 		}
 	}
 	// A Finish whose answer was lost may have been stored: the store says.
-	if s.storedAs(j, c, attempt, status) {
-		return true
-	}
-	s.release(j, c.Slot, l.token)
-	return false
+	return s.storedAs(j, c, attempt, status)
 }
 
 // storedAs reports whether the store holds c's slot finished with status by
@@ -176,13 +194,24 @@ func (s *Scheduler) storedAs(j *job, c *leaseClaim, attempt int, status Status) 
 func (s *Scheduler) recordPaused(j *job, slot time.Time, token string, attempt int, p Pause) {
 	in := s.claimInput(j, slot, max(attempt, 1))
 	in.Token = token
+	s.save(j, in, 0, execResult{Status: StatusPaused, FinishedAt: s.clock.Now(), Error: pausedWhy(p)})
+	s.emit(Event{Kind: EventPaused, Job: j.name, Slot: slot, Token: token, Status: StatusPaused})
+}
+
+// pausedRecord is the history record of a slot decided paused, and the job's
+// retention.
+func (s *Scheduler) pausedRecord(j *job, slot time.Time, token string, attempt int, p Pause) (StoredResult, Retention) {
+	return StoredResult{Slot: slot, Token: token, Instance: s.instance, Attempt: max(attempt, 1), Status: StatusPaused,
+		FinishedAt: s.clock.Now(), Error: TruncateText(pausedWhy(p), MaxErrorText)}, Retention{Size: j.cfg.historySize, TTL: j.cfg.historyTTL}
+}
+
+// pausedWhy says which pause held a slot.
+func pausedWhy(p Pause) string {
 	why := "job paused"
 	if p.Job == "" {
 		why = "all jobs paused"
 	}
-	why += " by " + p.By + ": " + p.Reason
-	s.save(j, in, 0, execResult{Status: StatusPaused, FinishedAt: s.clock.Now(), Error: why})
-	s.emit(Event{Kind: EventPaused, Job: j.name, Slot: slot, Token: token, Status: StatusPaused})
+	return why + " by " + p.By + ": " + p.Reason
 }
 
 // follow acts on a claim's answer, other than running.

@@ -31,23 +31,31 @@ func (j *job) onSchedule(t time.Time) bool {
 
 // manualSlot is the first instant from t, at millisecond precision, that is not
 // one of the job's slots and is after the manual slots this instance took before,
-// so that its own manual runs never meet on one slot.
-func (j *job) manualSlot(t time.Time) time.Time {
+// so that its own manual runs never meet on one slot. It reports false when the
+// job has no such instant within maxManualSearch (every millisecond is a slot).
+func (j *job) manualSlot(t time.Time) (time.Time, bool) {
 	ms := t.UnixMilli()
 	for {
 		last := j.lastManual.Load()
 		next := max(ms, last+1)
-		for range 1000 {
-			if !j.onSchedule(time.UnixMilli(next)) {
+		free := false
+		for range maxManualSearch {
+			if free = !j.onSchedule(time.UnixMilli(next)); free {
 				break
 			}
 			next++
 		}
+		if !free {
+			return time.Time{}, false
+		}
 		if j.lastManual.CompareAndSwap(last, next) {
-			return time.UnixMilli(next).UTC()
+			return time.UnixMilli(next).UTC(), true
 		}
 	}
 }
+
+// maxManualSearch bounds the milliseconds manualSlot looks at.
+const maxManualSearch = 1000
 
 // claimManual claims a lease for a manual run of j, on a slot off its schedule
 // from now (in.Slot is set to it). It returns the claim won, its answer and when
@@ -56,8 +64,8 @@ func (j *job) manualSlot(t time.Time) time.Time {
 func (s *Scheduler) claimManual(ctx context.Context, j *job, in *ClaimInput) (RunClaim, ClaimResult, time.Time, error) {
 	ctx, cancel := s.callCtx(ctx)
 	defer cancel()
-	slot := j.manualSlot(s.clock.Now())
-	for range maxManualSlotTries {
+	slot, ok := j.manualSlot(s.clock.Now())
+	for try := 0; ok && try < maxManualSlotTries; try++ {
 		c := &leaseClaim{RunClaim: RunClaim{
 			Job: j.name, Slot: slot, Token: in.Token, Instance: s.instance, Lease: j.cfg.lease,
 			Deadline: s.clock.Now().Add(s.maxSkew), Overlap: j.cfg.overlap, Keep: j.keep(),
@@ -99,8 +107,12 @@ func (s *Scheduler) claimManual(ctx context.Context, j *job, in *ClaimInput) (Ru
 		}
 		// The millisecond is taken (running, done): another instance's manual run
 		// has it. Its later ones may follow it closely, so skip a random stretch.
-		slot = j.manualSlot(slot.Add(time.Duration(1+rand.N(maxManualSkip)) * time.Millisecond))
+		slot, ok = j.manualSlot(slot.Add(time.Duration(1+rand.N(maxManualSkip)) * time.Millisecond))
 		in.Token = newToken()
+	}
+	if !ok {
+		return RunClaim{}, ClaimResult{}, time.Time{}, fmt.Errorf("run %q now: %w: every millisecond is one of its slots, and with leases a manual run holds a lease on an instant that is not (an interval of at least 2ms)",
+			j.name, ErrInvalidOption)
 	}
 	return RunClaim{}, ClaimResult{}, time.Time{}, fmt.Errorf("scheduler: run %q now: %d slots in a row were taken by other manual runs", j.name, maxManualSlotTries)
 }

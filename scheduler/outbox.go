@@ -66,8 +66,15 @@ func (o *outbox) init() {
 }
 
 // complete writes a record that completes a slot: once now, and again from the
-// outbox until stored when that fails.
+// outbox until stored when that fails; at once to the outbox when records of the
+// job wait there already.
 func (s *Scheduler) complete(j *job, slot time.Time, op string, until time.Time, write func(ctx context.Context) error) {
+	if s.out.waiting(j.name) {
+		// Behind the job's records that wait: in their order, and without a try
+		// that the store is not answering.
+		s.later(j, slot, op, until, write)
+		return
+	}
 	ctx, cancel := s.callCtx(context.Background())
 	err := write(ctx)
 	cancel()
@@ -79,6 +86,11 @@ func (s *Scheduler) complete(j *job, slot time.Time, op string, until time.Time,
 		s.log.Error("record not stored: the backend refuses it", "job", j.name, "slot", slot, "op", op, "err", err)
 		return
 	}
+	s.later(j, slot, op, until, write)
+}
+
+// later leaves a write to the outbox, for a caller whose own tries just failed.
+func (s *Scheduler) later(j *job, slot time.Time, op string, until time.Time, write func(ctx context.Context) error) {
 	s.out.add(s, &pendingWrite{j: j, slot: slot, op: op, write: write, until: until})
 }
 
@@ -192,6 +204,13 @@ func (o *outbox) quit(job string) {
 	o.mu.Lock()
 	delete(o.working, job)
 	o.mu.Unlock()
+}
+
+// waiting reports whether records of job wait to be written again.
+func (o *outbox) waiting(job string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.queues[job]) > 0
 }
 
 // pop removes job's oldest record, written or given up.

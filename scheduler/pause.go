@@ -64,6 +64,32 @@ type pauses struct {
 	all   []Pause
 	since map[string]time.Time // job → when its pause began (its At, or when first seen)
 	wakes map[int64]bool       // Until (unix ms) → a wake-up is set
+	// held is, by job, the pause that holds it now, and ended the last pauses of it
+	// this instance saw end: a slot that fell during one is still a paused slot.
+	held  map[string]Pause
+	ended map[string][]pauseSpan
+}
+
+// pauseSpan is a pause of a job, from when it began to when it ended.
+type pauseSpan struct {
+	from, to time.Time
+	p        Pause
+}
+
+// maxEndedPauses bounds the ended pauses of one job an instance remembers.
+const maxEndedPauses = 8
+
+// heldAt returns the pause this instance saw hold job at t, over: one that ended
+// since (a slot of t that is claimed only now fell while paused).
+func (p *pauses) heldAt(job string, t time.Time) (Pause, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, sp := range p.ended[job] {
+		if !t.Before(sp.from) && t.Before(sp.to) {
+			return sp.p, true
+		}
+	}
+	return Pause{}, false
 }
 
 func (p *pauses) set(all []Pause) (changed []string) {
@@ -276,6 +302,7 @@ func (s *Scheduler) checkResumes() {
 	s.pauses.mu.Lock()
 	if s.pauses.since == nil {
 		s.pauses.since, s.pauses.wakes = map[string]time.Time{}, map[int64]bool{}
+		s.pauses.held, s.pauses.ended = map[string]Pause{}, map[string][]pauseSpan{}
 	}
 	for _, j := range jobs {
 		p, paused := s.pauses.ofLocked(j.name, now)
@@ -290,6 +317,16 @@ func (s *Scheduler) checkResumes() {
 		case !paused && was:
 			delete(s.pauses.since, j.name)
 			ended = append(ended, pauseEnd{j, since})
+			spans := append(s.pauses.ended[j.name], pauseSpan{from: since, to: now, p: s.pauses.held[j.name]})
+			if len(spans) > maxEndedPauses {
+				spans = spans[len(spans)-maxEndedPauses:]
+			}
+			s.pauses.ended[j.name] = spans
+		}
+		if paused {
+			s.pauses.held[j.name] = p
+		} else {
+			delete(s.pauses.held, j.name)
 		}
 	}
 	for _, x := range s.pauses.all {

@@ -110,13 +110,12 @@ func TestStopWithoutDeadlineReturnsWhileTheRunStoreIsDown(t *testing.T) {
 	}
 }
 
-// Red team (issue 20, manual runs): a manual run holds a lease on an instant that
-// is not one of the job's slots, so that it is never taken for a scheduled run,
-// and one whose instance died is ended lost, never run again. On Every(1ms) (the
-// shortest interval Every accepts) every millisecond is a slot: the manual slot
-// is searched for 1000 ms and then taken anyway, a scheduled slot a second ahead.
-// When its instance dies during the run, the slot's scheduled claim on another
-// instance takes the manual run over as a scheduled attempt 2 and runs it again.
+// A manual run holds a lease on an instant that is not one of the job's slots, so
+// that it is never taken for a scheduled run, and one whose instance died is ended
+// lost, never run again. On Every(1ms) (the shortest interval Every accepts) every
+// millisecond is a slot: a manual run there was given a scheduled slot a second
+// ahead, and when its instance died the slot's scheduled claim on another instance
+// took it over and ran it again. Such a manual run is refused.
 func TestManualRunOnEveryMillisecondIsNotRunAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := scheduler.NewMemoryBackend()
@@ -148,12 +147,14 @@ func TestManualRunOnEveryMillisecondIsNotRunAgain(t *testing.T) {
 		require.NoError(t, sa.Start(t.Context()))
 		require.NoError(t, sb.Start(t.Context()))
 		time.Sleep(100 * time.Millisecond)
+		refused := make(chan error, 1)
 		go func() {
-			_, _ = sa.RunNow(context.Background(), "fast", scheduler.OnStart(func(r scheduler.Run) {
+			_, err := sa.RunNow(context.Background(), "fast", scheduler.OnStart(func(r scheduler.Run) {
 				mu.Lock()
 				manualSlot = r.Slot
 				mu.Unlock()
 			}))
+			refused <- err
 		}()
 		time.Sleep(3 * time.Second)
 		require.NoError(t, sb.Stop(t.Context()))
@@ -163,12 +164,15 @@ func TestManualRunOnEveryMillisecondIsNotRunAgain(t *testing.T) {
 
 		mu.Lock()
 		defer mu.Unlock()
-		require.False(t, manualSlot.IsZero(), "the manual run started")
-		runs := bySlot[manualSlot.UnixMilli()]
-		for _, r := range runs {
-			t.Logf("slot %s: instance %s attempt %d manual %v", r.Slot.Format("15:04:05.000"), r.Instance, r.Attempt, r.Manual)
+		// With every millisecond a slot there is no instant for a manual run's
+		// lease of its own: it is refused, and nothing runs twice.
+		err := <-refused
+		require.ErrorIs(t, err, scheduler.ErrInvalidOption)
+		assert.Contains(t, err.Error(), "every millisecond is one of its slots")
+		assert.True(t, manualSlot.IsZero(), "no manual run started")
+		for slot, runs := range bySlot {
+			assert.Len(t, runs, 1, "slot %d ran once", slot)
 		}
-		assert.Len(t, runs, 1, "the manual run's slot ran once, as the manual run")
 	})
 }
 
@@ -204,7 +208,10 @@ func TestSlotThatFellWhilePausedIsNotRunAfterAResumeDuringItsFailingFinish(t *te
 		require.NoError(t, sb.Resume(t.Context(), "job"))
 		time.Sleep(time.Minute)
 		require.NoError(t, sb.Stop(t.Context()))
-		require.NoError(t, sa.Stop(t.Context()))
+		// A's Finish(paused) never gets through, so its Stop says so.
+		if err := sa.Stop(t.Context()); err != nil {
+			require.ErrorIs(t, err, scheduler.ErrNotStored)
+		}
 		hist, err := sb.History(t.Context(), "job", 0)
 		require.NoError(t, err)
 		for _, r := range hist {

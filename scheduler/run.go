@@ -28,19 +28,20 @@ func (s *Scheduler) execute(parent context.Context, j *job, in ClaimInput, fence
 		ctx, stop = context.WithTimeoutCause(ctx, j.cfg.timeout, fmt.Errorf("%w after %v", errTimeout, j.cfg.timeout))
 		defer stop()
 	}
-	hbDone := make(chan struct{})
+	// The heartbeats end, a call in flight included, once the lease is settled.
+	hbCtx, hbDone := context.WithCancel(context.Background())
 	hbStopped := make(chan struct{})
 	var settling atomic.Bool
 	if l != nil {
 		go func() {
 			defer close(hbStopped)
-			s.heartbeat(j, in.Slot, l, hbDone, &settling, cancel)
+			s.heartbeat(hbCtx, j, in.Slot, l, &settling, cancel)
 		}()
 	} else {
 		close(hbStopped)
 	}
 	stopHeartbeat := func() {
-		close(hbDone)
+		hbDone()
 		<-hbStopped
 	}
 
@@ -73,12 +74,15 @@ func (s *Scheduler) execute(parent context.Context, j *job, in ClaimInput, fence
 		res.Error = cause.Error()
 	}
 
+	deferred := false
 	if l != nil {
-		res = s.settle(j, in.Slot, l, res)
+		res, deferred = s.settle(j, in, fence, l, res)
 	}
 	res.Error = TruncateText(res.Error, MaxErrorText)
 	stopHeartbeat()
-	s.save(j, in, fence, res)
+	if !deferred { // else the outbox stores it once the Finish is answered
+		s.save(j, in, fence, res)
+	}
 	// The hook gets the handler's own error value (errors.Is and errors.As work on
 	// it), or the cause that ended the run; history keeps its text.
 	evErr := err
@@ -105,18 +109,23 @@ func (s *Scheduler) callHandler(ctx context.Context, h Handler, run Run) (err er
 }
 
 func (s *Scheduler) save(j *job, in ClaimInput, fence uint64, res execResult) {
+	r, keep := s.result(j, in, fence, res)
+	s.complete(j, in.Slot, "save_result", keep.until(r.FinishedAt), func(ctx context.Context) error {
+		return s.backend.SaveResult(ctx, j.name, r, keep)
+	})
+}
+
+// result is the stored result of in's attempt that ended so, and the job's
+// retention.
+func (s *Scheduler) result(j *job, in ClaimInput, fence uint64, res execResult) (StoredResult, Retention) {
 	instance := in.Instance
 	if instance == "" {
 		instance = s.instance
 	}
-	r := StoredResult{
+	return StoredResult{
 		Slot: in.Slot, Token: in.Token, Instance: instance, Attempt: max(in.Attempt, 1), Manual: in.Manual,
 		Status: res.Status, StartedAt: res.StartedAt, FinishedAt: res.FinishedAt, Error: TruncateText(res.Error, MaxErrorText), Fence: fence,
-	}
-	keep := Retention{Size: j.cfg.historySize, TTL: j.cfg.historyTTL}
-	s.complete(j, in.Slot, "save_result", keep.until(r.FinishedAt), func(ctx context.Context) error {
-		return s.backend.SaveResult(ctx, j.name, r, keep)
-	})
+	}, Retention{Size: j.cfg.historySize, TTL: j.cfg.historyTTL}
 }
 
 // until is when a record finished at t leaves a history kept so (zero: never by
