@@ -48,22 +48,26 @@ func (r natsRequest) Error(code, description string, data []byte) error {
 type handler func(request)
 
 // Per-job endpoints are plain queue subscriptions (micro's queue group), five per
-// job, feeding one channel that a few workers serve: a micro endpoint costs a
+// job, feeding two channels that a few workers serve: a micro endpoint costs a
 // goroutine, its statistics and a drain at Stop each, which a replica of ten
-// thousand jobs (fifty thousand endpoints) cannot afford. The fleet-wide endpoints
+// thousand jobs (fifty thousand endpoints) cannot afford. Reads (history, active)
+// and controls (trigger, pause, resume) wait apart, so that what a viewer may send
+// cannot keep an operator's request from being answered. The fleet-wide endpoints
 // and $SRV are the micro service's.
 const (
-	// requestWorkers serve the per-job endpoints' requests at once; a trigger's run
-	// goes on in a goroutine of its own.
-	requestWorkers = 16
-	// requestQueue is how many requests to per-job endpoints wait for a worker
-	// before NATS drops more (a slow consumer).
+	// readWorkers and controlWorkers serve the per-job endpoints' requests at
+	// once; a trigger's run goes on in a goroutine of its own.
+	readWorkers    = 16
+	controlWorkers = 4
+	// requestQueue is how many requests of one kind to per-job endpoints wait for
+	// a worker before NATS drops more (a slow consumer).
 	requestQueue = 4096
 )
 
-// subscribeJob subscribes h to one per-job endpoint's subject.
-func (f *Service) subscribeJob(subject string, h handler) error {
-	sub, err := f.nc.ChanQueueSubscribe(subject, micro.DefaultQueueGroup, f.reqs)
+// subscribeJob subscribes h to one per-job endpoint's subject, its requests
+// waiting in queue.
+func (f *Service) subscribeJob(subject string, queue chan *nats.Msg, h handler) error {
+	sub, err := f.nc.ChanQueueSubscribe(subject, micro.DefaultQueueGroup, queue)
 	if err != nil {
 		return err
 	}
@@ -72,18 +76,18 @@ func (f *Service) subscribeJob(subject string, h handler) error {
 	return nil
 }
 
-// work serves requests to per-job endpoints until quit; then it answers the ones
-// still queued (the service is stopping: 503) and returns.
-func (f *Service) work() {
+// work serves the requests of queue until quit; then it answers the ones still
+// queued (the service is stopping: 503) and returns.
+func (f *Service) work(queue chan *nats.Msg) {
 	defer f.workers.Done()
 	for {
 		select {
-		case m := <-f.reqs:
+		case m := <-queue:
 			f.route(m)
 		case <-f.quit:
 			for {
 				select {
-				case m := <-f.reqs:
+				case m := <-queue:
 					f.route(m)
 				default:
 					return

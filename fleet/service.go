@@ -26,13 +26,15 @@ type Service struct {
 	svc    micro.Service // the fleet-wide endpoints, and $SRV
 	pauser bool
 	// The per-job endpoints: their subscriptions, the handler of each subject
-	// (fixed once Serve returns), the queue their messages wait in, its workers.
-	subs    []*nats.Subscription
-	routes  map[string]handler
-	reqs    chan *nats.Msg
-	quit    chan struct{}
-	workers sync.WaitGroup
-	reg     *registry // nil WithoutRegistry
+	// (fixed once Serve returns), the queues their messages wait in (reads and
+	// controls apart), their workers.
+	subs     []*nats.Subscription
+	routes   map[string]handler
+	reads    chan *nats.Msg
+	controls chan *nats.Msg
+	quit     chan struct{}
+	workers  sync.WaitGroup
+	reg      *registry // nil WithoutRegistry
 
 	// ctx bounds the calls handlers make; cancelled when Stop gives up waiting.
 	ctx    context.Context
@@ -81,7 +83,8 @@ func Serve(ctx context.Context, nc *nats.Conn, s *scheduler.Scheduler, opts ...O
 		return nil, err
 	}
 	f := &Service{nc: nc, s: s, log: log.With("instance", s.Instance()), jobs: jobs, subj: subjects(c.prefix), pauser: pauser,
-		routes: map[string]handler{}, reqs: make(chan *nats.Msg, requestQueue), quit: make(chan struct{})}
+		routes: map[string]handler{}, reads: make(chan *nats.Msg, requestQueue), controls: make(chan *nats.Msg, requestQueue),
+		quit: make(chan struct{})}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 
 	svc, err := micro.AddService(nc, micro.Config{
@@ -99,9 +102,13 @@ func Serve(ctx context.Context, nc *nats.Conn, s *scheduler.Scheduler, opts ...O
 		return nil, fmt.Errorf("fleet: add the micro service: %w", err)
 	}
 	f.svc = svc
-	for range requestWorkers {
+	for range readWorkers {
 		f.workers.Add(1)
-		go f.work()
+		go f.work(f.reads)
+	}
+	for range controlWorkers {
+		f.workers.Add(1)
+		go f.work(f.controls)
 	}
 	if err := f.addEndpoints(); err != nil {
 		f.abort()
@@ -160,17 +167,18 @@ func (f *Service) addEndpoints() error {
 	}
 	for _, j := range f.s.Jobs() {
 		for _, e := range []struct {
-			verb string
-			h    handler
+			verb  string
+			queue chan *nats.Msg
+			h     handler
 		}{
-			{verbTrigger, f.trigger(j.Job)},
-			{verbPause, f.handle(f.pause(j.Job))},
-			{verbResume, f.handle(f.resume(j.Job))},
-			{verbHistory, f.handle(f.history(j.Job))},
-			{verbActive, f.handle(f.active(j.Job))},
+			{verbTrigger, f.controls, f.trigger(j.Job)},
+			{verbPause, f.controls, f.handle(f.pause(j.Job))},
+			{verbResume, f.controls, f.handle(f.resume(j.Job))},
+			{verbHistory, f.reads, f.handle(f.history(j.Job))},
+			{verbActive, f.reads, f.handle(f.active(j.Job))},
 		} {
 			subject := f.subj.job(e.verb, j.Job)
-			if err := f.subscribeJob(subject, e.h); err != nil {
+			if err := f.subscribeJob(subject, e.queue, e.h); err != nil {
 				return fmt.Errorf("fleet: subscribe %s: %w", subject, err)
 			}
 		}
