@@ -207,6 +207,9 @@ type jobStream struct {
 	// first window is read from while the stream state is asked for.
 	lastSeq atomic.Uint64
 
+	// maxMsg is the stream's MaxMsgSize (0 or -1: none).
+	maxMsg int32
+
 	mu   sync.Mutex
 	size int64 // the stream's MaxMsgsPerSubject (-1: none)
 }
@@ -264,7 +267,7 @@ func (b *Backend) lookup(ctx context.Context, job string) (*jobStream, error) {
 	}
 	st := &jobStream{
 		names: n, job: job, stream: s, window: info.Config.Duplicates,
-		claimTTL: claimTTL(info.Config.Duplicates, 0), ours: ours, size: info.Config.MaxMsgsPerSubject,
+		claimTTL: claimTTL(info.Config.Duplicates, 0), ours: ours, size: info.Config.MaxMsgsPerSubject, maxMsg: info.Config.MaxMsgSize,
 	}
 	st.direct.Store(info.Config.AllowDirect)
 	b.remember(st)

@@ -174,6 +174,23 @@ func TestResultAtTheErrorCapFitsEveryAcceptedStream(t *testing.T) {
 		StartedAt: time.Now(), FinishedAt: time.Now(), Error: long,
 	}, scheduler.Retention{Size: 10})
 	assert.NoError(t, err, "a result with an error of %d bytes on a stream PrepareJob accepted (max_msg_size %d)", len(long), minMsgSize(job))
+	// A text that JSON escapes (each '<' is six bytes) is cut to fit too.
+	escaped := scheduler.TruncateText(strings.Repeat("<", 3*scheduler.MaxErrorText), scheduler.MaxErrorText)
+	tok := token()
+	require.NoError(t, b2.SaveResult(ctx, job, scheduler.StoredResult{
+		Slot: slot(2), Token: tok, Instance: "a", Attempt: 1, Status: scheduler.StatusError,
+		StartedAt: time.Now(), FinishedAt: time.Now(), Error: escaped,
+	}, scheduler.Retention{Size: 10}))
+	hist, err := b2.History(ctx, job, 0)
+	require.NoError(t, err)
+	var got string
+	for _, r := range hist {
+		if r.Token == tok {
+			got = r.Error
+		}
+	}
+	assert.Contains(t, got, "cut from", "stored cut, with the mark")
+	assert.Less(t, len(got), len(escaped))
 }
 
 // Red team (issue 20, repair on read): a record left running by a dead instance is

@@ -51,7 +51,7 @@ func (b *Backend) SaveResult(ctx context.Context, job string, r scheduler.Stored
 	if err != nil {
 		return err
 	}
-	msg := &nats.Msg{Subject: st.results, Header: nats.Header{}, Data: encodeResult(job, r)}
+	msg := &nats.Msg{Subject: st.results, Header: nats.Header{}, Data: b.fitResult(st, job, r)}
 	if keep.TTL > 0 {
 		msg.Header.Set(natsjs.MsgTTLHeader, natsutil.TTLHeader(keep.TTL))
 	}
@@ -60,6 +60,26 @@ func (b *Backend) SaveResult(ctx context.Context, job string, r scheduler.Stored
 	}
 	b.resize(ctx, st, historySize(keep.Size))
 	return nil
+}
+
+// recordRoom is what a record's message leaves for its headers and the protocol.
+const recordRoom = 1024
+
+// fitResult encodes r so that it fits in a message of st's stream and of the
+// connection: an error whose encoding is larger than the room (JSON escapes make a
+// text up to six times longer) is cut further, with the mark TruncateText leaves.
+func (b *Backend) fitResult(st *jobStream, job string, r scheduler.StoredResult) []byte {
+	limit := int(b.js.Conn().MaxPayload()) - recordRoom
+	if st.maxMsg > 0 {
+		limit = min(limit, int(st.maxMsg)-recordRoom)
+	}
+	data := encodeResult(job, r)
+	for len(data) > limit && r.Error != "" {
+		// Each byte over the limit is at most one byte of the error's text.
+		r.Error = scheduler.TruncateText(r.Error, max(len(r.Error)-(len(data)-limit), 0))
+		data = encodeResult(job, r)
+	}
+	return data
 }
 
 // publish sends a record to st's stream and waits for its acknowledgement, again

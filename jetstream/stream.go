@@ -97,6 +97,7 @@ func (b *Backend) PrepareJob(ctx context.Context, job scheduler.JobLimits) error
 		claimTTL: claimTTL(info.Config.Duplicates, job.Timeout),
 		ours:     ours,
 		size:     info.Config.MaxMsgsPerSubject,
+		maxMsg:   info.Config.MaxMsgSize,
 	}
 	st.direct.Store(info.Config.AllowDirect)
 	b.remember(st)
