@@ -74,12 +74,22 @@ func (b *Backend) fitResult(st *jobStream, job string, r scheduler.StoredResult)
 		limit = min(limit, int(st.maxMsg)-recordRoom)
 	}
 	data := encodeResult(job, r)
-	for len(data) > limit && r.Error != "" {
-		// Each byte over the limit is at most one byte of the error's text.
-		r.Error = scheduler.TruncateText(r.Error, max(len(r.Error)-(len(data)-limit), 0))
-		data = encodeResult(job, r)
+	if len(data) <= limit || r.Error == "" {
+		return data
 	}
-	return data
+	// The longest cut of the error that fits: encodings grow with the text.
+	text, lo, hi := r.Error, 0, len(r.Error)
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		r.Error = scheduler.TruncateText(text, mid)
+		if len(encodeResult(job, r)) <= limit {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	r.Error = scheduler.TruncateText(text, lo)
+	return encodeResult(job, r)
 }
 
 // publish sends a record to st's stream and waits for its acknowledgement, again
