@@ -19,6 +19,12 @@
 // dial timeout (nats.Timeout, 2s per server by default). Context and
 // ContextJetStream, without a ctx, are bounded by that timeout alone (unless the
 // options ask for retries with nats.RetryOnFailedConnect).
+//
+// # Guides
+//
+// [Connecting through a NATS context] shows it beside the rest of operating a fleet.
+//
+// [Connecting through a NATS context]: https://github.com/anarchon/anarchon/blob/main/docs/operating.md#connecting-through-a-nats-context
 package connect
 
 import (

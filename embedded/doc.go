@@ -41,4 +41,10 @@
 // and Cluster.RestartNode stop a node and bring it back on the same store
 // and ports, and Cluster.StreamLeader finds the node to stop in a failover
 // test.
+//
+// # Guides
+//
+// [Backends] gives the production settings of a JetStream server, embedded or not.
+//
+// [Backends]: https://github.com/anarchon/anarchon/blob/main/docs/backends.md#on-a-production-server
 package embedded

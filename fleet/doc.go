@@ -142,9 +142,10 @@
 // job) and one read per job of its unfinished runs (scheduler's Active: live
 // leases, their holder and attempt). The reads of one jobs request are bounded
 // together by a budget shorter than the gather window: a job whose reads fail or
-// run out of time says so in view_error. Client.Jobs summarises the view as the first replica whose reads succeeded
-// shows it (JobSummary.ViewFrom). Manual runs hold no lease: a triggered run is in
-// history, not in active.
+// run out of time says so in view_error. Client.Jobs summarises the view as the
+// first replica whose reads succeeded shows it (JobSummary.ViewFrom). On a backend
+// with leases a manual run holds a lease like any run, so a triggered run is in
+// active while it runs, and in history.
 //
 // A trigger runs on the replica that gets it, as a manual run, and is answered
 // accepted once the run is recorded and its handler starts (scheduler.OnStart):
@@ -233,4 +234,13 @@
 // consumer; one written in a format newer than RegistryFormat is an error wrapping
 // ErrRegistryFormat. WithoutRegistry serves without it, for an account without
 // JetStream.
+//
+// # Guides
+//
+// [Operating a fleet] covers the service, the anarchon command and the permissions
+// per role; [Compatibility] says what the protocol and the registry promise across
+// versions.
+//
+// [Operating a fleet]: https://github.com/anarchon/anarchon/blob/main/docs/operating.md
+// [Compatibility]: https://github.com/anarchon/anarchon/blob/main/docs/development.md#compatibility
 package fleet

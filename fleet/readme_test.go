@@ -13,14 +13,18 @@ import (
 	"github.com/anarchon/anarchon/fleet"
 )
 
-var updateREADME = flag.Bool("update-readme", false, "rewrite the README's role table from fleet.Permissions")
+var updateRoleTable = flag.Bool("update", false, "rewrite the role table of docs/operating.md from fleet.Permissions")
+
+// rolePage is the documentation page that holds the role table, from this package's
+// directory.
+const rolePage = "../docs/operating.md"
 
 const (
-	tableStart = "<!-- roles: generated from fleet.Permissions by TestREADMERoleTable (go test ./fleet -run TestREADMERoleTable -update-readme) -->\n"
+	tableStart = "<!-- roles: generated from fleet.Permissions by TestREADMERoleTable (go test ./fleet -run TestREADMERoleTable -update) -->\n"
 	tableEnd   = "<!-- end of roles -->\n"
 )
 
-// roleTable is the README's table of NATS permissions per role, written from
+// roleTable is the documentation's table of NATS permissions per role, written from
 // fleet.Permissions (the replica's with the JetStream backend and kvlease store):
 // the permissions the tests run the roles with.
 func roleTable(t *testing.T) string {
@@ -47,19 +51,20 @@ func roleTable(t *testing.T) string {
 	return b.String()
 }
 
-// TestREADMERoleTable: the README's role table is exactly what fleet.Permissions
-// gives, the permissions TestRolesOnARealServer runs the roles with.
+// TestREADMERoleTable: the role table of the operating guide (docs/operating.md,
+// linked from the README) is exactly what fleet.Permissions gives, the permissions
+// TestRolesOnARealServer runs the roles with.
 func TestREADMERoleTable(t *testing.T) {
-	data, err := os.ReadFile("../README.md")
+	data, err := os.ReadFile(rolePage)
 	require.NoError(t, err)
-	readme := string(data)
-	start, end := strings.Index(readme, tableStart), strings.Index(readme, tableEnd)
-	require.True(t, start >= 0 && end > start, "the README marks its role table with %q and %q", tableStart, tableEnd)
+	page := string(data)
+	start, end := strings.Index(page, tableStart), strings.Index(page, tableEnd)
+	require.True(t, start >= 0 && end > start, "%s marks its role table with %q and %q", rolePage, tableStart, tableEnd)
 	table := roleTable(t)
-	if *updateREADME {
-		readme = readme[:start+len(tableStart)] + table + readme[end:]
-		require.NoError(t, os.WriteFile("../README.md", []byte(readme), 0o644))
+	if *updateRoleTable {
+		page = page[:start+len(tableStart)] + table + page[end:]
+		require.NoError(t, os.WriteFile(rolePage, []byte(page), 0o644))
 		return
 	}
-	assert.Equal(t, table, readme[start+len(tableStart):end], "the README's role table is not fleet.Permissions': run with -update-readme")
+	assert.Equal(t, table, page[start+len(tableStart):end], "the role table of %s is not fleet.Permissions': run with -update", rolePage)
 }

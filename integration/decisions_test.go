@@ -20,9 +20,9 @@ import (
 	"github.com/anarchon/anarchon/scheduler"
 )
 
-// The stored-decision scenarios of issue 10 on the real stores: kvlease over an
-// embedded server. The scheduler package runs them on the memory store under
-// synctest.
+// The stored-decision scenarios (every slot's fate is decided once and stored) on
+// the real stores: kvlease over an embedded server. The scheduler package runs them
+// on the memory store under synctest.
 
 // untilSlot waits until just after the next multiple of interval that is at least
 // minWait away, and returns that slot.

@@ -21,10 +21,10 @@ import (
 	"github.com/anarchon/anarchon/scheduler"
 )
 
-// A fleet's first start (issue 10): N instances, each on its own connection, start
-// at the same instant against a 3-node cluster that has just come up, with R3 job
-// streams and an R3 lease bucket. Every one of them must start, and then every slot
-// of an every-second job must run exactly once.
+// A fleet's first start: N instances, each on its own connection, start at the same
+// instant against a 3-node cluster that has just come up, with R3 job streams and an
+// R3 lease bucket. Every one of them must start, and then every slot of an
+// every-second job must run exactly once.
 //
 // Half of the instances initialize the lease store before Start, as
 // examples/service does; the other half leave it to the first claim, so that the

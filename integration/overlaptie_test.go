@@ -14,14 +14,14 @@ import (
 	"github.com/anarchon/anarchon/scheduler"
 )
 
-// TestOverlapTieAtStart (issue 20, scenario 10): 30 jobs that forbid overlap and
-// catch up their latest missed slot; three instances on kvlease start at the same
-// instant just after a slot, so each job's catch-up claims the previous slot while
-// its loop claims the one just due. The runs last until the test has looked, so
-// neither slot's run can end before the other is decided. Every job must run
-// exactly one of the two slots and store the other skipped. (Measured before the
-// tie rules in kvlease/overlap.go: 1 to 28 of 30 jobs ran neither over eight runs,
-// both claims backing off from each other's lease key.)
+// TestOverlapTieAtStart: 30 jobs that forbid overlap and catch up their latest
+// missed slot; three instances on kvlease start at the same instant just after a
+// slot, so each job's catch-up claims the previous slot while its loop claims the
+// one just due. The runs last until the test has looked, so neither slot's run can
+// end before the other is decided. Every job must run exactly one of the two slots
+// and store the other skipped: neither both, nor neither, which is what two claims
+// backing off from each other's lease key would leave (the tie rules are in
+// kvlease/overlap.go).
 func TestOverlapTieAtStart(t *testing.T) {
 	const (
 		jobs = 30

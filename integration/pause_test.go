@@ -13,9 +13,9 @@ import (
 	"github.com/anarchon/anarchon/scheduler"
 )
 
-// Pause and resume over JetStream (issue 12): the pause is stored in the lease
-// bucket, every replica's watch sees it, slots falling while paused are recorded
-// paused once, and a pause with an end ends by itself.
+// Pause and resume over JetStream: the pause is stored in the lease bucket, every
+// replica's watch sees it, slots falling while paused are recorded paused once, and
+// a pause with an end ends by itself.
 func TestPauseOnJetStream(t *testing.T) {
 	srv := startServer(t, embedded.Options{})
 	const job = "paused-tick"

@@ -11,10 +11,10 @@ import (
 	"github.com/anarchon/anarchon/scheduler"
 )
 
-// Resume with catch-up over JetStream (issue 12): three replicas of a job with
-// CatchUpAll; the slots that fall while it is paused are recorded paused once;
-// after Resume each of them runs exactly once across the fleet, as attempt 2 of
-// its slot, and no slot runs twice.
+// Resume with catch-up over JetStream: three replicas of a job with CatchUpAll; the
+// slots that fall while it is paused are recorded paused once; after Resume each of
+// them runs exactly once across the fleet, as attempt 2 of its slot, and no slot
+// runs twice.
 func TestResumeCatchesUpOnJetStream(t *testing.T) {
 	srv := startServer(t, embedded.Options{})
 	const job = "resumed-tick"

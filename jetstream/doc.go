@@ -44,11 +44,10 @@
 // A stream's duplicate window, per-subject limit and replicas apply to the whole
 // stream, so a stream per job is what lets each job have its own dedupe window and
 // history size, and keeps one job's traffic from evicting another's history. The
-// price is paid on the server: in measurements with nats-server v2.15, 1,000 streams
-// cost about 80 MiB and 3,000 goroutines (about 1 s to create), 5,000 about 330 MiB,
-// where one shared stream with a subject per job costs about 22 MiB. Per-job streams
-// suit the usual tens to hundreds of jobs; for thousands, share a server budget
-// accordingly.
+// price is paid on the server, in memory and goroutines per stream, where one shared
+// stream with a subject per job would cost far less: per-job streams suit the usual
+// tens to hundreds of jobs; for thousands, size the server for them (the benchmark's
+// stream-layout section, docs/benchmarks.md, measures it).
 //
 // # Guarantees and their limits
 //
@@ -66,4 +65,12 @@
 //   - History records older than a claim's lifetime (the window, or the job's
 //     timeout if longer) are built from the result alone, without ClaimedAt; a
 //     claimed run that never stored a result disappears from History then.
+//
+// # Guides
+//
+// [Backends] lists what the backend creates and the settings of a production server;
+// [Benchmarks] is one run of the benchmark command.
+//
+// [Backends]: https://github.com/anarchon/anarchon/blob/main/docs/backends.md#nats-jetstream-and-kvlease
+// [Benchmarks]: https://github.com/anarchon/anarchon/blob/main/docs/benchmarks.md
 package jetstream

@@ -16,9 +16,9 @@ import (
 	"github.com/anarchon/anarchon/scheduler"
 )
 
-// A mixed fleet (issue 10, scenario 6): instances built with New and with NewLeased
-// on one job, as during a rolling upgrade that turns leases on or off. Both decide a
-// first attempt through the slot's one claim.
+// A mixed fleet: instances built with New and with NewLeased on one job, as during a
+// rolling upgrade that turns leases on or off. Both decide a first attempt through
+// the slot's one claim.
 
 // mixedPair returns a plain and a leased backend on their own connections to s, and
 // a prepared job.

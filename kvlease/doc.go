@@ -154,4 +154,12 @@
 // own), and Finish's purge carries the finished run record, so the backup's next
 // claim of the slot is answered done from what the watcher saw, without a request:
 // a finished record is final, and it was stored before the purge was sent.
+//
+// # Guides
+//
+// [Leases] gives the rules every run store follows, and [Backends] the bucket's
+// production settings.
+//
+// [Leases]: https://github.com/anarchon/anarchon/blob/main/docs/concepts.md#leases
+// [Backends]: https://github.com/anarchon/anarchon/blob/main/docs/backends.md#on-a-production-server
 package kvlease

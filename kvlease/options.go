@@ -110,16 +110,13 @@ func WithAttemptTimeout(d time.Duration) Option {
 // 2.12 or later; Init turns AllowAtomicPublish on for the bucket either way). Both
 // keys are then stored together or not at all: no claimer can die between them.
 //
-// It is off by default because it costs more than it saves on nats-server 2.15.3,
-// measured with kvlease's BenchmarkClaimBatch (a first claim and its finish, one at
-// a time) and a burst test: one server on file storage persists every batch to a
-// store of its own (7.6 ms against 0.30 ms, and it serialises claims); on memory
-// storage both take 0.33 ms; on three replicas a batch saves a round trip alone
-// (0.81 ms against 1.08 ms) but a burst of 300 concurrent claims of 100 slots took
-// 96–100 ms against 66–76 ms. Without it, a first claim writes the two keys one
-// after the other without reading first (two round trips), and a claimer that dies
-// between them leaves a lease key that the next claim decides (package
-// documentation).
+// It is off by default because it costs more than it saves on nats-server 2.15: one
+// server on file storage persists every batch to a store of its own and serialises
+// the batches, and on three replicas a batch saves its round trip alone but is
+// slower in a burst of concurrent claims (BenchmarkClaimBatch measures a first claim
+// and its finish, one at a time). Without it, a first claim writes the two keys one
+// after the other without reading first, and a claimer that dies between them
+// leaves a lease key that the next claim decides (package documentation).
 func WithAtomicBatches() Option {
 	return func(o *options) error {
 		o.batches = true

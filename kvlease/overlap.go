@@ -17,8 +17,8 @@ import (
 // once its lease key is stored, since two claims of two slots at the same instant
 // can both pass the first look, their lease keys being two keys apart. If, at the
 // second look, each gave way to the other's lease key, both slots would be skipped
-// and nothing would run (measured before these rules: of 30 jobs claiming their
-// newest missed slot and the slot due at Start at once, 1 to 28 ran neither).
+// and nothing would run (a job catching up its newest missed slot while its loop
+// claims the slot due at Start, on every instance at once).
 //
 // A run is established when its run record is unfinished and names its lease
 // key's token: its claim is past its own second look. A claim is in flight when
@@ -30,7 +30,7 @@ import (
 //     on an unfinished run (a backup is about to take it over). A claim in flight
 //     is left to the second look: a claim that stored its slot skipped because of
 //     one could leave nothing to run, that claim losing in turn (a third instance
-//     skipping the slot it was claiming was measured so).
+//     skipping the slot it was claiming).
 //   - The second look gives way to an established run, and to a claim in flight
 //     whose lease key's revision is lower than this claim's.
 //

@@ -128,4 +128,10 @@
 //	        for: 15m
 //	        annotations:
 //	          summary: 'Job {{ $labels.job_name }} starts more than 5s after its slots (p99)'
+//
+// # Guides
+//
+// [Metrics and alerts] has the metrics beside the rest of operating a fleet.
+//
+// [Metrics and alerts]: https://github.com/anarchon/anarchon/blob/main/docs/operating.md#metrics-and-alerts
 package metrics

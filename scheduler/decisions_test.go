@@ -17,9 +17,9 @@ import (
 )
 
 // The tests of this file break the lease path's promises the way faults do: each is
-// a scenario of issue 10 ("every slot's fate is decided once and stored"). They run
-// on the memory store under synctest; the stores' own versions run on kvlease over
-// embedded NATS in package integration.
+// a scenario of "every slot's fate is decided once and stored". They run on the
+// memory store under synctest; the stores' own versions run on kvlease over embedded
+// NATS in package integration.
 
 // faultView is one instance's view of a shared memory backend, with faults in its
 // run store calls.

@@ -132,4 +132,14 @@
 // NewMemoryBackendWithClock gives the memory backend the same clock, so a test can
 // run hours of schedule without sleeping, with a clock of its own or under
 // testing/synctest. A schedule's Next is a pure function and needs neither.
+//
+// # Guides
+//
+// [Concepts] explains slots, claims, leases, stored decisions, catch-up, pauses and
+// manual runs at length; [Guarantees] says what is promised and what cannot be; and
+// [Writing your own backend] gives the contracts with a complete example.
+//
+// [Concepts]: https://github.com/anarchon/anarchon/blob/main/docs/concepts.md
+// [Guarantees]: https://github.com/anarchon/anarchon/blob/main/docs/guarantees.md
+// [Writing your own backend]: https://github.com/anarchon/anarchon/blob/main/docs/backends.md#writing-your-own-backend
 package scheduler

@@ -1,6 +1,7 @@
 package scheduler_test
 
-// A randomised model check of the lease path (issue 10, "Beyond the cases").
+// A randomised model check of the lease path, beyond the cases the scenario tests
+// name.
 //
 // Every seed builds a small world under testing/synctest (virtual time): 3–5
 // scheduler instances sharing one MemoryBackend and its MemoryRunStore, each with its
@@ -10,9 +11,9 @@ package scheduler_test
 // and calls RunNow during a fault phase; a quiet phase follows in which every
 // instance slot is up and healthy, and then every instance is stopped with a
 // generous deadline. The harness, the faults, the record and the invariants it is
-// checked against (the lease rules of SPEC.md §4) are internal/modelcheck's, shared
-// with integration's TestModelCheckKV; with virtual time and a store in memory the
-// record knows exactly when the store applied each call (modelcheck.Exact).
+// checked against (the lease rules of scheduler.RunStore) are internal/modelcheck's,
+// shared with integration's TestModelCheckKV; with virtual time and a store in memory
+// the record knows exactly when the store applied each call (modelcheck.Exact).
 //
 // Seeds: ANARCHON_MODEL_SEEDS=N runs seeds 1..N (default 500, from
 // ANARCHON_MODEL_SEED_FROM), ANARCHON_MODEL_SEED=K runs seed K alone and prints its

@@ -66,7 +66,7 @@ func (s IntervalSchedule) String() string { return "every " + s.Interval.String(
 // day matches if either does, as in Vixie cron and Kubernetes CronJob.
 //
 // Daylight saving time, in a zone that has it (parsing by
-// github.com/netresearch/go-cron; measured in TestCronDaylightSaving):
+// github.com/netresearch/go-cron; tested in TestCronDaylightSaving):
 //   - spring forward: a time inside the skipped hour (02:30 when clocks jump from 02:00
 //     to 03:00) fires once, shifted by the jump (03:30 local, the instant 02:30 would
 //     have been);

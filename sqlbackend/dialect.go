@@ -11,7 +11,8 @@ import (
 // claims, leases and history are written once, in SQL that PostgreSQL, SQLite and
 // most other databases accept; a Dialect fills in the rest. Postgres and SQLite are
 // the built-in ones; to run on another database (MySQL, SQL Server, CockroachDB…),
-// copy the closest one and change what differs (the README shows a MySQL sketch).
+// copy the closest one and change what differs (docs/backends.md shows a MySQL
+// sketch).
 //
 // Every field is required unless it says otherwise. The statements a Dialect gives
 // (Serialize, Notify) are written with ? placeholders and may name the backend's

@@ -44,10 +44,10 @@
 //	// s.Start(ctx) … s.Stop(ctx); backend.Close(ctx); db.Close()
 //
 // Bound the pool you give it (SetMaxOpenConns): a scheduler claims every job due at
-// a slot at once, and an unbounded pool opens a connection per concurrent claim —
-// with 100 jobs every second on 3 replicas, more than the test server's
-// max_connections of 400, and most claims failed to connect. With 10 connections per
-// replica the same load ran every slot once (go run -C sqlbackend ./internal/bench).
+// a slot at once, and an unbounded pool opens a connection per concurrent claim,
+// past the server's max_connections when many jobs share a schedule, and the claims
+// that cannot connect fail. A few connections per replica serve a slot's claims in
+// turn (go run -C sqlbackend ./internal/bench runs such a load).
 //
 // With SQLite, open the file with OpenSQLite (write-ahead log, a busy timeout,
 // transactions that take the write lock at once) and use the SQLite dialect;

@@ -88,4 +88,12 @@
 // another origin. Below 720 px wide the jobs table keeps its key columns (job,
 // state, last run, run now) and hides the rest, which the job's page shows, so
 // nothing scrolls sideways at 375 px.
+//
+// # Guides
+//
+// [Status page] shows the pages and how to mount them; [Security] says what is
+// trusted.
+//
+// [Status page]: https://github.com/anarchon/anarchon/blob/main/docs/operating.md#status-page
+// [Security]: https://github.com/anarchon/anarchon/blob/main/docs/guarantees.md#security
 package web

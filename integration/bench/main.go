@@ -1,6 +1,8 @@
 // Command bench measures anarchon on this machine against its own limits and
 // against the way Go services share scheduled jobs today, and prints the results as
-// markdown tables ready for the README.
+// markdown tables. With -write-docs it also writes them as the documentation page
+// docs/benchmarks.md: the tables of one run, under the command, the date, the Go
+// version and the machine that produced them.
 //
 // It starts its own embedded nats-server (JetStream on a file store, clients over
 // loopback TCP so every call pays a real network round trip) and runs:
@@ -22,9 +24,14 @@
 //	                              [-leases=true] [-plain=true] [-peer=true] [-jitter 0]
 //	                              [-samples 2000] [-scale 100,1000] [-trials 3]
 //	                              [-fleet-jobs 5000] [-fleet-interval 10s] [-fleet-duration 20s] [-fleet-jitter 0]
-//	                              [-cpuprofile FILE] [-memprofile PREFIX]
+//	                              [-cpuprofile FILE] [-memprofile PREFIX] [-write-docs FILE]
 //
-// from the repository's root. The command is a module of its own
+// from the repository's root. The documentation page is written by
+//
+//	go run -C integration/bench . -write-docs docs/benchmarks.md
+//
+// (a relative -write-docs name is taken from the repository's root, not from
+// integration/bench, where go run -C starts the command). The command is a module of its own
 // (github.com/anarchon/anarchon/integration/bench, with a replace of the library to
 // ../..) so that the peer it compares with, gocron and its dependencies, is not a
 // dependency of the library.
@@ -41,6 +48,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"strconv"
@@ -92,6 +100,9 @@ type config struct {
 	// memProfile starts the names of the heap profiles taken at the end of each
 	// load window ("": none).
 	memProfile string
+	// writeDocs names the documentation page the report is also written to, as
+	// an absolute path ("": none).
+	writeDocs string
 }
 
 func (c config) logf(format string, args ...any) {
@@ -135,6 +146,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.DurationVar(&c.fleetJitter, "fleet-jitter", 0, "jitter of every job of the larger-fleet section (0: every instance claims at the slot)")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (server and instances) to this file")
 	fs.StringVar(&c.memProfile, "memprofile", "", "write a heap profile at the end of each load window (server and instances, before they stop) to this file name with the section's backend and job count appended")
+	fs.StringVar(&c.writeDocs, "write-docs", "", "also write the report as a documentation page to this file (relative to the repository's root: docs/benchmarks.md)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -175,6 +187,9 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	var err error
 	if c.scale, err = parseInts(*scale); err != nil {
 		return c, fmt.Errorf("-scale: %w", err)
+	}
+	if c.writeDocs, err = docsPath(c.writeDocs); err != nil {
+		return c, fmt.Errorf("-write-docs: %w", err)
 	}
 	switch {
 	case c.jobs < 1:
@@ -251,7 +266,7 @@ func run(ctx context.Context, args []string, out, progress io.Writer) (*report, 
 	}
 	start := time.Now()
 	budget := start.Add(cfg.budget)
-	rep := &report{cfg: cfg}
+	rep := &report{cfg: cfg, started: start}
 	step := func(name string) func() {
 		fmt.Fprintf(progress, "bench: %s…\n", name)
 		t := time.Now()
@@ -347,6 +362,13 @@ func run(ctx context.Context, args []string, out, progress io.Writer) (*report, 
 	if _, err := io.WriteString(out, rep.markdown()); err != nil {
 		errs = append(errs, err)
 	}
+	if cfg.writeDocs != "" && ctx.Err() == nil {
+		if err := os.WriteFile(cfg.writeDocs, []byte(rep.docsPage()), 0o644); err != nil {
+			errs = append(errs, err)
+		} else {
+			fmt.Fprintf(progress, "bench: wrote %s\n", cfg.writeDocs)
+		}
+	}
 	return rep, errors.Join(errs...)
 }
 
@@ -376,4 +398,47 @@ func writeHeapProfile(cfg config, name string) {
 		return
 	}
 	cfg.logf("heap profile written to %s", name)
+}
+
+// libraryModule is the module path whose go.mod marks the repository's root.
+const libraryModule = "github.com/anarchon/anarchon"
+
+// docsPath resolves the -write-docs file name. A relative name is taken from the
+// repository's root, the nearest directory at or above the working directory whose
+// go.mod is the library's, so that `go run -C integration/bench . -write-docs
+// docs/benchmarks.md` writes the repository's page; the directory must exist, so
+// that a run does not end in a file it cannot write.
+func docsPath(name string) (string, error) {
+	if name == "" {
+		return "", nil
+	}
+	if !filepath.IsAbs(name) {
+		wd, err := os.Getwd()
+		if err != nil {
+			return "", err
+		}
+		root := ""
+		for dir := wd; root == ""; dir = filepath.Dir(dir) {
+			if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && modulePath(data) == libraryModule {
+				root = dir
+			} else if filepath.Dir(dir) == dir {
+				return "", fmt.Errorf("%s is relative, and no directory above %s holds the go.mod of %s: give an absolute path", name, wd, libraryModule)
+			}
+		}
+		name = filepath.Join(root, name)
+	}
+	if st, err := os.Stat(filepath.Dir(name)); err != nil || !st.IsDir() {
+		return "", fmt.Errorf("the directory of %s does not exist", name)
+	}
+	return name, nil
+}
+
+// modulePath returns the path a go.mod's module directive names.
+func modulePath(gomod []byte) string {
+	for line := range strings.Lines(string(gomod)) {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "module "); ok {
+			return strings.Trim(strings.TrimSpace(rest), `"`)
+		}
+	}
+	return ""
 }

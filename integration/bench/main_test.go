@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -16,7 +18,8 @@ import (
 // only (-plain=false), which keeps the test under 30s with -race.
 func TestQuick(t *testing.T) {
 	var out bytes.Buffer
-	rep, err := run(t.Context(), []string{"-quick", "-jobs", "10", "-duration", "3s", "-samples", "50", "-scale", "10,20", "-plain=false", "-fleet-jobs", "20"}, &out, io.Discard)
+	page := filepath.Join(t.TempDir(), "benchmarks.md")
+	rep, err := run(t.Context(), []string{"-quick", "-jobs", "10", "-duration", "3s", "-samples", "50", "-scale", "10,20", "-plain=false", "-fleet-jobs", "20", "-write-docs", page}, &out, io.Discard)
 	text := out.String()
 	t.Log("\n" + text)
 	require.NoError(t, err)
@@ -26,7 +29,22 @@ func TestQuick(t *testing.T) {
 		assert.Equal(t, 1, strings.Count(text, h), "section %q appears once", h)
 	}
 	assert.Contains(t, text, "- command: `go run -C integration/bench . -quick -jobs 10 -duration 3s")
+	assert.Contains(t, text, "- date: ")
+	assert.Contains(t, text, "- Go: go")
 	assert.Contains(t, text, "- machine: ")
+
+	// -write-docs: the same report as a page, its title and how it was made at the
+	// top, its sections one heading level up.
+	data, err := os.ReadFile(page)
+	require.NoError(t, err, "-write-docs wrote the page")
+	doc := string(data)
+	assert.True(t, strings.HasPrefix(doc, "# Benchmarks\n"), "the page starts with its title")
+	assert.Contains(t, doc, "- command: `go run -C integration/bench . -quick")
+	assert.Contains(t, doc, "-write-docs "+page+"`", "the command names the page")
+	for _, h := range []string{headClaims, headLoad, headScale, headTakeover, headPeer, headFleet, headGoals} {
+		assert.Equal(t, 1, strings.Count(doc, "\n"+strings.TrimPrefix(h, "#")), "section %q is a level-2 heading of the page", h)
+	}
+	assert.Less(t, strings.Index(doc, "- machine: "), strings.Index(doc, "\n## 1."), "the machine is named above the tables")
 
 	require.NotNil(t, rep.claims, "claims measured")
 	assert.Len(t, rep.claims.win.lat, 50)
@@ -98,4 +116,30 @@ func TestFlags(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 1000, c.jobs)
 	assert.Equal(t, fullDefaults.duration, c.duration)
+}
+
+// TestDocsPath: a relative -write-docs name is the repository's file, wherever go
+// run -C started the command, and a directory that does not exist is refused before
+// the run rather than after it.
+func TestDocsPath(t *testing.T) {
+	wd, err := os.Getwd()
+	require.NoError(t, err)
+	root := filepath.Dir(filepath.Dir(wd)) // the test runs in integration/bench
+	p, err := docsPath("docs/benchmarks.md")
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(root, "docs", "benchmarks.md"), p)
+
+	abs := filepath.Join(t.TempDir(), "page.md")
+	p, err = docsPath(abs)
+	require.NoError(t, err)
+	assert.Equal(t, abs, p, "an absolute name is kept")
+
+	_, err = docsPath("no-such-dir/benchmarks.md")
+	assert.Error(t, err)
+	_, err = parseFlags([]string{"-write-docs", filepath.Join(t.TempDir(), "missing", "page.md")}, io.Discard)
+	assert.Error(t, err, "a page in a directory that does not exist is refused at once")
+
+	p, err = docsPath("")
+	require.NoError(t, err)
+	assert.Empty(t, p, "no -write-docs, no page")
 }

@@ -12,7 +12,8 @@
 // deadline), restart and call RunNow while their store calls are lost, answered
 // late or not at all. A quiet phase follows in which every slot has a healthy
 // instance, then every instance is stopped. [Harness.Run] carries the plan out;
-// [Harness.Check] judges the record against the lease rules of SPEC.md §4:
+// [Harness.Check] judges the record against the lease rules (the documentation of
+// scheduler.RunStore; docs/concepts.md):
 //
 //	1   at most one live handler per (job, slot) at any instant
 //	1b  a job with OverlapSkip never has two live handlers at once (any slots)
@@ -22,9 +23,15 @@
 //	    returned, and not before the previous lease could have ended in the store
 //	3   a slot's fate is one of run, skipped, late — never two, and it never runs
 //	    after it was recorded skipped or late
+//	3b  a slot is stored skipped only while another slot of the job was busy (a
+//	    tie that skips both slots fails it)
+//	3c  no scheduled handler of a job starts while a pause of the job is in force
+//	    on every clock, takeovers included
 //	4   at most one terminal record (ok, error, timeout, skipped, late) per slot in
 //	    History; exactly one for every slot due in the quiet phase; and no
 //	    unfinished run left in the run store's Active list at the end
+//	4b  a write that completes a slot and failed for its caller is written again
+//	    while its instance lives
 //	5   fences (and attempt numbers) strictly grow per slot across attempts
 //	6   Stop cancels handlers (scheduled and RunNow) when its context ends, returns
 //	    soon after, and no handler of the instance runs after Stop returned

@@ -2,8 +2,8 @@
 // server from the Debian package's binaries, default durability: fsync and
 // synchronous_commit on) and SQLite (a file in WAL mode, synchronous=FULL, as
 // sqlbackend.OpenSQLite opens it), and prints the same rows as the JetStream claim
-// table in the README, as markdown. Each operation is measured -n times, all of
-// them interleaved in one loop (order rotated) after a warm-up; every figure that
+// table of docs/benchmarks.md, as markdown. Each operation is measured -n times, all
+// of them interleaved in one loop (order rotated) after a warm-up; every figure that
 // matters is also given as a ratio to a raw single-row INSERT on the same database
 // in the same run, the limit a claim is held to.
 //

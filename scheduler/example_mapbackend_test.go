@@ -1,0 +1,162 @@
+package scheduler_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/anarchon/anarchon/scheduler"
+)
+
+// docs/backends.md ("Writing your own backend") shows this file from the line after
+// "page:begin" to the line before "page:end"; TestBackendsPageShowsMapBackend checks
+// that it still does.
+
+// page:begin
+
+// mapBackend keeps claims and results in maps under one mutex. It coordinates
+// schedulers within one process only, which makes it the contract in its simplest
+// form. It ignores the history TTL, the one case of backendtest.Run it fails;
+// scheduler.MemoryBackend is the complete reading, with TTLs, leases and pauses.
+type mapBackend struct {
+	mu      sync.Mutex
+	claims  map[string]map[int64]scheduler.ClaimRecord // job → slot (Unix ms) → the winning claim
+	manual  map[string][]scheduler.ClaimRecord
+	results map[string][]scheduler.StoredResult
+}
+
+func newMapBackend() *mapBackend {
+	return &mapBackend{
+		claims:  map[string]map[int64]scheduler.ClaimRecord{},
+		manual:  map[string][]scheduler.ClaimRecord{},
+		results: map[string][]scheduler.StoredResult{},
+	}
+}
+
+func (b *mapBackend) Name() string { return "map" }
+
+// DedupeWindow: claims are never forgotten here, so no instance is ever too late.
+func (b *mapBackend) DedupeWindow() time.Duration { return scheduler.Forever }
+
+func (b *mapBackend) Init(context.Context) error                            { return nil }
+func (b *mapBackend) PrepareJob(context.Context, scheduler.JobLimits) error { return nil }
+func (b *mapBackend) Close(context.Context) error                           { return nil }
+
+// Claim is the one step that must be atomic; the mutex makes the check and the write
+// one operation. The same claim sent again (same token) is still the winner.
+func (b *mapBackend) Claim(_ context.Context, in scheduler.ClaimInput) (bool, error) {
+	if err := scheduler.ValidateJobName(in.Job); err != nil || in.Token == "" {
+		return false, fmt.Errorf("%w: a claim needs a valid job name and a token", scheduler.ErrInvalidClaim)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	slots := b.claims[in.Job]
+	if slots == nil {
+		slots = map[int64]scheduler.ClaimRecord{}
+		b.claims[in.Job] = slots
+	}
+	if c, ok := slots[in.Slot.UnixMilli()]; ok {
+		return c.Token == in.Token, nil
+	}
+	slots[in.Slot.UnixMilli()] = claimRecordOf(in)
+	return true, nil
+}
+
+// RecordManualRun records a run from RunNow: no deduplication.
+func (b *mapBackend) RecordManualRun(_ context.Context, in scheduler.ClaimInput) (time.Time, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.manual[in.Job] = append(b.manual[in.Job], claimRecordOf(in))
+	return in.Slot, nil // the slot asked for is the one used
+}
+
+func (b *mapBackend) SaveResult(_ context.Context, job string, r scheduler.StoredResult, keep scheduler.Retention) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	rs := append(b.results[job], r)
+	if keep.Size > 0 && len(rs) > keep.Size {
+		rs = rs[len(rs)-keep.Size:]
+	}
+	b.results[job] = rs
+	return nil
+}
+
+// History merges the job's claims and results with BuildHistory, so the records
+// gain new fields with no change here.
+func (b *mapBackend) History(_ context.Context, job string, limit int) ([]scheduler.RunRecord, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	claims := append([]scheduler.ClaimRecord(nil), b.manual[job]...)
+	for _, c := range b.claims[job] {
+		claims = append(claims, c)
+	}
+	return scheduler.BuildHistory(job, claims, b.results[job], limit), nil
+}
+
+func claimRecordOf(in scheduler.ClaimInput) scheduler.ClaimRecord {
+	return scheduler.ClaimRecord{Slot: in.Slot, Token: in.Token, Instance: in.Instance, Attempt: in.Attempt,
+		Manual: in.Manual, At: in.At, RequestedBy: in.RequestedBy}
+}
+
+// page:end
+
+var _ scheduler.Backend = (*mapBackend)(nil)
+
+// The rule of the contract on the smallest backend: of three instances claiming one
+// slot, one wins, and its claim sent again wins again.
+func ExampleBackend_writingYourOwn() {
+	ctx := context.Background()
+	b := newMapBackend()
+	slot := time.Date(2030, 1, 1, 12, 0, 10, 0, time.UTC)
+	claim := func(instance string) scheduler.ClaimInput {
+		return scheduler.ClaimInput{Job: "tick", Slot: slot, Token: "token-" + instance, Instance: instance, Attempt: 1}
+	}
+	for _, instance := range []string{"a", "b", "c"} {
+		won, err := b.Claim(ctx, claim(instance))
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(instance, "won:", won)
+	}
+	again, _ := b.Claim(ctx, claim("a"))
+	fmt.Println("a again:", again)
+
+	err := b.SaveResult(ctx, "tick", scheduler.StoredResult{Slot: slot, Token: "token-a", Instance: "a", Attempt: 1,
+		Status: scheduler.StatusOK, StartedAt: slot, FinishedAt: slot.Add(time.Second)}, scheduler.Retention{Size: 100})
+	if err != nil {
+		panic(err)
+	}
+	runs, _ := b.History(ctx, "tick", 10)
+	for _, r := range runs {
+		fmt.Println(r.Slot.Format(time.TimeOnly), r.Instance, r.Status, r.Duration)
+	}
+	// Output:
+	// a won: true
+	// b won: false
+	// c won: false
+	// a again: true
+	// 12:00:10 a ok 1s
+}
+
+// TestBackendsPageShowsMapBackend: docs/backends.md shows the map backend exactly as
+// this file has it, so the page's code compiles and does what its example says.
+func TestBackendsPageShowsMapBackend(t *testing.T) {
+	src, err := os.ReadFile("example_mapbackend_test.go")
+	require.NoError(t, err)
+	_, code, ok := strings.Cut(string(src), "// page:begin\n\n")
+	if ok {
+		code, _, ok = strings.Cut(code, "\n// page:end\n")
+	}
+	require.True(t, ok, "example_mapbackend_test.go has its page:begin and page:end lines")
+	page, err := os.ReadFile("../docs/backends.md")
+	require.NoError(t, err)
+	assert.Contains(t, string(page), "```go\n"+code+"```\n",
+		"docs/backends.md shows the map backend as example_mapbackend_test.go has it: copy the code between page:begin and page:end into its go block")
+}
