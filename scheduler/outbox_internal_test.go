@@ -11,17 +11,12 @@ import (
 
 var sink atomic.Int64
 
-// Red team (issue 20, outbox): each job's records are written by one worker,
-// oldest first. A record added while the job's worker has just popped the job's
-// last record (between its pop and its next look at the queue) finds the queue
-// empty but still in the map, and starts a second worker for the same job: both
-// take the same record and write it (a duplicate in a bounded history, written
-// out of order with the records behind it), and both pop, so when the two pops
-// follow each other before either looks again, the record behind it is popped
-// unwritten and counted as stored. This drives that window (a is written; while
-// its worker moves on, b is added, then c while b is being written) with the
-// internal outbox, as the window has no call to hook. Every record must be
-// written exactly once.
+// Each job's records are written by one worker, oldest first, each exactly once,
+// also a record added just as the worker popped the job's last one (a second
+// worker for the job would write it twice, and could pop the one behind it
+// unwritten). This drives that window with the internal outbox (a is written;
+// while its worker moves on, b is added, then c while b is being written), as the
+// window has no call to hook.
 func TestOutboxRecordAddedAsTheLastIsPoppedIsWrittenOnce(t *testing.T) {
 	s, err := New(Config{Backend: NewMemoryBackend(), Instance: "A"})
 	require.NoError(t, err)

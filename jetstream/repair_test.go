@@ -16,18 +16,10 @@ import (
 	"github.com/anarchon/anarchon/scheduler"
 )
 
-// Red team (issue 20, repair on read, mixed fleet): History on a started
-// scheduler with leases ends a record left running "by an attempt that can no
-// longer end it", judged from its run store. In a mixed fleet (a rolling upgrade),
-// a slot run by an instance without leases is decided by the slot's claim: the
-// leased instance's own lease of it was finished skipped there (claimed
-// elsewhere). A History read on the leased instance, once the plain run's record
-// is older than the grace (3 x CallTimeout), takes that skipped for the plain run's
-// ending and stores it ("ended skipped in the run store, whose result was never
-// stored") while the run is still going on the plain instance, alive; every
-// reader then sees skipped until the run's own result comes (an instance started
-// after the slot's deadline, with nothing in its store, stores it lost instead). A
-// run that is still running must stay running.
+// In a mixed fleet (a rolling upgrade) a slot run by an instance without leases
+// is decided by the slot's claim, and the leased instance's own lease of it is
+// finished skipped (claimed elsewhere). History's repair on the leased instance
+// does not take that for the plain run's ending: a run still going stays running.
 func TestMixedFleetHistoryKeepsAPlainRunRunning(t *testing.T) {
 	s := startServer(t, embedded.Options{})
 	ctx := ctxFor(t)
@@ -88,20 +80,12 @@ func TestMixedFleetHistoryKeepsAPlainRunRunning(t *testing.T) {
 	assert.Equal(t, scheduler.StatusRunning, r.Status, "read again on the plain instance: %s %q", r.Status, r.Error)
 }
 
-// Red team (issue 20, outbox and repair): a result whose write was applied but
-// whose answer was lost is written again by the outbox, and JetStream stores it
-// twice (results carry no message id). The results subject keeps the newest
-// history-size messages, so the duplicate evicts the result of the oldest run
-// History shows, while that run's record (its claim, or its manual record) is
-// still stored: the run reads running, and once older than the repair's grace
-// (and the job's timeout), a History read stores it lost, although it ran ok.
-// That write evicts the next oldest result in turn, so every later read turns
-// one more run lost (measured: [ok ok ok ok lost], then [ok ok ok lost lost], ...
-// [ok lost lost lost lost] after four reads), and it never stops: the results
-// stay one message short of the records. Any second result of one attempt starts
-// it (a superseded holder's result beside its taker's lost note, a repair whose
-// holder's result came after all, the outbox's duplicate write). One retried
-// write must not change how any run reads.
+// One retried write changes how no run reads. A result written twice (its first
+// write stored, its answer lost) evicts, from a results subject that keeps the
+// newest history-size messages, the result of the oldest run while that run's
+// record is still stored. History leaves such a record out (it is past the history
+// the job keeps) instead of showing it running, and its repair never ends it lost:
+// each such ending would evict the next result, one more run per read.
 func TestDuplicateResultDoesNotTurnAnOlderRunLost(t *testing.T) {
 	s := startServer(t, embedded.Options{})
 	ctx := ctxFor(t)
@@ -145,14 +129,10 @@ func TestDuplicateResultDoesNotTurnAnOlderRunLost(t *testing.T) {
 	assert.Empty(t, lost, "every run ran ok")
 }
 
-// Red team (issue 20, sizes): "a stored error is cut at scheduler.MaxErrorText
-// (8 KiB) ... so a record always fits in one message". PrepareJob accepts a job
-// stream whose max_msg_size is at least minMsgSize (4 KiB + twice the name), set
-// by an operator on anarchon's stream or on a stream made beforehand: a result
-// with an error at the documented cap does not fit it, its write is refused by the
-// server every time, and the outbox sends it again for as long as the process
-// runs (the refusal is not a permanent error), holding up the job's later records
-// behind it. Either PrepareJob refuses such a stream or the record fits.
+// A record fits every stream PrepareJob accepts: on a stream whose max_msg_size is
+// the least it accepts (minMsgSize), a result with an error at MaxErrorText, or
+// one that JSON's escapes make six times longer, is stored with its error cut to
+// fit, never refused by the server for ever.
 func TestResultAtTheErrorCapFitsEveryAcceptedStream(t *testing.T) {
 	s := startServer(t, embedded.Options{})
 	ctx := ctxFor(t)
@@ -193,13 +173,9 @@ func TestResultAtTheErrorCapFitsEveryAcceptedStream(t *testing.T) {
 	assert.Less(t, len(got), len(escaped))
 }
 
-// Red team (issue 20, repair on read): a record left running by a dead instance is
-// ended by "the next History read". Readers that read at once (status pages, a
-// fleet's history requests served by sixteen workers per replica) each find it
-// running and each store an ending: one run, eight results. On JetStream every
-// extra result evicts an older run's result under its still-stored claim, which
-// the next reads then repair in turn (TestDuplicateResultDoesNotTurnAnOlderRunLost).
-// One ending must be stored for one record.
+// A record left running by a dead instance is ended by the next History read, and
+// one ending is stored for it, also when eight readers of one instance read at once
+// (status pages, a fleet's history requests).
 func TestConcurrentHistoryReadsStoreOneEnding(t *testing.T) {
 	s := startServer(t, embedded.Options{})
 	ctx := ctxFor(t)

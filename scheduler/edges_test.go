@@ -14,16 +14,11 @@ import (
 	"github.com/anarchon/anarchon/scheduler"
 )
 
-// Red team (issue 20, repair on read): a record left running by a dead instance
-// is ended by the next History read, and that ending is written through the
-// outbox. While the result writes fail (the result stream's leader being elected,
-// or its account at its storage limit, reads still answered), every History read
-// finds the record still running and adds one more copy of the same ending to the
-// outbox. A status page or a `history` loop during the outage fills it up to
-// MaxPendingRecords, and from then on a real run's result that fails once is
-// dropped: after the store is back, that slot reads lost (ended by the repair,
-// as its result never came) although it ran ok. Reading must not crowd out the
-// results the outbox is for: one pending ending per record.
+// Reading does not crowd out the results the outbox is for. While result writes
+// fail (reads still answered), each History read finds a dead instance's record
+// still running; one ending per record waits in the outbox, not one per read, so
+// a status page or a history loop during the outage cannot fill it up to
+// MaxPendingRecords and make a real run's result be dropped.
 func TestHistoryReadsDuringAWriteOutageDoNotCrowdOutResults(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &flakyHistory{MemoryBackend: scheduler.NewMemoryBackend()}
@@ -67,17 +62,13 @@ func TestHistoryReadsDuringAWriteOutageDoNotCrowdOutResults(t *testing.T) {
 	})
 }
 
-// Red team (issue 20, outbox): "Stop with no deadline while the store is down"
-// writes the outbox for 2 x CallTimeout and returns ErrNotStored. With leases, a
-// run whose handler has returned first sends its Finish again until the run store
-// would have forgotten the run (the job's keep: lateness, or the catch-up window,
-// + lease + a minute), and a Stop without a deadline never hard-stops it: Stop
-// waits out that whole time although no handler is running any more (measured:
-// 2m33s with the defaults, 24h1m33s with a catch-up window of 24h). Here the store
-// goes down during the run (every call hangs until its timeout), the handler
-// returns, and Stop is called a second later with context.Background();
-// CallTimeout is 1s. Stop must return within a few call timeouts, with
-// ErrNotStored.
+// Stop without a deadline returns within a few call timeouts while the run store
+// is down, with ErrNotStored: a run whose handler has returned leaves its Finish,
+// and its result, to the outbox, which Stop drains for 2 x CallTimeout, instead of
+// sending it again for as long as the store would remember the run (a day, with a
+// day's catch-up window). The store goes down during the run (every call hangs
+// until its timeout), the handler returns, and Stop is called a second later;
+// CallTimeout is 1s.
 func TestStopWithoutDeadlineReturnsWhileTheRunStoreIsDown(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -176,12 +167,11 @@ func TestManualRunOnEveryMillisecondIsNotRunAgain(t *testing.T) {
 	})
 }
 
-// Red team (issue 20, pauses): a slot that falls while its job is paused is not
-// run, a takeover included, and with CatchUpNone a paused slot stays paused after
-// the pause ends. When the winner's Finish(paused) keeps failing, it releases the
-// lease after its retries and the backup takes the slot over to decide it again:
-// if the pause was lifted meanwhile (resume during the failing Finish), the backup
-// runs the slot that fell during the pause, a second after the resume.
+// A slot that falls while its job is paused is not run, a takeover included, and
+// with CatchUpNone a paused slot stays paused after the pause ends: when the
+// winner's Finish(paused) keeps failing and the pause is lifted meanwhile, the
+// backup that takes the slot over (the pause having ended) still finishes it
+// paused, as it fell during a pause the backup saw.
 func TestSlotThatFellWhilePausedIsNotRunAfterAResumeDuringItsFailingFinish(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := scheduler.NewMemoryBackend()
@@ -221,16 +211,11 @@ func TestSlotThatFellWhilePausedIsNotRunAfterAResumeDuringItsFailingFinish(t *te
 	})
 }
 
-// Red team (issue 20, pauses): every slot ends with one terminal record while any
-// instance runs. A slot won while its job is paused is finished paused; when that
-// Finish fails for the whole lease, the winner releases the lease for a backup to
-// decide it again, and records nothing. With one instance (or when every other
-// instance is also cut off) there is no backup: the released run waits in the
-// run store for an instance's Start (adopt) and, having no history record, is
-// not found by History's repair either; the store then forgets it (its keep).
-// Here Finish(paused) fails 20 times (a couple of seconds of a store's trouble),
-// then works: half an hour later the slot has no record at all, in history or in
-// the run store, while the instance ran on.
+// Every slot ends with one terminal record while any instance runs: a slot won
+// while its job is paused, whose Finish(paused) fails for the whole lease on a
+// lone instance (no backup to decide it), is finished paused from the outbox once
+// the store answers, and recorded then. Here Finish(paused) fails 20 times (a
+// couple of seconds of a store's trouble), then works.
 func TestPausedSlotOfALoneInstanceGetsARecordWhenItsFinishFails(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := &failingFinish{MemoryBackend: scheduler.NewMemoryBackend()}

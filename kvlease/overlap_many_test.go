@@ -13,7 +13,7 @@ import (
 	"github.com/anarchon/anarchon/scheduler"
 )
 
-// Red team (issue 20, overlap tie): of n slots of an overlap-forbidden job claimed
+// Of n slots of an overlap-forbidden job claimed
 // at once, exactly one runs; the others are told overlap (a first claim) or wait
 // (a takeover). Three and four claims, each on its own store, held at both looks
 // until all are there (a tie every round), on one server and on R3; with and
@@ -108,7 +108,7 @@ func lastMsgIn(t *testing.T, js jetstream.JetStream, b, key string) *jetstream.R
 	return m
 }
 
-// Red team (issue 20, overlap tie): three instances each claim four slots of an
+// Three instances each claim four slots of an
 // overlap-forbidden job at once (no barrier: whatever order the server gives),
 // on one server and on R3: one slot runs, once.
 func TestOverlapRaceOfFourSlotsOnThreeInstances(t *testing.T) {
