@@ -311,6 +311,28 @@ func (h *historyScan) build(limit int) []scheduler.RunRecord {
 	return scheduler.BuildHistory(h.job, claims, h.results, limit)
 }
 
+// unsure reports whether recs show a run as running that is older than every
+// result read, while fewer results were read than the job keeps: its result may
+// be among those not read yet, or dropped for newer ones, which only reading the
+// whole result subject tells (build).
+func (h *historyScan) unsure(recs []scheduler.RunRecord) bool {
+	if h.size <= 0 || int64(len(h.results)) >= h.size || len(h.results) == 0 {
+		return false
+	}
+	oldest := h.results[0].Slot
+	for _, r := range h.results {
+		if r.Slot.Before(oldest) {
+			oldest = r.Slot
+		}
+	}
+	for _, r := range recs {
+		if r.Status == scheduler.StatusRunning && r.Slot.Before(oldest) {
+			return true
+		}
+	}
+	return false
+}
+
 // enough reports whether the newest limit runs are known with their claims, or the
 // scan has read so much that older claims are not worth looking for, and returns
 // them when they are (History's answer: no second merge).
@@ -319,7 +341,7 @@ func (h *historyScan) enough(limit int) ([]scheduler.RunRecord, bool) {
 		return nil, false
 	}
 	recs := h.build(limit)
-	if len(recs) < limit {
+	if len(recs) < limit || h.unsure(recs) {
 		return nil, false
 	}
 	if h.scanned >= 4*limit+32 {
