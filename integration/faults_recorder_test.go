@@ -53,8 +53,8 @@ type faultRecorder struct {
 	// whose lease was too old to run under and could not be renewed).
 	claimedTok map[faultKey]map[string]int
 	unrun      map[faultKey]map[int]int
-	late    map[faultKey]int // EventLate, all instances
-	skipped map[faultKey]int // EventSkipped, all instances
+	late       map[faultKey]int // EventLate, all instances
+	skipped    map[faultKey]int // EventSkipped, all instances
 	// lostNone counts EventLost with outcome none: a backup found nothing to take over.
 	lostNone   map[faultKey]int
 	takeovers  int            // EventTakeover
