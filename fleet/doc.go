@@ -55,7 +55,10 @@
 //
 // Each replica subscribes to the per-job subjects of the jobs it declares only, in
 // micro's queue group, so a request reaches one replica that declares the job, and a
-// job no running replica declares gets NATS no-responders at once (ErrNoReplica).
+// job no running replica declares gets NATS no-responders at once. Client then
+// asks <prefix>.JOBS who is up and returns a *NoReplicaError that tells the two
+// apart: `no replica declares job "X" (replicas up: a, b, c)` (it matches
+// ErrUnknownJob too) or `no replica is up` (ErrNoReplica only).
 // A pause is stored once in the backend the replicas share and every replica
 // follows it, so one replica answering is enough. The micro service has the
 // fleet-wide endpoints (jobs, pauseall, resumeall) and answers micro's own
@@ -178,7 +181,8 @@
 // Client returns these as *ServiceError, which matches ErrBadRequest,
 // ErrUnknownJob, ErrJobBusy, ErrTooManyManualRuns, ErrReplicaFailed,
 // ErrNotSupported and ErrUnavailable with errors.Is (and the scheduler's
-// sentinels where one fits); no answer at all is ErrNoReplica.
+// sentinels where one fits); no answer at all is ErrNoReplica (for a request
+// about one job, a *NoReplicaError naming the replicas that are up).
 //
 // # Permissions
 //

@@ -270,8 +270,13 @@ func (h *Handler) jobAPI(ctx context.Context, w http.ResponseWriter, r *http.Req
 }
 
 // jobErr: a request about one job that no replica answers means no running
-// replica declares it: an unknown job (404), as far as the page can tell.
+// replica declares it: an unknown job (404) when replicas are up, or when the
+// source cannot tell who is up; no replica up at all is 503.
 func jobErr(err error) error {
+	var nre *fleet.NoReplicaError
+	if errors.As(err, &nre) && nre.Checked {
+		return err // it matches fleet.ErrUnknownJob when replicas are up
+	}
 	if errors.Is(err, fleet.ErrNoReplica) {
 		return fmt.Errorf("%w: %w", fleet.ErrUnknownJob, err)
 	}

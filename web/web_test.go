@@ -169,7 +169,7 @@ func TestNotFound(t *testing.T) {
 	var e fleet.ErrorBody
 	require.NoError(t, json.Unmarshal([]byte(r.body), &e), r.body)
 	assert.Equal(t, 404, e.Code)
-	assert.Contains(t, e.Error, `no replica answers: none that declares job "nope" is up`)
+	assert.Contains(t, e.Error, `no replica declares job "nope" (replicas up: replica-a, replica-b, replica-c)`)
 
 	// Without the prefix's slash: a redirect to the page (asked of the handler
 	// itself: a ServeMux would redirect before it).

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -200,11 +201,11 @@ func TestBadInput(t *testing.T) {
 	assert.Regexp(t, `\(replica [ABC]\)\n$`, r.stderr)
 
 	r = anarchon(t, "--server", f.url, "trigger", "nobody declares this", "--timeout", "10s")
-	oneErrorLine(t, r, `none that declares job "nobody declares this" is up`)
+	oneErrorLine(t, r, `anarchon: trigger "nobody declares this": fleet: no replica declares job "nobody declares this" (replicas up: A, B, C)`)
 	assert.Less(t, r.took, 2*time.Second, "no responders at once, not the timeout")
 
 	r = anarchon(t, "--server", f.url, "resume", "nope")
-	oneErrorLine(t, r, `none that declares job "nope" is up`)
+	oneErrorLine(t, r, `no replica declares job "nope" (replicas up: A, B, C)`)
 
 	_, any := f.paused("report")
 	assert.False(t, any, "nothing paused")
@@ -285,6 +286,23 @@ func TestConnectThroughAContext(t *testing.T) {
 	oneErrorLine(t, r, "NATS context not found")
 }
 
+// TestNoReplicaUp: on a server where no replica serves, a command about a job says
+// that no replica is up, not that the job is unknown.
+func TestNoReplicaUp(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srv, err := embedded.Start(ctx, embedded.Options{Listen: "127.0.0.1:0"})
+	require.NoError(t, err, "the embedded nats-server must start")
+	t.Cleanup(srv.Shutdown)
+	for _, args := range [][]string{{"trigger", "report"}, {"history", "report"}, {"resume", "report"}} {
+		r := anarchon(t, append([]string{"--server", srv.ClientURL()}, args...)...)
+		oneErrorLine(t, r, fmt.Sprintf(`anarchon: %s "report": fleet: no replica is up (no responders on anarchon.%s.`, args[0], strings.ToUpper(args[0])))
+		assert.NotContains(t, r.stderr, "declares")
+	}
+	r := anarchon(t, "--server", srv.ClientURL(), "jobs")
+	oneErrorLine(t, r, "anarchon: jobs: fleet: no replica answers: nothing serves anarchon.JOBS")
+}
+
 // TestTriggerRefusedSaysNothingRan: a trigger beyond the replica's bound of manual
 // runs (scheduler.DefaultMaxManualRuns in progress) fails with the replica's words
 // and that nothing ran.
@@ -351,7 +369,7 @@ func TestActiveCommand(t *testing.T) {
 	assert.Equal(t, "A", a.Instance)
 	assert.Empty(t, a.Runs)
 	r = anarchon(t, "--server", f.url, "active", "nobody")
-	oneErrorLine(t, r, `none that declares job "nobody" is up`)
+	oneErrorLine(t, r, `no replica declares job "nobody" (replicas up: A)`)
 	r = anarchon(t, "--server", f.url, "active", "a", "b")
 	assert.Equal(t, exitUsage, r.code)
 }
