@@ -107,7 +107,8 @@
 //	                    or {"v":1,"reason":"…","for":"90m"}
 //	pauseall   reply    PauseReply   {"instance","pause":{"job","reason","by","at","until"}}
 //	resume     request  ResumeRequest {"v":1,"by":"ana"}
-//	resumeall  reply    ResumeReply   {"job","instance","still_paused":{...}}
+//	resumeall  reply    ResumeReply   {"job","instance","still_paused":{...},
+//	                                   "not_paused":true}
 //	history    request  HistoryRequest {"v":1,"limit":50}
 //	           reply    HistoryReply   {"job","instance","limit","part","parts","runs":[Run]}
 //	active     request  ActiveRequest {"v":1}
@@ -157,7 +158,10 @@
 // job as it allows. A requester that waits gets a second reply on the same inbox
 // when the run has ended (a plain request sees only the first). Who asked (by) is
 // recorded with the run (Run.RequestedBy in history) and is in the replies and the
-// replica's log. A pause's until or for is judged on the replica's clock. History's limit is
+// replica's log. A resume of a job that is not paused (resumeall without an
+// all-jobs pause) changes nothing and says so ("not_paused":true): the replica
+// reads the stored pauses before it removes the pause. A pause's until or for is
+// judged on the replica's clock. History's limit is
 // DefaultHistoryLimit when absent and clamped to MaxHistoryLimit; the reply says
 // which limit applied.
 //

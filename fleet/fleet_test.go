@@ -85,11 +85,23 @@ func TestPauseReachesEveryReplicaAndResume(t *testing.T) {
 	res, err := f.client.Resume(ctx, jobReport, fleet.ResumeRequest{By: "ana"})
 	require.NoError(t, err)
 	assert.Nil(t, res.StillPaused)
+	assert.False(t, res.NotPaused, "a pause was in force")
 	t.Logf("resume: every replica running again after %v", f.waitView(t, jobReport, false, t0))
 	for _, r := range f.replicas {
 		_, ok := r.s.Paused(jobReport)
 		assert.False(t, ok, "%s runs the job again", r.s.Instance())
 	}
+
+	// Again: nothing to resume, and the reply says so.
+	res, err = f.client.Resume(ctx, jobReport, fleet.ResumeRequest{By: "ana"})
+	require.NoError(t, err)
+	assert.True(t, res.NotPaused)
+	res, err = f.client.Resume(ctx, jobBackup, fleet.ResumeRequest{By: "ana"})
+	require.NoError(t, err)
+	assert.True(t, res.NotPaused, "never paused")
+	res, err = f.client.ResumeAll(ctx, fleet.ResumeRequest{By: "ana"})
+	require.NoError(t, err)
+	assert.True(t, res.NotPaused, "no all-jobs pause")
 }
 
 func TestPauseForAndUntilEndByThemselves(t *testing.T) {
@@ -144,6 +156,7 @@ func TestPauseAllAndResumeAll(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, res.StillPaused)
 	assert.Equal(t, "freeze", res.StillPaused.Reason)
+	assert.True(t, res.NotPaused, "the job had no pause of its own")
 
 	fl, err := f.client.Jobs(ctx)
 	require.NoError(t, err)

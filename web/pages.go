@@ -176,6 +176,8 @@ var doneMessages = map[string]string{
 	"started":  "The manual run started and goes on: reload to see how it ends.",
 	"paused":   "Paused: every replica follows within a second.",
 	"resumed":  "Resumed: every replica follows within a second.",
+	// A resume whose replica found no pause of the job in force.
+	"not-paused": "The job had no pause of its own: nothing to resume.",
 }
 
 // historyLimit reads ?limit=: absent is the configured default; a number above

@@ -169,12 +169,25 @@ func TestPauseResumeAndAll(t *testing.T) {
 
 	r = anarchon(t, "--server", f.url, "resume", "report")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	assert.Equal(t, "resumed \"report\"\n", r.stdout)
+	assert.Equal(t, "\"report\" has no pause of its own: nothing to resume\n", r.stdout)
 	assert.Equal(t, "warning: \"report\" is still paused by the all-jobs pause: freeze (by ops, all jobs); anarchon resume --all ends it\n", r.stderr)
 
 	r = anarchon(t, "--server", f.url, "resume", "--all")
 	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Equal(t, "resumed every job (the pauses of single jobs stay)\n", r.stdout)
 	require.Eventually(t, func() bool { _, any := f.paused("report"); return !any }, 5*time.Second, 5*time.Millisecond)
+
+	// Nothing to resume: said, and not an error.
+	r = anarchon(t, "--server", f.url, "resume", "--all")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Equal(t, "no all-jobs pause is in force: nothing to resume (the pauses of single jobs stay)\n", r.stdout)
+	r = anarchon(t, "--server", f.url, "resume", "report")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Equal(t, "\"report\" is not paused: nothing to resume\n", r.stdout)
+	assert.Empty(t, r.stderr)
+	r = anarchon(t, "--server", f.url, "--json", "resume", "report")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, `"not_paused": true`)
 
 	until := time.Now().Add(500 * time.Millisecond).UTC().Format(time.RFC3339Nano)
 	r = anarchon(t, "--server", f.url, "pause", "report", "--reason", "short", "--until", until)
@@ -189,6 +202,21 @@ func TestPauseResumeAndAll(t *testing.T) {
 	var res fleet.ResumeReply
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res))
 	assert.Equal(t, "report", res.Job)
+	assert.False(t, res.NotPaused, "its pause was in force")
+	assert.NotContains(t, r.stdout, "not_paused")
+	require.Eventually(t, func() bool { _, any := f.paused("report"); return !any }, 5*time.Second, 5*time.Millisecond)
+
+	// A pause that ended by itself leaves nothing to resume.
+	end := time.Now().Add(500 * time.Millisecond)
+	r = anarchon(t, "--server", f.url, "pause", "report", "--reason", "short", "--until", end.UTC().Format(time.RFC3339Nano))
+	require.Equal(t, exitOK, r.code, r.stderr)
+	pauses, err := f.backend.Pauses(context.Background())
+	require.NoError(t, err)
+	require.Len(t, pauses, 1, "stored")
+	require.Eventually(t, func() bool { _, any := f.paused("report"); return time.Now().After(end) && !any }, 5*time.Second, 10*time.Millisecond)
+	r = anarchon(t, "--server", f.url, "resume", "report")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Equal(t, "\"report\" is not paused: nothing to resume\n", r.stdout)
 	require.Eventually(t, func() bool { _, any := f.paused("report"); return !any }, 5*time.Second, 5*time.Millisecond)
 }
 

@@ -330,11 +330,20 @@ func (c *cli) resume(ctx context.Context, client *fleet.Client, job string) erro
 		return c.printJSON(r)
 	}
 	makeVisible(&r)
-	if job == "" {
+	switch {
+	case job == "" && r.NotPaused:
+		fmt.Fprintln(c.stdout, "no all-jobs pause is in force: nothing to resume (the pauses of single jobs stay)")
+		return nil
+	case job == "":
 		fmt.Fprintln(c.stdout, "resumed every job (the pauses of single jobs stay)")
 		return nil
+	case r.NotPaused && r.StillPaused != nil:
+		fmt.Fprintf(c.stdout, "%q has no pause of its own: nothing to resume\n", job)
+	case r.NotPaused:
+		fmt.Fprintf(c.stdout, "%q is not paused: nothing to resume\n", job)
+	default:
+		fmt.Fprintf(c.stdout, "resumed %q\n", job)
 	}
-	fmt.Fprintf(c.stdout, "resumed %q\n", job)
 	if r.StillPaused != nil {
 		c.warn("%q is still paused by the all-jobs pause: %s; anarchon resume --all ends it", job, pauseText(r.StillPaused))
 	}
