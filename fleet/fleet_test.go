@@ -74,6 +74,8 @@ func TestPauseReachesEveryReplicaAndResume(t *testing.T) {
 	fl, err := f.client.Jobs(ctx)
 	require.NoError(t, err)
 	require.Len(t, fl.Jobs, 2)
+	assert.Equal(t, "CRON_TZ=UTC 0 3 * * *", fl.Jobs[0].Schedule)
+	assert.Equal(t, "at 03:00 every day (UTC)", fl.Jobs[0].ScheduleText)
 	rep := fl.Jobs[1]
 	require.Equal(t, jobReport, rep.Name)
 	assert.Equal(t, []string{"A", "B", "C"}, rep.PausedOn)
@@ -205,6 +207,8 @@ func TestJobsListsReplicasAndDisagreements(t *testing.T) {
 	assert.Equal(t, []string{"not declared on A, B"}, c.Warnings)
 	assert.Equal(t, jobReport, rep.Name)
 	assert.Empty(t, rep.Schedule, "no one schedule")
+	assert.Empty(t, rep.ScheduleText)
+	assert.Equal(t, "every 1h0m0s (aligned to UTC)", c.ScheduleText)
 	assert.Equal(t, map[string][]string{"every 1h0m0s": {"A", "B"}, "every 2h0m0s": {"C"}}, rep.Schedules)
 	assert.Equal(t, []string{"replicas disagree on the schedule: every 1h0m0s (A, B); every 2h0m0s (C)"}, rep.Warnings)
 	assert.False(t, rep.Agree())

@@ -54,8 +54,8 @@ func TestJobsTableAndJSON(t *testing.T) {
 	ls := lines(r.stdout)
 	require.Len(t, ls, 8)
 	assert.Equal(t, "JOB STATE SCHEDULE NEXT LAST RUN LAST SUCCESS LAST FAILURE RUNNING REPLICAS", ls[0])
-	assert.Regexp(t, `^nightly backup active every 24h0m0s \d\d:\d\d:\d\dZ - - - - A,B,C$`, ls[1])
-	assert.Regexp(t, `^report paused: migrating the table \(by ana, until \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\) every 1h0m0s \d\d:\d\d:\d\dZ - - - - A,B,C$`, ls[2])
+	assert.Regexp(t, `^nightly backup active every 24h0m0s \(aligned to UTC\) \d\d:\d\d:\d\dZ - - - - A,B,C$`, ls[1])
+	assert.Regexp(t, `^report paused: migrating the table \(by ana, until \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\) every 1h0m0s \(aligned to UTC\) \d\d:\d\d:\d\dZ - - - - A,B,C$`, ls[2])
 	assert.Equal(t, "", ls[3])
 	assert.Equal(t, "REPLICA VERSION BACKEND PAUSES JOBS", ls[4])
 	assert.Equal(t, "A "+fleet.Version+" memory yes 2", ls[5])
@@ -69,6 +69,7 @@ func TestJobsTableAndJSON(t *testing.T) {
 	require.Len(t, fl.Jobs, 2)
 	assert.Equal(t, "report", fl.Jobs[1].Name)
 	assert.Equal(t, "every 1h0m0s", fl.Jobs[1].Schedule)
+	assert.Equal(t, "every 1h0m0s (aligned to UTC)", fl.Jobs[1].ScheduleText, "the words of the table and the status page")
 	assert.Equal(t, []string{"A", "B", "C"}, fl.Jobs[1].PausedOn)
 	assert.Equal(t, "ana", fl.Jobs[1].Pause.By)
 	assert.WithinDuration(t, time.Now().Add(time.Hour), fl.Jobs[1].Pause.Until, time.Minute)
@@ -365,7 +366,7 @@ func TestJobsShowsRuns(t *testing.T) {
 	r = anarchon(t, "--server", f.url, "jobs", "--window", "200ms")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	ls := lines(r.stdout)
-	assert.Regexp(t, `^report active every 1h0m0s \d\d:\d\d:\d\dZ \d\d:\d\d:\d\dZ error on A, lag \S+, took \S+, manual \d\d:\d\d:\d\dZ \d\d:\d\d:\d\dZ error: disk full - A$`, ls[2])
+	assert.Regexp(t, `^report active every 1h0m0s \(aligned to UTC\) \d\d:\d\d:\d\dZ \d\d:\d\d:\d\dZ error on A, lag \S+, took \S+, manual \d\d:\d\d:\d\dZ \d\d:\d\d:\d\dZ error: disk full - A$`, ls[2])
 
 	r = anarchon(t, "--server", f.url, "--json", "jobs", "--window", "200ms")
 	var fl fleet.Fleet

@@ -44,11 +44,11 @@ func (c *cli) jobs(ctx context.Context, client *fleet.Client) error {
 	w := c.table()
 	fmt.Fprintln(w, "JOB\tSTATE\tSCHEDULE\tNEXT\tLAST RUN\tLAST SUCCESS\tLAST FAILURE\tRUNNING\tREPLICAS")
 	for _, j := range f.Jobs {
-		sched := j.Schedule
+		sched := scheduler.DescribeSchedule(j.Schedule) // as the status page says it
 		if j.Schedules != nil {
 			sched = "(replicas differ)"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.Name, jobState(j), orDash(sched), when(j.Next, now),
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.Name, jobState(j), sched, when(j.Next, now),
 			lastRun(j.LastRun, now), lastAt(j.LastSuccess, now), lastFailure(j.LastFailure, now), running(j.Running)+more(j.RunningMore),
 			strings.Join(j.Replicas, ","))
 	}
