@@ -24,6 +24,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/anarchon/anarchon/internal/maintest"
+
 	"github.com/anarchon/anarchon/connect"
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/jetstream"
@@ -34,6 +36,7 @@ import (
 // server reached over TCP, with 1-second jobs so that a few seconds show every job's
 // behaviour. Every goroutine the service starts must be gone when run returns.
 func TestMain(m *testing.M) {
+	maintest.Main(main) // a child of maintest.Run: the program itself
 	goleak.VerifyTestMain(m)
 }
 

@@ -42,7 +42,7 @@ func main() {
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(2)
+			return // -h: the usage is printed
 		}
 		fmt.Fprintln(os.Stderr, "sqlite:", err)
 		os.Exit(1)
