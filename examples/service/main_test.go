@@ -146,6 +146,31 @@ func TestTwoReplicasRunEachSlotOnce(t *testing.T) {
 	}
 }
 
+// TestThreeCopiesPickFreeMetricsPorts: without -metrics-addr, three copies on one
+// machine each serve /metrics on a free loopback port of their own and log it.
+func TestThreeCopiesPickFreeMetricsPorts(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t)
+	common := []string{"-url", srv.ClientURL(), "-interval", "1s", "-log-format", "json", "-stop-timeout", "200ms", "-history", "0"}
+	addrs := map[string]bool{}
+	var all []*replica
+	for _, name := range []string{"a", "b", "c"} {
+		r := start(t, append(common, "-instance", name)...)
+		all = append(all, r)
+		l := r.waitFor(t, 10*time.Second, msg("serving metrics"))
+		addr := l["addr"].(string)
+		assert.Regexp(t, `^127\.0\.0\.1:\d+$`, addr, name)
+		assert.NotEqual(t, "127.0.0.1:0", addr, "the port picked, not the one asked for")
+		assert.Equal(t, "http://"+addr+"/metrics", l["url"], name)
+		addrs[addr] = true
+		assert.Contains(t, scrape(t, addr), "go_goroutines ", "%s serves its metrics at %s", name, addr)
+	}
+	assert.Len(t, addrs, 3, "three ports: %v", addrs)
+	for _, r := range all {
+		require.NoError(t, r.stop(t), "%s: graceful stop", r.name)
+	}
+}
+
 func TestStopHandsOver(t *testing.T) {
 	t.Parallel()
 	srv := startServer(t)
