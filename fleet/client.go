@@ -430,17 +430,46 @@ func (c *Client) request(ctx context.Context, subject, job string, in, out any) 
 	return parseReply(subject, m, out)
 }
 
-// callError explains a request that got no reply.
+// callError explains a request that got no reply. No responders on a job's
+// subject is a *NoReplicaError that says who is up.
 func (c *Client) callError(ctx context.Context, subject, job string, err error) error {
 	switch {
 	case errors.Is(err, nats.ErrNoResponders) && job != "":
-		return fmt.Errorf("%w: none that declares job %q is up (no responders on %s)", ErrNoReplica, job, subject)
+		return c.noDeclarer(ctx, subject, job)
 	case errors.Is(err, nats.ErrNoResponders):
 		return fmt.Errorf("%w: none is up (no responders on %s)", ErrNoReplica, subject)
 	case ctx.Err() != nil:
 		return fmt.Errorf("fleet: no answer on %s: %w", subject, context.Cause(ctx))
 	}
 	return fmt.Errorf("fleet: %s: %w", subject, err)
+}
+
+// noDeclarer is the error of a request about job that nothing answered on
+// subject: it asks the fleet who is up (Jobs, within ctx). A replica that
+// answers and declares job after all (one that just started serving) leaves the
+// error unchecked: who is up says nothing then.
+func (c *Client) noDeclarer(ctx context.Context, subject, job string) error {
+	e := &NoReplicaError{Subject: subject, Job: job}
+	f, err := c.Jobs(ctx)
+	switch {
+	case errors.Is(err, ErrNoReplica):
+		e.Checked = true
+		return e
+	case err != nil || len(f.Replicas) == 0:
+		return e
+	}
+	for _, j := range f.Jobs {
+		if j.Name == job {
+			return e
+		}
+	}
+	e.Checked = true
+	for _, r := range f.Replicas {
+		e.Up = append(e.Up, r.Instance)
+	}
+	slices.Sort(e.Up)
+	e.Up = slices.Compact(e.Up)
+	return e
 }
 
 // parseReply decodes a reply: an error reply (the micro error headers) becomes a

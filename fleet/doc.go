@@ -55,7 +55,10 @@
 //
 // Each replica subscribes to the per-job subjects of the jobs it declares only, in
 // micro's queue group, so a request reaches one replica that declares the job, and a
-// job no running replica declares gets NATS no-responders at once (ErrNoReplica).
+// job no running replica declares gets NATS no-responders at once. Client then
+// asks <prefix>.JOBS who is up and returns a *NoReplicaError that tells the two
+// apart: `no replica declares job "X" (replicas up: a, b, c)` (it matches
+// ErrUnknownJob too) or `no replica is up` (ErrNoReplica only).
 // A pause is stored once in the backend the replicas share and every replica
 // follows it, so one replica answering is enough. The micro service has the
 // fleet-wide endpoints (jobs, pauseall, resumeall) and answers micro's own
@@ -104,7 +107,8 @@
 //	                    or {"v":1,"reason":"…","for":"90m"}
 //	pauseall   reply    PauseReply   {"instance","pause":{"job","reason","by","at","until"}}
 //	resume     request  ResumeRequest {"v":1,"by":"ana"}
-//	resumeall  reply    ResumeReply   {"job","instance","still_paused":{...}}
+//	resumeall  reply    ResumeReply   {"job","instance","still_paused":{...},
+//	                                   "not_paused":true}
 //	history    request  HistoryRequest {"v":1,"limit":50}
 //	           reply    HistoryReply   {"job","instance","limit","part","parts","runs":[Run]}
 //	active     request  ActiveRequest {"v":1}
@@ -155,7 +159,10 @@
 // job as it allows. A requester that waits gets a second reply on the same inbox
 // when the run has ended (a plain request sees only the first). Who asked (by) is
 // recorded with the run (Run.RequestedBy in history) and is in the replies and the
-// replica's log. A pause's until or for is judged on the replica's clock. History's limit is
+// replica's log. A resume of a job that is not paused (resumeall without an
+// all-jobs pause) changes nothing and says so ("not_paused":true): the replica
+// reads the stored pauses before it removes the pause. A pause's until or for is
+// judged on the replica's clock. History's limit is
 // DefaultHistoryLimit when absent and clamped to MaxHistoryLimit; the reply says
 // which limit applied.
 //
@@ -179,7 +186,8 @@
 // Client returns these as *ServiceError, which matches ErrBadRequest,
 // ErrUnknownJob, ErrJobBusy, ErrTooManyManualRuns, ErrReplicaFailed,
 // ErrNotSupported and ErrUnavailable with errors.Is (and the scheduler's
-// sentinels where one fits); no answer at all is ErrNoReplica.
+// sentinels where one fits); no answer at all is ErrNoReplica (for a request
+// about one job, a *NoReplicaError naming the replicas that are up).
 //
 // # Permissions
 //

@@ -14,12 +14,14 @@ var (
 	// ErrInvalidOption: an option or argument of Serve or NewClient is invalid.
 	ErrInvalidOption = errors.New("fleet: invalid option")
 	// ErrNoReplica: nothing answers on the subject (NATS no-responders): no replica
-	// that declares the job is up, or no replica at all for fleet-wide requests.
+	// that declares the job is up, or no replica at all for fleet-wide requests. A
+	// request about one job returns a *NoReplicaError, which says which.
 	ErrNoReplica = errors.New("fleet: no replica answers")
 	// ErrBadRequest: the replica refused the request (code 400) and changed nothing:
 	// malformed JSON, an unknown field, a missing reason, an until in the past...
 	ErrBadRequest = errors.New("fleet: bad request")
-	// ErrUnknownJob: the replica does not declare the job (code 404).
+	// ErrUnknownJob: the replica does not declare the job (code 404), or no
+	// replica that is up declares it (a *NoReplicaError with replicas up).
 	ErrUnknownJob = errors.New("fleet: unknown job")
 	// ErrNotSupported: the replica's backend cannot do it (code 501), e.g. pause
 	// on a backend that does not store pauses.
@@ -99,6 +101,46 @@ func (e *ServiceError) Is(target error) bool {
 		return target == ErrReplicaFailed
 	}
 	return false
+}
+
+// NoReplicaError is a request about one job that nothing answered (NATS
+// no-responders): no replica that declares the job is up. The client then asks
+// the fleet who is up (a jobs request, within the request's context), so that a
+// misspelt job is told apart from a fleet that is down. It matches ErrNoReplica,
+// and ErrUnknownJob too when replicas are up.
+type NoReplicaError struct {
+	// Subject is the endpoint asked; Job the job it is about.
+	Subject string
+	Job     string
+	// Up are the replicas that answered the jobs request, sorted: none of them
+	// declares Job. Empty when no replica is up, or when Checked is false.
+	Up []string
+	// Checked says the jobs request was answered (or refused by no-responders): Up
+	// is known. When it is false (the request's context ended first, or the jobs
+	// request failed otherwise) the error says only that no declarer answered.
+	Checked bool
+}
+
+// maxUpListed is how many replicas a NoReplicaError's text names.
+const maxUpListed = 10
+
+func (e *NoReplicaError) Error() string {
+	switch {
+	case !e.Checked:
+		return fmt.Sprintf("fleet: no replica answers: none that declares job %q is up (no responders on %s)", e.Job, e.Subject)
+	case len(e.Up) == 0:
+		return fmt.Sprintf("fleet: no replica is up (no responders on %s, nor on the fleet's jobs subject)", e.Subject)
+	}
+	up := strings.Join(e.Up[:min(len(e.Up), maxUpListed)], ", ")
+	if n := len(e.Up) - maxUpListed; n > 0 {
+		up += fmt.Sprintf(" and %d more", n)
+	}
+	return fmt.Sprintf("fleet: no replica declares job %q (replicas up: %s)", e.Job, up)
+}
+
+// Is matches ErrNoReplica, and ErrUnknownJob when replicas are up.
+func (e *NoReplicaError) Is(target error) bool {
+	return target == ErrNoReplica || (target == ErrUnknownJob && len(e.Up) > 0)
 }
 
 // ErrorBody is the JSON payload of an error reply, beside the headers.

@@ -3,6 +3,7 @@ package fleet_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -73,6 +74,8 @@ func TestPauseReachesEveryReplicaAndResume(t *testing.T) {
 	fl, err := f.client.Jobs(ctx)
 	require.NoError(t, err)
 	require.Len(t, fl.Jobs, 2)
+	assert.Equal(t, "CRON_TZ=UTC 0 3 * * *", fl.Jobs[0].Schedule)
+	assert.Equal(t, "at 03:00 every day (UTC)", fl.Jobs[0].ScheduleText)
 	rep := fl.Jobs[1]
 	require.Equal(t, jobReport, rep.Name)
 	assert.Equal(t, []string{"A", "B", "C"}, rep.PausedOn)
@@ -84,11 +87,23 @@ func TestPauseReachesEveryReplicaAndResume(t *testing.T) {
 	res, err := f.client.Resume(ctx, jobReport, fleet.ResumeRequest{By: "ana"})
 	require.NoError(t, err)
 	assert.Nil(t, res.StillPaused)
+	assert.False(t, res.NotPaused, "a pause was in force")
 	t.Logf("resume: every replica running again after %v", f.waitView(t, jobReport, false, t0))
 	for _, r := range f.replicas {
 		_, ok := r.s.Paused(jobReport)
 		assert.False(t, ok, "%s runs the job again", r.s.Instance())
 	}
+
+	// Again: nothing to resume, and the reply says so.
+	res, err = f.client.Resume(ctx, jobReport, fleet.ResumeRequest{By: "ana"})
+	require.NoError(t, err)
+	assert.True(t, res.NotPaused)
+	res, err = f.client.Resume(ctx, jobBackup, fleet.ResumeRequest{By: "ana"})
+	require.NoError(t, err)
+	assert.True(t, res.NotPaused, "never paused")
+	res, err = f.client.ResumeAll(ctx, fleet.ResumeRequest{By: "ana"})
+	require.NoError(t, err)
+	assert.True(t, res.NotPaused, "no all-jobs pause")
 }
 
 func TestPauseForAndUntilEndByThemselves(t *testing.T) {
@@ -143,6 +158,7 @@ func TestPauseAllAndResumeAll(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, res.StillPaused)
 	assert.Equal(t, "freeze", res.StillPaused.Reason)
+	assert.True(t, res.NotPaused, "the job had no pause of its own")
 
 	fl, err := f.client.Jobs(ctx)
 	require.NoError(t, err)
@@ -191,6 +207,8 @@ func TestJobsListsReplicasAndDisagreements(t *testing.T) {
 	assert.Equal(t, []string{"not declared on A, B"}, c.Warnings)
 	assert.Equal(t, jobReport, rep.Name)
 	assert.Empty(t, rep.Schedule, "no one schedule")
+	assert.Empty(t, rep.ScheduleText)
+	assert.Equal(t, "every 1h0m0s (aligned to UTC)", c.ScheduleText)
 	assert.Equal(t, map[string][]string{"every 1h0m0s": {"A", "B"}, "every 2h0m0s": {"C"}}, rep.Schedules)
 	assert.Equal(t, []string{"replicas disagree on the schedule: every 1h0m0s (A, B); every 2h0m0s (C)"}, rep.Warnings)
 	assert.False(t, rep.Agree())
@@ -296,21 +314,30 @@ func TestBadRequestsChangeNothing(t *testing.T) {
 func TestUnknownJob(t *testing.T) {
 	// The service serves the jobs its scheduler declares (s.Jobs()), so a job no
 	// replica declares has no subscriber at all.
-	f := startFleet(t, fleetSetup{instances: []string{"A"}})
+	f := startFleet(t, fleetSetup{instances: []string{"B", "A", "C"}})
 	ctx := requestCtx(t)
 
-	// A job no replica serves: no responders, at once.
+	// A job no replica serves: no responders, at once, and the replicas that are
+	// up named.
 	t0 := time.Now()
 	_, err := f.client.Trigger(ctx, "nobody declares this", fleet.TriggerRequest{Wait: true})
 	require.ErrorIs(t, err, fleet.ErrNoReplica)
-	assert.Contains(t, err.Error(), `none that declares job "nobody declares this" is up`)
-	assert.Less(t, time.Since(t0), time.Second)
+	require.ErrorIs(t, err, fleet.ErrUnknownJob, "replicas are up: none declares it")
+	assert.Equal(t, `fleet: no replica declares job "nobody declares this" (replicas up: A, B, C)`, err.Error())
+	var nre *fleet.NoReplicaError
+	require.ErrorAs(t, err, &nre)
+	assert.Equal(t, []string{"A", "B", "C"}, nre.Up)
+	assert.True(t, nre.Checked)
+	assert.Less(t, time.Since(t0), time.Second, "every registered replica answered: no gather window waited out")
 	for _, call := range []func() error{
 		func() error { _, err := f.client.Pause(ctx, "nope", fleet.PauseRequest{Reason: "r"}); return err },
 		func() error { _, err := f.client.Resume(ctx, "nope", fleet.ResumeRequest{}); return err },
 		func() error { _, err := f.client.History(ctx, "nope", 1); return err },
+		func() error { _, err := f.client.Active(ctx, "nope"); return err },
 	} {
-		assert.ErrorIs(t, call(), fleet.ErrNoReplica)
+		err := call()
+		assert.ErrorIs(t, err, fleet.ErrUnknownJob)
+		assert.ErrorContains(t, err, `no replica declares job "nope" (replicas up: A, B, C)`)
 	}
 
 	pauses, err := f.backend.Pauses(context.Background())
@@ -344,6 +371,8 @@ func TestStoppedServiceNoLongerAnswers(t *testing.T) {
 	require.NoError(t, f.replicas[0].svc.Stop(ctx), "a second Stop")
 	_, err := f.client.Trigger(ctx, jobReport, fleet.TriggerRequest{})
 	require.ErrorIs(t, err, fleet.ErrNoReplica)
+	assert.NotErrorIs(t, err, fleet.ErrUnknownJob, "no replica is up: the job may well exist")
+	assert.ErrorContains(t, err, "fleet: no replica is up (no responders on anarchon.TRIGGER.")
 	_, err = f.client.Jobs(ctx)
 	require.ErrorIs(t, err, fleet.ErrNoReplica)
 }
@@ -443,5 +472,30 @@ func TestPausedSlotsAreNotRun(t *testing.T) {
 	t.Logf("statuses of the slots inside and after the pause: %v", count)
 	for slot, n := range slots {
 		assert.Equal(t, 1, n, "one record per slot across three replicas: %d", slot)
+	}
+}
+
+func TestNoReplicaErrorText(t *testing.T) {
+	up := []string{"r01", "r02", "r03", "r04", "r05", "r06", "r07", "r08", "r09", "r10", "r11", "r12"}
+	for _, c := range []struct {
+		name    string
+		err     *fleet.NoReplicaError
+		want    string
+		unknown bool
+	}{
+		{"replicas up", &fleet.NoReplicaError{Subject: "s", Job: "x", Up: []string{"a", "b"}, Checked: true},
+			`fleet: no replica declares job "x" (replicas up: a, b)`, true},
+		{"many up", &fleet.NoReplicaError{Subject: "s", Job: "x", Up: up, Checked: true},
+			`fleet: no replica declares job "x" (replicas up: r01, r02, r03, r04, r05, r06, r07, r08, r09, r10 and 2 more)`, true},
+		{"none up", &fleet.NoReplicaError{Subject: "s", Job: "x", Checked: true},
+			"fleet: no replica is up (no responders on s, nor on the fleet's jobs subject)", false},
+		{"not known who is up", &fleet.NoReplicaError{Subject: "s", Job: "x"},
+			`fleet: no replica answers: none that declares job "x" is up (no responders on s)`, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			assert.Equal(t, c.want, c.err.Error())
+			assert.ErrorIs(t, c.err, fleet.ErrNoReplica)
+			assert.Equal(t, c.unknown, errors.Is(c.err, fleet.ErrUnknownJob))
+		})
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/anarchon/anarchon/internal/backendutil"
 	"github.com/anarchon/anarchon/internal/natsutil"
 	"github.com/anarchon/anarchon/scheduler"
 )
@@ -370,6 +371,7 @@ func (f *Service) clearPause(ctx context.Context, job string, data []byte) (any,
 	if err := checkText("by", in.By); err != nil {
 		return nil, err
 	}
+	notPaused := f.notPaused(ctx, job)
 	var err error
 	if job == "" {
 		err = f.s.ResumeAll(ctx)
@@ -379,14 +381,39 @@ func (f *Service) clearPause(ctx context.Context, job string, data []byte) (any,
 	if err != nil {
 		return nil, err
 	}
-	f.log.Info("fleet resume", "job", job, "by", in.By)
-	out := ResumeReply{Job: job, Instance: f.s.Instance()}
+	f.log.Info("fleet resume", "job", job, "by", in.By, "not_paused", notPaused)
+	out := ResumeReply{Job: job, Instance: f.s.Instance(), NotPaused: notPaused}
 	if job != "" {
 		if p, ok := f.s.Paused(job); ok && p.Job == "" {
 			out.StillPaused = pauseInfo(p)
 		}
 	}
 	return out, nil
+}
+
+// notPaused reads the stored pauses before a resume: true when none of job ("":
+// the all-jobs pause) is in force by the scheduler's clock, so there is nothing
+// to resume. A backend without pauses, or a read that fails, says false: the
+// reply then leaves it out.
+func (f *Service) notPaused(ctx context.Context, job string) bool {
+	p, ok := f.s.Backend().(scheduler.Pauser)
+	if !ok {
+		return false
+	}
+	ctx, cancel := backendutil.CallContext(ctx, DefaultTimeout)
+	defer cancel()
+	all, err := p.Pauses(ctx)
+	if err != nil {
+		f.log.Debug("fleet resume: the stored pauses not read", "job", job, "err", err)
+		return false
+	}
+	now := f.s.Clock().Now()
+	for _, x := range all {
+		if x.Job == job && x.InForce(now) {
+			return false
+		}
+	}
+	return true
 }
 
 func (f *Service) history(job string) func(context.Context, []byte) (any, error) {

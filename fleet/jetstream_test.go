@@ -85,8 +85,9 @@ func TestOnJetStream(t *testing.T) {
 		require.NoError(t, err)
 		paused = append(paused, f.waitView(t, jobReport, true, t0))
 		t0 = time.Now()
-		_, err = f.client.Resume(ctx, jobReport, fleet.ResumeRequest{By: "ana"})
+		res, err := f.client.Resume(ctx, jobReport, fleet.ResumeRequest{By: "ana"})
 		require.NoError(t, err)
+		assert.False(t, res.NotPaused, "the pause is read in the bucket before it is removed")
 		resumed = append(resumed, f.waitView(t, jobReport, false, t0))
 	}
 	p50, _, top = percentiles(paused)

@@ -124,6 +124,11 @@ type ResumeReply struct {
 	// StillPaused is the all-jobs pause that still holds the job after its own
 	// pause was removed (resume does not end it; resumeall does).
 	StillPaused *PauseInfo `json:"still_paused,omitempty"`
+	// NotPaused says there was nothing to resume: the replica read the stored
+	// pauses before removing the pause and none of the job (for resumeall: no
+	// all-jobs pause) was in force. Absent when a pause was in force, and from a
+	// replica that could not read the pauses or predates this field.
+	NotPaused bool `json:"not_paused,omitempty"`
 }
 
 // HistoryRequest is the body of <prefix>.HISTORY.<job>.

@@ -18,20 +18,6 @@ import (
 	"github.com/anarchon/anarchon/scheduler"
 )
 
-// plainBackend is one replica's JetStream backend without leases, on its own
-// connection.
-func plainBackend(opts ...jetstream.Option) func(t testing.TB, nc *nats.Conn) scheduler.Backend {
-	return func(t testing.TB, nc *nats.Conn) scheduler.Backend {
-		t.Helper()
-		js, err := natsjs.New(nc)
-		require.NoError(t, err)
-		b, err := jetstream.New(js, opts...)
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = b.Close(context.Background()) })
-		return b
-	}
-}
-
 // verbNames are the fleet's verbs, in both cases, as job names.
 var verbNames = func() []string {
 	var out []string

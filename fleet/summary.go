@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/anarchon/anarchon/scheduler"
 )
 
 // Fleet is what Client.Jobs found: every replica that answered and, by job, which
@@ -33,6 +35,10 @@ type JobSummary struct {
 	// empty, and Schedules says who declares which.
 	Schedule  string              `json:"schedule"`
 	Schedules map[string][]string `json:"schedules,omitempty"`
+	// ScheduleText is Schedule in words (scheduler.DescribeSchedule: "at 09:00 on
+	// MON-FRI (Europe/Athens)"), as the anarchon command and the status page show
+	// it; empty when the replicas differ.
+	ScheduleText string `json:"schedule_text,omitempty"`
 	// Replicas are the instances that declare the job.
 	Replicas []string `json:"replicas"`
 	// Pause is the pause in force as the first replica that sees one shows it;
@@ -110,7 +116,7 @@ func summarize(replicas []Replica) *Fleet {
 		s := byJob[name]
 		if len(s.Schedules) == 1 {
 			for sched := range s.Schedules {
-				s.Schedule = sched
+				s.Schedule, s.ScheduleText = sched, scheduler.DescribeSchedule(sched)
 			}
 			s.Schedules = nil
 		} else {

@@ -17,7 +17,11 @@ type Config struct {
 	// Instance names this replica in claims and history. Defaults to the host name,
 	// the process ID and a random suffix.
 	Instance string
-	// Logger receives the scheduler's logs. Defaults to a logger that discards.
+	// Logger receives the scheduler's logs: start and stop, and what went wrong (a
+	// run that failed at warn level, a handler's panic at error level with its
+	// stack, lost leases, failed backend calls). A slot this instance lost to
+	// another is not logged here (LogEvents logs it at debug level). Defaults to a
+	// logger that discards.
 	Logger *slog.Logger
 	// Clock is the source of time. Defaults to SystemClock.
 	Clock Clock

@@ -46,11 +46,16 @@ func callHook(h func(Event), e Event) (p any) {
 }
 
 // LogEvents returns an event hook that logs what this instance does with each slot
-// to log: runs started and finished (a run that did not end ok at warn level),
-// slots skipped or late (late at warn), and at debug level claims, stand-bys and
-// the next slot. Takeovers, lost leases and failed backend calls are not repeated:
-// the scheduler logs them itself through Config.Logger. The hook only formats a
-// line, as a hook must return quickly.
+// to log: at info level runs started and finished (whatever their status) and
+// slots skipped, at warn level slots late, and at debug level claims, slots lost
+// to another instance (which ran or runs them), stand-bys and the next slot.
+//
+// What went wrong is not repeated: the scheduler logs it itself through
+// Config.Logger, so give it the same logger. A handler's error or timeout is
+// "run failed" at warn level, a handler's panic "handler panicked" at error level
+// with its stack (once), a lost lease, a superseded result, a takeover and a failed
+// backend call each at the level it deserves. The hook only formats a line, as a
+// hook must return quickly.
 func LogEvents(log *slog.Logger) func(Event) {
 	if log == nil {
 		return func(Event) {}
@@ -66,10 +71,7 @@ func LogEvents(log *slog.Logger) func(Event) {
 		}
 		switch e.Kind {
 		case EventFinished:
-			level, msg = slog.LevelInfo, "run finished"
-			if e.Status != StatusOK {
-				level = slog.LevelWarn
-			}
+			level, msg = slog.LevelInfo, "run finished" // a failure: the scheduler's own line
 			attrs = append(attrs, slog.Int("attempt", e.Attempt), slog.Bool("manual", e.Manual),
 				slog.String("status", string(e.Status)), slog.Duration("duration", e.Duration))
 			if e.Err != nil {

@@ -32,10 +32,11 @@ func TestLogEvents(t *testing.T) {
 	slot := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 	h(scheduler.Event{Kind: scheduler.EventFinished, Job: "report", Instance: "a", Slot: slot, Status: scheduler.StatusError, Err: errors.New("disk full"), Attempt: 1})
 	h(scheduler.Event{Kind: scheduler.EventClaimed, Job: "report", Instance: "a", Slot: slot}) // debug: not shown
+	h(scheduler.Event{Kind: scheduler.EventLost, Job: "report", Instance: "a", Slot: slot, Outcome: scheduler.OutcomeDone})
 	h(scheduler.Event{Kind: scheduler.EventLate, Job: "report", Instance: "a", Slot: slot})
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	if assert.Len(t, lines, 2, buf.String()) {
-		assert.Contains(t, lines[0], "level=WARN")
+		assert.Contains(t, lines[0], "level=INFO", "a failure is the scheduler's own line (Config.Logger)")
 		assert.Contains(t, lines[0], `msg="run finished"`)
 		assert.Contains(t, lines[0], `err="disk full"`)
 		assert.Contains(t, lines[0], "job=report")

@@ -471,7 +471,7 @@ func (s *Scheduler) standby(j *job, c *leaseClaim) (ClaimResult, time.Time, erro
 		var changed <-chan struct{}
 		if watcher != nil {
 			ch, err := watcher.WatchRun(ctx, j.name, c.Slot)
-			if err != nil {
+			if err != nil && ctx.Err() == nil { // not Stop's own cancellation
 				s.backendError(j, c.Slot, "watch", err)
 			}
 			select {

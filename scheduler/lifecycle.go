@@ -7,17 +7,21 @@ import (
 	"time"
 )
 
-// Start initialises the backend, prepares every job and starts their loops. It
-// returns the first error; on error nothing is left running.
+// Start initialises the backend, prepares every job, reads the pauses in force and
+// starts the jobs' loops. It returns the first error; on error nothing is left
+// running. A scheduler starts once: a second Start returns ErrStarted, a Start
+// after Stop ErrStopped (make a new Scheduler).
+//
+// ctx bounds Start's own work only: the backend's Init, each job's PrepareJob and
+// the first read of the stored pauses, each call by ctx's deadline when it has
+// one, else by Config.CallTimeout. The loops, the pause watch and the handlers run
+// on a context detached from ctx: they keep its values, not its cancellation or
+// deadline, so cancelling ctx after Start returned stops nothing; Stop does.
 func (s *Scheduler) Start(ctx context.Context) error {
 	s.mu.Lock()
-	switch s.state {
-	case stateStarted:
+	if err := s.startErrLocked(); err != nil {
 		s.mu.Unlock()
-		return ErrStarted
-	case stateStopped:
-		s.mu.Unlock()
-		return ErrStopped
+		return err
 	}
 	jobs := append([]*job(nil), s.order...)
 	s.mu.Unlock()
@@ -52,8 +56,8 @@ func (s *Scheduler) Start(ctx context.Context) error {
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.state != stateNew {
-		return ErrStarted
+	if err := s.startErrLocked(); err != nil { // started or stopped meanwhile
+		return err
 	}
 	s.state = stateStarted
 	s.loopCtx, s.stopLoops = context.WithCancel(context.WithoutCancel(ctx))
@@ -67,6 +71,30 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		go s.loop(j)
 	}
 	s.log.Info("scheduler started", "instance", s.instance, "backend", s.backend.Name(), "jobs", len(jobs), "leases", s.runs != nil)
+	return nil
+}
+
+// startErrLocked says why the scheduler cannot start, if it cannot: it was
+// started or stopped before.
+func (s *Scheduler) startErrLocked() error {
+	switch s.state {
+	case stateStarted:
+		return fmt.Errorf("%w: Start was called before (a scheduler starts once)", ErrStarted)
+	case stateStopped:
+		return fmt.Errorf("%w: Start after Stop (a scheduler starts once: make a new one)", ErrStopped)
+	}
+	return nil
+}
+
+// registerErrLocked says why no job can be registered now, if none can: jobs are
+// registered before Start.
+func (s *Scheduler) registerErrLocked(name string) error {
+	switch s.state {
+	case stateStarted:
+		return fmt.Errorf("job %q: %w: register jobs before Start; the scheduler is running", name, ErrStarted)
+	case stateStopped:
+		return fmt.Errorf("job %q: %w: register jobs before Start; the scheduler was stopped", name, ErrStopped)
+	}
 	return nil
 }
 
@@ -91,12 +119,22 @@ func (s *Scheduler) init(ctx context.Context) error {
 // Stop stops claiming new slots and stand-by backups, lets running handlers finish
 // until ctx is done, then cancels them (context.Cause is ErrStopped) and waits for them
 // to return. With leases, runs that did not finish are released so a backup takes
-// over at once. Stop without Start and a second Stop return nil.
+// over at once.
+//
+// Stop before Start and a second Stop have nothing to stop: they return nil and
+// say so in the log (Stop before Start at info level, as the scheduler can no
+// longer start: Start then returns ErrStopped, and Every and Cron too).
 func (s *Scheduler) Stop(ctx context.Context) error {
 	s.mu.Lock()
-	if s.state != stateStarted {
+	switch s.state {
+	case stateNew:
 		s.state = stateStopped
 		s.mu.Unlock()
+		s.log.Info("Stop before Start: nothing was running; the scheduler cannot be started now", "instance", s.instance)
+		return nil
+	case stateStopped:
+		s.mu.Unlock()
+		s.log.Debug("Stop again: the scheduler was stopped already", "instance", s.instance)
 		return nil
 	}
 	s.state = stateStopped

@@ -9,7 +9,12 @@ import (
 )
 
 // Every registers a job that runs every interval, on slots aligned to the Unix epoch.
+// Jobs are registered before Start: after Start it returns ErrStarted, after Stop
+// ErrStopped, each naming the state.
 func (s *Scheduler) Every(name string, interval time.Duration, h Handler, opts ...JobOption) error {
+	if err := s.registerErr(name); err != nil {
+		return err
+	}
 	sched, err := NewIntervalSchedule(interval)
 	if err != nil {
 		return fmt.Errorf("job %q: %w", name, err)
@@ -18,8 +23,12 @@ func (s *Scheduler) Every(name string, interval time.Duration, h Handler, opts .
 }
 
 // Cron registers a job on a cron expression (5 fields, or 6 with seconds first; see
-// CronSchedule for the time zone and daylight saving rules).
+// CronSchedule for the time zone and daylight saving rules). Like Every, it is
+// called before Start.
 func (s *Scheduler) Cron(name, expr string, h Handler, opts ...JobOption) error {
+	if err := s.registerErr(name); err != nil {
+		return err
+	}
 	var cfg jobConfig
 	for _, o := range opts {
 		if o == nil {
@@ -34,6 +43,14 @@ func (s *Scheduler) Cron(name, expr string, h Handler, opts ...JobOption) error 
 		return fmt.Errorf("job %q: %w", name, err)
 	}
 	return s.add(name, sched, 0, h, opts)
+}
+
+// registerErr is registerErrLocked under the lock: checked first, as no job can be
+// added in a state that refuses them, whatever the job.
+func (s *Scheduler) registerErr(name string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.registerErrLocked(name)
 }
 
 // ValidateJobName reports whether name can name a job: non-empty valid UTF-8, at
@@ -114,8 +131,8 @@ func (s *Scheduler) add(name string, sched Schedule, interval time.Duration, h H
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.state != stateNew {
-		return fmt.Errorf("job %q: %w: register jobs before Start", name, ErrStarted)
+	if err := s.registerErrLocked(name); err != nil { // started or stopped meanwhile
+		return err
 	}
 	if _, ok := s.jobs[name]; ok {
 		return fmt.Errorf("job %q: %w", name, ErrJobExists)

@@ -92,8 +92,21 @@ func (s *Scheduler) execute(parent context.Context, j *job, in ClaimInput, fence
 	if evErr == nil && res.Error != "" {
 		evErr = errors.New(res.Error)
 	}
+	s.logFailure(run, res, err)
 	s.emit(Event{Kind: EventFinished, Job: j.name, Slot: in.Slot, Token: in.Token, Attempt: run.Attempt, Manual: in.Manual, Status: res.Status, Duration: finished.Sub(started), Err: evErr})
 	return res
+}
+
+// logFailure logs a run that failed on its own, a handler's error or its timeout,
+// at warn level; a panic is logged at error level, with its stack, by
+// callHandler. A lost lease and a superseded result are logged where they are
+// found, a cancellation by Stop is not a failure.
+func (s *Scheduler) logFailure(run Run, res execResult, err error) {
+	if (res.Status != StatusError && res.Status != StatusTimeout) || errors.Is(err, ErrHandlerPanic) {
+		return
+	}
+	s.log.Warn("run failed", "job", run.Job, "slot", run.Slot, "attempt", run.Attempt, "manual", run.Manual,
+		"status", res.Status, "duration", res.FinishedAt.Sub(res.StartedAt), "err", res.Error)
 }
 
 // callHandler runs h, turning a panic into an error matching ErrHandlerPanic that
@@ -102,7 +115,8 @@ func (s *Scheduler) callHandler(ctx context.Context, h Handler, run Run) (err er
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%w: %v", ErrHandlerPanic, r)
-			s.log.Error("handler panicked", "job", run.Job, "slot", run.Slot, "token", run.Token, "panic", r, "stack", string(debug.Stack()))
+			s.log.Error("handler panicked", "job", run.Job, "slot", run.Slot, "attempt", run.Attempt, "manual", run.Manual,
+				"token", run.Token, "panic", r, "stack", string(debug.Stack()))
 		}
 	}()
 	return h(ctx, run)

@@ -37,8 +37,11 @@ func (s *Scheduler) RunNow(ctx context.Context, name string, opts ...RunNowOptio
 	if !ok {
 		return RunRecord{}, fmt.Errorf("%w: %q", ErrJobNotFound, name)
 	}
-	if state != stateStarted {
-		return RunRecord{}, fmt.Errorf("run %q now: %w", name, ErrNotStarted)
+	switch state {
+	case stateNew:
+		return RunRecord{}, fmt.Errorf("run %q now: %w: call Start first", name, ErrNotStarted)
+	case stateStopped:
+		return RunRecord{}, fmt.Errorf("run %q now: %w: the scheduler was stopped", name, ErrNotStarted)
 	}
 	defer s.handlers.Done()
 	if n := j.manual.Add(1); int(n) > j.cfg.maxManual {

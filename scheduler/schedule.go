@@ -82,7 +82,7 @@ type CronSchedule struct {
 	sched cron.Schedule
 }
 
-var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom |
+var cronParser = cron.MustNewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom |
 	cron.Month | cron.Dow | cron.Descriptor | cron.DowOrDom)
 
 // ParseCron parses expr in loc (UTC when nil; a CRON_TZ= prefix must agree with loc). It fails on a malformed expression, an

@@ -66,8 +66,12 @@ func (h *Handler) act(w http.ResponseWriter, r *http.Request, rt route) {
 			done = "paused"
 		}
 	case actionResume:
-		reply, err = h.cfg.Source.Resume(ctx, rt.job, fleet.ResumeRequest{By: by})
-		done = "resumed"
+		var res fleet.ResumeReply
+		res, err = h.cfg.Source.Resume(ctx, rt.job, fleet.ResumeRequest{By: by})
+		reply, done = res, "resumed"
+		if res.NotPaused {
+			done = "not-paused"
+		}
 	}
 	if err != nil {
 		h.failErr(w, r, fmt.Sprintf("%s %q", rt.action, rt.job), jobErr(err))

@@ -176,6 +176,8 @@ var doneMessages = map[string]string{
 	"started":  "The manual run started and goes on: reload to see how it ends.",
 	"paused":   "Paused: every replica follows within a second.",
 	"resumed":  "Resumed: every replica follows within a second.",
+	// A resume whose replica found no pause of the job in force.
+	"not-paused": "The job had no pause of its own: nothing to resume.",
 }
 
 // historyLimit reads ?limit=: absent is the configured default; a number above
@@ -270,8 +272,13 @@ func (h *Handler) jobAPI(ctx context.Context, w http.ResponseWriter, r *http.Req
 }
 
 // jobErr: a request about one job that no replica answers means no running
-// replica declares it: an unknown job (404), as far as the page can tell.
+// replica declares it: an unknown job (404) when replicas are up, or when the
+// source cannot tell who is up; no replica up at all is 503.
 func jobErr(err error) error {
+	var nre *fleet.NoReplicaError
+	if errors.As(err, &nre) && nre.Checked {
+		return err // it matches fleet.ErrUnknownJob when replicas are up
+	}
 	if errors.Is(err, fleet.ErrNoReplica) {
 		return fmt.Errorf("%w: %w", fleet.ErrUnknownJob, err)
 	}

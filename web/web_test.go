@@ -169,7 +169,7 @@ func TestNotFound(t *testing.T) {
 	var e fleet.ErrorBody
 	require.NoError(t, json.Unmarshal([]byte(r.body), &e), r.body)
 	assert.Equal(t, 404, e.Code)
-	assert.Contains(t, e.Error, `no replica answers: none that declares job "nope" is up`)
+	assert.Contains(t, e.Error, `no replica declares job "nope" (replicas up: replica-a, replica-b, replica-c)`)
 
 	// Without the prefix's slash: a redirect to the page (asked of the handler
 	// itself: a ServeMux would redirect before it).
@@ -303,9 +303,15 @@ func TestActions(t *testing.T) {
 
 	r = f.post(t, jobURL(jobReport)+"/resume", nil)
 	require.Equal(t, http.StatusSeeOther, r.status, r.body)
+	assert.Equal(t, "/anarchon/job/report?done=resumed", r.header.Get("Location"))
 	require.Eventually(t, func() bool {
 		return !strings.Contains(rowOf(t, f.get(t, "/anarchon/").body, jobReport), "paused")
 	}, 5*time.Second, 50*time.Millisecond)
+	// Again: nothing to resume, and the page says so.
+	r = f.post(t, jobURL(jobReport)+"/resume", nil)
+	require.Equal(t, http.StatusSeeOther, r.status, r.body)
+	assert.Equal(t, "/anarchon/job/report?done=not-paused", r.header.Get("Location"))
+	assert.Contains(t, f.get(t, r.header.Get("Location")).body, "The job had no pause of its own: nothing to resume.")
 
 	// The JSON actions answer with the fleet's replies.
 	r = f.do(t, http.MethodPost, "/anarchon/api/"+jobURL(jobReport)[len("/anarchon/"):]+"/run", nil, "")
@@ -353,7 +359,7 @@ func TestActionsBadInput(t *testing.T) {
 		{jobURL(jobReport) + "/pause", url.Values{"reason": {"x"}, "for": {"-5m"}}, http.StatusBadRequest, "a positive duration"},
 		{jobURL(jobReport) + "/pause", url.Values{"reason": {strings.Repeat("x", 1025)}}, http.StatusBadRequest, "reason of 1025 bytes: at most 1024"},
 		{jobURL(jobReport) + "/pause", url.Values{"reason": {strings.Repeat("x", 20000)}}, http.StatusBadRequest, "body over 16384 bytes"},
-		{jobURL("nope") + "/run", nil, http.StatusNotFound, "unknown job"},
+		{jobURL("nope") + "/run", nil, http.StatusNotFound, `no replica declares job &#34;nope&#34; (replicas up: replica-a, replica-b, replica-c)`},
 		{jobURL(jobReport) + "/stop", nil, http.StatusNotFound, "no such page"},
 	} {
 		r := f.post(t, c.path, c.form)

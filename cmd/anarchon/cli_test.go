@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -53,8 +54,8 @@ func TestJobsTableAndJSON(t *testing.T) {
 	ls := lines(r.stdout)
 	require.Len(t, ls, 8)
 	assert.Equal(t, "JOB STATE SCHEDULE NEXT LAST RUN LAST SUCCESS LAST FAILURE RUNNING REPLICAS", ls[0])
-	assert.Regexp(t, `^nightly backup active every 24h0m0s \d\d:\d\d:\d\dZ - - - - A,B,C$`, ls[1])
-	assert.Regexp(t, `^report paused: migrating the table \(by ana, until \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\) every 1h0m0s \d\d:\d\d:\d\dZ - - - - A,B,C$`, ls[2])
+	assert.Regexp(t, `^nightly backup active every 24h0m0s \(aligned to UTC\) \d\d:\d\d:\d\dZ - - - - A,B,C$`, ls[1])
+	assert.Regexp(t, `^report paused: migrating the table \(by ana, until \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\) every 1h0m0s \(aligned to UTC\) \d\d:\d\d:\d\dZ - - - - A,B,C$`, ls[2])
 	assert.Equal(t, "", ls[3])
 	assert.Equal(t, "REPLICA VERSION BACKEND PAUSES JOBS", ls[4])
 	assert.Equal(t, "A "+fleet.Version+" memory yes 2", ls[5])
@@ -68,6 +69,7 @@ func TestJobsTableAndJSON(t *testing.T) {
 	require.Len(t, fl.Jobs, 2)
 	assert.Equal(t, "report", fl.Jobs[1].Name)
 	assert.Equal(t, "every 1h0m0s", fl.Jobs[1].Schedule)
+	assert.Equal(t, "every 1h0m0s (aligned to UTC)", fl.Jobs[1].ScheduleText, "the words of the table and the status page")
 	assert.Equal(t, []string{"A", "B", "C"}, fl.Jobs[1].PausedOn)
 	assert.Equal(t, "ana", fl.Jobs[1].Pause.By)
 	assert.WithinDuration(t, time.Now().Add(time.Hour), fl.Jobs[1].Pause.Until, time.Minute)
@@ -168,12 +170,25 @@ func TestPauseResumeAndAll(t *testing.T) {
 
 	r = anarchon(t, "--server", f.url, "resume", "report")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	assert.Equal(t, "resumed \"report\"\n", r.stdout)
+	assert.Equal(t, "\"report\" has no pause of its own: nothing to resume\n", r.stdout)
 	assert.Equal(t, "warning: \"report\" is still paused by the all-jobs pause: freeze (by ops, all jobs); anarchon resume --all ends it\n", r.stderr)
 
 	r = anarchon(t, "--server", f.url, "resume", "--all")
 	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Equal(t, "resumed every job (the pauses of single jobs stay)\n", r.stdout)
 	require.Eventually(t, func() bool { _, any := f.paused("report"); return !any }, 5*time.Second, 5*time.Millisecond)
+
+	// Nothing to resume: said, and not an error.
+	r = anarchon(t, "--server", f.url, "resume", "--all")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Equal(t, "no all-jobs pause is in force: nothing to resume (the pauses of single jobs stay)\n", r.stdout)
+	r = anarchon(t, "--server", f.url, "resume", "report")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Equal(t, "\"report\" is not paused: nothing to resume\n", r.stdout)
+	assert.Empty(t, r.stderr)
+	r = anarchon(t, "--server", f.url, "--json", "resume", "report")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, `"not_paused": true`)
 
 	until := time.Now().Add(500 * time.Millisecond).UTC().Format(time.RFC3339Nano)
 	r = anarchon(t, "--server", f.url, "pause", "report", "--reason", "short", "--until", until)
@@ -188,6 +203,21 @@ func TestPauseResumeAndAll(t *testing.T) {
 	var res fleet.ResumeReply
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res))
 	assert.Equal(t, "report", res.Job)
+	assert.False(t, res.NotPaused, "its pause was in force")
+	assert.NotContains(t, r.stdout, "not_paused")
+	require.Eventually(t, func() bool { _, any := f.paused("report"); return !any }, 5*time.Second, 5*time.Millisecond)
+
+	// A pause that ended by itself leaves nothing to resume.
+	end := time.Now().Add(500 * time.Millisecond)
+	r = anarchon(t, "--server", f.url, "pause", "report", "--reason", "short", "--until", end.UTC().Format(time.RFC3339Nano))
+	require.Equal(t, exitOK, r.code, r.stderr)
+	pauses, err := f.backend.Pauses(context.Background())
+	require.NoError(t, err)
+	require.Len(t, pauses, 1, "stored")
+	require.Eventually(t, func() bool { _, any := f.paused("report"); return time.Now().After(end) && !any }, 5*time.Second, 10*time.Millisecond)
+	r = anarchon(t, "--server", f.url, "resume", "report")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Equal(t, "\"report\" is not paused: nothing to resume\n", r.stdout)
 	require.Eventually(t, func() bool { _, any := f.paused("report"); return !any }, 5*time.Second, 5*time.Millisecond)
 }
 
@@ -200,11 +230,11 @@ func TestBadInput(t *testing.T) {
 	assert.Regexp(t, `\(replica [ABC]\)\n$`, r.stderr)
 
 	r = anarchon(t, "--server", f.url, "trigger", "nobody declares this", "--timeout", "10s")
-	oneErrorLine(t, r, `none that declares job "nobody declares this" is up`)
+	oneErrorLine(t, r, `anarchon: trigger "nobody declares this": fleet: no replica declares job "nobody declares this" (replicas up: A, B, C)`)
 	assert.Less(t, r.took, 2*time.Second, "no responders at once, not the timeout")
 
 	r = anarchon(t, "--server", f.url, "resume", "nope")
-	oneErrorLine(t, r, `none that declares job "nope" is up`)
+	oneErrorLine(t, r, `no replica declares job "nope" (replicas up: A, B, C)`)
 
 	_, any := f.paused("report")
 	assert.False(t, any, "nothing paused")
@@ -285,6 +315,23 @@ func TestConnectThroughAContext(t *testing.T) {
 	oneErrorLine(t, r, "NATS context not found")
 }
 
+// TestNoReplicaUp: on a server where no replica serves, a command about a job says
+// that no replica is up, not that the job is unknown.
+func TestNoReplicaUp(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srv, err := embedded.Start(ctx, embedded.Options{Listen: "127.0.0.1:0"})
+	require.NoError(t, err, "the embedded nats-server must start")
+	t.Cleanup(srv.Shutdown)
+	for _, args := range [][]string{{"trigger", "report"}, {"history", "report"}, {"resume", "report"}} {
+		r := anarchon(t, append([]string{"--server", srv.ClientURL()}, args...)...)
+		oneErrorLine(t, r, fmt.Sprintf(`anarchon: %s "report": fleet: no replica is up (no responders on anarchon.%s.`, args[0], strings.ToUpper(args[0])))
+		assert.NotContains(t, r.stderr, "declares")
+	}
+	r := anarchon(t, "--server", srv.ClientURL(), "jobs")
+	oneErrorLine(t, r, "anarchon: jobs: fleet: no replica answers: nothing serves anarchon.JOBS")
+}
+
 // TestTriggerRefusedSaysNothingRan: a trigger beyond the replica's bound of manual
 // runs (scheduler.DefaultMaxManualRuns in progress) fails with the replica's words
 // and that nothing ran.
@@ -319,7 +366,7 @@ func TestJobsShowsRuns(t *testing.T) {
 	r = anarchon(t, "--server", f.url, "jobs", "--window", "200ms")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	ls := lines(r.stdout)
-	assert.Regexp(t, `^report active every 1h0m0s \d\d:\d\d:\d\dZ \d\d:\d\d:\d\dZ error on A, lag \S+, took \S+, manual \d\d:\d\d:\d\dZ \d\d:\d\d:\d\dZ error: disk full - A$`, ls[2])
+	assert.Regexp(t, `^report active every 1h0m0s \(aligned to UTC\) \d\d:\d\d:\d\dZ \d\d:\d\d:\d\dZ error on A, lag \S+, took \S+, manual \d\d:\d\d:\d\dZ \d\d:\d\d:\d\dZ error: disk full - A$`, ls[2])
 
 	r = anarchon(t, "--server", f.url, "--json", "jobs", "--window", "200ms")
 	var fl fleet.Fleet
@@ -351,7 +398,7 @@ func TestActiveCommand(t *testing.T) {
 	assert.Equal(t, "A", a.Instance)
 	assert.Empty(t, a.Runs)
 	r = anarchon(t, "--server", f.url, "active", "nobody")
-	oneErrorLine(t, r, `none that declares job "nobody" is up`)
+	oneErrorLine(t, r, `no replica declares job "nobody" (replicas up: A)`)
 	r = anarchon(t, "--server", f.url, "active", "a", "b")
 	assert.Equal(t, exitUsage, r.code)
 }

@@ -44,11 +44,11 @@ func (c *cli) jobs(ctx context.Context, client *fleet.Client) error {
 	w := c.table()
 	fmt.Fprintln(w, "JOB\tSTATE\tSCHEDULE\tNEXT\tLAST RUN\tLAST SUCCESS\tLAST FAILURE\tRUNNING\tREPLICAS")
 	for _, j := range f.Jobs {
-		sched := j.Schedule
+		sched := scheduler.DescribeSchedule(j.Schedule) // as the status page says it
 		if j.Schedules != nil {
 			sched = "(replicas differ)"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.Name, jobState(j), orDash(sched), when(j.Next, now),
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.Name, jobState(j), sched, when(j.Next, now),
 			lastRun(j.LastRun, now), lastAt(j.LastSuccess, now), lastFailure(j.LastFailure, now), running(j.Running)+more(j.RunningMore),
 			strings.Join(j.Replicas, ","))
 	}
@@ -330,11 +330,20 @@ func (c *cli) resume(ctx context.Context, client *fleet.Client, job string) erro
 		return c.printJSON(r)
 	}
 	makeVisible(&r)
-	if job == "" {
+	switch {
+	case job == "" && r.NotPaused:
+		fmt.Fprintln(c.stdout, "no all-jobs pause is in force: nothing to resume (the pauses of single jobs stay)")
+		return nil
+	case job == "":
 		fmt.Fprintln(c.stdout, "resumed every job (the pauses of single jobs stay)")
 		return nil
+	case r.NotPaused && r.StillPaused != nil:
+		fmt.Fprintf(c.stdout, "%q has no pause of its own: nothing to resume\n", job)
+	case r.NotPaused:
+		fmt.Fprintf(c.stdout, "%q is not paused: nothing to resume\n", job)
+	default:
+		fmt.Fprintf(c.stdout, "resumed %q\n", job)
 	}
-	fmt.Fprintf(c.stdout, "resumed %q\n", job)
 	if r.StillPaused != nil {
 		c.warn("%q is still paused by the all-jobs pause: %s; anarchon resume --all ends it", job, pauseText(r.StillPaused))
 	}

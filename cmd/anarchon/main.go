@@ -48,7 +48,16 @@
 // --json writes the texts as stored, encoding/json's way, with the C1 and bidi
 // controls and DEL as JSON escapes (\u009b), which decode to the same strings.
 //
-// A failure prints one line to stderr and exits 1; a usage error exits 2. Warnings
+// A job's schedule is shown in words, as the status page shows it
+// (scheduler.DescribeSchedule: "at 09:00 on MON-FRI (Europe/Athens)"); --json
+// carries both ("schedule" and "schedule_text"). A command about a job that no
+// replica declares says so and names the replicas that are up ("no replica
+// declares job "X" (replicas up: a, b, c)"), which tells a misspelt job from a
+// fleet that is down ("no replica is up"). resume of a job that is not paused
+// says that there was nothing to resume.
+//
+// help, -h and --help print the usage and exit 0. A failure prints one line to
+// stderr and exits 1; a usage error exits 2. Warnings
 // (replicas that disagree on a job's schedule or pause, mixed library versions) go to
 // stderr after the table and into the JSON's warnings fields.
 //

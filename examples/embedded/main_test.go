@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/anarchon/anarchon/internal/maintest"
+
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/jetstream"
 	"github.com/anarchon/anarchon/scheduler"
@@ -20,6 +22,7 @@ import (
 // Every goroutine the program starts, the embedded server's included, must be gone
 // when run returns.
 func TestMain(m *testing.M) {
+	maintest.Main(main) // a child of maintest.Run: the program itself
 	goleak.VerifyTestMain(m)
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -46,6 +47,53 @@ func TestQuickstart(t *testing.T) {
 	assert.Contains(t, text, "history of \"quickstart-tick\"")
 	assert.Regexp(t, `ran on instance-[abc] \(attempt 1\)`, text)
 	assert.Equal(t, 1, strings.Count(text, "quickstart: "+m[1]+" slots"), "exactly one summary line")
+	// Where to look comes first, then the runs.
+	assert.True(t, strings.HasPrefix(lines[0], "quickstart: status page at "), lines[0])
+	assert.True(t, strings.HasPrefix(lines[1], "quickstart: fleet service up; in another terminal: go run ./cmd/anarchon --server "), lines[1])
+	assert.Equal(t, `quickstart: 3 instances share job "quickstart-tick" every 1s, for 4s`, lines[3])
+	assert.True(t, strings.HasPrefix(lines[4], "slot "), lines[4])
+}
+
+// TestQuickstartUntilInterrupted: by default the quickstart runs until it is
+// interrupted, and prints where to look (the page, the anarchon command) before
+// any run.
+func TestQuickstartUntilInterrupted(t *testing.T) {
+	cfg, err := parseFlags(nil, io.Discard)
+	require.NoError(t, err)
+	assert.Zero(t, cfg.duration, "no -duration: until interrupted")
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	out := &syncWriter{w: &bytes.Buffer{}}
+	read := func() string {
+		out.mu.Lock()
+		defer out.mu.Unlock()
+		return out.w.(*bytes.Buffer).String()
+	}
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"-store", t.TempDir()}, out) }()
+	ran := regexp.MustCompile(`(?m)^slot \S+ ran on `)
+	require.Eventually(t, func() bool { return len(ran.FindAllString(read(), -1)) >= 3 }, 10*time.Second, 20*time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("returned before it was interrupted: %v\n%s", err, read())
+	default:
+	}
+	cancel() // as Ctrl-C does
+	select {
+	case err := <-done:
+		require.NoError(t, err, "an interrupt is the way it ends")
+	case <-time.After(10 * time.Second):
+		t.Fatal("did not stop within 10s of the interrupt")
+	}
+	lines := strings.Split(read(), "\n")
+	require.Greater(t, len(lines), 5)
+	assert.Regexp(t, `^quickstart: status page at http://127\.0\.0\.1:\d+/anarchon/$`, lines[0])
+	assert.Regexp(t, `^quickstart: fleet service up; in another terminal: go run \./cmd/anarchon --server nats://127\.0\.0\.1:\d+ jobs$`, lines[1])
+	assert.Regexp(t, `^quickstart: embedded JetStream server at nats://127\.0\.0\.1:\d+, store `, lines[2])
+	assert.Equal(t, `quickstart: 3 instances share job "quickstart-tick" every 1s, until interrupted (Ctrl-C)`, lines[3])
+	assert.Regexp(t, `^slot \S+ ran on instance-[abc] \(attempt 1\)$`, lines[4], "then the runs")
+	assert.Regexp(t, `(?m)^quickstart: \d+ slots, \d+ runs, 0 duplicates, 0 missed, 0 paused$`, read())
 }
 
 func TestQuickstartFlags(t *testing.T) {

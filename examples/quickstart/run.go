@@ -90,6 +90,37 @@ func (t *tally) summary(from, to time.Time) counts {
 	return c
 }
 
+// gate holds the lines written to it until it is opened, then passes them on:
+// the runs' lines, which may start before the quickstart has printed where to
+// look, come after those lines.
+type gate struct {
+	mu     sync.Mutex
+	opened bool
+	held   []byte
+	w      io.Writer
+}
+
+func (g *gate) Write(p []byte) (int, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.opened {
+		g.held = append(g.held, p...)
+		return len(p), nil
+	}
+	return g.w.Write(p)
+}
+
+// open writes the lines held so far and lets every later one through.
+func (g *gate) open() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.opened {
+		g.opened = true
+		_, _ = g.w.Write(g.held)
+		g.held = nil
+	}
+}
+
 // syncWriter lets handlers on many goroutines print to one writer.
 type syncWriter struct {
 	mu sync.Mutex
@@ -108,11 +139,13 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	connect, url, cleanup, err := server(ctx, cfg, out)
+	connect, url, serverLine, cleanup, err := server(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
+	runs := &gate{w: out} // the runs' lines, after the lines that say where to look
+	defer runs.open()
 
 	stopMetrics, onEvent, err := serveMetrics(cfg.metricsAddr, out)
 	if err != nil {
@@ -120,7 +153,7 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 	}
 	defer stopMetrics()
 
-	t := &tally{runs: map[int64][]string{}, paused: map[int64]bool{}, out: out}
+	t := &tally{runs: map[int64][]string{}, paused: map[int64]bool{}, out: runs}
 	var scheds []*scheduler.Scheduler
 	var conns []*nats.Conn
 	defer func() {
@@ -186,14 +219,27 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 		return err
 	}
 	defer stopWeb()
-	fmt.Fprintf(out, "quickstart: 3 instances share job %q every %v for %v\n", cfg.job, interval, cfg.duration)
-	fmt.Fprintf(out, "quickstart: fleet service up; in another terminal: go run ./cmd/anarchon --server %s jobs\n", url)
+	// Where to look first, then what runs.
 	if webURL != "" {
 		fmt.Fprintf(out, "quickstart: status page at %s\n", webURL)
 	}
+	fmt.Fprintf(out, "quickstart: fleet service up; in another terminal: go run ./cmd/anarchon --server %s jobs\n", url)
+	fmt.Fprintf(out, "quickstart: %s\n", serverLine)
+	until := "until interrupted (Ctrl-C)"
+	if cfg.duration > 0 {
+		until = "for " + cfg.duration.String()
+	}
+	fmt.Fprintf(out, "quickstart: 3 instances share job %q every %v, %s\n", cfg.job, interval, until)
+	runs.open()
+	var timeout <-chan time.Time
+	if cfg.duration > 0 {
+		timer := time.NewTimer(cfg.duration)
+		defer timer.Stop()
+		timeout = timer.C
+	}
 	select {
 	case <-ctx.Done():
-	case <-time.After(cfg.duration):
+	case <-timeout:
 	}
 	end := time.Now()
 	stopWeb()
@@ -223,25 +269,26 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 	// start up to the last whose deadline (slot + max lateness) had passed before Stop.
 	c := t.summary(start.Add(time.Millisecond), end.Add(-interval))
 	fmt.Fprintf(out, "quickstart: %d slots, %d runs, %d duplicates, %d missed, %d paused\n", c.slots, c.runs, c.dups, c.missed, c.paused)
-	if c.checked == 0 {
+	if c.checked == 0 && cfg.duration > 0 {
 		return fmt.Errorf("no slot was due while all three instances ran: run longer")
 	}
 	return nil
 }
 
-// server returns how to connect to the server the quickstart uses, and its URL for
-// the anarchon command: an embedded one listening on a free loopback port, or the
-// one at -url.
-func server(ctx context.Context, cfg config, out io.Writer) (func() (*nats.Conn, error), string, func(), error) {
+// server returns how to connect to the server the quickstart uses, its URL for
+// the anarchon command and a line that describes it: an embedded one listening on
+// a free loopback port, or the one at -url.
+func server(ctx context.Context, cfg config) (connect func() (*nats.Conn, error), url, line string, cleanup func(), err error) {
 	if cfg.url != "" {
-		return func() (*nats.Conn, error) { return nats.Connect(cfg.url, nats.Name("anarchon-quickstart")) }, cfg.url, func() {}, nil
+		connect = func() (*nats.Conn, error) { return nats.Connect(cfg.url, nats.Name("anarchon-quickstart")) }
+		return connect, cfg.url, "NATS server at " + cfg.url, func() {}, nil
 	}
 	srv, err := embedded.Start(ctx, embedded.Options{StoreDir: cfg.store, Listen: "127.0.0.1:0"})
 	if err != nil {
-		return nil, "", nil, fmt.Errorf("start embedded server: %w", err)
+		return nil, "", "", nil, fmt.Errorf("start embedded server: %w", err)
 	}
-	fmt.Fprintf(out, "quickstart: embedded JetStream server at %s, store %s\n", srv.ClientURL(), srv.StoreDir())
-	return func() (*nats.Conn, error) { return srv.Connect(nats.Name("anarchon-quickstart")) }, srv.ClientURL(), srv.Shutdown, nil
+	line = fmt.Sprintf("embedded JetStream server at %s, store %s", srv.ClientURL(), srv.StoreDir())
+	return func() (*nats.Conn, error) { return srv.Connect(nats.Name("anarchon-quickstart")) }, srv.ClientURL(), line, srv.Shutdown, nil
 }
 
 // newBackend is the JetStream backend every instance builds on its own connection:

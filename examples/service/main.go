@@ -22,7 +22,7 @@
 // Usage:
 //
 //	go run ./examples/service [-url nats://127.0.0.1:4222 | -context NAME] [-instance NAME]
-//	    [-metrics-addr 127.0.0.1:9464] [-web 127.0.0.1:8080 [-web-actions] [-web-hosts NAMES]]
+//	    [-metrics-addr 127.0.0.1:9464 | -metrics-addr ""] [-web 127.0.0.1:8080 [-web-actions] [-web-hosts NAMES]]
 //	    [-log-format text|json] [-log-level info]
 //	    [-interval 5s] [-cron '*/10 * * * * *'] [-zone Europe/Athens]
 //	    [-stop-timeout 10s] [-duration 0] [-replicas 1] [-history 5]
@@ -30,9 +30,11 @@
 // To see it work, start a JetStream server (nats-server -js) and two replicas:
 //
 //	go run ./examples/service -instance a
-//	go run ./examples/service -instance b -metrics-addr 127.0.0.1:9465 -web 127.0.0.1:8080
+//	go run ./examples/service -instance b -web 127.0.0.1:8080
 //
-// and open http://127.0.0.1:8080/anarchon/ (read-only; -web-actions allows run now,
+// Each serves /metrics on a free loopback port unless -metrics-addr names one, and
+// logs where ("serving metrics" addr=127.0.0.1:PORT), so any number of replicas run
+// on one machine. Open http://127.0.0.1:8080/anarchon/ (read-only; -web-actions allows run now,
 // pause and resume from this machine, to a page opened by a loopback name unless
 // -web-hosts lists the names the page answers to: web.Config.Hosts).
 package main
@@ -93,8 +95,11 @@ type config struct {
 	extra       []string
 }
 
-// DefaultMetricsAddr is where /metrics is served unless -metrics-addr says otherwise.
-const DefaultMetricsAddr = "127.0.0.1:9464"
+// DefaultMetricsAddr is where /metrics is served unless -metrics-addr says
+// otherwise: a free loopback port, picked at start and logged ("serving metrics",
+// with its addr and url), so that several replicas run on one machine. Give a
+// fixed address (-metrics-addr 127.0.0.1:9464) for Prometheus to scrape.
+const DefaultMetricsAddr = "127.0.0.1:0"
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
 	c := config{logLevel: slog.LevelInfo}
@@ -104,7 +109,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.url, "url", "", "NATS server `URLs`, comma-separated (default "+nats.DefaultURL+" unless -context is given)")
 	fs.StringVar(&c.natsContext, "context", "", "connect through the NATS CLI context called `NAME` (see: nats context ls) instead of -url")
 	fs.StringVar(&c.instance, "instance", "", "this replica's name in claims, history and logs (default: host name, process ID and a random suffix)")
-	fs.StringVar(&c.metricsAddr, "metrics-addr", DefaultMetricsAddr, `serve Prometheus /metrics on this address ("" = off)`)
+	fs.StringVar(&c.metricsAddr, "metrics-addr", DefaultMetricsAddr, `serve Prometheus /metrics on this address (default: a free loopback port, logged; "" = off)`)
 	fs.StringVar(&c.web, "web", "", `serve the status page on this address, at /anarchon/ ("" = off)`)
 	fs.BoolVar(&c.webActions, "web-actions", false, "let the status page run, pause and resume jobs for requests from this machine (default: read-only)")
 	fs.Func("web-hosts", "comma-separated `NAMES` the status page answers to, refusing any other Host (default: any Host; actions only by a loopback name)", func(s string) error {

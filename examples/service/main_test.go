@@ -24,6 +24,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/anarchon/anarchon/internal/maintest"
+
 	"github.com/anarchon/anarchon/connect"
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/jetstream"
@@ -34,6 +36,7 @@ import (
 // server reached over TCP, with 1-second jobs so that a few seconds show every job's
 // behaviour. Every goroutine the service starts must be gone when run returns.
 func TestMain(m *testing.M) {
+	maintest.Main(main) // a child of maintest.Run: the program itself
 	goleak.VerifyTestMain(m)
 }
 
@@ -140,6 +143,31 @@ func TestTwoReplicasRunEachSlotOnce(t *testing.T) {
 		out := r.stdout.String()
 		assert.Contains(t, out, `history of "tick", newest first:`)
 		assert.Contains(t, out, "failing on purpose")
+	}
+}
+
+// TestThreeCopiesPickFreeMetricsPorts: without -metrics-addr, three copies on one
+// machine each serve /metrics on a free loopback port of their own and log it.
+func TestThreeCopiesPickFreeMetricsPorts(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t)
+	common := []string{"-url", srv.ClientURL(), "-interval", "1s", "-log-format", "json", "-stop-timeout", "200ms", "-history", "0"}
+	addrs := map[string]bool{}
+	var all []*replica
+	for _, name := range []string{"a", "b", "c"} {
+		r := start(t, append(common, "-instance", name)...)
+		all = append(all, r)
+		l := r.waitFor(t, 10*time.Second, msg("serving metrics"))
+		addr := l["addr"].(string)
+		assert.Regexp(t, `^127\.0\.0\.1:\d+$`, addr, name)
+		assert.NotEqual(t, "127.0.0.1:0", addr, "the port picked, not the one asked for")
+		assert.Equal(t, "http://"+addr+"/metrics", l["url"], name)
+		addrs[addr] = true
+		assert.Contains(t, scrape(t, addr), "go_goroutines ", "%s serves its metrics at %s", name, addr)
+	}
+	assert.Len(t, addrs, 3, "three ports: %v", addrs)
+	for _, r := range all {
+		require.NoError(t, r.stop(t), "%s: graceful stop", r.name)
 	}
 }
 

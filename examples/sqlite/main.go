@@ -8,17 +8,21 @@
 // the job's history as the file holds it (every process's runs, from this start
 // and earlier ones):
 //
-//	sqlite: instance web-1 on anarchon.db (sql/sqlite), report every 1s
+//	sqlite: instance web-1 on /home/ana/.cache/anarchon/sqlite-example.db (sql/sqlite), report every 1s
 //	history: 2026-11-30T21:40:03Z ok web-2 (attempt 1)
 //	slot 2026-11-30T21:41:07Z started on web-1 (attempt 1)
 //	sqlite: stopped; 5 runs here, history holds 12 records
+//
+// The file is kept in the user's cache directory (os.UserCacheDir, or the
+// temporary directory when there is none) unless -db names another; its full
+// path is on the first line.
 //
 // Kill a process mid-run (kill -9) and another one takes the run over once its
 // lease (-lease) expired: "started on web-2 (attempt 2)".
 //
 // Usage:
 //
-//	go run ./examples/sqlite [-db anarchon.db] [-instance NAME] [-every 1s] [-work 0] [-lease 30s] [-for 0] [-history 10]
+//	go run ./examples/sqlite [-db FILE] [-instance NAME] [-every 1s] [-work 0] [-lease 30s] [-for 0] [-history 10]
 package main
 
 import (
@@ -29,6 +33,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -42,7 +47,7 @@ func main() {
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(2)
+			return // -h: the usage is printed
 		}
 		fmt.Fprintln(os.Stderr, "sqlite:", err)
 		os.Exit(1)
@@ -65,7 +70,7 @@ func parse(args []string, w io.Writer) (config, error) {
 	fs := flag.NewFlagSet("sqlite", flag.ContinueOnError)
 	fs.SetOutput(w)
 	host, _ := os.Hostname()
-	fs.StringVar(&c.db, "db", "anarchon.db", "the SQLite file the processes share (created if missing)")
+	fs.StringVar(&c.db, "db", defaultDB(), "the SQLite file the processes share (created if missing, with its directory)")
 	fs.StringVar(&c.instance, "instance", fmt.Sprintf("%s-%d", host, os.Getpid()), "this process's name in history")
 	fs.DurationVar(&c.every, "every", time.Second, "the job's interval")
 	fs.DurationVar(&c.runFor, "for", 0, "stop after this long (0: until interrupted)")
@@ -90,6 +95,18 @@ func parse(args []string, w io.Writer) (config, error) {
 	return c, nil
 }
 
+// defaultDB is where the file is kept unless -db says otherwise: in the user's
+// cache directory (os.UserCacheDir: ~/.cache/anarchon on Linux), else in the
+// temporary directory; never in the working directory, which is often a clone of
+// the repository.
+func defaultDB() string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		dir = os.TempDir()
+	}
+	return filepath.Join(dir, "anarchon", "sqlite-example.db")
+}
+
 // syncWriter serialises the handler's and main's lines.
 type syncWriter struct {
 	mu sync.Mutex
@@ -108,6 +125,12 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 		return err
 	}
 	out := &syncWriter{w: w}
+	if cfg.db, err = filepath.Abs(cfg.db); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(cfg.db), 0o700); err != nil {
+		return fmt.Errorf("-db: %w", err)
+	}
 	db, err := sqlbackend.OpenSQLite(cfg.db)
 	if err != nil {
 		return err

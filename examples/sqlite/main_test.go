@@ -6,6 +6,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -187,5 +188,38 @@ func TestInvalidFlags(t *testing.T) {
 		var out bytes.Buffer
 		err := run(context.Background(), args, &out)
 		assert.Error(t, err, "%v", args)
+	}
+}
+
+// TestDefaultFileOutsideTheWorkingDirectory: without -db the file goes to the
+// user's cache directory (else the temporary directory), never the working
+// directory, and the first line names it.
+func TestDefaultFileOutsideTheWorkingDirectory(t *testing.T) {
+	cache, tmp := t.TempDir(), t.TempDir()
+	for _, c := range []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"cache directory", map[string]string{"XDG_CACHE_HOME": cache}, filepath.Join(cache, "anarchon", "sqlite-example.db")},
+		{"no cache directory: the temporary one", map[string]string{"XDG_CACHE_HOME": "", "HOME": "", "TMPDIR": tmp},
+			filepath.Join(tmp, "anarchon", "sqlite-example.db")},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for k, v := range c.env {
+				t.Setenv(k, v)
+			}
+			t.Chdir(t.TempDir())
+			var out bytes.Buffer
+			require.NoError(t, run(context.Background(), []string{"-every", "100ms", "-for", "300ms", "-history", "0"}, &out))
+			first, _, _ := strings.Cut(out.String(), "\n")
+			assert.Contains(t, first, " on "+c.want+" (sql/sqlite)")
+			assert.FileExists(t, c.want)
+			wd, err := os.Getwd()
+			require.NoError(t, err)
+			entries, err := os.ReadDir(wd)
+			require.NoError(t, err)
+			assert.Empty(t, entries, "nothing written in the working directory")
+		})
 	}
 }

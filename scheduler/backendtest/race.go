@@ -71,7 +71,7 @@ func raceSection(ctx context.Context, newBackend func() (scheduler.Backend, erro
 			return nil, nil, fmt.Errorf("newBackend for claimer %d returned nil", i)
 		}
 		if err := b.Init(ctx); err != nil {
-			return nil, nil, fmt.Errorf("Init of claimer %d's backend: %w", i, err)
+			return nil, nil, fmt.Errorf("claimer %d's backend: Init: %w", i, err)
 		}
 		if err := b.PrepareJob(ctx, l); err != nil {
 			return nil, nil, fmt.Errorf("PrepareJob on claimer %d's backend: %w", i, err)
@@ -105,7 +105,7 @@ func raceOnce(ctx context.Context, bs []scheduler.Backend, job string, slot time
 			in := claim(job, slot, Token(), fmt.Sprintf("i%d", i))
 			won, err := b.Claim(ctx, in)
 			if err != nil {
-				errs[i] = fmt.Errorf("Claim by claimer %d: %w", i, err)
+				errs[i] = fmt.Errorf("claimer %d: Claim: %w", i, err)
 				return
 			}
 			if won {
