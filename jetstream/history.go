@@ -256,6 +256,10 @@ type historyScan struct {
 	now     time.Time // the server's clock when the scan started
 	claims  []scheduler.ClaimRecord
 	results []scheduler.StoredResult
+	// claimSeq is the stream sequence of each claim; firstResult the lowest
+	// sequence of a result read (0: none yet).
+	claimSeq    []uint64
+	firstResult uint64
 	claimed map[string]bool // tokens whose claim was read
 	scanned int
 }
@@ -274,6 +278,7 @@ func (h *historyScan) add(st *jobStream, m *natsjs.RawStreamMsg) error {
 			return nil // still stored for the duplicate window, gone from history
 		}
 		h.claims = append(h.claims, c)
+		h.claimSeq = append(h.claimSeq, m.Sequence)
 		h.claimed[c.Token] = true
 	case kindResult:
 		r, err := decodeResult(h.job, m.Data)
@@ -281,6 +286,9 @@ func (h *historyScan) add(st *jobStream, m *natsjs.RawStreamMsg) error {
 			return err
 		}
 		h.results = append(h.results, r)
+		if h.firstResult == 0 || m.Sequence < h.firstResult {
+			h.firstResult = m.Sequence
+		}
 	default:
 		return errNotOurs
 	}
@@ -288,22 +296,16 @@ func (h *historyScan) add(st *jobStream, m *natsjs.RawStreamMsg) error {
 }
 
 // build merges what the scan read into History's records. Once the scan has read
-// as many results as the job keeps (the results subject is full), a claim of a slot
-// older than every result kept is left out: its result, if it had one, was dropped
-// for newer ones (a result written twice, a lost note beside a late result), so the
-// run is past the history the job keeps, not running.
+// as many results as the job keeps (the results subject is full), a claim with no
+// result that was stored before every result kept is left out: its result, if it
+// had one, was dropped for newer ones (a result written twice, a lost note beside
+// a late result), so the run is past the history the job keeps, not running.
 func (h *historyScan) build(limit int) []scheduler.RunRecord {
 	claims := h.claims
 	if h.size > 0 && int64(len(h.results)) >= h.size {
-		floor := h.results[0].Slot
-		for _, r := range h.results {
-			if r.Slot.Before(floor) {
-				floor = r.Slot
-			}
-		}
 		claims = make([]scheduler.ClaimRecord, 0, len(h.claims))
-		for _, c := range h.claims {
-			if !c.Slot.Before(floor) {
+		for i, c := range h.claims {
+			if !h.beforeResults(i) {
 				claims = append(claims, c)
 			}
 		}
@@ -311,22 +313,37 @@ func (h *historyScan) build(limit int) []scheduler.RunRecord {
 	return scheduler.BuildHistory(h.job, claims, h.results, limit)
 }
 
-// unsure reports whether recs show a run as running that is older than every
-// result read, while fewer results were read than the job keeps: its result may
-// be among those not read yet, or dropped for newer ones, which only reading the
-// whole result subject tells (build).
-func (h *historyScan) unsure(recs []scheduler.RunRecord) bool {
-	if h.size <= 0 || int64(len(h.results)) >= h.size || len(h.results) == 0 {
+// beforeResults reports whether claim i has no result read and was stored before
+// every result read.
+func (h *historyScan) beforeResults(i int) bool {
+	if h.firstResult == 0 || h.claimSeq[i] > h.firstResult {
 		return false
 	}
-	oldest := h.results[0].Slot
+	tok := h.claims[i].Token
 	for _, r := range h.results {
-		if r.Slot.Before(oldest) {
-			oldest = r.Slot
+		if r.Token == tok {
+			return false
 		}
 	}
+	return true
+}
+
+// unsure reports whether a claim with no result, stored before every result read,
+// is in recs while fewer results were read than the job keeps: its result may be
+// among those not read yet, or dropped for newer ones, which only reading the
+// whole result subject tells (build).
+func (h *historyScan) unsure(recs []scheduler.RunRecord) bool {
+	if h.size <= 0 || int64(len(h.results)) >= h.size || h.firstResult == 0 {
+		return false
+	}
+	shown := make(map[string]bool, len(recs))
 	for _, r := range recs {
-		if r.Status == scheduler.StatusRunning && r.Slot.Before(oldest) {
+		if r.Status == scheduler.StatusRunning {
+			shown[r.Token] = true
+		}
+	}
+	for i, c := range h.claims {
+		if shown[c.Token] && h.beforeResults(i) {
 			return true
 		}
 	}
