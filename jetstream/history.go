@@ -260,8 +260,8 @@ type historyScan struct {
 	// sequence of a result read (0: none yet).
 	claimSeq    []uint64
 	firstResult uint64
-	claimed map[string]bool // tokens whose claim was read
-	scanned int
+	claimed     map[string]bool // tokens whose claim was read
+	scanned     int
 }
 
 func (h *historyScan) add(st *jobStream, m *natsjs.RawStreamMsg) error {
