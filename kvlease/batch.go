@@ -37,15 +37,6 @@ const (
 	expectedSeq = "Nats-Expected-Last-Subject-Sequence"
 )
 
-// Error codes of a batch the server will not take as a batch at this moment: atomic
-// publish turned off on the stream (an operator, or a server that lost the setting),
-// a batch cut short, too many batches in flight on the stream or on the server.
-const (
-	errCodeAtomicDisabled  jetstream.ErrorCode = 10174
-	errCodeBatchIncomplete jetstream.ErrorCode = 10176
-	errCodeBatchTooMany    jetstream.ErrorCode = 10210
-)
-
 // errNoBatch marks a batch the server would not take as a batch: the caller writes
 // the same changes one compare-and-set at a time instead.
 var errNoBatch = errors.New("kvlease: atomic batch not taken")
@@ -105,8 +96,8 @@ func (s *Store) putBatch(ctx context.Context, b *bucket, ws []write) ([]uint64, 
 	case err == nil:
 	case isConflict(err):
 		return nil, fmt.Errorf("%w: batch %s: %w", errConflict, keys(), err)
-	case natsutil.HasCode(err, errCodeAtomicDisabled), natsutil.HasCode(err, errCodeBatchIncomplete),
-		natsutil.HasCode(err, errCodeBatchTooMany):
+	case natsutil.HasCode(err, natsutil.ErrCodeAtomicDisabled), natsutil.HasCode(err, natsutil.ErrCodeBatchIncomplete),
+		natsutil.HasCode(err, natsutil.ErrCodeBatchTooMany):
 		return nil, fmt.Errorf("%w: batch %s: %w", errNoBatch, keys(), err)
 	default:
 		return nil, fmt.Errorf("kvlease: write batch %s: %w", keys(), err)

@@ -319,10 +319,6 @@ func (s *Store) putInTurn(ctx context.Context, b *bucket, k runKeys, lease lease
 // either may be stored.
 var errUndecided = errors.New("kvlease: claim undecided")
 
-// errCodeWrongLastMsgID is nats-server's answer to a Nats-Expected-Last-Msg-Id that
-// is not the id of the stream's last stored message.
-const errCodeWrongLastMsgID jetstream.ErrorCode = 10070
-
 // putChained writes a first claim's two keys in one round trip: the lease key and
 // the run record, both from revision 0, sent one after the other without waiting.
 // The run record is chained to the lease key: the lease key's message carries a
@@ -383,7 +379,7 @@ func (s *Store) putChained(ctx context.Context, b *bucket, k runKeys, token stri
 		return 0, 0, fmt.Errorf("%w: the lease key was written before", errUndecided)
 	}
 	switch {
-	case natsutil.HasCode(re, errCodeWrongLastMsgID):
+	case natsutil.HasCode(re, natsutil.ErrCodeWrongLastMsgID):
 		// Another write came between the two: the run record alone.
 		s.chainRetries.Add(1)
 		runRev, err = s.put(ctx, b, k.run, run, 0, runTTL)
@@ -524,7 +520,7 @@ func (s *Store) claimBatch(ctx context.Context, b *bucket, k runKeys, in schedul
 		{key: k.lease, value: rec, expect: leaseRev, ttl: lease},
 		{key: k.run, value: next, expect: run.rev, ttl: keepFor(in.Keep, lease, false)},
 	})
-	if errors.Is(err, errNoBatch) && natsutil.HasCode(err, errCodeAtomicDisabled) {
+	if errors.Is(err, errNoBatch) && natsutil.HasCode(err, natsutil.ErrCodeAtomicDisabled) {
 		b.atomic.Store(false) // turned off on the stream: stop trying
 	}
 	if err != nil {

@@ -113,8 +113,8 @@ var errConflict = errors.New("kvlease: revision conflict")
 // sentinel), and kv.Update/Delete wrap ErrKeyRevisionMismatch: check them all.
 func isConflict(err error) bool {
 	return errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) ||
-		natsutil.HasCode(err, jetstream.JSErrCodeStreamWrongLastSequence) ||
-		natsutil.HasCode(err, jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+		natsutil.HasCode(err, natsutil.ErrCodeWrongLastSequence) ||
+		natsutil.HasCode(err, natsutil.ErrCodeWrongLastSequenceInFlight)
 }
 
 // storedRev returns the key's last revision named by the answer to a lost
@@ -122,7 +122,7 @@ func isConflict(err error) bool {
 // answer names none (10164 on a replicated stream, a write that failed otherwise).
 func storedRev(err error) uint64 {
 	var apiErr *jetstream.APIError
-	if !errors.As(err, &apiErr) || apiErr.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequence {
+	if !errors.As(err, &apiErr) || apiErr.ErrorCode != natsutil.ErrCodeWrongLastSequence {
 		return 0
 	}
 	_, num, ok := strings.Cut(apiErr.Description, "wrong last sequence: ")
