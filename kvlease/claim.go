@@ -71,7 +71,7 @@ func (s *Store) claim(ctx context.Context, b *bucket, in scheduler.RunClaim) (sc
 	// record, stored before the purge was sent): done, without a read. A backup's
 	// claim after its watch fired on the holder's finish is this case.
 	// Not for a claim that may reopen a paused slot: that decides from the store.
-	if rec, ok := s.hub.finishedRun(k); ok && !mayReopen(in, rec) {
+	if rec, ok := s.mem.finishedRun(k); ok && !mayReopen(in, rec) {
 		return decided(rec, in.Token), nil
 	}
 	// revision of a lease key this call created
@@ -116,12 +116,12 @@ func (s *Store) claim(ctx context.Context, b *bucket, in scheduler.RunClaim) (sc
 			if run.rec != nil && run.rec.Token == ls.rec.Token {
 				res.Attempt, res.Fence = run.rec.Attempt, run.rec.Fence
 			}
-			s.noteRunning(k, ls, sent)
+			s.mem.noteRunning(k, ls, sent)
 			return res, nil
 
 		case ls.rec != nil && run.rec != nil && run.rec.Token == in.Token:
 			// The same token asking again while it holds the lease.
-			s.remember(k, in.Token, held{
+			s.mem.remember(k, in.Token, held{
 				leaseRev: ls.rev, lease: *ls.rec, runRev: run.rev, run: *run.rec, runWritten: s.localTime(run.created),
 			})
 			return wonResult(run.rec, ls.expires()), nil
@@ -224,7 +224,7 @@ func (s *Store) claim(ctx context.Context, b *bucket, in scheduler.RunClaim) (sc
 			return scheduler.ClaimResult{}, err
 		}
 		leaseRec := leaseRecord{V: recordVersion, Token: in.Token, Instance: in.Instance, LeaseMS: lease.Milliseconds()}
-		s.remember(k, in.Token, held{leaseRev: leaseRev, lease: leaseRec, runRev: runRev, run: next, runWritten: time.Now()})
+		s.mem.remember(k, in.Token, held{leaseRev: leaseRev, lease: leaseRec, runRev: runRev, run: next, runWritten: time.Now()})
 		return wonResult(&next, expires), nil
 	}
 	return scheduler.ClaimResult{}, ErrContention
@@ -244,7 +244,7 @@ func (s *Store) claim(ctx context.Context, b *bucket, in scheduler.RunClaim) (sc
 // unambiguously ahead, and a slot this store has not answered before (a backup's
 // claims of a slot it saw running read first: they find it running or finished).
 func (s *Store) claimBlind(ctx context.Context, b *bucket, k runKeys, in scheduler.RunClaim, lease time.Duration, keepMS int64) (mine uint64, res scheduler.ClaimResult, done bool, err error) {
-	if !s.firstSight(k) || in.TakeoverOnly || in.Overlap == scheduler.OverlapSkip {
+	if !s.mem.firstSight(k) || in.TakeoverOnly || in.Overlap == scheduler.OverlapSkip {
 		return 0, res, false, nil
 	}
 	if !in.Deadline.IsZero() {
@@ -286,7 +286,7 @@ func (s *Store) claimBlind(ctx context.Context, b *bucket, k runKeys, in schedul
 		return rev, res, true, err
 	}
 	expires := s.clock.estimate(time.Now()).Add(lease)
-	s.remember(k, in.Token, held{leaseRev: rev, lease: rec, runRev: runRev, run: next, runWritten: time.Now()})
+	s.mem.remember(k, in.Token, held{leaseRev: rev, lease: rec, runRev: runRev, run: next, runWritten: time.Now()})
 	return rev, wonResult(&next, expires), true, nil
 }
 
@@ -407,12 +407,12 @@ func (s *Store) putChained(ctx context.Context, b *bucket, k runKeys, token stri
 // (one message, where the claim's usual read asks for both keys).
 func (s *Store) holderRunning(ctx context.Context, b *bucket, k runKeys, in scheduler.RunClaim, stored uint64) (scheduler.ClaimResult, bool, error) {
 	if stored > 0 {
-		if u, ok := s.hub.leaseSince(ctx, k.lease, stored, watcherWait); ok {
-			if rec, ok := s.hub.finishedRun(k); ok && !mayReopen(in, rec) {
+		if u, ok := s.mem.leaseSince(ctx, k.lease, stored, watcherWait); ok {
+			if rec, ok := s.mem.finishedRun(k); ok && !mayReopen(in, rec) {
 				return decided(rec, in.Token), true, nil
 			}
 			if u.lease.rec != nil && u.lease.rec.Token != in.Token {
-				s.noteRunning(k, u.lease, u.at)
+				s.mem.noteRunning(k, u.lease, u.at)
 				return scheduler.ClaimResult{Outcome: scheduler.OutcomeRunning, Holder: u.lease.rec.Instance, Expires: u.lease.expires()}, true, nil
 			}
 		}
@@ -425,46 +425,13 @@ func (s *Store) holderRunning(ctx context.Context, b *bucket, k runKeys, in sche
 	if ls.rec == nil || ls.rec.Token == in.Token {
 		return scheduler.ClaimResult{}, false, nil
 	}
-	s.noteRunning(k, ls, sent)
+	s.mem.noteRunning(k, ls, sent)
 	return scheduler.ClaimResult{Outcome: scheduler.OutcomeRunning, Holder: ls.rec.Instance, Expires: ls.expires()}, true, nil
 }
 
 // watcherWait bounds how long a lost blind claim waits for the shared watcher to
 // deliver the write it lost to, before reading the lease key instead.
 const watcherWait = 250 * time.Millisecond
-
-// firstSight reports whether this store answers a claim of k's slot for the first
-// time (within the last sightTTL), and remembers it.
-func (s *Store) firstSight(k runKeys) bool {
-	now := time.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.sighted == nil {
-		s.sighted = make(map[string]time.Time)
-	}
-	if at, ok := s.sighted[k.lease]; ok && now.Sub(at) < sightTTL {
-		return false
-	}
-	if len(s.sighted) >= maxSighted {
-		for key, at := range s.sighted {
-			if now.Sub(at) >= sightTTL {
-				delete(s.sighted, key)
-			}
-		}
-		if len(s.sighted) >= maxSighted {
-			clear(s.sighted) // only a hint: a slot seen again is claimed blind once more
-		}
-	}
-	s.sighted[k.lease] = now
-	return true
-}
-
-// The slots a store has answered claims of, remembered so that its later claims of
-// them read first.
-const (
-	sightTTL   = 10 * time.Minute
-	maxSighted = 1 << 16
-)
 
 // nextRun is the run record that makes in.Token the holder of a run whose record
 // is prev (nil for a first claim): attempt 1, or attempt+1 naming the previous
@@ -527,7 +494,7 @@ func (s *Store) claimBatch(ctx context.Context, b *bucket, k runKeys, in schedul
 		return scheduler.ClaimResult{}, err
 	}
 	expires := s.clock.estimate(time.Now()).Add(lease)
-	s.remember(k, in.Token, held{leaseRev: revs[0], lease: rec, runRev: revs[1], run: next, runWritten: time.Now()})
+	s.mem.remember(k, in.Token, held{leaseRev: revs[0], lease: rec, runRev: revs[1], run: next, runWritten: time.Now()})
 	return wonResult(&next, expires), nil
 }
 

@@ -50,19 +50,13 @@ type Store struct {
 	// alone because another write came between the two (for tests).
 	chainRetries atomic.Int64
 
-	mu       sync.Mutex
-	held     map[heldKey]*held // leases won through this store, by (lease key, token)
-	closed   bool
+	// mem is what the store remembers between calls: hints, never decisions.
+	mem      memory
 	watchers sync.WaitGroup
-	hub      watchHub
+
+	mu sync.Mutex
 	// clockCall is the server-time reading in flight, if any (guarded by mu).
 	clockCall *clockCall
-	// hints are the live leases Claims answered running with, by lease key: the
-	// baselines of the watches backups start next (guarded by mu).
-	hints map[string]hint
-	// sighted are the lease keys of the slots this store answered claims of, with
-	// when (guarded by mu).
-	sighted map[string]time.Time
 
 	done   context.Context // canceled by Close
 	cancel context.CancelFunc
@@ -114,7 +108,7 @@ func New(js jetstream.JetStream, opts ...Option) (*Store, error) {
 	if err := option.Apply(&o, opts); err != nil {
 		return nil, err
 	}
-	s := &Store{js: js, opts: o, held: make(map[heldKey]*held), direct: natsutil.NewDirectReader(js), claims: make(chan struct{}, o.inFlight)}
+	s := &Store{js: js, opts: o, direct: natsutil.NewDirectReader(js), claims: make(chan struct{}, o.inFlight)}
 	s.done, s.cancel = context.WithCancel(context.Background())
 	return s, nil
 }
@@ -127,9 +121,6 @@ func (s *Store) Bucket() string { return s.opts.bucket }
 // ErrClosed afterwards; claims read their keys one at a time; the other methods keep
 // working, the store holds nothing else. Close is safe to call more than once.
 func (s *Store) Close() {
-	s.mu.Lock()
-	s.closed = true
-	s.mu.Unlock()
 	s.cancel()
 	s.watchers.Wait()
 	s.direct.Close()
