@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -41,15 +40,6 @@ const (
 // the same changes one compare-and-set at a time instead.
 var errNoBatch = errors.New("kvlease: atomic batch not taken")
 
-// write is one compare-and-set of a batch: a value (or a purge) of key, expected at
-// revision expect (0: nothing stored), kept for ttl.
-type write struct {
-	key    string
-	value  any // nil for a purge
-	expect uint64
-	ttl    time.Duration
-}
-
 // putBatch writes ws in one atomic batch and returns the revision of each, in
 // order. A lost compare-and-set on any key stores nothing and returns an error
 // matching errConflict; a batch the server does not take, one matching errNoBatch.
@@ -63,7 +53,7 @@ func (s *Store) putBatch(ctx context.Context, b *bucket, ws []write) ([]uint64, 
 			m = purgeMsg(b, w.key, w.expect, w.ttl, nil)
 		} else {
 			var err error
-			if m, err = putMsg(b, w.key, w.value, w.expect, w.ttl); err != nil {
+			if m, err = putMsg(b, w); err != nil {
 				return nil, err
 			}
 		}

@@ -187,7 +187,7 @@ func (s *Store) claim(ctx context.Context, b *bucket, in scheduler.RunClaim) (sc
 			if in.Overlap == scheduler.OverlapSkip && s.overlapHook != nil {
 				s.overlapHook(in.Job, in.Slot, false)
 			}
-			rev, err := s.put(ctx, b, k.lease, rec, ls.rev, lease)
+			rev, err := s.put(ctx, b, write{key: k.lease, value: rec, expect: ls.rev, ttl: lease})
 			if errors.Is(err, errConflict) {
 				continue
 			}
@@ -216,7 +216,7 @@ func (s *Store) claim(ctx context.Context, b *bucket, in scheduler.RunClaim) (sc
 		if err != nil {
 			return scheduler.ClaimResult{}, err
 		}
-		runRev, err := s.put(ctx, b, k.run, next, run.rev, keepFor(in.Keep, lease, false))
+		runRev, err := s.put(ctx, b, write{key: k.run, value: next, expect: run.rev, ttl: keepFor(in.Keep, lease, false)})
 		if errors.Is(err, errConflict) {
 			continue // the run changed (finished, or another holder wrote it): decide again
 		}
@@ -304,11 +304,11 @@ const maxChained = 4
 // putInTurn writes a first claim's two keys one after the other, each from
 // revision 0, and answers as putChained does.
 func (s *Store) putInTurn(ctx context.Context, b *bucket, k runKeys, lease leaseRecord, leaseTTL time.Duration, run runRecord, runTTL time.Duration) (leaseRev, runRev uint64, err error) {
-	leaseRev, err = s.put(ctx, b, k.lease, lease, 0, leaseTTL)
+	leaseRev, err = s.put(ctx, b, write{key: k.lease, value: lease, ttl: leaseTTL})
 	if err != nil {
 		return 0, 0, err
 	}
-	runRev, err = s.put(ctx, b, k.run, run, 0, runTTL)
+	runRev, err = s.put(ctx, b, write{key: k.run, value: run, ttl: runTTL})
 	if err != nil {
 		return leaseRev, 0, err
 	}
@@ -341,11 +341,11 @@ var errUndecided = errors.New("kvlease: claim undecided")
 //   - an error matching errUndecided: a write went unanswered;
 //   - any other error as put returns it.
 func (s *Store) putChained(ctx context.Context, b *bucket, k runKeys, token string, lease leaseRecord, leaseTTL time.Duration, run runRecord, runTTL time.Duration) (leaseRev, runRev uint64, err error) {
-	lm, err := putMsg(b, k.lease, lease, 0, leaseTTL)
+	lm, err := putMsg(b, write{key: k.lease, value: lease, ttl: leaseTTL})
 	if err != nil {
 		return 0, 0, err
 	}
-	rm, err := putMsg(b, k.run, run, 0, runTTL)
+	rm, err := putMsg(b, write{key: k.run, value: run, ttl: runTTL})
 	if err != nil {
 		return 0, 0, err
 	}
@@ -382,7 +382,7 @@ func (s *Store) putChained(ctx context.Context, b *bucket, k runKeys, token stri
 	case natsutil.HasCode(re, natsutil.ErrCodeWrongLastMsgID):
 		// Another write came between the two: the run record alone.
 		s.chainRetries.Add(1)
-		runRev, err = s.put(ctx, b, k.run, run, 0, runTTL)
+		runRev, err = s.put(ctx, b, write{key: k.run, value: run, ttl: runTTL})
 		return leaseRev, runRev, err
 	case isConflict(re):
 		return leaseRev, 0, fmt.Errorf("%w: %s at revision 0: %w", errConflict, k.run, re)
@@ -506,7 +506,7 @@ func (s *Store) storeDecision(ctx context.Context, b *bucket, k runKeys, in sche
 		V: recordVersion, Job: in.Job, SlotMS: in.Slot.UnixMilli(), Token: in.Token, Instance: in.Instance,
 		Attempt: 1, State: stateFinished, Status: status, LeaseMS: lease.Milliseconds(), KeepMS: keepMS,
 	}
-	if _, err := s.put(ctx, b, k.run, rec, runRev, keepFor(in.Keep, lease, true)); err != nil {
+	if _, err := s.put(ctx, b, write{key: k.run, value: rec, expect: runRev, ttl: keepFor(in.Keep, lease, true)}); err != nil {
 		return scheduler.ClaimResult{}, err
 	}
 	return decided(&rec, in.Token), nil

@@ -24,7 +24,7 @@ func WriteLeaseForTest(ctx context.Context, s *Store, job string, slot time.Time
 		return err
 	}
 	k := keysFor(job, slot)
-	_, err = s.put(ctx, b, k.lease, leaseRecord{V: recordVersion, Token: token, Instance: "i-" + token, LeaseMS: 60_000}, 0, time.Minute)
+	_, err = s.put(ctx, b, write{key: k.lease, value: leaseRecord{V: recordVersion, Token: token, Instance: "i-" + token, LeaseMS: 60_000}, ttl: time.Minute})
 	return err
 }
 

@@ -47,7 +47,7 @@ func (s *Store) Heartbeat(ctx context.Context, job string, slot time.Time, token
 		cached = false
 		rec := h.lease
 		rec.LeaseMS = ttl.Milliseconds()
-		rev, err := s.put(ctx, b, k.lease, rec, h.leaseRev, ttl)
+		rev, err := s.put(ctx, b, write{key: k.lease, value: rec, expect: h.leaseRev, ttl: ttl})
 		if errors.Is(err, errConflict) {
 			continue // expired, taken over, or a concurrent heartbeat: read and judge
 		}
@@ -78,7 +78,7 @@ func (s *Store) refreshRun(ctx context.Context, b *bucket, k runKeys, token stri
 	if time.Since(h.runWritten) < ttl/2 {
 		return
 	}
-	rev, err := s.put(ctx, b, k.run, h.run, h.runRev, ttl)
+	rev, err := s.put(ctx, b, write{key: k.run, value: h.run, expect: h.runRev, ttl: ttl})
 	if err != nil {
 		h.runRev = 0
 		return
@@ -151,7 +151,7 @@ func (s *Store) Finish(ctx context.Context, job string, slot time.Time, token st
 			cached = false
 			continue // read the run record again: it may be finished, or another's
 		}
-		_, err := s.put(ctx, b, k.run, next, run.rev, keep)
+		_, err := s.put(ctx, b, write{key: k.run, value: next, expect: run.rev, ttl: keep})
 		if errors.Is(err, errConflict) {
 			continue
 		}
