@@ -44,11 +44,6 @@ type Store struct {
 	direct *natsutil.DirectReader
 	// claims holds a token per claim at the server (WithMaxClaimsInFlight).
 	claims chan struct{}
-	// blindInFlight counts the first claims writing their keys now (see maxChained).
-	blindInFlight atomic.Int32
-	// chainRetries counts chained claims whose run record was written again
-	// alone because another write came between the two (for tests).
-	chainRetries atomic.Int64
 
 	// mem is what the store remembers between calls: hints, never decisions.
 	mem      memory
@@ -82,7 +77,7 @@ type bucket struct {
 	// both of a run's keys in one request (its only replica is its leader).
 	direct bool
 	// chain: the bucket has one replica, so a first claim may send its two writes
-	// chained (putChained). Never on a replicated bucket: nats-server 2.15.3 checks
+	// chained (pair.go). Never on a replicated bucket: nats-server 2.15.3 checks
 	// Nats-Expected-Last-Msg-Id there only when it applies the message, and a
 	// mismatch found then stops the stream from applying anything more (every
 	// request answers 10008 afterwards; TestReplicatedClaimsAreNotChained).
@@ -90,6 +85,8 @@ type bucket struct {
 	// atomic: the bucket's stream takes atomic batch publishes (claims and finishes
 	// write both keys in one batch). Turned off when the server refuses one.
 	atomic atomic.Bool
+	// pairs writes a claim's lease key and run record (pair.go), picked at Init.
+	pairs pairWriter
 }
 
 func (b *bucket) subject(key string) string { return b.prefix + key }
