@@ -3,6 +3,7 @@ package jetstream
 import (
 	"context"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -163,4 +164,39 @@ func BenchmarkRawClaimPublish(b *testing.B) {
 			}
 		})
 	})
+}
+
+// BenchmarkHistory reads the newest 10 and 100 runs of a job holding 120 finished
+// runs (a claim and a result each) over an in-process connection: a stream state
+// request, batched direct gets, and the decoding of every record read.
+//
+//	go test -run '^$' -bench History -benchmem ./jetstream/
+func BenchmarkHistory(b *testing.B) {
+	js := connect(b, startServer(b, embedded.Options{}))
+	backend := newBackend(b, js)
+	ctx := context.Background()
+	job := jobName("bench-history")
+	require.NoError(b, backend.PrepareJob(ctx, scheduler.JobLimits{Job: job, Retention: scheduler.Retention{Size: 240}}))
+	const runs = 120
+	for i := range runs {
+		in := claimIn(job, slot(i), token(), "bench")
+		in.HistorySize = 2 * runs
+		won, err := backend.Claim(ctx, in)
+		require.NoError(b, err)
+		require.True(b, won)
+		now := time.Now()
+		require.NoError(b, backend.SaveResult(ctx, job, scheduler.StoredResult{
+			Slot: in.Slot, Token: in.Token, Instance: in.Instance, Attempt: 1, Status: scheduler.StatusOK, StartedAt: now, FinishedAt: now,
+		}, scheduler.Retention{Size: 2 * runs}))
+	}
+	for _, limit := range []int{10, 100} {
+		b.Run(strconv.Itoa(limit), func(b *testing.B) {
+			timed(b, func(int) {
+				recs, err := backend.History(ctx, job, limit)
+				if err != nil || len(recs) != limit {
+					b.Fatalf("History(%d): %d records, %v", limit, len(recs), err)
+				}
+			})
+		})
+	}
 }

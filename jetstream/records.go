@@ -164,11 +164,11 @@ func historyTTL(ms int64) time.Duration {
 }
 
 // parseClaim reads and checks the body of a claim record of job, with the fields
-// History does not show (the leased flag). fastClaim reads it, or encoding/json when
-// fastClaim cannot tell (decode.go).
+// History does not show (the leased flag). strictClaim reads it when this package
+// wrote it, encoding/json otherwise (decode.go).
 func parseClaim(job string, data []byte) (claimRecord, error) {
 	var c claimRecord
-	if !fastClaim(data, &c) {
+	if !strictClaim(data, &c) {
 		var err error
 		if c, err = jsonRecord[claimRecord](data); err != nil {
 			return claimRecord{}, err
@@ -187,11 +187,11 @@ func parseClaim(job string, data []byte) (claimRecord, error) {
 	return c, nil
 }
 
-// decodeResult reads a result record of job: with fastResult, or encoding/json when
-// fastResult cannot tell (decode.go).
+// decodeResult reads a result record of job: with strictResult when this package
+// wrote it, encoding/json otherwise (decode.go).
 func decodeResult(job string, data []byte) (scheduler.StoredResult, error) {
 	var r resultRecord
-	if !fastResult(data, &r) {
+	if !strictResult(data, &r) {
 		var err error
 		if r, err = jsonRecord[resultRecord](data); err != nil {
 			return scheduler.StoredResult{}, err
@@ -221,7 +221,7 @@ func decodeResult(job string, data []byte) (scheduler.StoredResult, error) {
 	}, nil
 }
 
-// jsonRecord reads a record with encoding/json: what the fast readers leave to it.
+// jsonRecord reads a record with encoding/json: what the strict readers leave to it.
 // (A function of its own: the record json.Unmarshal is given goes to the heap.)
 func jsonRecord[T claimRecord | resultRecord](data []byte) (T, error) {
 	var rec T

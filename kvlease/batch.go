@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -37,27 +36,9 @@ const (
 	expectedSeq = "Nats-Expected-Last-Subject-Sequence"
 )
 
-// Error codes of a batch the server will not take as a batch at this moment: atomic
-// publish turned off on the stream (an operator, or a server that lost the setting),
-// a batch cut short, too many batches in flight on the stream or on the server.
-const (
-	errCodeAtomicDisabled  jetstream.ErrorCode = 10174
-	errCodeBatchIncomplete jetstream.ErrorCode = 10176
-	errCodeBatchTooMany    jetstream.ErrorCode = 10210
-)
-
 // errNoBatch marks a batch the server would not take as a batch: the caller writes
 // the same changes one compare-and-set at a time instead.
 var errNoBatch = errors.New("kvlease: atomic batch not taken")
-
-// write is one compare-and-set of a batch: a value (or a purge) of key, expected at
-// revision expect (0: nothing stored), kept for ttl.
-type write struct {
-	key    string
-	value  any // nil for a purge
-	expect uint64
-	ttl    time.Duration
-}
 
 // putBatch writes ws in one atomic batch and returns the revision of each, in
 // order. A lost compare-and-set on any key stores nothing and returns an error
@@ -72,7 +53,7 @@ func (s *Store) putBatch(ctx context.Context, b *bucket, ws []write) ([]uint64, 
 			m = purgeMsg(b, w.key, w.expect, w.ttl, nil)
 		} else {
 			var err error
-			if m, err = putMsg(b, w.key, w.value, w.expect, w.ttl); err != nil {
+			if m, err = putMsg(b, w); err != nil {
 				return nil, err
 			}
 		}
@@ -105,8 +86,8 @@ func (s *Store) putBatch(ctx context.Context, b *bucket, ws []write) ([]uint64, 
 	case err == nil:
 	case isConflict(err):
 		return nil, fmt.Errorf("%w: batch %s: %w", errConflict, keys(), err)
-	case natsutil.HasCode(err, errCodeAtomicDisabled), natsutil.HasCode(err, errCodeBatchIncomplete),
-		natsutil.HasCode(err, errCodeBatchTooMany):
+	case natsutil.HasCode(err, natsutil.ErrCodeAtomicDisabled), natsutil.HasCode(err, natsutil.ErrCodeBatchIncomplete),
+		natsutil.HasCode(err, natsutil.ErrCodeBatchTooMany):
 		return nil, fmt.Errorf("%w: batch %s: %w", errNoBatch, keys(), err)
 	default:
 		return nil, fmt.Errorf("kvlease: write batch %s: %w", keys(), err)

@@ -7,15 +7,17 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
+
+	"github.com/anarchon/anarchon/internal/natsutil"
 )
 
 // Every way the server and nats.go report a lost compare-and-set is a conflict: on a
 // single server 10071, on a replicated stream also 10164, wrapped or not.
 func TestIsConflict(t *testing.T) {
 	for name, err := range map[string]error{
-		"10071":                  &jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamWrongLastSequence},
-		"10164 (replicated)":     &jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamWrongLastSequenceConstant},
-		"wrapped 10164":          fmt.Errorf("publish: %w", &jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamWrongLastSequenceConstant}),
+		"10071":                  &jetstream.APIError{Code: 400, ErrorCode: natsutil.ErrCodeWrongLastSequence},
+		"10164 (replicated)":     &jetstream.APIError{Code: 400, ErrorCode: natsutil.ErrCodeWrongLastSequenceInFlight},
+		"wrapped 10164":          fmt.Errorf("publish: %w", &jetstream.APIError{Code: 400, ErrorCode: natsutil.ErrCodeWrongLastSequenceInFlight}),
 		"ErrKeyRevisionMismatch": fmt.Errorf("x: %w", jetstream.ErrKeyRevisionMismatch),
 		"ErrKeyExists":           jetstream.ErrKeyExists,
 	} {

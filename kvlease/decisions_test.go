@@ -16,13 +16,17 @@ import (
 	"github.com/anarchon/anarchon/scheduler"
 )
 
-// put writes a raw value to key in bucket b, as a writer of this or another version
-// would, creating the key (expected last sequence 0), with a TTL when ttl > 0.
-func put(t *testing.T, js jetstream.JetStream, b, key string, v any, ttl time.Duration) {
+// bucketKey is a key of a bucket.
+type bucketKey struct{ bucket, key string }
+
+// put writes a raw value to a key (bucketKey names it), as a writer of this or
+// another version would, creating the key (expected last sequence 0), with a TTL
+// when ttl > 0.
+func put(t *testing.T, js jetstream.JetStream, key bucketKey, v any, ttl time.Duration) {
 	t.Helper()
 	data, err := json.Marshal(v)
 	require.NoError(t, err)
-	m := nats.NewMsg("$KV." + b + "." + key)
+	m := nats.NewMsg("$KV." + key.bucket + "." + key.key)
 	m.Data = data
 	opts := []jetstream.PublishOpt{jetstream.WithExpectLastSequencePerSubject(0)}
 	if ttl > 0 {
@@ -59,7 +63,7 @@ func TestOrphanLeaseKeyIsDecided(t *testing.T) {
 
 	t.Run("taken while the deadline allows", func(t *testing.T) {
 		job, slot := "orphan "+token(), time.UnixMilli(1_900_000_000_000)
-		put(t, js, bucket, leaseKey(job, slot), orphan, time.Second)
+		put(t, js, bucketKey{bucket, leaseKey(job, slot)}, orphan, time.Second)
 		in := claimOf(job, slot, token(), 2*time.Second)
 		running := mustClaim(t, s, in, scheduler.OutcomeRunning)
 		assert.Equal(t, "dead", running.Holder)
@@ -69,7 +73,7 @@ func TestOrphanLeaseKeyIsDecided(t *testing.T) {
 	})
 	t.Run("stored late past the deadline", func(t *testing.T) {
 		job, slot := "orphan "+token(), time.UnixMilli(1_900_000_000_000)
-		put(t, js, bucket, leaseKey(job, slot), orphan, time.Second)
+		put(t, js, bucketKey{bucket, leaseKey(job, slot)}, orphan, time.Second)
 		in := claimOf(job, slot, token(), 2*time.Second)
 		in.Deadline = time.Now().Add(-time.Second)
 		res := claimAfterExpiry(t, s, in)
@@ -136,7 +140,7 @@ func TestRunRecordFromANewerVersion(t *testing.T) {
 	js := singleJS(t)
 	s := newStore(t, js, kvlease.WithBucket(bucket))
 	job, slot := "newer "+token(), time.UnixMilli(1_900_000_000_000)
-	put(t, js, bucket, runKey(job, slot), map[string]any{
+	put(t, js, bucketKey{bucket, runKey(job, slot)}, map[string]any{
 		"v": 7, "job": job, "slot_ms": slot.UnixMilli(), "token": "t-new", "instance": "v7", "attempt": 1,
 		"fence": 42, "state": "parked", "status": "parked", "lease_ms": 1000, "keep_ms": 3600000,
 		"parked_by": "operator", "labels": map[string]string{"team": "ops"},

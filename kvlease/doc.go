@@ -155,6 +155,16 @@
 // claim of the slot is answered done from what the watcher saw, without a request:
 // a finished record is final, and it was stored before the purge was sent.
 //
+// # Where the code is
+//
+// claim.go is the decision above, one function per case (decidedRun, running,
+// wonAgain, resume, take); blind.go the first claim written before reading;
+// pair.go the lease key's and run record's two writes, by the strategy Init picks
+// for the bucket (batched with WithAtomicBatches, else chained on a single replica,
+// else in turn); overlap.go the looks at a job's other slots; memory.go what a
+// store remembers between calls (held leases, running hints, sightings, and the
+// shared watcher of watch.go).
+//
 // # Guides
 //
 // [Leases] gives the rules every run store follows, and [Backends] the bucket's

@@ -14,7 +14,12 @@ var (
 
 // ChainRetriesForTest reports how many of s's chained claims wrote their run record
 // again alone.
-func ChainRetriesForTest(s *Store) int64 { return s.chainRetries.Load() }
+func ChainRetriesForTest(s *Store) int64 {
+	if c, ok := s.b.Load().pairs.(*chained); ok {
+		return c.retries.Load()
+	}
+	return 0
+}
 
 // WriteLeaseForTest writes only the lease key of (job, slot) for token, from
 // revision 0: a claimer that died between its two writes.
@@ -24,7 +29,7 @@ func WriteLeaseForTest(ctx context.Context, s *Store, job string, slot time.Time
 		return err
 	}
 	k := keysFor(job, slot)
-	_, err = s.put(ctx, b, k.lease, leaseRecord{V: recordVersion, Token: token, Instance: "i-" + token, LeaseMS: 60_000}, 0, time.Minute)
+	_, err = s.put(ctx, b, write{key: k.lease, value: leaseRecord{V: recordVersion, Token: token, Instance: "i-" + token, LeaseMS: 60_000}, ttl: time.Minute})
 	return err
 }
 
@@ -39,7 +44,10 @@ func PutChainedForTest(ctx context.Context, s *Store, job string, slot time.Time
 	k := keysFor(job, slot)
 	rec := leaseRecord{V: recordVersion, Token: token, Instance: "i-" + token, LeaseMS: 60_000}
 	run := runRecord{V: recordVersion, Job: job, SlotMS: slot.UnixMilli(), Token: token, Instance: "i-" + token, Attempt: 1, Fence: 1, State: stateRunning, LeaseMS: 60_000, KeepMS: 3_600_000}
-	leaseRev, runRev, err = s.putChained(ctx, b, k, token, rec, time.Minute, run, time.Hour)
+	w := &chained{inTurn: inTurn{s: s, b: b}}
+	leaseRev, runRev, err = w.chain(ctx, pair{
+		lease: write{key: k.lease, value: rec, ttl: time.Minute}, run: write{key: k.run, value: run, ttl: time.Hour}, token: token, blind: true,
+	})
 	return leaseRev, runRev, errors.Is(err, errConflict), errors.Is(err, errUndecided), err
 }
 

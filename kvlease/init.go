@@ -69,6 +69,7 @@ func (s *Store) Init(ctx context.Context) error {
 	cfg := res.Stream.CachedInfo().Config
 	nb := &bucket{kv: kv, stream: res.Stream, prefix: "$KV." + s.opts.bucket + ".", direct: cfg.AllowDirect && cfg.Replicas <= 1, chain: cfg.Replicas <= 1}
 	nb.atomic.Store(cfg.AllowAtomicPublish && s.opts.batches)
+	nb.pairs = s.pairWriterFor(nb)
 	s.b.Store(nb)
 	return nil
 }

@@ -113,8 +113,8 @@ var errConflict = errors.New("kvlease: revision conflict")
 // sentinel), and kv.Update/Delete wrap ErrKeyRevisionMismatch: check them all.
 func isConflict(err error) bool {
 	return errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) ||
-		natsutil.HasCode(err, jetstream.JSErrCodeStreamWrongLastSequence) ||
-		natsutil.HasCode(err, jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+		natsutil.HasCode(err, natsutil.ErrCodeWrongLastSequence) ||
+		natsutil.HasCode(err, natsutil.ErrCodeWrongLastSequenceInFlight)
 }
 
 // storedRev returns the key's last revision named by the answer to a lost
@@ -122,7 +122,7 @@ func isConflict(err error) bool {
 // answer names none (10164 on a replicated stream, a write that failed otherwise).
 func storedRev(err error) uint64 {
 	var apiErr *jetstream.APIError
-	if !errors.As(err, &apiErr) || apiErr.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequence {
+	if !errors.As(err, &apiErr) || apiErr.ErrorCode != natsutil.ErrCodeWrongLastSequence {
 		return 0
 	}
 	_, num, ok := strings.Cut(apiErr.Description, "wrong last sequence: ")
@@ -145,12 +145,21 @@ func backoff(ctx context.Context, try int) error {
 	return natsutil.ContentionBackoff.Wait(ctx, try-1)
 }
 
-// put writes v to key if the key's last revision is still expect (0: nothing
-// stored), with a per-message TTL. kv.Update cannot carry a TTL (and so would make
-// the key permanent), hence the publish with both headers. A lost race returns an
-// error matching errConflict.
-func (s *Store) put(ctx context.Context, b *bucket, key string, v any, expect uint64, ttl time.Duration) (uint64, error) {
-	m, err := putMsg(b, key, v, expect, ttl)
+// write is one compare-and-set: a value (or, in a batch, a purge) of key, expected
+// at revision expect (0: nothing stored), kept for ttl.
+type write struct {
+	key    string
+	value  any // nil for a purge
+	expect uint64
+	ttl    time.Duration
+}
+
+// put stores w by compare-and-set and returns the key's new revision, with a
+// per-message TTL. kv.Update cannot carry a TTL (and so would make the key
+// permanent), hence the publish with both headers. A lost race returns an error
+// matching errConflict.
+func (s *Store) put(ctx context.Context, b *bucket, w write) (uint64, error) {
+	m, err := putMsg(b, w)
 	if err != nil {
 		return 0, err
 	}
@@ -161,25 +170,25 @@ func (s *Store) put(ctx context.Context, b *bucket, key string, v any, expect ui
 	})
 	if err != nil {
 		if isConflict(err) {
-			return 0, fmt.Errorf("%w: %s at revision %d: %w", errConflict, key, expect, err)
+			return 0, fmt.Errorf("%w: %s at revision %d: %w", errConflict, w.key, w.expect, err)
 		}
-		return 0, fmt.Errorf("kvlease: write %s: %w", key, err)
+		return 0, fmt.Errorf("kvlease: write %s: %w", w.key, err)
 	}
 	return ack.Sequence, nil
 }
 
-// putMsg is the message of put: v on key's subject, written if the key's last
-// revision is still expect, kept for ttl.
-func putMsg(b *bucket, key string, v any, expect uint64, ttl time.Duration) (*nats.Msg, error) {
-	data, err := json.Marshal(v)
+// putMsg is the message of put: w's value on its key's subject, stored if the key's
+// last revision is still w.expect, kept for w.ttl.
+func putMsg(b *bucket, w write) (*nats.Msg, error) {
+	data, err := json.Marshal(w.value)
 	if err != nil {
-		return nil, fmt.Errorf("kvlease: encode %s: %w", key, err)
+		return nil, fmt.Errorf("kvlease: encode %s: %w", w.key, err)
 	}
-	m := nats.NewMsg(b.subject(key))
+	m := nats.NewMsg(b.subject(w.key))
 	m.Data = data
-	m.Header.Set(expectedSeq, strconv.FormatUint(expect, 10))
-	if ttl > 0 {
-		m.Header.Set(jetstream.MsgTTLHeader, natsutil.TTLHeader(ttl))
+	m.Header.Set(expectedSeq, strconv.FormatUint(w.expect, 10))
+	if w.ttl > 0 {
+		m.Header.Set(jetstream.MsgTTLHeader, natsutil.TTLHeader(w.ttl))
 	}
 	return m, nil
 }

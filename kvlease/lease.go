@@ -28,7 +28,7 @@ func (s *Store) Heartbeat(ctx context.Context, job string, slot time.Time, token
 	}
 	k := keysFor(job, slot)
 	ttl := natsutil.TTL(lease)
-	h, cached := s.recall(k, token)
+	h, cached := s.mem.recall(k, token)
 	for try := 0; try < maxTries; try++ {
 		if err := backoff(ctx, try); err != nil {
 			return err
@@ -39,7 +39,7 @@ func (s *Store) Heartbeat(ctx context.Context, job string, slot time.Time, token
 				return err
 			}
 			if ls.rec == nil || ls.rec.Token != token {
-				s.forget(k, token)
+				s.mem.forget(k, token)
 				return fmt.Errorf("%w: %s", scheduler.ErrLeaseLost, backendutil.DescribeRun(job, slot))
 			}
 			h = held{leaseRev: ls.rev, lease: *ls.rec}
@@ -47,7 +47,7 @@ func (s *Store) Heartbeat(ctx context.Context, job string, slot time.Time, token
 		cached = false
 		rec := h.lease
 		rec.LeaseMS = ttl.Milliseconds()
-		rev, err := s.put(ctx, b, k.lease, rec, h.leaseRev, ttl)
+		rev, err := s.put(ctx, b, write{key: k.lease, value: rec, expect: h.leaseRev, ttl: ttl})
 		if errors.Is(err, errConflict) {
 			continue // expired, taken over, or a concurrent heartbeat: read and judge
 		}
@@ -56,7 +56,7 @@ func (s *Store) Heartbeat(ctx context.Context, job string, slot time.Time, token
 		}
 		h.leaseRev, h.lease = rev, rec
 		s.refreshRun(ctx, b, k, token, &h)
-		s.remember(k, token, h)
+		s.mem.remember(k, token, h)
 		return nil
 	}
 	return fmt.Errorf("kvlease: heartbeat %s: %w", backendutil.DescribeRun(job, slot), ErrContention)
@@ -78,7 +78,7 @@ func (s *Store) refreshRun(ctx context.Context, b *bucket, k runKeys, token stri
 	if time.Since(h.runWritten) < ttl/2 {
 		return
 	}
-	rev, err := s.put(ctx, b, k.run, h.run, h.runRev, ttl)
+	rev, err := s.put(ctx, b, write{key: k.run, value: h.run, expect: h.runRev, ttl: ttl})
 	if err != nil {
 		h.runRev = 0
 		return
@@ -104,7 +104,7 @@ func (s *Store) Finish(ctx context.Context, job string, slot time.Time, token st
 		return err
 	}
 	k := keysFor(job, slot)
-	h, cached := s.recall(k, token)
+	h, cached := s.mem.recall(k, token)
 	cached = cached && h.runRev != 0
 	batch := cached
 	for try := 0; try < maxTries; try++ {
@@ -120,10 +120,10 @@ func (s *Store) Finish(ctx context.Context, job string, slot time.Time, token st
 		cached = false
 		switch {
 		case run.rec == nil || run.rec.Token != token:
-			s.forget(k, token)
+			s.mem.forget(k, token)
 			return fmt.Errorf("%w: %s", scheduler.ErrStaleToken, backendutil.DescribeRun(job, slot))
 		case run.rec.finished():
-			s.forget(k, token)
+			s.mem.forget(k, token)
 			return nil
 		}
 		next := *run.rec
@@ -142,7 +142,7 @@ func (s *Store) Finish(ctx context.Context, job string, slot time.Time, token st
 				{key: k.lease, expect: h.leaseRev, ttl: markerTTL},
 			})
 			if err == nil {
-				s.forget(k, token)
+				s.mem.forget(k, token)
 				return nil
 			}
 			if !errors.Is(err, errConflict) && !errors.Is(err, errNoBatch) {
@@ -151,7 +151,7 @@ func (s *Store) Finish(ctx context.Context, job string, slot time.Time, token st
 			cached = false
 			continue // read the run record again: it may be finished, or another's
 		}
-		_, err := s.put(ctx, b, k.run, next, run.rev, keep)
+		_, err := s.put(ctx, b, write{key: k.run, value: next, expect: run.rev, ttl: keep})
 		if errors.Is(err, errConflict) {
 			continue
 		}
@@ -163,7 +163,7 @@ func (s *Store) Finish(ctx context.Context, job string, slot time.Time, token st
 		} else {
 			_ = s.endLease(ctx, b, k, token, 0) // best effort: it expires anyway
 		}
-		s.forget(k, token)
+		s.mem.forget(k, token)
 		return nil
 	}
 	return fmt.Errorf("kvlease: finish %s: %w", backendutil.DescribeRun(job, slot), ErrContention)
@@ -180,8 +180,8 @@ func (s *Store) Release(ctx context.Context, job string, slot time.Time, token s
 		return err
 	}
 	k := keysFor(job, slot)
-	h, _ := s.recall(k, token)
-	defer s.forget(k, token)
+	h, _ := s.mem.recall(k, token)
+	defer s.mem.forget(k, token)
 	if err := s.endLease(ctx, b, k, token, h.leaseRev); err != nil {
 		return fmt.Errorf("kvlease: release %s: %w", backendutil.DescribeRun(job, slot), err)
 	}

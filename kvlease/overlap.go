@@ -47,48 +47,49 @@ import (
 // backOff is the second look: after this claim stored the lease key of an
 // overlap-forbidden job's slot at revision rev, it checks that no other slot of
 // the job holds the job (otherBusy, with rev). If one does, it gives the lease key
-// up and answers as the claim would have without it: a first claim stores the slot
-// skipped, a takeover waits (running).
-func (s *Store) backOff(ctx context.Context, b *bucket, k runKeys, in scheduler.RunClaim, run runEntry, rev uint64, lease time.Duration, keepMS int64) (scheduler.ClaimResult, bool, error) {
-	busy, err := s.otherBusy(ctx, b, in.Job, in.Slot, true, rev)
+// up and answers as the claim would have without it (backedOff): a first claim
+// stores the slot skipped, a takeover waits (running).
+func (c *claiming) backOff(ctx context.Context, run runEntry, rev uint64) (res scheduler.ClaimResult, backedOff bool, err error) {
+	busy, err := c.otherBusy(ctx, true, rev)
 	if err != nil || !busy {
-		return scheduler.ClaimResult{}, false, err
+		return res, false, err
 	}
-	if err := s.purge(ctx, b, k.lease, rev); err != nil && !errors.Is(err, errConflict) {
-		return scheduler.ClaimResult{}, true, err
+	if err := c.s.purge(ctx, c.b, c.k.lease, rev); err != nil && !errors.Is(err, errConflict) {
+		return res, true, err
 	}
 	if run.rec != nil {
 		return waiting(run.rec), true, nil
 	}
-	res, err := s.storeDecision(ctx, b, k, in, run.rev, scheduler.StatusSkipped, lease, keepMS)
+	res, err = c.storeDecision(ctx, run.rev, scheduler.StatusSkipped)
 	if errors.Is(err, errConflict) {
 		// The run was decided meanwhile: answer from what was stored.
-		res, err = s.claim(ctx, b, in)
+		res, err = c.s.claim(ctx, c.b, c.in)
 	}
 	return res, true, err
 }
 
-// otherBusy reports whether a slot of job other than slot holds the job: its run
-// is established, or (when mine is not 0: the second look of a claim whose lease
-// key is at revision mine) a claim of it is in flight whose lease key was stored
-// before. Unless liveOnly, the marker of a lease that ended a moment ago on an
-// unfinished run counts too (a backup is about to take it over). It lists the job's lease keys with one
-// StreamInfo request (lease keys exist only while live, and for a second as
-// markers after), then reads the few of other slots: each lease key before its run
-// record, so that a lease key read at its claim's revision is either still in
-// flight or found established.
-func (s *Store) otherBusy(ctx context.Context, b *bucket, job string, slot time.Time, liveOnly bool, mine uint64) (bool, error) {
-	prefix := leasePrefix + jobToken(job) + "."
+// otherBusy reports whether a slot of the claim's job other than its own holds the
+// job: its run is established, or (when mine is not 0: the second look of a claim
+// whose lease key is at revision mine) a claim of it is in flight whose lease key
+// was stored before. Unless liveOnly, the marker of a lease that ended a moment ago
+// on an unfinished run counts too (a backup is about to take it over). It lists the
+// job's lease keys with one StreamInfo request (lease keys exist only while live,
+// and for a second as markers after), then reads the few of other slots: each
+// lease key before its run record, so that a lease key read at its claim's
+// revision is either still in flight or found established.
+func (c *claiming) otherBusy(ctx context.Context, liveOnly bool, mine uint64) (bool, error) {
+	s, b := c.s, c.b
+	prefix := leasePrefix + jobToken(c.in.Job) + "."
 	info, err := s.sampleClock(ctx, b, jetstream.WithSubjectFilter(b.subject(prefix+"*")))
 	if err != nil {
 		return false, err
 	}
 	for subj := range info.State.Subjects {
 		ms, err := strconv.ParseInt(strings.TrimPrefix(subj, b.subject(prefix)), 10, 64)
-		if err != nil || ms == slot.UnixMilli() {
+		if err != nil || ms == c.in.Slot.UnixMilli() {
 			continue
 		}
-		k := keysFor(job, time.UnixMilli(ms))
+		k := keysFor(c.in.Job, time.UnixMilli(ms))
 		ls, err := s.readLease(ctx, b, k)
 		if err != nil {
 			return false, err

@@ -39,7 +39,8 @@ type runRecord struct {
 	Token    string `json:"token"`
 	Instance string `json:"instance"`
 	Attempt  int    `json:"attempt"`
-	// Fence is the revision of the lease key write that made Token the holder.
+	// Fence is the holder's fencing token: the server's time in nanoseconds when
+	// Token took the run, above the previous holder's fence (nextFence).
 	Fence         uint64 `json:"fence"`
 	Previous      string `json:"previous,omitempty"`
 	PreviousToken string `json:"previous_token,omitempty"`

@@ -44,25 +44,14 @@ type Store struct {
 	direct *natsutil.DirectReader
 	// claims holds a token per claim at the server (WithMaxClaimsInFlight).
 	claims chan struct{}
-	// blindInFlight counts the first claims writing their keys now (see maxChained).
-	blindInFlight atomic.Int32
-	// chainRetries counts chained claims whose run record was written again
-	// alone because another write came between the two (for tests).
-	chainRetries atomic.Int64
 
-	mu       sync.Mutex
-	held     map[heldKey]*held // leases won through this store, by (lease key, token)
-	closed   bool
+	// mem is what the store remembers between calls: hints, never decisions.
+	mem      memory
 	watchers sync.WaitGroup
-	hub      watchHub
+
+	mu sync.Mutex
 	// clockCall is the server-time reading in flight, if any (guarded by mu).
 	clockCall *clockCall
-	// hints are the live leases Claims answered running with, by lease key: the
-	// baselines of the watches backups start next (guarded by mu).
-	hints map[string]hint
-	// sighted are the lease keys of the slots this store answered claims of, with
-	// when (guarded by mu).
-	sighted map[string]time.Time
 
 	done   context.Context // canceled by Close
 	cancel context.CancelFunc
@@ -88,7 +77,7 @@ type bucket struct {
 	// both of a run's keys in one request (its only replica is its leader).
 	direct bool
 	// chain: the bucket has one replica, so a first claim may send its two writes
-	// chained (putChained). Never on a replicated bucket: nats-server 2.15.3 checks
+	// chained (pair.go). Never on a replicated bucket: nats-server 2.15.3 checks
 	// Nats-Expected-Last-Msg-Id there only when it applies the message, and a
 	// mismatch found then stops the stream from applying anything more (every
 	// request answers 10008 afterwards; TestReplicatedClaimsAreNotChained).
@@ -96,6 +85,8 @@ type bucket struct {
 	// atomic: the bucket's stream takes atomic batch publishes (claims and finishes
 	// write both keys in one batch). Turned off when the server refuses one.
 	atomic atomic.Bool
+	// pairs writes a claim's lease key and run record (pair.go), picked at Init.
+	pairs pairWriter
 }
 
 func (b *bucket) subject(key string) string { return b.prefix + key }
@@ -114,7 +105,7 @@ func New(js jetstream.JetStream, opts ...Option) (*Store, error) {
 	if err := option.Apply(&o, opts); err != nil {
 		return nil, err
 	}
-	s := &Store{js: js, opts: o, held: make(map[heldKey]*held), direct: natsutil.NewDirectReader(js), claims: make(chan struct{}, o.inFlight)}
+	s := &Store{js: js, opts: o, direct: natsutil.NewDirectReader(js), claims: make(chan struct{}, o.inFlight)}
 	s.done, s.cancel = context.WithCancel(context.Background())
 	return s, nil
 }
@@ -127,9 +118,6 @@ func (s *Store) Bucket() string { return s.opts.bucket }
 // ErrClosed afterwards; claims read their keys one at a time; the other methods keep
 // working, the store holds nothing else. Close is safe to call more than once.
 func (s *Store) Close() {
-	s.mu.Lock()
-	s.closed = true
-	s.mu.Unlock()
 	s.cancel()
 	s.watchers.Wait()
 	s.direct.Close()

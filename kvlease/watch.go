@@ -50,24 +50,24 @@ func (s *Store) WatchRun(ctx context.Context, job string, slot time.Time) (<-cha
 	}
 	k := keysFor(job, slot)
 	w := &waiter{ch: make(chan struct{}), key: k.lease, base: ^uint64(0)}
-	started, err := s.hub.add(s, b, w)
+	started, err := s.mem.hub.add(s, b, w)
 	if err != nil {
 		return nil, fmt.Errorf("kvlease: watch %s: %w", backendutil.DescribeRun(job, slot), err)
 	}
-	ls, ok := s.takeHint(k, started)
+	ls, ok := s.mem.takeHint(k, started)
 	if !ok {
 		if ls, err = s.readLease(callCtx, b, k); err != nil {
-			s.hub.remove(w)
+			s.mem.hub.remove(w)
 			return nil, fmt.Errorf("kvlease: watch %s: %w", backendutil.DescribeRun(job, slot), err)
 		}
 	}
 	if ls.rec == nil {
-		s.hub.fire(w) // no live lease: a claim may decide differently now
+		s.mem.hub.fire(w) // no live lease: a claim may decide differently now
 		return w.ch, nil
 	}
-	stopCtx := context.AfterFunc(ctx, func() { s.hub.fire(w) })
-	end := time.AfterFunc(s.untilEnd(ls), func() { s.hub.fire(w) })
-	s.hub.arm(w, ls.rev, ls.rec.Token, func() { stopCtx(); end.Stop() })
+	stopCtx := context.AfterFunc(ctx, func() { s.mem.hub.fire(w) })
+	end := time.AfterFunc(s.untilEnd(ls), func() { s.mem.hub.fire(w) })
+	s.mem.hub.arm(w, ls.rev, ls.rec.Token, func() { stopCtx(); end.Stop() })
 	return w.ch, nil
 }
 
@@ -375,52 +375,6 @@ func (h *watchHub) finishedRun(k runKeys) (*runRecord, bool) {
 		return nil, false
 	}
 	return &f.rec, true
-}
-
-// hintTTL is how long a Claim's reading of a live lease serves as a watch's
-// baseline, and how long the hub keeps the updates it delivered.
-const hintTTL = 5 * time.Second
-
-// hint is a live lease as a Claim read it, and when that read was sent.
-type hint struct {
-	lease leaseEntry
-	sent  time.Time
-}
-
-// noteRunning keeps the live lease a Claim read (answering running) as the baseline
-// of the WatchRun a backup calls next.
-func (s *Store) noteRunning(k runKeys, ls leaseEntry, sent time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.hints == nil {
-		s.hints = make(map[string]hint)
-	}
-	if len(s.hints) >= maxHeld {
-		now := time.Now()
-		for key, h := range s.hints {
-			if now.Sub(h.sent) > hintTTL {
-				delete(s.hints, key)
-			}
-		}
-		if len(s.hints) >= maxHeld {
-			clear(s.hints)
-		}
-	}
-	s.hints[k.lease] = hint{lease: ls, sent: sent}
-}
-
-// takeHint returns (and forgets) the reading of k's lease a Claim took, when it is
-// recent and was sent after the shared watcher started: every update newer than it
-// then reaches the watcher.
-func (s *Store) takeHint(k runKeys, started time.Time) (leaseEntry, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	h, ok := s.hints[k.lease]
-	delete(s.hints, k.lease)
-	if !ok || started.IsZero() || !h.sent.After(started) || time.Since(h.sent) > hintTTL {
-		return leaseEntry{}, false
-	}
-	return h.lease, true
 }
 
 // untilEnd is the local wait until a little after lease's end by the server's clock.

@@ -8,30 +8,64 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// JetStream API error codes that are not answers to a request: asking again later
-// gets one.
+// The JetStream API error codes the backends and the lease store act on, named
+// once here (nats-server's server/errors.json holds them all). A code nats.go names
+// is given by its name there.
+
+// Codes that are not answers to a request: asking again later gets one.
 const (
-	// ErrCodeClusterNotAvailable: the meta group or the stream has no leader at the
-	// moment (a cluster starting, an election under way).
+	// ErrCodeClusterNotAvailable (10008): the meta group or the stream has no
+	// leader at the moment (a cluster starting, an election under way). A
+	// replicated stream that found a Nats-Expected-Last-Msg-Id mismatch when it
+	// applied a message answers it to every request afterwards.
 	ErrCodeClusterNotAvailable jetstream.ErrorCode = 10008
-	// ErrCodeDuplicateInProcess: on a replicated stream, a message with the same
-	// Nats-Msg-Id is proposed but not yet committed. Neither stored nor a duplicate
-	// yet.
+	// ErrCodeDuplicateInProcess (10158): on a replicated stream, a message with the
+	// same Nats-Msg-Id is proposed but not yet committed. Neither stored nor a
+	// duplicate yet.
 	ErrCodeDuplicateInProcess jetstream.ErrorCode = 10158
-	// ErrCodeStreamNameInUse: a create met a stream of that name with another
-	// configuration, often one that a concurrent create made a moment before.
+	// ErrCodeStreamNameInUse (10058): a create met a stream of that name with
+	// another configuration, often one that a concurrent create made a moment
+	// before.
 	ErrCodeStreamNameInUse jetstream.ErrorCode = jetstream.JSErrCodeStreamNameInUse
-	// ErrCodeStreamOffline: every peer of the stream is offline (nodes restarting).
+	// ErrCodeStreamOffline (10118): every peer of the stream is offline (nodes
+	// restarting).
 	ErrCodeStreamOffline jetstream.ErrorCode = 10118
-	// ErrCodeMoveInProgress and ErrCodeReconfigureInProgress: an update met another
-	// one (a move, a change of replicas) still under way.
+	// ErrCodeMoveInProgress (10124) and ErrCodeReconfigureInProgress (10226): an
+	// update met another one (a move, a change of replicas) still under way.
 	ErrCodeMoveInProgress        jetstream.ErrorCode = 10124
 	ErrCodeReconfigureInProgress jetstream.ErrorCode = 10226
-	// ErrCodeNoPlacement: not enough peers online for the stream's replicas ("no
-	// suitable peers for placement, peer offline"). A cluster that is still forming
-	// its routes answers this for an R3 create; on a cluster that really has fewer
-	// servers the setup keeps asking until its deadline and returns this error.
+	// ErrCodeNoPlacement (10005): not enough peers online for the stream's replicas
+	// ("no suitable peers for placement, peer offline"). A cluster that is still
+	// forming its routes answers this for an R3 create; on a cluster that really has
+	// fewer servers the setup keeps asking until its deadline and returns this error.
 	ErrCodeNoPlacement jetstream.ErrorCode = 10005
+)
+
+// Codes that answer a request: a lost compare-and-set, a refused batch, a missing
+// message.
+const (
+	// ErrCodeWrongLastSequence (10071, "wrong last sequence: N"): a publish with
+	// Nats-Expected-Last-Subject-Sequence met another last sequence on its subject,
+	// which the description names. nats.go matches it to jetstream.ErrKeyExists.
+	ErrCodeWrongLastSequence jetstream.ErrorCode = jetstream.JSErrCodeStreamWrongLastSequence
+	// ErrCodeWrongLastSequenceInFlight (10164, "wrong last sequence"): the same
+	// lost compare-and-set on a replicated stream while another write to the
+	// subject is in flight; it names no sequence and matches no nats.go sentinel.
+	ErrCodeWrongLastSequenceInFlight jetstream.ErrorCode = jetstream.JSErrCodeStreamWrongLastSequenceConstant
+	// ErrCodeWrongLastMsgID (10070, "wrong last msg ID"): a publish with
+	// Nats-Expected-Last-Msg-Id found another message last in the stream.
+	ErrCodeWrongLastMsgID jetstream.ErrorCode = 10070
+	// ErrCodeAtomicDisabled (10174): an atomic batch sent to a stream without
+	// AllowAtomicPublish (turned off, or a server that lost the setting).
+	ErrCodeAtomicDisabled jetstream.ErrorCode = 10174
+	// ErrCodeBatchIncomplete (10176): an atomic batch cut short (a message of it
+	// missing when the commit came).
+	ErrCodeBatchIncomplete jetstream.ErrorCode = 10176
+	// ErrCodeBatchTooMany (10210): too many atomic batches in flight on the stream
+	// or on the server.
+	ErrCodeBatchTooMany jetstream.ErrorCode = 10210
+	// ErrCodeMessageNotFound (10037): a message get found no message.
+	ErrCodeMessageNotFound jetstream.ErrorCode = jetstream.JSErrCodeMessageNotFound
 )
 
 // Unanswered reports whether err means the server gave no answer to a request: a

@@ -245,7 +245,7 @@ func LeaderGet(ctx context.Context, js jetstream.JetStream, stream string, seq u
 		return nil, fmt.Errorf("natsutil: message get from %s: %w", stream, err)
 	}
 	if r.Error != nil {
-		if r.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound {
+		if r.Error.ErrorCode == ErrCodeMessageNotFound {
 			return nil, jetstream.ErrMsgNotFound
 		}
 		return nil, r.Error

@@ -82,7 +82,7 @@ func TestPublishAnswersAsPublishMsg(t *testing.T) {
 	_, err = Publish(ctx, nc, msg("pub.a", "", 0))
 	var apiErr *jetstream.APIError
 	require.ErrorAs(t, err, &apiErr)
-	assert.Equal(t, jetstream.JSErrCodeStreamWrongLastSequence, apiErr.ErrorCode)
+	assert.Equal(t, ErrCodeWrongLastSequence, apiErr.ErrorCode)
 	assert.Contains(t, apiErr.Description, "wrong last sequence: 1")
 }
 

@@ -297,12 +297,12 @@ func TestMetadata(t *testing.T) {
 }
 
 func TestUnanswered(t *testing.T) {
-	for _, err := range []error{context.DeadlineExceeded, nats.ErrTimeout, nats.ErrNoResponders, jetstream.ErrNoStreamResponse, nats.ErrReconnectBufExceeded, apiErr(10008)} {
+	for _, err := range []error{context.DeadlineExceeded, nats.ErrTimeout, nats.ErrNoResponders, jetstream.ErrNoStreamResponse, nats.ErrReconnectBufExceeded, apiErr(ErrCodeClusterNotAvailable)} {
 		assert.True(t, Unanswered(err), "%v", err)
 	}
 	// 10158 (the same message id in flight) is an answer for most requests; a claim
 	// treats it as none by itself.
-	for _, err := range []error{jetstream.ErrStreamNotFound, apiErr(10058), apiErr(ErrCodeDuplicateInProcess), context.Canceled, errors.New("x")} {
+	for _, err := range []error{jetstream.ErrStreamNotFound, apiErr(ErrCodeStreamNameInUse), apiErr(ErrCodeDuplicateInProcess), context.Canceled, errors.New("x")} {
 		assert.False(t, Unanswered(err), "%v", err)
 	}
 }
