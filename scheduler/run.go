@@ -46,6 +46,9 @@ func (s *Scheduler) execute(parent context.Context, j *job, in ClaimInput, fence
 	}
 
 	run := Run{Job: j.name, Slot: in.Slot, Instance: s.instance, Token: in.Token, Fence: fence, Attempt: max(in.Attempt, 1), Manual: in.Manual}
+	if l != nil {
+		run.Previous = l.previous
+	}
 	started := s.clock.Now()
 	s.emit(Event{Kind: EventStarted, Job: j.name, Slot: in.Slot, Token: in.Token, Attempt: run.Attempt, Manual: in.Manual, Lag: started.Sub(in.Slot)})
 	err := s.callHandler(ctx, j.handler, run)

@@ -25,6 +25,10 @@ type Run struct {
 	Fence   uint64
 	Attempt int
 	Manual  bool
+	// Previous is the instance whose attempt this one took over, on a takeover
+	// (attempt 2 and on, after a lease expired or was released unfinished); empty
+	// otherwise.
+	Previous string
 }
 
 // Scheduler runs jobs so that each slot runs on exactly one of the instances sharing
@@ -38,6 +42,8 @@ type Scheduler struct {
 	onEvent  func(Event)
 	callTO   time.Duration
 	maxSkew  time.Duration
+	// middleware wraps every job's handler at registration (Config.Middleware).
+	middleware []Middleware
 
 	mu     sync.Mutex
 	jobs   map[string]*job
