@@ -25,7 +25,7 @@ func (s *Scheduler) execute(parent context.Context, j *job, in ClaimInput, fence
 	defer cancel(nil)
 	if j.cfg.timeout > 0 {
 		var stop context.CancelFunc
-		ctx, stop = context.WithTimeoutCause(ctx, j.cfg.timeout, fmt.Errorf("%w after %v", errTimeout, j.cfg.timeout))
+		ctx, stop = context.WithTimeoutCause(ctx, j.cfg.timeout, fmt.Errorf("%w after %v", ErrHandlerTimeout, j.cfg.timeout))
 		defer stop()
 	}
 	// The heartbeats end, a call in flight included, once the lease is settled.
@@ -64,7 +64,7 @@ func (s *Scheduler) execute(parent context.Context, j *job, in ClaimInput, fence
 			res.Status = StatusError
 		case errors.Is(cause, ErrLeaseLost):
 			res.Status = StatusLost
-		case errors.Is(cause, errTimeout):
+		case errors.Is(cause, ErrHandlerTimeout):
 			res.Status = StatusTimeout
 		case errors.Is(cause, ErrStopped):
 			res.Status = StatusCancelled

@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -123,5 +122,3 @@ func (s *Scheduler) backendError(j *job, slot time.Time, op string, err error) {
 	s.log.Warn("backend call failed", "job", j.name, "slot", slot, "op", op, "err", err)
 	s.emit(Event{Kind: EventBackendError, Job: j.name, Slot: slot, Op: op, Err: err})
 }
-
-var errTimeout = errors.New("scheduler: handler timed out")
