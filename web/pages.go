@@ -167,6 +167,8 @@ type jobView struct {
 	Limit int
 	// Done is the message of the action that led here.
 	Done string
+	// Chart draws the last runs (nil without any).
+	Chart *runChart
 }
 
 // doneMessages are the messages an action's redirect may ask for (?done=): a
@@ -244,8 +246,9 @@ func (h *Handler) jobPage(ctx context.Context, w http.ResponseWriter, r *http.Re
 		writeJSON(w, http.StatusOK, jv)
 		return
 	}
-	h.render(w, http.StatusOK, "job", jobView{pageBase: h.base(r, ""), JobView: jv, Asked: asked, Limit: limit,
-		Done: doneMessages[r.URL.Query().Get("done")]})
+	base := h.base(r, "")
+	h.render(w, http.StatusOK, "job", jobView{pageBase: base, JobView: jv, Asked: asked, Limit: limit,
+		Done: doneMessages[r.URL.Query().Get("done")], Chart: chartOf(jv.History.Runs, base.Now)})
 }
 
 // jobAPI answers api/job/<name>/history and api/job/<name>/active with exactly
