@@ -19,7 +19,9 @@
 //	                             outcome, replica), next slot, schedule in words with
 //	                             its zone, last success, last failure, runs in
 //	                             progress, replicas; ?show=failing or ?show=paused
-//	                             filters them (another value: 400)
+//	                             filters them (another value: 400); it reloads
+//	                             itself every Config.Refresh (a meta refresh),
+//	                             ?refresh=0 never, ?refresh=N every N seconds
 //	GET  job/<name>              one job: its facts, its live leases, a chart of its
 //	                             last runs (start lag and duration, coloured by
 //	                             outcome; the newest MaxChartRuns) and the runs
