@@ -45,7 +45,7 @@ func Example() {
 		fmt.Println(span.Name())
 		for _, kv := range span.Attributes() {
 			if kv.Key == anotel.AttrKind || kv.Key == anotel.AttrInstance || kv.Key == anotel.AttrOutcome {
-				fmt.Printf("  %s=%s\n", kv.Key, kv.Value.Emit())
+				fmt.Printf("  %s=%s\n", kv.Key, kv.Value.String())
 			}
 		}
 		fmt.Println(" ", span.Status().Description)
