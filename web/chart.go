@@ -29,6 +29,9 @@ const (
 	// chartStub is the height of the mark of a run with nothing to draw (one that
 	// did not start, or a zero figure), so every run shows.
 	chartStub = 2
+	// chartColumns is the fewest columns the chart has: fewer runs keep their
+	// width, newest on the right, rather than being stretched across the page.
+	chartColumns = 50
 )
 
 // runChart is the job page's chart of its last runs: start lag and duration per
@@ -60,7 +63,8 @@ type chartMark struct {
 }
 
 // chartOf draws runs (newest first, as history lists them): the newest
-// MaxChartRuns of them, oldest on the left. It returns nil for no run.
+// MaxChartRuns of them, oldest on the left, the newest at the right edge. It
+// returns nil for no run.
 func chartOf(runs []fleet.Run, now time.Time) *runChart {
 	if len(runs) == 0 {
 		return nil
@@ -78,7 +82,8 @@ func chartOf(runs []fleet.Run, now time.Time) *runChart {
 		}
 		counts[s]++
 	}
-	c := &runChart{Width: len(shown) * chartColumn, Height: chartHeight, Bar: chartBar, Lane: chartLane, LowerLane: chartLane + chartGap,
+	cols := max(len(shown), chartColumns)
+	c := &runChart{Width: cols * chartColumn, Height: chartHeight, Bar: chartBar, Lane: chartLane, LowerLane: chartLane + chartGap,
 		Shown: len(shown), Listed: len(runs),
 		MaxLag: msText(maxLag), MaxDuration: msText(maxDur), First: shown[0].Slot, Last: shown[len(shown)-1].Slot}
 	parts := make([]string, 0, len(order))
@@ -90,7 +95,7 @@ func chartOf(runs []fleet.Run, now time.Time) *runChart {
 		lagH, durH := barHeight(r.LagMS, maxLag), barHeight(r.DurationMS, maxDur)
 		c.Marks = append(c.Marks, chartMark{
 			Status: string(r.Status), Class: statusClass(r.Status), Title: markTitle(r, now),
-			X:    num(float64(i*chartColumn) + (chartColumn-chartBar)/2.0),
+			X:    num(float64((cols-len(shown)+i)*chartColumn) + (chartColumn-chartBar)/2.0),
 			LagY: num(chartLane - lagH), LagH: num(lagH),
 			DurY: num(chartHeight - durH), DurH: num(durH),
 		})

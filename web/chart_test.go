@@ -93,7 +93,7 @@ func TestJobPageChartsTheLastRuns(t *testing.T) {
 	svgs := svgRe.FindAllString(body, -1)
 	require.Len(t, svgs, 1, "one chart")
 	svg := svgs[0]
-	assert.Contains(t, svg, `viewBox="0 0 50 86"`)
+	assert.Contains(t, svg, `viewBox="0 0 500 86"`, "50 columns at least: few runs are not stretched")
 	assert.Contains(t, svg, `role="img" aria-labelledby="chart-title chart-desc"`)
 	assert.Contains(t, svg, `<title id="chart-title">Start lag and duration of the last 5 runs</title>`)
 	assert.Contains(t, svg, `<desc id="chart-desc">From the slot 11:01:00Z to 11:05:00Z: 1 ok, 1 error, 1 timeout, 1 paused, 1 running. Start lag up to 40ms, duration up to 400ms.</desc>`)
@@ -106,12 +106,12 @@ func TestJobPageChartsTheLastRuns(t *testing.T) {
 	for _, m := range marks {
 		got = append(got, mark{m[1], m[2], m[3], m[4], m[5], m[6], m[7], m[8]})
 	}
-	assert.Equal(t, []mark{ // oldest first; lanes 40 high, the lower one from 46
-		{"ok", "ok", "11:01:00Z ok, scheduled on replica-a: lag 5ms, took 200ms", "1.5", "35", "5", "66", "20"},
-		{"bad", "error", "11:02:00Z error, scheduled on replica-a: lag 40ms, took 100ms", "11.5", "0", "40", "76", "10"},
-		{"bad", "timeout", "11:03:00Z timeout, scheduled on replica-a: lag 20ms, took 400ms", "21.5", "20", "20", "46", "40"},
-		{"warn", "paused", "11:04:00Z paused, scheduled on replica-a: not started", "31.5", "38", "2", "84", "2"},
-		{"run", "running", "11:05:00Z running, scheduled on replica-a: lag 10ms, still running", "41.5", "30", "10", "84", "2"},
+	assert.Equal(t, []mark{ // oldest first, the newest at the right edge; lanes 40 high, the lower one from 46
+		{"ok", "ok", "11:01:00Z ok, scheduled on replica-a: lag 5ms, took 200ms", "451.5", "35", "5", "66", "20"},
+		{"bad", "error", "11:02:00Z error, scheduled on replica-a: lag 40ms, took 100ms", "461.5", "0", "40", "76", "10"},
+		{"bad", "timeout", "11:03:00Z timeout, scheduled on replica-a: lag 20ms, took 400ms", "471.5", "20", "20", "46", "40"},
+		{"warn", "paused", "11:04:00Z paused, scheduled on replica-a: not started", "481.5", "38", "2", "84", "2"},
+		{"run", "running", "11:05:00Z running, scheduled on replica-a: lag 10ms, still running", "491.5", "30", "10", "84", "2"},
 	}, got)
 
 	// The figure says what the lanes are, and the table below has every number.
