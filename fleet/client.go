@@ -28,9 +28,11 @@ type Client struct {
 	window  time.Duration
 	bucket  string
 	js      jetstream.JetStream // the registry's reads
+	headers func(context.Context, nats.Header)
 }
 
-// NewClient returns a client on nc (WithPrefix, WithTimeout, WithGatherWindow).
+// NewClient returns a client on nc (WithPrefix, WithTimeout, WithGatherWindow,
+// WithRegistryBucket, WithRequestHeaders).
 // The caller keeps ownership of nc. A connection whose inbox prefix
 // (nats.CustomInboxPrefix) does not begin with _INBOX is refused: replicas answer
 // on inboxes only.
@@ -51,7 +53,8 @@ func NewClient(nc *nats.Conn, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fleet: %w", err)
 	}
-	return &Client{nc: nc, subj: subjects(c.prefix), timeout: c.timeout, window: c.window, bucket: c.bucket, js: js}, nil
+	return &Client{nc: nc, subj: subjects(c.prefix), timeout: c.timeout, window: c.window, bucket: c.bucket, js: js,
+		headers: c.headers}, nil
 }
 
 // Subject returns the subject of a per-job endpoint ("trigger", "pause", "resume",
@@ -77,7 +80,7 @@ func (c *Client) Trigger(ctx context.Context, job string, in TriggerRequest) (Tr
 		return TriggerReply{}, fmt.Errorf("fleet: trigger %q: %w", job, err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	if err := c.nc.PublishMsg(&nats.Msg{Subject: subject, Reply: sub.Subject, Data: data}); err != nil {
+	if err := c.nc.PublishMsg(c.message(ctx, subject, sub.Subject, data)); err != nil {
 		return TriggerReply{}, fmt.Errorf("fleet: trigger %q: %w", job, err)
 	}
 	var out TriggerReply
@@ -97,6 +100,19 @@ func (c *Client) Trigger(ctx context.Context, job string, in TriggerRequest) (Tr
 			return out, nil
 		}
 	}
+}
+
+// message is the message of a request, with the headers WithRequestHeaders adds.
+func (c *Client) message(ctx context.Context, subject, reply string, data []byte) *nats.Msg {
+	m := &nats.Msg{Subject: subject, Reply: reply, Data: data}
+	if c.headers != nil {
+		h := nats.Header{}
+		c.headers(ctx, h)
+		if len(h) > 0 {
+			m.Header = h
+		}
+	}
+	return m
 }
 
 // Pause pauses job on every replica (stored once, by one replica that declares it).
@@ -176,7 +192,7 @@ func (c *Client) requestParts(ctx context.Context, subject, job string, in any, 
 		return fmt.Errorf("fleet: %s: %w", subject, err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	if err := c.nc.PublishMsg(&nats.Msg{Subject: subject, Reply: sub.Subject, Data: data}); err != nil {
+	if err := c.nc.PublishMsg(c.message(ctx, subject, sub.Subject, data)); err != nil {
 		return fmt.Errorf("fleet: %s: %w", subject, err)
 	}
 	got, parts := 0, 1
@@ -238,7 +254,7 @@ func (c *Client) Jobs(ctx context.Context) (*Fleet, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.nc.PublishMsg(&nats.Msg{Subject: subject, Reply: sub.Subject, Data: data}); err != nil {
+	if err := c.nc.PublishMsg(c.message(ctx, subject, sub.Subject, data)); err != nil {
 		return nil, fmt.Errorf("fleet: jobs: %w", err)
 	}
 	timer := time.NewTimer(c.window)
@@ -423,7 +439,7 @@ func (c *Client) request(ctx context.Context, subject, job string, in, out any) 
 	if err != nil {
 		return err
 	}
-	m, err := c.nc.RequestWithContext(ctx, subject, data)
+	m, err := c.nc.RequestMsgWithContext(ctx, c.message(ctx, subject, "", data))
 	if err != nil {
 		return c.callError(ctx, subject, job, err)
 	}

@@ -27,6 +27,15 @@
 //	_, err = c.Pause(ctx, "report", fleet.PauseRequest{Reason: "quarter close", By: "ana", For: "2h"})
 //	r, err := c.Trigger(ctx, "reconcile", fleet.TriggerRequest{By: "ana", Wait: true})
 //
+// # Request headers
+//
+// WithRequestHeaders (NewClient) adds headers, made from each call's context, to
+// every request a client sends, and WithRequestContext (Serve) turns a request's
+// headers into the context the replica serves it with: a trigger's manual run
+// carries that context's values in its handler. The module
+// github.com/anarchon/anarchon/otel supplies both, to carry a W3C trace context
+// from a trigger to the run's span; fleet itself sets and reads no such header.
+//
 // # Subjects
 //
 // Under a prefix (DefaultPrefix "anarchon"; WithPrefix, the same on replicas and

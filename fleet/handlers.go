@@ -28,7 +28,7 @@ func (f *Service) handle(fn func(ctx context.Context, data []byte) (any, error))
 			return
 		}
 		defer f.inflight.Done()
-		out, err := fn(f.ctx, req.Data())
+		out, err := fn(f.requestContext(req), req.Data())
 		if err != nil {
 			f.fail(req, err)
 			return
@@ -39,6 +39,24 @@ func (f *Service) handle(fn func(ctx context.Context, data []byte) (any, error))
 		}
 		f.respond(req, out)
 	}
+}
+
+// requestContext is the context req is served with: the service's, with what
+// WithRequestContext makes of req's headers.
+func (f *Service) requestContext(req request) (ctx context.Context) {
+	if f.reqCtx == nil {
+		return f.ctx
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			f.log.Error("fleet: WithRequestContext panicked; the request is served without it", "subject", req.Subject(), "panic", r)
+			ctx = f.ctx
+		}
+	}()
+	if ctx = f.reqCtx(f.ctx, req.Header()); ctx == nil {
+		return f.ctx
+	}
+	return ctx
 }
 
 // respondParts answers req with p's parts, in order.
@@ -493,7 +511,7 @@ func (f *Service) trigger(job string) handler {
 				f.log.Info("fleet trigger", "job", job, "by", in.By, "token", run.Token)
 			})
 			// The run is the scheduler's: a requester that gives up does not cancel it.
-			rec, err := f.s.RunNow(context.WithoutCancel(f.ctx), job, scheduler.RequestedBy(in.By), onStart)
+			rec, err := f.s.RunNow(context.WithoutCancel(f.requestContext(req)), job, scheduler.RequestedBy(in.By), onStart)
 			if err != nil {
 				if !started || in.Wait {
 					f.fail(req, err)

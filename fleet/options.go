@@ -1,10 +1,13 @@
 package fleet
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/nats-io/nats.go"
 )
 
 // Client defaults.
@@ -37,6 +40,9 @@ type config struct {
 	bucket     string
 	heartbeat  time.Duration
 	noRegistry bool
+	// Headers: what NewClient adds to its requests, and what Serve makes of them.
+	headers func(context.Context, nats.Header)
+	reqCtx  func(context.Context, nats.Header) context.Context
 }
 
 func newConfig(r role, opts []Option) (*config, error) {
@@ -164,6 +170,47 @@ func WithoutRegistry() Option {
 			return err
 		}
 		c.noRegistry = true
+		return nil
+	}
+}
+
+// WithRequestHeaders has the client add headers to every request it sends
+// (NewClient only): fn gets the context of the call that sends the request and the
+// request's headers, empty, to set. It is how a caller's trace context travels
+// to the replica that serves the request (the otel module supplies one, the W3C
+// trace context); a replica makes of the headers what WithRequestContext says.
+// fn must return quickly. The fleet's own headers are not fn's to set: micro's
+// error headers are replies' only.
+func WithRequestHeaders(fn func(ctx context.Context, h nats.Header)) Option {
+	return func(c *config) error {
+		if err := c.only(roleClient, "WithRequestHeaders"); err != nil {
+			return err
+		}
+		if fn == nil {
+			return fmt.Errorf("%w: WithRequestHeaders: nil function", ErrInvalidOption)
+		}
+		c.headers = fn
+		return nil
+	}
+}
+
+// WithRequestContext turns the headers of each request the replica serves into
+// the context it is served with (Serve only): fn gets the service's context and
+// the request's headers (nil when it has none) and returns that context or one
+// derived from it, with values added (a trace context, say). A trigger's RunNow
+// gets the context's values, not its cancellation, so the handler of the manual
+// run carries them. The headers come from whoever may send requests: fn must
+// treat them as untrusted and return quickly. A panic of fn is recovered and
+// logged, and the request served with the service's context.
+func WithRequestContext(fn func(ctx context.Context, h nats.Header) context.Context) Option {
+	return func(c *config) error {
+		if err := c.only(roleService, "WithRequestContext"); err != nil {
+			return err
+		}
+		if fn == nil {
+			return fmt.Errorf("%w: WithRequestContext: nil function", ErrInvalidOption)
+		}
+		c.reqCtx = fn
 		return nil
 	}
 }

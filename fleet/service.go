@@ -35,6 +35,8 @@ type Service struct {
 	quit     chan struct{}
 	workers  sync.WaitGroup
 	reg      *registry // nil WithoutRegistry
+	// reqCtx makes the context a request is served with (WithRequestContext).
+	reqCtx func(context.Context, nats.Header) context.Context
 
 	// ctx bounds the calls handlers make; cancelled when Stop gives up waiting.
 	ctx    context.Context
@@ -84,7 +86,7 @@ func Serve(ctx context.Context, nc *nats.Conn, s *scheduler.Scheduler, opts ...O
 	}
 	f := &Service{nc: nc, s: s, log: log.With("instance", s.Instance()), jobs: jobs, subj: subjects(c.prefix), pauser: pauser,
 		routes: map[string]handler{}, reads: make(chan *nats.Msg, requestQueue), controls: make(chan *nats.Msg, requestQueue),
-		quit: make(chan struct{})}
+		quit: make(chan struct{}), reqCtx: c.reqCtx}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 
 	svc, err := micro.AddService(nc, micro.Config{

@@ -89,7 +89,8 @@
 //  3. Slot lag p99 over all replicas above 5 seconds (keep the threshold above the
 //     job's jitter).
 //
-// As a Prometheus rule file:
+// As a Prometheus rule file (alerts.yml in this package's directory of the
+// repository, with grafana-dashboard.json, a Grafana dashboard of every metric):
 //
 //	groups:
 //	  - name: anarchon

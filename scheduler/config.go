@@ -36,6 +36,10 @@ type Config struct {
 	// without leases needs jitter + max lateness + MaxClockSkew below its dedupe
 	// window, checked at registration. Defaults to DefaultMaxClockSkew.
 	MaxClockSkew time.Duration
+	// Middleware wraps every job's handler, for scheduled and manual runs alike,
+	// the first outermost: Middleware[0] sees the attempt first and its error
+	// last. Nil entries are an error. Defaults to none.
+	Middleware []Middleware
 }
 
 // DefaultCallTimeout bounds a backend call made without a deadline.
@@ -66,6 +70,11 @@ func New(cfg Config) (*Scheduler, error) {
 	if cfg.MaxClockSkew == 0 {
 		cfg.MaxClockSkew = DefaultMaxClockSkew
 	}
+	for i, m := range cfg.Middleware {
+		if m == nil {
+			return nil, fmt.Errorf("%w: Middleware[%d] is nil", ErrInvalidConfig, i)
+		}
+	}
 	if cfg.Instance == "" {
 		cfg.Instance = defaultInstance()
 	} else if !utf8.ValidString(cfg.Instance) || len(cfg.Instance) > MaxJobNameLen {
@@ -86,6 +95,8 @@ func New(cfg Config) (*Scheduler, error) {
 		callTO:   cfg.CallTimeout,
 		maxSkew:  cfg.MaxClockSkew,
 		jobs:     make(map[string]*job),
+
+		middleware: append([]Middleware(nil), cfg.Middleware...),
 	}
 	if lb, ok := cfg.Backend.(LeaseBackend); ok {
 		s.runs = lb.Runs()

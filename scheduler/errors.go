@@ -23,6 +23,9 @@ var (
 	ErrStaleToken = errors.New("scheduler: stale token")
 	// ErrHandlerPanic wraps a panic recovered from a handler.
 	ErrHandlerPanic = errors.New("scheduler: handler panicked")
+	// ErrHandlerTimeout is the cause (context.Cause) of a handler's context
+	// cancelled by the job's timeout (WithTimeout); the run ends StatusTimeout.
+	ErrHandlerTimeout = errors.New("scheduler: handler timed out")
 	// ErrInvalidClaim: a claim (or a run store call) a backend cannot accept: no
 	// token, a lease or keep out of range, an invalid job name. Every backend's
 	// claim validation errors match it.

@@ -19,6 +19,8 @@ type lease struct {
 	// manual: a manual run's lease, finished however the run ended (nobody takes a
 	// manual run over to run it again).
 	manual bool
+	// previous is the instance whose attempt this lease took over (Run.Previous).
+	previous string
 }
 
 // heartbeat extends the lease every lease/3 until done. It cancels the handler as

@@ -87,6 +87,8 @@ func TestBackupTakesOverFromACrashedWinner(t *testing.T) {
 		assert.NotEqual(t, starts[0].Instance, starts[1].Instance)
 		assert.True(t, starts[0].Slot.Equal(starts[1].Slot))
 		assert.Greater(t, starts[1].Fence, starts[0].Fence, "the backup's fence is higher")
+		assert.Empty(t, starts[0].Previous, "a first attempt took nothing over")
+		assert.Equal(t, starts[0].Instance, starts[1].Previous, "the takeover names whose attempt it took over")
 		delay := at[1].Sub(at[0])
 		assert.LessOrEqual(t, delay, 2*time.Second+time.Second, "takeover within lease + 1s, took %v", delay)
 		t.Logf("takeover delay (synctest time): %v", delay)

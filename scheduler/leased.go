@@ -330,6 +330,9 @@ func (s *Scheduler) runLeased(j *job, c *leaseClaim, res ClaimResult, sent time.
 	l := &lease{token: c.Token, dur: j.cfg.lease, sent: sent}
 	s.emit(Event{Kind: EventClaimed, Job: j.name, Slot: c.Slot, Token: c.Token, Attempt: in.Attempt, Outcome: res.Outcome})
 	takeover := in.Attempt > 1 && !res.Reopened
+	if takeover {
+		l.previous = res.Previous
+	}
 	if res.Reopened {
 		s.log.Info("runs a slot paused before (catch-up after the pause ended)", "job", j.name, "slot", c.Slot, "attempt", in.Attempt)
 	} else if takeover {

@@ -79,6 +79,10 @@ func (s *Scheduler) add(name string, sched Schedule, interval time.Duration, h H
 	if h == nil {
 		return fmt.Errorf("job %q: %w", name, ErrNilHandler)
 	}
+	h, err := s.wrap(name, h)
+	if err != nil {
+		return err
+	}
 	cfg := jobConfig{lease: DefaultLease, historySize: DefaultHistorySize, catchUpConcurrency: 1, maxManual: DefaultMaxManualRuns}
 	for _, o := range opts {
 		if o == nil {

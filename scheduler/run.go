@@ -25,7 +25,7 @@ func (s *Scheduler) execute(parent context.Context, j *job, in ClaimInput, fence
 	defer cancel(nil)
 	if j.cfg.timeout > 0 {
 		var stop context.CancelFunc
-		ctx, stop = context.WithTimeoutCause(ctx, j.cfg.timeout, fmt.Errorf("%w after %v", errTimeout, j.cfg.timeout))
+		ctx, stop = context.WithTimeoutCause(ctx, j.cfg.timeout, fmt.Errorf("%w after %v", ErrHandlerTimeout, j.cfg.timeout))
 		defer stop()
 	}
 	// The heartbeats end, a call in flight included, once the lease is settled.
@@ -46,6 +46,9 @@ func (s *Scheduler) execute(parent context.Context, j *job, in ClaimInput, fence
 	}
 
 	run := Run{Job: j.name, Slot: in.Slot, Instance: s.instance, Token: in.Token, Fence: fence, Attempt: max(in.Attempt, 1), Manual: in.Manual}
+	if l != nil {
+		run.Previous = l.previous
+	}
 	started := s.clock.Now()
 	s.emit(Event{Kind: EventStarted, Job: j.name, Slot: in.Slot, Token: in.Token, Attempt: run.Attempt, Manual: in.Manual, Lag: started.Sub(in.Slot)})
 	err := s.callHandler(ctx, j.handler, run)
@@ -61,7 +64,7 @@ func (s *Scheduler) execute(parent context.Context, j *job, in ClaimInput, fence
 			res.Status = StatusError
 		case errors.Is(cause, ErrLeaseLost):
 			res.Status = StatusLost
-		case errors.Is(cause, errTimeout):
+		case errors.Is(cause, ErrHandlerTimeout):
 			res.Status = StatusTimeout
 		case errors.Is(cause, ErrStopped):
 			res.Status = StatusCancelled

@@ -8,8 +8,9 @@ import (
 )
 
 // RunNow runs the job at once on this instance, recorded as a manual run (never
-// de-duplicated), and returns its record. The scheduler must be started. The handler
-// is cancelled when ctx is done, and by Stop like any other handler.
+// de-duplicated), and returns its record. The scheduler must be started. The handler's
+// context carries ctx's values; it is cancelled when ctx is done, and by Stop like
+// any other handler.
 //
 // A manual run is refused, with nothing run, while WithMaxManualRuns manual runs of
 // the job are in progress on this instance (ErrTooManyManualRuns). On a backend
@@ -85,9 +86,11 @@ func (s *Scheduler) RunNow(ctx context.Context, name string, opts ...RunNowOptio
 		s.save(j, in, fence, execResult{Status: StatusCancelled, FinishedAt: s.clock.Now(), Error: "its lease was won too late to run under it: not run"})
 		return RunRecord{}, fmt.Errorf("scheduler: run %q now: %w: the lease was won too late to run under it", name, ErrLeaseLost)
 	}
-	// The handler's context ends with the caller's or with a hard stop.
-	hctx, hcancel := context.WithCancelCause(s.hardCtx)
+	// The handler's context carries the caller's values (a trigger's trace
+	// context, say) and ends with the caller's or with a hard stop.
+	hctx, hcancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer hcancel(nil)
+	defer context.AfterFunc(s.hardCtx, func() { hcancel(context.Cause(s.hardCtx)) })()
 	defer context.AfterFunc(ctx, func() { hcancel(context.Cause(ctx)) })()
 	if o.onStart != nil {
 		o.onStart(Run{Job: name, Slot: in.Slot, Instance: s.instance, Token: in.Token, Fence: fence, Attempt: 1, Manual: true})

@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -25,6 +24,10 @@ type Run struct {
 	Fence   uint64
 	Attempt int
 	Manual  bool
+	// Previous is the instance whose attempt this one took over, on a takeover
+	// (attempt 2 and on, after a lease expired or was released unfinished); empty
+	// otherwise.
+	Previous string
 }
 
 // Scheduler runs jobs so that each slot runs on exactly one of the instances sharing
@@ -38,6 +41,8 @@ type Scheduler struct {
 	onEvent  func(Event)
 	callTO   time.Duration
 	maxSkew  time.Duration
+	// middleware wraps every job's handler at registration (Config.Middleware).
+	middleware []Middleware
 
 	mu     sync.Mutex
 	jobs   map[string]*job
@@ -117,5 +122,3 @@ func (s *Scheduler) backendError(j *job, slot time.Time, op string, err error) {
 	s.log.Warn("backend call failed", "job", j.name, "slot", slot, "op", op, "err", err)
 	s.emit(Event{Kind: EventBackendError, Job: j.name, Slot: slot, Op: op, Err: err})
 }
-
-var errTimeout = errors.New("scheduler: handler timed out")

@@ -233,9 +233,11 @@ func TestHandlerErrorAndTimeout(t *testing.T) {
 		require.NoError(t, s.Every("fails", time.Hour, func(context.Context, scheduler.Run) error {
 			return errors.New("disk full")
 		}))
+		var cause error
 		require.NoError(t, s.Every("slow", time.Hour, func(ctx context.Context, _ scheduler.Run) error {
 			<-ctx.Done()
-			return context.Cause(ctx)
+			cause = context.Cause(ctx)
+			return cause
 		}, scheduler.WithTimeout(5*time.Second)))
 		time.Sleep(2 * time.Minute) // past the deadline of the slot at the bubble's start
 		require.NoError(t, s.Start(t.Context()))
@@ -249,6 +251,7 @@ func TestHandlerErrorAndTimeout(t *testing.T) {
 		}
 		hist, _ := s.History(t.Context(), "slow", 1)
 		assert.Equal(t, 5*time.Second, hist[0].Duration, "timed out after exactly the timeout")
+		assert.ErrorIs(t, cause, scheduler.ErrHandlerTimeout, "the context's cause says the job's timeout ended it")
 	})
 }
 

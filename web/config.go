@@ -28,6 +28,10 @@ const (
 	DefaultTriggerWait = 2 * time.Second
 	// DefaultTitle is the name in the pages' header.
 	DefaultTitle = "anarchon"
+	// DefaultRefresh is how often the jobs page reloads itself.
+	DefaultRefresh = 30 * time.Second
+	// MaxRefresh is the longest refresh interval, in Config and in ?refresh=N.
+	MaxRefresh = 24 * time.Hour
 )
 
 // Config configures New. The zero value of every field but Source is valid.
@@ -86,6 +90,13 @@ type Config struct {
 	// Title is the name in the pages' header. Defaults to DefaultTitle.
 	Title string
 
+	// Refresh is how often the jobs page reloads itself (a meta refresh), so a
+	// page left open stays current; each reload is one Source.Jobs. A URL
+	// says otherwise for its view: ?refresh=0 never reloads, ?refresh=N every N
+	// seconds (1 to MaxRefresh). Whole seconds, at most MaxRefresh. Defaults to
+	// DefaultRefresh; negative: the page reloads only when its URL asks.
+	Refresh time.Duration
+
 	// Logger logs reads and actions that fail. Defaults to silence.
 	Logger *slog.Logger
 
@@ -126,6 +137,12 @@ func (c Config) withDefaults() (Config, error) {
 		c.TriggerWait = DefaultTriggerWait
 	case c.TriggerWait >= c.Timeout:
 		return c, fmt.Errorf("%w: TriggerWait %v: shorter than Timeout (%v)", ErrInvalidConfig, c.TriggerWait, c.Timeout)
+	}
+	switch {
+	case c.Refresh == 0:
+		c.Refresh = DefaultRefresh
+	case c.Refresh > MaxRefresh || c.Refresh > 0 && c.Refresh%time.Second != 0:
+		return c, fmt.Errorf("%w: Refresh %v: whole seconds up to %v (negative: none)", ErrInvalidConfig, c.Refresh, MaxRefresh)
 	}
 	if c.Title == "" {
 		c.Title = DefaultTitle

@@ -19,9 +19,13 @@
 //	                             outcome, replica), next slot, schedule in words with
 //	                             its zone, last success, last failure, runs in
 //	                             progress, replicas; ?show=failing or ?show=paused
-//	                             filters them (another value: 400)
-//	GET  job/<name>              one job: its facts, its live leases and its last
-//	                             runs (slot, status, instance, attempt, manual and by
+//	                             filters them (another value: 400); it reloads
+//	                             itself every Config.Refresh (a meta refresh),
+//	                             ?refresh=0 never, ?refresh=N every N seconds
+//	GET  job/<name>              one job: its facts, its live leases, a chart of its
+//	                             last runs (start lag and duration, coloured by
+//	                             outcome; the newest MaxChartRuns) and the runs
+//	                             (slot, status, instance, attempt, manual and by
 //	                             whom, lag, duration, error, fence); ?limit=N runs,
 //	                             default Config.HistoryLimit; a limit that is not a
 //	                             number from 1 up is 400, one above
@@ -85,7 +89,10 @@
 //
 // Tables are tables (caption, th with scope), controls have labels, and the
 // pages set a Content-Security-Policy that allows no script and nothing from
-// another origin. Below 720 px wide the jobs table keeps its key columns (job,
+// another origin. The job page's chart is an inline SVG drawn on the server, with
+// no script and no inline style (its colours are the stylesheet's), a title and a
+// description, each run's mark titled with its numbers, which the table below
+// also has. Below 720 px wide the jobs table keeps its key columns (job,
 // state, last run, run now) and hides the rest, which the job's page shows, so
 // nothing scrolls sideways at 375 px.
 //

@@ -21,6 +21,7 @@ func (h *Handler) funcs() template.FuncMap {
 		"rel":       rel,
 		"iso":       func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
 		"ms":        msText,
+		"secs":      func(n int) string { return short(time.Duration(n) * time.Second) },
 		"status":    statusClass,
 		"failed":    failed,
 		"sched":     scheduler.DescribeSchedule,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,6 +23,8 @@ type pageBase struct {
 	CanAct bool   // Authorize allows this request: show the action controls
 	Now    time.Time
 	JSON   string // this page's JSON (under api/)
+	// Refresh is how often the page reloads itself, in seconds (0: never).
+	Refresh int
 }
 
 func (p pageBase) base() pageBase { return p }
@@ -56,6 +59,60 @@ type jobsView struct {
 	Show  string
 	// All, Failing and Paused count the jobs of each filter.
 	All, Failing, Paused int
+	// Links are the page's links to itself: its filters (keeping the URL's
+	// refresh) and the refresh's switch (keeping the filter).
+	Links jobsLinks
+}
+
+type jobsLinks struct {
+	All, Failing, Paused string
+	// Refresh turns the reloads off when the page reloads, on (every Every
+	// seconds) when it does not.
+	Refresh string
+	Every   int
+}
+
+// jobsRefresh reads ?refresh=: absent is Config.Refresh; 0 is none; N is every N
+// seconds. It returns the interval in seconds (0: none) and the query's own
+// value, kept in the page's links.
+func (h *Handler) jobsRefresh(r *http.Request) (secs int, asked string, err error) {
+	asked = r.URL.Query().Get("refresh")
+	if asked == "" {
+		return int(max(h.cfg.Refresh, 0) / time.Second), "", nil
+	}
+	n, err := strconv.Atoi(asked)
+	if err != nil || n < 0 || n > int(MaxRefresh/time.Second) {
+		return 0, "", fmt.Errorf("%w: refresh=%q: seconds from 1 to %d, or 0 for none", errBadInput, asked, int(MaxRefresh/time.Second))
+	}
+	return n, asked, nil
+}
+
+// newJobsLinks are the jobs page's links to itself, under prefix.
+func newJobsLinks(prefix, show, refresh string, reloads bool, defaultSecs int) jobsLinks {
+	link := func(show, refresh string) string {
+		q := url.Values{}
+		if show != "" {
+			q.Set("show", show)
+		}
+		if refresh != "" {
+			q.Set("refresh", refresh)
+		}
+		if len(q) == 0 {
+			return prefix
+		}
+		return prefix + "?" + q.Encode()
+	}
+	l := jobsLinks{All: link("", refresh), Failing: link(showFailing, refresh), Paused: link(showPaused, refresh)}
+	switch {
+	case reloads:
+		l.Refresh = link(show, "0")
+	case defaultSecs > 0:
+		l.Refresh, l.Every = link(show, ""), defaultSecs // the configured reloads
+	default:
+		l.Every = int(DefaultRefresh / time.Second)
+		l.Refresh = link(show, strconv.Itoa(l.Every))
+	}
+	return l
 }
 
 // jobRow is a job of the jobs page.
@@ -84,6 +141,11 @@ func (h *Handler) jobsPage(ctx context.Context, w http.ResponseWriter, r *http.R
 		h.fail(w, r, http.StatusBadRequest, fmt.Sprintf("show=%q: failing, paused, or none for every job", show))
 		return
 	}
+	refresh, asked, err := h.jobsRefresh(r)
+	if err != nil {
+		h.failErr(w, r, "jobs", err)
+		return
+	}
 	f, err := h.cfg.Source.Jobs(ctx)
 	if err != nil {
 		h.failErr(w, r, "list the jobs", err)
@@ -93,7 +155,9 @@ func (h *Handler) jobsPage(ctx context.Context, w http.ResponseWriter, r *http.R
 		writeJSON(w, http.StatusOK, f) // as `anarchon jobs --json` prints it
 		return
 	}
-	v := jobsView{pageBase: h.base(r, "jobs"), Fleet: f, Show: show, All: len(f.Jobs)}
+	v := jobsView{pageBase: h.base(r, "jobs"), Fleet: f, Show: show, All: len(f.Jobs),
+		Links: newJobsLinks(h.cfg.Prefix, show, asked, refresh > 0, int(max(h.cfg.Refresh, 0)/time.Second))}
+	v.Refresh = refresh
 	for _, j := range f.Jobs {
 		row := jobRow{JobSummary: j, Failing: failed(j.LastRun)}
 		if row.Failing {
@@ -167,6 +231,8 @@ type jobView struct {
 	Limit int
 	// Done is the message of the action that led here.
 	Done string
+	// Chart draws the last runs (nil without any).
+	Chart *runChart
 }
 
 // doneMessages are the messages an action's redirect may ask for (?done=): a
@@ -246,8 +312,9 @@ func (h *Handler) jobPage(ctx context.Context, w http.ResponseWriter, r *http.Re
 		writeJSON(w, http.StatusOK, jv)
 		return
 	}
-	h.render(w, http.StatusOK, "job", jobView{pageBase: h.base(r, ""), JobView: jv, Asked: asked, Limit: limit,
-		Done: doneMessages[r.URL.Query().Get("done")]})
+	base := h.base(r, "")
+	h.render(w, http.StatusOK, "job", jobView{pageBase: base, JobView: jv, Asked: asked, Limit: limit,
+		Done: doneMessages[r.URL.Query().Get("done")], Chart: chartOf(jv.History.Runs, base.Now)})
 }
 
 // jobAPI answers api/job/<name>/history and api/job/<name>/active with exactly

@@ -20,6 +20,7 @@ import (
 
 	"github.com/anarchon/anarchon/fleet"
 	"github.com/anarchon/anarchon/scheduler"
+	"github.com/anarchon/anarchon/web"
 )
 
 // chromiumPath is Debian's chromium unless $ANARCHON_CHROMIUM says otherwise.
@@ -266,9 +267,28 @@ func TestStatusPageInChromium(t *testing.T) {
 	require.Equal(t, int64(200), resp.Status)
 	require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS("#pause-reason"))), "resumed: the pause form is back")
 
-	// The job page of tick, with its runs and the manual one.
+	// The job page of tick, with its runs and the manual one, and their chart.
+	if os.Getenv("ANARCHON_SCREENSHOTS") != "" {
+		// Refreshing the docs' screenshots: a chart of a dozen runs, not three.
+		require.Eventually(t, func() bool {
+			h, err := f.client.History(ctx, jobTick, 12)
+			return err == nil && len(h.Runs) >= 12
+		}, time.Minute, 250*time.Millisecond)
+	}
 	open(t, ctx, f.url+"job/"+jobTick+"?limit=12", "#runs")
+	tick := readChart(t, ctx)
+	assert.Equal(t, tick.Rows, tick.Marks, "one mark per run in the table")
+	assert.Positive(t, tick.Marks)
+	assert.Equal(t, tick.Marks, tick.Classes["ok"]+tick.Classes["run"], "every run of tick ended ok, or runs: %+v", tick)
+	assert.Equal(t, []string{okGreen}, tick.Fills["ok"], "ok runs are drawn green, from the stylesheet")
+	assertChartAccessible(t, tick)
 	screenshot(t, ctx, dir, "job.png")
+	open(t, ctx, f.url+"job/"+jobFlaky, "#runs")
+	flaky := readChart(t, ctx)
+	assert.Equal(t, flaky.Rows, flaky.Marks)
+	assert.Equal(t, flaky.Marks-flaky.Classes["run"], flaky.Classes["bad"], "the failing job's finished runs are failures: %+v", flaky)
+	assert.Equal(t, []string{badRed}, flaky.Fills["bad"], "failed runs are drawn red")
+	assertChartAccessible(t, flaky)
 
 	// At 375 px: no sideways scroll, and the key columns are in view.
 	require.NoError(t, chromedp.Do(ctx, chromedp.EmulateViewport(375, 812)))
@@ -296,11 +316,150 @@ func TestStatusPageInChromium(t *testing.T) {
 	assert.LessOrEqual(t, l.Right, 375.0, "the key columns are in view")
 	screenshot(t, ctx, dir, "jobs-375.png")
 
+	// The job page at 375 px: the chart fits the width, the page does not scroll
+	// sideways (the runs table scrolls in its own box).
+	open(t, ctx, f.url+"job/"+jobTick, "#runs")
+	narrow := readChart(t, ctx)
+	t.Logf("the job page at 375 px: %+v", narrow)
+	assert.LessOrEqual(t, narrow.DocScroll, narrow.DocClient, "the job page does not scroll sideways")
+	assert.LessOrEqual(t, narrow.Right, 375.0, "the chart fits the screen")
+	assert.Greater(t, narrow.Width, 300.0, "and fills its width")
+	assert.Equal(t, narrow.Rows, narrow.Marks)
+
 	reqs.mu.Lock()
 	defer reqs.mu.Unlock()
 	assert.GreaterOrEqual(t, len(reqs.seen), 20, "the pages' requests were seen: %v", reqs.seen)
 	assert.Empty(t, reqs.outside, "no request leaves 127.0.0.1")
 	t.Logf("%d requests, all to 127.0.0.1; the browser test took %v", len(reqs.seen), time.Since(began).Round(time.Millisecond))
+}
+
+// The colours the stylesheet gives the chart's ok and failed runs.
+const (
+	okGreen = "rgb(26, 127, 55)"
+	badRed  = "rgb(180, 35, 24)"
+)
+
+// chart is a job page's chart as the browser shows it.
+type chart struct {
+	Marks, Rows int            // the chart's marks; the rows of the runs table
+	Classes     map[string]int // marks by outcome class
+	Fills       map[string][]string
+	// The SVG's accessible name and description, and the page's scripts.
+	Title, Desc, LabelledBy string
+	Scripts                 int
+	Width, Right            float64 // the SVG's rendered width and right edge
+	DocScroll, DocClient    float64
+}
+
+func readChart(t *testing.T, ctx context.Context) chart {
+	t.Helper()
+	c, err := chromedp.Run(ctx, chromedp.Evaluate[chart](`(() => {
+		const svg = document.querySelector('svg.runs-chart');
+		const marks = [...svg.querySelectorAll('g.mark')];
+		const classes = {}, fills = {};
+		for (const m of marks) {
+			const cls = [...m.classList].find(c => c !== 'mark');
+			classes[cls] = (classes[cls] || 0) + 1;
+			const fill = getComputedStyle(m.querySelector('rect.dur')).fill;
+			fills[cls] = [...new Set([...(fills[cls] || []), fill])];
+		}
+		const box = svg.getBoundingClientRect();
+		return {
+			Marks: marks.length,
+			Rows: document.querySelectorAll('#runs tbody tr').length,
+			Classes: classes, Fills: fills,
+			Title: svg.querySelector(':scope > title').textContent,
+			Desc: svg.querySelector(':scope > desc').textContent,
+			LabelledBy: svg.getAttribute('aria-labelledby'),
+			Scripts: document.scripts.length,
+			Width: box.width, Right: box.right,
+			DocScroll: document.documentElement.scrollWidth, DocClient: document.documentElement.clientWidth,
+		};
+	})()`))
+	require.NoError(t, err, "the job page has a chart")
+	return c
+}
+
+func assertChartAccessible(t *testing.T, c chart) {
+	t.Helper()
+	assert.Contains(t, c.Title, "Start lag and duration of the last")
+	assert.Contains(t, c.Desc, "Start lag up to")
+	assert.Equal(t, "chart-title chart-desc", c.LabelledBy)
+	assert.Zero(t, c.Scripts, "no script on the page")
+}
+
+// TestJobsPageReloadsItselfInChromium: the jobs page reloads itself at the
+// configured interval, and with ?refresh=0 it does not, nor do the filters it
+// links to.
+func TestJobsPageReloadsItselfInChromium(t *testing.T) {
+	f := startFleet(t, fleetSetup{
+		declare: func(t *testing.T, s *scheduler.Scheduler) {
+			require.NoError(t, s.Every(jobTick, time.Hour, func(context.Context, scheduler.Run) error { return nil }))
+		},
+		prepare: func(t *testing.T, ctx context.Context, c *fleet.Client) {
+			_, err := c.Trigger(ctx, jobTick, fleet.TriggerRequest{Wait: true})
+			require.NoError(t, err)
+		},
+		page: func(c *web.Config) { c.Refresh = time.Second },
+	})
+	ctx := startChromium(t)
+	reqs := watchRequests(t, ctx)
+	loads := make(chan string, 16)
+	require.NoError(t, chromedp.Listen(ctx, func(ev any) {
+		if e, ok := ev.(*page.EventFrameNavigated); ok && e.Frame.ParentID == "" {
+			select {
+			case loads <- e.Frame.URL:
+			default:
+			}
+		}
+	}))
+	drain := func() {
+		for {
+			select {
+			case <-loads:
+			default:
+				return
+			}
+		}
+	}
+	refreshOf := func() string {
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(document.querySelector('meta[http-equiv="refresh"]') || {content: ''}).content`))
+		require.NoError(t, err)
+		return v
+	}
+
+	open(t, ctx, f.url, "#jobs")
+	assert.Equal(t, "1", refreshOf())
+	drain()
+	select {
+	case u := <-loads:
+		assert.Equal(t, f.url, u, "the page reloaded itself")
+	case <-time.After(15 * time.Second):
+		t.Fatal("the jobs page did not reload itself within 15 s at a refresh of 1 s")
+	}
+
+	open(t, ctx, f.url+"?refresh=0", "#jobs")
+	assert.Empty(t, refreshOf(), "?refresh=0: no reload")
+	note, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#refresh")))
+	require.NoError(t, err)
+	assert.Equal(t, "This page does not reload itself: reload it every 1s.", note)
+	resp, err := chromedp.RunResponse(ctx, chromedp.Click(chromedp.CSS(`nav.filter a[href*="failing"]`)))
+	require.NoError(t, err)
+	require.Equal(t, int64(200), resp.Status)
+	loc, err := chromedp.Run(ctx, chromedp.Location())
+	require.NoError(t, err)
+	assert.Equal(t, f.url+"?refresh=0&show=failing", loc, "the filter keeps ?refresh=0")
+	assert.Empty(t, refreshOf())
+	drain()
+	select {
+	case u := <-loads:
+		t.Fatalf("a page with ?refresh=0 reloaded: %s", u)
+	case <-time.After(3 * time.Second): // three refresh intervals
+	}
+
+	reqs.mu.Lock()
+	defer reqs.mu.Unlock()
+	assert.Empty(t, reqs.outside, "no request leaves 127.0.0.1")
 }
 
 // TestHostileNamesInChromium: a job whose name and error are markup shows them as

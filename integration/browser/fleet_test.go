@@ -45,6 +45,8 @@ type testFleet struct {
 type fleetSetup struct {
 	declare func(t *testing.T, s *scheduler.Scheduler)
 	prepare func(t *testing.T, ctx context.Context, c *fleet.Client)
+	// page changes the status page's configuration, when set.
+	page func(*web.Config)
 }
 
 func startFleet(t *testing.T, setup fleetSetup) *testFleet {
@@ -80,7 +82,7 @@ func startFleet(t *testing.T, setup fleetSetup) *testFleet {
 	require.NoError(t, err)
 	setup.prepare(t, ctx, client)
 
-	h, err := web.New(web.Config{
+	cfg := web.Config{
 		Source: client,
 		Prefix: "/anarchon/",
 		// People may look at everything and act on every job but billing-export.
@@ -88,7 +90,11 @@ func startFleet(t *testing.T, setup fleetSetup) *testFleet {
 			return r.Method == http.MethodGet || !strings.Contains(r.URL.EscapedPath(), "/"+jobLocked+"/")
 		},
 		Who: func(*http.Request) string { return "browser-test" },
-	})
+	}
+	if setup.page != nil {
+		setup.page(&cfg)
+	}
+	h, err := web.New(cfg)
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	mux.Handle("/anarchon/", h)
