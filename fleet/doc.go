@@ -142,7 +142,7 @@
 // active reply missing parts when ctx ends is an error saying how many came; a
 // replica whose jobs parts did not all arrive (no part for a gather window, or the
 // deadline) is not listed, with a warning. The jobs view cuts the errors it
-// repeats at MaxViewError bytes (1 KiB, with scheduler.TruncateText's mark) and
+// repeats at MaxViewError bytes (1 KiB, with backend.TruncateText's mark) and
 // lists at most MaxViewRunning runs in progress per job ("running_more" counts the
 // others); history carries errors as stored, at most scheduler.MaxErrorText;
 // Events cut theirs at MaxViewError.
@@ -151,7 +151,7 @@
 // pause and next slot (scheduler.JobInfo.Next, by its clock) from memory, then one
 // read of the last run, last success and last failure of every job
 // (scheduler.LastRuns: one batched read when the backend implements
-// scheduler.LastRunsReader, else the last ViewHistoryLimit history records of each
+// backend.LastRunsReader, else the last ViewHistoryLimit history records of each
 // job) and one read per job of its unfinished runs (scheduler's Active: live
 // leases, their holder and attempt). The reads of one jobs request are bounded
 // together by a budget shorter than the gather window: a job whose reads fail or
@@ -189,7 +189,7 @@
 //	429  a trigger while the replica runs as many manual runs of the job as it
 //	     allows (scheduler.WithMaxManualRuns)
 //	500  the replica failed (a backend call), with the error
-//	501  not supported: the backend cannot store pauses (scheduler.Pauser)
+//	501  not supported: the backend cannot store pauses (backend.Pauser)
 //	503  unavailable: the scheduler is not started or stopping, or the service stops
 //
 // Client returns these as *ServiceError, which matches ErrBadRequest,

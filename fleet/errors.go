@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -186,7 +187,7 @@ func replyFor(err error) (int, string) {
 }
 
 // shortText is s on one line, at most MaxViewError bytes.
-func shortText(s string) string { return scheduler.TruncateText(oneLine(s), MaxViewError) }
+func shortText(s string) string { return backend.TruncateText(oneLine(s), MaxViewError) }
 
 // oneLine makes s fit in a header value.
 func oneLine(s string) string {

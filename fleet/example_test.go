@@ -6,6 +6,7 @@ import (
 	"log"
 	"time"
 
+	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/fleet"
 	"github.com/anarchon/anarchon/scheduler"
@@ -27,7 +28,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer nc.Close()
-	s, err := scheduler.New(scheduler.Config{Backend: scheduler.NewMemoryBackend(), Instance: "replica-1"})
+	s, err := scheduler.New(scheduler.Config{Backend: memory.New(), Instance: "replica-1"})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -14,6 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend"
+	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/fleet"
 	"github.com/anarchon/anarchon/scheduler"
@@ -346,10 +348,10 @@ func TestUnknownJob(t *testing.T) {
 }
 
 // noPauses is a backend that cannot store pauses (no Pauser).
-type noPauses struct{ scheduler.Backend }
+type noPauses struct{ backend.Backend }
 
 func TestPauseNotSupported(t *testing.T) {
-	f := startFleet(t, fleetSetup{instances: []string{"A"}, backend: noPauses{scheduler.NewMemoryBackend()}})
+	f := startFleet(t, fleetSetup{instances: []string{"A"}, backend: noPauses{memory.New()}})
 	ctx := requestCtx(t)
 	_, err := f.client.Pause(ctx, jobReport, fleet.PauseRequest{Reason: "r"})
 	require.ErrorIs(t, err, fleet.ErrNotSupported)
@@ -393,7 +395,7 @@ func TestPrefixesSeparateFleets(t *testing.T) {
 func TestInvalidOptions(t *testing.T) {
 	srv := startServer(t, embedded.Options{})
 	nc := connect(t, srv.Connect)
-	s, err := scheduler.New(scheduler.Config{Backend: scheduler.NewMemoryBackend()})
+	s, err := scheduler.New(scheduler.Config{Backend: memory.New()})
 	require.NoError(t, err)
 	for name, opts := range map[string][]fleet.Option{
 		"empty prefix":    {fleet.WithPrefix("")},

@@ -9,12 +9,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/fleet"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
 // slowHistory is a memory backend whose History takes 20ms (a store under load).
-type slowHistory struct{ *scheduler.MemoryBackend }
+type slowHistory struct{ *memory.Backend }
 
 func (b slowHistory) History(ctx context.Context, job string, limit int) ([]scheduler.RunRecord, error) {
 	select {
@@ -22,14 +23,14 @@ func (b slowHistory) History(ctx context.Context, job string, limit int) ([]sche
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	return b.MemoryBackend.History(ctx, job, limit)
+	return b.Backend.History(ctx, job, limit)
 }
 
 // What a viewer may send cannot keep an operator from pausing: a flood of history
 // requests (here 20,000, each read taking 20ms) fills the replica's queue of reads,
 // not the one its controls wait in, and the pause of another job is answered.
 func TestHistoryFloodDoesNotStarveAPause(t *testing.T) {
-	f := startFleet(t, fleetSetup{instances: []string{"A"}, backend: slowHistory{scheduler.NewMemoryBackend()}})
+	f := startFleet(t, fleetSetup{instances: []string{"A"}, backend: slowHistory{memory.New()}})
 	flood := connect(t, f.dial)
 	subject := f.client.Subject("history", jobReport)
 	for range 20000 {

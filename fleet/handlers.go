@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/internal/backendutil"
 	"github.com/anarchon/anarchon/internal/natsutil"
 	"github.com/anarchon/anarchon/scheduler"
@@ -414,7 +415,7 @@ func (f *Service) clearPause(ctx context.Context, job string, data []byte) (any,
 // to resume. A backend without pauses, or a read that fails, says false: the
 // reply then leaves it out.
 func (f *Service) notPaused(ctx context.Context, job string) bool {
-	p, ok := f.s.Backend().(scheduler.Pauser)
+	p, ok := f.s.Backend().(backend.Pauser)
 	if !ok {
 		return false
 	}

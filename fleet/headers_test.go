@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/fleet"
 	"github.com/anarchon/anarchon/scheduler"
@@ -115,7 +116,7 @@ func TestRequestContextThatFailsIsLeftOut(t *testing.T) {
 func TestHeaderOptionsAreChecked(t *testing.T) {
 	ns := startServer(t, embedded.Options{})
 	nc := connect(t, ns.Connect)
-	s, err := scheduler.New(scheduler.Config{Backend: scheduler.NewMemoryBackend()})
+	s, err := scheduler.New(scheduler.Config{Backend: memory.New()})
 	require.NoError(t, err)
 	headers := fleet.WithRequestHeaders(func(context.Context, nats.Header) {})
 	reqCtx := fleet.WithRequestContext(func(ctx context.Context, _ nats.Header) context.Context { return ctx })

@@ -11,6 +11,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend"
+	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/fleet"
 	"github.com/anarchon/anarchon/scheduler"
@@ -73,7 +75,7 @@ type replica struct {
 // server, and a client on a connection of its own.
 type testFleet struct {
 	dial     func(...nats.Option) (*nats.Conn, error)
-	backend  *scheduler.MemoryBackend
+	backend  *memory.Backend
 	replicas []*replica
 	client   *fleet.Client
 	nc       *nats.Conn // the client's connection
@@ -82,7 +84,7 @@ type testFleet struct {
 
 type fleetSetup struct {
 	instances []string
-	backend   scheduler.Backend               // defaults to the shared memory backend
+	backend   backend.Backend                 // defaults to the shared memory backend
 	jobs      func(instance string) []testJob // defaults to report and backup
 	serve     []fleet.Option
 	events    bool // each replica publishes its events (fleet.Events, with eventOpts)
@@ -94,7 +96,7 @@ type fleetSetup struct {
 	dial func(...nats.Option) (*nats.Conn, error)
 	// backendFor gives each replica a backend of its own on its connection, as
 	// separate processes have; nil: the shared backend.
-	backendFor func(t testing.TB, nc *nats.Conn) scheduler.Backend
+	backendFor func(t testing.TB, nc *nats.Conn) backend.Backend
 }
 
 func startFleet(t testing.TB, setup fleetSetup) *testFleet {
@@ -102,7 +104,7 @@ func startFleet(t testing.TB, setup fleetSetup) *testFleet {
 	if setup.instances == nil {
 		setup.instances = []string{"A", "B", "C"}
 	}
-	f := &testFleet{dial: setup.dial, backend: scheduler.NewMemoryBackend(), changed: make(chan struct{}, 1)}
+	f := &testFleet{dial: setup.dial, backend: memory.New(), changed: make(chan struct{}, 1)}
 	if f.dial == nil {
 		f.dial = startServer(t, setup.server).Connect
 	}

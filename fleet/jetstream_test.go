@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/fleet"
 	"github.com/anarchon/anarchon/jetstream"
@@ -19,7 +20,7 @@ import (
 
 // leasedBackend is one replica's JetStream backend with a kvlease store, on its own
 // connection, as a real replica has.
-func leasedBackend(t testing.TB, nc *nats.Conn) scheduler.Backend {
+func leasedBackend(t testing.TB, nc *nats.Conn) backend.Backend {
 	t.Helper()
 	js, err := natsjs.New(nc)
 	require.NoError(t, err)

@@ -3,6 +3,7 @@ package fleet
 import (
 	"time"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -21,7 +22,7 @@ const (
 const (
 	// MaxViewError is the longest error text the jobs view (a job's last run, last
 	// success, last failure and view error), an error reply and Events carry, in
-	// bytes: a longer one is cut with scheduler.TruncateText's mark. History and a
+	// bytes: a longer one is cut with backend.TruncateText's mark. History and a
 	// finished trigger carry the run's error as stored (at most
 	// scheduler.MaxErrorText).
 	MaxViewError = 1 << 10
@@ -187,7 +188,7 @@ const (
 // ViewHistoryLimit is how many of a job's most recent history records a replica
 // reads to fill a JobState's last run, last success and last failure when its
 // backend cannot read the last runs of every job at once
-// (scheduler.LastRunsReader): one with none among them shows none.
+// (backend.LastRunsReader): one with none among them shows none.
 const ViewHistoryLimit = scheduler.LastRunsDepth
 
 // JobState is one declared job on one replica, with the replica's view of its
@@ -273,8 +274,8 @@ type PauseInfo struct {
 }
 
 func pauseInfo(p scheduler.Pause) *PauseInfo {
-	return &PauseInfo{Job: p.Job, Reason: scheduler.TruncateText(p.Reason, scheduler.MaxPauseText),
-		By: scheduler.TruncateText(p.By, scheduler.MaxPauseText), At: p.At, Until: p.Until}
+	return &PauseInfo{Job: p.Job, Reason: backend.TruncateText(p.Reason, scheduler.MaxPauseText),
+		By: backend.TruncateText(p.By, scheduler.MaxPauseText), At: p.At, Until: p.Until}
 }
 
 // Run is one attempt at one run, as history and finished triggers show it.
@@ -306,9 +307,9 @@ type Run struct {
 func runOf(r scheduler.RunRecord, maxError int) Run {
 	out := Run{
 		Job: r.Job, Slot: r.Slot, Instance: r.Instance, Token: r.Token, Attempt: r.Attempt,
-		Fence: r.Fence, Manual: r.Manual, RequestedBy: scheduler.TruncateText(r.RequestedBy, scheduler.MaxPauseText),
+		Fence: r.Fence, Manual: r.Manual, RequestedBy: backend.TruncateText(r.RequestedBy, scheduler.MaxPauseText),
 		Status: r.Status, ClaimedAt: r.ClaimedAt, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
-		DurationMS: ms(r.Duration), Error: scheduler.TruncateText(r.Error, maxError),
+		DurationMS: ms(r.Duration), Error: backend.TruncateText(r.Error, maxError),
 	}
 	if !r.StartedAt.IsZero() && !r.Slot.IsZero() {
 		out.LagMS = ms(r.StartedAt.Sub(r.Slot))

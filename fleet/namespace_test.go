@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/fleet"
 	"github.com/anarchon/anarchon/jetstream"
@@ -71,7 +72,7 @@ func TestJobNamedLikeAVerbSwallowsNoRequest(t *testing.T) {
 	} {
 		assert.ErrorIs(t, call(), fleet.ErrNoReplica)
 	}
-	pauses, err := f.replicas[0].s.Backend().(scheduler.Pauser).Pauses(ctx)
+	pauses, err := f.replicas[0].s.Backend().(backend.Pauser).Pauses(ctx)
 	require.NoError(t, err)
 	assert.Empty(t, pauses, "no pause stored")
 
@@ -109,7 +110,7 @@ func TestServeRefusesOverlappingSubjects(t *testing.T) {
 	nc := connect(t, srv.Connect)
 	js, err := natsjs.New(nc)
 	require.NoError(t, err)
-	newScheduler := func(t *testing.T, b scheduler.Backend, jobs ...string) *scheduler.Scheduler {
+	newScheduler := func(t *testing.T, b backend.Backend, jobs ...string) *scheduler.Scheduler {
 		s, err := scheduler.New(scheduler.Config{Backend: b, Instance: "A"})
 		require.NoError(t, err)
 		for _, j := range jobs {
@@ -129,7 +130,7 @@ func TestServeRefusesOverlappingSubjects(t *testing.T) {
 
 	for _, c := range []struct {
 		name    string
-		backend scheduler.Backend
+		backend backend.Backend
 		jobs    []string
 		opts    []fleet.Option
 		want    []string

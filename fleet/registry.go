@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/internal/backendutil"
 	"github.com/anarchon/anarchon/internal/natsutil"
 	"github.com/anarchon/anarchon/scheduler"
@@ -103,7 +104,7 @@ type Declaration struct {
 	TimeoutMS int64  `json:"timeout_ms,omitempty"`
 }
 
-func declarationOf(j scheduler.JobLimits) Declaration {
+func declarationOf(j backend.JobLimits) Declaration {
 	return Declaration{
 		Name: j.Job, Schedule: j.Schedule, Overlap: j.Overlap.String(), CatchUp: j.CatchUp.String(),
 		LeaseMS: j.Lease.Milliseconds(), MaxLateMS: j.MaxLate.Milliseconds(),

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/scheduler"
 )
@@ -31,7 +32,7 @@ func TestRegistryInParts(t *testing.T) {
 	nc, err := srv.Connect()
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
-	s, err := scheduler.New(scheduler.Config{Backend: scheduler.NewMemoryBackend(), Instance: "big"})
+	s, err := scheduler.New(scheduler.Config{Backend: memory.New(), Instance: "big"})
 	require.NoError(t, err)
 	const n = 10_000
 	for i := range n {

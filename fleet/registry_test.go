@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/fleet"
 	"github.com/anarchon/anarchon/scheduler"
@@ -130,7 +131,7 @@ func TestServeWithoutJetStream(t *testing.T) {
 	require.NoError(t, err, "the embedded nats-server must start")
 	t.Cleanup(srv.Shutdown)
 	nc := connect(t, srv.Connect)
-	s, err := scheduler.New(scheduler.Config{Backend: scheduler.NewMemoryBackend(), Instance: "solo"})
+	s, err := scheduler.New(scheduler.Config{Backend: memory.New(), Instance: "solo"})
 	require.NoError(t, err)
 	require.NoError(t, s.Every(jobReport, time.Hour, func(context.Context, scheduler.Run) error { return nil }))
 

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/internal/backendutil"
 	"github.com/anarchon/anarchon/scheduler"
 )
@@ -76,7 +77,7 @@ func Serve(ctx context.Context, nc *nats.Conn, s *scheduler.Scheduler, opts ...O
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	_, pauser := s.Backend().(scheduler.Pauser)
+	_, pauser := s.Backend().(backend.Pauser)
 	var jobs []string
 	for _, j := range s.Jobs() {
 		jobs = append(jobs, j.Job)

@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend"
+	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/fleet"
 	"github.com/anarchon/anarchon/scheduler"
@@ -21,21 +23,21 @@ import (
 // storeRuns stores n finished runs of job in b as another writer (an earlier
 // version, another backend's tool) might have: straight into the backend, past
 // the scheduler's cut of error texts, with an error of errLen bytes each.
-func storeRuns(t testing.TB, b scheduler.Backend, job string, n, errLen int) {
+func storeRuns(t testing.TB, b backend.Backend, job string, n, errLen int) {
 	t.Helper()
 	ctx := context.Background()
 	base := time.Now().Add(-time.Duration(n+1) * time.Minute).Truncate(time.Minute)
 	for i := range n {
 		slot := base.Add(time.Duration(i) * time.Minute)
 		tok := "tok-" + strconv.Itoa(i)
-		in := scheduler.ClaimInput{Job: job, Slot: slot, Token: tok, Instance: "A", Attempt: 1, At: slot, HistorySize: 2 * n}
+		in := backend.ClaimInput{Job: job, Slot: slot, Token: tok, Instance: "A", Attempt: 1, At: slot, HistorySize: 2 * n}
 		won, err := b.Claim(ctx, in)
 		require.NoError(t, err)
 		require.True(t, won)
 		msg := fmt.Sprintf("run %d failed: ", i) + strings.Repeat("e", errLen)
-		require.NoError(t, b.SaveResult(ctx, job, scheduler.StoredResult{Slot: slot, Token: tok, Instance: "A", Attempt: 1,
+		require.NoError(t, b.SaveResult(ctx, job, backend.StoredResult{Slot: slot, Token: tok, Instance: "A", Attempt: 1,
 			Status: scheduler.StatusError, StartedAt: slot, FinishedAt: slot.Add(time.Second), Error: msg[:errLen]},
-			scheduler.Retention{Size: 2 * n}))
+			backend.Retention{Size: 2 * n}))
 	}
 }
 
@@ -107,10 +109,10 @@ func TestActiveWithManyUnfinishedRuns(t *testing.T) {
 	const n = 3000
 	for i := range n {
 		slot := base.Add(time.Duration(i) * time.Second)
-		res, err := runs.Claim(context.Background(), scheduler.RunClaim{Job: jobReport, Slot: slot, Token: "tok-" + strconv.Itoa(i),
+		res, err := runs.Claim(context.Background(), backend.RunClaim{Job: jobReport, Slot: slot, Token: "tok-" + strconv.Itoa(i),
 			Instance: holder, Lease: time.Hour, Deadline: time.Now().Add(time.Hour)})
 		require.NoError(t, err)
-		require.Equal(t, scheduler.OutcomeWon, res.Outcome, "slot %d", i)
+		require.Equal(t, backend.OutcomeWon, res.Outcome, "slot %d", i)
 	}
 	ctx := requestCtx(t)
 	a, err := f.client.Active(ctx, jobReport)
@@ -142,7 +144,7 @@ func TestJobsOfTenThousandJobs(t *testing.T) {
 			conflicts <- e
 		}
 	}
-	s, err := scheduler.New(scheduler.Config{Backend: scheduler.NewMemoryBackend(), Instance: "big", OnEvent: onConflict})
+	s, err := scheduler.New(scheduler.Config{Backend: memory.New(), Instance: "big", OnEvent: onConflict})
 	require.NoError(t, err)
 	const n = 10_000
 	names := make([]string, n)
@@ -159,7 +161,7 @@ func TestJobsOfTenThousandJobs(t *testing.T) {
 	t.Logf("Serve of %d jobs: %v", n, time.Since(t0))
 	t.Cleanup(func() { require.NoError(t, svc.Stop(context.Background())) })
 
-	other, err := scheduler.New(scheduler.Config{Backend: scheduler.NewMemoryBackend(), Instance: "other"})
+	other, err := scheduler.New(scheduler.Config{Backend: memory.New(), Instance: "other"})
 	require.NoError(t, err)
 	require.NoError(t, other.Every(names[1], 2*time.Hour, func(context.Context, scheduler.Run) error { return nil }))
 	osvc, err := fleet.Serve(requestCtx(t), connect(t, srv.Connect), other)

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/internal/natsutil"
-	"github.com/anarchon/anarchon/scheduler"
 )
 
 // Endpoint verbs: the token after the prefix. They are upper case, as NATS's own
@@ -75,7 +75,7 @@ func validPrefix(prefix string) error {
 	return nil
 }
 
-// SubjectLister is a backend (or a scheduler.RunStore) that keeps its jobs on NATS
+// SubjectLister is a backend (or a backend.RunStore) that keeps its jobs on NATS
 // subjects of its own: jetstream.Backend (each job's stream), jetstream.LeasedBackend
 // and kvlease.Store (the lease bucket). Serve refuses to serve a scheduler whose
 // backend's subjects overlap the fleet's or the registry's, since a stream that
@@ -100,14 +100,14 @@ type subjectOwner struct {
 
 // checkSubjects refuses a replica in which the fleet service, the registry and the
 // backend (and its run store) listen on overlapping subjects.
-func checkSubjects(p subjects, c *config, b scheduler.Backend, jobs []string) error {
+func checkSubjects(p subjects, c *config, b backend.Backend, jobs []string) error {
 	owners := []subjectOwner{{name: "the fleet service (prefix " + string(p) + ")", subjects: p.all()}}
 	if !c.noRegistry {
 		owners = append(owners, subjectOwner{name: "the registry (bucket " + c.bucket + ")", subjects: []string{registrySubjects(c.bucket)}})
 	}
 	if l, ok := b.(SubjectLister); ok {
 		owners = append(owners, subjectsOf("the backend "+b.Name(), l, jobs))
-	} else if lb, ok := b.(scheduler.LeaseBackend); ok {
+	} else if lb, ok := b.(backend.LeaseBackend); ok {
 		if l, ok := lb.Runs().(SubjectLister); ok {
 			owners = append(owners, subjectsOf("the run store of the backend "+b.Name(), l, jobs))
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/fleet"
 	"github.com/anarchon/anarchon/scheduler"
@@ -158,7 +159,7 @@ func TestActive(t *testing.T) {
 func TestTriggerBeforeStart(t *testing.T) {
 	srv := startServer(t, embedded.Options{})
 	nc := connect(t, srv.Connect)
-	s, err := scheduler.New(scheduler.Config{Backend: scheduler.NewMemoryBackend(), Instance: "early"})
+	s, err := scheduler.New(scheduler.Config{Backend: memory.New(), Instance: "early"})
 	require.NoError(t, err)
 	ran := make(chan struct{}, 1)
 	require.NoError(t, s.Every(jobReport, time.Hour, func(context.Context, scheduler.Run) error {

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/jetstream"
 	"github.com/anarchon/anarchon/kvlease"
@@ -56,7 +57,7 @@ func TestReplicaClockBehindServer(t *testing.T) {
 		name := map[bool]string{false: "without leases", true: "with leases"}[leases]
 		t.Run(name, func(t *testing.T) {
 			nc := inproc(t, srv)
-			var b scheduler.Backend = plainBackend(t, nc)
+			var b backend.Backend = plainBackend(t, nc)
 			if leases {
 				b = leased(t, nc, 1)
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/jetstream"
 	"github.com/anarchon/anarchon/scheduler"
@@ -38,7 +39,7 @@ func waitSlotStart(t *testing.T, interval, lead time.Duration) time.Time {
 
 // statusesOf is the job's history as a slot → statuses map (manual runs under the
 // key -1).
-func statusesOf(t *testing.T, b scheduler.Backend, job string) map[int64][]scheduler.Status {
+func statusesOf(t *testing.T, b backend.Backend, job string) map[int64][]scheduler.Status {
 	t.Helper()
 	recs, err := b.History(ctxT(t, 10*time.Second), job, 0)
 	require.NoError(t, err)
@@ -63,7 +64,7 @@ func TestResultStoredAfterPartitionNATS(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			proxy := startFaultProxy(t, strings.TrimPrefix(srv.ClientURL(), "nats://"))
 			nc := faultDial(t, "partitioned", proxy.URL(), nats.IgnoreDiscoveredServers())
-			var b scheduler.Backend = plainBackend(t, nc)
+			var b backend.Backend = plainBackend(t, nc)
 			if withLeases {
 				b = leased(t, nc, 1)
 			}
@@ -105,14 +106,14 @@ type flakyResults struct {
 
 var errElection = errors.New("test: no leader (an election on the stream)")
 
-func (f *flakyResults) SaveResult(ctx context.Context, job string, r scheduler.StoredResult, keep scheduler.Retention) error {
+func (f *flakyResults) SaveResult(ctx context.Context, job string, r backend.StoredResult, keep backend.Retention) error {
 	if f.failSaves.Add(-1) >= 0 {
 		return errElection
 	}
 	return f.LeasedBackend.SaveResult(ctx, job, r, keep)
 }
 
-func (f *flakyResults) Claim(ctx context.Context, in scheduler.ClaimInput) (bool, error) {
+func (f *flakyResults) Claim(ctx context.Context, in backend.ClaimInput) (bool, error) {
 	if f.failClaims.Add(-1) >= 0 {
 		return false, errElection
 	}
@@ -179,12 +180,12 @@ type failingPausedFinish struct {
 	fail atomic.Int32
 }
 
-func (f *failingPausedFinish) Runs() scheduler.RunStore {
+func (f *failingPausedFinish) Runs() backend.RunStore {
 	return pausedFinishRuns{f.LeasedBackend.Runs(), f}
 }
 
 type pausedFinishRuns struct {
-	scheduler.RunStore
+	backend.RunStore
 	f *failingPausedFinish
 }
 
@@ -196,7 +197,7 @@ func (r pausedFinishRuns) Finish(ctx context.Context, job string, slot time.Time
 }
 
 func (r pausedFinishRuns) WatchRun(ctx context.Context, job string, slot time.Time) (<-chan struct{}, error) {
-	return r.RunStore.(scheduler.LeaseWatcher).WatchRun(ctx, job, slot)
+	return r.RunStore.(backend.LeaseWatcher).WatchRun(ctx, job, slot)
 }
 
 // A slot that falls while its job is paused is not run, also when the winner's
@@ -206,7 +207,7 @@ func TestPausedSlotNeverRunsNATS(t *testing.T) {
 	var ran atomic.Int32
 	job := "paused-finish"
 	var scheds []*scheduler.Scheduler
-	var backend scheduler.Backend
+	var backend backend.Backend
 	for _, id := range []string{"A", "B", "C"} {
 		b := &failingPausedFinish{LeasedBackend: leased(t, dial(t, srv.ClientURL()), 1)}
 		b.fail.Store(1)

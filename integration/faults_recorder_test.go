@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -129,7 +130,7 @@ func (r *faultRecorder) onEvent(e scheduler.Event) {
 	case scheduler.EventSkipped:
 		r.skipped[k]++
 	case scheduler.EventLost:
-		if e.Outcome == scheduler.OutcomeNone {
+		if e.Outcome == backend.OutcomeNone {
 			r.lostNone[k]++
 		}
 	case scheduler.EventTakeover:

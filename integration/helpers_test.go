@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/jetstream"
 	"github.com/anarchon/anarchon/scheduler"
@@ -151,7 +152,7 @@ func plainBackend(t *testing.T, nc *nats.Conn, opts ...jetstream.Option) *jetstr
 	return b
 }
 
-func newSched(t *testing.T, b scheduler.Backend, instance string, clock scheduler.Clock) *scheduler.Scheduler {
+func newSched(t *testing.T, b backend.Backend, instance string, clock scheduler.Clock) *scheduler.Scheduler {
 	t.Helper()
 	s, err := scheduler.New(scheduler.Config{Backend: b, Instance: instance, Clock: clock})
 	require.NoError(t, err)

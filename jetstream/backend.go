@@ -11,15 +11,15 @@ import (
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/internal/backendutil"
 	"github.com/anarchon/anarchon/internal/natsutil"
 	"github.com/anarchon/anarchon/internal/option"
-	"github.com/anarchon/anarchon/scheduler"
 )
 
-// Backend is a scheduler.Backend on NATS JetStream, named "jetstream". It also
-// implements scheduler.JobChecker and scheduler.JobWindower. It has no leases; see
-// NewLeased for a backend that adds a scheduler.RunStore.
+// Backend is a backend.Backend on NATS JetStream, named "jetstream". It also
+// implements backend.JobChecker and backend.JobWindower. It has no leases; see
+// NewLeased for a backend that adds a backend.RunStore.
 //
 // Its methods are safe for concurrent use.
 type Backend struct {
@@ -36,21 +36,21 @@ type Backend struct {
 }
 
 var (
-	_ scheduler.Backend     = (*Backend)(nil)
-	_ scheduler.JobChecker  = (*Backend)(nil)
-	_ scheduler.JobWindower = (*Backend)(nil)
+	_ backend.Backend     = (*Backend)(nil)
+	_ backend.JobChecker  = (*Backend)(nil)
+	_ backend.JobWindower = (*Backend)(nil)
 )
 
 // New returns a backend that keeps each job in its own stream on js. It neither
 // connects nor talks to the server: Init checks the server, PrepareJob creates the
 // streams. The backend never closes js or its connection.
 //
-// A nil js is an error matching scheduler.ErrInvalidConfig; an invalid option, one
-// matching ErrInvalidOption (and scheduler.ErrInvalidOption). A nil Option is
+// A nil js is an error matching backend.ErrInvalidConfig; an invalid option, one
+// matching ErrInvalidOption (and backend.ErrInvalidOption). A nil Option is
 // skipped.
 func New(js natsjs.JetStream, opts ...Option) (*Backend, error) {
 	if js == nil {
-		return nil, fmt.Errorf("%w: jetstream: New: nil JetStream", scheduler.ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: jetstream: New: nil JetStream", backend.ErrInvalidConfig)
 	}
 	cfg := defaultConfig()
 	if err := option.Apply(&cfg, opts); err != nil {
@@ -68,7 +68,7 @@ func (b *Backend) DedupeWindow() time.Duration { return b.cfg.window }
 
 // WindowFor returns the duplicate window of job's stream: job.DedupeWindow when the
 // job sets one, else the backend's default.
-func (b *Backend) WindowFor(job scheduler.JobLimits) time.Duration {
+func (b *Backend) WindowFor(job backend.JobLimits) time.Duration {
 	if job.DedupeWindow > 0 {
 		return job.DedupeWindow
 	}
@@ -79,11 +79,11 @@ func (b *Backend) WindowFor(job scheduler.JobLimits) time.Duration {
 // readable anarchon records (each is also logged at warn level).
 func (b *Backend) SkippedRecords() uint64 { return b.skipped.Load() }
 
-// CheckJob rejects the jobs this backend cannot run: a name scheduler.ValidateJobName
+// CheckJob rejects the jobs this backend cannot run: a name backend.ValidateJobName
 // refuses, a duplicate window below MinDedupeWindow, negative retention. Any valid
 // name works: it is encoded into the stream name and subjects.
-func (b *Backend) CheckJob(job scheduler.JobLimits) error {
-	if err := scheduler.ValidateJobName(job.Job); err != nil {
+func (b *Backend) CheckJob(job backend.JobLimits) error {
+	if err := backend.ValidateJobName(job.Job); err != nil {
 		return fmt.Errorf("%w: %w", ErrUnsupportedJob, err)
 	}
 	switch {

@@ -17,8 +17,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend"
+	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/embedded"
-	"github.com/anarchon/anarchon/scheduler"
 )
 
 func token() string {
@@ -226,15 +227,15 @@ func TestOddJobNamesWorkEndToEnd(t *testing.T) {
 			won, err = b.Claim(ctx, claimIn(job, slot(0), token(), "b"))
 			require.NoError(t, err)
 			require.False(t, won)
-			require.NoError(t, b.SaveResult(ctx, job, scheduler.StoredResult{
-				Slot: in.Slot, Token: in.Token, Instance: "a", Attempt: 1, Status: scheduler.StatusOK,
+			require.NoError(t, b.SaveResult(ctx, job, backend.StoredResult{
+				Slot: in.Slot, Token: in.Token, Instance: "a", Attempt: 1, Status: backend.StatusOK,
 				StartedAt: time.Now(), FinishedAt: time.Now(),
-			}, scheduler.Retention{Size: 10}))
+			}, backend.Retention{Size: 10}))
 			hist, err := b.History(ctx, job, 10)
 			require.NoError(t, err)
 			require.Len(t, hist, 1)
 			assert.Equal(t, job, hist[0].Job)
-			assert.Equal(t, scheduler.StatusOK, hist[0].Status)
+			assert.Equal(t, backend.StatusOK, hist[0].Status)
 			assert.Equal(t, "a", hist[0].Instance)
 			assert.False(t, hist[0].ClaimedAt.IsZero(), "the claim was found")
 
@@ -258,7 +259,7 @@ func TestWindowPerJob(t *testing.T) {
 	own.DedupeWindow = 3 * time.Second
 	assert.Equal(t, 3*time.Second, b.WindowFor(own))
 
-	for _, l := range []scheduler.JobLimits{plain, own} {
+	for _, l := range []backend.JobLimits{plain, own} {
 		require.NoError(t, b.PrepareJob(ctx, l))
 		info, err := b.cached(l.Job).stream.Info(ctx)
 		require.NoError(t, err)
@@ -315,8 +316,8 @@ func TestOwnStreamIsUpdatedKeepingForeignSettings(t *testing.T) {
 	assert.Equal(t, "x", got.Metadata["team"])
 
 	// SaveResult follows a new history size.
-	require.NoError(t, b2.SaveResult(ctx, l.Job, scheduler.StoredResult{Slot: slot(0), Token: token(), Status: scheduler.StatusOK},
-		scheduler.Retention{Size: 9}))
+	require.NoError(t, b2.SaveResult(ctx, l.Job, backend.StoredResult{Slot: slot(0), Token: token(), Status: backend.StatusOK},
+		backend.Retention{Size: 9}))
 	info, err = st.Info(ctx)
 	require.NoError(t, err)
 	assert.EqualValues(t, 9, info.Config.MaxMsgsPerSubject)
@@ -389,14 +390,14 @@ func TestPrepareJobRefusesIncompatibleStreams(t *testing.T) {
 }
 
 func TestHistoryIsBoundedBySize(t *testing.T) {
-	_, b, l, ctx := retainedJob(t, "size", scheduler.Retention{Size: 3})
+	_, b, l, ctx := retainedJob(t, "size", backend.Retention{Size: 3})
 	for k := range 10 {
 		in := claimIn(l.Job, slot(k), token(), "a")
 		won, err := b.Claim(ctx, in)
 		require.NoError(t, err)
 		require.True(t, won)
-		require.NoError(t, b.SaveResult(ctx, l.Job, scheduler.StoredResult{
-			Slot: in.Slot, Token: in.Token, Instance: "a", Attempt: 1, Status: scheduler.StatusOK,
+		require.NoError(t, b.SaveResult(ctx, l.Job, backend.StoredResult{
+			Slot: in.Slot, Token: in.Token, Instance: "a", Attempt: 1, Status: backend.StatusOK,
 			StartedAt: time.Now(), FinishedAt: time.Now(),
 		}, l.Retention))
 	}
@@ -410,25 +411,25 @@ func TestHistoryIsBoundedBySize(t *testing.T) {
 	require.Len(t, hist, 3, "History shows at most the history size")
 	for i, r := range hist {
 		assert.True(t, r.Slot.Equal(slot(9-i)), "record %d: slot %v", i, r.Slot)
-		assert.Equal(t, scheduler.StatusOK, r.Status, "record %d", i)
+		assert.Equal(t, backend.StatusOK, r.Status, "record %d", i)
 	}
 }
 
 func TestHistoryTTLDropsOldRuns(t *testing.T) {
-	_, b, l, ctx := retainedJob(t, "ttl", scheduler.Retention{Size: 50, TTL: time.Second})
+	_, b, l, ctx := retainedJob(t, "ttl", backend.Retention{Size: 50, TTL: time.Second})
 	in := claimIn(l.Job, slot(0), token(), "a")
 	in.HistoryTTL = l.Retention.TTL
 	won, err := b.Claim(ctx, in)
 	require.NoError(t, err)
 	require.True(t, won)
-	require.NoError(t, b.SaveResult(ctx, l.Job, scheduler.StoredResult{
-		Slot: in.Slot, Token: in.Token, Instance: "a", Attempt: 1, Status: scheduler.StatusOK,
+	require.NoError(t, b.SaveResult(ctx, l.Job, backend.StoredResult{
+		Slot: in.Slot, Token: in.Token, Instance: "a", Attempt: 1, Status: backend.StatusOK,
 		StartedAt: time.Now(), FinishedAt: time.Now(),
 	}, l.Retention))
 	hist, err := b.History(ctx, l.Job, 10)
 	require.NoError(t, err)
 	require.Len(t, hist, 1)
-	require.Equal(t, scheduler.StatusOK, hist[0].Status)
+	require.Equal(t, backend.StatusOK, hist[0].Status)
 
 	// The server expires the result by its TTL; the claim stays stored for the
 	// duplicate window but leaves History with it.
@@ -565,7 +566,7 @@ func TestOptionsAreValidated(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b, err := New(js, tc.opt)
 			require.ErrorIs(t, err, ErrInvalidOption)
-			assert.ErrorIs(t, err, scheduler.ErrInvalidOption, "one sentinel for every package's invalid options")
+			assert.ErrorIs(t, err, backend.ErrInvalidOption, "one sentinel for every package's invalid options")
 			assert.Contains(t, err.Error(), "jetstream: invalid option: "+tc.option)
 			assert.Nil(t, b)
 		})
@@ -574,8 +575,8 @@ func TestOptionsAreValidated(t *testing.T) {
 	require.NoError(t, err, "a nil option is skipped, as by kvlease.New and scheduler")
 	require.NotNil(t, b)
 	_, err = New(nil)
-	require.ErrorIs(t, err, scheduler.ErrInvalidConfig, "a nil JetStream is a missing argument, as for kvlease.New")
-	assert.NotErrorIs(t, err, scheduler.ErrInvalidOption)
+	require.ErrorIs(t, err, backend.ErrInvalidConfig, "a nil JetStream is a missing argument, as for kvlease.New")
+	assert.NotErrorIs(t, err, backend.ErrInvalidOption)
 	b, err = New(js, WithStreamPrefix("MY_APP-1"), WithSubjectPrefix("my.app"), WithStorage(natsjs.MemoryStorage),
 		WithDedupeWindow(time.Minute), WithMaxBytes(1<<20))
 	require.NoError(t, err)
@@ -593,23 +594,23 @@ func TestLeasedBackend(t *testing.T) {
 	ctx := ctxFor(t)
 
 	_, err := NewLeased(js, nil)
-	require.ErrorIs(t, err, scheduler.ErrInvalidConfig)
+	require.ErrorIs(t, err, backend.ErrInvalidConfig)
 
-	var plain scheduler.Backend = newBackend(t, js)
-	_, ok := plain.(scheduler.LeaseBackend)
+	var plain backend.Backend = newBackend(t, js)
+	_, ok := plain.(backend.LeaseBackend)
 	assert.False(t, ok, "a backend without a run store has no Runs")
-	_, ok = plain.(scheduler.ClaimRecorder)
+	_, ok = plain.(backend.ClaimRecorder)
 	assert.False(t, ok, "its claims are history records already")
 
-	runs := scheduler.NewMemoryRunStore(scheduler.SystemClock{})
+	runs := memory.NewRunStore(backend.SystemClock{})
 	lb, err := NewLeased(js, runs)
 	require.NoError(t, err)
 	require.NoError(t, lb.Init(ctx))
-	var leased scheduler.Backend = lb
-	got, ok := leased.(scheduler.LeaseBackend)
+	var leased backend.Backend = lb
+	got, ok := leased.(backend.LeaseBackend)
 	require.True(t, ok)
-	assert.Equal(t, scheduler.RunStore(runs), got.Runs())
-	_, ok = leased.(scheduler.ClaimRecorder)
+	assert.Equal(t, backend.RunStore(runs), got.Runs())
+	_, ok = leased.(backend.ClaimRecorder)
 	assert.True(t, ok)
 
 	job := jobName("leased")
@@ -624,7 +625,7 @@ func TestLeasedBackend(t *testing.T) {
 	require.Len(t, hist, 2)
 	assert.Equal(t, 2, hist[0].Attempt)
 	assert.Equal(t, "backup", hist[0].Instance)
-	assert.Equal(t, scheduler.StatusRunning, hist[0].Status)
+	assert.Equal(t, backend.StatusRunning, hist[0].Status)
 	st := lb.cached(job)
 	info, err := st.stream.Info(ctx, natsjs.WithSubjectFilter(st.leases))
 	require.NoError(t, err)
@@ -650,7 +651,7 @@ func TestClaimRaceAcrossNodes(t *testing.T) {
 	}
 
 	const rounds, perNode = 20, 4
-	winners := make([]scheduler.ClaimInput, rounds)
+	winners := make([]backend.ClaimInput, rounds)
 	for round := range rounds {
 		var wins atomic.Int32
 		var wg sync.WaitGroup
@@ -775,7 +776,7 @@ func TestManualRunRecordsWhoAsked(t *testing.T) {
 	ctx := ctxFor(t)
 	job := "asked-" + token()[:6]
 	require.NoError(t, b.PrepareJob(ctx, limits(job)))
-	in := scheduler.ClaimInput{Job: job, Slot: slot(3), Token: token(), Instance: "a", Attempt: 1, Manual: true, RequestedBy: "alice@example.com"}
+	in := backend.ClaimInput{Job: job, Slot: slot(3), Token: token(), Instance: "a", Attempt: 1, Manual: true, RequestedBy: "alice@example.com"}
 	at, err := b.RecordManualRun(ctx, in)
 	require.NoError(t, err)
 	hist, err := b.History(ctx, job, 10)

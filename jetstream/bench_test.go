@@ -11,9 +11,9 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/internal/natsutil"
-	"github.com/anarchon/anarchon/scheduler"
 )
 
 // The claim benchmarks compare a claim, won or lost, with a plain JetStream publish
@@ -66,7 +66,7 @@ func timed(b *testing.B, op func(i int)) {
 
 func prepareBench(b *testing.B, env benchEnv) string {
 	job := jobName("bench")
-	require.NoError(b, env.b.PrepareJob(context.Background(), scheduler.JobLimits{Job: job, Retention: scheduler.Retention{Size: 100}}))
+	require.NoError(b, env.b.PrepareJob(context.Background(), backend.JobLimits{Job: job, Retention: backend.Retention{Size: 100}}))
 	return job
 }
 
@@ -173,26 +173,26 @@ func BenchmarkRawClaimPublish(b *testing.B) {
 //	go test -run '^$' -bench History -benchmem ./jetstream/
 func BenchmarkHistory(b *testing.B) {
 	js := connect(b, startServer(b, embedded.Options{}))
-	backend := newBackend(b, js)
+	be := newBackend(b, js)
 	ctx := context.Background()
 	job := jobName("bench-history")
-	require.NoError(b, backend.PrepareJob(ctx, scheduler.JobLimits{Job: job, Retention: scheduler.Retention{Size: 240}}))
+	require.NoError(b, be.PrepareJob(ctx, backend.JobLimits{Job: job, Retention: backend.Retention{Size: 240}}))
 	const runs = 120
 	for i := range runs {
 		in := claimIn(job, slot(i), token(), "bench")
 		in.HistorySize = 2 * runs
-		won, err := backend.Claim(ctx, in)
+		won, err := be.Claim(ctx, in)
 		require.NoError(b, err)
 		require.True(b, won)
 		now := time.Now()
-		require.NoError(b, backend.SaveResult(ctx, job, scheduler.StoredResult{
-			Slot: in.Slot, Token: in.Token, Instance: in.Instance, Attempt: 1, Status: scheduler.StatusOK, StartedAt: now, FinishedAt: now,
-		}, scheduler.Retention{Size: 2 * runs}))
+		require.NoError(b, be.SaveResult(ctx, job, backend.StoredResult{
+			Slot: in.Slot, Token: in.Token, Instance: in.Instance, Attempt: 1, Status: backend.StatusOK, StartedAt: now, FinishedAt: now,
+		}, backend.Retention{Size: 2 * runs}))
 	}
 	for _, limit := range []int{10, 100} {
 		b.Run(strconv.Itoa(limit), func(b *testing.B) {
 			timed(b, func(int) {
-				recs, err := backend.History(ctx, job, limit)
+				recs, err := be.History(ctx, job, limit)
 				if err != nil || len(recs) != limit {
 					b.Fatalf("History(%d): %d records, %v", limit, len(recs), err)
 				}

@@ -9,9 +9,9 @@ import (
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/internal/backendutil"
 	"github.com/anarchon/anarchon/internal/natsutil"
-	"github.com/anarchon/anarchon/scheduler"
 )
 
 // Claim publishes the claim of (job, slot) to the slot's subject with
@@ -33,13 +33,13 @@ import (
 // responders or a leaderless stream are not answers: Claim publishes again, with the
 // same id and token, with bounded backoff, until it has an answer or ctx ends. Each
 // request is bounded by WithAttemptTimeout.
-func (b *Backend) Claim(ctx context.Context, in scheduler.ClaimInput) (bool, error) {
+func (b *Backend) Claim(ctx context.Context, in backend.ClaimInput) (bool, error) {
 	return b.claim(ctx, in, false)
 }
 
 // claim is Claim; leased marks the record as written by an instance with leases
 // (LeasedBackend.Claim).
-func (b *Backend) claim(ctx context.Context, in scheduler.ClaimInput, leased bool) (bool, error) {
+func (b *Backend) claim(ctx context.Context, in backend.ClaimInput, leased bool) (bool, error) {
 	if err := backendutil.CheckClaim("jetstream", in.Job, in.Token); err != nil {
 		return false, err
 	}
@@ -64,7 +64,7 @@ func (b *Backend) claim(ctx context.Context, in scheduler.ClaimInput, leased boo
 
 // claimMsg is the claim of in's slot: on the slot's claim subject, with the id every
 // instance claiming the slot sends, stored for claimTTL.
-func (st *jobStream) claimMsg(in scheduler.ClaimInput, leased bool, now time.Time) *nats.Msg {
+func (st *jobStream) claimMsg(in backend.ClaimInput, leased bool, now time.Time) *nats.Msg {
 	slot := in.Slot.UnixMilli()
 	msg := &nats.Msg{Subject: st.claimSubject(slot), Header: nats.Header{}, Data: encodeClaimAs(in, false, leased, now)}
 	msg.Header.Set(natsjs.MsgIDHeader, st.msgID(slot))

@@ -3,16 +3,17 @@ package jetstream
 import (
 	"testing"
 
+	"github.com/anarchon/anarchon/backend"
+	"github.com/anarchon/anarchon/backend/backendtest"
+	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/embedded"
-	"github.com/anarchon/anarchon/scheduler"
-	"github.com/anarchon/anarchon/scheduler/backendtest"
 )
 
 // TestConformance runs the claim conformance suite against one embedded server.
 func TestConformance(t *testing.T) {
 	s := startServer(t, embedded.Options{})
 	js := connect(t, s)
-	backendtest.Run(t, func(t *testing.T) scheduler.Backend {
+	backendtest.Run(t, func(t *testing.T) backend.Backend {
 		b, err := New(js)
 		if err != nil {
 			t.Fatal(err)
@@ -27,7 +28,7 @@ func TestConformanceR3(t *testing.T) {
 	c := startCluster(t)
 	nc, err := c.Connect()
 	js := jsFor(t, nc, err)
-	backendtest.Run(t, func(t *testing.T) scheduler.Backend {
+	backendtest.Run(t, func(t *testing.T) backend.Backend {
 		b, err := New(js, WithReplicas(3))
 		if err != nil {
 			t.Fatal(err)
@@ -41,8 +42,8 @@ func TestConformanceR3(t *testing.T) {
 func TestConformanceLeased(t *testing.T) {
 	s := startServer(t, embedded.Options{})
 	js := connect(t, s)
-	backendtest.Run(t, func(t *testing.T) scheduler.Backend {
-		b, err := NewLeased(js, scheduler.NewMemoryRunStore(scheduler.SystemClock{}))
+	backendtest.Run(t, func(t *testing.T) backend.Backend {
+		b, err := NewLeased(js, memory.NewRunStore(backend.SystemClock{}))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/anarchon/anarchon/scheduler"
+	"github.com/anarchon/anarchon/backend"
 )
 
 // agree checks that the strict readers of decode.go give what encoding/json gives
@@ -80,28 +80,28 @@ func sameResult(t *testing.T, want, got resultRecord, data []byte) {
 func realRecords() (records [][]byte, plain int) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 600700800, time.FixedZone("x", 3600))
 	slot := time.UnixMilli(1_767_225_600_123)
-	claims := func(in scheduler.ClaimInput) {
+	claims := func(in backend.ClaimInput) {
 		for _, flags := range [][2]bool{{false, false}, {true, false}, {false, true}, {true, true}} {
 			records = append(records, encodeClaimAs(in, flags[0], flags[1], at))
 		}
 	}
-	claims(scheduler.ClaimInput{Job: "j", Slot: slot, Token: "abc", Attempt: 1, At: at})
-	claims(scheduler.ClaimInput{Job: "nightly report.v2 > *", Slot: time.UnixMilli(-5), Token: "kq3v7ah2xq", Instance: "host-1",
+	claims(backend.ClaimInput{Job: "j", Slot: slot, Token: "abc", Attempt: 1, At: at})
+	claims(backend.ClaimInput{Job: "nightly report.v2 > *", Slot: time.UnixMilli(-5), Token: "kq3v7ah2xq", Instance: "host-1",
 		Attempt: 3, Manual: true, RequestedBy: "ana", HistoryTTL: 90 * time.Second})
-	claims(scheduler.ClaimInput{Job: "jöb ☃ 😀", Slot: time.UnixMilli(0), Token: "t", Instance: "ïnstance", RequestedBy: "é"})
-	results := []scheduler.StoredResult{
-		{Slot: slot, Token: "abc", Instance: "i", Attempt: 1, Status: scheduler.StatusOK, StartedAt: at, FinishedAt: at.Add(time.Second)},
-		{Slot: slot, Status: scheduler.StatusSkipped},
-		{Slot: time.UnixMilli(-1), Token: "t", Attempt: 2, Manual: true, Status: scheduler.StatusError, StartedAt: at,
+	claims(backend.ClaimInput{Job: "jöb ☃ 😀", Slot: time.UnixMilli(0), Token: "t", Instance: "ïnstance", RequestedBy: "é"})
+	results := []backend.StoredResult{
+		{Slot: slot, Token: "abc", Instance: "i", Attempt: 1, Status: backend.StatusOK, StartedAt: at, FinishedAt: at.Add(time.Second)},
+		{Slot: slot, Status: backend.StatusSkipped},
+		{Slot: time.UnixMilli(-1), Token: "t", Attempt: 2, Manual: true, Status: backend.StatusError, StartedAt: at,
 			FinishedAt: at.Add(time.Hour), Error: "open /x: no such file ☃ \x7f", Fence: 1<<64 - 1},
 	}
 	for _, r := range results {
 		records = append(records, encodeResult("j", r))
 	}
 	plain = len(records)
-	claims(scheduler.ClaimInput{Job: "j", Slot: slot, Token: "t\x01\x7f \"q\" \\", Instance: "<&> \u2028", Attempt: 3, Manual: true,
+	claims(backend.ClaimInput{Job: "j", Slot: slot, Token: "t\x01\x7f \"q\" \\", Instance: "<&> \u2028", Attempt: 3, Manual: true,
 		At: at, RequestedBy: "ana\n\xff", HistoryTTL: 90 * time.Second})
-	records = append(records, encodeResult("j <b>", scheduler.StoredResult{Slot: slot, Token: "t", Status: scheduler.StatusError,
+	records = append(records, encodeResult("j <b>", backend.StoredResult{Slot: slot, Token: "t", Status: backend.StatusError,
 		Error: "open \"/x\": <no such file> \xff"}))
 	return records, plain
 }
@@ -234,9 +234,9 @@ func TestStrictDecodeTricky(t *testing.T) {
 
 func BenchmarkDecodeRecords(b *testing.B) {
 	at := time.Now()
-	claim := encodeClaim(scheduler.ClaimInput{Job: "nightly-report", Slot: at, Token: "kq3v7ah2xq2mqsqdx4l7yyhmnq", Instance: "host-1", Attempt: 1, At: at}, false, at)
-	result := encodeResult("nightly-report", scheduler.StoredResult{
-		Slot: at, Token: "kq3v7ah2xq2mqsqdx4l7yyhmnq", Instance: "host-1", Attempt: 1, Status: scheduler.StatusOK, StartedAt: at, FinishedAt: at,
+	claim := encodeClaim(backend.ClaimInput{Job: "nightly-report", Slot: at, Token: "kq3v7ah2xq2mqsqdx4l7yyhmnq", Instance: "host-1", Attempt: 1, At: at}, false, at)
+	result := encodeResult("nightly-report", backend.StoredResult{
+		Slot: at, Token: "kq3v7ah2xq2mqsqdx4l7yyhmnq", Instance: "host-1", Attempt: 1, Status: backend.StatusOK, StartedAt: at, FinishedAt: at,
 	})
 	b.Run("strict", func(b *testing.B) {
 		for b.Loop() {

@@ -27,7 +27,7 @@
 // leases on or off): both decide a slot's first run through its one claim. A lease
 // winner's RecordClaim publishes the claim with the same id as a plain Claim; when a
 // claim without the "leased" mark is already stored, it fails with
-// scheduler.ErrClaimedElsewhere and the scheduler does not run the slot, and a plain
+// backend.ErrClaimedElsewhere and the scheduler does not run the slot, and a plain
 // Claim that finds a leased claim loses. A takeover (attempt > 1) is not checked
 // against the claim: the lease store alone decides it. A leased fleet writes no more
 // messages for this than before: a first attempt's record moved from the lease

@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/internal/option"
-	"github.com/anarchon/anarchon/scheduler"
 )
 
 // Errors of the JetStream backend. Match them with errors.Is; the nats.go error
@@ -20,13 +20,13 @@ var (
 	// ErrUnsupportedJob: a job this backend cannot run (CheckJob and PrepareJob).
 	ErrUnsupportedJob = errors.New("jetstream: job not supported")
 	// ErrInvalidOption: an option New cannot accept; the message names it. It
-	// matches scheduler.ErrInvalidOption too, so one errors.Is covers the invalid
+	// matches backend.ErrInvalidOption too, so one errors.Is covers the invalid
 	// options of every anarchon package.
 	ErrInvalidOption = option.Sentinel("jetstream")
-	// ErrInvalidClaim: a claim without a token or a job. It IS scheduler.ErrInvalidClaim,
+	// ErrInvalidClaim: a claim without a token or a job. It IS backend.ErrInvalidClaim,
 	// the one sentinel every backend's invalid claims match, so errors.Is works with
 	// either name.
-	ErrInvalidClaim = scheduler.ErrInvalidClaim
+	ErrInvalidClaim = backend.ErrInvalidClaim
 	// ErrUndecided: the server answered that a slot was claimed, but the winning
 	// claim is no longer stored, so whether it was this token cannot be told.
 	ErrUndecided = errors.New("jetstream: claim undecided")

@@ -7,9 +7,9 @@ import (
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/jetstream"
-	"github.com/anarchon/anarchon/scheduler"
 )
 
 // Two instances claim the same slot: exactly one wins, and the winner asking again
@@ -31,26 +31,26 @@ func ExampleNew() {
 		panic(err)
 	}
 
-	backend, err := jetstream.New(js, jetstream.WithDedupeWindow(time.Minute))
+	be, err := jetstream.New(js, jetstream.WithDedupeWindow(time.Minute))
 	if err != nil {
 		panic(err)
 	}
-	if err := backend.Init(ctx); err != nil {
+	if err := be.Init(ctx); err != nil {
 		panic(err)
 	}
-	job := scheduler.JobLimits{Job: "billing.nightly", Retention: scheduler.Retention{Size: 100}}
-	if err := backend.PrepareJob(ctx, job); err != nil {
+	job := backend.JobLimits{Job: "billing.nightly", Retention: backend.Retention{Size: 100}}
+	if err := be.PrepareJob(ctx, job); err != nil {
 		panic(err)
 	}
 
 	slot := time.Date(2030, 1, 1, 2, 0, 0, 0, time.UTC)
-	a := scheduler.ClaimInput{Job: job.Job, Slot: slot, Token: "token-a", Instance: "a"}
-	b := scheduler.ClaimInput{Job: job.Job, Slot: slot, Token: "token-b", Instance: "b"}
-	wonA, _ := backend.Claim(ctx, a)
-	wonB, _ := backend.Claim(ctx, b)
-	again, _ := backend.Claim(ctx, a)
+	a := backend.ClaimInput{Job: job.Job, Slot: slot, Token: "token-a", Instance: "a"}
+	b := backend.ClaimInput{Job: job.Job, Slot: slot, Token: "token-b", Instance: "b"}
+	wonA, _ := be.Claim(ctx, a)
+	wonB, _ := be.Claim(ctx, b)
+	again, _ := be.Claim(ctx, a)
 	fmt.Println("a:", wonA, "b:", wonB, "a again:", again)
-	fmt.Println("window:", backend.WindowFor(job))
+	fmt.Println("window:", be.WindowFor(job))
 	// Output:
 	// a: true b: false a again: true
 	// window: 1m0s

@@ -12,8 +12,8 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/embedded"
-	"github.com/anarchon/anarchon/scheduler"
 )
 
 // startServer starts an embedded nats-server with JetStream for one test. The test
@@ -75,15 +75,15 @@ func ctxFor(t testing.TB) context.Context {
 }
 
 // limits returns the JobLimits of a test job.
-func limits(job string) scheduler.JobLimits {
-	return scheduler.JobLimits{
+func limits(job string) backend.JobLimits {
+	return backend.JobLimits{
 		Job: job, Schedule: "every 1s", Interval: time.Second, MaxLate: time.Second,
-		Retention: scheduler.Retention{Size: 50},
+		Retention: backend.Retention{Size: 50},
 	}
 }
 
-func claimIn(job string, slot time.Time, token, instance string) scheduler.ClaimInput {
-	return scheduler.ClaimInput{Job: job, Slot: slot, Token: token, Instance: instance, Attempt: 1, At: time.Now(), HistorySize: 50}
+func claimIn(job string, slot time.Time, token, instance string) backend.ClaimInput {
+	return backend.ClaimInput{Job: job, Slot: slot, Token: token, Instance: instance, Attempt: 1, At: time.Now(), HistorySize: 50}
 }
 
 // logBuffer is a slog handler target that tests can read.
@@ -110,7 +110,7 @@ func (l *logBuffer) logger() *slog.Logger {
 
 // retainedJob starts a server with a backend on it and prepares a job called name
 // (made unique by jobName) that keeps keep.
-func retainedJob(t *testing.T, name string, keep scheduler.Retention) (natsjs.JetStream, *Backend, scheduler.JobLimits, context.Context) {
+func retainedJob(t *testing.T, name string, keep backend.Retention) (natsjs.JetStream, *Backend, backend.JobLimits, context.Context) {
 	t.Helper()
 	js := connect(t, startServer(t, embedded.Options{}))
 	ctx := ctxFor(t)

@@ -8,12 +8,12 @@ import (
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/internal/natsutil"
-	"github.com/anarchon/anarchon/scheduler"
 )
 
 // History returns the job's newest runs from all instances, newest first, at most
-// limit of them, merged with scheduler.BuildHistory. It never returns more runs than
+// limit of them, merged with backend.BuildHistory. It never returns more runs than
 // the job's history size (the stream's per-subject limit), whatever limit says:
 // scheduled claims are stored for the duplicate window and may outlive the results
 // the history size keeps. A run whose history TTL has passed is not shown, even while
@@ -48,12 +48,12 @@ import (
 //
 // A message on the job's subjects that is not an anarchon record (foreign, corrupt,
 // for another job) is skipped, logged at warn level and counted in SkippedRecords.
-func (b *Backend) History(ctx context.Context, job string, limit int) ([]scheduler.RunRecord, error) {
+func (b *Backend) History(ctx context.Context, job string, limit int) ([]backend.RunRecord, error) {
 	ctx, cancel := b.callContext(ctx)
 	defer cancel()
 	st, err := b.lookup(ctx, job)
 	if errors.Is(err, errNoStream) {
-		return []scheduler.RunRecord{}, nil // a job that never ran
+		return []backend.RunRecord{}, nil // a job that never ran
 	}
 	if err != nil {
 		return nil, err
@@ -70,7 +70,7 @@ func (b *Backend) History(ctx context.Context, job string, limit int) ([]schedul
 	first, last := info.State.FirstSeq, info.State.LastSeq
 	st.sawSeq(last)
 	if info.State.Msgs == 0 || last == 0 {
-		return []scheduler.RunRecord{}, nil
+		return []backend.RunRecord{}, nil
 	}
 	first = max(first, 1)
 
@@ -88,8 +88,8 @@ func (b *Backend) History(ctx context.Context, job string, limit int) ([]schedul
 	// results: room for them at once rather than in growing copies.
 	room := min(span, info.State.Msgs)/2 + 1
 	h := &historyScan{job: job, now: now, size: info.Config.MaxMsgsPerSubject,
-		claims:  make([]scheduler.ClaimRecord, 0, room),
-		results: make([]scheduler.StoredResult, 0, room),
+		claims:  make([]backend.ClaimRecord, 0, room),
+		results: make([]backend.StoredResult, 0, room),
 		claimed: make(map[string]bool, room),
 	}
 	hi := last
@@ -254,8 +254,8 @@ type historyScan struct {
 	job     string
 	size    int64     // the job's history size (the results subject's limit), 0: none
 	now     time.Time // the server's clock when the scan started
-	claims  []scheduler.ClaimRecord
-	results []scheduler.StoredResult
+	claims  []backend.ClaimRecord
+	results []backend.StoredResult
 	// claimSeq is the stream sequence of each claim; firstResult the lowest
 	// sequence of a result read (0: none yet).
 	claimSeq    []uint64
@@ -300,17 +300,17 @@ func (h *historyScan) add(st *jobStream, m *natsjs.RawStreamMsg) error {
 // result that was stored before every result kept is left out: its result, if it
 // had one, was dropped for newer ones (a result written twice, a lost note beside
 // a late result), so the run is past the history the job keeps, not running.
-func (h *historyScan) build(limit int) []scheduler.RunRecord {
+func (h *historyScan) build(limit int) []backend.RunRecord {
 	claims := h.claims
 	if h.size > 0 && int64(len(h.results)) >= h.size {
-		claims = make([]scheduler.ClaimRecord, 0, len(h.claims))
+		claims = make([]backend.ClaimRecord, 0, len(h.claims))
 		for i, c := range h.claims {
 			if !h.beforeResults(i) {
 				claims = append(claims, c)
 			}
 		}
 	}
-	return scheduler.BuildHistory(h.job, claims, h.results, limit)
+	return backend.BuildHistory(h.job, claims, h.results, limit)
 }
 
 // beforeResults reports whether claim i has no result read and was stored before
@@ -332,13 +332,13 @@ func (h *historyScan) beforeResults(i int) bool {
 // is in recs while fewer results were read than the job keeps: its result may be
 // among those not read yet, or dropped for newer ones, which only reading the
 // whole result subject tells (build).
-func (h *historyScan) unsure(recs []scheduler.RunRecord) bool {
+func (h *historyScan) unsure(recs []backend.RunRecord) bool {
 	if h.size <= 0 || int64(len(h.results)) >= h.size || h.firstResult == 0 {
 		return false
 	}
 	shown := make(map[string]bool, len(recs))
 	for _, r := range recs {
-		if r.Status == scheduler.StatusRunning {
+		if r.Status == backend.StatusRunning {
 			shown[r.Token] = true
 		}
 	}
@@ -353,7 +353,7 @@ func (h *historyScan) unsure(recs []scheduler.RunRecord) bool {
 // enough reports whether the newest limit runs are known with their claims, or the
 // scan has read so much that older claims are not worth looking for, and returns
 // them when they are (History's answer: no second merge).
-func (h *historyScan) enough(limit int) ([]scheduler.RunRecord, bool) {
+func (h *historyScan) enough(limit int) ([]backend.RunRecord, bool) {
 	if limit <= 0 {
 		return nil, false
 	}

@@ -11,18 +11,18 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/embedded"
-	"github.com/anarchon/anarchon/scheduler"
 )
 
 // runs claims and saves n runs of job by instance "a", slot k ending with status(k).
-func runs(t *testing.T, b *Backend, l scheduler.JobLimits, n int, status func(k int) scheduler.Status) {
+func runs(t *testing.T, b *Backend, l backend.JobLimits, n int, status func(k int) backend.Status) {
 	t.Helper()
 	runsOf(t, b, l, "a", 0, n, status)
 }
 
 // runsOf claims and saves the runs of slots from to to-1 of job by instance.
-func runsOf(t *testing.T, b *Backend, l scheduler.JobLimits, instance string, from, to int, status func(k int) scheduler.Status) {
+func runsOf(t *testing.T, b *Backend, l backend.JobLimits, instance string, from, to int, status func(k int) backend.Status) {
 	t.Helper()
 	ctx := ctxFor(t)
 	for k := from; k < to; k++ {
@@ -30,7 +30,7 @@ func runsOf(t *testing.T, b *Backend, l scheduler.JobLimits, instance string, fr
 		won, err := b.Claim(ctx, in)
 		require.NoError(t, err)
 		require.True(t, won)
-		require.NoError(t, b.SaveResult(ctx, l.Job, scheduler.StoredResult{
+		require.NoError(t, b.SaveResult(ctx, l.Job, backend.StoredResult{
 			Slot: in.Slot, Token: in.Token, Instance: instance, Attempt: 1, Status: status(k),
 			StartedAt: time.Now(), FinishedAt: time.Now(),
 		}, l.Retention))
@@ -40,8 +40,8 @@ func runsOf(t *testing.T, b *Backend, l scheduler.JobLimits, instance string, fr
 // History of 100 runs is three requests (stream state, then batched direct gets),
 // and the same records as the leader-only reading of a stream without direct gets.
 func TestHistoryReadsInBatches(t *testing.T) {
-	js, b, l, ctx := retainedJob(t, "batched", scheduler.Retention{Size: 500})
-	runs(t, b, l, 130, func(int) scheduler.Status { return scheduler.StatusOK })
+	js, b, l, ctx := retainedJob(t, "batched", backend.Retention{Size: 500})
+	runs(t, b, l, 130, func(int) backend.Status { return backend.StatusOK })
 
 	before := js.Conn().Stats()
 	hist, err := b.History(ctx, l.Job, 100)
@@ -50,7 +50,7 @@ func TestHistoryReadsInBatches(t *testing.T) {
 	require.Len(t, hist, 100)
 	for i, r := range hist {
 		require.True(t, r.Slot.Equal(slot(129-i)), "record %d: slot %v", i, r.Slot)
-		require.Equal(t, scheduler.StatusOK, r.Status)
+		require.Equal(t, backend.StatusOK, r.Status)
 		require.NotEmpty(t, r.Instance)
 	}
 	assert.LessOrEqual(t, after.OutMsgs-before.OutMsgs, uint64(3), "History(job, 100) sends at most 3 requests")
@@ -121,14 +121,14 @@ func TestLastRuns(t *testing.T) {
 	ctx := ctxFor(t)
 	b := newBackend(t, js)
 	mixed, good, none := limits(jobName("mixed")), limits(jobName("good")), limits(jobName("none"))
-	for _, l := range []scheduler.JobLimits{mixed, good} {
+	for _, l := range []backend.JobLimits{mixed, good} {
 		require.NoError(t, b.PrepareJob(ctx, l))
 	}
-	runs(t, b, mixed, 6, func(k int) scheduler.Status {
-		return map[int]scheduler.Status{0: scheduler.StatusOK, 1: scheduler.StatusOK, 2: scheduler.StatusError,
-			3: scheduler.StatusSkipped, 4: scheduler.StatusOK, 5: scheduler.StatusTimeout}[k]
+	runs(t, b, mixed, 6, func(k int) backend.Status {
+		return map[int]backend.Status{0: backend.StatusOK, 1: backend.StatusOK, 2: backend.StatusError,
+			3: backend.StatusSkipped, 4: backend.StatusOK, 5: backend.StatusTimeout}[k]
 	})
-	runs(t, b, good, 3, func(int) scheduler.Status { return scheduler.StatusOK })
+	runs(t, b, good, 3, func(int) backend.Status { return backend.StatusOK })
 
 	got, err := b.LastRuns(ctx, []string{mixed.Job, good.Job, none.Job})
 	require.NoError(t, err)
@@ -140,12 +140,12 @@ func TestLastRuns(t *testing.T) {
 	assert.True(t, m.Run.Slot.Equal(slot(5)), "newest run")
 	assert.True(t, m.Success.Slot.Equal(slot(4)), "newest success")
 	assert.True(t, m.Failure.Slot.Equal(slot(5)), "newest failure")
-	assert.Equal(t, scheduler.StatusTimeout, m.Failure.Status)
+	assert.Equal(t, backend.StatusTimeout, m.Failure.Status)
 	g := got[good.Job]
 	require.NotNil(t, g.Success)
 	assert.True(t, g.Success.Slot.Equal(slot(2)))
 	assert.Nil(t, g.Failure)
-	assert.Equal(t, scheduler.LastRuns{Job: none.Job}, got[none.Job], "a job that never ran has an empty entry")
+	assert.Equal(t, backend.LastRuns{Job: none.Job}, got[none.Job], "a job that never ran has an empty entry")
 
 	_, err = b.LastRuns(ctx, []string{""})
 	require.Error(t, err, "an invalid job name is refused")
@@ -167,15 +167,15 @@ func TestHistoryReadAhead(t *testing.T) {
 	ctx := ctxFor(t)
 	b := newBackend(t, js)
 	l := limits(jobName("ahead"))
-	l.Retention = scheduler.Retention{Size: 500}
+	l.Retention = backend.Retention{Size: 500}
 	require.NoError(t, b.PrepareJob(ctx, l))
-	runs(t, b, l, 60, func(k int) scheduler.Status {
+	runs(t, b, l, 60, func(k int) backend.Status {
 		if k%3 == 0 {
-			return scheduler.StatusError
+			return backend.StatusError
 		}
-		return scheduler.StatusOK
+		return backend.StatusOK
 	})
-	fresh := func() []scheduler.RunRecord {
+	fresh := func() []backend.RunRecord {
 		t.Helper()
 		hist, err := newBackend(t, connect(t, s)).History(ctx, l.Job, 20)
 		require.NoError(t, err)
@@ -197,7 +197,7 @@ func TestHistoryReadAhead(t *testing.T) {
 
 	other := newBackend(t, connect(t, s))
 	require.NoError(t, other.PrepareJob(ctx, l))
-	runsOf(t, other, l, "o", 60, 110, func(int) scheduler.Status { return scheduler.StatusOK }) // slots after b's
+	runsOf(t, other, l, "o", 60, 110, func(int) backend.Status { return backend.StatusOK }) // slots after b's
 	history("seen far behind the end", 3)
 
 	st.lastSeq.Store(st.lastSeq.Load() + 1000)

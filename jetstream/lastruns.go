@@ -5,17 +5,17 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/anarchon/anarchon/scheduler"
+	"github.com/anarchon/anarchon/backend"
 )
 
 // lastRunsParallel bounds the jobs LastRuns reads at once.
 const lastRunsParallel = 32
 
-var _ scheduler.LastRunsReader = (*Backend)(nil)
+var _ backend.LastRunsReader = (*Backend)(nil)
 
 // LastRuns returns the newest run, success and failure of each job in jobs (an
 // empty entry for a job with no run or no stream), read from each job's recent
-// history (scheduler.LastRunsDepth runs) with every job's reads in flight at once,
+// history (backend.LastRunsDepth runs) with every job's reads in flight at once,
 // up to 32 at a time.
 //
 // Cost: the layout keeps each job in its own stream, and a direct get reads one
@@ -23,10 +23,10 @@ var _ scheduler.LastRunsReader = (*Backend)(nil)
 // batched read (two when its last runs hold more than one claim and one result
 // each), on the connection at the same time as the other jobs'. The wall time of
 // LastRuns is therefore about the slowest job's two round trips, not the sum.
-func (b *Backend) LastRuns(ctx context.Context, jobs []string) (map[string]scheduler.LastRuns, error) {
+func (b *Backend) LastRuns(ctx context.Context, jobs []string) (map[string]backend.LastRuns, error) {
 	ctx, cancel := b.callContext(ctx)
 	defer cancel()
-	out := make(map[string]scheduler.LastRuns, len(jobs))
+	out := make(map[string]backend.LastRuns, len(jobs))
 	var (
 		mu    sync.Mutex
 		first error
@@ -34,7 +34,7 @@ func (b *Backend) LastRuns(ctx context.Context, jobs []string) (map[string]sched
 		sem   = make(chan struct{}, lastRunsParallel)
 	)
 	for _, job := range jobs {
-		if err := scheduler.ValidateJobName(job); err != nil {
+		if err := backend.ValidateJobName(job); err != nil {
 			return nil, fmt.Errorf("jetstream: last runs: %w", err)
 		}
 		wg.Go(func() {
@@ -47,14 +47,14 @@ func (b *Backend) LastRuns(ctx context.Context, jobs []string) (map[string]sched
 				return
 			}
 			defer func() { <-sem }()
-			recs, err := b.History(ctx, job, scheduler.LastRunsDepth)
+			recs, err := b.History(ctx, job, backend.LastRunsDepth)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
 				first = cmpErr(first, fmt.Errorf("jetstream: last runs of %q: %w", job, err))
 				return
 			}
-			out[job] = scheduler.SummarizeRuns(job, recs)
+			out[job] = backend.SummarizeRuns(job, recs)
 		})
 	}
 	wg.Wait()

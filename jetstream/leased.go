@@ -8,40 +8,40 @@ import (
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/internal/backendutil"
 	"github.com/anarchon/anarchon/internal/natsutil"
-	"github.com/anarchon/anarchon/scheduler"
 )
 
-// LeasedBackend is a Backend with leases: it implements scheduler.LeaseBackend, so
+// LeasedBackend is a Backend with leases: it implements backend.LeaseBackend, so
 // the scheduler claims through its RunStore (backups, overlap protection, catch-up,
-// hand-over) and records each won lease with RecordClaim (scheduler.ClaimRecorder).
+// hand-over) and records each won lease with RecordClaim (backend.ClaimRecorder).
 //
 // Leases are a separate type, rather than an option of New, so that the type
-// assertion b.(scheduler.LeaseBackend) is true exactly when there is a RunStore:
+// assertion b.(backend.LeaseBackend) is true exactly when there is a RunStore:
 // a plain *Backend has no Runs method to return nil from.
 type LeasedBackend struct {
 	*Backend
-	runs scheduler.RunStore
+	runs backend.RunStore
 }
 
 var (
-	_ scheduler.LeaseBackend  = (*LeasedBackend)(nil)
-	_ scheduler.ClaimRecorder = (*LeasedBackend)(nil)
-	_ scheduler.RecordDecider = (*LeasedBackend)(nil)
+	_ backend.LeaseBackend  = (*LeasedBackend)(nil)
+	_ backend.ClaimRecorder = (*LeasedBackend)(nil)
+	_ backend.RecordDecider = (*LeasedBackend)(nil)
 )
 
 // RecordDecides reports whether the record of a won lease may decide the slot
-// (scheduler.RecordDecider): true unless the backend was made WithLeasedFleet, so
+// (backend.RecordDecider): true unless the backend was made WithLeasedFleet, so
 // the scheduler writes the record before the handler only where instances without
 // leases may share the job.
 func (b *LeasedBackend) RecordDecides(string) bool { return !b.cfg.leasedFleet }
 
 // NewLeased returns a backend that keeps history in per-job streams on js, like New,
 // and leases in runs (for example a kvlease store). Close does not close runs.
-func NewLeased(js natsjs.JetStream, runs scheduler.RunStore, opts ...Option) (*LeasedBackend, error) {
+func NewLeased(js natsjs.JetStream, runs backend.RunStore, opts ...Option) (*LeasedBackend, error) {
 	if runs == nil {
-		return nil, fmt.Errorf("%w: jetstream: NewLeased: nil RunStore", scheduler.ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: jetstream: NewLeased: nil RunStore", backend.ErrInvalidConfig)
 	}
 	b, err := New(js, opts...)
 	if err != nil {
@@ -51,14 +51,14 @@ func NewLeased(js natsjs.JetStream, runs scheduler.RunStore, opts ...Option) (*L
 }
 
 // Runs returns the lease store.
-func (b *LeasedBackend) Runs() scheduler.RunStore { return b.runs }
+func (b *LeasedBackend) Runs() backend.RunStore { return b.runs }
 
 // Claim is Backend.Claim with the record marked as written by an instance with
 // leases. The scheduler calls Claim on a backend with leases only to record, from
 // one instance, a slot its lease store decided not to run (skipped, late); marking
 // it keeps a lease winner's RecordClaim from taking it for the claim of an instance
 // without leases.
-func (b *LeasedBackend) Claim(ctx context.Context, in scheduler.ClaimInput) (bool, error) {
+func (b *LeasedBackend) Claim(ctx context.Context, in backend.ClaimInput) (bool, error) {
 	return b.claim(ctx, in, true)
 }
 
@@ -74,7 +74,7 @@ func (b *LeasedBackend) Claim(ctx context.Context, in scheduler.ClaimInput) (boo
 //     that follows it; this attempt's own record then goes to the lease subject, as
 //     for a takeover, so that History shows it;
 //   - a duplicate whose stored claim is not leased: an instance without leases won
-//     the slot and runs it; the error wraps scheduler.ErrClaimedElsewhere and the
+//     the slot and runs it; the error wraps backend.ErrClaimedElsewhere and the
 //     caller must not run the slot.
 //
 // A duplicate is always read back from the stream leader. Undecided answers (10158,
@@ -97,7 +97,7 @@ func (b *LeasedBackend) Claim(ctx context.Context, in scheduler.ClaimInput) (boo
 // decision; a takeover's duplicate costs one leader read more. Like a plain claim, it is stored for the
 // claim's lifetime (the duplicate window, or the job's timeout if longer) rather
 // than bounded by the history size.
-func (b *LeasedBackend) RecordClaim(ctx context.Context, in scheduler.ClaimInput) error {
+func (b *LeasedBackend) RecordClaim(ctx context.Context, in backend.ClaimInput) error {
 	if err := backendutil.CheckClaim("jetstream", in.Job, in.Token); err != nil {
 		return err
 	}
@@ -124,14 +124,14 @@ func (b *LeasedBackend) RecordClaim(ctx context.Context, in scheduler.ClaimInput
 	case !ans.held.Leased:
 		return fmt.Errorf("jetstream: record claim of job %q slot %d on stream %q: %w (instance %q, claim at sequence %d): "+
 			"instances without leases share the job, and this slot is theirs",
-			in.Job, slot, st.names.stream, scheduler.ErrClaimedElsewhere, ans.held.Instance, ans.seq)
+			in.Job, slot, st.names.stream, backend.ErrClaimedElsewhere, ans.held.Instance, ans.seq)
 	default:
 		return b.recordLease(ctx, st, in)
 	}
 }
 
 // recordLease writes in to the job's lease subject.
-func (b *LeasedBackend) recordLease(ctx context.Context, st *jobStream, in scheduler.ClaimInput) error {
+func (b *LeasedBackend) recordLease(ctx context.Context, st *jobStream, in backend.ClaimInput) error {
 	ctx, cancel := b.callContext(ctx)
 	defer cancel()
 	slot := in.Slot.UnixMilli()

@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend"
+	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/kvlease"
 	"github.com/anarchon/anarchon/scheduler"
@@ -26,7 +28,7 @@ func mixedPair(t *testing.T, s *embedded.Server, prefix string, opts ...Option) 
 	t.Helper()
 	ctx := ctxFor(t)
 	plain := newBackend(t, connect(t, s), opts...)
-	lb, err := NewLeased(connect(t, s), scheduler.NewMemoryRunStore(scheduler.SystemClock{}), opts...)
+	lb, err := NewLeased(connect(t, s), memory.NewRunStore(backend.SystemClock{}), opts...)
 	require.NoError(t, err)
 	require.NoError(t, lb.Init(ctx))
 	t.Cleanup(func() { _ = lb.Close(context.Background()) })
@@ -86,7 +88,7 @@ func TestMixedPlainClaimFirst(t *testing.T) {
 	lin := claimIn(job, slot(0), token(), "leased")
 	for range 2 { // the second as a retry of the first
 		err = lb.RecordClaim(ctx, lin)
-		require.ErrorIs(t, err, scheduler.ErrClaimedElsewhere)
+		require.ErrorIs(t, err, backend.ErrClaimedElsewhere)
 		assert.Contains(t, err.Error(), lb.cached(job).names.stream)
 		assert.Contains(t, err.Error(), "without leases share the job")
 		assert.Contains(t, err.Error(), `"plain"`, "the error names the instance holding the slot")
@@ -170,7 +172,7 @@ func TestMixedTakeoverMeetsThePlainClaim(t *testing.T) {
 	take := claimIn(job, slot(0), token(), "backup")
 	take.Attempt = 2
 	err = lb.RecordClaim(ctx, take)
-	require.ErrorIs(t, err, scheduler.ErrClaimedElsewhere, "a takeover is arbitrated against the plain claim")
+	require.ErrorIs(t, err, backend.ErrClaimedElsewhere, "a takeover is arbitrated against the plain claim")
 	assert.Contains(t, err.Error(), `"plain"`)
 
 	take = claimIn(job, slot(1), token(), "backup")
@@ -205,7 +207,7 @@ func TestMixedFirstPublishUnacknowledged(t *testing.T) {
 	in := claimIn(job, slot(0), token(), "leased")
 	_, err := js.PublishMsg(ctx, st.claimMsg(in, true, time.Now()))
 	require.NoError(t, err)
-	lb2, err := NewLeased(connect(t, s), scheduler.NewMemoryRunStore(scheduler.SystemClock{}))
+	lb2, err := NewLeased(connect(t, s), memory.NewRunStore(backend.SystemClock{}))
 	require.NoError(t, err)
 	require.NoError(t, lb2.PrepareJob(ctx, limits(job)))
 	require.NoError(t, lb2.RecordClaim(ctx, in))
@@ -252,11 +254,11 @@ func TestHistoryOfLeasedRunsOneRecordPerAttempt(t *testing.T) {
 	s := startServer(t, embedded.Options{})
 	_, lb, job := mixedPair(t, s, "history")
 	ctx := ctxFor(t)
-	keep := scheduler.Retention{Size: 50}
-	save := func(in scheduler.ClaimInput, status scheduler.Status, by string) {
+	keep := backend.Retention{Size: 50}
+	save := func(in backend.ClaimInput, status backend.Status, by string) {
 		t.Helper()
 		now := time.Now()
-		require.NoError(t, lb.SaveResult(ctx, job, scheduler.StoredResult{
+		require.NoError(t, lb.SaveResult(ctx, job, backend.StoredResult{
 			Slot: in.Slot, Token: in.Token, Instance: by, Attempt: in.Attempt, Status: status,
 			StartedAt: now.Add(-time.Millisecond), FinishedAt: now,
 		}, keep))
@@ -266,7 +268,7 @@ func TestHistoryOfLeasedRunsOneRecordPerAttempt(t *testing.T) {
 	a0 := claimIn(job, slot(0), token(), "a")
 	require.NoError(t, lb.RecordClaim(ctx, a0))
 	require.NoError(t, lb.RecordClaim(ctx, a0))
-	save(a0, scheduler.StatusOK, "a")
+	save(a0, backend.StatusOK, "a")
 
 	// Slot 1: won by a, whose lease expired; b took over (attempt 2), recorded a's
 	// attempt as lost, and finished.
@@ -276,8 +278,8 @@ func TestHistoryOfLeasedRunsOneRecordPerAttempt(t *testing.T) {
 	b1.Attempt = 2
 	require.NoError(t, lb.RecordClaim(ctx, b1))
 	require.NoError(t, lb.RecordClaim(ctx, b1))
-	save(a1, scheduler.StatusLost, "b")
-	save(b1, scheduler.StatusError, "b")
+	save(a1, backend.StatusLost, "b")
+	save(b1, backend.StatusError, "b")
 
 	hist, err := lb.History(ctx, job, 10)
 	require.NoError(t, err)
@@ -285,7 +287,7 @@ func TestHistoryOfLeasedRunsOneRecordPerAttempt(t *testing.T) {
 		slot    time.Time
 		attempt int
 		inst    string
-		status  scheduler.Status
+		status  backend.Status
 	}
 	var got []rec
 	for _, r := range hist {
@@ -293,9 +295,9 @@ func TestHistoryOfLeasedRunsOneRecordPerAttempt(t *testing.T) {
 		assert.False(t, r.ClaimedAt.IsZero(), "slot %v attempt %d: the claim is part of the record", r.Slot, r.Attempt)
 	}
 	want := []rec{
-		{slot(1), 2, "b", scheduler.StatusError},
-		{slot(1), 1, "b", scheduler.StatusLost},
-		{slot(0), 1, "a", scheduler.StatusOK},
+		{slot(1), 2, "b", backend.StatusError},
+		{slot(1), 1, "b", backend.StatusLost},
+		{slot(0), 1, "a", backend.StatusOK},
 	}
 	require.Len(t, got, len(want), "%+v", got)
 	for i := range want {
@@ -318,7 +320,7 @@ func TestHistoryOfLeasedRunsOneRecordPerAttempt(t *testing.T) {
 // of a rolling upgrade: each slot's handler runs exactly once.
 //
 // It needs the scheduler to call RecordClaim before it starts a first attempt and
-// to leave a slot alone on scheduler.ErrClaimedElsewhere.
+// to leave a slot alone on backend.ErrClaimedElsewhere.
 func TestMixedFleetRunsEachSlotOnce(t *testing.T) {
 	s := startServer(t, embedded.Options{})
 	t.Run("leases turned on", func(t *testing.T) { testMixedFleet(t, s, false) })
@@ -344,7 +346,7 @@ func testMixedFleet(t *testing.T, s *embedded.Server, leasedFirst bool) {
 		t.Helper()
 		nc, err := s.Connect()
 		js := jsFor(t, nc, err)
-		var b scheduler.Backend
+		var b backend.Backend
 		inst := "plain"
 		if leased {
 			inst = "leased"
@@ -406,7 +408,7 @@ func testMixedFleet(t *testing.T, s *embedded.Server, leasedFirst bool) {
 	// History: one record per slot that ran, finished, by the instance that ran it.
 	hist, err := upgraded.History(ctx, job, 100)
 	require.NoError(t, err)
-	recs := map[int64][]scheduler.RunRecord{}
+	recs := map[int64][]backend.RunRecord{}
 	for _, r := range hist {
 		recs[r.Slot.UnixMilli()] = append(recs[r.Slot.UnixMilli()], r)
 	}
@@ -415,7 +417,7 @@ func testMixedFleet(t *testing.T, s *embedded.Server, leasedFirst bool) {
 		if !assert.Len(t, rs, 1, "slot %d: History %+v", slot, rs) {
 			continue
 		}
-		assert.Equal(t, scheduler.StatusOK, rs[0].Status, "slot %d", slot)
+		assert.Equal(t, backend.StatusOK, rs[0].Status, "slot %d", slot)
 		assert.Equal(t, by[0], rs[0].Instance, "slot %d", slot)
 	}
 }
@@ -427,7 +429,7 @@ type dyingRecorder struct {
 	release chan struct{}
 }
 
-func (d dyingRecorder) RecordClaim(ctx context.Context, in scheduler.ClaimInput) error {
+func (d dyingRecorder) RecordClaim(ctx context.Context, in backend.ClaimInput) error {
 	<-d.release
 	return context.DeadlineExceeded
 }
@@ -460,7 +462,7 @@ func TestMixedFleetTakeoverRunsTheSlotOnce(t *testing.T) {
 		require.NoError(t, err)
 		return lb
 	}
-	sched := func(b scheduler.Backend, inst string) *scheduler.Scheduler {
+	sched := func(b backend.Backend, inst string) *scheduler.Scheduler {
 		sc, err := scheduler.New(scheduler.Config{Backend: b, Instance: inst})
 		require.NoError(t, err)
 		require.NoError(t, sc.Every(job, interval, handler, scheduler.WithLease(time.Second), scheduler.WithMaxLate(3*time.Second)))
@@ -494,13 +496,13 @@ func TestMixedFleetTakeoverRunsTheSlotOnce(t *testing.T) {
 	assert.Equal(t, []string{"plain"}, ran[slot.UnixMilli()], "the slot runs once, on the instance without leases")
 	hist, err := plain.History(ctx, job, 10)
 	require.NoError(t, err)
-	var terminal []scheduler.RunRecord
+	var terminal []backend.RunRecord
 	for _, r := range hist {
-		if r.Slot.Equal(slot) && r.Status.Finished() && r.Status != scheduler.StatusLost {
+		if r.Slot.Equal(slot) && r.Status.Finished() && r.Status != backend.StatusLost {
 			terminal = append(terminal, r)
 		}
 	}
 	require.Len(t, terminal, 1, "%+v", hist)
-	assert.Equal(t, scheduler.StatusOK, terminal[0].Status)
+	assert.Equal(t, backend.StatusOK, terminal[0].Status)
 	assert.Equal(t, "plain", terminal[0].Instance)
 }

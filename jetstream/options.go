@@ -9,9 +9,9 @@ import (
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/internal/natsutil"
 	"github.com/anarchon/anarchon/internal/option"
-	"github.com/anarchon/anarchon/scheduler"
 )
 
 // Defaults and limits of the options. Each option's documentation names its default.
@@ -41,15 +41,15 @@ const (
 	MaxPrefixLen = 128
 	// MaxJobNameLen is the longest job name the backend accepts, in bytes: the
 	// scheduler's limit, since claims and CheckJob validate names with
-	// scheduler.ValidateJobName. Longer names are not refused for the server's sake
+	// backend.ValidateJobName. Longer names are not refused for the server's sake
 	// (a name is encoded into the stream name and hashed when long, and travels in
 	// every record and in the stream's metadata): there is one limit for every
 	// backend.
-	MaxJobNameLen = scheduler.MaxJobNameLen
+	MaxJobNameLen = backend.MaxJobNameLen
 )
 
 // Option configures a Backend. An invalid value makes New return an error wrapping
-// ErrInvalidOption (which matches scheduler.ErrInvalidOption) that names the
+// ErrInvalidOption (which matches backend.ErrInvalidOption) that names the
 // option; nothing is silently replaced. A nil Option is skipped.
 type Option func(*config) error
 

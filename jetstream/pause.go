@@ -4,22 +4,22 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/anarchon/anarchon/scheduler"
+	"github.com/anarchon/anarchon/backend"
 )
 
-var _ scheduler.Pauser = (*LeasedBackend)(nil)
+var _ backend.Pauser = (*LeasedBackend)(nil)
 
 // pauser is the run store's pause capability, or an error saying there is none.
-func (b *LeasedBackend) pauser() (scheduler.Pauser, error) {
-	p, ok := b.runs.(scheduler.Pauser)
+func (b *LeasedBackend) pauser() (backend.Pauser, error) {
+	p, ok := b.runs.(backend.Pauser)
 	if !ok {
-		return nil, fmt.Errorf("%w: the run store %T stores no pauses", scheduler.ErrPauseNotSupported, b.runs)
+		return nil, fmt.Errorf("%w: the run store %T stores no pauses", backend.ErrPauseNotSupported, b.runs)
 	}
 	return p, nil
 }
 
 // SetPause stores a pause in the run store (a kvlease store keeps it in its bucket).
-func (b *LeasedBackend) SetPause(ctx context.Context, p scheduler.Pause) error {
+func (b *LeasedBackend) SetPause(ctx context.Context, p backend.Pause) error {
 	ps, err := b.pauser()
 	if err != nil {
 		return err
@@ -37,7 +37,7 @@ func (b *LeasedBackend) ClearPause(ctx context.Context, job string) error {
 }
 
 // Pauses lists the run store's pauses.
-func (b *LeasedBackend) Pauses(ctx context.Context) ([]scheduler.Pause, error) {
+func (b *LeasedBackend) Pauses(ctx context.Context) ([]backend.Pause, error) {
 	ps, err := b.pauser()
 	if err != nil {
 		return nil, err
@@ -46,7 +46,7 @@ func (b *LeasedBackend) Pauses(ctx context.Context) ([]scheduler.Pause, error) {
 }
 
 // WatchPauses watches the run store's pauses.
-func (b *LeasedBackend) WatchPauses(ctx context.Context, fn func([]scheduler.Pause)) error {
+func (b *LeasedBackend) WatchPauses(ctx context.Context, fn func([]backend.Pause)) error {
 	ps, err := b.pauser()
 	if err != nil {
 		return err

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/anarchon/anarchon/scheduler"
+	"github.com/anarchon/anarchon/backend"
 )
 
 // recordVersion is written in every record. Readers accept any version from 1 up and
@@ -55,7 +55,7 @@ type resultRecord struct {
 	Fence      uint64    `json:"fence,omitempty"`
 }
 
-func encodeClaim(in scheduler.ClaimInput, manual bool, now time.Time) []byte {
+func encodeClaim(in backend.ClaimInput, manual bool, now time.Time) []byte {
 	return encodeClaimAs(in, manual, false, now)
 }
 
@@ -65,7 +65,7 @@ func encodeClaim(in scheduler.ClaimInput, manual bool, now time.Time) []byte {
 // reflection of encoding/json was its largest cost in the client (the profile of
 // BenchmarkClaimWin). The bytes decode to the same record as json.Marshal's
 // (TestEncodeClaimMatchesJSON).
-func encodeClaimAs(in scheduler.ClaimInput, manual, leased bool, now time.Time) []byte {
+func encodeClaimAs(in backend.ClaimInput, manual, leased bool, now time.Time) []byte {
 	at := in.At
 	if at.IsZero() {
 		at = now
@@ -120,7 +120,7 @@ func appendJSONString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-func encodeResult(job string, r scheduler.StoredResult) []byte {
+func encodeResult(job string, r backend.StoredResult) []byte {
 	ms := r.Slot.UnixMilli()
 	data, _ := json.Marshal(resultRecord{
 		V: recordVersion, Job: job, Slot: &ms, Token: r.Token, Instance: r.Instance,
@@ -134,12 +134,12 @@ var errNotOurs = errors.New("not an anarchon record")
 
 // decodeClaim reads a claim record of job. kind says which subject it came from. It
 // also returns how long the record belongs in History (0: as long as it is stored).
-func decodeClaim(job, kind string, data []byte) (scheduler.ClaimRecord, time.Duration, error) {
+func decodeClaim(job, kind string, data []byte) (backend.ClaimRecord, time.Duration, error) {
 	c, err := parseClaim(job, data)
 	if err != nil {
-		return scheduler.ClaimRecord{}, 0, err
+		return backend.ClaimRecord{}, 0, err
 	}
-	return scheduler.ClaimRecord{
+	return backend.ClaimRecord{
 		Slot:        time.UnixMilli(*c.Slot),
 		Token:       c.Token,
 		Instance:    c.Instance,
@@ -189,31 +189,31 @@ func parseClaim(job string, data []byte) (claimRecord, error) {
 
 // decodeResult reads a result record of job: with strictResult when this package
 // wrote it, encoding/json otherwise (decode.go).
-func decodeResult(job string, data []byte) (scheduler.StoredResult, error) {
+func decodeResult(job string, data []byte) (backend.StoredResult, error) {
 	var r resultRecord
 	if !strictResult(data, &r) {
 		var err error
 		if r, err = jsonRecord[resultRecord](data); err != nil {
-			return scheduler.StoredResult{}, err
+			return backend.StoredResult{}, err
 		}
 	}
 	switch {
 	case r.V < 1:
-		return scheduler.StoredResult{}, fmt.Errorf("%w: no version", errNotOurs)
+		return backend.StoredResult{}, fmt.Errorf("%w: no version", errNotOurs)
 	case r.Job != job:
-		return scheduler.StoredResult{}, fmt.Errorf("%w: job %q, want %q", errNotOurs, r.Job, job)
+		return backend.StoredResult{}, fmt.Errorf("%w: job %q, want %q", errNotOurs, r.Job, job)
 	case r.Slot == nil:
-		return scheduler.StoredResult{}, fmt.Errorf("%w: no slot", errNotOurs)
+		return backend.StoredResult{}, fmt.Errorf("%w: no slot", errNotOurs)
 	case r.Status == "":
-		return scheduler.StoredResult{}, fmt.Errorf("%w: no status", errNotOurs)
+		return backend.StoredResult{}, fmt.Errorf("%w: no status", errNotOurs)
 	}
-	return scheduler.StoredResult{
+	return backend.StoredResult{
 		Slot:       time.UnixMilli(*r.Slot),
 		Token:      r.Token,
 		Instance:   r.Instance,
 		Attempt:    r.Attempt,
 		Manual:     r.Manual,
-		Status:     scheduler.Status(r.Status),
+		Status:     backend.Status(r.Status),
 		StartedAt:  local(r.StartedAt),
 		FinishedAt: local(r.FinishedAt),
 		Error:      r.Error,

@@ -9,12 +9,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/anarchon/anarchon/scheduler"
+	"github.com/anarchon/anarchon/backend"
 )
 
 func TestRecordsRoundTrip(t *testing.T) {
 	at := time.Date(2030, 1, 2, 3, 4, 5, 6_000_000, time.UTC)
-	in := scheduler.ClaimInput{
+	in := backend.ClaimInput{
 		Job: "j", Slot: time.UnixMilli(1_900_000_000_123), Token: "tok", Instance: "i", Attempt: 3,
 		At: at, HistoryTTL: 90 * time.Second,
 	}
@@ -32,8 +32,8 @@ func TestRecordsRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, c.Manual)
 
-	r := scheduler.StoredResult{
-		Slot: in.Slot, Token: "tok", Instance: "i", Attempt: 2, Manual: true, Status: scheduler.StatusTimeout,
+	r := backend.StoredResult{
+		Slot: in.Slot, Token: "tok", Instance: "i", Attempt: 2, Manual: true, Status: backend.StatusTimeout,
 		StartedAt: at, FinishedAt: at.Add(time.Second), Error: "slow", Fence: 7,
 	}
 	got, err := decodeResult("j", encodeResult("j", r))
@@ -90,7 +90,7 @@ func FuzzDecodeRecords(f *testing.F) {
 // ordinary and odd strings, every optional field set or not.
 func TestEncodeClaimMatchesJSON(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 600700800, time.FixedZone("x", 3600))
-	for _, in := range []scheduler.ClaimInput{
+	for _, in := range []backend.ClaimInput{
 		{Job: "nightly", Slot: time.UnixMilli(1_767_225_600_123), Token: "abc", Attempt: 1, At: at},
 		{Job: "Report.v2 \"quoted\" \\ back", Slot: time.UnixMilli(-5), Token: "t\x01\x7f", Instance: "ïnstance <&>",
 			Attempt: 3, Manual: true, At: at, RequestedBy: "ana\n", HistoryTTL: 90 * time.Second},

@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend"
+	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/scheduler"
 )
@@ -52,7 +54,7 @@ func TestMixedFleetHistoryKeepsAPlainRunRunning(t *testing.T) {
 		t.Fatal("the plain instance did not run a slot")
 	}
 
-	lb, err := NewLeased(connect(t, s), scheduler.NewMemoryRunStore(scheduler.SystemClock{}))
+	lb, err := NewLeased(connect(t, s), memory.NewRunStore(backend.SystemClock{}))
 	require.NoError(t, err)
 	leased, err := scheduler.New(scheduler.Config{Backend: lb, Instance: "leased", CallTimeout: time.Second})
 	require.NoError(t, err)
@@ -63,7 +65,7 @@ func TestMixedFleetHistoryKeepsAPlainRunRunning(t *testing.T) {
 
 	// Past the leased instance's grace (3 x its CallTimeout) after the claim.
 	time.Sleep(time.Until(slot.Add(3500 * time.Millisecond)))
-	status := func(sc *scheduler.Scheduler) scheduler.RunRecord {
+	status := func(sc *scheduler.Scheduler) backend.RunRecord {
 		recs, err := sc.History(ctx, job, 0)
 		require.NoError(t, err)
 		for _, r := range recs {
@@ -72,12 +74,12 @@ func TestMixedFleetHistoryKeepsAPlainRunRunning(t *testing.T) {
 			}
 		}
 		t.Fatalf("no record of slot %v: %+v", slot, recs)
-		return scheduler.RunRecord{}
+		return backend.RunRecord{}
 	}
 	r := status(leased)
-	assert.Equal(t, scheduler.StatusRunning, r.Status, "read on the leased instance: %s %q", r.Status, r.Error)
+	assert.Equal(t, backend.StatusRunning, r.Status, "read on the leased instance: %s %q", r.Status, r.Error)
 	r = status(plain)
-	assert.Equal(t, scheduler.StatusRunning, r.Status, "read again on the plain instance: %s %q", r.Status, r.Error)
+	assert.Equal(t, backend.StatusRunning, r.Status, "read again on the plain instance: %s %q", r.Status, r.Error)
 }
 
 // One retried write changes how no run reads. A result written twice (its first
@@ -98,18 +100,18 @@ func TestDuplicateResultDoesNotTurnAnOlderRunLost(t *testing.T) {
 	require.NoError(t, sc.Start(ctx))
 	defer func() { require.NoError(t, sc.Stop(context.Background())) }()
 
-	var last scheduler.RunRecord
+	var last backend.RunRecord
 	for range 5 {
 		last, err = sc.RunNow(ctx, job)
 		require.NoError(t, err)
-		require.Equal(t, scheduler.StatusOK, last.Status)
+		require.Equal(t, backend.StatusOK, last.Status)
 	}
 	// The outbox writes the newest result again: its first write was stored, its
 	// answer lost.
-	require.NoError(t, b.SaveResult(ctx, job, scheduler.StoredResult{
+	require.NoError(t, b.SaveResult(ctx, job, backend.StoredResult{
 		Slot: last.Slot, Token: last.Token, Instance: last.Instance, Attempt: 1, Manual: true, Status: last.Status,
 		StartedAt: last.StartedAt, FinishedAt: last.FinishedAt,
-	}, scheduler.Retention{Size: 5}))
+	}, backend.Retention{Size: 5}))
 
 	// Past the job's timeout and the grace (3 x CallTimeout) of the oldest claim.
 	time.Sleep(time.Until(last.ClaimedAt.Add(2500 * time.Millisecond)))
@@ -120,7 +122,7 @@ func TestDuplicateResultDoesNotTurnAnOlderRunLost(t *testing.T) {
 		var line []string
 		for _, r := range recs {
 			line = append(line, string(r.Status))
-			if r.Status != scheduler.StatusOK {
+			if r.Status != backend.StatusOK {
 				lost = append(lost, fmt.Sprintf("read %d: run at %s: %s %q", read, r.Slot.Format("15:04:05.000"), r.Status, r.Error))
 			}
 		}
@@ -148,19 +150,19 @@ func TestResultAtTheErrorCapFitsEveryAcceptedStream(t *testing.T) {
 		t.Logf("PrepareJob refuses the stream: %v", err)
 		return
 	}
-	long := scheduler.TruncateText(strings.Repeat("x", 3*scheduler.MaxErrorText), scheduler.MaxErrorText)
-	err := b2.SaveResult(ctx, job, scheduler.StoredResult{
-		Slot: slot(1), Token: token(), Instance: "a", Attempt: 1, Status: scheduler.StatusError,
+	long := backend.TruncateText(strings.Repeat("x", 3*backend.MaxErrorText), backend.MaxErrorText)
+	err := b2.SaveResult(ctx, job, backend.StoredResult{
+		Slot: slot(1), Token: token(), Instance: "a", Attempt: 1, Status: backend.StatusError,
 		StartedAt: time.Now(), FinishedAt: time.Now(), Error: long,
-	}, scheduler.Retention{Size: 10})
+	}, backend.Retention{Size: 10})
 	assert.NoError(t, err, "a result with an error of %d bytes on a stream PrepareJob accepted (max_msg_size %d)", len(long), minMsgSize(job))
 	// A text that JSON escapes (each '<' is six bytes) is cut to fit too.
-	escaped := scheduler.TruncateText(strings.Repeat("<", 3*scheduler.MaxErrorText), scheduler.MaxErrorText)
+	escaped := backend.TruncateText(strings.Repeat("<", 3*backend.MaxErrorText), backend.MaxErrorText)
 	tok := token()
-	require.NoError(t, b2.SaveResult(ctx, job, scheduler.StoredResult{
-		Slot: slot(2), Token: tok, Instance: "a", Attempt: 1, Status: scheduler.StatusError,
+	require.NoError(t, b2.SaveResult(ctx, job, backend.StoredResult{
+		Slot: slot(2), Token: tok, Instance: "a", Attempt: 1, Status: backend.StatusError,
 		StartedAt: time.Now(), FinishedAt: time.Now(), Error: escaped,
-	}, scheduler.Retention{Size: 10}))
+	}, backend.Retention{Size: 10}))
 	hist, err := b2.History(ctx, job, 0)
 	require.NoError(t, err)
 	var got string
@@ -190,7 +192,7 @@ func TestConcurrentHistoryReadsStoreOneEnding(t *testing.T) {
 
 	// A dead instance's claim: its run never ends.
 	at := time.Now()
-	won, err := b.Claim(ctx, scheduler.ClaimInput{Job: job, Slot: slot(0), Token: token(), Instance: "dead", Attempt: 1,
+	won, err := b.Claim(ctx, backend.ClaimInput{Job: job, Slot: slot(0), Token: token(), Instance: "dead", Attempt: 1,
 		At: at, HistorySize: 10})
 	require.NoError(t, err)
 	require.True(t, won)

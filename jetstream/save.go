@@ -9,15 +9,15 @@ import (
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/internal/backendutil"
 	"github.com/anarchon/anarchon/internal/natsutil"
-	"github.com/anarchon/anarchon/scheduler"
 )
 
 // RecordManualRun records a RunNow run on the job's manual subject, with no
 // de-duplication (each run has its own token), and returns in.Slot. The record
 // expires after in.HistoryTTL when set; the newest history-size records are kept.
-func (b *Backend) RecordManualRun(ctx context.Context, in scheduler.ClaimInput) (time.Time, error) {
+func (b *Backend) RecordManualRun(ctx context.Context, in backend.ClaimInput) (time.Time, error) {
 	if err := backendutil.CheckClaim("jetstream", in.Job, in.Token); err != nil {
 		return time.Time{}, err
 	}
@@ -41,7 +41,7 @@ func (b *Backend) RecordManualRun(ctx context.Context, in scheduler.ClaimInput) 
 // keep.Size results (its per-subject limit, set by PrepareJob and updated here when
 // keep.Size changes on a stream anarchon created); with keep.TTL each result also
 // expires after keep.TTL (a per-message TTL, in whole seconds, at least one).
-func (b *Backend) SaveResult(ctx context.Context, job string, r scheduler.StoredResult, keep scheduler.Retention) error {
+func (b *Backend) SaveResult(ctx context.Context, job string, r backend.StoredResult, keep backend.Retention) error {
 	if keep.Size < 0 || keep.TTL < 0 {
 		return fmt.Errorf("%w: job %q: negative retention %+v", ErrUnsupportedJob, job, keep)
 	}
@@ -68,7 +68,7 @@ const recordRoom = 1024
 // fitResult encodes r so that it fits in a message of st's stream and of the
 // connection: an error whose encoding is larger than the room (JSON escapes make a
 // text up to six times longer) is cut further, with the mark TruncateText leaves.
-func (b *Backend) fitResult(st *jobStream, job string, r scheduler.StoredResult) []byte {
+func (b *Backend) fitResult(st *jobStream, job string, r backend.StoredResult) []byte {
 	limit := int(b.js.Conn().MaxPayload()) - recordRoom
 	if st.maxMsg > 0 {
 		limit = min(limit, int(st.maxMsg)-recordRoom)
@@ -81,14 +81,14 @@ func (b *Backend) fitResult(st *jobStream, job string, r scheduler.StoredResult)
 	text, lo, hi := r.Error, 0, len(r.Error)
 	for lo < hi {
 		mid := (lo + hi + 1) / 2
-		r.Error = scheduler.TruncateText(text, mid)
+		r.Error = backend.TruncateText(text, mid)
 		if len(encodeResult(job, r)) <= limit {
 			lo = mid
 		} else {
 			hi = mid - 1
 		}
 	}
-	r.Error = scheduler.TruncateText(text, lo)
+	r.Error = backend.TruncateText(text, lo)
 	return encodeResult(job, r)
 }
 

@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend"
+	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/scheduler"
 )
@@ -19,11 +21,11 @@ import (
 func TestSchedulersRunEachSlotOnce(t *testing.T) {
 	s := startServer(t, embedded.Options{})
 	t.Run("claims", func(t *testing.T) {
-		testSchedulers(t, func() scheduler.Backend { return newBackend(t, connect(t, s)) })
+		testSchedulers(t, func() backend.Backend { return newBackend(t, connect(t, s)) })
 	})
 	t.Run("leases", func(t *testing.T) {
-		runs := scheduler.NewMemoryRunStore(scheduler.SystemClock{})
-		testSchedulers(t, func() scheduler.Backend {
+		runs := memory.NewRunStore(backend.SystemClock{})
+		testSchedulers(t, func() backend.Backend {
 			b, err := NewLeased(connect(t, s), runs)
 			require.NoError(t, err)
 			return b
@@ -31,7 +33,7 @@ func TestSchedulersRunEachSlotOnce(t *testing.T) {
 	})
 }
 
-func testSchedulers(t *testing.T, newBackend func() scheduler.Backend) {
+func testSchedulers(t *testing.T, newBackend func() backend.Backend) {
 	ctx := ctxFor(t)
 	job := jobName("tick")
 

@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/internal/natsutil"
-	"github.com/anarchon/anarchon/scheduler"
 )
 
 // setupCounter counts the requests that create or change streams.
@@ -134,12 +134,12 @@ func TestPrepareJobLeavesNewerLayoutAlone(t *testing.T) {
 			require.NoError(t, err)
 			assert.False(t, won, "one claim per slot")
 			require.NoError(t, b.SaveResult(ctxFor(t), job.Job,
-				scheduler.StoredResult{Slot: slot, Token: "a", Status: scheduler.StatusOK}, scheduler.Retention{Size: 5}))
+				backend.StoredResult{Slot: slot, Token: "a", Status: backend.StatusOK}, backend.Retention{Size: 5}))
 			hist, err := b.History(ctxFor(t), job.Job, 10)
 			require.NoError(t, err)
 			require.NotEmpty(t, hist)
 			assert.True(t, slot.Equal(hist[0].Slot), "history reads the slot back")
-			assert.Equal(t, scheduler.StatusOK, hist[0].Status)
+			assert.Equal(t, backend.StatusOK, hist[0].Status)
 			assert.EqualValues(t, 70, streamConfigOf(t, js, stream).MaxMsgsPerSubject, "not resized")
 		})
 	}

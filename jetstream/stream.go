@@ -11,8 +11,8 @@ import (
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/internal/natsutil"
-	"github.com/anarchon/anarchon/scheduler"
 )
 
 // Stream metadata that marks a stream as anarchon's: the job it holds and the layout
@@ -42,7 +42,7 @@ const (
 // anarchon did not create; otherwise PrepareJob returns a *StreamConflictError
 // naming the setting. Settings that cannot change (storage, retention, a mirror, a
 // seal) give the same error for anarchon's own streams.
-func (b *Backend) PrepareJob(ctx context.Context, job scheduler.JobLimits) error {
+func (b *Backend) PrepareJob(ctx context.Context, job backend.JobLimits) error {
 	if b.closed.Load() {
 		return ErrClosed
 	}

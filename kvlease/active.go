@@ -10,8 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/internal/natsutil"
-	"github.com/anarchon/anarchon/scheduler"
 )
 
 // Active lists job's unfinished runs, oldest slot first. It lists the job's keys
@@ -19,8 +19,8 @@ import (
 // stream leader, so it never misses a write already acknowledged. Live tells whether
 // the run's lease key holds a live lease; Expires is when that lease ends, or
 // roughly when it ended (its marker's time) while a marker is left.
-func (s *Store) Active(ctx context.Context, job string) ([]scheduler.ActiveRun, error) {
-	if err := scheduler.ValidateJobName(job); err != nil {
+func (s *Store) Active(ctx context.Context, job string) ([]backend.ActiveRun, error) {
+	if err := backend.ValidateJobName(job); err != nil {
 		return nil, err
 	}
 	ctx, cancel := s.callContext(ctx)
@@ -39,7 +39,7 @@ func (s *Store) Active(ctx context.Context, job string) ([]scheduler.ActiveRun, 
 	if err != nil {
 		return nil, fmt.Errorf("kvlease: active %q: %w", job, err)
 	}
-	var out []scheduler.ActiveRun
+	var out []backend.ActiveRun
 	for subj := range info.State.Subjects {
 		_, _, slot, err := parseKey(strings.TrimPrefix(subj, b.prefix))
 		if err != nil {
@@ -59,7 +59,7 @@ func (s *Store) Active(ctx context.Context, job string) ([]scheduler.ActiveRun, 
 		}
 		out = append(out, activeRun(slot, run.rec, ls))
 	}
-	slices.SortFunc(out, func(x, y scheduler.ActiveRun) int { return x.Slot.Compare(y.Slot) })
+	slices.SortFunc(out, func(x, y backend.ActiveRun) int { return x.Slot.Compare(y.Slot) })
 	return out, nil
 }
 
@@ -72,7 +72,7 @@ var errFallBack = errors.New("kvlease: batched read unavailable")
 // whatever the number of slots kept, where the key-by-key reading costs one per
 // slot. A first read that fails other than by ctx returns an error matching
 // errFallBack.
-func (s *Store) activeDirect(ctx context.Context, b *bucket, job string) ([]scheduler.ActiveRun, error) {
+func (s *Store) activeDirect(ctx context.Context, b *bucket, job string) ([]backend.ActiveRun, error) {
 	stream := b.stream.CachedInfo().Config.Name
 	batch := func(subjects []string) ([]*jetstream.RawStreamMsg, error) {
 		var msgs []*jetstream.RawStreamMsg
@@ -124,7 +124,7 @@ func (s *Store) activeDirect(ctx context.Context, b *bucket, job string) ([]sche
 	for _, m := range lmsgs {
 		bySubject[m.Subject] = m
 	}
-	out := make([]scheduler.ActiveRun, 0, len(runs))
+	out := make([]backend.ActiveRun, 0, len(runs))
 	for i, r := range runs {
 		var ls leaseEntry
 		if m := bySubject[leases[i]]; m != nil {
@@ -134,15 +134,15 @@ func (s *Store) activeDirect(ctx context.Context, b *bucket, job string) ([]sche
 		}
 		out = append(out, activeRun(r.slot, r.rec, ls))
 	}
-	slices.SortFunc(out, func(x, y scheduler.ActiveRun) int { return x.Slot.Compare(y.Slot) })
+	slices.SortFunc(out, func(x, y backend.ActiveRun) int { return x.Slot.Compare(y.Slot) })
 	return out, nil
 }
 
 // activeRun is an unfinished run as Active lists it: Live tells whether its lease
 // key holds a live lease; Expires is when that lease ends, or roughly when it ended
 // (its marker's time) while a marker is left.
-func activeRun(slot time.Time, r *runRecord, ls leaseEntry) scheduler.ActiveRun {
-	a := scheduler.ActiveRun{
+func activeRun(slot time.Time, r *runRecord, ls leaseEntry) backend.ActiveRun {
+	a := backend.ActiveRun{
 		Slot: slot, Token: r.Token, Instance: r.Instance, Attempt: r.Attempt, Fence: r.Fence,
 		Live: ls.rec != nil, Expires: ls.expires(),
 	}

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/kvlease"
-	"github.com/anarchon/anarchon/scheduler"
 )
 
 // requestSpy counts the requests the server receives on the JetStream API and the
@@ -112,7 +112,7 @@ func TestClaimRoundTrips(t *testing.T) {
 
 			job := "rt " + token()
 			slot, a := time.UnixMilli(2_000), token()
-			n := sp.count(t, nc, func() { mustClaim(t, s, claimOf(job, slot, a, time.Minute), scheduler.OutcomeWon) })
+			n := sp.count(t, nc, func() { mustClaim(t, s, claimOf(job, slot, a, time.Minute), backend.OutcomeWon) })
 			assert.EqualValues(t, tc.won, n, "a first claim won")
 			run, lease := lastOf(t, js, b, runKey(job, slot)), lastOf(t, js, b, leaseKey(job, slot))
 			require.NotNil(t, run)
@@ -120,21 +120,21 @@ func TestClaimRoundTrips(t *testing.T) {
 			assert.Equal(t, lease.Sequence+1, run.Sequence, "lease key, then run record")
 
 			n = sp.count(t, nc, func() {
-				mustClaim(t, other, claimOf(job, slot, token(), time.Minute), scheduler.OutcomeRunning)
+				mustClaim(t, other, claimOf(job, slot, token(), time.Minute), backend.OutcomeRunning)
 			})
 			assert.EqualValues(t, 3, n, "a claim lost to a running holder, with no shared watcher: its two writes sent together (a first claim, chained), one read")
 
 			n = sp.count(t, nc, func() { require.NoError(t, s.Heartbeat(t.Context(), job, slot, a, time.Minute)) })
 			assert.EqualValues(t, 1, n, "a heartbeat: one compare-and-set from the remembered revision")
 
-			n = sp.count(t, nc, func() { require.NoError(t, s.Finish(t.Context(), job, slot, a, scheduler.StatusOK)) })
+			n = sp.count(t, nc, func() { require.NoError(t, s.Finish(t.Context(), job, slot, a, backend.StatusOK)) })
 			assert.EqualValues(t, 1, n, "finish: one round trip")
 			require.Eventually(t, func() bool {
 				return lastOf(t, js, b, leaseKey(job, slot)).Header.Get("KV-Operation") == "PURGE"
 			}, 5*time.Second, 5*time.Millisecond, "the lease key is purged")
 
 			n = sp.count(t, nc, func() {
-				mustClaim(t, other, claimOf(job, slot, token(), time.Minute), scheduler.OutcomeDone)
+				mustClaim(t, other, claimOf(job, slot, token(), time.Minute), backend.OutcomeDone)
 			})
 			assert.EqualValues(t, 1, n, "a claim of a finished slot it saw before: one read")
 		})
@@ -170,10 +170,10 @@ func TestBatchUpgradeAndMixedFleet(t *testing.T) {
 				if !assert.NoError(t, err, "store %d slot %d", i, k) {
 					return
 				}
-				if res.Outcome == scheduler.OutcomeWon {
+				if res.Outcome == backend.OutcomeWon {
 					won[k].Add(1)
 				} else {
-					assert.Equal(t, scheduler.OutcomeRunning, res.Outcome)
+					assert.Equal(t, backend.OutcomeRunning, res.Outcome)
 				}
 			}
 		})
@@ -186,6 +186,6 @@ func TestBatchUpgradeAndMixedFleet(t *testing.T) {
 	// Atomic batches turned off under a store that uses them: its claim meets
 	// "atomic publish is disabled" and writes one key at a time.
 	rewriteBucket(t, js, b, func(c *jetstream.StreamConfig) { c.AllowAtomicPublish = false })
-	mustClaim(t, batched, claimOf(job, time.UnixMilli(500_000), token(), time.Minute), scheduler.OutcomeWon)
-	mustClaim(t, plain, claimOf(job, time.UnixMilli(500_000), token(), time.Minute), scheduler.OutcomeRunning)
+	mustClaim(t, batched, claimOf(job, time.UnixMilli(500_000), token(), time.Minute), backend.OutcomeWon)
+	mustClaim(t, plain, claimOf(job, time.UnixMilli(500_000), token(), time.Minute), backend.OutcomeRunning)
 }

@@ -6,8 +6,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/kvlease"
-	"github.com/anarchon/anarchon/scheduler"
 )
 
 // Latency of the lease operations on the embedded servers: a single server reached
@@ -31,7 +31,7 @@ func BenchmarkClaimWin(b *testing.B) {
 			for b.Loop() {
 				slot = slot.Add(time.Second)
 				res, err := s.Claim(b.Context(), claimOf(job, slot, token(), time.Minute))
-				if err != nil || res.Outcome != scheduler.OutcomeWon {
+				if err != nil || res.Outcome != backend.OutcomeWon {
 					b.Fatalf("claim: %v %v", res.Outcome, err)
 				}
 			}
@@ -50,7 +50,7 @@ func BenchmarkClaimRunning(b *testing.B) {
 			}
 			for b.Loop() {
 				res, err := s.Claim(b.Context(), claimOf(job, slot, token(), time.Minute))
-				if err != nil || res.Outcome != scheduler.OutcomeRunning {
+				if err != nil || res.Outcome != backend.OutcomeRunning {
 					b.Fatalf("claim: %v %v", res.Outcome, err)
 				}
 			}
@@ -87,7 +87,7 @@ func BenchmarkClaimFinish(b *testing.B) {
 				if _, err := s.Claim(b.Context(), claimOf(job, slot, tok, time.Minute)); err != nil {
 					b.Fatal(err)
 				}
-				if err := s.Finish(b.Context(), job, slot, tok, scheduler.StatusOK); err != nil {
+				if err := s.Finish(b.Context(), job, slot, tok, backend.StatusOK); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -123,10 +123,10 @@ func BenchmarkClaimBatch(b *testing.B) {
 				for b.Loop() {
 					slot = slot.Add(time.Second)
 					tok := token()
-					if res, err := s.Claim(b.Context(), claimOf(job, slot, tok, time.Minute)); err != nil || res.Outcome != scheduler.OutcomeWon {
+					if res, err := s.Claim(b.Context(), claimOf(job, slot, tok, time.Minute)); err != nil || res.Outcome != backend.OutcomeWon {
 						b.Fatalf("claim: %v %v", res.Outcome, err)
 					}
-					if err := s.Finish(b.Context(), job, slot, tok, scheduler.StatusOK); err != nil {
+					if err := s.Finish(b.Context(), job, slot, tok, backend.StatusOK); err != nil {
 						b.Fatal(err)
 					}
 				}

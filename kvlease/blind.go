@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/anarchon/anarchon/scheduler"
+	"github.com/anarchon/anarchon/backend"
 )
 
 // blind is a first claim sent without reading first: the lease key, then the run
@@ -22,8 +22,8 @@ import (
 // other slots first), a deadline the cached estimate of the server's clock shows
 // unambiguously ahead, and a slot this store has not answered before (a backup's
 // claims of a slot it saw running read first: they find it running or finished).
-func (c *claiming) blind(ctx context.Context) (res scheduler.ClaimResult, answered bool, err error) {
-	if !c.s.mem.firstSight(c.k) || c.in.TakeoverOnly || c.in.Overlap == scheduler.OverlapSkip {
+func (c *claiming) blind(ctx context.Context) (res backend.ClaimResult, answered bool, err error) {
+	if !c.s.mem.firstSight(c.k) || c.in.TakeoverOnly || c.in.Overlap == backend.OverlapSkip {
 		return res, false, nil
 	}
 	if !c.in.Deadline.IsZero() {
@@ -55,7 +55,7 @@ func (c *claiming) blind(ctx context.Context) (res scheduler.ClaimResult, answer
 // claims of the same instant are then answered without a request, the watcher
 // having received the winner's write anyway. Otherwise the lease key alone is read
 // (one message, where the claim's usual read asks for both keys).
-func (c *claiming) holderRunning(ctx context.Context, stored uint64) (res scheduler.ClaimResult, answered bool, err error) {
+func (c *claiming) holderRunning(ctx context.Context, stored uint64) (res backend.ClaimResult, answered bool, err error) {
 	if stored > 0 {
 		if u, ok := c.s.mem.leaseSince(ctx, c.k.lease, stored, watcherWait); ok {
 			if rec, ok := c.s.mem.finishedRun(c.k); ok && !mayReopen(c.in, rec) {

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/kvlease"
-	"github.com/anarchon/anarchon/scheduler"
 )
 
 // First claims sent chained (the lease key, and the run record sent behind it
@@ -46,12 +46,12 @@ func TestChainedClaimsRace(t *testing.T) {
 					if !assert.NoError(t, err, "store %d job %d", i, j) {
 						return
 					}
-					if res.Outcome == scheduler.OutcomeWon {
+					if res.Outcome == backend.OutcomeWon {
 						mu.Lock()
 						wins[j] = append(wins[j], tok)
 						mu.Unlock()
 					} else {
-						assert.Equal(t, scheduler.OutcomeRunning, res.Outcome, "store %d job %d", i, j)
+						assert.Equal(t, backend.OutcomeRunning, res.Outcome, "store %d job %d", i, j)
 					}
 				})
 			}
@@ -126,13 +126,13 @@ func TestReplicatedClaimsAreNotChained(t *testing.T) {
 	job := "chain3 " + token()
 	slot := time.UnixMilli(100_000)
 	require.NoError(t, kvlease.WriteLeaseForTest(t.Context(), s, job, slot, token()))
-	mustClaim(t, s, claimOf(job, slot, token(), time.Minute), scheduler.OutcomeRunning)
+	mustClaim(t, s, claimOf(job, slot, token(), time.Minute), backend.OutcomeRunning)
 
 	kv, err := js.KeyValue(t.Context(), b)
 	require.NoError(t, err)
 	_, err = kv.Get(t.Context(), runKey(job, slot))
 	assert.ErrorIs(t, err, jetstream.ErrKeyNotFound, "no run record was stored, and the bucket answers")
-	mustClaim(t, s, claimOf(job, time.UnixMilli(200_000), token(), time.Minute), scheduler.OutcomeWon)
+	mustClaim(t, s, claimOf(job, time.UnixMilli(200_000), token(), time.Minute), backend.OutcomeWon)
 	assert.Zero(t, kvlease.ChainRetriesForTest(s))
 }
 
@@ -154,5 +154,5 @@ func TestMaxClaimsInFlight(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.ErrorContains(t, err, "waiting for one of the 1 claims in flight")
 	release()
-	mustClaim(t, s, claimOf(job, slot, token(), time.Minute), scheduler.OutcomeWon)
+	mustClaim(t, s, claimOf(job, slot, token(), time.Minute), backend.OutcomeWon)
 }

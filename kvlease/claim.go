@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/internal/backendutil"
 	"github.com/anarchon/anarchon/internal/natsutil"
-	"github.com/anarchon/anarchon/scheduler"
 )
 
 // Claim decides the claim from the run's two keys and, on won, makes in.Token the
@@ -17,11 +17,11 @@ import (
 // lost race reads both keys again and decides again. See the package documentation.
 //
 // The lease is in.Lease rounded up to whole seconds; it must be at least
-// scheduler.MinLease. Expires of a fresh win is estimated from the server's clock;
+// backend.MinLease. Expires of a fresh win is estimated from the server's clock;
 // later answers read it from the stored lease.
-func (s *Store) Claim(ctx context.Context, in scheduler.RunClaim) (scheduler.ClaimResult, error) {
+func (s *Store) Claim(ctx context.Context, in backend.RunClaim) (backend.ClaimResult, error) {
 	if err := checkClaim(in); err != nil {
-		return scheduler.ClaimResult{}, err
+		return backend.ClaimResult{}, err
 	}
 	ctx, cancel := s.callContext(ctx)
 	defer cancel()
@@ -29,30 +29,30 @@ func (s *Store) Claim(ctx context.Context, in scheduler.RunClaim) (scheduler.Cla
 	case s.claims <- struct{}{}:
 		defer func() { <-s.claims }()
 	case <-ctx.Done():
-		return scheduler.ClaimResult{}, fmt.Errorf("kvlease: claim %s: waiting for one of the %d claims in flight to end: %w",
+		return backend.ClaimResult{}, fmt.Errorf("kvlease: claim %s: waiting for one of the %d claims in flight to end: %w",
 			backendutil.DescribeRun(in.Job, in.Slot), cap(s.claims), ctx.Err())
 	}
 	b, err := s.bucketFor(ctx)
 	if err != nil {
-		return scheduler.ClaimResult{}, err
+		return backend.ClaimResult{}, err
 	}
 	res, err := s.claim(ctx, b, in)
 	if err != nil {
-		return scheduler.ClaimResult{}, fmt.Errorf("kvlease: claim %s: %w", backendutil.DescribeRun(in.Job, in.Slot), err)
+		return backend.ClaimResult{}, fmt.Errorf("kvlease: claim %s: %w", backendutil.DescribeRun(in.Job, in.Slot), err)
 	}
 	return res, nil
 }
 
-func checkClaim(in scheduler.RunClaim) error {
+func checkClaim(in backend.RunClaim) error {
 	if err := backendutil.CheckClaim("kvlease", in.Job, in.Token); err != nil {
 		return err
 	}
 	switch {
-	case in.Lease < scheduler.MinLease:
+	case in.Lease < backend.MinLease:
 		return fmt.Errorf("%w: kvlease: claim for job %q: lease %v is below %v (the server counts TTLs in whole seconds)",
-			scheduler.ErrInvalidClaim, in.Job, in.Lease, scheduler.MinLease)
+			backend.ErrInvalidClaim, in.Job, in.Lease, backend.MinLease)
 	case in.Keep < 0:
-		return fmt.Errorf("%w: kvlease: claim for job %q: negative keep %v", scheduler.ErrInvalidClaim, in.Job, in.Keep)
+		return fmt.Errorf("%w: kvlease: claim for job %q: negative keep %v", backend.ErrInvalidClaim, in.Job, in.Keep)
 	}
 	return nil
 }
@@ -62,7 +62,7 @@ func checkClaim(in scheduler.RunClaim) error {
 type claiming struct {
 	s      *Store
 	b      *bucket
-	in     scheduler.RunClaim
+	in     backend.RunClaim
 	k      runKeys
 	lease  time.Duration // in.Lease in whole seconds
 	keepMS int64         // the run record's keep_ms: in.Keep, or the default
@@ -74,10 +74,10 @@ type claiming struct {
 // claim decides in: from a finish the shared watcher saw, by a first claim's writes
 // sent before reading (blind.go), or by rounds of reading both keys and deciding,
 // until one is not a lost race.
-func (s *Store) claim(ctx context.Context, b *bucket, in scheduler.RunClaim) (scheduler.ClaimResult, error) {
+func (s *Store) claim(ctx context.Context, b *bucket, in backend.RunClaim) (backend.ClaimResult, error) {
 	c := &claiming{s: s, b: b, in: in, k: keysFor(in.Job, in.Slot), lease: natsutil.TTL(in.Lease), keepMS: in.Keep.Milliseconds()}
 	if in.Keep == 0 {
-		c.keepMS = scheduler.DefaultRunKeep.Milliseconds()
+		c.keepMS = backend.DefaultRunKeep.Milliseconds()
 	}
 	// A finish this store's shared watcher saw (the purge carries the finished
 	// record, stored before the purge was sent): done, without a read. A backup's
@@ -91,14 +91,14 @@ func (s *Store) claim(ctx context.Context, b *bucket, in scheduler.RunClaim) (sc
 	}
 	for try := 0; try < maxTries; try++ {
 		if err := backoff(ctx, try); err != nil {
-			return scheduler.ClaimResult{}, err
+			return backend.ClaimResult{}, err
 		}
 		res, err := c.round(ctx)
 		if !lostRace(err) {
 			return res, err
 		}
 	}
-	return scheduler.ClaimResult{}, ErrContention
+	return backend.ClaimResult{}, ErrContention
 }
 
 // lostRace reports whether err is a write that lost to another (errConflict) or
@@ -109,17 +109,17 @@ func lostRace(err error) bool { return errors.Is(err, errConflict) || errors.Is(
 // is decided (decidedRun); another token holds the lease (running); this token holds
 // the lease and the run (wonAgain); this token holds the lease key alone (resume); no
 // lease is live (take). An error for which lostRace holds asks for another round.
-func (c *claiming) round(ctx context.Context) (scheduler.ClaimResult, error) {
+func (c *claiming) round(ctx context.Context) (backend.ClaimResult, error) {
 	sent := time.Now()
 	run, ls, err := c.s.readBoth(ctx, c.b, c.k)
 	if err != nil {
-		return scheduler.ClaimResult{}, err
+		return backend.ClaimResult{}, err
 	}
 	if run.rec != nil && run.rec.finished() {
 		reopen, err := c.reopens(ctx, run.rec)
 		switch {
 		case err != nil:
-			return scheduler.ClaimResult{}, err
+			return backend.ClaimResult{}, err
 		case !reopen:
 			return c.decidedRun(ctx, run.rec), nil
 		}
@@ -127,7 +127,7 @@ func (c *claiming) round(ctx context.Context) (scheduler.ClaimResult, error) {
 		// the lease key's last revision (readBoth skips the lease key of a decided
 		// run where it reads the keys one at a time).
 		if ls, err = c.s.readLease(ctx, c.b, c.k); err != nil {
-			return scheduler.ClaimResult{}, err
+			return backend.ClaimResult{}, err
 		}
 	}
 	switch {
@@ -143,7 +143,7 @@ func (c *claiming) round(ctx context.Context) (scheduler.ClaimResult, error) {
 
 // decidedRun answers a run stored decided: done with the stored status (see
 // decided). A lease key this claim created for it meanwhile is purged.
-func (c *claiming) decidedRun(ctx context.Context, rec *runRecord) scheduler.ClaimResult {
+func (c *claiming) decidedRun(ctx context.Context, rec *runRecord) backend.ClaimResult {
 	if c.mine != 0 {
 		_ = c.s.purge(ctx, c.b, c.k.lease, c.mine)
 	}
@@ -153,8 +153,8 @@ func (c *claiming) decidedRun(ctx context.Context, rec *runRecord) scheduler.Cla
 // running answers a live lease of another token: running, with the holder's attempt
 // and fence when the run record is the holder's. The lease, read at sent, becomes the
 // baseline of the watch a backup starts next.
-func (c *claiming) running(run runEntry, ls leaseEntry, sent time.Time) scheduler.ClaimResult {
-	res := scheduler.ClaimResult{Outcome: scheduler.OutcomeRunning, Holder: ls.rec.Instance, Expires: ls.expires()}
+func (c *claiming) running(run runEntry, ls leaseEntry, sent time.Time) backend.ClaimResult {
+	res := backend.ClaimResult{Outcome: backend.OutcomeRunning, Holder: ls.rec.Instance, Expires: ls.expires()}
 	if run.rec != nil && run.rec.Token == ls.rec.Token {
 		res.Attempt, res.Fence = run.rec.Attempt, run.rec.Fence
 	}
@@ -164,7 +164,7 @@ func (c *claiming) running(run runEntry, ls leaseEntry, sent time.Time) schedule
 
 // wonAgain answers the same token asking again while it holds the lease and the
 // run: won, with the same attempt and fence.
-func (c *claiming) wonAgain(run runEntry, ls leaseEntry) scheduler.ClaimResult {
+func (c *claiming) wonAgain(run runEntry, ls leaseEntry) backend.ClaimResult {
 	c.s.mem.remember(c.k, c.in.Token, held{
 		leaseRev: ls.rev, lease: *ls.rec, runRev: run.rev, run: *run.rec, runWritten: c.s.localTime(run.created),
 	})
@@ -175,8 +175,8 @@ func (c *claiming) wonAgain(run runEntry, ls leaseEntry) scheduler.ClaimResult {
 // earlier call by the token wrote it and then failed, or lost the run record's
 // race): it writes the run record, for a job that forbids overlap after the look at
 // its other slots that the earlier call may not have made (overlap.go).
-func (c *claiming) resume(ctx context.Context, run runEntry, ls leaseEntry) (scheduler.ClaimResult, error) {
-	if c.in.Overlap == scheduler.OverlapSkip {
+func (c *claiming) resume(ctx context.Context, run runEntry, ls leaseEntry) (backend.ClaimResult, error) {
+	if c.in.Overlap == backend.OverlapSkip {
 		if res, backedOff, err := c.backOff(ctx, run, ls.rev); err != nil || backedOff {
 			return res, err
 		}
@@ -191,11 +191,11 @@ func (c *claiming) resume(ctx context.Context, run runEntry, ls leaseEntry) (sch
 // waits while another slot of the job holds a live lease. Otherwise the claim
 // writes both keys: through the bucket's pair writer (pair.go), or apart for a job
 // that forbids overlap (takeApart).
-func (c *claiming) take(ctx context.Context, run runEntry, ls leaseEntry) (scheduler.ClaimResult, error) {
-	if run.rec != nil && c.in.Overlap == scheduler.OverlapSkip {
+func (c *claiming) take(ctx context.Context, run runEntry, ls leaseEntry) (backend.ClaimResult, error) {
+	if run.rec != nil && c.in.Overlap == backend.OverlapSkip {
 		busy, err := c.otherBusy(ctx, true, 0)
 		if err != nil {
-			return scheduler.ClaimResult{}, err
+			return backend.ClaimResult{}, err
 		}
 		if busy {
 			return waiting(run.rec), nil
@@ -203,18 +203,18 @@ func (c *claiming) take(ctx context.Context, run runEntry, ls leaseEntry) (sched
 	}
 	if run.rec == nil {
 		if c.in.TakeoverOnly {
-			return scheduler.ClaimResult{Outcome: scheduler.OutcomeNone}, nil
+			return backend.ClaimResult{Outcome: backend.OutcomeNone}, nil
 		}
 		status, err := c.firstDecision(ctx)
 		if err != nil {
-			return scheduler.ClaimResult{}, err
+			return backend.ClaimResult{}, err
 		}
 		if status != "" {
 			// Stored before anyone acts on it; a lost race decides again from what won.
 			return c.storeDecision(ctx, run.rev, status)
 		}
 	}
-	if c.in.Overlap == scheduler.OverlapSkip {
+	if c.in.Overlap == backend.OverlapSkip {
 		return c.takeApart(ctx, run, ls)
 	}
 	return c.writeBoth(ctx, run, ls.rev, false)
@@ -226,13 +226,13 @@ func (c *claiming) take(ctx context.Context, run runEntry, ls leaseEntry) (sched
 // two slots of the job claimed at the same instant could both pass it. If another
 // slot holds the job at the second look, this claim backs off; in a tie the lease
 // key stored first goes on: exactly one runs (overlap.go).
-func (c *claiming) takeApart(ctx context.Context, run runEntry, ls leaseEntry) (scheduler.ClaimResult, error) {
+func (c *claiming) takeApart(ctx context.Context, run runEntry, ls leaseEntry) (backend.ClaimResult, error) {
 	if c.s.overlapHook != nil {
 		c.s.overlapHook(c.in.Job, c.in.Slot, false)
 	}
 	rev, err := c.s.put(ctx, c.b, c.leaseWrite(ls.rev))
 	if err != nil {
-		return scheduler.ClaimResult{}, err
+		return backend.ClaimResult{}, err
 	}
 	c.mine = rev
 	expires := c.s.clock.estimate(time.Now()).Add(c.lease)
@@ -250,10 +250,10 @@ func (c *claiming) takeApart(ctx context.Context, run runEntry, ls leaseEntry) (
 // bucket's pair writer (pair.go). blind: a first claim's writes, sent before any
 // read. An error for which lostRace holds is a race lost, or a write left
 // unanswered.
-func (c *claiming) writeBoth(ctx context.Context, run runEntry, leaseRev uint64, blind bool) (scheduler.ClaimResult, error) {
+func (c *claiming) writeBoth(ctx context.Context, run runEntry, leaseRev uint64, blind bool) (backend.ClaimResult, error) {
 	next, err := c.nextRun(ctx, run.rec)
 	if err != nil {
-		return scheduler.ClaimResult{}, err
+		return backend.ClaimResult{}, err
 	}
 	p := pair{lease: c.leaseWrite(leaseRev), run: c.runWrite(next, run.rev), token: c.in.Token, blind: blind}
 	leaseRev, runRev, err := c.b.pairs.writePair(ctx, p)
@@ -261,7 +261,7 @@ func (c *claiming) writeBoth(ctx context.Context, run runEntry, leaseRev uint64,
 		c.mine = leaseRev
 	}
 	if err != nil {
-		return scheduler.ClaimResult{}, err
+		return backend.ClaimResult{}, err
 	}
 	return c.won(leaseRev, runRev, next, c.s.clock.estimate(time.Now()).Add(c.lease)), nil
 }
@@ -270,21 +270,21 @@ func (c *claiming) writeBoth(ctx context.Context, run runEntry, leaseRev uint64,
 // leaseRev: the run record, by compare-and-set from the revision read. If the run
 // changed meanwhile (the old holder finished it, or another holder wrote it), the
 // error matches errConflict.
-func (c *claiming) writeRun(ctx context.Context, run runEntry, leaseRev uint64, expires time.Time) (scheduler.ClaimResult, error) {
+func (c *claiming) writeRun(ctx context.Context, run runEntry, leaseRev uint64, expires time.Time) (backend.ClaimResult, error) {
 	next, err := c.nextRun(ctx, run.rec)
 	if err != nil {
-		return scheduler.ClaimResult{}, err
+		return backend.ClaimResult{}, err
 	}
 	runRev, err := c.s.put(ctx, c.b, c.runWrite(next, run.rev))
 	if err != nil {
-		return scheduler.ClaimResult{}, err
+		return backend.ClaimResult{}, err
 	}
 	return c.won(leaseRev, runRev, next, expires), nil
 }
 
 // won remembers the lease this claim took (its lease key at leaseRev, the run
 // record next at runRev) and answers won.
-func (c *claiming) won(leaseRev, runRev uint64, next runRecord, expires time.Time) scheduler.ClaimResult {
+func (c *claiming) won(leaseRev, runRev uint64, next runRecord, expires time.Time) backend.ClaimResult {
 	c.s.mem.remember(c.k, c.in.Token, held{leaseRev: leaseRev, lease: c.leaseRecord(), runRev: runRev, run: next, runWritten: time.Now()})
 	return wonResult(&next, expires)
 }
@@ -339,22 +339,22 @@ func (c *claiming) reopens(ctx context.Context, rec *runRecord) (bool, error) {
 }
 
 // mayReopen is what reopens decides without the server's clock.
-func mayReopen(in scheduler.RunClaim, rec *runRecord) bool {
+func mayReopen(in backend.RunClaim, rec *runRecord) bool {
 	return rec.State == stateFinished && in.MayReopen(rec.Status, rec.Token)
 }
 
 // firstDecision decides a first claim of a slot with nothing stored: late when the
 // server's clock is past the deadline, skipped when the job forbids overlap and
 // another of its slots holds a live lease on an unfinished run, else "" (claim it).
-func (c *claiming) firstDecision(ctx context.Context) (scheduler.Status, error) {
+func (c *claiming) firstDecision(ctx context.Context) (backend.Status, error) {
 	late, err := c.s.pastDeadline(ctx, c.b, c.in.Deadline)
 	if err != nil || late {
-		return scheduler.StatusLate, err
+		return backend.StatusLate, err
 	}
-	if c.in.Overlap == scheduler.OverlapSkip {
+	if c.in.Overlap == backend.OverlapSkip {
 		busy, err := c.otherBusy(ctx, false, 0)
 		if err != nil || busy {
-			return scheduler.StatusSkipped, err
+			return backend.StatusSkipped, err
 		}
 	}
 	return "", nil
@@ -363,35 +363,35 @@ func (c *claiming) firstDecision(ctx context.Context) (scheduler.Status, error) 
 // storeDecision stores the slot finished with status (skipped or late) for this
 // token, by compare-and-set from the run record's revision runRev, and answers the
 // decision. A lost race returns an error matching errConflict.
-func (c *claiming) storeDecision(ctx context.Context, runRev uint64, status scheduler.Status) (scheduler.ClaimResult, error) {
+func (c *claiming) storeDecision(ctx context.Context, runRev uint64, status backend.Status) (backend.ClaimResult, error) {
 	rec := runRecord{
 		V: recordVersion, Job: c.in.Job, SlotMS: c.in.Slot.UnixMilli(), Token: c.in.Token, Instance: c.in.Instance,
 		Attempt: 1, State: stateFinished, Status: status, LeaseMS: c.lease.Milliseconds(), KeepMS: c.keepMS,
 	}
 	if _, err := c.s.put(ctx, c.b, write{key: c.k.run, value: rec, expect: runRev, ttl: keepFor(c.in.Keep, c.lease, true)}); err != nil {
-		return scheduler.ClaimResult{}, err
+		return backend.ClaimResult{}, err
 	}
 	return decided(&rec, c.in.Token), nil
 }
 
 // waiting answers a takeover of an overlap-forbidden job's run while another slot
 // of the job holds a lease: running, until that one ends.
-func waiting(r *runRecord) scheduler.ClaimResult {
-	return scheduler.ClaimResult{Outcome: scheduler.OutcomeRunning, Attempt: r.Attempt, Fence: r.Fence, Holder: r.Instance}
+func waiting(r *runRecord) backend.ClaimResult {
+	return backend.ClaimResult{Outcome: backend.OutcomeRunning, Attempt: r.Attempt, Fence: r.Fence, Holder: r.Instance}
 }
 
 // decided answers a claim of a finished run: the token that stored a skipped or late
 // decision is told it again (so its claim is repeat-safe), every other claim done,
 // with how the run ended. A state or status this version does not know reads as
 // done.
-func decided(r *runRecord, token string) scheduler.ClaimResult {
-	return scheduler.ClaimResult{Outcome: scheduler.DecidedOutcome(r.Status, r.Token == token && r.Fence == 0),
+func decided(r *runRecord, token string) backend.ClaimResult {
+	return backend.ClaimResult{Outcome: backend.DecidedOutcome(r.Status, r.Token == token && r.Fence == 0),
 		Attempt: r.Attempt, Fence: r.Fence, Holder: r.Instance, Status: r.Status}
 }
 
-func wonResult(r *runRecord, expires time.Time) scheduler.ClaimResult {
-	res := scheduler.ClaimResult{
-		Outcome: scheduler.OutcomeWon, Attempt: r.Attempt, Fence: r.Fence, Holder: r.Instance, Expires: expires,
+func wonResult(r *runRecord, expires time.Time) backend.ClaimResult {
+	res := backend.ClaimResult{
+		Outcome: backend.OutcomeWon, Attempt: r.Attempt, Fence: r.Fence, Holder: r.Instance, Expires: expires,
 	}
 	if r.PreviousToken != "" {
 		res.Previous, res.PreviousToken, res.PreviousAttempt = r.Previous, r.PreviousToken, r.Attempt-1

@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/kvlease"
-	"github.com/anarchon/anarchon/scheduler"
 )
 
 // bucketKey is a key of a bucket.
@@ -38,13 +38,13 @@ func put(t *testing.T, js jetstream.JetStream, key bucketKey, v any, ttl time.Du
 
 // eventually claims until the outcome is no longer running (the orphan's lease
 // expired on the server), within a bound.
-func claimAfterExpiry(t *testing.T, s *kvlease.Store, in scheduler.RunClaim) scheduler.ClaimResult {
+func claimAfterExpiry(t *testing.T, s *kvlease.Store, in backend.RunClaim) backend.ClaimResult {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		res, err := s.Claim(t.Context(), in)
 		require.NoError(t, err)
-		if res.Outcome != scheduler.OutcomeRunning {
+		if res.Outcome != backend.OutcomeRunning {
 			return res
 		}
 		require.True(t, time.Now().Before(deadline), "the orphan lease never expired")
@@ -65,10 +65,10 @@ func TestOrphanLeaseKeyIsDecided(t *testing.T) {
 		job, slot := "orphan "+token(), time.UnixMilli(1_900_000_000_000)
 		put(t, js, bucketKey{bucket, leaseKey(job, slot)}, orphan, time.Second)
 		in := claimOf(job, slot, token(), 2*time.Second)
-		running := mustClaim(t, s, in, scheduler.OutcomeRunning)
+		running := mustClaim(t, s, in, backend.OutcomeRunning)
 		assert.Equal(t, "dead", running.Holder)
 		res := claimAfterExpiry(t, s, in)
-		assert.Equal(t, scheduler.OutcomeWon, res.Outcome)
+		assert.Equal(t, backend.OutcomeWon, res.Outcome)
 		assert.Equal(t, 1, res.Attempt, "nobody ran it: a first attempt")
 	})
 	t.Run("stored late past the deadline", func(t *testing.T) {
@@ -77,10 +77,10 @@ func TestOrphanLeaseKeyIsDecided(t *testing.T) {
 		in := claimOf(job, slot, token(), 2*time.Second)
 		in.Deadline = time.Now().Add(-time.Second)
 		res := claimAfterExpiry(t, s, in)
-		assert.Equal(t, scheduler.OutcomeLate, res.Outcome)
+		assert.Equal(t, backend.OutcomeLate, res.Outcome)
 		other := claimOf(job, slot, token(), 2*time.Second)
-		done := mustClaim(t, s, other, scheduler.OutcomeDone)
-		assert.Equal(t, scheduler.StatusLate, done.Status, "the late decision is stored")
+		done := mustClaim(t, s, other, backend.OutcomeDone)
+		assert.Equal(t, backend.StatusLate, done.Status, "the late decision is stored")
 	})
 }
 
@@ -94,11 +94,11 @@ func TestFencesGrowAcrossBucketRecreation(t *testing.T) {
 	// test (go test -count=2 ran into the first run's lease).
 	job, slot := "fence "+token(), time.UnixMilli(1_900_000_000_000)
 	s1 := newStore(t, js, kvlease.WithBucket(b))
-	old := mustClaim(t, s1, claimOf(job, slot, token(), time.Minute), scheduler.OutcomeWon)
+	old := mustClaim(t, s1, claimOf(job, slot, token(), time.Minute), backend.OutcomeWon)
 	require.NoError(t, js.DeleteStream(t.Context(), "KV_"+b))
 
 	s2 := newStore(t, js, kvlease.WithBucket(b))
-	renewed := mustClaim(t, s2, claimOf(job, slot, token(), time.Minute), scheduler.OutcomeWon)
+	renewed := mustClaim(t, s2, claimOf(job, slot, token(), time.Minute), backend.OutcomeWon)
 	assert.Equal(t, 1, renewed.Attempt, "the run was forgotten with the bucket")
 	assert.Greater(t, renewed.Fence, old.Fence, "a holder after the recreation beats the replaced one downstream")
 }
@@ -118,16 +118,16 @@ func TestFencesGrowAcrossMemoryBucketRestart(t *testing.T) {
 	job, slot := "fence", time.UnixMilli(1_900_000_000_000)
 	srv, js := start()
 	s1 := newStore(t, js, kvlease.WithStorage(jetstream.MemoryStorage))
-	var old scheduler.ClaimResult
+	var old backend.ClaimResult
 	for i := range 5 { // a few holders, so the old sequence is not 1
-		old = mustClaim(t, s1, claimOf(job, slot.Add(time.Duration(i)*time.Minute), token(), time.Minute), scheduler.OutcomeWon)
+		old = mustClaim(t, s1, claimOf(job, slot.Add(time.Duration(i)*time.Minute), token(), time.Minute), backend.OutcomeWon)
 	}
 	srv.Shutdown()
 
 	srv, js = start()
 	defer srv.Shutdown()
 	s2 := newStore(t, js, kvlease.WithStorage(jetstream.MemoryStorage))
-	renewed := mustClaim(t, s2, claimOf(job, slot.Add(4*time.Minute), token(), time.Minute), scheduler.OutcomeWon)
+	renewed := mustClaim(t, s2, claimOf(job, slot.Add(4*time.Minute), token(), time.Minute), backend.OutcomeWon)
 	assert.Equal(t, 1, renewed.Attempt, "a memory bucket forgets its runs in a restart")
 	assert.Greater(t, renewed.Fence, old.Fence, "a holder after the restart beats the replaced one downstream")
 }
@@ -147,15 +147,15 @@ func TestRunRecordFromANewerVersion(t *testing.T) {
 	}, time.Hour)
 	before := lastMsg(t, js, runKey(job, slot))
 
-	res := mustClaim(t, s, claimOf(job, slot, token(), time.Second), scheduler.OutcomeDone)
+	res := mustClaim(t, s, claimOf(job, slot, token(), time.Second), backend.OutcomeDone)
 	assert.Equal(t, "v7", res.Holder)
 	assert.EqualValues(t, "parked", res.Status)
 	probe := claimOf(job, slot, token(), time.Second)
 	probe.TakeoverOnly = true
-	mustClaim(t, s, probe, scheduler.OutcomeDone)
+	mustClaim(t, s, probe, backend.OutcomeDone)
 	active, err := s.Active(t.Context(), job)
 	require.NoError(t, err)
 	assert.Empty(t, active, "a decided run is not active")
-	assert.ErrorIs(t, s.Finish(t.Context(), job, slot, "t-old", scheduler.StatusOK), scheduler.ErrStaleToken)
+	assert.ErrorIs(t, s.Finish(t.Context(), job, slot, "t-old", backend.StatusOK), backend.ErrStaleToken)
 	assert.Equal(t, before.Sequence, lastMsg(t, js, runKey(job, slot)).Sequence, "the newer record is left as it is")
 }

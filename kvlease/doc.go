@@ -1,4 +1,4 @@
-// Package kvlease is a scheduler.RunStore (and scheduler.LeaseWatcher) on one
+// Package kvlease is a backend.RunStore (and backend.LeaseWatcher) on one
 // NATS JetStream key-value bucket: the leases that give every scheduled run one
 // holder at a time, backups that take over when the holder dies, overlap protection,
 // catch-up and hand-over. The NATS server judges every lease; instance clocks are
@@ -121,7 +121,7 @@
 //
 // Heartbeat is a CAS on the lease key carrying a new TTL; after expiry the key's
 // last revision is the marker's, so an expired holder's heartbeat fails
-// (scheduler.ErrLeaseLost) even if nobody took over. Finish is a CAS on the run
+// (backend.ErrLeaseLost) even if nobody took over. Finish is a CAS on the run
 // record by its holder (accepted after expiry while nobody took over), then a purge
 // of the lease key (CAS on its revision) published without waiting for an answer:
 // the purge is best effort, the lease ends by its TTL anyway, so Finish is one round

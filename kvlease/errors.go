@@ -10,7 +10,7 @@ import (
 // sentinels (jetstream.ErrKeyRevisionMismatch, nats.ErrTimeout, ...) stay reachable.
 var (
 	// ErrInvalidOption: an option New cannot accept; the message names it. It
-	// matches scheduler.ErrInvalidOption too, so one errors.Is covers the invalid
+	// matches backend.ErrInvalidOption too, so one errors.Is covers the invalid
 	// options of every anarchon package.
 	ErrInvalidOption = option.Sentinel("kvlease")
 	// ErrNoJetStream: the server answered, but without JetStream (not enabled on the

@@ -8,9 +8,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/kvlease"
-	"github.com/anarchon/anarchon/scheduler"
 )
 
 // Two replicas claim the same run: one wins the lease, the other is told who holds
@@ -45,8 +45,8 @@ func ExampleNew() {
 	fmt.Println("bucket:", runs.Bucket())
 
 	slot := time.Now().Truncate(time.Minute)
-	claim := func(token, instance string) scheduler.ClaimResult {
-		res, err := runs.Claim(ctx, scheduler.RunClaim{
+	claim := func(token, instance string) backend.ClaimResult {
+		res, err := runs.Claim(ctx, backend.RunClaim{
 			Job: "billing", Slot: slot, Token: token, Instance: instance,
 			Lease: 30 * time.Second, Deadline: slot.Add(5 * time.Minute),
 		})
@@ -61,9 +61,9 @@ func ExampleNew() {
 	fmt.Println("b:", other.Outcome, "held by", other.Holder)
 
 	// Only the holder can finish the run; afterwards every claim is answered done.
-	err = runs.Finish(ctx, "billing", slot, "token-b", scheduler.StatusOK)
-	fmt.Println("b finishes:", errors.Is(err, scheduler.ErrStaleToken))
-	if err := runs.Finish(ctx, "billing", slot, "token-a", scheduler.StatusOK); err != nil {
+	err = runs.Finish(ctx, "billing", slot, "token-b", backend.StatusOK)
+	fmt.Println("b finishes:", errors.Is(err, backend.ErrStaleToken))
+	if err := runs.Finish(ctx, "billing", slot, "token-a", backend.StatusOK); err != nil {
 		panic(err)
 	}
 	done := claim("token-c", "c")

@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/kvlease"
-	"github.com/anarchon/anarchon/scheduler"
 )
 
 // A backup that stands by right after its claim answered running sends no request
@@ -26,10 +26,10 @@ func TestStandbyWatchCostsNoRead(t *testing.T) {
 	<-first // nothing live there
 
 	slot, a := time.UnixMilli(2_000), token()
-	mustClaim(t, holder, claimOf(job, slot, a, time.Minute), scheduler.OutcomeWon)
+	mustClaim(t, holder, claimOf(job, slot, a, time.Minute), backend.OutcomeWon)
 	var ch <-chan struct{}
 	n := sp.count(t, conns, func() {
-		res := mustClaim(t, backup, claimOf(job, slot, token(), time.Minute), scheduler.OutcomeRunning)
+		res := mustClaim(t, backup, claimOf(job, slot, token(), time.Minute), backend.OutcomeRunning)
 		assert.Equal(t, "i-"+a, res.Holder, "the holder, from the lease the shared watcher delivered")
 		assert.False(t, res.Expires.IsZero())
 		ch, err = backup.WatchRun(t.Context(), job, slot)
@@ -41,7 +41,7 @@ func TestStandbyWatchCostsNoRead(t *testing.T) {
 		t.Fatal("the watch closed while the holder runs")
 	default:
 	}
-	require.NoError(t, holder.Finish(t.Context(), job, slot, a, scheduler.StatusOK))
+	require.NoError(t, holder.Finish(t.Context(), job, slot, a, backend.StatusOK))
 	select {
 	case <-ch:
 	case <-time.After(10 * time.Second):
@@ -50,8 +50,8 @@ func TestStandbyWatchCostsNoRead(t *testing.T) {
 	// The finish's purge carried the finished record to the backup's watcher: its
 	// claim again is answered done without a request.
 	n = sp.count(t, conns, func() {
-		res := mustClaim(t, backup, claimOf(job, slot, token(), time.Minute), scheduler.OutcomeDone)
-		assert.Equal(t, scheduler.StatusOK, res.Status)
+		res := mustClaim(t, backup, claimOf(job, slot, token(), time.Minute), backend.OutcomeDone)
+		assert.Equal(t, backend.StatusOK, res.Status)
 	})
 	assert.EqualValues(t, 0, n, "a backup's claim after the holder's finish reaches it: no request")
 
@@ -60,15 +60,15 @@ func TestStandbyWatchCostsNoRead(t *testing.T) {
 	// closes at once. (The control's watch closing, on a write made after the
 	// release, shows the watcher has delivered the release.)
 	slot2, a2 := time.UnixMilli(3_000), token()
-	mustClaim(t, holder, claimOf(job, slot2, a2, time.Minute), scheduler.OutcomeWon)
-	mustClaim(t, backup, claimOf(job, slot2, token(), time.Minute), scheduler.OutcomeRunning)
+	mustClaim(t, holder, claimOf(job, slot2, a2, time.Minute), backend.OutcomeWon)
+	mustClaim(t, backup, claimOf(job, slot2, token(), time.Minute), backend.OutcomeRunning)
 	ctl, c := time.UnixMilli(4_000), token()
-	mustClaim(t, holder, claimOf(job, ctl, c, time.Minute), scheduler.OutcomeWon)
-	mustClaim(t, backup, claimOf(job, ctl, token(), time.Minute), scheduler.OutcomeRunning)
+	mustClaim(t, holder, claimOf(job, ctl, c, time.Minute), backend.OutcomeWon)
+	mustClaim(t, backup, claimOf(job, ctl, token(), time.Minute), backend.OutcomeRunning)
 	cch, err := backup.WatchRun(t.Context(), job, ctl)
 	require.NoError(t, err)
 	require.NoError(t, holder.Release(t.Context(), job, slot2, a2))
-	require.NoError(t, holder.Finish(t.Context(), job, ctl, c, scheduler.StatusOK))
+	require.NoError(t, holder.Finish(t.Context(), job, ctl, c, backend.StatusOK))
 	select {
 	case <-cch:
 	case <-time.After(10 * time.Second):
@@ -90,9 +90,9 @@ func TestLostBlindClaimWithoutWatcherReads(t *testing.T) {
 	job := "nowatch " + token()
 
 	slot, a := time.UnixMilli(2_000), token()
-	mustClaim(t, holder, claimOf(job, slot, a, time.Minute), scheduler.OutcomeWon)
+	mustClaim(t, holder, claimOf(job, slot, a, time.Minute), backend.OutcomeWon)
 	n := sp.count(t, conns, func() {
-		res := mustClaim(t, backup, claimOf(job, slot, token(), time.Minute), scheduler.OutcomeRunning)
+		res := mustClaim(t, backup, claimOf(job, slot, token(), time.Minute), backend.OutcomeRunning)
 		assert.Equal(t, "i-"+a, res.Holder)
 	})
 	assert.EqualValues(t, 3, n, "its two writes lost, then one read of the lease key")

@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/internal/natsutil"
 	"github.com/anarchon/anarchon/kvlease"
-	"github.com/anarchon/anarchon/scheduler"
 )
 
 // initCounter counts the requests that create or change streams.
@@ -78,7 +78,7 @@ func TestInitSendsNoUpdateWhenBucketMatches(t *testing.T) {
 			s := newStore(t, counted, kvlease.WithBucket(b), kvlease.WithReplicas(tc.replicas))
 			assert.Zero(t, counted.updates.Load(), "no update for a bucket that matches")
 			assert.Zero(t, counted.creates.Load(), "no create for a bucket that exists")
-			mustClaim(t, s, claimOf("job", time.UnixMilli(1_900_000_000_000), token(), 5*time.Second), scheduler.OutcomeWon)
+			mustClaim(t, s, claimOf("job", time.UnixMilli(1_900_000_000_000), token(), 5*time.Second), backend.OutcomeWon)
 		})
 	}
 }
@@ -115,8 +115,8 @@ func TestInitConcurrent(t *testing.T) {
 	assert.Equal(t, 3, cfg.Replicas)
 	assert.Equal(t, "1", cfg.Metadata[natsutil.LayoutKey])
 	slot := time.UnixMilli(1_900_000_000_000)
-	mustClaim(t, stores[0], claimOf("job", slot, token(), 5*time.Second), scheduler.OutcomeWon)
-	mustClaim(t, stores[n-1], claimOf("job", slot, token(), 5*time.Second), scheduler.OutcomeRunning)
+	mustClaim(t, stores[0], claimOf("job", slot, token(), 5*time.Second), backend.OutcomeWon)
+	mustClaim(t, stores[n-1], claimOf("job", slot, token(), 5*time.Second), backend.OutcomeRunning)
 }
 
 // A bucket set up by a newer release (a higher layout number, settings of its own)
@@ -148,8 +148,8 @@ func TestInitLeavesNewerLayoutAlone(t *testing.T) {
 
 			slot := time.UnixMilli(1_900_000_000_000)
 			a := claimOf("job", slot, token(), 5*time.Second)
-			mustClaim(t, s, a, scheduler.OutcomeWon)
-			mustClaim(t, s, claimOf("job", slot, token(), 5*time.Second), scheduler.OutcomeRunning)
+			mustClaim(t, s, a, backend.OutcomeWon)
+			mustClaim(t, s, claimOf("job", slot, token(), 5*time.Second), backend.OutcomeRunning)
 		})
 	}
 }
@@ -181,7 +181,7 @@ func TestInitUpgradesOlderLayout(t *testing.T) {
 			assert.Equal(t, "1", cfg.Metadata[natsutil.LayoutKey])
 			assert.Equal(t, "kept", cfg.Metadata["operator.note"])
 			assert.Zero(t, cfg.MaxAge)
-			mustClaim(t, s, claimOf("job", time.UnixMilli(1_900_000_000_000), token(), 5*time.Second), scheduler.OutcomeWon)
+			mustClaim(t, s, claimOf("job", time.UnixMilli(1_900_000_000_000), token(), 5*time.Second), backend.OutcomeWon)
 		})
 	}
 }

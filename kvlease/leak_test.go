@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/kvlease"
-	"github.com/anarchon/anarchon/scheduler"
 )
 
 // Watches end with their context or with Close and leave no goroutine behind.
@@ -20,7 +20,7 @@ func TestWatchesLeaveNoGoroutines(t *testing.T) {
 	require.NoError(t, s.Init(t.Context()))
 	job, slot := "leak "+token(), time.UnixMilli(1_900_000_000_000)
 	a := token()
-	mustClaim(t, s, claimOf(job, slot, a, time.Minute), scheduler.OutcomeWon)
+	mustClaim(t, s, claimOf(job, slot, a, time.Minute), backend.OutcomeWon)
 	_, err = s.Active(t.Context(), job)
 	require.NoError(t, err)
 	ignore := goleak.IgnoreCurrent()

@@ -6,19 +6,19 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/internal/backendutil"
 	"github.com/anarchon/anarchon/internal/natsutil"
-	"github.com/anarchon/anarchon/scheduler"
 )
 
 // Heartbeat extends token's lease to lease (rounded up to whole seconds) from now by
 // the server's clock: a compare-and-set on the lease key's revision, carrying a new
-// TTL. It fails with an error matching scheduler.ErrLeaseLost when token does not
+// TTL. It fails with an error matching backend.ErrLeaseLost when token does not
 // hold a live lease, expired ones included: the server judges expiry. While the run
 // is long, heartbeats also refresh the run record's TTL.
 func (s *Store) Heartbeat(ctx context.Context, job string, slot time.Time, token string, lease time.Duration) error {
-	if lease < scheduler.MinLease {
-		return fmt.Errorf("%w: kvlease: heartbeat lease %v is below %v", scheduler.ErrInvalidClaim, lease, scheduler.MinLease)
+	if lease < backend.MinLease {
+		return fmt.Errorf("%w: kvlease: heartbeat lease %v is below %v", backend.ErrInvalidClaim, lease, backend.MinLease)
 	}
 	ctx, cancel := s.callContext(ctx)
 	defer cancel()
@@ -40,7 +40,7 @@ func (s *Store) Heartbeat(ctx context.Context, job string, slot time.Time, token
 			}
 			if ls.rec == nil || ls.rec.Token != token {
 				s.mem.forget(k, token)
-				return fmt.Errorf("%w: %s", scheduler.ErrLeaseLost, backendutil.DescribeRun(job, slot))
+				return fmt.Errorf("%w: %s", backend.ErrLeaseLost, backendutil.DescribeRun(job, slot))
 			}
 			h = held{leaseRev: ls.rev, lease: *ls.rec}
 		}
@@ -90,12 +90,12 @@ func (s *Store) refreshRun(ctx context.Context, b *bucket, k runKeys, token stri
 // is accepted from the token stored as the run's holder while the run is unfinished,
 // even if its lease expired or was released, as long as nobody took the run over; a
 // repeat by that token is not an error. Any other token gets an error matching
-// scheduler.ErrStaleToken and changes nothing. The finished record lives for the
+// backend.ErrStaleToken and changes nothing. The finished record lives for the
 // claim's Keep; the lease key is purged so that backups and overlap checks see the
 // end at once.
-func (s *Store) Finish(ctx context.Context, job string, slot time.Time, token string, status scheduler.Status) error {
+func (s *Store) Finish(ctx context.Context, job string, slot time.Time, token string, status backend.Status) error {
 	if !status.Finished() {
-		return fmt.Errorf("%w: kvlease: finish needs a final status, got %q", scheduler.ErrInvalidClaim, status)
+		return fmt.Errorf("%w: kvlease: finish needs a final status, got %q", backend.ErrInvalidClaim, status)
 	}
 	ctx, cancel := s.callContext(ctx)
 	defer cancel()
@@ -121,7 +121,7 @@ func (s *Store) Finish(ctx context.Context, job string, slot time.Time, token st
 		switch {
 		case run.rec == nil || run.rec.Token != token:
 			s.mem.forget(k, token)
-			return fmt.Errorf("%w: %s", scheduler.ErrStaleToken, backendutil.DescribeRun(job, slot))
+			return fmt.Errorf("%w: %s", backend.ErrStaleToken, backendutil.DescribeRun(job, slot))
 		case run.rec.finished():
 			s.mem.forget(k, token)
 			return nil

@@ -37,7 +37,7 @@ const (
 )
 
 // Option changes a Store's configuration. An invalid value makes New return an error
-// wrapping ErrInvalidOption (which matches scheduler.ErrInvalidOption) that names
+// wrapping ErrInvalidOption (which matches backend.ErrInvalidOption) that names
 // the option; nothing is silently replaced. A nil Option is skipped.
 type Option func(*options) error
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/anarchon/anarchon/scheduler"
+	"github.com/anarchon/anarchon/backend"
 )
 
 // A job that forbids overlap runs one slot at a time. Each claim of one of its
@@ -49,7 +49,7 @@ import (
 // the job holds the job (otherBusy, with rev). If one does, it gives the lease key
 // up and answers as the claim would have without it (backedOff): a first claim
 // stores the slot skipped, a takeover waits (running).
-func (c *claiming) backOff(ctx context.Context, run runEntry, rev uint64) (res scheduler.ClaimResult, backedOff bool, err error) {
+func (c *claiming) backOff(ctx context.Context, run runEntry, rev uint64) (res backend.ClaimResult, backedOff bool, err error) {
 	busy, err := c.otherBusy(ctx, true, rev)
 	if err != nil || !busy {
 		return res, false, err
@@ -60,7 +60,7 @@ func (c *claiming) backOff(ctx context.Context, run runEntry, rev uint64) (res s
 	if run.rec != nil {
 		return waiting(run.rec), true, nil
 	}
-	res, err = c.storeDecision(ctx, run.rev, scheduler.StatusSkipped)
+	res, err = c.storeDecision(ctx, run.rev, backend.StatusSkipped)
 	if errors.Is(err, errConflict) {
 		// The run was decided meanwhile: answer from what was stored.
 		res, err = c.s.claim(ctx, c.b, c.in)

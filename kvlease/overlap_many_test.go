@@ -9,8 +9,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/kvlease"
-	"github.com/anarchon/anarchon/scheduler"
 )
 
 // Of n slots of an overlap-forbidden job claimed
@@ -46,13 +46,13 @@ func TestOverlapTieOfThreeAndFourSlots(t *testing.T) {
 					}
 					for round := range rounds {
 						job := fmt.Sprintf("tie-n-%s-%d", token(), round)
-						var ins []scheduler.RunClaim
+						var ins []backend.RunClaim
 						if withTakeover {
 							first := overlapClaim(job, 1, "dies")
 							first.Lease = time.Second
 							res, err := stores[0].Claim(t.Context(), first)
 							require.NoError(t, err)
-							require.Equal(t, scheduler.OutcomeWon, res.Outcome)
+							require.Equal(t, backend.OutcomeWon, res.Outcome)
 							js := singleJS(t)
 							if cluster {
 								js = clusterJS(t)
@@ -70,12 +70,12 @@ func TestOverlapTieOfThreeAndFourSlots(t *testing.T) {
 						won := 0
 						for i, r := range results {
 							switch {
-							case r.Outcome == scheduler.OutcomeWon:
+							case r.Outcome == backend.OutcomeWon:
 								won++
 							case withTakeover && i == 0:
-								require.Equal(t, scheduler.OutcomeRunning, r.Outcome, "round %d: a takeover that gives way waits: %+v", round, results)
+								require.Equal(t, backend.OutcomeRunning, r.Outcome, "round %d: a takeover that gives way waits: %+v", round, results)
 							default:
-								require.Equal(t, scheduler.OutcomeOverlap, r.Outcome, "round %d: claim %d: %+v", round, i, results)
+								require.Equal(t, backend.OutcomeOverlap, r.Outcome, "round %d: claim %d: %+v", round, i, results)
 							}
 						}
 						require.Equal(t, 1, won, "round %d: exactly one of %d runs: %+v", round, n, results)
@@ -126,7 +126,7 @@ func TestOverlapRaceOfFourSlotsOnThreeInstances(t *testing.T) {
 			for round := range 20 {
 				job := fmt.Sprintf("race4-%s-%d", token(), round)
 				var on []*kvlease.Store
-				var ins []scheduler.RunClaim
+				var ins []backend.RunClaim
 				for i, s := range stores {
 					for slot := 1; slot <= 4; slot++ {
 						on, ins = append(on, s), append(ins, overlapClaim(job, slot, fmt.Sprintf("i%d", i)))
@@ -135,7 +135,7 @@ func TestOverlapRaceOfFourSlotsOnThreeInstances(t *testing.T) {
 				results := raceOverlap(t, on, ins)
 				won := map[time.Time]int{}
 				for i, r := range results {
-					if r.Outcome == scheduler.OutcomeWon {
+					if r.Outcome == backend.OutcomeWon {
 						won[ins[i].Slot]++
 					}
 				}

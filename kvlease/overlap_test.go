@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/kvlease"
-	"github.com/anarchon/anarchon/scheduler"
 )
 
 // barrier holds the callers of wait until n of them are there.
@@ -56,17 +56,17 @@ func tie(stores []*kvlease.Store, n int) (untie func()) {
 }
 
 // overlapClaim is a claim of slot k (minutes) of job, overlap forbidden.
-func overlapClaim(job string, k int, instance string) scheduler.RunClaim {
-	return scheduler.RunClaim{
+func overlapClaim(job string, k int, instance string) backend.RunClaim {
+	return backend.RunClaim{
 		Job: job, Slot: time.UnixMilli(1_900_000_000_000 + int64(k)*60_000).UTC(), Token: token(), Instance: instance,
-		Lease: time.Minute, Deadline: time.Now().Add(time.Hour), Keep: time.Hour, Overlap: scheduler.OverlapSkip,
+		Lease: time.Minute, Deadline: time.Now().Add(time.Hour), Keep: time.Hour, Overlap: backend.OverlapSkip,
 	}
 }
 
 // raceOverlap claims ins at once, each on its own store, and returns the results.
-func raceOverlap(t *testing.T, stores []*kvlease.Store, ins []scheduler.RunClaim) []scheduler.ClaimResult {
+func raceOverlap(t *testing.T, stores []*kvlease.Store, ins []backend.RunClaim) []backend.ClaimResult {
 	t.Helper()
-	results := make([]scheduler.ClaimResult, len(ins))
+	results := make([]backend.ClaimResult, len(ins))
 	errs := make([]error, len(ins))
 	var wg sync.WaitGroup
 	gate := make(chan struct{})
@@ -111,16 +111,16 @@ func testOverlapTie(t *testing.T, stores []*kvlease.Store) {
 	const rounds = 20
 	for round := range rounds {
 		job := fmt.Sprintf("tie-%s-%d", token(), round)
-		ins := []scheduler.RunClaim{overlapClaim(job, 1, "a"), overlapClaim(job, 2, "b")}
+		ins := []backend.RunClaim{overlapClaim(job, 1, "a"), overlapClaim(job, 2, "b")}
 		untie := tie(stores, 2)
 		results := raceOverlap(t, stores, ins)
 		untie()
 		won, overlap := 0, 0
 		for _, r := range results {
 			switch r.Outcome {
-			case scheduler.OutcomeWon:
+			case backend.OutcomeWon:
 				won++
-			case scheduler.OutcomeOverlap:
+			case backend.OutcomeOverlap:
 				overlap++
 			}
 		}
@@ -134,12 +134,12 @@ func testOverlapTie(t *testing.T, stores []*kvlease.Store) {
 		for i, r := range results {
 			again, err := stores[1-i].Claim(t.Context(), overlapClaim(job, i+1, "late"))
 			require.NoError(t, err)
-			if r.Outcome == scheduler.OutcomeWon {
-				assert.Equal(t, scheduler.OutcomeRunning, again.Outcome, "round %d: the winner's slot runs", round)
+			if r.Outcome == backend.OutcomeWon {
+				assert.Equal(t, backend.OutcomeRunning, again.Outcome, "round %d: the winner's slot runs", round)
 				assert.True(t, runs[0].Slot.Equal(ins[i].Slot))
 			} else {
-				assert.Equal(t, scheduler.OutcomeDone, again.Outcome, "round %d: the other slot is decided", round)
-				assert.Equal(t, scheduler.StatusSkipped, again.Status)
+				assert.Equal(t, backend.OutcomeDone, again.Outcome, "round %d: the other slot is decided", round)
+				assert.Equal(t, backend.StatusSkipped, again.Status)
 			}
 		}
 	}
@@ -161,7 +161,7 @@ func TestOverlapTieTakeover(t *testing.T) {
 		first.Lease = time.Second
 		res, err := stores[0].Claim(t.Context(), first)
 		require.NoError(t, err)
-		require.Equal(t, scheduler.OutcomeWon, res.Outcome)
+		require.Equal(t, backend.OutcomeWon, res.Outcome)
 
 		takeover := overlapClaim(job, 1, "backup")
 		fresh := overlapClaim(job, 2, "fresh")
@@ -171,15 +171,15 @@ func TestOverlapTieTakeover(t *testing.T) {
 			10*time.Second, 20*time.Millisecond, "the first holder's lease key expires")
 
 		untie := tie(stores, 2)
-		results := raceOverlap(t, stores, []scheduler.RunClaim{takeover, fresh})
+		results := raceOverlap(t, stores, []backend.RunClaim{takeover, fresh})
 		untie()
-		tookOver, freshWon := results[0].Outcome == scheduler.OutcomeWon, results[1].Outcome == scheduler.OutcomeWon
+		tookOver, freshWon := results[0].Outcome == backend.OutcomeWon, results[1].Outcome == backend.OutcomeWon
 		require.True(t, tookOver != freshWon, "round %d: exactly one goes on: %+v", round, results)
 		if tookOver {
 			assert.Equal(t, 2, results[0].Attempt)
-			assert.Equal(t, scheduler.OutcomeOverlap, results[1].Outcome)
+			assert.Equal(t, backend.OutcomeOverlap, results[1].Outcome)
 		} else {
-			assert.Equal(t, scheduler.OutcomeRunning, results[0].Outcome, "the takeover waits")
+			assert.Equal(t, backend.OutcomeRunning, results[0].Outcome, "the takeover waits")
 		}
 	}
 }
@@ -199,13 +199,13 @@ func TestOverlapCheckOnARepeatedClaim(t *testing.T) {
 	running := overlapClaim(job, 2, "b")
 	res, err := s.Claim(ctx, running)
 	require.NoError(t, err)
-	require.Equal(t, scheduler.OutcomeWon, res.Outcome)
+	require.Equal(t, backend.OutcomeWon, res.Outcome)
 
 	repeated := overlapClaim(job, 1, "a")
 	require.NoError(t, kvlease.WriteLeaseForTest(ctx, s, job, repeated.Slot, repeated.Token))
 	res, err = s.Claim(ctx, repeated)
 	require.NoError(t, err)
-	assert.Equal(t, scheduler.OutcomeOverlap, res.Outcome, "slot 2 runs: slot 1 may not")
+	assert.Equal(t, backend.OutcomeOverlap, res.Outcome, "slot 2 runs: slot 1 may not")
 	runs, err := s.Active(ctx, job)
 	require.NoError(t, err)
 	require.Len(t, runs, 1)
@@ -217,7 +217,7 @@ func TestOverlapCheckOnARepeatedClaim(t *testing.T) {
 	require.NoError(t, kvlease.WriteLeaseForTest(ctx, s, job, alone.Slot, alone.Token))
 	res, err = s.Claim(ctx, alone)
 	require.NoError(t, err)
-	assert.Equal(t, scheduler.OutcomeWon, res.Outcome)
+	assert.Equal(t, backend.OutcomeWon, res.Outcome)
 }
 
 // TestOverlapRaceOfInstances: three instances (stores) each claim both slots of
@@ -234,7 +234,7 @@ func TestOverlapRaceOfInstances(t *testing.T) {
 	for round := range 30 {
 		job := fmt.Sprintf("instances-%s-%d", token(), round)
 		var on []*kvlease.Store
-		var ins []scheduler.RunClaim
+		var ins []backend.RunClaim
 		for i, s := range stores {
 			for slot := 1; slot <= 2; slot++ {
 				on, ins = append(on, s), append(ins, overlapClaim(job, slot, fmt.Sprintf("i%d", i)))
@@ -243,7 +243,7 @@ func TestOverlapRaceOfInstances(t *testing.T) {
 		results := raceOverlap(t, on, ins)
 		won := map[time.Time]int{}
 		for i, r := range results {
-			if r.Outcome == scheduler.OutcomeWon {
+			if r.Outcome == backend.OutcomeWon {
 				won[ins[i].Slot]++
 			}
 		}

@@ -12,11 +12,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/internal/natsutil"
-	"github.com/anarchon/anarchon/scheduler"
 )
 
-var _ scheduler.Pauser = (*Store)(nil)
+var _ backend.Pauser = (*Store)(nil)
 
 // Pause keys: pause.<job> for one job, pause.=all for all jobs ('=' is not in the
 // base64url alphabet of job tokens, so no job's key can be it).
@@ -42,8 +42,8 @@ type pauseRecord struct {
 	UntilMS int64  `json:"until_ms,omitempty"`
 }
 
-func (r pauseRecord) pause() scheduler.Pause {
-	p := scheduler.Pause{Job: r.Job, Reason: r.Reason, By: r.By}
+func (r pauseRecord) pause() backend.Pause {
+	p := backend.Pause{Job: r.Job, Reason: r.Reason, By: r.By}
 	if r.AtMS != 0 {
 		p.At = time.UnixMilli(r.AtMS).UTC()
 	}
@@ -57,10 +57,10 @@ func (r pauseRecord) pause() scheduler.Pause {
 // there. A pause with Until expires by itself (a per-message TTL a little past
 // Until); one without lives until ClearPause, and so does one whose Until is
 // further than a TTL can reach (natsutil.MaxTTL, a century): every reader ends it
-// at Until all the same (scheduler.Pause.InForce), the key stays.
-func (s *Store) SetPause(ctx context.Context, p scheduler.Pause) error {
+// at Until all the same (backend.Pause.InForce), the key stays.
+func (s *Store) SetPause(ctx context.Context, p backend.Pause) error {
 	if p.Job != "" {
-		if err := scheduler.ValidateJobName(p.Job); err != nil {
+		if err := backend.ValidateJobName(p.Job); err != nil {
 			return err
 		}
 	}
@@ -79,7 +79,7 @@ func (s *Store) SetPause(ctx context.Context, p scheduler.Pause) error {
 		rec.UntilMS = p.Until.UnixMilli()
 		left := time.Until(p.Until) // saturates past 2262
 		if left <= 0 {
-			return fmt.Errorf("%w: kvlease: pause until %s is not in the future", scheduler.ErrInvalidOption, p.Until.Format(time.RFC3339))
+			return fmt.Errorf("%w: kvlease: pause until %s is not in the future", backend.ErrInvalidOption, p.Until.Format(time.RFC3339))
 		}
 		if left < natsutil.MaxTTL-time.Second {
 			opts = append(opts, jetstream.WithMsgTTL(natsutil.TTL(left+time.Second)))
@@ -119,7 +119,7 @@ func (s *Store) ClearPause(ctx context.Context, job string) error {
 }
 
 // Pauses returns the stored pauses, read from the stream leader.
-func (s *Store) Pauses(ctx context.Context) ([]scheduler.Pause, error) {
+func (s *Store) Pauses(ctx context.Context) ([]backend.Pause, error) {
 	ctx, cancel := s.callContext(ctx)
 	defer cancel()
 	b, err := s.bucketFor(ctx)
@@ -130,7 +130,7 @@ func (s *Store) Pauses(ctx context.Context) ([]scheduler.Pause, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kvlease: list pauses: %w", err)
 	}
-	var out []scheduler.Pause
+	var out []backend.Pause
 	for subj := range info.State.Subjects {
 		e, err := s.read(ctx, b, strings.TrimPrefix(subj, b.prefix))
 		if err != nil {
@@ -146,7 +146,7 @@ func (s *Store) Pauses(ctx context.Context) ([]scheduler.Pause, error) {
 
 // WatchPauses calls fn with the stored pauses once the watch has read them, and
 // again after every change (a pause stored, cleared, or expired), until ctx ends.
-func (s *Store) WatchPauses(ctx context.Context, fn func([]scheduler.Pause)) error {
+func (s *Store) WatchPauses(ctx context.Context, fn func([]backend.Pause)) error {
 	b, err := s.bucketFor(ctx)
 	if err != nil {
 		return err
@@ -156,10 +156,10 @@ func (s *Store) WatchPauses(ctx context.Context, fn func([]scheduler.Pause)) err
 		return fmt.Errorf("kvlease: watch pauses: %w", err)
 	}
 	defer stopWatcher(w)
-	byKey := map[string]scheduler.Pause{}
+	byKey := map[string]backend.Pause{}
 	ready := false
 	report := func() {
-		all := make([]scheduler.Pause, 0, len(byKey))
+		all := make([]backend.Pause, 0, len(byKey))
 		for _, p := range byKey {
 			all = append(all, p)
 		}
@@ -198,17 +198,17 @@ func (s *Store) WatchPauses(ctx context.Context, fn func([]scheduler.Pause)) err
 
 // decodePause reads a pause value; a marker, or a value that is not a pause this
 // version can read, is no pause.
-func decodePause(put bool, value []byte) (scheduler.Pause, bool) {
+func decodePause(put bool, value []byte) (backend.Pause, bool) {
 	if !put {
-		return scheduler.Pause{}, false
+		return backend.Pause{}, false
 	}
 	var rec pauseRecord
 	if err := json.Unmarshal(value, &rec); err != nil || rec.Reason == "" {
-		return scheduler.Pause{}, false
+		return backend.Pause{}, false
 	}
 	return rec.pause(), true
 }
 
-func sortPauses(all []scheduler.Pause) {
-	slices.SortFunc(all, func(x, y scheduler.Pause) int { return strings.Compare(x.Job, y.Job) })
+func sortPauses(all []backend.Pause) {
+	slices.SortFunc(all, func(x, y backend.Pause) int { return strings.Compare(x.Job, y.Job) })
 }

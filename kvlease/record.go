@@ -8,8 +8,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/internal/natsutil"
-	"github.com/anarchon/anarchon/scheduler"
 )
 
 // recordVersion is the format of the values this package writes. Readers accept
@@ -46,11 +46,11 @@ type runRecord struct {
 	PreviousToken string `json:"previous_token,omitempty"`
 	// Reopened: the run is a slot stored paused, reopened by a claim with
 	// ReopenPaused (catch-up after the pause ended).
-	Reopened bool             `json:"reopened,omitempty"`
-	State    string           `json:"state"`
-	Status   scheduler.Status `json:"status,omitempty"`
-	LeaseMS  int64            `json:"lease_ms"`
-	KeepMS   int64            `json:"keep_ms"`
+	Reopened bool           `json:"reopened,omitempty"`
+	State    string         `json:"state"`
+	Status   backend.Status `json:"status,omitempty"`
+	LeaseMS  int64          `json:"lease_ms"`
+	KeepMS   int64          `json:"keep_ms"`
 }
 
 // finished reports whether the run is decided: finished, or in a state this
@@ -144,7 +144,7 @@ func decodeRun(e entry) (runEntry, error) {
 // seconds, as the server keeps it.
 func keepFor(keep, lease time.Duration, finished bool) time.Duration {
 	if keep == 0 {
-		keep = scheduler.DefaultRunKeep
+		keep = backend.DefaultRunKeep
 	}
 	if !finished {
 		keep = max(keep, 3*lease)

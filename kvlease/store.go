@@ -9,10 +9,10 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/internal/backendutil"
 	"github.com/anarchon/anarchon/internal/natsutil"
 	"github.com/anarchon/anarchon/internal/option"
-	"github.com/anarchon/anarchon/scheduler"
 )
 
 const (
@@ -24,7 +24,7 @@ const (
 	maxTries = 16
 )
 
-// Store is a scheduler.RunStore and scheduler.LeaseWatcher on one JetStream KV
+// Store is a backend.RunStore and backend.LeaseWatcher on one JetStream KV
 // bucket. The server judges every lease: a lease is a key with a per-message TTL,
 // every change is a compare-and-set on a key's last revision, and fences are the
 // server's time in nanoseconds, above the previous holder's. See the package
@@ -64,8 +64,8 @@ type Store struct {
 }
 
 var (
-	_ scheduler.RunStore     = (*Store)(nil)
-	_ scheduler.LeaseWatcher = (*Store)(nil)
+	_ backend.RunStore     = (*Store)(nil)
+	_ backend.LeaseWatcher = (*Store)(nil)
 )
 
 // bucket is the initialized KV bucket.
@@ -94,12 +94,12 @@ func (b *bucket) subject(key string) string { return b.prefix + key }
 // New returns a Store on js configured by opts. It does no I/O: the bucket is created
 // or updated by Init, or by the first call that needs it.
 //
-// A nil js is an error matching scheduler.ErrInvalidConfig; an invalid option, one
-// matching ErrInvalidOption (and scheduler.ErrInvalidOption). A nil Option is
+// A nil js is an error matching backend.ErrInvalidConfig; an invalid option, one
+// matching ErrInvalidOption (and backend.ErrInvalidOption). A nil Option is
 // skipped.
 func New(js jetstream.JetStream, opts ...Option) (*Store, error) {
 	if js == nil {
-		return nil, fmt.Errorf("%w: kvlease: New: nil JetStream", scheduler.ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: kvlease: New: nil JetStream", backend.ErrInvalidConfig)
 	}
 	o := defaultOptions()
 	if err := option.Apply(&o, opts); err != nil {

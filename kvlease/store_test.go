@@ -15,9 +15,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/kvlease"
-	"github.com/anarchon/anarchon/scheduler"
 )
 
 const bucket = "kvlease_test"
@@ -28,14 +28,14 @@ func token() string {
 	return hex.EncodeToString(b[:])
 }
 
-func claimOf(job string, slot time.Time, tok string, lease time.Duration) scheduler.RunClaim {
-	return scheduler.RunClaim{
+func claimOf(job string, slot time.Time, tok string, lease time.Duration) backend.RunClaim {
+	return backend.RunClaim{
 		Job: job, Slot: slot, Token: tok, Instance: "i-" + tok, Lease: lease,
 		Deadline: time.Now().Add(time.Hour), Keep: time.Hour,
 	}
 }
 
-func mustClaim(t *testing.T, s *kvlease.Store, in scheduler.RunClaim, want scheduler.ClaimOutcome) scheduler.ClaimResult {
+func mustClaim(t *testing.T, s *kvlease.Store, in backend.RunClaim, want backend.ClaimOutcome) backend.ClaimResult {
 	t.Helper()
 	res, err := s.Claim(t.Context(), in)
 	require.NoError(t, err)
@@ -72,7 +72,7 @@ func TestLeaseExpiresByServerTTL(t *testing.T) {
 	s := newStore(t, js, kvlease.WithBucket(bucket))
 	job, slot := "ttl "+token(), time.UnixMilli(1_900_000_000_000)
 	a := token()
-	mustClaim(t, s, claimOf(job, slot, a, 1500*time.Millisecond), scheduler.OutcomeWon)
+	mustClaim(t, s, claimOf(job, slot, a, 1500*time.Millisecond), backend.OutcomeWon)
 
 	m := lastMsg(t, js, leaseKey(job, slot))
 	require.NotNil(t, m)
@@ -103,8 +103,8 @@ func TestLeaseExpiresByServerTTL(t *testing.T) {
 	assert.Less(t, lived, 2*time.Second, "expired on time by the server's clock")
 	t.Logf("lease key expired %v after its last write, by the server's timestamps", lived)
 
-	assert.ErrorIs(t, s.Heartbeat(t.Context(), job, slot, a, time.Second), scheduler.ErrLeaseLost)
-	b := mustClaim(t, s, claimOf(job, slot, token(), time.Second), scheduler.OutcomeWon)
+	assert.ErrorIs(t, s.Heartbeat(t.Context(), job, slot, a, time.Second), backend.ErrLeaseLost)
+	b := mustClaim(t, s, claimOf(job, slot, token(), time.Second), backend.OutcomeWon)
 	assert.Equal(t, 2, b.Attempt)
 	assert.Greater(t, b.Fence, m.Sequence)
 }
@@ -167,7 +167,7 @@ func TestInitCreatesOrUpdatesBucket(t *testing.T) {
 	assert.NoError(t, err)
 
 	mem := newStore(t, js, kvlease.WithBucket(memBucket), kvlease.WithStorage(jetstream.MemoryStorage))
-	mustClaim(t, mem, claimOf("job", time.UnixMilli(0), token(), time.Second), scheduler.OutcomeWon)
+	mustClaim(t, mem, claimOf("job", time.UnixMilli(0), token(), time.Second), backend.OutcomeWon)
 	file, err := kvlease.New(js, kvlease.WithBucket(memBucket))
 	require.NoError(t, err)
 	err = file.Init(t.Context())
@@ -193,13 +193,13 @@ func TestOptions(t *testing.T) {
 	} {
 		_, err := kvlease.New(js, tc.opt)
 		assert.ErrorIs(t, err, kvlease.ErrInvalidOption, tc.name)
-		assert.ErrorIs(t, err, scheduler.ErrInvalidOption, "%s: one sentinel for every package's invalid options", tc.name)
+		assert.ErrorIs(t, err, backend.ErrInvalidOption, "%s: one sentinel for every package's invalid options", tc.name)
 		if assert.Error(t, err, tc.name) {
 			assert.Contains(t, err.Error(), "kvlease: invalid option: "+tc.option, tc.name)
 		}
 	}
 	_, err := kvlease.New(nil)
-	assert.ErrorIs(t, err, scheduler.ErrInvalidConfig, "a nil JetStream is a missing argument, as for jetstream.New")
+	assert.ErrorIs(t, err, backend.ErrInvalidConfig, "a nil JetStream is a missing argument, as for jetstream.New")
 	s, err := kvlease.New(js, nil, kvlease.WithCallTimeout(time.Second))
 	require.NoError(t, err, "a nil option is skipped")
 	assert.Equal(t, kvlease.DefaultBucket, s.Bucket())
@@ -209,10 +209,10 @@ func TestRejectsLeasesBelowOneSecond(t *testing.T) {
 	t.Parallel()
 	s := newStore(t, singleJS(t), kvlease.WithBucket(bucket))
 	_, err := s.Claim(t.Context(), claimOf("job", time.UnixMilli(0), token(), 500*time.Millisecond))
-	assert.ErrorIs(t, err, scheduler.ErrInvalidClaim)
-	assert.ErrorIs(t, s.Heartbeat(t.Context(), "job", time.UnixMilli(0), "t", 500*time.Millisecond), scheduler.ErrInvalidClaim)
+	assert.ErrorIs(t, err, backend.ErrInvalidClaim)
+	assert.ErrorIs(t, s.Heartbeat(t.Context(), "job", time.UnixMilli(0), "t", 500*time.Millisecond), backend.ErrInvalidClaim)
 	_, err = s.Claim(t.Context(), claimOf("", time.UnixMilli(0), token(), time.Second))
-	assert.ErrorIs(t, err, scheduler.ErrInvalidJobName)
+	assert.ErrorIs(t, err, backend.ErrInvalidJobName)
 }
 
 // Job names with any character get their own keys and read back.
@@ -223,7 +223,7 @@ func TestOddJobNames(t *testing.T) {
 	jobs := []string{"a.b", "a", "a.*", "a.>", "a b", "ünïcødé ✓", "a.b.c", "$KV.x", "lease.a.1"}
 	sfx := " " + token()
 	for _, job := range jobs {
-		mustClaim(t, s, claimOf(job+sfx, slot, token(), time.Minute), scheduler.OutcomeWon)
+		mustClaim(t, s, claimOf(job+sfx, slot, token(), time.Minute), backend.OutcomeWon)
 	}
 	for _, job := range jobs {
 		runs, err := s.Active(t.Context(), job+sfx)
@@ -246,14 +246,14 @@ func TestHalfClaim(t *testing.T) {
 	_, err := js.PublishMsg(t.Context(), m, jetstream.WithExpectLastSequencePerSubject(0), jetstream.WithMsgTTL(time.Minute))
 	require.NoError(t, err)
 
-	other := mustClaim(t, s, claimOf(job, slot, token(), time.Minute), scheduler.OutcomeRunning)
+	other := mustClaim(t, s, claimOf(job, slot, token(), time.Minute), backend.OutcomeRunning)
 	assert.Equal(t, "i-"+a, other.Holder)
-	won := mustClaim(t, s, claimOf(job, slot, a, time.Minute), scheduler.OutcomeWon)
+	won := mustClaim(t, s, claimOf(job, slot, a, time.Minute), backend.OutcomeWon)
 	assert.Equal(t, 1, won.Attempt)
 	assert.NotZero(t, won.Fence)
 	require.NoError(t, s.Heartbeat(t.Context(), job, slot, a, time.Minute))
-	require.NoError(t, s.Finish(t.Context(), job, slot, a, scheduler.StatusOK))
-	mustClaim(t, s, claimOf(job, slot, token(), time.Minute), scheduler.OutcomeDone)
+	require.NoError(t, s.Finish(t.Context(), job, slot, a, backend.StatusOK))
+	mustClaim(t, s, claimOf(job, slot, token(), time.Minute), backend.OutcomeDone)
 }
 
 // A run longer than its Keep keeps its record: heartbeats refresh it.
@@ -264,7 +264,7 @@ func TestLongRunKeepsItsRecord(t *testing.T) {
 	job, slot, a := "long "+token(), time.UnixMilli(1_900_000_000_000), token()
 	in := claimOf(job, slot, a, time.Second)
 	in.Keep = time.Second // the record lives max(keep, 3 leases) = 3s unless refreshed
-	mustClaim(t, s, in, scheduler.OutcomeWon)
+	mustClaim(t, s, in, backend.OutcomeWon)
 	first := lastMsg(t, js, runKey(job, slot))
 	require.NotNil(t, first)
 	end := time.Now().Add(4 * time.Second)
@@ -276,15 +276,15 @@ func TestLongRunKeepsItsRecord(t *testing.T) {
 	require.NotNil(t, rec)
 	assert.Empty(t, rec.Header.Get(jetstream.MarkerReasonHeader), "the run record is still there")
 	assert.Greater(t, rec.Sequence, first.Sequence, "refreshed by the heartbeats")
-	require.NoError(t, s.Finish(t.Context(), job, slot, a, scheduler.StatusOK))
-	mustClaim(t, s, claimOf(job, slot, token(), time.Second), scheduler.OutcomeDone)
+	require.NoError(t, s.Finish(t.Context(), job, slot, a, backend.StatusOK))
+	mustClaim(t, s, claimOf(job, slot, token(), time.Second), backend.OutcomeDone)
 }
 
 func TestWatchIgnoresHeartbeats(t *testing.T) {
 	t.Parallel()
 	s := newStore(t, singleJS(t), kvlease.WithBucket(bucket))
 	job, slot, a := "hb "+token(), time.UnixMilli(1_900_000_000_000), token()
-	mustClaim(t, s, claimOf(job, slot, a, time.Minute), scheduler.OutcomeWon)
+	mustClaim(t, s, claimOf(job, slot, a, time.Minute), backend.OutcomeWon)
 	ch, err := s.WatchRun(t.Context(), job, slot)
 	require.NoError(t, err)
 	for range 3 {
@@ -294,7 +294,7 @@ func TestWatchIgnoresHeartbeats(t *testing.T) {
 	// ordered watcher, so once a watch opened after the heartbeats has fired on its
 	// own release, the heartbeats' updates have been delivered too.
 	control, c := slot.Add(time.Minute), token()
-	mustClaim(t, s, claimOf(job, control, c, time.Minute), scheduler.OutcomeWon)
+	mustClaim(t, s, claimOf(job, control, c, time.Minute), backend.OutcomeWon)
 	cch, err := s.WatchRun(t.Context(), job, control)
 	require.NoError(t, err)
 	require.NoError(t, s.Release(t.Context(), job, control, c))
@@ -320,7 +320,7 @@ func TestWatchEndsWithContextAndClose(t *testing.T) {
 	t.Parallel()
 	s := newStore(t, singleJS(t), kvlease.WithBucket(bucket))
 	job, slot := "watch "+token(), time.UnixMilli(1_900_000_000_000)
-	mustClaim(t, s, claimOf(job, slot, token(), time.Minute), scheduler.OutcomeWon)
+	mustClaim(t, s, claimOf(job, slot, token(), time.Minute), backend.OutcomeWon)
 
 	ctx, cancel := context.WithCancel(t.Context())
 	byCtx, err := s.WatchRun(ctx, job, slot)

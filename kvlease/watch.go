@@ -9,8 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/internal/backendutil"
-	"github.com/anarchon/anarchon/scheduler"
 )
 
 // watchSlack is how long after a lease's expected end a watch fires even without
@@ -39,7 +39,7 @@ func (s *Store) WatchRun(ctx context.Context, job string, slot time.Time) (<-cha
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := scheduler.ValidateJobName(job); err != nil {
+	if err := backend.ValidateJobName(job); err != nil {
 		return nil, err
 	}
 	callCtx, cancel := s.callContext(ctx)

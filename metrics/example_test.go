@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/metrics"
 	"github.com/anarchon/anarchon/scheduler"
 )
@@ -21,7 +22,7 @@ func Example() {
 		panic(err)
 	}
 	s, err := scheduler.New(scheduler.Config{
-		Backend: scheduler.NewMemoryBackend(),
+		Backend: memory.New(),
 		OnEvent: m.OnEvent, // or scheduler.Chain(m.OnEvent, scheduler.LogEvents(logger)) to feed logs too
 	})
 	if err != nil {

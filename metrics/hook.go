@@ -3,6 +3,7 @@ package metrics
 import (
 	"strconv"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -129,20 +130,20 @@ func outcomeLabel(e scheduler.Event) string {
 	if o == "" {
 		switch e.Kind {
 		case scheduler.EventClaimed:
-			o = scheduler.OutcomeWon
+			o = backend.OutcomeWon
 		case scheduler.EventStandby:
-			o = scheduler.OutcomeRunning
+			o = backend.OutcomeRunning
 		case scheduler.EventLost:
-			o = scheduler.OutcomeDone
+			o = backend.OutcomeDone
 		case scheduler.EventSkipped:
-			o = scheduler.OutcomeOverlap
+			o = backend.OutcomeOverlap
 		case scheduler.EventLate:
-			o = scheduler.OutcomeLate
+			o = backend.OutcomeLate
 		}
 	}
 	switch o {
-	case scheduler.OutcomeWon, scheduler.OutcomeRunning, scheduler.OutcomeDone,
-		scheduler.OutcomeOverlap, scheduler.OutcomeLate, scheduler.OutcomeNone:
+	case backend.OutcomeWon, backend.OutcomeRunning, backend.OutcomeDone,
+		backend.OutcomeOverlap, backend.OutcomeLate, backend.OutcomeNone:
 		return string(o)
 	}
 	return "other"

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/metrics"
 	"github.com/anarchon/anarchon/scheduler"
 )
@@ -25,7 +26,7 @@ func TestWithScheduler(t *testing.T) {
 		require.NoError(t, err)
 		var hooked atomic.Int64
 		s, err := scheduler.New(scheduler.Config{
-			Backend:  scheduler.NewMemoryBackend(),
+			Backend:  memory.New(),
 			Instance: "replica-1",
 			OnEvent:  metrics.Chain(m.OnEvent, func(scheduler.Event) { hooked.Add(1) }),
 		})

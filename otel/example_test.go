@@ -8,6 +8,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/anarchon/anarchon/backend/memory"
 	anotel "github.com/anarchon/anarchon/otel"
 	"github.com/anarchon/anarchon/scheduler"
 )
@@ -20,7 +21,7 @@ func Example() {
 	defer tp.Shutdown(context.Background())
 
 	s, err := scheduler.New(scheduler.Config{
-		Backend:    scheduler.NewMemoryBackend(),
+		Backend:    memory.New(),
 		Instance:   "replica-a",
 		Middleware: []scheduler.Middleware{anotel.Middleware(tp)},
 	})

@@ -15,6 +15,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/anarchon/anarchon/backend"
+	"github.com/anarchon/anarchon/backend/memory"
 	anotel "github.com/anarchon/anarchon/otel"
 	"github.com/anarchon/anarchon/scheduler"
 )
@@ -29,7 +31,7 @@ func recorder(t *testing.T) (*sdktrace.TracerProvider, *tracetest.SpanRecorder) 
 }
 
 // newScheduler is a scheduler on b whose runs tp traces.
-func newScheduler(t *testing.T, b scheduler.Backend, instance string, tp trace.TracerProvider) *scheduler.Scheduler {
+func newScheduler(t *testing.T, b backend.Backend, instance string, tp trace.TracerProvider) *scheduler.Scheduler {
 	t.Helper()
 	s, err := scheduler.New(scheduler.Config{Backend: b, Instance: instance,
 		Middleware: []scheduler.Middleware{anotel.Middleware(tp)}})
@@ -63,7 +65,7 @@ func runSpans(sr *tracetest.SpanRecorder) []sdktrace.ReadOnlySpan {
 func TestScheduledRunSpan(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tp, sr := recorder(t)
-		s := newScheduler(t, scheduler.NewMemoryBackend(), "replica-a", tp)
+		s := newScheduler(t, memory.New(), "replica-a", tp)
 		var inHandler trace.SpanContext
 		require.NoError(t, s.Every("report", time.Hour, func(ctx context.Context, run scheduler.Run) error {
 			inHandler = trace.SpanContextFromContext(ctx)
@@ -144,7 +146,7 @@ func TestFailedRunSpans(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				tp, sr := recorder(t)
-				s := newScheduler(t, scheduler.NewMemoryBackend(), "A", tp)
+				s := newScheduler(t, memory.New(), "A", tp)
 				require.NoError(t, s.Every("sync", 24*time.Hour, tc.handler, tc.opts...))
 				time.Sleep(time.Hour)
 				require.NoError(t, s.Start(t.Context()))
@@ -180,7 +182,7 @@ func TestFailedRunSpans(t *testing.T) {
 func TestTakeoverSpan(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tp, sr := recorder(t)
-		b := scheduler.NewMemoryBackend()
+		b := memory.New()
 		started := make(chan string, 1)
 		byName := map[string]*scheduler.Scheduler{}
 		for _, id := range []string{"A", "B"} {
@@ -229,7 +231,7 @@ func TestTakeoverSpan(t *testing.T) {
 // provider set, runs are traced by nothing and still run.
 func TestMiddlewareWithoutProvider(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, err := scheduler.New(scheduler.Config{Backend: scheduler.NewMemoryBackend(),
+		s, err := scheduler.New(scheduler.Config{Backend: memory.New(),
 			Middleware: []scheduler.Middleware{anotel.Middleware(nil)}})
 		require.NoError(t, err)
 		ran := false

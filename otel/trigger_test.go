@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/fleet"
 	anotel "github.com/anarchon/anarchon/otel"
@@ -35,7 +36,7 @@ func TestTriggerLinksTheRunToTheCallersSpan(t *testing.T) {
 	}
 
 	replicaTP, replicaSpans := recorder(t)
-	s := newScheduler(t, scheduler.NewMemoryBackend(), "replica-a", replicaTP)
+	s := newScheduler(t, memory.New(), "replica-a", replicaTP)
 	require.NoError(t, s.Every("reindex", 24*time.Hour, func(context.Context, scheduler.Run) error { return nil }))
 	require.NoError(t, s.Start(ctx))
 	t.Cleanup(func() { require.NoError(t, s.Stop(context.Background())) })

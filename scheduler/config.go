@@ -8,12 +8,14 @@ import (
 	"os"
 	"time"
 	"unicode/utf8"
+
+	"github.com/anarchon/anarchon/backend"
 )
 
 // Config configures a Scheduler. Only Backend is required.
 type Config struct {
 	// Backend decides which instance runs each slot. Required.
-	Backend Backend
+	Backend backend.Backend
 	// Instance names this replica in claims and history. Defaults to the host name,
 	// the process ID and a random suffix.
 	Instance string
@@ -49,9 +51,6 @@ const DefaultCallTimeout = 10 * time.Second
 // kept by NTP agree within milliseconds, so two seconds leave room for a replica
 // whose clock is badly kept without weakening the checks much.
 const DefaultMaxClockSkew = 2 * time.Second
-
-// MaxJobNameLen is the longest job name accepted, in bytes.
-const MaxJobNameLen = 1024
 
 // New returns a Scheduler, or an error naming the field that is invalid.
 func New(cfg Config) (*Scheduler, error) {
@@ -98,7 +97,7 @@ func New(cfg Config) (*Scheduler, error) {
 
 		middleware: append([]Middleware(nil), cfg.Middleware...),
 	}
-	if lb, ok := cfg.Backend.(LeaseBackend); ok {
+	if lb, ok := cfg.Backend.(backend.LeaseBackend); ok {
 		s.runs = lb.Runs()
 	}
 	s.out.init()

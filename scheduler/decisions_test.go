@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend"
+	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -24,7 +26,7 @@ import (
 // faultView is one instance's view of a shared memory backend, with faults in its
 // run store calls.
 type faultView struct {
-	*scheduler.MemoryBackend
+	*memory.Backend
 	claims atomic.Int32
 	// loseAnswerOf is the number (1-based) of this view's claim whose answer is lost:
 	// the store applies it, the caller waits out its deadline and gets an error.
@@ -38,27 +40,27 @@ type faultView struct {
 	hangHeartbeats atomic.Bool
 }
 
-func (f *faultView) Runs() scheduler.RunStore { return faultRuns{f.MemoryBackend.Runs(), f} }
+func (f *faultView) Runs() backend.RunStore { return faultRuns{f.Backend.Runs(), f} }
 
 type faultRuns struct {
-	scheduler.RunStore
+	backend.RunStore
 	f *faultView
 }
 
 var errUnreachable = errors.New("test: store unreachable")
 
-func (r faultRuns) Claim(ctx context.Context, in scheduler.RunClaim) (scheduler.ClaimResult, error) {
+func (r faultRuns) Claim(ctx context.Context, in backend.RunClaim) (backend.ClaimResult, error) {
 	n := r.f.claims.Add(1)
 	if d := r.f.delay.Load(); d > 0 {
 		time.Sleep(time.Duration(d))
 	}
 	if time.Now().UnixNano() < r.f.unreachableUntil.Load() {
-		return scheduler.ClaimResult{}, errUnreachable
+		return backend.ClaimResult{}, errUnreachable
 	}
 	res, err := r.RunStore.Claim(ctx, in)
 	if err == nil && n == r.f.loseAnswerOf.Load() {
 		<-ctx.Done()
-		return scheduler.ClaimResult{}, ctx.Err()
+		return backend.ClaimResult{}, ctx.Err()
 	}
 	return res, err
 }
@@ -72,7 +74,7 @@ func (r faultRuns) Heartbeat(ctx context.Context, job string, slot time.Time, to
 }
 
 func (r faultRuns) WatchRun(ctx context.Context, job string, slot time.Time) (<-chan struct{}, error) {
-	return r.RunStore.(scheduler.LeaseWatcher).WatchRun(ctx, job, slot)
+	return r.RunStore.(backend.LeaseWatcher).WatchRun(ctx, job, slot)
 }
 
 // span is one handler execution.
@@ -161,13 +163,13 @@ func TestLostWinningAnswerCountsLeaseFromFirstSend(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				b := scheduler.NewMemoryBackend()
+				b := memory.New()
 				rec := &spans{}
 				views := map[string]*faultView{}
 				time.Sleep(90 * time.Second)
 				var scheds []*scheduler.Scheduler
 				for i, id := range []string{"A", "B", "C"} {
-					v := &faultView{MemoryBackend: b}
+					v := &faultView{Backend: b}
 					v.delay.Store(int64(time.Duration(i) * 200 * time.Millisecond)) // A claims first, then B, then C
 					if id == tc.lose {
 						v.loseAnswerOf.Store(tc.loseOf)
@@ -211,7 +213,7 @@ func TestLostWinningAnswerCountsLeaseFromFirstSend(t *testing.T) {
 // a time, and never beside another run of the job.
 func TestCatchUpRunsOldestFirstWithoutOverlap(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := scheduler.NewMemoryBackend()
+		b := memory.New()
 		rec := &spans{}
 		time.Sleep(4*time.Minute + 40*time.Second) // nobody was up for 00:00 … 00:04
 		started := time.Now()
@@ -256,12 +258,12 @@ func TestCatchUpRunsOldestFirstWithoutOverlap(t *testing.T) {
 // Scenario 4: a slot one instance recorded skipped never runs on another.
 func TestSkippedSlotNeverRunsElsewhere(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := scheduler.NewMemoryBackend()
+		b := memory.New()
 		rec := &spans{}
 		time.Sleep(5 * time.Second)
 		var scheds []*scheduler.Scheduler
 		for i, id := range []string{"A", "B"} {
-			v := &faultView{MemoryBackend: b}
+			v := &faultView{Backend: b}
 			v.delay.Store(int64(time.Duration(i) * 300 * time.Millisecond)) // B's claims arrive 300ms after A's
 			s := newScheduler(t, v, id)
 			require.NoError(t, s.Every("job", 10*time.Second, func(ctx context.Context, r scheduler.Run) error {
@@ -298,7 +300,7 @@ func TestSkippedSlotNeverRunsElsewhere(t *testing.T) {
 // Scenario 4: a slot recorded late never runs afterwards, not even by catch-up.
 func TestLateSlotNeverRunsByCatchUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := scheduler.NewMemoryBackend()
+		b := memory.New()
 		rec := &spans{}
 		register := func(s *scheduler.Scheduler) {
 			require.NoError(t, s.Every("job", time.Hour, func(ctx context.Context, r scheduler.Run) error {
@@ -307,7 +309,7 @@ func TestLateSlotNeverRunsByCatchUp(t *testing.T) {
 		}
 		time.Sleep(90 * time.Second)
 		slot := time.Unix(946684800+3600, 0)
-		v := &faultView{MemoryBackend: b}
+		v := &faultView{Backend: b}
 		v.unreachableUntil.Store(slot.Add(1500 * time.Millisecond).UnixNano()) // back after the deadline
 		a := newScheduler(t, v, "A")
 		register(a)
@@ -338,7 +340,7 @@ func TestLateSlotNeverRunsByCatchUp(t *testing.T) {
 }
 
 // plainView hides a backend's leases: the scheduler decides with Claim alone.
-type plainView struct{ scheduler.Backend }
+type plainView struct{ backend.Backend }
 
 // Scenario 7: an instance whose clock is 2s behind the store's. Lateness is judged
 // on the instance's clock in both modes, the store allowing MaxClockSkew: every slot
@@ -351,7 +353,7 @@ func TestReplicaClockBehindTheStore(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				var b scheduler.Backend = scheduler.NewMemoryBackend()
+				var b backend.Backend = memory.New()
 				if !leased {
 					b = plainView{b}
 				}
@@ -383,7 +385,7 @@ func TestReplicaClockBehindTheStore(t *testing.T) {
 // holder last: the instances started after the slot adopt the released run.
 func TestHandOverToInstancesStartedAfterTheSlot(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := scheduler.NewMemoryBackend()
+		b := memory.New()
 		rec := &spans{}
 		start := func(id string) *scheduler.Scheduler {
 			s := newScheduler(t, b, id)
@@ -428,7 +430,7 @@ func TestHandOverToInstancesStartedAfterTheSlot(t *testing.T) {
 // time, at most MaxCatchUpSlots of them, and records the older missed slots late.
 func TestCatchUpAllAfterLongOutage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := scheduler.NewMemoryBackend()
+		b := memory.New()
 		var caughtUp, cur, maxCur atomic.Int32
 		time.Sleep(2*time.Hour + 500*time.Millisecond)
 		started := time.Now()
@@ -471,7 +473,7 @@ func TestCatchUpAllAfterLongOutage(t *testing.T) {
 // Scenario 10: Stop cancels a RunNow handler like any other.
 func TestStopCancelsRunNow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newScheduler(t, scheduler.NewMemoryBackend(), "solo")
+		s := newScheduler(t, memory.New(), "solo")
 		running := make(chan struct{})
 		require.NoError(t, s.Every("job", 24*time.Hour, func(ctx context.Context, r scheduler.Run) error {
 			if r.Manual {
@@ -502,7 +504,7 @@ func TestStopCancelsRunNow(t *testing.T) {
 
 // plainWindowed is a backend without leases whose dedupe window is window.
 type plainWindowed struct {
-	scheduler.Backend
+	backend.Backend
 	window time.Duration
 }
 
@@ -510,13 +512,13 @@ func (w plainWindowed) DedupeWindow() time.Duration { return w.window }
 
 // Scenario 5: the window check leaves room for clock skew, and names every term.
 func TestWindowCheckIncludesClockSkew(t *testing.T) {
-	b := plainWindowed{plainView{scheduler.NewMemoryBackend()}, time.Second}
+	b := plainWindowed{plainView{memory.New()}, time.Second}
 	s := newScheduler(t, b, "a")
 	err := s.Every("job", time.Second, func(context.Context, scheduler.Run) error { return nil }, scheduler.WithMaxLate(900*time.Millisecond))
 	require.ErrorIs(t, err, scheduler.ErrWindowTooShort)
 	assert.Contains(t, err.Error(), "jitter 0s + max lateness 900ms + clock skew allowance 2s = 2.9s is not below the memory backend's dedupe window 1s")
 
-	s = newScheduler(t, plainWindowed{plainView{scheduler.NewMemoryBackend()}, 3 * time.Second}, "a")
+	s = newScheduler(t, plainWindowed{plainView{memory.New()}, 3 * time.Second}, "a")
 	assert.NoError(t, s.Every("job", time.Second, func(context.Context, scheduler.Run) error { return nil }, scheduler.WithMaxLate(900*time.Millisecond)))
 
 	s = newScheduler(t, b, "a", func(c *scheduler.Config) { c.MaxClockSkew = 50 * time.Millisecond })
@@ -533,7 +535,7 @@ func TestWindowCheckIncludesClockSkew(t *testing.T) {
 // that learns whether an unanswered claim was stored ends within the skew allowance.
 func TestNoPlainClaimPastTheDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := &slowClaims{Backend: plainView{scheduler.NewMemoryBackend()}}
+		b := &slowClaims{Backend: plainView{memory.New()}}
 		s := newScheduler(t, b, "a", callTimeout(10*time.Second))
 		require.NoError(t, s.Every("job", time.Hour, func(context.Context, scheduler.Run) error { return nil }, scheduler.WithMaxLate(2*time.Second)))
 		time.Sleep(90 * time.Second)
@@ -554,7 +556,7 @@ func TestNoPlainClaimPastTheDeadline(t *testing.T) {
 // slowClaims is a backend whose claims hang until their context ends; latest is the
 // latest context deadline a claim was given (Unix ns).
 type slowClaims struct {
-	scheduler.Backend
+	backend.Backend
 	latest atomic.Int64
 	mu     sync.Mutex
 	sent   []time.Time
@@ -573,7 +575,7 @@ func (b *slowClaims) after(t time.Time) int {
 	return n
 }
 
-func (b *slowClaims) Claim(ctx context.Context, in scheduler.ClaimInput) (bool, error) {
+func (b *slowClaims) Claim(ctx context.Context, in backend.ClaimInput) (bool, error) {
 	if d, ok := ctx.Deadline(); ok && d.UnixNano() > b.latest.Load() {
 		b.latest.Store(d.UnixNano())
 	}

@@ -3,17 +3,18 @@
 // a backup takes over a run whose replica died, and every replica can read what
 // ran, where and how it ended.
 //
-// The replicas agree through a Backend, a store they share. This package holds the
-// scheduler, the contracts a backend implements, the schedules, and a memory
-// backend for one process and for tests; it imports no NATS and no Prometheus
-// package. The NATS JetStream backend is in package jetstream, its leases in
-// package kvlease, and Prometheus metrics in package metrics.
+// The replicas agree through a backend, a store they share: package jetstream (NATS
+// JetStream, with leases from package kvlease), the sqlbackend module (PostgreSQL,
+// SQLite) or package backend/memory (one process, tests). This package holds the
+// scheduler and the schedules and imports no NATS, SQL or Prometheus package;
+// Prometheus metrics are in package metrics, and what a backend implements is in
+// package backend.
 //
 // # A minimal program
 //
 // One scheduler per process, jobs registered before Start, a graceful Stop:
 //
-//	b := scheduler.NewMemoryBackend() // one process only; see "A real fleet" below
+//	b := memory.New() // one process only; see "A real fleet" below
 //	s, err := scheduler.New(scheduler.Config{Backend: b, Instance: "replica-1"})
 //	if err != nil {
 //		return err
@@ -87,31 +88,20 @@
 //
 // # Leases
 //
-// A backend that implements LeaseBackend returns a RunStore, and the scheduler then
+// A backend with leases (backend.LeaseBackend) returns a run store, and the scheduler then
 // claims every slot through it: the winner holds a lease (WithLease) that it renews
 // while its handler runs, and the handler's context is cancelled, with cause
 // ErrLeaseLost, as soon as the lease is lost. Leases make possible backups,
 // WithOverlap(OverlapSkip) (a slot is skipped while another slot of the job still
 // runs), WithCatchUp (slots missed while no replica was up run at Start) and
-// hand-over at Stop. MemoryBackend has leases; so does jetstream.NewLeased with a
+// hand-over at Stop. memory.Backend has leases; so does jetstream.NewLeased with a
 // kvlease store.
 //
 // # Writing a backend
 //
-// A backend implements Backend: Claim must return true for exactly one token per
-// (job, slot), and true again when that token repeats the claim. Everything else is
-// optional and found by type assertion: LeaseBackend (with a RunStore, and
-// LeaseWatcher on the store to wake backups at once), ClaimRecorder, JobChecker and
-// JobWindower. BuildHistory turns stored claims and results into History's records.
-// Package scheduler/backendtest is the conformance suite. A backend's tests run it
-// with a constructor whose backends, like separate processes, share one store:
-//
-//	func TestConformance(t *testing.T) {
-//		backendtest.Run(t, func(t *testing.T) scheduler.Backend { return newBackend(t) })
-//		backendtest.RunLeases(t, func(t *testing.T) scheduler.RunStore { return newRunStore(t) })
-//	}
-//
-// MemoryBackend and MemoryRunStore are the reference readings of the contracts.
+// The contract a backend implements, its optional capabilities and the records it
+// stores are in package backend, with the conformance suite (backend/backendtest)
+// and the reference reading in memory (backend/memory).
 //
 // # Events, metrics and logs
 //
@@ -129,7 +119,7 @@
 // # Time and tests
 //
 // Config.Clock is the scheduler's source of time (SystemClock by default), and
-// NewMemoryBackendWithClock gives the memory backend the same clock, so a test can
+// memory.NewWithClock gives the memory backend the same clock, so a test can
 // run hours of schedule without sleeping, with a clock of its own or under
 // testing/synctest. A schedule's Next is a pure function and needs neither.
 //

@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend"
+	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -21,11 +23,11 @@ import (
 // MaxPendingRecords and make a real run's result be dropped.
 func TestHistoryReadsDuringAWriteOutageDoNotCrowdOutResults(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := &flakyHistory{MemoryBackend: scheduler.NewMemoryBackend()}
+		f := &flakyHistory{Backend: memory.New()}
 		b := plainOf{f}
 		// An instance that died with its run of the 00:00 slot unfinished: its
 		// claim is the record, running.
-		won, err := f.MemoryBackend.Claim(t.Context(), scheduler.ClaimInput{
+		won, err := f.Backend.Claim(t.Context(), backend.ClaimInput{
 			Job: "work", Slot: time.Now(), Token: "dead-token", Instance: "dead", Attempt: 1, At: time.Now(),
 			HistorySize: 100,
 		})
@@ -79,7 +81,7 @@ func TestStopWithoutDeadlineReturnsWhileTheRunStoreIsDown(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				f := &failingFinish{MemoryBackend: scheduler.NewMemoryBackend()}
+				f := &failingFinish{Backend: memory.New()}
 				s := newScheduler(t, f, "A", callTimeout(time.Second))
 				require.NoError(t, s.Every("work", time.Hour, func(ctx context.Context, _ scheduler.Run) error {
 					time.Sleep(2 * time.Second)
@@ -109,8 +111,8 @@ func TestStopWithoutDeadlineReturnsWhileTheRunStoreIsDown(t *testing.T) {
 // took it over and ran it again. Such a manual run is refused.
 func TestManualRunOnEveryMillisecondIsNotRunAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := scheduler.NewMemoryBackend()
-		a := &failingFinish{MemoryBackend: mem}
+		mem := memory.New()
+		a := &failingFinish{Backend: mem}
 		var mu sync.Mutex
 		var manualSlot time.Time
 		bySlot := map[int64][]scheduler.Run{}
@@ -174,14 +176,14 @@ func TestManualRunOnEveryMillisecondIsNotRunAgain(t *testing.T) {
 // paused, as it fell during a pause the backup saw.
 func TestSlotThatFellWhilePausedIsNotRunAfterAResumeDuringItsFailingFinish(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := scheduler.NewMemoryBackend()
+		mem := memory.New()
 		var ran atomic.Int32
 		handler := func(context.Context, scheduler.Run) error {
 			ran.Add(1)
 			return nil
 		}
 		opts := []scheduler.JobOption{scheduler.WithLease(2 * time.Second), scheduler.WithMaxLate(10 * time.Second)}
-		a := &failingFinish{MemoryBackend: mem}
+		a := &failingFinish{Backend: mem}
 		a.failPaused.Store(1 << 20) // A's Finish(paused) never gets through
 		sa := newScheduler(t, a, "A")
 		require.NoError(t, sa.Every("job", time.Hour, handler, opts...))
@@ -218,7 +220,7 @@ func TestSlotThatFellWhilePausedIsNotRunAfterAResumeDuringItsFailingFinish(t *te
 // couple of seconds of a store's trouble), then works.
 func TestPausedSlotOfALoneInstanceGetsARecordWhenItsFinishFails(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		a := &failingFinish{MemoryBackend: scheduler.NewMemoryBackend()}
+		a := &failingFinish{Backend: memory.New()}
 		a.failPaused.Store(20)
 		s := newScheduler(t, a, "A")
 		require.NoError(t, s.Every("job", time.Hour, func(context.Context, scheduler.Run) error { return nil },

@@ -1,6 +1,10 @@
 package scheduler
 
-import "time"
+import (
+	"time"
+
+	"github.com/anarchon/anarchon/backend"
+)
 
 // EventKind names what happened.
 type EventKind string
@@ -55,7 +59,7 @@ type Event struct {
 	Attempt int
 	Manual  bool
 	// Outcome is the claim outcome, for claimed, lost, late, skipped and standby.
-	Outcome ClaimOutcome
+	Outcome backend.ClaimOutcome
 	// Status and Duration are set on finished.
 	Status   Status
 	Duration time.Duration

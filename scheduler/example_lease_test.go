@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/anarchon/anarchon/backend"
+	"github.com/anarchon/anarchon/backend/memory"
+	"github.com/anarchon/anarchon/internal/stepclock"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
 // withoutLeases hides a backend's optional capabilities: embedding the Backend
 // interface keeps only its methods, so the scheduler finds no RunStore.
-type withoutLeases struct{ scheduler.Backend }
+type withoutLeases struct{ backend.Backend }
 
 // With catch-up, the slots missed while no replica was up run at Start, oldest
 // first and one at a time, each claimed like any slot (so still run once). It needs
@@ -20,9 +23,9 @@ func ExampleWithCatchUp() {
 	ctx := context.Background()
 	// The fleet comes back at 12:30 after a few hours down: 10:00, 11:00 and 12:00
 	// were missed.
-	clock := newStepClock(at(12, 30, 0))
+	clock := stepclock.New(at(12, 30, 0))
 	onEvent, done := finished()
-	b := scheduler.NewMemoryBackendWithClock(clock) // has leases, like jetstream.NewLeased
+	b := memory.NewWithClock(clock) // has leases, like jetstream.NewLeased
 	s, err := scheduler.New(scheduler.Config{Backend: b, Clock: clock, OnEvent: onEvent})
 	if err != nil {
 		panic(err)
@@ -46,7 +49,7 @@ func ExampleWithCatchUp() {
 	}
 
 	// Without leases, catch-up is refused when the job is registered.
-	plain, err := scheduler.New(scheduler.Config{Backend: withoutLeases{scheduler.NewMemoryBackend()}})
+	plain, err := scheduler.New(scheduler.Config{Backend: withoutLeases{memory.New()}})
 	if err != nil {
 		panic(err)
 	}
@@ -64,7 +67,7 @@ func ExampleWithCatchUp() {
 // a backend with leases.
 func ExampleWithOverlap() {
 	ctx := context.Background()
-	clock := newStepClock(at(12, 0, 0))
+	clock := stepclock.New(at(12, 0, 0))
 	started := make(chan struct{}, 1)
 	skipped := make(chan scheduler.Event, 1)
 	onFinished, done := finished()
@@ -74,7 +77,7 @@ func ExampleWithOverlap() {
 		}
 		onFinished(e)
 	}
-	b := scheduler.NewMemoryBackendWithClock(clock)
+	b := memory.NewWithClock(clock)
 	s, err := scheduler.New(scheduler.Config{Backend: b, Clock: clock, OnEvent: onEvent})
 	if err != nil {
 		panic(err)
@@ -102,7 +105,7 @@ func ExampleWithOverlap() {
 	}
 
 	// Any replica claiming 12:01:00 later is told the stored decision.
-	res, err := b.Runs().Claim(ctx, scheduler.RunClaim{
+	res, err := b.Runs().Claim(ctx, backend.RunClaim{
 		Job: "import", Slot: at(12, 1, 0), Token: "late-replica", Instance: "late-replica",
 		Lease: time.Minute, Deadline: at(12, 2, 0), Overlap: scheduler.OverlapSkip,
 	})
@@ -112,7 +115,7 @@ func ExampleWithOverlap() {
 	fmt.Println(e.Slot.Format("15:04:05"), res.Outcome, res.Status)
 
 	// Without leases, the policy is refused when the job is registered.
-	plain, err := scheduler.New(scheduler.Config{Backend: withoutLeases{scheduler.NewMemoryBackend()}})
+	plain, err := scheduler.New(scheduler.Config{Backend: withoutLeases{memory.New()}})
 	if err != nil {
 		panic(err)
 	}
@@ -123,72 +126,4 @@ func ExampleWithOverlap() {
 	// 12:01:00 skipped
 	// 12:01:00 done skipped
 	// without leases: true
-}
-
-// A RunStore gives each run one lease holder at a time; the store's clock decides
-// when a lease has expired. When the holder dies (stops heartbeating), a backup's
-// claim takes the run over with a new attempt and a larger fence, and the old
-// holder can no longer finish it.
-func ExampleMemoryRunStore() {
-	ctx := context.Background()
-	clock := newStepClock(at(12, 0, 0))
-	store := scheduler.NewMemoryRunStore(clock)
-	claim := func(token, instance string) scheduler.ClaimResult {
-		res, err := store.Claim(ctx, scheduler.RunClaim{
-			Job: "billing", Slot: at(12, 0, 0), Token: token, Instance: instance,
-			Lease: 30 * time.Second, Deadline: at(12, 1, 0),
-		})
-		if err != nil {
-			panic(err)
-		}
-		fmt.Printf("%s: %s (attempt %d, fence %d, holder %s)\n", instance, res.Outcome, res.Attempt, res.Fence, res.Holder)
-		return res
-	}
-
-	claim("token-a", "a") // a wins and would now run the handler
-	claim("token-b", "b") // b stands by as a backup
-	clock.Set(at(12, 0, 31))
-	claim("token-b", "b") // a's lease expired unfinished: b takes over
-
-	err := store.Finish(ctx, "billing", at(12, 0, 0), "token-a", scheduler.StatusOK)
-	fmt.Println("a finishes late:", errors.Is(err, scheduler.ErrStaleToken))
-	if err := store.Finish(ctx, "billing", at(12, 0, 0), "token-b", scheduler.StatusOK); err != nil {
-		panic(err)
-	}
-	claim("token-c", "c") // anyone later is told it is done
-	// Output:
-	// a: won (attempt 1, fence 1, holder a)
-	// b: running (attempt 1, fence 1, holder a)
-	// b: won (attempt 2, fence 2, holder b)
-	// a finishes late: true
-	// c: done (attempt 2, fence 2, holder b)
-}
-
-// Every decision is stored before anyone acts on it. A claim answered overlap has
-// stored the slot as skipped, so every later claim of that slot is answered done.
-func ExampleMemoryRunStore_overlap() {
-	ctx := context.Background()
-	clock := newStepClock(at(12, 1, 0))
-	store := scheduler.NewMemoryRunStore(clock)
-	claim := func(slot time.Time, token string) {
-		res, err := store.Claim(ctx, scheduler.RunClaim{
-			Job: "import", Slot: slot, Token: token, Instance: token,
-			Lease: 5 * time.Minute, Deadline: slot.Add(time.Minute), Overlap: scheduler.OverlapSkip,
-		})
-		if err != nil {
-			panic(err)
-		}
-		line := fmt.Sprintf("%s %s: %s", slot.Format("15:04"), token, res.Outcome)
-		if res.Status != "" {
-			line += ", stored " + string(res.Status)
-		}
-		fmt.Println(line)
-	}
-	claim(at(12, 0, 0), "a") // still running at 12:01
-	claim(at(12, 1, 0), "b") // forbidden beside it: stored skipped
-	claim(at(12, 1, 0), "c") // a later claim follows the stored decision
-	// Output:
-	// 12:00 a: won
-	// 12:01 b: overlap, stored skipped
-	// 12:01 c: done, stored skipped
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/anarchon/anarchon/backend/memory"
+	"github.com/anarchon/anarchon/internal/stepclock"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -20,10 +22,10 @@ func ExampleScheduler_Cron() {
 		panic(err)
 	}
 	// Saturday 30 March 2030, 12:00 UTC; Greece moves to summer time on Sunday.
-	clock := newStepClock(time.Date(2030, 3, 30, 12, 0, 0, 0, time.UTC))
+	clock := stepclock.New(time.Date(2030, 3, 30, 12, 0, 0, 0, time.UTC))
 	next := make(chan time.Time, 1)
 	s, err := scheduler.New(scheduler.Config{
-		Backend: scheduler.NewMemoryBackendWithClock(clock),
+		Backend: memory.NewWithClock(clock),
 		Clock:   clock,
 		OnEvent: func(e scheduler.Event) {
 			if e.Kind == scheduler.EventScheduled {

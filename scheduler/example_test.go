@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/anarchon/anarchon/backend/memory"
+	"github.com/anarchon/anarchon/internal/stepclock"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -16,10 +18,10 @@ import (
 // leaves Config.Clock unset.
 func Example() {
 	ctx := context.Background()
-	clock := newStepClock(at(12, 0, 0))
+	clock := stepclock.New(at(12, 0, 0))
 	onEvent, done := finished()
 
-	b := scheduler.NewMemoryBackendWithClock(clock) // NewMemoryBackend() in a real program
+	b := memory.NewWithClock(clock) // memory.New() in a real program
 	s, err := scheduler.New(scheduler.Config{Backend: b, Instance: "replica-1", Clock: clock, OnEvent: onEvent})
 	if err != nil {
 		panic(err)
@@ -48,8 +50,8 @@ func Example() {
 // process each, on the JetStream backend). Each slot runs on exactly one of them.
 func ExampleScheduler_Every() {
 	ctx := context.Background()
-	clock := newStepClock(at(12, 0, 0))
-	b := scheduler.NewMemoryBackendWithClock(clock)
+	clock := stepclock.New(at(12, 0, 0))
+	b := memory.NewWithClock(clock)
 
 	var mu sync.Mutex
 	runs := map[string]int{} // slot → how many replicas ran it
@@ -119,7 +121,7 @@ func ExampleScheduler_Every() {
 // Registration checks everything it can: a job that could not run as asked is an
 // error from Every or Cron, matched with errors.Is, never a surprise at run time.
 func ExampleScheduler_Every_invalid() {
-	s, err := scheduler.New(scheduler.Config{Backend: scheduler.NewMemoryBackend()})
+	s, err := scheduler.New(scheduler.Config{Backend: memory.New()})
 	if err != nil {
 		panic(err)
 	}
@@ -153,8 +155,8 @@ func ExampleScheduler_Every_invalid() {
 // as a manual run: never de-duplicated, so two RunNow calls are two runs.
 func ExampleScheduler_RunNow() {
 	ctx := context.Background()
-	clock := newStepClock(at(12, 30, 0))
-	b := scheduler.NewMemoryBackendWithClock(clock)
+	clock := stepclock.New(at(12, 30, 0))
+	b := memory.NewWithClock(clock)
 	s, err := scheduler.New(scheduler.Config{Backend: b, Instance: "replica-1", Clock: clock})
 	if err != nil {
 		panic(err)
@@ -194,9 +196,9 @@ func ExampleScheduler_RunNow() {
 // sees the runs of all of them, scheduled and manual, and how each ended.
 func ExampleScheduler_History() {
 	ctx := context.Background()
-	clock := newStepClock(at(12, 30, 0))
+	clock := stepclock.New(at(12, 30, 0))
 	onEvent, done := finished()
-	b := scheduler.NewMemoryBackendWithClock(clock)
+	b := memory.NewWithClock(clock)
 	s, err := scheduler.New(scheduler.Config{Backend: b, Instance: "replica-1", Clock: clock, OnEvent: onEvent})
 	if err != nil {
 		panic(err)
@@ -257,8 +259,8 @@ func ExampleScheduler_History() {
 // stopped scheduler does not start again.
 func ExampleScheduler_Stop() {
 	ctx := context.Background()
-	clock := newStepClock(at(12, 30, 0))
-	b := scheduler.NewMemoryBackendWithClock(clock)
+	clock := stepclock.New(at(12, 30, 0))
+	b := memory.NewWithClock(clock)
 
 	idle, err := scheduler.New(scheduler.Config{Backend: b, Clock: clock})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -32,7 +33,7 @@ func TestLogEvents(t *testing.T) {
 	slot := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 	h(scheduler.Event{Kind: scheduler.EventFinished, Job: "report", Instance: "a", Slot: slot, Status: scheduler.StatusError, Err: errors.New("disk full"), Attempt: 1})
 	h(scheduler.Event{Kind: scheduler.EventClaimed, Job: "report", Instance: "a", Slot: slot}) // debug: not shown
-	h(scheduler.Event{Kind: scheduler.EventLost, Job: "report", Instance: "a", Slot: slot, Outcome: scheduler.OutcomeDone})
+	h(scheduler.Event{Kind: scheduler.EventLost, Job: "report", Instance: "a", Slot: slot, Outcome: backend.OutcomeDone})
 	h(scheduler.Event{Kind: scheduler.EventLate, Job: "report", Instance: "a", Slot: slot})
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	if assert.Len(t, lines, 2, buf.String()) {

@@ -3,12 +3,14 @@ package scheduler
 import (
 	"context"
 	"time"
+
+	"github.com/anarchon/anarchon/backend"
 )
 
 // JobInfo describes a job this instance declares: its limits (name, schedule in
 // words, options) and its next slot.
 type JobInfo struct {
-	JobLimits
+	backend.JobLimits
 	// Next is the job's first slot after now that will run, by this instance's
 	// clock and its view of the pauses: while a pause with an end holds the job, the
 	// first slot at or after that end (a job with catch-up also runs the slots the

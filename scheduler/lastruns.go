@@ -3,62 +3,9 @@ package scheduler
 import (
 	"context"
 	"fmt"
+
+	"github.com/anarchon/anarchon/backend"
 )
-
-// LastRunsDepth is how many of a job's most recent history records
-// [Scheduler.LastRuns] reads for a job when the backend has no [LastRunsReader]:
-// a job with no success (or failure) among them shows none.
-const LastRunsDepth = 20
-
-// LastRuns is a job's newest runs of each kind, what a fleet view or a status page
-// shows for it.
-type LastRuns struct {
-	Job string
-	// Run is the newest run that started (it may still be running).
-	Run *RunRecord
-	// Success is the newest run that ended ok.
-	Success *RunRecord
-	// Failure is the newest run that ended error, timeout, cancelled, lost or
-	// superseded. Slots skipped, late or paused are neither success nor failure.
-	Failure *RunRecord
-}
-
-// LastRunsReader is implemented by backends that read the last runs of many jobs
-// in a few requests (for example one batched read of the last message of many
-// subjects). Without it, [Scheduler.LastRuns] reads each job's recent history.
-type LastRunsReader interface {
-	// LastRuns returns an entry for every job in jobs (empty for a job with no
-	// run).
-	LastRuns(ctx context.Context, jobs []string) (map[string]LastRuns, error)
-}
-
-// Failed reports whether a run that ended with s counts as a failure.
-func (s Status) Failed() bool {
-	switch s {
-	case StatusError, StatusTimeout, StatusCancelled, StatusLost, StatusSuperseded:
-		return true
-	}
-	return false
-}
-
-// SummarizeRuns picks a job's newest run, success and failure from records
-// ordered newest first, as History returns them.
-func SummarizeRuns(job string, recs []RunRecord) LastRuns {
-	out := LastRuns{Job: job}
-	for i := range recs {
-		r := &recs[i]
-		if out.Run == nil && !r.StartedAt.IsZero() {
-			out.Run = r
-		}
-		if out.Success == nil && r.Status == StatusOK {
-			out.Success = r
-		}
-		if out.Failure == nil && r.Status.Failed() {
-			out.Failure = r
-		}
-	}
-	return out
-}
 
 // LastRuns returns the newest run, success and failure of each named job (every
 // declared job when none is named), read from the backend the replicas share:
@@ -80,7 +27,7 @@ func (s *Scheduler) LastRuns(ctx context.Context, jobs ...string) (map[string]La
 	if err := s.init(ctx); err != nil {
 		return nil, err
 	}
-	if r, ok := s.backend.(LastRunsReader); ok {
+	if r, ok := s.backend.(backend.LastRunsReader); ok {
 		out, err := r.LastRuns(ctx, jobs)
 		if err != nil {
 			return nil, fmt.Errorf("scheduler: last runs: %w", err)
@@ -93,7 +40,7 @@ func (s *Scheduler) LastRuns(ctx context.Context, jobs ...string) (map[string]La
 		if err != nil {
 			return nil, fmt.Errorf("scheduler: last runs of %q: %w", name, err)
 		}
-		out[name] = SummarizeRuns(name, recs)
+		out[name] = backend.SummarizeRuns(name, recs)
 	}
 	return out, nil
 }

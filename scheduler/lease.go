@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/anarchon/anarchon/backend"
 )
 
 // lease is a held lease the execution must keep alive and settle.
@@ -101,7 +103,7 @@ func (s *Scheduler) leaseLost(j *job, slot time.Time, l *lease, settling *atomic
 // run the slot again. It is tried until an answer, or until the store would have
 // forgotten the run, or, once Stop has begun, once; then it is left to the
 // outbox, which Stop drains.
-func (s *Scheduler) settle(j *job, in ClaimInput, fence uint64, l *lease, res execResult) (execResult, bool) {
+func (s *Scheduler) settle(j *job, in backend.ClaimInput, fence uint64, l *lease, res execResult) (execResult, bool) {
 	slot := in.Slot
 	if !l.manual && (res.Status == StatusCancelled || res.Status == StatusLost) {
 		s.release(j, slot, l.token)
@@ -116,12 +118,12 @@ func (s *Scheduler) settle(j *job, in ClaimInput, fence uint64, l *lease, res ex
 		switch {
 		case err == nil:
 			return res, false
-		case errors.Is(err, ErrStaleToken), errors.Is(err, ErrLeaseLost):
+		case errors.Is(err, backend.ErrStaleToken), errors.Is(err, ErrLeaseLost):
 			s.log.Warn("result superseded: another attempt holds the run", "job", j.name, "slot", slot, "token", l.token, "status", res.Status)
 			return superseded(res), false
 		}
 		s.backendError(j, slot, "finish", err)
-		if errors.Is(err, ErrInvalidClaim) {
+		if errors.Is(err, backend.ErrInvalidClaim) {
 			return res, false
 		}
 		if s.clock.Now().After(giveUp) || s.loopCtx.Err() != nil {
@@ -159,8 +161,8 @@ func superseded(res execResult) execResult {
 
 // settleLater leaves a run's Finish to the outbox, and its result after it: the
 // result says superseded when the Finish finds another attempt holding the run.
-func (s *Scheduler) settleLater(j *job, in ClaimInput, fence uint64, token string, res execResult) {
-	s.finishThenRecord(j, in.Slot, token, res.Status, false, func(stale bool) (StoredResult, Retention, bool) {
+func (s *Scheduler) settleLater(j *job, in backend.ClaimInput, fence uint64, token string, res execResult) {
+	s.finishThenRecord(j, in.Slot, token, res.Status, false, func(stale bool) (backend.StoredResult, backend.Retention, bool) {
 		if stale {
 			res = superseded(res)
 		}
@@ -173,13 +175,13 @@ func (s *Scheduler) settleLater(j *job, in ClaimInput, fence uint64, token strin
 // record makes of it (none when it returns false), sending both again from the
 // outbox until stored; stale tells record that another attempt holds the run. Now
 // is false for a caller whose own tries just failed: straight to the outbox.
-func (s *Scheduler) finishThenRecord(j *job, slot time.Time, token string, status Status, now bool, record func(stale bool) (StoredResult, Retention, bool)) {
+func (s *Scheduler) finishThenRecord(j *job, slot time.Time, token string, status Status, now bool, record func(stale bool) (backend.StoredResult, backend.Retention, bool)) {
 	finished, stale := false, false // the outbox sends it again, one try at a time
 	write := func(ctx context.Context) error {
 		if !finished {
 			err := s.runs.Finish(ctx, j.name, slot, token, status)
 			switch {
-			case errors.Is(err, ErrStaleToken), errors.Is(err, ErrLeaseLost):
+			case errors.Is(err, backend.ErrStaleToken), errors.Is(err, ErrLeaseLost):
 				stale = true
 			case err != nil:
 				return err
@@ -206,8 +208,8 @@ func (s *Scheduler) finishThenRecord(j *job, slot time.Time, token string, statu
 // outbox until the store answers: a holder's Finish is accepted also after its
 // lease expired, as long as nobody took the run over (who then ends it).
 func (s *Scheduler) finishLater(j *job, slot time.Time, token string, status Status) {
-	s.finishThenRecord(j, slot, token, status, true, func(bool) (StoredResult, Retention, bool) {
-		return StoredResult{}, Retention{}, false
+	s.finishThenRecord(j, slot, token, status, true, func(bool) (backend.StoredResult, backend.Retention, bool) {
+		return backend.StoredResult{}, backend.Retention{}, false
 	})
 }
 
@@ -247,7 +249,7 @@ func (s *Scheduler) release(j *job, slot time.Time, token string) {
 // backup takes it over.
 func (s *Scheduler) claimedElsewhere(j *job, slot time.Time, l *lease, err error) {
 	s.log.Warn("slot claimed by an instance without leases; not running it", "job", j.name, "slot", slot, "err", err)
-	s.emit(Event{Kind: EventLost, Job: j.name, Slot: slot, Token: l.token, Outcome: OutcomeDone, Err: err})
+	s.emit(Event{Kind: EventLost, Job: j.name, Slot: slot, Token: l.token, Outcome: backend.OutcomeDone, Err: err})
 	ctx, cancel := s.callCtx(context.Background())
 	defer cancel()
 	if err := s.runs.Finish(ctx, j.name, slot, l.token, StatusSkipped); err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -34,12 +35,12 @@ func (l *startLog) get() ([]scheduler.Run, []time.Time) {
 	return append([]scheduler.Run(nil), l.starts...), append([]time.Time(nil), l.at...)
 }
 
-func startThree(t *testing.T, b *scheduler.MemoryBackend, register func(s *scheduler.Scheduler) error) ([]*scheduler.Scheduler, []*faultView) {
+func startThree(t *testing.T, b *memory.Backend, register func(s *scheduler.Scheduler) error) ([]*scheduler.Scheduler, []*faultView) {
 	t.Helper()
 	var scheds []*scheduler.Scheduler
 	var views []*faultView
 	for _, id := range []string{"A", "B", "C"} {
-		v := &faultView{MemoryBackend: b}
+		v := &faultView{Backend: b}
 		s := newScheduler(t, v, id)
 		require.NoError(t, register(s))
 		require.NoError(t, s.Start(t.Context()))
@@ -51,7 +52,7 @@ func startThree(t *testing.T, b *scheduler.MemoryBackend, register func(s *sched
 
 func TestBackupTakesOverFromACrashedWinner(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := scheduler.NewMemoryBackend()
+		b := memory.New()
 		log := &startLog{}
 		var views []*faultView
 		var mu sync.Mutex
@@ -107,7 +108,7 @@ func TestBackupTakesOverFromACrashedWinner(t *testing.T) {
 
 func TestGracefulStopHandsOver(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := scheduler.NewMemoryBackend()
+		b := memory.New()
 		log := &startLog{}
 		firstStarted := make(chan string, 1)
 		time.Sleep(90 * time.Second)
@@ -147,7 +148,7 @@ func TestGracefulStopHandsOver(t *testing.T) {
 
 func TestOverlapForbiddenSkipsTheNextSlot(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := scheduler.NewMemoryBackend()
+		b := memory.New()
 		var running, maxRunning atomic.Int32
 		var runs atomic.Int32
 		time.Sleep(1500 * time.Millisecond)
@@ -199,7 +200,7 @@ func TestCatchUpAfterAllInstancesWereDown(t *testing.T) {
 	}{{scheduler.CatchUpNone, 0}, {scheduler.CatchUpLatest, 1}, {scheduler.CatchUpAll, 3}} {
 		t.Run(tc.policy.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				b := scheduler.NewMemoryBackend()
+				b := memory.New()
 				var mu sync.Mutex
 				ran := map[int64]int{}
 				register := func(s *scheduler.Scheduler) error {
@@ -243,8 +244,8 @@ func TestCatchUpAfterAllInstancesWereDown(t *testing.T) {
 
 func TestLeaseLostCancelsTheHandler(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := scheduler.NewMemoryBackend()
-		v := &faultView{MemoryBackend: b}
+		b := memory.New()
+		v := &faultView{Backend: b}
 		s := newScheduler(t, v, "solo")
 		var cause error
 		time.Sleep(90 * time.Second)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strconv"
 	"time"
+
+	"github.com/anarchon/anarchon/backend"
 )
 
 // claimKind says why a slot is claimed through the run store.
@@ -30,7 +32,7 @@ var lateDeadline = time.Unix(1, 0)
 
 // leaseClaim is one token's claims of one slot, from the first to the last answer.
 type leaseClaim struct {
-	RunClaim
+	backend.RunClaim
 	kind claimKind
 	// localDeadline is when, by this instance's clock, the slot may no longer start.
 	localDeadline time.Time
@@ -48,7 +50,7 @@ type leaseClaim struct {
 // stored them.
 func (s *Scheduler) handleLeased(j *job, slot time.Time, kind claimKind) {
 	c := &leaseClaim{
-		RunClaim: RunClaim{
+		RunClaim: backend.RunClaim{
 			Job:      j.name,
 			Slot:     slot,
 			Token:    newToken(),
@@ -77,7 +79,7 @@ func (s *Scheduler) handleLeased(j *job, slot time.Time, kind claimKind) {
 	if err != nil {
 		return // stopping, or the store stayed unreachable for as long as it matters
 	}
-	if res.Outcome == OutcomeRunning {
+	if res.Outcome == backend.OutcomeRunning {
 		s.emit(Event{Kind: EventStandby, Job: j.name, Slot: slot, Token: c.Token, Outcome: res.Outcome, Attempt: res.Attempt})
 		res, sent, err = s.standby(j, c)
 		if err != nil {
@@ -90,12 +92,12 @@ func (s *Scheduler) handleLeased(j *job, slot time.Time, kind claimKind) {
 // act follows a claim's answer other than running: a won manual run's slot is
 // ended (a manual run is not run again), a won slot of a paused job is finished
 // paused, anything else is followed.
-func (s *Scheduler) act(j *job, c *leaseClaim, res ClaimResult, sent time.Time) {
-	if res.Outcome == OutcomeWon && !j.onSchedule(c.Slot) {
+func (s *Scheduler) act(j *job, c *leaseClaim, res backend.ClaimResult, sent time.Time) {
+	if res.Outcome == backend.OutcomeWon && !j.onSchedule(c.Slot) {
 		s.endManual(j, c, res)
 		return
 	}
-	if res.Outcome == OutcomeWon {
+	if res.Outcome == backend.OutcomeWon {
 		p, paused := s.pauses.of(j.name, s.clock.Now())
 		if !paused && !res.Reopened {
 			// A slot that fell while its job was paused, claimed only after the
@@ -127,9 +129,9 @@ func (s *Scheduler) decidePaused(j *job, c *leaseClaim, attempt int, l *lease, p
 		return
 	}
 	emitted := false
-	s.finishThenRecord(j, c.Slot, c.Token, StatusPaused, true, func(stale bool) (StoredResult, Retention, bool) {
+	s.finishThenRecord(j, c.Slot, c.Token, StatusPaused, true, func(stale bool) (backend.StoredResult, backend.Retention, bool) {
 		if stale {
-			return StoredResult{}, Retention{}, false // another attempt holds the slot: it decides
+			return backend.StoredResult{}, backend.Retention{}, false // another attempt holds the slot: it decides
 		}
 		if !emitted {
 			emitted = true
@@ -153,12 +155,12 @@ func (s *Scheduler) finishDecided(j *job, c *leaseClaim, attempt int, l *lease, 
 		switch {
 		case err == nil:
 			return true
-		case errors.Is(err, ErrStaleToken), errors.Is(err, ErrLeaseLost):
+		case errors.Is(err, backend.ErrStaleToken), errors.Is(err, ErrLeaseLost):
 			return false // another attempt holds the slot: it decides
 		}
 		s.backendError(j, c.Slot, "finish", err)
 		next := s.clock.Now().Add(retryDelay(try))
-		if errors.Is(err, ErrInvalidClaim) || !next.Before(until) || !s.sleepUntil(s.hardCtx, next) {
+		if errors.Is(err, backend.ErrInvalidClaim) || !next.Before(until) || !s.sleepUntil(s.hardCtx, next) {
 			break
 		}
 	}
@@ -184,10 +186,10 @@ func (s *Scheduler) storedAs(j *job, c *leaseClaim, attempt int, status Status) 
 	rc := c.RunClaim
 	rc.Token, rc.TakeoverOnly = newToken(), true
 	res, err := s.runs.Claim(ctx, rc)
-	if err == nil && res.Outcome == OutcomeWon {
+	if err == nil && res.Outcome == backend.OutcomeWon {
 		s.release(j, c.Slot, rc.Token) // unfinished again since Active: not ours to take
 	}
-	return err == nil && res.Outcome == OutcomeDone && res.Status == status && res.Attempt == attempt
+	return err == nil && res.Outcome == backend.OutcomeDone && res.Status == status && res.Attempt == attempt
 }
 
 // recordPaused stores the history record of a slot decided paused: not run.
@@ -200,9 +202,9 @@ func (s *Scheduler) recordPaused(j *job, slot time.Time, token string, attempt i
 
 // pausedRecord is the history record of a slot decided paused, and the job's
 // retention.
-func (s *Scheduler) pausedRecord(j *job, slot time.Time, token string, attempt int, p Pause) (StoredResult, Retention) {
-	return StoredResult{Slot: slot, Token: token, Instance: s.instance, Attempt: max(attempt, 1), Status: StatusPaused,
-		FinishedAt: s.clock.Now(), Error: TruncateText(pausedWhy(p), MaxErrorText)}, Retention{Size: j.cfg.historySize, TTL: j.cfg.historyTTL}
+func (s *Scheduler) pausedRecord(j *job, slot time.Time, token string, attempt int, p Pause) (backend.StoredResult, backend.Retention) {
+	return backend.StoredResult{Slot: slot, Token: token, Instance: s.instance, Attempt: max(attempt, 1), Status: StatusPaused,
+		FinishedAt: s.clock.Now(), Error: backend.TruncateText(pausedWhy(p), MaxErrorText)}, backend.Retention{Size: j.cfg.historySize, TTL: j.cfg.historyTTL}
 }
 
 // pausedWhy says which pause held a slot.
@@ -215,14 +217,14 @@ func pausedWhy(p Pause) string {
 }
 
 // follow acts on a claim's answer, other than running.
-func (s *Scheduler) follow(j *job, c *leaseClaim, res ClaimResult, sent time.Time) {
+func (s *Scheduler) follow(j *job, c *leaseClaim, res backend.ClaimResult, sent time.Time) {
 	switch res.Outcome {
-	case OutcomeWon:
+	case backend.OutcomeWon:
 		s.runLeased(j, c, res, sent)
-	case OutcomeOverlap:
+	case backend.OutcomeOverlap:
 		s.emit(Event{Kind: EventSkipped, Job: j.name, Slot: c.Slot, Token: c.Token, Outcome: res.Outcome})
 		s.recordOnce(j, c.Slot, StatusSkipped, "another slot of the job held its lease (overlap forbidden)")
-	case OutcomeLate:
+	case backend.OutcomeLate:
 		s.emit(Event{Kind: EventLate, Job: j.name, Slot: c.Slot, Token: c.Token, Outcome: res.Outcome})
 		s.recordOnce(j, c.Slot, StatusLate, c.why)
 	default: // done, none, and outcomes this version does not know
@@ -252,7 +254,7 @@ func (j *job) keep() time.Duration {
 // It returns the answer and when the lease a won answer gives must be counted from:
 // the send time of the first claim of this token left unanswered, if any, else of
 // the claim answered.
-func (s *Scheduler) claimLease(j *job, c *leaseClaim) (ClaimResult, time.Time, error) {
+func (s *Scheduler) claimLease(j *job, c *leaseClaim) (backend.ClaimResult, time.Time, error) {
 	giveUp := c.localDeadline.Add(c.Keep)
 	for attempt := 0; ; attempt++ {
 		sent := s.clock.Now()
@@ -284,16 +286,16 @@ func (s *Scheduler) claimLease(j *job, c *leaseClaim) (ClaimResult, time.Time, e
 		s.backendError(j, c.Slot, "claim", err)
 		if s.clock.Now().After(giveUp) {
 			if c.kind == claimAdopt {
-				return ClaimResult{}, sent, err
+				return backend.ClaimResult{}, sent, err
 			}
 			// The store has been unreachable for longer than it keeps a run: say
 			// so, and record it if the backend can be reached.
-			s.emit(Event{Kind: EventLate, Job: j.name, Slot: c.Slot, Token: c.Token, Outcome: OutcomeLate, Err: err})
+			s.emit(Event{Kind: EventLate, Job: j.name, Slot: c.Slot, Token: c.Token, Outcome: backend.OutcomeLate, Err: err})
 			s.recordOnce(j, c.Slot, StatusLate, "the run store gave no answer: "+err.Error())
-			return ClaimResult{}, sent, err
+			return backend.ClaimResult{}, sent, err
 		}
 		if !s.sleepUntil(s.loopCtx, s.clock.Now().Add(retryDelay(attempt))) {
-			return ClaimResult{}, sent, err
+			return backend.ClaimResult{}, sent, err
 		}
 	}
 }
@@ -305,15 +307,15 @@ func (s *Scheduler) claimLease(j *job, c *leaseClaim) (ClaimResult, time.Time, e
 // completes or reports what this token's claims stored, bounded by the call timeout
 // and not by the stopping loops. A won answer is followed like any other (the
 // handler runs while Stop waits for handlers); anything else ends the claim.
-func (s *Scheduler) settleStopped(c *leaseClaim, rc RunClaim, err error) (ClaimResult, time.Time, error) {
+func (s *Scheduler) settleStopped(c *leaseClaim, rc backend.RunClaim, err error) (backend.ClaimResult, time.Time, error) {
 	rc.TakeoverOnly = true
 	ctx, cancel := s.callCtx(context.Background())
 	res, rerr := s.runs.Claim(ctx, rc)
 	cancel()
-	if rerr == nil && res.Outcome == OutcomeWon {
+	if rerr == nil && res.Outcome == backend.OutcomeWon {
 		return res, c.unanswered, nil
 	}
-	return ClaimResult{}, c.unanswered, err
+	return backend.ClaimResult{}, c.unanswered, err
 }
 
 // runLeased runs a won lease and settles it. Its attempt is recorded in history
@@ -322,8 +324,8 @@ func (s *Scheduler) settleStopped(c *leaseClaim, rc RunClaim, err error) (ClaimR
 // may say the slot is not ours, for a takeover too. Everything else is written
 // beside the run. A lease lost with the run unfinished makes this instance stand
 // by for the run again.
-func (s *Scheduler) runLeased(j *job, c *leaseClaim, res ClaimResult, sent time.Time) {
-	in := ClaimInput{
+func (s *Scheduler) runLeased(j *job, c *leaseClaim, res backend.ClaimResult, sent time.Time) {
+	in := backend.ClaimInput{
 		Job: j.name, Slot: c.Slot, Token: c.Token, Instance: s.instance, Attempt: max(res.Attempt, 1),
 		At: s.clock.Now(), HistorySize: j.cfg.historySize, HistoryTTL: j.cfg.historyTTL,
 	}
@@ -339,10 +341,10 @@ func (s *Scheduler) runLeased(j *job, c *leaseClaim, res ClaimResult, sent time.
 		s.log.Info("took over a run", "job", j.name, "slot", c.Slot, "attempt", in.Attempt, "previous", res.Previous)
 		s.emit(Event{Kind: EventTakeover, Job: j.name, Slot: c.Slot, Token: c.Token, Attempt: in.Attempt, Outcome: res.Outcome})
 	}
-	if rec, ok := s.backend.(ClaimRecorder); ok {
+	if rec, ok := s.backend.(backend.ClaimRecorder); ok {
 		record := func(ctx context.Context) error {
 			err := rec.RecordClaim(ctx, in)
-			if err != nil && !errors.Is(err, ErrClaimedElsewhere) {
+			if err != nil && !errors.Is(err, backend.ErrClaimedElsewhere) {
 				s.backendError(j, c.Slot, "record_claim", err)
 			}
 			return err
@@ -361,7 +363,7 @@ func (s *Scheduler) runLeased(j *job, c *leaseClaim, res ClaimResult, sent time.
 			ctx, cancel := context.WithTimeout(parent, min(s.callTO, j.cfg.lease/3))
 			err := record(ctx)
 			cancel()
-			if errors.Is(err, ErrClaimedElsewhere) {
+			if errors.Is(err, backend.ErrClaimedElsewhere) {
 				s.claimedElsewhere(j, c.Slot, l, err)
 				return
 			}
@@ -402,32 +404,20 @@ func (s *Scheduler) runLeased(j *job, c *leaseClaim, res ClaimResult, sent time.
 
 // noteLost records, beside the run, that the attempt a takeover (res) took over from
 // ended unfinished.
-func (s *Scheduler) noteLost(j *job, slot time.Time, res ClaimResult) {
+func (s *Scheduler) noteLost(j *job, slot time.Time, res backend.ClaimResult) {
 	if res.PreviousToken == "" {
 		return
 	}
-	prev := ClaimInput{Slot: slot, Token: res.PreviousToken, Instance: res.Previous, Attempt: res.PreviousAttempt}
+	prev := backend.ClaimInput{Slot: slot, Token: res.PreviousToken, Instance: res.Previous, Attempt: res.PreviousAttempt}
 	s.beside(func() {
 		s.save(j, prev, 0, execResult{Status: StatusLost, FinishedAt: s.clock.Now(), Error: "lease expired or released before the run finished; taken over by " + s.instance})
 	})
 }
 
-// RecordDecider is implemented by a [ClaimRecorder] that can tell whether the
-// record of a won lease (any attempt) may still decide who runs the slot: true
-// where instances without leases may claim the same job (a fleet in a rolling
-// upgrade that turns leases on or off), whose claim the record meets. The scheduler
-// then writes the record before the handler starts and does not run the slot when
-// the record answers [ErrClaimedElsewhere]. When it reports false the record is
-// written beside the handler, one round trip less before every run. A ClaimRecorder
-// without this method is treated as deciding.
-type RecordDecider interface {
-	RecordDecides(job string) bool
-}
-
 // recordDecides reports whether the record of a won attempt of job must be
 // written before the handler starts.
-func recordDecides(b Backend, job string) bool {
-	d, ok := b.(RecordDecider)
+func recordDecides(b backend.Backend, job string) bool {
+	d, ok := b.(backend.RecordDecider)
 	return !ok || d.RecordDecides(job)
 }
 
@@ -463,8 +453,8 @@ func (s *Scheduler) besideIfRunning(f func()) bool {
 // store's watch when there is one, and polls otherwise; with a watch it still
 // re-checks every lease/2, in case the lease ended between the last claim and the
 // start of the watch.
-func (s *Scheduler) standby(j *job, c *leaseClaim) (ClaimResult, time.Time, error) {
-	watcher, _ := s.runs.(LeaseWatcher)
+func (s *Scheduler) standby(j *job, c *leaseClaim) (backend.ClaimResult, time.Time, error) {
+	watcher, _ := s.runs.(backend.LeaseWatcher)
 	poll := j.cfg.lease / 4
 	if watcher != nil {
 		poll = j.cfg.lease / 2
@@ -494,10 +484,10 @@ func (s *Scheduler) standby(j *job, c *leaseClaim) (ClaimResult, time.Time, erro
 		t.Stop()
 		cancel()
 		if s.loopCtx.Err() != nil {
-			return ClaimResult{}, time.Time{}, s.loopCtx.Err()
+			return backend.ClaimResult{}, time.Time{}, s.loopCtx.Err()
 		}
 		res, sent, err := s.claimLease(j, c)
-		if err != nil || res.Outcome != OutcomeRunning {
+		if err != nil || res.Outcome != backend.OutcomeRunning {
 			return res, sent, err
 		}
 	}
@@ -508,12 +498,12 @@ func (s *Scheduler) standby(j *job, c *leaseClaim) (ClaimResult, time.Time, erro
 // they are written again from the outbox until stored.
 func (s *Scheduler) recordOnce(j *job, slot time.Time, status Status, why string) {
 	in := s.claimInput(j, slot, 1)
-	r := StoredResult{Slot: slot, Token: in.Token, Instance: s.instance, Attempt: 1, Status: status,
-		FinishedAt: s.clock.Now(), Error: TruncateText(why, MaxErrorText)}
-	keep := Retention{Size: j.cfg.historySize, TTL: j.cfg.historyTTL}
+	r := backend.StoredResult{Slot: slot, Token: in.Token, Instance: s.instance, Attempt: 1, Status: status,
+		FinishedAt: s.clock.Now(), Error: backend.TruncateText(why, MaxErrorText)}
+	keep := backend.Retention{Size: j.cfg.historySize, TTL: j.cfg.historyTTL}
 	// Not under the loops' context: a decision already stored is recorded even
 	// while Stop is stopping the loops (Stop waits for it, and drains the outbox).
-	s.complete(j, slot, "claim", keep.until(r.FinishedAt), func(ctx context.Context) error {
+	s.complete(j, slot, "claim", keep.Until(r.FinishedAt), func(ctx context.Context) error {
 		won, err := s.backend.Claim(ctx, in)
 		if err != nil || !won {
 			return err

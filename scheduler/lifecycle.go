@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/anarchon/anarchon/backend"
 )
 
 // Start initialises the backend, prepares every job, reads the pauses in force and
@@ -37,7 +39,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 			return fmt.Errorf("scheduler: prepare job %q on %s: %w", j.name, s.backend.Name(), err)
 		}
 	}
-	pauser, _ := s.backend.(Pauser)
+	pauser, _ := s.backend.(backend.Pauser)
 	if pauser != nil {
 		// The pauses in force before the first slot is claimed; the watch keeps
 		// them current afterwards.

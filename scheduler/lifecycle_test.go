@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend"
+	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -20,7 +22,7 @@ func TestLifecycleMessages(t *testing.T) {
 		time.Sleep(time.Hour) // between slots
 		noop := func(context.Context, scheduler.Run) error { return nil }
 		logs := newCaptureLog()
-		s := newScheduler(t, scheduler.NewMemoryBackend(), "A", func(c *scheduler.Config) { c.Logger = slog.New(logs) })
+		s := newScheduler(t, memory.New(), "A", func(c *scheduler.Config) { c.Logger = slog.New(logs) })
 		require.NoError(t, s.Every("j", time.Hour, noop))
 
 		// Stop before Start: nil, and the log says it was a no-op that ends the
@@ -51,7 +53,7 @@ func TestLifecycleMessages(t *testing.T) {
 		assert.EqualError(t, err, `run "j" now: scheduler: not started: the scheduler was stopped`)
 
 		// Before Start and while started.
-		s = newScheduler(t, scheduler.NewMemoryBackend(), "A")
+		s = newScheduler(t, memory.New(), "A")
 		require.NoError(t, s.Every("j", time.Hour, noop))
 		_, err = s.RunNow(t.Context(), "j")
 		assert.EqualError(t, err, `run "j" now: scheduler: not started: call Start first`)
@@ -71,7 +73,7 @@ func TestLifecycleMessages(t *testing.T) {
 // stuckBackend is a memory backend whose Init, PrepareJob or Pauses waits for its
 // context to end.
 type stuckBackend struct {
-	*scheduler.MemoryBackend
+	*memory.Backend
 	stuck string // "init", "prepare" or "pauses"
 }
 
@@ -87,21 +89,21 @@ func (b stuckBackend) Init(ctx context.Context) error {
 	if err := b.wait(ctx, "init"); err != nil {
 		return err
 	}
-	return b.MemoryBackend.Init(ctx)
+	return b.Backend.Init(ctx)
 }
 
-func (b stuckBackend) PrepareJob(ctx context.Context, j scheduler.JobLimits) error {
+func (b stuckBackend) PrepareJob(ctx context.Context, j backend.JobLimits) error {
 	if err := b.wait(ctx, "prepare"); err != nil {
 		return err
 	}
-	return b.MemoryBackend.PrepareJob(ctx, j)
+	return b.Backend.PrepareJob(ctx, j)
 }
 
 func (b stuckBackend) Pauses(ctx context.Context) ([]scheduler.Pause, error) {
 	if err := b.wait(ctx, "pauses"); err != nil {
 		return nil, err
 	}
-	return b.MemoryBackend.Pauses(ctx)
+	return b.Backend.Pauses(ctx)
 }
 
 // TestStartContext: Start's context bounds its own calls (Init, PrepareJob, the
@@ -112,7 +114,7 @@ func TestStartContext(t *testing.T) {
 	for _, stuck := range []string{"init", "prepare", "pauses"} {
 		t.Run(stuck, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				b := stuckBackend{scheduler.NewMemoryBackend(), stuck}
+				b := stuckBackend{memory.New(), stuck}
 				s := newScheduler(t, b, "A", func(c *scheduler.Config) { c.CallTimeout = 3 * time.Second })
 				require.NoError(t, s.Every("j", time.Hour, noop))
 				ctx, cancel := context.WithTimeout(t.Context(), time.Second)
@@ -135,7 +137,7 @@ func TestStartContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		time.Sleep(30 * time.Minute) // between slots
 		runs := make(chan scheduler.Run, 10)
-		s := newScheduler(t, scheduler.NewMemoryBackend(), "A")
+		s := newScheduler(t, memory.New(), "A")
 		require.NoError(t, s.Every("j", time.Hour, func(_ context.Context, r scheduler.Run) error {
 			runs <- r
 			return nil

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -73,7 +74,7 @@ func (c *captureLog) all() []logged {
 // panic at error with its stack, once; "run finished" at info whatever the status.
 func TestLogLevels(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := scheduler.NewMemoryBackend()
+		b := memory.New()
 		logs := map[string]*captureLog{}
 		var scheds []*scheduler.Scheduler
 		for _, id := range []string{"A", "B"} {
@@ -171,7 +172,7 @@ func TestLogLevels(t *testing.T) {
 func TestLoggerAloneGetsFailures(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newCaptureLog()
-		s := newScheduler(t, scheduler.NewMemoryBackend(), "A", func(cfg *scheduler.Config) { cfg.Logger = slog.New(c) })
+		s := newScheduler(t, memory.New(), "A", func(cfg *scheduler.Config) { cfg.Logger = slog.New(c) })
 		require.NoError(t, s.Every("fails", time.Hour, func(context.Context, scheduler.Run) error { return errors.New("disk full") }))
 		time.Sleep(time.Minute)
 		require.NoError(t, s.Start(t.Context()))

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/anarchon/anarchon/backend"
 )
 
 // loop walks a job's slots in order. Each due slot is handled in its own goroutine,
@@ -190,7 +192,7 @@ func (s *Scheduler) handleSlot(j *job, slot time.Time, kind claimKind) {
 	for attempt := 0; ; attempt++ {
 		now := s.clock.Now()
 		if now.After(deadline) {
-			s.emit(Event{Kind: EventLate, Job: j.name, Slot: slot, Token: in.Token, Outcome: OutcomeLate})
+			s.emit(Event{Kind: EventLate, Job: j.name, Slot: slot, Token: in.Token, Outcome: backend.OutcomeLate})
 			if attempt > 0 {
 				s.settleUnanswered(j, in, deadline)
 			}
@@ -204,14 +206,14 @@ func (s *Scheduler) handleSlot(j *job, slot time.Time, kind claimKind) {
 		cancel()
 		if err == nil {
 			if !won {
-				s.emit(Event{Kind: EventLost, Job: j.name, Slot: slot, Token: in.Token, Outcome: OutcomeDone})
+				s.emit(Event{Kind: EventLost, Job: j.name, Slot: slot, Token: in.Token, Outcome: backend.OutcomeDone})
 				return
 			}
 			if p, paused := s.pauses.of(j.name, s.clock.Now()); paused {
 				s.recordPaused(j, slot, in.Token, 1, p)
 				return
 			}
-			s.emit(Event{Kind: EventClaimed, Job: j.name, Slot: slot, Token: in.Token, Attempt: 1, Outcome: OutcomeWon})
+			s.emit(Event{Kind: EventClaimed, Job: j.name, Slot: slot, Token: in.Token, Attempt: 1, Outcome: backend.OutcomeWon})
 			s.execute(s.hardCtx, j, in, 0, nil)
 			return
 		}
@@ -230,7 +232,7 @@ func (s *Scheduler) handleSlot(j *job, slot time.Time, kind claimKind) {
 // same answer; still inside the window, which the registration check keeps wider
 // than the deadline plus the clock skew allowance) finds out, and a slot that was
 // ours is recorded late, not left looking like a run that never ended.
-func (s *Scheduler) settleUnanswered(j *job, in ClaimInput, deadline time.Time) {
+func (s *Scheduler) settleUnanswered(j *job, in backend.ClaimInput, deadline time.Time) {
 	left := deadline.Add(s.maxSkew).Sub(s.clock.Now())
 	if left <= 0 {
 		return
@@ -250,8 +252,8 @@ func retryDelay(attempt int) time.Duration {
 	return d/2 + rand.N(d/2)
 }
 
-func (s *Scheduler) claimInput(j *job, slot time.Time, attempt int) ClaimInput {
-	return ClaimInput{
+func (s *Scheduler) claimInput(j *job, slot time.Time, attempt int) backend.ClaimInput {
+	return backend.ClaimInput{
 		Job:         j.name,
 		Slot:        slot,
 		Token:       newToken(),

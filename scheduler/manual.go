@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/anarchon/anarchon/backend"
 )
 
 // Manual runs with leases. On a backend with leases a manual run holds a lease of
@@ -61,16 +63,16 @@ const maxManualSearch = 1000
 // from now (in.Slot is set to it). It returns the claim won, its answer and when
 // the lease counts from. A job that forbids overlap while another of its runs
 // holds a lease gets ErrJobBusy.
-func (s *Scheduler) claimManual(ctx context.Context, j *job, in *ClaimInput) (RunClaim, ClaimResult, time.Time, error) {
+func (s *Scheduler) claimManual(ctx context.Context, j *job, in *backend.ClaimInput) (backend.RunClaim, backend.ClaimResult, time.Time, error) {
 	ctx, cancel := s.callCtx(ctx)
 	defer cancel()
 	slot, ok := j.manualSlot(s.clock.Now())
 	for try := 0; ok && try < maxManualSlotTries; try++ {
-		c := &leaseClaim{RunClaim: RunClaim{
+		c := &leaseClaim{RunClaim: backend.RunClaim{
 			Job: j.name, Slot: slot, Token: in.Token, Instance: s.instance, Lease: j.cfg.lease,
 			Deadline: s.clock.Now().Add(s.maxSkew), Overlap: j.cfg.overlap, Keep: j.keep(),
 		}}
-		var res ClaimResult
+		var res backend.ClaimResult
 		var sent time.Time
 		for attempt := 0; ; attempt++ {
 			sent = s.clock.Now()
@@ -90,20 +92,20 @@ func (s *Scheduler) claimManual(ctx context.Context, j *job, in *ClaimInput) (Ru
 				// The store may have applied a claim whose answer was lost: the
 				// lease it gave, if any, is ended unrun.
 				s.endUnrun(j, c.RunClaim)
-				return RunClaim{}, ClaimResult{}, time.Time{}, fmt.Errorf("scheduler: run %q now: claim a lease: %w", j.name, err)
+				return backend.RunClaim{}, backend.ClaimResult{}, time.Time{}, fmt.Errorf("scheduler: run %q now: claim a lease: %w", j.name, err)
 			}
 		}
 		if !c.unanswered.IsZero() {
 			sent = c.unanswered
 		}
 		switch res.Outcome {
-		case OutcomeWon:
+		case backend.OutcomeWon:
 			in.Slot = slot
 			return c.RunClaim, res, sent, nil
-		case OutcomeOverlap:
-			return RunClaim{}, ClaimResult{}, time.Time{}, fmt.Errorf("run %q now: %w: another run of it holds its lease", j.name, ErrJobBusy)
-		case OutcomeLate:
-			return RunClaim{}, ClaimResult{}, time.Time{}, fmt.Errorf("scheduler: run %q now: the run store's clock is more than the clock skew allowance (%v) ahead of this instance's", j.name, s.maxSkew)
+		case backend.OutcomeOverlap:
+			return backend.RunClaim{}, backend.ClaimResult{}, time.Time{}, fmt.Errorf("run %q now: %w: another run of it holds its lease", j.name, ErrJobBusy)
+		case backend.OutcomeLate:
+			return backend.RunClaim{}, backend.ClaimResult{}, time.Time{}, fmt.Errorf("scheduler: run %q now: the run store's clock is more than the clock skew allowance (%v) ahead of this instance's", j.name, s.maxSkew)
 		}
 		// The millisecond is taken (running, done): another instance's manual run
 		// has it. Its later ones may follow it closely, so skip a random stretch.
@@ -111,10 +113,10 @@ func (s *Scheduler) claimManual(ctx context.Context, j *job, in *ClaimInput) (Ru
 		in.Token = newToken()
 	}
 	if !ok {
-		return RunClaim{}, ClaimResult{}, time.Time{}, fmt.Errorf("run %q now: %w: every millisecond is one of its slots, and with leases a manual run holds a lease on an instant that is not (an interval of at least 2ms)",
+		return backend.RunClaim{}, backend.ClaimResult{}, time.Time{}, fmt.Errorf("run %q now: %w: every millisecond is one of its slots, and with leases a manual run holds a lease on an instant that is not (an interval of at least 2ms)",
 			j.name, ErrInvalidOption)
 	}
-	return RunClaim{}, ClaimResult{}, time.Time{}, fmt.Errorf("scheduler: run %q now: %d slots in a row were taken by other manual runs", j.name, maxManualSlotTries)
+	return backend.RunClaim{}, backend.ClaimResult{}, time.Time{}, fmt.Errorf("scheduler: run %q now: %d slots in a row were taken by other manual runs", j.name, maxManualSlotTries)
 }
 
 func orDash(s string) string {
@@ -127,13 +129,13 @@ func orDash(s string) string {
 // endManual settles a takeover of a manual run (found unfinished, its lease
 // expired or released: its instance stopped before it ended): finished lost, with
 // the attempt it took over recorded lost. A manual run is not run again.
-func (s *Scheduler) endManual(j *job, c *leaseClaim, res ClaimResult) {
+func (s *Scheduler) endManual(j *job, c *leaseClaim, res backend.ClaimResult) {
 	s.log.Info("ends a manual run whose instance stopped renewing its lease", "job", j.name, "slot", c.Slot, "previous", res.Previous)
 	s.finishLater(j, c.Slot, c.Token, StatusLost)
 	if res.PreviousToken == "" {
 		return
 	}
-	prev := ClaimInput{Slot: c.Slot, Token: res.PreviousToken, Instance: res.Previous, Attempt: res.PreviousAttempt, Manual: true}
+	prev := backend.ClaimInput{Slot: c.Slot, Token: res.PreviousToken, Instance: res.Previous, Attempt: res.PreviousAttempt, Manual: true}
 	s.save(j, prev, 0, execResult{Status: StatusLost, FinishedAt: s.clock.Now(),
 		Error: "the instance running this manual run stopped renewing its lease; ended by " + s.instance + " (a manual run is not run again)"})
 }
@@ -143,7 +145,7 @@ func (s *Scheduler) endManual(j *job, c *leaseClaim, res ClaimResult) {
 // written), so that nobody finds it unfinished: finished cancelled. It is written
 // again from the outbox until the store answers; a repeat of the claim (the same
 // token, creating nothing) says whether there is a lease to end.
-func (s *Scheduler) endUnrun(j *job, rc RunClaim) {
+func (s *Scheduler) endUnrun(j *job, rc backend.RunClaim) {
 	held := rc.Token
 	// The lease, if held, is released first; then a token of its own takes the
 	// run over (a takeover-only claim creates nothing) and finishes it. Both are
@@ -157,12 +159,12 @@ func (s *Scheduler) endUnrun(j *job, rc RunClaim) {
 		switch {
 		case err != nil:
 			return err
-		case res.Outcome == OutcomeRunning:
+		case res.Outcome == backend.OutcomeRunning:
 			return fmt.Errorf("scheduler: manual run of %q not yet released: %w", j.name, ErrLeaseLost)
-		case res.Outcome != OutcomeWon:
+		case res.Outcome != backend.OutcomeWon:
 			return nil // nothing stored, or finished already
 		}
-		if err := s.runs.Finish(ctx, j.name, rc.Slot, rc.Token, StatusCancelled); err != nil && !errors.Is(err, ErrStaleToken) {
+		if err := s.runs.Finish(ctx, j.name, rc.Slot, rc.Token, StatusCancelled); err != nil && !errors.Is(err, backend.ErrStaleToken) {
 			return err
 		}
 		return nil

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -19,7 +20,7 @@ import (
 // job's next slot is skipped.
 func TestTriggersFollowOverlapSkip(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := scheduler.NewMemoryBackend()
+		mem := memory.New()
 		var running, most, manual atomic.Int32
 		handler := func(ctx context.Context, r scheduler.Run) error {
 			n := running.Add(1)
@@ -79,9 +80,9 @@ func TestTriggersFollowOverlapSkip(t *testing.T) {
 // lease expired (here, one that starts afterwards), never run again.
 func TestDeadManualRunIsEndedLost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := scheduler.NewMemoryBackend()
+		mem := memory.New()
 		var starts atomic.Int32
-		a := &failingFinish{MemoryBackend: mem}
+		a := &failingFinish{Backend: mem}
 		sa := newScheduler(t, a, "A")
 		require.NoError(t, sa.Every("job", time.Hour, func(ctx context.Context, r scheduler.Run) error {
 			starts.Add(1)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -55,7 +56,7 @@ func TestMiddlewareWrapsScheduledAndManualRuns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tr := &trace{}
 		var handled []scheduler.Run
-		s := newScheduler(t, scheduler.NewMemoryBackend(), "A", func(c *scheduler.Config) {
+		s := newScheduler(t, memory.New(), "A", func(c *scheduler.Config) {
 			c.Middleware = []scheduler.Middleware{tr.named("outer"), tr.named("inner")}
 		})
 		require.NoError(t, s.Every("tick", time.Hour, func(_ context.Context, r scheduler.Run) error {
@@ -141,7 +142,7 @@ func TestMiddlewareDecidesTheOutcome(t *testing.T) {
 				if tc.mw != nil {
 					mws = []scheduler.Middleware{tc.mw}
 				}
-				s := newScheduler(t, scheduler.NewMemoryBackend(), "A", func(c *scheduler.Config) { c.Middleware = mws })
+				s := newScheduler(t, memory.New(), "A", func(c *scheduler.Config) { c.Middleware = mws })
 				require.NoError(t, s.Every("job", 24*time.Hour, tc.handler))
 				time.Sleep(time.Hour)
 				require.NoError(t, s.Start(t.Context()))
@@ -161,11 +162,11 @@ func TestMiddlewareDecidesTheOutcome(t *testing.T) {
 // is refused when a job is registered.
 func TestMiddlewareIsChecked(t *testing.T) {
 	ok := func(next scheduler.Handler) scheduler.Handler { return next }
-	_, err := scheduler.New(scheduler.Config{Backend: scheduler.NewMemoryBackend(), Middleware: []scheduler.Middleware{ok, nil}})
+	_, err := scheduler.New(scheduler.Config{Backend: memory.New(), Middleware: []scheduler.Middleware{ok, nil}})
 	require.ErrorIs(t, err, scheduler.ErrInvalidConfig)
 	assert.ErrorContains(t, err, "Middleware[1]")
 
-	s, err := scheduler.New(scheduler.Config{Backend: scheduler.NewMemoryBackend(), Middleware: []scheduler.Middleware{
+	s, err := scheduler.New(scheduler.Config{Backend: memory.New(), Middleware: []scheduler.Middleware{
 		ok, func(scheduler.Handler) scheduler.Handler { return nil },
 	}})
 	require.NoError(t, err)
@@ -181,7 +182,7 @@ type callerKey struct{}
 // context, say), and is still cancelled when that context is, with its cause.
 func TestRunNowHandlerCarriesTheCallersContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newScheduler(t, scheduler.NewMemoryBackend(), "A")
+		s := newScheduler(t, memory.New(), "A")
 		type seen struct {
 			value any
 			cause error

@@ -4,14 +4,14 @@ package scheduler_test
 // name.
 //
 // Every seed builds a small world under testing/synctest (virtual time): 3–5
-// scheduler instances sharing one MemoryBackend and its MemoryRunStore, each with its
+// scheduler instances sharing one memory.Backend and its memory.RunStore, each with its
 // own clock offset (±500 ms) and its own faulty view of the store (lost answers, lost
 // requests, slow requests, crashes, paused heartbeats), running 1–3 Every jobs with
 // leases. A plan drawn from the seed crashes, pauses, stops and restarts instances
 // and calls RunNow during a fault phase; a quiet phase follows in which every
 // instance slot is up and healthy, and then every instance is stopped with a
 // generous deadline. The harness, the faults, the record and the invariants it is
-// checked against (the lease rules of scheduler.RunStore) are internal/modelcheck's,
+// checked against (the lease rules of backend.RunStore) are internal/modelcheck's,
 // shared with integration's TestModelCheckKV; with virtual time and a store in memory
 // the record knows exactly when the store applied each call (modelcheck.Exact).
 //
@@ -31,6 +31,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/internal/modelcheck"
 	"github.com/anarchon/anarchon/scheduler"
 )
@@ -78,7 +79,7 @@ func TestModelCheck(t *testing.T) {
 			watchdog := time.AfterFunc(mcWallLimit, func() { mcLivelock(seed, current.Load()) })
 			defer watchdog.Stop()
 			synctest.Test(t, func(t *testing.T) {
-				b := scheduler.NewMemoryBackendWithClock(scheduler.SystemClock{})
+				b := memory.NewWithClock(scheduler.SystemClock{})
 				// Every instance of the seed shares the one store.
 				h := modelcheck.New(mcWorld, mcNewPlan(seed), func(string) (modelcheck.Store, error) { return b, nil })
 				current.Store(h)

@@ -15,8 +15,6 @@ const (
 	// heartbeats every lease/3; a backup takes over about one lease after the winner
 	// dies.
 	DefaultLease = 30 * time.Second
-	// MinLease is the shortest lease accepted (lease stores count expiry in seconds).
-	MinLease = time.Second
 	// DefaultHistorySize is how many results a backend keeps per job.
 	DefaultHistorySize = 100
 	// DefaultCatchUpWindow bounds catch-up when the job gives no window.

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/anarchon/anarchon/backend"
 )
 
 // The outbox keeps the records that complete a slot (a run's result, the record of
@@ -115,7 +117,7 @@ func opOf(err error, op string) string {
 
 // permanent reports whether a failed write would fail the same way again.
 func permanent(err error) bool {
-	return errors.Is(err, ErrInvalidClaim) || errors.Is(err, ErrInvalidJobName)
+	return errors.Is(err, backend.ErrInvalidClaim) || errors.Is(err, ErrInvalidJobName)
 }
 
 func (o *outbox) add(s *Scheduler, w *pendingWrite) {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/anarchon/anarchon/backend/memory"
 )
 
 var sink atomic.Int64
@@ -18,7 +20,7 @@ var sink atomic.Int64
 // while its worker moves on, b is added, then c while b is being written), as the
 // window has no call to hook.
 func TestOutboxRecordAddedAsTheLastIsPoppedIsWrittenOnce(t *testing.T) {
-	s, err := New(Config{Backend: NewMemoryBackend(), Instance: "A"})
+	s, err := New(Config{Backend: memory.New(), Instance: "A"})
 	require.NoError(t, err)
 	require.NoError(t, s.Every("job", time.Hour, func(context.Context, Run) error { return nil }))
 	j := s.jobs["job"]

@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend"
+	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -20,7 +22,7 @@ import (
 // stream), and the first failClaims Claim calls (the claim that picks who records a
 // slot that did not run).
 type flakyHistory struct {
-	*scheduler.MemoryBackend
+	*memory.Backend
 	mu         sync.Mutex
 	failSaves  int
 	failClaims int
@@ -43,19 +45,19 @@ func (f *flakyHistory) fail(n *int, partitioned bool) bool {
 	return false
 }
 
-func (f *flakyHistory) SaveResult(ctx context.Context, job string, r scheduler.StoredResult, keep scheduler.Retention) error {
+func (f *flakyHistory) SaveResult(ctx context.Context, job string, r backend.StoredResult, keep backend.Retention) error {
 	f.saves.Add(1)
 	if f.fail(&f.failSaves, true) {
 		return errFlaky
 	}
-	return f.MemoryBackend.SaveResult(ctx, job, r, keep)
+	return f.Backend.SaveResult(ctx, job, r, keep)
 }
 
-func (f *flakyHistory) Claim(ctx context.Context, in scheduler.ClaimInput) (bool, error) {
+func (f *flakyHistory) Claim(ctx context.Context, in backend.ClaimInput) (bool, error) {
 	if f.fail(&f.failClaims, false) {
 		return false, errFlaky
 	}
-	return f.MemoryBackend.Claim(ctx, in)
+	return f.Backend.Claim(ctx, in)
 }
 
 // byStatus counts a job's history records by status.
@@ -77,8 +79,8 @@ func TestFailedResultWriteIsRetried(t *testing.T) {
 		name := map[bool]string{false: "plain", true: "leases"}[leases]
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				var b scheduler.Backend
-				f := &flakyHistory{MemoryBackend: scheduler.NewMemoryBackend(), failSaves: 1}
+				var b backend.Backend
+				f := &flakyHistory{Backend: memory.New(), failSaves: 1}
 				b = f
 				if !leases {
 					b = plainOf{f}
@@ -109,8 +111,8 @@ func TestResultStoredAfterAPartition(t *testing.T) {
 		name := map[bool]string{false: "plain", true: "leases"}[leases]
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				f := &flakyHistory{MemoryBackend: scheduler.NewMemoryBackend()}
-				var b scheduler.Backend = f
+				f := &flakyHistory{Backend: memory.New()}
+				var b backend.Backend = f
 				if !leases {
 					b = plainOf{f}
 				}
@@ -144,7 +146,7 @@ func TestResultStoredAfterAPartition(t *testing.T) {
 // that picks who records it fails once.
 func TestSkippedRecordIsRetried(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := &flakyHistory{MemoryBackend: scheduler.NewMemoryBackend()}
+		f := &flakyHistory{Backend: memory.New()}
 		s := newScheduler(t, f, "A")
 		require.NoError(t, s.Every("long", time.Minute, func(ctx context.Context, _ scheduler.Run) error {
 			time.Sleep(90 * time.Second)
@@ -167,7 +169,7 @@ func TestSkippedRecordIsRetried(t *testing.T) {
 // it could not store.
 func TestStopDrainsTheOutbox(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := &flakyHistory{MemoryBackend: scheduler.NewMemoryBackend()}
+		f := &flakyHistory{Backend: memory.New()}
 		s := newScheduler(t, plainOf{f}, "A", callTimeout(time.Second))
 		require.NoError(t, s.Every("tick", time.Minute, func(context.Context, scheduler.Run) error { return nil }, scheduler.WithMaxLate(5*time.Second)))
 		time.Sleep(time.Minute - time.Second)
@@ -183,7 +185,7 @@ func TestStopDrainsTheOutbox(t *testing.T) {
 		assert.Contains(t, err.Error(), "1 records that complete a slot")
 
 		// With the store back before the deadline, Stop stores it and returns nil.
-		f2 := &flakyHistory{MemoryBackend: scheduler.NewMemoryBackend()}
+		f2 := &flakyHistory{Backend: memory.New()}
 		s2 := newScheduler(t, plainOf{f2}, "A", callTimeout(time.Second))
 		require.NoError(t, s2.Every("tick", time.Minute, func(context.Context, scheduler.Run) error { return nil }, scheduler.WithMaxLate(5*time.Second)))
 		f2.mu.Lock()

@@ -7,24 +7,9 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/anarchon/anarchon/backend"
 )
-
-// Pause is a stored pause: while it is in force, the slots of its job (of every job
-// when Job is empty) are not run but recorded paused, on every instance.
-type Pause struct {
-	// Job is the paused job, or "" for all jobs.
-	Job string
-	// Reason and By say why and who asked; shown in history tools and logs.
-	Reason string
-	By     string
-	// At is when the pause was stored, by the pausing instance's clock.
-	At time.Time
-	// Until, when set, ends the pause by itself; zero: until Resume.
-	Until time.Time
-}
-
-// InForce reports whether the pause applies at now.
-func (p Pause) InForce(now time.Time) bool { return p.Until.IsZero() || now.Before(p.Until) }
 
 // PauseOptions describe a pause asked for with Scheduler.Pause.
 type PauseOptions struct {
@@ -34,26 +19,6 @@ type PauseOptions struct {
 	By string
 	// Until, when set, ends the pause by itself; it must be in the future.
 	Until time.Time
-}
-
-// MaxPauseText bounds a pause's Reason and By, in bytes.
-const MaxPauseText = 1024
-
-// Pauser is implemented by backends that store pauses, so that every instance
-// honours a pause and it survives restarts. It is optional: on a backend without it,
-// Pause and Resume return ErrPauseNotSupported and jobs always run.
-type Pauser interface {
-	// SetPause stores p, replacing a pause stored for the same Job.
-	SetPause(ctx context.Context, p Pause) error
-	// ClearPause removes the pause stored for job ("": the all-jobs pause). Clearing
-	// a pause that is not stored is not an error.
-	ClearPause(ctx context.Context, job string) error
-	// Pauses returns the stored pauses, expired ones included.
-	Pauses(ctx context.Context) ([]Pause, error)
-	// WatchPauses calls fn with the stored pauses at once and again after every
-	// change, until ctx ends (it then returns nil) or the watch fails. fn is called
-	// from one goroutine at a time and must return quickly.
-	WatchPauses(ctx context.Context, fn func([]Pause)) error
 }
 
 // pauses is the scheduler's view of the stored pauses, updated by the watch, and
@@ -190,8 +155,8 @@ func (s *Scheduler) declared(job string) (*job, error) {
 	return j, nil
 }
 
-func (s *Scheduler) pauser() (Pauser, error) {
-	p, ok := s.backend.(Pauser)
+func (s *Scheduler) pauser() (backend.Pauser, error) {
+	p, ok := s.backend.(backend.Pauser)
 	if !ok {
 		return nil, fmt.Errorf("%w: %s", ErrPauseNotSupported, s.backend.Name())
 	}
@@ -244,7 +209,7 @@ func (s *Scheduler) clearPause(ctx context.Context, job string) error {
 
 // watchPauses keeps the scheduler's view of the pauses current until the loops
 // stop, watching again after a failed watch.
-func (s *Scheduler) watchPauses(p Pauser) {
+func (s *Scheduler) watchPauses(p backend.Pauser) {
 	defer s.loops.Done()
 	for attempt := 0; s.loopCtx.Err() == nil; attempt++ {
 		err := p.WatchPauses(s.loopCtx, func(all []Pause) {

@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend"
+	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -21,7 +23,7 @@ import (
 // and whose every run store call and result write hangs once dead is set (a
 // process that died).
 type failingFinish struct {
-	*scheduler.MemoryBackend
+	*memory.Backend
 	failPaused atomic.Int32
 	hang       atomic.Bool
 	dead       atomic.Bool
@@ -38,26 +40,26 @@ func (f *failingFinish) wait(ctx context.Context) error {
 	return errDead
 }
 
-func (f *failingFinish) SaveResult(ctx context.Context, job string, r scheduler.StoredResult, keep scheduler.Retention) error {
+func (f *failingFinish) SaveResult(ctx context.Context, job string, r backend.StoredResult, keep backend.Retention) error {
 	if err := f.wait(ctx); err != nil {
 		return err
 	}
-	return f.MemoryBackend.SaveResult(ctx, job, r, keep)
+	return f.Backend.SaveResult(ctx, job, r, keep)
 }
 
-func (f *failingFinish) Runs() scheduler.RunStore {
-	return finishRuns{LeaseWatcher: f.MemoryBackend.Runs().(*scheduler.MemoryRunStore), RunStore: f.MemoryBackend.Runs(), f: f}
+func (f *failingFinish) Runs() backend.RunStore {
+	return finishRuns{LeaseWatcher: f.Backend.Runs().(*memory.RunStore), RunStore: f.Backend.Runs(), f: f}
 }
 
 type finishRuns struct {
-	scheduler.RunStore
-	scheduler.LeaseWatcher
+	backend.RunStore
+	backend.LeaseWatcher
 	f *failingFinish
 }
 
-func (r finishRuns) Claim(ctx context.Context, in scheduler.RunClaim) (scheduler.ClaimResult, error) {
+func (r finishRuns) Claim(ctx context.Context, in backend.RunClaim) (backend.ClaimResult, error) {
 	if err := r.f.wait(ctx); err != nil {
-		return scheduler.ClaimResult{}, err
+		return backend.ClaimResult{}, err
 	}
 	return r.RunStore.Claim(ctx, in)
 }
@@ -92,11 +94,11 @@ func (r finishRuns) Heartbeat(ctx context.Context, job string, slot time.Time, t
 // attempt 2, so history held paused and ok for one slot).
 func TestPausedSlotNeverRunsWhenItsFinishFails(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := scheduler.NewMemoryBackend()
+		mem := memory.New()
 		var ran atomic.Int32
 		var scheds []*scheduler.Scheduler
 		for _, id := range []string{"A", "B", "C"} {
-			v := &failingFinish{MemoryBackend: mem}
+			v := &failingFinish{Backend: mem}
 			v.failPaused.Store(1)
 			s := newScheduler(t, v, id)
 			require.NoError(t, s.Every("job", time.Minute, func(context.Context, scheduler.Run) error {
@@ -132,13 +134,13 @@ func TestPausedSlotNeverRunsWhenItsFinishFails(t *testing.T) {
 // instead of running it again.
 func TestTakeoverOfAPausedJobIsNotRun(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := scheduler.NewMemoryBackend()
+		mem := memory.New()
 		var mu sync.Mutex
 		var starts []scheduler.Run
 		views := map[string]*failingFinish{}
 		var scheds []*scheduler.Scheduler
 		for _, id := range []string{"A", "B"} {
-			v := &failingFinish{MemoryBackend: mem}
+			v := &failingFinish{Backend: mem}
 			views[id] = v
 			s := newScheduler(t, v, id)
 			require.NoError(t, s.Every("job", time.Hour, func(ctx context.Context, r scheduler.Run) error {

@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend"
+	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -55,8 +57,8 @@ func TestPauseStopsEveryInstanceUntilResume(t *testing.T) {
 	for _, leased := range []bool{true, false} {
 		t.Run(map[bool]string{true: "with leases", false: "without leases"}[leased], func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				mem := scheduler.NewMemoryBackend()
-				var b scheduler.Backend = mem
+				mem := memory.New()
+				var b backend.Backend = mem
 				if !leased {
 					b = plainPauser{mem}
 				}
@@ -110,13 +112,13 @@ func TestPauseStopsEveryInstanceUntilResume(t *testing.T) {
 }
 
 // plainPauser is a memory backend without leases that still stores pauses.
-type plainPauser struct{ *scheduler.MemoryBackend }
+type plainPauser struct{ *memory.Backend }
 
 func (plainPauser) Runs() {} // hides the LeaseBackend method set (different signature)
 
 func TestPauseUntilEndsByItselfAndAllJobs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := scheduler.NewMemoryBackend()
+		b := memory.New()
 		var a, c slotRuns
 		s := newScheduler(t, b, "A")
 		require.NoError(t, s.Every("a", time.Second, a.handler))
@@ -142,7 +144,7 @@ func TestPauseUntilEndsByItselfAndAllJobs(t *testing.T) {
 
 func TestPauseLetsARunningHandlerFinishAndSurvivesRestart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := scheduler.NewMemoryBackend()
+		b := memory.New()
 		var done atomic.Int32
 		register := func(s *scheduler.Scheduler) {
 			require.NoError(t, s.Every("long", time.Minute, func(ctx context.Context, r scheduler.Run) error {
@@ -177,7 +179,7 @@ func TestPauseLetsARunningHandlerFinishAndSurvivesRestart(t *testing.T) {
 
 func TestPauseBadInput(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newScheduler(t, scheduler.NewMemoryBackend(), "A")
+		s := newScheduler(t, memory.New(), "A")
 		require.NoError(t, s.Every("job", time.Hour, func(context.Context, scheduler.Run) error { return nil }))
 		ctx := t.Context()
 		assert.ErrorIs(t, s.Pause(ctx, "nope", scheduler.PauseOptions{Reason: "x"}), scheduler.ErrJobNotFound)
@@ -189,7 +191,7 @@ func TestPauseBadInput(t *testing.T) {
 		_, ok := s.Paused("job")
 		assert.False(t, ok)
 
-		plain := newScheduler(t, struct{ scheduler.Backend }{scheduler.NewMemoryBackend()}, "B")
+		plain := newScheduler(t, struct{ backend.Backend }{memory.New()}, "B")
 		require.NoError(t, plain.Every("job", time.Hour, func(context.Context, scheduler.Run) error { return nil }))
 		assert.ErrorIs(t, plain.Pause(ctx, "job", scheduler.PauseOptions{Reason: "x"}), scheduler.ErrPauseNotSupported)
 	})
@@ -200,7 +202,7 @@ func TestPauseBadInput(t *testing.T) {
 // pause without an end holds it, and the schedule's own next slot again on resume.
 func TestJobsNextSkipsPausedSlots(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := scheduler.NewMemoryBackend()
+		b := memory.New()
 		s := newScheduler(t, b, "A")
 		require.NoError(t, s.Every("a", time.Minute, func(context.Context, scheduler.Run) error { return nil }))
 		require.NoError(t, s.Every("b", time.Minute, func(context.Context, scheduler.Run) error { return nil }))

@@ -9,17 +9,19 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend"
+	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
 // recorder is a leased memory backend whose history record of a won lease takes a
 // long time (it waits for its context), and that says whether the record decides.
 type recorder struct {
-	*scheduler.MemoryBackend
+	*memory.Backend
 	decides bool
 }
 
-func (r recorder) RecordClaim(ctx context.Context, _ scheduler.ClaimInput) error {
+func (r recorder) RecordClaim(ctx context.Context, _ backend.ClaimInput) error {
 	<-ctx.Done()
 	return ctx.Err()
 }
@@ -36,7 +38,7 @@ func TestRecordBesideTheHandler(t *testing.T) {
 	}{{true, time.Second}, {false, 0}} {
 		synctest.Test(t, func(t *testing.T) {
 			time.Sleep(90 * time.Second) // between slots
-			b := recorder{MemoryBackend: scheduler.NewMemoryBackend(), decides: tc.decides}
+			b := recorder{Backend: memory.New(), decides: tc.decides}
 			s := newScheduler(t, b, "A")
 			started := make(chan time.Time, 1)
 			require.NoError(t, s.Every("job", time.Hour, func(context.Context, scheduler.Run) error {
@@ -58,8 +60,8 @@ func TestRecordBesideTheHandler(t *testing.T) {
 func TestStopSettlesAClaimItCutShort(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		time.Sleep(90 * time.Second) // between slots
-		mem := scheduler.NewMemoryBackend()
-		v := &faultView{MemoryBackend: mem}
+		mem := memory.New()
+		v := &faultView{Backend: mem}
 		v.loseAnswerOf.Store(1) // the first claim is applied, its answer never comes
 		s := newScheduler(t, v, "A")
 		ran := make(chan struct{}, 1)

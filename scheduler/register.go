@@ -2,10 +2,9 @@ package scheduler
 
 import (
 	"fmt"
-	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
+
+	"github.com/anarchon/anarchon/backend"
 )
 
 // Every registers a job that runs every interval, on slots aligned to the Unix epoch.
@@ -53,27 +52,8 @@ func (s *Scheduler) registerErr(name string) error {
 	return s.registerErrLocked(name)
 }
 
-// ValidateJobName reports whether name can name a job: non-empty valid UTF-8, at
-// most MaxJobNameLen bytes, no control characters, no leading or trailing space.
-// Backends encode the name for their own stores; they do not restrict it further.
-func ValidateJobName(name string) error {
-	switch {
-	case name == "":
-		return fmt.Errorf("%w: empty", ErrInvalidJobName)
-	case !utf8.ValidString(name):
-		return fmt.Errorf("%w: %q is not valid UTF-8", ErrInvalidJobName, name)
-	case len(name) > MaxJobNameLen:
-		return fmt.Errorf("%w: %d bytes, at most %d", ErrInvalidJobName, len(name), MaxJobNameLen)
-	case strings.TrimSpace(name) != name:
-		return fmt.Errorf("%w: %q has leading or trailing space", ErrInvalidJobName, name)
-	case strings.IndexFunc(name, unicode.IsControl) >= 0:
-		return fmt.Errorf("%w: %q contains a control character", ErrInvalidJobName, name)
-	}
-	return nil
-}
-
 func (s *Scheduler) add(name string, sched Schedule, interval time.Duration, h Handler, opts []JobOption) error {
-	if err := ValidateJobName(name); err != nil {
+	if err := backend.ValidateJobName(name); err != nil {
 		return err
 	}
 	if h == nil {
@@ -106,7 +86,7 @@ func (s *Scheduler) add(name string, sched Schedule, interval time.Duration, h H
 			return fmt.Errorf("job %q: %w: catch-up policy %s needs a backend with leases; %q has none", name, ErrInvalidOption, cfg.catchUp, s.backend.Name())
 		}
 	}
-	limits := JobLimits{
+	limits := backend.JobLimits{
 		Job:           name,
 		Schedule:      sched.String(),
 		Interval:      interval,
@@ -118,17 +98,17 @@ func (s *Scheduler) add(name string, sched Schedule, interval time.Duration, h H
 		CatchUp:       cfg.catchUp,
 		CatchUpWindow: cfg.catchUpWindow,
 		DedupeWindow:  cfg.window,
-		Retention:     Retention{Size: cfg.historySize, TTL: cfg.historyTTL},
+		Retention:     backend.Retention{Size: cfg.historySize, TTL: cfg.historyTTL},
 	}
 	window := s.backend.DedupeWindow()
-	if w, ok := s.backend.(JobWindower); ok {
+	if w, ok := s.backend.(backend.JobWindower); ok {
 		window = w.WindowFor(limits)
 	}
-	if reach := cfg.jitter + cfg.maxLate + s.maxSkew; window != Forever && reach >= window {
+	if reach := cfg.jitter + cfg.maxLate + s.maxSkew; window != backend.Forever && reach >= window {
 		return fmt.Errorf("job %q: %w: jitter %v + max lateness %v + clock skew allowance %v = %v is not below the %s backend's dedupe window %v; a claim that late could run the slot again (lower them, raise the window, or lower Config.MaxClockSkew)",
 			name, ErrWindowTooShort, cfg.jitter, cfg.maxLate, s.maxSkew, reach, s.backend.Name(), window)
 	}
-	if c, ok := s.backend.(JobChecker); ok {
+	if c, ok := s.backend.(backend.JobChecker); ok {
 		if err := c.CheckJob(limits); err != nil {
 			return fmt.Errorf("job %q: rejected by the %s backend: %w", name, s.backend.Name(), err)
 		}

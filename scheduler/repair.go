@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/anarchon/anarchon/backend"
 )
 
 // Repair of history on read. A run's record says running from its claim until its
@@ -109,7 +111,7 @@ func (s *Scheduler) repair(ctx context.Context, j *job, recs []RunRecord) {
 // from what the store holds: a repeat-safe takeover-only claim creates nothing and
 // answers how the slot ended.
 func (s *Scheduler) endFromStore(ctx context.Context, j *job, r *RunRecord) {
-	c := &leaseClaim{RunClaim: RunClaim{
+	c := &leaseClaim{RunClaim: backend.RunClaim{
 		Job: j.name, Slot: r.Slot, Token: newToken(), Instance: s.instance, Lease: j.cfg.lease,
 		Overlap: j.cfg.overlap, TakeoverOnly: true, Keep: j.keep(),
 	}, kind: claimAdopt, localDeadline: r.Slot.Add(j.cfg.maxLate)}
@@ -119,16 +121,16 @@ func (s *Scheduler) endFromStore(ctx context.Context, j *job, r *RunRecord) {
 	cancel()
 	switch {
 	case err != nil:
-	case res.Outcome == OutcomeDone && res.Attempt == r.Attempt && res.Holder == r.Instance && res.Status.Finished():
+	case res.Outcome == backend.OutcomeDone && res.Attempt == r.Attempt && res.Holder == r.Instance && res.Status.Finished():
 		s.ended(j, r, res.Status, fmt.Sprintf("ended %s in the run store, whose result was never stored; recorded by %s", res.Status, s.instance))
-	case res.Outcome == OutcomeDone && res.Attempt > r.Attempt:
+	case res.Outcome == backend.OutcomeDone && res.Attempt > r.Attempt:
 		s.ended(j, r, StatusLost, fmt.Sprintf("the slot was ended by attempt %d (%s); this attempt's end was never stored", res.Attempt, orDash(string(res.Status))))
-	case res.Outcome == OutcomeDone:
+	case res.Outcome == backend.OutcomeDone:
 		// The store's attempt is another instance's (one without leases claimed
 		// the slot beside a lease): nothing to tell about this record.
-	case res.Outcome == OutcomeNone:
+	case res.Outcome == backend.OutcomeNone:
 		s.ended(j, r, StatusLost, "its end was never stored, and the run store no longer holds the run")
-	case res.Outcome == OutcomeWon:
+	case res.Outcome == backend.OutcomeWon:
 		// It became unfinished since Active was read: a takeover, acted on like
 		// any other.
 		if !s.besideIfRunning(func() { s.act(j, c, res, sent) }) {
@@ -145,7 +147,7 @@ func (s *Scheduler) ended(j *job, r *RunRecord, status Status, why string) {
 	if !s.noteRepaired(r.Token, repairedEnding{Status: status, FinishedAt: now, Error: why}) {
 		return // another reader of this instance stores it
 	}
-	in := ClaimInput{Slot: r.Slot, Token: r.Token, Instance: r.Instance, Attempt: r.Attempt, Manual: r.Manual}
+	in := backend.ClaimInput{Slot: r.Slot, Token: r.Token, Instance: r.Instance, Attempt: r.Attempt, Manual: r.Manual}
 	s.save(j, in, r.Fence, execResult{Status: status, StartedAt: r.StartedAt, FinishedAt: now, Error: why})
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -28,8 +29,8 @@ func onlyRecord(t *testing.T, s *scheduler.Scheduler, job string) scheduler.RunR
 // from the run store and stores that ending.
 func TestHistoryEndsARunWhoseResultWasNeverStored(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := scheduler.NewMemoryBackend()
-		a := &flakyHistory{MemoryBackend: mem, failSaves: 1 << 30}
+		mem := memory.New()
+		a := &flakyHistory{Backend: mem, failSaves: 1 << 30}
 		sa := newScheduler(t, a, "A", callTimeout(time.Second))
 		require.NoError(t, sa.Every("job", time.Hour, func(context.Context, scheduler.Run) error { return nil }))
 		time.Sleep(59 * time.Minute)
@@ -64,10 +65,10 @@ func TestHistoryEndsARunWhoseResultWasNeverStored(t *testing.T) {
 // instance died too) leaves attempt 1 running; a reader ends it lost.
 func TestHistoryEndsAnAttemptTakenOverUnnoted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := scheduler.NewMemoryBackend()
+		mem := memory.New()
 		var starts atomic.Int32
-		a := &failingFinish{MemoryBackend: mem}
-		b := &flakyHistory{MemoryBackend: mem, failSaves: 1 << 30}
+		a := &failingFinish{Backend: mem}
+		b := &flakyHistory{Backend: mem, failSaves: 1 << 30}
 		handler := func(ctx context.Context, r scheduler.Run) error {
 			starts.Add(1)
 			if r.Instance == "A" {
@@ -116,8 +117,8 @@ func TestHistoryEndsAPlainRunPastItsTimeout(t *testing.T) {
 	for _, timeout := range []time.Duration{0, 30 * time.Second} {
 		t.Run(timeout.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				mem := scheduler.NewMemoryBackend()
-				a := &flakyHistory{MemoryBackend: mem, failSaves: 1 << 30}
+				mem := memory.New()
+				a := &flakyHistory{Backend: mem, failSaves: 1 << 30}
 				opts := []scheduler.JobOption{scheduler.WithMaxLate(time.Second)}
 				if timeout > 0 {
 					opts = append(opts, scheduler.WithTimeout(timeout))
@@ -131,7 +132,7 @@ func TestHistoryEndsAPlainRunPastItsTimeout(t *testing.T) {
 				defer cancel()
 				_ = sa.Stop(stop)
 
-				sb := newScheduler(t, plainOf{&flakyHistory{MemoryBackend: mem}}, "B", callTimeout(time.Second))
+				sb := newScheduler(t, plainOf{&flakyHistory{Backend: mem}}, "B", callTimeout(time.Second))
 				require.NoError(t, sb.Every("job", time.Hour, func(context.Context, scheduler.Run) error { return nil }, opts...))
 				require.NoError(t, sb.Start(t.Context()))
 				defer func() { require.NoError(t, sb.Stop(t.Context())) }()

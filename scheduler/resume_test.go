@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -42,7 +43,7 @@ func TestResumeCatchesUpPausedSlots(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				b := scheduler.NewMemoryBackend()
+				b := memory.New()
 				var runs slotRuns
 				var scheds []*scheduler.Scheduler
 				for _, id := range []string{"A", "B", "C"} {
@@ -105,7 +106,7 @@ func TestResumeCatchesUpPausedSlots(t *testing.T) {
 // and adds no record.
 func TestStartWhilePausedDoesNotReopen(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := scheduler.NewMemoryBackend()
+		b := memory.New()
 		var runs slotRuns
 		a := newScheduler(t, b, "A")
 		require.NoError(t, a.Every("tick", time.Second, runs.handler, scheduler.WithCatchUp(scheduler.CatchUpAll, time.Minute)))

@@ -7,6 +7,8 @@ import (
 	"runtime/debug"
 	"sync/atomic"
 	"time"
+
+	"github.com/anarchon/anarchon/backend"
 )
 
 // execResult is how one execution of a handler ended.
@@ -20,7 +22,7 @@ type execResult struct {
 // execute runs the handler for a won claim, keeps its lease alive until the lease is
 // settled (so a slow Finish cannot let it expire under a finished run), settles it
 // and stores the result.
-func (s *Scheduler) execute(parent context.Context, j *job, in ClaimInput, fence uint64, l *lease) execResult {
+func (s *Scheduler) execute(parent context.Context, j *job, in backend.ClaimInput, fence uint64, l *lease) execResult {
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	if j.cfg.timeout > 0 {
@@ -58,7 +60,7 @@ func (s *Scheduler) execute(parent context.Context, j *job, in ClaimInput, fence
 	res := execResult{Status: StatusOK, StartedAt: started, FinishedAt: finished}
 	cause := context.Cause(ctx)
 	if err != nil {
-		res.Error = TruncateText(err.Error(), MaxErrorText)
+		res.Error = backend.TruncateText(err.Error(), MaxErrorText)
 		switch {
 		case errors.Is(err, ErrHandlerPanic):
 			res.Status = StatusError
@@ -81,7 +83,7 @@ func (s *Scheduler) execute(parent context.Context, j *job, in ClaimInput, fence
 	if l != nil {
 		res, deferred = s.settle(j, in, fence, l, res)
 	}
-	res.Error = TruncateText(res.Error, MaxErrorText)
+	res.Error = backend.TruncateText(res.Error, MaxErrorText)
 	stopHeartbeat()
 	if !deferred { // else the outbox stores it once the Finish is answered
 		s.save(j, in, fence, res)
@@ -125,31 +127,22 @@ func (s *Scheduler) callHandler(ctx context.Context, h Handler, run Run) (err er
 	return h(ctx, run)
 }
 
-func (s *Scheduler) save(j *job, in ClaimInput, fence uint64, res execResult) {
+func (s *Scheduler) save(j *job, in backend.ClaimInput, fence uint64, res execResult) {
 	r, keep := s.result(j, in, fence, res)
-	s.complete(j, in.Slot, "save_result", keep.until(r.FinishedAt), func(ctx context.Context) error {
+	s.complete(j, in.Slot, "save_result", keep.Until(r.FinishedAt), func(ctx context.Context) error {
 		return s.backend.SaveResult(ctx, j.name, r, keep)
 	})
 }
 
 // result is the stored result of in's attempt that ended so, and the job's
 // retention.
-func (s *Scheduler) result(j *job, in ClaimInput, fence uint64, res execResult) (StoredResult, Retention) {
+func (s *Scheduler) result(j *job, in backend.ClaimInput, fence uint64, res execResult) (backend.StoredResult, backend.Retention) {
 	instance := in.Instance
 	if instance == "" {
 		instance = s.instance
 	}
-	return StoredResult{
+	return backend.StoredResult{
 		Slot: in.Slot, Token: in.Token, Instance: instance, Attempt: max(in.Attempt, 1), Manual: in.Manual,
-		Status: res.Status, StartedAt: res.StartedAt, FinishedAt: res.FinishedAt, Error: TruncateText(res.Error, MaxErrorText), Fence: fence,
-	}, Retention{Size: j.cfg.historySize, TTL: j.cfg.historyTTL}
-}
-
-// until is when a record finished at t leaves a history kept so (zero: never by
-// time).
-func (k Retention) until(t time.Time) time.Time {
-	if k.TTL <= 0 || t.IsZero() {
-		return time.Time{}
-	}
-	return t.Add(k.TTL)
+		Status: res.Status, StartedAt: res.StartedAt, FinishedAt: res.FinishedAt, Error: backend.TruncateText(res.Error, MaxErrorText), Fence: fence,
+	}, backend.Retention{Size: j.cfg.historySize, TTL: j.cfg.historyTTL}
 }

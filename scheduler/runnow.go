@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 	"unicode/utf8"
+
+	"github.com/anarchon/anarchon/backend"
 )
 
 // RunNow runs the job at once on this instance, recorded as a manual run (never
@@ -56,9 +58,9 @@ func (s *Scheduler) RunNow(ctx context.Context, name string, opts ...RunNowOptio
 	in.Manual, in.RequestedBy = true, o.by
 	var l *lease
 	var fence uint64
-	var rc RunClaim
+	var rc backend.RunClaim
 	if s.runs != nil {
-		var res ClaimResult
+		var res backend.ClaimResult
 		var sent time.Time
 		var err error
 		rc, res, sent, err = s.claimManual(ctx, j, &in)

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/anarchon/anarchon/backend"
 )
 
 // Handler runs one slot of a job. Its context is cancelled on timeout, when the run
@@ -33,8 +35,8 @@ type Run struct {
 // Scheduler runs jobs so that each slot runs on exactly one of the instances sharing
 // a backend.
 type Scheduler struct {
-	backend  Backend
-	runs     RunStore // nil without leases
+	backend  backend.Backend
+	runs     backend.RunStore // nil without leases
 	instance string
 	log      *slog.Logger
 	clock    Clock
@@ -76,7 +78,7 @@ type job struct {
 	sched    Schedule
 	handler  Handler
 	cfg      jobConfig
-	limits   JobLimits
+	limits   backend.JobLimits
 	interval time.Duration
 	// manual counts the manual runs of the job in progress on this instance.
 	manual atomic.Int32
@@ -88,7 +90,7 @@ type job struct {
 func (s *Scheduler) Instance() string { return s.instance }
 
 // Backend returns the scheduler's backend.
-func (s *Scheduler) Backend() Backend { return s.backend }
+func (s *Scheduler) Backend() backend.Backend { return s.backend }
 
 func (s *Scheduler) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	if _, ok := ctx.Deadline(); ok {

@@ -14,10 +14,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend"
+	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
-func newScheduler(t *testing.T, b scheduler.Backend, instance string, opts ...func(*scheduler.Config)) *scheduler.Scheduler {
+func newScheduler(t *testing.T, b backend.Backend, instance string, opts ...func(*scheduler.Config)) *scheduler.Scheduler {
 	t.Helper()
 	cfg := scheduler.Config{Backend: b, Instance: instance}
 	for _, o := range opts {
@@ -55,7 +57,7 @@ func (l *runLog) snapshot() map[int64][]string {
 
 func TestThreeInstancesRunEachSlotOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := scheduler.NewMemoryBackend()
+		b := memory.New()
 		log := newRunLog()
 		var scheds []*scheduler.Scheduler
 		for _, id := range []string{"A", "B", "C"} {
@@ -105,7 +107,7 @@ func (c slowClock) NewTimer(d time.Duration) scheduler.Timer {
 
 func TestLateInstanceDoesNotClaim(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := scheduler.NewMemoryBackend()
+		b := memory.New()
 		var mu sync.Mutex
 		kinds := map[scheduler.EventKind]int{}
 		late := newScheduler(t, b, "late", func(c *scheduler.Config) {
@@ -139,7 +141,7 @@ func TestLateInstanceDoesNotClaim(t *testing.T) {
 
 func TestLateInstanceWithoutLeasesDoesNotClaim(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := struct{ scheduler.Backend }{scheduler.NewMemoryBackend()} // no leases
+		b := struct{ backend.Backend }{memory.New()} // no leases
 		var late atomic.Int32
 		s := newScheduler(t, b, "late", func(c *scheduler.Config) {
 			c.Clock = slowClock{lag: 2 * time.Second}
@@ -165,7 +167,7 @@ func TestLateInstanceWithoutLeasesDoesNotClaim(t *testing.T) {
 
 func TestPanickingHandlerIsRecordedAsError(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := scheduler.NewMemoryBackend()
+		b := memory.New()
 		s := newScheduler(t, b, "A")
 		require.NoError(t, s.Every("panics", time.Second, func(context.Context, scheduler.Run) error {
 			panic("kaboom")
@@ -192,7 +194,7 @@ func TestFinishedEventKeepsTheHandlersError(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex
 		var got []error
-		s := newScheduler(t, scheduler.NewMemoryBackend(), "A", func(c *scheduler.Config) {
+		s := newScheduler(t, memory.New(), "A", func(c *scheduler.Config) {
 			c.OnEvent = func(e scheduler.Event) {
 				if e.Kind == scheduler.EventFinished {
 					mu.Lock()
@@ -228,7 +230,7 @@ func TestFinishedEventKeepsTheHandlersError(t *testing.T) {
 
 func TestHandlerErrorAndTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := scheduler.NewMemoryBackend()
+		b := memory.New()
 		s := newScheduler(t, b, "A")
 		require.NoError(t, s.Every("fails", time.Hour, func(context.Context, scheduler.Run) error {
 			return errors.New("disk full")
@@ -257,7 +259,7 @@ func TestHandlerErrorAndTimeout(t *testing.T) {
 
 func TestStopWaitsThenCancels(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := scheduler.NewMemoryBackend()
+		b := memory.New()
 		s := newScheduler(t, b, "A")
 		started := make(chan struct{})
 		var cause error
@@ -288,7 +290,7 @@ func TestStopWaitsThenCancels(t *testing.T) {
 
 func TestStopLetsAHandlerFinish(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := scheduler.NewMemoryBackend()
+		b := memory.New()
 		s := newScheduler(t, b, "A")
 		started := make(chan struct{})
 		require.NoError(t, s.Every("work", time.Minute, func(ctx context.Context, _ scheduler.Run) error {
@@ -313,12 +315,12 @@ func TestStopLetsAHandlerFinish(t *testing.T) {
 func TestLifecycleEdges(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		time.Sleep(time.Hour) // between slots: no scheduled run races the checks
-		s := newScheduler(t, scheduler.NewMemoryBackend(), "A")
+		s := newScheduler(t, memory.New(), "A")
 		require.NoError(t, s.Stop(t.Context()), "Stop without Start")
 		_, err := s.RunNow(t.Context(), "nope")
 		assert.ErrorIs(t, err, scheduler.ErrJobNotFound)
 
-		s = newScheduler(t, scheduler.NewMemoryBackend(), "A")
+		s = newScheduler(t, memory.New(), "A")
 		noop := func(context.Context, scheduler.Run) error { return nil }
 		require.NoError(t, s.Every("j", time.Hour, noop))
 		_, err = s.RunNow(t.Context(), "j")
@@ -336,7 +338,7 @@ func TestLifecycleEdges(t *testing.T) {
 func TestRunNow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		time.Sleep(time.Hour) // between the daily slots: only manual runs happen
-		b := scheduler.NewMemoryBackend()
+		b := memory.New()
 		s := newScheduler(t, b, "A")
 		var mu sync.Mutex
 		var runs []scheduler.Run
@@ -371,7 +373,7 @@ func TestRunNow(t *testing.T) {
 
 // windowed is a memory backend that pretends to forget claims after window.
 type windowed struct {
-	*scheduler.MemoryBackend
+	*memory.Backend
 	window time.Duration
 }
 
@@ -379,10 +381,10 @@ func (w windowed) DedupeWindow() time.Duration { return w.window }
 
 func TestInvalidInput(t *testing.T) {
 	noop := func(context.Context, scheduler.Run) error { return nil }
-	s := newScheduler(t, scheduler.NewMemoryBackend(), "A")
+	s := newScheduler(t, memory.New(), "A")
 	require.NoError(t, s.Every("exists", time.Second, noop))
-	win := newScheduler(t, windowed{scheduler.NewMemoryBackend(), 2 * time.Minute}, "A")
-	plain := newScheduler(t, struct{ scheduler.Backend }{scheduler.NewMemoryBackend()}, "A") // no leases
+	win := newScheduler(t, windowed{memory.New(), 2 * time.Minute}, "A")
+	plain := newScheduler(t, struct{ backend.Backend }{memory.New()}, "A") // no leases
 
 	cases := []struct {
 		name string
@@ -445,7 +447,7 @@ func TestInvalidInput(t *testing.T) {
 // never a burst of past slots.
 func TestFrequentCronDoesNotBurstAtStart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := scheduler.NewMemoryBackend()
+		b := memory.New()
 		s := newScheduler(t, b, "A")
 		log := newRunLog()
 		time.Sleep(time.Hour + 500*time.Millisecond)
@@ -462,7 +464,7 @@ func TestFrequentCronDoesNotBurstAtStart(t *testing.T) {
 func TestRunNowRecordsWhoAsked(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		time.Sleep(time.Hour)
-		s := newScheduler(t, scheduler.NewMemoryBackend(), "A")
+		s := newScheduler(t, memory.New(), "A")
 		require.NoError(t, s.Every("report", 24*time.Hour, func(context.Context, scheduler.Run) error { return nil }))
 		require.NoError(t, s.Start(t.Context()))
 		defer s.Stop(t.Context())
@@ -481,7 +483,7 @@ func TestRunNowRecordsWhoAsked(t *testing.T) {
 func TestJobsAndAccessors(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		time.Sleep(90 * time.Second)
-		s := newScheduler(t, scheduler.NewMemoryBackend(), "A")
+		s := newScheduler(t, memory.New(), "A")
 		assert.Equal(t, scheduler.SystemClock{}, s.Clock(), "the default clock")
 		require.NoError(t, s.Every("tick", time.Minute, func(ctx context.Context, r scheduler.Run) error {
 			return untilDone(ctx, 45*time.Second)

@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend"
+	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -31,12 +33,12 @@ func TestTruncateText(t *testing.T) {
 		{"zero", "x", 0, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := scheduler.TruncateText(tc.in, tc.max)
+			got := backend.TruncateText(tc.in, tc.max)
 			assert.Equal(t, tc.want, got)
 			assert.LessOrEqual(t, len(got), max(tc.max, 0))
 		})
 	}
-	got := scheduler.TruncateText(long, 1001)
+	got := backend.TruncateText(long, 1001)
 	assert.LessOrEqual(t, len(got), 1001)
 	assert.True(t, utf8.ValidString(got), "cut at a rune boundary: %q", got[len(got)-40:])
 	assert.True(t, strings.HasSuffix(got, " …[cut from 6000 bytes]"))
@@ -46,7 +48,7 @@ func TestTruncateText(t *testing.T) {
 // record never outgrows a store's message, whatever the handler returns.
 func TestLongErrorIsStoredCut(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := scheduler.NewMemoryBackend()
+		b := memory.New()
 		s := newScheduler(t, b, "A")
 		huge := strings.Repeat("e", 1<<20)
 		require.NoError(t, s.Every("failing", time.Second, func(context.Context, scheduler.Run) error { return errors.New(huge) }))
@@ -69,7 +71,7 @@ func TestLongErrorIsStoredCut(t *testing.T) {
 // that start.
 func TestManualRunsAreBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := scheduler.NewMemoryBackend()
+		b := memory.New()
 		s := newScheduler(t, b, "A")
 		release := make(chan struct{})
 		require.NoError(t, s.Every("slow", time.Hour, func(ctx context.Context, _ scheduler.Run) error {
@@ -106,7 +108,7 @@ func TestManualRunsAreBounded(t *testing.T) {
 }
 
 func TestMaxManualRunsOption(t *testing.T) {
-	s := newScheduler(t, scheduler.NewMemoryBackend(), "A")
+	s := newScheduler(t, memory.New(), "A")
 	err := s.Every("x", time.Second, func(context.Context, scheduler.Run) error { return nil }, scheduler.WithMaxManualRuns(0))
 	require.ErrorIs(t, err, scheduler.ErrInvalidOption)
 	assert.Contains(t, err.Error(), "max manual runs 0")

@@ -9,15 +9,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/internal/backendutil"
-
 	"github.com/anarchon/anarchon/internal/option"
-	"github.com/anarchon/anarchon/scheduler"
 )
 
-// Backend is a scheduler.Backend on a SQL database, with leases: it implements
-// scheduler.LeaseBackend (Runs), scheduler.ClaimRecorder, scheduler.Pauser and
-// scheduler.LastRunsReader. Every replica opens its own *sql.DB on the same
+// Backend is a backend.Backend on a SQL database, with leases: it implements
+// backend.LeaseBackend (Runs), backend.ClaimRecorder, backend.Pauser and
+// backend.LastRunsReader. Every replica opens its own *sql.DB on the same
 // database and gets a Backend from New; the database decides.
 type Backend struct {
 	db      *sql.DB
@@ -35,14 +34,14 @@ type Backend struct {
 }
 
 var (
-	_ scheduler.Backend        = (*Backend)(nil)
-	_ scheduler.LeaseBackend   = (*Backend)(nil)
-	_ scheduler.ClaimRecorder  = (*Backend)(nil)
-	_ scheduler.RecordDecider  = (*Backend)(nil)
-	_ scheduler.RunStore       = (*RunStore)(nil)
-	_ scheduler.LeaseWatcher   = (*RunStore)(nil)
-	_ scheduler.Pauser         = (*Backend)(nil)
-	_ scheduler.LastRunsReader = (*Backend)(nil)
+	_ backend.Backend        = (*Backend)(nil)
+	_ backend.LeaseBackend   = (*Backend)(nil)
+	_ backend.ClaimRecorder  = (*Backend)(nil)
+	_ backend.RecordDecider  = (*Backend)(nil)
+	_ backend.RunStore       = (*RunStore)(nil)
+	_ backend.LeaseWatcher   = (*RunStore)(nil)
+	_ backend.Pauser         = (*Backend)(nil)
+	_ backend.LastRunsReader = (*Backend)(nil)
 )
 
 // SchemaVersion is the version of the tables this package creates and reads. Init
@@ -56,7 +55,7 @@ const SchemaVersion = 1
 // connection per concurrent claim.
 func New(db *sql.DB, dialect Dialect, opts ...Option) (*Backend, error) {
 	if db == nil {
-		return nil, fmt.Errorf("%w: sqlbackend: New: nil *sql.DB", scheduler.ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: sqlbackend: New: nil *sql.DB", backend.ErrInvalidConfig)
 	}
 	if err := dialect.check(); err != nil {
 		return nil, err
@@ -102,16 +101,16 @@ func (d Dialect) check() error {
 // Name returns "sql/" and the dialect's name, e.g. "sql/postgres".
 func (b *Backend) Name() string { return "sql/" + b.dialect.Name }
 
-// DedupeWindow is scheduler.Forever, or the retention given by WithClaimRetention.
+// DedupeWindow is backend.Forever, or the retention given by WithClaimRetention.
 func (b *Backend) DedupeWindow() time.Duration {
 	if b.opts.claimKeep > 0 {
 		return b.opts.claimKeep
 	}
-	return scheduler.Forever
+	return backend.Forever
 }
 
 // Runs returns the backend's lease store, in the same database.
-func (b *Backend) Runs() scheduler.RunStore { return b.runs }
+func (b *Backend) Runs() backend.RunStore { return b.runs }
 
 // Store returns the backend's lease store as its concrete type.
 func (b *Backend) Store() *RunStore { return b.runs }
@@ -130,10 +129,10 @@ func (b *Backend) Close(ctx context.Context) error {
 }
 
 // PrepareJob stores the job's row, whose lock serialises the job's lease claims.
-func (b *Backend) PrepareJob(ctx context.Context, job scheduler.JobLimits) error {
+func (b *Backend) PrepareJob(ctx context.Context, job backend.JobLimits) error {
 	ctx, cancel := b.callCtx(ctx)
 	defer cancel()
-	if err := scheduler.ValidateJobName(job.Job); err != nil {
+	if err := backend.ValidateJobName(job.Job); err != nil {
 		return err
 	}
 	if err := b.Init(ctx); err != nil {
@@ -151,7 +150,7 @@ func (b *Backend) PrepareJob(ctx context.Context, job scheduler.JobLimits) error
 // stored nothing, a read of the token that is stored (a repeated claim by the
 // winner, whose first answer was lost, wins again). The claim is also the run's
 // history record.
-func (b *Backend) Claim(ctx context.Context, in scheduler.ClaimInput) (bool, error) {
+func (b *Backend) Claim(ctx context.Context, in backend.ClaimInput) (bool, error) {
 	ctx, cancel := b.callCtx(ctx)
 	defer cancel()
 	if err := checkClaimInput(in); err != nil {
@@ -174,7 +173,7 @@ type execer interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
-func (b *Backend) insertClaim(ctx context.Context, db execer, in scheduler.ClaimInput) (bool, error) {
+func (b *Backend) insertClaim(ctx context.Context, db execer, in backend.ClaimInput) (bool, error) {
 	for range 3 {
 		res, err := db.ExecContext(ctx, b.q(ignore, `INSERT INTO {p}claims (job, slot, token, instance, attempt, requested_by, at_ms, created, expires)
 			VALUES (?, ?, ?, ?, ?, ?, ?, {now}, {now} + ?)`),
@@ -202,7 +201,7 @@ func (b *Backend) insertClaim(ctx context.Context, db execer, in scheduler.Claim
 // first attempt as the slot's claim (so that a plain Claim of the slot loses), a
 // takeover, or a first attempt whose slot already holds another token's claim,
 // beside it.
-func (b *Backend) RecordClaim(ctx context.Context, in scheduler.ClaimInput) error {
+func (b *Backend) RecordClaim(ctx context.Context, in backend.ClaimInput) error {
 	ctx, cancel := b.callCtx(ctx)
 	defer cancel()
 	if err := checkClaimInput(in); err != nil {
@@ -234,7 +233,7 @@ func (b *Backend) RecordClaim(ctx context.Context, in scheduler.ClaimInput) erro
 func (b *Backend) RecordDecides(string) bool { return false }
 
 // RecordManualRun records a RunNow run; it is never de-duplicated.
-func (b *Backend) RecordManualRun(ctx context.Context, in scheduler.ClaimInput) (time.Time, error) {
+func (b *Backend) RecordManualRun(ctx context.Context, in backend.ClaimInput) (time.Time, error) {
 	ctx, cancel := b.callCtx(ctx)
 	defer cancel()
 	in.Manual = true
@@ -250,7 +249,7 @@ func (b *Backend) RecordManualRun(ctx context.Context, in scheduler.ClaimInput) 
 	return in.Slot, nil
 }
 
-func (b *Backend) insertRecord(ctx context.Context, in scheduler.ClaimInput) error {
+func (b *Backend) insertRecord(ctx context.Context, in backend.ClaimInput) error {
 	_, err := b.db.ExecContext(ctx, b.q(ignore, `INSERT INTO {p}records (job, slot, token, instance, attempt, manual, requested_by, at_ms, expires)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, {now} + ?)`),
 		in.Job, in.Slot.UnixMilli(), in.Token, in.Instance, max(in.Attempt, 1), boolInt(in.Manual), in.RequestedBy, msOf(in.At), ttlMs(in.HistoryTTL))
@@ -258,8 +257,8 @@ func (b *Backend) insertRecord(ctx context.Context, in scheduler.ClaimInput) err
 }
 
 // checkClaimInput rejects a claim no backend can accept; the error matches
-// scheduler.ErrInvalidClaim.
-func checkClaimInput(in scheduler.ClaimInput) error {
+// backend.ErrInvalidClaim.
+func checkClaimInput(in backend.ClaimInput) error {
 	return backendutil.CheckClaim("sqlbackend", in.Job, in.Token)
 }
 

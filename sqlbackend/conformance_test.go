@@ -3,8 +3,8 @@ package sqlbackend_test
 import (
 	"testing"
 
-	"github.com/anarchon/anarchon/scheduler"
-	"github.com/anarchon/anarchon/scheduler/backendtest"
+	"github.com/anarchon/anarchon/backend"
+	"github.com/anarchon/anarchon/backend/backendtest"
 )
 
 // Every backend value below has its own *sql.DB pool, as separate processes would:
@@ -13,35 +13,35 @@ import (
 func TestConformancePostgres(t *testing.T) {
 	t.Parallel()
 	p := prefix("conf")
-	backendtest.Run(t, func(t *testing.T) scheduler.Backend { return newPG(t, p) })
+	backendtest.Run(t, func(t *testing.T) backend.Backend { return newPG(t, p) })
 }
 
 func TestLeasesPostgres(t *testing.T) {
 	t.Parallel()
 	p := prefix("lease")
-	backendtest.RunLeases(t, func(t *testing.T) scheduler.RunStore { return closeAtEnd(t, newPG(t, p)).Runs() })
+	backendtest.RunLeases(t, func(t *testing.T) backend.RunStore { return closeAtEnd(t, newPG(t, p)).Runs() })
 }
 
 func TestPausesPostgres(t *testing.T) {
 	t.Parallel()
 	p := prefix("pause")
-	backendtest.RunPauses(t, func(t *testing.T) scheduler.Backend { return newPG(t, p) })
+	backendtest.RunPauses(t, func(t *testing.T) backend.Backend { return newPG(t, p) })
 }
 
 func TestConformanceSQLite(t *testing.T) {
 	t.Parallel()
 	path := sqliteFile(t)
-	backendtest.Run(t, func(t *testing.T) scheduler.Backend { return newSQLite(t, path) })
+	backendtest.Run(t, func(t *testing.T) backend.Backend { return newSQLite(t, path) })
 }
 
 func TestLeasesSQLite(t *testing.T) {
 	t.Parallel()
 	path := sqliteFile(t)
-	backendtest.RunLeases(t, func(t *testing.T) scheduler.RunStore { return closeAtEnd(t, newSQLite(t, path)).Runs() })
+	backendtest.RunLeases(t, func(t *testing.T) backend.RunStore { return closeAtEnd(t, newSQLite(t, path)).Runs() })
 }
 
 func TestPausesSQLite(t *testing.T) {
 	t.Parallel()
 	path := sqliteFile(t)
-	backendtest.RunPauses(t, func(t *testing.T) scheduler.Backend { return newSQLite(t, path) })
+	backendtest.RunPauses(t, func(t *testing.T) backend.Backend { return newSQLite(t, path) })
 }

@@ -7,16 +7,16 @@
 //
 // # What it gives
 //
-// New returns a *Backend: a scheduler.Backend with leases (scheduler.LeaseBackend),
+// New returns a *Backend: a backend.Backend with leases (backend.LeaseBackend),
 // so the scheduler gets backups, overlap protection, catch-up and hand-over; it
-// also stores pauses (scheduler.Pauser) and reads the last runs of many jobs in one
-// query (scheduler.LastRunsReader). Held to the same contract as the JetStream
-// backend, it passes the same conformance suite (scheduler/backendtest).
+// also stores pauses (backend.Pauser) and reads the last runs of many jobs in one
+// query (backend.LastRunsReader). Held to the same contract as the JetStream
+// backend, it passes the same conformance suite (backend/backendtest).
 //
 //   - A claim is one INSERT that does nothing on a conflict (the slot's first token
 //     is stored, the primary key de-duplicates), and when it stored nothing, a read
 //     of the stored token: a repeated claim of the winner wins again. Claims are
-//     kept forever (DedupeWindow is scheduler.Forever) unless WithClaimRetention
+//     kept forever (DedupeWindow is backend.Forever) unless WithClaimRetention
 //     says otherwise.
 //   - A lease claim is one transaction that first locks the job (a row lock on
 //     PostgreSQL, the write lock on SQLite), then reads the slot's run and decides

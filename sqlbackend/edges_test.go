@@ -11,8 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend"
+	"github.com/anarchon/anarchon/backend/backendtest"
 	"github.com/anarchon/anarchon/scheduler"
-	"github.com/anarchon/anarchon/scheduler/backendtest"
 	"github.com/anarchon/anarchon/sqlbackend"
 )
 
@@ -55,7 +56,7 @@ func testTriggersFollowOverlapSkip(t *testing.T, open opener) {
 			running--
 			mu.Unlock()
 			return nil
-		}, scheduler.WithOverlap(scheduler.OverlapSkip), scheduler.WithLease(2*time.Second), scheduler.WithMaxLate(time.Second)))
+		}, scheduler.WithOverlap(backend.OverlapSkip), scheduler.WithLease(2*time.Second), scheduler.WithMaxLate(time.Second)))
 		require.NoError(t, sc.Start(ctx))
 		scheds = append(scheds, sc)
 	}
@@ -84,22 +85,22 @@ type failPausedFinish struct {
 	fail atomic.Int32
 }
 
-func (f *failPausedFinish) Runs() scheduler.RunStore { return pausedRuns{f.Backend.Runs(), f} }
+func (f *failPausedFinish) Runs() backend.RunStore { return pausedRuns{f.Backend.Runs(), f} }
 
 type pausedRuns struct {
-	scheduler.RunStore
+	backend.RunStore
 	f *failPausedFinish
 }
 
-func (r pausedRuns) Finish(ctx context.Context, job string, slot time.Time, token string, status scheduler.Status) error {
-	if status == scheduler.StatusPaused && r.f.fail.Add(-1) >= 0 {
+func (r pausedRuns) Finish(ctx context.Context, job string, slot time.Time, token string, status backend.Status) error {
+	if status == backend.StatusPaused && r.f.fail.Add(-1) >= 0 {
 		return errors.New("test: the finish was lost")
 	}
 	return r.RunStore.Finish(ctx, job, slot, token, status)
 }
 
 func (r pausedRuns) WatchRun(ctx context.Context, job string, slot time.Time) (<-chan struct{}, error) {
-	return r.RunStore.(scheduler.LeaseWatcher).WatchRun(ctx, job, slot)
+	return r.RunStore.(backend.LeaseWatcher).WatchRun(ctx, job, slot)
 }
 
 // A slot that falls while its job is paused is not run, also when the winner's
@@ -142,11 +143,11 @@ func testPausedFinish(t *testing.T, open opener) {
 	hist, err := first.History(ctx, job, 0)
 	require.NoError(t, err)
 	require.NotEmpty(t, hist)
-	bySlot := map[int64][]scheduler.Status{}
+	bySlot := map[int64][]backend.Status{}
 	for _, r := range hist {
 		bySlot[r.Slot.UnixMilli()] = append(bySlot[r.Slot.UnixMilli()], r.Status)
 	}
 	for slot, sts := range bySlot {
-		assert.Equal(t, []scheduler.Status{scheduler.StatusPaused}, sts, "slot %d", slot)
+		assert.Equal(t, []backend.Status{backend.StatusPaused}, sts, "slot %d", slot)
 	}
 }

@@ -8,7 +8,7 @@ import (
 
 var (
 	// ErrInvalidOption: an option New cannot accept; the message names it. It
-	// matches scheduler.ErrInvalidOption too.
+	// matches backend.ErrInvalidOption too.
 	ErrInvalidOption = option.Sentinel("sqlbackend")
 	// ErrSchemaTooNew is returned by Init when the database's tables were created
 	// by a newer version of this package than the one running.

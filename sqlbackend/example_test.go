@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/anarchon/anarchon/scheduler"
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/sqlbackend"
 )
 
@@ -30,7 +30,7 @@ func Example() {
 			fmt.Println(err)
 			return
 		}
-		won, err := b.Claim(ctx, scheduler.ClaimInput{Job: "report", Slot: slot, Token: "token-of-" + replica, Instance: replica, Attempt: 1})
+		won, err := b.Claim(ctx, backend.ClaimInput{Job: "report", Slot: slot, Token: "token-of-" + replica, Instance: replica, Attempt: 1})
 		if err != nil {
 			fmt.Println(err)
 			return

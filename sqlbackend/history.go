@@ -7,17 +7,17 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/anarchon/anarchon/scheduler"
+	"github.com/anarchon/anarchon/backend"
 )
 
 // SaveResult stores how a run ended and trims the job's results to keep: the newest
 // keep.Size results, none older than keep.TTL (by the database's clock). Claims of
 // slots older than the oldest result kept leave the history (the claims themselves
 // are kept for de-duplication).
-func (b *Backend) SaveResult(ctx context.Context, job string, r scheduler.StoredResult, keep scheduler.Retention) error {
+func (b *Backend) SaveResult(ctx context.Context, job string, r backend.StoredResult, keep backend.Retention) error {
 	ctx, cancel := b.callCtx(ctx)
 	defer cancel()
-	if err := scheduler.ValidateJobName(job); err != nil {
+	if err := backend.ValidateJobName(job); err != nil {
 		return err
 	}
 	if err := b.Init(ctx); err != nil {
@@ -29,7 +29,7 @@ func (b *Backend) SaveResult(ctx context.Context, job string, r scheduler.Stored
 	return nil
 }
 
-func (b *Backend) saveResult(ctx context.Context, job string, r scheduler.StoredResult, keep scheduler.Retention) (err error) {
+func (b *Backend) saveResult(ctx context.Context, job string, r backend.StoredResult, keep backend.Retention) (err error) {
 	tx, err := b.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -116,9 +116,9 @@ const historyRows = `WITH h AS (
 	WHERE s.job = ? AND (s.expires IS NULL OR s.expires > {now})
 )`
 
-// History merges the job's claims, records and results with scheduler.BuildHistory,
+// History merges the job's claims, records and results with backend.BuildHistory,
 // newest first, in one query.
-func (b *Backend) History(ctx context.Context, job string, limit int) ([]scheduler.RunRecord, error) {
+func (b *Backend) History(ctx context.Context, job string, limit int) ([]backend.RunRecord, error) {
 	ctx, cancel := b.callCtx(ctx)
 	defer cancel()
 	if err := b.Init(ctx); err != nil {
@@ -139,14 +139,14 @@ func (b *Backend) History(ctx context.Context, job string, limit int) ([]schedul
 	if err != nil {
 		return nil, fmt.Errorf("sqlbackend: history of %q: %w", job, err)
 	}
-	return scheduler.BuildHistory(job, claims, results, limit), nil
+	return backend.BuildHistory(job, claims, results, limit), nil
 }
 
-func scanHistory(rows *sql.Rows) ([]scheduler.ClaimRecord, []scheduler.StoredResult, error) {
+func scanHistory(rows *sql.Rows) ([]backend.ClaimRecord, []backend.StoredResult, error) {
 	defer rows.Close()
 	var (
-		claims  []scheduler.ClaimRecord
-		results []scheduler.StoredResult
+		claims  []backend.ClaimRecord
+		results []backend.StoredResult
 	)
 	for rows.Next() {
 		var (
@@ -157,15 +157,15 @@ func scanHistory(rows *sql.Rows) ([]scheduler.ClaimRecord, []scheduler.StoredRes
 			return nil, nil, err
 		}
 		if kind < 2 {
-			claims = append(claims, scheduler.ClaimRecord{
+			claims = append(claims, backend.ClaimRecord{
 				Slot: timeOf(slot), Token: token, Instance: instance, Attempt: int(attempt),
 				Manual: manual != 0, At: timeOf(at), RequestedBy: requestedBy,
 			})
 			continue
 		}
-		results = append(results, scheduler.StoredResult{
+		results = append(results, backend.StoredResult{
 			Slot: timeOf(slot), Token: token, Instance: instance, Attempt: int(attempt), Manual: manual != 0,
-			Status: scheduler.Status(status), StartedAt: timeOf(started), FinishedAt: timeOf(finished),
+			Status: backend.Status(status), StartedAt: timeOf(started), FinishedAt: timeOf(finished),
 			Error: errText, Fence: uint64(fence),
 		})
 	}
@@ -176,12 +176,12 @@ func scanHistory(rows *sql.Rows) ([]scheduler.ClaimRecord, []scheduler.StoredRes
 // the newest result of each kind per job (a window function over the results
 // still shown), with the claim's time and requester from the slot's claim or
 // record.
-func (b *Backend) LastRuns(ctx context.Context, jobs []string) (map[string]scheduler.LastRuns, error) {
+func (b *Backend) LastRuns(ctx context.Context, jobs []string) (map[string]backend.LastRuns, error) {
 	ctx, cancel := b.callCtx(ctx)
 	defer cancel()
-	out := make(map[string]scheduler.LastRuns, len(jobs))
+	out := make(map[string]backend.LastRuns, len(jobs))
 	for _, j := range jobs {
-		out[j] = scheduler.LastRuns{Job: j}
+		out[j] = backend.LastRuns{Job: j}
 	}
 	if len(jobs) == 0 {
 		return out, nil
@@ -191,8 +191,8 @@ func (b *Backend) LastRuns(ctx context.Context, jobs []string) (map[string]sched
 	}
 	in := strings.TrimSuffix(strings.Repeat("?, ", len(jobs)), ", ")
 	failed := "'" + strings.Join([]string{
-		string(scheduler.StatusError), string(scheduler.StatusTimeout), string(scheduler.StatusCancelled),
-		string(scheduler.StatusLost), string(scheduler.StatusSuperseded),
+		string(backend.StatusError), string(backend.StatusTimeout), string(backend.StatusCancelled),
+		string(backend.StatusLost), string(backend.StatusSuperseded),
 	}, "', '") + "'"
 	q := `WITH s AS (
 		SELECT s.*,
@@ -228,9 +228,9 @@ func (b *Backend) LastRuns(ctx context.Context, jobs []string) (map[string]sched
 			&started, &finished, &errText, &fence, &atMs, &requestedBy); err != nil {
 			return nil, fmt.Errorf("sqlbackend: last runs: %w", err)
 		}
-		rec := &scheduler.RunRecord{
+		rec := &backend.RunRecord{
 			Job: job, Slot: timeOf(slot), Instance: instance, Token: token, Attempt: max(int(attempt), 1),
-			Manual: manual != 0, RequestedBy: requestedBy, Status: scheduler.Status(status),
+			Manual: manual != 0, RequestedBy: requestedBy, Status: backend.Status(status),
 			ClaimedAt: timeOf(atMs), StartedAt: timeOf(started), FinishedAt: timeOf(finished),
 			Error: errText, Fence: uint64(fence),
 		}

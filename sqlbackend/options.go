@@ -26,7 +26,7 @@ const DefaultCallTimeout = 10 * time.Second
 
 // Option configures New. Options apply in order, a nil one is skipped, and an
 // invalid one makes New fail with an error matching ErrInvalidOption (and
-// scheduler.ErrInvalidOption) that names it.
+// backend.ErrInvalidOption) that names it.
 type Option func(*options) error
 
 type options struct {
@@ -69,7 +69,7 @@ func WithPollInterval(d time.Duration) Option {
 // WithClaimRetention makes the backend forget a claimed slot once it was claimed
 // longer than d ago (by the database's clock), and report d as its dedupe window:
 // a job whose jitter + max lateness is not below d is refused. By default claims
-// are kept forever (the window is scheduler.Forever); a busy fleet may bound the
+// are kept forever (the window is backend.Forever); a busy fleet may bound the
 // table this way. It must be at least a minute.
 func WithClaimRetention(d time.Duration) Option {
 	return checked("WithClaimRetention", d, func(d time.Duration) error {

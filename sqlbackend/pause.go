@@ -7,11 +7,11 @@ import (
 	"slices"
 	"time"
 
-	"github.com/anarchon/anarchon/scheduler"
+	"github.com/anarchon/anarchon/backend"
 )
 
 // SetPause stores p, replacing a pause stored for the same job.
-func (b *Backend) SetPause(ctx context.Context, p scheduler.Pause) error {
+func (b *Backend) SetPause(ctx context.Context, p backend.Pause) error {
 	ctx, cancel := b.callCtx(ctx)
 	defer cancel()
 	if err := b.Init(ctx); err != nil {
@@ -50,7 +50,7 @@ func (b *Backend) ClearPause(ctx context.Context, job string) error {
 }
 
 // Pauses returns the stored pauses, by job name (the all-jobs pause first).
-func (b *Backend) Pauses(ctx context.Context) ([]scheduler.Pause, error) {
+func (b *Backend) Pauses(ctx context.Context) ([]backend.Pause, error) {
 	ctx, cancel := b.callCtx(ctx)
 	defer cancel()
 	if err := b.Init(ctx); err != nil {
@@ -61,10 +61,10 @@ func (b *Backend) Pauses(ctx context.Context) ([]scheduler.Pause, error) {
 		return nil, fmt.Errorf("sqlbackend: pauses: %w", err)
 	}
 	defer rows.Close()
-	var out []scheduler.Pause
+	var out []backend.Pause
 	for rows.Next() {
 		var (
-			p         scheduler.Pause
+			p         backend.Pause
 			at, until int64
 		)
 		if err := rows.Scan(&p.Job, &p.Reason, &p.By, &at, &until); err != nil {
@@ -81,13 +81,13 @@ func (b *Backend) Pauses(ctx context.Context) ([]scheduler.Pause, error) {
 
 // WatchPauses calls fn with the stored pauses at once and again after every change
 // (seen by a notification or a poll), until ctx ends (nil) or a read fails.
-func (b *Backend) WatchPauses(ctx context.Context, fn func([]scheduler.Pause)) error {
+func (b *Backend) WatchPauses(ctx context.Context, fn func([]backend.Pause)) error {
 	if err := b.Init(ctx); err != nil {
 		return err
 	}
 	sub, unsubscribe := b.hub.subscribePauses(ctx)
 	defer unsubscribe()
-	var last []scheduler.Pause
+	var last []backend.Pause
 	for first := true; ; first = false {
 		all, err := b.Pauses(ctx)
 		if ctx.Err() != nil {
@@ -96,7 +96,7 @@ func (b *Backend) WatchPauses(ctx context.Context, fn func([]scheduler.Pause)) e
 		if err != nil {
 			return err
 		}
-		if first || !slices.EqualFunc(all, last, func(x, y scheduler.Pause) bool { return x == y }) {
+		if first || !slices.EqualFunc(all, last, func(x, y backend.Pause) bool { return x == y }) {
 			fn(all)
 			last = all
 		}

@@ -9,8 +9,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend"
+	"github.com/anarchon/anarchon/backend/backendtest"
 	"github.com/anarchon/anarchon/scheduler"
-	"github.com/anarchon/anarchon/scheduler/backendtest"
 )
 
 // A pause stored by one replica stops the job on the others: slots inside the pause
@@ -52,13 +53,13 @@ func testPause(t *testing.T, open opener) {
 		"replica b sees the pause stored by a")
 	seen := time.Now()
 	// Slots that fall from now on are recorded paused on whichever replica.
-	var paused []scheduler.RunRecord
+	var paused []backend.RunRecord
 	require.Eventually(t, func() bool {
 		hist, err := scheds[1].History(ctx, job, 20)
 		require.NoError(t, err)
 		paused = paused[:0]
 		for _, r := range hist {
-			if r.Status == scheduler.StatusPaused && r.Slot.After(seen) {
+			if r.Status == backend.StatusPaused && r.Slot.After(seen) {
 				paused = append(paused, r)
 			}
 		}

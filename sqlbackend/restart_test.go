@@ -9,8 +9,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend"
+	"github.com/anarchon/anarchon/backend/backendtest"
 	"github.com/anarchon/anarchon/scheduler"
-	"github.com/anarchon/anarchon/scheduler/backendtest"
 	"github.com/anarchon/anarchon/sqlbackend"
 	"github.com/anarchon/anarchon/sqlbackend/internal/pgtest"
 )
@@ -86,9 +87,9 @@ func TestPostgresRestartMidRun(t *testing.T) {
 	wjob := backendtest.JobName("watched")
 	held := func(k int) (time.Time, string) {
 		slot, token := time.UnixMilli(1_900_000_000_000+int64(k)*1000), backendtest.Token()
-		res, err := holder.Runs().Claim(ctx, scheduler.RunClaim{Job: wjob, Slot: slot, Token: token, Instance: "holder", Lease: time.Minute})
+		res, err := holder.Runs().Claim(ctx, backend.RunClaim{Job: wjob, Slot: slot, Token: token, Instance: "holder", Lease: time.Minute})
 		require.NoError(t, err)
-		require.Equal(t, scheduler.OutcomeWon, res.Outcome)
+		require.Equal(t, backend.OutcomeWon, res.Outcome)
 		return slot, token
 	}
 	slot0, _ := held(0)
@@ -139,7 +140,7 @@ func TestPostgresRestartMidRun(t *testing.T) {
 	seen := map[int64]bool{}
 	for _, r := range hist {
 		seen[r.Slot.UnixMilli()] = true
-		if r.Status == scheduler.StatusOK {
+		if r.Status == backend.StatusOK {
 			ok[r.Slot.UnixMilli()]++
 		}
 	}
@@ -149,7 +150,7 @@ func TestPostgresRestartMidRun(t *testing.T) {
 	}
 	for _, r := range hist {
 		if _, ran := bySlot[r.Slot.UnixMilli()]; ran {
-			assert.NotEqual(t, scheduler.StatusRunning, r.Status, "every run that started has ended in History: %+v", r)
+			assert.NotEqual(t, backend.StatusRunning, r.Status, "every run that started has ended in History: %+v", r)
 		}
 	}
 	t.Logf("%d slots ran, %d history records", len(bySlot), len(hist))

@@ -8,13 +8,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/anarchon/anarchon/scheduler"
+	"github.com/anarchon/anarchon/backend"
 )
 
 // sweepEvery bounds how often a RunStore deletes runs past their keep.
 const sweepEvery = time.Minute
 
-// RunStore is the backend's scheduler.RunStore and scheduler.LeaseWatcher: one row
+// RunStore is the backend's backend.RunStore and backend.LeaseWatcher: one row
 // per (job, slot) in the runs table, changed only in transactions that hold the
 // job's lock, with every lease time taken from the database's clock.
 type RunStore struct {
@@ -29,7 +29,7 @@ type run struct {
 	token, instance, prevInstance, prevToken string
 	attempt                                  int
 	fence, leaseMs, expires, keepMs, changed int64
-	status                                   scheduler.Status
+	status                                   backend.Status
 	// reopened: a slot stored paused, taken by a ReopenPaused claim.
 	reopened bool
 }
@@ -44,17 +44,17 @@ func (r *run) forgetAt() int64 { return max(r.changed+r.keepMs, r.expires) }
 
 // decided answers a claim of a finished slot: the token that stored a skipped or
 // late decision is told that decision again, everyone else done.
-func (r *run) decided(token string) scheduler.ClaimResult {
-	return scheduler.ClaimResult{Outcome: scheduler.DecidedOutcome(r.status, token == r.token && r.fence == 0),
+func (r *run) decided(token string) backend.ClaimResult {
+	return backend.ClaimResult{Outcome: backend.DecidedOutcome(r.status, token == r.token && r.fence == 0),
 		Attempt: r.attempt, Fence: uint64(r.fence), Holder: r.instance, Status: r.status}
 }
 
 // result answers a claim from the run's holder; a won takeover names the holder it
 // took over from.
-func (r *run) result(o scheduler.ClaimOutcome) scheduler.ClaimResult {
-	res := scheduler.ClaimResult{Outcome: o, Attempt: r.attempt, Fence: uint64(r.fence), Holder: r.instance, Expires: timeOf(r.expires)}
-	res.Reopened = o == scheduler.OutcomeWon && r.reopened
-	if o == scheduler.OutcomeWon && r.prevToken != "" {
+func (r *run) result(o backend.ClaimOutcome) backend.ClaimResult {
+	res := backend.ClaimResult{Outcome: o, Attempt: r.attempt, Fence: uint64(r.fence), Holder: r.instance, Expires: timeOf(r.expires)}
+	res.Reopened = o == backend.OutcomeWon && r.reopened
+	if o == backend.OutcomeWon && r.prevToken != "" {
 		res.Previous, res.PreviousToken, res.PreviousAttempt = r.prevInstance, r.prevToken, r.attempt-1
 	}
 	return res
@@ -62,20 +62,20 @@ func (r *run) result(o scheduler.ClaimOutcome) scheduler.ClaimResult {
 
 // Claim decides the claim from the stored run in one transaction that first takes
 // the job's lock (Dialect.LockJob), so two claims of one job run one after the
-// other; every time in it is the database's clock. See scheduler.RunStore for the
+// other; every time in it is the database's clock. See backend.RunStore for the
 // outcomes. A claim repeated by its token (its answer lost after the COMMIT) is
 // answered the same: won again, or the same stored decision.
-func (s *RunStore) Claim(ctx context.Context, in scheduler.RunClaim) (scheduler.ClaimResult, error) {
+func (s *RunStore) Claim(ctx context.Context, in backend.RunClaim) (backend.ClaimResult, error) {
 	ctx, cancel := s.b.callCtx(ctx)
 	defer cancel()
 	if err := checkRunClaim(in); err != nil {
-		return scheduler.ClaimResult{}, err
+		return backend.ClaimResult{}, err
 	}
 	if err := s.b.Init(ctx); err != nil {
-		return scheduler.ClaimResult{}, err
+		return backend.ClaimResult{}, err
 	}
 	var (
-		res     scheduler.ClaimResult
+		res     backend.ClaimResult
 		changed bool
 	)
 	err := s.b.inTx(ctx, func(tx *sql.Tx) error {
@@ -84,7 +84,7 @@ func (s *RunStore) Claim(ctx context.Context, in scheduler.RunClaim) (scheduler.
 		return err
 	})
 	if err != nil {
-		return scheduler.ClaimResult{}, fmt.Errorf("sqlbackend: lease claim %s: %w", describe(in.Job, in.Slot), err)
+		return backend.ClaimResult{}, fmt.Errorf("sqlbackend: lease claim %s: %w", describe(in.Job, in.Slot), err)
 	}
 	if changed {
 		s.b.hub.changed(ctx, in.Job, in.Slot.UnixMilli())
@@ -93,10 +93,10 @@ func (s *RunStore) Claim(ctx context.Context, in scheduler.RunClaim) (scheduler.
 	return res, nil
 }
 
-func (s *RunStore) claim(ctx context.Context, tx *sql.Tx, in scheduler.RunClaim) (res scheduler.ClaimResult, changed bool, err error) {
+func (s *RunStore) claim(ctx context.Context, tx *sql.Tx, in backend.RunClaim) (res backend.ClaimResult, changed bool, err error) {
 	keep := in.Keep
 	if keep == 0 {
-		keep = scheduler.DefaultRunKeep
+		keep = backend.DefaultRunKeep
 	}
 	slot := in.Slot.UnixMilli()
 	fence, now, r, err := s.lockAndRead(ctx, tx, in.Job, slot)
@@ -115,13 +115,13 @@ func (s *RunStore) claim(ctx context.Context, tx *sql.Tx, in scheduler.RunClaim)
 		case r.finished() && in.MayReopen(r.status, r.token) && (in.Deadline.IsZero() || now <= in.Deadline.UnixMilli()):
 			// A paused slot that catch-up asks for once the pause ended: taken like
 			// an expired lease, unless another slot of an overlap-forbidden job runs.
-			if in.Overlap == scheduler.OverlapSkip {
+			if in.Overlap == backend.OverlapSkip {
 				busy, err := s.otherBusy(ctx, tx, in.Job, slot, now, true)
 				if err != nil {
 					return res, false, err
 				}
 				if busy {
-					return scheduler.ClaimResult{Outcome: scheduler.OutcomeRunning, Attempt: r.attempt, Fence: uint64(r.fence), Holder: r.instance}, false, nil
+					return backend.ClaimResult{Outcome: backend.OutcomeRunning, Attempt: r.attempt, Fence: uint64(r.fence), Holder: r.instance}, false, nil
 				}
 			}
 			r.status, r.reopened, r.prevInstance, r.prevToken = "", true, "", ""
@@ -129,20 +129,20 @@ func (s *RunStore) claim(ctx context.Context, tx *sql.Tx, in scheduler.RunClaim)
 		case r.finished():
 			return r.decided(in.Token), false, nil
 		case r.live(now) && r.token == in.Token:
-			return r.result(scheduler.OutcomeWon), false, nil
+			return r.result(backend.OutcomeWon), false, nil
 		case r.live(now):
-			return r.result(scheduler.OutcomeRunning), false, nil
+			return r.result(backend.OutcomeRunning), false, nil
 		}
 		// Unfinished and its lease expired or was released: a takeover. The
 		// deadline does not apply (someone started the run); a job that forbids
 		// overlap waits while another of its slots holds a live lease.
-		if in.Overlap == scheduler.OverlapSkip {
+		if in.Overlap == backend.OverlapSkip {
 			busy, err := s.otherBusy(ctx, tx, in.Job, slot, now, true)
 			if err != nil {
 				return res, false, err
 			}
 			if busy {
-				return scheduler.ClaimResult{Outcome: scheduler.OutcomeRunning, Attempt: r.attempt, Fence: uint64(r.fence), Holder: r.instance, Expires: timeOf(r.expires)}, false, nil
+				return backend.ClaimResult{Outcome: backend.OutcomeRunning, Attempt: r.attempt, Fence: uint64(r.fence), Holder: r.instance, Expires: timeOf(r.expires)}, false, nil
 			}
 		}
 		r.prevInstance, r.prevToken, r.reopened = r.instance, r.token, false
@@ -152,18 +152,18 @@ func (s *RunStore) claim(ctx context.Context, tx *sql.Tx, in scheduler.RunClaim)
 	r = &run{token: in.Token, instance: in.Instance, attempt: 1, keepMs: keep.Milliseconds(), changed: now, expires: now}
 	switch {
 	case in.TakeoverOnly:
-		return scheduler.ClaimResult{Outcome: scheduler.OutcomeNone}, false, nil
+		return backend.ClaimResult{Outcome: backend.OutcomeNone}, false, nil
 	case !in.Deadline.IsZero() && now > in.Deadline.UnixMilli():
-		r.status = scheduler.StatusLate // stored: nobody runs the slot afterwards
+		r.status = backend.StatusLate // stored: nobody runs the slot afterwards
 	default:
 		busy := false
-		if in.Overlap == scheduler.OverlapSkip {
+		if in.Overlap == backend.OverlapSkip {
 			if busy, err = s.otherBusy(ctx, tx, in.Job, slot, now, false); err != nil {
 				return res, false, err
 			}
 		}
 		if busy {
-			r.status = scheduler.StatusSkipped
+			r.status = backend.StatusSkipped
 		} else {
 			r.fence, r.leaseMs, r.expires = fence+1, lease, now+lease
 			if err := s.setFence(ctx, tx, in.Job, r.fence); err != nil {
@@ -181,22 +181,22 @@ func (s *RunStore) claim(ctx context.Context, tx *sql.Tx, in scheduler.RunClaim)
 	if r.finished() {
 		return r.decided(in.Token), false, nil
 	}
-	return r.result(scheduler.OutcomeWon), false, nil
+	return r.result(backend.OutcomeWon), false, nil
 }
 
 // take gives the stored run r to in's token with a new lease: a takeover, or a
 // paused slot reopened (r's previous holder and status already set for it).
-func (s *RunStore) take(ctx context.Context, tx *sql.Tx, in scheduler.RunClaim, r *run, fence, now int64) (scheduler.ClaimResult, bool, error) {
+func (s *RunStore) take(ctx context.Context, tx *sql.Tx, in backend.RunClaim, r *run, fence, now int64) (backend.ClaimResult, bool, error) {
 	keep := in.Keep
 	if keep == 0 {
-		keep = scheduler.DefaultRunKeep
+		keep = backend.DefaultRunKeep
 	}
 	lease := in.Lease.Milliseconds()
 	r.token, r.instance = in.Token, in.Instance
 	r.attempt++
 	r.fence, r.leaseMs, r.expires, r.keepMs, r.changed = fence+1, lease, now+lease, keep.Milliseconds(), now
 	if err := s.setFence(ctx, tx, in.Job, r.fence); err != nil {
-		return scheduler.ClaimResult{}, false, err
+		return backend.ClaimResult{}, false, err
 	}
 	_, err := tx.ExecContext(ctx, s.b.q(0, `UPDATE {p}runs SET token = ?, instance = ?, attempt = ?, prev_instance = ?, prev_token = ?,
 			fence = ?, lease_ms = ?, expires = ?, status = ?, keep_ms = ?, changed = ?, forget_at = ?, reopened = ?
@@ -204,9 +204,9 @@ func (s *RunStore) take(ctx context.Context, tx *sql.Tx, in scheduler.RunClaim, 
 		r.token, r.instance, r.attempt, r.prevInstance, r.prevToken, r.fence, r.leaseMs, r.expires, string(r.status),
 		r.keepMs, r.changed, r.forgetAt(), boolInt(r.reopened), in.Job, in.Slot.UnixMilli())
 	if err != nil {
-		return scheduler.ClaimResult{}, false, err
+		return backend.ClaimResult{}, false, err
 	}
-	return r.result(scheduler.OutcomeWon), true, nil
+	return r.result(backend.OutcomeWon), true, nil
 }
 
 // lockAndRead serialises the claim with the job's other claims (Dialect.Serialize,
@@ -243,7 +243,7 @@ func (s *RunStore) lockAndRead(ctx context.Context, tx *sql.Tx, job string, slot
 		if token.Valid {
 			r = &run{token: token.String, instance: instance.String, attempt: int(attempt2.Int64),
 				prevInstance: prevInstance.String, prevToken: prevToken.String, fence: rfence.Int64,
-				leaseMs: leaseMs.Int64, expires: expires.Int64, status: scheduler.Status(status.String),
+				leaseMs: leaseMs.Int64, expires: expires.Int64, status: backend.Status(status.String),
 				keepMs: keepMs.Int64, changed: chang.Int64, reopened: reopened.Int64 != 0}
 		}
 		return fence, now, r, nil
@@ -278,7 +278,7 @@ func (s *RunStore) Heartbeat(ctx context.Context, job string, slot time.Time, to
 	ctx, cancel := s.b.callCtx(ctx)
 	defer cancel()
 	if lease <= 0 {
-		return fmt.Errorf("%w: heartbeat lease must be positive, got %v", scheduler.ErrInvalidClaim, lease)
+		return fmt.Errorf("%w: heartbeat lease must be positive, got %v", backend.ErrInvalidClaim, lease)
 	}
 	if err := s.b.Init(ctx); err != nil {
 		return err
@@ -291,7 +291,7 @@ func (s *RunStore) Heartbeat(ctx context.Context, job string, slot time.Time, to
 		return fmt.Errorf("sqlbackend: heartbeat %s: %w", describe(job, slot), err)
 	}
 	if n, err := res.RowsAffected(); err != nil || n == 0 {
-		return fmt.Errorf("%w: %s", scheduler.ErrLeaseLost, describe(job, slot))
+		return fmt.Errorf("%w: %s", backend.ErrLeaseLost, describe(job, slot))
 	}
 	return nil
 }
@@ -299,12 +299,12 @@ func (s *RunStore) Heartbeat(ctx context.Context, job string, slot time.Time, to
 // Finish marks the run finished with status, from the token stored as its holder
 // while it is unfinished (even with its lease expired or released, as long as
 // nobody took it over); repeating it is not an error. Anything else is
-// scheduler.ErrStaleToken and changes nothing.
-func (s *RunStore) Finish(ctx context.Context, job string, slot time.Time, token string, status scheduler.Status) error {
+// backend.ErrStaleToken and changes nothing.
+func (s *RunStore) Finish(ctx context.Context, job string, slot time.Time, token string, status backend.Status) error {
 	ctx, cancel := s.b.callCtx(ctx)
 	defer cancel()
 	if !status.Finished() {
-		return fmt.Errorf("%w: finish needs a final status, got %q", scheduler.ErrInvalidClaim, status)
+		return fmt.Errorf("%w: finish needs a final status, got %q", backend.ErrInvalidClaim, status)
 	}
 	if err := s.b.Init(ctx); err != nil {
 		return err
@@ -324,10 +324,10 @@ func (s *RunStore) Finish(ctx context.Context, job string, slot time.Time, token
 	case errors.Is(err, sql.ErrNoRows):
 	case err != nil:
 		return fmt.Errorf("sqlbackend: finish %s: %w", describe(job, slot), err)
-	case stored == token && scheduler.Status(st).Finished():
+	case stored == token && backend.Status(st).Finished():
 		return nil // a repeated Finish
 	}
-	return fmt.Errorf("%w: %s", scheduler.ErrStaleToken, describe(job, slot))
+	return fmt.Errorf("%w: %s", backend.ErrStaleToken, describe(job, slot))
 }
 
 // Release ends token's live lease at once (its expiry becomes the database's now).
@@ -350,7 +350,7 @@ func (s *RunStore) Release(ctx context.Context, job string, slot time.Time, toke
 }
 
 // Active lists job's unfinished runs, oldest slot first.
-func (s *RunStore) Active(ctx context.Context, job string) ([]scheduler.ActiveRun, error) {
+func (s *RunStore) Active(ctx context.Context, job string) ([]backend.ActiveRun, error) {
 	ctx, cancel := s.b.callCtx(ctx)
 	defer cancel()
 	if err := s.b.Init(ctx); err != nil {
@@ -362,7 +362,7 @@ func (s *RunStore) Active(ctx context.Context, job string) ([]scheduler.ActiveRu
 		return nil, fmt.Errorf("sqlbackend: active runs of %q: %w", job, err)
 	}
 	defer rows.Close()
-	var out []scheduler.ActiveRun
+	var out []backend.ActiveRun
 	for rows.Next() {
 		var (
 			r        run
@@ -377,7 +377,7 @@ func (s *RunStore) Active(ctx context.Context, job string) ([]scheduler.ActiveRu
 		if r.forgotten(now) {
 			continue
 		}
-		out = append(out, scheduler.ActiveRun{
+		out = append(out, backend.ActiveRun{
 			Slot: timeOf(slot), Token: r.token, Instance: instance, Attempt: int(attempt),
 			Fence: uint64(r.fence), Expires: timeOf(r.expires), Live: r.live(now),
 		})
@@ -417,17 +417,17 @@ func (b *Backend) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return tx.Commit()
 }
 
-func checkRunClaim(in scheduler.RunClaim) error {
-	if err := scheduler.ValidateJobName(in.Job); err != nil {
-		return fmt.Errorf("%w: %w", scheduler.ErrInvalidClaim, err)
+func checkRunClaim(in backend.RunClaim) error {
+	if err := backend.ValidateJobName(in.Job); err != nil {
+		return fmt.Errorf("%w: %w", backend.ErrInvalidClaim, err)
 	}
 	switch {
 	case in.Token == "":
-		return fmt.Errorf("%w: claim for job %q has no token", scheduler.ErrInvalidClaim, in.Job)
+		return fmt.Errorf("%w: claim for job %q has no token", backend.ErrInvalidClaim, in.Job)
 	case in.Lease <= 0:
-		return fmt.Errorf("%w: claim for job %q: lease must be positive, got %v", scheduler.ErrInvalidClaim, in.Job, in.Lease)
+		return fmt.Errorf("%w: claim for job %q: lease must be positive, got %v", backend.ErrInvalidClaim, in.Job, in.Lease)
 	case in.Keep < 0:
-		return fmt.Errorf("%w: claim for job %q: keep must not be negative, got %v", scheduler.ErrInvalidClaim, in.Job, in.Keep)
+		return fmt.Errorf("%w: claim for job %q: keep must not be negative, got %v", backend.ErrInvalidClaim, in.Job, in.Keep)
 	}
 	return nil
 }

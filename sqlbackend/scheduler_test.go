@@ -11,8 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend"
+	"github.com/anarchon/anarchon/backend/backendtest"
 	"github.com/anarchon/anarchon/scheduler"
-	"github.com/anarchon/anarchon/scheduler/backendtest"
 	"github.com/anarchon/anarchon/sqlbackend"
 )
 
@@ -111,7 +112,7 @@ func testTakeover(t *testing.T, open opener) {
 				return ctx.Err()
 			}
 			return nil
-		}, scheduler.WithLease(scheduler.MinLease), scheduler.WithMaxLate(900*time.Millisecond)))
+		}, scheduler.WithLease(backend.MinLease), scheduler.WithMaxLate(900*time.Millisecond)))
 		scheds = append(scheds, sc)
 	}
 	for _, sc := range scheds {
@@ -162,7 +163,7 @@ func testTakeover(t *testing.T, open opener) {
 	_, reader := open(t)
 	hist, err := reader.History(ctx, job, 100)
 	require.NoError(t, err)
-	var attempts []scheduler.RunRecord
+	var attempts []backend.RunRecord
 	for _, r := range hist {
 		if r.Slot.UnixMilli() == victimS {
 			attempts = append(attempts, r)
@@ -170,10 +171,10 @@ func testTakeover(t *testing.T, open opener) {
 	}
 	require.Len(t, attempts, 2, "History shows the slot's two attempts: %+v", attempts)
 	assert.Equal(t, 2, attempts[0].Attempt)
-	assert.Equal(t, scheduler.StatusOK, attempts[0].Status)
+	assert.Equal(t, backend.StatusOK, attempts[0].Status)
 	assert.Equal(t, 1, attempts[1].Attempt)
 	assert.Equal(t, victim, attempts[1].Instance)
-	assert.Contains(t, []scheduler.Status{scheduler.StatusLost, scheduler.StatusRunning}, attempts[1].Status,
+	assert.Contains(t, []backend.Status{backend.StatusLost, backend.StatusRunning}, attempts[1].Status,
 		"the killed attempt is recorded lost by the backup (or still running: the killed replica wrote nothing more)")
 	t.Logf("%d slots, the killed replica %s's slot %s taken over by %s", len(bySlot), victim,
 		time.UnixMilli(victimS).UTC().Format(time.RFC3339), fmt.Sprint(bySlot[victimS][1].instance))

@@ -41,7 +41,7 @@ var schema = []string{
 	`CREATE INDEX IF NOT EXISTS {p}runs_forget ON {p}runs (forget_at)`,
 	// WithClaimRetention deletes a job's claims by their age.
 	`CREATE INDEX IF NOT EXISTS {p}claims_created ON {p}claims (job, created)`,
-	// Stored pauses (scheduler.Pauser); job '' pauses every job.
+	// Stored pauses (backend.Pauser); job '' pauses every job.
 	`CREATE TABLE IF NOT EXISTS {p}pauses (job {text} PRIMARY KEY, reason {text} NOT NULL, by_whom {text} NOT NULL,
 		at_ms {int} NOT NULL, until_ms {int} NOT NULL)`,
 }

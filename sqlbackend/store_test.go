@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/anarchon/anarchon/scheduler"
-	"github.com/anarchon/anarchon/scheduler/backendtest"
+	"github.com/anarchon/anarchon/backend"
+	"github.com/anarchon/anarchon/backend/backendtest"
 	"github.com/anarchon/anarchon/sqlbackend"
 )
 
@@ -46,20 +46,20 @@ func TestLeaseRaceAcrossPools(t *testing.T) {
 	dialects(t, func(t *testing.T, open func(t *testing.T, opts ...sqlbackend.Option) *sqlbackend.Backend) {
 		const claimers, rounds = 8, 15
 		ctx := backendtest.Context(t)
-		stores := make([]scheduler.RunStore, claimers)
+		stores := make([]backend.RunStore, claimers)
 		for i := range stores {
 			stores[i] = open(t).Runs()
 		}
 		job := backendtest.JobName("race")
 		for round := range rounds {
 			slot := time.UnixMilli(1_900_000_000_000 + int64(round)*1000)
-			results := make([]scheduler.ClaimResult, claimers)
-			claims := make([]scheduler.RunClaim, claimers)
+			results := make([]backend.ClaimResult, claimers)
+			claims := make([]backend.RunClaim, claimers)
 			errs := make([]error, claimers)
 			gate := make(chan struct{})
 			var wg sync.WaitGroup
 			for i := range claimers {
-				claims[i] = scheduler.RunClaim{Job: job, Slot: slot, Token: backendtest.Token(), Instance: fmt.Sprint("i", i),
+				claims[i] = backend.RunClaim{Job: job, Slot: slot, Token: backendtest.Token(), Instance: fmt.Sprint("i", i),
 					Lease: time.Minute, Deadline: time.Now().Add(time.Hour)}
 				wg.Go(func() {
 					<-gate
@@ -71,17 +71,17 @@ func TestLeaseRaceAcrossPools(t *testing.T) {
 			require.NoError(t, errors.Join(errs...))
 			winner := -1
 			for i, r := range results {
-				if r.Outcome == scheduler.OutcomeWon {
+				if r.Outcome == backend.OutcomeWon {
 					require.Equal(t, -1, winner, "round %d: two winners: %+v", round, results)
 					winner = i
 				} else {
-					assert.Equal(t, scheduler.OutcomeRunning, r.Outcome, "round %d claimer %d", round, i)
+					assert.Equal(t, backend.OutcomeRunning, r.Outcome, "round %d claimer %d", round, i)
 				}
 			}
 			require.NotEqual(t, -1, winner, "round %d: no winner: %+v", round, results)
 			again, err := stores[(winner+1)%claimers].Claim(ctx, claims[winner])
 			require.NoError(t, err)
-			assert.Equal(t, scheduler.OutcomeWon, again.Outcome, "round %d: the winner's claim repeated through another pool", round)
+			assert.Equal(t, backend.OutcomeWon, again.Outcome, "round %d: the winner's claim repeated through another pool", round)
 			assert.Equal(t, results[winner].Fence, again.Fence)
 		}
 	})
@@ -102,9 +102,9 @@ func TestWatchSeesAnotherReplicasRelease(t *testing.T) {
 		job := backendtest.JobName("watch")
 		slot := time.UnixMilli(1_900_000_000_000)
 		token := backendtest.Token()
-		res, err := holder.Claim(ctx, scheduler.RunClaim{Job: job, Slot: slot, Token: token, Instance: "h", Lease: time.Minute})
+		res, err := holder.Claim(ctx, backend.RunClaim{Job: job, Slot: slot, Token: token, Instance: "h", Lease: time.Minute})
 		require.NoError(t, err)
-		require.Equal(t, scheduler.OutcomeWon, res.Outcome)
+		require.Equal(t, backend.OutcomeWon, res.Outcome)
 		ch, err := watcher.WatchRun(ctx, job, slot)
 		require.NoError(t, err)
 		select {
@@ -146,7 +146,7 @@ func TestInvalidConfig(t *testing.T) {
 	t.Parallel()
 	db := openPG(t)
 	_, err := sqlbackend.New(nil, sqlbackend.Postgres)
-	assert.ErrorIs(t, err, scheduler.ErrInvalidConfig)
+	assert.ErrorIs(t, err, backend.ErrInvalidConfig)
 	_, err = sqlbackend.New(db, sqlbackend.Dialect{Name: "half"})
 	assert.ErrorIs(t, err, sqlbackend.ErrDialect)
 	assert.ErrorContains(t, err, "NowMs")
@@ -159,7 +159,7 @@ func TestInvalidConfig(t *testing.T) {
 		"zero call timeout": sqlbackend.WithCallTimeout(0),
 	} {
 		_, err := sqlbackend.New(db, sqlbackend.Postgres, opt)
-		assert.ErrorIs(t, err, scheduler.ErrInvalidOption, name)
+		assert.ErrorIs(t, err, backend.ErrInvalidOption, name)
 		assert.ErrorIs(t, err, sqlbackend.ErrInvalidOption, name)
 	}
 	_, err = sqlbackend.New(db, sqlbackend.Postgres, nil)
@@ -250,8 +250,8 @@ func TestLastRuns(t *testing.T) {
 		b := open(t)
 		a, c, none := backendtest.JobName("last-a"), backendtest.JobName("last-c"), backendtest.JobName("last-none")
 		base := time.UnixMilli(1_800_000_000_000).UTC()
-		save := func(job string, k int, st scheduler.Status, manual bool) scheduler.ClaimInput {
-			in := scheduler.ClaimInput{Job: job, Slot: base.Add(time.Duration(k) * time.Second), Token: backendtest.Token(),
+		save := func(job string, k int, st backend.Status, manual bool) backend.ClaimInput {
+			in := backend.ClaimInput{Job: job, Slot: base.Add(time.Duration(k) * time.Second), Token: backendtest.Token(),
 				Instance: fmt.Sprint("i", k), Attempt: 1, At: base.Add(time.Duration(k) * time.Second), RequestedBy: "ops"}
 			if manual {
 				_, err := b.RecordManualRun(ctx, in)
@@ -262,22 +262,22 @@ func TestLastRuns(t *testing.T) {
 				require.True(t, won)
 			}
 			if st != "" {
-				r := scheduler.StoredResult{
+				r := backend.StoredResult{
 					Slot: in.Slot, Token: in.Token, Instance: in.Instance, Attempt: 1, Manual: manual, Status: st,
 					StartedAt: in.Slot.Add(10 * time.Millisecond), FinishedAt: in.Slot.Add(time.Second), Error: string(st),
 				}
-				if st == scheduler.StatusSkipped { // recorded, never started
+				if st == backend.StatusSkipped { // recorded, never started
 					r.StartedAt = time.Time{}
 				}
-				require.NoError(t, b.SaveResult(ctx, job, r, scheduler.Retention{Size: 10}))
+				require.NoError(t, b.SaveResult(ctx, job, r, backend.Retention{Size: 10}))
 			}
 			return in
 		}
-		okA := save(a, 1, scheduler.StatusOK, false)
-		failA := save(a, 2, scheduler.StatusError, false)
-		save(a, 3, scheduler.StatusSkipped, false)
+		okA := save(a, 1, backend.StatusOK, false)
+		failA := save(a, 2, backend.StatusError, false)
+		save(a, 3, backend.StatusSkipped, false)
 		save(a, 4, "", false) // running: no result yet
-		manualC := save(c, 1, scheduler.StatusTimeout, true)
+		manualC := save(c, 1, backend.StatusTimeout, true)
 
 		got, err := b.LastRuns(ctx, []string{a, c, none})
 		require.NoError(t, err)
@@ -289,7 +289,7 @@ func TestLastRuns(t *testing.T) {
 		assert.Equal(t, failA.Token, la.Run.Token, "the newest run that started (a skipped slot never started)")
 		assert.Equal(t, okA.Token, la.Success.Token)
 		assert.Equal(t, failA.Token, la.Failure.Token)
-		assert.Equal(t, scheduler.StatusError, la.Failure.Status)
+		assert.Equal(t, backend.StatusError, la.Failure.Status)
 		assert.Equal(t, time.Second-10*time.Millisecond, la.Success.Duration)
 		assert.True(t, la.Success.ClaimedAt.Equal(okA.At), "the claim's time comes with the record")
 		lc := got[c]
@@ -298,13 +298,13 @@ func TestLastRuns(t *testing.T) {
 		assert.Equal(t, manualC.Token, lc.Failure.Token)
 		assert.True(t, lc.Failure.Manual)
 		assert.Equal(t, "ops", lc.Failure.RequestedBy)
-		assert.Equal(t, scheduler.LastRuns{Job: none}, got[none])
+		assert.Equal(t, backend.LastRuns{Job: none}, got[none])
 
 		// The same as the history fallback would say.
 		for _, job := range []string{a, c} {
-			hist, err := b.History(ctx, job, scheduler.LastRunsDepth)
+			hist, err := b.History(ctx, job, backend.LastRunsDepth)
 			require.NoError(t, err)
-			want := scheduler.SummarizeRuns(job, hist)
+			want := backend.SummarizeRuns(job, hist)
 			assert.Equal(t, want.Run.Token, got[job].Run.Token, job)
 		}
 	})
@@ -333,7 +333,7 @@ func TestInitTogether(t *testing.T) {
 		close(gate)
 		wg.Wait()
 		require.NoError(t, errors.Join(errs...))
-		won, err := bs[0].Claim(ctx, scheduler.ClaimInput{Job: backendtest.JobName("init"), Slot: time.UnixMilli(1_800_000_000_000), Token: backendtest.Token(), Instance: "a"})
+		won, err := bs[0].Claim(ctx, backend.ClaimInput{Job: backendtest.JobName("init"), Slot: time.UnixMilli(1_800_000_000_000), Token: backendtest.Token(), Instance: "a"})
 		require.NoError(t, err)
 		assert.True(t, won)
 	})
@@ -350,7 +350,7 @@ func TestClaimRetentionForgetsOldClaims(t *testing.T) {
 		job := backendtest.JobName("retention")
 		old, recent := time.UnixMilli(1_800_000_000_000), time.UnixMilli(1_800_000_001_000)
 		for _, slot := range []time.Time{old, recent} {
-			won, err := b.Claim(ctx, scheduler.ClaimInput{Job: job, Slot: slot, Token: backendtest.Token(), Instance: "a"})
+			won, err := b.Claim(ctx, backend.ClaimInput{Job: job, Slot: slot, Token: backendtest.Token(), Instance: "a"})
 			require.NoError(t, err)
 			require.True(t, won)
 		}
@@ -363,11 +363,11 @@ func TestClaimRetentionForgetsOldClaims(t *testing.T) {
 		}
 		_, err := b.DB().ExecContext(ctx, "UPDATE "+b.TablePrefix()+"claims SET created = created - 7200000 WHERE job = "+placeholder(1)+" AND slot = "+placeholder(2), job, old.UnixMilli())
 		require.NoError(t, err)
-		require.NoError(t, b.SaveResult(ctx, job, scheduler.StoredResult{Slot: recent, Token: "t", Status: scheduler.StatusOK}, scheduler.Retention{Size: 10}))
-		won, err := b.Claim(ctx, scheduler.ClaimInput{Job: job, Slot: old, Token: backendtest.Token(), Instance: "b"})
+		require.NoError(t, b.SaveResult(ctx, job, backend.StoredResult{Slot: recent, Token: "t", Status: backend.StatusOK}, backend.Retention{Size: 10}))
+		won, err := b.Claim(ctx, backend.ClaimInput{Job: job, Slot: old, Token: backendtest.Token(), Instance: "b"})
 		require.NoError(t, err)
 		assert.True(t, won, "a claim past the retention is forgotten")
-		won, err = b.Claim(ctx, scheduler.ClaimInput{Job: job, Slot: recent, Token: backendtest.Token(), Instance: "b"})
+		won, err = b.Claim(ctx, backend.ClaimInput{Job: job, Slot: recent, Token: backendtest.Token(), Instance: "b"})
 		require.NoError(t, err)
 		assert.False(t, won, "a claim within the retention is remembered")
 	})

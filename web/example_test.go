@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/fleet"
 	"github.com/anarchon/anarchon/scheduler"
@@ -30,7 +31,7 @@ func ExampleNew() {
 	}
 	defer nc.Close()
 
-	s, _ := scheduler.New(scheduler.Config{Backend: scheduler.NewMemoryBackend(), Instance: "replica-1"})
+	s, _ := scheduler.New(scheduler.Config{Backend: memory.New(), Instance: "replica-1"})
 	_ = s.Every("reconcile", time.Hour, func(context.Context, scheduler.Run) error { return nil })
 	_ = s.Start(ctx)
 	defer s.Stop(ctx)

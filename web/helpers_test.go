@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/fleet"
 	"github.com/anarchon/anarchon/scheduler"
@@ -52,7 +53,7 @@ func startFleet(t testing.TB, cfg web.Config) *testFleet {
 	ns, err := embedded.Start(ctx, embedded.Options{})
 	require.NoError(t, err, "the embedded nats-server must start")
 	t.Cleanup(ns.Shutdown)
-	b := scheduler.NewMemoryBackend()
+	b := memory.New()
 	// slow's runs last until the test ends (closed before the schedulers stop).
 	release := make(chan struct{})
 	slow := func(ctx context.Context, _ scheduler.Run) error {

@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend"
+	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/fleet"
 	"github.com/anarchon/anarchon/scheduler"
@@ -27,7 +29,7 @@ func TestPagesOfALargeFleet(t *testing.T) {
 	ns, err := embedded.Start(ctx, embedded.Options{})
 	require.NoError(t, err, "the embedded nats-server must start")
 	t.Cleanup(ns.Shutdown)
-	b := scheduler.NewMemoryBackend()
+	b := memory.New()
 	s, err := scheduler.New(scheduler.Config{Backend: b, Instance: "big"})
 	require.NoError(t, err)
 	ok := func(context.Context, scheduler.Run) error { return nil }
@@ -39,10 +41,10 @@ func TestPagesOfALargeFleet(t *testing.T) {
 	const running = fleet.MaxViewRunning + 3
 	for i := range running {
 		slot := time.Now().Truncate(time.Hour).Add(-time.Duration(i+1) * time.Minute)
-		res, err := b.Runs().Claim(ctx, scheduler.RunClaim{Job: name(0), Slot: slot, Token: fmt.Sprintf("t%d", i), Instance: "big",
+		res, err := b.Runs().Claim(ctx, backend.RunClaim{Job: name(0), Slot: slot, Token: fmt.Sprintf("t%d", i), Instance: "big",
 			Lease: time.Hour, Deadline: time.Now().Add(time.Hour)})
 		require.NoError(t, err)
-		require.Equal(t, scheduler.OutcomeWon, res.Outcome)
+		require.Equal(t, backend.OutcomeWon, res.Outcome)
 	}
 	svc, err := fleet.Serve(ctx, connect(t, ns), s)
 	require.NoError(t, err)

@@ -17,6 +17,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend"
+	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/fleet"
 	"github.com/anarchon/anarchon/scheduler"
@@ -342,7 +344,7 @@ func TestTriggerRefusedSaysNothingRan(t *testing.T) {
 	require.NoError(t, err, "the embedded nats-server must start")
 	t.Cleanup(srv.Shutdown)
 	block := make(chan struct{})
-	f := &testFleet{url: srv.ClientURL(), backend: scheduler.NewMemoryBackend(), block: block}
+	f := &testFleet{url: srv.ClientURL(), backend: memory.New(), block: block}
 	f.startReplicas(t, func(...nats.Option) (*nats.Conn, error) { return srv.Connect() },
 		func(string) []fleetJob { return []fleetJob{{"busy", time.Hour}} }, "B")
 	t.Cleanup(func() { close(block) }) // before the replicas stop
@@ -452,10 +454,10 @@ func TestActiveSaysWhatTheViewLeftOut(t *testing.T) {
 	f := startFleet(t, nil, "A")
 	for i := range fleet.MaxViewRunning + 2 {
 		slot := time.Now().Truncate(time.Hour).Add(-time.Duration(i+1) * time.Minute)
-		res, err := f.backend.Runs().Claim(context.Background(), scheduler.RunClaim{Job: "report", Slot: slot,
+		res, err := f.backend.Runs().Claim(context.Background(), backend.RunClaim{Job: "report", Slot: slot,
 			Token: "t" + string(rune('a'+i)), Instance: "A", Lease: time.Hour, Deadline: time.Now().Add(time.Hour)})
 		require.NoError(t, err)
-		require.Equal(t, scheduler.OutcomeWon, res.Outcome)
+		require.Equal(t, backend.OutcomeWon, res.Outcome)
 	}
 	r := anarchon(t, "--server", f.url, "jobs", "--window", "200ms")
 	require.Equal(t, exitOK, r.code, r.stderr)

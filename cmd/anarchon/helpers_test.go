@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/fleet"
 	"github.com/anarchon/anarchon/scheduler"
@@ -20,7 +21,7 @@ import (
 // on its own connection to one server, which the command reaches at url.
 type testFleet struct {
 	url      string
-	backend  *scheduler.MemoryBackend
+	backend  *memory.Backend
 	scheds   []*scheduler.Scheduler
 	manual   atomic.Int32
 	failNext atomic.Bool            // the next run returns an error
@@ -45,7 +46,7 @@ func startFleet(t *testing.T, jobs func(instance string) []fleetJob, instances .
 	srv, err := embedded.Start(ctx, embedded.Options{Listen: "127.0.0.1:0"})
 	require.NoError(t, err, "the embedded nats-server must start")
 	t.Cleanup(srv.Shutdown)
-	f := &testFleet{url: srv.ClientURL(), backend: scheduler.NewMemoryBackend()}
+	f := &testFleet{url: srv.ClientURL(), backend: memory.New()}
 	f.startReplicas(t, func(...nats.Option) (*nats.Conn, error) { return srv.Connect() }, jobs, instances...)
 	return f
 }

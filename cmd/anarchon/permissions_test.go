@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/fleet"
-	"github.com/anarchon/anarchon/scheduler"
 )
 
 // startAuthServer starts a nats-server from a configuration file whose users'
@@ -93,7 +93,7 @@ permissions: {
 // refused to both).
 func TestRolesThroughTheCommand(t *testing.T) {
 	url := startAuthServer(t)
-	f := &testFleet{url: url, backend: scheduler.NewMemoryBackend()}
+	f := &testFleet{url: url, backend: memory.New()}
 	f.startReplicas(t, func(opts ...nats.Option) (*nats.Conn, error) {
 		return nats.Connect(url, append(opts, nats.UserInfo("replica", "replica"), nats.CustomInboxPrefix(fleet.InboxPrefix(fleet.RoleReplica)))...)
 	}, nil)

@@ -12,8 +12,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend"
+	"github.com/anarchon/anarchon/backend/backendtest"
 	"github.com/anarchon/anarchon/scheduler"
-	"github.com/anarchon/anarchon/scheduler/backendtest"
 )
 
 // hostile is a text a replica stores and the command prints: an OSC 52 (set the
@@ -248,7 +249,7 @@ func TestHostileTextIsShownNotObeyed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	slot := time.Now().Truncate(time.Hour)
-	_, err := f.backend.Runs().Claim(ctx, scheduler.RunClaim{Job: "report", Slot: slot, Token: backendtest.Token(),
+	_, err := f.backend.Runs().Claim(ctx, backend.RunClaim{Job: "report", Slot: slot, Token: backendtest.Token(),
 		Instance: "B" + hostile, Lease: time.Hour})
 	require.NoError(t, err)
 	for _, args := range [][]string{{"active"}, {"active", "report"}} {

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/fleet"
 	"github.com/anarchon/anarchon/jetstream"
@@ -294,7 +295,7 @@ func server(ctx context.Context, cfg config) (connect func() (*nats.Conn, error)
 // newBackend is the JetStream backend every instance builds on its own connection:
 // history in the job's stream, leases in a KV bucket (so a backup takes over a run
 // whose instance dies).
-func newBackend(nc *nats.Conn) (scheduler.Backend, func(), error) {
+func newBackend(nc *nats.Conn) (backend.Backend, func(), error) {
 	js, err := natsjs.New(nc)
 	if err != nil {
 		return nil, nil, err

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -74,9 +75,9 @@ func BenchmarkWonSlotPlain(b *testing.B) {
 			return errOr(err, "claim lost")
 		}
 		now := time.Now()
-		return r.bwin.SaveResult(ctx, claimJob, scheduler.StoredResult{
+		return r.bwin.SaveResult(ctx, claimJob, backend.StoredResult{
 			Slot: slot, Token: in.Token, Instance: in.Instance, Attempt: 1, Status: scheduler.StatusOK, StartedAt: now, FinishedAt: now,
-		}, scheduler.Retention{Size: scheduler.DefaultHistorySize})
+		}, backend.Retention{Size: scheduler.DefaultHistorySize})
 	})
 }
 
@@ -93,11 +94,11 @@ func BenchmarkWonSlotLeased(b *testing.B) {
 	measure(b, o, func() error {
 		slot := r.nextSlot()
 		tok := newToken()
-		res, err := st.Claim(ctx, scheduler.RunClaim{
+		res, err := st.Claim(ctx, backend.RunClaim{
 			Job: leaseJob, Slot: slot, Token: tok, Instance: "bench-win", Lease: benchLease,
 			Deadline: time.Now().Add(time.Hour), Keep: 2 * time.Minute,
 		})
-		if err != nil || res.Outcome != scheduler.OutcomeWon {
+		if err != nil || res.Outcome != backend.OutcomeWon {
 			return errOr(err, "lease claim: "+string(res.Outcome))
 		}
 		in := claimInput(leaseJob, slot, tok, "bench-win")
@@ -108,9 +109,9 @@ func BenchmarkWonSlotLeased(b *testing.B) {
 			return err
 		}
 		now := time.Now()
-		return r.leased.SaveResult(ctx, leaseJob, scheduler.StoredResult{
+		return r.leased.SaveResult(ctx, leaseJob, backend.StoredResult{
 			Slot: slot, Token: tok, Instance: in.Instance, Attempt: 1, Status: scheduler.StatusOK, StartedAt: now, FinishedAt: now, Fence: res.Fence,
-		}, scheduler.Retention{Size: scheduler.DefaultHistorySize})
+		}, backend.Retention{Size: scheduler.DefaultHistorySize})
 	})
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/jetstream"
 	"github.com/anarchon/anarchon/kvlease"
@@ -206,8 +207,8 @@ func (r *claimRig) claim(ctx context.Context, b *jetstream.Backend, slot time.Ti
 	return nil
 }
 
-func (r *claimRig) leaseClaim(ctx context.Context, st *kvlease.Store, slot time.Time, token, instance string, want scheduler.ClaimOutcome) error {
-	res, err := st.Claim(ctx, scheduler.RunClaim{
+func (r *claimRig) leaseClaim(ctx context.Context, st *kvlease.Store, slot time.Time, token, instance string, want backend.ClaimOutcome) error {
+	res, err := st.Claim(ctx, backend.RunClaim{
 		Job: leaseJob, Slot: slot, Token: token, Instance: instance, Lease: benchLease,
 		Deadline: time.Now().Add(time.Hour), Keep: 2 * time.Minute,
 	})
@@ -235,10 +236,10 @@ func (r *claimRig) fillHistory(ctx context.Context) error {
 			return fmt.Errorf("history run %d: claim lost", i)
 		}
 		now := time.Now()
-		if err := r.bhist.SaveResult(ctx, historyJob, scheduler.StoredResult{
+		if err := r.bhist.SaveResult(ctx, historyJob, backend.StoredResult{
 			Slot: slot, Token: in.Token, Instance: in.Instance, Attempt: 1, Status: scheduler.StatusOK,
 			StartedAt: now, FinishedAt: now,
-		}, scheduler.Retention{Size: 2 * historyRuns}); err != nil {
+		}, backend.Retention{Size: 2 * historyRuns}); err != nil {
 			return err
 		}
 	}
@@ -256,15 +257,15 @@ func (r *claimRig) history(ctx context.Context, limit int) error {
 	return nil
 }
 
-func jobLimits(job string, interval time.Duration, history int) scheduler.JobLimits {
-	return scheduler.JobLimits{
+func jobLimits(job string, interval time.Duration, history int) backend.JobLimits {
+	return backend.JobLimits{
 		Job: job, Schedule: "every " + interval.String(), Interval: interval, MaxLate: interval,
-		Lease: benchLease, Retention: scheduler.Retention{Size: history},
+		Lease: benchLease, Retention: backend.Retention{Size: history},
 	}
 }
 
-func claimInput(job string, slot time.Time, token, instance string) scheduler.ClaimInput {
-	return scheduler.ClaimInput{
+func claimInput(job string, slot time.Time, token, instance string) backend.ClaimInput {
+	return backend.ClaimInput{
 		Job: job, Slot: slot, Token: token, Instance: instance, Attempt: 1, At: time.Now(),
 		HistorySize: scheduler.DefaultHistorySize,
 	}
@@ -472,18 +473,18 @@ func measureClaims(ctx context.Context, cfg config) (*claimResult, error) {
 				o *op
 				f func() error
 			}{
-				{lwin, func() error { return r.leaseClaim(ctx, r.swin, slot, tok, "bench-win", scheduler.OutcomeWon) }},
+				{lwin, func() error { return r.leaseClaim(ctx, r.swin, slot, tok, "bench-win", backend.OutcomeWon) }},
 				{lrec, func() error {
 					in := claimInput(leaseJob, slot, tok, "bench-win")
 					return r.leased.RecordClaim(ctx, in)
 				}},
 				{lloseRun, func() error {
-					return r.leaseClaim(ctx, r.slose, slot, newToken(), "bench-lose", scheduler.OutcomeRunning)
+					return r.leaseClaim(ctx, r.slose, slot, newToken(), "bench-lose", backend.OutcomeRunning)
 				}},
 				{hb, func() error { return r.swin.Heartbeat(ctx, leaseJob, slot, tok, benchLease) }},
 				{fin, func() error { return r.swin.Finish(ctx, leaseJob, slot, tok, scheduler.StatusOK) }},
 				{lloseDone, func() error {
-					return r.leaseClaim(ctx, r.slose, slot, newToken(), "bench-lose", scheduler.OutcomeDone)
+					return r.leaseClaim(ctx, r.slose, slot, newToken(), "bench-lose", backend.OutcomeDone)
 				}},
 			}
 			for _, s := range steps {
@@ -556,7 +557,7 @@ func measureClaims(ctx context.Context, cfg config) (*claimResult, error) {
 		}
 		res.history = append(res.history, o)
 	}
-	res.lastRuns = &op{name: "last run, success and failure of 2 jobs: `Backend.LastRuns` (`scheduler.LastRunsReader`)", conn: r.win.nc}
+	res.lastRuns = &op{name: "last run, success and failure of 2 jobs: `Backend.LastRuns` (`backend.LastRunsReader`)", conn: r.win.nc}
 	if err := timeAndCount(res.lastRuns, spy, max(cfg.samples/10, 20), func() error {
 		got, err := r.bhist.LastRuns(ctx, []string{historyJob, claimJob})
 		if err == nil && (got[historyJob].Success == nil || len(got) != 2) {

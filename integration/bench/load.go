@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/jetstream"
 	"github.com/anarchon/anarchon/kvlease"
@@ -269,7 +270,7 @@ func newInstance(ctx context.Context, srv *embedded.Server, id string, leases bo
 		return nil, err
 	}
 	in := &anarchonInstance{c: c}
-	var b scheduler.Backend
+	var b backend.Backend
 	if leases {
 		if in.store, err = newStore(ctx, c); err != nil {
 			c.nc.Close()

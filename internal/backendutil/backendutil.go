@@ -10,19 +10,19 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/anarchon/anarchon/scheduler"
+	"github.com/anarchon/anarchon/backend"
 )
 
-// CheckClaim refuses what no backend stores: a job name scheduler.ValidateJobName
-// refuses, or an empty token. The error matches scheduler.ErrInvalidClaim and, for
-// the name, scheduler.ErrInvalidJobName; pkg ("jetstream", "kvlease", "sqlbackend")
+// CheckClaim refuses what no backend stores: a job name backend.ValidateJobName
+// refuses, or an empty token. The error matches backend.ErrInvalidClaim and, for
+// the name, backend.ErrInvalidJobName; pkg ("jetstream", "kvlease", "sqlbackend")
 // starts its message.
 func CheckClaim(pkg, job, token string) error {
-	if err := scheduler.ValidateJobName(job); err != nil {
-		return fmt.Errorf("%w: %s: %w", scheduler.ErrInvalidClaim, pkg, err)
+	if err := backend.ValidateJobName(job); err != nil {
+		return fmt.Errorf("%w: %s: %w", backend.ErrInvalidClaim, pkg, err)
 	}
 	if token == "" {
-		return fmt.Errorf("%w: %s: claim for job %q has no token", scheduler.ErrInvalidClaim, pkg, job)
+		return fmt.Errorf("%w: %s: claim for job %q has no token", backend.ErrInvalidClaim, pkg, job)
 	}
 	return nil
 }

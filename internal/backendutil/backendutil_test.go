@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/anarchon/anarchon/scheduler"
+	"github.com/anarchon/anarchon/backend"
 )
 
 func TestCallContext(t *testing.T) {
@@ -33,14 +33,14 @@ func TestCheckClaim(t *testing.T) {
 	for _, tc := range []struct{ job, token, want string }{
 		{"", "t", "invalid job name"},
 		{" job", "t", "invalid job name"},
-		{strings.Repeat("x", scheduler.MaxJobNameLen+1), "t", "invalid job name"},
+		{strings.Repeat("x", backend.MaxJobNameLen+1), "t", "invalid job name"},
 		{"job", "", "has no token"},
 	} {
 		err := CheckClaim("pkg", tc.job, tc.token)
-		assert.ErrorIs(t, err, scheduler.ErrInvalidClaim)
+		assert.ErrorIs(t, err, backend.ErrInvalidClaim)
 		assert.Contains(t, err.Error(), tc.want)
 		assert.Contains(t, err.Error(), "pkg: ")
 	}
-	assert.ErrorIs(t, CheckClaim("pkg", "", "t"), scheduler.ErrInvalidJobName)
+	assert.ErrorIs(t, CheckClaim("pkg", "", "t"), backend.ErrInvalidJobName)
 	assert.Equal(t, `job "j" slot 2026-01-02T03:04:05.006Z`, DescribeRun("j", time.Date(2026, 1, 2, 4, 4, 5, 6e6, time.FixedZone("CET", 3600))))
 }

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/anarchon/anarchon/scheduler"
+	"github.com/anarchon/anarchon/backend"
 )
 
 // Violation is one broken invariant.
@@ -20,9 +20,9 @@ type Violation struct {
 	inst string
 }
 
-var terminal = map[scheduler.Status]bool{
-	scheduler.StatusOK: true, scheduler.StatusError: true, scheduler.StatusTimeout: true,
-	scheduler.StatusSkipped: true, scheduler.StatusLate: true,
+var terminal = map[backend.Status]bool{
+	backend.StatusOK: true, backend.StatusError: true, backend.StatusTimeout: true,
+	backend.StatusSkipped: true, backend.StatusLate: true,
 }
 
 // at formats a time since t0.
@@ -77,7 +77,7 @@ func (c *checker) add(inv string, keys []key, inst, format string, args ...any) 
 // Check judges the record of a seed that has run. History and Active are read
 // from history and runs, an observer's view of the stores that takes part in
 // nothing. The violations come sorted by invariant.
-func (h *Harness) Check(ctx context.Context, history scheduler.Backend, runs scheduler.RunStore) []Violation {
+func (h *Harness) Check(ctx context.Context, history backend.Backend, runs backend.RunStore) []Violation {
 	r := h.rec
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -251,7 +251,7 @@ func (c *checker) oneFate() {
 		}
 	}
 	for _, s := range c.rec.saves {
-		if !s.manual && (s.status == scheduler.StatusSkipped || s.status == scheduler.StatusLate) {
+		if !s.manual && (s.status == backend.StatusSkipped || s.status == backend.StatusLate) {
 			note(s.key, string(s.status), s.at)
 		}
 	}
@@ -277,7 +277,7 @@ func (c *checker) oneFate() {
 }
 
 // stored: 4, terminal records in History, and nothing left unfinished in the store.
-func (c *checker) stored(ctx context.Context, history scheduler.Backend, runs scheduler.RunStore) {
+func (c *checker) stored(ctx context.Context, history backend.Backend, runs backend.RunStore) {
 	h := c.h
 	for _, j := range h.plan.Jobs {
 		recs, err := history.History(ctx, j.Name, 0)
@@ -285,13 +285,13 @@ func (c *checker) stored(ctx context.Context, history scheduler.Backend, runs sc
 			c.add("4-terminal", nil, "", "history of %s: %v", j.Name, err)
 			continue
 		}
-		term := map[int64][]scheduler.RunRecord{}
+		term := map[int64][]backend.RunRecord{}
 		paused := map[int64]bool{} // a slot that fell in a pause and was not run since
 		for _, rr := range recs {
 			if !rr.Manual && terminal[rr.Status] {
 				term[rr.Slot.UnixMilli()] = append(term[rr.Slot.UnixMilli()], rr)
 			}
-			if !rr.Manual && rr.Status == scheduler.StatusPaused {
+			if !rr.Manual && rr.Status == backend.StatusPaused {
 				paused[rr.Slot.UnixMilli()] = true
 			}
 		}
@@ -453,7 +453,7 @@ func (c *checker) writtenAgain() {
 		in     *inst
 		op     string
 		token  string
-		status scheduler.Status
+		status backend.Status
 	}
 	lastOK := map[write]time.Duration{}
 	for _, w := range c.rec.writes {

@@ -1,5 +1,5 @@
 // Package modelcheck is the harness of the randomised model checks of the lease path:
-// TestModelCheck in the scheduler package (a MemoryBackend under testing/synctest,
+// TestModelCheck in the scheduler package (a memory.Backend under testing/synctest,
 // 500 seeds in virtual time) and TestModelCheckKV in integration (kvlease and the
 // JetStream LeasedBackend on an embedded nats-server, in real time). The two differ
 // in the world they build and in what their clocks let them know; the rest lives
@@ -13,7 +13,7 @@
 // late or not at all. A quiet phase follows in which every slot has a healthy
 // instance, then every instance is stopped. [Harness.Run] carries the plan out;
 // [Harness.Check] judges the record against the lease rules (the documentation of
-// scheduler.RunStore; docs/concepts.md):
+// backend.RunStore; docs/concepts.md):
 //
 //	1   at most one live handler per (job, slot) at any instant
 //	1b  a job with OverlapSkip never has two live handlers at once (any slots)
@@ -52,7 +52,7 @@
 //	world := &modelcheck.World{Name: "model check", Replay: "…", Timing: modelcheck.Exact, …}
 //	sum := modelcheck.NewSummary(world, seeds)
 //	for _, seed := range seeds.List {
-//		b := scheduler.NewMemoryBackend()
+//		b := memory.New()
 //		h := modelcheck.New(world, newPlan(seed), func(string) (modelcheck.Store, error) { return b, nil })
 //		if err := h.Run(); err != nil { … }
 //		sum.Seed(t, h, h.Check(ctx, b, b.Runs()))

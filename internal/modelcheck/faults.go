@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/anarchon/anarchon/scheduler"
+	"github.com/anarchon/anarchon/backend"
 )
 
 // ErrCrashed is the error of every store call of a crashed instance.
@@ -15,26 +15,26 @@ var ErrCrashed = errors.New("modelcheck: instance crashed")
 // faulty is in's view of its store: a Backend, ClaimRecorder and LeaseBackend whose
 // store calls go through in's faults, and the store's JobWindower and JobChecker
 // when it has them (the scheduler finds those by type assertion).
-func faulty(in *inst, s Store) scheduler.Backend {
+func faulty(in *inst, s Store) backend.Backend {
 	b := &faultyBackend{in: in, b: s}
-	w, isW := s.(scheduler.JobWindower)
-	c, isC := s.(scheduler.JobChecker)
+	w, isW := s.(backend.JobWindower)
+	c, isC := s.(backend.JobChecker)
 	switch {
 	case isW && isC:
 		return struct {
 			*faultyBackend
-			scheduler.JobWindower
-			scheduler.JobChecker
+			backend.JobWindower
+			backend.JobChecker
 		}{b, w, c}
 	case isW:
 		return struct {
 			*faultyBackend
-			scheduler.JobWindower
+			backend.JobWindower
 		}{b, w}
 	case isC:
 		return struct {
 			*faultyBackend
-			scheduler.JobChecker
+			backend.JobChecker
 		}{b, c}
 	}
 	return b
@@ -46,43 +46,43 @@ type faultyBackend struct {
 }
 
 var (
-	_ scheduler.Pauser        = (*faultyBackend)(nil)
-	_ scheduler.Backend       = (*faultyBackend)(nil)
-	_ scheduler.ClaimRecorder = (*faultyBackend)(nil)
-	_ scheduler.LeaseBackend  = (*faultyBackend)(nil)
-	_ scheduler.RunStore      = (*faultyRuns)(nil)
-	_ scheduler.LeaseWatcher  = (*faultyRuns)(nil)
+	_ backend.Pauser        = (*faultyBackend)(nil)
+	_ backend.Backend       = (*faultyBackend)(nil)
+	_ backend.ClaimRecorder = (*faultyBackend)(nil)
+	_ backend.LeaseBackend  = (*faultyBackend)(nil)
+	_ backend.RunStore      = (*faultyRuns)(nil)
+	_ backend.LeaseWatcher  = (*faultyRuns)(nil)
 )
 
 func (m *faultyBackend) Name() string                    { return m.b.Name() }
 func (m *faultyBackend) DedupeWindow() time.Duration     { return m.b.DedupeWindow() }
 func (m *faultyBackend) Init(ctx context.Context) error  { return m.b.Init(ctx) }
 func (m *faultyBackend) Close(ctx context.Context) error { return m.b.Close(ctx) }
-func (m *faultyBackend) Runs() scheduler.RunStore        { return &faultyRuns{in: m.in, s: m.b.Runs()} }
-func (m *faultyBackend) PrepareJob(ctx context.Context, j scheduler.JobLimits) error {
+func (m *faultyBackend) Runs() backend.RunStore          { return &faultyRuns{in: m.in, s: m.b.Runs()} }
+func (m *faultyBackend) PrepareJob(ctx context.Context, j backend.JobLimits) error {
 	return m.b.PrepareJob(ctx, j)
 }
 
 // The pauses are stored and watched through the store as they are; a failed
 // Finish of a paused slot is a fault of the run store's calls like any other.
-func (m *faultyBackend) SetPause(ctx context.Context, p scheduler.Pause) error {
+func (m *faultyBackend) SetPause(ctx context.Context, p backend.Pause) error {
 	return m.b.SetPause(ctx, p)
 }
 func (m *faultyBackend) ClearPause(ctx context.Context, job string) error {
 	return m.b.ClearPause(ctx, job)
 }
-func (m *faultyBackend) Pauses(ctx context.Context) ([]scheduler.Pause, error) {
+func (m *faultyBackend) Pauses(ctx context.Context) ([]backend.Pause, error) {
 	return m.b.Pauses(ctx)
 }
-func (m *faultyBackend) WatchPauses(ctx context.Context, fn func([]scheduler.Pause)) error {
+func (m *faultyBackend) WatchPauses(ctx context.Context, fn func([]backend.Pause)) error {
 	return m.b.WatchPauses(ctx, fn)
 }
 
-func (m *faultyBackend) History(ctx context.Context, job string, limit int) ([]scheduler.RunRecord, error) {
+func (m *faultyBackend) History(ctx context.Context, job string, limit int) ([]backend.RunRecord, error) {
 	return m.b.History(ctx, job, limit)
 }
 
-func (m *faultyBackend) Claim(ctx context.Context, in scheduler.ClaimInput) (bool, error) {
+func (m *faultyBackend) Claim(ctx context.Context, in backend.ClaimInput) (bool, error) {
 	won, err := do(m.in, ctx, "history-claim", in.Job, in.Slot, func(ctx context.Context) (bool, error) {
 		return m.b.Claim(ctx, in)
 	}, func(_ time.Duration, won bool, err error, fault string) {
@@ -92,7 +92,7 @@ func (m *faultyBackend) Claim(ctx context.Context, in scheduler.ClaimInput) (boo
 	return won, err
 }
 
-func (m *faultyBackend) RecordClaim(ctx context.Context, in scheduler.ClaimInput) error {
+func (m *faultyBackend) RecordClaim(ctx context.Context, in backend.ClaimInput) error {
 	_, err := do(m.in, ctx, "record-claim", in.Job, in.Slot, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, m.b.RecordClaim(ctx, in)
 	}, func(_ time.Duration, _ struct{}, err error, fault string) {
@@ -101,7 +101,7 @@ func (m *faultyBackend) RecordClaim(ctx context.Context, in scheduler.ClaimInput
 	return err
 }
 
-func (m *faultyBackend) RecordManualRun(ctx context.Context, in scheduler.ClaimInput) (time.Time, error) {
+func (m *faultyBackend) RecordManualRun(ctx context.Context, in backend.ClaimInput) (time.Time, error) {
 	return do(m.in, ctx, "manual-run", in.Job, in.Slot, func(ctx context.Context) (time.Time, error) {
 		return m.b.RecordManualRun(ctx, in)
 	}, func(_ time.Duration, _ time.Time, err error, fault string) {
@@ -109,7 +109,7 @@ func (m *faultyBackend) RecordManualRun(ctx context.Context, in scheduler.ClaimI
 	})
 }
 
-func (m *faultyBackend) SaveResult(ctx context.Context, job string, r scheduler.StoredResult, keep scheduler.Retention) error {
+func (m *faultyBackend) SaveResult(ctx context.Context, job string, r backend.StoredResult, keep backend.Retention) error {
 	_, err := do(m.in, ctx, "save", job, r.Slot, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, m.b.SaveResult(ctx, job, r, keep)
 	}, func(_ time.Duration, _ struct{}, err error, fault string) {
@@ -122,13 +122,13 @@ func (m *faultyBackend) SaveResult(ctx context.Context, job string, r scheduler.
 // faultyRuns is in's view of the shared RunStore.
 type faultyRuns struct {
 	in *inst
-	s  scheduler.RunStore
+	s  backend.RunStore
 }
 
-func (r *faultyRuns) Claim(ctx context.Context, rc scheduler.RunClaim) (scheduler.ClaimResult, error) {
-	return do(r.in, ctx, "claim", rc.Job, rc.Slot, func(ctx context.Context) (scheduler.ClaimResult, error) {
+func (r *faultyRuns) Claim(ctx context.Context, rc backend.RunClaim) (backend.ClaimResult, error) {
+	return do(r.in, ctx, "claim", rc.Job, rc.Slot, func(ctx context.Context) (backend.ClaimResult, error) {
 		return r.s.Claim(ctx, rc)
-	}, func(sent time.Duration, res scheduler.ClaimResult, err error, fault string) {
+	}, func(sent time.Duration, res backend.ClaimResult, err error, fault string) {
 		r.in.h.rec.claimApplied(r.in, rc, res, err, sent, fault)
 	})
 }
@@ -142,7 +142,7 @@ func (r *faultyRuns) Heartbeat(ctx context.Context, job string, slot time.Time, 
 	return err
 }
 
-func (r *faultyRuns) Finish(ctx context.Context, job string, slot time.Time, token string, status scheduler.Status) error {
+func (r *faultyRuns) Finish(ctx context.Context, job string, slot time.Time, token string, status backend.Status) error {
 	_, err := do(r.in, ctx, "finish", job, slot, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, r.s.Finish(ctx, job, slot, token, status)
 	}, func(sent time.Duration, _ struct{}, err error, fault string) {
@@ -160,10 +160,10 @@ func (r *faultyRuns) Release(ctx context.Context, job string, slot time.Time, to
 	return err
 }
 
-func (r *faultyRuns) Active(ctx context.Context, job string) ([]scheduler.ActiveRun, error) {
-	return do(r.in, ctx, "active", job, time.Time{}, func(ctx context.Context) ([]scheduler.ActiveRun, error) {
+func (r *faultyRuns) Active(ctx context.Context, job string) ([]backend.ActiveRun, error) {
+	return do(r.in, ctx, "active", job, time.Time{}, func(ctx context.Context) ([]backend.ActiveRun, error) {
 		return r.s.Active(ctx, job)
-	}, func(_ time.Duration, runs []scheduler.ActiveRun, err error, fault string) {
+	}, func(_ time.Duration, runs []backend.ActiveRun, err error, fault string) {
 		r.in.h.rec.slotLog(r.in, job, time.Time{}, "store active → %d runs %v%s", len(runs), errText(err), fault)
 	})
 }
@@ -171,7 +171,7 @@ func (r *faultyRuns) Active(ctx context.Context, job string) ([]scheduler.Active
 // WatchRun fails while the instance is dead or, at random, while it is flaky; the
 // scheduler then polls.
 func (r *faultyRuns) WatchRun(ctx context.Context, job string, slot time.Time) (<-chan struct{}, error) {
-	w, ok := r.s.(scheduler.LeaseWatcher)
+	w, ok := r.s.(backend.LeaseWatcher)
 	if !ok {
 		return nil, errors.New("modelcheck: the store cannot watch")
 	}

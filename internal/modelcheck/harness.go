@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -151,7 +152,7 @@ func (h *Harness) startLocked(slot int) error {
 	s, err := scheduler.New(scheduler.Config{
 		Backend:     faulty(in, store),
 		Instance:    name,
-		Clock:       scheduler.OffsetClock{Offset: off},
+		Clock:       backend.OffsetClock{Offset: off},
 		OnEvent:     in.onEvent,
 		CallTimeout: h.plan.CallTimeout,
 	})
@@ -163,9 +164,9 @@ func (h *Harness) startLocked(slot int) error {
 			scheduler.WithLease(j.Lease), scheduler.WithMaxLate(j.MaxLate), scheduler.WithHistory(h.w.HistoryKeep, 0),
 		}
 		if j.Skip {
-			opts = append(opts, scheduler.WithOverlap(scheduler.OverlapSkip))
+			opts = append(opts, scheduler.WithOverlap(backend.OverlapSkip))
 		}
-		if j.CatchUp != scheduler.CatchUpNone {
+		if j.CatchUp != backend.CatchUpNone {
 			opts = append(opts, scheduler.WithCatchUp(j.CatchUp, j.Window))
 		}
 		if err := s.Every(j.Name, j.Interval, in.handler(j), opts...); err != nil {

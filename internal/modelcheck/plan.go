@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/anarchon/anarchon/scheduler"
+	"github.com/anarchon/anarchon/backend"
 )
 
 // Job is one Every job with a lease, registered on every instance.
@@ -18,7 +18,7 @@ type Job struct {
 	Lease    time.Duration
 	MaxLate  time.Duration
 	Skip     bool // OverlapSkip
-	CatchUp  scheduler.CatchUpPolicy
+	CatchUp  backend.CatchUpPolicy
 	Window   time.Duration // catch-up window
 	MaxRun   time.Duration // scheduled handlers run for [0, MaxRun]
 }

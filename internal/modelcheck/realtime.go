@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/anarchon/anarchon/scheduler"
+	"github.com/anarchon/anarchon/backend"
 )
 
 // RealTime shapes the plans of a model check on a real store in real time
@@ -44,9 +44,9 @@ func RealTimePlan(seed uint64, o RealTime) *Plan {
 		}
 		switch r.IntN(4) {
 		case 0:
-			j.CatchUp = scheduler.CatchUpLatest
+			j.CatchUp = backend.CatchUpLatest
 		case 1:
-			j.CatchUp = scheduler.CatchUpAll
+			j.CatchUp = backend.CatchUpAll
 		}
 		p.Jobs = append(p.Jobs, j)
 	}

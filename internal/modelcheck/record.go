@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -79,7 +80,7 @@ type save struct {
 	key     key
 	at      time.Duration
 	inst    string
-	status  scheduler.Status
+	status  backend.Status
 	token   string
 	attempt int
 	manual  bool
@@ -92,7 +93,7 @@ type writeCall struct {
 	op     string
 	key    key
 	token  string
-	status scheduler.Status
+	status backend.Status
 	at     time.Duration
 	ok     bool
 }
@@ -240,7 +241,7 @@ func (r *record) tokenGrant(k key, token string) *grant {
 // their answer came (Bounded, with when they were sent), whatever the caller was
 // told afterwards.
 
-func (r *record) claimApplied(in *inst, rc scheduler.RunClaim, res scheduler.ClaimResult, err error, sent time.Duration, fault string) {
+func (r *record) claimApplied(in *inst, rc backend.RunClaim, res backend.ClaimResult, err error, sent time.Duration, fault string) {
 	k := key{rc.Job, rc.Slot.UnixMilli()}
 	var txt string
 	if err != nil {
@@ -259,10 +260,10 @@ func (r *record) claimApplied(in *inst, rc scheduler.RunClaim, res scheduler.Cla
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.now()
-	if err == nil && res.Outcome == scheduler.OutcomeOverlap {
+	if err == nil && res.Outcome == backend.OutcomeOverlap {
 		r.skips = append(r.skips, skipRec{key: k, inst: in.name, sent: sent, at: now})
 	}
-	if err == nil && res.Outcome == scheduler.OutcomeWon {
+	if err == nil && res.Outcome == backend.OutcomeWon {
 		if g := r.grantFor(k, res.Fence); g == nil {
 			r.seq++
 			g = &grant{key: k, token: rc.Token, inst: in.name, fence: res.Fence, attempt: res.Attempt, at: now, atSeq: r.seq, sent: sent}
@@ -316,7 +317,7 @@ func (r *record) heartbeatApplied(in *inst, job string, slot time.Time, token st
 }
 
 // endApplied records a release or a finish (op) that ended token's lease.
-func (r *record) endApplied(in *inst, op string, job string, slot time.Time, token string, status scheduler.Status, err error, sent time.Duration, fault string) {
+func (r *record) endApplied(in *inst, op string, job string, slot time.Time, token string, status backend.Status, err error, sent time.Duration, fault string) {
 	k := key{job, slot.UnixMilli()}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -346,7 +347,7 @@ func (r *record) endApplied(in *inst, op string, job string, slot time.Time, tok
 	r.appendLocked(entry{at: now, inst: in.name, key: k, text: fmt.Sprintf("%s → %v%s", txt, errText(err), fault)})
 }
 
-func (r *record) saveApplied(in *inst, job string, res scheduler.StoredResult, err error, fault string) {
+func (r *record) saveApplied(in *inst, job string, res backend.StoredResult, err error, fault string) {
 	k := key{job, res.Slot.UnixMilli()}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -366,7 +367,7 @@ func errText(err error) string {
 
 // writeCalled records a call of a write that completes a slot, as its caller saw
 // it: ok, or failed (whatever the store applied).
-func (r *record) writeCalled(in *inst, op, job string, slot time.Time, token string, status scheduler.Status, err error) {
+func (r *record) writeCalled(in *inst, op, job string, slot time.Time, token string, status backend.Status, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.writes = append(r.writes, writeCall{in: in, op: op, key: key{job, slot.UnixMilli()}, token: token, status: status, at: r.now(), ok: err == nil})

@@ -5,7 +5,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/anarchon/anarchon/scheduler"
+	"github.com/anarchon/anarchon/backend"
 )
 
 // In real time the answer of a release can be seen after the answer of the takeover
@@ -25,11 +25,11 @@ func TestBoundedReleaseSeenAfterTakeover(t *testing.T) {
 			h := New(&World{Timing: Bounded, LeaseTTL: WholeSeconds, StoreSlack: 250 * time.Millisecond}, &Plan{Slots: 2}, nil)
 			a, b := &inst{h: h, name: "A"}, &inst{h: h, name: "B"}
 			slot := time.UnixMilli(1_000)
-			claim := func(tok string) scheduler.RunClaim {
-				return scheduler.RunClaim{Job: "j", Slot: slot, Token: tok, Lease: time.Second}
+			claim := func(tok string) backend.RunClaim {
+				return backend.RunClaim{Job: "j", Slot: slot, Token: tok, Lease: time.Second}
 			}
-			won := func(fence uint64, attempt int) scheduler.ClaimResult {
-				return scheduler.ClaimResult{Outcome: scheduler.OutcomeWon, Fence: fence, Attempt: attempt}
+			won := func(fence uint64, attempt int) backend.ClaimResult {
+				return backend.ClaimResult{Outcome: backend.OutcomeWon, Fence: fence, Attempt: attempt}
 			}
 			r := h.rec
 			r.claimApplied(a, claim("ta"), won(1, 1), nil, 0, "")
@@ -69,11 +69,11 @@ func TestExactReleaseRecordedAfterTakeover(t *testing.T) {
 				a, b := &inst{h: h, name: "A"}, &inst{h: h, name: "B"}
 				slot := time.UnixMilli(1_000)
 				r := h.rec
-				claim := func(tok string) scheduler.RunClaim {
-					return scheduler.RunClaim{Job: "j", Slot: slot, Token: tok, Lease: time.Second}
+				claim := func(tok string) backend.RunClaim {
+					return backend.RunClaim{Job: "j", Slot: slot, Token: tok, Lease: time.Second}
 				}
-				won := func(fence uint64, attempt int) scheduler.ClaimResult {
-					return scheduler.ClaimResult{Outcome: scheduler.OutcomeWon, Fence: fence, Attempt: attempt, Expires: time.Now().Add(time.Second)}
+				won := func(fence uint64, attempt int) backend.ClaimResult {
+					return backend.ClaimResult{Outcome: backend.OutcomeWon, Fence: fence, Attempt: attempt, Expires: time.Now().Add(time.Second)}
 				}
 				r.claimApplied(a, claim("ta"), won(1, 1), nil, 0, "")
 				fence := uint64(1)

@@ -3,7 +3,7 @@ package modelcheck
 import (
 	"time"
 
-	"github.com/anarchon/anarchon/scheduler"
+	"github.com/anarchon/anarchon/backend"
 )
 
 // Timing is what the record can know about when a store applied a call.
@@ -21,10 +21,10 @@ const (
 // Store is the backend an instance uses, before the harness puts its faults in
 // front of it. JobWindower and JobChecker are passed on when it has them.
 type Store interface {
-	scheduler.Backend
-	scheduler.ClaimRecorder
-	scheduler.LeaseBackend
-	scheduler.Pauser
+	backend.Backend
+	backend.ClaimRecorder
+	backend.LeaseBackend
+	backend.Pauser
 }
 
 // World is what the seeds of one model check share: how they are named and

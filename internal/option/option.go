@@ -1,7 +1,7 @@
 // Package option is the one rule for the options of anarchon's packages: they are
 // applied in order and a nil one is skipped; an invalid value is an error that
 // names the option and the value, and that matches both the package's own
-// ErrInvalidOption and scheduler.ErrInvalidOption with errors.Is, so that one check
+// ErrInvalidOption and backend.ErrInvalidOption with errors.Is, so that one check
 // covers every package and each message still says where it came from.
 package option
 
@@ -10,11 +10,11 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/anarchon/anarchon/scheduler"
+	"github.com/anarchon/anarchon/backend"
 )
 
 // Sentinel returns pkg's ErrInvalidOption: "<pkg>: invalid option" in messages,
-// and matching scheduler.ErrInvalidOption.
+// and matching backend.ErrInvalidOption.
 func Sentinel(pkg string) error {
 	return &sentinel{msg: pkg + ": invalid option"}
 }
@@ -23,8 +23,8 @@ type sentinel struct{ msg string }
 
 func (e *sentinel) Error() string { return e.msg }
 
-// Unwrap makes the sentinel match scheduler.ErrInvalidOption.
-func (e *sentinel) Unwrap() error { return scheduler.ErrInvalidOption }
+// Unwrap makes the sentinel match backend.ErrInvalidOption.
+func (e *sentinel) Unwrap() error { return backend.ErrInvalidOption }
 
 // Apply applies opts to c in order, skipping nil ones, and returns the first error.
 func Apply[C any, O ~func(*C) error](c *C, opts []O) error {

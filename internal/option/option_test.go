@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/anarchon/anarchon/scheduler"
+	"github.com/anarchon/anarchon/backend"
 )
 
 type config struct{ d time.Duration }
@@ -23,9 +23,9 @@ func withD(d time.Duration) opt {
 
 func TestSentinel(t *testing.T) {
 	assert.Equal(t, "pkg: invalid option", errInvalid.Error())
-	assert.ErrorIs(t, errInvalid, scheduler.ErrInvalidOption)
-	assert.NotErrorIs(t, errInvalid, scheduler.ErrInvalidConfig)
-	assert.NotErrorIs(t, scheduler.ErrInvalidOption, errInvalid, "the general error is not the package's")
+	assert.ErrorIs(t, errInvalid, backend.ErrInvalidOption)
+	assert.NotErrorIs(t, errInvalid, backend.ErrInvalidConfig)
+	assert.NotErrorIs(t, backend.ErrInvalidOption, errInvalid, "the general error is not the package's")
 	assert.NotErrorIs(t, Sentinel("other"), errInvalid, "each package has its own")
 }
 
@@ -36,7 +36,7 @@ func TestApplyAndChecked(t *testing.T) {
 
 	err := Apply(&c, []opt{withD(2 * time.Second), withD(0), withD(3 * time.Second)})
 	require.ErrorIs(t, err, errInvalid)
-	assert.ErrorIs(t, err, scheduler.ErrInvalidOption)
+	assert.ErrorIs(t, err, backend.ErrInvalidOption)
 	assert.Equal(t, "pkg: invalid option: WithD(0s): must be positive", err.Error(), "names the option and the value, once prefixed")
 	assert.Equal(t, 2*time.Second, c.d, "applied in order, up to the invalid one")
 

@@ -24,6 +24,7 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/scheduler"
 	"github.com/anarchon/anarchon/sqlbackend"
 	"github.com/anarchon/anarchon/sqlbackend/internal/pgtest"
@@ -151,18 +152,18 @@ func measure(ctx context.Context, title string, d sqlbackend.Dialect, open func(
 		claimJob, lostJob, leaseJob, pathJob, heldJob, historyJob = "bench-claim", "bench-lost", "bench-lease", "bench-path", "bench-held", "bench-history"
 	)
 	for _, job := range []string{claimJob, lostJob, leaseJob, pathJob, heldJob, historyJob} {
-		if err := win.PrepareJob(ctx, scheduler.JobLimits{Job: job}); err != nil {
+		if err := win.PrepareJob(ctx, backend.JobLimits{Job: job}); err != nil {
 			return err
 		}
 	}
 	base := time.UnixMilli(1_800_000_000_000)
 	slot := func(i int) time.Time { return base.Add(time.Duration(i) * time.Second) }
 	token := func(kind string, i int) string { return fmt.Sprintf("%s-%d", kind, i) }
-	claimIn := func(job, tok, inst string, i int) scheduler.ClaimInput {
-		return scheduler.ClaimInput{Job: job, Slot: slot(i), Token: tok, Instance: inst, Attempt: 1, At: time.Now(), HistorySize: 100}
+	claimIn := func(job, tok, inst string, i int) backend.ClaimInput {
+		return backend.ClaimInput{Job: job, Slot: slot(i), Token: tok, Instance: inst, Attempt: 1, At: time.Now(), HistorySize: 100}
 	}
-	runClaim := func(job, tok, inst string, i int) scheduler.RunClaim {
-		return scheduler.RunClaim{Job: job, Slot: slot(i), Token: tok, Instance: inst, Lease: benchLease, Deadline: time.Now().Add(time.Hour)}
+	runClaim := func(job, tok, inst string, i int) backend.RunClaim {
+		return backend.RunClaim{Job: job, Slot: slot(i), Token: tok, Instance: inst, Lease: benchLease, Deadline: time.Now().Add(time.Hour)}
 	}
 	total := n + n/10 // warm-up included
 	// Set-up: slots the loser claims (already claimed), leases held and finished.
@@ -183,7 +184,7 @@ func measure(ctx context.Context, title string, d sqlbackend.Dialect, open func(
 	if _, err := wins.Claim(ctx, finished); err != nil {
 		return err
 	}
-	if err := wins.Finish(ctx, heldJob, finished.Slot, finished.Token, scheduler.StatusOK); err != nil {
+	if err := wins.Finish(ctx, heldJob, finished.Slot, finished.Token, backend.StatusOK); err != nil {
 		return err
 	}
 	for i := range 120 {
@@ -191,8 +192,8 @@ func measure(ctx context.Context, title string, d sqlbackend.Dialect, open func(
 		if _, err := win.Claim(ctx, in); err != nil {
 			return err
 		}
-		if err := win.SaveResult(ctx, historyJob, scheduler.StoredResult{Slot: in.Slot, Token: in.Token, Instance: "a", Attempt: 1,
-			Status: scheduler.StatusOK, StartedAt: time.Now(), FinishedAt: time.Now()}, scheduler.Retention{Size: 200}); err != nil {
+		if err := win.SaveResult(ctx, historyJob, backend.StoredResult{Slot: in.Slot, Token: in.Token, Instance: "a", Attempt: 1,
+			Status: backend.StatusOK, StartedAt: time.Now(), FinishedAt: time.Now()}, backend.Retention{Size: 200}); err != nil {
 			return err
 		}
 	}
@@ -210,12 +211,12 @@ func measure(ctx context.Context, title string, d sqlbackend.Dialect, open func(
 			return must(lose.Claim(ctx, claimIn(lostJob, token("l", i), "b", i)))(false)
 		}},
 		{name: "lease claim won: `RunStore.Claim`", statements: "6 (BEGIN, lock, read, fence, insert, COMMIT)", fn: func(i int) error {
-			return outcome(wins.Claim(ctx, runClaim(leaseJob, token("lw", i), "a", i)))(scheduler.OutcomeWon)
+			return outcome(wins.Claim(ctx, runClaim(leaseJob, token("lw", i), "a", i)))(backend.OutcomeWon)
 		}},
 		{name: "leased win path as the scheduler takes it: Claim + RecordClaim", statements: "7", fn: func(i int) error {
 			in := runClaim(pathJob, token("p", i), "a", i)
 			t0 := time.Now()
-			if err := outcome(wins.Claim(ctx, in))(scheduler.OutcomeWon); err != nil {
+			if err := outcome(wins.Claim(ctx, in))(backend.OutcomeWon); err != nil {
 				return err
 			}
 			t1 := time.Now()
@@ -227,16 +228,16 @@ func measure(ctx context.Context, title string, d sqlbackend.Dialect, open func(
 			return nil
 		}},
 		{name: "lease claim lost, holder running: `RunStore.Claim` → running", statements: "4 (BEGIN, lock, read, COMMIT)", fn: func(i int) error {
-			return outcome(loses.Claim(ctx, runClaim(heldJob, token("lr", i), "b", -1)))(scheduler.OutcomeRunning)
+			return outcome(loses.Claim(ctx, runClaim(heldJob, token("lr", i), "b", -1)))(backend.OutcomeRunning)
 		}},
 		{name: "lease heartbeat: `RunStore.Heartbeat`", statements: "1", fn: func(i int) error {
 			return wins.Heartbeat(ctx, heldJob, held.Slot, held.Token, benchLease)
 		}},
 		{name: "lease finish: `RunStore.Finish`", statements: "1 (+1 NOTIFY on PostgreSQL)", fn: func(i int) error {
-			return wins.Finish(ctx, heldJob, slot(i), token("h", i), scheduler.StatusOK)
+			return wins.Finish(ctx, heldJob, slot(i), token("h", i), backend.StatusOK)
 		}},
 		{name: "lease claim lost, slot finished: `RunStore.Claim` → done", statements: "4", fn: func(i int) error {
-			return outcome(loses.Claim(ctx, runClaim(heldJob, token("ld", i), "b", -2)))(scheduler.OutcomeDone)
+			return outcome(loses.Claim(ctx, runClaim(heldJob, token("ld", i), "b", -2)))(backend.OutcomeDone)
 		}},
 		{name: "history read of 10 records: `Backend.History`", statements: "1", fn: func(i int) error {
 			return count(win.History(ctx, historyJob, 10))(10)
@@ -287,8 +288,8 @@ func must(won bool, err error) func(want bool) error {
 	}
 }
 
-func outcome(res scheduler.ClaimResult, err error) func(want scheduler.ClaimOutcome) error {
-	return func(want scheduler.ClaimOutcome) error {
+func outcome(res backend.ClaimResult, err error) func(want backend.ClaimOutcome) error {
+	return func(want backend.ClaimOutcome) error {
 		if err != nil {
 			return err
 		}
@@ -299,7 +300,7 @@ func outcome(res scheduler.ClaimResult, err error) func(want scheduler.ClaimOutc
 	}
 }
 
-func count(recs []scheduler.RunRecord, err error) func(want int) error {
+func count(recs []backend.RunRecord, err error) func(want int) error {
 	return func(want int) error {
 		if err != nil {
 			return err

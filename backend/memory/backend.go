@@ -1,22 +1,24 @@
-package scheduler
+package memory
 
 import (
 	"context"
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/anarchon/anarchon/backend"
 )
 
-// MemoryBackend keeps everything in process memory. It coordinates schedulers in the
+// Backend keeps everything in process memory. It coordinates schedulers in the
 // same process only, which makes it the backend for unit tests and the simplest
 // reading of the contract. It never forgets a claim, so its window is Forever.
-type MemoryBackend struct {
-	clock Clock
+type Backend struct {
+	clock backend.Clock
 
 	mu      sync.Mutex
-	claims  map[memKey]ClaimRecord
-	results map[string][]StoredResult
-	manual  map[string][]ClaimRecord
+	claims  map[memKey]backend.ClaimRecord
+	results map[string][]backend.StoredResult
+	manual  map[string][]backend.ClaimRecord
 	// floor is, per job, the oldest slot whose result is still kept: older claims
 	// are remembered for deduplication but no longer shown in history.
 	floor map[string]time.Time
@@ -26,7 +28,7 @@ type MemoryBackend struct {
 	pause *memPauses
 
 	runsOnce sync.Once
-	runs     RunStore
+	runs     backend.RunStore
 }
 
 type memKey struct {
@@ -34,17 +36,17 @@ type memKey struct {
 	slot int64 // unix ms
 }
 
-// NewMemoryBackend returns an empty memory backend on the system clock.
-func NewMemoryBackend() *MemoryBackend { return NewMemoryBackendWithClock(SystemClock{}) }
+// New returns an empty memory backend on the system clock.
+func New() *Backend { return NewWithClock(backend.SystemClock{}) }
 
-// NewMemoryBackendWithClock returns an empty memory backend whose leases are judged by
+// NewWithClock returns an empty memory backend whose leases are judged by
 // clock (the "store clock" of the lease rules).
-func NewMemoryBackendWithClock(clock Clock) *MemoryBackend {
-	b := &MemoryBackend{
+func NewWithClock(clock backend.Clock) *Backend {
+	b := &Backend{
 		clock:   clock,
-		claims:  make(map[memKey]ClaimRecord),
-		results: make(map[string][]StoredResult),
-		manual:  make(map[string][]ClaimRecord),
+		claims:  make(map[memKey]backend.ClaimRecord),
+		results: make(map[string][]backend.StoredResult),
+		manual:  make(map[string][]backend.ClaimRecord),
 		floor:   make(map[string]time.Time),
 		ttl:     make(map[string]time.Duration),
 	}
@@ -52,23 +54,23 @@ func NewMemoryBackendWithClock(clock Clock) *MemoryBackend {
 }
 
 // Name returns "memory".
-func (*MemoryBackend) Name() string { return "memory" }
+func (*Backend) Name() string { return "memory" }
 
 // DedupeWindow returns Forever: claims are never forgotten.
-func (*MemoryBackend) DedupeWindow() time.Duration { return Forever }
+func (*Backend) DedupeWindow() time.Duration { return backend.Forever }
 
 // Init does nothing.
-func (*MemoryBackend) Init(context.Context) error { return nil }
+func (*Backend) Init(context.Context) error { return nil }
 
 // PrepareJob does nothing.
-func (*MemoryBackend) PrepareJob(context.Context, JobLimits) error { return nil }
+func (*Backend) PrepareJob(context.Context, backend.JobLimits) error { return nil }
 
 // Close does nothing.
-func (*MemoryBackend) Close(context.Context) error { return nil }
+func (*Backend) Close(context.Context) error { return nil }
 
 // Claim is atomic under the backend's mutex: the first token for (job, slot) wins, and
 // the same token asking again is told it won.
-func (b *MemoryBackend) Claim(ctx context.Context, in ClaimInput) (bool, error) {
+func (b *Backend) Claim(ctx context.Context, in backend.ClaimInput) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
@@ -88,18 +90,18 @@ func (b *MemoryBackend) Claim(ctx context.Context, in ClaimInput) (bool, error) 
 
 // checkClaimInput rejects a claim no backend can accept: no token, an invalid job
 // name. The error matches ErrInvalidClaim.
-func checkClaimInput(in ClaimInput) error {
-	if err := ValidateJobName(in.Job); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidClaim, err)
+func checkClaimInput(in backend.ClaimInput) error {
+	if err := backend.ValidateJobName(in.Job); err != nil {
+		return fmt.Errorf("%w: %w", backend.ErrInvalidClaim, err)
 	}
 	if in.Token == "" {
-		return fmt.Errorf("%w: claim for job %q has no token", ErrInvalidClaim, in.Job)
+		return fmt.Errorf("%w: claim for job %q has no token", backend.ErrInvalidClaim, in.Job)
 	}
 	return nil
 }
 
 // noteTTL remembers the job's history TTL, which History applies (0: none).
-func (b *MemoryBackend) noteTTL(job string, ttl time.Duration) {
+func (b *Backend) noteTTL(job string, ttl time.Duration) {
 	if ttl > 0 {
 		b.ttl[job] = ttl
 	} else {
@@ -108,7 +110,7 @@ func (b *MemoryBackend) noteTTL(job string, ttl time.Duration) {
 }
 
 // RecordClaim records a claim won through the lease store, as a history record.
-func (b *MemoryBackend) RecordClaim(ctx context.Context, in ClaimInput) error {
+func (b *Backend) RecordClaim(ctx context.Context, in backend.ClaimInput) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -123,7 +125,7 @@ func (b *MemoryBackend) RecordClaim(ctx context.Context, in ClaimInput) error {
 }
 
 // RecordManualRun records a RunNow run; it is never de-duplicated.
-func (b *MemoryBackend) RecordManualRun(ctx context.Context, in ClaimInput) (time.Time, error) {
+func (b *Backend) RecordManualRun(ctx context.Context, in backend.ClaimInput) (time.Time, error) {
 	if err := ctx.Err(); err != nil {
 		return time.Time{}, err
 	}
@@ -135,7 +137,7 @@ func (b *MemoryBackend) RecordManualRun(ctx context.Context, in ClaimInput) (tim
 }
 
 // SaveResult appends r and trims the job's results to keep.
-func (b *MemoryBackend) SaveResult(ctx context.Context, job string, r StoredResult, keep Retention) error {
+func (b *Backend) SaveResult(ctx context.Context, job string, r backend.StoredResult, keep backend.Retention) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -155,7 +157,7 @@ func (b *MemoryBackend) SaveResult(ctx context.Context, job string, r StoredResu
 		rs = kept
 	}
 	if keep.Size > 0 && len(rs) > keep.Size {
-		rs = append([]StoredResult(nil), rs[len(rs)-keep.Size:]...)
+		rs = append([]backend.StoredResult(nil), rs[len(rs)-keep.Size:]...)
 	}
 	b.results[job] = rs
 	if len(rs) < stored && len(rs) > 0 {
@@ -178,7 +180,7 @@ func (b *MemoryBackend) SaveResult(ctx context.Context, job string, r StoredResu
 }
 
 // History merges claims and results with BuildHistory.
-func (b *MemoryBackend) History(ctx context.Context, job string, limit int) ([]RunRecord, error) {
+func (b *Backend) History(ctx context.Context, job string, limit int) ([]backend.RunRecord, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -187,7 +189,7 @@ func (b *MemoryBackend) History(ctx context.Context, job string, limit int) ([]R
 	if ttl := b.ttl[job]; ttl > 0 {
 		cut = b.clock.Now().Add(-ttl)
 	}
-	var claims []ClaimRecord
+	var claims []backend.ClaimRecord
 	for _, c := range b.manual[job] {
 		if !c.At.Before(cut) {
 			claims = append(claims, c)
@@ -199,21 +201,21 @@ func (b *MemoryBackend) History(ctx context.Context, job string, limit int) ([]R
 			claims = append(claims, c)
 		}
 	}
-	var results []StoredResult
+	var results []backend.StoredResult
 	for _, r := range b.results[job] {
 		if !r.FinishedAt.Before(cut) {
 			results = append(results, r)
 		}
 	}
 	b.mu.Unlock()
-	return BuildHistory(job, claims, results, limit), nil
+	return backend.BuildHistory(job, claims, results, limit), nil
 }
 
-func claimRecordOf(in ClaimInput, at time.Time) ClaimRecord {
+func claimRecordOf(in backend.ClaimInput, at time.Time) backend.ClaimRecord {
 	if !in.At.IsZero() {
 		at = in.At
 	}
-	return ClaimRecord{
+	return backend.ClaimRecord{
 		Slot:        in.Slot,
 		Token:       in.Token,
 		Instance:    in.Instance,

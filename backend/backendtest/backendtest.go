@@ -2,7 +2,7 @@
 // backend's tests call Run with a constructor; a run store's tests call RunLeases.
 //
 //	func TestConformance(t *testing.T) {
-//		backendtest.Run(t, func(t *testing.T) scheduler.Backend { return newBackend(t) })
+//		backendtest.Run(t, func(t *testing.T) backend.Backend { return newBackend(t) })
 //	}
 //
 // The backends Run's constructor returns within one test must share one store, as
@@ -30,6 +30,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -48,12 +49,12 @@ type Options struct {
 // makes one value per claimer and requires exactly one of them to win. Return a
 // new value each time (a new client of the same server, a wrapper of one shared
 // in-memory store), not the same value.
-func Run(t *testing.T, newBackend func(t *testing.T) scheduler.Backend) {
+func Run(t *testing.T, newBackend func(t *testing.T) backend.Backend) {
 	RunWithOptions(t, newBackend, Options{})
 }
 
 // RunWithOptions is Run with tuning.
-func RunWithOptions(t *testing.T, newBackend func(t *testing.T) scheduler.Backend, o Options) {
+func RunWithOptions(t *testing.T, newBackend func(t *testing.T) backend.Backend, o Options) {
 	o = o.withDefaults()
 	t.Run("Window", func(t *testing.T) {
 		b := setup(t, newBackend)
@@ -73,7 +74,7 @@ func RunWithOptions(t *testing.T, newBackend func(t *testing.T) scheduler.Backen
 }
 
 // setup returns a backend from newBackend, after Init, closed when t ends.
-func setup(t *testing.T, newBackend func(t *testing.T) scheduler.Backend) scheduler.Backend {
+func setup(t *testing.T, newBackend func(t *testing.T) backend.Backend) backend.Backend {
 	t.Helper()
 	b := open(t, newBackend)
 	require.NoError(t, b.Init(Context(t)), "Init")
@@ -81,7 +82,7 @@ func setup(t *testing.T, newBackend func(t *testing.T) scheduler.Backend) schedu
 }
 
 // open returns a backend from newBackend, closed when t ends, before Init.
-func open(t *testing.T, newBackend func(t *testing.T) scheduler.Backend) scheduler.Backend {
+func open(t *testing.T, newBackend func(t *testing.T) backend.Backend) backend.Backend {
 	t.Helper()
 	b := newBackend(t)
 	require.NotNil(t, b)
@@ -114,7 +115,7 @@ func Token() string {
 	return hex.EncodeToString(b[:])
 }
 
-func prepare(t *testing.T, b scheduler.Backend, job string) scheduler.JobLimits {
+func prepare(t *testing.T, b backend.Backend, job string) backend.JobLimits {
 	t.Helper()
 	l := limits(job)
 	require.NoError(t, b.PrepareJob(Context(t), l), "PrepareJob")
@@ -122,15 +123,15 @@ func prepare(t *testing.T, b scheduler.Backend, job string) scheduler.JobLimits 
 }
 
 // limits are the suite's jobs: every second, a history of 50.
-func limits(job string) scheduler.JobLimits {
-	return scheduler.JobLimits{
+func limits(job string) backend.JobLimits {
+	return backend.JobLimits{
 		Job: job, Schedule: "every 1s", Interval: time.Second, MaxLate: time.Second,
-		Lease: scheduler.DefaultLease, Retention: scheduler.Retention{Size: 50},
+		Lease: scheduler.DefaultLease, Retention: backend.Retention{Size: 50},
 	}
 }
 
-func claim(job string, slot time.Time, token, instance string) scheduler.ClaimInput {
-	return scheduler.ClaimInput{
+func claim(job string, slot time.Time, token, instance string) backend.ClaimInput {
+	return backend.ClaimInput{
 		Job: job, Slot: slot, Token: token, Instance: instance, Attempt: 1,
 		At: time.Now(), HistorySize: 50,
 	}
@@ -141,7 +142,7 @@ func slotAt(k int) time.Time {
 	return time.UnixMilli(1_800_000_000_000 + int64(k)*1000).UTC()
 }
 
-func testRepeat(t *testing.T, newBackend func(t *testing.T) scheduler.Backend) {
+func testRepeat(t *testing.T, newBackend func(t *testing.T) backend.Backend) {
 	b := setup(t, newBackend)
 	job := JobName("repeat")
 	prepare(t, b, job)
@@ -168,7 +169,7 @@ func testRepeat(t *testing.T, newBackend func(t *testing.T) scheduler.Backend) {
 	assert.True(t, won, "a new slot has a new winner")
 }
 
-func testHistory(t *testing.T, newBackend func(t *testing.T) scheduler.Backend) {
+func testHistory(t *testing.T, newBackend func(t *testing.T) backend.Backend) {
 	b := setup(t, newBackend)
 	job := JobName("history")
 	l := prepare(t, b, job)
@@ -184,14 +185,14 @@ func testHistory(t *testing.T, newBackend func(t *testing.T) scheduler.Backend) 
 	hist, err := b.History(ctx, job, 10)
 	require.NoError(t, err)
 	require.Len(t, hist, 1, "a won claim without a result is one record")
-	assert.Equal(t, scheduler.StatusRunning, hist[0].Status)
+	assert.Equal(t, backend.StatusRunning, hist[0].Status)
 	assert.Equal(t, "instance-a", hist[0].Instance)
 
 	started := time.Now().Add(-time.Second).Truncate(time.Millisecond)
 	finished := time.Now().Truncate(time.Millisecond)
-	require.NoError(t, b.SaveResult(ctx, job, scheduler.StoredResult{
+	require.NoError(t, b.SaveResult(ctx, job, backend.StoredResult{
 		Slot: in.Slot, Token: in.Token, Instance: in.Instance, Attempt: 1,
-		Status: scheduler.StatusError, StartedAt: started, FinishedAt: finished, Error: "boom",
+		Status: backend.StatusError, StartedAt: started, FinishedAt: finished, Error: "boom",
 	}, l.Retention))
 	hist, err = b.History(ctx, job, 10)
 	require.NoError(t, err)
@@ -201,7 +202,7 @@ func testHistory(t *testing.T, newBackend func(t *testing.T) scheduler.Backend) 
 	assert.True(t, r.Slot.Equal(in.Slot), "slot %v, want %v", r.Slot, in.Slot)
 	assert.Equal(t, "instance-a", r.Instance)
 	assert.Equal(t, in.Token, r.Token)
-	assert.Equal(t, scheduler.StatusError, r.Status)
+	assert.Equal(t, backend.StatusError, r.Status)
 	assert.Equal(t, "boom", r.Error)
 	assert.Equal(t, 1, r.Attempt)
 	assert.False(t, r.Manual)
@@ -214,7 +215,7 @@ func testHistory(t *testing.T, newBackend func(t *testing.T) scheduler.Backend) 
 	assert.Empty(t, empty, "a job with no runs has an empty history")
 }
 
-func testHistoryOrder(t *testing.T, newBackend func(t *testing.T) scheduler.Backend) {
+func testHistoryOrder(t *testing.T, newBackend func(t *testing.T) backend.Backend) {
 	b := setup(t, newBackend)
 	job := JobName("order")
 	l := prepare(t, b, job)
@@ -227,9 +228,9 @@ func testHistoryOrder(t *testing.T, newBackend func(t *testing.T) scheduler.Back
 		require.NoError(t, err)
 		require.True(t, won)
 		if k%3 != 0 { // some finished, some still running
-			require.NoError(t, b.SaveResult(ctx, job, scheduler.StoredResult{
+			require.NoError(t, b.SaveResult(ctx, job, backend.StoredResult{
 				Slot: in.Slot, Token: in.Token, Instance: in.Instance, Attempt: 1,
-				Status: scheduler.StatusOK, StartedAt: time.Now(), FinishedAt: time.Now(),
+				Status: backend.StatusOK, StartedAt: time.Now(), FinishedAt: time.Now(),
 			}, l.Retention))
 		}
 	}
@@ -240,9 +241,9 @@ func testHistoryOrder(t *testing.T, newBackend func(t *testing.T) scheduler.Back
 		assert.True(t, hist[i].Slot.Equal(slotAt(want)), "record %d: slot %v, want %v (newest first)", i, hist[i].Slot, slotAt(want))
 		assert.Equal(t, fmt.Sprintf("i%d", want%2), hist[i].Instance)
 		if want%3 == 0 {
-			assert.Equal(t, scheduler.StatusRunning, hist[i].Status, "slot %d has no result yet", want)
+			assert.Equal(t, backend.StatusRunning, hist[i].Status, "slot %d has no result yet", want)
 		} else {
-			assert.Equal(t, scheduler.StatusOK, hist[i].Status)
+			assert.Equal(t, backend.StatusOK, hist[i].Status)
 		}
 	}
 	all, err := b.History(ctx, job, 100)
@@ -250,13 +251,13 @@ func testHistoryOrder(t *testing.T, newBackend func(t *testing.T) scheduler.Back
 	assert.Len(t, all, len(order))
 }
 
-func testManual(t *testing.T, newBackend func(t *testing.T) scheduler.Backend) {
+func testManual(t *testing.T, newBackend func(t *testing.T) backend.Backend) {
 	b := setup(t, newBackend)
 	job := JobName("manual")
 	l := prepare(t, b, job)
 	ctx := Context(t)
 	slot := slotAt(7)
-	var ins []scheduler.ClaimInput
+	var ins []backend.ClaimInput
 	for i := range 2 {
 		in := claim(job, slot, Token(), fmt.Sprintf("m%d", i))
 		in.Manual = true
@@ -271,27 +272,27 @@ func testManual(t *testing.T, newBackend func(t *testing.T) scheduler.Backend) {
 	won, err := b.Claim(ctx, claim(job, slot, Token(), "scheduled"))
 	require.NoError(t, err)
 	assert.True(t, won, "manual runs do not claim the slot")
-	require.NoError(t, b.SaveResult(ctx, job, scheduler.StoredResult{
+	require.NoError(t, b.SaveResult(ctx, job, backend.StoredResult{
 		Slot: ins[0].Slot, Token: ins[0].Token, Instance: ins[0].Instance, Attempt: 1, Manual: true,
-		Status: scheduler.StatusOK, StartedAt: time.Now(), FinishedAt: time.Now(),
+		Status: backend.StatusOK, StartedAt: time.Now(), FinishedAt: time.Now(),
 	}, l.Retention))
 
 	hist, err := b.History(ctx, job, 10)
 	require.NoError(t, err)
-	manual := map[string]scheduler.RunRecord{}
+	manual := map[string]backend.RunRecord{}
 	for _, r := range hist {
 		if r.Manual {
 			manual[r.Token] = r
 		}
 	}
 	require.Len(t, manual, 2, "both manual runs are recorded, none de-duplicated")
-	assert.Equal(t, scheduler.StatusOK, manual[ins[0].Token].Status)
+	assert.Equal(t, backend.StatusOK, manual[ins[0].Token].Status)
 	assert.Equal(t, "m0", manual[ins[0].Token].Instance)
-	assert.Equal(t, scheduler.StatusRunning, manual[ins[1].Token].Status)
+	assert.Equal(t, backend.StatusRunning, manual[ins[1].Token].Status)
 	assert.Len(t, hist, 3, "two manual runs and one scheduled")
 }
 
-func testIndependent(t *testing.T, newBackend func(t *testing.T) scheduler.Backend) {
+func testIndependent(t *testing.T, newBackend func(t *testing.T) backend.Backend) {
 	b := setup(t, newBackend)
 	a, c := JobName("indep-a"), JobName("indep-b")
 	prepare(t, b, a)

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/anarchon/anarchon/scheduler"
+	"github.com/anarchon/anarchon/backend"
 )
 
 // overlapRaceRounds and overlapRaceSlots size OverlapRace: rounds of claims of
@@ -25,13 +25,13 @@ const (
 func testLeaseOverlapRace(t *testing.T, f *leaseFixture) {
 	for round := range overlapRaceRounds {
 		job := fmt.Sprintf("%s-round-%d", f.job, round)
-		results := make([]scheduler.ClaimResult, overlapRaceSlots)
+		results := make([]backend.ClaimResult, overlapRaceSlots)
 		errs := make([]error, overlapRaceSlots)
 		gate := make(chan struct{})
 		var wg sync.WaitGroup
 		for i := range overlapRaceSlots {
 			in := f.rc(Token(), fmt.Sprintf("slot-%d", i), leaseLong)
-			in.Job, in.Slot, in.Overlap = job, leaseSlot(i), scheduler.OverlapSkip
+			in.Job, in.Slot, in.Overlap = job, leaseSlot(i), backend.OverlapSkip
 			wg.Go(func() {
 				<-gate
 				results[i], errs[i] = f.s.Claim(f.ctx, in)
@@ -43,9 +43,9 @@ func testLeaseOverlapRace(t *testing.T, f *leaseFixture) {
 		for i, r := range results {
 			require.NoError(t, errs[i], "round %d, slot %d", round, i)
 			switch r.Outcome {
-			case scheduler.OutcomeWon:
+			case backend.OutcomeWon:
 				won++
-			case scheduler.OutcomeOverlap:
+			case backend.OutcomeOverlap:
 			default:
 				require.Failf(t, "a claim is neither won nor overlap", "round %d, slot %d: %+v", round, i, r)
 			}

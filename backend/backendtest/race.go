@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anarchon/anarchon/scheduler"
+	"github.com/anarchon/anarchon/backend"
 )
 
 // raceRound is what one round of the race saw.
@@ -18,7 +18,7 @@ type raceRound struct {
 	Wins int
 	// Winner is one winning claim, with the index of the backend value it went
 	// through.
-	Winner      scheduler.ClaimInput
+	Winner      backend.ClaimInput
 	WinnerValue int
 	// RepeatWon says whether the winner's claim, repeated through another backend
 	// value (another process retrying it), won again.
@@ -38,8 +38,8 @@ func (o Options) withDefaults() Options {
 
 // testRace is the Race case: one backend value per claimer, from newBackend, each
 // standing for one process of a replicated service.
-func testRace(t *testing.T, newBackend func(t *testing.T) scheduler.Backend, o Options) {
-	faults, _, err := raceSection(Context(t), func() (scheduler.Backend, error) {
+func testRace(t *testing.T, newBackend func(t *testing.T) backend.Backend, o Options) {
+	faults, _, err := raceSection(Context(t), func() (backend.Backend, error) {
 		return open(t, newBackend), nil
 	}, o)
 	if err != nil {
@@ -57,11 +57,11 @@ func testRace(t *testing.T, newBackend func(t *testing.T) scheduler.Backend, o O
 // value), and returns what broke the rule, one line per fault (none when the
 // backend passes), with what each round saw. err is a failed call, not a broken
 // rule.
-func raceSection(ctx context.Context, newBackend func() (scheduler.Backend, error), o Options) (faults []string, rounds []raceRound, err error) {
+func raceSection(ctx context.Context, newBackend func() (backend.Backend, error), o Options) (faults []string, rounds []raceRound, err error) {
 	o = o.withDefaults()
 	job := JobName("race")
 	l := limits(job)
-	bs := make([]scheduler.Backend, o.Claimers)
+	bs := make([]backend.Backend, o.Claimers)
 	for i := range bs {
 		b, err := newBackend()
 		if err != nil {
@@ -91,7 +91,7 @@ func raceSection(ctx context.Context, newBackend func() (scheduler.Backend, erro
 
 // raceOnce has every value in bs claim slot of job with its own token, all released
 // together, and then repeats one winning claim through another value.
-func raceOnce(ctx context.Context, bs []scheduler.Backend, job string, slot time.Time) (raceRound, error) {
+func raceOnce(ctx context.Context, bs []backend.Backend, job string, slot time.Time) (raceRound, error) {
 	var (
 		mu   sync.Mutex
 		r    raceRound

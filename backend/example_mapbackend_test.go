@@ -1,4 +1,4 @@
-package scheduler_test
+package backend_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -24,42 +25,42 @@ import (
 // mapBackend keeps claims and results in maps under one mutex. It coordinates
 // schedulers within one process only, which makes it the contract in its simplest
 // form. It ignores the history TTL, the one case of backendtest.Run it fails;
-// scheduler.MemoryBackend is the complete reading, with TTLs, leases and pauses.
+// memory.Backend is the complete reading, with TTLs, leases and pauses.
 type mapBackend struct {
 	mu      sync.Mutex
-	claims  map[string]map[int64]scheduler.ClaimRecord // job → slot (Unix ms) → the winning claim
-	manual  map[string][]scheduler.ClaimRecord
-	results map[string][]scheduler.StoredResult
+	claims  map[string]map[int64]backend.ClaimRecord // job → slot (Unix ms) → the winning claim
+	manual  map[string][]backend.ClaimRecord
+	results map[string][]backend.StoredResult
 }
 
 func newMapBackend() *mapBackend {
 	return &mapBackend{
-		claims:  map[string]map[int64]scheduler.ClaimRecord{},
-		manual:  map[string][]scheduler.ClaimRecord{},
-		results: map[string][]scheduler.StoredResult{},
+		claims:  map[string]map[int64]backend.ClaimRecord{},
+		manual:  map[string][]backend.ClaimRecord{},
+		results: map[string][]backend.StoredResult{},
 	}
 }
 
 func (b *mapBackend) Name() string { return "map" }
 
 // DedupeWindow: claims are never forgotten here, so no instance is ever too late.
-func (b *mapBackend) DedupeWindow() time.Duration { return scheduler.Forever }
+func (b *mapBackend) DedupeWindow() time.Duration { return backend.Forever }
 
-func (b *mapBackend) Init(context.Context) error                            { return nil }
-func (b *mapBackend) PrepareJob(context.Context, scheduler.JobLimits) error { return nil }
-func (b *mapBackend) Close(context.Context) error                           { return nil }
+func (b *mapBackend) Init(context.Context) error                          { return nil }
+func (b *mapBackend) PrepareJob(context.Context, backend.JobLimits) error { return nil }
+func (b *mapBackend) Close(context.Context) error                         { return nil }
 
 // Claim is the one step that must be atomic; the mutex makes the check and the write
 // one operation. The same claim sent again (same token) is still the winner.
-func (b *mapBackend) Claim(_ context.Context, in scheduler.ClaimInput) (bool, error) {
-	if err := scheduler.ValidateJobName(in.Job); err != nil || in.Token == "" {
-		return false, fmt.Errorf("%w: a claim needs a valid job name and a token", scheduler.ErrInvalidClaim)
+func (b *mapBackend) Claim(_ context.Context, in backend.ClaimInput) (bool, error) {
+	if err := backend.ValidateJobName(in.Job); err != nil || in.Token == "" {
+		return false, fmt.Errorf("%w: a claim needs a valid job name and a token", backend.ErrInvalidClaim)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	slots := b.claims[in.Job]
 	if slots == nil {
-		slots = map[int64]scheduler.ClaimRecord{}
+		slots = map[int64]backend.ClaimRecord{}
 		b.claims[in.Job] = slots
 	}
 	if c, ok := slots[in.Slot.UnixMilli()]; ok {
@@ -70,14 +71,14 @@ func (b *mapBackend) Claim(_ context.Context, in scheduler.ClaimInput) (bool, er
 }
 
 // RecordManualRun records a run from RunNow: no deduplication.
-func (b *mapBackend) RecordManualRun(_ context.Context, in scheduler.ClaimInput) (time.Time, error) {
+func (b *mapBackend) RecordManualRun(_ context.Context, in backend.ClaimInput) (time.Time, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.manual[in.Job] = append(b.manual[in.Job], claimRecordOf(in))
 	return in.Slot, nil // the slot asked for is the one used
 }
 
-func (b *mapBackend) SaveResult(_ context.Context, job string, r scheduler.StoredResult, keep scheduler.Retention) error {
+func (b *mapBackend) SaveResult(_ context.Context, job string, r backend.StoredResult, keep backend.Retention) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	rs := append(b.results[job], r)
@@ -90,24 +91,24 @@ func (b *mapBackend) SaveResult(_ context.Context, job string, r scheduler.Store
 
 // History merges the job's claims and results with BuildHistory, so the records
 // gain new fields with no change here.
-func (b *mapBackend) History(_ context.Context, job string, limit int) ([]scheduler.RunRecord, error) {
+func (b *mapBackend) History(_ context.Context, job string, limit int) ([]backend.RunRecord, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	claims := append([]scheduler.ClaimRecord(nil), b.manual[job]...)
+	claims := append([]backend.ClaimRecord(nil), b.manual[job]...)
 	for _, c := range b.claims[job] {
 		claims = append(claims, c)
 	}
-	return scheduler.BuildHistory(job, claims, b.results[job], limit), nil
+	return backend.BuildHistory(job, claims, b.results[job], limit), nil
 }
 
-func claimRecordOf(in scheduler.ClaimInput) scheduler.ClaimRecord {
-	return scheduler.ClaimRecord{Slot: in.Slot, Token: in.Token, Instance: in.Instance, Attempt: in.Attempt,
+func claimRecordOf(in backend.ClaimInput) backend.ClaimRecord {
+	return backend.ClaimRecord{Slot: in.Slot, Token: in.Token, Instance: in.Instance, Attempt: in.Attempt,
 		Manual: in.Manual, At: in.At, RequestedBy: in.RequestedBy}
 }
 
 // page:end
 
-var _ scheduler.Backend = (*mapBackend)(nil)
+var _ backend.Backend = (*mapBackend)(nil)
 
 // The rule of the contract on the smallest backend: of three instances claiming one
 // slot, one wins, and its claim sent again wins again.
@@ -115,8 +116,8 @@ func ExampleBackend_writingYourOwn() {
 	ctx := context.Background()
 	b := newMapBackend()
 	slot := time.Date(2030, 1, 1, 12, 0, 10, 0, time.UTC)
-	claim := func(instance string) scheduler.ClaimInput {
-		return scheduler.ClaimInput{Job: "tick", Slot: slot, Token: "token-" + instance, Instance: instance, Attempt: 1}
+	claim := func(instance string) backend.ClaimInput {
+		return backend.ClaimInput{Job: "tick", Slot: slot, Token: "token-" + instance, Instance: instance, Attempt: 1}
 	}
 	for _, instance := range []string{"a", "b", "c"} {
 		won, err := b.Claim(ctx, claim(instance))
@@ -128,8 +129,8 @@ func ExampleBackend_writingYourOwn() {
 	again, _ := b.Claim(ctx, claim("a"))
 	fmt.Println("a again:", again)
 
-	err := b.SaveResult(ctx, "tick", scheduler.StoredResult{Slot: slot, Token: "token-a", Instance: "a", Attempt: 1,
-		Status: scheduler.StatusOK, StartedAt: slot, FinishedAt: slot.Add(time.Second)}, scheduler.Retention{Size: 100})
+	err := b.SaveResult(ctx, "tick", backend.StoredResult{Slot: slot, Token: "token-a", Instance: "a", Attempt: 1,
+		Status: scheduler.StatusOK, StartedAt: slot, FinishedAt: slot.Add(time.Second)}, backend.Retention{Size: 100})
 	if err != nil {
 		panic(err)
 	}

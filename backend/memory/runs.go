@@ -1,4 +1,4 @@
-package scheduler
+package memory
 
 import (
 	"context"
@@ -6,24 +6,22 @@ import (
 	"slices"
 	"sync"
 	"time"
-)
 
-// DefaultRunKeep is how long a run store remembers a run when RunClaim.Keep is zero:
-// long enough that an instance arriving late for a slot is told it is done.
-const DefaultRunKeep = 24 * time.Hour
+	"github.com/anarchon/anarchon/backend"
+)
 
 // memorySweepEvery bounds how often the memory run store looks for runs to forget.
 const memorySweepEvery = time.Minute
 
-// MemoryRunStore is a RunStore and LeaseWatcher in process memory. Its leases are
+// RunStore is a backend.RunStore and backend.LeaseWatcher in process memory. Its leases are
 // judged by the clock it is given (the "store clock" of the lease rules), which makes
 // it the reference reading of the lease contract and the store for unit tests. It
 // coordinates schedulers in the same process only.
 //
 // A run is remembered until it has been neither live nor changed for its RunClaim.Keep
-// (DefaultRunKeep when zero).
-type MemoryRunStore struct {
-	clock Clock
+// (backend.DefaultRunKeep when zero).
+type RunStore struct {
+	clock backend.Clock
 
 	mu      sync.Mutex
 	jobs    map[string]map[int64]*memRun // job → slot (unix ms) → run
@@ -32,9 +30,9 @@ type MemoryRunStore struct {
 }
 
 var (
-	_ RunStore     = (*MemoryRunStore)(nil)
-	_ LeaseWatcher = (*MemoryRunStore)(nil)
-	_ LeaseBackend = (*MemoryBackend)(nil)
+	_ backend.RunStore     = (*RunStore)(nil)
+	_ backend.LeaseWatcher = (*RunStore)(nil)
+	_ backend.LeaseBackend = (*Backend)(nil)
 )
 
 // memRun is the stored state of one (job, slot).
@@ -50,7 +48,7 @@ type memRun struct {
 	fence    uint64
 	lease    time.Duration
 	expires  time.Time
-	status   Status // final status once finished, "" before
+	status   backend.Status // final status once finished, "" before
 	keep     time.Duration
 	changed  time.Time     // last write, for forgetting
 	notify   chan struct{} // closed and replaced on every write, heartbeats included
@@ -70,20 +68,20 @@ func (r *memRun) touch(now time.Time) {
 	r.notify = make(chan struct{})
 }
 
-// NewMemoryRunStore returns an empty run store whose leases are judged by clock.
-func NewMemoryRunStore(clock Clock) *MemoryRunStore {
+// NewRunStore returns an empty run store whose leases are judged by clock.
+func NewRunStore(clock backend.Clock) *RunStore {
 	if clock == nil {
-		clock = SystemClock{}
+		clock = backend.SystemClock{}
 	}
-	return &MemoryRunStore{clock: clock, jobs: make(map[string]map[int64]*memRun)}
+	return &RunStore{clock: clock, jobs: make(map[string]map[int64]*memRun)}
 }
 
-// Runs returns the backend's lease store, a MemoryRunStore on the backend's clock,
+// Runs returns the backend's lease store, a memory.RunStore on the backend's clock,
 // created on first use. Every call returns the same store.
-func (b *MemoryBackend) Runs() RunStore {
+func (b *Backend) Runs() backend.RunStore {
 	b.runsOnce.Do(func() {
 		if b.runs == nil {
-			b.runs = NewMemoryRunStore(b.clock)
+			b.runs = NewRunStore(b.clock)
 		}
 	})
 	return b.runs
@@ -91,16 +89,16 @@ func (b *MemoryBackend) Runs() RunStore {
 
 // Claim decides the claim from the stored run, atomically under the store's mutex.
 // See RunStore and the lease rules for the outcomes.
-func (s *MemoryRunStore) Claim(ctx context.Context, in RunClaim) (ClaimResult, error) {
+func (s *RunStore) Claim(ctx context.Context, in backend.RunClaim) (backend.ClaimResult, error) {
 	if err := ctx.Err(); err != nil {
-		return ClaimResult{}, err
+		return backend.ClaimResult{}, err
 	}
 	if err := checkRunClaim(in); err != nil {
-		return ClaimResult{}, err
+		return backend.ClaimResult{}, err
 	}
 	keep := in.Keep
 	if keep == 0 {
-		keep = DefaultRunKeep
+		keep = backend.DefaultRunKeep
 	}
 	slot := in.Slot.UnixMilli()
 
@@ -115,17 +113,17 @@ func (s *MemoryRunStore) Claim(ctx context.Context, in RunClaim) (ClaimResult, e
 		case r.finished() && !reopen:
 			return r.decided(in.Token), nil
 		case r.live(now) && r.token == in.Token:
-			return r.result(OutcomeWon), nil
+			return r.result(backend.OutcomeWon), nil
 		case r.live(now):
-			return r.result(OutcomeRunning), nil
+			return r.result(backend.OutcomeRunning), nil
 		}
 		// Unfinished and its lease expired or was released: a takeover. The deadline
 		// does not apply, someone started the run already. Or a paused slot that
 		// catch-up asks for once the pause ended (reopen), taken the same way. A
 		// job that forbids overlap waits while another of its slots holds a live
 		// lease.
-		if in.Overlap == OverlapSkip && s.otherBusyLocked(in.Job, slot, now, true) {
-			return ClaimResult{Outcome: OutcomeRunning, Attempt: r.attempt, Fence: r.fence, Holder: r.instance, Expires: r.expires}, nil
+		if in.Overlap == backend.OverlapSkip && s.otherBusyLocked(in.Job, slot, now, true) {
+			return backend.ClaimResult{Outcome: backend.OutcomeRunning, Attempt: r.attempt, Fence: r.fence, Holder: r.instance, Expires: r.expires}, nil
 		}
 		s.fence++
 		r.previous, r.previousToken, r.reopened = r.instance, r.token, reopen
@@ -138,17 +136,17 @@ func (s *MemoryRunStore) Claim(ctx context.Context, in RunClaim) (ClaimResult, e
 		r.lease, r.expires = in.Lease, now.Add(in.Lease)
 		r.keep = keep
 		r.touch(now)
-		return r.result(OutcomeWon), nil
+		return r.result(backend.OutcomeWon), nil
 	}
 
 	r := &memRun{token: in.Token, instance: in.Instance, attempt: 1, keep: keep, changed: now, notify: make(chan struct{})}
 	switch {
 	case in.TakeoverOnly:
-		return ClaimResult{Outcome: OutcomeNone}, nil
+		return backend.ClaimResult{Outcome: backend.OutcomeNone}, nil
 	case !in.Deadline.IsZero() && now.After(in.Deadline):
-		r.status = StatusLate // stored: nobody runs the slot afterwards
-	case in.Overlap == OverlapSkip && s.otherBusyLocked(in.Job, slot, now, false):
-		r.status = StatusSkipped
+		r.status = backend.StatusLate // stored: nobody runs the slot afterwards
+	case in.Overlap == backend.OverlapSkip && s.otherBusyLocked(in.Job, slot, now, false):
+		r.status = backend.StatusSkipped
 	default:
 		s.fence++
 		r.fence, r.lease, r.expires = s.fence, in.Lease, now.Add(in.Lease)
@@ -162,23 +160,23 @@ func (s *MemoryRunStore) Claim(ctx context.Context, in RunClaim) (ClaimResult, e
 	if r.finished() {
 		return r.decided(in.Token), nil
 	}
-	return r.result(OutcomeWon), nil
+	return r.result(backend.OutcomeWon), nil
 }
 
 // decided answers a claim of a finished slot: the token that stored a skipped or
 // late decision is told that decision again (its claim is repeat-safe), everyone
 // else done.
-func (r *memRun) decided(token string) ClaimResult {
-	return ClaimResult{Outcome: DecidedOutcome(r.status, token == r.token && r.fence == 0),
+func (r *memRun) decided(token string) backend.ClaimResult {
+	return backend.ClaimResult{Outcome: backend.DecidedOutcome(r.status, token == r.token && r.fence == 0),
 		Attempt: r.attempt, Fence: r.fence, Holder: r.instance, Status: r.status}
 }
 
 // result answers a claim from the run's holder. A won claim of a taken-over run (and
 // its repeats) also names the holder it took over from.
-func (r *memRun) result(o ClaimOutcome) ClaimResult {
-	res := ClaimResult{Outcome: o, Attempt: r.attempt, Fence: r.fence, Holder: r.instance, Expires: r.expires}
-	res.Reopened = o == OutcomeWon && r.reopened
-	if o == OutcomeWon && r.previousToken != "" {
+func (r *memRun) result(o backend.ClaimOutcome) backend.ClaimResult {
+	res := backend.ClaimResult{Outcome: o, Attempt: r.attempt, Fence: r.fence, Holder: r.instance, Expires: r.expires}
+	res.Reopened = o == backend.OutcomeWon && r.reopened
+	if o == backend.OutcomeWon && r.previousToken != "" {
 		res.Previous, res.PreviousToken, res.PreviousAttempt = r.previous, r.previousToken, r.attempt-1
 	}
 	return res
@@ -187,7 +185,7 @@ func (r *memRun) result(o ClaimOutcome) ClaimResult {
 // otherBusyLocked reports whether a slot of job other than slot is busy: it holds a
 // live lease, or (unless liveOnly) its unfinished run lost its lease less than a
 // lease ago (released or expired: a backup is about to take it over).
-func (s *MemoryRunStore) otherBusyLocked(job string, slot int64, now time.Time, liveOnly bool) bool {
+func (s *RunStore) otherBusyLocked(job string, slot int64, now time.Time, liveOnly bool) bool {
 	for ms, r := range s.jobs[job] {
 		if ms == slot || r.finished() {
 			continue
@@ -204,19 +202,19 @@ func (s *MemoryRunStore) otherBusyLocked(job string, slot int64, now time.Time, 
 }
 
 // Heartbeat extends token's lease to now+lease if token holds a live lease.
-func (s *MemoryRunStore) Heartbeat(ctx context.Context, job string, slot time.Time, token string, lease time.Duration) error {
+func (s *RunStore) Heartbeat(ctx context.Context, job string, slot time.Time, token string, lease time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if lease <= 0 {
-		return fmt.Errorf("%w: heartbeat lease must be positive, got %v", ErrInvalidClaim, lease)
+		return fmt.Errorf("%w: heartbeat lease must be positive, got %v", backend.ErrInvalidClaim, lease)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.clock.Now()
 	r := s.jobs[job][slot.UnixMilli()]
 	if r == nil || r.token != token || !r.live(now) {
-		return fmt.Errorf("%w: %s", ErrLeaseLost, describeRun(job, slot))
+		return fmt.Errorf("%w: %s", backend.ErrLeaseLost, describeRun(job, slot))
 	}
 	r.lease, r.expires = lease, now.Add(lease)
 	r.touch(now)
@@ -227,19 +225,19 @@ func (s *MemoryRunStore) Heartbeat(ctx context.Context, job string, slot time.Ti
 // the run's holder while the run is unfinished, even if its lease expired or was
 // released, as long as nobody took the run over; repeating it is not an error.
 // Anything else is ErrStaleToken and changes nothing.
-func (s *MemoryRunStore) Finish(ctx context.Context, job string, slot time.Time, token string, status Status) error {
+func (s *RunStore) Finish(ctx context.Context, job string, slot time.Time, token string, status backend.Status) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if !status.Finished() {
-		return fmt.Errorf("%w: finish needs a final status, got %q", ErrInvalidClaim, status)
+		return fmt.Errorf("%w: finish needs a final status, got %q", backend.ErrInvalidClaim, status)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.jobs[job][slot.UnixMilli()]
 	switch {
 	case r == nil || r.token != token:
-		return fmt.Errorf("%w: %s", ErrStaleToken, describeRun(job, slot))
+		return fmt.Errorf("%w: %s", backend.ErrStaleToken, describeRun(job, slot))
 	case r.finished():
 		return nil
 	}
@@ -250,7 +248,7 @@ func (s *MemoryRunStore) Finish(ctx context.Context, job string, slot time.Time,
 
 // Release ends token's live lease at once. The run stays unfinished, so the next
 // Claim by another token takes it over.
-func (s *MemoryRunStore) Release(ctx context.Context, job string, slot time.Time, token string) error {
+func (s *RunStore) Release(ctx context.Context, job string, slot time.Time, token string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -267,7 +265,7 @@ func (s *MemoryRunStore) Release(ctx context.Context, job string, slot time.Time
 }
 
 // Active lists job's unfinished runs, oldest slot first.
-func (s *MemoryRunStore) Active(ctx context.Context, job string) ([]ActiveRun, error) {
+func (s *RunStore) Active(ctx context.Context, job string) ([]backend.ActiveRun, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -275,12 +273,12 @@ func (s *MemoryRunStore) Active(ctx context.Context, job string) ([]ActiveRun, e
 	defer s.mu.Unlock()
 	now := s.clock.Now()
 	s.sweepLocked(now)
-	var out []ActiveRun
+	var out []backend.ActiveRun
 	for ms, r := range s.jobs[job] {
 		if r.finished() || r.forgotten(now) {
 			continue
 		}
-		out = append(out, ActiveRun{
+		out = append(out, backend.ActiveRun{
 			Slot:     time.UnixMilli(ms),
 			Token:    r.token,
 			Instance: r.instance,
@@ -290,7 +288,7 @@ func (s *MemoryRunStore) Active(ctx context.Context, job string) ([]ActiveRun, e
 			Live:     r.live(now),
 		})
 	}
-	slices.SortFunc(out, func(a, b ActiveRun) int { return a.Slot.Compare(b.Slot) })
+	slices.SortFunc(out, func(a, b backend.ActiveRun) int { return a.Slot.Compare(b.Slot) })
 	return out, nil
 }
 
@@ -299,7 +297,7 @@ func (s *MemoryRunStore) Active(ctx context.Context, job string) ([]ActiveRun, e
 // taken over. When (job, slot) holds no live lease right now the channel is already
 // closed. It is also closed when ctx is done; the watch holds no goroutine or timer
 // after that.
-func (s *MemoryRunStore) WatchRun(ctx context.Context, job string, slot time.Time) (<-chan struct{}, error) {
+func (s *RunStore) WatchRun(ctx context.Context, job string, slot time.Time) (<-chan struct{}, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -321,7 +319,7 @@ func (s *MemoryRunStore) WatchRun(ctx context.Context, job string, slot time.Tim
 	return out, nil
 }
 
-func (s *MemoryRunStore) watch(ctx context.Context, job string, ms int64, token string, out chan<- struct{}) {
+func (s *RunStore) watch(ctx context.Context, job string, ms int64, token string, out chan<- struct{}) {
 	defer close(out)
 	for {
 		s.mu.Lock()
@@ -348,7 +346,7 @@ func (s *MemoryRunStore) watch(ctx context.Context, job string, ms int64, token 
 
 // lookupLocked returns the run of (job, slot), or nil when there is none or it was
 // neither live nor written for its keep (it is forgotten then, even between sweeps).
-func (s *MemoryRunStore) lookupLocked(job string, slot int64, now time.Time) *memRun {
+func (s *RunStore) lookupLocked(job string, slot int64, now time.Time) *memRun {
 	r := s.jobs[job][slot]
 	if r != nil && r.forgotten(now) {
 		delete(s.jobs[job], slot)
@@ -362,7 +360,7 @@ func (r *memRun) forgotten(now time.Time) bool {
 }
 
 // sweepLocked forgets runs that were neither live nor written for their keep.
-func (s *MemoryRunStore) sweepLocked(now time.Time) {
+func (s *RunStore) sweepLocked(now time.Time) {
 	if now.Before(s.sweepAt) {
 		return
 	}
@@ -379,17 +377,17 @@ func (s *MemoryRunStore) sweepLocked(now time.Time) {
 	}
 }
 
-func checkRunClaim(in RunClaim) error {
-	if err := ValidateJobName(in.Job); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidClaim, err)
+func checkRunClaim(in backend.RunClaim) error {
+	if err := backend.ValidateJobName(in.Job); err != nil {
+		return fmt.Errorf("%w: %w", backend.ErrInvalidClaim, err)
 	}
 	switch {
 	case in.Token == "":
-		return fmt.Errorf("%w: claim for job %q has no token", ErrInvalidClaim, in.Job)
+		return fmt.Errorf("%w: claim for job %q has no token", backend.ErrInvalidClaim, in.Job)
 	case in.Lease <= 0:
-		return fmt.Errorf("%w: claim for job %q: lease must be positive, got %v", ErrInvalidClaim, in.Job, in.Lease)
+		return fmt.Errorf("%w: claim for job %q: lease must be positive, got %v", backend.ErrInvalidClaim, in.Job, in.Lease)
 	case in.Keep < 0:
-		return fmt.Errorf("%w: claim for job %q: keep must not be negative, got %v", ErrInvalidClaim, in.Job, in.Keep)
+		return fmt.Errorf("%w: claim for job %q: keep must not be negative, got %v", backend.ErrInvalidClaim, in.Job, in.Keep)
 	}
 	return nil
 }

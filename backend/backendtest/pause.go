@@ -8,39 +8,39 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/anarchon/anarchon/scheduler"
+	"github.com/anarchon/anarchon/backend"
 )
 
 // RunPauses runs the pause section of the conformance suite against a backend that
-// implements scheduler.Pauser: pauses are stored per job (and for all jobs), replaced,
+// implements backend.Pauser: pauses are stored per job (and for all jobs), replaced,
 // cleared, listed, and watched. Backends returned by newBackend within one test must
 // share one store, as for Run. It fails the test at once when the backend is not a
 // Pauser.
-func RunPauses(t *testing.T, newBackend func(t *testing.T) scheduler.Backend) {
+func RunPauses(t *testing.T, newBackend func(t *testing.T) backend.Backend) {
 	t.Helper()
 	t.Run("Pauses", func(t *testing.T) {
-		open := func() scheduler.Pauser {
+		open := func() backend.Pauser {
 			b := setup(t, newBackend)
-			p, ok := b.(scheduler.Pauser)
-			require.True(t, ok, "%T is not a scheduler.Pauser", b)
+			p, ok := b.(backend.Pauser)
+			require.True(t, ok, "%T is not a backend.Pauser", b)
 			return p
 		}
 		a, b := open(), open()
 		ctx := Context(t)
 		job := JobName("paused ✓ a.b/c")
 		until := time.Now().Add(time.Hour).Truncate(time.Millisecond).UTC()
-		changes := make(chan []scheduler.Pause, 16)
+		changes := make(chan []backend.Pause, 16)
 		wctx, stop := context.WithCancel(ctx)
 		watched := make(chan error, 1)
 		go func() {
-			watched <- b.WatchPauses(wctx, func(all []scheduler.Pause) { changes <- all })
+			watched <- b.WatchPauses(wctx, func(all []backend.Pause) { changes <- all })
 		}()
 		first := next(t, changes)
 		for _, p := range first {
 			assert.NotEqual(t, job, p.Job, "a fresh job is not paused")
 		}
 
-		want := scheduler.Pause{Job: job, Reason: "migrating", By: "ops", At: time.Now().Truncate(time.Millisecond).UTC(), Until: until}
+		want := backend.Pause{Job: job, Reason: "migrating", By: "ops", At: time.Now().Truncate(time.Millisecond).UTC(), Until: until}
 		require.NoError(t, a.SetPause(ctx, want))
 		got := waitPause(t, changes, job, want.Reason)
 		assert.Equal(t, want.Reason, got.Reason)
@@ -48,7 +48,7 @@ func RunPauses(t *testing.T, newBackend func(t *testing.T) scheduler.Backend) {
 		assert.True(t, want.Until.Equal(got.Until), "until %s, want %s", got.Until, want.Until)
 		assert.True(t, want.At.Equal(got.At), "at %s, want %s", got.At, want.At)
 
-		all := scheduler.Pause{Job: "", Reason: "freeze", By: "ops"}
+		all := backend.Pause{Job: "", Reason: "freeze", By: "ops"}
 		require.NoError(t, a.SetPause(ctx, all))
 		waitPause(t, changes, "", "freeze")
 		want.Reason = "migrating, take two"
@@ -81,7 +81,7 @@ func RunPauses(t *testing.T, newBackend func(t *testing.T) scheduler.Backend) {
 	t.Run("FarUntil", func(t *testing.T) { testFarPauses(t, newBackend) })
 }
 
-func next(t *testing.T, ch <-chan []scheduler.Pause) []scheduler.Pause {
+func next(t *testing.T, ch <-chan []backend.Pause) []backend.Pause {
 	t.Helper()
 	select {
 	case all := <-ch:
@@ -94,13 +94,13 @@ func next(t *testing.T, ch <-chan []scheduler.Pause) []scheduler.Pause {
 
 // waitPause reads watch reports until one shows job's pause with reason (or, with
 // reason "", no pause of job), and returns that pause.
-func waitPause(t *testing.T, ch <-chan []scheduler.Pause, job, reason string) scheduler.Pause {
+func waitPause(t *testing.T, ch <-chan []backend.Pause, job, reason string) backend.Pause {
 	t.Helper()
 	deadline := time.After(10 * time.Second)
 	for {
 		select {
 		case all := <-ch:
-			var found *scheduler.Pause
+			var found *backend.Pause
 			for i := range all {
 				if all[i].Job == job {
 					found = &all[i]
@@ -108,7 +108,7 @@ func waitPause(t *testing.T, ch <-chan []scheduler.Pause, job, reason string) sc
 			}
 			switch {
 			case reason == "" && found == nil:
-				return scheduler.Pause{}
+				return backend.Pause{}
 			case reason != "" && found != nil && found.Reason == reason:
 				return *found
 			}

@@ -1,4 +1,4 @@
-package scheduler_test
+package memory_test
 
 import (
 	"context"
@@ -9,33 +9,34 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/anarchon/anarchon/scheduler"
-	"github.com/anarchon/anarchon/scheduler/backendtest"
+	"github.com/anarchon/anarchon/backend"
+	"github.com/anarchon/anarchon/backend/backendtest"
+	"github.com/anarchon/anarchon/backend/memory"
 )
 
 func TestMemoryRunStoreConformance(t *testing.T) {
-	backendtest.RunLeases(t, func(t *testing.T) scheduler.RunStore {
-		return scheduler.NewMemoryRunStore(scheduler.SystemClock{})
+	backendtest.RunLeases(t, func(t *testing.T) backend.RunStore {
+		return memory.NewRunStore(backend.SystemClock{})
 	})
 }
 
 func TestMemoryBackendRuns(t *testing.T) {
-	b := scheduler.NewMemoryBackend()
+	b := memory.New()
 	runs := b.Runs()
 	require.NotNil(t, runs)
 	assert.Same(t, runs, b.Runs(), "one store per backend")
-	_, ok := runs.(scheduler.LeaseWatcher)
+	_, ok := runs.(backend.LeaseWatcher)
 	assert.True(t, ok, "the memory run store is a LeaseWatcher")
-	var _ scheduler.LeaseBackend = b
+	var _ backend.LeaseBackend = b
 }
 
 var memSlot = time.UnixMilli(1_900_000_000_000).UTC()
 
-func memClaim(job, token string, lease time.Duration) scheduler.RunClaim {
-	return scheduler.RunClaim{Job: job, Slot: memSlot, Token: token, Instance: "i-" + token, Lease: lease, Keep: time.Hour}
+func memClaim(job, token string, lease time.Duration) backend.RunClaim {
+	return backend.RunClaim{Job: job, Slot: memSlot, Token: token, Instance: "i-" + token, Lease: lease, Keep: time.Hour}
 }
 
-func mustClaim(t *testing.T, s *scheduler.MemoryRunStore, in scheduler.RunClaim, want scheduler.ClaimOutcome) scheduler.ClaimResult {
+func mustClaim(t *testing.T, s *memory.RunStore, in backend.RunClaim, want backend.ClaimOutcome) backend.ClaimResult {
 	t.Helper()
 	res, err := s.Claim(t.Context(), in)
 	require.NoError(t, err)
@@ -56,34 +57,34 @@ func isClosed(ch <-chan struct{}) bool {
 // the missing heartbeat loses it exactly at expiry.
 func TestMemoryRunStoreExpiryByClock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := scheduler.NewMemoryRunStore(scheduler.SystemClock{})
+		s := memory.NewRunStore(backend.SystemClock{})
 		start := time.Now()
-		a := mustClaim(t, s, memClaim("job", "a", 10*time.Second), scheduler.OutcomeWon)
+		a := mustClaim(t, s, memClaim("job", "a", 10*time.Second), backend.OutcomeWon)
 		assert.Equal(t, start.Add(10*time.Second), a.Expires)
 
 		time.Sleep(9 * time.Second)
 		require.NoError(t, s.Heartbeat(t.Context(), "job", memSlot, "a", 10*time.Second))
 		time.Sleep(10*time.Second - time.Nanosecond)
-		b := mustClaim(t, s, memClaim("job", "b", 10*time.Second), scheduler.OutcomeRunning)
+		b := mustClaim(t, s, memClaim("job", "b", 10*time.Second), backend.OutcomeRunning)
 		assert.Equal(t, start.Add(19*time.Second), b.Expires)
 
 		time.Sleep(time.Nanosecond)
-		assert.ErrorIs(t, s.Heartbeat(t.Context(), "job", memSlot, "a", 10*time.Second), scheduler.ErrLeaseLost)
-		b = mustClaim(t, s, memClaim("job", "b", 10*time.Second), scheduler.OutcomeWon)
+		assert.ErrorIs(t, s.Heartbeat(t.Context(), "job", memSlot, "a", 10*time.Second), backend.ErrLeaseLost)
+		b = mustClaim(t, s, memClaim("job", "b", 10*time.Second), backend.OutcomeWon)
 		assert.Equal(t, 2, b.Attempt)
 		assert.Equal(t, "i-a", b.Previous)
 		assert.Equal(t, "a", b.PreviousToken)
 		assert.Equal(t, 1, b.PreviousAttempt)
 
-		again := mustClaim(t, s, memClaim("job", "b", 10*time.Second), scheduler.OutcomeWon)
+		again := mustClaim(t, s, memClaim("job", "b", 10*time.Second), backend.OutcomeWon)
 		assert.Equal(t, b, again, "a repeated claim gets the same answer, previous holder included")
 	})
 }
 
 func TestMemoryRunStoreWatch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := scheduler.NewMemoryRunStore(scheduler.SystemClock{})
-		mustClaim(t, s, memClaim("job", "a", 10*time.Second), scheduler.OutcomeWon)
+		s := memory.NewRunStore(backend.SystemClock{})
+		mustClaim(t, s, memClaim("job", "a", 10*time.Second), backend.OutcomeWon)
 		ch, err := s.WatchRun(t.Context(), "job", memSlot)
 		require.NoError(t, err)
 
@@ -99,23 +100,23 @@ func TestMemoryRunStoreWatch(t *testing.T) {
 		time.Sleep(time.Nanosecond)
 		synctest.Wait()
 		assert.True(t, isClosed(ch), "fires at expiry, by the store's clock")
-		mustClaim(t, s, memClaim("job", "b", 10*time.Second), scheduler.OutcomeWon)
+		mustClaim(t, s, memClaim("job", "b", 10*time.Second), backend.OutcomeWon)
 	})
 }
 
 func TestMemoryRunStoreWatchChanges(t *testing.T) {
-	for name, change := range map[string]func(t *testing.T, s *scheduler.MemoryRunStore){
-		"release": func(t *testing.T, s *scheduler.MemoryRunStore) {
+	for name, change := range map[string]func(t *testing.T, s *memory.RunStore){
+		"release": func(t *testing.T, s *memory.RunStore) {
 			require.NoError(t, s.Release(t.Context(), "job", memSlot, "a"))
 		},
-		"finish": func(t *testing.T, s *scheduler.MemoryRunStore) {
-			require.NoError(t, s.Finish(t.Context(), "job", memSlot, "a", scheduler.StatusOK))
+		"finish": func(t *testing.T, s *memory.RunStore) {
+			require.NoError(t, s.Finish(t.Context(), "job", memSlot, "a", backend.StatusOK))
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				s := scheduler.NewMemoryRunStore(scheduler.SystemClock{})
-				mustClaim(t, s, memClaim("job", "a", time.Minute), scheduler.OutcomeWon)
+				s := memory.NewRunStore(backend.SystemClock{})
+				mustClaim(t, s, memClaim("job", "a", time.Minute), backend.OutcomeWon)
 				ch, err := s.WatchRun(t.Context(), "job", memSlot)
 				require.NoError(t, err)
 				synctest.Wait()
@@ -132,8 +133,8 @@ func TestMemoryRunStoreWatchChanges(t *testing.T) {
 // fails the test if one is still blocked when the bubble ends.
 func TestMemoryRunStoreWatchEndsWithContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := scheduler.NewMemoryRunStore(scheduler.SystemClock{})
-		mustClaim(t, s, memClaim("job", "a", time.Hour), scheduler.OutcomeWon)
+		s := memory.NewRunStore(backend.SystemClock{})
+		mustClaim(t, s, memClaim("job", "a", time.Hour), backend.OutcomeWon)
 		ctx, cancel := context.WithCancel(t.Context())
 		ch, err := s.WatchRun(ctx, "job", memSlot)
 		require.NoError(t, err)
@@ -149,12 +150,12 @@ func TestMemoryRunStoreWatchEndsWithContext(t *testing.T) {
 }
 
 func TestMemoryRunStoreWatchWithoutLiveLease(t *testing.T) {
-	s := scheduler.NewMemoryRunStore(scheduler.SystemClock{})
+	s := memory.NewRunStore(backend.SystemClock{})
 	ch, err := s.WatchRun(t.Context(), "job", memSlot)
 	require.NoError(t, err)
 	assert.True(t, isClosed(ch), "nothing stored: a claim may decide differently now")
 
-	mustClaim(t, s, memClaim("job", "a", time.Minute), scheduler.OutcomeWon)
+	mustClaim(t, s, memClaim("job", "a", time.Minute), backend.OutcomeWon)
 	require.NoError(t, s.Release(t.Context(), "job", memSlot, "a"))
 	ch, err = s.WatchRun(t.Context(), "job", memSlot)
 	require.NoError(t, err)
@@ -165,53 +166,53 @@ func TestMemoryRunStoreWatchWithoutLiveLease(t *testing.T) {
 // forgotten afterwards; a live run is never forgotten.
 func TestMemoryRunStoreKeep(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := scheduler.NewMemoryRunStore(scheduler.SystemClock{})
+		s := memory.NewRunStore(backend.SystemClock{})
 		done := memClaim("done", "a", time.Minute)
-		mustClaim(t, s, done, scheduler.OutcomeWon)
-		require.NoError(t, s.Finish(t.Context(), "done", memSlot, "a", scheduler.StatusOK))
+		mustClaim(t, s, done, backend.OutcomeWon)
+		require.NoError(t, s.Finish(t.Context(), "done", memSlot, "a", backend.StatusOK))
 
 		live := memClaim("live", "l", 2*time.Hour)
-		mustClaim(t, s, live, scheduler.OutcomeWon)
+		mustClaim(t, s, live, backend.OutcomeWon)
 
-		probe := func(job string) scheduler.RunClaim {
+		probe := func(job string) backend.RunClaim {
 			in := memClaim(job, "probe", time.Minute)
 			in.TakeoverOnly = true
 			return in
 		}
 		time.Sleep(59 * time.Minute)
-		mustClaim(t, s, probe("done"), scheduler.OutcomeDone)
+		mustClaim(t, s, probe("done"), backend.OutcomeDone)
 		time.Sleep(3 * time.Minute)
-		mustClaim(t, s, probe("done"), scheduler.OutcomeNone)
-		mustClaim(t, s, probe("live"), scheduler.OutcomeRunning)
+		mustClaim(t, s, probe("done"), backend.OutcomeNone)
+		mustClaim(t, s, probe("live"), backend.OutcomeRunning)
 
 		defaultKeep := memClaim("default", "d", time.Minute)
 		defaultKeep.Keep = 0
-		mustClaim(t, s, defaultKeep, scheduler.OutcomeWon)
-		require.NoError(t, s.Finish(t.Context(), "default", memSlot, "d", scheduler.StatusOK))
-		time.Sleep(scheduler.DefaultRunKeep - time.Minute)
-		mustClaim(t, s, probe("default"), scheduler.OutcomeDone)
+		mustClaim(t, s, defaultKeep, backend.OutcomeWon)
+		require.NoError(t, s.Finish(t.Context(), "default", memSlot, "d", backend.StatusOK))
+		time.Sleep(backend.DefaultRunKeep - time.Minute)
+		mustClaim(t, s, probe("default"), backend.OutcomeDone)
 	})
 }
 
 // Fences come from one counter: every new holder of any run gets a bigger one.
 func TestMemoryRunStoreFencesGrow(t *testing.T) {
-	s := scheduler.NewMemoryRunStore(scheduler.SystemClock{})
-	x1 := mustClaim(t, s, memClaim("x", "x1", time.Minute), scheduler.OutcomeWon)
-	y1 := mustClaim(t, s, memClaim("y", "y1", time.Minute), scheduler.OutcomeWon)
+	s := memory.NewRunStore(backend.SystemClock{})
+	x1 := mustClaim(t, s, memClaim("x", "x1", time.Minute), backend.OutcomeWon)
+	y1 := mustClaim(t, s, memClaim("y", "y1", time.Minute), backend.OutcomeWon)
 	require.NoError(t, s.Release(t.Context(), "x", memSlot, "x1"))
-	x2 := mustClaim(t, s, memClaim("x", "x2", time.Minute), scheduler.OutcomeWon)
+	x2 := mustClaim(t, s, memClaim("x", "x2", time.Minute), backend.OutcomeWon)
 	assert.Greater(t, y1.Fence, x1.Fence)
 	assert.Greater(t, x2.Fence, y1.Fence)
 }
 
 func TestMemoryRunStoreCanceledContext(t *testing.T) {
-	s := scheduler.NewMemoryRunStore(scheduler.SystemClock{})
+	s := memory.NewRunStore(backend.SystemClock{})
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	_, err := s.Claim(ctx, memClaim("job", "a", time.Minute))
 	assert.ErrorIs(t, err, context.Canceled)
 	assert.ErrorIs(t, s.Heartbeat(ctx, "job", memSlot, "a", time.Minute), context.Canceled)
-	assert.ErrorIs(t, s.Finish(ctx, "job", memSlot, "a", scheduler.StatusOK), context.Canceled)
+	assert.ErrorIs(t, s.Finish(ctx, "job", memSlot, "a", backend.StatusOK), context.Canceled)
 	assert.ErrorIs(t, s.Release(ctx, "job", memSlot, "a"), context.Canceled)
 	_, err = s.Active(ctx, "job")
 	assert.ErrorIs(t, err, context.Canceled)

@@ -1,63 +1,71 @@
-package scheduler_test
+package backend_test
 
 import (
 	"context"
 	"fmt"
 	"sync/atomic"
+	"time"
 
+	"github.com/anarchon/anarchon/backend"
+	"github.com/anarchon/anarchon/backend/memory"
+	"github.com/anarchon/anarchon/internal/stepclock"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
+// withoutLeases hides a backend's optional capabilities: embedding the Backend
+// interface keeps only its methods, so the scheduler finds no RunStore.
+type withoutLeases struct{ backend.Backend }
+
 // auditedBackend is a backend of one's own: it wraps the memory backend and counts
 // the results stored through it (a real one would, say, also write them to an
-// audit log). Embedding the concrete *scheduler.MemoryBackend keeps the memory
+// audit log). Embedding the concrete *memory.Backend keeps the memory
 // backend's optional capabilities (leases through Runs, RecordClaim); embedding
-// the scheduler.Backend interface instead would hide them.
+// the backend.Backend interface instead would hide them.
 type auditedBackend struct {
-	*scheduler.MemoryBackend
+	*memory.Backend
 	results atomic.Int64
 }
 
 func (b *auditedBackend) Name() string { return "audited" }
 
-func (b *auditedBackend) SaveResult(ctx context.Context, job string, r scheduler.StoredResult, keep scheduler.Retention) error {
+func (b *auditedBackend) SaveResult(ctx context.Context, job string, r backend.StoredResult, keep backend.Retention) error {
 	b.results.Add(1)
-	return b.MemoryBackend.SaveResult(ctx, job, r, keep)
+	return b.Backend.SaveResult(ctx, job, r, keep)
 }
 
 // The optional capabilities are checked at compile time.
 var (
-	_ scheduler.Backend       = (*auditedBackend)(nil)
-	_ scheduler.LeaseBackend  = (*auditedBackend)(nil)
-	_ scheduler.ClaimRecorder = (*auditedBackend)(nil)
+	_ backend.Backend       = (*auditedBackend)(nil)
+	_ backend.LeaseBackend  = (*auditedBackend)(nil)
+	_ backend.ClaimRecorder = (*auditedBackend)(nil)
 )
 
-// A backend implements scheduler.Backend; the scheduler finds its optional
+// A backend implements backend.Backend; the scheduler finds its optional
 // capabilities by type assertion, so a wrapper must keep the ones it means to keep.
 // The conformance suite checks a backend in its tests (it needs a *testing.T, so it
 // cannot run in an example). Its constructor returns a new value each time, all of
 // them sharing one store, as separate processes share a server:
 //
 //	func TestAuditedBackend(t *testing.T) {
-//		shared := scheduler.NewMemoryBackend()
-//		backendtest.Run(t, func(t *testing.T) scheduler.Backend {
-//			return &auditedBackend{MemoryBackend: shared}
+//		shared := memory.New()
+//		backendtest.Run(t, func(t *testing.T) backend.Backend {
+//			return &auditedBackend{Backend: shared}
 //		})
 //	}
 //
 // and a run store's tests call backendtest.RunLeases the same way.
 func ExampleBackend() {
 	ctx := context.Background()
-	clock := newStepClock(at(12, 0, 30))
-	mem := scheduler.NewMemoryBackendWithClock(clock)
-	for _, b := range []scheduler.Backend{mem, &auditedBackend{MemoryBackend: mem}, withoutLeases{mem}} {
-		_, leases := b.(scheduler.LeaseBackend)
-		_, recorder := b.(scheduler.ClaimRecorder)
-		_, windower := b.(scheduler.JobWindower)
+	clock := stepclock.New(at(12, 0, 30))
+	mem := memory.NewWithClock(clock)
+	for _, b := range []backend.Backend{mem, &auditedBackend{Backend: mem}, withoutLeases{mem}} {
+		_, leases := b.(backend.LeaseBackend)
+		_, recorder := b.(backend.ClaimRecorder)
+		_, windower := b.(backend.JobWindower)
 		fmt.Printf("%-7s leases=%-5v claim recorder=%-5v per-job window=%v\n", b.Name(), leases, recorder, windower)
 	}
 
-	b := &auditedBackend{MemoryBackend: mem}
+	b := &auditedBackend{Backend: mem}
 	s, err := scheduler.New(scheduler.Config{Backend: b, Clock: clock})
 	if err != nil {
 		panic(err)
@@ -81,3 +89,6 @@ func ExampleBackend() {
 	// memory  leases=false claim recorder=false per-job window=false
 	// results stored through the wrapper: 1
 }
+
+// at is 2030-01-01 (a Tuesday) at hh:mm:ss UTC: the examples' fixed times.
+func at(hh, mm, ss int) time.Time { return time.Date(2030, 1, 1, hh, mm, ss, 0, time.UTC) }

@@ -1,4 +1,4 @@
-package scheduler
+package backend
 
 import (
 	"context"
@@ -97,6 +97,15 @@ type Retention struct {
 	TTL time.Duration
 }
 
+// Until is when a record finished at t leaves a history kept so (zero: never by
+// time).
+func (k Retention) Until(t time.Time) time.Time {
+	if k.TTL <= 0 || t.IsZero() {
+		return time.Time{}
+	}
+	return t.Add(k.TTL)
+}
+
 // JobLimits describes a job to its backend: what PrepareJob sets up and what
 // CheckJob judges. It may gain fields.
 type JobLimits struct {
@@ -187,4 +196,16 @@ type RunRecord struct {
 	Duration    time.Duration
 	Error       string
 	Fence       uint64
+}
+
+// RecordDecider is implemented by a [ClaimRecorder] that can tell whether the
+// record of a won lease (any attempt) may still decide who runs the slot: true
+// where instances without leases may claim the same job (a fleet in a rolling
+// upgrade that turns leases on or off), whose claim the record meets. The scheduler
+// then writes the record before the handler starts and does not run the slot when
+// the record answers [ErrClaimedElsewhere]. When it reports false the record is
+// written beside the handler, one round trip less before every run. A ClaimRecorder
+// without this method is treated as deciding.
+type RecordDecider interface {
+	RecordDecides(job string) bool
 }

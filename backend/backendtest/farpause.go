@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -18,27 +19,27 @@ import (
 // stored, listed and watched by another backend of the store with its Until, and a
 // scheduler there records the job's slots paused and never runs it. (kvlease once
 // stored it with an overflowed TTL: the reply said paused, the job ran.)
-func testFarPauses(t *testing.T, newBackend func(t *testing.T) scheduler.Backend) {
+func testFarPauses(t *testing.T, newBackend func(t *testing.T) backend.Backend) {
 	for _, until := range []time.Time{
 		time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC),
 		time.Date(9999, 12, 31, 23, 59, 59, 999e6, time.UTC),
 	} {
 		t.Run(until.Format("2006"), func(t *testing.T) {
-			pauserOf := func(b scheduler.Backend) scheduler.Pauser {
-				p, ok := b.(scheduler.Pauser)
-				require.True(t, ok, "%T is not a scheduler.Pauser", b)
+			pauserOf := func(b backend.Backend) backend.Pauser {
+				p, ok := b.(backend.Pauser)
+				require.True(t, ok, "%T is not a backend.Pauser", b)
 				return p
 			}
 			a, b := setup(t, newBackend), setup(t, newBackend)
 			ctx := Context(t)
 			job := JobName("far")
-			want := scheduler.Pause{Job: job, Reason: "until " + until.Format("2006"), By: "ops",
+			want := backend.Pause{Job: job, Reason: "until " + until.Format("2006"), By: "ops",
 				At: time.Now().Truncate(time.Millisecond).UTC(), Until: until}
 			require.NoError(t, pauserOf(a).SetPause(ctx, want))
 
 			listed, err := pauserOf(b).Pauses(ctx)
 			require.NoError(t, err)
-			var got *scheduler.Pause
+			var got *backend.Pause
 			for i := range listed {
 				if listed[i].Job == job {
 					got = &listed[i]
@@ -48,10 +49,10 @@ func testFarPauses(t *testing.T, newBackend func(t *testing.T) scheduler.Backend
 			assert.True(t, until.Equal(got.Until), "until %s, want %s", got.Until, until)
 			assert.True(t, got.InForce(time.Now()))
 
-			changes := make(chan []scheduler.Pause, 16)
+			changes := make(chan []backend.Pause, 16)
 			wctx, stop := context.WithCancel(ctx)
 			defer stop()
-			go func() { _ = pauserOf(b).WatchPauses(wctx, func(all []scheduler.Pause) { changes <- all }) }()
+			go func() { _ = pauserOf(b).WatchPauses(wctx, func(all []backend.Pause) { changes <- all }) }()
 			seen := waitPause(t, changes, job, want.Reason)
 			assert.True(t, until.Equal(seen.Until), "watched until %s, want %s", seen.Until, until)
 
@@ -69,7 +70,7 @@ func testFarPauses(t *testing.T, newBackend func(t *testing.T) scheduler.Backend
 			assert.True(t, paused, "the instance sees the pause once started")
 			// Slots for 2.5s after the pause was stored: a store that expires it by
 			// a TTL that overflowed drops it within a second (nats-server's sweep).
-			var hist []scheduler.RunRecord
+			var hist []backend.RunRecord
 			require.Eventually(t, func() bool {
 				hist, err = s.History(ctx, job, 100)
 				require.NoError(t, err)
@@ -77,12 +78,12 @@ func testFarPauses(t *testing.T, newBackend func(t *testing.T) scheduler.Backend
 			}, 15*time.Second, 20*time.Millisecond, "slots are recorded")
 			require.GreaterOrEqual(t, len(hist), 5)
 			for _, r := range hist {
-				assert.Equal(t, scheduler.StatusPaused, r.Status, "slot %s", r.Slot)
+				assert.Equal(t, backend.StatusPaused, r.Status, "slot %s", r.Slot)
 			}
 			assert.Zero(t, ran.Load(), "nothing ran")
 			listed, err = pauserOf(a).Pauses(ctx)
 			require.NoError(t, err)
-			assert.True(t, slices.ContainsFunc(listed, func(p scheduler.Pause) bool { return p.Job == job && p.Until.Equal(until) }),
+			assert.True(t, slices.ContainsFunc(listed, func(p backend.Pause) bool { return p.Job == job && p.Until.Equal(until) }),
 				"still stored: %+v", listed)
 		})
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -38,14 +39,14 @@ const (
 )
 
 // RunLeases runs the lease section of the conformance suite against the RunStore
-// newStore returns: the lease rules of a scheduler.RunStore (and of a
-// scheduler.LeaseWatcher when the store is one), judged with real time. Each case
+// newStore returns: the lease rules of a backend.RunStore (and of a
+// backend.LeaseWatcher when the store is one), judged with real time. Each case
 // runs in parallel with the others, on its own store and its own job names, and
 // short leases really expire, so the section takes a few seconds.
 //
 // newStore is called once per case; resources it opens should be closed with
 // t.Cleanup. RunLeases returns when every case has finished.
-func RunLeases(t *testing.T, newStore func(t *testing.T) scheduler.RunStore) {
+func RunLeases(t *testing.T, newStore func(t *testing.T) backend.RunStore) {
 	t.Helper()
 	cases := []struct {
 		name string
@@ -87,13 +88,13 @@ func RunLeases(t *testing.T, newStore func(t *testing.T) scheduler.RunStore) {
 // leaseFixture is one case's store, job and slot.
 type leaseFixture struct {
 	t    *testing.T
-	s    scheduler.RunStore
+	s    backend.RunStore
 	ctx  context.Context
 	job  string
 	slot time.Time
 }
 
-func newLeaseFixture(t *testing.T, s scheduler.RunStore, name string) *leaseFixture {
+func newLeaseFixture(t *testing.T, s backend.RunStore, name string) *leaseFixture {
 	return &leaseFixture{
 		t:   t,
 		s:   s,
@@ -110,8 +111,8 @@ func leaseSlot(k int) time.Time {
 }
 
 // rc is a claim of f.slot by token with a deadline an hour away.
-func (f *leaseFixture) rc(token, instance string, lease time.Duration) scheduler.RunClaim {
-	return scheduler.RunClaim{
+func (f *leaseFixture) rc(token, instance string, lease time.Duration) backend.RunClaim {
+	return backend.RunClaim{
 		Job:      f.job,
 		Slot:     f.slot,
 		Token:    token,
@@ -122,7 +123,7 @@ func (f *leaseFixture) rc(token, instance string, lease time.Duration) scheduler
 	}
 }
 
-func (f *leaseFixture) claim(in scheduler.RunClaim) scheduler.ClaimResult {
+func (f *leaseFixture) claim(in backend.RunClaim) backend.ClaimResult {
 	f.t.Helper()
 	res, err := f.s.Claim(f.ctx, in)
 	require.NoError(f.t, err, "Claim by %s", in.Instance)
@@ -130,14 +131,14 @@ func (f *leaseFixture) claim(in scheduler.RunClaim) scheduler.ClaimResult {
 }
 
 // won claims f.slot for token and requires the claim to win.
-func (f *leaseFixture) won(token, instance string, lease time.Duration) scheduler.ClaimResult {
+func (f *leaseFixture) won(token, instance string, lease time.Duration) backend.ClaimResult {
 	f.t.Helper()
 	res := f.claim(f.rc(token, instance, lease))
-	require.Equal(f.t, scheduler.OutcomeWon, res.Outcome, "claim by %s", instance)
+	require.Equal(f.t, backend.OutcomeWon, res.Outcome, "claim by %s", instance)
 	return res
 }
 
-func (f *leaseFixture) outcome(in scheduler.RunClaim, want scheduler.ClaimOutcome) scheduler.ClaimResult {
+func (f *leaseFixture) outcome(in backend.RunClaim, want backend.ClaimOutcome) backend.ClaimResult {
 	f.t.Helper()
 	res := f.claim(in)
 	assert.Equal(f.t, want, res.Outcome, "claim by %s", in.Instance)
@@ -148,7 +149,7 @@ func (f *leaseFixture) heartbeat(token string) error {
 	return f.s.Heartbeat(f.ctx, f.job, f.slot, token, leaseLong)
 }
 
-func (f *leaseFixture) finish(token string, st scheduler.Status) error {
+func (f *leaseFixture) finish(token string, st backend.Status) error {
 	return f.s.Finish(f.ctx, f.job, f.slot, token, st)
 }
 
@@ -178,10 +179,10 @@ func (f *leaseFixture) waitExpired(slot time.Time) {
 
 // race has n claimers with fresh tokens claim in together; it returns their claims
 // and results by claimer. Each claim is changed by each of change, if any.
-func (f *leaseFixture) race(n int, lease time.Duration, change ...func(*scheduler.RunClaim)) ([]scheduler.RunClaim, []scheduler.ClaimResult) {
+func (f *leaseFixture) race(n int, lease time.Duration, change ...func(*backend.RunClaim)) ([]backend.RunClaim, []backend.ClaimResult) {
 	f.t.Helper()
-	claims := make([]scheduler.RunClaim, n)
-	results := make([]scheduler.ClaimResult, n)
+	claims := make([]backend.RunClaim, n)
+	results := make([]backend.ClaimResult, n)
 	errs := make([]error, n)
 	gate := make(chan struct{})
 	var wg sync.WaitGroup
@@ -205,11 +206,11 @@ func (f *leaseFixture) race(n int, lease time.Duration, change ...func(*schedule
 
 // oneWinner requires exactly one won among results, every other one running with
 // the winner as holder, and returns the winner's index.
-func (f *leaseFixture) oneWinner(results []scheduler.ClaimResult) int {
+func (f *leaseFixture) oneWinner(results []backend.ClaimResult) int {
 	f.t.Helper()
 	winner := -1
 	for i, r := range results {
-		if r.Outcome == scheduler.OutcomeWon {
+		if r.Outcome == backend.OutcomeWon {
 			require.Equal(f.t, -1, winner, "two winners: racers %d and %d (%+v)", winner, i, results)
 			winner = i
 		}
@@ -219,14 +220,14 @@ func (f *leaseFixture) oneWinner(results []scheduler.ClaimResult) int {
 		if i == winner {
 			continue
 		}
-		assert.Equal(f.t, scheduler.OutcomeRunning, r.Outcome, "racer %d", i)
+		assert.Equal(f.t, backend.OutcomeRunning, r.Outcome, "racer %d", i)
 		assert.Equal(f.t, results[winner].Holder, r.Holder, "racer %d is told who holds the lease", i)
 		assert.False(f.t, r.Expires.IsZero(), "racer %d is told when the lease expires", i)
 	}
 	return winner
 }
 
-func leaseAssertFenceGrew(t *testing.T, before, after scheduler.ClaimResult) {
+func leaseAssertFenceGrew(t *testing.T, before, after backend.ClaimResult) {
 	t.Helper()
 	assert.Greater(t, after.Fence, before.Fence, "a new holder gets a bigger fence")
 }
@@ -243,26 +244,26 @@ func testLeaseOneWinner(t *testing.T, f *leaseFixture) {
 	assert.Empty(t, won.PreviousToken)
 
 	again := f.claim(claims[w])
-	assert.Equal(t, scheduler.OutcomeWon, again.Outcome, "the winning token asking again wins again")
+	assert.Equal(t, backend.OutcomeWon, again.Outcome, "the winning token asking again wins again")
 	assert.Equal(t, won.Attempt, again.Attempt)
 	assert.Equal(t, won.Fence, again.Fence)
 	assert.Equal(t, won.Holder, again.Holder)
 
 	loser := (w + 1) % len(claims)
-	f.outcome(claims[loser], scheduler.OutcomeRunning)
+	f.outcome(claims[loser], backend.OutcomeRunning)
 }
 
 func testLeaseHeartbeat(t *testing.T, f *leaseFixture) {
 	a := "a-" + Token()
 	f.won(a, "a", leaseLong)
-	assert.ErrorIs(t, f.heartbeat("wrong-"+Token()), scheduler.ErrLeaseLost, "a token that never held the lease")
-	assert.ErrorIs(t, f.s.Heartbeat(f.ctx, f.job, leaseSlot(1), a, leaseLong), scheduler.ErrLeaseLost,
+	assert.ErrorIs(t, f.heartbeat("wrong-"+Token()), backend.ErrLeaseLost, "a token that never held the lease")
+	assert.ErrorIs(t, f.s.Heartbeat(f.ctx, f.job, leaseSlot(1), a, leaseLong), backend.ErrLeaseLost,
 		"a slot with nothing stored")
 	assert.Error(t, f.s.Heartbeat(f.ctx, f.job, f.slot, a, 0), "a zero lease is invalid")
 
-	before := f.outcome(f.rc(Token(), "b", leaseLong), scheduler.OutcomeRunning)
+	before := f.outcome(f.rc(Token(), "b", leaseLong), backend.OutcomeRunning)
 	require.NoError(t, f.heartbeat(a), "the holder's heartbeat")
-	after := f.outcome(f.rc(Token(), "b", leaseLong), scheduler.OutcomeRunning)
+	after := f.outcome(f.rc(Token(), "b", leaseLong), backend.OutcomeRunning)
 	assert.False(t, after.Expires.Before(before.Expires), "a heartbeat never shortens the lease")
 	assert.Equal(t, "a", after.Holder)
 	require.NoError(t, f.heartbeat(a), "heartbeats repeat")
@@ -276,24 +277,24 @@ func testLeaseStaleFinish(t *testing.T, f *leaseFixture) {
 	assert.Equal(t, 2, rb.Attempt)
 	leaseAssertFenceGrew(t, ra, rb)
 
-	assert.ErrorIs(t, f.finish(a, scheduler.StatusOK), scheduler.ErrStaleToken, "the holder that was taken over")
-	assert.ErrorIs(t, f.finish("never-"+Token(), scheduler.StatusOK), scheduler.ErrStaleToken, "a token that never held it")
-	assert.ErrorIs(t, f.heartbeat(a), scheduler.ErrLeaseLost)
+	assert.ErrorIs(t, f.finish(a, backend.StatusOK), backend.ErrStaleToken, "the holder that was taken over")
+	assert.ErrorIs(t, f.finish("never-"+Token(), backend.StatusOK), backend.ErrStaleToken, "a token that never held it")
+	assert.ErrorIs(t, f.heartbeat(a), backend.ErrLeaseLost)
 	require.NoError(t, f.heartbeat(b), "the stale Finish left the real holder's lease alone")
-	f.outcome(f.rc(Token(), "c", leaseLong), scheduler.OutcomeRunning)
+	f.outcome(f.rc(Token(), "c", leaseLong), backend.OutcomeRunning)
 
-	require.NoError(t, f.finish(b, scheduler.StatusError))
-	done := f.outcome(f.rc(Token(), "c", leaseLong), scheduler.OutcomeDone)
+	require.NoError(t, f.finish(b, backend.StatusError))
+	done := f.outcome(f.rc(Token(), "c", leaseLong), backend.OutcomeDone)
 	assert.Equal(t, "b", done.Holder, "the real holder's result stands")
 	assert.Equal(t, 2, done.Attempt)
-	assert.ErrorIs(t, f.finish(a, scheduler.StatusOK), scheduler.ErrStaleToken, "a stale Finish after the real one")
-	assert.NoError(t, f.finish(b, scheduler.StatusError), "the holder repeating its Finish")
+	assert.ErrorIs(t, f.finish(a, backend.StatusOK), backend.ErrStaleToken, "a stale Finish after the real one")
+	assert.NoError(t, f.finish(b, backend.StatusError), "the holder repeating its Finish")
 }
 
 func testLeaseTakeoverAfterExpiry(t *testing.T, f *leaseFixture) {
 	a := "a-" + Token()
 	ra := f.won(a, "a", leaseShort)
-	f.outcome(f.rc(Token(), "b", leaseLong), scheduler.OutcomeRunning)
+	f.outcome(f.rc(Token(), "b", leaseLong), backend.OutcomeRunning)
 	f.waitExpired(f.slot)
 
 	claims, results := f.race(6, leaseLong)
@@ -306,9 +307,9 @@ func testLeaseTakeoverAfterExpiry(t *testing.T, f *leaseFixture) {
 	assert.Equal(t, 1, won.PreviousAttempt)
 	assert.Equal(t, claims[w].Instance, won.Holder)
 
-	assert.ErrorIs(t, f.heartbeat(a), scheduler.ErrLeaseLost, "the expired holder")
+	assert.ErrorIs(t, f.heartbeat(a), backend.ErrLeaseLost, "the expired holder")
 	again := f.claim(claims[w])
-	assert.Equal(t, scheduler.OutcomeWon, again.Outcome, "the new holder asking again")
+	assert.Equal(t, backend.OutcomeWon, again.Outcome, "the new holder asking again")
 	assert.Equal(t, won.Fence, again.Fence)
 	assert.Equal(t, won.Attempt, again.Attempt)
 }
@@ -319,9 +320,9 @@ func testLeaseExpiredHolderFinishes(t *testing.T, f *leaseFixture) {
 	a := "a-" + Token()
 	f.won(a, "a", leaseShort)
 	f.waitExpired(f.slot)
-	assert.ErrorIs(t, f.heartbeat(a), scheduler.ErrLeaseLost, "the store judges expiry")
-	require.NoError(t, f.finish(a, scheduler.StatusOK), "Finish by the expired holder nobody took over from")
-	done := f.outcome(f.rc(Token(), "b", leaseLong), scheduler.OutcomeDone)
+	assert.ErrorIs(t, f.heartbeat(a), backend.ErrLeaseLost, "the store judges expiry")
+	require.NoError(t, f.finish(a, backend.StatusOK), "Finish by the expired holder nobody took over from")
+	done := f.outcome(f.rc(Token(), "b", leaseLong), backend.OutcomeDone)
 	assert.Equal(t, "a", done.Holder)
 	assert.Equal(t, 1, done.Attempt)
 }
@@ -329,46 +330,46 @@ func testLeaseExpiredHolderFinishes(t *testing.T, f *leaseFixture) {
 func testLeaseRelease(t *testing.T, f *leaseFixture) {
 	a, b := "a-"+Token(), "b-"+Token()
 	ra := f.won(a, "a", leaseLong)
-	f.outcome(f.rc(b, "b", leaseLong), scheduler.OutcomeRunning)
+	f.outcome(f.rc(b, "b", leaseLong), backend.OutcomeRunning)
 
 	f.release("stranger-" + Token())
-	f.outcome(f.rc(b, "b", leaseLong), scheduler.OutcomeRunning)
+	f.outcome(f.rc(b, "b", leaseLong), backend.OutcomeRunning)
 
 	f.release(a)
-	rb := f.outcome(f.rc(b, "b", leaseLong), scheduler.OutcomeWon)
+	rb := f.outcome(f.rc(b, "b", leaseLong), backend.OutcomeWon)
 	assert.Equal(t, 2, rb.Attempt, "a backup takes over a released lease at once")
 	assert.Equal(t, "a", rb.Previous)
 	assert.Equal(t, a, rb.PreviousToken)
 	leaseAssertFenceGrew(t, ra, rb)
 
 	f.release(a) // releasing a lease no longer held is not an error
-	assert.ErrorIs(t, f.heartbeat(a), scheduler.ErrLeaseLost)
-	back := f.outcome(f.rc(a, "a", leaseLong), scheduler.OutcomeRunning)
+	assert.ErrorIs(t, f.heartbeat(a), backend.ErrLeaseLost)
+	back := f.outcome(f.rc(a, "a", leaseLong), backend.OutcomeRunning)
 	assert.Equal(t, "b", back.Holder, "the released holder cannot come back")
 }
 
 func testLeaseDone(t *testing.T, f *leaseFixture) {
 	a := "a-" + Token()
 	ra := f.won(a, "a", leaseLong)
-	require.NoError(t, f.finish(a, scheduler.StatusOK))
+	require.NoError(t, f.finish(a, backend.StatusOK))
 
-	done := f.outcome(f.rc(Token(), "b", leaseLong), scheduler.OutcomeDone)
+	done := f.outcome(f.rc(Token(), "b", leaseLong), backend.OutcomeDone)
 	assert.Equal(t, "a", done.Holder)
 	assert.Equal(t, 1, done.Attempt)
 	assert.Equal(t, ra.Fence, done.Fence)
-	f.outcome(f.rc(a, "a", leaseLong), scheduler.OutcomeDone)
+	f.outcome(f.rc(a, "a", leaseLong), backend.OutcomeDone)
 
 	probe := f.rc(Token(), "c", leaseLong)
 	probe.TakeoverOnly = true
-	f.outcome(probe, scheduler.OutcomeDone)
+	f.outcome(probe, backend.OutcomeDone)
 	late := f.rc(Token(), "c", leaseLong)
 	late.Deadline = time.Now().Add(-time.Hour)
-	f.outcome(late, scheduler.OutcomeDone)
+	f.outcome(late, backend.OutcomeDone)
 
-	assert.ErrorIs(t, f.heartbeat(a), scheduler.ErrLeaseLost, "a finished run holds no lease")
+	assert.ErrorIs(t, f.heartbeat(a), backend.ErrLeaseLost, "a finished run holds no lease")
 	f.release(a)
-	assert.NoError(t, f.finish(a, scheduler.StatusOK), "the holder repeating its Finish")
-	assert.Error(t, f.finish(a, scheduler.StatusRunning), "running is not a final status")
+	assert.NoError(t, f.finish(a, backend.StatusOK), "the holder repeating its Finish")
+	assert.Error(t, f.finish(a, backend.StatusRunning), "running is not a final status")
 
 	runs, err := f.s.Active(f.ctx, f.job)
 	require.NoError(t, err)
@@ -376,32 +377,32 @@ func testLeaseDone(t *testing.T, f *leaseFixture) {
 }
 
 func testLeaseOverlap(t *testing.T, f *leaseFixture) {
-	at := func(k int, token string, p scheduler.OverlapPolicy) scheduler.RunClaim {
+	at := func(k int, token string, p backend.OverlapPolicy) backend.RunClaim {
 		in := f.rc(token, "i-"+token[:4], leaseLong)
 		in.Slot, in.Overlap = leaseSlot(k), p
 		return in
 	}
 	t1, t2, t3, t5, skip := "t1"+Token(), "t2"+Token(), "t3"+Token(), "t5"+Token(), "sk"+Token()
-	f.outcome(at(1, t1, scheduler.OverlapSkip), scheduler.OutcomeWon)
-	f.outcome(at(2, skip, scheduler.OverlapSkip), scheduler.OutcomeOverlap)
+	f.outcome(at(1, t1, backend.OverlapSkip), backend.OutcomeWon)
+	f.outcome(at(2, skip, backend.OverlapSkip), backend.OutcomeOverlap)
 	// The skip is a stored decision: its token is told again, and no other claim
 	// runs the slot afterwards, whatever it asks.
-	f.outcome(at(2, skip, scheduler.OverlapSkip), scheduler.OutcomeOverlap)
-	done := f.outcome(at(2, t2, scheduler.OverlapAllow), scheduler.OutcomeDone)
-	assert.Equal(t, scheduler.StatusSkipped, done.Status, "a claim of a skipped slot is told it was skipped")
+	f.outcome(at(2, skip, backend.OverlapSkip), backend.OutcomeOverlap)
+	done := f.outcome(at(2, t2, backend.OverlapAllow), backend.OutcomeDone)
+	assert.Equal(t, backend.StatusSkipped, done.Status, "a claim of a skipped slot is told it was skipped")
 	// A later slot's live lease counts too (a catch-up slot claimed after it).
-	f.outcome(at(0, Token(), scheduler.OverlapSkip), scheduler.OutcomeOverlap)
-	f.outcome(at(3, t3, scheduler.OverlapAllow), scheduler.OutcomeWon) // allowed: runs beside slot 1
+	f.outcome(at(0, Token(), backend.OverlapSkip), backend.OutcomeOverlap)
+	f.outcome(at(3, t3, backend.OverlapAllow), backend.OutcomeWon) // allowed: runs beside slot 1
 
-	other := at(4, Token(), scheduler.OverlapSkip)
+	other := at(4, Token(), backend.OverlapSkip)
 	other.Job = f.job + "-other"
-	f.outcome(other, scheduler.OutcomeWon) // another job's leases do not count
+	f.outcome(other, backend.OutcomeWon) // another job's leases do not count
 
-	require.NoError(t, f.s.Finish(f.ctx, f.job, leaseSlot(1), t1, scheduler.StatusOK))
-	require.NoError(t, f.s.Finish(f.ctx, f.job, leaseSlot(3), t3, scheduler.StatusOK))
+	require.NoError(t, f.s.Finish(f.ctx, f.job, leaseSlot(1), t1, backend.StatusOK))
+	require.NoError(t, f.s.Finish(f.ctx, f.job, leaseSlot(3), t3, backend.StatusOK))
 	// The others are finished: none is running. (A released run that a backup is
 	// about to take over may still count, for up to a lease.)
-	f.outcome(at(5, t5, scheduler.OverlapSkip), scheduler.OutcomeWon)
+	f.outcome(at(5, t5, backend.OverlapSkip), backend.OutcomeWon)
 	runs, err := f.s.Active(f.ctx, f.job)
 	require.NoError(t, err)
 	for _, r := range runs {
@@ -414,16 +415,16 @@ func testLeaseLate(t *testing.T, f *leaseFixture) {
 	lateToken := Token()
 	late := f.rc(lateToken, "a", leaseLong)
 	late.Deadline = past
-	f.outcome(late, scheduler.OutcomeLate)
-	f.outcome(late, scheduler.OutcomeLate) // repeat-safe: the same token is told again
+	f.outcome(late, backend.OutcomeLate)
+	f.outcome(late, backend.OutcomeLate) // repeat-safe: the same token is told again
 	// Late is a stored decision: nobody runs the slot afterwards.
-	for _, in := range []scheduler.RunClaim{f.rc(Token(), "b", leaseLong), f.rc(Token(), "c", leaseShort)} {
-		res := f.outcome(in, scheduler.OutcomeDone)
-		assert.Equal(t, scheduler.StatusLate, res.Status)
+	for _, in := range []backend.RunClaim{f.rc(Token(), "b", leaseLong), f.rc(Token(), "c", leaseShort)} {
+		res := f.outcome(in, backend.OutcomeDone)
+		assert.Equal(t, backend.StatusLate, res.Status)
 	}
 	probe := f.rc(Token(), "a", leaseLong)
 	probe.TakeoverOnly = true
-	f.outcome(probe, scheduler.OutcomeDone)
+	f.outcome(probe, backend.OutcomeDone)
 	runs, err := f.s.Active(f.ctx, f.job)
 	require.NoError(t, err)
 	assert.Empty(t, runs, "a late slot is not active")
@@ -434,39 +435,39 @@ func testLeaseLate(t *testing.T, f *leaseFixture) {
 	f.release(a)
 	takeover := f.rc(Token(), "b", leaseLong)
 	takeover.Deadline = past
-	res := f.outcome(takeover, scheduler.OutcomeWon) // someone started the run: no deadline
+	res := f.outcome(takeover, backend.OutcomeWon) // someone started the run: no deadline
 	assert.Equal(t, 2, res.Attempt)
 
 	noDeadline := f.rc(Token(), "c", leaseLong)
 	noDeadline.Slot, noDeadline.Deadline = leaseSlot(1), time.Time{}
-	f.outcome(noDeadline, scheduler.OutcomeWon)
+	f.outcome(noDeadline, backend.OutcomeWon)
 }
 
 func testLeaseTakeoverOnly(t *testing.T, f *leaseFixture) {
-	probe := func() scheduler.RunClaim {
+	probe := func() backend.RunClaim {
 		in := f.rc(Token(), "probe", leaseLong)
 		in.TakeoverOnly = true
 		return in
 	}
-	f.outcome(probe(), scheduler.OutcomeNone)
+	f.outcome(probe(), backend.OutcomeNone)
 	runs, err := f.s.Active(f.ctx, f.job)
 	require.NoError(t, err)
 	assert.Empty(t, runs, "a none claim stores nothing")
 
 	a := "a-" + Token()
 	f.won(a, "a", leaseLong)
-	f.outcome(probe(), scheduler.OutcomeRunning)
+	f.outcome(probe(), backend.OutcomeRunning)
 	f.release(a)
-	res := f.outcome(probe(), scheduler.OutcomeWon)
+	res := f.outcome(probe(), backend.OutcomeWon)
 	assert.Equal(t, 2, res.Attempt)
 	assert.Equal(t, "a", res.Previous)
 }
 
 func testLeaseActive(t *testing.T, f *leaseFixture) {
-	at := func(k int, token string, lease time.Duration) scheduler.ClaimResult {
+	at := func(k int, token string, lease time.Duration) backend.ClaimResult {
 		in := f.rc(token, "i"+fmt.Sprint(k), lease)
 		in.Slot = leaseSlot(k)
-		return f.outcome(in, scheduler.OutcomeWon)
+		return f.outcome(in, backend.OutcomeWon)
 	}
 	t1, t2, t3, t4 := Token(), Token(), Token(), Token()
 	r1 := at(1, t1, leaseLong)
@@ -474,7 +475,7 @@ func testLeaseActive(t *testing.T, f *leaseFixture) {
 	at(3, t3, leaseLong)
 	at(4, t4, leaseLong)
 	require.NoError(t, f.s.Release(f.ctx, f.job, leaseSlot(3), t3))
-	require.NoError(t, f.s.Finish(f.ctx, f.job, leaseSlot(4), t4, scheduler.StatusOK))
+	require.NoError(t, f.s.Finish(f.ctx, f.job, leaseSlot(4), t4, backend.StatusOK))
 	f.waitExpired(leaseSlot(2))
 
 	runs, err := f.s.Active(f.ctx, f.job)
@@ -501,16 +502,16 @@ func testLeaseActive(t *testing.T, f *leaseFixture) {
 }
 
 func testLeaseInvalid(t *testing.T, f *leaseFixture) {
-	for name, edit := range map[string]func(*scheduler.RunClaim){
-		"zero lease":     func(in *scheduler.RunClaim) { in.Lease = 0 },
-		"negative lease": func(in *scheduler.RunClaim) { in.Lease = -time.Second },
-		"no token":       func(in *scheduler.RunClaim) { in.Token = "" },
-		"no job":         func(in *scheduler.RunClaim) { in.Job = "" },
+	for name, edit := range map[string]func(*backend.RunClaim){
+		"zero lease":     func(in *backend.RunClaim) { in.Lease = 0 },
+		"negative lease": func(in *backend.RunClaim) { in.Lease = -time.Second },
+		"no token":       func(in *backend.RunClaim) { in.Token = "" },
+		"no job":         func(in *backend.RunClaim) { in.Job = "" },
 	} {
 		in := f.rc(Token(), "a", leaseLong)
 		edit(&in)
 		_, err := f.s.Claim(f.ctx, in)
-		assert.ErrorIs(t, err, scheduler.ErrInvalidClaim, name)
+		assert.ErrorIs(t, err, backend.ErrInvalidClaim, name)
 	}
 	runs, err := f.s.Active(f.ctx, f.job)
 	require.NoError(t, err)
@@ -518,15 +519,15 @@ func testLeaseInvalid(t *testing.T, f *leaseFixture) {
 }
 
 // watcher returns f.s as a LeaseWatcher, or nil after logging that the store is none.
-func (f *leaseFixture) watcher() scheduler.LeaseWatcher {
-	w, ok := f.s.(scheduler.LeaseWatcher)
+func (f *leaseFixture) watcher() backend.LeaseWatcher {
+	w, ok := f.s.(backend.LeaseWatcher)
 	if !ok {
-		f.t.Logf("%T is not a scheduler.LeaseWatcher: nothing to check", f.s)
+		f.t.Logf("%T is not a backend.LeaseWatcher: nothing to check", f.s)
 	}
 	return w
 }
 
-func (f *leaseFixture) watch(w scheduler.LeaseWatcher) <-chan struct{} {
+func (f *leaseFixture) watch(w backend.LeaseWatcher) <-chan struct{} {
 	f.t.Helper()
 	ch, err := w.WatchRun(f.ctx, f.job, f.slot)
 	require.NoError(f.t, err, "WatchRun")
@@ -553,15 +554,15 @@ func (f *leaseFixture) watch(w scheduler.LeaseWatcher) <-chan struct{} {
 // different watches in order (one watcher fanned out, as kvlease does) cannot pass
 // by luck; one that delivers them on unordered paths could, only if its wrong
 // notification of ch arrived after a later write's notification of the control.
-func (f *leaseFixture) requireWatchOpen(w scheduler.LeaseWatcher, ch <-chan struct{}, holder, why string) {
+func (f *leaseFixture) requireWatchOpen(w backend.LeaseWatcher, ch <-chan struct{}, holder, why string) {
 	f.t.Helper()
-	f.outcome(f.rc(Token(), "other", leaseLong), scheduler.OutcomeRunning)
+	f.outcome(f.rc(Token(), "other", leaseLong), backend.OutcomeRunning)
 	require.NoError(f.t, f.heartbeat(holder), "the holder's heartbeat")
 	f.release("stranger-" + Token())
-	require.ErrorIs(f.t, f.finish("stranger-"+Token(), scheduler.StatusOK), scheduler.ErrStaleToken)
+	require.ErrorIs(f.t, f.finish("stranger-"+Token(), backend.StatusOK), backend.ErrStaleToken)
 	control := f.rc("control-"+Token(), "control", leaseLong)
 	control.Slot = leaseSlot(leaseControlSlot)
-	f.outcome(control, scheduler.OutcomeWon)
+	f.outcome(control, backend.OutcomeWon)
 
 	cch, err := w.WatchRun(f.ctx, f.job, control.Slot)
 	require.NoError(f.t, err, "WatchRun of the control slot")
@@ -595,7 +596,7 @@ func testLeaseWatchRelease(t *testing.T, f *leaseFixture) {
 	f.requireWatchOpen(w, ch, a, "the lease is live")
 	f.release(a)
 	leaseRequireFires(t, ch, leaseWatchBound, "on release")
-	res := f.outcome(f.rc(Token(), "b", leaseLong), scheduler.OutcomeWon)
+	res := f.outcome(f.rc(Token(), "b", leaseLong), backend.OutcomeWon)
 	assert.Equal(t, 2, res.Attempt)
 }
 
@@ -608,9 +609,9 @@ func testLeaseWatchFinish(t *testing.T, f *leaseFixture) {
 	f.won(a, "a", leaseLong)
 	ch := f.watch(w)
 	f.requireWatchOpen(w, ch, a, "the lease is live")
-	require.NoError(t, f.finish(a, scheduler.StatusOK))
+	require.NoError(t, f.finish(a, backend.StatusOK))
 	leaseRequireFires(t, ch, leaseWatchBound, "on finish")
-	f.outcome(f.rc(Token(), "b", leaseLong), scheduler.OutcomeDone)
+	f.outcome(f.rc(Token(), "b", leaseLong), backend.OutcomeDone)
 }
 
 func testLeaseWatchExpiry(t *testing.T, f *leaseFixture) {
@@ -622,7 +623,7 @@ func testLeaseWatchExpiry(t *testing.T, f *leaseFixture) {
 	f.won(a, "a", leaseShort)
 	ch := f.watch(w)
 	leaseRequireFires(t, ch, leaseExpiryBound, "on expiry")
-	res := f.outcome(f.rc(Token(), "b", leaseLong), scheduler.OutcomeWon)
+	res := f.outcome(f.rc(Token(), "b", leaseLong), backend.OutcomeWon)
 	assert.Equal(t, 2, res.Attempt, "once the watch fired on expiry, a backup takes over")
 }
 
@@ -644,7 +645,7 @@ func testLeaseWatchCancel(t *testing.T, f *leaseFixture) {
 	cancel()
 	leaseRequireFires(t, ch, leaseWatchBound, "when the watch's ctx is cancelled")
 	// The lease is still live: the watch ended because of its ctx.
-	res := f.outcome(f.rc(Token(), "b", leaseLong), scheduler.OutcomeRunning)
+	res := f.outcome(f.rc(Token(), "b", leaseLong), backend.OutcomeRunning)
 	assert.Equal(t, "a", res.Holder)
 	require.NoError(t, f.heartbeat(a))
 }
@@ -652,27 +653,27 @@ func testLeaseWatchCancel(t *testing.T, f *leaseFixture) {
 // A stored skipped or late slot is final: nothing wins it afterwards, whatever it
 // asks and whenever it asks, and Active never lists it.
 func testLeaseDecisionsFinal(t *testing.T, f *leaseFixture) {
-	at := func(k int, token string) scheduler.RunClaim {
+	at := func(k int, token string) backend.RunClaim {
 		in := f.rc(token, "i-"+token[:4], leaseLong)
-		in.Slot, in.Overlap = leaseSlot(k), scheduler.OverlapSkip
+		in.Slot, in.Overlap = leaseSlot(k), backend.OverlapSkip
 		return in
 	}
 	holder := "h-" + Token()
-	require.Equal(t, scheduler.OutcomeWon, f.claim(at(1, holder)).Outcome, "the holder of slot 1")
+	require.Equal(t, backend.OutcomeWon, f.claim(at(1, holder)).Outcome, "the holder of slot 1")
 	skipper := at(2, "sk"+Token())
-	require.Equal(t, scheduler.OutcomeOverlap, f.claim(skipper).Outcome, "slot 2 while slot 1 is live")
+	require.Equal(t, backend.OutcomeOverlap, f.claim(skipper).Outcome, "slot 2 while slot 1 is live")
 	late := at(3, "la"+Token())
 	late.Deadline = time.Now().Add(-time.Hour)
-	require.Equal(t, scheduler.OutcomeLate, f.claim(late).Outcome, "slot 3 past its deadline")
+	require.Equal(t, backend.OutcomeLate, f.claim(late).Outcome, "slot 3 past its deadline")
 
 	decided := []struct {
 		k       int
-		status  scheduler.Status
-		decider scheduler.RunClaim
-		told    scheduler.ClaimOutcome
+		status  backend.Status
+		decider backend.RunClaim
+		told    backend.ClaimOutcome
 	}{
-		{2, scheduler.StatusSkipped, skipper, scheduler.OutcomeOverlap},
-		{3, scheduler.StatusLate, late, scheduler.OutcomeLate},
+		{2, backend.StatusSkipped, skipper, backend.OutcomeOverlap},
+		{3, backend.StatusLate, late, backend.OutcomeLate},
 	}
 	check := func(when string) {
 		t.Helper()
@@ -680,16 +681,16 @@ func testLeaseDecisionsFinal(t *testing.T, f *leaseFixture) {
 			probe := at(d.k, "pr"+Token())
 			probe.TakeoverOnly = true
 			catchUp := at(d.k, "cu"+Token()) // a catch-up claim: deadline far away, overlap allowed
-			catchUp.Overlap, catchUp.Deadline = scheduler.OverlapAllow, time.Now().Add(24*time.Hour)
+			catchUp.Overlap, catchUp.Deadline = backend.OverlapAllow, time.Now().Add(24*time.Hour)
 			catchUp.ReopenPaused = true // reopens paused slots only
 			again := at(d.k, "ag"+Token())
 			again.Deadline = time.Now().Add(24 * time.Hour)
 			for _, c := range []struct {
 				name string
-				in   scheduler.RunClaim
+				in   backend.RunClaim
 			}{{"a takeover-only probe", probe}, {"a catch-up claim", catchUp}, {"a claim skipping on overlap", again}} {
 				res := f.claim(c.in)
-				assert.Equal(t, scheduler.OutcomeDone, res.Outcome, "%s: %s of slot %d, stored %s", when, c.name, d.k, d.status)
+				assert.Equal(t, backend.OutcomeDone, res.Outcome, "%s: %s of slot %d, stored %s", when, c.name, d.k, d.status)
 				assert.Equal(t, d.status, res.Status, "%s: %s of slot %d is told how it ended", when, c.name, d.k)
 			}
 			assert.Equal(t, d.told, f.claim(d.decider).Outcome, "%s: the token that decided slot %d %s is told the same again", when, d.k, d.status)
@@ -703,7 +704,7 @@ func testLeaseDecisionsFinal(t *testing.T, f *leaseFixture) {
 	check("while slot 1 holds its lease")
 	require.NoError(t, f.s.Release(f.ctx, f.job, leaseSlot(1), holder))
 	check("after slot 1's lease was released")
-	require.NoError(t, f.s.Finish(f.ctx, f.job, leaseSlot(1), holder, scheduler.StatusOK))
+	require.NoError(t, f.s.Finish(f.ctx, f.job, leaseSlot(1), holder, backend.StatusOK))
 	check("after slot 1 finished")
 }
 
@@ -714,28 +715,28 @@ func testLeaseDecisionsFinal(t *testing.T, f *leaseFixture) {
 func testLeaseReopenPaused(t *testing.T, f *leaseFixture) {
 	a := "a-" + Token()
 	first := f.won(a, "a", leaseLong)
-	require.NoError(t, f.finish(a, scheduler.StatusPaused), "the slot fell while paused")
+	require.NoError(t, f.finish(a, backend.StatusPaused), "the slot fell while paused")
 
-	plain := f.outcome(f.rc("pl"+Token(), "b", leaseLong), scheduler.OutcomeDone)
-	assert.Equal(t, scheduler.StatusPaused, plain.Status, "a claim without ReopenPaused is told paused")
+	plain := f.outcome(f.rc("pl"+Token(), "b", leaseLong), backend.OutcomeDone)
+	assert.Equal(t, backend.StatusPaused, plain.Status, "a claim without ReopenPaused is told paused")
 	late := f.rc("la"+Token(), "c", leaseLong)
 	late.ReopenPaused, late.Deadline = true, time.Now().Add(-time.Minute)
-	assert.Equal(t, scheduler.StatusPaused, f.outcome(late, scheduler.OutcomeDone).Status, "past its deadline the slot stays paused")
+	assert.Equal(t, backend.StatusPaused, f.outcome(late, backend.OutcomeDone).Status, "past its deadline the slot stays paused")
 
-	claims, results := f.race(5, leaseLong, func(in *scheduler.RunClaim) { in.ReopenPaused = true })
+	claims, results := f.race(5, leaseLong, func(in *backend.RunClaim) { in.ReopenPaused = true })
 	w := f.oneWinner(results)
 	won := results[w]
 	assert.True(t, won.Reopened, "the winner is told it reopened a paused slot")
 	assert.Equal(t, 2, won.Attempt)
 	assert.Greater(t, won.Fence, first.Fence, "a bigger fence than the paused attempt's")
-	again := f.outcome(claims[w], scheduler.OutcomeWon)
+	again := f.outcome(claims[w], backend.OutcomeWon)
 	assert.True(t, again.Reopened, "the winner's repeated claim is answered the same")
 	assert.Equal(t, won.Fence, again.Fence)
 
-	require.NoError(t, f.finish(claims[w].Token, scheduler.StatusOK))
+	require.NoError(t, f.finish(claims[w].Token, backend.StatusOK))
 	after := f.rc("af"+Token(), "d", leaseLong)
 	after.ReopenPaused = true
-	assert.Equal(t, scheduler.StatusOK, f.outcome(after, scheduler.OutcomeDone).Status, "a slot that ran is not reopened")
+	assert.Equal(t, backend.StatusOK, f.outcome(after, backend.OutcomeDone).Status, "a slot that ran is not reopened")
 }
 
 // A finished run is forgotten once its Keep has passed: a takeover-only probe is
@@ -744,10 +745,10 @@ func testLeaseKeepForgets(t *testing.T, f *leaseFixture) {
 	a := "a-" + Token()
 	in := f.rc(a, "a", leaseLong)
 	in.Keep = leaseKeepShort
-	require.Equal(t, scheduler.OutcomeWon, f.claim(in).Outcome)
-	require.NoError(t, f.finish(a, scheduler.StatusOK))
+	require.Equal(t, backend.OutcomeWon, f.claim(in).Outcome)
+	require.NoError(t, f.finish(a, backend.StatusOK))
 	finished := time.Now()
-	probe := func() scheduler.RunClaim {
+	probe := func() backend.RunClaim {
 		p := f.rc("probe-"+Token(), "probe", leaseLong)
 		p.TakeoverOnly, p.Keep = true, leaseKeepShort
 		return p
@@ -756,17 +757,17 @@ func testLeaseKeepForgets(t *testing.T, f *leaseFixture) {
 	// within it (a slow machine may take longer than the Keep to get here).
 	res := f.claim(probe())
 	if time.Since(finished) < leaseKeepShort/2 {
-		require.Equal(t, scheduler.OutcomeDone, res.Outcome, "a finished run within its Keep")
+		require.Equal(t, backend.OutcomeDone, res.Outcome, "a finished run within its Keep")
 	} else {
 		t.Logf("the probe answered %v after Finish: too late to check that the run is remembered", time.Since(finished))
 	}
 	deadline := finished.Add(leaseKeepShort + leaseForgetBound)
 	for {
 		res = f.claim(probe())
-		if res.Outcome == scheduler.OutcomeNone {
+		if res.Outcome == backend.OutcomeNone {
 			break
 		}
-		require.Equal(t, scheduler.OutcomeDone, res.Outcome, "a finished run is done until forgotten")
+		require.Equal(t, backend.OutcomeDone, res.Outcome, "a finished run is done until forgotten")
 		if time.Now().After(deadline) {
 			require.FailNow(t, "a finished run is not forgotten",
 				"Keep %v, still answered %s %v after Finish", leaseKeepShort, res.Outcome, time.Since(finished))

@@ -6,19 +6,20 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/anarchon/anarchon/scheduler"
+	"github.com/anarchon/anarchon/backend"
+	"github.com/anarchon/anarchon/backend/memory"
 )
 
-// sharedMemory is one process's value of a shared MemoryBackend.
-type sharedMemory struct{ *scheduler.MemoryBackend }
+// sharedMemory is one process's value of a shared memory.Backend.
+type sharedMemory struct{ *memory.Backend }
 
 // The race catches a backend that decides in per-value memory: a fresh
-// MemoryBackend per claimer lets every claimer win, as separate processes would,
+// memory.Backend per claimer lets every claimer win, as separate processes would,
 // each with its own memory.
 func TestRaceCatchesPerValueMemory(t *testing.T) {
 	o := Options{Rounds: 3, Claimers: 4}
-	faults, rounds, err := raceSection(t.Context(), func() (scheduler.Backend, error) {
-		return scheduler.NewMemoryBackend(), nil
+	faults, rounds, err := raceSection(t.Context(), func() (backend.Backend, error) {
+		return memory.New(), nil
 	}, o)
 	require.NoError(t, err)
 	require.Len(t, rounds, o.Rounds)
@@ -31,9 +32,9 @@ func TestRaceCatchesPerValueMemory(t *testing.T) {
 
 // The control: the same store shared by distinct values passes.
 func TestRacePassesSharedMemory(t *testing.T) {
-	shared := scheduler.NewMemoryBackend()
+	shared := memory.New()
 	o := Options{Rounds: 3, Claimers: 4}
-	faults, rounds, err := raceSection(t.Context(), func() (scheduler.Backend, error) {
+	faults, rounds, err := raceSection(t.Context(), func() (backend.Backend, error) {
 		return &sharedMemory{shared}, nil
 	}, o)
 	require.NoError(t, err)

@@ -1,4 +1,4 @@
-package scheduler
+package backend
 
 import (
 	"context"
@@ -52,6 +52,14 @@ type LeaseWatcher interface {
 	// watch ends when ctx is done.
 	WatchRun(ctx context.Context, job string, slot time.Time) (<-chan struct{}, error)
 }
+
+// MinLease is the shortest lease a run store accepts (lease stores count expiry
+// in seconds).
+const MinLease = time.Second
+
+// DefaultRunKeep is how long a run store remembers a run when RunClaim.Keep is zero:
+// long enough that an instance arriving late for a slot is told it is done.
+const DefaultRunKeep = 24 * time.Hour
 
 // RunClaim is what an instance sends to claim a lease. It may gain fields.
 type RunClaim struct {

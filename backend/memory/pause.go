@@ -1,29 +1,31 @@
-package scheduler
+package memory
 
 import (
 	"context"
 	"slices"
 	"strings"
+
+	"github.com/anarchon/anarchon/backend"
 )
 
-var _ Pauser = (*MemoryBackend)(nil)
+var _ backend.Pauser = (*Backend)(nil)
 
 // memPauses holds the memory backend's pauses and wakes its watchers.
 type memPauses struct {
-	byJob  map[string]Pause
+	byJob  map[string]backend.Pause
 	notify chan struct{} // closed and replaced on every change
 }
 
 // pausesLocked returns the pause state, creating it on first use.
-func (b *MemoryBackend) pausesLocked() *memPauses {
+func (b *Backend) pausesLocked() *memPauses {
 	if b.pause == nil {
-		b.pause = &memPauses{byJob: map[string]Pause{}, notify: make(chan struct{})}
+		b.pause = &memPauses{byJob: map[string]backend.Pause{}, notify: make(chan struct{})}
 	}
 	return b.pause
 }
 
 // SetPause stores p, replacing a pause of the same job.
-func (b *MemoryBackend) SetPause(ctx context.Context, p Pause) error {
+func (b *Backend) SetPause(ctx context.Context, p backend.Pause) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -37,7 +39,7 @@ func (b *MemoryBackend) SetPause(ctx context.Context, p Pause) error {
 }
 
 // ClearPause removes job's pause, if any.
-func (b *MemoryBackend) ClearPause(ctx context.Context, job string) error {
+func (b *Backend) ClearPause(ctx context.Context, job string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -53,7 +55,7 @@ func (b *MemoryBackend) ClearPause(ctx context.Context, job string) error {
 }
 
 // Pauses returns the stored pauses, by job name (the all-jobs pause first).
-func (b *MemoryBackend) Pauses(ctx context.Context) ([]Pause, error) {
+func (b *Backend) Pauses(ctx context.Context) ([]backend.Pause, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -63,18 +65,18 @@ func (b *MemoryBackend) Pauses(ctx context.Context) ([]Pause, error) {
 	return all, nil
 }
 
-func (b *MemoryBackend) snapshotPausesLocked() ([]Pause, <-chan struct{}) {
+func (b *Backend) snapshotPausesLocked() ([]backend.Pause, <-chan struct{}) {
 	ps := b.pausesLocked()
-	out := make([]Pause, 0, len(ps.byJob))
+	out := make([]backend.Pause, 0, len(ps.byJob))
 	for _, p := range ps.byJob {
 		out = append(out, p)
 	}
-	slices.SortFunc(out, func(x, y Pause) int { return strings.Compare(x.Job, y.Job) })
+	slices.SortFunc(out, func(x, y backend.Pause) int { return strings.Compare(x.Job, y.Job) })
 	return out, ps.notify
 }
 
 // WatchPauses calls fn with the pauses now and after every change until ctx ends.
-func (b *MemoryBackend) WatchPauses(ctx context.Context, fn func([]Pause)) error {
+func (b *Backend) WatchPauses(ctx context.Context, fn func([]backend.Pause)) error {
 	for {
 		b.mu.Lock()
 		all, changed := b.snapshotPausesLocked()

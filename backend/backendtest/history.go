@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/anarchon/anarchon/scheduler"
+	"github.com/anarchon/anarchon/backend"
 )
 
 const (
@@ -23,24 +23,24 @@ const (
 )
 
 // findToken returns History's record of token.
-func findToken(hist []scheduler.RunRecord, token string) (scheduler.RunRecord, bool) {
+func findToken(hist []backend.RunRecord, token string) (backend.RunRecord, bool) {
 	for _, r := range hist {
 		if r.Token == token {
 			return r, true
 		}
 	}
-	return scheduler.RunRecord{}, false
+	return backend.RunRecord{}, false
 }
 
 // SaveResult with a history size keeps at most that many results, the newest. The
 // job is prepared with a bigger history (50): the size SaveResult is given is the
 // one that applies (a job re-registered with a smaller history).
-func testRetentionSize(t *testing.T, newBackend func(t *testing.T) scheduler.Backend) {
+func testRetentionSize(t *testing.T, newBackend func(t *testing.T) backend.Backend) {
 	b := setup(t, newBackend)
 	job := JobName("keep-size")
 	prepare(t, b, job)
 	ctx := Context(t)
-	keep := scheduler.Retention{Size: historyKeepSize}
+	keep := backend.Retention{Size: historyKeepSize}
 	const runs = 2*historyKeepSize + 1
 	slotOf := map[string]int{}
 	newest := ""
@@ -51,16 +51,16 @@ func testRetentionSize(t *testing.T, newBackend func(t *testing.T) scheduler.Bac
 		require.NoError(t, err)
 		require.True(t, won)
 		now := time.Now()
-		require.NoError(t, b.SaveResult(ctx, job, scheduler.StoredResult{
+		require.NoError(t, b.SaveResult(ctx, job, backend.StoredResult{
 			Slot: in.Slot, Token: in.Token, Instance: in.Instance, Attempt: 1,
-			Status: scheduler.StatusOK, StartedAt: now, FinishedAt: now,
+			Status: backend.StatusOK, StartedAt: now, FinishedAt: now,
 		}, keep), "SaveResult of slot %d", k)
 		slotOf[in.Token] = k
 		newest = in.Token
 	}
 	hist, err := b.History(ctx, job, 100)
 	require.NoError(t, err)
-	var results []scheduler.RunRecord
+	var results []backend.RunRecord
 	for _, r := range hist {
 		if r.Status.Finished() {
 			results = append(results, r)
@@ -74,26 +74,26 @@ func testRetentionSize(t *testing.T, newBackend func(t *testing.T) scheduler.Bac
 	}
 	r, ok := findToken(hist, newest)
 	require.True(t, ok, "the newest run is shown: %+v", hist)
-	assert.Equal(t, scheduler.StatusOK, r.Status, "the newest result is kept")
+	assert.Equal(t, backend.StatusOK, r.Status, "the newest result is kept")
 }
 
 // SaveResult with a history TTL: a result older than the TTL leaves History; so does
 // its run, whose claim carried the same history TTL.
-func testRetentionTTL(t *testing.T, newBackend func(t *testing.T) scheduler.Backend) {
+func testRetentionTTL(t *testing.T, newBackend func(t *testing.T) backend.Backend) {
 	b := setup(t, newBackend)
 	job := JobName("keep-ttl")
 	prepare(t, b, job)
 	ctx := Context(t)
-	keep := scheduler.Retention{Size: 50, TTL: historyTTL}
+	keep := backend.Retention{Size: 50, TTL: historyTTL}
 	in := claim(job, slotAt(0), Token(), "a")
 	in.HistoryTTL = historyTTL
 	won, err := b.Claim(ctx, in)
 	require.NoError(t, err)
 	require.True(t, won)
 	saved := time.Now()
-	require.NoError(t, b.SaveResult(ctx, job, scheduler.StoredResult{
+	require.NoError(t, b.SaveResult(ctx, job, backend.StoredResult{
 		Slot: in.Slot, Token: in.Token, Instance: in.Instance, Attempt: 1,
-		Status: scheduler.StatusOK, StartedAt: saved, FinishedAt: saved,
+		Status: backend.StatusOK, StartedAt: saved, FinishedAt: saved,
 	}, keep))
 
 	// The control: a result younger than the TTL is shown. Checked only while it is
@@ -103,7 +103,7 @@ func testRetentionTTL(t *testing.T, newBackend func(t *testing.T) scheduler.Back
 	if time.Since(saved) < historyTTL/2 {
 		r, ok := findToken(hist, in.Token)
 		require.True(t, ok, "a result younger than its TTL is shown: %+v", hist)
-		require.Equal(t, scheduler.StatusOK, r.Status, "a result younger than its TTL is shown")
+		require.Equal(t, backend.StatusOK, r.Status, "a result younger than its TTL is shown")
 	} else {
 		t.Logf("History answered %v after SaveResult: too late to check that a fresh result is shown", time.Since(saved))
 	}
@@ -131,9 +131,9 @@ func testRetentionTTL(t *testing.T, newBackend func(t *testing.T) scheduler.Back
 // A takeover is visible in History: both attempts at one slot, the first lost and the
 // second ok, each with its attempt number and instance. Recorded as the scheduler
 // records a takeover: each won lease with RecordClaim (when the backend is a
-// scheduler.ClaimRecorder; otherwise the first attempt's claim with Claim), the
+// backend.ClaimRecorder; otherwise the first attempt's claim with Claim), the
 // taken-over attempt saved lost, and the new holder's result.
-func testTakeoverHistory(t *testing.T, newBackend func(t *testing.T) scheduler.Backend) {
+func testTakeoverHistory(t *testing.T, newBackend func(t *testing.T) backend.Backend) {
 	b := setup(t, newBackend)
 	job := JobName("takeover")
 	l := prepare(t, b, job)
@@ -142,7 +142,7 @@ func testTakeoverHistory(t *testing.T, newBackend func(t *testing.T) scheduler.B
 	first := claim(job, slot, Token(), "instance-a")
 	second := claim(job, slot, Token(), "instance-b")
 	second.Attempt = 2
-	rec, recorder := b.(scheduler.ClaimRecorder)
+	rec, recorder := b.(backend.ClaimRecorder)
 	if recorder {
 		require.NoError(t, rec.RecordClaim(ctx, first), "RecordClaim of attempt 1")
 	} else {
@@ -152,17 +152,17 @@ func testTakeoverHistory(t *testing.T, newBackend func(t *testing.T) scheduler.B
 	}
 	started := time.Now().Add(-2 * time.Second).Truncate(time.Millisecond)
 	lostAt := time.Now().Truncate(time.Millisecond)
-	require.NoError(t, b.SaveResult(ctx, job, scheduler.StoredResult{
+	require.NoError(t, b.SaveResult(ctx, job, backend.StoredResult{
 		Slot: slot, Token: first.Token, Instance: first.Instance, Attempt: 1,
-		Status: scheduler.StatusLost, FinishedAt: lostAt, Error: "taken over by instance-b",
+		Status: backend.StatusLost, FinishedAt: lostAt, Error: "taken over by instance-b",
 	}, l.Retention), "SaveResult of the lost attempt")
 	if recorder {
 		require.NoError(t, rec.RecordClaim(ctx, second), "RecordClaim of attempt 2")
 	}
 	finished := time.Now().Truncate(time.Millisecond)
-	require.NoError(t, b.SaveResult(ctx, job, scheduler.StoredResult{
+	require.NoError(t, b.SaveResult(ctx, job, backend.StoredResult{
 		Slot: slot, Token: second.Token, Instance: second.Instance, Attempt: 2,
-		Status: scheduler.StatusOK, StartedAt: started, FinishedAt: finished,
+		Status: backend.StatusOK, StartedAt: started, FinishedAt: finished,
 	}, l.Retention), "SaveResult of attempt 2")
 
 	hist, err := b.History(ctx, job, 10)
@@ -171,10 +171,10 @@ func testTakeoverHistory(t *testing.T, newBackend func(t *testing.T) scheduler.B
 	for i, want := range []struct {
 		token, instance string
 		attempt         int
-		status          scheduler.Status
+		status          backend.Status
 	}{
-		{second.Token, "instance-b", 2, scheduler.StatusOK},
-		{first.Token, "instance-a", 1, scheduler.StatusLost},
+		{second.Token, "instance-b", 2, backend.StatusOK},
+		{first.Token, "instance-a", 1, backend.StatusLost},
 	} {
 		r := hist[i]
 		assert.True(t, r.Slot.Equal(slot), "record %d: slot %v, want %v", i, r.Slot, slot)
@@ -186,8 +186,8 @@ func testTakeoverHistory(t *testing.T, newBackend func(t *testing.T) scheduler.B
 }
 
 // Claim rejects a claim without a token or with an invalid job name with an error
-// matching scheduler.ErrInvalidClaim, whatever the backend, and stores nothing.
-func testInvalidClaims(t *testing.T, newBackend func(t *testing.T) scheduler.Backend) {
+// matching backend.ErrInvalidClaim, whatever the backend, and stores nothing.
+func testInvalidClaims(t *testing.T, newBackend func(t *testing.T) backend.Backend) {
 	b := setup(t, newBackend)
 	job := JobName("invalid")
 	prepare(t, b, job)
@@ -195,7 +195,7 @@ func testInvalidClaims(t *testing.T, newBackend func(t *testing.T) scheduler.Bac
 	slot := slotAt(0)
 	for _, c := range []struct {
 		name string
-		in   scheduler.ClaimInput
+		in   backend.ClaimInput
 	}{
 		{"no token", claim(job, slot, "", "a")},
 		{"no job", claim("", slot, Token(), "a")},
@@ -204,7 +204,7 @@ func testInvalidClaims(t *testing.T, newBackend func(t *testing.T) scheduler.Bac
 		{"a job name that is not UTF-8", claim(job+"\xff", slot, Token(), "a")},
 	} {
 		won, err := b.Claim(ctx, c.in)
-		assert.ErrorIs(t, err, scheduler.ErrInvalidClaim, "Claim with %s", c.name)
+		assert.ErrorIs(t, err, backend.ErrInvalidClaim, "Claim with %s", c.name)
 		assert.False(t, won, "Claim with %s", c.name)
 	}
 	won, err := b.Claim(ctx, claim(job, slot, Token(), "b"))

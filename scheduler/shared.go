@@ -1,0 +1,84 @@
+package scheduler
+
+import "github.com/anarchon/anarchon/backend"
+
+// The values a user meets that the backends share. They are defined in package
+// backend, the contract backends implement; these names are the same types.
+type (
+	// Status is how a run ended, or that it is still running.
+	Status = backend.Status
+	// RunRecord is one attempt of a slot as History reports it.
+	RunRecord = backend.RunRecord
+	// ActiveRun is an unfinished run, as Active lists it.
+	ActiveRun = backend.ActiveRun
+	// LastRuns is a job's newest run, success and failure.
+	LastRuns = backend.LastRuns
+	// Pause is a stored pause of a job, or of every job.
+	Pause = backend.Pause
+	// OverlapPolicy says whether a slot may start while another slot of its job runs.
+	OverlapPolicy = backend.OverlapPolicy
+	// CatchUpPolicy says which slots missed while no instance was up run at Start.
+	CatchUpPolicy = backend.CatchUpPolicy
+	// Clock is the scheduler's source of time.
+	Clock = backend.Clock
+	// Timer is a timer made by a Clock.
+	Timer = backend.Timer
+	// SystemClock is the host's clock.
+	SystemClock = backend.SystemClock
+	// OffsetClock is the host's clock moved by Offset, for tests of skewed clocks.
+	OffsetClock = backend.OffsetClock
+)
+
+// Run statuses; see [backend.Status].
+const (
+	StatusRunning    = backend.StatusRunning
+	StatusOK         = backend.StatusOK
+	StatusError      = backend.StatusError
+	StatusTimeout    = backend.StatusTimeout
+	StatusCancelled  = backend.StatusCancelled
+	StatusSkipped    = backend.StatusSkipped
+	StatusLost       = backend.StatusLost
+	StatusSuperseded = backend.StatusSuperseded
+	StatusLate       = backend.StatusLate
+	StatusPaused     = backend.StatusPaused
+)
+
+// Overlap and catch-up policies; see [backend.OverlapPolicy] and
+// [backend.CatchUpPolicy].
+const (
+	OverlapAllow  = backend.OverlapAllow
+	OverlapSkip   = backend.OverlapSkip
+	CatchUpNone   = backend.CatchUpNone
+	CatchUpLatest = backend.CatchUpLatest
+	CatchUpAll    = backend.CatchUpAll
+)
+
+const (
+	// MaxErrorText bounds the error text stored with a result, in bytes; longer
+	// errors are stored cut, with a mark.
+	MaxErrorText = backend.MaxErrorText
+	// MaxPauseText bounds a pause's Reason and By, in bytes.
+	MaxPauseText = backend.MaxPauseText
+	// MaxJobNameLen is the longest job name accepted, in bytes.
+	MaxJobNameLen = backend.MaxJobNameLen
+	// MinLease is the shortest lease accepted (WithLease).
+	MinLease = backend.MinLease
+	// LastRunsDepth is how many of a job's newest records LastRuns reads for it
+	// when the backend cannot read many jobs' last runs at once.
+	LastRunsDepth = backend.LastRunsDepth
+)
+
+var (
+	// ErrInvalidJobName: a job name that is empty, not valid UTF-8, longer than
+	// MaxJobNameLen, or has control characters or leading or trailing space.
+	ErrInvalidJobName = backend.ErrInvalidJobName
+	// ErrLeaseLost is the cause of a handler's context cancelled because its
+	// instance no longer holds the run's lease.
+	ErrLeaseLost = backend.ErrLeaseLost
+	// ErrInvalidOption: an option out of range; the message names it.
+	ErrInvalidOption = backend.ErrInvalidOption
+	// ErrInvalidConfig: a Config that cannot work; the message names the field.
+	ErrInvalidConfig = backend.ErrInvalidConfig
+	// ErrPauseNotSupported: Pause or Resume on a backend that cannot store pauses.
+	ErrPauseNotSupported = backend.ErrPauseNotSupported
+)
