@@ -31,17 +31,25 @@ type RunStore interface {
 	// overlap and late it stores the slot as finished skipped or late. Invalid
 	// claims fail with an error matching ErrInvalidClaim.
 	Claim(ctx context.Context, in RunClaim) (ClaimResult, error)
-	// Heartbeat extends the lease only if in.Token still holds it. Otherwise it
+	// Heartbeat extends the lease only if key.Token still holds it. Otherwise it
 	// returns an error matching ErrLeaseLost.
-	Heartbeat(ctx context.Context, job string, slot time.Time, token string, lease time.Duration) error
+	Heartbeat(ctx context.Context, key RunKey, lease time.Duration) error
 	// Finish marks the run finished with status, only with the token that holds it.
 	// A stale token gets an error matching ErrStaleToken and changes nothing.
-	Finish(ctx context.Context, job string, slot time.Time, token string, status Status) error
+	Finish(ctx context.Context, key RunKey, status Status) error
 	// Release ends token's live lease at once so a backup can take over without
 	// waiting for expiry. Releasing a lease that is no longer held is not an error.
-	Release(ctx context.Context, job string, slot time.Time, token string) error
+	Release(ctx context.Context, key RunKey) error
 	// Active lists the job's unfinished runs and whether each lease is live.
 	Active(ctx context.Context, job string) ([]ActiveRun, error)
+}
+
+// RunKey names one attempt's hold on a run: the job, the slot and the token that
+// claimed it. Every RunStore call after Claim takes one.
+type RunKey struct {
+	Job   string
+	Slot  time.Time
+	Token string
 }
 
 // LeaseWatcher is implemented by run stores that can tell a backup at once when a
@@ -118,6 +126,9 @@ func DecidedOutcome(status Status, decider bool) ClaimOutcome {
 	}
 	return OutcomeDone
 }
+
+// Key is the claim's run key.
+func (in RunClaim) Key() RunKey { return RunKey{Job: in.Job, Slot: in.Slot, Token: in.Token} }
 
 // MayReopen reports whether in may take a slot stored finished with status by
 // token: a paused slot, claimed with ReopenPaused by another token. The store

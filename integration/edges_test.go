@@ -189,11 +189,12 @@ type pausedFinishRuns struct {
 	f *failingPausedFinish
 }
 
-func (r pausedFinishRuns) Finish(ctx context.Context, job string, slot time.Time, token string, status scheduler.Status) error {
+func (r pausedFinishRuns) Finish(ctx context.Context, key backend.RunKey, status scheduler.Status) error {
+	job, slot, token := key.Job, key.Slot, key.Token
 	if status == scheduler.StatusPaused && r.f.fail.Add(-1) >= 0 {
 		return errElection
 	}
-	return r.RunStore.Finish(ctx, job, slot, token, status)
+	return r.RunStore.Finish(ctx, backend.RunKey{Job: job, Slot: slot, Token: token}, status)
 }
 
 func (r pausedFinishRuns) WatchRun(ctx context.Context, job string, slot time.Time) (<-chan struct{}, error) {

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/jetstream"
 	"github.com/anarchon/anarchon/kvlease"
@@ -377,10 +378,11 @@ type pausable struct {
 	paused *atomic.Bool
 }
 
-func (p pausable) Heartbeat(ctx context.Context, job string, slot time.Time, token string, lease time.Duration) error {
+func (p pausable) Heartbeat(ctx context.Context, key backend.RunKey, lease time.Duration) error {
+	job, slot, token := key.Job, key.Slot, key.Token
 	if p.paused.Load() {
 		<-ctx.Done()
 		return ctx.Err()
 	}
-	return p.Store.Heartbeat(ctx, job, slot, token, lease)
+	return p.Store.Heartbeat(ctx, backend.RunKey{Job: job, Slot: slot, Token: token}, lease)
 }

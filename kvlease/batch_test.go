@@ -124,10 +124,14 @@ func TestClaimRoundTrips(t *testing.T) {
 			})
 			assert.EqualValues(t, 3, n, "a claim lost to a running holder, with no shared watcher: its two writes sent together (a first claim, chained), one read")
 
-			n = sp.count(t, nc, func() { require.NoError(t, s.Heartbeat(t.Context(), job, slot, a, time.Minute)) })
+			n = sp.count(t, nc, func() {
+				require.NoError(t, s.Heartbeat(t.Context(), backend.RunKey{Job: job, Slot: slot, Token: a}, time.Minute))
+			})
 			assert.EqualValues(t, 1, n, "a heartbeat: one compare-and-set from the remembered revision")
 
-			n = sp.count(t, nc, func() { require.NoError(t, s.Finish(t.Context(), job, slot, a, backend.StatusOK)) })
+			n = sp.count(t, nc, func() {
+				require.NoError(t, s.Finish(t.Context(), backend.RunKey{Job: job, Slot: slot, Token: a}, backend.StatusOK))
+			})
 			assert.EqualValues(t, 1, n, "finish: one round trip")
 			require.Eventually(t, func() bool {
 				return lastOf(t, js, b, leaseKey(job, slot)).Header.Get("KV-Operation") == "PURGE"

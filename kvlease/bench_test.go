@@ -67,7 +67,7 @@ func BenchmarkHeartbeat(b *testing.B) {
 				b.Fatal(err)
 			}
 			for b.Loop() {
-				if err := s.Heartbeat(b.Context(), job, slot, tok, time.Minute); err != nil {
+				if err := s.Heartbeat(b.Context(), backend.RunKey{Job: job, Slot: slot, Token: tok}, time.Minute); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -87,7 +87,7 @@ func BenchmarkClaimFinish(b *testing.B) {
 				if _, err := s.Claim(b.Context(), claimOf(job, slot, tok, time.Minute)); err != nil {
 					b.Fatal(err)
 				}
-				if err := s.Finish(b.Context(), job, slot, tok, backend.StatusOK); err != nil {
+				if err := s.Finish(b.Context(), backend.RunKey{Job: job, Slot: slot, Token: tok}, backend.StatusOK); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -126,7 +126,7 @@ func BenchmarkClaimBatch(b *testing.B) {
 					if res, err := s.Claim(b.Context(), claimOf(job, slot, tok, time.Minute)); err != nil || res.Outcome != backend.OutcomeWon {
 						b.Fatalf("claim: %v %v", res.Outcome, err)
 					}
-					if err := s.Finish(b.Context(), job, slot, tok, backend.StatusOK); err != nil {
+					if err := s.Finish(b.Context(), backend.RunKey{Job: job, Slot: slot, Token: tok}, backend.StatusOK); err != nil {
 						b.Fatal(err)
 					}
 				}

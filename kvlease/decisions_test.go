@@ -156,6 +156,6 @@ func TestRunRecordFromANewerVersion(t *testing.T) {
 	active, err := s.Active(t.Context(), job)
 	require.NoError(t, err)
 	assert.Empty(t, active, "a decided run is not active")
-	assert.ErrorIs(t, s.Finish(t.Context(), job, slot, "t-old", backend.StatusOK), backend.ErrStaleToken)
+	assert.ErrorIs(t, s.Finish(t.Context(), backend.RunKey{Job: job, Slot: slot, Token: "t-old"}, backend.StatusOK), backend.ErrStaleToken)
 	assert.Equal(t, before.Sequence, lastMsg(t, js, runKey(job, slot)).Sequence, "the newer record is left as it is")
 }

@@ -61,9 +61,9 @@ func ExampleNew() {
 	fmt.Println("b:", other.Outcome, "held by", other.Holder)
 
 	// Only the holder can finish the run; afterwards every claim is answered done.
-	err = runs.Finish(ctx, "billing", slot, "token-b", backend.StatusOK)
+	err = runs.Finish(ctx, backend.RunKey{Job: "billing", Slot: slot, Token: "token-b"}, backend.StatusOK)
 	fmt.Println("b finishes:", errors.Is(err, backend.ErrStaleToken))
-	if err := runs.Finish(ctx, "billing", slot, "token-a", backend.StatusOK); err != nil {
+	if err := runs.Finish(ctx, backend.RunKey{Job: "billing", Slot: slot, Token: "token-a"}, backend.StatusOK); err != nil {
 		panic(err)
 	}
 	done := claim("token-c", "c")

@@ -41,7 +41,7 @@ func TestStandbyWatchCostsNoRead(t *testing.T) {
 		t.Fatal("the watch closed while the holder runs")
 	default:
 	}
-	require.NoError(t, holder.Finish(t.Context(), job, slot, a, backend.StatusOK))
+	require.NoError(t, holder.Finish(t.Context(), backend.RunKey{Job: job, Slot: slot, Token: a}, backend.StatusOK))
 	select {
 	case <-ch:
 	case <-time.After(10 * time.Second):
@@ -67,8 +67,8 @@ func TestStandbyWatchCostsNoRead(t *testing.T) {
 	mustClaim(t, backup, claimOf(job, ctl, token(), time.Minute), backend.OutcomeRunning)
 	cch, err := backup.WatchRun(t.Context(), job, ctl)
 	require.NoError(t, err)
-	require.NoError(t, holder.Release(t.Context(), job, slot2, a2))
-	require.NoError(t, holder.Finish(t.Context(), job, ctl, c, backend.StatusOK))
+	require.NoError(t, holder.Release(t.Context(), backend.RunKey{Job: job, Slot: slot2, Token: a2}))
+	require.NoError(t, holder.Finish(t.Context(), backend.RunKey{Job: job, Slot: ctl, Token: c}, backend.StatusOK))
 	select {
 	case <-cch:
 	case <-time.After(10 * time.Second):

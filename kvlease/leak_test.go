@@ -41,7 +41,7 @@ func TestWatchesLeaveNoGoroutines(t *testing.T) {
 	for _, ch := range chans {
 		<-ch
 	}
-	require.NoError(t, s.Release(t.Context(), job, slot, a))
+	require.NoError(t, s.Release(t.Context(), backend.RunKey{Job: job, Slot: slot, Token: a}))
 	<-long
 	s.Close()
 	goleak.VerifyNone(t, ignore)

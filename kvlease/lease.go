@@ -16,7 +16,8 @@ import (
 // TTL. It fails with an error matching backend.ErrLeaseLost when token does not
 // hold a live lease, expired ones included: the server judges expiry. While the run
 // is long, heartbeats also refresh the run record's TTL.
-func (s *Store) Heartbeat(ctx context.Context, job string, slot time.Time, token string, lease time.Duration) error {
+func (s *Store) Heartbeat(ctx context.Context, key backend.RunKey, lease time.Duration) error {
+	job, slot, token := key.Job, key.Slot, key.Token
 	if lease < backend.MinLease {
 		return fmt.Errorf("%w: kvlease: heartbeat lease %v is below %v", backend.ErrInvalidClaim, lease, backend.MinLease)
 	}
@@ -93,7 +94,8 @@ func (s *Store) refreshRun(ctx context.Context, b *bucket, k runKeys, token stri
 // backend.ErrStaleToken and changes nothing. The finished record lives for the
 // claim's Keep; the lease key is purged so that backups and overlap checks see the
 // end at once.
-func (s *Store) Finish(ctx context.Context, job string, slot time.Time, token string, status backend.Status) error {
+func (s *Store) Finish(ctx context.Context, key backend.RunKey, status backend.Status) error {
+	job, slot, token := key.Job, key.Slot, key.Token
 	if !status.Finished() {
 		return fmt.Errorf("%w: kvlease: finish needs a final status, got %q", backend.ErrInvalidClaim, status)
 	}
@@ -172,7 +174,8 @@ func (s *Store) Finish(ctx context.Context, job string, slot time.Time, token st
 // Release ends token's live lease at once by purging the lease key at its revision.
 // The run record stays unfinished, so the next Claim by another token is a takeover.
 // Releasing a lease that token does not hold is not an error.
-func (s *Store) Release(ctx context.Context, job string, slot time.Time, token string) error {
+func (s *Store) Release(ctx context.Context, key backend.RunKey) error {
+	job, slot, token := key.Job, key.Slot, key.Token
 	ctx, cancel := s.callContext(ctx)
 	defer cancel()
 	b, err := s.bucketFor(ctx)

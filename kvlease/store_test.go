@@ -84,7 +84,7 @@ func TestLeaseExpiresByServerTTL(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, time.Hour, ttl, "the run record lives for Keep")
 
-	require.NoError(t, s.Heartbeat(t.Context(), job, slot, a, time.Second))
+	require.NoError(t, s.Heartbeat(t.Context(), backend.RunKey{Job: job, Slot: slot, Token: a}, time.Second))
 	hb := lastMsg(t, js, leaseKey(job, slot))
 	require.NotNil(t, hb)
 	assert.Equal(t, "1s", hb.Header.Get(jetstream.MsgTTLHeader), "a heartbeat carries the new TTL")
@@ -103,7 +103,7 @@ func TestLeaseExpiresByServerTTL(t *testing.T) {
 	assert.Less(t, lived, 2*time.Second, "expired on time by the server's clock")
 	t.Logf("lease key expired %v after its last write, by the server's timestamps", lived)
 
-	assert.ErrorIs(t, s.Heartbeat(t.Context(), job, slot, a, time.Second), backend.ErrLeaseLost)
+	assert.ErrorIs(t, s.Heartbeat(t.Context(), backend.RunKey{Job: job, Slot: slot, Token: a}, time.Second), backend.ErrLeaseLost)
 	b := mustClaim(t, s, claimOf(job, slot, token(), time.Second), backend.OutcomeWon)
 	assert.Equal(t, 2, b.Attempt)
 	assert.Greater(t, b.Fence, m.Sequence)
@@ -210,7 +210,7 @@ func TestRejectsLeasesBelowOneSecond(t *testing.T) {
 	s := newStore(t, singleJS(t), kvlease.WithBucket(bucket))
 	_, err := s.Claim(t.Context(), claimOf("job", time.UnixMilli(0), token(), 500*time.Millisecond))
 	assert.ErrorIs(t, err, backend.ErrInvalidClaim)
-	assert.ErrorIs(t, s.Heartbeat(t.Context(), "job", time.UnixMilli(0), "t", 500*time.Millisecond), backend.ErrInvalidClaim)
+	assert.ErrorIs(t, s.Heartbeat(t.Context(), backend.RunKey{Job: "job", Slot: time.UnixMilli(0), Token: "t"}, 500*time.Millisecond), backend.ErrInvalidClaim)
 	_, err = s.Claim(t.Context(), claimOf("", time.UnixMilli(0), token(), time.Second))
 	assert.ErrorIs(t, err, backend.ErrInvalidJobName)
 }
@@ -251,8 +251,8 @@ func TestHalfClaim(t *testing.T) {
 	won := mustClaim(t, s, claimOf(job, slot, a, time.Minute), backend.OutcomeWon)
 	assert.Equal(t, 1, won.Attempt)
 	assert.NotZero(t, won.Fence)
-	require.NoError(t, s.Heartbeat(t.Context(), job, slot, a, time.Minute))
-	require.NoError(t, s.Finish(t.Context(), job, slot, a, backend.StatusOK))
+	require.NoError(t, s.Heartbeat(t.Context(), backend.RunKey{Job: job, Slot: slot, Token: a}, time.Minute))
+	require.NoError(t, s.Finish(t.Context(), backend.RunKey{Job: job, Slot: slot, Token: a}, backend.StatusOK))
 	mustClaim(t, s, claimOf(job, slot, token(), time.Minute), backend.OutcomeDone)
 }
 
@@ -269,14 +269,14 @@ func TestLongRunKeepsItsRecord(t *testing.T) {
 	require.NotNil(t, first)
 	end := time.Now().Add(4 * time.Second)
 	for time.Now().Before(end) {
-		require.NoError(t, s.Heartbeat(t.Context(), job, slot, a, time.Second))
+		require.NoError(t, s.Heartbeat(t.Context(), backend.RunKey{Job: job, Slot: slot, Token: a}, time.Second))
 		time.Sleep(300 * time.Millisecond)
 	}
 	rec := lastMsg(t, js, runKey(job, slot))
 	require.NotNil(t, rec)
 	assert.Empty(t, rec.Header.Get(jetstream.MarkerReasonHeader), "the run record is still there")
 	assert.Greater(t, rec.Sequence, first.Sequence, "refreshed by the heartbeats")
-	require.NoError(t, s.Finish(t.Context(), job, slot, a, backend.StatusOK))
+	require.NoError(t, s.Finish(t.Context(), backend.RunKey{Job: job, Slot: slot, Token: a}, backend.StatusOK))
 	mustClaim(t, s, claimOf(job, slot, token(), time.Second), backend.OutcomeDone)
 }
 
@@ -288,7 +288,7 @@ func TestWatchIgnoresHeartbeats(t *testing.T) {
 	ch, err := s.WatchRun(t.Context(), job, slot)
 	require.NoError(t, err)
 	for range 3 {
-		require.NoError(t, s.Heartbeat(t.Context(), job, slot, a, time.Minute))
+		require.NoError(t, s.Heartbeat(t.Context(), backend.RunKey{Job: job, Slot: slot, Token: a}, time.Minute))
 	}
 	// A positive control instead of a fixed wait: the store's watches share one
 	// ordered watcher, so once a watch opened after the heartbeats has fired on its
@@ -297,7 +297,7 @@ func TestWatchIgnoresHeartbeats(t *testing.T) {
 	mustClaim(t, s, claimOf(job, control, c, time.Minute), backend.OutcomeWon)
 	cch, err := s.WatchRun(t.Context(), job, control)
 	require.NoError(t, err)
-	require.NoError(t, s.Release(t.Context(), job, control, c))
+	require.NoError(t, s.Release(t.Context(), backend.RunKey{Job: job, Slot: control, Token: c}))
 	select {
 	case <-cch:
 	case <-time.After(5 * time.Second):
@@ -308,7 +308,7 @@ func TestWatchIgnoresHeartbeats(t *testing.T) {
 		t.Fatal("a heartbeat fired the watch")
 	default:
 	}
-	require.NoError(t, s.Release(t.Context(), job, slot, a))
+	require.NoError(t, s.Release(t.Context(), backend.RunKey{Job: job, Slot: slot, Token: a}))
 	select {
 	case <-ch:
 	case <-time.After(5 * time.Second):

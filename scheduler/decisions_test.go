@@ -65,12 +65,13 @@ func (r faultRuns) Claim(ctx context.Context, in backend.RunClaim) (backend.Clai
 	return res, err
 }
 
-func (r faultRuns) Heartbeat(ctx context.Context, job string, slot time.Time, token string, lease time.Duration) error {
+func (r faultRuns) Heartbeat(ctx context.Context, key backend.RunKey, lease time.Duration) error {
+	job, slot, token := key.Job, key.Slot, key.Token
 	if r.f.hangHeartbeats.Load() {
 		<-ctx.Done()
 		return ctx.Err()
 	}
-	return r.RunStore.Heartbeat(ctx, job, slot, token, lease)
+	return r.RunStore.Heartbeat(ctx, backend.RunKey{Job: job, Slot: slot, Token: token}, lease)
 }
 
 func (r faultRuns) WatchRun(ctx context.Context, job string, slot time.Time) (<-chan struct{}, error) {

@@ -59,7 +59,7 @@ func (s *Scheduler) heartbeat(done context.Context, j *job, slot time.Time, l *l
 		}
 		sent := now
 		ctx, cc := context.WithTimeout(done, min(s.callTO, expireAt.Sub(now)))
-		err := s.runs.Heartbeat(ctx, j.name, slot, l.token, l.dur)
+		err := s.runs.Heartbeat(ctx, backend.RunKey{Job: j.name, Slot: slot, Token: l.token}, l.dur)
 		cc()
 		if done.Err() != nil {
 			return
@@ -113,7 +113,7 @@ func (s *Scheduler) settle(j *job, in backend.ClaimInput, fence uint64, l *lease
 	hard, stopping := s.hardCtx.Done(), s.loopCtx.Done() // either ends a retry's wait
 	for attempt := 0; ; attempt++ {
 		ctx, cancel := s.callCtx(context.Background())
-		err := s.runs.Finish(ctx, j.name, slot, l.token, res.Status)
+		err := s.runs.Finish(ctx, backend.RunKey{Job: j.name, Slot: slot, Token: l.token}, res.Status)
 		cancel()
 		switch {
 		case err == nil:
@@ -179,7 +179,7 @@ func (s *Scheduler) finishThenRecord(j *job, slot time.Time, token string, statu
 	finished, stale := false, false // the outbox sends it again, one try at a time
 	write := func(ctx context.Context) error {
 		if !finished {
-			err := s.runs.Finish(ctx, j.name, slot, token, status)
+			err := s.runs.Finish(ctx, backend.RunKey{Job: j.name, Slot: slot, Token: token}, status)
 			switch {
 			case errors.Is(err, backend.ErrStaleToken), errors.Is(err, ErrLeaseLost):
 				stale = true
@@ -223,7 +223,7 @@ func (s *Scheduler) freshLease(j *job, slot time.Time, l *lease) bool {
 	}
 	sent := s.clock.Now()
 	ctx, cancel := context.WithTimeout(s.loopCtx, max(l.sent.Add(l.dur-leaseMargin(l.dur)).Sub(sent), 0))
-	err := s.runs.Heartbeat(ctx, j.name, slot, l.token, l.dur)
+	err := s.runs.Heartbeat(ctx, backend.RunKey{Job: j.name, Slot: slot, Token: l.token}, l.dur)
 	cancel()
 	if err == nil {
 		l.sent = sent
@@ -239,7 +239,7 @@ func (s *Scheduler) freshLease(j *job, slot time.Time, l *lease) bool {
 func (s *Scheduler) release(j *job, slot time.Time, token string) {
 	ctx, cancel := s.callCtx(context.Background())
 	defer cancel()
-	if err := s.runs.Release(ctx, j.name, slot, token); err != nil {
+	if err := s.runs.Release(ctx, backend.RunKey{Job: j.name, Slot: slot, Token: token}); err != nil {
 		s.backendError(j, slot, "release", err)
 	}
 }
@@ -252,7 +252,7 @@ func (s *Scheduler) claimedElsewhere(j *job, slot time.Time, l *lease, err error
 	s.emit(Event{Kind: EventLost, Job: j.name, Slot: slot, Token: l.token, Outcome: backend.OutcomeDone, Err: err})
 	ctx, cancel := s.callCtx(context.Background())
 	defer cancel()
-	if err := s.runs.Finish(ctx, j.name, slot, l.token, StatusSkipped); err != nil {
+	if err := s.runs.Finish(ctx, backend.RunKey{Job: j.name, Slot: slot, Token: l.token}, StatusSkipped); err != nil {
 		s.backendError(j, slot, "finish", err)
 	}
 }

@@ -150,7 +150,7 @@ func (s *Scheduler) finishDecided(j *job, c *leaseClaim, attempt int, l *lease, 
 	until := l.sent.Add(l.dur - leaseMargin(l.dur))
 	for try := 0; ; try++ {
 		ctx, cancel := context.WithTimeout(context.Background(), min(s.callTO, max(until.Sub(s.clock.Now()), 0)))
-		err := s.runs.Finish(ctx, j.name, c.Slot, l.token, status)
+		err := s.runs.Finish(ctx, backend.RunKey{Job: j.name, Slot: c.Slot, Token: l.token}, status)
 		cancel()
 		switch {
 		case err == nil:

@@ -152,7 +152,7 @@ func (s *Scheduler) endUnrun(j *job, rc backend.RunClaim) {
 	// repeat-safe, so the outbox may send them again.
 	rc.Token, rc.TakeoverOnly = newToken(), true
 	s.complete(j, rc.Slot, "finish", time.Time{}, func(ctx context.Context) error {
-		if err := s.runs.Release(ctx, j.name, rc.Slot, held); err != nil {
+		if err := s.runs.Release(ctx, backend.RunKey{Job: j.name, Slot: rc.Slot, Token: held}); err != nil {
 			return err
 		}
 		res, err := s.runs.Claim(ctx, rc)
@@ -164,7 +164,7 @@ func (s *Scheduler) endUnrun(j *job, rc backend.RunClaim) {
 		case res.Outcome != backend.OutcomeWon:
 			return nil // nothing stored, or finished already
 		}
-		if err := s.runs.Finish(ctx, j.name, rc.Slot, rc.Token, StatusCancelled); err != nil && !errors.Is(err, backend.ErrStaleToken) {
+		if err := s.runs.Finish(ctx, backend.RunKey{Job: j.name, Slot: rc.Slot, Token: rc.Token}, StatusCancelled); err != nil && !errors.Is(err, backend.ErrStaleToken) {
 			return err
 		}
 		return nil

@@ -64,29 +64,32 @@ func (r finishRuns) Claim(ctx context.Context, in backend.RunClaim) (backend.Cla
 	return r.RunStore.Claim(ctx, in)
 }
 
-func (r finishRuns) Release(ctx context.Context, job string, slot time.Time, token string) error {
+func (r finishRuns) Release(ctx context.Context, key backend.RunKey) error {
+	job, slot, token := key.Job, key.Slot, key.Token
 	if err := r.f.wait(ctx); err != nil {
 		return err
 	}
-	return r.RunStore.Release(ctx, job, slot, token)
+	return r.RunStore.Release(ctx, backend.RunKey{Job: job, Slot: slot, Token: token})
 }
 
-func (r finishRuns) Finish(ctx context.Context, job string, slot time.Time, token string, status scheduler.Status) error {
+func (r finishRuns) Finish(ctx context.Context, key backend.RunKey, status scheduler.Status) error {
+	job, slot, token := key.Job, key.Slot, key.Token
 	if err := r.f.wait(ctx); err != nil {
 		return err
 	}
 	if status == scheduler.StatusPaused && r.f.failPaused.Add(-1) >= 0 {
 		return errors.New("test: finish lost")
 	}
-	return r.RunStore.Finish(ctx, job, slot, token, status)
+	return r.RunStore.Finish(ctx, backend.RunKey{Job: job, Slot: slot, Token: token}, status)
 }
 
-func (r finishRuns) Heartbeat(ctx context.Context, job string, slot time.Time, token string, lease time.Duration) error {
+func (r finishRuns) Heartbeat(ctx context.Context, key backend.RunKey, lease time.Duration) error {
+	job, slot, token := key.Job, key.Slot, key.Token
 	if r.f.hang.Load() || r.f.dead.Load() {
 		<-ctx.Done()
 		return ctx.Err()
 	}
-	return r.RunStore.Heartbeat(ctx, job, slot, token, lease)
+	return r.RunStore.Heartbeat(ctx, backend.RunKey{Job: job, Slot: slot, Token: token}, lease)
 }
 
 // A slot that falls while its job is paused is never run, also when the winner's

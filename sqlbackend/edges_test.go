@@ -92,11 +92,12 @@ type pausedRuns struct {
 	f *failPausedFinish
 }
 
-func (r pausedRuns) Finish(ctx context.Context, job string, slot time.Time, token string, status backend.Status) error {
+func (r pausedRuns) Finish(ctx context.Context, key backend.RunKey, status backend.Status) error {
+	job, slot, token := key.Job, key.Slot, key.Token
 	if status == backend.StatusPaused && r.f.fail.Add(-1) >= 0 {
 		return errors.New("test: the finish was lost")
 	}
-	return r.RunStore.Finish(ctx, job, slot, token, status)
+	return r.RunStore.Finish(ctx, backend.RunKey{Job: job, Slot: slot, Token: token}, status)
 }
 
 func (r pausedRuns) WatchRun(ctx context.Context, job string, slot time.Time) (<-chan struct{}, error) {

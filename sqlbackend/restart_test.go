@@ -105,7 +105,7 @@ func TestPostgresRestartMidRun(t *testing.T) {
 	slot1, token1 := held(1)
 	ch, err := watcher.Store().WatchRun(ctx, wjob, slot1)
 	require.NoError(t, err)
-	require.NoError(t, holder.Runs().Release(ctx, wjob, slot1, token1))
+	require.NoError(t, holder.Runs().Release(ctx, backend.RunKey{Job: wjob, Slot: slot1, Token: token1}))
 	select {
 	case <-ch:
 	case <-time.After(10 * time.Second):

@@ -274,7 +274,8 @@ func (s *RunStore) otherBusy(ctx context.Context, tx *sql.Tx, job string, slot, 
 
 // Heartbeat extends token's lease to the database's now + lease, in one statement
 // that changes the row only while token holds a live lease.
-func (s *RunStore) Heartbeat(ctx context.Context, job string, slot time.Time, token string, lease time.Duration) error {
+func (s *RunStore) Heartbeat(ctx context.Context, key backend.RunKey, lease time.Duration) error {
+	job, slot, token := key.Job, key.Slot, key.Token
 	ctx, cancel := s.b.callCtx(ctx)
 	defer cancel()
 	if lease <= 0 {
@@ -300,7 +301,8 @@ func (s *RunStore) Heartbeat(ctx context.Context, job string, slot time.Time, to
 // while it is unfinished (even with its lease expired or released, as long as
 // nobody took it over); repeating it is not an error. Anything else is
 // backend.ErrStaleToken and changes nothing.
-func (s *RunStore) Finish(ctx context.Context, job string, slot time.Time, token string, status backend.Status) error {
+func (s *RunStore) Finish(ctx context.Context, key backend.RunKey, status backend.Status) error {
+	job, slot, token := key.Job, key.Slot, key.Token
 	ctx, cancel := s.b.callCtx(ctx)
 	defer cancel()
 	if !status.Finished() {
@@ -332,7 +334,8 @@ func (s *RunStore) Finish(ctx context.Context, job string, slot time.Time, token
 
 // Release ends token's live lease at once (its expiry becomes the database's now).
 // The run stays unfinished, so the next claim by another token takes it over.
-func (s *RunStore) Release(ctx context.Context, job string, slot time.Time, token string) error {
+func (s *RunStore) Release(ctx context.Context, key backend.RunKey) error {
+	job, slot, token := key.Job, key.Slot, key.Token
 	ctx, cancel := s.b.callCtx(ctx)
 	defer cancel()
 	if err := s.b.Init(ctx); err != nil {

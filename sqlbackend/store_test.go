@@ -112,8 +112,8 @@ func TestWatchSeesAnotherReplicasRelease(t *testing.T) {
 			t.Fatal("the watch of a live lease fired at once")
 		default:
 		}
-		require.NoError(t, holder.Heartbeat(ctx, job, slot, token, time.Minute))
-		require.NoError(t, holder.Release(ctx, job, slot, token))
+		require.NoError(t, holder.Heartbeat(ctx, backend.RunKey{Job: job, Slot: slot, Token: token}, time.Minute))
+		require.NoError(t, holder.Release(ctx, backend.RunKey{Job: job, Slot: slot, Token: token}))
 		select {
 		case <-ch:
 		case <-time.After(10 * time.Second):

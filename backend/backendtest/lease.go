@@ -146,16 +146,16 @@ func (f *leaseFixture) outcome(in backend.RunClaim, want backend.ClaimOutcome) b
 }
 
 func (f *leaseFixture) heartbeat(token string) error {
-	return f.s.Heartbeat(f.ctx, f.job, f.slot, token, leaseLong)
+	return f.s.Heartbeat(f.ctx, backend.RunKey{Job: f.job, Slot: f.slot, Token: token}, leaseLong)
 }
 
 func (f *leaseFixture) finish(token string, st backend.Status) error {
-	return f.s.Finish(f.ctx, f.job, f.slot, token, st)
+	return f.s.Finish(f.ctx, backend.RunKey{Job: f.job, Slot: f.slot, Token: token}, st)
 }
 
 func (f *leaseFixture) release(token string) {
 	f.t.Helper()
-	require.NoError(f.t, f.s.Release(f.ctx, f.job, f.slot, token), "Release")
+	require.NoError(f.t, f.s.Release(f.ctx, backend.RunKey{Job: f.job, Slot: f.slot, Token: token}), "Release")
 }
 
 // waitExpired polls Active until the run in slot is listed with an expired lease.
@@ -257,9 +257,9 @@ func testLeaseHeartbeat(t *testing.T, f *leaseFixture) {
 	a := "a-" + Token()
 	f.won(a, "a", leaseLong)
 	assert.ErrorIs(t, f.heartbeat("wrong-"+Token()), backend.ErrLeaseLost, "a token that never held the lease")
-	assert.ErrorIs(t, f.s.Heartbeat(f.ctx, f.job, leaseSlot(1), a, leaseLong), backend.ErrLeaseLost,
+	assert.ErrorIs(t, f.s.Heartbeat(f.ctx, backend.RunKey{Job: f.job, Slot: leaseSlot(1), Token: a}, leaseLong), backend.ErrLeaseLost,
 		"a slot with nothing stored")
-	assert.Error(t, f.s.Heartbeat(f.ctx, f.job, f.slot, a, 0), "a zero lease is invalid")
+	assert.Error(t, f.s.Heartbeat(f.ctx, backend.RunKey{Job: f.job, Slot: f.slot, Token: a}, 0), "a zero lease is invalid")
 
 	before := f.outcome(f.rc(Token(), "b", leaseLong), backend.OutcomeRunning)
 	require.NoError(t, f.heartbeat(a), "the holder's heartbeat")
@@ -398,8 +398,8 @@ func testLeaseOverlap(t *testing.T, f *leaseFixture) {
 	other.Job = f.job + "-other"
 	f.outcome(other, backend.OutcomeWon) // another job's leases do not count
 
-	require.NoError(t, f.s.Finish(f.ctx, f.job, leaseSlot(1), t1, backend.StatusOK))
-	require.NoError(t, f.s.Finish(f.ctx, f.job, leaseSlot(3), t3, backend.StatusOK))
+	require.NoError(t, f.s.Finish(f.ctx, backend.RunKey{Job: f.job, Slot: leaseSlot(1), Token: t1}, backend.StatusOK))
+	require.NoError(t, f.s.Finish(f.ctx, backend.RunKey{Job: f.job, Slot: leaseSlot(3), Token: t3}, backend.StatusOK))
 	// The others are finished: none is running. (A released run that a backup is
 	// about to take over may still count, for up to a lease.)
 	f.outcome(at(5, t5, backend.OverlapSkip), backend.OutcomeWon)
@@ -474,8 +474,8 @@ func testLeaseActive(t *testing.T, f *leaseFixture) {
 	at(2, t2, leaseShort)
 	at(3, t3, leaseLong)
 	at(4, t4, leaseLong)
-	require.NoError(t, f.s.Release(f.ctx, f.job, leaseSlot(3), t3))
-	require.NoError(t, f.s.Finish(f.ctx, f.job, leaseSlot(4), t4, backend.StatusOK))
+	require.NoError(t, f.s.Release(f.ctx, backend.RunKey{Job: f.job, Slot: leaseSlot(3), Token: t3}))
+	require.NoError(t, f.s.Finish(f.ctx, backend.RunKey{Job: f.job, Slot: leaseSlot(4), Token: t4}, backend.StatusOK))
 	f.waitExpired(leaseSlot(2))
 
 	runs, err := f.s.Active(f.ctx, f.job)
@@ -566,7 +566,7 @@ func (f *leaseFixture) requireWatchOpen(w backend.LeaseWatcher, ch <-chan struct
 
 	cch, err := w.WatchRun(f.ctx, f.job, control.Slot)
 	require.NoError(f.t, err, "WatchRun of the control slot")
-	require.NoError(f.t, f.s.Release(f.ctx, f.job, control.Slot, control.Token), "Release of the control slot")
+	require.NoError(f.t, f.s.Release(f.ctx, backend.RunKey{Job: f.job, Slot: control.Slot, Token: control.Token}), "Release of the control slot")
 	leaseRequireFires(f.t, cch, leaseWatchBound, "the control: a watch of another slot, on release")
 	select {
 	case <-ch:
@@ -702,9 +702,9 @@ func testLeaseDecisionsFinal(t *testing.T, f *leaseFixture) {
 		}
 	}
 	check("while slot 1 holds its lease")
-	require.NoError(t, f.s.Release(f.ctx, f.job, leaseSlot(1), holder))
+	require.NoError(t, f.s.Release(f.ctx, backend.RunKey{Job: f.job, Slot: leaseSlot(1), Token: holder}))
 	check("after slot 1's lease was released")
-	require.NoError(t, f.s.Finish(f.ctx, f.job, leaseSlot(1), holder, backend.StatusOK))
+	require.NoError(t, f.s.Finish(f.ctx, backend.RunKey{Job: f.job, Slot: leaseSlot(1), Token: holder}, backend.StatusOK))
 	check("after slot 1 finished")
 }
 

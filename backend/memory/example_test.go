@@ -36,9 +36,9 @@ func ExampleRunStore() {
 	clock.Set(at(12, 0, 31))
 	claim("token-b", "b") // a's lease expired unfinished: b takes over
 
-	err := store.Finish(ctx, "billing", at(12, 0, 0), "token-a", backend.StatusOK)
+	err := store.Finish(ctx, backend.RunKey{Job: "billing", Slot: at(12, 0, 0), Token: "token-a"}, backend.StatusOK)
 	fmt.Println("a finishes late:", errors.Is(err, backend.ErrStaleToken))
-	if err := store.Finish(ctx, "billing", at(12, 0, 0), "token-b", backend.StatusOK); err != nil {
+	if err := store.Finish(ctx, backend.RunKey{Job: "billing", Slot: at(12, 0, 0), Token: "token-b"}, backend.StatusOK); err != nil {
 		panic(err)
 	}
 	claim("token-c", "c") // anyone later is told it is done

@@ -202,7 +202,8 @@ func (s *RunStore) otherBusyLocked(job string, slot int64, now time.Time, liveOn
 }
 
 // Heartbeat extends token's lease to now+lease if token holds a live lease.
-func (s *RunStore) Heartbeat(ctx context.Context, job string, slot time.Time, token string, lease time.Duration) error {
+func (s *RunStore) Heartbeat(ctx context.Context, key backend.RunKey, lease time.Duration) error {
+	job, slot, token := key.Job, key.Slot, key.Token
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -225,7 +226,8 @@ func (s *RunStore) Heartbeat(ctx context.Context, job string, slot time.Time, to
 // the run's holder while the run is unfinished, even if its lease expired or was
 // released, as long as nobody took the run over; repeating it is not an error.
 // Anything else is ErrStaleToken and changes nothing.
-func (s *RunStore) Finish(ctx context.Context, job string, slot time.Time, token string, status backend.Status) error {
+func (s *RunStore) Finish(ctx context.Context, key backend.RunKey, status backend.Status) error {
+	job, slot, token := key.Job, key.Slot, key.Token
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -248,7 +250,8 @@ func (s *RunStore) Finish(ctx context.Context, job string, slot time.Time, token
 
 // Release ends token's live lease at once. The run stays unfinished, so the next
 // Claim by another token takes it over.
-func (s *RunStore) Release(ctx context.Context, job string, slot time.Time, token string) error {
+func (s *RunStore) Release(ctx context.Context, key backend.RunKey) error {
+	job, slot, token := key.Job, key.Slot, key.Token
 	if err := ctx.Err(); err != nil {
 		return err
 	}

@@ -63,13 +63,13 @@ func TestMemoryRunStoreExpiryByClock(t *testing.T) {
 		assert.Equal(t, start.Add(10*time.Second), a.Expires)
 
 		time.Sleep(9 * time.Second)
-		require.NoError(t, s.Heartbeat(t.Context(), "job", memSlot, "a", 10*time.Second))
+		require.NoError(t, s.Heartbeat(t.Context(), backend.RunKey{Job: "job", Slot: memSlot, Token: "a"}, 10*time.Second))
 		time.Sleep(10*time.Second - time.Nanosecond)
 		b := mustClaim(t, s, memClaim("job", "b", 10*time.Second), backend.OutcomeRunning)
 		assert.Equal(t, start.Add(19*time.Second), b.Expires)
 
 		time.Sleep(time.Nanosecond)
-		assert.ErrorIs(t, s.Heartbeat(t.Context(), "job", memSlot, "a", 10*time.Second), backend.ErrLeaseLost)
+		assert.ErrorIs(t, s.Heartbeat(t.Context(), backend.RunKey{Job: "job", Slot: memSlot, Token: "a"}, 10*time.Second), backend.ErrLeaseLost)
 		b = mustClaim(t, s, memClaim("job", "b", 10*time.Second), backend.OutcomeWon)
 		assert.Equal(t, 2, b.Attempt)
 		assert.Equal(t, "i-a", b.Previous)
@@ -89,7 +89,7 @@ func TestMemoryRunStoreWatch(t *testing.T) {
 		require.NoError(t, err)
 
 		time.Sleep(5 * time.Second)
-		require.NoError(t, s.Heartbeat(t.Context(), "job", memSlot, "a", 10*time.Second))
+		require.NoError(t, s.Heartbeat(t.Context(), backend.RunKey{Job: "job", Slot: memSlot, Token: "a"}, 10*time.Second))
 		synctest.Wait()
 		assert.False(t, isClosed(ch), "a heartbeat is not a change of holder")
 
@@ -107,10 +107,10 @@ func TestMemoryRunStoreWatch(t *testing.T) {
 func TestMemoryRunStoreWatchChanges(t *testing.T) {
 	for name, change := range map[string]func(t *testing.T, s *memory.RunStore){
 		"release": func(t *testing.T, s *memory.RunStore) {
-			require.NoError(t, s.Release(t.Context(), "job", memSlot, "a"))
+			require.NoError(t, s.Release(t.Context(), backend.RunKey{Job: "job", Slot: memSlot, Token: "a"}))
 		},
 		"finish": func(t *testing.T, s *memory.RunStore) {
-			require.NoError(t, s.Finish(t.Context(), "job", memSlot, "a", backend.StatusOK))
+			require.NoError(t, s.Finish(t.Context(), backend.RunKey{Job: "job", Slot: memSlot, Token: "a"}, backend.StatusOK))
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -156,7 +156,7 @@ func TestMemoryRunStoreWatchWithoutLiveLease(t *testing.T) {
 	assert.True(t, isClosed(ch), "nothing stored: a claim may decide differently now")
 
 	mustClaim(t, s, memClaim("job", "a", time.Minute), backend.OutcomeWon)
-	require.NoError(t, s.Release(t.Context(), "job", memSlot, "a"))
+	require.NoError(t, s.Release(t.Context(), backend.RunKey{Job: "job", Slot: memSlot, Token: "a"}))
 	ch, err = s.WatchRun(t.Context(), "job", memSlot)
 	require.NoError(t, err)
 	assert.True(t, isClosed(ch), "released: a backup may take over now")
@@ -169,7 +169,7 @@ func TestMemoryRunStoreKeep(t *testing.T) {
 		s := memory.NewRunStore(backend.SystemClock{})
 		done := memClaim("done", "a", time.Minute)
 		mustClaim(t, s, done, backend.OutcomeWon)
-		require.NoError(t, s.Finish(t.Context(), "done", memSlot, "a", backend.StatusOK))
+		require.NoError(t, s.Finish(t.Context(), backend.RunKey{Job: "done", Slot: memSlot, Token: "a"}, backend.StatusOK))
 
 		live := memClaim("live", "l", 2*time.Hour)
 		mustClaim(t, s, live, backend.OutcomeWon)
@@ -188,7 +188,7 @@ func TestMemoryRunStoreKeep(t *testing.T) {
 		defaultKeep := memClaim("default", "d", time.Minute)
 		defaultKeep.Keep = 0
 		mustClaim(t, s, defaultKeep, backend.OutcomeWon)
-		require.NoError(t, s.Finish(t.Context(), "default", memSlot, "d", backend.StatusOK))
+		require.NoError(t, s.Finish(t.Context(), backend.RunKey{Job: "default", Slot: memSlot, Token: "d"}, backend.StatusOK))
 		time.Sleep(backend.DefaultRunKeep - time.Minute)
 		mustClaim(t, s, probe("default"), backend.OutcomeDone)
 	})
@@ -199,7 +199,7 @@ func TestMemoryRunStoreFencesGrow(t *testing.T) {
 	s := memory.NewRunStore(backend.SystemClock{})
 	x1 := mustClaim(t, s, memClaim("x", "x1", time.Minute), backend.OutcomeWon)
 	y1 := mustClaim(t, s, memClaim("y", "y1", time.Minute), backend.OutcomeWon)
-	require.NoError(t, s.Release(t.Context(), "x", memSlot, "x1"))
+	require.NoError(t, s.Release(t.Context(), backend.RunKey{Job: "x", Slot: memSlot, Token: "x1"}))
 	x2 := mustClaim(t, s, memClaim("x", "x2", time.Minute), backend.OutcomeWon)
 	assert.Greater(t, y1.Fence, x1.Fence)
 	assert.Greater(t, x2.Fence, y1.Fence)
@@ -211,9 +211,9 @@ func TestMemoryRunStoreCanceledContext(t *testing.T) {
 	cancel()
 	_, err := s.Claim(ctx, memClaim("job", "a", time.Minute))
 	assert.ErrorIs(t, err, context.Canceled)
-	assert.ErrorIs(t, s.Heartbeat(ctx, "job", memSlot, "a", time.Minute), context.Canceled)
-	assert.ErrorIs(t, s.Finish(ctx, "job", memSlot, "a", backend.StatusOK), context.Canceled)
-	assert.ErrorIs(t, s.Release(ctx, "job", memSlot, "a"), context.Canceled)
+	assert.ErrorIs(t, s.Heartbeat(ctx, backend.RunKey{Job: "job", Slot: memSlot, Token: "a"}, time.Minute), context.Canceled)
+	assert.ErrorIs(t, s.Finish(ctx, backend.RunKey{Job: "job", Slot: memSlot, Token: "a"}, backend.StatusOK), context.Canceled)
+	assert.ErrorIs(t, s.Release(ctx, backend.RunKey{Job: "job", Slot: memSlot, Token: "a"}), context.Canceled)
 	_, err = s.Active(ctx, "job")
 	assert.ErrorIs(t, err, context.Canceled)
 }

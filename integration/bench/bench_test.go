@@ -105,7 +105,7 @@ func BenchmarkWonSlotLeased(b *testing.B) {
 		if err := r.leased.RecordClaim(ctx, in); err != nil {
 			return err
 		}
-		if err := st.Finish(ctx, leaseJob, slot, tok, scheduler.StatusOK); err != nil {
+		if err := st.Finish(ctx, backend.RunKey{Job: leaseJob, Slot: slot, Token: tok}, scheduler.StatusOK); err != nil {
 			return err
 		}
 		now := time.Now()

@@ -481,8 +481,12 @@ func measureClaims(ctx context.Context, cfg config) (*claimResult, error) {
 				{lloseRun, func() error {
 					return r.leaseClaim(ctx, r.slose, slot, newToken(), "bench-lose", backend.OutcomeRunning)
 				}},
-				{hb, func() error { return r.swin.Heartbeat(ctx, leaseJob, slot, tok, benchLease) }},
-				{fin, func() error { return r.swin.Finish(ctx, leaseJob, slot, tok, scheduler.StatusOK) }},
+				{hb, func() error {
+					return r.swin.Heartbeat(ctx, backend.RunKey{Job: leaseJob, Slot: slot, Token: tok}, benchLease)
+				}},
+				{fin, func() error {
+					return r.swin.Finish(ctx, backend.RunKey{Job: leaseJob, Slot: slot, Token: tok}, scheduler.StatusOK)
+				}},
 				{lloseDone, func() error {
 					return r.leaseClaim(ctx, r.slose, slot, newToken(), "bench-lose", backend.OutcomeDone)
 				}},

@@ -133,27 +133,30 @@ func (r *faultyRuns) Claim(ctx context.Context, rc backend.RunClaim) (backend.Cl
 	})
 }
 
-func (r *faultyRuns) Heartbeat(ctx context.Context, job string, slot time.Time, token string, lease time.Duration) error {
+func (r *faultyRuns) Heartbeat(ctx context.Context, key backend.RunKey, lease time.Duration) error {
+	job, slot, token := key.Job, key.Slot, key.Token
 	_, err := do(r.in, ctx, "heartbeat", job, slot, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, r.s.Heartbeat(ctx, job, slot, token, lease)
+		return struct{}{}, r.s.Heartbeat(ctx, backend.RunKey{Job: job, Slot: slot, Token: token}, lease)
 	}, func(sent time.Duration, _ struct{}, err error, fault string) {
 		r.in.h.rec.heartbeatApplied(r.in, job, slot, token, lease, err, sent, fault)
 	})
 	return err
 }
 
-func (r *faultyRuns) Finish(ctx context.Context, job string, slot time.Time, token string, status backend.Status) error {
+func (r *faultyRuns) Finish(ctx context.Context, key backend.RunKey, status backend.Status) error {
+	job, slot, token := key.Job, key.Slot, key.Token
 	_, err := do(r.in, ctx, "finish", job, slot, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, r.s.Finish(ctx, job, slot, token, status)
+		return struct{}{}, r.s.Finish(ctx, backend.RunKey{Job: job, Slot: slot, Token: token}, status)
 	}, func(sent time.Duration, _ struct{}, err error, fault string) {
 		r.in.h.rec.endApplied(r.in, "finish", job, slot, token, status, err, sent, fault)
 	})
 	return err
 }
 
-func (r *faultyRuns) Release(ctx context.Context, job string, slot time.Time, token string) error {
+func (r *faultyRuns) Release(ctx context.Context, key backend.RunKey) error {
+	job, slot, token := key.Job, key.Slot, key.Token
 	_, err := do(r.in, ctx, "release", job, slot, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, r.s.Release(ctx, job, slot, token)
+		return struct{}{}, r.s.Release(ctx, backend.RunKey{Job: job, Slot: slot, Token: token})
 	}, func(sent time.Duration, _ struct{}, err error, fault string) {
 		r.in.h.rec.endApplied(r.in, "release", job, slot, token, "", err, sent, fault)
 	})

@@ -184,7 +184,7 @@ func measure(ctx context.Context, title string, d sqlbackend.Dialect, open func(
 	if _, err := wins.Claim(ctx, finished); err != nil {
 		return err
 	}
-	if err := wins.Finish(ctx, heldJob, finished.Slot, finished.Token, backend.StatusOK); err != nil {
+	if err := wins.Finish(ctx, backend.RunKey{Job: heldJob, Slot: finished.Slot, Token: finished.Token}, backend.StatusOK); err != nil {
 		return err
 	}
 	for i := range 120 {
@@ -231,10 +231,10 @@ func measure(ctx context.Context, title string, d sqlbackend.Dialect, open func(
 			return outcome(loses.Claim(ctx, runClaim(heldJob, token("lr", i), "b", -1)))(backend.OutcomeRunning)
 		}},
 		{name: "lease heartbeat: `RunStore.Heartbeat`", statements: "1", fn: func(i int) error {
-			return wins.Heartbeat(ctx, heldJob, held.Slot, held.Token, benchLease)
+			return wins.Heartbeat(ctx, backend.RunKey{Job: heldJob, Slot: held.Slot, Token: held.Token}, benchLease)
 		}},
 		{name: "lease finish: `RunStore.Finish`", statements: "1 (+1 NOTIFY on PostgreSQL)", fn: func(i int) error {
-			return wins.Finish(ctx, heldJob, slot(i), token("h", i), backend.StatusOK)
+			return wins.Finish(ctx, backend.RunKey{Job: heldJob, Slot: slot(i), Token: token("h", i)}, backend.StatusOK)
 		}},
 		{name: "lease claim lost, slot finished: `RunStore.Claim` → done", statements: "4", fn: func(i int) error {
 			return outcome(loses.Claim(ctx, runClaim(heldJob, token("ld", i), "b", -2)))(backend.OutcomeDone)
