@@ -214,7 +214,7 @@ func (s *Scheduler) handleSlot(j *job, slot time.Time, kind claimKind) {
 				return
 			}
 			s.emit(Event{Kind: EventClaimed, Job: j.name, Slot: slot, Token: in.Token, Attempt: 1, Outcome: backend.OutcomeWon})
-			s.execute(s.hardCtx, j, in, 0, nil)
+			s.execute(s.hardCtx, &slotAttempt{j: j, in: in})
 			return
 		}
 		s.backendError(j, slot, "claim", err)
@@ -243,7 +243,7 @@ func (s *Scheduler) settleUnanswered(j *job, in backend.ClaimInput, deadline tim
 	if err != nil || !won {
 		return
 	}
-	s.save(j, in, 0, execResult{Status: StatusLate, FinishedAt: s.clock.Now(),
+	s.save(&slotAttempt{j: j, in: in}, execResult{Status: StatusLate, FinishedAt: s.clock.Now(),
 		Error: "the claim was won, but its answer came after the slot's deadline: not run"})
 }
 

@@ -131,12 +131,12 @@ func orDash(s string) string {
 // the attempt it took over recorded lost. A manual run is not run again.
 func (s *Scheduler) endManual(j *job, c *leaseClaim, res backend.ClaimResult) {
 	s.log.Info("ends a manual run whose instance stopped renewing its lease", "job", j.name, "slot", c.Slot, "previous", res.Previous)
-	s.finishLater(j, c.Slot, c.Token, StatusLost)
+	s.finishLater(j, c.Key(), StatusLost)
 	if res.PreviousToken == "" {
 		return
 	}
 	prev := backend.ClaimInput{Slot: c.Slot, Token: res.PreviousToken, Instance: res.Previous, Attempt: res.PreviousAttempt, Manual: true}
-	s.save(j, prev, 0, execResult{Status: StatusLost, FinishedAt: s.clock.Now(),
+	s.save(&slotAttempt{j: j, in: prev}, execResult{Status: StatusLost, FinishedAt: s.clock.Now(),
 		Error: "the instance running this manual run stopped renewing its lease; ended by " + s.instance + " (a manual run is not run again)"})
 }
 

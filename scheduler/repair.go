@@ -148,7 +148,7 @@ func (s *Scheduler) ended(j *job, r *RunRecord, status Status, why string) {
 		return // another reader of this instance stores it
 	}
 	in := backend.ClaimInput{Slot: r.Slot, Token: r.Token, Instance: r.Instance, Attempt: r.Attempt, Manual: r.Manual}
-	s.save(j, in, r.Fence, execResult{Status: status, StartedAt: r.StartedAt, FinishedAt: now, Error: why})
+	s.save(&slotAttempt{j: j, in: in, fence: r.Fence}, execResult{Status: status, StartedAt: r.StartedAt, FinishedAt: now, Error: why})
 }
 
 // maxRepaired bounds how many endings an instance remembers having written.

@@ -22,7 +22,8 @@ type execResult struct {
 // execute runs the handler for a won claim, keeps its lease alive until the lease is
 // settled (so a slow Finish cannot let it expire under a finished run), settles it
 // and stores the result.
-func (s *Scheduler) execute(parent context.Context, j *job, in backend.ClaimInput, fence uint64, l *lease) execResult {
+func (s *Scheduler) execute(parent context.Context, a *slotAttempt) execResult {
+	j, in, l := a.j, a.in, a.l
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	if j.cfg.timeout > 0 {
@@ -37,7 +38,7 @@ func (s *Scheduler) execute(parent context.Context, j *job, in backend.ClaimInpu
 	if l != nil {
 		go func() {
 			defer close(hbStopped)
-			s.heartbeat(hbCtx, j, in.Slot, l, &settling, cancel)
+			s.heartbeat(hbCtx, a, &settling, cancel)
 		}()
 	} else {
 		close(hbStopped)
@@ -47,7 +48,7 @@ func (s *Scheduler) execute(parent context.Context, j *job, in backend.ClaimInpu
 		<-hbStopped
 	}
 
-	run := Run{Job: j.name, Slot: in.Slot, Instance: s.instance, Token: in.Token, Fence: fence, Attempt: max(in.Attempt, 1), Manual: in.Manual}
+	run := Run{Job: j.name, Slot: in.Slot, Instance: s.instance, Token: in.Token, Fence: a.fence, Attempt: max(in.Attempt, 1), Manual: in.Manual}
 	if l != nil {
 		run.Previous = l.previous
 	}
@@ -81,12 +82,12 @@ func (s *Scheduler) execute(parent context.Context, j *job, in backend.ClaimInpu
 
 	deferred := false
 	if l != nil {
-		res, deferred = s.settle(j, in, fence, l, res)
+		res, deferred = s.settle(a, res)
 	}
 	res.Error = backend.TruncateText(res.Error, MaxErrorText)
 	stopHeartbeat()
 	if !deferred { // else the outbox stores it once the Finish is answered
-		s.save(j, in, fence, res)
+		s.save(a, res)
 	}
 	// The hook gets the handler's own error value (errors.Is and errors.As work on
 	// it), or the cause that ended the run; history keeps its text.
@@ -127,22 +128,120 @@ func (s *Scheduler) callHandler(ctx context.Context, h Handler, run Run) (err er
 	return h(ctx, run)
 }
 
-func (s *Scheduler) save(j *job, in backend.ClaimInput, fence uint64, res execResult) {
-	r, keep := s.result(j, in, fence, res)
-	s.complete(j, in.Slot, "save_result", keep.Until(r.FinishedAt), func(ctx context.Context) error {
-		return s.backend.SaveResult(ctx, j.name, r, keep)
-	})
+// runLeased runs a won lease and settles it. Its attempt is recorded in history
+// before the handler starts when the record may decide (RecordDecider): a backend
+// that arbitrates between instances with and without leases (ErrClaimedElsewhere)
+// may say the slot is not ours, for a takeover too. Everything else is written
+// beside the run. A lease lost with the run unfinished makes this instance stand
+// by for the run again.
+func (s *Scheduler) runLeased(j *job, c *leaseClaim, res backend.ClaimResult, sent time.Time) {
+	in := backend.ClaimInput{
+		Job: j.name, Slot: c.Slot, Token: c.Token, Instance: s.instance, Attempt: max(res.Attempt, 1),
+		At: s.clock.Now(), HistorySize: j.cfg.historySize, HistoryTTL: j.cfg.historyTTL,
+	}
+	l := &lease{token: c.Token, dur: j.cfg.lease, sent: sent}
+	a := &slotAttempt{j: j, in: in, fence: res.Fence, l: l}
+	s.emit(Event{Kind: EventClaimed, Job: j.name, Slot: c.Slot, Token: c.Token, Attempt: in.Attempt, Outcome: res.Outcome})
+	takeover := in.Attempt > 1 && !res.Reopened
+	if takeover {
+		l.previous = res.Previous
+	}
+	if res.Reopened {
+		s.log.Info("runs a slot paused before (catch-up after the pause ended)", "job", j.name, "slot", c.Slot, "attempt", in.Attempt)
+	} else if takeover {
+		s.log.Info("took over a run", "job", j.name, "slot", c.Slot, "attempt", in.Attempt, "previous", res.Previous)
+		s.emit(Event{Kind: EventTakeover, Job: j.name, Slot: c.Slot, Token: c.Token, Attempt: in.Attempt, Outcome: res.Outcome})
+	}
+	if rec, ok := s.backend.(backend.ClaimRecorder); ok {
+		record := func(ctx context.Context) error {
+			err := rec.RecordClaim(ctx, in)
+			if err != nil && !errors.Is(err, backend.ErrClaimedElsewhere) {
+				s.backendError(j, c.Slot, "record_claim", err)
+			}
+			return err
+		}
+		if recordDecides(s.backend, j.name) {
+			// Before the handler, for every attempt: the record may decide (a mixed
+			// fleet, where an instance without leases may have claimed the slot
+			// while the lease's first holder died before recording it). Bounded so
+			// that the lease is still good when the handler starts.
+			parent := s.loopCtx
+			if parent.Err() != nil {
+				// A claim settled after Stop began (settleStopped): the slot is
+				// ours and runs while Stop waits for handlers, recorded first.
+				parent = context.Background()
+			}
+			ctx, cancel := context.WithTimeout(parent, min(s.callTO, j.cfg.lease/3))
+			err := record(ctx)
+			cancel()
+			if errors.Is(err, backend.ErrClaimedElsewhere) {
+				s.claimedElsewhere(a, err)
+				return
+			}
+			if err != nil && s.loopCtx.Err() != nil && parent == s.loopCtx {
+				// Stopping before the slot's claim was recorded: hand the lease
+				// over unrun rather than run a slot the record might not be ours.
+				s.release(j, c.Slot, l.token)
+				return
+			}
+		} else {
+			s.beside(func() {
+				ctx, cancel := s.callCtx(context.Background())
+				defer cancel()
+				_ = record(ctx)
+			})
+		}
+	}
+	if takeover {
+		s.noteLost(j, c.Slot, res)
+	}
+	out := StatusLost
+	if s.freshLease(a) {
+		// A pause stored while the claim was recorded holds the slot too: it has
+		// not started.
+		if p, paused := s.pauses.of(j.name, s.clock.Now()); paused {
+			s.decidePaused(j, c, res.Attempt, l, p)
+			return
+		}
+		out = s.execute(s.hardCtx, a).Status
+	}
+	// The lease was lost with the run unfinished (and released): after a lease, in
+	// which the backups that wait for it take it over first, this instance stands by
+	// for it too, so that it is taken over even when nobody else waits for it.
+	if out == StatusLost && s.sleepUntil(s.loopCtx, s.clock.Now().Add(j.cfg.lease)) {
+		s.handleLeased(j, c.Slot, claimAdopt)
+	}
 }
 
-// result is the stored result of in's attempt that ended so, and the job's
-// retention.
-func (s *Scheduler) result(j *job, in backend.ClaimInput, fence uint64, res execResult) (backend.StoredResult, backend.Retention) {
-	instance := in.Instance
-	if instance == "" {
-		instance = s.instance
+// recordDecides reports whether the record of a won attempt of job must be
+// written before the handler starts.
+func recordDecides(b backend.Backend, job string) bool {
+	d, ok := b.(backend.RecordDecider)
+	return !ok || d.RecordDecides(job)
+}
+
+// beside runs f in a goroutine that Stop waits for: writes that go beside a run.
+func (s *Scheduler) beside(f func()) {
+	s.handlers.Add(1)
+	go func() {
+		defer s.handlers.Done()
+		f()
+	}()
+}
+
+// besideIfRunning is beside for a caller that is not itself waited for by Stop (a
+// reader): f runs only while the scheduler is started. It reports whether it does.
+func (s *Scheduler) besideIfRunning(f func()) bool {
+	s.mu.Lock()
+	if s.state != stateStarted {
+		s.mu.Unlock()
+		return false
 	}
-	return backend.StoredResult{
-		Slot: in.Slot, Token: in.Token, Instance: instance, Attempt: max(in.Attempt, 1), Manual: in.Manual,
-		Status: res.Status, StartedAt: res.StartedAt, FinishedAt: res.FinishedAt, Error: backend.TruncateText(res.Error, MaxErrorText), Fence: fence,
-	}, backend.Retention{Size: j.cfg.historySize, TTL: j.cfg.historyTTL}
+	s.handlers.Add(1) // under the lock that Stop changes the state under
+	s.mu.Unlock()
+	go func() {
+		defer s.handlers.Done()
+		f()
+	}()
+	return true
 }

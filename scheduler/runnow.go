@@ -83,9 +83,10 @@ func (s *Scheduler) RunNow(ctx context.Context, name string, opts ...RunNowOptio
 	if !slot.IsZero() && l == nil {
 		in.Slot = slot // a leased run keeps the slot of its lease
 	}
-	if l != nil && !s.freshLease(j, in.Slot, l) {
+	a := &slotAttempt{j: j, in: in, fence: fence, l: l}
+	if l != nil && !s.freshLease(a) {
 		s.endUnrun(j, rc)
-		s.save(j, in, fence, execResult{Status: StatusCancelled, FinishedAt: s.clock.Now(), Error: "its lease was won too late to run under it: not run"})
+		s.save(a, execResult{Status: StatusCancelled, FinishedAt: s.clock.Now(), Error: "its lease was won too late to run under it: not run"})
 		return RunRecord{}, fmt.Errorf("scheduler: run %q now: %w: the lease was won too late to run under it", name, ErrLeaseLost)
 	}
 	// The handler's context carries the caller's values (a trigger's trace
@@ -97,7 +98,7 @@ func (s *Scheduler) RunNow(ctx context.Context, name string, opts ...RunNowOptio
 	if o.onStart != nil {
 		o.onStart(Run{Job: name, Slot: in.Slot, Instance: s.instance, Token: in.Token, Fence: fence, Attempt: 1, Manual: true})
 	}
-	res := s.execute(hctx, j, in, fence, l)
+	res := s.execute(hctx, a)
 	return RunRecord{
 		Job: name, Slot: in.Slot, Instance: s.instance, Token: in.Token, Attempt: 1, Manual: true, RequestedBy: o.by,
 		Status: res.Status, ClaimedAt: in.At, StartedAt: res.StartedAt, FinishedAt: res.FinishedAt,

@@ -1,0 +1,267 @@
+package scheduler
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/anarchon/anarchon/backend"
+)
+
+// claimKind says why a slot is claimed through the run store.
+type claimKind int
+
+const (
+	// claimScheduled: the loop's claim of a due slot (deadline slot + max lateness).
+	claimScheduled claimKind = iota
+	// claimCatchUp: a slot missed while no instance was up (deadline slot + catch-up
+	// window).
+	claimCatchUp
+	// claimAdopt: an unfinished run found at Start; it may be taken over, never
+	// created.
+	claimAdopt
+	// claimLate: a slot that may no longer start (past the catch-up cap); the claim
+	// stores it late unless a decision is stored already.
+	claimLate
+)
+
+// lateDeadline is the deadline of a claim that may only store late: every store's
+// clock is past it.
+var lateDeadline = time.Unix(1, 0)
+
+// leaseClaim is one token's claims of one slot, from the first to the last answer.
+type leaseClaim struct {
+	backend.RunClaim
+	kind claimKind
+	// localDeadline is when, by this instance's clock, the slot may no longer start.
+	localDeadline time.Time
+	// unanswered is when the first claim whose answer never came was sent (zero when
+	// every claim was answered): the store may have applied it, so a lease won by a
+	// later claim of the same token counts from then.
+	unanswered time.Time
+	// why explains a late record written by this claim.
+	why string
+}
+
+// handleLeased claims a slot through the run store and follows the stored decision:
+// the winner runs it under a lease, the others stand by as backups and take over if
+// the lease ends unfinished; skipped and late are recorded by the claimer that
+// stored them.
+func (s *Scheduler) handleLeased(j *job, slot time.Time, kind claimKind) {
+	c := &leaseClaim{
+		RunClaim: backend.RunClaim{
+			Job:      j.name,
+			Slot:     slot,
+			Token:    newToken(),
+			Instance: s.instance,
+			Lease:    j.cfg.lease,
+			Overlap:  j.cfg.overlap,
+			Keep:     j.keep(),
+		},
+		kind:          kind,
+		localDeadline: slot.Add(j.cfg.maxLate),
+		why:           "nobody started the slot before its deadline",
+	}
+	switch kind {
+	case claimCatchUp:
+		c.localDeadline = slot.Add(j.cfg.catchUpWindow)
+		// Catch-up runs the slots paused in its window once the pause has ended.
+		_, paused := s.pauses.of(j.name, s.clock.Now())
+		c.ReopenPaused = !paused
+	case claimAdopt:
+		c.TakeoverOnly = true
+	case claimLate:
+		c.localDeadline = lateDeadline
+		c.why = "missed while no instance was up, past the catch-up limit of " + strconv.Itoa(MaxCatchUpSlots) + " slots per job"
+	}
+	res, sent, err := s.claimLease(j, c)
+	if err != nil {
+		return // stopping, or the store stayed unreachable for as long as it matters
+	}
+	if res.Outcome == backend.OutcomeRunning {
+		s.emit(Event{Kind: EventStandby, Job: j.name, Slot: slot, Token: c.Token, Outcome: res.Outcome, Attempt: res.Attempt})
+		res, sent, err = s.standby(j, c)
+		if err != nil {
+			return
+		}
+	}
+	s.act(j, c, res, sent)
+}
+
+// act follows a claim's answer other than running: a won manual run's slot is
+// ended (a manual run is not run again), a won slot of a paused job is finished
+// paused, anything else is followed.
+func (s *Scheduler) act(j *job, c *leaseClaim, res backend.ClaimResult, sent time.Time) {
+	if res.Outcome == backend.OutcomeWon && !j.onSchedule(c.Slot) {
+		s.endManual(j, c, res)
+		return
+	}
+	if res.Outcome == backend.OutcomeWon {
+		p, paused := s.pauses.of(j.name, s.clock.Now())
+		if !paused && !res.Reopened {
+			// A slot that fell while its job was paused, claimed only after the
+			// pause ended (a takeover, a late claim), is a paused slot too; the
+			// job's catch-up policy runs it, as a reopened slot, if it asks.
+			p, paused = s.pauses.heldAt(j.name, c.Slot)
+		}
+		if paused {
+			// The job is paused: every attempt the store grants, a takeover too,
+			// is finished paused at once, not run (the attempt it took over from
+			// ended unfinished).
+			if res.Attempt > 1 && !res.Reopened {
+				s.noteLost(j, c.Slot, res)
+			}
+			s.decidePaused(j, c, res.Attempt, &lease{token: c.Token, dur: j.cfg.lease, sent: sent}, p)
+			return
+		}
+	}
+	s.follow(j, c, res, sent)
+}
+
+// follow acts on a claim's answer, other than running.
+func (s *Scheduler) follow(j *job, c *leaseClaim, res backend.ClaimResult, sent time.Time) {
+	switch res.Outcome {
+	case backend.OutcomeWon:
+		s.runLeased(j, c, res, sent)
+	case backend.OutcomeOverlap:
+		s.emit(Event{Kind: EventSkipped, Job: j.name, Slot: c.Slot, Token: c.Token, Outcome: res.Outcome})
+		s.recordOnce(j, c.Slot, StatusSkipped, "another slot of the job held its lease (overlap forbidden)")
+	case backend.OutcomeLate:
+		s.emit(Event{Kind: EventLate, Job: j.name, Slot: c.Slot, Token: c.Token, Outcome: res.Outcome})
+		s.recordOnce(j, c.Slot, StatusLate, c.why)
+	default: // done, none, and outcomes this version does not know
+		s.emit(Event{Kind: EventLost, Job: j.name, Slot: c.Slot, Token: c.Token, Outcome: res.Outcome})
+	}
+}
+
+// keep is how long a finished run must be remembered so that any instance still
+// allowed to claim it sees it as done.
+func (j *job) keep() time.Duration {
+	k := j.cfg.jitter + j.cfg.maxLate
+	if j.cfg.catchUp != CatchUpNone {
+		k = max(k, j.cfg.catchUpWindow)
+	}
+	return k + j.cfg.lease + time.Minute
+}
+
+// claimLease asks the run store, retrying errors with the same token (the claim is
+// repeat-safe) until an answer comes or the scheduler stops. Lateness is judged on
+// this instance's clock: once the slot's local deadline has passed, the claim asks
+// the store to store the slot late unless a decision is stored already (a claim of
+// this token applied earlier, whose answer was lost, is then answered won). The
+// store itself refuses a first claim past the deadline plus the clock skew
+// allowance, by its own clock. It gives up only when the store would have forgotten
+// the slot anyway.
+//
+// It returns the answer and when the lease a won answer gives must be counted from:
+// the send time of the first claim of this token left unanswered, if any, else of
+// the claim answered.
+func (s *Scheduler) claimLease(j *job, c *leaseClaim) (backend.ClaimResult, time.Time, error) {
+	giveUp := c.localDeadline.Add(c.Keep)
+	for attempt := 0; ; attempt++ {
+		sent := s.clock.Now()
+		rc := c.RunClaim
+		switch {
+		case c.TakeoverOnly:
+		case c.kind == claimLate || sent.After(c.localDeadline):
+			rc.Deadline = lateDeadline
+		default:
+			rc.Deadline = c.localDeadline.Add(s.maxSkew)
+		}
+		ctx, cancel := s.callCtx(s.loopCtx)
+		res, err := s.runs.Claim(ctx, rc)
+		cancel()
+		if err == nil {
+			from := sent
+			if !c.unanswered.IsZero() {
+				from = c.unanswered
+			}
+			c.unanswered = time.Time{}
+			return res, from, nil
+		}
+		if c.unanswered.IsZero() {
+			c.unanswered = sent
+		}
+		if s.loopCtx.Err() != nil {
+			return s.settleStopped(c, rc, err)
+		}
+		s.backendError(j, c.Slot, "claim", err)
+		if s.clock.Now().After(giveUp) {
+			if c.kind == claimAdopt {
+				return backend.ClaimResult{}, sent, err
+			}
+			// The store has been unreachable for longer than it keeps a run: say
+			// so, and record it if the backend can be reached.
+			s.emit(Event{Kind: EventLate, Job: j.name, Slot: c.Slot, Token: c.Token, Outcome: backend.OutcomeLate, Err: err})
+			s.recordOnce(j, c.Slot, StatusLate, "the run store gave no answer: "+err.Error())
+			return backend.ClaimResult{}, sent, err
+		}
+		if !s.sleepUntil(s.loopCtx, s.clock.Now().Add(retryDelay(attempt))) {
+			return backend.ClaimResult{}, sent, err
+		}
+	}
+}
+
+// settleStopped answers a claim that Stop cut short (err): the store may have
+// applied it, and a run stored for this token that nobody runs would stay
+// unfinished until another instance adopts it. So it asks once more with the same
+// token (repeat-safe) as a takeover-only claim, which creates nothing new and only
+// completes or reports what this token's claims stored, bounded by the call timeout
+// and not by the stopping loops. A won answer is followed like any other (the
+// handler runs while Stop waits for handlers); anything else ends the claim.
+func (s *Scheduler) settleStopped(c *leaseClaim, rc backend.RunClaim, err error) (backend.ClaimResult, time.Time, error) {
+	rc.TakeoverOnly = true
+	ctx, cancel := s.callCtx(context.Background())
+	res, rerr := s.runs.Claim(ctx, rc)
+	cancel()
+	if rerr == nil && res.Outcome == backend.OutcomeWon {
+		return res, c.unanswered, nil
+	}
+	return backend.ClaimResult{}, c.unanswered, err
+}
+
+// standby waits as a backup for a running slot until a claim is answered other than
+// running: the lease ended unfinished (a takeover: won), the run finished (done), or
+// the lease key held no run and its deadline passed (late). It reacts to the
+// store's watch when there is one, and polls otherwise; with a watch it still
+// re-checks every lease/2, in case the lease ended between the last claim and the
+// start of the watch.
+func (s *Scheduler) standby(j *job, c *leaseClaim) (backend.ClaimResult, time.Time, error) {
+	watcher, _ := s.runs.(backend.LeaseWatcher)
+	poll := j.cfg.lease / 4
+	if watcher != nil {
+		poll = j.cfg.lease / 2
+	}
+	for {
+		ctx, cancel := context.WithCancel(s.loopCtx)
+		var changed <-chan struct{}
+		if watcher != nil {
+			ch, err := watcher.WatchRun(ctx, j.name, c.Slot)
+			if err != nil && ctx.Err() == nil { // not Stop's own cancellation
+				s.backendError(j, c.Slot, "watch", err)
+			}
+			select {
+			case <-ch:
+				// No live lease on the slot, yet the claim was answered running: it
+				// waits for another slot (overlap forbidden). Poll.
+			default:
+				changed = ch
+			}
+		}
+		t := s.clock.NewTimer(poll)
+		select {
+		case <-s.loopCtx.Done():
+		case <-changed:
+		case <-t.C():
+		}
+		t.Stop()
+		cancel()
+		if s.loopCtx.Err() != nil {
+			return backend.ClaimResult{}, time.Time{}, s.loopCtx.Err()
+		}
+		res, sent, err := s.claimLease(j, c)
+		if err != nil || res.Outcome != backend.OutcomeRunning {
+			return res, sent, err
+		}
+	}
+}
