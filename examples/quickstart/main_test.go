@@ -49,7 +49,7 @@ func TestQuickstart(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(text, "quickstart: "+m[1]+" slots"), "exactly one summary line")
 	// Where to look comes first, then the runs.
 	assert.True(t, strings.HasPrefix(lines[0], "quickstart: status page at "), lines[0])
-	assert.True(t, strings.HasPrefix(lines[1], "quickstart: fleet service up; in another terminal: go run ./cmd/anarchon --server "), lines[1])
+	assert.True(t, strings.HasPrefix(lines[1], "quickstart: fleet service up; in another terminal: anarchon --server "), lines[1])
 	assert.Equal(t, `quickstart: 3 instances share job "quickstart-tick" every 1s, for 4s`, lines[3])
 	assert.True(t, strings.HasPrefix(lines[4], "slot "), lines[4])
 }
@@ -89,7 +89,7 @@ func TestQuickstartUntilInterrupted(t *testing.T) {
 	lines := strings.Split(read(), "\n")
 	require.Greater(t, len(lines), 5)
 	assert.Regexp(t, `^quickstart: status page at http://127\.0\.0\.1:\d+/anarchon/$`, lines[0])
-	assert.Regexp(t, `^quickstart: fleet service up; in another terminal: go run \./cmd/anarchon --server nats://127\.0\.0\.1:\d+ jobs$`, lines[1])
+	assert.Regexp(t, `^quickstart: fleet service up; in another terminal: anarchon --server nats://127\.0\.0\.1:\d+ jobs \(install it: go install \./cmd/anarchon\)$`, lines[1])
 	assert.Regexp(t, `^quickstart: embedded JetStream server at nats://127\.0\.0\.1:\d+, store `, lines[2])
 	assert.Equal(t, `quickstart: 3 instances share job "quickstart-tick" every 1s, until interrupted (Ctrl-C)`, lines[3])
 	assert.Regexp(t, `^slot \S+ ran on instance-[abc] \(attempt 1\)$`, lines[4], "then the runs")
@@ -144,7 +144,7 @@ func TestQuickstartFleet(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- run(t.Context(), []string{"-duration", "4s"}, out) }()
-	re := regexp.MustCompile(`go run ./cmd/anarchon --server (nats://127\.0\.0\.1:\d+) jobs\n`)
+	re := regexp.MustCompile(`anarchon --server (nats://127\.0\.0\.1:\d+) jobs \(install it`)
 	var url string
 	require.Eventually(t, func() bool {
 		m := re.FindStringSubmatch(read())
