@@ -87,3 +87,38 @@ func TestStopSettlesAClaimItCutShort(t *testing.T) {
 		assert.Empty(t, active, "nothing is left unfinished in the run store")
 	})
 }
+
+// Stop while a won lease's deciding record is in flight hands the lease over unrun,
+// and is not reported as a failure of the backend: the record's call was cut short
+// by Stop, not refused.
+func TestStopDuringTheRecordHandsTheLeaseOver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		time.Sleep(90 * time.Second) // between slots
+		b := recorder{Backend: memory.New(), decides: true}
+		var failures []scheduler.Event
+		s := newScheduler(t, b, "A", func(c *scheduler.Config) {
+			c.OnEvent = func(e scheduler.Event) {
+				if e.Kind == scheduler.EventBackendError {
+					failures = append(failures, e)
+				}
+			}
+		})
+		ran := false
+		require.NoError(t, s.Every("job", time.Hour, func(context.Context, scheduler.Run) error {
+			ran = true
+			return nil
+		}, scheduler.WithLease(30*time.Second)))
+		require.NoError(t, s.Start(t.Context()))
+		slot := time.Now().Truncate(time.Hour).Add(time.Hour)
+		time.Sleep(time.Until(slot) + time.Second) // the lease is won, its record waits
+		synctest.Wait()
+		require.NoError(t, s.Stop(t.Context()))
+
+		assert.False(t, ran, "the slot is not run once Stop cut its record short")
+		assert.Empty(t, failures, "a record cut short by Stop is not a backend failure")
+		active, err := b.Runs().Active(t.Context(), "job")
+		require.NoError(t, err)
+		require.Len(t, active, 1, "the run stays for a backup to take over")
+		assert.False(t, active[0].Live, "its lease is released, not left to expire")
+	})
+}

@@ -155,7 +155,8 @@ func (s *Scheduler) runLeased(j *job, c *leaseClaim, res backend.ClaimResult, se
 	if rec, ok := s.backend.(backend.ClaimRecorder); ok {
 		record := func(ctx context.Context) error {
 			err := rec.RecordClaim(ctx, in)
-			if err != nil && !errors.Is(err, backend.ErrClaimedElsewhere) {
+			stopped := ctx.Err() != nil && s.loopCtx.Err() != nil // cut short by Stop: not a backend failure
+			if err != nil && !stopped && !errors.Is(err, backend.ErrClaimedElsewhere) {
 				s.backendError(j, c.Slot, "record_claim", err)
 			}
 			return err
@@ -181,6 +182,7 @@ func (s *Scheduler) runLeased(j *job, c *leaseClaim, res backend.ClaimResult, se
 			if err != nil && s.loopCtx.Err() != nil && parent == s.loopCtx {
 				// Stopping before the slot's claim was recorded: hand the lease
 				// over unrun rather than run a slot the record might not be ours.
+				s.log.Info("stopping before the slot's claim was recorded; handing the lease over unrun", "job", j.name, "slot", c.Slot)
 				s.release(j, c.Slot, l.token)
 				return
 			}
