@@ -19,5 +19,5 @@ type slotAttempt struct {
 
 // key is the attempt's hold on the run, for the run store.
 func (a *slotAttempt) key() backend.RunKey {
-	return backend.RunKey{Job: a.j.name, Slot: a.in.Slot, Token: a.l.token}
+	return backend.RunKey{Job: a.j.name, Slot: a.in.Slot, Token: a.in.Token}
 }

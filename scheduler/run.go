@@ -153,10 +153,12 @@ func (s *Scheduler) runLeased(j *job, c *leaseClaim, res backend.ClaimResult, se
 		s.emit(Event{Kind: EventTakeover, Job: j.name, Slot: c.Slot, Token: c.Token, Attempt: in.Attempt, Outcome: res.Outcome})
 	}
 	if rec, ok := s.backend.(backend.ClaimRecorder); ok {
-		record := func(ctx context.Context) error {
+		// record writes the attempt's claim; a call that Stop cut short (stopCuts: its
+		// context is the loops') is not a failure of the backend.
+		record := func(ctx context.Context, stopCuts bool) error {
 			err := rec.RecordClaim(ctx, in)
-			stopped := ctx.Err() != nil && s.loopCtx.Err() != nil // cut short by Stop: not a backend failure
-			if err != nil && !stopped && !errors.Is(err, backend.ErrClaimedElsewhere) {
+			cut := stopCuts && errors.Is(ctx.Err(), context.Canceled) && s.loopCtx.Err() != nil
+			if err != nil && !cut && !errors.Is(err, backend.ErrClaimedElsewhere) {
 				s.backendError(j, c.Slot, "record_claim", err)
 			}
 			return err
@@ -173,7 +175,7 @@ func (s *Scheduler) runLeased(j *job, c *leaseClaim, res backend.ClaimResult, se
 				parent = context.Background()
 			}
 			ctx, cancel := context.WithTimeout(parent, min(s.callTO, j.cfg.lease/3))
-			err := record(ctx)
+			err := record(ctx, parent == s.loopCtx)
 			cancel()
 			if errors.Is(err, backend.ErrClaimedElsewhere) {
 				s.claimedElsewhere(a, err)
@@ -190,7 +192,7 @@ func (s *Scheduler) runLeased(j *job, c *leaseClaim, res backend.ClaimResult, se
 			s.beside(func() {
 				ctx, cancel := s.callCtx(context.Background())
 				defer cancel()
-				_ = record(ctx)
+				_ = record(ctx, false)
 			})
 		}
 	}
