@@ -88,8 +88,7 @@ func TestContextByName(t *testing.T) {
 	assert.Equal(t, "anarchon-test", nc.Opts.Name, "caller options apply on top of the context")
 	assert.Equal(t, srv.ClientURL(), nc.ConnectedUrl())
 
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
+	js := natstest.JetStream(t, nc)
 	ctx := callCtx(t)
 	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "T", Subjects: []string{"t.>"}, Storage: jetstream.MemoryStorage})
 	require.NoError(t, err)
