@@ -18,6 +18,7 @@ import (
 
 	"github.com/anarchon/anarchon/connect"
 	"github.com/anarchon/anarchon/embedded"
+	"github.com/anarchon/anarchon/internal/natstest"
 )
 
 // configHome points natscontext at a fresh, empty configuration directory, the
@@ -42,14 +43,6 @@ func writeContext(t *testing.T, dir, name string, settings map[string]any) {
 func selectContext(t *testing.T, dir, name string) {
 	t.Helper()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "nats", "context.txt"), []byte(name), 0o600))
-}
-
-func startEmbedded(t *testing.T) *embedded.Server {
-	t.Helper()
-	srv, err := embedded.Start(t.Context(), embedded.Options{Listen: "127.0.0.1:0"})
-	require.NoError(t, err, "the embedded server must start")
-	t.Cleanup(srv.Shutdown)
-	return srv
 }
 
 // startAuthServer starts a nats-server that wants a user and password and runs
@@ -86,7 +79,7 @@ func callCtx(t *testing.T) context.Context {
 
 func TestContextByName(t *testing.T) {
 	dir := configHome(t)
-	srv := startEmbedded(t)
+	srv := natstest.Server(t, embedded.Options{Listen: "127.0.0.1:0"})
 	writeContext(t, dir, "local", map[string]any{"description": "embedded test server", "url": srv.ClientURL()})
 
 	nc, err := connect.Context("local", nats.Name("anarchon-test"))
@@ -95,8 +88,7 @@ func TestContextByName(t *testing.T) {
 	assert.Equal(t, "anarchon-test", nc.Opts.Name, "caller options apply on top of the context")
 	assert.Equal(t, srv.ClientURL(), nc.ConnectedUrl())
 
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
+	js := natstest.JetStream(t, nc)
 	ctx := callCtx(t)
 	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "T", Subjects: []string{"t.>"}, Storage: jetstream.MemoryStorage})
 	require.NoError(t, err)
@@ -108,7 +100,7 @@ func TestContextByName(t *testing.T) {
 
 func TestSelectedContext(t *testing.T) {
 	dir := configHome(t)
-	srv := startEmbedded(t)
+	srv := natstest.Server(t, embedded.Options{Listen: "127.0.0.1:0"})
 	writeContext(t, dir, "elsewhere", map[string]any{"url": closedURL(t)})
 	writeContext(t, dir, "local", map[string]any{"url": srv.ClientURL()})
 	selectContext(t, dir, "local")
@@ -275,7 +267,7 @@ func hangingURL(t *testing.T) string {
 
 func TestDialHonoursTheContext(t *testing.T) {
 	dir := configHome(t)
-	srv := startEmbedded(t)
+	srv := natstest.Server(t, embedded.Options{Listen: "127.0.0.1:0"})
 	writeContext(t, dir, "local", map[string]any{"url": srv.ClientURL()})
 	writeContext(t, dir, "stuck", map[string]any{"url": hangingURL(t)})
 

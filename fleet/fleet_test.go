@@ -18,6 +18,7 @@ import (
 	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/fleet"
+	"github.com/anarchon/anarchon/internal/natstest"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -393,8 +394,8 @@ func TestPrefixesSeparateFleets(t *testing.T) {
 }
 
 func TestInvalidOptions(t *testing.T) {
-	srv := startServer(t, embedded.Options{})
-	nc := connect(t, srv.Connect)
+	srv := natstest.Server(t, embedded.Options{})
+	nc := natstest.Conn(t, srv)
 	s, err := scheduler.New(scheduler.Config{Backend: memory.New()})
 	require.NoError(t, err)
 	for name, opts := range map[string][]fleet.Option{

@@ -11,6 +11,7 @@ import (
 
 	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/fleet"
+	"github.com/anarchon/anarchon/internal/natstest"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -31,7 +32,7 @@ func (b slowHistory) History(ctx context.Context, job string, limit int) ([]sche
 // not the one its controls wait in, and the pause of another job is answered.
 func TestHistoryFloodDoesNotStarveAPause(t *testing.T) {
 	f := startFleet(t, fleetSetup{instances: []string{"A"}, backend: slowHistory{memory.New()}})
-	flood := connect(t, f.dial)
+	flood := natstest.Dial(t, f.dial)
 	subject := f.client.Subject("history", jobReport)
 	for range 20000 {
 		require.NoError(t, flood.PublishMsg(&nats.Msg{Subject: subject, Reply: "_INBOX.flood.x", Data: []byte(`{"v":1}`)}))

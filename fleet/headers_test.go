@@ -13,6 +13,7 @@ import (
 	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/fleet"
+	"github.com/anarchon/anarchon/internal/natstest"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -83,7 +84,7 @@ func TestRequestHeadersReachTheReplica(t *testing.T) {
 
 	// A client without the option sends none; a call whose context adds none
 	// sends none either.
-	plain, err := fleet.NewClient(connect(t, f.dial))
+	plain, err := fleet.NewClient(natstest.Dial(t, f.dial))
 	require.NoError(t, err)
 	_, err = plain.History(call("plain"), jobReport, 1)
 	require.NoError(t, err)
@@ -114,8 +115,8 @@ func TestRequestContextThatFailsIsLeftOut(t *testing.T) {
 // The header options belong to the client and the service: given elsewhere, or
 // nil, they are refused.
 func TestHeaderOptionsAreChecked(t *testing.T) {
-	ns := startServer(t, embedded.Options{})
-	nc := connect(t, ns.Connect)
+	ns := natstest.Server(t, embedded.Options{})
+	nc := natstest.Conn(t, ns)
 	s, err := scheduler.New(scheduler.Config{Backend: memory.New()})
 	require.NoError(t, err)
 	headers := fleet.WithRequestHeaders(func(context.Context, nats.Header) {})

@@ -15,6 +15,7 @@ import (
 	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/fleet"
+	"github.com/anarchon/anarchon/internal/natstest"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -42,19 +43,6 @@ type testJob struct {
 
 func every(name string, d time.Duration) testJob {
 	return testJob{Name: name, Schedule: scheduler.IntervalSchedule{Interval: d}}
-}
-
-// startServer starts an embedded nats-server with JetStream (the fleet's registry
-// is a key-value bucket; most tests share a memory backend). It fails, never
-// skips, when the server cannot start.
-func startServer(t testing.TB, opts embedded.Options) *embedded.Server {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	s, err := embedded.Start(ctx, opts)
-	require.NoError(t, err, "the embedded nats-server must start")
-	t.Cleanup(s.Shutdown)
-	return s
 }
 
 // replica is one scheduler with its fleet service on its own connection.
@@ -106,7 +94,7 @@ func startFleet(t testing.TB, setup fleetSetup) *testFleet {
 	}
 	f := &testFleet{dial: setup.dial, backend: memory.New(), changed: make(chan struct{}, 1)}
 	if f.dial == nil {
-		f.dial = startServer(t, setup.server).Connect
+		f.dial = natstest.Server(t, setup.server).Connect
 	}
 	if setup.backend == nil {
 		setup.backend = f.backend
@@ -119,25 +107,17 @@ func startFleet(t testing.TB, setup fleetSetup) *testFleet {
 	for _, id := range setup.instances {
 		f.replicas = append(f.replicas, f.startReplica(t, setup, id))
 	}
-	f.nc = connect(t, f.dial)
+	f.nc = natstest.Dial(t, f.dial)
 	c, err := fleet.NewClient(f.nc, setup.client...)
 	require.NoError(t, err)
 	f.client = c
 	return f
 }
 
-func connect(t testing.TB, dial func(...nats.Option) (*nats.Conn, error), opts ...nats.Option) *nats.Conn {
-	t.Helper()
-	nc, err := dial(opts...)
-	require.NoError(t, err, "connect")
-	t.Cleanup(nc.Close)
-	return nc
-}
-
 func (f *testFleet) startReplica(t testing.TB, setup fleetSetup, id string) *replica {
 	t.Helper()
 	r := &replica{pausedAt: map[string]time.Time{}, resumed: map[string]time.Time{}, conflict: map[string]string{}, changed: f.changed}
-	nc := connect(t, f.dial)
+	nc := natstest.Dial(t, f.dial)
 	r.nc = nc
 	backend := setup.backend
 	if setup.backendFor != nil {

@@ -6,13 +6,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	natsjs "github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/fleet"
+	"github.com/anarchon/anarchon/internal/natstest"
 	"github.com/anarchon/anarchon/jetstream"
 	"github.com/anarchon/anarchon/kvlease"
 	"github.com/anarchon/anarchon/scheduler"
@@ -22,8 +22,7 @@ import (
 // connection, as a real replica has.
 func leasedBackend(t testing.TB, nc *nats.Conn) backend.Backend {
 	t.Helper()
-	js, err := natsjs.New(nc)
-	require.NoError(t, err)
+	js := natstest.JetStream(t, nc)
 	runs, err := kvlease.New(js)
 	require.NoError(t, err)
 	t.Cleanup(runs.Close)

@@ -7,13 +7,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	natsjs "github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/fleet"
+	"github.com/anarchon/anarchon/internal/natstest"
 	"github.com/anarchon/anarchon/jetstream"
 	"github.com/anarchon/anarchon/kvlease"
 	"github.com/anarchon/anarchon/scheduler"
@@ -106,10 +106,9 @@ func TestJobNamedLikeAVerbSwallowsNoRequest(t *testing.T) {
 // store, registry and fleet subjects could meet is refused at Serve, with both
 // subjects named, before anything is served.
 func TestServeRefusesOverlappingSubjects(t *testing.T) {
-	srv := startServer(t, embedded.Options{})
-	nc := connect(t, srv.Connect)
-	js, err := natsjs.New(nc)
-	require.NoError(t, err)
+	srv := natstest.Server(t, embedded.Options{})
+	nc := natstest.Conn(t, srv)
+	js := natstest.JetStream(t, nc)
 	newScheduler := func(t *testing.T, b backend.Backend, jobs ...string) *scheduler.Scheduler {
 		s, err := scheduler.New(scheduler.Config{Backend: b, Instance: "A"})
 		require.NoError(t, err)

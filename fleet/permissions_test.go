@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/anarchon/anarchon/fleet"
+	"github.com/anarchon/anarchon/internal/natstest"
 	"github.com/anarchon/anarchon/jetstream"
 	"github.com/anarchon/anarchon/kvlease"
 	"github.com/anarchon/anarchon/scheduler"
@@ -181,13 +182,13 @@ func startRoleFleet(t *testing.T) *roleFleet {
 	})
 	for _, role := range fleet.Roles {
 		rf.seen[role] = newViolations()
-		rf.conns[role] = connect(t, dialAs(s, role, rf.seen[role]))
+		rf.conns[role] = natstest.Dial(t, dialAs(s, role, rf.seen[role]))
 		c, err := fleet.NewClient(rf.conns[role])
 		require.NoError(t, err)
 		rf.clients[role] = c
 	}
 	rf.client = rf.clients[fleet.RoleOperator] // the fleet's helpers ask as an operator
-	rf.admin = connect(t, func(opts ...nats.Option) (*nats.Conn, error) {
+	rf.admin = natstest.Dial(t, func(opts ...nats.Option) (*nats.Conn, error) {
 		return nats.Connect("", append([]nats.Option{nats.InProcessServer(s), nats.UserInfo("admin", "admin")}, opts...)...)
 	})
 	return rf
@@ -285,8 +286,7 @@ func TestRolesOnARealServer(t *testing.T) {
 				require.Error(t, err)
 				v.refused(t, "Publish", subject)
 			}
-			js, err := natsjs.New(nc)
-			require.NoError(t, err)
+			js := natstest.JetStream(t, nc)
 			leases, err := js.KeyValue(short(t), kvlease.DefaultBucket)
 			if role == fleet.RoleReplica {
 				require.NoError(t, err)
@@ -408,8 +408,7 @@ func TestViewerCannotTriggerThroughAPushConsumer(t *testing.T) {
 func TestViewerCannotWriteThroughAReplySubject(t *testing.T) {
 	rf := startRoleFleet(t)
 	ctx := requestCtx(t)
-	js, err := natsjs.New(rf.admin)
-	require.NoError(t, err)
+	js := natstest.JetStream(t, rf.admin)
 	victim, err := js.CreateStream(ctx, natsjs.StreamConfig{Name: "VICTIM", Subjects: []string{"victim.>"}, Storage: natsjs.MemoryStorage})
 	require.NoError(t, err)
 	_, err = js.Publish(ctx, "victim.x", []byte("keep me"))

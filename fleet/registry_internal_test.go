@@ -9,12 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/embedded"
+	"github.com/anarchon/anarchon/internal/natstest"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -26,12 +26,8 @@ import (
 func TestRegistryInParts(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	srv, err := embedded.Start(ctx, embedded.Options{})
-	require.NoError(t, err, "the embedded nats-server must start")
-	t.Cleanup(srv.Shutdown)
-	nc, err := srv.Connect()
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
+	srv := natstest.Server(t, embedded.Options{})
+	nc := natstest.Conn(t, srv)
 	s, err := scheduler.New(scheduler.Config{Backend: memory.New(), Instance: "big"})
 	require.NoError(t, err)
 	const n = 10_000
@@ -67,8 +63,7 @@ func TestRegistryInParts(t *testing.T) {
 		}
 	}
 
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
+	js := natstest.JetStream(t, nc)
 	heads, err := readEntries(ctx, js, c.bucket, JobToken(DefaultPrefix)+".*")
 	require.NoError(t, err)
 	require.Len(t, heads, 1, "a reader of one-value entries sees the head alone")

@@ -6,13 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/fleet"
+	"github.com/anarchon/anarchon/internal/natstest"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -76,8 +76,7 @@ func TestRegistryEntryOfADeadReplicaExpires(t *testing.T) {
 // putEntry writes a registry entry as another replica would.
 func putEntry(t *testing.T, f *testFleet, instance string, entry map[string]any) {
 	t.Helper()
-	js, err := jetstream.New(f.nc)
-	require.NoError(t, err)
+	js := natstest.JetStream(t, f.nc)
 	kv, err := js.KeyValue(requestCtx(t), fleet.DefaultRegistryBucket)
 	require.NoError(t, err)
 	data, err := json.Marshal(entry)
@@ -127,10 +126,8 @@ func TestRegisteredReplicaThatDoesNotAnswer(t *testing.T) {
 // at once with an error that names the way out, and WithoutRegistry serves.
 func TestServeWithoutJetStream(t *testing.T) {
 	ctx := requestCtx(t)
-	srv, err := embedded.Start(ctx, embedded.Options{DisableJetStream: true})
-	require.NoError(t, err, "the embedded nats-server must start")
-	t.Cleanup(srv.Shutdown)
-	nc := connect(t, srv.Connect)
+	srv := natstest.Server(t, embedded.Options{DisableJetStream: true})
+	nc := natstest.Conn(t, srv)
 	s, err := scheduler.New(scheduler.Config{Backend: memory.New(), Instance: "solo"})
 	require.NoError(t, err)
 	require.NoError(t, s.Every(jobReport, time.Hour, func(context.Context, scheduler.Run) error { return nil }))

@@ -17,6 +17,7 @@ import (
 	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/fleet"
+	"github.com/anarchon/anarchon/internal/natstest"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -137,7 +138,7 @@ func TestActiveWithManyUnfinishedRuns(t *testing.T) {
 // another replica that declares one of its jobs differently is told so. The
 // schedulers are not started: Serve serves what they declare.
 func TestJobsOfTenThousandJobs(t *testing.T) {
-	srv := startServer(t, embedded.Options{})
+	srv := natstest.Server(t, embedded.Options{})
 	conflicts := make(chan scheduler.Event, 16)
 	onConflict := func(e scheduler.Event) {
 		if e.Kind == scheduler.EventJobConflict {
@@ -156,7 +157,7 @@ func TestJobsOfTenThousandJobs(t *testing.T) {
 		require.NoError(t, s.Every(names[i], time.Hour, func(context.Context, scheduler.Run) error { return nil }))
 	}
 	t0 := time.Now()
-	svc, err := fleet.Serve(requestCtx(t), connect(t, srv.Connect), s)
+	svc, err := fleet.Serve(requestCtx(t), natstest.Conn(t, srv), s)
 	require.NoError(t, err)
 	t.Logf("Serve of %d jobs: %v", n, time.Since(t0))
 	t.Cleanup(func() { require.NoError(t, svc.Stop(context.Background())) })
@@ -164,7 +165,7 @@ func TestJobsOfTenThousandJobs(t *testing.T) {
 	other, err := scheduler.New(scheduler.Config{Backend: memory.New(), Instance: "other"})
 	require.NoError(t, err)
 	require.NoError(t, other.Every(names[1], 2*time.Hour, func(context.Context, scheduler.Run) error { return nil }))
-	osvc, err := fleet.Serve(requestCtx(t), connect(t, srv.Connect), other)
+	osvc, err := fleet.Serve(requestCtx(t), natstest.Conn(t, srv), other)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, osvc.Stop(context.Background())) })
 	select {
@@ -177,7 +178,7 @@ func TestJobsOfTenThousandJobs(t *testing.T) {
 
 	// The view of 10,000 jobs takes about the default window to compute under the
 	// race detector: a longer window, which the registry ends once both answered.
-	c, err := fleet.NewClient(connect(t, srv.Connect), fleet.WithGatherWindow(5*time.Second))
+	c, err := fleet.NewClient(natstest.Conn(t, srv), fleet.WithGatherWindow(5*time.Second))
 	require.NoError(t, err)
 	t0 = time.Now()
 	regs, bad, err := c.Registry(requestCtx(t))
@@ -256,7 +257,7 @@ func TestSmallMaxPayload(t *testing.T) {
 // warning and the replica is not listed.
 func TestMissingPartsAreSaid(t *testing.T) {
 	f := startFleet(t, fleetSetup{instances: []string{"A"}, serve: []fleet.Option{fleet.WithoutRegistry()}})
-	half := connect(t, f.dial)
+	half := natstest.Dial(t, f.dial)
 	sub, err := half.Subscribe(f.client.Subject("history", "half"), func(m *nats.Msg) {
 		_ = m.Respond([]byte(`{"job":"half","instance":"H","limit":10,"runs":[{"job":"half","status":"ok"}],"part":1,"parts":3}`))
 	})

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/anarchon/anarchon/fleet"
+	"github.com/anarchon/anarchon/internal/natstest"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -87,8 +88,7 @@ func TestReplicasIgnoreWhatJetStreamDelivers(t *testing.T) {
 	gone := startFleet(t, fleetSetup{instances: []string{"gone"}, dial: f.dial})
 	require.NoError(t, gone.replicas[0].svc.Stop(ctx))
 
-	js, err := natsjs.New(f.nc)
-	require.NoError(t, err)
+	js := natstest.JetStream(t, f.nc)
 	// A stream of messages that are valid requests in every other way.
 	_, err = js.CreateStream(ctx, natsjs.StreamConfig{Name: "JUNK", Subjects: []string{"junk.>"}, Storage: natsjs.MemoryStorage,
 		AllowDirect: true})

@@ -13,6 +13,7 @@ import (
 	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/fleet"
+	"github.com/anarchon/anarchon/internal/natstest"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -157,8 +158,8 @@ func TestActive(t *testing.T) {
 // TestTriggerBeforeStart: a replica whose scheduler has not started refuses a
 // trigger at once (503), and runs nothing.
 func TestTriggerBeforeStart(t *testing.T) {
-	srv := startServer(t, embedded.Options{})
-	nc := connect(t, srv.Connect)
+	srv := natstest.Server(t, embedded.Options{})
+	nc := natstest.Conn(t, srv)
 	s, err := scheduler.New(scheduler.Config{Backend: memory.New(), Instance: "early"})
 	require.NoError(t, err)
 	ran := make(chan struct{}, 1)
@@ -169,7 +170,7 @@ func TestTriggerBeforeStart(t *testing.T) {
 	svc, err := fleet.Serve(requestCtx(t), nc, s)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, svc.Stop(context.Background())) })
-	c, err := fleet.NewClient(connect(t, srv.Connect))
+	c, err := fleet.NewClient(natstest.Conn(t, srv))
 	require.NoError(t, err)
 
 	t0 := time.Now()

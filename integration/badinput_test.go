@@ -15,23 +15,22 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/anarchon/anarchon/embedded"
+	"github.com/anarchon/anarchon/internal/natstest"
 	"github.com/anarchon/anarchon/jetstream"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
 // Odd job names either work end to end on JetStream or are refused at registration.
 func TestOddJobNamesEndToEnd(t *testing.T) {
-	srv := startServer(t, embedded.Options{})
-	nc, err := srv.Connect()
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
+	srv := natstest.Server(t, embedded.Options{})
+	nc := natstest.Conn(t, srv)
 	s := newSched(t, plainBackend(t, nc), "odd", nil)
 	log := newLedger()
 	names := []string{"with.dots.in.it", "with spaces", "a/b\\c", "wild*card", "full>wild", "ünïcödé-ジョブ", "UPPER_lower-09", strings.Repeat("kilo", 256)}
 	for _, n := range names {
 		require.NoError(t, s.Every(n, time.Second, log.handler), "%q", n)
 	}
-	err = s.Every(strings.Repeat("x", scheduler.MaxJobNameLen+1), time.Second, log.handler)
+	err := s.Every(strings.Repeat("x", scheduler.MaxJobNameLen+1), time.Second, log.handler)
 	assert.ErrorIs(t, err, scheduler.ErrInvalidJobName, "a name over 1 KiB is refused at registration")
 	err = s.Every("tab\tname", time.Second, log.handler)
 	assert.ErrorIs(t, err, scheduler.ErrInvalidJobName, "control characters are refused at registration")
@@ -49,10 +48,8 @@ func TestOddJobNamesEndToEnd(t *testing.T) {
 }
 
 func TestBadInputClearErrors(t *testing.T) {
-	srv := startServer(t, embedded.Options{})
-	nc, err := srv.Connect()
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
+	srv := natstest.Server(t, embedded.Options{})
+	nc := natstest.Conn(t, srv)
 	s := newSched(t, plainBackend(t, nc), "bad", nil)
 	noop := func(context.Context, scheduler.Run) error { return nil }
 	cases := []struct {
@@ -81,14 +78,12 @@ func TestBadInputClearErrors(t *testing.T) {
 }
 
 func TestServerWithoutJetStream(t *testing.T) {
-	srv := startServer(t, embedded.Options{DisableJetStream: true})
-	nc, err := srv.Connect()
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
+	srv := natstest.Server(t, embedded.Options{DisableJetStream: true})
+	nc := natstest.Conn(t, srv)
 	s := newSched(t, plainBackend(t, nc), "nojs", nil)
 	require.NoError(t, s.Every("j", time.Second, func(context.Context, scheduler.Run) error { return nil }))
 	t0 := time.Now()
-	err = s.Start(ctxT(t, 30*time.Second))
+	err := s.Start(ctxT(t, 30*time.Second))
 	require.Error(t, err)
 	assert.Less(t, time.Since(t0), 15*time.Second, "fails fast, no hang")
 	assert.Contains(t, err.Error(), "JetStream")
@@ -96,13 +91,11 @@ func TestServerWithoutJetStream(t *testing.T) {
 }
 
 func TestForeignStreamAndMessages(t *testing.T) {
-	srv := startServer(t, embedded.Options{})
-	nc, err := srv.Connect()
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	j := js(t, nc)
+	srv := natstest.Server(t, embedded.Options{})
+	nc := natstest.Conn(t, srv)
+	j := natstest.JetStream(t, nc)
 	// Someone else's stream where ours would be.
-	_, err = j.CreateStream(ctxT(t, 5*time.Second), natsjs.StreamConfig{Name: "ANARCHON_taken", Subjects: []string{"theirs.>"}})
+	_, err := j.CreateStream(ctxT(t, 5*time.Second), natsjs.StreamConfig{Name: "ANARCHON_taken", Subjects: []string{"theirs.>"}})
 	require.NoError(t, err)
 	s := newSched(t, plainBackend(t, nc), "foreign", nil)
 	require.NoError(t, s.Every("taken", time.Second, func(context.Context, scheduler.Run) error { return nil }))

@@ -16,6 +16,7 @@ import (
 
 	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/embedded"
+	"github.com/anarchon/anarchon/internal/natstest"
 	"github.com/anarchon/anarchon/jetstream"
 	"github.com/anarchon/anarchon/kvlease"
 	"github.com/anarchon/anarchon/scheduler"
@@ -34,15 +35,6 @@ func untilSlot(t *testing.T, interval, minWait time.Duration) time.Time {
 	return slot
 }
 
-// inproc connects to srv in-process, for the test's duration.
-func inproc(t *testing.T, srv *embedded.Server) *nats.Conn {
-	t.Helper()
-	nc, err := srv.Connect()
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	return nc
-}
-
 // nextSlot is the first multiple of interval at least minWait from now.
 func nextSlot(interval, minWait time.Duration) time.Time {
 	return time.Now().Add(minWait).Truncate(interval).Add(interval)
@@ -52,11 +44,11 @@ func nextSlot(interval, minWait time.Duration) time.Time {
 // is judged on the instance's clock, the store allowing the clock skew allowance:
 // every slot runs once, with leases and without.
 func TestReplicaClockBehindServer(t *testing.T) {
-	srv := startServer(t, embedded.Options{})
+	srv := natstest.Server(t, embedded.Options{})
 	for _, leases := range []bool{false, true} {
 		name := map[bool]string{false: "without leases", true: "with leases"}[leases]
 		t.Run(name, func(t *testing.T) {
-			nc := inproc(t, srv)
+			nc := natstest.Conn(t, srv)
 			var b backend.Backend = plainBackend(t, nc)
 			if leases {
 				b = leased(t, nc, 1)
@@ -100,7 +92,7 @@ func TestReplicaClockBehindServer(t *testing.T) {
 // record. The instances stand by until it expires, then run the slot once if its
 // deadline allows, or record it late once; never forget it.
 func TestOrphanLeaseKeyOnTheScheduler(t *testing.T) {
-	srv := startServer(t, embedded.Options{})
+	srv := natstest.Server(t, embedded.Options{})
 	for _, tc := range []struct {
 		name    string
 		maxLate time.Duration
@@ -112,7 +104,7 @@ func TestOrphanLeaseKeyOnTheScheduler(t *testing.T) {
 			l := newLedger()
 			var scheds []*scheduler.Scheduler
 			for _, id := range []string{"a", "b"} {
-				s := newSched(t, leased(t, inproc(t, srv), 1), id, nil)
+				s := newSched(t, leased(t, natstest.Conn(t, srv), 1), id, nil)
 				require.NoError(t, s.Every(job, 10*time.Second, l.handler, scheduler.WithMaxLate(tc.maxLate), scheduler.WithLease(2*time.Second)))
 				require.NoError(t, s.Start(ctxT(t, 10*time.Second)))
 				scheds = append(scheds, s)
@@ -120,7 +112,7 @@ func TestOrphanLeaseKeyOnTheScheduler(t *testing.T) {
 			slot := nextSlot(10*time.Second, time.Second)
 			// The orphan: a lease key for the slot, written by a claimer that died
 			// before the run record; it lives 2s.
-			j := js(t, inproc(t, srv))
+			j := natstest.JetStream(t, natstest.Conn(t, srv))
 			key := "lease." + base64.RawURLEncoding.EncodeToString([]byte(job)) + "." + strconv.FormatInt(slot.UnixMilli(), 10)
 			data, _ := json.Marshal(map[string]any{"v": 1, "token": "dead", "instance": "dead", "lease_ms": 2000})
 			sleepCtx(t, time.Until(slot.Add(-200*time.Millisecond)))
@@ -154,7 +146,7 @@ func TestOrphanLeaseKeyOnTheScheduler(t *testing.T) {
 // Scenario 8 on kvlease: a rolling deploy replaces the backups first and the holder
 // last; an instance started after the slot adopts the released run.
 func TestHandOverToLaterInstancesNATS(t *testing.T) {
-	srv := startServer(t, embedded.Options{})
+	srv := natstest.Server(t, embedded.Options{})
 	const job = "handover-later"
 	l := newLedger()
 	var mu sync.Mutex
@@ -171,7 +163,7 @@ func TestHandOverToLaterInstancesNATS(t *testing.T) {
 		return context.Cause(ctx)
 	}
 	start := func(id string) *scheduler.Scheduler {
-		s := newSched(t, leased(t, inproc(t, srv), 1), id, nil)
+		s := newSched(t, leased(t, natstest.Conn(t, srv), 1), id, nil)
 		require.NoError(t, s.Every(job, 10*time.Second, h, scheduler.WithLease(3*time.Second), scheduler.WithMaxLate(time.Second)))
 		require.NoError(t, s.Start(ctxT(t, 10*time.Second)))
 		return s
@@ -217,18 +209,18 @@ func TestHandOverToLaterInstancesNATS(t *testing.T) {
 // check (jitter + max lateness + clock skew allowance below it) with one instance
 // 600ms behind: every slot runs once.
 func TestTightWindowWithSkewedInstance(t *testing.T) {
-	srv := startServer(t, embedded.Options{})
+	srv := natstest.Server(t, embedded.Options{})
 	const job = "tight"
 	l := newLedger()
 	var scheds []*scheduler.Scheduler
 	for i, off := range []time.Duration{0, -600 * time.Millisecond} {
-		b := plainBackend(t, inproc(t, srv), jetstream.WithDedupeWindow(3*time.Second))
+		b := plainBackend(t, natstest.Conn(t, srv), jetstream.WithDedupeWindow(3*time.Second))
 		s := newSched(t, b, "i"+strconv.Itoa(i), scheduler.OffsetClock{Offset: off})
 		require.NoError(t, s.Every(job, time.Second, l.handler, scheduler.WithMaxLate(900*time.Millisecond)))
 		scheds = append(scheds, s)
 	}
 	// The window a review used (1s) is refused, naming every term.
-	tooTight := newSched(t, plainBackend(t, inproc(t, srv), jetstream.WithDedupeWindow(time.Second)), "x", nil)
+	tooTight := newSched(t, plainBackend(t, natstest.Conn(t, srv), jetstream.WithDedupeWindow(time.Second)), "x", nil)
 	err := tooTight.Every(job, time.Second, l.handler, scheduler.WithMaxLate(900*time.Millisecond))
 	require.ErrorIs(t, err, scheduler.ErrWindowTooShort)
 	assert.Contains(t, err.Error(), "clock skew allowance 2s")

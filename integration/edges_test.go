@@ -15,6 +15,7 @@ import (
 
 	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/embedded"
+	"github.com/anarchon/anarchon/internal/natstest"
 	"github.com/anarchon/anarchon/jetstream"
 	"github.com/anarchon/anarchon/scheduler"
 )
@@ -58,7 +59,7 @@ func statusesOf(t *testing.T, b backend.Backend, job string) map[int64][]schedul
 // timeout 1 s) has its result stored once the connection is back, for the backend
 // without leases and with them, for the scheduled run and for a manual run.
 func TestResultStoredAfterPartitionNATS(t *testing.T) {
-	srv := startServer(t, embedded.Options{Listen: "127.0.0.1:0"})
+	srv := natstest.Server(t, embedded.Options{Listen: "127.0.0.1:0"})
 	for _, withLeases := range []bool{false, true} {
 		name := map[bool]string{false: "plain", true: "leases"}[withLeases]
 		t.Run(name, func(t *testing.T) {
@@ -123,7 +124,7 @@ func (f *flakyResults) Claim(ctx context.Context, in backend.ClaimInput) (bool, 
 // One failed result write, and one failed claim of a skipped slot's record, are
 // written again: the run ends ok and the skipped slot has its record.
 func TestFailedWritesAreRetriedNATS(t *testing.T) {
-	srv := startServer(t, embedded.Options{Listen: "127.0.0.1:0"})
+	srv := natstest.Server(t, embedded.Options{Listen: "127.0.0.1:0"})
 	nc := dial(t, srv.ClientURL())
 	b := &flakyResults{LeasedBackend: leased(t, nc, 1)}
 	b.failSaves.Store(1)
@@ -154,7 +155,7 @@ func TestFailedWritesAreRetriedNATS(t *testing.T) {
 
 // An error longer than the server's max payload is stored cut, never left running.
 func TestErrorLongerThanMaxPayloadNATS(t *testing.T) {
-	srv := startServer(t, embedded.Options{Listen: "127.0.0.1:0"})
+	srv := natstest.Server(t, embedded.Options{Listen: "127.0.0.1:0"})
 	nc := dial(t, srv.ClientURL())
 	b := leased(t, nc, 1)
 	huge := strings.Repeat("x", 2*int(nc.MaxPayload()))
@@ -204,7 +205,7 @@ func (r pausedFinishRuns) WatchRun(ctx context.Context, job string, slot time.Ti
 // A slot that falls while its job is paused is not run, also when the winner's
 // Finish(paused) fails once: three instances on kvlease, each failing its first.
 func TestPausedSlotNeverRunsNATS(t *testing.T) {
-	srv := startServer(t, embedded.Options{Listen: "127.0.0.1:0"})
+	srv := natstest.Server(t, embedded.Options{Listen: "127.0.0.1:0"})
 	var ran atomic.Int32
 	job := "paused-finish"
 	var scheds []*scheduler.Scheduler
@@ -237,7 +238,7 @@ func TestPausedSlotNeverRunsNATS(t *testing.T) {
 // A trigger of a job that forbids overlap is refused while a scheduled run of it is
 // going on, on any instance: ten triggers during the run start nothing.
 func TestTriggersFollowOverlapSkipNATS(t *testing.T) {
-	srv := startServer(t, embedded.Options{Listen: "127.0.0.1:0"})
+	srv := natstest.Server(t, embedded.Options{Listen: "127.0.0.1:0"})
 	var mu sync.Mutex
 	var running, most, manual int
 	job := "no-overlap-trigger"

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/anarchon/anarchon/embedded"
+	"github.com/anarchon/anarchon/internal/natstest"
 	"github.com/anarchon/anarchon/jetstream"
 	"github.com/anarchon/anarchon/kvlease"
 	"github.com/anarchon/anarchon/scheduler"
@@ -39,17 +40,14 @@ func faultDial(t *testing.T, name, url string, opts ...nats.Option) *nats.Conn {
 		nats.ReconnectJitter(50*time.Millisecond, 0),
 		nats.RetryOnFailedConnect(false),
 	}, opts...)
-	nc, err := nats.Connect(url, all...)
-	require.NoError(t, err, "connect %s to %s", name, url)
-	t.Cleanup(nc.Close)
-	return nc
+	return natstest.URL(t, url, all...)
 }
 
 // newFaultInstance builds an instance on nc: job streams and the lease bucket with
 // the given replicas, events into rec. callTimeout 0 keeps the scheduler's default.
 func newFaultInstance(t *testing.T, nc *nats.Conn, name string, replicas int, rec *faultRecorder, callTimeout time.Duration) *faultInstance {
 	t.Helper()
-	j := js(t, nc)
+	j := natstest.JetStream(t, nc)
 	store, err := kvlease.New(j, kvlease.WithReplicas(replicas))
 	require.NoError(t, err)
 	t.Cleanup(store.Close)
@@ -88,10 +86,7 @@ func faultStopAll(t *testing.T, ins []*faultInstance) time.Duration {
 // faultCluster starts a 3-node cluster that the test shuts down.
 func faultCluster(t *testing.T) *embedded.Cluster {
 	t.Helper()
-	c, err := embedded.StartCluster(ctxT(t, 60*time.Second), embedded.ClusterOptions{ReadyTimeout: 45 * time.Second})
-	require.NoError(t, err, "3-node cluster must start")
-	t.Cleanup(c.Shutdown)
-	return c
+	return natstest.Cluster(t, embedded.ClusterOptions{ReadyTimeout: 45 * time.Second})
 }
 
 // faultJobStream is the stream the JetStream backend keeps job in (job names in these

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/anarchon/anarchon/embedded"
+	"github.com/anarchon/anarchon/internal/natstest"
 	"github.com/anarchon/anarchon/jetstream"
 	"github.com/anarchon/anarchon/kvlease"
 	"github.com/anarchon/anarchon/scheduler"
@@ -47,7 +48,7 @@ func TestFirstStartBucketExistsStreamsDoNot(t *testing.T) {
 		t.Run(fmt.Sprintf("instances=%d", n), func(t *testing.T) {
 			c := faultCluster(t)
 			nc := faultDial(t, "fs-setup", strings.Join(c.ClientURLs(), ","))
-			store, err := kvlease.New(js(t, nc), kvlease.WithReplicas(3))
+			store, err := kvlease.New(natstest.JetStream(t, nc), kvlease.WithReplicas(3))
 			require.NoError(t, err)
 			require.NoError(t, store.Init(ctxT(t, 30*time.Second)), "create the bucket beforehand")
 			store.Close()
@@ -106,7 +107,7 @@ func newFirstStartFleet(t *testing.T, c *embedded.Cluster, prefix string, n int)
 	urls := strings.Join(c.ClientURLs(), ",")
 	for i := range n {
 		name := fmt.Sprintf("%s-%d", prefix, i)
-		j := f.tally.wrap(js(t, faultDial(t, name, urls)))
+		j := f.tally.wrap(natstest.JetStream(t, faultDial(t, name, urls)))
 		store, err := kvlease.New(j, kvlease.WithReplicas(3))
 		require.NoError(t, err)
 		t.Cleanup(store.Close)

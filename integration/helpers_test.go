@@ -10,12 +10,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	natsjs "github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/anarchon/anarchon/backend"
-	"github.com/anarchon/anarchon/embedded"
+	"github.com/anarchon/anarchon/internal/natstest"
 	"github.com/anarchon/anarchon/jetstream"
 	"github.com/anarchon/anarchon/scheduler"
 )
@@ -122,32 +121,15 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
-func startServer(t *testing.T, opts embedded.Options) *embedded.Server {
-	t.Helper()
-	srv, err := embedded.Start(ctxT(t, 30*time.Second), opts)
-	require.NoError(t, err, "embedded server must start")
-	t.Cleanup(srv.Shutdown)
-	return srv
-}
-
+// dial connects to url over TCP, reconnecting forever, quickly.
 func dial(t *testing.T, url string) *nats.Conn {
 	t.Helper()
-	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond), nats.RetryOnFailedConnect(false))
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	return nc
-}
-
-func js(t *testing.T, nc *nats.Conn) natsjs.JetStream {
-	t.Helper()
-	j, err := natsjs.New(nc)
-	require.NoError(t, err)
-	return j
+	return natstest.URL(t, url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond), nats.RetryOnFailedConnect(false))
 }
 
 func plainBackend(t *testing.T, nc *nats.Conn, opts ...jetstream.Option) *jetstream.Backend {
 	t.Helper()
-	b, err := jetstream.New(js(t, nc), opts...)
+	b, err := jetstream.New(natstest.JetStream(t, nc), opts...)
 	require.NoError(t, err)
 	return b
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/embedded"
+	"github.com/anarchon/anarchon/internal/natstest"
 	"github.com/anarchon/anarchon/jetstream"
 	"github.com/anarchon/anarchon/kvlease"
 	"github.com/anarchon/anarchon/scheduler"
@@ -23,7 +24,7 @@ import (
 // leased returns a JetStream backend with a kvlease store on nc.
 func leased(t *testing.T, nc *nats.Conn, replicas int) *jetstream.LeasedBackend {
 	t.Helper()
-	j := js(t, nc)
+	j := natstest.JetStream(t, nc)
 	store, err := kvlease.New(j, kvlease.WithReplicas(replicas))
 	require.NoError(t, err)
 	t.Cleanup(store.Close)
@@ -73,7 +74,7 @@ func waitSlotBoundary(t *testing.T, d time.Duration) {
 // The winner dies mid-run (its connection is cut; it never calls Stop): exactly one
 // backup runs the slot, within lease + 1 s, and history shows two attempts.
 func TestCrashedWinnerIsTakenOver(t *testing.T) {
-	srv := startServer(t, embedded.Options{Listen: "127.0.0.1:0"})
+	srv := natstest.Server(t, embedded.Options{Listen: "127.0.0.1:0"})
 	const lease = 2 * time.Second
 	log := newLedger()
 	var f *fleet
@@ -151,7 +152,7 @@ func TestCrashedWinnerIsTakenOver(t *testing.T) {
 // A graceful Stop mid-run releases the lease: a backup starts within 1 s, not after
 // the lease expires.
 func TestGracefulStopHandsOverNATS(t *testing.T) {
-	srv := startServer(t, embedded.Options{Listen: "127.0.0.1:0"})
+	srv := natstest.Server(t, embedded.Options{Listen: "127.0.0.1:0"})
 	log := newLedger()
 	started := make(chan scheduler.Run, 10)
 	waitSlotBoundary(t, 5*time.Second)
@@ -196,7 +197,7 @@ func TestGracefulStopHandsOverNATS(t *testing.T) {
 // A long run with overlap forbidden: the next slots are recorded as skipped, never
 // run concurrently.
 func TestOverlapSkippedNATS(t *testing.T) {
-	srv := startServer(t, embedded.Options{Listen: "127.0.0.1:0"})
+	srv := natstest.Server(t, embedded.Options{Listen: "127.0.0.1:0"})
 	log := newLedger()
 	var running, most atomic.Int32
 	waitSlotBoundary(t, time.Second)
@@ -242,7 +243,7 @@ func TestCatchUpNATS(t *testing.T) {
 		want   int
 	}{{scheduler.CatchUpLatest, 1}, {scheduler.CatchUpAll, 3}} {
 		t.Run(tc.policy.String(), func(t *testing.T) {
-			srv := startServer(t, embedded.Options{Listen: "127.0.0.1:0"})
+			srv := natstest.Server(t, embedded.Options{Listen: "127.0.0.1:0"})
 			log := newLedger()
 			job := "catchup-" + tc.policy.String()
 			register := func(s *scheduler.Scheduler) error {
@@ -273,7 +274,7 @@ func TestCatchUpNATS(t *testing.T) {
 // Finish is rejected (its result is recorded as superseded), and a downstream write
 // guarded by the fencing token refuses the stale holder.
 func TestPausedWinnerIsFenced(t *testing.T) {
-	srv := startServer(t, embedded.Options{Listen: "127.0.0.1:0"})
+	srv := natstest.Server(t, embedded.Options{Listen: "127.0.0.1:0"})
 	const lease = 2 * time.Second
 	down := &fencedStore{}
 	var mu sync.Mutex
@@ -285,7 +286,7 @@ func TestPausedWinnerIsFenced(t *testing.T) {
 	waitSlotBoundary(t, 5*time.Second)
 	for i := range 3 {
 		nc := dial(t, srv.ClientURL())
-		j := js(t, nc)
+		j := natstest.JetStream(t, nc)
 		store, err := kvlease.New(j)
 		require.NoError(t, err)
 		t.Cleanup(store.Close)

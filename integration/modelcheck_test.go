@@ -26,6 +26,7 @@ import (
 
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/internal/modelcheck"
+	"github.com/anarchon/anarchon/internal/natstest"
 	"github.com/anarchon/anarchon/jetstream"
 	"github.com/anarchon/anarchon/kvlease"
 )
@@ -71,7 +72,7 @@ func TestModelCheckKV(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := startServer(t, embedded.Options{})
+	srv := natstest.Server(t, embedded.Options{})
 	modelcheck.RunSeeds(t, kmcWorld, seeds, kmcConcurrent, func(seed uint64) (*modelcheck.Harness, []modelcheck.Violation, error) {
 		r := kmcRunSeed(srv, seed)
 		return r.h, r.vs, r.err

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/anarchon/anarchon/embedded"
+	"github.com/anarchon/anarchon/internal/natstest"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -32,7 +33,7 @@ func TestOverlapTieAtStart(t *testing.T) {
 		maxLate  = 1500 * time.Millisecond
 		lease    = 10 * time.Second
 	)
-	srv := startServer(t, embedded.Options{Listen: "127.0.0.1:0"})
+	srv := natstest.Server(t, embedded.Options{Listen: "127.0.0.1:0"})
 	log := newLedger()
 	release := make(chan struct{})
 	var releaseOnce sync.Once

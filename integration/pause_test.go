@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/anarchon/anarchon/embedded"
+	"github.com/anarchon/anarchon/internal/natstest"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -17,7 +18,7 @@ import (
 // replica's watch sees it, slots falling while paused are recorded paused once, and
 // a pause with an end ends by itself.
 func TestPauseOnJetStream(t *testing.T) {
-	srv := startServer(t, embedded.Options{})
+	srv := natstest.Server(t, embedded.Options{})
 	const job = "paused-tick"
 	l := newLedger()
 	var mu sync.Mutex
@@ -25,7 +26,7 @@ func TestPauseOnJetStream(t *testing.T) {
 	var scheds []*scheduler.Scheduler
 	for _, id := range []string{"a", "b", "c"} {
 		s, err := scheduler.New(scheduler.Config{
-			Backend: leased(t, inproc(t, srv), 1), Instance: id,
+			Backend: leased(t, natstest.Conn(t, srv), 1), Instance: id,
 			OnEvent: func(e scheduler.Event) {
 				if e.Kind == scheduler.EventPauseChanged && e.Pause != nil && e.Job == job {
 					mu.Lock()

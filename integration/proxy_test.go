@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/anarchon/anarchon/embedded"
+	"github.com/anarchon/anarchon/internal/natstest"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -26,7 +27,7 @@ import (
 // makes a second winner; every won claim starts exactly one handler; and no takeover
 // starts while the attempt before it still runs.
 func TestLostAcks(t *testing.T) {
-	srv := startServer(t, embedded.Options{Listen: "127.0.0.1:0"})
+	srv := natstest.Server(t, embedded.Options{Listen: "127.0.0.1:0"})
 	proxy := startFaultProxy(t, strings.TrimPrefix(srv.ClientURL(), "nats://"))
 	rec := newFaultRecorder()
 	const interval, lease = time.Second, 2 * time.Second

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/anarchon/anarchon/embedded"
+	"github.com/anarchon/anarchon/internal/natstest"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -17,8 +18,7 @@ import (
 // written before it is intact.
 func TestServerRestart(t *testing.T) {
 	store := t.TempDir()
-	srv, err := embedded.Start(ctxT(t, 30*time.Second), embedded.Options{StoreDir: store, Listen: "127.0.0.1:0"})
-	require.NoError(t, err)
+	srv := natstest.Server(t, embedded.Options{StoreDir: store, Listen: "127.0.0.1:0"})
 	url := srv.ClientURL()
 	addr := url[len("nats://"):]
 
@@ -40,9 +40,7 @@ func TestServerRestart(t *testing.T) {
 	srv.Shutdown()
 	down := time.Now()
 	sleepCtx(t, 1500*time.Millisecond)
-	srv, err = embedded.Start(ctxT(t, 30*time.Second), embedded.Options{StoreDir: store, Listen: addr})
-	require.NoError(t, err, "restart on the same store and port")
-	t.Cleanup(srv.Shutdown)
+	natstest.Server(t, embedded.Options{StoreDir: store, Listen: addr}) // the same store and port
 	up := time.Now()
 	sleepCtx(t, 4*time.Second)
 	stopAll(t, scheds)

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/anarchon/anarchon/embedded"
+	"github.com/anarchon/anarchon/internal/natstest"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -16,12 +17,12 @@ import (
 // them runs exactly once across the fleet, as attempt 2 of its slot, and no slot
 // runs twice.
 func TestResumeCatchesUpOnJetStream(t *testing.T) {
-	srv := startServer(t, embedded.Options{})
+	srv := natstest.Server(t, embedded.Options{})
 	const job = "resumed-tick"
 	l := newLedger()
 	var scheds []*scheduler.Scheduler
 	for _, id := range []string{"a", "b", "c"} {
-		s, err := scheduler.New(scheduler.Config{Backend: leased(t, inproc(t, srv), 1), Instance: id})
+		s, err := scheduler.New(scheduler.Config{Backend: leased(t, natstest.Conn(t, srv), 1), Instance: id})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = s.Stop(ctxT(t, 10*time.Second)) })
 		require.NoError(t, s.Every(job, time.Second, l.handler, scheduler.WithCatchUp(scheduler.CatchUpAll, time.Minute)))

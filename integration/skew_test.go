@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/anarchon/anarchon/embedded"
+	"github.com/anarchon/anarchon/internal/natstest"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -15,7 +16,7 @@ import (
 // still run each slot exactly once: the slot's identity comes from the schedule, not
 // from the local clock.
 func TestClockSkew(t *testing.T) {
-	srv := startServer(t, embedded.Options{Listen: "127.0.0.1:0"})
+	srv := natstest.Server(t, embedded.Options{Listen: "127.0.0.1:0"})
 	const job, interval, maxLate = "skew", time.Second, 800 * time.Millisecond
 	log := newLedger()
 	offsets := []time.Duration{-maxLate / 2, 0, maxLate / 2}

@@ -20,6 +20,7 @@ import (
 	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/embedded"
+	"github.com/anarchon/anarchon/internal/natstest"
 )
 
 func token() string {
@@ -34,8 +35,8 @@ func jobName(prefix string) string { return prefix + "-" + token()[:8] }
 func slot(k int) time.Time { return time.UnixMilli(1_900_000_000_000 + int64(k)*1000) }
 
 func TestDuplicateAckCarriesOriginalSequenceAndLosesInOneRequest(t *testing.T) {
-	s := startServer(t, embedded.Options{})
-	js := connect(t, s)
+	s := natstest.Server(t, embedded.Options{})
+	js := natstest.JetStream(t, natstest.Conn(t, s))
 	b := newBackend(t, js)
 	ctx := ctxFor(t)
 	job := jobName("dup")
@@ -101,8 +102,8 @@ func TestDuplicateAckCarriesOriginalSequenceAndLosesInOneRequest(t *testing.T) {
 }
 
 func TestClaimRetriedAfterLostAckWins(t *testing.T) {
-	s := startServer(t, embedded.Options{})
-	js := connect(t, s)
+	s := natstest.Server(t, embedded.Options{})
+	js := natstest.JetStream(t, natstest.Conn(t, s))
 	b := newBackend(t, js)
 	ctx := ctxFor(t)
 	job := jobName("lost-ack")
@@ -195,8 +196,8 @@ func TestClaimRetriedAfterLostAckWins(t *testing.T) {
 }
 
 func TestOddJobNamesWorkEndToEnd(t *testing.T) {
-	s := startServer(t, embedded.Options{})
-	js := connect(t, s)
+	s := natstest.Server(t, embedded.Options{})
+	js := natstest.JetStream(t, natstest.Conn(t, s))
 	b := newBackend(t, js)
 	ctx := ctxFor(t)
 	suffix := token()[:6]
@@ -247,8 +248,8 @@ func TestOddJobNamesWorkEndToEnd(t *testing.T) {
 }
 
 func TestWindowPerJob(t *testing.T) {
-	s := startServer(t, embedded.Options{})
-	js := connect(t, s)
+	s := natstest.Server(t, embedded.Options{})
+	js := natstest.JetStream(t, natstest.Conn(t, s))
 	ctx := ctxFor(t)
 	b := newBackend(t, js, WithDedupeWindow(2*time.Minute))
 	assert.Equal(t, 2*time.Minute, b.DedupeWindow())
@@ -286,8 +287,8 @@ func TestWindowPerJob(t *testing.T) {
 }
 
 func TestOwnStreamIsUpdatedKeepingForeignSettings(t *testing.T) {
-	s := startServer(t, embedded.Options{})
-	js := connect(t, s)
+	s := natstest.Server(t, embedded.Options{})
+	js := natstest.JetStream(t, natstest.Conn(t, s))
 	ctx := ctxFor(t)
 	b := newBackend(t, js)
 	l := limits(jobName("update"))
@@ -324,8 +325,8 @@ func TestOwnStreamIsUpdatedKeepingForeignSettings(t *testing.T) {
 }
 
 func TestPrepareJobRefusesIncompatibleStreams(t *testing.T) {
-	s := startServer(t, embedded.Options{})
-	js := connect(t, s)
+	s := natstest.Server(t, embedded.Options{})
+	js := natstest.JetStream(t, natstest.Conn(t, s))
 	ctx := ctxFor(t)
 	b := newBackend(t, js)
 
@@ -443,8 +444,8 @@ func TestHistoryTTLDropsOldRuns(t *testing.T) {
 }
 
 func TestForeignAndCorruptMessagesAreSkipped(t *testing.T) {
-	s := startServer(t, embedded.Options{})
-	js := connect(t, s)
+	s := natstest.Server(t, embedded.Options{})
+	js := natstest.JetStream(t, natstest.Conn(t, s))
 	ctx := ctxFor(t)
 	var logs logBuffer
 	b := newBackend(t, js, WithLogger(logs.logger()))
@@ -478,9 +479,8 @@ func TestForeignAndCorruptMessagesAreSkipped(t *testing.T) {
 
 func TestInitFailsFast(t *testing.T) {
 	t.Run("server without JetStream", func(t *testing.T) {
-		s := startServer(t, embedded.Options{DisableJetStream: true})
-		nc, err := s.Connect()
-		js := jsFor(t, nc, err)
+		s := natstest.Server(t, embedded.Options{DisableJetStream: true})
+		js := natstest.JetStream(t, natstest.Conn(t, s))
 		b, err := New(js)
 		require.NoError(t, err)
 		start := time.Now()
@@ -491,9 +491,9 @@ func TestInitFailsFast(t *testing.T) {
 		assert.Less(t, time.Since(start), time.Second, "no JetStream is known at the first answer")
 	})
 	t.Run("closed connection", func(t *testing.T) {
-		s := startServer(t, embedded.Options{})
-		nc, err := s.Connect()
-		js := jsFor(t, nc, err)
+		s := natstest.Server(t, embedded.Options{})
+		nc := natstest.Conn(t, s)
+		js := natstest.JetStream(t, nc)
 		nc.Close()
 		b, err := New(js)
 		require.NoError(t, err)
@@ -502,9 +502,9 @@ func TestInitFailsFast(t *testing.T) {
 		assert.ErrorIs(t, err, nats.ErrConnectionClosed)
 	})
 	t.Run("server gone", func(t *testing.T) {
-		s := startServer(t, embedded.Options{Listen: "127.0.0.1:0"})
-		nc, err := nats.Connect(s.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
-		js := jsFor(t, nc, err)
+		s := natstest.Server(t, embedded.Options{Listen: "127.0.0.1:0"})
+		nc := natstest.URL(t, s.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
+		js := natstest.JetStream(t, nc)
 		s.Shutdown()
 		require.Eventually(t, func() bool { return !nc.IsConnected() }, 5*time.Second, 10*time.Millisecond)
 		b, err := New(js, WithCallTimeout(300*time.Millisecond))
@@ -518,8 +518,8 @@ func TestInitFailsFast(t *testing.T) {
 }
 
 func TestClaimNeedsTheStream(t *testing.T) {
-	s := startServer(t, embedded.Options{})
-	js := connect(t, s)
+	s := natstest.Server(t, embedded.Options{})
+	js := natstest.JetStream(t, natstest.Conn(t, s))
 	ctx := ctxFor(t)
 	b := newBackend(t, js)
 	job := jobName("unprepared")
@@ -542,8 +542,8 @@ func TestClaimNeedsTheStream(t *testing.T) {
 }
 
 func TestOptionsAreValidated(t *testing.T) {
-	s := startServer(t, embedded.Options{})
-	js := connect(t, s)
+	s := natstest.Server(t, embedded.Options{})
+	js := natstest.JetStream(t, natstest.Conn(t, s))
 	for _, tc := range []struct {
 		name, option string
 		opt          Option
@@ -589,8 +589,8 @@ func TestOptionsAreValidated(t *testing.T) {
 }
 
 func TestLeasedBackend(t *testing.T) {
-	s := startServer(t, embedded.Options{})
-	js := connect(t, s)
+	s := natstest.Server(t, embedded.Options{})
+	js := natstest.JetStream(t, natstest.Conn(t, s))
 	ctx := ctxFor(t)
 
 	_, err := NewLeased(js, nil)
@@ -635,13 +635,12 @@ func TestLeasedBackend(t *testing.T) {
 // TestClaimRaceAcrossNodes claims the same slots from connections to every node of
 // a 3-node cluster (R3 streams), then survives the loss of the stream leader.
 func TestClaimRaceAcrossNodes(t *testing.T) {
-	c := startCluster(t)
+	c := natstest.Cluster(t, embedded.ClusterOptions{Nodes: 3})
 	ctx := ctxFor(t)
 	var logs logBuffer
 	var backends []*Backend
 	for _, url := range c.ClientURLs() {
-		nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-		js := jsFor(t, nc, err)
+		js := natstest.JetStream(t, natstest.URL(t, url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond)))
 		backends = append(backends, newBackend(t, js, WithReplicas(3), WithLogger(logs.logger())))
 	}
 	job := jobName("r3")
@@ -747,8 +746,8 @@ type stubJS struct{ natsjs.JetStream }
 // stored claims, so a slot claimed before a restart stays claimed after it.
 func TestClaimsSurviveServerRestart(t *testing.T) {
 	dir := t.TempDir()
-	s := startServer(t, embedded.Options{StoreDir: dir})
-	js := connect(t, s)
+	s := natstest.Server(t, embedded.Options{StoreDir: dir})
+	js := natstest.JetStream(t, natstest.Conn(t, s))
 	ctx := ctxFor(t)
 	b := newBackend(t, js)
 	l := limits(jobName("restart"))
@@ -759,8 +758,8 @@ func TestClaimsSurviveServerRestart(t *testing.T) {
 	require.True(t, won)
 	s.Shutdown()
 
-	s = startServer(t, embedded.Options{StoreDir: dir})
-	b = newBackend(t, connect(t, s))
+	s = natstest.Server(t, embedded.Options{StoreDir: dir})
+	b = newBackend(t, natstest.JetStream(t, natstest.Conn(t, s)))
 	won, err = b.Claim(ctx, claimIn(l.Job, slot(0), token(), "b"))
 	require.NoError(t, err)
 	assert.False(t, won, "the slot is still claimed after the restart")
@@ -771,8 +770,8 @@ func TestClaimsSurviveServerRestart(t *testing.T) {
 
 // A manual run records who asked for it, and History gives it back.
 func TestManualRunRecordsWhoAsked(t *testing.T) {
-	s := startServer(t, embedded.Options{})
-	b := newBackend(t, connect(t, s))
+	s := natstest.Server(t, embedded.Options{})
+	b := newBackend(t, natstest.JetStream(t, natstest.Conn(t, s)))
 	ctx := ctxFor(t)
 	job := "asked-" + token()[:6]
 	require.NoError(t, b.PrepareJob(ctx, limits(job)))

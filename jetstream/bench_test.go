@@ -13,6 +13,7 @@ import (
 
 	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/embedded"
+	"github.com/anarchon/anarchon/internal/natstest"
 	"github.com/anarchon/anarchon/internal/natsutil"
 )
 
@@ -32,15 +33,14 @@ type benchEnv struct {
 func benchTransports(b *testing.B, opts []Option, run func(b *testing.B, env benchEnv)) {
 	for _, tr := range []string{"inproc", "tcp"} {
 		b.Run(tr, func(b *testing.B) {
-			s := startServer(b, embedded.Options{Listen: "127.0.0.1:0"})
+			s := natstest.Server(b, embedded.Options{Listen: "127.0.0.1:0"})
 			var nc *nats.Conn
-			var err error
 			if tr == "tcp" {
-				nc, err = nats.Connect(s.ClientURL())
+				nc = natstest.URL(b, s.ClientURL())
 			} else {
-				nc, err = s.Connect()
+				nc = natstest.Conn(b, s)
 			}
-			js := jsFor(b, nc, err)
+			js := natstest.JetStream(b, nc)
 			run(b, benchEnv{js: js, b: newBackend(b, js, opts...)})
 		})
 	}
@@ -172,7 +172,7 @@ func BenchmarkRawClaimPublish(b *testing.B) {
 //
 //	go test -run '^$' -bench History -benchmem ./jetstream/
 func BenchmarkHistory(b *testing.B) {
-	js := connect(b, startServer(b, embedded.Options{}))
+	js := natstest.JetStream(b, natstest.Conn(b, natstest.Server(b, embedded.Options{})))
 	be := newBackend(b, js)
 	ctx := context.Background()
 	job := jobName("bench-history")

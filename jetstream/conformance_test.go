@@ -7,12 +7,13 @@ import (
 	"github.com/anarchon/anarchon/backend/backendtest"
 	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/embedded"
+	"github.com/anarchon/anarchon/internal/natstest"
 )
 
 // TestConformance runs the claim conformance suite against one embedded server.
 func TestConformance(t *testing.T) {
-	s := startServer(t, embedded.Options{})
-	js := connect(t, s)
+	s := natstest.Server(t, embedded.Options{})
+	js := natstest.JetStream(t, natstest.Conn(t, s))
 	backendtest.Run(t, func(t *testing.T) backend.Backend {
 		b, err := New(js)
 		if err != nil {
@@ -25,9 +26,8 @@ func TestConformance(t *testing.T) {
 // TestConformanceR3 runs the suite against R3 streams in a 3-node cluster (claims from
 // several connections at once are in TestClaimRaceAcrossNodes).
 func TestConformanceR3(t *testing.T) {
-	c := startCluster(t)
-	nc, err := c.Connect()
-	js := jsFor(t, nc, err)
+	c := natstest.Cluster(t, embedded.ClusterOptions{Nodes: 3})
+	js := natstest.JetStream(t, natstest.Dial(t, c.Connect))
 	backendtest.Run(t, func(t *testing.T) backend.Backend {
 		b, err := New(js, WithReplicas(3))
 		if err != nil {
@@ -40,8 +40,8 @@ func TestConformanceR3(t *testing.T) {
 // TestConformanceLeased runs the suite against a LeasedBackend: leases change how
 // the scheduler claims, not what the backend's own methods promise.
 func TestConformanceLeased(t *testing.T) {
-	s := startServer(t, embedded.Options{})
-	js := connect(t, s)
+	s := natstest.Server(t, embedded.Options{})
+	js := natstest.JetStream(t, natstest.Conn(t, s))
 	backendtest.Run(t, func(t *testing.T) backend.Backend {
 		b, err := NewLeased(js, memory.NewRunStore(backend.SystemClock{}))
 		if err != nil {

@@ -8,53 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/embedded"
+	"github.com/anarchon/anarchon/internal/natstest"
 )
-
-// startServer starts an embedded nats-server with JetStream for one test. The test
-// fails (never skips) when the server cannot start.
-func startServer(t testing.TB, opts embedded.Options) *embedded.Server {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	s, err := embedded.Start(ctx, opts)
-	require.NoError(t, err, "the embedded nats-server must start")
-	t.Cleanup(s.Shutdown)
-	return s
-}
-
-// startCluster starts a 3-node embedded cluster for one test.
-func startCluster(t testing.TB) *embedded.Cluster {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	c, err := embedded.StartCluster(ctx, embedded.ClusterOptions{Nodes: 3})
-	require.NoError(t, err, "the embedded 3-node cluster must start")
-	t.Cleanup(c.Shutdown)
-	return c
-}
-
-// jsFor returns a JetStream context on nc, closing nc when the test ends.
-func jsFor(t testing.TB, nc *nats.Conn, err error) natsjs.JetStream {
-	t.Helper()
-	require.NoError(t, err, "connect")
-	t.Cleanup(nc.Close)
-	js, err := natsjs.New(nc)
-	require.NoError(t, err)
-	return js
-}
-
-// connect opens an in-process connection to s.
-func connect(t testing.TB, s *embedded.Server) natsjs.JetStream {
-	t.Helper()
-	nc, err := s.Connect()
-	return jsFor(t, nc, err)
-}
 
 // newBackend returns an initialised backend on js.
 func newBackend(t testing.TB, js natsjs.JetStream, opts ...Option) *Backend {
@@ -112,7 +72,7 @@ func (l *logBuffer) logger() *slog.Logger {
 // (made unique by jobName) that keeps keep.
 func retainedJob(t *testing.T, name string, keep backend.Retention) (natsjs.JetStream, *Backend, backend.JobLimits, context.Context) {
 	t.Helper()
-	js := connect(t, startServer(t, embedded.Options{}))
+	js := natstest.JetStream(t, natstest.Conn(t, natstest.Server(t, embedded.Options{})))
 	ctx := ctxFor(t)
 	b := newBackend(t, js)
 	l := limits(jobName(name))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/embedded"
+	"github.com/anarchon/anarchon/internal/natstest"
 )
 
 // runs claims and saves n runs of job by instance "a", slot k ending with status(k).
@@ -75,8 +76,8 @@ func TestHistoryReadsInBatches(t *testing.T) {
 // A claim decided by a duplicate is read back from the stream leader, never by a
 // direct get, now that the stream answers direct gets.
 func TestDuplicateReadBackIsALeaderRead(t *testing.T) {
-	s := startServer(t, embedded.Options{})
-	js := connect(t, s)
+	s := natstest.Server(t, embedded.Options{})
+	js := natstest.JetStream(t, natstest.Conn(t, s))
 	ctx := ctxFor(t)
 	b := newBackend(t, js, WithVerifyEveryDuplicate())
 	l := limits(jobName("readback"))
@@ -86,7 +87,7 @@ func TestDuplicateReadBackIsALeaderRead(t *testing.T) {
 	require.True(t, info.Config.AllowDirect, "job streams answer direct gets")
 
 	var direct, leader atomic.Int32
-	spyConn := connect(t, s).Conn()
+	spyConn := natstest.JetStream(t, natstest.Conn(t, s)).Conn()
 	spy, err := spyConn.Subscribe("$JS.API.>", func(m *nats.Msg) {
 		switch {
 		case strings.HasPrefix(m.Subject, "$JS.API.DIRECT.GET."):
@@ -116,8 +117,8 @@ func TestDuplicateReadBackIsALeaderRead(t *testing.T) {
 }
 
 func TestLastRuns(t *testing.T) {
-	s := startServer(t, embedded.Options{})
-	js := connect(t, s)
+	s := natstest.Server(t, embedded.Options{})
+	js := natstest.JetStream(t, natstest.Conn(t, s))
 	ctx := ctxFor(t)
 	b := newBackend(t, js)
 	mixed, good, none := limits(jobName("mixed")), limits(jobName("good")), limits(jobName("none"))
@@ -162,8 +163,8 @@ func TestLastRuns(t *testing.T) {
 // instances stored more since), or past it; and the read ahead costs no request
 // when it was right.
 func TestHistoryReadAhead(t *testing.T) {
-	s := startServer(t, embedded.Options{})
-	js := connect(t, s)
+	s := natstest.Server(t, embedded.Options{})
+	js := natstest.JetStream(t, natstest.Conn(t, s))
 	ctx := ctxFor(t)
 	b := newBackend(t, js)
 	l := limits(jobName("ahead"))
@@ -177,7 +178,7 @@ func TestHistoryReadAhead(t *testing.T) {
 	})
 	fresh := func() []backend.RunRecord {
 		t.Helper()
-		hist, err := newBackend(t, connect(t, s)).History(ctx, l.Job, 20)
+		hist, err := newBackend(t, natstest.JetStream(t, natstest.Conn(t, s))).History(ctx, l.Job, 20)
 		require.NoError(t, err)
 		require.Len(t, hist, 20)
 		return hist
@@ -195,7 +196,7 @@ func TestHistoryReadAhead(t *testing.T) {
 	require.NotZero(t, st.lastSeq.Load(), "the backend saw its own publishes")
 	history("seen up to the end", 2)
 
-	other := newBackend(t, connect(t, s))
+	other := newBackend(t, natstest.JetStream(t, natstest.Conn(t, s)))
 	require.NoError(t, other.PrepareJob(ctx, l))
 	runsOf(t, other, l, "o", 60, 110, func(int) backend.Status { return backend.StatusOK }) // slots after b's
 	history("seen far behind the end", 3)

@@ -14,6 +14,7 @@ import (
 	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/embedded"
+	"github.com/anarchon/anarchon/internal/natstest"
 	"github.com/anarchon/anarchon/kvlease"
 	"github.com/anarchon/anarchon/scheduler"
 )
@@ -27,8 +28,8 @@ import (
 func mixedPair(t *testing.T, s *embedded.Server, prefix string, opts ...Option) (*Backend, *LeasedBackend, string) {
 	t.Helper()
 	ctx := ctxFor(t)
-	plain := newBackend(t, connect(t, s), opts...)
-	lb, err := NewLeased(connect(t, s), memory.NewRunStore(backend.SystemClock{}), opts...)
+	plain := newBackend(t, natstest.JetStream(t, natstest.Conn(t, s)), opts...)
+	lb, err := NewLeased(natstest.JetStream(t, natstest.Conn(t, s)), memory.NewRunStore(backend.SystemClock{}), opts...)
 	require.NoError(t, err)
 	require.NoError(t, lb.Init(ctx))
 	t.Cleanup(func() { _ = lb.Close(context.Background()) })
@@ -76,7 +77,7 @@ func TestClaimRecordLeasedFlag(t *testing.T) {
 // TestMixedPlainClaimFirst: an instance without leases claims the slot first; the
 // lease winner's RecordClaim reports the slot as claimed elsewhere, every time.
 func TestMixedPlainClaimFirst(t *testing.T) {
-	s := startServer(t, embedded.Options{})
+	s := natstest.Server(t, embedded.Options{})
 	plain, lb, job := mixedPair(t, s, "plain-first")
 	ctx := ctxFor(t)
 
@@ -112,7 +113,7 @@ func TestMixedPlainClaimFirst(t *testing.T) {
 // TestMixedLeasedRecordFirst: the lease winner records first; an instance without
 // leases then loses the slot, with or without reading the stored claim back.
 func TestMixedLeasedRecordFirst(t *testing.T) {
-	s := startServer(t, embedded.Options{})
+	s := natstest.Server(t, embedded.Options{})
 	plain, lb, job := mixedPair(t, s, "leased-first")
 	ctx := ctxFor(t)
 	st := lb.cached(job)
@@ -124,7 +125,7 @@ func TestMixedLeasedRecordFirst(t *testing.T) {
 	won, err := plain.Claim(ctx, claimIn(job, slot(0), token(), "plain"))
 	require.NoError(t, err)
 	assert.False(t, won, "a plain claim loses to the leased record")
-	verify := newBackend(t, connect(t, s), WithVerifyEveryDuplicate())
+	verify := newBackend(t, natstest.JetStream(t, natstest.Conn(t, s)), WithVerifyEveryDuplicate())
 	won, err = verify.Claim(ctx, claimIn(job, slot(0), token(), "plain-verify"))
 	require.NoError(t, err, "the read-back decodes the leased record")
 	assert.False(t, won)
@@ -161,7 +162,7 @@ func TestMixedLeasedRecordFirst(t *testing.T) {
 // claim and is refused: the slot runs once. A takeover that finds no claim at all
 // stores its own there, and a plain claim then loses.
 func TestMixedTakeoverMeetsThePlainClaim(t *testing.T) {
-	s := startServer(t, embedded.Options{})
+	s := natstest.Server(t, embedded.Options{})
 	plain, lb, job := mixedPair(t, s, "takeover")
 	ctx := ctxFor(t)
 	st := lb.cached(job)
@@ -198,8 +199,8 @@ func TestMixedTakeoverMeetsThePlainClaim(t *testing.T) {
 // TestMixedFirstPublishUnacknowledged: the leased record reached the stream but its
 // acknowledgement was lost; RecordClaim sent again finds its own token.
 func TestMixedFirstPublishUnacknowledged(t *testing.T) {
-	s := startServer(t, embedded.Options{})
-	js := connect(t, s)
+	s := natstest.Server(t, embedded.Options{})
+	js := natstest.JetStream(t, natstest.Conn(t, s))
 	_, lb, job := mixedPair(t, s, "unacked")
 	ctx := ctxFor(t)
 	st := lb.cached(job)
@@ -207,7 +208,7 @@ func TestMixedFirstPublishUnacknowledged(t *testing.T) {
 	in := claimIn(job, slot(0), token(), "leased")
 	_, err := js.PublishMsg(ctx, st.claimMsg(in, true, time.Now()))
 	require.NoError(t, err)
-	lb2, err := NewLeased(connect(t, s), memory.NewRunStore(backend.SystemClock{}))
+	lb2, err := NewLeased(natstest.JetStream(t, natstest.Conn(t, s)), memory.NewRunStore(backend.SystemClock{}))
 	require.NoError(t, err)
 	require.NoError(t, lb2.PrepareJob(ctx, limits(job)))
 	require.NoError(t, lb2.RecordClaim(ctx, in))
@@ -221,7 +222,7 @@ func TestMixedFirstPublishUnacknowledged(t *testing.T) {
 // winner of that slot is not refused as if an instance without leases held it, and
 // a plain claim still loses to it.
 func TestLeasedClaimIsLeased(t *testing.T) {
-	s := startServer(t, embedded.Options{})
+	s := natstest.Server(t, embedded.Options{})
 	plain, lb, job := mixedPair(t, s, "leased-claim")
 	ctx := ctxFor(t)
 
@@ -251,7 +252,7 @@ func TestLeasedClaimIsLeased(t *testing.T) {
 // and takeovers on the lease subject, History shows each attempt once, with the
 // status of its result, and no run left "running".
 func TestHistoryOfLeasedRunsOneRecordPerAttempt(t *testing.T) {
-	s := startServer(t, embedded.Options{})
+	s := natstest.Server(t, embedded.Options{})
 	_, lb, job := mixedPair(t, s, "history")
 	ctx := ctxFor(t)
 	keep := backend.Retention{Size: 50}
@@ -322,7 +323,7 @@ func TestHistoryOfLeasedRunsOneRecordPerAttempt(t *testing.T) {
 // It needs the scheduler to call RecordClaim before it starts a first attempt and
 // to leave a slot alone on backend.ErrClaimedElsewhere.
 func TestMixedFleetRunsEachSlotOnce(t *testing.T) {
-	s := startServer(t, embedded.Options{})
+	s := natstest.Server(t, embedded.Options{})
 	t.Run("leases turned on", func(t *testing.T) { testMixedFleet(t, s, false) })
 	t.Run("leases turned off", func(t *testing.T) { testMixedFleet(t, s, true) })
 }
@@ -344,8 +345,7 @@ func testMixedFleet(t *testing.T, s *embedded.Server, leasedFirst bool) {
 
 	newSched := func(leased bool) *scheduler.Scheduler {
 		t.Helper()
-		nc, err := s.Connect()
-		js := jsFor(t, nc, err)
+		js := natstest.JetStream(t, natstest.Conn(t, s))
 		var b backend.Backend
 		inst := "plain"
 		if leased {
@@ -439,7 +439,7 @@ func (d dyingRecorder) RecordClaim(ctx context.Context, in backend.ClaimInput) e
 // and runs it; the leased backup that takes the lease over meets that claim and
 // does not run the slot again.
 func TestMixedFleetTakeoverRunsTheSlotOnce(t *testing.T) {
-	s := startServer(t, embedded.Options{})
+	s := natstest.Server(t, embedded.Options{})
 	ctx := ctxFor(t)
 	job := jobName("mixed-takeover")
 	const interval = 5 * time.Second
@@ -453,7 +453,7 @@ func TestMixedFleetTakeoverRunsTheSlotOnce(t *testing.T) {
 		return nil
 	}
 	leased := func() *LeasedBackend {
-		js := connect(t, s)
+		js := natstest.JetStream(t, natstest.Conn(t, s))
 		store, err := kvlease.New(js)
 		require.NoError(t, err)
 		require.NoError(t, store.Init(ctx))
@@ -470,7 +470,7 @@ func TestMixedFleetTakeoverRunsTheSlotOnce(t *testing.T) {
 	}
 	release := make(chan struct{})
 	dying := sched(dyingRecorder{leased(), release}, "dying")
-	plain := sched(newBackend(t, connect(t, s)), "plain")
+	plain := sched(newBackend(t, natstest.JetStream(t, natstest.Conn(t, s))), "plain")
 	backup := sched(leased(), "backup")
 
 	// Just before a slot: the dying holder and the plain instance claim at it, the

@@ -15,6 +15,7 @@ import (
 	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/embedded"
+	"github.com/anarchon/anarchon/internal/natstest"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -23,14 +24,14 @@ import (
 // finished skipped (claimed elsewhere). History's repair on the leased instance
 // does not take that for the plain run's ending: a run still going stays running.
 func TestMixedFleetHistoryKeepsAPlainRunRunning(t *testing.T) {
-	s := startServer(t, embedded.Options{})
+	s := natstest.Server(t, embedded.Options{})
 	ctx := ctxFor(t)
 	job := jobName("mixed-repair")
 
 	release := make(chan struct{})
 	var once sync.Once
 	started := make(chan time.Time, 1)
-	plain, err := scheduler.New(scheduler.Config{Backend: newBackend(t, connect(t, s)), Instance: "plain"})
+	plain, err := scheduler.New(scheduler.Config{Backend: newBackend(t, natstest.JetStream(t, natstest.Conn(t, s))), Instance: "plain"})
 	require.NoError(t, err)
 	require.NoError(t, plain.Every(job, 4*time.Second, func(ctx context.Context, r scheduler.Run) error {
 		first := false
@@ -54,7 +55,7 @@ func TestMixedFleetHistoryKeepsAPlainRunRunning(t *testing.T) {
 		t.Fatal("the plain instance did not run a slot")
 	}
 
-	lb, err := NewLeased(connect(t, s), memory.NewRunStore(backend.SystemClock{}))
+	lb, err := NewLeased(natstest.JetStream(t, natstest.Conn(t, s)), memory.NewRunStore(backend.SystemClock{}))
 	require.NoError(t, err)
 	leased, err := scheduler.New(scheduler.Config{Backend: lb, Instance: "leased", CallTimeout: time.Second})
 	require.NoError(t, err)
@@ -89,10 +90,10 @@ func TestMixedFleetHistoryKeepsAPlainRunRunning(t *testing.T) {
 // the job keeps) instead of showing it running, and its repair never ends it lost:
 // each such ending would evict the next result, one more run per read.
 func TestDuplicateResultDoesNotTurnAnOlderRunLost(t *testing.T) {
-	s := startServer(t, embedded.Options{})
+	s := natstest.Server(t, embedded.Options{})
 	ctx := ctxFor(t)
 	job := jobName("dup-result")
-	b := newBackend(t, connect(t, s))
+	b := newBackend(t, natstest.JetStream(t, natstest.Conn(t, s)))
 	sc, err := scheduler.New(scheduler.Config{Backend: b, Instance: "a", CallTimeout: 500 * time.Millisecond})
 	require.NoError(t, err)
 	require.NoError(t, sc.Every(job, time.Hour, func(context.Context, scheduler.Run) error { return nil },
@@ -136,16 +137,16 @@ func TestDuplicateResultDoesNotTurnAnOlderRunLost(t *testing.T) {
 // one that JSON's escapes make six times longer, is stored with its error cut to
 // fit, never refused by the server for ever.
 func TestResultAtTheErrorCapFitsEveryAcceptedStream(t *testing.T) {
-	s := startServer(t, embedded.Options{})
+	s := natstest.Server(t, embedded.Options{})
 	ctx := ctxFor(t)
 	job := jobName("msgsize")
-	js := connect(t, s)
+	js := natstest.JetStream(t, natstest.Conn(t, s))
 	b := newBackend(t, js)
 	lim := limits(job)
 	require.NoError(t, b.PrepareJob(ctx, lim))
 	setMetadata(t, js, b.cfg.namesFor(job).stream, func(cfg *natsjs.StreamConfig) { cfg.MaxMsgSize = minMsgSize(job) })
 
-	b2 := newBackend(t, connect(t, s))
+	b2 := newBackend(t, natstest.JetStream(t, natstest.Conn(t, s)))
 	if err := b2.PrepareJob(ctx, lim); err != nil {
 		t.Logf("PrepareJob refuses the stream: %v", err)
 		return
@@ -179,10 +180,10 @@ func TestResultAtTheErrorCapFitsEveryAcceptedStream(t *testing.T) {
 // one ending is stored for it, also when eight readers of one instance read at once
 // (status pages, a fleet's history requests).
 func TestConcurrentHistoryReadsStoreOneEnding(t *testing.T) {
-	s := startServer(t, embedded.Options{})
+	s := natstest.Server(t, embedded.Options{})
 	ctx := ctxFor(t)
 	job := jobName("repair-once")
-	b := newBackend(t, connect(t, s))
+	b := newBackend(t, natstest.JetStream(t, natstest.Conn(t, s)))
 	sc, err := scheduler.New(scheduler.Config{Backend: b, Instance: "reader", CallTimeout: 200 * time.Millisecond})
 	require.NoError(t, err)
 	require.NoError(t, sc.Every(job, time.Hour, func(context.Context, scheduler.Run) error { return nil },

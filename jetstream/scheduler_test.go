@@ -12,6 +12,7 @@ import (
 	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/embedded"
+	"github.com/anarchon/anarchon/internal/natstest"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -19,14 +20,14 @@ import (
 // and backend, on one job: every slot runs on exactly one of them. With leases the
 // claims go through a shared run store and the history through RecordClaim.
 func TestSchedulersRunEachSlotOnce(t *testing.T) {
-	s := startServer(t, embedded.Options{})
+	s := natstest.Server(t, embedded.Options{})
 	t.Run("claims", func(t *testing.T) {
-		testSchedulers(t, func() backend.Backend { return newBackend(t, connect(t, s)) })
+		testSchedulers(t, func() backend.Backend { return newBackend(t, natstest.JetStream(t, natstest.Conn(t, s))) })
 	})
 	t.Run("leases", func(t *testing.T) {
 		runs := memory.NewRunStore(backend.SystemClock{})
 		testSchedulers(t, func() backend.Backend {
-			b, err := NewLeased(connect(t, s), runs)
+			b, err := NewLeased(natstest.JetStream(t, natstest.Conn(t, s)), runs)
 			require.NoError(t, err)
 			return b
 		})

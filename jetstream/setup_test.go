@@ -13,6 +13,7 @@ import (
 
 	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/embedded"
+	"github.com/anarchon/anarchon/internal/natstest"
 	"github.com/anarchon/anarchon/internal/natsutil"
 )
 
@@ -64,11 +65,12 @@ func TestPrepareJobSendsNoUpdateWhenStreamMatches(t *testing.T) {
 		replicas int
 		connect  func(t *testing.T) natsjs.JetStream
 	}{
-		{"single", 1, func(t *testing.T) natsjs.JetStream { return connect(t, startServer(t, embedded.Options{})) }},
+		{"single", 1, func(t *testing.T) natsjs.JetStream {
+			return natstest.JetStream(t, natstest.Conn(t, natstest.Server(t, embedded.Options{})))
+		}},
 		{"R3", 3, func(t *testing.T) natsjs.JetStream {
-			c := startCluster(t)
-			nc, err := c.Connect()
-			return jsFor(t, nc, err)
+			c := natstest.Cluster(t, embedded.ClusterOptions{Nodes: 3})
+			return natstest.JetStream(t, natstest.Dial(t, c.Connect))
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -97,7 +99,7 @@ func TestPrepareJobLeavesNewerLayoutAlone(t *testing.T) {
 	// "10" is newer than "1" as a number, not as a string ("10" < "9").
 	for _, newer := range []string{"2", "10"} {
 		t.Run("layout "+newer, func(t *testing.T) {
-			js := connect(t, startServer(t, embedded.Options{}))
+			js := natstest.JetStream(t, natstest.Conn(t, natstest.Server(t, embedded.Options{})))
 			job := limits("newer")
 			var logs logBuffer
 			old := newBackend(t, js, WithLogger(logs.logger()))
@@ -150,7 +152,7 @@ func TestPrepareJobLeavesNewerLayoutAlone(t *testing.T) {
 func TestPrepareJobUpgradesOlderLayout(t *testing.T) {
 	for _, older := range []string{"", "0", "not a number"} {
 		t.Run("layout "+strings.ReplaceAll(older, " ", "_"), func(t *testing.T) {
-			js := connect(t, startServer(t, embedded.Options{}))
+			js := natstest.JetStream(t, natstest.Conn(t, natstest.Server(t, embedded.Options{})))
 			job := limits("older")
 			b := newBackend(t, js)
 			require.NoError(t, b.PrepareJob(ctxFor(t), job))

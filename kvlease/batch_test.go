@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/anarchon/anarchon/backend"
+	"github.com/anarchon/anarchon/internal/natstest"
 	"github.com/anarchon/anarchon/kvlease"
 )
 
@@ -29,9 +30,7 @@ type requestSpy struct {
 
 func newSpy(t *testing.T, connect func(...nats.Option) (*nats.Conn, error), bucket string) *requestSpy {
 	t.Helper()
-	nc, err := connect()
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
+	nc := natstest.Dial(t, connect)
 	sp := &requestSpy{nc: nc, bucket: bucket}
 	for _, subj := range []string{"$JS.API.>", "$KV." + bucket + ".>"} {
 		sub, err := nc.SubscribeSync(subj)
@@ -100,10 +99,10 @@ func TestClaimRoundTrips(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := singleServer(t)
-			js := jsOn(t, srv.Connect)
+			js := natstest.JetStream(t, natstest.Conn(t, srv))
 			b := initBucket("rt")
 			s := newStore(t, js, append([]kvlease.Option{kvlease.WithBucket(b)}, tc.opts...)...)
-			ojs := jsOn(t, srv.Connect)
+			ojs := natstest.JetStream(t, natstest.Conn(t, srv))
 			other := newStore(t, ojs, kvlease.WithBucket(b))
 			cfg := bucketConfig(t, js, b)
 			require.True(t, cfg.AllowAtomicPublish, "Init sets AllowAtomicPublish on a 2.12+ server")
@@ -152,14 +151,14 @@ func TestClaimRoundTrips(t *testing.T) {
 func TestBatchUpgradeAndMixedFleet(t *testing.T) {
 	t.Parallel()
 	srv := singleServer(t)
-	js := jsOn(t, srv.Connect)
+	js := natstest.JetStream(t, natstest.Conn(t, srv))
 	b := initBucket("mixed")
 	// One key at a time: this release's default, and what a release before atomic
 	// batches does. Its bucket, as an older release made it, has no atomic batches.
 	plain := newStore(t, js, kvlease.WithBucket(b))
 	rewriteBucket(t, js, b, func(c *jetstream.StreamConfig) { c.AllowAtomicPublish = false })
 
-	batched := newStore(t, jsOn(t, srv.Connect), kvlease.WithBucket(b), kvlease.WithAtomicBatches())
+	batched := newStore(t, natstest.JetStream(t, natstest.Conn(t, srv)), kvlease.WithBucket(b), kvlease.WithAtomicBatches())
 	require.True(t, bucketConfig(t, js, b).AllowAtomicPublish, "Init upgrades the bucket")
 
 	job := "mixed " + token()

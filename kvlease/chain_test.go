@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/anarchon/anarchon/backend"
+	"github.com/anarchon/anarchon/internal/natstest"
 	"github.com/anarchon/anarchon/kvlease"
 )
 
@@ -28,9 +29,9 @@ func TestChainedClaimsRace(t *testing.T) {
 	const stores, jobs, rounds = 4, 3, 30
 	ss := make([]*kvlease.Store, stores)
 	for i := range ss {
-		ss[i] = newStore(t, jsOn(t, srv.Connect), kvlease.WithBucket(b))
+		ss[i] = newStore(t, natstest.JetStream(t, natstest.Conn(t, srv)), kvlease.WithBucket(b))
 	}
-	js := jsOn(t, srv.Connect)
+	js := natstest.JetStream(t, natstest.Conn(t, srv))
 	for r := range rounds {
 		slot := time.UnixMilli(int64(10_000 + r*1000))
 		var (
@@ -89,7 +90,7 @@ func decodeJSON(t *testing.T, data []byte) map[string]any {
 // without the lease, and the next claimer would take it over as attempt 2.)
 func TestChainedRunRecordNeedsItsLeaseKey(t *testing.T) {
 	srv := singleServer(t)
-	js := jsOn(t, srv.Connect)
+	js := natstest.JetStream(t, natstest.Conn(t, srv))
 	b := initBucket("chain1")
 	s := newStore(t, js, kvlease.WithBucket(b))
 	job, slot := "chain1 "+token(), time.UnixMilli(5_000)
@@ -140,12 +141,12 @@ func TestReplicatedClaimsAreNotChained(t *testing.T) {
 // place, and gives up at its call's deadline with an error that says why; once a
 // place is free it is answered. A limit below 1 is refused at New.
 func TestMaxClaimsInFlight(t *testing.T) {
-	_, err := kvlease.New(jsOn(t, singleServer(t).Connect), kvlease.WithMaxClaimsInFlight(0))
+	_, err := kvlease.New(natstest.JetStream(t, natstest.Conn(t, singleServer(t))), kvlease.WithMaxClaimsInFlight(0))
 	require.ErrorIs(t, err, kvlease.ErrInvalidOption)
 	assert.ErrorContains(t, err, "WithMaxClaimsInFlight")
 
 	srv := singleServer(t)
-	s := newStore(t, jsOn(t, srv.Connect), kvlease.WithBucket(initBucket("inflight")), kvlease.WithMaxClaimsInFlight(1))
+	s := newStore(t, natstest.JetStream(t, natstest.Conn(t, srv)), kvlease.WithBucket(initBucket("inflight")), kvlease.WithMaxClaimsInFlight(1))
 	job, slot := "inflight "+token(), time.UnixMilli(7_000)
 	release := kvlease.HoldClaimForTest(s)
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)

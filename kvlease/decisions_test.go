@@ -1,7 +1,6 @@
 package kvlease_test
 
 import (
-	"context"
 	"encoding/json"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/embedded"
+	"github.com/anarchon/anarchon/internal/natstest"
 	"github.com/anarchon/anarchon/kvlease"
 )
 
@@ -109,11 +109,8 @@ func TestFencesGrowAcrossMemoryBucketRestart(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	start := func() (*embedded.Server, jetstream.JetStream) {
-		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-		defer cancel()
-		srv, err := embedded.Start(ctx, embedded.Options{StoreDir: dir})
-		require.NoError(t, err, "embedded server must start")
-		return srv, jsOn(t, srv.Connect)
+		srv := natstest.Server(t, embedded.Options{StoreDir: dir})
+		return srv, natstest.JetStream(t, natstest.Conn(t, srv))
 	}
 	job, slot := "fence", time.UnixMilli(1_900_000_000_000)
 	srv, js := start()
@@ -124,8 +121,7 @@ func TestFencesGrowAcrossMemoryBucketRestart(t *testing.T) {
 	}
 	srv.Shutdown()
 
-	srv, js = start()
-	defer srv.Shutdown()
+	_, js = start()
 	s2 := newStore(t, js, kvlease.WithStorage(jetstream.MemoryStorage))
 	renewed := mustClaim(t, s2, claimOf(job, slot.Add(4*time.Minute), token(), time.Minute), backend.OutcomeWon)
 	assert.Equal(t, 1, renewed.Attempt, "a memory bucket forgets its runs in a restart")

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/anarchon/anarchon/backend"
+	"github.com/anarchon/anarchon/internal/natstest"
 	"github.com/anarchon/anarchon/kvlease"
 )
 
@@ -103,7 +104,7 @@ func TestLostBlindClaimWithoutWatcherReads(t *testing.T) {
 func holderAndBackup(t *testing.T, name string) (holder, backup *kvlease.Store, sp *requestSpy, conns []*nats.Conn) {
 	t.Helper()
 	srv := singleServer(t)
-	js, bjs := jsOn(t, srv.Connect), jsOn(t, srv.Connect)
+	js, bjs := natstest.JetStream(t, natstest.Conn(t, srv)), natstest.JetStream(t, natstest.Conn(t, srv))
 	b := initBucket(name)
 	holder = newStore(t, js, kvlease.WithBucket(b))
 	backup = newStore(t, bjs, kvlease.WithBucket(b))

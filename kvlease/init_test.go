@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/anarchon/anarchon/backend"
+	"github.com/anarchon/anarchon/internal/natstest"
 	"github.com/anarchon/anarchon/internal/natsutil"
 	"github.com/anarchon/anarchon/kvlease"
 )
@@ -95,7 +96,7 @@ func TestInitConcurrent(t *testing.T) {
 	stores := make([]*kvlease.Store, n)
 	gate := make(chan struct{})
 	for i := range n {
-		s, err := kvlease.New(jsOn(t, c.Connect), kvlease.WithBucket(b), kvlease.WithReplicas(3))
+		s, err := kvlease.New(natstest.JetStream(t, natstest.Dial(t, c.Connect)), kvlease.WithBucket(b), kvlease.WithReplicas(3))
 		require.NoError(t, err)
 		t.Cleanup(s.Close)
 		stores[i] = s
@@ -111,7 +112,7 @@ func TestInitConcurrent(t *testing.T) {
 	for i, err := range errs {
 		assert.NoError(t, err, "store %d", i)
 	}
-	cfg := bucketConfig(t, jsOn(t, c.Connect), b)
+	cfg := bucketConfig(t, natstest.JetStream(t, natstest.Dial(t, c.Connect)), b)
 	assert.Equal(t, 3, cfg.Replicas)
 	assert.Equal(t, "1", cfg.Metadata[natsutil.LayoutKey])
 	slot := time.UnixMilli(1_900_000_000_000)

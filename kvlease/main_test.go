@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/anarchon/anarchon/embedded"
+	"github.com/anarchon/anarchon/internal/natstest"
 	"github.com/anarchon/anarchon/kvlease"
 )
 
@@ -60,20 +60,17 @@ func testCluster(tb testing.TB) *embedded.Cluster {
 	return cluster
 }
 
-// jsOn returns a JetStream on a new connection, closed when the test ends.
-func jsOn(tb testing.TB, connect func(...nats.Option) (*nats.Conn, error)) jetstream.JetStream {
-	tb.Helper()
-	nc, err := connect()
-	require.NoError(tb, err, "connect")
-	tb.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(tb, err)
-	return js
+// singleJS returns a JetStream on a new connection to the shared server, closed
+// when the test ends.
+func singleJS(tb testing.TB) jetstream.JetStream {
+	return natstest.JetStream(tb, natstest.Conn(tb, singleServer(tb)))
 }
 
-func singleJS(tb testing.TB) jetstream.JetStream { return jsOn(tb, singleServer(tb).Connect) }
-
-func clusterJS(tb testing.TB) jetstream.JetStream { return jsOn(tb, testCluster(tb).Connect) }
+// clusterJS returns a JetStream on a new connection to the shared cluster, closed
+// when the test ends.
+func clusterJS(tb testing.TB) jetstream.JetStream {
+	return natstest.JetStream(tb, natstest.Dial(tb, testCluster(tb).Connect))
+}
 
 // newStore returns an initialized store, closed when the test ends.
 func newStore(tb testing.TB, js jetstream.JetStream, opts ...kvlease.Option) *kvlease.Store {

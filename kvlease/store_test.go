@@ -17,6 +17,7 @@ import (
 
 	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/embedded"
+	"github.com/anarchon/anarchon/internal/natstest"
 	"github.com/anarchon/anarchon/kvlease"
 )
 
@@ -118,12 +119,8 @@ func parseUint(t *testing.T, s string) uint64 {
 
 func TestInitWithoutJetStream(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	srv, err := embedded.Start(ctx, embedded.Options{DisableJetStream: true})
-	require.NoError(t, err, "start a server without JetStream")
-	t.Cleanup(srv.Shutdown)
-	s, err := kvlease.New(jsOn(t, srv.Connect))
+	srv := natstest.Server(t, embedded.Options{DisableJetStream: true})
+	s, err := kvlease.New(natstest.JetStream(t, natstest.Conn(t, srv)))
 	require.NoError(t, err)
 	t.Cleanup(s.Close)
 

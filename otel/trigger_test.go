@@ -13,6 +13,7 @@ import (
 	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/fleet"
+	"github.com/anarchon/anarchon/internal/natstest"
 	anotel "github.com/anarchon/anarchon/otel"
 	"github.com/anarchon/anarchon/scheduler"
 )
@@ -25,27 +26,19 @@ import (
 func TestTriggerLinksTheRunToTheCallersSpan(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	ns, err := embedded.Start(ctx, embedded.Options{})
-	require.NoError(t, err, "the embedded nats-server must start")
-	t.Cleanup(ns.Shutdown)
-	dial := func() *nats.Conn {
-		nc, err := ns.Connect()
-		require.NoError(t, err)
-		t.Cleanup(nc.Close)
-		return nc
-	}
+	ns := natstest.Server(t, embedded.Options{})
 
 	replicaTP, replicaSpans := recorder(t)
 	s := newScheduler(t, memory.New(), "replica-a", replicaTP)
 	require.NoError(t, s.Every("reindex", 24*time.Hour, func(context.Context, scheduler.Run) error { return nil }))
 	require.NoError(t, s.Start(ctx))
 	t.Cleanup(func() { require.NoError(t, s.Stop(context.Background())) })
-	svc, err := fleet.Serve(ctx, dial(), s, anotel.ServeOption())
+	svc, err := fleet.Serve(ctx, natstest.Conn(t, ns), s, anotel.ServeOption())
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, svc.Stop(context.Background())) })
 
 	clientTP, _ := recorder(t)
-	client, err := fleet.NewClient(dial(), anotel.ClientOption())
+	client, err := fleet.NewClient(natstest.Conn(t, ns), anotel.ClientOption())
 	require.NoError(t, err)
 	callCtx, caller := clientTP.Tracer("operator").Start(ctx, "trigger reindex")
 	r, err := client.Trigger(callCtx, "reindex", fleet.TriggerRequest{By: "ana", Wait: true})

@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
-	natsjs "github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/fleet"
+	"github.com/anarchon/anarchon/internal/natstest"
 	"github.com/anarchon/anarchon/jetstream"
 	"github.com/anarchon/anarchon/kvlease"
 	"github.com/anarchon/anarchon/scheduler"
@@ -141,16 +141,11 @@ func BenchmarkJobsPageNATS(b *testing.B) {
 	const jobs, runs = 100, 100
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	ns, err := embedded.Start(ctx, embedded.Options{})
-	require.NoError(b, err)
-	defer ns.Shutdown()
+	ns := natstest.Server(b, embedded.Options{})
 	var scheds []*scheduler.Scheduler
 	for _, id := range []string{"replica-a", "replica-b", "replica-c"} {
-		nc, err := ns.Connect()
-		require.NoError(b, err)
-		defer nc.Close()
-		js, err := natsjs.New(nc)
-		require.NoError(b, err)
+		nc := natstest.Conn(b, ns)
+		js := natstest.JetStream(b, nc)
 		store, err := kvlease.New(js)
 		require.NoError(b, err)
 		defer store.Close()
@@ -191,9 +186,7 @@ func BenchmarkJobsPageNATS(b *testing.B) {
 	// replica computing its view of the 100 jobs (one batched read of the last
 	// runs, one read of the unfinished runs per job).
 	b.Run("replica-answer", func(b *testing.B) {
-		nc, err := ns.Connect()
-		require.NoError(b, err)
-		defer nc.Close()
+		nc := natstest.Conn(b, ns)
 		for b.Loop() {
 			m, err := nc.Request("anarchon.JOBS", []byte(`{"v":1}`), 10*time.Second)
 			require.NoError(b, err)
@@ -202,10 +195,7 @@ func BenchmarkJobsPageNATS(b *testing.B) {
 	})
 	for _, window := range []time.Duration{fleet.DefaultGatherWindow} {
 		b.Run("gather="+window.String(), func(b *testing.B) {
-			nc, err := ns.Connect()
-			require.NoError(b, err)
-			defer nc.Close()
-			client, err := fleet.NewClient(nc, fleet.WithGatherWindow(window))
+			client, err := fleet.NewClient(natstest.Conn(b, ns), fleet.WithGatherWindow(window))
 			require.NoError(b, err)
 			src := &timedSource{Source: client}
 			h, err := web.New(web.Config{Source: src})

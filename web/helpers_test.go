@@ -11,12 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/fleet"
+	"github.com/anarchon/anarchon/internal/natstest"
 	"github.com/anarchon/anarchon/scheduler"
 	"github.com/anarchon/anarchon/web"
 )
@@ -50,9 +50,7 @@ func startFleet(t testing.TB, cfg web.Config) *testFleet {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ns, err := embedded.Start(ctx, embedded.Options{})
-	require.NoError(t, err, "the embedded nats-server must start")
-	t.Cleanup(ns.Shutdown)
+	ns := natstest.Server(t, embedded.Options{})
 	b := memory.New()
 	// slow's runs last until the test ends (closed before the schedulers stop).
 	release := make(chan struct{})
@@ -64,7 +62,7 @@ func startFleet(t testing.TB, cfg web.Config) *testFleet {
 		return nil
 	}
 	for _, id := range []string{"replica-a", "replica-b", "replica-c"} {
-		nc := connect(t, ns)
+		nc := natstest.Conn(t, ns)
 		s, err := scheduler.New(scheduler.Config{Backend: b, Instance: id})
 		require.NoError(t, err)
 		ok := func(context.Context, scheduler.Run) error { return nil }
@@ -82,7 +80,7 @@ func startFleet(t testing.TB, cfg web.Config) *testFleet {
 	t.Cleanup(func() { close(release) })
 	// The default gather window (500ms): a shorter one can miss a replica on a
 	// loaded machine, and the page would say no replica answers.
-	client, err := fleet.NewClient(connect(t, ns))
+	client, err := fleet.NewClient(natstest.Conn(t, ns))
 	require.NoError(t, err)
 	cfg.Source = client
 	if cfg.Prefix == "" {
@@ -95,14 +93,6 @@ func startFleet(t testing.TB, cfg web.Config) *testFleet {
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return &testFleet{client: client, srv: srv, h: h}
-}
-
-func connect(t testing.TB, ns *embedded.Server) *nats.Conn {
-	t.Helper()
-	nc, err := ns.Connect()
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	return nc
 }
 
 func mustZone(t testing.TB, name string) *time.Location {

@@ -16,6 +16,7 @@ import (
 	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/fleet"
+	"github.com/anarchon/anarchon/internal/natstest"
 	"github.com/anarchon/anarchon/scheduler"
 	"github.com/anarchon/anarchon/web"
 )
@@ -26,9 +27,7 @@ import (
 func TestPagesOfALargeFleet(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ns, err := embedded.Start(ctx, embedded.Options{})
-	require.NoError(t, err, "the embedded nats-server must start")
-	t.Cleanup(ns.Shutdown)
+	ns := natstest.Server(t, embedded.Options{})
 	b := memory.New()
 	s, err := scheduler.New(scheduler.Config{Backend: b, Instance: "big"})
 	require.NoError(t, err)
@@ -46,10 +45,10 @@ func TestPagesOfALargeFleet(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, backend.OutcomeWon, res.Outcome)
 	}
-	svc, err := fleet.Serve(ctx, connect(t, ns), s)
+	svc, err := fleet.Serve(ctx, natstest.Conn(t, ns), s)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, svc.Stop(context.Background())) })
-	client, err := fleet.NewClient(connect(t, ns), fleet.WithGatherWindow(5*time.Second))
+	client, err := fleet.NewClient(natstest.Conn(t, ns), fleet.WithGatherWindow(5*time.Second))
 	require.NoError(t, err)
 	h, err := web.New(web.Config{Source: client, Prefix: "/anarchon/"})
 	require.NoError(t, err)

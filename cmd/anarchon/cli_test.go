@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -21,6 +19,7 @@ import (
 	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/fleet"
+	"github.com/anarchon/anarchon/internal/natstest"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -101,11 +100,7 @@ func TestJobsWarnsWhenReplicasDisagree(t *testing.T) {
 // line says what is missing and the command exits 1.
 func TestJobsFailsOnANewerRegistryEntry(t *testing.T) {
 	f := startFleet(t, nil)
-	nc, err := nats.Connect(f.url)
-	require.NoError(t, err)
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
+	js := natstest.JetStream(t, natstest.URL(t, f.url))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	kv, err := js.KeyValue(ctx, fleet.DefaultRegistryBucket)
@@ -320,11 +315,7 @@ func TestConnectThroughAContext(t *testing.T) {
 // TestNoReplicaUp: on a server where no replica serves, a command about a job says
 // that no replica is up, not that the job is unknown.
 func TestNoReplicaUp(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	srv, err := embedded.Start(ctx, embedded.Options{Listen: "127.0.0.1:0"})
-	require.NoError(t, err, "the embedded nats-server must start")
-	t.Cleanup(srv.Shutdown)
+	srv := natstest.Server(t, embedded.Options{Listen: "127.0.0.1:0"})
 	for _, args := range [][]string{{"trigger", "report"}, {"history", "report"}, {"resume", "report"}} {
 		r := anarchon(t, append([]string{"--server", srv.ClientURL()}, args...)...)
 		oneErrorLine(t, r, fmt.Sprintf(`anarchon: %s "report": fleet: no replica is up (no responders on anarchon.%s.`, args[0], strings.ToUpper(args[0])))
@@ -338,14 +329,10 @@ func TestNoReplicaUp(t *testing.T) {
 // runs (scheduler.DefaultMaxManualRuns in progress) fails with the replica's words
 // and that nothing ran.
 func TestTriggerRefusedSaysNothingRan(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	srv, err := embedded.Start(ctx, embedded.Options{Listen: "127.0.0.1:0"})
-	require.NoError(t, err, "the embedded nats-server must start")
-	t.Cleanup(srv.Shutdown)
+	srv := natstest.Server(t, embedded.Options{Listen: "127.0.0.1:0"})
 	block := make(chan struct{})
 	f := &testFleet{url: srv.ClientURL(), backend: memory.New(), block: block}
-	f.startReplicas(t, func(...nats.Option) (*nats.Conn, error) { return srv.Connect() },
+	f.startReplicas(t, srv.Connect,
 		func(string) []fleetJob { return []fleetJob{{"busy", time.Hour}} }, "B")
 	t.Cleanup(func() { close(block) }) // before the replicas stop
 	for range scheduler.DefaultMaxManualRuns {

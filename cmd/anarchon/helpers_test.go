@@ -14,6 +14,7 @@ import (
 	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/fleet"
+	"github.com/anarchon/anarchon/internal/natstest"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -41,13 +42,9 @@ type fleetJob struct {
 // skips, when the server cannot start.
 func startFleet(t *testing.T, jobs func(instance string) []fleetJob, instances ...string) *testFleet {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	srv, err := embedded.Start(ctx, embedded.Options{Listen: "127.0.0.1:0"})
-	require.NoError(t, err, "the embedded nats-server must start")
-	t.Cleanup(srv.Shutdown)
+	srv := natstest.Server(t, embedded.Options{Listen: "127.0.0.1:0"})
 	f := &testFleet{url: srv.ClientURL(), backend: memory.New()}
-	f.startReplicas(t, func(...nats.Option) (*nats.Conn, error) { return srv.Connect() }, jobs, instances...)
+	f.startReplicas(t, srv.Connect, jobs, instances...)
 	return f
 }
 
@@ -62,9 +59,7 @@ func (f *testFleet) startReplicas(t *testing.T, dial func(...nats.Option) (*nats
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, id := range instances {
-		nc, err := dial()
-		require.NoError(t, err)
-		t.Cleanup(nc.Close)
+		nc := natstest.Dial(t, dial)
 		events, err := fleet.Events(nc)
 		require.NoError(t, err)
 		s, err := scheduler.New(scheduler.Config{Backend: f.backend, Instance: id, OnEvent: events})

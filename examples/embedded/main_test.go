@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	natsjs "github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -15,6 +14,7 @@ import (
 	"github.com/anarchon/anarchon/internal/maintest"
 
 	"github.com/anarchon/anarchon/embedded"
+	"github.com/anarchon/anarchon/internal/natstest"
 	"github.com/anarchon/anarchon/jetstream"
 	"github.com/anarchon/anarchon/scheduler"
 )
@@ -52,15 +52,8 @@ func TestRestartKeepsHistory(t *testing.T) {
 
 	// Read the store a third time, as another client would: every run of both is in
 	// the history, each slot once, and no slot ran in both runs.
-	srv, err := embedded.Start(t.Context(), embedded.Options{StoreDir: store})
-	require.NoError(t, err)
-	defer srv.Shutdown()
-	nc, err := srv.Connect()
-	require.NoError(t, err)
-	defer nc.Close()
-	js, err := natsjs.New(nc)
-	require.NoError(t, err)
-	b, err := jetstream.New(js)
+	srv := natstest.Server(t, embedded.Options{StoreDir: store})
+	b, err := jetstream.New(natstest.JetStream(t, natstest.Conn(t, srv)))
 	require.NoError(t, err)
 
 	for _, job := range jobs {

@@ -13,11 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/anarchon/anarchon/fleet"
+	"github.com/anarchon/anarchon/internal/natstest"
 )
 
 func TestQuickstart(t *testing.T) {
@@ -153,10 +153,7 @@ func TestQuickstartFleet(t *testing.T) {
 		}
 		return m != nil
 	}, 4*time.Second, 20*time.Millisecond, "the command to point the CLI at the server is printed")
-	nc, err := nats.Connect(url)
-	require.NoError(t, err)
-	defer nc.Close()
-	c, err := fleet.NewClient(nc)
+	c, err := fleet.NewClient(natstest.URL(t, url))
 	require.NoError(t, err)
 	f, err := c.Jobs(t.Context())
 	require.NoError(t, err)

@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	natsjs "github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -28,6 +27,7 @@ import (
 
 	"github.com/anarchon/anarchon/connect"
 	"github.com/anarchon/anarchon/embedded"
+	"github.com/anarchon/anarchon/internal/natstest"
 	"github.com/anarchon/anarchon/jetstream"
 	"github.com/anarchon/anarchon/scheduler"
 )
@@ -397,23 +397,16 @@ func count(lines []logLine, match func(logLine) bool) int {
 	return n
 }
 
+// startServer starts a server on loopback with a store of the test's own.
 func startServer(t *testing.T) *embedded.Server {
 	t.Helper()
-	srv, err := embedded.Start(t.Context(), embedded.Options{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
-	require.NoError(t, err, "the embedded server must start")
-	t.Cleanup(srv.Shutdown)
-	return srv
+	return natstest.Server(t, embedded.Options{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
 }
 
 // history reads a job's history with a client of its own, as any replica would.
 func history(t *testing.T, srv *embedded.Server, job string) []scheduler.RunRecord {
 	t.Helper()
-	nc, err := srv.Connect()
-	require.NoError(t, err)
-	defer nc.Close()
-	js, err := natsjs.New(nc)
-	require.NoError(t, err)
-	b, err := jetstream.New(js)
+	b, err := jetstream.New(natstest.JetStream(t, natstest.Conn(t, srv)))
 	require.NoError(t, err)
 	recs, err := b.History(t.Context(), job, 200)
 	require.NoError(t, err)

@@ -9,12 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	natsjs "github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/fleet"
+	"github.com/anarchon/anarchon/internal/natstest"
 	"github.com/anarchon/anarchon/jetstream"
 	"github.com/anarchon/anarchon/kvlease"
 	"github.com/anarchon/anarchon/scheduler"
@@ -53,13 +52,10 @@ func startFleet(t *testing.T, setup fleetSetup) *testFleet {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	ns, err := embedded.Start(ctx, embedded.Options{})
-	require.NoError(t, err, "the embedded nats-server must start")
-	t.Cleanup(ns.Shutdown)
+	ns := natstest.Server(t, embedded.Options{})
 	for _, id := range []string{"replica-a", "replica-b", "replica-c"} {
-		nc := connect(t, ns)
-		js, err := natsjs.New(nc)
-		require.NoError(t, err)
+		nc := natstest.Conn(t, ns)
+		js := natstest.JetStream(t, nc)
 		runs, err := kvlease.New(js)
 		require.NoError(t, err)
 		t.Cleanup(runs.Close)
@@ -78,7 +74,7 @@ func startFleet(t *testing.T, setup fleetSetup) *testFleet {
 	}
 	// The default gather window: on a loaded machine a replica's answer can take
 	// longer than a shorter one, and the page would say no replica answers (503).
-	client, err := fleet.NewClient(connect(t, ns))
+	client, err := fleet.NewClient(natstest.Conn(t, ns))
 	require.NoError(t, err)
 	setup.prepare(t, ctx, client)
 
@@ -135,12 +131,4 @@ func demoFleet(t *testing.T) *testFleet {
 			require.NoError(t, err)
 		},
 	})
-}
-
-func connect(t *testing.T, ns *embedded.Server) *nats.Conn {
-	t.Helper()
-	nc, err := ns.Connect()
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	return nc
 }

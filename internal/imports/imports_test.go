@@ -34,6 +34,7 @@ var floors = map[string]int{
 	"sqlbackend/internal/bench": 5,
 	"metrics":                   3,
 	"embedded":                  3,
+	"internal/natstest":         3, // embedded servers for tests
 	"connect":                   3,
 	"otel":                      4, // wraps the fleet's client and service
 	"fleet":                     4, // surfaces: the fleet service, the status pages

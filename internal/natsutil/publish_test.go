@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/anarchon/anarchon/embedded"
+	"github.com/anarchon/anarchon/internal/natstest"
 )
 
 // Publish answers as nats.go's PublishMsg does, against a real server: stored,
@@ -22,15 +23,10 @@ import (
 func TestPublishAnswersAsPublishMsg(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := embedded.Start(ctx, embedded.Options{})
-	require.NoError(t, err)
-	t.Cleanup(s.Shutdown)
-	nc, err := s.Connect()
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "PUB", Subjects: []string{"pub.>"}, AllowMsgTTL: true})
+	s := natstest.Server(t, embedded.Options{})
+	nc := natstest.Conn(t, s)
+	js := natstest.JetStream(t, nc)
+	_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "PUB", Subjects: []string{"pub.>"}, AllowMsgTTL: true})
 	require.NoError(t, err)
 
 	msg := func(subj, id string, expect int) *nats.Msg {

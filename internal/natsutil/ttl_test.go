@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/anarchon/anarchon/embedded"
+	"github.com/anarchon/anarchon/internal/natstest"
 	"github.com/anarchon/anarchon/internal/natsutil"
 )
 
@@ -42,14 +43,9 @@ func TestTTL(t *testing.T) {
 func TestMaxTTLIsKept(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	srv, err := embedded.Start(ctx, embedded.Options{})
-	require.NoError(t, err, "the embedded nats-server must start")
-	t.Cleanup(srv.Shutdown)
-	nc, err := srv.Connect()
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
+	srv := natstest.Server(t, embedded.Options{})
+	nc := natstest.Conn(t, srv)
+	js := natstest.JetStream(t, nc)
 	s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "ttl", Subjects: []string{"ttl.>"}, AllowMsgTTL: true})
 	require.NoError(t, err)
 
