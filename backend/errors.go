@@ -2,9 +2,11 @@ package backend
 
 import "errors"
 
-// Errors a backend returns, matched by the scheduler with errors.Is; package
-// scheduler exports the same values under the same names. A backend wraps them
-// with what it knows, keeping the store's own error reachable through errors.As.
+// Errors a backend returns, matched by the scheduler with errors.Is. Package
+// scheduler exports the ones its users meet (ErrInvalidJobName, ErrLeaseLost,
+// ErrInvalidOption, ErrInvalidConfig, ErrPauseNotSupported) as the same values. A
+// backend wraps them with what it knows, keeping the store's own error reachable
+// through errors.As.
 var (
 	// ErrInvalidOption: an option (of a job, or of a backend's constructor) out of
 	// range; the message names it and its bounds.

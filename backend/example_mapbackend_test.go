@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/anarchon/anarchon/backend"
+	"github.com/anarchon/anarchon/backend/backendtest"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -24,13 +25,13 @@ import (
 
 // mapBackend keeps claims and results in maps under one mutex. It coordinates
 // schedulers within one process only, which makes it the contract in its simplest
-// form. It ignores the history TTL, the one case of backendtest.Run it fails;
-// memory.Backend is the complete reading, with TTLs, leases and pauses.
+// form; memory.Backend is the complete reading, with leases and pauses.
 type mapBackend struct {
 	mu      sync.Mutex
 	claims  map[string]map[int64]backend.ClaimRecord // job → slot (Unix ms) → the winning claim
 	manual  map[string][]backend.ClaimRecord
 	results map[string][]backend.StoredResult
+	ttl     map[string]time.Duration // job → how long its results are shown
 }
 
 func newMapBackend() *mapBackend {
@@ -38,6 +39,7 @@ func newMapBackend() *mapBackend {
 		claims:  map[string]map[int64]backend.ClaimRecord{},
 		manual:  map[string][]backend.ClaimRecord{},
 		results: map[string][]backend.StoredResult{},
+		ttl:     map[string]time.Duration{},
 	}
 }
 
@@ -86,19 +88,37 @@ func (b *mapBackend) SaveResult(_ context.Context, job string, r backend.StoredR
 		rs = rs[len(rs)-keep.Size:]
 	}
 	b.results[job] = rs
+	b.ttl[job] = keep.TTL
 	return nil
 }
 
 // History merges the job's claims and results with BuildHistory, so the records
-// gain new fields with no change here.
+// gain new fields with no change here. A result older than the job's history TTL
+// is left out, and so is its claim.
 func (b *mapBackend) History(_ context.Context, job string, limit int) ([]backend.RunRecord, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	claims := append([]backend.ClaimRecord(nil), b.manual[job]...)
-	for _, c := range b.claims[job] {
-		claims = append(claims, c)
+	var results []backend.StoredResult
+	expired := map[string]bool{}
+	for _, r := range b.results[job] {
+		if ttl := b.ttl[job]; ttl > 0 && time.Since(r.FinishedAt) > ttl {
+			expired[r.Token] = true
+			continue
+		}
+		results = append(results, r)
 	}
-	return backend.BuildHistory(job, claims, b.results[job], limit), nil
+	var claims []backend.ClaimRecord
+	for _, c := range b.manual[job] {
+		if !expired[c.Token] {
+			claims = append(claims, c)
+		}
+	}
+	for _, c := range b.claims[job] {
+		if !expired[c.Token] {
+			claims = append(claims, c)
+		}
+	}
+	return backend.BuildHistory(job, claims, results, limit), nil
 }
 
 func claimRecordOf(in backend.ClaimInput) backend.ClaimRecord {
@@ -160,4 +180,11 @@ func TestBackendsPageShowsMapBackend(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(page), "```go\n"+code+"```\n",
 		"docs/backends.md shows the map backend as example_mapbackend_test.go has it: copy the code between page:begin and page:end into its go block")
+}
+
+// The map backend passes the conformance suite: one value is its one store, as a
+// server is for the backends of separate processes.
+func TestMapBackendConformance(t *testing.T) {
+	shared := newMapBackend()
+	backendtest.Run(t, func(*testing.T) backend.Backend { return shared })
 }

@@ -3,7 +3,7 @@ package backend
 import "context"
 
 // LastRunsDepth is how many of a job's most recent history records
-// scheduler.LastRuns reads for a job when the backend has no [LastRunsReader]:
+// Scheduler.LastRuns (package scheduler) reads for a job when the backend has no [LastRunsReader]:
 // a job with no success (or failure) among them shows none.
 const LastRunsDepth = 20
 
@@ -22,7 +22,7 @@ type LastRuns struct {
 
 // LastRunsReader is implemented by backends that read the last runs of many jobs
 // in a few requests (for example one batched read of the last message of many
-// subjects). Without it, [Scheduler.LastRuns] reads each job's recent history.
+// subjects). Without it, Scheduler.LastRuns (package scheduler) reads each job's recent history.
 type LastRunsReader interface {
 	// LastRuns returns an entry for every job in jobs (empty for a job with no
 	// run).

@@ -8,7 +8,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -24,12 +23,12 @@ type Event struct {
 	Job      string              `json:"job"`
 	Instance string              `json:"instance"`
 	// At is when it happened, by the instance's clock.
-	At      time.Time            `json:"at"`
-	Slot    time.Time            `json:"slot,omitzero"`
-	Token   string               `json:"token,omitempty"`
-	Attempt int                  `json:"attempt,omitempty"`
-	Manual  bool                 `json:"manual,omitempty"`
-	Outcome backend.ClaimOutcome `json:"outcome,omitempty"`
+	At      time.Time              `json:"at"`
+	Slot    time.Time              `json:"slot,omitzero"`
+	Token   string                 `json:"token,omitempty"`
+	Attempt int                    `json:"attempt,omitempty"`
+	Manual  bool                   `json:"manual,omitempty"`
+	Outcome scheduler.ClaimOutcome `json:"outcome,omitempty"`
 	// Status and DurationMS are set on finished.
 	Status     scheduler.Status `json:"status,omitempty"`
 	DurationMS float64          `json:"duration_ms,omitempty"`

@@ -113,7 +113,7 @@ func TestActiveWithManyUnfinishedRuns(t *testing.T) {
 		res, err := runs.Claim(context.Background(), backend.RunClaim{Job: jobReport, Slot: slot, Token: "tok-" + strconv.Itoa(i),
 			Instance: holder, Lease: time.Hour, Deadline: time.Now().Add(time.Hour)})
 		require.NoError(t, err)
-		require.Equal(t, backend.OutcomeWon, res.Outcome, "slot %d", i)
+		require.Equal(t, scheduler.OutcomeWon, res.Outcome, "slot %d", i)
 	}
 	ctx := requestCtx(t)
 	a, err := f.client.Active(ctx, jobReport)

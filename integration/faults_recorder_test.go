@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -130,7 +129,7 @@ func (r *faultRecorder) onEvent(e scheduler.Event) {
 	case scheduler.EventSkipped:
 		r.skipped[k]++
 	case scheduler.EventLost:
-		if e.Outcome == backend.OutcomeNone {
+		if e.Outcome == scheduler.OutcomeNone {
 			r.lostNone[k]++
 		}
 	case scheduler.EventTakeover:

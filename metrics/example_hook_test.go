@@ -8,7 +8,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/metrics"
 	"github.com/anarchon/anarchon/scheduler"
 )
@@ -26,7 +25,7 @@ func ExampleMetrics_OnEvent() {
 	onEvent := scheduler.Chain(m.OnEvent, logEvent) // scheduler.Config{OnEvent: onEvent}
 
 	slot := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
-	onEvent(scheduler.Event{Kind: scheduler.EventLate, Job: "report", Slot: slot, Outcome: backend.OutcomeLate})
+	onEvent(scheduler.Event{Kind: scheduler.EventLate, Job: "report", Slot: slot, Outcome: scheduler.OutcomeLate})
 	onEvent(scheduler.Event{Kind: scheduler.EventStarted, Job: "report", Slot: slot.Add(time.Hour), Lag: 300 * time.Millisecond})
 	onEvent(scheduler.Event{Kind: scheduler.EventFinished, Job: "report", Slot: slot.Add(time.Hour),
 		Status: scheduler.StatusOK, Duration: 2 * time.Second, At: slot.Add(time.Hour + 2*time.Second)})

@@ -3,7 +3,6 @@ package metrics
 import (
 	"strconv"
 
-	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -130,20 +129,20 @@ func outcomeLabel(e scheduler.Event) string {
 	if o == "" {
 		switch e.Kind {
 		case scheduler.EventClaimed:
-			o = backend.OutcomeWon
+			o = scheduler.OutcomeWon
 		case scheduler.EventStandby:
-			o = backend.OutcomeRunning
+			o = scheduler.OutcomeRunning
 		case scheduler.EventLost:
-			o = backend.OutcomeDone
+			o = scheduler.OutcomeDone
 		case scheduler.EventSkipped:
-			o = backend.OutcomeOverlap
+			o = scheduler.OutcomeOverlap
 		case scheduler.EventLate:
-			o = backend.OutcomeLate
+			o = scheduler.OutcomeLate
 		}
 	}
 	switch o {
-	case backend.OutcomeWon, backend.OutcomeRunning, backend.OutcomeDone,
-		backend.OutcomeOverlap, backend.OutcomeLate, backend.OutcomeNone:
+	case scheduler.OutcomeWon, scheduler.OutcomeRunning, scheduler.OutcomeDone,
+		scheduler.OutcomeOverlap, scheduler.OutcomeLate, scheduler.OutcomeNone:
 		return string(o)
 	}
 	return "other"

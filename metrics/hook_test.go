@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/metrics"
 	"github.com/anarchon/anarchon/scheduler"
 )
@@ -83,19 +82,19 @@ func TestSyntheticEvents(t *testing.T) {
 	events := []scheduler.Event{
 		with(ev(scheduler.EventScheduled), func(e *scheduler.Event) { e.Next = t0.Add(1500 * time.Millisecond) }),
 		// won and ran ok
-		with(ev(scheduler.EventClaimed), func(e *scheduler.Event) { e.Outcome = backend.OutcomeWon }),
+		with(ev(scheduler.EventClaimed), func(e *scheduler.Event) { e.Outcome = scheduler.OutcomeWon }),
 		with(ev(scheduler.EventStarted), func(e *scheduler.Event) { e.Lag = 250 * time.Millisecond }),
 		with(ev(scheduler.EventFinished), func(e *scheduler.Event) {
 			e.Status, e.Duration, e.At = scheduler.StatusOK, 2*time.Second, t0.Add(2500*time.Millisecond)
 		}),
 		// other slots: lost, stood by, late, skipped
-		with(ev(scheduler.EventLost), func(e *scheduler.Event) { e.Outcome = backend.OutcomeDone }),
-		with(ev(scheduler.EventStandby), func(e *scheduler.Event) { e.Outcome = backend.OutcomeRunning }),
-		with(ev(scheduler.EventLate), func(e *scheduler.Event) { e.Outcome = backend.OutcomeLate }),
-		with(ev(scheduler.EventSkipped), func(e *scheduler.Event) { e.Outcome = backend.OutcomeOverlap }),
+		with(ev(scheduler.EventLost), func(e *scheduler.Event) { e.Outcome = scheduler.OutcomeDone }),
+		with(ev(scheduler.EventStandby), func(e *scheduler.Event) { e.Outcome = scheduler.OutcomeRunning }),
+		with(ev(scheduler.EventLate), func(e *scheduler.Event) { e.Outcome = scheduler.OutcomeLate }),
+		with(ev(scheduler.EventSkipped), func(e *scheduler.Event) { e.Outcome = scheduler.OutcomeOverlap }),
 		// a takeover that then lost its lease
-		with(ev(scheduler.EventClaimed), func(e *scheduler.Event) { e.Outcome, e.Attempt = backend.OutcomeWon, 2 }),
-		with(ev(scheduler.EventTakeover), func(e *scheduler.Event) { e.Outcome, e.Attempt = backend.OutcomeWon, 2 }),
+		with(ev(scheduler.EventClaimed), func(e *scheduler.Event) { e.Outcome, e.Attempt = scheduler.OutcomeWon, 2 }),
+		with(ev(scheduler.EventTakeover), func(e *scheduler.Event) { e.Outcome, e.Attempt = scheduler.OutcomeWon, 2 }),
 		with(ev(scheduler.EventStarted), func(e *scheduler.Event) { e.Lag = 3 * time.Second }),
 		ev(scheduler.EventLeaseLost),
 		with(ev(scheduler.EventFinished), func(e *scheduler.Event) { e.Status, e.Duration = scheduler.StatusLost, time.Second }),

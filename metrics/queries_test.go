@@ -16,7 +16,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"gopkg.in/yaml.v3"
 
-	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/metrics"
 	"github.com/anarchon/anarchon/scheduler"
 )
@@ -38,11 +37,11 @@ func exported(t *testing.T) map[string][]string {
 	at := time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC)
 	for _, e := range []scheduler.Event{
 		{Kind: scheduler.EventScheduled, Next: at},
-		{Kind: scheduler.EventClaimed, Outcome: backend.OutcomeWon},
-		{Kind: scheduler.EventLost, Outcome: backend.OutcomeDone},
-		{Kind: scheduler.EventStandby, Outcome: backend.OutcomeRunning},
-		{Kind: scheduler.EventLate, Outcome: backend.OutcomeLate},
-		{Kind: scheduler.EventSkipped, Outcome: backend.OutcomeOverlap},
+		{Kind: scheduler.EventClaimed, Outcome: scheduler.OutcomeWon},
+		{Kind: scheduler.EventLost, Outcome: scheduler.OutcomeDone},
+		{Kind: scheduler.EventStandby, Outcome: scheduler.OutcomeRunning},
+		{Kind: scheduler.EventLate, Outcome: scheduler.OutcomeLate},
+		{Kind: scheduler.EventSkipped, Outcome: scheduler.OutcomeOverlap},
 		{Kind: scheduler.EventStarted, Lag: time.Second},
 		{Kind: scheduler.EventFinished, Status: scheduler.StatusOK, Duration: time.Second},
 		{Kind: scheduler.EventTakeover},

@@ -2,7 +2,7 @@ package scheduler
 
 import "errors"
 
-// Errors returned by the scheduler and by backends. Match them with errors.Is; the
+// Errors returned by the scheduler. Match them with errors.Is; the
 // store's own error stays reachable through errors.As when a backend wraps it.
 var (
 	ErrInvalidSchedule = errors.New("scheduler: invalid schedule")

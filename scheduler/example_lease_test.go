@@ -8,8 +8,8 @@ import (
 
 	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/backend/memory"
-	"github.com/anarchon/anarchon/internal/stepclock"
 	"github.com/anarchon/anarchon/scheduler"
+	"github.com/anarchon/anarchon/stepclock"
 )
 
 // withoutLeases hides a backend's optional capabilities: embedding the Backend

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/anarchon/anarchon/backend/memory"
-	"github.com/anarchon/anarchon/internal/stepclock"
 	"github.com/anarchon/anarchon/scheduler"
+	"github.com/anarchon/anarchon/stepclock"
 )
 
 // A cron job runs in the zone it names, UTC when it names none: never the host's

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/anarchon/anarchon/backend/memory"
-	"github.com/anarchon/anarchon/internal/stepclock"
 	"github.com/anarchon/anarchon/scheduler"
+	"github.com/anarchon/anarchon/stepclock"
 )
 
 // A minimal program: one job every minute on the memory backend. The example's

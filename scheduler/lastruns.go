@@ -9,7 +9,7 @@ import (
 
 // LastRuns returns the newest run, success and failure of each named job (every
 // declared job when none is named), read from the backend the replicas share:
-// in one batched read when it implements [LastRunsReader], else from each job's
+// in one batched read when it implements [backend.LastRunsReader], else from each job's
 // last [LastRunsDepth] history records.
 func (s *Scheduler) LastRuns(ctx context.Context, jobs ...string) (map[string]LastRuns, error) {
 	if len(jobs) == 0 {

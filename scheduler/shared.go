@@ -5,16 +5,20 @@ import "github.com/anarchon/anarchon/backend"
 // The values a user meets that the backends share. They are defined in package
 // backend, the contract backends implement; these names are the same types.
 type (
-	// Status is how a run ended, or that it is still running.
+	// Status is how a run ended, or that it is still running: [backend.Status]
+	// lists the values.
 	Status = backend.Status
-	// RunRecord is one attempt of a slot as History reports it.
+	// RunRecord is one attempt of a slot as History reports it: its fields are
+	// [backend.RunRecord]'s.
 	RunRecord = backend.RunRecord
-	// ActiveRun is an unfinished run, as Active lists it.
+	// ActiveRun is an unfinished run, as Active lists it ([backend.ActiveRun]).
 	ActiveRun = backend.ActiveRun
-	// LastRuns is a job's newest run, success and failure.
+	// LastRuns is a job's newest run, success and failure ([backend.LastRuns]).
 	LastRuns = backend.LastRuns
-	// Pause is a stored pause of a job, or of every job.
+	// Pause is a stored pause of a job, or of every job ([backend.Pause]).
 	Pause = backend.Pause
+	// ClaimOutcome is how a claim was answered, as events report it (Event.Outcome).
+	ClaimOutcome = backend.ClaimOutcome
 	// OverlapPolicy says whether a slot may start while another slot of its job runs.
 	OverlapPolicy = backend.OverlapPolicy
 	// CatchUpPolicy says which slots missed while no instance was up run at Start.
@@ -41,6 +45,16 @@ const (
 	StatusSuperseded = backend.StatusSuperseded
 	StatusLate       = backend.StatusLate
 	StatusPaused     = backend.StatusPaused
+)
+
+// Claim outcomes; see [backend.ClaimOutcome].
+const (
+	OutcomeWon     = backend.OutcomeWon
+	OutcomeRunning = backend.OutcomeRunning
+	OutcomeDone    = backend.OutcomeDone
+	OutcomeOverlap = backend.OutcomeOverlap
+	OutcomeLate    = backend.OutcomeLate
+	OutcomeNone    = backend.OutcomeNone
 )
 
 // Overlap and catch-up policies; see [backend.OverlapPolicy] and

@@ -43,7 +43,7 @@ func TestPagesOfALargeFleet(t *testing.T) {
 		res, err := b.Runs().Claim(ctx, backend.RunClaim{Job: name(0), Slot: slot, Token: fmt.Sprintf("t%d", i), Instance: "big",
 			Lease: time.Hour, Deadline: time.Now().Add(time.Hour)})
 		require.NoError(t, err)
-		require.Equal(t, backend.OutcomeWon, res.Outcome)
+		require.Equal(t, scheduler.OutcomeWon, res.Outcome)
 	}
 	svc, err := fleet.Serve(ctx, natstest.Conn(t, ns), s)
 	require.NoError(t, err)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/backend/memory"
-	"github.com/anarchon/anarchon/internal/stepclock"
+	"github.com/anarchon/anarchon/stepclock"
 )
 
 // A RunStore gives each run one lease holder at a time; the store's clock decides

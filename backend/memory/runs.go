@@ -201,7 +201,7 @@ func (s *RunStore) otherBusyLocked(job string, slot int64, now time.Time, liveOn
 	return false
 }
 
-// Heartbeat extends token's lease to now+lease if token holds a live lease.
+// Heartbeat extends key's lease to now+lease if key.Token holds a live lease.
 func (s *RunStore) Heartbeat(ctx context.Context, key backend.RunKey, lease time.Duration) error {
 	job, slot, token := key.Job, key.Slot, key.Token
 	if err := ctx.Err(); err != nil {
@@ -225,7 +225,7 @@ func (s *RunStore) Heartbeat(ctx context.Context, key backend.RunKey, lease time
 // Finish marks the run finished with status. It is accepted from the token stored as
 // the run's holder while the run is unfinished, even if its lease expired or was
 // released, as long as nobody took the run over; repeating it is not an error.
-// Anything else is ErrStaleToken and changes nothing.
+// Anything else is backend.ErrStaleToken and changes nothing.
 func (s *RunStore) Finish(ctx context.Context, key backend.RunKey, status backend.Status) error {
 	job, slot, token := key.Job, key.Slot, key.Token
 	if err := ctx.Err(); err != nil {
@@ -248,7 +248,7 @@ func (s *RunStore) Finish(ctx context.Context, key backend.RunKey, status backen
 	return nil
 }
 
-// Release ends token's live lease at once. The run stays unfinished, so the next
+// Release ends key's live lease at once. The run stays unfinished, so the next
 // Claim by another token takes it over.
 func (s *RunStore) Release(ctx context.Context, key backend.RunKey) error {
 	job, slot, token := key.Job, key.Slot, key.Token

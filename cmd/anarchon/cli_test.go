@@ -444,7 +444,7 @@ func TestActiveSaysWhatTheViewLeftOut(t *testing.T) {
 		res, err := f.backend.Runs().Claim(context.Background(), backend.RunClaim{Job: "report", Slot: slot,
 			Token: "t" + string(rune('a'+i)), Instance: "A", Lease: time.Hour, Deadline: time.Now().Add(time.Hour)})
 		require.NoError(t, err)
-		require.Equal(t, backend.OutcomeWon, res.Outcome)
+		require.Equal(t, scheduler.OutcomeWon, res.Outcome)
 	}
 	r := anarchon(t, "--server", f.url, "jobs", "--window", "200ms")
 	require.Equal(t, exitOK, r.code, r.stderr)

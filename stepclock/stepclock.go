@@ -1,6 +1,15 @@
 // Package stepclock is a clock for examples and tests that stands still until it is
-// moved with Set, so that their output never depends on how fast the machine is.
-// Production uses the default, backend.SystemClock.
+// moved, so that their output never depends on how fast the machine is. Give the
+// same clock to the scheduler and to the memory backend, and move it to each slot
+// once the schedulers wait for it:
+//
+//	c := stepclock.New(start)
+//	s, err := scheduler.New(scheduler.Config{Backend: memory.NewWithClock(c), Clock: c})
+//	// ... register jobs, Start
+//	c.AdvanceTo(slot, 1) // once one scheduler's loop waits for slot, the clock is set to it
+//
+// Tests can also run under testing/synctest with the system clock. Production uses
+// the default, scheduler.SystemClock.
 package stepclock
 
 import (
