@@ -31,22 +31,7 @@ func (s *Scheduler) execute(parent context.Context, a *slotAttempt) execResult {
 		ctx, stop = context.WithTimeoutCause(ctx, j.cfg.timeout, fmt.Errorf("%w after %v", ErrHandlerTimeout, j.cfg.timeout))
 		defer stop()
 	}
-	// The heartbeats end, a call in flight included, once the lease is settled.
-	hbCtx, hbDone := context.WithCancel(context.Background())
-	hbStopped := make(chan struct{})
-	var settling atomic.Bool
-	if l != nil {
-		go func() {
-			defer close(hbStopped)
-			s.heartbeat(hbCtx, a, &settling, cancel)
-		}()
-	} else {
-		close(hbStopped)
-	}
-	stopHeartbeat := func() {
-		hbDone()
-		<-hbStopped
-	}
+	settling, stopHeartbeat := s.startHeartbeat(a, cancel)
 
 	run := Run{Job: j.name, Slot: in.Slot, Instance: s.instance, Token: in.Token, Fence: a.fence, Attempt: max(in.Attempt, 1), Manual: in.Manual}
 	if l != nil {
@@ -58,27 +43,9 @@ func (s *Scheduler) execute(parent context.Context, a *slotAttempt) execResult {
 	finished := s.clock.Now()
 	settling.Store(true)
 
-	res := execResult{Status: StatusOK, StartedAt: started, FinishedAt: finished}
+	res := execResult{StartedAt: started, FinishedAt: finished}
 	cause := context.Cause(ctx)
-	if err != nil {
-		res.Error = backend.TruncateText(err.Error(), MaxErrorText)
-		switch {
-		case errors.Is(err, ErrHandlerPanic):
-			res.Status = StatusError
-		case errors.Is(cause, ErrLeaseLost):
-			res.Status = StatusLost
-		case errors.Is(cause, ErrHandlerTimeout):
-			res.Status = StatusTimeout
-		case errors.Is(cause, ErrStopped):
-			res.Status = StatusCancelled
-		default:
-			res.Status = StatusError
-		}
-	} else if errors.Is(cause, ErrLeaseLost) {
-		// The handler finished, but after its lease was gone: another attempt may
-		// have run the slot. Finish below decides which result stands.
-		res.Error = cause.Error()
-	}
+	res.Status, res.Error = endOf(err, cause)
 
 	deferred := false
 	if l != nil {
@@ -101,6 +68,53 @@ func (s *Scheduler) execute(parent context.Context, a *slotAttempt) execResult {
 	s.logFailure(run, res, err)
 	s.emit(Event{Kind: EventFinished, Job: j.name, Slot: in.Slot, Token: in.Token, Attempt: run.Attempt, Manual: in.Manual, Status: res.Status, Duration: finished.Sub(started), Err: evErr})
 	return res
+}
+
+// startHeartbeat keeps a's lease alive, when it has one, until stop is called;
+// stop returns once the heartbeats ended, a call in flight included. Settling is
+// set once the handler has returned, so that a loss is no longer reported: the
+// lease's Finish decides.
+func (s *Scheduler) startHeartbeat(a *slotAttempt, cancel context.CancelCauseFunc) (settling *atomic.Bool, stop func()) {
+	settling = new(atomic.Bool)
+	ctx, done := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	if a.l == nil {
+		close(stopped)
+	} else {
+		go func() {
+			defer close(stopped)
+			s.heartbeat(ctx, a, settling, cancel)
+		}()
+	}
+	return settling, func() {
+		done()
+		<-stopped
+	}
+}
+
+// endOf is the status and error text of a run whose handler returned err, its
+// context ended by cause (nil while it was not).
+func endOf(err, cause error) (Status, string) {
+	if err == nil {
+		if errors.Is(cause, ErrLeaseLost) {
+			// The handler finished, but after its lease was gone: another attempt
+			// may have run the slot. Finish decides which result stands.
+			return StatusOK, cause.Error()
+		}
+		return StatusOK, ""
+	}
+	text := backend.TruncateText(err.Error(), MaxErrorText)
+	switch {
+	case errors.Is(err, ErrHandlerPanic):
+		return StatusError, text
+	case errors.Is(cause, ErrLeaseLost):
+		return StatusLost, text
+	case errors.Is(cause, ErrHandlerTimeout):
+		return StatusTimeout, text
+	case errors.Is(cause, ErrStopped):
+		return StatusCancelled, text
+	}
+	return StatusError, text
 }
 
 // logFailure logs a run that failed on its own, a handler's error or its timeout,
@@ -152,49 +166,8 @@ func (s *Scheduler) runLeased(j *job, c *leaseClaim, res backend.ClaimResult, se
 		s.log.Info("took over a run", "job", j.name, "slot", c.Slot, "attempt", in.Attempt, "previous", res.Previous)
 		s.emit(Event{Kind: EventTakeover, Job: j.name, Slot: c.Slot, Token: c.Token, Attempt: in.Attempt, Outcome: res.Outcome})
 	}
-	if rec, ok := s.backend.(backend.ClaimRecorder); ok {
-		// record writes the attempt's claim; a call that Stop cut short (stopCuts: its
-		// context is the loops') is not a failure of the backend.
-		record := func(ctx context.Context, stopCuts bool) error {
-			err := rec.RecordClaim(ctx, in)
-			cut := stopCuts && errors.Is(ctx.Err(), context.Canceled) && s.loopCtx.Err() != nil
-			if err != nil && !cut && !errors.Is(err, backend.ErrClaimedElsewhere) {
-				s.backendError(j, c.Slot, "record_claim", err)
-			}
-			return err
-		}
-		if recordDecides(s.backend, j.name) {
-			// Before the handler, for every attempt: the record may decide (a mixed
-			// fleet, where an instance without leases may have claimed the slot
-			// while the lease's first holder died before recording it). Bounded so
-			// that the lease is still good when the handler starts.
-			parent := s.loopCtx
-			if parent.Err() != nil {
-				// A claim settled after Stop began (settleStopped): the slot is
-				// ours and runs while Stop waits for handlers, recorded first.
-				parent = context.Background()
-			}
-			ctx, cancel := context.WithTimeout(parent, min(s.callTO, j.cfg.lease/3))
-			err := record(ctx, parent == s.loopCtx)
-			cancel()
-			if errors.Is(err, backend.ErrClaimedElsewhere) {
-				s.claimedElsewhere(a, err)
-				return
-			}
-			if err != nil && s.loopCtx.Err() != nil && parent == s.loopCtx {
-				// Stopping before the slot's claim was recorded: hand the lease
-				// over unrun rather than run a slot the record might not be ours.
-				s.log.Info("stopping before the slot's claim was recorded; handing the lease over unrun", "job", j.name, "slot", c.Slot)
-				s.release(j, c.Slot, l.token)
-				return
-			}
-		} else {
-			s.beside(func() {
-				ctx, cancel := s.callCtx(context.Background())
-				defer cancel()
-				_ = record(ctx, false)
-			})
-		}
+	if !s.recordClaim(a) {
+		return
 	}
 	if takeover {
 		s.noteLost(j, c.Slot, res)
@@ -215,6 +188,61 @@ func (s *Scheduler) runLeased(j *job, c *leaseClaim, res backend.ClaimResult, se
 	if out == StatusLost && s.sleepUntil(s.loopCtx, s.clock.Now().Add(j.cfg.lease)) {
 		s.handleLeased(j, c.Slot, claimAdopt)
 	}
+}
+
+// recordClaim writes a won attempt's claim to history on a backend that records
+// claims (ClaimRecorder). When the record may decide (RecordDecider) it is written
+// before the handler, and false says the slot is not to run: an instance without
+// leases claimed it (ErrClaimedElsewhere), or Stop came before the record was
+// stored (the lease is handed over). Otherwise it is written beside the run.
+func (s *Scheduler) recordClaim(a *slotAttempt) bool {
+	rec, ok := s.backend.(backend.ClaimRecorder)
+	if !ok {
+		return true
+	}
+	// record writes the attempt's claim; a call that Stop cut short (stopCuts: its
+	// context is the loops') is not a failure of the backend.
+	record := func(ctx context.Context, stopCuts bool) error {
+		err := rec.RecordClaim(ctx, a.in)
+		cut := stopCuts && errors.Is(ctx.Err(), context.Canceled) && s.loopCtx.Err() != nil
+		if err != nil && !cut && !errors.Is(err, backend.ErrClaimedElsewhere) {
+			s.backendError(a.j, a.in.Slot, "record_claim", err)
+		}
+		return err
+	}
+	if recordDecides(s.backend, a.j.name) {
+		// Before the handler, for every attempt: the record may decide (a mixed
+		// fleet, where an instance without leases may have claimed the slot
+		// while the lease's first holder died before recording it). Bounded so
+		// that the lease is still good when the handler starts.
+		parent := s.loopCtx
+		if parent.Err() != nil {
+			// A claim settled after Stop began (settleStopped): the slot is
+			// ours and runs while Stop waits for handlers, recorded first.
+			parent = context.Background()
+		}
+		ctx, cancel := context.WithTimeout(parent, min(s.callTO, a.l.dur/3))
+		err := record(ctx, parent == s.loopCtx)
+		cancel()
+		if errors.Is(err, backend.ErrClaimedElsewhere) {
+			s.claimedElsewhere(a, err)
+			return false
+		}
+		if err != nil && s.loopCtx.Err() != nil && parent == s.loopCtx {
+			// Stopping before the slot's claim was recorded: hand the lease
+			// over unrun rather than run a slot the record might not be ours.
+			s.log.Info("stopping before the slot's claim was recorded; handing the lease over unrun", "job", a.j.name, "slot", a.in.Slot)
+			s.release(a.j, a.in.Slot, a.l.token)
+			return false
+		}
+	} else {
+		s.beside(func() {
+			ctx, cancel := s.callCtx(context.Background())
+			defer cancel()
+			_ = record(ctx, false)
+		})
+	}
+	return true
 }
 
 // recordDecides reports whether the record of a won attempt of job must be
