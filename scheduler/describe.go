@@ -10,7 +10,8 @@ import (
 // the fleet's "schedule" field): "every 10s" is "every 10s (aligned to UTC)",
 // "CRON_TZ=Europe/Athens 0 9 * * MON-FRI" is "at 09:00 on MON-FRI
 // (Europe/Athens)". An expression it cannot put in words is shown as it is, with
-// its zone: "cron 0 */2 * * * (UTC)"; an empty schedule is "–".
+// its zone: "cron 0 */2 * * * (UTC)"; an empty schedule is "–". Bounds follow the
+// words (", from T until T"), and a one-time job is "once at T".
 //
 // It is the one description of a schedule: the anarchon command's jobs table,
 // the status page and the fleet's JSON ("schedule_text") all use it, while the
@@ -19,8 +20,12 @@ func DescribeSchedule(s string) string {
 	if s == "" {
 		return "–"
 	}
+	if strings.HasPrefix(s, "once at ") {
+		return s
+	}
+	s, bounds := describeBounds(s)
 	if strings.HasPrefix(s, "every ") {
-		return s + " (aligned to UTC)"
+		return s + " (aligned to UTC)" + bounds
 	}
 	zone := "UTC"
 	for _, p := range []string{"CRON_TZ=", "TZ="} {
@@ -29,7 +34,7 @@ func DescribeSchedule(s string) string {
 			break
 		}
 	}
-	return cronWords(strings.TrimSpace(s)) + " (" + zone + ")"
+	return cronWords(strings.TrimSpace(s)) + " (" + zone + ")" + bounds
 }
 
 var descriptors = map[string]string{

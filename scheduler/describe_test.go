@@ -28,6 +28,9 @@ func TestDescribeSchedule(t *testing.T) {
 		"":                                      "–",
 		"CRON_TZ=UTC <b>":                       "cron <b> (UTC)", // the status page's template escapes it
 		"bogus":                                 "cron bogus (UTC)",
+		"every 10s from 2030-01-01T00:00:00.000Z until 2030-02-01T00:00:00.000Z": "every 10s (aligned to UTC), from 2030-01-01T00:00:00.000Z until 2030-02-01T00:00:00.000Z",
+		"CRON_TZ=UTC 30 2 * * * until 2030-02-01T00:00:00.000Z":                  "at 02:30 every day (UTC), until 2030-02-01T00:00:00.000Z",
+		"once at 2030-01-01T12:00:00.000Z":                                       "once at 2030-01-01T12:00:00.000Z",
 	} {
 		assert.Equal(t, want, scheduler.DescribeSchedule(in), in)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -57,6 +58,53 @@ func ExampleScheduler_Cron() {
 	// Output:
 	// zones disagree: true
 	// next report: Mon 1 Apr 09:00 EEST = 06:00 UTC
+}
+
+// At runs a job once, at an instant every replica declares alike; WithStartAt and
+// WithEndAt bound a recurring job's slots. Once a schedule has ended, Jobs shows no
+// next slot.
+func ExampleScheduler_At() {
+	ctx := context.Background()
+	clock := stepclock.New(at(11, 59, 0))
+	ran := make(chan string, 8)
+	s, err := scheduler.New(scheduler.Config{Backend: memory.NewWithClock(clock), Clock: clock})
+	if err != nil {
+		panic(err)
+	}
+	record := func(ctx context.Context, run scheduler.Run) error {
+		ran <- run.Job + " " + run.Slot.Format(time.TimeOnly)
+		return nil
+	}
+	if err := s.At("migrate", at(12, 0, 0), record); err != nil {
+		panic(err)
+	}
+	err = s.Every("warmup", time.Minute, record, scheduler.WithStartAt(at(12, 0, 0)), scheduler.WithEndAt(at(12, 2, 0)))
+	if err != nil {
+		panic(err)
+	}
+	for _, j := range s.Jobs() {
+		fmt.Println(j.Job+":", scheduler.DescribeSchedule(j.Schedule))
+	}
+	if err := s.Start(ctx); err != nil {
+		panic(err)
+	}
+	defer s.Stop(ctx)
+	clock.AdvanceTo(at(12, 0, 0), 2) // both loops wait for 12:00
+	first := []string{<-ran, <-ran}  // the two runs of 12:00, in either order
+	slices.Sort(first)
+	fmt.Println(strings.Join(first, ", "))
+	clock.AdvanceTo(at(12, 1, 0), 1) // only warmup's loop is left
+	fmt.Println(<-ran)
+	for _, j := range s.Jobs() {
+		fmt.Println(j.Job, "next:", j.Next.IsZero())
+	}
+	// Output:
+	// migrate: once at 2030-01-01T12:00:00.000Z
+	// warmup: every 1m0s (aligned to UTC), from 2030-01-01T12:00:00.000Z until 2030-01-01T12:02:00.000Z
+	// migrate 12:00:00, warmup 12:00:00
+	// warmup 12:01:00
+	// migrate next: true
+	// warmup next: true
 }
 
 // ParseCron gives the slots of an expression without a scheduler: Next is a pure

@@ -35,7 +35,7 @@ func (s *Scheduler) loop(j *job) {
 		}()
 		next = j.sched.Next(slot)
 	}
-	s.log.Warn("job has no further slots", "job", j.name)
+	s.log.Info("job has no further slots: its schedule ended", "job", j.name, "schedule", j.sched.String())
 }
 
 func (c jobConfig) jitterDelay() time.Duration {

@@ -44,6 +44,8 @@ type jobConfig struct {
 	historyTTL         time.Duration
 	location           *time.Location
 	maxManual          int
+	// start and end bound the job's slots (WithStartAt, WithEndAt); zero: open.
+	start, end time.Time
 }
 
 func optErr(format string, args ...any) error {

@@ -21,6 +21,21 @@ func (s *Scheduler) Every(name string, interval time.Duration, h Handler, opts .
 	return s.add(name, sched, interval, h, opts)
 }
 
+// At registers a job that runs once, at the instant at (truncated to the
+// millisecond), on one instance of the fleet, with the same claims, leases,
+// history and options as any job. Every replica must declare the same instant. A
+// replica that starts later than at plus the job's max lateness does not run it (a
+// catch-up policy runs it within its window); Jobs then shows no next slot.
+func (s *Scheduler) At(name string, at time.Time, h Handler, opts ...JobOption) error {
+	if err := s.registerErr(name); err != nil {
+		return err
+	}
+	if at.IsZero() {
+		return fmt.Errorf("job %q: %w: the instant is zero", name, ErrInvalidSchedule)
+	}
+	return s.add(name, OnceSchedule{At: time.UnixMilli(at.UnixMilli()).UTC()}, 0, h, opts)
+}
+
 // Cron registers a job on a cron expression (5 fields, or 6 with seconds first; see
 // CronSchedule for the time zone and daylight saving rules). Like Every, it is
 // called before Start.
@@ -74,6 +89,9 @@ func (s *Scheduler) add(name string, sched Schedule, interval time.Duration, h H
 	}
 	if !cfg.maxLateSet {
 		cfg.maxLate = min(DefaultMaxLate, shortestGap(sched, interval))
+	}
+	if sched, err = cfg.bound(sched); err != nil {
+		return fmt.Errorf("job %q: %w", name, err)
 	}
 	if cfg.jitter > 0 && cfg.jitter >= cfg.maxLate {
 		return fmt.Errorf("job %q: %w: jitter %v must be below max lateness %v, or every slot could start late", name, ErrInvalidOption, cfg.jitter, cfg.maxLate)
