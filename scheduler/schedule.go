@@ -124,8 +124,53 @@ func ParseCron(expr string, loc *time.Location) (*CronSchedule, error) {
 
 // Next returns the first slot after t, truncated to the millisecond. A wall-clock time
 // that occurs twice (the hour repeated when clocks fall back) gives a slot only on its
-// first occurrence.
+// first occurrence; one skipped by a jump forward gives its slot shifted by the jump,
+// whatever t is.
 func (s *CronSchedule) Next(t time.Time) time.Time {
+	n := s.next(t)
+	if c := s.shifted(t); !c.IsZero() && (n.IsZero() || c.Before(n)) {
+		return c
+	}
+	return n
+}
+
+// maxJump bounds how far a jump forward of the zone's clocks (and the slot it
+// shifts) can lie before t.
+const maxJump = 3 * time.Hour
+
+// shifted is the slot after t that a jump forward of the clocks shifted, found
+// from before the jump: the expression's parser finds a time inside the skipped
+// hour (shifted by the jump) only when it starts before the jump. Zero when no jump
+// lies in the maxJump before t.
+func (s *CronSchedule) shifted(t time.Time) time.Time {
+	lo, hi := t.Add(-maxJump), t
+	_, before := lo.In(s.loc).Zone()
+	if _, after := hi.In(s.loc).Zone(); after <= before {
+		return time.Time{}
+	}
+	for hi.Sub(lo) > time.Second { // the jump's instant, to the second
+		mid := lo.Add(hi.Sub(lo) / 2)
+		if _, off := mid.In(s.loc).Zone(); off == before {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	// The parser finds the shifted time from a minute before the jump, not from
+	// within that minute; slots before t are stepped past (a few: a frequent
+	// expression has slots after t that Next finds without this).
+	c := s.next(lo.Truncate(time.Minute).Add(-time.Minute))
+	for range 16 {
+		if c.IsZero() || c.After(t) {
+			return c
+		}
+		c = s.next(c)
+	}
+	return time.Time{}
+}
+
+// next is the first slot after t the parser gives, past repeated wall times.
+func (s *CronSchedule) next(t time.Time) time.Time {
 	for range 4 {
 		n := s.sched.Next(t)
 		if n.IsZero() {

@@ -2,11 +2,13 @@ package scheduler_test
 
 import (
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -99,4 +101,56 @@ func TestCronDaylightSaving(t *testing.T) {
 	got = slotsOn(t, "30 2 * * *", spring.AddDate(0, 0, 1))
 	require.Len(t, got, 1)
 	assert.Equal(t, 2, got[0].In(ny).Hour())
+}
+
+// On the day clocks jump forward, a cron time inside the skipped hour has one slot,
+// shifted by the jump, and Next finds it from any instant before it: also from
+// inside the skipped hour and from just before the slot, which is how an instance
+// started then, and the check that a claimed slot is on the schedule, ask for it.
+func TestCronSpringForwardSlotFromAnyInstant(t *testing.T) {
+	for _, tc := range []struct {
+		zone, expr string
+		slot       time.Time // the shifted slot, UTC
+	}{
+		{"America/New_York", "30 2 * * *", time.Date(2030, 3, 10, 7, 30, 0, 0, time.UTC)}, // 02:30 EST skipped: 03:30 EDT
+		{"Europe/Athens", "30 3 * * *", time.Date(2030, 3, 31, 1, 30, 0, 0, time.UTC)},    // 03:30 EET skipped: 04:30 EEST
+	} {
+		loc, err := time.LoadLocation(tc.zone)
+		require.NoError(t, err)
+		c, err := scheduler.ParseCron(tc.expr, loc)
+		require.NoError(t, err)
+		for _, from := range []time.Duration{-24 * time.Hour, -2 * time.Hour, -31 * time.Minute, -29 * time.Minute, -time.Second, -time.Millisecond} {
+			assert.Equal(t, tc.slot, c.Next(tc.slot.Add(from)), "%s %q from %v before the slot", tc.zone, tc.expr, -from)
+		}
+		next := c.Next(tc.slot)
+		assert.Equal(t, 24*time.Hour-time.Hour, next.Sub(tc.slot)+0, "%s: the next day's slot, unshifted (an hour less in between): %v", tc.zone, next)
+	}
+}
+
+// A job on a cron time inside the hour skipped when clocks jump forward runs its
+// shifted slot once, on a backend with leases, whether its instance started the day
+// before or inside the skipped hour (it was taken for a manual run's slot, ended
+// unrun).
+func TestCronSpringForwardSlotRuns(t *testing.T) {
+	athens, err := time.LoadLocation("Europe/Athens")
+	require.NoError(t, err)
+	slot := time.Date(2030, 3, 31, 1, 30, 0, 0, time.UTC) // 03:30 EET does not exist: 04:30 EEST
+	for _, started := range []time.Time{slot.Add(-13 * time.Hour), slot.Add(-20 * time.Minute)} {
+		synctest.Test(t, func(t *testing.T) {
+			clock := scheduler.OffsetClock{Offset: started.Sub(time.Now())}
+			log := newRunLog()
+			s := newScheduler(t, memory.NewWithClock(clock), "A", func(c *scheduler.Config) { c.Clock = clock })
+			require.NoError(t, s.Cron("c", "30 3 * * *", log.handler, scheduler.WithLocation(athens), scheduler.WithMaxLate(30*time.Minute)))
+			require.NoError(t, s.Start(t.Context()))
+			assert.Equal(t, slot, s.Jobs()[0].Next, "started %v: the next slot is the shifted one", started)
+			time.Sleep(time.Until(time.Now().Add(slot.Sub(started) + time.Minute)))
+			hist, err := s.History(t.Context(), "c", 10)
+			require.NoError(t, err)
+			require.NoError(t, s.Stop(t.Context()))
+			assert.Equal(t, map[int64][]string{slot.UnixMilli(): {"A"}}, log.snapshot(), "started %v: the shifted slot ran once", started)
+			require.Len(t, hist, 1)
+			assert.Equal(t, scheduler.StatusOK, hist[0].Status)
+			assert.False(t, hist[0].Manual, "a scheduled run")
+		})
+	}
 }
