@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
 )
@@ -10,7 +11,8 @@ import (
 // DescribeSchedule.
 const boundsLayout = "2006-01-02T15:04:05.000Z07:00"
 
-// OnceSchedule has one slot, At, at millisecond precision.
+// OnceSchedule has one slot, At. At registers one with At truncated to the
+// millisecond; a value built by hand is used as it is.
 type OnceSchedule struct{ At time.Time }
 
 // Next returns At when t is before it, else the zero time.
@@ -24,7 +26,8 @@ func (s OnceSchedule) Next(t time.Time) time.Time {
 func (s OnceSchedule) String() string { return "once at " + s.At.UTC().Format(boundsLayout) }
 
 // BoundedSchedule is the slots of Schedule from Start (included) until End (not
-// included); a zero bound leaves that side open.
+// included); a zero bound leaves that side open. WithStartAt and WithEndAt build
+// one with the bounds rounded up to the millisecond.
 type BoundedSchedule struct {
 	Schedule
 	Start, End time.Time
@@ -54,30 +57,50 @@ func (s BoundedSchedule) String() string {
 	return out
 }
 
-// WithStartAt gives the job no slot before t (at millisecond precision, truncated):
-// its first slot is the schedule's first at or after t. Slots before it are not
-// run, recorded or caught up.
+// WithStartAt gives the job no slot before t: its first slot is the schedule's first
+// at or after t. Slots before it are not run, recorded or caught up.
 func WithStartAt(t time.Time) JobOption {
 	return func(c *jobConfig) error {
-		if t.IsZero() {
-			return optErr("start time is zero")
-		}
-		c.start = time.UnixMilli(t.UnixMilli()).UTC()
-		return nil
+		ms, err := boundMillis("start", t)
+		c.start = ms
+		return err
 	}
 }
 
-// WithEndAt gives the job no slot at or after t (at millisecond precision,
-// truncated): once its last slot before t is claimed, its loop ends (a run in
-// progress finishes). Registration refuses bounds that leave the job no slot.
+// WithEndAt gives the job no slot at or after t: once its last slot before t is
+// claimed, its loop ends (a run in progress finishes). An end already past is
+// accepted (the job then does nothing, and Jobs shows no next slot: a service
+// redeployed after a campaign ended), but bounds that can never hold a slot (an
+// end not after the start, or before a one-time job's instant) are refused.
+// RunNow still runs an ended job, as a manual run.
 func WithEndAt(t time.Time) JobOption {
 	return func(c *jobConfig) error {
-		if t.IsZero() {
-			return optErr("end time is zero")
-		}
-		c.end = time.UnixMilli(t.UnixMilli()).UTC()
-		return nil
+		ms, err := boundMillis("end", t)
+		c.end = ms
+		return err
 	}
+}
+
+// Slots are whole milliseconds since the Unix epoch, in int64.
+var (
+	firstMillis = time.UnixMilli(math.MinInt64 + 1).UTC()
+	lastMillis  = time.UnixMilli(math.MaxInt64 - 1).UTC()
+)
+
+// boundMillis is t rounded up to the millisecond (a slot is before t exactly when
+// it is before that), or an error for a zero t or one slots cannot reach.
+func boundMillis(what string, t time.Time) (time.Time, error) {
+	if t.IsZero() {
+		return time.Time{}, optErr("%s time is zero", what)
+	}
+	if t.Before(firstMillis) || t.After(lastMillis) {
+		return time.Time{}, optErr("%s time %v is outside the range of slots (milliseconds since 1970 in 64 bits)", what, t)
+	}
+	ms := time.UnixMilli(t.UnixMilli()).UTC()
+	if ms.Before(t) {
+		ms = ms.Add(time.Millisecond)
+	}
+	return ms, nil
 }
 
 // bound applies the job's start and end to sched, and refuses bounds that leave
@@ -90,7 +113,11 @@ func (c jobConfig) bound(sched Schedule) (Schedule, error) {
 	if !c.start.IsZero() && !c.end.IsZero() && !c.start.Before(c.end) {
 		return nil, optErr("start %s is not before end %s", c.start.Format(boundsLayout), c.end.Format(boundsLayout))
 	}
-	if !c.start.IsZero() && b.Next(c.start.Add(-time.Nanosecond)).IsZero() {
+	from := c.start
+	if once, ok := sched.(OnceSchedule); ok && (from.IsZero() || once.At.Before(from)) {
+		from = once.At // a one-time job's one slot is known: probe it whatever the bounds
+	}
+	if !from.IsZero() && b.Next(from.Add(-time.Nanosecond)).IsZero() {
 		return nil, fmt.Errorf("%w: %s has no slot within its bounds", ErrInvalidSchedule, b)
 	}
 	return b, nil
@@ -112,4 +139,15 @@ func describeBounds(s string) (inner, bounds string) {
 		bounds = "," + bounds
 	}
 	return inner, bounds
+}
+
+// isOnce reports whether sched has at most one slot: a one-time job, bounded or not.
+func isOnce(sched Schedule) bool {
+	switch s := sched.(type) {
+	case OnceSchedule:
+		return true
+	case BoundedSchedule:
+		return isOnce(s.Schedule)
+	}
+	return false
 }

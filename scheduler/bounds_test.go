@@ -159,3 +159,62 @@ func TestBoundsAreChecked(t *testing.T) {
 	assert.Empty(t, s.Jobs(), "nothing refused was registered")
 	require.NoError(t, s.At("ok", at, h, scheduler.WithStartAt(at)), "a start at the instant keeps it")
 }
+
+// The bounds hold at the millisecond: a slot is run exactly when it is at or after
+// the start and before the end, whatever the bounds' sub-millisecond part; instants
+// and bounds slots cannot reach are refused.
+func TestBoundsAtTheMillisecond(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := newRunLog()
+		s := newScheduler(t, memory.New(), "A")
+		base := time.Now().UTC().Truncate(time.Minute).Add(time.Minute)
+		// start just after the first slot: it is not run; end just after the fourth:
+		// it is run.
+		require.NoError(t, s.Every("ms", time.Minute, log.handler,
+			scheduler.WithStartAt(base.Add(500*time.Microsecond)), scheduler.WithEndAt(base.Add(3*time.Minute+500*time.Microsecond))))
+		require.NoError(t, s.Start(t.Context()))
+		time.Sleep(6 * time.Minute)
+		require.NoError(t, s.Stop(t.Context()))
+		slots, _ := slotsOf(log.snapshot())
+		assert.Equal(t, []time.Time{base.Add(time.Minute), base.Add(2 * time.Minute), base.Add(3 * time.Minute)}, slots)
+	})
+	s := newScheduler(t, memory.New(), "B")
+	h := func(context.Context, scheduler.Run) error { return nil }
+	far := time.Date(300000000, 1, 1, 0, 0, 0, 0, time.UTC)
+	assert.ErrorIs(t, s.At("far", far, h), scheduler.ErrInvalidSchedule, "an instant past the range of slots")
+	assert.ErrorIs(t, s.At("zero", time.Time{}.Add(500*time.Microsecond), h), scheduler.ErrInvalidSchedule, "an instant that truncates to zero")
+	assert.ErrorIs(t, s.Every("far-end", time.Minute, h, scheduler.WithEndAt(far)), scheduler.ErrInvalidOption)
+	assert.ErrorIs(t, s.Every("far-start", time.Minute, h, scheduler.WithStartAt(far)), scheduler.ErrInvalidOption)
+	at := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	assert.ErrorIs(t, s.At("ends-before", at, h, scheduler.WithEndAt(at)), scheduler.ErrInvalidSchedule, "a one-time job whose end is not after its instant")
+	require.NoError(t, s.At("ends-after", at, h, scheduler.WithEndAt(at.Add(time.Millisecond))))
+	require.NoError(t, s.Every("ended", time.Minute, h, scheduler.WithEndAt(time.Now().Add(-time.Hour))), "an end already past is accepted")
+	assert.Equal(t, "once at 2030-01-01T12:00:00.000Z, until 2030-01-01T12:00:00.001Z", scheduler.DescribeSchedule(s.Jobs()[0].Schedule))
+}
+
+// A one-time job that ran is not run again by a replica started later with a
+// catch-up policy reaching back past it (a redeploy that adds catch-up): the run
+// store still remembers the slot.
+func TestAtIsNotRunAgainByALaterCatchUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := memory.New()
+		log := newRunLog()
+		at := time.Now().Add(time.Minute)
+		s := newScheduler(t, b, "A")
+		require.NoError(t, s.At("once", at, log.handler))
+		require.NoError(t, s.Start(t.Context()))
+		time.Sleep(31 * time.Minute)
+		require.NoError(t, s.Stop(t.Context()))
+
+		s2 := newScheduler(t, b, "A2")
+		require.NoError(t, s2.At("once", at, log.handler, scheduler.WithCatchUp(scheduler.CatchUpAll, time.Hour)))
+		require.NoError(t, s2.Start(t.Context()))
+		time.Sleep(5 * time.Minute)
+		require.NoError(t, s2.Stop(t.Context()))
+		runs := 0
+		for _, who := range log.snapshot() {
+			runs += len(who)
+		}
+		assert.Equal(t, 1, runs, "run once, by the first replica")
+	})
+}

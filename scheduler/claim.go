@@ -141,7 +141,13 @@ func (j *job) keep() time.Duration {
 	if j.cfg.catchUp != CatchUpNone {
 		k = max(k, j.cfg.catchUpWindow)
 	}
-	return k + j.cfg.lease + time.Minute
+	k += j.cfg.lease + time.Minute
+	if isOnce(j.sched) {
+		// A one-time job's slot is remembered long: a redeploy that adds catch-up
+		// must not find it forgotten and run it again.
+		k = max(k, backend.DefaultRunKeep)
+	}
+	return k
 }
 
 // claimLease asks the run store, retrying errors with the same token (the claim is

@@ -20,10 +20,10 @@ func DescribeSchedule(s string) string {
 	if s == "" {
 		return "–"
 	}
-	if strings.HasPrefix(s, "once at ") {
-		return s
-	}
 	s, bounds := describeBounds(s)
+	if strings.HasPrefix(s, "once at ") {
+		return s + bounds
+	}
 	if strings.HasPrefix(s, "every ") {
 		return s + " (aligned to UTC)" + bounds
 	}

@@ -23,17 +23,25 @@ func (s *Scheduler) Every(name string, interval time.Duration, h Handler, opts .
 
 // At registers a job that runs once, at the instant at (truncated to the
 // millisecond), on one instance of the fleet, with the same claims, leases,
-// history and options as any job. Every replica must declare the same instant. A
-// replica that starts later than at plus the job's max lateness does not run it (a
-// catch-up policy runs it within its window); Jobs then shows no next slot.
+// history and options as any job. Every replica must declare the same instant:
+// take it from configuration, never from the clock (replicas that compute it from
+// time.Now declare different slots, and each runs its own). A replica that starts
+// later than at plus the job's max lateness does not run it (a catch-up policy runs
+// it within its window); Jobs then shows no next slot. With leases, the run store
+// remembers the slot for at least backend.DefaultRunKeep, so an instance started
+// within that time never runs it again.
 func (s *Scheduler) At(name string, at time.Time, h Handler, opts ...JobOption) error {
 	if err := s.registerErr(name); err != nil {
 		return err
 	}
-	if at.IsZero() {
-		return fmt.Errorf("job %q: %w: the instant is zero", name, ErrInvalidSchedule)
+	if at.IsZero() || at.Before(firstMillis) || at.After(lastMillis) {
+		return fmt.Errorf("job %q: %w: the instant %v is zero or outside the range of slots (milliseconds since 1970 in 64 bits)", name, ErrInvalidSchedule, at)
 	}
-	return s.add(name, OnceSchedule{At: time.UnixMilli(at.UnixMilli()).UTC()}, 0, h, opts)
+	once := OnceSchedule{At: time.UnixMilli(at.UnixMilli()).UTC()}
+	if once.At.IsZero() {
+		return fmt.Errorf("job %q: %w: the instant %v is the zero time once truncated to the millisecond", name, ErrInvalidSchedule, at)
+	}
+	return s.add(name, once, 0, h, opts)
 }
 
 // Cron registers a job on a cron expression (5 fields, or 6 with seconds first; see
