@@ -137,7 +137,7 @@ func TestCronSpringForwardSlotRuns(t *testing.T) {
 	slot := time.Date(2030, 3, 31, 1, 30, 0, 0, time.UTC) // 03:30 EET does not exist: 04:30 EEST
 	for _, started := range []time.Time{slot.Add(-13 * time.Hour), slot.Add(-20 * time.Minute)} {
 		synctest.Test(t, func(t *testing.T) {
-			clock := scheduler.OffsetClock{Offset: started.Sub(time.Now())}
+			clock := scheduler.OffsetClock{Offset: time.Until(started)}
 			log := newRunLog()
 			s := newScheduler(t, memory.NewWithClock(clock), "A", func(c *scheduler.Config) { c.Clock = clock })
 			require.NoError(t, s.Cron("c", "30 3 * * *", log.handler, scheduler.WithLocation(athens), scheduler.WithMaxLate(30*time.Minute)))
