@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/anarchon/anarchon/backend"
+	"github.com/anarchon/anarchon/internal/backendutil"
 )
 
 // sweepEvery bounds how often a RunStore deletes runs past their keep.
@@ -68,7 +69,7 @@ func (r *run) result(o backend.ClaimOutcome) backend.ClaimResult {
 func (s *RunStore) Claim(ctx context.Context, in backend.RunClaim) (backend.ClaimResult, error) {
 	ctx, cancel := s.b.callCtx(ctx)
 	defer cancel()
-	if err := checkRunClaim(in); err != nil {
+	if err := backendutil.CheckRunClaim("sqlbackend", in); err != nil {
 		return backend.ClaimResult{}, err
 	}
 	if err := s.b.Init(ctx); err != nil {
@@ -418,19 +419,4 @@ func (b *Backend) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 		return err
 	}
 	return tx.Commit()
-}
-
-func checkRunClaim(in backend.RunClaim) error {
-	if err := backend.ValidateJobName(in.Job); err != nil {
-		return fmt.Errorf("%w: %w", backend.ErrInvalidClaim, err)
-	}
-	switch {
-	case in.Token == "":
-		return fmt.Errorf("%w: claim for job %q has no token", backend.ErrInvalidClaim, in.Job)
-	case in.Lease <= 0:
-		return fmt.Errorf("%w: claim for job %q: lease must be positive, got %v", backend.ErrInvalidClaim, in.Job, in.Lease)
-	case in.Keep < 0:
-		return fmt.Errorf("%w: claim for job %q: keep must not be negative, got %v", backend.ErrInvalidClaim, in.Job, in.Keep)
-	}
-	return nil
 }

@@ -2,11 +2,11 @@ package memory
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
 	"github.com/anarchon/anarchon/backend"
+	"github.com/anarchon/anarchon/internal/backendutil"
 )
 
 // Backend keeps everything in process memory. It coordinates schedulers in the
@@ -74,7 +74,7 @@ func (b *Backend) Claim(ctx context.Context, in backend.ClaimInput) (bool, error
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
-	if err := checkClaimInput(in); err != nil {
+	if err := backendutil.CheckClaim("memory", in.Job, in.Token); err != nil {
 		return false, err
 	}
 	k := memKey{in.Job, in.Slot.UnixMilli()}
@@ -86,18 +86,6 @@ func (b *Backend) Claim(ctx context.Context, in backend.ClaimInput) (bool, error
 	b.claims[k] = claimRecordOf(in, b.clock.Now())
 	b.noteTTL(in.Job, in.HistoryTTL)
 	return true, nil
-}
-
-// checkClaimInput rejects a claim no backend can accept: no token, an invalid job
-// name. The error matches ErrInvalidClaim.
-func checkClaimInput(in backend.ClaimInput) error {
-	if err := backend.ValidateJobName(in.Job); err != nil {
-		return fmt.Errorf("%w: %w", backend.ErrInvalidClaim, err)
-	}
-	if in.Token == "" {
-		return fmt.Errorf("%w: claim for job %q has no token", backend.ErrInvalidClaim, in.Job)
-	}
-	return nil
 }
 
 // noteTTL remembers the job's history TTL, which History applies (0: none).
@@ -114,7 +102,7 @@ func (b *Backend) RecordClaim(ctx context.Context, in backend.ClaimInput) error 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := checkClaimInput(in); err != nil {
+	if err := backendutil.CheckClaim("memory", in.Job, in.Token); err != nil {
 		return err
 	}
 	b.mu.Lock()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/anarchon/anarchon/backend"
+	"github.com/anarchon/anarchon/internal/backendutil"
 )
 
 // memorySweepEvery bounds how often the memory run store looks for runs to forget.
@@ -93,7 +94,7 @@ func (s *RunStore) Claim(ctx context.Context, in backend.RunClaim) (backend.Clai
 	if err := ctx.Err(); err != nil {
 		return backend.ClaimResult{}, err
 	}
-	if err := checkRunClaim(in); err != nil {
+	if err := backendutil.CheckRunClaim("memory", in); err != nil {
 		return backend.ClaimResult{}, err
 	}
 	keep := in.Keep
@@ -215,7 +216,7 @@ func (s *RunStore) Heartbeat(ctx context.Context, key backend.RunKey, lease time
 	now := s.clock.Now()
 	r := s.jobs[job][slot.UnixMilli()]
 	if r == nil || r.token != token || !r.live(now) {
-		return fmt.Errorf("%w: %s", backend.ErrLeaseLost, describeRun(job, slot))
+		return fmt.Errorf("%w: %s", backend.ErrLeaseLost, backendutil.DescribeRun(job, slot))
 	}
 	r.lease, r.expires = lease, now.Add(lease)
 	r.touch(now)
@@ -239,7 +240,7 @@ func (s *RunStore) Finish(ctx context.Context, key backend.RunKey, status backen
 	r := s.jobs[job][slot.UnixMilli()]
 	switch {
 	case r == nil || r.token != token:
-		return fmt.Errorf("%w: %s", backend.ErrStaleToken, describeRun(job, slot))
+		return fmt.Errorf("%w: %s", backend.ErrStaleToken, backendutil.DescribeRun(job, slot))
 	case r.finished():
 		return nil
 	}
@@ -378,23 +379,4 @@ func (s *RunStore) sweepLocked(now time.Time) {
 			delete(s.jobs, job)
 		}
 	}
-}
-
-func checkRunClaim(in backend.RunClaim) error {
-	if err := backend.ValidateJobName(in.Job); err != nil {
-		return fmt.Errorf("%w: %w", backend.ErrInvalidClaim, err)
-	}
-	switch {
-	case in.Token == "":
-		return fmt.Errorf("%w: claim for job %q has no token", backend.ErrInvalidClaim, in.Job)
-	case in.Lease <= 0:
-		return fmt.Errorf("%w: claim for job %q: lease must be positive, got %v", backend.ErrInvalidClaim, in.Job, in.Lease)
-	case in.Keep < 0:
-		return fmt.Errorf("%w: claim for job %q: keep must not be negative, got %v", backend.ErrInvalidClaim, in.Job, in.Keep)
-	}
-	return nil
-}
-
-func describeRun(job string, slot time.Time) string {
-	return fmt.Sprintf("job %q slot %s", job, slot.UTC().Format(time.RFC3339Nano))
 }

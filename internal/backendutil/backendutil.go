@@ -27,6 +27,21 @@ func CheckClaim(pkg, job, token string) error {
 	return nil
 }
 
+// CheckRunClaim refuses a run claim no run store accepts: CheckClaim's, a lease
+// that is not positive, a negative keep.
+func CheckRunClaim(pkg string, in backend.RunClaim) error {
+	if err := CheckClaim(pkg, in.Job, in.Token); err != nil {
+		return err
+	}
+	switch {
+	case in.Lease <= 0:
+		return fmt.Errorf("%w: %s: claim for job %q: lease must be positive, got %v", backend.ErrInvalidClaim, pkg, in.Job, in.Lease)
+	case in.Keep < 0:
+		return fmt.Errorf("%w: %s: claim for job %q: keep must not be negative, got %v", backend.ErrInvalidClaim, pkg, in.Job, in.Keep)
+	}
+	return nil
+}
+
 // DescribeRun names a run in messages: job "report" slot 2026-01-02T03:04:05Z.
 func DescribeRun(job string, slot time.Time) string {
 	return fmt.Sprintf("job %q slot %s", job, slot.UTC().Format(time.RFC3339Nano))

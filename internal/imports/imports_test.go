@@ -29,7 +29,7 @@ var floors = map[string]int{
 	"backend/backendtest":     3, // the conformance suite and the model check run schedulers
 	"internal/modelcheck":     3,
 	"internal/natsutil":       4, // plug-ins: backends, metrics, servers
-	"internal/backendutil":    4,
+	"internal/backendutil":    1,
 	"jetstream":               4,
 	"kvlease":                 4,
 	"sqlbackend":              4,
