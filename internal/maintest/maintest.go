@@ -17,6 +17,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 )
@@ -68,4 +69,24 @@ func Run(t testing.TB, timeout time.Duration, args ...string) (code int, stdout,
 		t.Fatalf("maintest: %v: %v", args, err)
 	}
 	return 0, out.String(), errOut.String()
+}
+
+// CheckHelp runs the program as a person asking for help does, with -h and with
+// --help: each must exit 0 and print usage (text containing usage) and no error
+// line (text containing errLine, the program's error prefix).
+func CheckHelp(t *testing.T, usage, errLine string) {
+	t.Helper()
+	for _, arg := range []string{"-h", "--help"} {
+		code, stdout, stderr := Run(t, 30*time.Second, arg)
+		out := stdout + stderr
+		if code != 0 {
+			t.Errorf("%s: exit code %d, want 0; stdout %q, stderr %q", arg, code, stdout, stderr)
+		}
+		if !strings.Contains(out, usage) {
+			t.Errorf("%s: no %q in the output: %q", arg, usage, out)
+		}
+		if strings.Contains(out, errLine) {
+			t.Errorf("%s: an error line (%q) in the output: %q", arg, errLine, out)
+		}
+	}
 }
