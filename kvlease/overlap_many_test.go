@@ -125,20 +125,7 @@ func TestOverlapRaceOfFourSlotsOnThreeInstances(t *testing.T) {
 			}
 			for round := range 20 {
 				job := fmt.Sprintf("race4-%s-%d", token(), round)
-				var on []*kvlease.Store
-				var ins []backend.RunClaim
-				for i, s := range stores {
-					for slot := 1; slot <= 4; slot++ {
-						on, ins = append(on, s), append(ins, overlapClaim(job, slot, fmt.Sprintf("i%d", i)))
-					}
-				}
-				results := raceOverlap(t, on, ins)
-				won := map[time.Time]int{}
-				for i, r := range results {
-					if r.Outcome == backend.OutcomeWon {
-						won[ins[i].Slot]++
-					}
-				}
+				results, won := raceRound(t, stores, job, 4)
 				require.Len(t, won, 1, "round %d: one slot runs: %+v", round, results)
 				for _, n := range won {
 					require.Equal(t, 1, n, "round %d: once", round)

@@ -64,6 +64,27 @@ func overlapClaim(job string, k int, instance string) backend.RunClaim {
 }
 
 // raceOverlap claims ins at once, each on its own store, and returns the results.
+// raceRound races, at once, every store's claim of each of job's first slots (an
+// overlap-forbidding claim per store and slot), and counts the won answers per slot.
+func raceRound(t *testing.T, stores []*kvlease.Store, job string, slots int) ([]backend.ClaimResult, map[time.Time]int) {
+	t.Helper()
+	var on []*kvlease.Store
+	var ins []backend.RunClaim
+	for i, s := range stores {
+		for slot := 1; slot <= slots; slot++ {
+			on, ins = append(on, s), append(ins, overlapClaim(job, slot, fmt.Sprintf("i%d", i)))
+		}
+	}
+	results := raceOverlap(t, on, ins)
+	won := map[time.Time]int{}
+	for i, r := range results {
+		if r.Outcome == backend.OutcomeWon {
+			won[ins[i].Slot]++
+		}
+	}
+	return results, won
+}
+
 func raceOverlap(t *testing.T, stores []*kvlease.Store, ins []backend.RunClaim) []backend.ClaimResult {
 	t.Helper()
 	results := make([]backend.ClaimResult, len(ins))
@@ -233,20 +254,7 @@ func TestOverlapRaceOfInstances(t *testing.T) {
 	}
 	for round := range 30 {
 		job := fmt.Sprintf("instances-%s-%d", token(), round)
-		var on []*kvlease.Store
-		var ins []backend.RunClaim
-		for i, s := range stores {
-			for slot := 1; slot <= 2; slot++ {
-				on, ins = append(on, s), append(ins, overlapClaim(job, slot, fmt.Sprintf("i%d", i)))
-			}
-		}
-		results := raceOverlap(t, on, ins)
-		won := map[time.Time]int{}
-		for i, r := range results {
-			if r.Outcome == backend.OutcomeWon {
-				won[ins[i].Slot]++
-			}
-		}
+		results, won := raceRound(t, stores, job, 2)
 		require.Len(t, won, 1, "round %d: one slot runs: %+v", round, results)
 		runs, err := stores[0].Active(t.Context(), job)
 		require.NoError(t, err)
