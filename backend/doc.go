@@ -18,6 +18,7 @@
 //	LeaseBackend    the backend         a RunStore: leases, backups and takeover,
 //	                                    OverlapSkip, catch-up, hand-over at Stop
 //	LeaseWatcher    the RunStore        backups woken when a lease ends (else polled)
+//	Retrier         the RunStore        retries any instance may claim (else in-process)
 //	ClaimRecorder   the backend         a leased attempt's claim in History
 //	RecordDecider   the ClaimRecorder   whether that record decides (mixed fleets)
 //	JobChecker      the backend         a job refused at registration, not at Start

@@ -16,6 +16,10 @@ import (
 //	pending ──won──▶ running(token, attempt, fence, expiry) ──Finish──▶ finished(status)
 //	   │                 ▲        │ lease expired or released
 //	   │                 └────────┘ takeover: attempt+1, new token, bigger fence
+//	   │                 ▲        │ Retry(delay, within) (Retrier)
+//	   │                 │        ▼
+//	   │                 └── retry(at, by) ──claimed after by──▶ finished(error)
+//	   │         claimed in [at, by]: attempt+1, new token, bigger fence
 //	   ├──overlap──▶ finished(skipped)
 //	   └──late─────▶ finished(late)
 //
@@ -59,6 +63,21 @@ type LeaseWatcher interface {
 	// may have changed so that a new Claim could give a different outcome. The
 	// watch ends when ctx is done.
 	WatchRun(ctx context.Context, job string, slot time.Time) (<-chan struct{}, error)
+}
+
+// Retrier is implemented by run stores that hand a failed attempt's slot to any
+// instance for a retry (RetryPolicy with leases). Without it the scheduler retries
+// in the process that ran the failed attempt.
+type Retrier interface {
+	// Retry ends key's attempt as failed and releases its lease, storing that the
+	// slot's next attempt may be claimed once delay has passed and until delay +
+	// within has, by the store's clock. Before that a Claim is answered
+	// OutcomeRetry with RetryIn; in time, won, as a takeover (attempt + 1, a bigger
+	// fence) with Retried set; after it, done: the store finishes the slot with
+	// StatusError, the last attempt's failure standing. The run is remembered for
+	// delay + within + its Keep. Accepted like Finish: only from the token that
+	// holds the run, repeat-safe; another token gets ErrStaleToken.
+	Retry(ctx context.Context, key RunKey, delay, within time.Duration) error
 }
 
 // MinLease is the shortest lease a run store accepts (lease stores count expiry
@@ -108,6 +127,9 @@ const (
 	OutcomeOverlap ClaimOutcome = "overlap"
 	OutcomeLate    ClaimOutcome = "late"
 	OutcomeNone    ClaimOutcome = "none"
+	// OutcomeRetry: the slot's last attempt failed and its retry may be claimed
+	// in ClaimResult.RetryIn (Retrier).
+	OutcomeRetry ClaimOutcome = "retry"
 )
 
 // DecidedOutcome is the outcome a store answers a claim of a finished slot with.
@@ -162,6 +184,12 @@ type ClaimResult struct {
 	// Reopened says the won run was a slot stored paused, reopened by a claim with
 	// ReopenPaused (and by its repeats).
 	Reopened bool
+	// Retried says the won run is a retry: the attempt before it failed and
+	// stored the retry (Retrier), it was not lost.
+	Retried bool
+	// RetryIn is, on OutcomeRetry, how long until the retry may be claimed, by the
+	// store's clock.
+	RetryIn time.Duration
 }
 
 // ActiveRun is an unfinished run in a RunStore.
@@ -173,6 +201,9 @@ type ActiveRun struct {
 	Fence    uint64
 	Expires  time.Time
 	Live     bool
+	// RetryAt is, for a slot whose last attempt failed and stored a retry, when
+	// the retry may be claimed, by the store's clock; zero otherwise.
+	RetryAt time.Time
 	// Manual says the run is a manual one (its slot is not on the job's
 	// schedule). Scheduler.Active sets it; stores leave it false.
 	Manual bool

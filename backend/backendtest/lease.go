@@ -72,6 +72,11 @@ func RunLeases(t *testing.T, newStore func(t *testing.T) backend.RunStore) {
 		{"WatchExpiry", testLeaseWatchExpiry},
 		{"WatchEndsWithContext", testLeaseWatchCancel},
 		{"KeepForgets", testLeaseKeepForgets},
+		{"RetryHandsOver", testRetryHandsOver},
+		{"RetryOneWinner", testRetryOneWinner},
+		{"RetryMissed", testRetryMissed},
+		{"RetryStale", testRetryStale},
+		{"RetryOutlivesKeep", testRetryOutlivesKeep},
 	}
 	t.Run("Leases", func(t *testing.T) {
 		for _, c := range cases {

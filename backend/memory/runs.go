@@ -33,6 +33,7 @@ type RunStore struct {
 var (
 	_ backend.RunStore     = (*RunStore)(nil)
 	_ backend.LeaseWatcher = (*RunStore)(nil)
+	_ backend.Retrier      = (*RunStore)(nil)
 	_ backend.LeaseBackend = (*Backend)(nil)
 )
 
@@ -46,6 +47,10 @@ type memRun struct {
 	previousToken string
 	// reopened: the run was a paused slot, reopened by a ReopenPaused claim.
 	reopened bool
+	// retried: the run was taken for a retry its previous attempt stored.
+	retried bool
+	// retryAt and retryBy bound the claim of a stored retry; zero without one.
+	retryAt, retryBy time.Time
 	fence    uint64
 	lease    time.Duration
 	expires  time.Time
@@ -117,6 +122,13 @@ func (s *RunStore) Claim(ctx context.Context, in backend.RunClaim) (backend.Clai
 			return r.result(backend.OutcomeWon), nil
 		case r.live(now):
 			return r.result(backend.OutcomeRunning), nil
+		case !r.retryAt.IsZero() && now.Before(r.retryAt):
+			return backend.ClaimResult{Outcome: backend.OutcomeRetry, Attempt: r.attempt, Fence: r.fence, Holder: r.instance, RetryIn: r.retryAt.Sub(now)}, nil
+		case !r.retryAt.IsZero() && now.After(r.retryBy):
+			// Nobody claimed the retry in time: the failure stands.
+			r.status = backend.StatusError
+			r.touch(now)
+			return r.decided(in.Token), nil
 		}
 		// Unfinished and its lease expired or was released: a takeover. The deadline
 		// does not apply, someone started the run already. Or a paused slot that
@@ -128,6 +140,7 @@ func (s *RunStore) Claim(ctx context.Context, in backend.RunClaim) (backend.Clai
 		}
 		s.fence++
 		r.previous, r.previousToken, r.reopened = r.instance, r.token, reopen
+		r.retried, r.retryAt, r.retryBy = !r.retryAt.IsZero(), time.Time{}, time.Time{}
 		if reopen { // the paused attempt was not lost: it never ran
 			r.status, r.previous, r.previousToken = "", "", ""
 		}
@@ -177,6 +190,7 @@ func (r *memRun) decided(token string) backend.ClaimResult {
 func (r *memRun) result(o backend.ClaimOutcome) backend.ClaimResult {
 	res := backend.ClaimResult{Outcome: o, Attempt: r.attempt, Fence: r.fence, Holder: r.instance, Expires: r.expires}
 	res.Reopened = o == backend.OutcomeWon && r.reopened
+	res.Retried = o == backend.OutcomeWon && r.retried
 	if o == backend.OutcomeWon && r.previousToken != "" {
 		res.Previous, res.PreviousToken, res.PreviousAttempt = r.previous, r.previousToken, r.attempt-1
 	}
@@ -239,13 +253,37 @@ func (s *RunStore) Finish(ctx context.Context, key backend.RunKey, status backen
 	defer s.mu.Unlock()
 	r := s.jobs[job][slot.UnixMilli()]
 	switch {
-	case r == nil || r.token != token:
+	case r == nil || r.token != token || !r.retryAt.IsZero():
 		return fmt.Errorf("%w: %s", backend.ErrStaleToken, backendutil.DescribeRun(job, slot))
 	case r.finished():
 		return nil
 	}
 	r.status = status
 	r.touch(s.clock.Now())
+	return nil
+}
+
+// Retry ends key's attempt as failed and stores its retry: see backend.Retrier.
+func (s *RunStore) Retry(ctx context.Context, key backend.RunKey, delay, within time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if delay < 0 || within <= 0 {
+		return fmt.Errorf("%w: retry needs a delay of zero or more and a positive window, got %v and %v", backend.ErrInvalidClaim, delay, within)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.jobs[key.Job][key.Slot.UnixMilli()]
+	switch {
+	case r == nil || r.token != key.Token || r.finished():
+		return fmt.Errorf("%w: %s", backend.ErrStaleToken, backendutil.DescribeRun(key.Job, key.Slot))
+	case !r.retryAt.IsZero():
+		return nil // a repeat
+	}
+	now := s.clock.Now()
+	r.retryAt, r.retryBy = now.Add(delay), now.Add(delay+within)
+	r.expires = now
+	r.touch(now)
 	return nil
 }
 
@@ -290,6 +328,7 @@ func (s *RunStore) Active(ctx context.Context, job string) ([]backend.ActiveRun,
 			Fence:    r.fence,
 			Expires:  r.expires,
 			Live:     r.live(now),
+			RetryAt:  r.retryAt,
 		})
 	}
 	slices.SortFunc(out, func(a, b backend.ActiveRun) int { return a.Slot.Compare(b.Slot) })
@@ -360,7 +399,7 @@ func (s *RunStore) lookupLocked(job string, slot int64, now time.Time) *memRun {
 }
 
 func (r *memRun) forgotten(now time.Time) bool {
-	return !r.live(now) && !now.Before(r.changed.Add(r.keep))
+	return !r.live(now) && !now.Before(r.changed.Add(r.keep)) && !now.Before(r.retryBy.Add(r.keep))
 }
 
 // sweepLocked forgets runs that were neither live nor written for their keep.
