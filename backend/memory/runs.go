@@ -51,13 +51,13 @@ type memRun struct {
 	retried bool
 	// retryAt and retryBy bound the claim of a stored retry; zero without one.
 	retryAt, retryBy time.Time
-	fence    uint64
-	lease    time.Duration
-	expires  time.Time
-	status   backend.Status // final status once finished, "" before
-	keep     time.Duration
-	changed  time.Time     // last write, for forgetting
-	notify   chan struct{} // closed and replaced on every write, heartbeats included
+	fence            uint64
+	lease            time.Duration
+	expires          time.Time
+	status           backend.Status // final status once finished, "" before
+	keep             time.Duration
+	changed          time.Time     // last write, for forgetting
+	notify           chan struct{} // closed and replaced on every write, heartbeats included
 }
 
 func (r *memRun) finished() bool { return r.status.Finished() }
