@@ -78,9 +78,9 @@ func (s *Scheduler) handleLeased(j *job, slot time.Time, kind claimKind) {
 	if err != nil {
 		return // stopping, or the store stayed unreachable for as long as it matters
 	}
-	if res.Outcome == backend.OutcomeRunning {
+	if res.Outcome == backend.OutcomeRunning || res.Outcome == backend.OutcomeRetry {
 		s.emit(Event{Kind: EventStandby, Job: j.name, Slot: slot, Token: c.Token, Outcome: res.Outcome, Attempt: res.Attempt})
-		res, sent, err = s.standby(j, c)
+		res, sent, err = s.standby(j, c, res)
 		if err != nil {
 			return
 		}
@@ -108,7 +108,7 @@ func (s *Scheduler) act(j *job, c *leaseClaim, res backend.ClaimResult, sent tim
 			// The job is paused: every attempt the store grants, a takeover too,
 			// is finished paused at once, not run (the attempt it took over from
 			// ended unfinished).
-			if res.Attempt > 1 && !res.Reopened {
+			if res.Attempt > 1 && !res.Reopened && !res.Retried {
 				s.noteLost(j, c.Slot, res)
 			}
 			s.decidePaused(j, c, res.Attempt, &lease{token: c.Token, dur: j.cfg.lease, sent: sent}, p)
@@ -226,19 +226,31 @@ func (s *Scheduler) settleStopped(c *leaseClaim, rc backend.RunClaim, err error)
 	return backend.ClaimResult{}, c.unanswered, err
 }
 
-// standby waits as a backup for a running slot until a claim is answered other than
-// running: the lease ended unfinished (a takeover: won), the run finished (done), or
-// the lease key held no run and its deadline passed (late). It reacts to the
+// standby waits as a backup for a running slot, or one whose retry is due later
+// (res, the last answer), until a claim is answered other than running or retry:
+// the lease ended unfinished or the retry came due (won), the run finished (done),
+// or the lease key held no run and its deadline passed (late). It reacts to the
 // store's watch when there is one, and polls otherwise; with a watch it still
 // re-checks every lease/2, in case the lease ended between the last claim and the
-// start of the watch.
-func (s *Scheduler) standby(j *job, c *leaseClaim) (backend.ClaimResult, time.Time, error) {
+// start of the watch. A retry is claimed when the store said it comes due.
+func (s *Scheduler) standby(j *job, c *leaseClaim, res backend.ClaimResult) (backend.ClaimResult, time.Time, error) {
 	watcher, _ := s.runs.(backend.LeaseWatcher)
 	poll := j.cfg.lease / 4
 	if watcher != nil {
 		poll = j.cfg.lease / 2
 	}
 	for {
+		if res.Outcome == backend.OutcomeRetry {
+			if !s.sleepUntil(s.loopCtx, s.clock.Now().Add(res.RetryIn+retryClaimMargin)) {
+				return backend.ClaimResult{}, time.Time{}, s.loopCtx.Err()
+			}
+			var sent time.Time
+			var err error
+			if res, sent, err = s.claimLease(j, c); err != nil || (res.Outcome != backend.OutcomeRunning && res.Outcome != backend.OutcomeRetry) {
+				return res, sent, err
+			}
+			continue
+		}
 		ctx, cancel := context.WithCancel(s.loopCtx)
 		var changed <-chan struct{}
 		if watcher != nil {
@@ -265,9 +277,14 @@ func (s *Scheduler) standby(j *job, c *leaseClaim) (backend.ClaimResult, time.Ti
 		if s.loopCtx.Err() != nil {
 			return backend.ClaimResult{}, time.Time{}, s.loopCtx.Err()
 		}
-		res, sent, err := s.claimLease(j, c)
-		if err != nil || res.Outcome != backend.OutcomeRunning {
+		var sent time.Time
+		var err error
+		if res, sent, err = s.claimLease(j, c); err != nil || (res.Outcome != backend.OutcomeRunning && res.Outcome != backend.OutcomeRetry) {
 			return res, sent, err
 		}
 	}
 }
+
+// retryClaimMargin is added to a stored retry's wait before claiming it, so that a
+// claim rarely comes a moment too early.
+const retryClaimMargin = 5 * time.Millisecond

@@ -45,6 +45,12 @@ const (
 	// other replicas: a plug-in that can (fleet's registry) reports it through
 	// Scheduler.Report.
 	EventJobConflict EventKind = "job_conflict"
+	// EventRetry: the attempt failed and its retry is planned at Event.Next (stored
+	// in the run store with leases, for any instance to run).
+	EventRetry EventKind = "retry"
+	// EventFailed: the attempt failed (error or timeout) and no retry follows: the
+	// slot's final failure, sent once per slot by the instance whose attempt it was.
+	EventFailed EventKind = "failed"
 )
 
 // Event is what the scheduler reports to Config.OnEvent.

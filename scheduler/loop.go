@@ -214,13 +214,34 @@ func (s *Scheduler) handleSlot(j *job, slot time.Time, kind claimKind) {
 				return
 			}
 			s.emit(Event{Kind: EventClaimed, Job: j.name, Slot: slot, Token: in.Token, Attempt: 1, Outcome: backend.OutcomeWon})
-			s.execute(s.hardCtx, &slotAttempt{j: j, in: in})
+			s.runRetrying(&slotAttempt{j: j, in: in})
 			return
 		}
 		s.backendError(j, slot, "claim", err)
 		// Retry with the same token: the claim is repeat-safe, so a retry after a
 		// lost answer still gives exactly one winner.
 		if !s.sleepUntil(s.loopCtx, s.clock.Now().Add(retryDelay(attempt))) {
+			return
+		}
+	}
+}
+
+// runRetrying runs a won slot without leases, and its retries in this process: each
+// attempt with a token of its own, at its time, unless the job is paused then (the
+// attempt is recorded paused) or the retry's start window passed (a paused process).
+func (s *Scheduler) runRetrying(a *slotAttempt) {
+	j, slot := a.j, a.in.Slot
+	for res := s.execute(s.hardCtx, a); res.retried; res = s.execute(s.hardCtx, a) {
+		if !s.sleepUntil(s.loopCtx, res.retry.at) {
+			return
+		}
+		a = &slotAttempt{j: j, in: s.claimInput(j, slot, a.in.Attempt+1)}
+		if p, paused := s.pauses.of(j.name, s.clock.Now()); paused {
+			s.recordPaused(j, slot, a.in.Token, a.in.Attempt, p)
+			return
+		}
+		if late := s.clock.Now().Sub(res.retry.at); late > res.retry.within {
+			s.log.Warn("retry not run: its start window passed", "job", j.name, "slot", slot, "attempt", a.in.Attempt, "late", late)
 			return
 		}
 	}

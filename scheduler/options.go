@@ -46,6 +46,8 @@ type jobConfig struct {
 	maxManual          int
 	// start and end bound the job's slots (WithStartAt, WithEndAt); zero: open.
 	start, end time.Time
+	// retry is the job's retry policy (WithRetry); nil: no retries.
+	retry *RetryPolicy
 }
 
 func optErr(format string, args ...any) error {

@@ -104,6 +104,14 @@ func (s *Scheduler) add(name string, sched Schedule, interval time.Duration, h H
 	if cfg.jitter > 0 && cfg.jitter >= cfg.maxLate {
 		return fmt.Errorf("job %q: %w: jitter %v must be below max lateness %v, or every slot could start late", name, ErrInvalidOption, cfg.jitter, cfg.maxLate)
 	}
+	if !isOnce(sched) {
+		if err := cfg.retry.check(shortestGap(sched, interval)); err != nil {
+			return fmt.Errorf("job %q: %w", name, err)
+		}
+	}
+	if _, ok := s.runs.(backend.Retrier); cfg.retry != nil && s.runs != nil && !ok {
+		return fmt.Errorf("job %q: %w: retries need a run store that stores them (backend.Retrier); the %s backend's has none", name, ErrInvalidOption, s.backend.Name())
+	}
 	if s.runs == nil {
 		if cfg.overlap != OverlapAllow {
 			return fmt.Errorf("job %q: %w: overlap policy %s needs a backend with leases; %q has none", name, ErrInvalidOption, cfg.overlap, s.backend.Name())

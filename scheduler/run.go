@@ -17,6 +17,10 @@ type execResult struct {
 	StartedAt  time.Time
 	FinishedAt time.Time
 	Error      string
+	// retry is the attempt's retry, when retried says one follows: stored in
+	// the run store with leases, made by this process without.
+	retry   retryPlan
+	retried bool
 }
 
 // execute runs the handler for a won claim, keeps its lease alive until the lease is
@@ -46,10 +50,13 @@ func (s *Scheduler) execute(parent context.Context, a *slotAttempt) execResult {
 	res := execResult{StartedAt: started, FinishedAt: finished}
 	cause := context.Cause(ctx)
 	res.Status, res.Error = endOf(err, cause)
+	plan, retry, noRetry := s.planRetry(a, res.Status, err, cause)
 
 	deferred := false
 	if l != nil {
-		res, deferred = s.settle(a, res)
+		res, deferred = s.settle(a, res, plan, retry)
+	} else {
+		res.retry, res.retried = plan, retry
 	}
 	res.Error = backend.TruncateText(res.Error, MaxErrorText)
 	stopHeartbeat()
@@ -67,6 +74,16 @@ func (s *Scheduler) execute(parent context.Context, a *slotAttempt) execResult {
 	}
 	s.logFailure(run, res, err)
 	s.emit(Event{Kind: EventFinished, Job: j.name, Slot: in.Slot, Token: in.Token, Attempt: run.Attempt, Manual: in.Manual, Status: res.Status, Duration: finished.Sub(started), Err: evErr})
+	switch {
+	case res.retried:
+		s.log.Info("retry planned", "job", j.name, "slot", in.Slot, "attempt", run.Attempt, "retry_at", res.retry.at)
+		s.emit(Event{Kind: EventRetry, Job: j.name, Slot: in.Slot, Token: in.Token, Attempt: run.Attempt, Status: res.Status, Next: res.retry.at, Err: evErr})
+	case res.Status == StatusError || res.Status == StatusTimeout:
+		if noRetry != "" {
+			s.log.Warn("run failed for good", "job", j.name, "slot", in.Slot, "attempt", run.Attempt, "why", noRetry)
+		}
+		s.emit(Event{Kind: EventFailed, Job: j.name, Slot: in.Slot, Token: in.Token, Attempt: run.Attempt, Manual: in.Manual, Status: res.Status, Err: evErr})
+	}
 	return res
 }
 
@@ -156,13 +173,16 @@ func (s *Scheduler) runLeased(j *job, c *leaseClaim, res backend.ClaimResult, se
 	l := &lease{token: c.Token, dur: j.cfg.lease, sent: sent}
 	a := &slotAttempt{j: j, in: in, fence: res.Fence, l: l}
 	s.emit(Event{Kind: EventClaimed, Job: j.name, Slot: c.Slot, Token: c.Token, Attempt: in.Attempt, Outcome: res.Outcome})
-	takeover := in.Attempt > 1 && !res.Reopened
-	if takeover {
+	takeover := in.Attempt > 1 && !res.Reopened && !res.Retried
+	if takeover || res.Retried {
 		l.previous = res.Previous
 	}
-	if res.Reopened {
+	switch {
+	case res.Reopened:
 		s.log.Info("runs a slot paused before (catch-up after the pause ended)", "job", j.name, "slot", c.Slot, "attempt", in.Attempt)
-	} else if takeover {
+	case res.Retried:
+		s.log.Info("retries a failed run", "job", j.name, "slot", c.Slot, "attempt", in.Attempt, "previous", res.Previous)
+	case takeover:
 		s.log.Info("took over a run", "job", j.name, "slot", c.Slot, "attempt", in.Attempt, "previous", res.Previous)
 		s.emit(Event{Kind: EventTakeover, Job: j.name, Slot: c.Slot, Token: c.Token, Attempt: in.Attempt, Outcome: res.Outcome})
 	}
@@ -172,7 +192,7 @@ func (s *Scheduler) runLeased(j *job, c *leaseClaim, res backend.ClaimResult, se
 	if takeover {
 		s.noteLost(j, c.Slot, res)
 	}
-	out := StatusLost
+	out := execResult{Status: StatusLost}
 	if s.freshLease(a) {
 		// A pause stored while the claim was recorded holds the slot too: it has
 		// not started.
@@ -180,12 +200,17 @@ func (s *Scheduler) runLeased(j *job, c *leaseClaim, res backend.ClaimResult, se
 			s.decidePaused(j, c, res.Attempt, l, p)
 			return
 		}
-		out = s.execute(s.hardCtx, a).Status
+		out = s.execute(s.hardCtx, a)
+	}
+	if out.retried {
+		// The retry is stored: this instance stands by for it like any other.
+		s.handleLeased(j, c.Slot, claimAdopt)
+		return
 	}
 	// The lease was lost with the run unfinished (and released): after a lease, in
 	// which the backups that wait for it take it over first, this instance stands by
 	// for it too, so that it is taken over even when nobody else waits for it.
-	if out == StatusLost && s.sleepUntil(s.loopCtx, s.clock.Now().Add(j.cfg.lease)) {
+	if out.Status == StatusLost && s.sleepUntil(s.loopCtx, s.clock.Now().Add(j.cfg.lease)) {
 		s.handleLeased(j, c.Slot, claimAdopt)
 	}
 }

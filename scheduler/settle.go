@@ -18,20 +18,31 @@ import (
 // run the slot again. It is tried until an answer, or until the store would have
 // forgotten the run, or, once Stop has begun, once; then it is left to the
 // outbox, which Stop drains.
-func (s *Scheduler) settle(a *slotAttempt, res execResult) (execResult, bool) {
+//
+// A failed attempt the job retries (retry) stores its retry in place of its
+// Finish, the same way; one the store cannot be told of before the outbox takes
+// over is finished instead, and not retried.
+func (s *Scheduler) settle(a *slotAttempt, res execResult, plan retryPlan, retry bool) (execResult, bool) {
 	j, slot, l := a.j, a.in.Slot, a.l
 	if !l.manual && (res.Status == StatusCancelled || res.Status == StatusLost) {
 		s.release(j, slot, l.token)
 		return res, false
 	}
+	end := func(ctx context.Context) error { return s.runs.Finish(ctx, a.key(), res.Status) }
+	if rt, ok := s.runs.(backend.Retrier); ok && retry && !l.manual {
+		end = func(ctx context.Context) error { return rt.Retry(ctx, a.key(), plan.delay, plan.within) }
+	} else {
+		retry = false
+	}
 	giveUp := s.clock.Now().Add(j.keep())
 	hard, stopping := s.hardCtx.Done(), s.loopCtx.Done() // either ends a retry's wait
 	for attempt := 0; ; attempt++ {
 		ctx, cancel := s.callCtx(context.Background())
-		err := s.runs.Finish(ctx, a.key(), res.Status)
+		err := end(ctx)
 		cancel()
 		switch {
 		case err == nil:
+			res.retry, res.retried = plan, retry
 			return res, false
 		case errors.Is(err, backend.ErrStaleToken), errors.Is(err, ErrLeaseLost):
 			s.log.Warn("result superseded: another attempt holds the run", "job", j.name, "slot", slot, "token", l.token, "status", res.Status)
