@@ -56,6 +56,10 @@ func (m *Metrics) OnEvent(e scheduler.Event) {
 		m.backendErrors.WithLabelValues(job, opLabel(e.Op)).Inc()
 	case scheduler.EventPaused:
 		m.pausedSlots.WithLabelValues(job).Inc()
+	case scheduler.EventRetry:
+		m.retries.WithLabelValues(job).Inc()
+	case scheduler.EventFailed:
+		m.failedSlots.WithLabelValues(job).Inc()
 	case scheduler.EventJobConflict:
 		v := 0.0
 		if e.Conflict != "" {
@@ -113,6 +117,8 @@ func (m *Metrics) initJob(job string) {
 	m.running.WithLabelValues(job)
 	m.pausedSlots.WithLabelValues(job)
 	m.jobConflict.WithLabelValues(job)
+	m.retries.WithLabelValues(job)
+	m.failedSlots.WithLabelValues(job)
 	m.pauseMu.Lock()
 	m.setPausedLocked(job)
 	m.pauseMu.Unlock()
@@ -142,7 +148,7 @@ func outcomeLabel(e scheduler.Event) string {
 	}
 	switch o {
 	case scheduler.OutcomeWon, scheduler.OutcomeRunning, scheduler.OutcomeDone,
-		scheduler.OutcomeOverlap, scheduler.OutcomeLate, scheduler.OutcomeNone:
+		scheduler.OutcomeOverlap, scheduler.OutcomeLate, scheduler.OutcomeNone, scheduler.OutcomeRetry:
 		return string(o)
 	}
 	return "other"

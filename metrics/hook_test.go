@@ -103,6 +103,10 @@ func TestSyntheticEvents(t *testing.T) {
 		with(ev(scheduler.EventFinished), func(e *scheduler.Event) {
 			e.Manual, e.Status, e.Duration = true, scheduler.StatusError, 500*time.Millisecond
 		}),
+		// a slot retried twice, then failed for good
+		with(ev(scheduler.EventRetry), func(e *scheduler.Event) { e.Attempt = 1 }),
+		with(ev(scheduler.EventRetry), func(e *scheduler.Event) { e.Attempt = 2 }),
+		with(ev(scheduler.EventFailed), func(e *scheduler.Event) { e.Attempt = 3 }),
 		// backend errors
 		with(ev(scheduler.EventBackendError), func(e *scheduler.Event) { e.Op = "claim" }),
 		with(ev(scheduler.EventBackendError), func(e *scheduler.Event) { e.Op = "heartbeat" }),
@@ -129,13 +133,17 @@ anarchon_backend_errors_total{job_name="idle",op="save_result"} 0
 anarchon_backend_errors_total{job_name="sync",op="claim"} 1
 anarchon_backend_errors_total{job_name="sync",op="heartbeat"} 1
 anarchon_backend_errors_total{job_name="sync",op="save_result"} 0
-# HELP anarchon_claims_total Slots this instance tried to claim, by claim outcome (won, running, done, overlap, late, none, other).
+# HELP anarchon_claims_total Slots this instance tried to claim, by claim outcome (won, running, done, overlap, late, none, retry, other).
 # TYPE anarchon_claims_total counter
 anarchon_claims_total{job_name="sync",outcome="done"} 1
 anarchon_claims_total{job_name="sync",outcome="late"} 1
 anarchon_claims_total{job_name="sync",outcome="overlap"} 1
 anarchon_claims_total{job_name="sync",outcome="running"} 1
 anarchon_claims_total{job_name="sync",outcome="won"} 2
+# HELP anarchon_failed_slots_total Slots whose attempt on this instance failed (error or timeout) with no retry to follow: final failures, once per slot across the fleet.
+# TYPE anarchon_failed_slots_total counter
+anarchon_failed_slots_total{job_name="idle"} 0
+anarchon_failed_slots_total{job_name="sync"} 1
 # HELP anarchon_job_conflict 1 while the replicas that declare the job declare it differently (schedule or options), as this instance's fleet registry watch says; else 0.
 # TYPE anarchon_job_conflict gauge
 anarchon_job_conflict{job_name="idle"} 0
@@ -163,6 +171,10 @@ anarchon_next_slot_timestamp_seconds{job_name="sync"} 1.7040672115e+09
 # TYPE anarchon_paused_slots_total counter
 anarchon_paused_slots_total{job_name="idle"} 0
 anarchon_paused_slots_total{job_name="sync"} 0
+# HELP anarchon_retries_total Failed attempts on this instance whose slot is tried again (WithRetry): the retry was stored, or planned in this process without leases.
+# TYPE anarchon_retries_total counter
+anarchon_retries_total{job_name="idle"} 0
+anarchon_retries_total{job_name="sync"} 2
 # HELP anarchon_run_duration_seconds How long handlers ran on this instance, scheduled and manual runs.
 # TYPE anarchon_run_duration_seconds histogram
 anarchon_run_duration_seconds_bucket{job_name="sync",le="1"} 2
@@ -315,6 +327,8 @@ func TestLabelCardinality(t *testing.T) {
 		"anarchon_paused_slots_total":             {"job_name"},
 		"anarchon_job_paused":                     {"job_name"},
 		"anarchon_job_conflict":                   {"job_name"},
+		"anarchon_retries_total":                  {"job_name"},
+		"anarchon_failed_slots_total":             {"job_name"},
 	}
 	mfs, err := reg.Gather()
 	require.NoError(t, err)

@@ -29,6 +29,8 @@ type Metrics struct {
 	pausedSlots   *prometheus.CounterVec   // job
 	jobPaused     *prometheus.GaugeVec     // job
 	jobConflict   *prometheus.GaugeVec     // job
+	retries       *prometheus.CounterVec   // job
+	failedSlots   *prometheus.CounterVec   // job
 
 	all []prometheus.Collector
 
@@ -67,7 +69,7 @@ func New(opts ...Option) (*Metrics, error) {
 	}
 	m := &Metrics{
 		claims: counter("claims_total",
-			"Slots this instance tried to claim, by claim outcome (won, running, done, overlap, late, none, other).",
+			"Slots this instance tried to claim, by claim outcome (won, running, done, overlap, late, none, retry, other).",
 			labelJob, labelOutcome),
 		runs: counter("runs_total",
 			"Handler runs on this instance that ended, by status and by whether RunNow started them.",
@@ -98,12 +100,16 @@ func New(opts ...Option) (*Metrics, error) {
 			"1 while the job is paused (on its own or with all jobs), as this instance's watch of the stored pauses says; else 0."),
 		jobConflict: gauge("job_conflict",
 			"1 while the replicas that declare the job declare it differently (schedule or options), as this instance's fleet registry watch says; else 0."),
+		retries: counter("retries_total",
+			"Failed attempts on this instance whose slot is tried again (WithRetry): the retry was stored, or planned in this process without leases.", labelJob),
+		failedSlots: counter("failed_slots_total",
+			"Slots whose attempt on this instance failed (error or timeout) with no retry to follow: final failures, once per slot across the fleet.", labelJob),
 		paused: map[string]bool{},
 	}
 	m.all = []prometheus.Collector{
 		m.claims, m.runs, m.runDuration, m.slotLag, m.lateSlots, m.skippedSlots,
 		m.takeovers, m.leaseLosses, m.backendErrors, m.lastSuccess, m.nextSlot, m.running,
-		m.pausedSlots, m.jobPaused, m.jobConflict,
+		m.pausedSlots, m.jobPaused, m.jobConflict, m.retries, m.failedSlots,
 	}
 	return m, nil
 }

@@ -55,6 +55,7 @@ const (
 	OutcomeOverlap = backend.OutcomeOverlap
 	OutcomeLate    = backend.OutcomeLate
 	OutcomeNone    = backend.OutcomeNone
+	OutcomeRetry   = backend.OutcomeRetry
 )
 
 // Overlap and catch-up policies; see [backend.OverlapPolicy] and
