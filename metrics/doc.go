@@ -78,7 +78,7 @@
 //
 // # Alert rules
 //
-// Three examples, for a job "report" that runs every 10 minutes. Every rule
+// Four examples, for a job "report" that runs every 10 minutes. Every rule
 // aggregates over replicas: only the replica that ran a slot records it.
 //
 //  1. The job has not succeeded on any replica for three intervals. The companion
@@ -88,6 +88,7 @@
 //     failing), and slots that replicas keep reaching after their deadline.
 //  3. Slot lag p99 over all replicas above 5 seconds (keep the threshold above the
 //     job's jitter).
+//  4. A slot that failed for good: once per slot, after its last retry.
 //
 // As a Prometheus rule file (alerts.yml in this package's directory of the
 // repository, with grafana-dashboard.json, a Grafana dashboard of every metric):
@@ -129,6 +130,13 @@
 //	        for: 15m
 //	        annotations:
 //	          summary: 'Job {{ $labels.job_name }} starts more than 5s after its slots (p99)'
+//
+//	      # 4. a slot failed for good: its last attempt failed and no retry follows (one
+//	      # per slot, after the last retry of a job with WithRetry)
+//	      - alert: AnarchonSlotFailed
+//	        expr: sum by (job_name) (increase(anarchon_failed_slots_total{job_name="report"}[30m])) > 0
+//	        annotations:
+//	          summary: 'A slot of {{ $labels.job_name }} failed after its last attempt'
 //
 // # Guides
 //

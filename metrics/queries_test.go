@@ -190,7 +190,7 @@ func TestAlertRulesNameExportedMetrics(t *testing.T) {
 	names := exported(t)
 	file, err := os.ReadFile(alertsFile)
 	require.NoError(t, err)
-	assert.Equal(t, 5, checkRules(t, alertsFile, file, names))
+	assert.Equal(t, 6, checkRules(t, alertsFile, file, names))
 
 	doc, err := os.ReadFile("doc.go")
 	require.NoError(t, err)
