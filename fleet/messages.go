@@ -241,11 +241,14 @@ type ActiveRun struct {
 	Expires time.Time `json:"expires,omitzero"`
 	// Live says the lease has not expired: the run is going on now.
 	Live bool `json:"live"`
+	// RetryAt is set when Attempt failed and its retry is stored: any replica
+	// claims the next attempt at that time (the run store's clock).
+	RetryAt time.Time `json:"retry_at,omitzero"`
 }
 
 func activeRunOf(job string, a scheduler.ActiveRun) ActiveRun {
 	return ActiveRun{Job: job, Slot: a.Slot, Instance: a.Instance, Token: a.Token, Attempt: a.Attempt,
-		Fence: a.Fence, Expires: a.Expires, Live: a.Live}
+		Fence: a.Fence, Expires: a.Expires, Live: a.Live, RetryAt: a.RetryAt}
 }
 
 // ActiveReply answers <prefix>.ACTIVE.<job> (ActiveRequest): the job's unfinished

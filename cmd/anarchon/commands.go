@@ -157,7 +157,10 @@ func running(rs []fleet.ActiveRun) string {
 	var parts []string
 	for _, r := range rs {
 		p := fmt.Sprintf("%s#%d", r.Instance, r.Attempt)
-		if !r.Live {
+		switch {
+		case !r.RetryAt.IsZero():
+			p += " (failed, retry at " + r.RetryAt.UTC().Format(timeFormat) + ")"
+		case !r.Live:
 			p += " (expired)"
 		}
 		parts = append(parts, p)
@@ -400,7 +403,10 @@ func (c *cli) active(ctx context.Context, client *fleet.Client, job string) erro
 	fmt.Fprintln(w, "JOB\tSLOT\tINSTANCE\tATTEMPT\tFENCE\tLIVE\tEXPIRES")
 	for _, r := range runs {
 		live := "yes"
-		if !r.Live {
+		switch {
+		case !r.RetryAt.IsZero():
+			live = "retry at " + r.RetryAt.UTC().Format(timeFormat)
+		case !r.Live:
 			live = "no"
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", r.Job, r.Slot.UTC().Format(timeFormat), r.Instance, r.Attempt,
