@@ -31,6 +31,12 @@
 // SchemaVersion; a database whose schema is newer than this package knows is
 // refused with ErrSchemaTooNew.
 //
+// A rolling upgrade: the first replica of the new version migrates the tables in
+// place at Init (migrations only add columns with defaults; replicas starting
+// together migrate once). From then on a replica of the old version that starts is
+// refused with ErrSchemaTooNew; one that was already running goes on working.
+// Going back to the old version means restoring the tables of before.
+//
 // # A minimal program
 //
 //	db, err := sql.Open("pgx", "postgres://app@db.internal/app") // github.com/jackc/pgx/v5/stdlib
