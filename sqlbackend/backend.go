@@ -40,6 +40,7 @@ var (
 	_ backend.RecordDecider  = (*Backend)(nil)
 	_ backend.RunStore       = (*RunStore)(nil)
 	_ backend.LeaseWatcher   = (*RunStore)(nil)
+	_ backend.Retrier        = (*RunStore)(nil)
 	_ backend.Pauser         = (*Backend)(nil)
 	_ backend.LastRunsReader = (*Backend)(nil)
 )

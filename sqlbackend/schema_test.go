@@ -24,7 +24,8 @@ const runsV1 = `CREATE TABLE {p}runs (job TEXT NOT NULL, slot {int} NOT NULL, to
 	PRIMARY KEY (job, slot))`
 
 // A database of schema version 1 is migrated by replicas starting together: its
-// rows stay, a live lease stays held and a finished slot stays done.
+// rows stay, a live lease stays held, a finished slot stays done, and the migrated
+// runs table takes retries.
 func TestSchemaMigratesVersion1(t *testing.T) {
 	t.Parallel()
 	dialects(t, func(t *testing.T, open func(t *testing.T, opts ...sqlbackend.Option) *sqlbackend.Backend) {
@@ -80,10 +81,19 @@ func TestSchemaMigratesVersion1(t *testing.T) {
 		res := claim(liveSlot, liveToken)
 		assert.Equal(t, backend.OutcomeWon, res.Outcome, "the holder of a lease stored before the migration")
 		assert.Equal(t, uint64(1), res.Fence)
+		assert.False(t, res.Retried)
 		assert.Equal(t, backend.OutcomeRunning, claim(liveSlot, backendtest.Token()).Outcome)
 		done := claim(doneSlot, backendtest.Token())
 		assert.Equal(t, backend.OutcomeDone, done.Outcome, "a slot finished before the migration")
 		assert.Equal(t, backend.StatusOK, done.Status)
+
+		require.NoError(t, runs.Retry(ctx, backend.RunKey{Job: job, Slot: liveSlot, Token: liveToken}, time.Hour, time.Hour))
+		active, err := replicas[1].Runs().Active(ctx, job)
+		require.NoError(t, err)
+		require.Len(t, active, 1)
+		assert.False(t, active[0].Live)
+		assert.False(t, active[0].RetryAt.IsZero(), "the migrated table stores the retry")
+		assert.Equal(t, backend.OutcomeRetry, claim(liveSlot, backendtest.Token()).Outcome)
 
 		// Once migrated, a replica starting later changes nothing.
 		require.NoError(t, open(t).Init(ctx))
