@@ -40,14 +40,17 @@ var (
 	_ backend.RecordDecider  = (*Backend)(nil)
 	_ backend.RunStore       = (*RunStore)(nil)
 	_ backend.LeaseWatcher   = (*RunStore)(nil)
+	_ backend.Retrier        = (*RunStore)(nil)
 	_ backend.Pauser         = (*Backend)(nil)
 	_ backend.LastRunsReader = (*Backend)(nil)
 )
 
 // SchemaVersion is the version of the tables this package creates and reads. Init
-// records it; a database whose tables a newer version of this package created is
-// refused with ErrSchemaTooNew.
-const SchemaVersion = 1
+// records it and migrates tables of an older version to it; a database whose
+// tables a newer version of this package created is refused with ErrSchemaTooNew.
+//
+// Version 2 added the runs table's retry columns (backend.Retrier).
+const SchemaVersion = 2
 
 // New returns a backend on db (which it does not close) speaking dialect. Nothing
 // is read or written before Init. Bound db's pool (SetMaxOpenConns, 10 is plenty):

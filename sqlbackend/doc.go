@@ -9,7 +9,8 @@
 //
 // New returns a *Backend: a backend.Backend with leases (backend.LeaseBackend),
 // so the scheduler gets backups, overlap protection, catch-up and hand-over; it
-// also stores pauses (backend.Pauser) and reads the last runs of many jobs in one
+// also stores pauses (backend.Pauser), stores a failed attempt's retry for any
+// replica to claim (backend.Retrier), and reads the last runs of many jobs in one
 // query (backend.LastRunsReader). Held to the same contract as the JetStream
 // backend, it passes the same conformance suite (backend/backendtest).
 //
@@ -20,7 +21,7 @@
 //     says otherwise.
 //   - A lease claim is one transaction that first locks the job (a row lock on
 //     PostgreSQL, the write lock on SQLite), then reads the slot's run and decides
-//     won, running, done, overlap, late or none; every lease time comes from the
+//     won, running, done, overlap, late, retry or none; every lease time comes from the
 //     database server's clock (Dialect.NowMs), never a replica's.
 //   - A backup learns that a lease ended by LISTEN/NOTIFY on PostgreSQL and by
 //     polling on SQLite (WatchRun).
@@ -30,6 +31,13 @@
 // Init creates the tables (prefix "anarchon_") when they do not exist and records
 // SchemaVersion; a database whose schema is newer than this package knows is
 // refused with ErrSchemaTooNew.
+//
+// A rolling upgrade: the first replica of the new version migrates the tables in
+// place at Init (migrations only add columns with defaults; replicas starting
+// together migrate once). From then on a replica of the old version that starts is
+// refused with ErrSchemaTooNew; one that was already running goes on working, and
+// reads a slot whose retry is pending as done, leaving it to the new replicas.
+// Going back to the old version means restoring the tables of before.
 //
 // # A minimal program
 //

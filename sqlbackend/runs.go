@@ -15,9 +15,10 @@ import (
 // sweepEvery bounds how often a RunStore deletes runs past their keep.
 const sweepEvery = time.Minute
 
-// RunStore is the backend's backend.RunStore and backend.LeaseWatcher: one row
-// per (job, slot) in the runs table, changed only in transactions that hold the
-// job's lock, with every lease time taken from the database's clock.
+// RunStore is the backend's backend.RunStore, backend.LeaseWatcher and
+// backend.Retrier: one row per (job, slot) in the runs table, changed only in
+// transactions that hold the job's lock, with every lease time taken from the
+// database's clock.
 type RunStore struct {
 	b *Backend
 
@@ -25,23 +26,58 @@ type RunStore struct {
 	sweepAt time.Time
 }
 
+// statusRetry is the status column of an unfinished run whose last attempt
+// stored a retry. Older versions of this package read it as a finished status and
+// leave the slot alone.
+const statusRetry = "retry"
+
 // run is the stored state of one (job, slot) in the runs table.
 type run struct {
 	token, instance, prevInstance, prevToken string
 	attempt                                  int
 	fence, leaseMs, expires, keepMs, changed int64
-	status                                   backend.Status
+	// status is "" while unfinished, a retry pending included.
+	status backend.Status
 	// reopened: a slot stored paused, taken by a ReopenPaused claim.
 	reopened bool
+	// retrying: the last attempt failed and stored a retry, claimable from
+	// retryAt to retryBy. retried: the run was taken for such a retry.
+	retrying, retried bool
+	retryAt, retryBy  int64
 }
 
-func (r *run) finished() bool           { return r.status.Finished() }
-func (r *run) live(now int64) bool      { return !r.finished() && now < r.expires }
-func (r *run) forgotten(now int64) bool { return !r.live(now) && now >= r.changed+r.keepMs }
+func (r *run) finished() bool      { return r.status.Finished() }
+func (r *run) live(now int64) bool { return !r.finished() && !r.retrying && now < r.expires }
+func (r *run) forgotten(now int64) bool {
+	return !r.live(now) && now >= r.changed+r.keepMs && (!r.retrying || now >= r.retryBy+r.keepMs)
+}
 
 // forgetAt is when the sweep may delete the run: not before its keep has passed
-// since its last write, nor while its lease may be live.
-func (r *run) forgetAt() int64 { return max(r.changed+r.keepMs, r.expires) }
+// since its last write (or since its retry's window closed), nor while its lease
+// may be live.
+func (r *run) forgetAt() int64 {
+	at := max(r.changed+r.keepMs, r.expires)
+	if r.retrying {
+		at = max(at, r.retryBy+r.keepMs)
+	}
+	return at
+}
+
+// storedStatus is the run's status column.
+func (r *run) storedStatus() string {
+	if r.retrying {
+		return statusRetry
+	}
+	return string(r.status)
+}
+
+// setStatus reads the status column into r.
+func (r *run) setStatus(col string) {
+	r.status, r.retrying = backend.Status(col), col == statusRetry
+	if r.retrying {
+		r.status = ""
+	}
+}
 
 // decided answers a claim of a finished slot: the token that stored a skipped or
 // late decision is told that decision again, everyone else done.
@@ -55,6 +91,7 @@ func (r *run) decided(token string) backend.ClaimResult {
 func (r *run) result(o backend.ClaimOutcome) backend.ClaimResult {
 	res := backend.ClaimResult{Outcome: o, Attempt: r.attempt, Fence: uint64(r.fence), Holder: r.instance, Expires: timeOf(r.expires)}
 	res.Reopened = o == backend.OutcomeWon && r.reopened
+	res.Retried = o == backend.OutcomeWon && r.retried
 	if o == backend.OutcomeWon && r.prevToken != "" {
 		res.Previous, res.PreviousToken, res.PreviousAttempt = r.prevInstance, r.prevToken, r.attempt-1
 	}
@@ -125,7 +162,7 @@ func (s *RunStore) claim(ctx context.Context, tx *sql.Tx, in backend.RunClaim) (
 					return backend.ClaimResult{Outcome: backend.OutcomeRunning, Attempt: r.attempt, Fence: uint64(r.fence), Holder: r.instance}, false, nil
 				}
 			}
-			r.status, r.reopened, r.prevInstance, r.prevToken = "", true, "", ""
+			r.status, r.reopened, r.retried, r.prevInstance, r.prevToken = "", true, false, "", ""
 			return s.take(ctx, tx, in, r, fence, now)
 		case r.finished():
 			return r.decided(in.Token), false, nil
@@ -133,10 +170,21 @@ func (s *RunStore) claim(ctx context.Context, tx *sql.Tx, in backend.RunClaim) (
 			return r.result(backend.OutcomeWon), false, nil
 		case r.live(now):
 			return r.result(backend.OutcomeRunning), false, nil
+		case r.retrying && now < r.retryAt:
+			return backend.ClaimResult{Outcome: backend.OutcomeRetry, Attempt: r.attempt, Fence: uint64(r.fence), Holder: r.instance,
+				RetryIn: time.Duration(r.retryAt-now) * time.Millisecond}, false, nil
+		case r.retrying && now > r.retryBy:
+			// Nobody claimed the retry in time: the failure stands.
+			r.retrying, r.status, r.changed = false, backend.StatusError, now
+			if _, err := tx.ExecContext(ctx, s.b.q(0, `UPDATE {p}runs SET status = ?, changed = ?, forget_at = ? WHERE job = ? AND slot = ?`),
+				string(r.status), r.changed, r.forgetAt(), in.Job, slot); err != nil {
+				return res, false, err
+			}
+			return r.decided(in.Token), true, nil
 		}
-		// Unfinished and its lease expired or was released: a takeover. The
-		// deadline does not apply (someone started the run); a job that forbids
-		// overlap waits while another of its slots holds a live lease.
+		// Unfinished and its lease expired or was released, or its retry is due: a
+		// takeover. The deadline does not apply (someone started the run); a job
+		// that forbids overlap waits while another of its slots holds a live lease.
 		if in.Overlap == backend.OverlapSkip {
 			busy, err := s.otherBusy(ctx, tx, in.Job, slot, now, true)
 			if err != nil {
@@ -147,6 +195,7 @@ func (s *RunStore) claim(ctx context.Context, tx *sql.Tx, in backend.RunClaim) (
 			}
 		}
 		r.prevInstance, r.prevToken, r.reopened = r.instance, r.token, false
+		r.retried, r.retrying = r.retrying, false
 		return s.take(ctx, tx, in, r, fence, now)
 	}
 
@@ -173,8 +222,8 @@ func (s *RunStore) claim(ctx context.Context, tx *sql.Tx, in backend.RunClaim) (
 		}
 	}
 	_, err = tx.ExecContext(ctx, s.b.q(0, `INSERT INTO {p}runs (job, slot, token, instance, attempt, prev_instance, prev_token,
-			fence, lease_ms, expires, status, keep_ms, changed, forget_at, reopened)
-		VALUES (?, ?, ?, ?, 1, '', '', ?, ?, ?, ?, ?, ?, ?, 0)`),
+			fence, lease_ms, expires, status, keep_ms, changed, forget_at, reopened, retried, retry_at, retry_by)
+		VALUES (?, ?, ?, ?, 1, '', '', ?, ?, ?, ?, ?, ?, ?, 0, 0, 0, 0)`),
 		in.Job, slot, r.token, r.instance, r.fence, r.leaseMs, r.expires, string(r.status), r.keepMs, r.changed, r.forgetAt())
 	if err != nil {
 		return res, false, err
@@ -185,8 +234,9 @@ func (s *RunStore) claim(ctx context.Context, tx *sql.Tx, in backend.RunClaim) (
 	return r.result(backend.OutcomeWon), false, nil
 }
 
-// take gives the stored run r to in's token with a new lease: a takeover, or a
-// paused slot reopened (r's previous holder and status already set for it).
+// take gives the stored run r to in's token with a new lease: a takeover, a due
+// retry, or a paused slot reopened (r's previous holder, status and retried
+// already set for it).
 func (s *RunStore) take(ctx context.Context, tx *sql.Tx, in backend.RunClaim, r *run, fence, now int64) (backend.ClaimResult, bool, error) {
 	keep := in.Keep
 	if keep == 0 {
@@ -200,10 +250,11 @@ func (s *RunStore) take(ctx context.Context, tx *sql.Tx, in backend.RunClaim, r 
 		return backend.ClaimResult{}, false, err
 	}
 	_, err := tx.ExecContext(ctx, s.b.q(0, `UPDATE {p}runs SET token = ?, instance = ?, attempt = ?, prev_instance = ?, prev_token = ?,
-			fence = ?, lease_ms = ?, expires = ?, status = ?, keep_ms = ?, changed = ?, forget_at = ?, reopened = ?
+			fence = ?, lease_ms = ?, expires = ?, status = ?, keep_ms = ?, changed = ?, forget_at = ?, reopened = ?,
+			retried = ?, retry_at = 0, retry_by = 0
 		WHERE job = ? AND slot = ?`),
-		r.token, r.instance, r.attempt, r.prevInstance, r.prevToken, r.fence, r.leaseMs, r.expires, string(r.status),
-		r.keepMs, r.changed, r.forgetAt(), boolInt(r.reopened), in.Job, in.Slot.UnixMilli())
+		r.token, r.instance, r.attempt, r.prevInstance, r.prevToken, r.fence, r.leaseMs, r.expires, r.storedStatus(),
+		r.keepMs, r.changed, r.forgetAt(), boolInt(r.reopened), boolInt(r.retried), in.Job, in.Slot.UnixMilli())
 	if err != nil {
 		return backend.ClaimResult{}, false, err
 	}
@@ -227,11 +278,13 @@ func (s *RunStore) lockAndRead(ctx context.Context, tx *sql.Tx, job string, slot
 		var (
 			token, instance, prevInstance, prevToken, status            sql.NullString
 			attempt2, rfence, leaseMs, expires, keepMs, chang, reopened sql.NullInt64
+			retried, retryAt, retryBy                                   sql.NullInt64
 		)
 		err := tx.QueryRowContext(ctx, s.b.q(0, `SELECT j.fence, {now}, r.token, r.instance, r.attempt, r.prev_instance, r.prev_token,
-				r.fence, r.lease_ms, r.expires, r.status, r.keep_ms, r.changed, r.reopened
+				r.fence, r.lease_ms, r.expires, r.status, r.keep_ms, r.changed, r.reopened, r.retried, r.retry_at, r.retry_by
 			FROM {p}jobs j LEFT JOIN {p}runs r ON r.job = j.job AND r.slot = ? WHERE j.job = ?`), slot, job).
-			Scan(&fence, &now, &token, &instance, &attempt2, &prevInstance, &prevToken, &rfence, &leaseMs, &expires, &status, &keepMs, &chang, &reopened)
+			Scan(&fence, &now, &token, &instance, &attempt2, &prevInstance, &prevToken, &rfence, &leaseMs, &expires, &status, &keepMs, &chang,
+				&reopened, &retried, &retryAt, &retryBy)
 		if errors.Is(err, sql.ErrNoRows) && attempt == 0 {
 			if _, err := tx.ExecContext(ctx, s.b.q(ignore, "INSERT INTO {p}jobs (job, fence, hist_floor) VALUES (?, 0, 0)"), job); err != nil {
 				return 0, 0, nil, err
@@ -244,8 +297,9 @@ func (s *RunStore) lockAndRead(ctx context.Context, tx *sql.Tx, job string, slot
 		if token.Valid {
 			r = &run{token: token.String, instance: instance.String, attempt: int(attempt2.Int64),
 				prevInstance: prevInstance.String, prevToken: prevToken.String, fence: rfence.Int64,
-				leaseMs: leaseMs.Int64, expires: expires.Int64, status: backend.Status(status.String),
-				keepMs: keepMs.Int64, changed: chang.Int64, reopened: reopened.Int64 != 0}
+				leaseMs: leaseMs.Int64, expires: expires.Int64, keepMs: keepMs.Int64, changed: chang.Int64,
+				reopened: reopened.Int64 != 0, retried: retried.Int64 != 0, retryAt: retryAt.Int64, retryBy: retryBy.Int64}
+			r.setStatus(status.String)
 		}
 		return fence, now, r, nil
 	}
@@ -260,9 +314,10 @@ func (s *RunStore) setFence(ctx context.Context, tx *sql.Tx, job string, fence i
 
 // otherBusy reports whether a slot of job other than slot is busy at now: it holds a
 // live lease, or (unless liveOnly) its unfinished run lost its lease less than a
-// lease ago (released or expired: a backup is about to take it over).
+// lease ago (released, expired or ended by a retry: a backup is about to take it
+// over). A run whose retry is pending holds no live lease: its expiry is past.
 func (s *RunStore) otherBusy(ctx context.Context, tx *sql.Tx, job string, slot, now int64, liveOnly bool) (bool, error) {
-	q := "SELECT COUNT(*) FROM {p}runs WHERE job = ? AND slot <> ? AND status = '' AND expires + lease_ms > ?"
+	q := "SELECT COUNT(*) FROM {p}runs WHERE job = ? AND slot <> ? AND status IN ('', '" + statusRetry + "') AND expires + lease_ms > ?"
 	if liveOnly {
 		q = "SELECT COUNT(*) FROM {p}runs WHERE job = ? AND slot <> ? AND status = '' AND expires > ?"
 	}
@@ -300,8 +355,8 @@ func (s *RunStore) Heartbeat(ctx context.Context, key backend.RunKey, lease time
 
 // Finish marks the run finished with status, from the token stored as its holder
 // while it is unfinished (even with its lease expired or released, as long as
-// nobody took it over); repeating it is not an error. Anything else is
-// backend.ErrStaleToken and changes nothing.
+// nobody took it over, and unless it stored a retry); repeating it is not an
+// error. Anything else is backend.ErrStaleToken and changes nothing.
 func (s *RunStore) Finish(ctx context.Context, key backend.RunKey, status backend.Status) error {
 	job, slot, token := key.Job, key.Slot, key.Token
 	ctx, cancel := s.b.callCtx(ctx)
@@ -327,10 +382,61 @@ func (s *RunStore) Finish(ctx context.Context, key backend.RunKey, status backen
 	case errors.Is(err, sql.ErrNoRows):
 	case err != nil:
 		return fmt.Errorf("sqlbackend: finish %s: %w", describe(job, slot), err)
-	case stored == token && backend.Status(st).Finished():
+	case stored == token && st != statusRetry && backend.Status(st).Finished():
 		return nil // a repeated Finish
 	}
 	return fmt.Errorf("%w: %s", backend.ErrStaleToken, describe(job, slot))
+}
+
+// Retry ends key's attempt as failed and stores its retry (see backend.Retrier), in
+// a transaction that holds the job's lock like a claim: the lease ends at the
+// database's now, and the slot may be claimed from now + delay to now + delay +
+// within. A repeat by the same token while the retry is pending is not an error.
+func (s *RunStore) Retry(ctx context.Context, key backend.RunKey, delay, within time.Duration) error {
+	ctx, cancel := s.b.callCtx(ctx)
+	defer cancel()
+	if delay < 0 || within <= 0 {
+		return fmt.Errorf("%w: retry needs a delay of zero or more and a positive window, got %v and %v", backend.ErrInvalidClaim, delay, within)
+	}
+	if err := s.b.Init(ctx); err != nil {
+		return err
+	}
+	slot := key.Slot.UnixMilli()
+	var stale, changed bool
+	err := s.b.inTx(ctx, func(tx *sql.Tx) error {
+		_, now, r, err := s.lockAndRead(ctx, tx, key.Job, slot)
+		switch {
+		case err != nil:
+			return err
+		case r == nil || r.token != key.Token || r.finished():
+			stale = true
+			return nil
+		case r.retrying:
+			return nil // a repeat
+		}
+		r.retrying, r.retryAt, r.retryBy = true, now+delay.Milliseconds(), now+(delay+within).Milliseconds()
+		r.expires, r.changed = now, now
+		// Conditional too: a Finish of the same token does not take the job's lock.
+		res, err := tx.ExecContext(ctx, s.b.q(0, `UPDATE {p}runs SET status = ?, retry_at = ?, retry_by = ?, expires = ?, changed = ?, forget_at = ?
+			WHERE job = ? AND slot = ? AND token = ? AND status = ''`),
+			r.storedStatus(), r.retryAt, r.retryBy, r.expires, r.changed, r.forgetAt(), key.Job, slot, key.Token)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		changed, stale = n == 1, n == 0
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sqlbackend: retry %s: %w", describe(key.Job, key.Slot), err)
+	}
+	if stale {
+		return fmt.Errorf("%w: %s", backend.ErrStaleToken, describe(key.Job, key.Slot))
+	}
+	if changed {
+		s.b.hub.changed(ctx, key.Job, slot)
+	}
+	return nil
 }
 
 // Release ends token's live lease at once (its expiry becomes the database's now).
@@ -360,8 +466,8 @@ func (s *RunStore) Active(ctx context.Context, job string) ([]backend.ActiveRun,
 	if err := s.b.Init(ctx); err != nil {
 		return nil, err
 	}
-	rows, err := s.b.db.QueryContext(ctx, s.b.q(0, `SELECT slot, token, instance, attempt, fence, expires, keep_ms, changed, {now}
-		FROM {p}runs WHERE job = ? AND status = '' ORDER BY slot`), job)
+	rows, err := s.b.db.QueryContext(ctx, s.b.q(0, `SELECT slot, token, instance, attempt, fence, expires, keep_ms, changed, status, retry_at, retry_by, {now}
+		FROM {p}runs WHERE job = ? AND status IN ('', '`+statusRetry+`') ORDER BY slot`), job)
 	if err != nil {
 		return nil, fmt.Errorf("sqlbackend: active runs of %q: %w", job, err)
 	}
@@ -374,17 +480,23 @@ func (s *RunStore) Active(ctx context.Context, job string) ([]backend.ActiveRun,
 			now      int64
 			attempt  int64
 			instance string
+			status   string
 		)
-		if err := rows.Scan(&slot, &r.token, &instance, &attempt, &r.fence, &r.expires, &r.keepMs, &r.changed, &now); err != nil {
+		if err := rows.Scan(&slot, &r.token, &instance, &attempt, &r.fence, &r.expires, &r.keepMs, &r.changed, &status, &r.retryAt, &r.retryBy, &now); err != nil {
 			return nil, fmt.Errorf("sqlbackend: active runs of %q: %w", job, err)
 		}
+		r.setStatus(status)
 		if r.forgotten(now) {
 			continue
 		}
-		out = append(out, backend.ActiveRun{
+		a := backend.ActiveRun{
 			Slot: timeOf(slot), Token: r.token, Instance: instance, Attempt: int(attempt),
 			Fence: uint64(r.fence), Expires: timeOf(r.expires), Live: r.live(now),
-		})
+		}
+		if r.retrying {
+			a.RetryAt = timeOf(r.retryAt)
+		}
+		out = append(out, a)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("sqlbackend: active runs of %q: %w", job, err)

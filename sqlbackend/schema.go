@@ -30,12 +30,17 @@ var schema = []string{
 		started {int} NOT NULL, finished {int} NOT NULL, error {text} NOT NULL, fence {int} NOT NULL, expires {int})`,
 	`CREATE INDEX IF NOT EXISTS {p}results_job ON {p}results (job, slot)`,
 	// The lease store: one state machine per (job, slot). status is '' until the
-	// run is finished (or decided skipped or late, with fence 0); reopened is 1 for
-	// a slot stored paused that a ReopenPaused claim took.
+	// run is finished (or decided skipped or late, with fence 0), 'retry' while
+	// the retry its last attempt stored (claimable from retry_at to retry_by) is
+	// pending; reopened is 1 for a slot stored paused that a ReopenPaused claim
+	// took, retried 1 for a run taken for a retry. The retry columns are those
+	// migrations[1] adds, defaults included, so that created and migrated tables
+	// are alike.
 	`CREATE TABLE IF NOT EXISTS {p}runs (job {text} NOT NULL, slot {int} NOT NULL, token {text} NOT NULL,
 		instance {text} NOT NULL, attempt {int} NOT NULL, prev_instance {text} NOT NULL, prev_token {text} NOT NULL,
 		fence {int} NOT NULL, lease_ms {int} NOT NULL, expires {int} NOT NULL, status {text} NOT NULL,
 		keep_ms {int} NOT NULL, changed {int} NOT NULL, forget_at {int} NOT NULL, reopened {int} NOT NULL,
+		retried {int} NOT NULL DEFAULT 0, retry_at {int} NOT NULL DEFAULT 0, retry_by {int} NOT NULL DEFAULT 0,
 		PRIMARY KEY (job, slot))`,
 	// forget_at = max(changed + keep, expires): the sweep deletes by it, by index.
 	`CREATE INDEX IF NOT EXISTS {p}runs_forget ON {p}runs (forget_at)`,
@@ -46,9 +51,22 @@ var schema = []string{
 		at_ms {int} NOT NULL, until_ms {int} NOT NULL)`,
 }
 
+// migrations[v] is the DDL that turns tables of version v into version v+1, in
+// order. Each only adds (columns with defaults, tables, indexes), so replicas of
+// version v that are already running go on working on the migrated tables.
+var migrations = map[int][]string{
+	// Retries (backend.Retrier). Rows of version 1 have none pending.
+	1: {
+		`ALTER TABLE {p}runs ADD COLUMN retried {int} NOT NULL DEFAULT 0`,
+		`ALTER TABLE {p}runs ADD COLUMN retry_at {int} NOT NULL DEFAULT 0`,
+		`ALTER TABLE {p}runs ADD COLUMN retry_by {int} NOT NULL DEFAULT 0`,
+	},
+}
+
 // Init checks the server (Dialect.CheckServer), creates the tables when they do
-// not exist, records SchemaVersion, and refuses a database whose recorded version
-// is newer (ErrSchemaTooNew). Replicas may call it together. It is called before
+// not exist, migrates tables of an older version (migrations), records
+// SchemaVersion, and refuses a database whose recorded version is newer
+// (ErrSchemaTooNew). Replicas may call it together. It is called before
 // every first use and is cheap once it succeeded.
 func (b *Backend) Init(ctx context.Context) error {
 	ctx, cancel := b.callCtx(ctx)
@@ -95,6 +113,11 @@ func (b *Backend) createTables(ctx context.Context) (version int, err error) {
 	// A reader whose tables exist changes nothing: the version is read first.
 	err = tx.QueryRowContext(ctx, b.q(0, "SELECT version FROM {p}schema WHERE id = 1")).Scan(&version)
 	if err == nil {
+		if version < SchemaVersion {
+			if version, err = b.migrate(ctx, tx, version); err != nil {
+				return 0, err
+			}
+		}
 		return version, tx.Commit()
 	}
 	// The table does not exist (PostgreSQL aborts the transaction on that error:
@@ -124,4 +147,24 @@ func (b *Backend) createTables(ctx context.Context) (version int, err error) {
 		return 0, err
 	}
 	return version, tx.Commit()
+}
+
+// migrate runs the migrations from version to SchemaVersion in tx, which holds
+// the init lock (Dialect.InitLock, or SQLite's write lock), and records the new
+// version.
+func (b *Backend) migrate(ctx context.Context, tx *sql.Tx, version int) (int, error) {
+	if version < 1 {
+		return 0, fmt.Errorf("the tables %sschema say version %d, which no version of this package wrote", b.opts.prefix, version)
+	}
+	for v := version; v < SchemaVersion; v++ {
+		for _, ddl := range migrations[v] {
+			if _, err := tx.ExecContext(ctx, b.q(0, ddl)); err != nil {
+				return 0, fmt.Errorf("migrating the tables from version %d to %d: %w", v, v+1, err)
+			}
+		}
+	}
+	if _, err := tx.ExecContext(ctx, b.q(0, "UPDATE {p}schema SET version = ? WHERE id = 1"), SchemaVersion); err != nil {
+		return 0, err
+	}
+	return SchemaVersion, nil
 }

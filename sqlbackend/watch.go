@@ -224,7 +224,7 @@ func (h *hub) close() {
 
 // WatchRun returns a channel closed when (job, slot)'s lease ends: it expires (a
 // timer on the database's clock, re-armed when a heartbeat moved the expiry),
-// is released, finished or taken over. Other replicas' writes reach it by the
+// is released, ended by a retry, finished or taken over. Other replicas' writes reach it by the
 // dialect's notifications (LISTEN/NOTIFY on PostgreSQL) or by polling (SQLite),
 // this process's at once. When (job, slot) holds no live lease now the channel is
 // already closed. It is also closed when ctx is done, when the backend is closed,
@@ -281,16 +281,18 @@ func (s *RunStore) watch(ctx context.Context, k runKey, token string, left int64
 // read returns the stored run of k (nil when there is none) and the database's now.
 func (s *RunStore) read(ctx context.Context, k runKey) (*run, int64, error) {
 	var (
-		r   run
-		now int64
+		r      run
+		status string
+		now    int64
 	)
 	err := s.b.db.QueryRowContext(ctx, s.b.q(0, `SELECT token, status, expires, {now} FROM {p}runs WHERE job = ? AND slot = ?`), k.job, k.slot).
-		Scan(&r.token, &r.status, &r.expires, &now)
+		Scan(&r.token, &status, &r.expires, &now)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, 0, nil
 	}
 	if err != nil {
 		return nil, 0, err
 	}
+	r.setStatus(status)
 	return &r, now, nil
 }

@@ -1,0 +1,101 @@
+package sqlbackend_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/anarchon/anarchon/backend"
+	"github.com/anarchon/anarchon/backend/backendtest"
+	"github.com/anarchon/anarchon/sqlbackend"
+)
+
+// runsV1 is the runs table as schema version 1 created it.
+const runsV1 = `CREATE TABLE {p}runs (job TEXT NOT NULL, slot {int} NOT NULL, token TEXT NOT NULL,
+	instance TEXT NOT NULL, attempt {int} NOT NULL, prev_instance TEXT NOT NULL, prev_token TEXT NOT NULL,
+	fence {int} NOT NULL, lease_ms {int} NOT NULL, expires {int} NOT NULL, status TEXT NOT NULL,
+	keep_ms {int} NOT NULL, changed {int} NOT NULL, forget_at {int} NOT NULL, reopened {int} NOT NULL,
+	PRIMARY KEY (job, slot))`
+
+// A database of schema version 1 is migrated by replicas starting together: its
+// rows stay, a live lease stays held, a finished slot stays done, and the migrated
+// runs table takes retries.
+func TestSchemaMigratesVersion1(t *testing.T) {
+	t.Parallel()
+	dialects(t, func(t *testing.T, open func(t *testing.T, opts ...sqlbackend.Option) *sqlbackend.Backend) {
+		ctx := backendtest.Context(t)
+		old := open(t)
+		require.NoError(t, old.Init(ctx))
+		bigint, ph := "INTEGER", func(int) string { return "?" }
+		if old.Name() == "sql/postgres" {
+			bigint, ph = "BIGINT", func(n int) string { return fmt.Sprintf("$%d", n) }
+		}
+		sqlText := strings.NewReplacer("{p}", old.TablePrefix(), "{int}", bigint)
+		exec := func(q string, args ...any) {
+			t.Helper()
+			_, err := old.DB().ExecContext(ctx, sqlText.Replace(q), args...)
+			require.NoError(t, err, q)
+		}
+		// The tables of version 1: every other table is unchanged since.
+		exec("DROP TABLE {p}runs")
+		exec(runsV1)
+		exec("CREATE INDEX {p}runs_forget ON {p}runs (forget_at)")
+		exec("UPDATE {p}schema SET version = 1 WHERE id = 1")
+		job := backendtest.JobName("migrate")
+		liveSlot, doneSlot := time.UnixMilli(1_900_000_000_000), time.UnixMilli(1_900_000_001_000)
+		liveToken := backendtest.Token()
+		now := time.Now().UnixMilli()
+		keep := backend.DefaultRunKeep.Milliseconds()
+		exec("INSERT INTO {p}jobs (job, fence, hist_floor) VALUES ("+ph(1)+", 2, 0)", job)
+		insert := "INSERT INTO {p}runs (job, slot, token, instance, attempt, prev_instance, prev_token, fence, lease_ms, expires, status, keep_ms, changed, forget_at, reopened) VALUES (" +
+			ph(1) + ", " + ph(2) + ", " + ph(3) + ", 'a', 1, '', '', " + ph(4) + ", 3600000, " + ph(5) + ", " + ph(6) + ", " + ph(7) + ", " + ph(8) + ", " + ph(9) + ", 0)"
+		exec(insert, job, liveSlot.UnixMilli(), liveToken, 1, now+time.Hour.Milliseconds(), "", keep, now, now+keep)
+		exec(insert, job, doneSlot.UnixMilli(), backendtest.Token(), 2, now, string(backend.StatusOK), keep, now, now+keep)
+
+		replicas := make([]*sqlbackend.Backend, 4)
+		errs := make([]error, len(replicas))
+		var wg sync.WaitGroup
+		for i := range replicas {
+			replicas[i] = open(t)
+			wg.Go(func() { errs[i] = replicas[i].Init(ctx) })
+		}
+		wg.Wait()
+		require.NoError(t, errors.Join(errs...), "replicas migrating together")
+		var version int
+		require.NoError(t, old.DB().QueryRowContext(ctx, sqlText.Replace("SELECT version FROM {p}schema WHERE id = 1")).Scan(&version))
+		assert.Equal(t, sqlbackend.SchemaVersion, version, "the migration records the new version")
+
+		runs := replicas[0].Store()
+		claim := func(slot time.Time, token string) backend.ClaimResult {
+			t.Helper()
+			res, err := runs.Claim(ctx, backend.RunClaim{Job: job, Slot: slot, Token: token, Instance: "b", Lease: time.Minute})
+			require.NoError(t, err)
+			return res
+		}
+		res := claim(liveSlot, liveToken)
+		assert.Equal(t, backend.OutcomeWon, res.Outcome, "the holder of a lease stored before the migration")
+		assert.Equal(t, uint64(1), res.Fence)
+		assert.False(t, res.Retried)
+		assert.Equal(t, backend.OutcomeRunning, claim(liveSlot, backendtest.Token()).Outcome)
+		done := claim(doneSlot, backendtest.Token())
+		assert.Equal(t, backend.OutcomeDone, done.Outcome, "a slot finished before the migration")
+		assert.Equal(t, backend.StatusOK, done.Status)
+
+		require.NoError(t, runs.Retry(ctx, backend.RunKey{Job: job, Slot: liveSlot, Token: liveToken}, time.Hour, time.Hour))
+		active, err := replicas[1].Runs().Active(ctx, job)
+		require.NoError(t, err)
+		require.Len(t, active, 1)
+		assert.False(t, active[0].Live)
+		assert.False(t, active[0].RetryAt.IsZero(), "the migrated table stores the retry")
+		assert.Equal(t, backend.OutcomeRetry, claim(liveSlot, backendtest.Token()).Outcome)
+
+		// Once migrated, a replica starting later changes nothing.
+		require.NoError(t, open(t).Init(ctx))
+	})
+}
