@@ -116,11 +116,17 @@ func (s *RunStore) Claim(ctx context.Context, in backend.RunClaim) (backend.Clai
 		res     backend.ClaimResult
 		changed bool
 	)
-	err := s.b.inTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		res, changed, err = s.claim(ctx, tx, in)
-		return err
-	})
+	var err error
+	for range maxClaimRereads {
+		err = s.b.inTx(ctx, func(tx *sql.Tx) error {
+			var err error
+			res, changed, err = s.claim(ctx, tx, in)
+			return err
+		})
+		if !errors.Is(err, errRunChanged) {
+			break
+		}
+	}
 	if err != nil {
 		return backend.ClaimResult{}, fmt.Errorf("sqlbackend: lease claim %s: %w", describe(in.Job, in.Slot), err)
 	}
@@ -130,6 +136,13 @@ func (s *RunStore) Claim(ctx context.Context, in backend.RunClaim) (backend.Clai
 	s.sweep(ctx)
 	return res, nil
 }
+
+// errRunChanged: a run a claim read was changed before the claim's write (a
+// holder's Finish, which takes no job lock): the claim reads it again.
+var errRunChanged = errors.New("the run changed while the claim decided")
+
+// maxClaimRereads bounds how often a claim reads a run that keeps changing.
+const maxClaimRereads = 5
 
 func (s *RunStore) claim(ctx context.Context, tx *sql.Tx, in backend.RunClaim) (res backend.ClaimResult, changed bool, err error) {
 	keep := in.Keep
@@ -162,8 +175,9 @@ func (s *RunStore) claim(ctx context.Context, tx *sql.Tx, in backend.RunClaim) (
 					return backend.ClaimResult{Outcome: backend.OutcomeRunning, Attempt: r.attempt, Fence: uint64(r.fence), Holder: r.instance}, false, nil
 				}
 			}
+			was := r.storedStatus()
 			r.status, r.reopened, r.retried, r.prevInstance, r.prevToken = "", true, false, "", ""
-			return s.take(ctx, tx, in, r, fence, now)
+			return s.take(ctx, tx, in, r, fence, now, was)
 		case r.finished():
 			return r.decided(in.Token), false, nil
 		case r.live(now) && r.token == in.Token:
@@ -194,9 +208,10 @@ func (s *RunStore) claim(ctx context.Context, tx *sql.Tx, in backend.RunClaim) (
 				return backend.ClaimResult{Outcome: backend.OutcomeRunning, Attempt: r.attempt, Fence: uint64(r.fence), Holder: r.instance, Expires: timeOf(r.expires)}, false, nil
 			}
 		}
+		was := r.storedStatus()
 		r.prevInstance, r.prevToken, r.reopened = r.instance, r.token, false
 		r.retried, r.retrying = r.retrying, false
-		return s.take(ctx, tx, in, r, fence, now)
+		return s.take(ctx, tx, in, r, fence, now, was)
 	}
 
 	r = &run{token: in.Token, instance: in.Instance, attempt: 1, keepMs: keep.Milliseconds(), changed: now, expires: now}
@@ -236,8 +251,10 @@ func (s *RunStore) claim(ctx context.Context, tx *sql.Tx, in backend.RunClaim) (
 
 // take gives the stored run r to in's token with a new lease: a takeover, a due
 // retry, or a paused slot reopened (r's previous holder, status and retried
-// already set for it).
-func (s *RunStore) take(ctx context.Context, tx *sql.Tx, in backend.RunClaim, r *run, fence, now int64) (backend.ClaimResult, bool, error) {
+// already set for it). The write applies only to the row as it was read (its token
+// and status were): else errRunChanged.
+func (s *RunStore) take(ctx context.Context, tx *sql.Tx, in backend.RunClaim, r *run, fence, now int64, wasStatus string) (backend.ClaimResult, bool, error) {
+	wasToken := r.token
 	keep := in.Keep
 	if keep == 0 {
 		keep = backend.DefaultRunKeep
@@ -249,14 +266,19 @@ func (s *RunStore) take(ctx context.Context, tx *sql.Tx, in backend.RunClaim, r 
 	if err := s.setFence(ctx, tx, in.Job, r.fence); err != nil {
 		return backend.ClaimResult{}, false, err
 	}
-	_, err := tx.ExecContext(ctx, s.b.q(0, `UPDATE {p}runs SET token = ?, instance = ?, attempt = ?, prev_instance = ?, prev_token = ?,
+	up, err := tx.ExecContext(ctx, s.b.q(0, `UPDATE {p}runs SET token = ?, instance = ?, attempt = ?, prev_instance = ?, prev_token = ?,
 			fence = ?, lease_ms = ?, expires = ?, status = ?, keep_ms = ?, changed = ?, forget_at = ?, reopened = ?,
 			retried = ?, retry_at = 0, retry_by = 0
-		WHERE job = ? AND slot = ?`),
+		WHERE job = ? AND slot = ? AND token = ? AND status = ?`),
 		r.token, r.instance, r.attempt, r.prevInstance, r.prevToken, r.fence, r.leaseMs, r.expires, r.storedStatus(),
-		r.keepMs, r.changed, r.forgetAt(), boolInt(r.reopened), boolInt(r.retried), in.Job, in.Slot.UnixMilli())
+		r.keepMs, r.changed, r.forgetAt(), boolInt(r.reopened), boolInt(r.retried), in.Job, in.Slot.UnixMilli(), wasToken, wasStatus)
 	if err != nil {
 		return backend.ClaimResult{}, false, err
+	}
+	if n, err := up.RowsAffected(); err != nil {
+		return backend.ClaimResult{}, false, err
+	} else if n == 0 {
+		return backend.ClaimResult{}, false, errRunChanged
 	}
 	return r.result(backend.OutcomeWon), true, nil
 }

@@ -372,3 +372,52 @@ func TestClaimRetentionForgetsOldClaims(t *testing.T) {
 		assert.False(t, won, "a claim within the retention is remembered")
 	})
 }
+
+// A holder's Finish that races a backup's takeover of its released lease: either the
+// Finish stands and the backup is told done, or the backup took the run over and the
+// Finish is refused as stale. Never both: a finished run taken over runs again.
+func TestFinishRacesTakeover(t *testing.T) {
+	t.Parallel()
+	dialects(t, func(t *testing.T, open func(t *testing.T, opts ...sqlbackend.Option) *sqlbackend.Backend) {
+		const rounds = 60
+		ctx := backendtest.Context(t)
+		holder, backup := open(t).Runs(), open(t).Runs()
+		job := backendtest.JobName("finish-race")
+		var finished, takenOver int
+		for round := range rounds {
+			slot := time.UnixMilli(1_900_000_000_000 + int64(round)*1000)
+			claim := func(token, instance string) backend.RunClaim {
+				return backend.RunClaim{Job: job, Slot: slot, Token: token, Instance: instance, Lease: time.Minute, Deadline: time.Now().Add(time.Hour)}
+			}
+			tok := backendtest.Token()
+			res, err := holder.Claim(ctx, claim(tok, "holder"))
+			require.NoError(t, err)
+			require.Equal(t, backend.OutcomeWon, res.Outcome)
+			key := backend.RunKey{Job: job, Slot: slot, Token: tok}
+			require.NoError(t, holder.Release(ctx, key))
+			var (
+				finishErr error
+				took      backend.ClaimResult
+				claimErr  error
+				wg        sync.WaitGroup
+			)
+			gate := make(chan struct{})
+			wg.Go(func() { <-gate; finishErr = holder.Finish(ctx, key, backend.StatusOK) })
+			wg.Go(func() { <-gate; took, claimErr = backup.Claim(ctx, claim(backendtest.Token(), "backup")) })
+			close(gate)
+			wg.Wait()
+			require.NoError(t, claimErr)
+			switch took.Outcome {
+			case backend.OutcomeWon:
+				takenOver++
+				assert.ErrorIs(t, finishErr, backend.ErrStaleToken, "round %d: the run was taken over, yet its holder's Finish was accepted", round)
+			case backend.OutcomeDone:
+				finished++
+				assert.NoError(t, finishErr, "round %d", round)
+			default:
+				t.Fatalf("round %d: backup's claim answered %s", round, took.Outcome)
+			}
+		}
+		t.Logf("%d rounds: finished first %d, taken over first %d", rounds, finished, takenOver)
+	})
+}
