@@ -57,7 +57,7 @@ func (s *Store) Active(ctx context.Context, job string) ([]backend.ActiveRun, er
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, activeRun(slot, run.rec, ls))
+		out = append(out, activeRun(slot, run, ls))
 	}
 	slices.SortFunc(out, func(x, y backend.ActiveRun) int { return x.Slot.Compare(y.Slot) })
 	return out, nil
@@ -94,7 +94,7 @@ func (s *Store) activeDirect(ctx context.Context, b *bucket, job string) ([]back
 	}
 	type open struct {
 		slot time.Time
-		rec  *runRecord
+		run  runEntry
 	}
 	var runs []open
 	var leases []string
@@ -110,7 +110,7 @@ func (s *Store) activeDirect(ctx context.Context, b *bucket, job string) ([]back
 		if run.rec == nil || run.rec.finished() {
 			continue
 		}
-		runs = append(runs, open{slot, run.rec})
+		runs = append(runs, open{slot, run})
 		leases = append(leases, b.subject(keysFor(job, slot).lease))
 	}
 	if len(runs) == 0 {
@@ -132,7 +132,7 @@ func (s *Store) activeDirect(ctx context.Context, b *bucket, job string) ([]back
 				return nil, err
 			}
 		}
-		out = append(out, activeRun(r.slot, r.rec, ls))
+		out = append(out, activeRun(r.slot, r.run, ls))
 	}
 	slices.SortFunc(out, func(x, y backend.ActiveRun) int { return x.Slot.Compare(y.Slot) })
 	return out, nil
@@ -140,14 +140,20 @@ func (s *Store) activeDirect(ctx context.Context, b *bucket, job string) ([]back
 
 // activeRun is an unfinished run as Active lists it: Live tells whether its lease
 // key holds a live lease; Expires is when that lease ends, or roughly when it ended
-// (its marker's time) while a marker is left.
-func activeRun(slot time.Time, r *runRecord, ls leaseEntry) backend.ActiveRun {
+// (its marker's time) while a marker is left. A run waiting for its stored retry
+// is not live (a lease key left is the failed attempt's, about to be purged, or a
+// claim's in flight), and RetryAt says when the retry may be claimed.
+func activeRun(slot time.Time, run runEntry, ls leaseEntry) backend.ActiveRun {
+	r := run.rec
 	a := backend.ActiveRun{
 		Slot: slot, Token: r.Token, Instance: r.Instance, Attempt: r.Attempt, Fence: r.Fence,
-		Live: ls.rec != nil, Expires: ls.expires(),
+		Live: ls.rec != nil && !r.retrying(), Expires: ls.expires(),
 	}
-	if !a.Live && ls.rev != 0 {
+	if ls.rec == nil && ls.rev != 0 {
 		a.Expires = ls.created
+	}
+	if r.retrying() {
+		a.RetryAt, _ = run.retryWindow()
 	}
 	return a
 }

@@ -106,7 +106,8 @@ func (s *Store) claim(ctx context.Context, b *bucket, in backend.RunClaim) (back
 func lostRace(err error) bool { return errors.Is(err, errConflict) || errors.Is(err, errUndecided) }
 
 // round reads the run's two keys and decides by the first case that holds: the run
-// is decided (decidedRun); another token holds the lease (running); this token holds
+// is decided (decidedRun); it waits for a stored retry whose window is not open, or
+// has closed (retryDue); another token holds the lease (running); this token holds
 // the lease and the run (wonAgain); this token holds the lease key alone (resume); no
 // lease is live (take). An error for which lostRace holds asks for another round.
 func (c *claiming) round(ctx context.Context) (backend.ClaimResult, error) {
@@ -130,10 +131,17 @@ func (c *claiming) round(ctx context.Context) (backend.ClaimResult, error) {
 			return backend.ClaimResult{}, err
 		}
 	}
+	if run.rec != nil && run.rec.retrying() {
+		// A stored retry: answered before and after its window whatever the lease
+		// key holds; within it, taken over below as the retry's attempt.
+		if res, answered, err := c.retryDue(ctx, run); answered || err != nil {
+			return res, err
+		}
+	}
 	switch {
 	case ls.rec != nil && ls.rec.Token != c.in.Token:
 		return c.running(run, ls, sent), nil
-	case ls.rec != nil && run.rec != nil && run.rec.Token == c.in.Token:
+	case ls.rec != nil && run.rec != nil && run.rec.Token == c.in.Token && !run.rec.retrying():
 		return c.wonAgain(run, ls), nil
 	case ls.rec != nil:
 		return c.resume(ctx, run, ls)
@@ -306,7 +314,8 @@ func (c *claiming) runWrite(next runRecord, expect uint64) write {
 
 // nextRun is the run record that makes this token the holder of a run whose record
 // is prev (nil for a first claim): attempt 1, or attempt+1 naming the previous
-// holder on a takeover, with the next fence.
+// holder on a takeover (marked retried when prev stored a retry), with the next
+// fence.
 func (c *claiming) nextRun(ctx context.Context, prev *runRecord) (runRecord, error) {
 	fence, err := c.s.nextFence(ctx, c.b, prev)
 	if err != nil {
@@ -320,8 +329,8 @@ func (c *claiming) nextRun(ctx context.Context, prev *runRecord) (runRecord, err
 	switch {
 	case prev != nil && prev.finished(): // a paused slot reopened (see reopens)
 		next.Attempt, next.Reopened = prev.Attempt+1, true
-	case prev != nil: // a takeover
-		next.Attempt = prev.Attempt + 1
+	case prev != nil: // a takeover, or the retry a failed attempt stored
+		next.Attempt, next.Retried = prev.Attempt+1, prev.retrying()
 		next.Previous, next.PreviousToken = prev.Instance, prev.Token
 	}
 	return next, nil
@@ -396,6 +405,6 @@ func wonResult(r *runRecord, expires time.Time) backend.ClaimResult {
 	if r.PreviousToken != "" {
 		res.Previous, res.PreviousToken, res.PreviousAttempt = r.Previous, r.PreviousToken, r.Attempt-1
 	}
-	res.Reopened = r.Reopened
+	res.Reopened, res.Retried = r.Reopened, r.Retried
 	return res
 }

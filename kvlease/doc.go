@@ -1,7 +1,7 @@
-// Package kvlease is a backend.RunStore (and backend.LeaseWatcher) on one
-// NATS JetStream key-value bucket: the leases that give every scheduled run one
-// holder at a time, backups that take over when the holder dies, overlap protection,
-// catch-up and hand-over. The NATS server judges every lease; instance clocks are
+// Package kvlease is a backend.RunStore (and backend.LeaseWatcher and
+// backend.Retrier) on one NATS JetStream key-value bucket: the leases that give
+// every scheduled run one holder at a time, backups that take over when the holder
+// dies, retries any instance may run, overlap protection, catch-up and hand-over. The NATS server judges every lease; instance clocks are
 // never compared.
 //
 //	js, _ := jetstream.New(nc)
@@ -29,17 +29,18 @@
 //
 //	lease.<job>.<slot>   the lease: {token, instance, lease_ms}; TTL = the lease
 //	run.<job>.<slot>     the run record: {job, slot_ms, token, instance, attempt,
-//	                     fence, previous, previous_token, state, status,
-//	                     lease_ms, keep_ms}; TTL = keep (at least three leases
-//	                     while running)
+//	                     fence, previous, previous_token, reopened, retried,
+//	                     state, status, lease_ms, keep_ms, retry_delay_ms,
+//	                     retry_within_ms}; TTL = keep (at least three leases
+//	                     while running; delay + within + keep in state retry)
 //
 // <job> is the job name in unpadded base64url, so a name may hold any character
 // (dots, spaces, unicode); <slot> is the slot's Unix time in milliseconds.
 // Values are JSON with a format version "v".
 //
 // A lease is live exactly while its key holds a value: the server deletes the value
-// when its TTL runs out and leaves a marker (Nats-Marker-Reason: MaxAge); Release and
-// Finish replace it by a purge marker. Markers expire after a second. Every TTL is
+// when its TTL runs out and leaves a marker (Nats-Marker-Reason: MaxAge); Release,
+// Finish and Retry replace it by a purge marker. Markers expire after a second. Every TTL is
 // rounded up to whole seconds, because the server counts TTLs in whole seconds and
 // truncates.
 //
@@ -47,6 +48,13 @@
 // the lease, which is how a backup tells "the lease expired with the run unfinished"
 // (a takeover) from "nothing was ever stored" (none, late, or a first claim) and
 // from "finished" (done). While running, the holder's heartbeats refresh its TTL.
+//
+// Its state is running, finished, or retry: the last attempt failed and stored a
+// retry (status error, the lease key purged), which may be claimed from the
+// record's write (the server's timestamp on it) plus retry_delay_ms, until that
+// plus retry_within_ms. A version that predates the retry state reads it, as any
+// state it does not know, as done: during a rolling upgrade the older instances
+// never run a stored retry, and the newer ones do.
 //
 // # Transitions
 //
@@ -62,6 +70,11 @@
 //   - run decided (finished, skipped or late; or a state this version does not
 //     know, a newer writer's, read as done): done with the stored status; the token
 //     that stored a skipped or late decision is told overlap or late again.
+//   - run waiting for its stored retry, by the server's clock: before the window,
+//     retry (with how long until it opens); after it, stored finished error (CAS
+//     from the revision read), done; within it, on to the cases below, where it
+//     is taken over as the retry's attempt (marked retried). A lease key this
+//     claim created for it meanwhile is purged when it answers.
 //   - lease live for another token: running (holder and expiry from the lease).
 //   - lease live for this token and the run record ours: won again (same attempt
 //     and fence).
@@ -128,7 +141,10 @@
 // trip. WithAtomicBatches sends both in one atomic batch while the lease key is
 // still the holder's last write.
 // Release purges the lease key at the holder's revision; the run
-// record stays unfinished, so the next claim takes over at once.
+// record stays unfinished, so the next claim takes over at once. Retry is a CAS of
+// the run record by its holder to state retry, then a purge of the lease key (so
+// a claim between the two finds the retry, never a run to take over at once); a
+// repeat while the retry is pending only ends the lease again.
 //
 // # Time
 //
@@ -158,7 +174,8 @@
 // # Where the code is
 //
 // claim.go is the decision above, one function per case (decidedRun, running,
-// wonAgain, resume, take); blind.go the first claim written before reading;
+// wonAgain, resume, take); retry.go Retry and a claim's look at a stored retry
+// (retryDue); blind.go the first claim written before reading;
 // pair.go the lease key's and run record's two writes, by the strategy Init picks
 // for the bucket (batched with WithAtomicBatches, else chained on a single replica,
 // else in turn); overlap.go the looks at a job's other slots; memory.go what a

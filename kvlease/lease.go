@@ -64,12 +64,13 @@ func (s *Store) Heartbeat(ctx context.Context, key backend.RunKey, lease time.Du
 }
 
 // refreshRun rewrites the run record unchanged when half its TTL has passed, so a run
-// longer than its keep does not lose its record. Best effort: a failure is noticed at
-// the next heartbeat, and a lost race means the run is no longer ours anyway.
+// longer than its keep does not lose its record; only a running one (a stored
+// retry's window counts from its record's write). Best effort: a failure is noticed
+// at the next heartbeat, and a lost race means the run is no longer ours anyway.
 func (s *Store) refreshRun(ctx context.Context, b *bucket, k runKeys, token string, h *held) {
 	if h.runRev == 0 {
 		run, err := s.readRun(ctx, b, k)
-		if err != nil || run.rec == nil || run.rec.Token != token || run.rec.finished() {
+		if err != nil || run.rec == nil || run.rec.Token != token || run.rec.State != stateRunning {
 			return
 		}
 		h.runRev, h.run, h.runWritten = run.rev, *run.rec, s.localTime(run.created)
@@ -89,8 +90,8 @@ func (s *Store) refreshRun(ctx context.Context, b *bucket, k runKeys, token stri
 
 // Finish marks the run finished with status: a compare-and-set on the run record. It
 // is accepted from the token stored as the run's holder while the run is unfinished,
-// even if its lease expired or was released, as long as nobody took the run over; a
-// repeat by that token is not an error. Any other token gets an error matching
+// even if its lease expired or was released, as long as nobody took the run over and
+// it stored no retry; a repeat by that token is not an error. Any other token gets an error matching
 // backend.ErrStaleToken and changes nothing. The finished record lives for the
 // claim's Keep; the lease key is purged so that backups and overlap checks see the
 // end at once.
@@ -121,7 +122,8 @@ func (s *Store) Finish(ctx context.Context, key backend.RunKey, status backend.S
 		}
 		cached = false
 		switch {
-		case run.rec == nil || run.rec.Token != token:
+		case run.rec == nil || run.rec.Token != token || run.rec.retrying():
+			// A run that stored a retry is no longer its failed attempt's to finish.
 			s.mem.forget(k, token)
 			return fmt.Errorf("%w: %s", backend.ErrStaleToken, backendutil.DescribeRun(job, slot))
 		case run.rec.finished():

@@ -3,6 +3,7 @@ package kvlease
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -16,10 +17,13 @@ import (
 // unknown fields, so a newer writer may add some.
 const recordVersion = 1
 
-// Run states in a run record.
+// Run states in a run record. A retry is a failed attempt's stored retry
+// (backend.Retrier): the run is unfinished, its lease ended, and its next attempt
+// may be claimed within the record's retry window.
 const (
 	stateRunning  = "running"
 	stateFinished = "finished"
+	stateRetry    = "retry"
 )
 
 // leaseRecord is the value of a lease key: who holds the lease and for how long
@@ -46,16 +50,33 @@ type runRecord struct {
 	PreviousToken string `json:"previous_token,omitempty"`
 	// Reopened: the run is a slot stored paused, reopened by a claim with
 	// ReopenPaused (catch-up after the pause ended).
-	Reopened bool           `json:"reopened,omitempty"`
-	State    string         `json:"state"`
-	Status   backend.Status `json:"status,omitempty"`
-	LeaseMS  int64          `json:"lease_ms"`
-	KeepMS   int64          `json:"keep_ms"`
+	Reopened bool `json:"reopened,omitempty"`
+	// Retried: the run was taken for the retry its previous attempt stored.
+	Retried bool           `json:"retried,omitempty"`
+	State   string         `json:"state"`
+	Status  backend.Status `json:"status,omitempty"`
+	LeaseMS int64          `json:"lease_ms"`
+	KeepMS  int64          `json:"keep_ms"`
+	// RetryDelayMS and RetryWithinMS are the window of a stored retry (state
+	// retry): it may be claimed from the record's write (the server's timestamp on
+	// it) plus the delay, until that plus the window.
+	RetryDelayMS  int64 `json:"retry_delay_ms,omitempty"`
+	RetryWithinMS int64 `json:"retry_within_ms,omitempty"`
 }
 
 // finished reports whether the run is decided: finished, or in a state this
 // version does not know (a newer writer's; read as done, the documented fallback).
-func (r *runRecord) finished() bool { return r.State != stateRunning }
+func (r *runRecord) finished() bool { return r.State != stateRunning && r.State != stateRetry }
+
+// retrying reports whether the run waits for the retry its last attempt stored.
+func (r *runRecord) retrying() bool { return r.State == stateRetry }
+
+// retryWindow is when the stored retry of a run in state retry may be claimed,
+// by the server's clock: from at until by.
+func (e runEntry) retryWindow() (at, by time.Time) {
+	at = e.created.Add(time.Duration(e.rec.RetryDelayMS) * time.Millisecond)
+	return at, at.Add(time.Duration(e.rec.RetryWithinMS) * time.Millisecond)
+}
 
 // entry is the last message on one key's subject.
 type entry struct {
@@ -150,4 +171,22 @@ func keepFor(keep, lease time.Duration, finished bool) time.Duration {
 		keep = max(keep, 3*lease)
 	}
 	return natsutil.TTL(keep)
+}
+
+// retryKeepFor is how long a run record in state retry lives: its retry window and
+// then its keep, so a retry is remembered while it may be claimed and a late
+// instance is told the slot's fate afterwards.
+func retryKeepFor(keep, delay, within time.Duration) time.Duration {
+	if keep == 0 {
+		keep = backend.DefaultRunKeep
+	}
+	return natsutil.TTL(satAdd(satAdd(delay, within), keep))
+}
+
+// satAdd is a + b for non-negative durations, saturating instead of overflowing.
+func satAdd(a, b time.Duration) time.Duration {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }

@@ -24,8 +24,8 @@ const (
 	maxTries = 16
 )
 
-// Store is a backend.RunStore and backend.LeaseWatcher on one JetStream KV
-// bucket. The server judges every lease: a lease is a key with a per-message TTL,
+// Store is a backend.RunStore, backend.LeaseWatcher and backend.Retrier on one
+// JetStream KV bucket. The server judges every lease: a lease is a key with a per-message TTL,
 // every change is a compare-and-set on a key's last revision, and fences are the
 // server's time in nanoseconds, above the previous holder's. See the package
 // documentation for the layout and the transitions.
