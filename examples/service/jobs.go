@@ -47,6 +47,19 @@ func register(s *scheduler.Scheduler, c config, log *slog.Logger) error {
 		return err
 	}
 
+	// retried: every 6 intervals, a slot whose first two attempts fail; the third
+	// succeeds. Each retry is stored: any replica may run it, also when the replica
+	// that failed is gone.
+	err = s.Every("retried", 6*c.interval, func(ctx context.Context, run scheduler.Run) error {
+		if run.Attempt < 3 {
+			return fmt.Errorf("attempt %d fails on purpose", run.Attempt)
+		}
+		return work(ctx, c.interval/20)
+	}, scheduler.WithRetry(scheduler.RetryPolicy{Attempts: 3, Backoff: c.interval}))
+	if err != nil {
+		return err
+	}
+
 	// compact: a run lasts 2.5 intervals and overlap is forbidden, so the two slots
 	// that fall inside a run are skipped (and recorded as skipped). The run holds a
 	// lease; if its replica stops, the lease is released and another replica takes

@@ -96,7 +96,7 @@ func TestTwoReplicasRunEachSlotOnce(t *testing.T) {
 			if attempt == 1 {
 				slots[job] = append(slots[job], slot)
 			}
-			if job != "compact" {
+			if job != "compact" && job != "retried" {
 				assert.Equal(t, 1, attempt, "%s: only compact runs long enough to be handed over", key)
 			}
 		}
