@@ -38,9 +38,10 @@ const (
 // each serving the fleet service, a fleet.Client and the web handler on an
 // httptest server.
 type testFleet struct {
-	client *fleet.Client
-	srv    *httptest.Server
-	h      *web.Handler
+	client  *fleet.Client
+	srv     *httptest.Server
+	h       *web.Handler
+	backend *memory.Backend // the replicas' shared backend
 }
 
 // startFleet starts the fleet and serves web.New(cfg) with cfg.Source set to the
@@ -92,7 +93,7 @@ func startFleet(t testing.TB, cfg web.Config) *testFleet {
 	mux.Handle(cfg.Prefix, h)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	return &testFleet{client: client, srv: srv, h: h}
+	return &testFleet{client: client, srv: srv, h: h, backend: b}
 }
 
 func mustZone(t testing.TB, name string) *time.Location {

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/fleet"
 	"github.com/anarchon/anarchon/web"
 )
@@ -122,6 +123,28 @@ func TestJobPage(t *testing.T) {
 	r = f.get(t, jobURL(jobDots))
 	require.Equal(t, http.StatusOK, r.status, r.body)
 	assert.Contains(t, r.body, `<h1 id="job-name">..</h1>`)
+}
+
+// A slot whose attempt failed and stored its retry is shown with the retry's time,
+// and without a lease expiry.
+func TestJobPageShowsAStoredRetry(t *testing.T) {
+	f := startFleet(t, web.Config{})
+	ctx := t.Context()
+	runs := f.backend.Runs()
+	in := backend.RunClaim{Job: jobBroken, Slot: time.Now().Truncate(time.Hour), Token: "tok-1", Instance: "replica-z",
+		Lease: time.Minute, Deadline: time.Now().Add(time.Hour)}
+	res, err := runs.Claim(ctx, in)
+	require.NoError(t, err)
+	require.Equal(t, backend.OutcomeWon, res.Outcome)
+	require.NoError(t, runs.(backend.Retrier).Retry(ctx, in.Key(), time.Hour, time.Minute))
+	r := f.get(t, jobURL(jobBroken))
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	_, leases, ok := strings.Cut(r.body, `<table id="leases">`)
+	require.True(t, ok, "the unfinished runs are listed")
+	leases, _, _ = strings.Cut(leases, "</table>")
+	assert.Contains(t, leases, "replica-z")
+	assert.Contains(t, leases, `failed, retry at <time datetime=`)
+	assert.Equal(t, 2, strings.Count(leases, "<time "), "the slot and the retry, no lease expiry")
 }
 
 func TestJobPageLimit(t *testing.T) {

@@ -392,6 +392,27 @@ func TestActiveCommand(t *testing.T) {
 	assert.Equal(t, exitUsage, r.code)
 }
 
+// A slot whose attempt failed and stored its retry shows when the retry comes, in
+// active and in jobs.
+func TestActiveShowsAStoredRetry(t *testing.T) {
+	f := startFleet(t, nil, "A")
+	ctx := t.Context()
+	slot := time.Now().Truncate(time.Hour).Add(-time.Hour)
+	runs := f.backend.Runs()
+	in := backend.RunClaim{Job: "report", Slot: slot, Token: "tok-1", Instance: "B", Lease: time.Minute, Deadline: time.Now().Add(time.Hour)}
+	res, err := runs.Claim(ctx, in)
+	require.NoError(t, err)
+	require.Equal(t, backend.OutcomeWon, res.Outcome)
+	require.NoError(t, runs.(backend.Retrier).Retry(ctx, in.Key(), time.Hour, time.Minute))
+
+	r := anarchon(t, "--server", f.url, "active", "report")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, `report\s+\S+\s+B\s+1\s+\d+\s+retry at \S+\s+-\n`, r.stdout, "the failed attempt, when its retry comes, no lease")
+	r = anarchon(t, "--server", f.url, "jobs", "--window", "200ms")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "B#1 (failed, retry at ")
+}
+
 // TestWatch runs watch with a context that ends, while runs are triggered.
 func TestWatch(t *testing.T) {
 	f := startFleet(t, nil, "A", "B")

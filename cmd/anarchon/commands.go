@@ -409,8 +409,12 @@ func (c *cli) active(ctx context.Context, client *fleet.Client, job string) erro
 		case !r.Live:
 			live = "no"
 		}
+		expires := "-" // a run waiting for its retry holds no lease
+		if !r.Expires.IsZero() && r.RetryAt.IsZero() {
+			expires = r.Expires.UTC().Format(timeFormat)
+		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", r.Job, r.Slot.UTC().Format(timeFormat), r.Instance, r.Attempt,
-			r.Fence, live, r.Expires.UTC().Format(timeFormat))
+			r.Fence, live, expires)
 	}
 	return w.Flush()
 }
