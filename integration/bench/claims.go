@@ -454,7 +454,7 @@ func measureClaims(ctx context.Context, cfg config) (*claimResult, error) {
 		return nil
 	}
 
-	var lwin, lrec, lloseRun, hb, fin, lloseDone *op
+	var lwin, lrec, lloseRun, hb, fin, lloseDone, rtry, rtake *op
 	leased := func(bool) error { return nil }
 	if cfg.leases {
 		lwin = &op{name: "lease claim won: `kvlease.Store.Claim`", conn: r.lwin.nc}
@@ -463,7 +463,9 @@ func measureClaims(ctx context.Context, cfg config) (*claimResult, error) {
 		hb = &op{name: "lease heartbeat: `Store.Heartbeat`", conn: r.lwin.nc}
 		fin = &op{name: "lease finish: `Store.Finish`", conn: r.lwin.nc}
 		lloseDone = &op{name: "lease claim lost, slot finished: `Store.Claim` → done (the same backup, after the holder's finish reached its watcher)", conn: r.llose.nc}
-		res.leased = []*op{lwin, lrec, lloseRun, hb, fin, lloseDone}
+		rtry = &op{name: "failed attempt stores its retry: `Store.Retry` (lease released, retry due at once)", conn: r.lwin.nc}
+		rtake = &op{name: "retry claimed by another replica: `Store.Claim` → won, attempt 2 (compare: lease claim won)", conn: r.llose.nc}
+		res.leased = []*op{lwin, lrec, lloseRun, hb, fin, lloseDone, rtry, rtake}
 		res.leasedPath = &op{name: "leased win path, record before the handler (a fleet that may mix instances without leases): Claim + RecordClaim"}
 		res.leasedFleet = &op{name: "leased win path, record beside the handler (`WithLeasedFleet`): Claim alone before the handler"}
 		leased = func(record bool) error {
@@ -490,6 +492,22 @@ func measureClaims(ctx context.Context, cfg config) (*claimResult, error) {
 				{lloseDone, func() error {
 					return r.leaseClaim(ctx, r.slose, slot, newToken(), "bench-lose", backend.OutcomeDone)
 				}},
+			}
+			// A second slot whose first attempt fails: its retry, claimed by the backup.
+			rslot, rtok := r.nextSlot(), newToken()
+			steps = append(steps, []struct {
+				o *op
+				f func() error
+			}{
+				{rtry, func() error {
+					return r.swin.Retry(ctx, backend.RunKey{Job: leaseJob, Slot: rslot, Token: rtok}, 0, time.Minute)
+				}},
+				{rtake, func() error {
+					return r.leaseClaim(ctx, r.slose, rslot, newToken(), "bench-lose", backend.OutcomeWon)
+				}},
+			}...)
+			if err := r.leaseClaim(ctx, r.swin, rslot, rtok, "bench-win", backend.OutcomeWon); err != nil {
+				return err
 			}
 			for _, s := range steps {
 				if err := s.o.do(record, s.f); err != nil {
