@@ -30,8 +30,8 @@ const (
 // Without one, the instance that ran the slot retries it in its own process, and a
 // retry dies with it. Manual runs (RunNow) are not retried.
 type RetryPolicy struct {
-	// Attempts is how many attempts a slot may have in all, the first included:
-	// 2 to MaxRetryAttempts.
+	// Attempts is how many attempts a slot may have in all, the first and any
+	// takeover's included: 2 to MaxRetryAttempts.
 	Attempts int
 	// Backoff is the delay before the first retry; zero means DefaultRetryBackoff.
 	Backoff time.Duration
