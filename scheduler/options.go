@@ -48,6 +48,8 @@ type jobConfig struct {
 	start, end time.Time
 	// retry is the job's retry policy (WithRetry); nil: no retries.
 	retry *RetryPolicy
+	// pauseAfter pauses the job after that many failed slots in a row; 0: never.
+	pauseAfter int
 }
 
 func optErr(format string, args ...any) error {

@@ -112,6 +112,9 @@ func (s *Scheduler) add(name string, sched Schedule, interval time.Duration, h H
 	if _, ok := s.runs.(backend.Retrier); cfg.retry != nil && s.runs != nil && !ok {
 		return fmt.Errorf("job %q: %w: retries need a run store that stores them (backend.Retrier); the %s backend's has none", name, ErrInvalidOption, s.backend.Name())
 	}
+	if _, ok := s.backend.(backend.Pauser); cfg.pauseAfter > 0 && !ok {
+		return fmt.Errorf("job %q: %w: pausing after failed slots needs a backend that stores pauses (backend.Pauser); %q has none", name, ErrInvalidOption, s.backend.Name())
+	}
 	if s.runs == nil {
 		if cfg.overlap != OverlapAllow {
 			return fmt.Errorf("job %q: %w: overlap policy %s needs a backend with leases; %q has none", name, ErrInvalidOption, cfg.overlap, s.backend.Name())

@@ -261,3 +261,66 @@ func TestRetryRefusedAtRegistration(t *testing.T) {
 type noRetrier struct{ *memory.Backend }
 
 func (n *noRetrier) Runs() backend.RunStore { return struct{ backend.RunStore }{n.Backend.Runs()} }
+
+// A job that fails slot after slot is paused, fleet-wide, after the configured
+// number of failed slots in a row, counted once their retries are spent; a success
+// between failures starts the count again.
+func TestPauseAfterFailedSlots(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := memory.New()
+		var mu sync.Mutex
+		fail := map[int64]bool{}
+		for _, k := range []int64{1, 2, 4, 5, 6, 7} { // slot 3 succeeds
+			fail[k] = true
+		}
+		events := newEventLog(scheduler.EventFailed, scheduler.EventPauseChanged)
+		handler := func(_ context.Context, r scheduler.Run) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if fail[int64(r.Slot.Minute())] {
+				return errAttempt
+			}
+			return nil
+		}
+		var scheds []*scheduler.Scheduler
+		for _, id := range []string{"A", "B"} {
+			s := newScheduler(t, b, id, func(c *scheduler.Config) { c.OnEvent = events.hook })
+			require.NoError(t, s.Every("job", time.Minute, handler, scheduler.WithRetry(scheduler.RetryPolicy{Attempts: 2, Backoff: 10 * time.Second}),
+				scheduler.WithPauseAfterFailures(3)))
+			scheds = append(scheds, s)
+		}
+		time.Sleep(30 * time.Second) // the slot at 00:00 runs at Start, and succeeds
+		for _, s := range scheds {
+			require.NoError(t, s.Start(t.Context()))
+		}
+		time.Sleep(7*time.Minute + 10*time.Second) // slots 00:01 … 00:07 are due
+		p, paused := scheds[1].Paused("job")
+		require.True(t, paused, "paused after slots 4, 5 and 6 failed")
+		assert.Contains(t, p.Reason, "paused after 3 failed slots in a row")
+		assert.Contains(t, p.Reason, "attempt failed")
+		hist, err := scheds[0].History(t.Context(), "job", 0)
+		require.NoError(t, err)
+		final := map[int64]scheduler.Status{}
+		for _, r := range hist {
+			if _, ok := final[int64(r.Slot.Minute())]; !ok {
+				final[int64(r.Slot.Minute())] = r.Status // newest attempt first
+			}
+		}
+		assert.Equal(t, map[int64]scheduler.Status{0: scheduler.StatusOK, 1: scheduler.StatusError, 2: scheduler.StatusError, 3: scheduler.StatusOK,
+			4: scheduler.StatusError, 5: scheduler.StatusError, 6: scheduler.StatusError, 7: scheduler.StatusPaused}, final)
+		assert.Len(t, events.of(scheduler.EventFailed), 5, "slots 1, 2, 4, 5, 6 failed for good")
+		for _, s := range scheds {
+			require.NoError(t, s.Stop(t.Context()))
+		}
+	})
+}
+
+// Pausing after failures needs a backend that stores pauses.
+func TestPauseAfterFailuresNeedsPauses(t *testing.T) {
+	noop := func(context.Context, scheduler.Run) error { return nil }
+	s := newScheduler(t, struct{ backend.Backend }{memory.New()}, "A")
+	err := s.Every("j", time.Minute, noop, scheduler.WithPauseAfterFailures(3))
+	assert.ErrorIs(t, err, scheduler.ErrInvalidOption)
+	assert.ErrorContains(t, err, "backend.Pauser")
+	assert.ErrorIs(t, newScheduler(t, memory.New(), "B").Every("j", time.Minute, noop, scheduler.WithPauseAfterFailures(0)), scheduler.ErrInvalidOption)
+}

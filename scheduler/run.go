@@ -83,6 +83,9 @@ func (s *Scheduler) execute(parent context.Context, a *slotAttempt) execResult {
 			s.log.Warn("run failed for good", "job", j.name, "slot", in.Slot, "attempt", run.Attempt, "why", noRetry)
 		}
 		s.emit(Event{Kind: EventFailed, Job: j.name, Slot: in.Slot, Token: in.Token, Attempt: run.Attempt, Manual: in.Manual, Status: res.Status, Err: evErr})
+		if !in.Manual && j.cfg.pauseAfter > 0 {
+			s.beside(func() { s.pauseIfFailing(j) })
+		}
 	}
 	return res
 }
