@@ -104,7 +104,7 @@
 //	jobs       request  JobsRequest {"v":1}
 //	           reply    Replica   {"instance","version","backend","pause_supported",
 //	                               "service_id","part","parts","jobs":[JobState]}
-//	           JobState {"name","schedule","state":"active"|"paused","pause":{...},
+//	           JobState {"name","schedule","state":"active"|"paused"|"ended","pause":{...},
 //	                     "next","last_run":{Run},"last_success":{Run},
 //	                     "last_failure":{Run},"running":[ActiveRun],"running_more",
 //	                     "view_error"}

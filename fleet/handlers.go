@@ -245,6 +245,8 @@ func (f *Service) jobState(ctx context.Context, j scheduler.JobInfo, last map[st
 	st := JobState{Name: j.Job, Schedule: j.Schedule, State: JobActive, Next: j.Next}
 	if p, ok := f.s.Paused(j.Job); ok {
 		st.State, st.Pause = JobPaused, pauseInfo(p)
+	} else if j.Next.IsZero() {
+		st.State = JobEnded
 	}
 	if lastErr != nil {
 		st.ViewError = shortText("last runs: " + lastErr.Error())

@@ -183,6 +183,9 @@ const (
 	JobActive = "active"
 	// JobPaused: a pause holds the job (JobState.Pause says which).
 	JobPaused = "paused"
+	// JobEnded: the job's schedule has no slot left (a one-time job past its
+	// instant, a bounded one past its end); no pause holds it.
+	JobEnded = "ended"
 )
 
 // ViewHistoryLimit is how many of a job's most recent history records a replica
@@ -198,7 +201,7 @@ type JobState struct {
 	Name string `json:"name"`
 	// Schedule is the schedule in words, as the replica declares it.
 	Schedule string `json:"schedule"`
-	// State is JobActive or JobPaused.
+	// State is JobActive, JobPaused or JobEnded.
 	State string `json:"state"`
 	// Pause is the pause in force on the replica's view (the job's own, or the
 	// all-jobs pause with Job ""); nil while the job runs.

@@ -45,7 +45,8 @@ type JobSummary struct {
 	// PausedOn lists the replicas that see it.
 	Pause    *PauseInfo `json:"pause,omitempty"`
 	PausedOn []string   `json:"paused_on,omitempty"`
-	// State is JobPaused when some replica sees a pause, else JobActive.
+	// State is JobPaused when some replica sees a pause, JobEnded when every
+	// replica says the job has no slot left, else JobActive.
 	State string `json:"state"`
 	// Next is the earliest next slot the replicas report.
 	Next time.Time `json:"next,omitzero"`
@@ -77,6 +78,7 @@ func summarize(replicas []Replica) *Fleet {
 	versions := map[string][]string{}
 	names := map[string]int{}
 	byJob := map[string]*JobSummary{}
+	goesOn := map[string]bool{} // a replica says the job has slots left
 	for _, r := range replicas {
 		versions[r.Version] = append(versions[r.Version], r.Instance)
 		names[r.Instance]++
@@ -102,6 +104,9 @@ func summarize(replicas []Replica) *Fleet {
 				s.State = JobPaused
 				s.PausedOn = append(s.PausedOn, r.Instance)
 			}
+			if j.State != JobEnded {
+				goesOn[j.Name] = true
+			}
 		}
 	}
 	if len(versions) > 1 {
@@ -114,6 +119,9 @@ func summarize(replicas []Replica) *Fleet {
 	}
 	for _, name := range slices.Sorted(maps.Keys(byJob)) {
 		s := byJob[name]
+		if s.State == JobActive && !goesOn[name] {
+			s.State = JobEnded
+		}
 		if len(s.Schedules) == 1 {
 			for sched := range s.Schedules {
 				s.Schedule, s.ScheduleText = sched, scheduler.DescribeSchedule(sched)
