@@ -20,23 +20,34 @@ import (
 // outbox, which Stop drains.
 //
 // A failed attempt the job retries (retry) stores its retry in place of its
-// Finish, the same way; one the store cannot be told of before the outbox takes
-// over is finished instead, and not retried.
+// Finish, the same way. Each try asks for what is left of the planned window by
+// this instance's clock, so a Retry sent again late never moves the retry past
+// the next slot; once the window has passed, or when the outbox has to take
+// over, the attempt is finished instead, and not retried.
 func (s *Scheduler) settle(a *slotAttempt, res execResult, plan retryPlan, retry bool) (execResult, bool) {
 	j, slot, l := a.j, a.in.Slot, a.l
 	if !l.manual && (res.Status == StatusCancelled || res.Status == StatusLost) {
 		s.release(j, slot, l.token)
 		return res, false
 	}
-	end := func(ctx context.Context) error { return s.runs.Finish(ctx, a.key(), res.Status) }
-	if rt, ok := s.runs.(backend.Retrier); ok && retry && !l.manual {
-		end = func(ctx context.Context) error { return rt.Retry(ctx, a.key(), plan.delay, plan.within) }
-	} else {
-		retry = false
-	}
+	finish := func(ctx context.Context) error { return s.runs.Finish(ctx, a.key(), res.Status) }
+	end := finish
+	rt, ok := s.runs.(backend.Retrier)
+	retry = ok && retry && !l.manual
+	by := plan.at.Add(plan.within)
 	giveUp := s.clock.Now().Add(j.keep())
 	hard, stopping := s.hardCtx.Done(), s.loopCtx.Done() // either ends a retry's wait
 	for attempt := 0; ; attempt++ {
+		if retry {
+			now := s.clock.Now()
+			if now.Before(by) {
+				delay := max(plan.at.Sub(now), 0)
+				end = func(ctx context.Context) error { return rt.Retry(ctx, a.key(), delay, by.Sub(now.Add(delay))) }
+			} else {
+				s.log.Warn("retry not stored in time: the failure stands", "job", j.name, "slot", slot, "attempt", a.in.Attempt)
+				retry, end = false, finish
+			}
+		}
 		ctx, cancel := s.callCtx(context.Background())
 		err := end(ctx)
 		cancel()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/anarchon/anarchon/backend"
+	"github.com/anarchon/anarchon/scheduler"
 )
 
 // Violation is one broken invariant.
@@ -63,6 +64,7 @@ func sortHandlers(hs []*handlerRec) {
 // checker collects the violations of one seed. Its methods run under rec.mu.
 type checker struct {
 	h     *Harness
+	seen  map[string]int // what the checks met, for the summary (Harness.Seen)
 	rec   *record
 	vs    []Violation
 	byKey map[key][]*handlerRec // scheduled handlers per slot, in start order
@@ -81,9 +83,9 @@ func (h *Harness) Check(ctx context.Context, history backend.Backend, runs backe
 	r := h.rec
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	c := &checker{h: h, rec: r, byKey: map[key][]*handlerRec{}, byJob: map[string][]*handlerRec{}, jobs: map[string]Job{}}
+	c := &checker{h: h, rec: r, seen: map[string]int{}, byKey: map[key][]*handlerRec{}, byJob: map[string][]*handlerRec{}, jobs: map[string]Job{}}
 	for _, j := range h.plan.Jobs {
-		c.jobs[j.Name] = j
+		c.jobs[j.Name] = h.job(j)
 	}
 	for _, hr := range r.handlers {
 		if !hr.ended {
@@ -109,6 +111,8 @@ func (h *Harness) Check(ctx context.Context, history backend.Backend, runs backe
 		c.leasesBounded()
 	}
 	c.handlerFences()
+	c.retries()
+	c.retriesMade()
 	c.oneFate()
 	c.skippedForSomething()
 	c.pausedNotRun()
@@ -116,6 +120,7 @@ func (h *Harness) Check(ctx context.Context, history backend.Backend, runs backe
 	c.writtenAgain()
 	c.stops()
 	slices.SortStableFunc(c.vs, func(a, b Violation) int { return cmp.Compare(a.Inv, b.Inv) })
+	h.seen = c.seen
 	return c.vs
 }
 
@@ -276,40 +281,66 @@ func (c *checker) oneFate() {
 	}
 }
 
-// stored: 4, terminal records in History, and nothing left unfinished in the store.
+// stored: 4, one final outcome per slot in History, and nothing left unfinished
+// in the store.
+//
+// A slot's records are one per attempt. The last attempt's record holds the
+// slot's outcome; every earlier attempt's is a failure whose retry was stored, or
+// an attempt that did not end on its own (lost, superseded, cancelled, paused,
+// still running). A terminal record of an earlier attempt other than a retried
+// failure is a second outcome, and no attempt is granted or starts after the one
+// whose ok stands. Every slot due in the quiet phase ends with a terminal (or
+// paused) last record.
 func (c *checker) stored(ctx context.Context, history backend.Backend, runs backend.RunStore) {
 	h := c.h
 	for _, j := range h.plan.Jobs {
+		j = c.jobs[j.Name]
 		recs, err := history.History(ctx, j.Name, 0)
 		if err != nil {
 			c.add("4-terminal", nil, "", "history of %s: %v", j.Name, err)
 			continue
 		}
-		term := map[int64][]backend.RunRecord{}
-		paused := map[int64]bool{} // a slot that fell in a pause and was not run since
+		bySlot := map[int64][]backend.RunRecord{}
 		for _, rr := range recs {
-			if !rr.Manual && terminal[rr.Status] {
-				term[rr.Slot.UnixMilli()] = append(term[rr.Slot.UnixMilli()], rr)
-			}
-			if !rr.Manual && rr.Status == backend.StatusPaused {
-				paused[rr.Slot.UnixMilli()] = true
+			if !rr.Manual {
+				bySlot[rr.Slot.UnixMilli()] = append(bySlot[rr.Slot.UnixMilli()], rr)
 			}
 		}
-		for slot, rs := range term {
-			if len(rs) > 1 {
-				var parts []string
-				for _, rr := range rs {
-					parts = append(parts, fmt.Sprintf("%s attempt %d by %s", rr.Status, rr.Attempt, rr.Instance))
+		last := map[int64]backend.RunRecord{}
+		for slot, rs := range bySlot {
+			k := key{j.Name, slot}
+			slices.SortStableFunc(rs, func(a, b backend.RunRecord) int { return cmp.Compare(a.Attempt, b.Attempt) })
+			top := rs[len(rs)-1].Attempt
+			last[slot] = rs[len(rs)-1]
+			var finals []string
+			for _, rr := range rs {
+				retried := (rr.Status == backend.StatusError || rr.Status == backend.StatusTimeout) && c.retryStored(k, rr.Token)
+				switch {
+				case !terminal[rr.Status] || retried:
+				case rr.Attempt < top:
+					c.add("4-terminal", []key{k}, "", "%s slot %s: attempt %d by %s is recorded %s and was not retried, yet attempt %d followed",
+						j.Name, h.rel(slot), rr.Attempt, rr.Instance, rr.Status, top)
+				default:
+					finals = append(finals, fmt.Sprintf("%s attempt %d by %s", rr.Status, rr.Attempt, rr.Instance))
 				}
-				c.add("4-terminal", []key{{j.Name, slot}}, "", "%s slot %s has %d terminal records: %s", j.Name, h.rel(slot), len(rs), strings.Join(parts, "; "))
+				if rr.Status == backend.StatusOK {
+					c.noneAfterOK(k, rr)
+				}
+			}
+			if len(finals) > 1 {
+				c.add("4-terminal", []key{k}, "", "%s slot %s has %d final records: %s", j.Name, h.rel(slot), len(finals), strings.Join(finals, "; "))
 			}
 		}
 		iv := j.Interval.Milliseconds()
 		from := c.rec.t0.Add(h.quietAt + time.Second).UnixMilli()
 		to := c.rec.t0.Add(h.endAt - 2*time.Second).UnixMilli()
 		for slot := (from + iv - 1) / iv * iv; slot <= to; slot += iv {
-			if len(term[slot]) == 0 && !paused[slot] {
-				c.add("4-terminal", []key{{j.Name, slot}}, "", "%s slot %s, due in the quiet phase, has no terminal record", j.Name, h.rel(slot))
+			switch rr, ok := last[slot]; {
+			case !ok:
+				c.add("4-terminal", []key{{j.Name, slot}}, "", "%s slot %s, due in the quiet phase, has no record", j.Name, h.rel(slot))
+			case !terminal[rr.Status] && rr.Status != backend.StatusPaused:
+				c.add("4-terminal", []key{{j.Name, slot}}, "", "%s slot %s, due in the quiet phase, ends with attempt %d by %s recorded %s, not a final outcome",
+					j.Name, h.rel(slot), rr.Attempt, rr.Instance, rr.Status)
 			}
 		}
 		active, err := runs.Active(ctx, j.Name)
@@ -318,10 +349,67 @@ func (c *checker) stored(ctx context.Context, history backend.Backend, runs back
 			continue
 		}
 		for _, a := range active {
-			c.add("4-terminal", []key{{j.Name, a.Slot.UnixMilli()}}, "", "%s slot %s is still unfinished in the run store after every instance stopped (attempt %d by %s, live %v): never taken over",
-				j.Name, h.rel(a.Slot.UnixMilli()), a.Attempt, a.Instance, a.Live)
+			if c.retryPendingAtEnd(j, a) {
+				continue
+			}
+			c.add("4-terminal", []key{{j.Name, a.Slot.UnixMilli()}}, "", "%s slot %s is still unfinished in the run store after every instance stopped (attempt %d by %s, live %v, retry at %v): never taken over",
+				j.Name, h.rel(a.Slot.UnixMilli()), a.Attempt, a.Instance, a.Live, a.RetryAt)
 		}
 	}
+}
+
+// retryStored reports whether the store applied a Retry of token's lease of k.
+func (c *checker) retryStored(k key, token string) bool {
+	for _, g := range c.rec.grants[k] {
+		if g.token == token && g.retry != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// noneAfterOK: 4, once an attempt's ok stands (ok, the record of its token), no
+// attempt of the slot is granted after it, and no handler starts after it.
+func (c *checker) noneAfterOK(k key, ok backend.RunRecord) {
+	h := c.h
+	for _, g := range c.rec.grants[k] {
+		if g.token != ok.Token && g.fence > ok.Fence && ok.Fence > 0 {
+			c.add("4-terminal", []key{k}, "", "%s slot %s: attempt %d (%s, fence %d) was granted after attempt %d's ok (%s, fence %d)",
+				k.job, h.rel(k.slot), g.attempt, g.inst, g.fence, ok.Attempt, ok.Instance, ok.Fence)
+		}
+	}
+	var okh *handlerRec
+	for _, hr := range c.byKey[k] {
+		if hr.token == ok.Token && hr.result == endOK && (okh == nil || hr.endSeq > okh.endSeq) {
+			okh = hr
+		}
+	}
+	if okh == nil {
+		return
+	}
+	for _, hr := range c.byKey[k] {
+		if hr.startSeq > okh.endSeq {
+			c.add("4-terminal", []key{k}, "", "%s slot %s: %s's handler (attempt %d) started at %s, after attempt %d's ok by %s at %s",
+				k.job, h.rel(k.slot), hr.in.name, hr.attempt, at(hr.start), okh.attempt, okh.in.name, at(okh.end))
+		}
+	}
+}
+
+// retryPendingAtEnd reports whether a, left unfinished in the store, is a retry
+// whose window was still open a second before the final Stop: nobody had to
+// claim it yet. The window is the record's (Exact), or at most the job's max
+// lateness after the retry time.
+func (c *checker) retryPendingAtEnd(j Job, a backend.ActiveRun) bool {
+	if a.RetryAt.IsZero() {
+		return false
+	}
+	by := a.RetryAt.Sub(c.rec.t0) + j.MaxLate
+	if c.rec.timing == Exact {
+		if g := c.rec.latestGrant(key{j.Name, a.Slot.UnixMilli()}); g != nil && g.retry != nil {
+			by = g.retryBy()
+		}
+	}
+	return by > c.h.endAt-time.Second
 }
 
 // stops: 6, Stop cancels and waits.
@@ -474,4 +562,192 @@ func (c *checker) writtenAgain() {
 		c.add("4b-written-again", []key{w.key}, w.in.name, "%s slot %s: %s's %s (tok %s, status %q) failed at %s and was never written again, though %s lived on",
 			w.key.job, h.rel(w.key.slot), w.in.name, w.op, tok(w.token), w.status, at(w.at), w.in.name)
 	}
+}
+
+// backoff is the delay the policy gives the retry after failed attempt n (no
+// jitter), as scheduler.RetryPolicy computes it.
+func backoff(p *scheduler.RetryPolicy, n int) time.Duration {
+	d := p.Backoff
+	for i := 1; i < n; i++ {
+		if p.MaxBackoff > 0 && d >= p.MaxBackoff {
+			break
+		}
+		d *= 2
+	}
+	if p.MaxBackoff > 0 {
+		d = min(d, p.MaxBackoff)
+	}
+	return d
+}
+
+// retryable reports whether hr ended in a failure its job's policy retries: an
+// error not marked NoRetry, or a timeout.
+func retryable(hr *handlerRec) bool {
+	return hr.result == endTimeout || hr.result == endFailed && hr.fate == FateError
+}
+
+// handlerOf is the handler that ran g's lease; nil if none did.
+func (c *checker) handlerOf(g *grant) *handlerRec {
+	for _, hr := range c.byKey[g.key] {
+		if hr.fence == g.fence && hr.token == g.token {
+			return hr
+		}
+	}
+	return nil
+}
+
+// nextSlot is when the slot after k is due, since t0.
+func (c *checker) nextSlot(k key) time.Duration {
+	return time.UnixMilli(k.slot + c.jobs[k.job].Interval.Milliseconds()).Sub(c.rec.t0)
+}
+
+// retries: 7, a retry is stored only after a retryable failure (an error not
+// marked NoRetry, or a timeout) of an attempt below the policy's Attempts. The
+// window it asks for begins no earlier than the backoff after the handler
+// returned and ends before the job's next slot by the clock of the instance
+// that asked, counted from its call. The next attempt of a slot whose attempt
+// stored a retry is that retry (answered Retried), granted in the window the
+// store kept, by the store's clock; no other attempt is answered Retried.
+func (c *checker) retries() {
+	h := c.h
+	var slack time.Duration
+	if c.rec.timing == Bounded {
+		slack = h.w.StoreSlack
+	}
+	for k, gs := range c.rec.grants {
+		j := c.jobs[k.job]
+		for i, g := range gs {
+			if g.retried && (i == 0 || gs[i-1].retry == nil) {
+				c.add("7-retry", []key{k}, "", "%s slot %s: attempt %d (%s) was answered Retried, but the attempt before it stored no retry",
+					k.job, h.rel(k.slot), g.attempt, g.inst)
+			}
+			if i > 0 && gs[i-1].retry != nil {
+				c.seen["retries granted"]++
+				c.retryGranted(k, gs[i-1], g, slack)
+			}
+			rt := g.retry
+			if rt == nil {
+				continue
+			}
+			c.seen["retries stored"]++
+			hr := c.handlerOf(g)
+			switch {
+			case j.Retry == nil:
+				c.add("7-retry", []key{k}, "", "%s slot %s: attempt %d (%s) stored a retry, but the job has no retry policy", k.job, h.rel(k.slot), g.attempt, g.inst)
+				continue
+			case g.attempt >= j.Retry.Attempts:
+				c.add("7-retry", []key{k}, "", "%s slot %s: attempt %d (%s) stored a retry, though the policy allows %d attempts in all",
+					k.job, h.rel(k.slot), g.attempt, g.inst, j.Retry.Attempts)
+			case hr == nil:
+				c.add("7-retry", []key{k}, "", "%s slot %s: attempt %d (%s) stored a retry, but no handler ran its lease", k.job, h.rel(k.slot), g.attempt, g.inst)
+				continue
+			case !retryable(hr):
+				c.add("7-retry", []key{k}, "", "%s slot %s: attempt %d (%s) stored a retry, but its handler %s", k.job, h.rel(k.slot), g.attempt, g.inst, hr.how)
+			}
+			if c.rec.timing == Exact && rt.call > hr.end {
+				c.seen["retries stored by a later try"]++
+			}
+			if hr.result == endTimeout {
+				c.seen["timeouts retried"]++
+			}
+			// By the asking instance's clock, the window it sends is [call +
+			// delay, call + delay + within].
+			if from, want := rt.call+rt.delay, hr.end+backoff(j.Retry, g.attempt); from+slack < want {
+				c.add("7-retry", []key{k}, "", "%s slot %s: attempt %d (%s) ended at %s and asked for its retry from %s, before its backoff of %v",
+					k.job, h.rel(k.slot), g.attempt, g.inst, at(hr.end), at(from), backoff(j.Retry, g.attempt))
+			}
+			if by, next := rt.call+rt.delay+rt.within, c.nextSlot(k)-hr.in.offset; by > next+slack {
+				c.add("7-retry", []key{k}, "", "%s slot %s: attempt %d (%s) asked at %s for a retry until %s, after the next slot (%s by its clock)",
+					k.job, h.rel(k.slot), g.attempt, g.inst, at(rt.call), at(by), at(next))
+			}
+		}
+	}
+}
+
+// retryGranted: 7, g is the retry prev stored, granted in its window.
+func (c *checker) retryGranted(k key, prev, g *grant, slack time.Duration) {
+	h := c.h
+	rt := prev.retry
+	if !g.retried {
+		c.add("7-retry", []key{k}, "", "%s slot %s: attempt %d (%s) followed attempt %d's stored retry, but was not answered Retried",
+			k.job, h.rel(k.slot), g.attempt, g.inst, prev.attempt)
+	}
+	// Exact: the store applied both calls when the record saw them. Bounded:
+	// the retry was applied after its send, the claim before its answer and
+	// after its send, and the retry before its answer.
+	from, by, won, wonLate := prev.retryFrom(), prev.retryBy(), g.at, g.at
+	if c.rec.timing == Bounded {
+		from, by, won, wonLate = rt.sent+rt.delay, rt.seen+rt.delay+rt.within, g.at, g.sent
+	}
+	if won+slack < from {
+		c.add("7-retry", []key{k}, "", "%s slot %s: retry attempt %d (%s) was granted at %s, before its stored retry time %s",
+			k.job, h.rel(k.slot), g.attempt, g.inst, at(won), at(from))
+	}
+	if wonLate > by+slack {
+		c.add("7-retry", []key{k}, "", "%s slot %s: retry attempt %d (%s) was granted at %s, after its stored window ended at %s",
+			k.job, h.rel(k.slot), g.attempt, g.inst, at(wonLate), at(by))
+	}
+}
+
+// retryMargin is how much room a retry's window needs for retriesMade to expect
+// it claimed: the scheduler claims a stored retry a moment after its time.
+const retryMargin = 20 * time.Millisecond
+
+// retriesMade: 7, in the quiet phase (no faults, every instance up) a retryable
+// failure of an attempt below the policy's Attempts, whose retry comes before
+// the job's next slot by its instance's clock, stores its retry, and the retry
+// is granted: a slot that fails every attempt runs Attempts attempts. Jobs that
+// forbid overlap (a retry waits while another slot holds its lease) and slots
+// that a pause of the job or of the holder's heartbeats reaches are left out.
+func (c *checker) retriesMade() {
+	h := c.h
+	for k, hs := range c.byKey {
+		j := c.jobs[k.job]
+		if j.Retry == nil || j.Skip {
+			continue
+		}
+		for _, hr := range hs {
+			n := hr.attempt
+			if !retryable(hr) || n >= j.Retry.Attempts || hr.start < h.quietAt+time.Second || hr.in.paused() > hr.start-time.Second {
+				continue
+			}
+			next := c.nextSlot(k) - hr.in.offset
+			due := hr.end + backoff(j.Retry, n)
+			if next-due <= retryMargin || next+j.Lease+time.Second > h.endAt || c.pausedBetween(k.job, hr.start, next) {
+				continue
+			}
+			g := c.grantOf(hr)
+			if g == nil || g.token != hr.token {
+				continue // 5-fence says so
+			}
+			c.seen["quiet-phase failures expected to retry"]++
+			if n == j.Retry.Attempts-1 {
+				c.seen["quiet-phase last retries expected"]++
+			}
+			if g.retry == nil {
+				c.add("7-retry", []key{k}, "", "%s slot %s: attempt %d (%s) failed at %s (%s) in the quiet phase and stored no retry, though one fitted at %s before the next slot (%s by its clock)",
+					k.job, h.rel(k.slot), n, hr.in.name, at(hr.end), hr.how, at(due), at(next))
+				continue
+			}
+			var followed bool
+			for _, g2 := range c.rec.grants[k] {
+				followed = followed || g2.fence > g.fence
+			}
+			if !followed && g.retry.within > retryMargin {
+				c.add("7-retry", []key{k}, "", "%s slot %s: attempt %d (%s) stored its retry (from %s, within %v) in the quiet phase, and nobody was granted it",
+					k.job, h.rel(k.slot), n, hr.in.name, at(g.retry.call+g.retry.delay), g.retry.within)
+			}
+		}
+	}
+}
+
+// pausedBetween reports whether a stored pause of job was in force at some time
+// in [from, to], on some instance's clock.
+func (c *checker) pausedBetween(job string, from, to time.Duration) bool {
+	for _, p := range c.rec.pauses {
+		if p.job == job && p.from-c.h.w.PauseSlack <= to && p.until+pauseOffsets >= from {
+			return true
+		}
+	}
+	return false
 }

@@ -10,15 +10,20 @@
 // A seed is a [Plan]: a few instance slots, 1–3 Every jobs with leases, and a fault
 // phase in which instances crash, pause their heartbeats, stop (with or without a
 // deadline), restart and call RunNow while their store calls are lost, answered
-// late or not at all. A quiet phase follows in which every slot has a healthy
-// instance, then every instance is stopped. [Harness.Run] carries the plan out;
-// [Harness.Check] judges the record against the lease rules (the documentation of
-// backend.RunStore; docs/concepts.md):
+// late or not at all. Some jobs have a retry policy ([Plan.AddRetries]), and their
+// handlers fail some attempts (an error, one marked NoRetry, a timeout); the
+// faulty store view forwards Retry with the faults of Finish and Release, and a
+// store that is no backend.Retrier runs the jobs without retries. A quiet phase
+// follows in which every slot has a healthy instance, then every instance is
+// stopped. [Harness.Run] carries the plan out; [Harness.Check] judges the record
+// against the lease rules (the documentation of backend.RunStore and
+// backend.Retrier, scheduler.RetryPolicy; docs/concepts.md):
 //
-//	1   at most one live handler per (job, slot) at any instant
+//	1   at most one live handler per (job, slot) at any instant, retries included
 //	1b  a job with OverlapSkip never has two live handlers at once (any slots)
 //	2   Exact: a new attempt is granted only after the previous attempt's lease
-//	    ended in the store, and a holder's handler returned before its lease ended.
+//	    ended in the store (expired, released, finished, or ended by a Retry),
+//	    and a holder's handler returned before its lease ended.
 //	    Bounded: a takeover is answered only after the previous holder's handler
 //	    returned, and not before the previous lease could have ended in the store
 //	3   a slot's fate is one of run, skipped, late — never two, and it never runs
@@ -26,15 +31,32 @@
 //	3b  a slot is stored skipped only while another slot of the job was busy (a
 //	    tie that skips both slots fails it)
 //	3c  no scheduled handler of a job starts while a pause of the job is in force
-//	    on every clock, takeovers included
-//	4   at most one terminal record (ok, error, timeout, skipped, late) per slot in
-//	    History; exactly one for every slot due in the quiet phase; and no
-//	    unfinished run left in the run store's Active list at the end
+//	    on every clock, takeovers and retries included
+//	4   per slot in History one final outcome: the last attempt's record is the
+//	    only terminal one (ok, error, timeout, skipped, late) but for failures
+//	    whose retry was stored; every earlier attempt's record is such a failure
+//	    or an attempt that was lost (lost, superseded, cancelled, paused,
+//	    running); no attempt is granted or starts after the slot's ok; every slot
+//	    due in the quiet phase ends with a terminal record; and no unfinished run
+//	    is left in the run store's Active list at the end, but for a retry whose
+//	    window was still open at the final Stop
 //	4b  a write that completes a slot and failed for its caller is written again
 //	    while its instance lives
-//	5   fences (and attempt numbers) strictly grow per slot across attempts
+//	5   fences and attempt numbers strictly grow per slot across attempts
 //	6   Stop cancels handlers (scheduled and RunNow) when its context ends, returns
 //	    soon after, and no handler of the instance runs after Stop returned
+//	7   a retry is stored only after a retryable failure (an error not marked
+//	    NoRetry, or a timeout) of an attempt below the policy's Attempts; the
+//	    window it asks for starts no earlier than the backoff after the handler
+//	    returned and ends before the job's next slot by the asking instance's
+//	    clock, counted from its call; the next attempt is that retry (answered
+//	    Retried), granted within the window the store keeps, so never before the
+//	    stored retry time and never after the next slot but for the time the
+//	    Retry took to reach the store; no other attempt is answered Retried. In
+//	    the quiet phase a retryable failure whose retry fits before the next slot
+//	    stores it and the retry is granted, so that a slot whose handler fails
+//	    every attempt runs Attempts attempts (jobs that forbid overlap, and slots
+//	    a pause reaches, are left out)
 //
 // [Timing] says what the record can know. Under synctest with a store in memory a
 // call is applied at the instant the record sees it, so a lease's end in the store

@@ -52,13 +52,24 @@ var (
 	_ backend.LeaseBackend  = (*faultyBackend)(nil)
 	_ backend.RunStore      = (*faultyRuns)(nil)
 	_ backend.LeaseWatcher  = (*faultyRuns)(nil)
+	_ backend.Retrier       = (*faultyRetrier)(nil)
 )
 
 func (m *faultyBackend) Name() string                    { return m.b.Name() }
 func (m *faultyBackend) DedupeWindow() time.Duration     { return m.b.DedupeWindow() }
 func (m *faultyBackend) Init(ctx context.Context) error  { return m.b.Init(ctx) }
 func (m *faultyBackend) Close(ctx context.Context) error { return m.b.Close(ctx) }
-func (m *faultyBackend) Runs() backend.RunStore          { return &faultyRuns{in: m.in, s: m.b.Runs()} }
+
+// Runs is in's faulty view of the run store, a backend.Retrier when the store is
+// one (the scheduler refuses retry policies otherwise).
+func (m *faultyBackend) Runs() backend.RunStore {
+	r := &faultyRuns{in: m.in, s: m.b.Runs()}
+	if rt, ok := r.s.(backend.Retrier); ok {
+		return &faultyRetrier{faultyRuns: r, rt: rt}
+	}
+	return r
+}
+
 func (m *faultyBackend) PrepareJob(ctx context.Context, j backend.JobLimits) error {
 	return m.b.PrepareJob(ctx, j)
 }
@@ -159,6 +170,23 @@ func (r *faultyRuns) Release(ctx context.Context, key backend.RunKey) error {
 		return struct{}{}, r.s.Release(ctx, backend.RunKey{Job: job, Slot: slot, Token: token})
 	}, func(sent time.Duration, _ struct{}, err error, fault string) {
 		r.in.h.rec.endApplied(r.in, "release", job, slot, token, "", err, sent, fault)
+	})
+	return err
+}
+
+// faultyRetrier is in's view of a RunStore that is a backend.Retrier.
+type faultyRetrier struct {
+	*faultyRuns
+	rt backend.Retrier
+}
+
+// Retry goes through in's faults like Finish and Release.
+func (r *faultyRetrier) Retry(ctx context.Context, key backend.RunKey, delay, within time.Duration) error {
+	call := r.in.h.now()
+	_, err := do(r.in, ctx, "retry", key.Job, key.Slot, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, r.rt.Retry(ctx, key, delay, within)
+	}, func(sent time.Duration, _ struct{}, err error, fault string) {
+		r.in.h.rec.retryApplied(r.in, key.Job, key.Slot, key.Token, delay, within, err, call, sent, fault)
 	})
 	return err
 }

@@ -2,6 +2,7 @@ package modelcheck
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -30,7 +31,17 @@ type Harness struct {
 
 	quietAt, endAt time.Duration // since t0
 	faultAt        atomic.Int64  // since t0; -1 before the fault phase
+
+	// noRetrier: the store is no backend.Retrier, so the jobs' retry policies
+	// and failures are left out (set at the first start, under mu).
+	noRetrier bool
+
+	seen map[string]int // set by Check
 }
+
+// Seen counts what Check met on its way (retries stored, granted, …): the
+// summary adds them up, to show the checks were not idle.
+func (h *Harness) Seen() map[string]int { return h.seen }
 
 // New prepares a seed of w with plan p. backend gives each new instance its view
 // of the seed's shared stores (the harness puts the faults in front); Run calls it
@@ -148,6 +159,15 @@ func (h *Harness) startLocked(slot int) error {
 	if err != nil {
 		return fmt.Errorf("backend of %s: %w", name, err)
 	}
+	if _, ok := store.Runs().(backend.Retrier); !ok && !h.noRetrier {
+		h.noRetrier = true
+		for _, j := range h.plan.Jobs {
+			if j.Retry != nil {
+				h.rec.global("the run store is no backend.Retrier: no retry policy, no failing attempts")
+				break
+			}
+		}
+	}
 	in := &inst{h: h, slot: slot, name: name, offset: off, crashed: make(chan struct{}), calls: map[string]uint64{}}
 	s, err := scheduler.New(scheduler.Config{
 		Backend:     faulty(in, store),
@@ -169,6 +189,12 @@ func (h *Harness) startLocked(slot int) error {
 		if j.CatchUp != backend.CatchUpNone {
 			opts = append(opts, scheduler.WithCatchUp(j.CatchUp, j.Window))
 		}
+		if j = h.job(j); j.Retry != nil {
+			opts = append(opts, scheduler.WithRetry(*j.Retry))
+			if j.Timeout > 0 {
+				opts = append(opts, scheduler.WithTimeout(j.Timeout))
+			}
+		}
 		if err := s.Every(j.Name, j.Interval, in.handler(j), opts...); err != nil {
 			return fmt.Errorf("register %s on %s: %w", j.Name, name, err)
 		}
@@ -182,6 +208,15 @@ func (h *Harness) startLocked(slot int) error {
 		return fmt.Errorf("start %s: %w", name, err)
 	}
 	return nil
+}
+
+// job is j as the instances register it: without its retry policy, failures
+// and timeout when the store cannot store retries.
+func (h *Harness) job(j Job) Job {
+	if h.noRetrier {
+		j.Retry, j.Fail, j.Timeout = nil, Failing{}, 0
+	}
+	return j
 }
 
 // stopLocked stops in in the background with a deadline of timeout.
@@ -264,14 +299,20 @@ func (in *inst) paused() time.Duration {
 }
 
 // handler runs for a duration drawn from the seed and the run, respecting ctx; a
-// crash ends it at once (the process is gone).
+// crash ends it at once (the process is gone). A scheduled attempt of a job with
+// a retry policy ends as its Fate says: a failure returns its error after a
+// quarter of the duration, a hang waits for the job's timeout.
 func (in *inst) handler(j Job) scheduler.Handler {
 	w := in.h.w
 	return func(ctx context.Context, r scheduler.Run) error {
 		if in.dead.Load() {
 			return fmt.Errorf("%s is dead", in.name)
 		}
-		hr := in.h.rec.handlerStart(in, r)
+		fate := FateOK
+		if !r.Manual {
+			fate = j.Fate(in.h.plan.Seed, r.Slot, r.Attempt)
+		}
+		hr := in.h.rec.handlerStart(in, r, fate)
 		var d time.Duration
 		u := Unit(Mix(in.h.plan.Seed, Str(r.Job), uint64(r.Slot.UnixMilli()), uint64(r.Attempt), Str(in.name)))
 		if r.Manual {
@@ -279,18 +320,37 @@ func (in *inst) handler(j Job) scheduler.Handler {
 		} else {
 			d = time.Duration(u * float64(j.MaxRun))
 		}
+		if fate == FateError || fate == FateNoRetry {
+			d /= 4
+		}
 		d = d.Round(time.Millisecond)
-		t := time.NewTimer(d)
-		defer t.Stop()
+		var timer <-chan time.Time
+		if fate != FateHang {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			timer = t.C
+		}
 		select {
-		case <-t.C:
-			in.h.rec.handlerEnd(hr, "returned after "+d.String())
+		case <-timer:
+			switch fate {
+			case FateError:
+				in.h.rec.handlerEnd(hr, endFailed, "failed after "+d.String())
+				return fmt.Errorf("modelcheck: attempt %d fails", r.Attempt)
+			case FateNoRetry:
+				in.h.rec.handlerEnd(hr, endFailed, "failed (not to be retried) after "+d.String())
+				return scheduler.NoRetry(fmt.Errorf("modelcheck: attempt %d fails for good", r.Attempt))
+			}
+			in.h.rec.handlerEnd(hr, endOK, "returned after "+d.String())
 			return nil
 		case <-ctx.Done():
-			in.h.rec.handlerEnd(hr, "cancelled: "+context.Cause(ctx).Error())
+			how := endCancelled
+			if errors.Is(context.Cause(ctx), scheduler.ErrHandlerTimeout) {
+				how = endTimeout
+			}
+			in.h.rec.handlerEnd(hr, how, "cancelled: "+context.Cause(ctx).Error())
 			return context.Cause(ctx)
 		case <-in.crashed:
-			in.h.rec.handlerEnd(hr, "gone with its crashed process")
+			in.h.rec.handlerEnd(hr, endCrashed, "gone with its crashed process")
 			return fmt.Errorf("%s crashed", in.name)
 		}
 	}

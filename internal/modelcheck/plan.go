@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/anarchon/anarchon/backend"
+	"github.com/anarchon/anarchon/scheduler"
 )
 
 // Job is one Every job with a lease, registered on every instance.
@@ -21,6 +22,52 @@ type Job struct {
 	CatchUp  backend.CatchUpPolicy
 	Window   time.Duration // catch-up window
 	MaxRun   time.Duration // scheduled handlers run for [0, MaxRun]
+	// Retry is the job's retry policy (WithRetry) when the store is a
+	// backend.Retrier; nil: none. Its scheduled attempts fail as Fail says.
+	Retry   *scheduler.RetryPolicy
+	Fail    Failing
+	Timeout time.Duration // WithTimeout; 0: none
+}
+
+// Failing says which scheduled attempts of a job with a retry policy fail. Each
+// decision is drawn with Mix from the seed, the job, the slot and the attempt
+// number, so the same attempt fails the same way whichever instance runs it.
+type Failing struct {
+	P       float64 // an attempt fails
+	Doomed  float64 // a slot fails every attempt
+	NoRetry float64 // a failure is marked scheduler.NoRetry
+	Hang    float64 // a failure waits for the job's Timeout (with one)
+}
+
+// AttemptFate is how a scheduled attempt's handler means to end.
+type AttemptFate int
+
+// The fates of an attempt.
+const (
+	FateOK      AttemptFate = iota
+	FateError               // returns an error, early
+	FateNoRetry             // returns an error marked scheduler.NoRetry
+	FateHang                // waits until its context ends (the job's Timeout)
+)
+
+// Fate is how attempt of j's slot ends in seed: FateOK unless j has a retry
+// policy.
+func (j Job) Fate(seed uint64, slot time.Time, attempt int) AttemptFate {
+	if j.Retry == nil {
+		return FateOK
+	}
+	base := Mix(seed, 0x6661_696c, Str(j.Name), uint64(slot.UnixMilli()))
+	if Unit(base) >= j.Fail.Doomed && Unit(Mix(base, uint64(attempt))) >= j.Fail.P {
+		return FateOK
+	}
+	u := Unit(Mix(base, uint64(attempt), 2))
+	switch {
+	case u < j.Fail.NoRetry:
+		return FateNoRetry
+	case j.Timeout > 0 && u < j.Fail.NoRetry+j.Fail.Hang:
+		return FateHang
+	}
+	return FateError
 }
 
 // ActKind is what an Action does to an instance slot.
@@ -78,6 +125,10 @@ func (p *Plan) String() string {
 	fmt.Fprintf(&b, "seed %d: %d instances, call timeout %v, fault phase from +%v for %v, then quiet %v\n", p.Seed, p.Slots, p.CallTimeout, p.Pre, p.FaultPhase, p.QuietPhase)
 	for _, j := range p.Jobs {
 		fmt.Fprintf(&b, "  %s: every %v, lease %v, maxLate %v, overlap skip %v, catch-up %s/%v, handler ≤ %v\n", j.Name, j.Interval, j.Lease, j.MaxLate, j.Skip, j.CatchUp, j.Window, j.MaxRun)
+		if r := j.Retry; r != nil {
+			fmt.Fprintf(&b, "    retry: %d attempts, backoff %v, max backoff %v, timeout %v; fails p=%.2f, doomed slots p=%.2f, no-retry p=%.2f, hangs p=%.2f\n",
+				r.Attempts, r.Backoff, r.MaxBackoff, j.Timeout, j.Fail.P, j.Fail.Doomed, j.Fail.NoRetry, j.Fail.Hang)
+		}
 	}
 	for _, a := range p.Actions {
 		fmt.Fprintf(&b, "  +%v %s %c", (p.Pre + a.At).Round(time.Millisecond), a.Kind, 'A'+a.Slot)
@@ -125,6 +176,33 @@ func (p *Plan) AddEdges(maxPause time.Duration) {
 		}
 	}
 	p.SortActions()
+}
+
+// AddRetries gives some of p's jobs a retry policy, from a stream of its own (so
+// that the rest of a seed's plan stays what it was): 2–4 attempts, a backoff of
+// 5–35% of the interval (so that a first retry fits before the next slot), now and
+// then a cap on its doubling and a handler timeout, and failures of some attempts
+// (Failing). Jitter stays zero: the scheduler draws it from no seed, and a replay
+// would not meet the same retry times.
+func (p *Plan) AddRetries() {
+	r := rand.New(rand.NewPCG(p.Seed^0x7265_7472_7921, p.Seed))
+	for i := range p.Jobs {
+		j := &p.Jobs[i]
+		if r.IntN(2) == 0 {
+			continue
+		}
+		iv := int(j.Interval / time.Millisecond)
+		pol := &scheduler.RetryPolicy{Attempts: 2 + r.IntN(3), Backoff: MS(iv/20 + r.IntN(iv*3/10))}
+		if r.IntN(3) == 0 {
+			pol.MaxBackoff = pol.Backoff * 2
+		}
+		j.Retry = pol
+		j.Fail = Failing{P: 0.2 + 0.5*r.Float64(), Doomed: 0.3 * r.Float64(), NoRetry: 0.1 * r.Float64()}
+		if r.IntN(3) == 0 {
+			j.Timeout = MS(iv/4 + r.IntN(iv))
+			j.Fail.Hang = 0.3
+		}
+	}
 }
 
 // MS is n milliseconds.

@@ -33,9 +33,33 @@ type handlerRec struct {
 	end     time.Duration
 	ended   bool
 	how     string
+	fate    AttemptFate // what the handler meant to do
+	result  endKind     // how it ended
 	// startSeq and endSeq order the start and the end among everything recorded,
 	// also between records at the same instant.
 	startSeq, endSeq uint64
+}
+
+// endKind is how a handler ended.
+type endKind int
+
+const (
+	endOK        endKind = iota // returned nil
+	endFailed                   // returned its failure (FateError, FateNoRetry)
+	endTimeout                  // its context ended with the job's timeout
+	endCancelled                // its context ended otherwise (Stop, a lost lease)
+	endCrashed                  // its process crashed
+)
+
+// retryRec is a Retry the store applied to a lease: the failed attempt's slot is
+// to be tried again.
+type retryRec struct {
+	// call is when the scheduler called Retry (it computes delay from its clock
+	// then); seen is when the record saw the store apply it (Exact) or answer it
+	// (Bounded), sent when the request left the faults (Bounded: it was applied
+	// after).
+	call, sent, seen time.Duration
+	delay, within    time.Duration
 }
 
 // grant is one lease the store granted (a won claim with a new fence), with what
@@ -62,7 +86,18 @@ type grant struct {
 	// finished is when a Finish of this lease was applied (Exact) or sent
 	// (Bounded); 0: none.
 	finished time.Duration
+
+	// retried: the store answered the won claim Retried (the previous attempt
+	// stored a retry). retry is the first Retry of this lease the store
+	// applied; nil: none.
+	retried bool
+	retry   *retryRec
 }
+
+// retryFrom and retryBy (Exact) are the window the store keeps for the retry g
+// stored: by the store's clock, which under synctest is the record's.
+func (g *grant) retryFrom() time.Duration { return g.retry.seen + g.retry.delay }
+func (g *grant) retryBy() time.Duration   { return g.retry.seen + g.retry.delay + g.retry.within }
 
 // end (Exact) is when the lease stopped being live in the store.
 func (g *grant) end() time.Duration {
@@ -183,8 +218,8 @@ func (r *record) slotLog(in *inst, job string, slot time.Time, format string, ar
 	r.add(entry{at: r.now(), inst: in.name, key: slotKey(job, slot), text: fmt.Sprintf(format, args...)})
 }
 
-func (r *record) handlerStart(in *inst, run scheduler.Run) *handlerRec {
-	hr := &handlerRec{in: in, key: key{run.Job, run.Slot.UnixMilli()}, manual: run.Manual, token: run.Token, fence: run.Fence, attempt: run.Attempt}
+func (r *record) handlerStart(in *inst, run scheduler.Run, fate AttemptFate) *handlerRec {
+	hr := &handlerRec{in: in, key: key{run.Job, run.Slot.UnixMilli()}, manual: run.Manual, token: run.Token, fence: run.Fence, attempt: run.Attempt, fate: fate}
 	r.mu.Lock()
 	r.seq++
 	hr.start, hr.startSeq = r.now(), r.seq
@@ -194,10 +229,10 @@ func (r *record) handlerStart(in *inst, run scheduler.Run) *handlerRec {
 	return hr
 }
 
-func (r *record) handlerEnd(hr *handlerRec, how string) {
+func (r *record) handlerEnd(hr *handlerRec, result endKind, how string) {
 	r.mu.Lock()
 	r.seq++
-	hr.end, hr.endSeq, hr.ended, hr.how = r.now(), r.seq, true, how
+	hr.end, hr.endSeq, hr.ended, hr.how, hr.result = r.now(), r.seq, true, how, result
 	r.appendLocked(entry{at: hr.end, inst: hr.in.name, key: hr.key, text: fmt.Sprintf("HANDLER END attempt=%d fence=%d: %s", hr.attempt, hr.fence, how)})
 	r.mu.Unlock()
 }
@@ -254,6 +289,12 @@ func (r *record) claimApplied(in *inst, rc backend.RunClaim, res backend.ClaimRe
 		if res.Status != "" {
 			exp += " status=" + string(res.Status)
 		}
+		if res.Retried {
+			exp += " retried"
+		}
+		if res.Outcome == backend.OutcomeRetry {
+			exp += " retryIn=" + res.RetryIn.String()
+		}
 		txt = fmt.Sprintf("store claim tok=%s takeoverOnly=%v → %s attempt=%d fence=%d holder=%s%s%s",
 			tok(rc.Token), rc.TakeoverOnly, res.Outcome, res.Attempt, res.Fence, res.Holder, exp, fault)
 	}
@@ -266,7 +307,7 @@ func (r *record) claimApplied(in *inst, rc backend.RunClaim, res backend.ClaimRe
 	if err == nil && res.Outcome == backend.OutcomeWon {
 		if g := r.grantFor(k, res.Fence); g == nil {
 			r.seq++
-			g = &grant{key: k, token: rc.Token, inst: in.name, fence: res.Fence, attempt: res.Attempt, at: now, atSeq: r.seq, sent: sent}
+			g = &grant{key: k, token: rc.Token, inst: in.name, fence: res.Fence, attempt: res.Attempt, at: now, atSeq: r.seq, sent: sent, retried: res.Retried}
 			switch r.timing {
 			case Exact:
 				g.expiry = res.Expires.Sub(r.t0)
@@ -316,7 +357,9 @@ func (r *record) heartbeatApplied(in *inst, job string, slot time.Time, token st
 	r.appendLocked(entry{at: now, inst: in.name, key: k, text: fmt.Sprintf("store heartbeat tok=%s → %v%s", tok(token), errText(err), fault)})
 }
 
-// endApplied records a release or a finish (op) that ended token's lease.
+// endApplied records a release, a finish or a retry (op) that ended token's lease.
+// A retry ends the lease like a release (the store keeps the slot unfinished for
+// the retry, see retryApplied).
 func (r *record) endApplied(in *inst, op string, job string, slot time.Time, token string, status backend.Status, err error, sent time.Duration, fault string) {
 	k := key{job, slot.UnixMilli()}
 	r.mu.Lock()
@@ -335,7 +378,7 @@ func (r *record) endApplied(in *inst, op string, job string, slot time.Time, tok
 	case err != nil || g == nil:
 	case r.timing == Bounded:
 		g.endLo = min(g.endLo, sent)
-	case op == "release" && now < g.end():
+	case (op == "release" || op == "retry") && now < g.end():
 		g.release = now
 	case op == "finish" && g.finish == 0:
 		g.finish = now
@@ -345,6 +388,19 @@ func (r *record) endApplied(in *inst, op string, job string, slot time.Time, tok
 		txt += " status=" + string(status)
 	}
 	r.appendLocked(entry{at: now, inst: in.name, key: k, text: fmt.Sprintf("%s → %v%s", txt, errText(err), fault)})
+}
+
+// retryApplied records a Retry of token's lease that the store applied (a
+// repeat changes nothing: the first stands), called at call, and ends the lease
+// like a release.
+func (r *record) retryApplied(in *inst, job string, slot time.Time, token string, delay, within time.Duration, err error, call, sent time.Duration, fault string) {
+	k := key{job, slot.UnixMilli()}
+	r.mu.Lock()
+	if g := r.tokenGrant(k, token); err == nil && g != nil && g.retry == nil {
+		g.retry = &retryRec{call: call, sent: sent, seen: r.now(), delay: delay, within: within}
+	}
+	r.mu.Unlock()
+	r.endApplied(in, "retry", job, slot, token, "", err, sent, fmt.Sprintf(" (delay %v, within %v)%s", delay, within, fault))
 }
 
 func (r *record) saveApplied(in *inst, job string, res backend.StoredResult, err error, fault string) {

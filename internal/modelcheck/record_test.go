@@ -95,3 +95,43 @@ func TestExactReleaseRecordedAfterTakeover(t *testing.T) {
 		})
 	}
 }
+
+// A Retry ends its lease like a release: the retry granted after the stored retry
+// time follows a lease that ended, and one granted before that time is caught.
+func TestExactRetryEndsTheLease(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		after time.Duration // from the Retry to the retry's grant
+		want  int           // 7-retry violations
+	}{
+		{"at its time", 200 * time.Millisecond, 0},
+		{"early", 150 * time.Millisecond, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := New(&World{Timing: Exact}, &Plan{Slots: 2}, nil)
+				a, b := &inst{h: h, name: "A"}, &inst{h: h, name: "B"}
+				slot := time.UnixMilli(1_000)
+				r := h.rec
+				claim := func(tok string) backend.RunClaim {
+					return backend.RunClaim{Job: "j", Slot: slot, Token: tok, Lease: time.Second}
+				}
+				r.claimApplied(a, claim("ta"), backend.ClaimResult{Outcome: backend.OutcomeWon, Fence: 1, Attempt: 1, Expires: time.Now().Add(time.Second)}, nil, 0, "")
+				time.Sleep(100 * time.Millisecond)
+				r.retryApplied(a, "j", slot, "ta", 200*time.Millisecond, time.Second, nil, r.now(), r.now(), "")
+				time.Sleep(tc.after)
+				r.claimApplied(b, claim("tb"), backend.ClaimResult{Outcome: backend.OutcomeWon, Fence: 2, Attempt: 2, Retried: true, Expires: time.Now().Add(time.Second)}, nil, 0, "")
+				c := &checker{h: h, rec: r, byKey: map[key][]*handlerRec{}}
+				c.leasesExact()
+				if len(c.vs) != 0 {
+					t.Fatalf("the Retry ended the lease, yet: %v", c.vs)
+				}
+				gs := r.grants[key{"j", slot.UnixMilli()}]
+				c.retryGranted(gs[0].key, gs[0], gs[1], 0)
+				if len(c.vs) != tc.want {
+					t.Fatalf("got %d violations, want %d: %v", len(c.vs), tc.want, c.vs)
+				}
+			})
+		})
+	}
+}

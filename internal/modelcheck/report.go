@@ -71,11 +71,12 @@ type Summary struct {
 	failed  []uint64
 	fails   map[string][]uint64 // invariant → seeds
 	example map[string]string   // invariant → one example
+	seen    map[string]int      // Harness.Seen, added up
 }
 
 // NewSummary starts the summary of a run of seeds in w.
 func NewSummary(w *World, seeds Seeds) *Summary {
-	return &Summary{w: w, seeds: seeds, fails: map[string][]uint64{}, example: map[string]string{}}
+	return &Summary{w: w, seeds: seeds, fails: map[string][]uint64{}, example: map[string]string{}, seen: map[string]int{}}
 }
 
 func (s *Summary) replay(seed uint64) string { return fmt.Sprintf(s.w.Replay, seed) }
@@ -84,6 +85,11 @@ func (s *Summary) replay(seed uint64) string { return fmt.Sprintf(s.w.Replay, se
 // them to the summary. It is safe for parallel seeds.
 func (s *Summary) Seed(t TB, h *Harness, vs []Violation) {
 	t.Helper()
+	s.mu.Lock()
+	for k, n := range h.Seen() {
+		s.seen[k] += n
+	}
+	s.mu.Unlock()
 	full := s.seeds.Single
 	if len(vs) == 0 && !(full && s.seeds.Trace) {
 		return
@@ -134,12 +140,12 @@ func (s *Summary) Report(t TB, took time.Duration) {
 	defer s.mu.Unlock()
 	seeds := len(s.seeds.List)
 	if len(s.failed) == 0 {
-		t.Logf("%s: %d seeds, no violation (%v)", s.w.Name, seeds, took.Round(time.Millisecond))
+		t.Logf("%s: %d seeds, no violation (%v)%s", s.w.Name, seeds, took.Round(time.Millisecond), s.seenText())
 		return
 	}
 	var b strings.Builder
 	slices.Sort(s.failed)
-	fmt.Fprintf(&b, "%s: %d of %d seeds failed (%v)\n", s.w.Name, len(s.failed), seeds, took.Round(time.Millisecond))
+	fmt.Fprintf(&b, "%s: %d of %d seeds failed (%v)%s\n", s.w.Name, len(s.failed), seeds, took.Round(time.Millisecond), s.seenText())
 	invs := make([]string, 0, len(s.fails))
 	for inv := range s.fails {
 		invs = append(invs, inv)
@@ -154,6 +160,22 @@ func (s *Summary) Report(t TB, took time.Duration) {
 		fmt.Fprintf(&b, "\n==== example for %s ====\n%s", inv, s.example[inv])
 	}
 	t.Errorf("%s", b.String())
+}
+
+// seenText lists what the checks met, e.g. "; retries granted 12, retries stored 13".
+func (s *Summary) seenText() string {
+	if len(s.seen) == 0 {
+		return ""
+	}
+	names := make([]string, 0, len(s.seen))
+	for k := range s.seen {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for i, k := range names {
+		names[i] = fmt.Sprintf("%s %d", k, s.seen[k])
+	}
+	return "; " + strings.Join(names, ", ")
 }
 
 func seedList(seeds []uint64, limit int) string {
