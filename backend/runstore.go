@@ -71,7 +71,9 @@ type LeaseWatcher interface {
 type Retrier interface {
 	// Retry ends key's attempt as failed and releases its lease, storing that the
 	// slot's next attempt may be claimed once delay has passed and until delay +
-	// within has, by the store's clock. Before that a Claim is answered
+	// within has, by the store's clock. A claim by key.Token itself (a late
+	// repeat) is answered done, StatusError: a token never takes its own retry.
+	// For any other token, before that a Claim is answered
 	// OutcomeRetry with RetryIn; in time, won, as a takeover (attempt + 1, a bigger
 	// fence) with Retried set; after it, done: the store finishes the slot with
 	// StatusError, the last attempt's failure standing. The run is remembered for

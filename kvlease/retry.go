@@ -91,6 +91,12 @@ func retryEndLease(err error, key backend.RunKey) error {
 // like an expired lease, as the retry's attempt. A lease key this claim created
 // meanwhile is purged when it answers.
 func (c *claiming) retryDue(ctx context.Context, run runEntry) (res backend.ClaimResult, answered bool, err error) {
+	if r := run.rec; r.Token == c.in.Token {
+		// The failed attempt's own token (a late repeat of its claim): its
+		// attempt is over, and it never takes the retry.
+		c.purgeMine(ctx)
+		return backend.ClaimResult{Outcome: backend.OutcomeDone, Attempt: r.Attempt, Fence: r.Fence, Holder: r.Instance, Status: backend.StatusError}, true, nil
+	}
 	at, by := run.retryWindow()
 	delay := time.Duration(run.rec.RetryDelayMS) * time.Millisecond
 	// Without a delay the window opened at the record's write, which the server's

@@ -184,6 +184,10 @@ func (s *RunStore) claim(ctx context.Context, tx *sql.Tx, in backend.RunClaim) (
 			return r.result(backend.OutcomeWon), false, nil
 		case r.live(now):
 			return r.result(backend.OutcomeRunning), false, nil
+		case r.retrying && r.token == in.Token:
+			// The failed attempt's own token: its attempt is over, it never
+			// takes the retry.
+			return backend.ClaimResult{Outcome: backend.OutcomeDone, Attempt: r.attempt, Fence: uint64(r.fence), Holder: r.instance, Status: backend.StatusError}, false, nil
 		case r.retrying && now < r.retryAt:
 			return backend.ClaimResult{Outcome: backend.OutcomeRetry, Attempt: r.attempt, Fence: uint64(r.fence), Holder: r.instance,
 				RetryIn: time.Duration(r.retryAt-now) * time.Millisecond}, false, nil

@@ -68,6 +68,8 @@ func testRetryHandsOver(t *testing.T, f *leaseFixture) {
 	assert.ErrorIs(t, f.heartbeat(a), backend.ErrLeaseLost, "the failed attempt's lease ended")
 	assert.ErrorIs(t, f.finish(a, backend.StatusOK), backend.ErrStaleToken, "a Finish after the attempt's Retry")
 	assert.NoError(t, f.retry(r, a, retryShort, retryLong), "a repeated Retry")
+	own := f.outcome(f.rc(a, "a", leaseLong), backend.OutcomeDone)
+	assert.Equal(t, backend.StatusError, own.Status, "a late repeat of the failed attempt's claim: its attempt is over")
 
 	early := f.claim(f.rc(Token(), "b", leaseLong))
 	if early.Outcome == backend.OutcomeRetry { // else the delay passed already on a slow machine
@@ -97,6 +99,8 @@ func testRetryOneWinner(t *testing.T, f *leaseFixture) {
 	a := "a-" + Token()
 	ra := f.won(a, "a", leaseLong)
 	require.NoError(t, f.retry(r, a, 0, retryLong))
+	own := f.outcome(f.rc(a, "a", leaseLong), backend.OutcomeDone)
+	assert.Equal(t, 1, own.Attempt, "the failed attempt's token never takes its own retry")
 	claims, results := f.race(6, leaseLong)
 	w := f.oneWinner(results)
 	won := results[w]

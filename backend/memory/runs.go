@@ -122,6 +122,10 @@ func (s *RunStore) Claim(ctx context.Context, in backend.RunClaim) (backend.Clai
 			return r.result(backend.OutcomeWon), nil
 		case r.live(now):
 			return r.result(backend.OutcomeRunning), nil
+		case !r.retryAt.IsZero() && r.token == in.Token:
+			// The failed attempt's own token: its attempt is over, it never
+			// takes the retry.
+			return backend.ClaimResult{Outcome: backend.OutcomeDone, Attempt: r.attempt, Fence: r.fence, Holder: r.instance, Status: backend.StatusError}, nil
 		case !r.retryAt.IsZero() && now.Before(r.retryAt):
 			return backend.ClaimResult{Outcome: backend.OutcomeRetry, Attempt: r.attempt, Fence: r.fence, Holder: r.instance, RetryIn: r.retryAt.Sub(now)}, nil
 		case !r.retryAt.IsZero() && now.After(r.retryBy):
