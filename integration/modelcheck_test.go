@@ -139,5 +139,6 @@ func kmcNewPlan(seed uint64) *modelcheck.Plan {
 		CallTimeout: kmcCallTimeout, JobPrefix: "kmc",
 	})
 	p.AddEdges(3 * time.Second)
+	p.AddRetries()
 	return p
 }
