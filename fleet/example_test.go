@@ -10,6 +10,7 @@ import (
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/fleet"
 	"github.com/anarchon/anarchon/scheduler"
+	"github.com/anarchon/anarchon/stepclock"
 )
 
 // A replica serves its jobs; a client on the same NATS account lists them, triggers
@@ -28,7 +29,11 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer nc.Close()
-	s, err := scheduler.New(scheduler.Config{Backend: memory.New(), Instance: "replica-1"})
+	// The example's clock stands still at half past twelve, so no slot of the hourly
+	// job falls while it runs and its output is fixed; a real program leaves
+	// Config.Clock unset (and uses memory.New, or a real backend).
+	clock := stepclock.New(time.Date(2030, 1, 1, 12, 30, 0, 0, time.UTC))
+	s, err := scheduler.New(scheduler.Config{Backend: memory.NewWithClock(clock), Instance: "replica-1", Clock: clock})
 	if err != nil {
 		log.Fatal(err)
 	}

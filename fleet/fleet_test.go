@@ -23,7 +23,7 @@ import (
 )
 
 func TestTriggerRunsOnceAcrossReplicas(t *testing.T) {
-	f := startFleet(t, fleetSetup{})
+	f := startFleet(t, fleetSetup{quiet: true})
 	ctx := requestCtx(t)
 
 	r, err := f.client.Trigger(ctx, jobBackup, fleet.TriggerRequest{By: "ana", Wait: true})
@@ -218,7 +218,7 @@ func TestJobsListsReplicasAndDisagreements(t *testing.T) {
 }
 
 func TestHistoryLimit(t *testing.T) {
-	f := startFleet(t, fleetSetup{instances: []string{"A"}})
+	f := startFleet(t, fleetSetup{instances: []string{"A"}, quiet: true})
 	ctx := requestCtx(t)
 	for range 3 {
 		_, err := f.client.Trigger(ctx, jobReport, fleet.TriggerRequest{Wait: true})

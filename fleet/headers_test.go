@@ -101,7 +101,7 @@ func TestRequestContextThatFailsIsLeftOut(t *testing.T) {
 		"returns nil": func(context.Context, nats.Header) context.Context { return nil },
 	} {
 		t.Run(name, func(t *testing.T) {
-			f := startFleet(t, fleetSetup{instances: []string{"A"}, serve: []fleet.Option{fleet.WithRequestContext(fn)}})
+			f := startFleet(t, fleetSetup{instances: []string{"A"}, serve: []fleet.Option{fleet.WithRequestContext(fn)}, quiet: true})
 			r, err := f.client.Trigger(requestCtx(t), jobReport, fleet.TriggerRequest{Wait: true})
 			require.NoError(t, err)
 			assert.Equal(t, scheduler.StatusOK, r.Run.Status)

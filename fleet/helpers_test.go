@@ -2,6 +2,7 @@ package fleet_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,8 +20,10 @@ import (
 	"github.com/anarchon/anarchon/scheduler"
 )
 
-// The jobs every test replica declares: one hourly (no scheduled slot falls during a
-// test, or one at most), one on a cron with a name that is no subject token.
+// The jobs every test replica declares: one hourly, one on a cron (at 03:00 UTC)
+// with a name that is no subject token. A slot of either falls during a test only in
+// the first minute of an hour, or of 03:00: a test that counts runs makes its fleet
+// quiet (fleetSetup.quiet).
 const (
 	jobReport = "report"
 	jobBackup = "nightly backup.db > *"
@@ -68,6 +71,7 @@ type testFleet struct {
 	client   *fleet.Client
 	nc       *nats.Conn // the client's connection
 	changed  chan struct{}
+	start    time.Time // the jobs' first slot is at or after it (fleetSetup.quiet); zero: unbounded
 }
 
 type fleetSetup struct {
@@ -85,6 +89,11 @@ type fleetSetup struct {
 	// backendFor gives each replica a backend of its own on its connection, as
 	// separate processes have; nil: the shared backend.
 	backendFor func(t testing.TB, nc *nats.Conn) backend.Backend
+	// quiet gives every job a start an hour after startFleet (testFleet.start,
+	// scheduler.WithStartAt, the same on every replica, so they agree): no
+	// scheduled slot runs during the test whatever the time of day, for a test
+	// that counts runs or asserts there are none.
+	quiet bool
 }
 
 func startFleet(t testing.TB, setup fleetSetup) *testFleet {
@@ -93,6 +102,9 @@ func startFleet(t testing.TB, setup fleetSetup) *testFleet {
 		setup.instances = []string{"A", "B", "C"}
 	}
 	f := &testFleet{dial: setup.dial, backend: memory.New(), changed: make(chan struct{}, 1)}
+	if setup.quiet {
+		f.start = time.Now().Add(time.Hour)
+	}
 	if f.dial == nil {
 		f.dial = natstest.Server(t, setup.server).Connect
 	}
@@ -134,6 +146,9 @@ func (f *testFleet) startReplica(t testing.TB, setup fleetSetup, id string) *rep
 	r.s = s
 	jobs := setup.jobs(id)
 	for _, j := range jobs {
+		if !f.start.IsZero() {
+			j.Opts = append(slices.Clip(j.Opts), scheduler.WithStartAt(f.start))
+		}
 		h := func(ctx context.Context, run scheduler.Run) error {
 			if run.Manual {
 				r.manual.Add(1)

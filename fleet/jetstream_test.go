@@ -39,7 +39,7 @@ func leasedBackend(t testing.TB, nc *nats.Conn) backend.Backend {
 // own connection, JetStream backend and kvlease store; pauses travel through the KV
 // bucket's watch.
 func TestOnJetStream(t *testing.T) {
-	f := startFleet(t, fleetSetup{server: embedded.Options{}, backendFor: leasedBackend})
+	f := startFleet(t, fleetSetup{server: embedded.Options{}, backendFor: leasedBackend, quiet: true})
 	ctx := requestCtx(t)
 
 	r, err := f.client.Trigger(ctx, jobReport, fleet.TriggerRequest{By: "ana", Wait: true})

@@ -37,6 +37,7 @@ func TestJobNamedLikeAVerbSwallowsNoRequest(t *testing.T) {
 	f := startFleet(t, fleetSetup{
 		instances:  []string{"A", "B"},
 		backendFor: leasedBackend,
+		quiet:      true,
 		jobs: func(string) []testJob {
 			jobs := []testJob{every(jobReport, time.Hour)}
 			for _, name := range verbNames {

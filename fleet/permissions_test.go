@@ -163,12 +163,16 @@ func startRoleFleet(t *testing.T) *roleFleet {
 	var mu sync.Mutex
 	fail := false
 	rf.failNext = func() { mu.Lock(); fail = true; mu.Unlock() }
+	later := time.Now().Add(time.Hour)
 	rf.testFleet = startFleet(t, fleetSetup{
 		instances: []string{"A"}, dial: dialAs(s, fleet.RoleReplica, rf.replica), backendFor: leasedBackend, events: true,
 		serve: []fleet.Option{fleet.WithLogger(slog.New(rf.logs))},
-		// report as ever, and a job whose slots run (leases, records) meanwhile.
+		// report, with no slot during the test (a test asserts it has no runs),
+		// and a job whose slots run (leases, records) meanwhile.
 		jobs: func(string) []testJob {
-			return []testJob{every(jobReport, time.Hour), every("tick", 300*time.Millisecond)}
+			report := every(jobReport, time.Hour)
+			report.Opts = []scheduler.JobOption{scheduler.WithStartAt(later)}
+			return []testJob{report, every("tick", 300*time.Millisecond)}
 		},
 		handler: func(context.Context, scheduler.Run) error {
 			mu.Lock()

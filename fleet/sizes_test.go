@@ -46,7 +46,7 @@ func storeRuns(t testing.TB, b backend.Backend, job string, n, errLen int) {
 // 1 MiB (more than a message holds) is shown by every replica, its error cut with
 // the mark; history carries it cut at the scheduler's bound.
 func TestOneLongErrorHidesNoReplica(t *testing.T) {
-	f := startFleet(t, fleetSetup{})
+	f := startFleet(t, fleetSetup{quiet: true})
 	storeRuns(t, f.backend, jobReport, 1, 1<<20)
 	ctx := requestCtx(t)
 
@@ -73,7 +73,7 @@ func TestOneLongErrorHidesNoReplica(t *testing.T) {
 // TestHistoryOfLongErrors: 1,000 runs with errors of 64 KiB each (64 MiB in all)
 // come back, all of them, in parts of at most the max payload; so do 4 of 300 KB.
 func TestHistoryOfLongErrors(t *testing.T) {
-	f := startFleet(t, fleetSetup{instances: []string{"A"}, jobs: func(string) []testJob {
+	f := startFleet(t, fleetSetup{instances: []string{"A"}, quiet: true, jobs: func(string) []testJob {
 		j := every(jobReport, time.Hour)
 		j.Opts = []scheduler.JobOption{scheduler.WithHistory(2000, 0)}
 		return []testJob{j, every("four", time.Hour)}
@@ -103,7 +103,7 @@ func TestHistoryOfLongErrors(t *testing.T) {
 // instance with a 1 KiB name is listed in full by active, in parts, and in the jobs
 // view as MaxViewRunning runs and a count of the others.
 func TestActiveWithManyUnfinishedRuns(t *testing.T) {
-	f := startFleet(t, fleetSetup{instances: []string{"A"}})
+	f := startFleet(t, fleetSetup{instances: []string{"A"}, quiet: true})
 	runs := f.backend.Runs()
 	holder := strings.Repeat("h", scheduler.MaxJobNameLen)
 	base := time.Now().Truncate(time.Hour).Add(-24 * time.Hour)
@@ -222,7 +222,7 @@ func TestSmallMaxPayload(t *testing.T) {
 	dial := func(opts ...nats.Option) (*nats.Conn, error) {
 		return nats.Connect("", append([]nats.Option{nats.InProcessServer(ns)}, opts...)...)
 	}
-	f := startFleet(t, fleetSetup{instances: []string{"A"}, dial: dial, jobs: func(string) []testJob {
+	f := startFleet(t, fleetSetup{instances: []string{"A"}, dial: dial, quiet: true, jobs: func(string) []testJob {
 		jobs := []testJob{every(jobReport, time.Hour)}
 		jobs[0].Opts = []scheduler.JobOption{scheduler.WithHistory(400, 0)}
 		for i := range 1000 {

@@ -36,6 +36,7 @@ func TestTriggerAnswersOnceStarted(t *testing.T) {
 	release := make(chan struct{})
 	f := startFleet(t, fleetSetup{
 		instances: []string{"A"},
+		quiet:     true,
 		jobs: func(string) []testJob {
 			j := every(jobReport, time.Hour)
 			j.Opts = []scheduler.JobOption{scheduler.WithMaxManualRuns(1)}

@@ -160,7 +160,10 @@ func TestErrorLongerThanMaxPayloadNATS(t *testing.T) {
 	b := leased(t, nc, 1)
 	huge := strings.Repeat("x", 2*int(nc.MaxPayload()))
 	s := newSched(t, b, "A", nil)
-	require.NoError(t, s.Every("huge-error", time.Hour, func(context.Context, scheduler.Run) error { return errors.New(huge) }))
+	// No scheduled slot (one due at Start, in the first minute of an hour, would be a
+	// second record): the one run is RunNow's.
+	require.NoError(t, s.Every("huge-error", time.Hour, func(context.Context, scheduler.Run) error { return errors.New(huge) },
+		scheduler.WithStartAt(time.Now().Add(time.Hour))))
 	require.NoError(t, s.Start(ctxT(t, 15*time.Second)))
 	rec, err := s.RunNow(ctxT(t, 10*time.Second), "huge-error")
 	require.NoError(t, err)

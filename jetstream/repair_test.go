@@ -96,8 +96,10 @@ func TestDuplicateResultDoesNotTurnAnOlderRunLost(t *testing.T) {
 	b := newBackend(t, natstest.JetStream(t, natstest.Conn(t, s)))
 	sc, err := scheduler.New(scheduler.Config{Backend: b, Instance: "a", CallTimeout: 500 * time.Millisecond})
 	require.NoError(t, err)
+	// No scheduled slot: the runs are the test's five (an hourly slot due at Start,
+	// in the first minute of an hour, would be a sixth).
 	require.NoError(t, sc.Every(job, time.Hour, func(context.Context, scheduler.Run) error { return nil },
-		scheduler.WithHistory(5, 0), scheduler.WithTimeout(500*time.Millisecond)))
+		scheduler.WithHistory(5, 0), scheduler.WithTimeout(500*time.Millisecond), scheduler.WithStartAt(time.Now().Add(time.Hour))))
 	require.NoError(t, sc.Start(ctx))
 	defer func() { require.NoError(t, sc.Stop(context.Background())) }()
 
@@ -186,18 +188,19 @@ func TestConcurrentHistoryReadsStoreOneEnding(t *testing.T) {
 	b := newBackend(t, natstest.JetStream(t, natstest.Conn(t, s)))
 	sc, err := scheduler.New(scheduler.Config{Backend: b, Instance: "reader", CallTimeout: 200 * time.Millisecond})
 	require.NoError(t, err)
+	// No scheduled slot: the one record is the dead instance's (an hourly slot due
+	// at Start, in the first minute of an hour, would be a second).
 	require.NoError(t, sc.Every(job, time.Hour, func(context.Context, scheduler.Run) error { return nil },
-		scheduler.WithHistory(10, 0), scheduler.WithTimeout(100*time.Millisecond)))
+		scheduler.WithHistory(10, 0), scheduler.WithTimeout(100*time.Millisecond), scheduler.WithStartAt(time.Now().Add(time.Hour))))
 	require.NoError(t, sc.Start(ctx))
 	defer func() { require.NoError(t, sc.Stop(context.Background())) }()
 
-	// A dead instance's claim: its run never ends.
-	at := time.Now()
+	// A dead instance's claim, a minute old: past its timeout and the grace (3 x
+	// CallTimeout), which History's repair counts from the claim's time.
 	won, err := b.Claim(ctx, backend.ClaimInput{Job: job, Slot: slot(0), Token: token(), Instance: "dead", Attempt: 1,
-		At: at, HistorySize: 10})
+		At: time.Now().Add(-time.Minute), HistorySize: 10})
 	require.NoError(t, err)
 	require.True(t, won)
-	time.Sleep(time.Until(at.Add(time.Second))) // past its timeout and the grace
 
 	const readers = 8
 	var wg sync.WaitGroup

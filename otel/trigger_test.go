@@ -30,7 +30,10 @@ func TestTriggerLinksTheRunToTheCallersSpan(t *testing.T) {
 
 	replicaTP, replicaSpans := recorder(t)
 	s := newScheduler(t, memory.New(), "replica-a", replicaTP)
-	require.NoError(t, s.Every("reindex", 24*time.Hour, func(context.Context, scheduler.Run) error { return nil }))
+	// No scheduled slot (one due at Start, in the first minute after 00:00 UTC,
+	// would be a span more): the runs are the triggers'.
+	require.NoError(t, s.Every("reindex", 24*time.Hour, func(context.Context, scheduler.Run) error { return nil },
+		scheduler.WithStartAt(time.Now().Add(24*time.Hour))))
 	require.NoError(t, s.Start(ctx))
 	t.Cleanup(func() { require.NoError(t, s.Stop(context.Background())) })
 	svc, err := fleet.Serve(ctx, natstest.Conn(t, ns), s, anotel.ServeOption())

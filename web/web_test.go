@@ -48,7 +48,7 @@ func TestJobsPage(t *testing.T) {
 	assert.Contains(t, report, "active")
 	assert.Contains(t, report, `<span class="st ok">ok</span>`)
 	assert.Contains(t, report, "on "+ok.Instance+", manual")
-	assert.Contains(t, report, "every 8760h0m0s (aligned to UTC)")
+	assert.Contains(t, report, "every 876000h0m0s (aligned to UTC)")
 	assert.Contains(t, report, "replica-a, replica-b, replica-c")
 	assert.NotContains(t, report, "Run now", "read-only: no buttons")
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -55,8 +56,11 @@ func TestJobsTableAndJSON(t *testing.T) {
 	ls := lines(r.stdout)
 	require.Len(t, ls, 8)
 	assert.Equal(t, "JOB STATE SCHEDULE NEXT LAST RUN LAST SUCCESS LAST FAILURE RUNNING REPLICAS", ls[0])
-	assert.Regexp(t, `^nightly backup active every 24h0m0s \(aligned to UTC\) \d\d:\d\d:\d\dZ - - - - A,B,C$`, ls[1])
-	assert.Regexp(t, `^report paused: migrating the table \(by ana, until \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\) every 1h0m0s \(aligned to UTC\) \d\d:\d\d:\d\dZ - - - - A,B,C$`, ls[2])
+	from := regexp.QuoteMeta(", from " + f.startText())
+	// The next slot of nightly backup, a day or more away when the start is past
+	// today's last: with its date.
+	assert.Regexp(t, `^nightly backup active every 24h0m0s \(aligned to UTC\)`+from+` (\d{4}-\d\d-\d\d \d\d:\d\dZ|\d\d:\d\d:\d\dZ) - - - - A,B,C$`, ls[1])
+	assert.Regexp(t, `^report paused: migrating the table \(by ana, until \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\) every 1h0m0s \(aligned to UTC\)`+from+` \d\d:\d\d:\d\dZ - - - - A,B,C$`, ls[2])
 	assert.Equal(t, "", ls[3])
 	assert.Equal(t, "REPLICA VERSION BACKEND PAUSES JOBS", ls[4])
 	assert.Equal(t, "A "+fleet.Version+" memory yes 2", ls[5])
@@ -69,8 +73,8 @@ func TestJobsTableAndJSON(t *testing.T) {
 	require.Len(t, fl.Replicas, 3)
 	require.Len(t, fl.Jobs, 2)
 	assert.Equal(t, "report", fl.Jobs[1].Name)
-	assert.Equal(t, "every 1h0m0s", fl.Jobs[1].Schedule)
-	assert.Equal(t, "every 1h0m0s (aligned to UTC)", fl.Jobs[1].ScheduleText, "the words of the table and the status page")
+	assert.Equal(t, "every 1h0m0s from "+f.startText(), fl.Jobs[1].Schedule)
+	assert.Equal(t, "every 1h0m0s (aligned to UTC), from "+f.startText(), fl.Jobs[1].ScheduleText, "the words of the table and the status page")
 	assert.Equal(t, []string{"A", "B", "C"}, fl.Jobs[1].PausedOn)
 	assert.Equal(t, "ana", fl.Jobs[1].Pause.By)
 	assert.WithinDuration(t, time.Now().Add(time.Hour), fl.Jobs[1].Pause.Until, time.Minute)
@@ -87,12 +91,13 @@ func TestJobsWarnsWhenReplicasDisagree(t *testing.T) {
 	r := anarchon(t, "--server", f.url, "jobs", "--window", "200ms")
 	require.Equal(t, exitOK, r.code)
 	assert.Regexp(t, `^report active \(replicas differ\) \d\d:\d\d:\d\dZ - - - - A,B,C$`, lines(r.stdout)[1])
-	assert.Equal(t, `warning: job "report": replicas disagree on the schedule: every 1h0m0s (A, B); every 2h0m0s (C)`+"\n", r.stderr)
+	from := " from " + f.startText()
+	assert.Equal(t, `warning: job "report": replicas disagree on the schedule: every 1h0m0s`+from+` (A, B); every 2h0m0s`+from+` (C)`+"\n", r.stderr)
 
 	r = anarchon(t, "--server", f.url, "jobs", "--window", "200ms", "--json")
 	var fl fleet.Fleet
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &fl))
-	assert.Equal(t, []string{"replicas disagree on the schedule: every 1h0m0s (A, B); every 2h0m0s (C)"}, fl.Jobs[0].Warnings)
+	assert.Equal(t, []string{"replicas disagree on the schedule: every 1h0m0s" + from + " (A, B); every 2h0m0s" + from + " (C)"}, fl.Jobs[0].Warnings)
 }
 
 // TestJobsFailsOnANewerRegistryEntry: a replica of a newer version registered in
@@ -355,7 +360,7 @@ func TestJobsShowsRuns(t *testing.T) {
 	r = anarchon(t, "--server", f.url, "jobs", "--window", "200ms")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	ls := lines(r.stdout)
-	assert.Regexp(t, `^report active every 1h0m0s \(aligned to UTC\) \d\d:\d\d:\d\dZ \d\d:\d\d:\d\dZ error on A, lag \S+, took \S+, manual \d\d:\d\d:\d\dZ \d\d:\d\d:\d\dZ error: disk full - A$`, ls[2])
+	assert.Regexp(t, `^report active every 1h0m0s \(aligned to UTC\)`+regexp.QuoteMeta(", from "+f.startText())+` \d\d:\d\d:\d\dZ \d\d:\d\d:\d\dZ error on A, lag \S+, took \S+, manual \d\d:\d\d:\d\dZ \d\d:\d\d:\d\dZ error: disk full - A$`, ls[2])
 
 	r = anarchon(t, "--server", f.url, "--json", "jobs", "--window", "200ms")
 	var fl fleet.Fleet

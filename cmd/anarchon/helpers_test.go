@@ -30,7 +30,15 @@ type testFleet struct {
 	// block, when set, holds every manual run until it is closed (or the run's
 	// context ends).
 	block chan struct{}
+	// start is every job's start (scheduler.WithStartAt): an hour after the first
+	// replica started, the same on every replica so that they agree. No scheduled
+	// slot of the hourly and daily jobs runs during a test, whatever the time of
+	// day: the runs a test sees are the ones it triggers.
+	start time.Time
 }
+
+// startText is start as a schedule's bound is written ("every 1h0m0s from T").
+func (f *testFleet) startText() string { return f.start.UTC().Format("2006-01-02T15:04:05.000Z07:00") }
 
 type fleetJob struct {
 	name     string
@@ -58,6 +66,9 @@ func (f *testFleet) startReplicas(t *testing.T, dial func(...nats.Option) (*nats
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	if f.start.IsZero() {
+		f.start = time.Now().Add(time.Hour).Truncate(time.Second)
+	}
 	for _, id := range instances {
 		nc := natstest.Dial(t, dial)
 		events, err := fleet.Events(nc)
@@ -65,7 +76,7 @@ func (f *testFleet) startReplicas(t *testing.T, dial func(...nats.Option) (*nats
 		s, err := scheduler.New(scheduler.Config{Backend: f.backend, Instance: id, OnEvent: events})
 		require.NoError(t, err)
 		for _, j := range jobs(id) {
-			require.NoError(t, s.Every(j.name, j.interval, f.handler))
+			require.NoError(t, s.Every(j.name, j.interval, f.handler, scheduler.WithStartAt(f.start)))
 		}
 		require.NoError(t, s.Start(ctx))
 		t.Cleanup(func() { require.NoError(t, s.Stop(context.Background())) })
