@@ -49,8 +49,9 @@ func TestPauseEndGivenMustBeInTheFuture(t *testing.T) {
 	_, any := f.paused("report")
 	assert.False(t, any)
 
-	// A --for or --until that ends in the future pauses until then.
-	r := anarchon(t, "--server", f.url, "pause", "report", "--reason", "r", "--for", "1ms")
+	// A --for or --until that ends in the future pauses until then (a --for far
+	// enough ahead that it is still ahead when the replica stores it).
+	r := anarchon(t, "--server", f.url, "pause", "report", "--reason", "r", "--for", "1s")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	r = anarchon(t, "--server", f.url, "--json", "pause", "report", "--reason", "r", "--until", soon)
 	require.Equal(t, exitOK, r.code, r.stderr)
