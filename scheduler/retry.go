@@ -31,7 +31,8 @@ const (
 // retry dies with it. Manual runs (RunNow) are not retried.
 type RetryPolicy struct {
 	// Attempts is how many attempts a slot may have in all, the first and any
-	// takeover's included: 2 to MaxRetryAttempts.
+	// takeover's included (an attempt the store granted too late to run, and
+	// released unrun, counts too): 2 to MaxRetryAttempts.
 	Attempts int
 	// Backoff is the delay before the first retry; zero means DefaultRetryBackoff.
 	Backoff time.Duration
