@@ -30,9 +30,10 @@ type backfillConfig struct {
 }
 
 // BackfillRerun also takes the slots that ran (a record ok, error, timeout,
-// cancelled, lost, superseded or running), each as a new attempt: the attempt
-// after the one the run store holds. Of several reruns of one slot asked at once,
-// one runs it.
+// cancelled, lost, superseded or running), each as a new attempt: the one after
+// the slot's newest attempt in History, taken only while the run store holds
+// that attempt, so that of several reruns asked at once one runs the slot (and
+// a slot whose attempt moved on meanwhile is reported BackfillElsewhere).
 func BackfillRerun() BackfillOption {
 	return func(c *backfillConfig) error {
 		c.rerun = true
@@ -198,7 +199,11 @@ func (s *Scheduler) Backfill(ctx context.Context, name string, from, to time.Tim
 			res.Slots[i] = BackfillSlot{Slot: slot, Outcome: BackfillAlreadyRan, Status: r.Status, Attempt: r.Attempt, Instance: r.Instance}
 			continue
 		}
-		taken = append(taken, &backfillSlot{index: i, rerun: o.rerun, out: res.Slots[i]})
+		bf := &backfillSlot{index: i, rerun: o.rerun, out: res.Slots[i]}
+		if r := newest.newest(slot); r != nil {
+			bf.rerunAttempt = r.Attempt
+		}
+		taken = append(taken, bf)
 	}
 	if len(taken) == 0 {
 		return res, nil
@@ -314,6 +319,9 @@ func newestRecords(hist []RunRecord) slotRecords {
 	return out
 }
 
+// newest returns the newest record of slot (its newest attempt), if any.
+func (h slotRecords) newest(slot time.Time) *RunRecord { return h[slot.UnixMilli()][0] }
+
 // ran returns the newest record of slot that ran, if any.
 func (h slotRecords) ran(slot time.Time) (*RunRecord, bool) {
 	r := h[slot.UnixMilli()][1]
@@ -326,6 +334,9 @@ func (h slotRecords) ran(slot time.Time) (*RunRecord, bool) {
 type backfillSlot struct {
 	index int
 	rerun bool
+	// rerunAttempt is the slot's newest attempt in history, the one a rerun
+	// may take.
+	rerunAttempt int
 
 	mu  sync.Mutex
 	out BackfillSlot

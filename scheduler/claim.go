@@ -95,15 +95,12 @@ func (s *Scheduler) handleClaim(j *job, slot time.Time, kind claimKind, bf *back
 		// slot stored late, skipped or paused is reopened.
 		c.localDeadline = s.clock.Now().Add(j.cfg.maxLate)
 		c.Backfill = true
+		// A rerun takes the attempt its Backfill read in history, and only that
+		// one: of two reruns asked at once, one runs the slot.
+		c.Rerun, c.RerunAttempt = bf.rerun, bf.rerunAttempt
 		c.why = "nobody started the backfilled slot before its deadline"
 	}
 	res, sent, err := s.claimAndWait(j, c)
-	if err == nil && c.kind == claimBackfill && bf.rerun && res.Outcome == backend.OutcomeDone && ran(res.Status) {
-		// A rerun takes the slot's attempt the store answered, and only that one:
-		// of two reruns asked at once, one runs it.
-		c.Rerun, c.RerunAttempt = true, res.Attempt
-		res, sent, err = s.claimAndWait(j, c)
-	}
 	if err != nil {
 		// Stopping, or the store stayed unreachable for as long as it matters.
 		c.bf.notRun(err)
