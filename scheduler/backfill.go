@@ -27,6 +27,24 @@ type BackfillOption func(*backfillConfig) error
 type backfillConfig struct {
 	rerun       bool
 	concurrency int
+	onStart     func(BackfillResult)
+}
+
+// BackfillOnStart calls fn once the range is checked and its slots are sorted,
+// just before the taken ones (BackfillPending) are claimed, from Backfill's
+// goroutine: an error Backfill returns without having called fn means nothing
+// ran. fn must return quickly.
+func BackfillOnStart(fn func(BackfillResult)) BackfillOption {
+	return func(c *backfillConfig) error {
+		c.onStart = fn
+		return nil
+	}
+}
+
+func (c *backfillConfig) started(res BackfillResult) {
+	if c.onStart != nil {
+		c.onStart(BackfillResult{Job: res.Job, From: res.From, To: res.To, Rerun: res.Rerun, Slots: append([]BackfillSlot(nil), res.Slots...)})
+	}
 }
 
 // BackfillRerun also takes the slots that ran (a record ok, error, timeout,
@@ -185,6 +203,7 @@ func (s *Scheduler) Backfill(ctx context.Context, name string, from, to time.Tim
 	}
 	res := BackfillResult{Job: name, From: from, To: to, Rerun: o.rerun, Slots: make([]BackfillSlot, len(slots))}
 	if len(slots) == 0 {
+		o.started(res)
 		return res, nil
 	}
 	hist, err := s.History(ctx, name, 0)
@@ -205,6 +224,7 @@ func (s *Scheduler) Backfill(ctx context.Context, name string, from, to time.Tim
 		}
 		taken = append(taken, bf)
 	}
+	o.started(res)
 	if len(taken) == 0 {
 		return res, nil
 	}
