@@ -12,7 +12,6 @@ import (
 	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/backend/backendtest"
 	"github.com/anarchon/anarchon/scheduler"
-	"github.com/anarchon/anarchon/sqlbackend"
 )
 
 // Backfill on the SQL backend: five past slots that never ran (one stored
@@ -37,24 +36,12 @@ func testBackfill(t *testing.T, open opener) {
 		mu.Unlock()
 		return nil
 	}
-	var scheds []*scheduler.Scheduler
-	var backends []*sqlbackend.Backend
-	for _, inst := range []string{"a", "b"} {
-		_, b := open(t)
-		sc, err := scheduler.New(scheduler.Config{Backend: b, Instance: inst})
-		require.NoError(t, err)
-		// A short lease: a backup whose watch started after the holder finished
-		// claims again within lease/2.
-		require.NoError(t, sc.Every(job, time.Second, handler, scheduler.WithLease(2*time.Second)))
-		require.NoError(t, sc.Start(ctx))
-		t.Cleanup(func() { _ = sc.Stop(context.Background()) })
-		scheds = append(scheds, sc)
-		backends = append(backends, b)
-	}
+	_, first := open(t)
 	to := time.Now().Truncate(time.Second).Add(-time.Second)
 	from := to.Add(-5 * time.Second)
-	// Slot from was stored skipped: another slot held the job (overlap forbidden).
-	runs := backends[0].Runs()
+	// Slot from was stored skipped, as another slot held the job (overlap
+	// forbidden): before the replicas start, whose loops' slots would hold it too.
+	runs := first.Runs()
 	holder := backendtest.Token()
 	busy := from.Add(-time.Hour)
 	claim := func(slot time.Time, token string) backend.ClaimResult {
@@ -66,9 +53,24 @@ func testBackfill(t *testing.T, open opener) {
 	require.Equal(t, backend.OutcomeWon, claim(busy, holder).Outcome)
 	require.Equal(t, backend.OutcomeOverlap, claim(from, backendtest.Token()).Outcome)
 	require.NoError(t, runs.Finish(ctx, backend.RunKey{Job: job, Slot: busy, Token: holder}, backend.StatusOK))
-	require.NoError(t, backends[0].SaveResult(ctx, job, backend.StoredResult{Slot: from, Token: backendtest.Token(), Instance: "old",
+	require.NoError(t, first.SaveResult(ctx, job, backend.StoredResult{Slot: from, Token: backendtest.Token(), Instance: "old",
 		Attempt: 1, Status: backend.StatusSkipped, FinishedAt: time.Now()}, backend.Retention{Size: 100}))
 
+	var scheds []*scheduler.Scheduler
+	for _, inst := range []string{"a", "b"} {
+		b := first
+		if inst != "a" {
+			_, b = open(t)
+		}
+		sc, err := scheduler.New(scheduler.Config{Backend: b, Instance: inst})
+		require.NoError(t, err)
+		// A short lease: a backup whose watch started after the holder finished
+		// claims again within lease/2.
+		require.NoError(t, sc.Every(job, time.Second, handler, scheduler.WithLease(2*time.Second)))
+		require.NoError(t, sc.Start(ctx))
+		t.Cleanup(func() { _ = sc.Stop(context.Background()) })
+		scheds = append(scheds, sc)
+	}
 	backfillBoth := func(opts ...scheduler.BackfillOption) map[int64]int {
 		t.Helper()
 		results := make([]scheduler.BackfillResult, len(scheds))
