@@ -83,6 +83,8 @@ type ClaimInput struct {
 	Manual  bool
 	// RequestedBy names who asked for a manual run (RunNow with RequestedBy).
 	RequestedBy string
+	// Backfill says the slot was run on request by Scheduler.Backfill.
+	Backfill bool
 	// At is when the instance sent the claim, by its own clock.
 	At          time.Time
 	HistorySize int
@@ -153,11 +155,13 @@ func (s Status) Finished() bool { return s != StatusRunning && s != "" }
 
 // StoredResult is how one attempt at a run ended, as stored by SaveResult.
 type StoredResult struct {
-	Slot       time.Time
-	Token      string
-	Instance   string
-	Attempt    int
-	Manual     bool
+	Slot     time.Time
+	Token    string
+	Instance string
+	Attempt  int
+	Manual   bool
+	// Backfill says the attempt was run on request by Scheduler.Backfill.
+	Backfill   bool
 	Status     Status
 	StartedAt  time.Time
 	FinishedAt time.Time
@@ -174,6 +178,8 @@ type ClaimRecord struct {
 	Instance string
 	Attempt  int
 	Manual   bool
+	// Backfill says the attempt was run on request by Scheduler.Backfill.
+	Backfill bool
 	At       time.Time
 	// RequestedBy names who asked for a manual run, when known.
 	RequestedBy string
@@ -189,13 +195,15 @@ type RunRecord struct {
 	Manual   bool
 	// RequestedBy names who asked for a manual run, when known.
 	RequestedBy string
-	Status      Status
-	ClaimedAt   time.Time
-	StartedAt   time.Time
-	FinishedAt  time.Time
-	Duration    time.Duration
-	Error       string
-	Fence       uint64
+	// Backfill says the attempt was run on request by Scheduler.Backfill.
+	Backfill   bool
+	Status     Status
+	ClaimedAt  time.Time
+	StartedAt  time.Time
+	FinishedAt time.Time
+	Duration   time.Duration
+	Error      string
+	Fence      uint64
 }
 
 // RecordDecider is implemented by a [ClaimRecorder] that can tell whether the

@@ -28,6 +28,7 @@ func BuildHistory(job string, claims []ClaimRecord, results []StoredResult, limi
 			Attempt:     max(c.Attempt, 1),
 			Manual:      c.Manual,
 			RequestedBy: c.RequestedBy,
+			Backfill:    c.Backfill,
 			Status:      StatusRunning,
 			ClaimedAt:   c.At,
 		})
@@ -54,6 +55,7 @@ func BuildHistory(job string, claims []ClaimRecord, results []StoredResult, limi
 		}
 		rec.Attempt = max(rec.Attempt, 1)
 		rec.Manual = rec.Manual || r.Manual
+		rec.Backfill = rec.Backfill || r.Backfill
 		rec.Status = r.Status
 		rec.StartedAt = r.StartedAt
 		rec.FinishedAt = r.FinishedAt

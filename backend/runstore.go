@@ -115,6 +115,16 @@ type RunClaim struct {
 	// answer is won with Reopened set. A store that ignores it answers done: the
 	// paused slot stays paused, never run twice.
 	ReopenPaused bool
+	// Backfill lets the claim run, before Deadline, a slot stored finished late,
+	// skipped or paused by another token (Scheduler.Backfill: a slot that never
+	// ran), taken like ReopenPaused's (Reopened set). A store that ignores it
+	// answers done.
+	Backfill bool
+	// Rerun, with Backfill, also lets the claim run a slot that did run (finished
+	// with any other status), but only while the stored attempt is RerunAttempt:
+	// of several reruns asked on the strength of one attempt, one runs.
+	Rerun        bool
+	RerunAttempt int
 }
 
 // ClaimOutcome is the answer of RunStore.Claim. An outcome the scheduler does not
@@ -155,10 +165,20 @@ func DecidedOutcome(status Status, decider bool) ClaimOutcome {
 func (in RunClaim) Key() RunKey { return RunKey{Job: in.Job, Slot: in.Slot, Token: in.Token} }
 
 // MayReopen reports whether in may take a slot stored finished with status by
-// token: a paused slot, claimed with ReopenPaused by another token. The store
-// also checks in.Deadline by its own clock.
-func (in RunClaim) MayReopen(status Status, token string) bool {
-	return in.ReopenPaused && status == StatusPaused && token != in.Token
+// token as attempt: claimed by another token, a paused slot with ReopenPaused or
+// Backfill, a late or skipped one with Backfill, any other with Rerun while the
+// attempt is RerunAttempt. The store also checks in.Deadline by its own clock.
+func (in RunClaim) MayReopen(status Status, token string, attempt int) bool {
+	if token == in.Token || !status.Finished() {
+		return false
+	}
+	switch status {
+	case StatusPaused:
+		return in.ReopenPaused || in.Backfill
+	case StatusLate, StatusSkipped:
+		return in.Backfill
+	}
+	return in.Backfill && in.Rerun && attempt == in.RerunAttempt
 }
 
 // ClaimResult is the answer to a RunClaim.
@@ -183,8 +203,8 @@ type ClaimResult struct {
 	// Status is the slot's final status on done: how it ended (ok, error, ...), or
 	// skipped or late when that was the stored decision. Empty when unknown.
 	Status Status
-	// Reopened says the won run was a slot stored paused, reopened by a claim with
-	// ReopenPaused (and by its repeats).
+	// Reopened says the won run was a slot stored finished, reopened by a claim
+	// with ReopenPaused or Backfill (and by its repeats).
 	Reopened bool
 	// Retried says the won run is a retry: the attempt before it failed and
 	// stored the retry (Retrier), it was not lost.

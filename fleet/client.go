@@ -102,6 +102,65 @@ func (c *Client) Trigger(ctx context.Context, job string, in TriggerRequest) (Tr
 	}
 }
 
+// Backfill runs job's slots in [in.From, in.To) that never ran on one replica
+// that declares it (scheduler.Scheduler.Backfill). It returns the accepted reply;
+// with in.Wait it waits for the finished one, with every slot (its parts joined),
+// and when ctx ends first it returns the accepted reply with an error: the
+// backfill goes on.
+func (c *Client) Backfill(ctx context.Context, job string, in BackfillRequest) (BackfillReply, error) {
+	subject := c.subj.job(verbBackfill, job)
+	ctx, cancel := backendutil.CallContext(ctx, c.timeout)
+	defer cancel()
+	in.V = versioned(in.V)
+	data, err := json.Marshal(in)
+	if err != nil {
+		return BackfillReply{}, err
+	}
+	// Its own inbox: a backfill that waits gets several replies.
+	sub, err := c.nc.SubscribeSync(c.nc.NewInbox())
+	if err != nil {
+		return BackfillReply{}, fmt.Errorf("fleet: backfill %q: %w", job, err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := c.nc.PublishMsg(c.message(ctx, subject, sub.Subject, data)); err != nil {
+		return BackfillReply{}, fmt.Errorf("fleet: backfill %q: %w", job, err)
+	}
+	var out BackfillReply
+	var slots []BackfillSlot
+	part := 0
+	for {
+		m, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			err = c.callError(ctx, subject, job, err)
+			if out.State != "" {
+				return out, fmt.Errorf("fleet: backfill %q accepted by %s, not finished yet (the backfill goes on): %w", job, out.Instance, err)
+			}
+			return out, err
+		}
+		var r BackfillReply
+		if err := parseReply(subject, m, &r); err != nil {
+			return out, err
+		}
+		if r.State != StateFinished {
+			out = r
+			if !in.Wait {
+				return out, nil
+			}
+			continue
+		}
+		part++
+		if max(r.Part, 1) != part {
+			return out, fmt.Errorf("%w: backfill %q: part %d of the finished reply after part %d", ErrBadReply, job, r.Part, part-1)
+		}
+		slots = append(slots, r.Slots...)
+		out, out.Slots = r, slots
+		if part >= max(r.Parts, 1) {
+			out.Part, out.Parts = 0, 0
+			return out, nil
+		}
+	}
+}
+
 // message is the message of a request, with the headers WithRequestHeaders adds.
 func (c *Client) message(ctx context.Context, subject, reply string, data []byte) *nats.Msg {
 	m := &nats.Msg{Subject: subject, Reply: reply, Data: data}

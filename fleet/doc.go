@@ -46,6 +46,8 @@
 //	<prefix>.PAUSEALL        one replica answers (queue group): stores the all-jobs pause
 //	<prefix>.RESUMEALL       one replica answers: removes the all-jobs pause
 //	<prefix>.TRIGGER.<job>   one replica that declares the job: runs it now (RunNow)
+//	<prefix>.BACKFILL.<job>  one replica that declares the job: runs its past slots
+//	                         that never ran (Backfill)
 //	<prefix>.PAUSE.<job>     one replica that declares the job: stores the job's pause
 //	<prefix>.RESUME.<job>    one replica that declares the job: removes the job's pause
 //	<prefix>.HISTORY.<job>   one replica that declares the job: the job's recent runs
@@ -207,8 +209,8 @@
 //	viewer    publish   <prefix>.JOBS, <prefix>.HISTORY.*, <prefix>.ACTIVE.*,
 //	                    $JS.API.DIRECT.GET.KV_<registry bucket>
 //	          subscribe <its inbox prefix>.>, <prefix>.EVENTS.* (for watch)
-//	operator  as a viewer, and publish <prefix>.TRIGGER.*, <prefix>.PAUSE.*,
-//	          <prefix>.RESUME.*, <prefix>.PAUSEALL, <prefix>.RESUMEALL
+//	operator  as a viewer, and publish <prefix>.TRIGGER.*, <prefix>.BACKFILL.*,
+//	          <prefix>.PAUSE.*, <prefix>.RESUME.*, <prefix>.PAUSEALL, <prefix>.RESUMEALL
 //	replica   subscribe every endpoint, $SRV.*, $SRV.*.anarchon,
 //	          $SRV.*.anarchon.*, <its inbox prefix>.>
 //	          publish   <prefix>.EVENTS.*, the registry's bucket API and its own

@@ -172,7 +172,7 @@ func replyFor(err error) (int, string) {
 		code = re.code
 	case errors.Is(err, scheduler.ErrJobNotFound):
 		code = CodeUnknownJob
-	case errors.Is(err, scheduler.ErrPauseNotSupported):
+	case errors.Is(err, scheduler.ErrPauseNotSupported), errors.Is(err, scheduler.ErrBackfillNotSupported):
 		code = CodeNotSupported
 	case errors.Is(err, scheduler.ErrJobBusy):
 		code = CodeJobBusy

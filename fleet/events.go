@@ -23,12 +23,14 @@ type Event struct {
 	Job      string              `json:"job"`
 	Instance string              `json:"instance"`
 	// At is when it happened, by the instance's clock.
-	At      time.Time              `json:"at"`
-	Slot    time.Time              `json:"slot,omitzero"`
-	Token   string                 `json:"token,omitempty"`
-	Attempt int                    `json:"attempt,omitempty"`
-	Manual  bool                   `json:"manual,omitempty"`
-	Outcome scheduler.ClaimOutcome `json:"outcome,omitempty"`
+	At      time.Time `json:"at"`
+	Slot    time.Time `json:"slot,omitzero"`
+	Token   string    `json:"token,omitempty"`
+	Attempt int       `json:"attempt,omitempty"`
+	Manual  bool      `json:"manual,omitempty"`
+	// Backfill: the event is of a slot asked for by a backfill.
+	Backfill bool                   `json:"backfill,omitempty"`
+	Outcome  scheduler.ClaimOutcome `json:"outcome,omitempty"`
 	// Status and DurationMS are set on finished.
 	Status     scheduler.Status `json:"status,omitempty"`
 	DurationMS float64          `json:"duration_ms,omitempty"`
@@ -47,7 +49,7 @@ type Event struct {
 func eventOf(e scheduler.Event) Event {
 	out := Event{
 		Kind: e.Kind, Job: e.Job, Instance: e.Instance, At: e.At, Slot: e.Slot, Token: e.Token,
-		Attempt: e.Attempt, Manual: e.Manual, Outcome: e.Outcome, Status: e.Status,
+		Attempt: e.Attempt, Manual: e.Manual, Backfill: e.Backfill, Outcome: e.Outcome, Status: e.Status,
 		DurationMS: ms(e.Duration), LagMS: ms(e.Lag), Next: e.Next, Op: e.Op,
 	}
 	if e.Err != nil {

@@ -533,3 +533,96 @@ func (f *Service) trigger(job string) handler {
 		}()
 	}
 }
+
+// maxBackfillError bounds the error text of each slot of a finished backfill
+// reply, so that the reply of MaxBackfillSlots slots stays a few parts.
+const maxBackfillError = 256
+
+// backfill runs the job's slots in a past range on this replica
+// (Scheduler.Backfill) and answers accepted once the range is checked and its
+// slots sorted (BackfillOnStart), or the error that kept it from starting:
+// nothing ran then. With Wait, it answers again when every taken slot has ended,
+// with every slot, in parts.
+func (f *Service) backfill(job string) handler {
+	return func(req request) {
+		if f.ignored(req) {
+			return
+		}
+		var in BackfillRequest
+		err := decode(req.Data(), &in)
+		if err == nil {
+			err = checkText("by", in.By)
+		}
+		if err != nil {
+			f.fail(req, err)
+			return
+		}
+		if !f.s.Running() {
+			f.fail(req, &replyError{code: CodeUnavailable, msg: "the scheduler of this replica is not running (not started yet, or stopped); nothing was run"})
+			return
+		}
+		if !f.begin() {
+			f.fail(req, &replyError{code: CodeUnavailable, msg: "the fleet service is stopping"})
+			return
+		}
+		go func() {
+			defer f.inflight.Done()
+			var accepted BackfillReply
+			started := false
+			opts := []scheduler.BackfillOption{scheduler.BackfillOnStart(func(res scheduler.BackfillResult) {
+				started = true
+				accepted = BackfillReply{State: StateAccepted, Job: job, Instance: f.s.Instance(), By: in.By,
+					At: f.s.Clock().Now(), From: res.From, To: res.To, Rerun: res.Rerun, Counts: backfillCounts(res)}
+				f.respond(req, accepted)
+				f.log.Info("fleet backfill", "job", job, "by", in.By, "from", res.From, "to", res.To, "rerun", res.Rerun,
+					"taken", res.Count(scheduler.BackfillPending))
+			})}
+			if in.Rerun {
+				opts = append(opts, scheduler.BackfillRerun())
+			}
+			if in.Concurrency != 0 {
+				opts = append(opts, scheduler.BackfillConcurrency(in.Concurrency))
+			}
+			// The runs are the scheduler's: a requester that gives up does not end them.
+			res, err := f.s.Backfill(context.WithoutCancel(f.requestContext(req)), job, in.From, in.To, opts...)
+			if err != nil && !started {
+				f.fail(req, err)
+				f.log.Warn("fleet backfill refused", "job", job, "by", in.By, "err", err)
+				return
+			}
+			f.log.Info("fleet backfill ended", "job", job, "by", in.By, "ran", res.Count(scheduler.BackfillRan), "err", err)
+			if !in.Wait {
+				return
+			}
+			finished := accepted
+			finished.State, finished.Counts = StateFinished, backfillCounts(res)
+			if err != nil {
+				finished.Error = shortText(err.Error())
+			}
+			slots := make([]BackfillSlot, len(res.Slots))
+			for i, s := range res.Slots {
+				slots[i] = BackfillSlot{Slot: s.Slot, Outcome: string(s.Outcome), Status: s.Status, Attempt: s.Attempt,
+					Instance: s.Instance, Error: backend.TruncateText(s.Error, maxBackfillError)}
+			}
+			items, merr := marshalEach(slots)
+			if merr != nil {
+				f.fail(req, merr)
+				return
+			}
+			f.respondParts(req, parted{items: items, field: "slots", envelope: func(part, parts int) any {
+				out := finished
+				out.Part, out.Parts = part, parts
+				return out
+			}})
+		}()
+	}
+}
+
+// backfillCounts is the number of res's slots by outcome.
+func backfillCounts(res scheduler.BackfillResult) map[string]int {
+	out := map[string]int{}
+	for _, s := range res.Slots {
+		out[string(s.Outcome)]++
+	}
+	return out
+}

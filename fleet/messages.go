@@ -86,6 +86,56 @@ type TriggerReply struct {
 	Run   *Run      `json:"run,omitempty"`
 }
 
+// BackfillRequest is the body of <prefix>.BACKFILL.<job>: run the job's slots in
+// [From, To) that never ran (Scheduler.Backfill), on one replica that declares it.
+type BackfillRequest struct {
+	// V is the request format, RequestVersion; Client sets it when zero.
+	V    int       `json:"v"`
+	From time.Time `json:"from"`
+	To   time.Time `json:"to"`
+	// Rerun also runs the slots that ran, as a new attempt (BackfillRerun).
+	Rerun bool `json:"rerun,omitempty"`
+	// Concurrency runs that many slots at once (BackfillConcurrency); 0 is 1.
+	Concurrency int `json:"concurrency,omitempty"`
+	// By names who asked; it is in the replies and the replica's log.
+	By string `json:"by,omitempty"`
+	// Wait asks for the finished reply once every taken slot has ended.
+	Wait bool `json:"wait,omitempty"`
+}
+
+// BackfillReply answers a backfill: first accepted, once the range is checked
+// and its slots sorted (Counts has how many are taken, "pending", and how many
+// ran already), then (when the request asked to wait) finished, with every
+// slot, in parts (Part of Parts) when they do not fit in one message. A backfill
+// that cannot start is answered with an error instead, and nothing ran.
+type BackfillReply struct {
+	State    string    `json:"state"`
+	Job      string    `json:"job"`
+	Instance string    `json:"instance"`
+	By       string    `json:"by,omitempty"`
+	At       time.Time `json:"at"`
+	From     time.Time `json:"from"`
+	To       time.Time `json:"to"`
+	Rerun    bool      `json:"rerun,omitempty"`
+	// Counts is the number of slots by outcome (scheduler.BackfillOutcome).
+	Counts map[string]int `json:"counts"`
+	// Error says why the wait ended before every slot did (the slots go on).
+	Error string         `json:"error,omitempty"`
+	Part  int            `json:"part,omitempty"`
+	Parts int            `json:"parts,omitempty"`
+	Slots []BackfillSlot `json:"slots,omitempty"`
+}
+
+// BackfillSlot is one slot of a finished backfill (scheduler.BackfillSlot).
+type BackfillSlot struct {
+	Slot     time.Time        `json:"slot"`
+	Outcome  string           `json:"outcome"`
+	Status   scheduler.Status `json:"status,omitempty"`
+	Attempt  int              `json:"attempt,omitempty"`
+	Instance string           `json:"instance,omitempty"`
+	Error    string           `json:"error,omitempty"`
+}
+
 // PauseRequest is the body of <prefix>.PAUSE.<job> and <prefix>.PAUSEALL.
 type PauseRequest struct {
 	// V is the request format, RequestVersion; Client sets it when zero.
@@ -293,6 +343,8 @@ type Run struct {
 	Attempt  int       `json:"attempt"`
 	Fence    uint64    `json:"fence,omitempty"`
 	Manual   bool      `json:"manual,omitempty"`
+	// Backfill: the attempt was run by a backfill (Scheduler.Backfill).
+	Backfill bool `json:"backfill,omitempty"`
 	// RequestedBy names who asked for a manual run, when known.
 	RequestedBy string           `json:"requested_by,omitempty"`
 	Status      scheduler.Status `json:"status"`
@@ -313,7 +365,7 @@ type Run struct {
 func runOf(r scheduler.RunRecord, maxError int) Run {
 	out := Run{
 		Job: r.Job, Slot: r.Slot, Instance: r.Instance, Token: r.Token, Attempt: r.Attempt,
-		Fence: r.Fence, Manual: r.Manual, RequestedBy: backend.TruncateText(r.RequestedBy, scheduler.MaxPauseText),
+		Fence: r.Fence, Manual: r.Manual, Backfill: r.Backfill, RequestedBy: backend.TruncateText(r.RequestedBy, scheduler.MaxPauseText),
 		Status: r.Status, ClaimedAt: r.ClaimedAt, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
 		DurationMS: ms(r.Duration), Error: backend.TruncateText(r.Error, maxError),
 	}

@@ -101,8 +101,8 @@ func (r Responses) MarshalJSON() ([]byte, error) {
 //     consumer, no key-value watch); subscribe to its inboxes and to events. Not
 //     micro's $SRV subjects: micro answers them on any reply subject, which would
 //     let a viewer have a replica publish where it names.
-//   - operator: a viewer that also requests trigger, pause, resume, pauseall and
-//     resumeall.
+//   - operator: a viewer that also requests trigger, backfill, pause, resume,
+//     pauseall and resumeall.
 //   - replica: subscribe to every endpoint, $SRV and its inboxes; publish events,
 //     its registry entry and what the registry and c.Backend need; answer
 //     requests (Responses) instead of publishing on anyone's inbox.
@@ -140,7 +140,7 @@ func Permissions(role Role, c PermissionsConfig) (RolePermissions, error) {
 	case RoleViewer, RoleOperator:
 		out.Publish = append(reads, api+"DIRECT.GET.KV_"+c.RegistryBucket)
 		if role == RoleOperator {
-			out.Publish = append(out.Publish, p.fleet(verbTrigger)+".*", p.fleet(verbPause)+".*", p.fleet(verbResume)+".*",
+			out.Publish = append(out.Publish, p.fleet(verbTrigger)+".*", p.fleet(verbBackfill)+".*", p.fleet(verbPause)+".*", p.fleet(verbResume)+".*",
 				p.fleet(verbPauseAll), p.fleet(verbResumeAll))
 		}
 		out.Subscribe = []string{inbox, p.fleet(verbEvents) + ".*"}
@@ -153,7 +153,7 @@ func Permissions(role Role, c PermissionsConfig) (RolePermissions, error) {
 			}
 		}
 		out.Subscribe = []string{p.fleet(verbJobs), p.fleet(verbPauseAll), p.fleet(verbResumeAll),
-			p.fleet(verbTrigger) + ".*", p.fleet(verbPause) + ".*", p.fleet(verbResume) + ".*",
+			p.fleet(verbTrigger) + ".*", p.fleet(verbBackfill) + ".*", p.fleet(verbPause) + ".*", p.fleet(verbResume) + ".*",
 			p.fleet(verbHistory) + ".*", p.fleet(verbActive) + ".*", "$SRV.*", srv[0], srv[1], inbox}
 		out.Responses = &Responses{Max: -1, TTL: DefaultResponseTTL}
 	default:

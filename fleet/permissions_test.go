@@ -258,12 +258,20 @@ func TestRolesOnARealServer(t *testing.T) {
 				r, err := c.Trigger(ctx, job, fleet.TriggerRequest{Wait: true})
 				require.NoError(t, err)
 				assert.Equal(t, scheduler.StatusOK, r.Run.Status)
+				now := time.Now()
+				bf, err := c.Backfill(ctx, job, fleet.BackfillRequest{From: now.Add(-time.Minute), To: now.Add(-time.Second), By: "ana", Wait: true})
+				require.NoError(t, err)
+				assert.Equal(t, fleet.StateFinished, bf.State)
+				assert.Equal(t, "ana", bf.By)
 			} else {
 				v.refused(t, "Publish", "anarchon.PAUSE."+fleet.JobToken(job))
 				v.refused(t, "Publish", "anarchon.PAUSEALL")
 				_, err = c.Trigger(short(t), job, fleet.TriggerRequest{})
 				require.Error(t, err)
 				v.refused(t, "Publish", "anarchon.TRIGGER."+fleet.JobToken(job))
+				_, err = c.Backfill(short(t), job, fleet.BackfillRequest{From: time.Now().Add(-time.Minute), To: time.Now()})
+				require.Error(t, err)
+				v.refused(t, "Publish", "anarchon.BACKFILL."+fleet.JobToken(job))
 			}
 
 			// Events.

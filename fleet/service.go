@@ -175,6 +175,7 @@ func (f *Service) addEndpoints() error {
 			h     handler
 		}{
 			{verbTrigger, f.controls, f.trigger(j.Job)},
+			{verbBackfill, f.controls, f.backfill(j.Job)},
 			{verbPause, f.controls, f.handle(f.pause(j.Job))},
 			{verbResume, f.controls, f.handle(f.resume(j.Job))},
 			{verbHistory, f.reads, f.handle(f.history(j.Job))},

@@ -20,6 +20,7 @@ const (
 	verbPauseAll  = "PAUSEALL"
 	verbResumeAll = "RESUMEALL"
 	verbTrigger   = "TRIGGER"
+	verbBackfill  = "BACKFILL"
 	verbPause     = "PAUSE"
 	verbResume    = "RESUME"
 	verbHistory   = "HISTORY"
@@ -45,7 +46,7 @@ func (p subjects) job(verb, job string) string { return string(p) + "." + verb +
 // patterns: every endpoint of every job, and micro's own.
 func (p subjects) all() []string {
 	out := []string{p.fleet(verbJobs), p.fleet(verbPauseAll), p.fleet(verbResumeAll)}
-	for _, verb := range []string{verbTrigger, verbPause, verbResume, verbHistory, verbActive, verbEvents} {
+	for _, verb := range []string{verbTrigger, verbBackfill, verbPause, verbResume, verbHistory, verbActive, verbEvents} {
 		out = append(out, p.fleet(verb)+".*")
 	}
 	return append(out, "$SRV.>")

@@ -30,7 +30,7 @@ func strictClaim(data []byte, c *claimRecord) bool {
 	return readStrict(data, []strictField{
 		{"v", &c.V}, {"job", &c.Job}, {"slot_ms", &c.Slot}, {"token", &c.Token}, {"instance", &c.Instance},
 		{"attempt", &c.Attempt}, {"manual", &c.Manual}, {"at", &c.At}, {"by", &c.By},
-		{"history_ttl_ms", &c.HistoryTTL}, {"leased", &c.Leased},
+		{"history_ttl_ms", &c.HistoryTTL}, {"leased", &c.Leased}, {"backfill", &c.Backfill},
 	})
 }
 
@@ -40,7 +40,7 @@ func strictResult(data []byte, r *resultRecord) bool {
 	return readStrict(data, []strictField{
 		{"v", &r.V}, {"job", &r.Job}, {"slot_ms", &r.Slot}, {"token", &r.Token}, {"instance", &r.Instance},
 		{"attempt", &r.Attempt}, {"manual", &r.Manual}, {"status", &r.Status}, {"started_at", &r.StartedAt},
-		{"finished_at", &r.FinishedAt}, {"error", &r.Error}, {"fence", &r.Fence},
+		{"finished_at", &r.FinishedAt}, {"error", &r.Error}, {"fence", &r.Fence}, {"backfill", &r.Backfill},
 	})
 }
 

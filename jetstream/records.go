@@ -37,6 +37,8 @@ type claimRecord struct {
 	// without it was written by an instance that decides by the claim alone. Older
 	// readers ignore the field.
 	Leased bool `json:"leased,omitempty"`
+	// Backfill marks an attempt run by Scheduler.Backfill. Older readers ignore it.
+	Backfill bool `json:"backfill,omitempty"`
 }
 
 // resultRecord is the body of a stored result.
@@ -53,6 +55,8 @@ type resultRecord struct {
 	FinishedAt time.Time `json:"finished_at,omitzero"`
 	Error      string    `json:"error,omitempty"`
 	Fence      uint64    `json:"fence,omitempty"`
+	// Backfill marks an attempt run by Scheduler.Backfill. Older readers ignore it.
+	Backfill bool `json:"backfill,omitempty"`
 }
 
 func encodeClaim(in backend.ClaimInput, manual bool, now time.Time) []byte {
@@ -102,6 +106,9 @@ func encodeClaimAs(in backend.ClaimInput, manual, leased bool, now time.Time) []
 	if leased {
 		b = append(b, `,"leased":true`...)
 	}
+	if in.Backfill {
+		b = append(b, `,"backfill":true`...)
+	}
 	return append(b, '}')
 }
 
@@ -126,6 +133,7 @@ func encodeResult(job string, r backend.StoredResult) []byte {
 		V: recordVersion, Job: job, Slot: &ms, Token: r.Token, Instance: r.Instance,
 		Attempt: r.Attempt, Manual: r.Manual, Status: string(r.Status),
 		StartedAt: utc(r.StartedAt), FinishedAt: utc(r.FinishedAt), Error: r.Error, Fence: r.Fence,
+		Backfill: r.Backfill,
 	})
 	return data
 }
@@ -147,6 +155,7 @@ func decodeClaim(job, kind string, data []byte) (backend.ClaimRecord, time.Durat
 		Manual:      c.Manual || kind == kindManual,
 		At:          local(c.At),
 		RequestedBy: c.By,
+		Backfill:    c.Backfill,
 	}, historyTTL(c.HistoryTTL), nil
 }
 
@@ -218,6 +227,7 @@ func decodeResult(job string, data []byte) (backend.StoredResult, error) {
 		FinishedAt: local(r.FinishedAt),
 		Error:      r.Error,
 		Fence:      r.Fence,
+		Backfill:   r.Backfill,
 	}, nil
 }
 

@@ -349,7 +349,7 @@ func (c *claiming) reopens(ctx context.Context, rec *runRecord) (bool, error) {
 
 // mayReopen is what reopens decides without the server's clock.
 func mayReopen(in backend.RunClaim, rec *runRecord) bool {
-	return rec.State == stateFinished && in.MayReopen(rec.Status, rec.Token)
+	return rec.State == stateFinished && in.MayReopen(rec.Status, rec.Token, rec.Attempt)
 }
 
 // firstDecision decides a first claim of a slot with nothing stored: late when the

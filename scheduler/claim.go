@@ -23,6 +23,9 @@ const (
 	// claimLate: a slot that may no longer start (past the catch-up cap); the claim
 	// stores it late unless a decision is stored already.
 	claimLate
+	// claimBackfill: a past slot Backfill asks for; it may start now (deadline now
+	// + max lateness) and may reopen a slot stored late, skipped or paused.
+	claimBackfill
 )
 
 // lateDeadline is the deadline of a claim that may only store late: every store's
@@ -41,13 +44,26 @@ type leaseClaim struct {
 	unanswered time.Time
 	// why explains a late record written by this claim.
 	why string
+	// bf is the backfill slot this claim reports to (nil unless Backfill asked
+	// for the slot): its first claim, and the retries and takeovers this instance
+	// stands by for after it.
+	bf *backfillSlot
 }
+
+// backfill reports whether the claim is of a slot Backfill asked for.
+func (c *leaseClaim) backfill() bool { return c.bf != nil }
 
 // handleLeased claims a slot through the run store and follows the stored decision:
 // the winner runs it under a lease, the others stand by as backups and take over if
 // the lease ends unfinished; skipped and late are recorded by the claimer that
 // stored them.
 func (s *Scheduler) handleLeased(j *job, slot time.Time, kind claimKind) {
+	s.handleClaim(j, slot, kind, nil)
+}
+
+// handleClaim is handleLeased for a claim that reports to bf when it is not nil
+// (a backfill slot).
+func (s *Scheduler) handleClaim(j *job, slot time.Time, kind claimKind, bf *backfillSlot) {
 	c := &leaseClaim{
 		RunClaim: backend.RunClaim{
 			Job:      j.name,
@@ -61,6 +77,7 @@ func (s *Scheduler) handleLeased(j *job, slot time.Time, kind claimKind) {
 		kind:          kind,
 		localDeadline: slot.Add(j.cfg.maxLate),
 		why:           "nobody started the slot before its deadline",
+		bf:            bf,
 	}
 	switch kind {
 	case claimCatchUp:
@@ -73,19 +90,37 @@ func (s *Scheduler) handleLeased(j *job, slot time.Time, kind claimKind) {
 	case claimLate:
 		c.localDeadline = lateDeadline
 		c.why = "missed while no instance was up, past the catch-up limit of " + strconv.Itoa(MaxCatchUpSlots) + " slots per job"
+	case claimBackfill:
+		// A backfilled slot may start now, and runs once across the fleet: a
+		// slot stored late, skipped or paused is reopened.
+		c.localDeadline = s.clock.Now().Add(j.cfg.maxLate)
+		c.Backfill = true
+		// A rerun takes the attempt its Backfill read in history, and only that
+		// one: of two reruns asked at once, one runs the slot.
+		c.Rerun, c.RerunAttempt = bf.rerun, bf.rerunAttempt
+		c.why = "nobody started the backfilled slot before its deadline"
 	}
-	res, sent, err := s.claimLease(j, c)
+	res, sent, err := s.claimAndWait(j, c)
 	if err != nil {
-		return // stopping, or the store stayed unreachable for as long as it matters
-	}
-	if res.Outcome == backend.OutcomeRunning || res.Outcome == backend.OutcomeRetry {
-		s.emit(Event{Kind: EventStandby, Job: j.name, Slot: slot, Token: c.Token, Outcome: res.Outcome, Attempt: res.Attempt})
-		res, sent, err = s.standby(j, c, res)
-		if err != nil {
-			return
-		}
+		// Stopping, or the store stayed unreachable for as long as it matters.
+		c.bf.notRun(err)
+		return
 	}
 	s.act(j, c, res, sent)
+}
+
+// claimAndWait claims c's slot and, while another attempt holds it (or its retry
+// is due later), stands by for it.
+func (s *Scheduler) claimAndWait(j *job, c *leaseClaim) (backend.ClaimResult, time.Time, error) {
+	res, sent, err := s.claimLease(j, c)
+	if err != nil {
+		return res, sent, err
+	}
+	if res.Outcome == backend.OutcomeRunning || res.Outcome == backend.OutcomeRetry {
+		s.emit(Event{Kind: EventStandby, Job: j.name, Slot: c.Slot, Token: c.Token, Outcome: res.Outcome, Attempt: res.Attempt, Backfill: c.backfill()})
+		return s.standby(j, c, res)
+	}
+	return res, sent, nil
 }
 
 // act follows a claim's answer other than running: a won manual run's slot is
@@ -98,10 +133,11 @@ func (s *Scheduler) act(j *job, c *leaseClaim, res backend.ClaimResult, sent tim
 	}
 	if res.Outcome == backend.OutcomeWon {
 		p, paused := s.pauses.of(j.name, s.clock.Now())
-		if !paused && !res.Reopened {
+		if !paused && !res.Reopened && !c.backfill() {
 			// A slot that fell while its job was paused, claimed only after the
 			// pause ended (a takeover, a late claim), is a paused slot too; the
-			// job's catch-up policy runs it, as a reopened slot, if it asks.
+			// job's catch-up policy runs it, as a reopened slot, if it asks. A
+			// backfill asks for it: only a pause in force holds it.
 			p, paused = s.pauses.heldAt(j.name, c.Slot)
 		}
 		if paused {
@@ -112,6 +148,7 @@ func (s *Scheduler) act(j *job, c *leaseClaim, res backend.ClaimResult, sent tim
 				s.noteLost(j, c.Slot, res)
 			}
 			s.decidePaused(j, c, res.Attempt, &lease{token: c.Token, dur: j.cfg.lease, sent: sent}, p)
+			c.bf.decided(BackfillPaused, StatusPaused)
 			return
 		}
 	}
@@ -124,13 +161,16 @@ func (s *Scheduler) follow(j *job, c *leaseClaim, res backend.ClaimResult, sent 
 	case backend.OutcomeWon:
 		s.runLeased(j, c, res, sent)
 	case backend.OutcomeOverlap:
-		s.emit(Event{Kind: EventSkipped, Job: j.name, Slot: c.Slot, Token: c.Token, Outcome: res.Outcome})
+		s.emit(Event{Kind: EventSkipped, Job: j.name, Slot: c.Slot, Token: c.Token, Outcome: res.Outcome, Backfill: c.backfill()})
 		s.recordOnce(j, c.Slot, StatusSkipped, "another slot of the job held its lease (overlap forbidden)")
+		c.bf.decided(BackfillSkipped, StatusSkipped)
 	case backend.OutcomeLate:
-		s.emit(Event{Kind: EventLate, Job: j.name, Slot: c.Slot, Token: c.Token, Outcome: res.Outcome})
+		s.emit(Event{Kind: EventLate, Job: j.name, Slot: c.Slot, Token: c.Token, Outcome: res.Outcome, Backfill: c.backfill()})
 		s.recordOnce(j, c.Slot, StatusLate, c.why)
+		c.bf.decided(BackfillLate, StatusLate)
 	default: // done, none, and outcomes this version does not know
-		s.emit(Event{Kind: EventLost, Job: j.name, Slot: c.Slot, Token: c.Token, Outcome: res.Outcome})
+		s.emit(Event{Kind: EventLost, Job: j.name, Slot: c.Slot, Token: c.Token, Outcome: res.Outcome, Backfill: c.backfill()})
+		c.bf.elsewhere(res)
 	}
 }
 
@@ -163,6 +203,11 @@ func (j *job) keep() time.Duration {
 // the send time of the first claim of this token left unanswered, if any, else of
 // the claim answered.
 func (s *Scheduler) claimLease(j *job, c *leaseClaim) (backend.ClaimResult, time.Time, error) {
+	if c.kind == claimBackfill {
+		// A backfilled slot may start now, whenever a backup's claim of it
+		// comes: its wait for another run (overlap forbidden) does not make it late.
+		c.localDeadline = s.clock.Now().Add(j.cfg.maxLate)
+	}
 	giveUp := c.localDeadline.Add(c.Keep)
 	for attempt := 0; ; attempt++ {
 		sent := s.clock.Now()

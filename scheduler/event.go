@@ -64,6 +64,8 @@ type Event struct {
 	Token   string
 	Attempt int
 	Manual  bool
+	// Backfill says the event is of a slot asked for by Scheduler.Backfill.
+	Backfill bool
 	// Outcome is the claim outcome, for claimed, lost, late, skipped and standby.
 	Outcome backend.ClaimOutcome
 	// Status and Duration are set on finished.

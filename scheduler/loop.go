@@ -210,7 +210,7 @@ func (s *Scheduler) handleSlot(j *job, slot time.Time, kind claimKind) {
 				return
 			}
 			if p, paused := s.pauses.of(j.name, s.clock.Now()); paused {
-				s.recordPaused(j, slot, in.Token, 1, p)
+				s.recordPaused(j, slot, in.Token, 1, false, p)
 				return
 			}
 			s.emit(Event{Kind: EventClaimed, Job: j.name, Slot: slot, Token: in.Token, Attempt: 1, Outcome: backend.OutcomeWon})
@@ -237,7 +237,7 @@ func (s *Scheduler) runRetrying(a *slotAttempt) {
 		}
 		a = &slotAttempt{j: j, in: s.claimInput(j, slot, a.in.Attempt+1)}
 		if p, paused := s.pauses.of(j.name, s.clock.Now()); paused {
-			s.recordPaused(j, slot, a.in.Token, a.in.Attempt, p)
+			s.recordPaused(j, slot, a.in.Token, a.in.Attempt, false, p)
 			return
 		}
 		if late := s.clock.Now().Sub(res.retry.at); late > res.retry.within {

@@ -14,7 +14,7 @@ import (
 // decides it itself, and this instance records nothing).
 func (s *Scheduler) decidePaused(j *job, c *leaseClaim, attempt int, l *lease, p Pause) {
 	if s.finishDecided(j, c, attempt, l, StatusPaused) {
-		s.recordPaused(j, c.Slot, c.Token, attempt, p)
+		s.recordPaused(j, c.Slot, c.Token, attempt, c.backfill(), p)
 		return
 	}
 	emitted := false
@@ -24,9 +24,9 @@ func (s *Scheduler) decidePaused(j *job, c *leaseClaim, attempt int, l *lease, p
 		}
 		if !emitted {
 			emitted = true
-			s.emit(Event{Kind: EventPaused, Job: j.name, Slot: c.Slot, Token: c.Token, Status: StatusPaused})
+			s.emit(Event{Kind: EventPaused, Job: j.name, Slot: c.Slot, Token: c.Token, Status: StatusPaused, Backfill: c.backfill()})
 		}
-		r, keep := s.pausedRecord(j, c.Slot, c.Token, attempt, p)
+		r, keep := s.pausedRecord(j, c.Slot, c.Token, attempt, c.backfill(), p)
 		return r, keep, true
 	})
 }
@@ -82,17 +82,17 @@ func (s *Scheduler) storedAs(j *job, c *leaseClaim, attempt int, status Status) 
 }
 
 // recordPaused stores the history record of a slot decided paused: not run.
-func (s *Scheduler) recordPaused(j *job, slot time.Time, token string, attempt int, p Pause) {
+func (s *Scheduler) recordPaused(j *job, slot time.Time, token string, attempt int, backfill bool, p Pause) {
 	in := s.claimInput(j, slot, max(attempt, 1))
-	in.Token = token
+	in.Token, in.Backfill = token, backfill
 	s.save(&slotAttempt{j: j, in: in}, execResult{Status: StatusPaused, FinishedAt: s.clock.Now(), Error: pausedWhy(p)})
-	s.emit(Event{Kind: EventPaused, Job: j.name, Slot: slot, Token: token, Status: StatusPaused})
+	s.emit(Event{Kind: EventPaused, Job: j.name, Slot: slot, Token: token, Status: StatusPaused, Backfill: backfill})
 }
 
 // pausedRecord is the history record of a slot decided paused, and the job's
 // retention.
-func (s *Scheduler) pausedRecord(j *job, slot time.Time, token string, attempt int, p Pause) (backend.StoredResult, backend.Retention) {
-	return backend.StoredResult{Slot: slot, Token: token, Instance: s.instance, Attempt: max(attempt, 1), Status: StatusPaused,
+func (s *Scheduler) pausedRecord(j *job, slot time.Time, token string, attempt int, backfill bool, p Pause) (backend.StoredResult, backend.Retention) {
+	return backend.StoredResult{Slot: slot, Token: token, Instance: s.instance, Attempt: max(attempt, 1), Backfill: backfill, Status: StatusPaused,
 		FinishedAt: s.clock.Now(), Error: backend.TruncateText(pausedWhy(p), MaxErrorText)}, backend.Retention{Size: j.cfg.historySize, TTL: j.cfg.historyTTL}
 }
 
@@ -156,7 +156,7 @@ func (s *Scheduler) result(a *slotAttempt, res execResult) (backend.StoredResult
 		instance = s.instance
 	}
 	return backend.StoredResult{
-		Slot: in.Slot, Token: in.Token, Instance: instance, Attempt: max(in.Attempt, 1), Manual: in.Manual,
+		Slot: in.Slot, Token: in.Token, Instance: instance, Attempt: max(in.Attempt, 1), Manual: in.Manual, Backfill: in.Backfill,
 		Status: res.Status, StartedAt: res.StartedAt, FinishedAt: res.FinishedAt, Error: backend.TruncateText(res.Error, MaxErrorText), Fence: a.fence,
 	}, backend.Retention{Size: j.cfg.historySize, TTL: j.cfg.historyTTL}
 }

@@ -37,12 +37,12 @@ func (s *Scheduler) execute(parent context.Context, a *slotAttempt) execResult {
 	}
 	settling, stopHeartbeat := s.startHeartbeat(a, cancel)
 
-	run := Run{Job: j.name, Slot: in.Slot, Instance: s.instance, Token: in.Token, Fence: a.fence, Attempt: max(in.Attempt, 1), Manual: in.Manual}
+	run := Run{Job: j.name, Slot: in.Slot, Instance: s.instance, Token: in.Token, Fence: a.fence, Attempt: max(in.Attempt, 1), Manual: in.Manual, Backfill: in.Backfill}
 	if l != nil {
 		run.Previous = l.previous
 	}
 	started := s.clock.Now()
-	s.emit(Event{Kind: EventStarted, Job: j.name, Slot: in.Slot, Token: in.Token, Attempt: run.Attempt, Manual: in.Manual, Lag: started.Sub(in.Slot)})
+	s.emit(Event{Kind: EventStarted, Job: j.name, Slot: in.Slot, Token: in.Token, Attempt: run.Attempt, Manual: in.Manual, Backfill: in.Backfill, Lag: started.Sub(in.Slot)})
 	err := s.callHandler(ctx, j.handler, run)
 	finished := s.clock.Now()
 	settling.Store(true)
@@ -73,16 +73,16 @@ func (s *Scheduler) execute(parent context.Context, a *slotAttempt) execResult {
 		evErr = errors.New(res.Error)
 	}
 	s.logFailure(run, res, err)
-	s.emit(Event{Kind: EventFinished, Job: j.name, Slot: in.Slot, Token: in.Token, Attempt: run.Attempt, Manual: in.Manual, Status: res.Status, Duration: finished.Sub(started), Err: evErr})
+	s.emit(Event{Kind: EventFinished, Job: j.name, Slot: in.Slot, Token: in.Token, Attempt: run.Attempt, Manual: in.Manual, Backfill: in.Backfill, Status: res.Status, Duration: finished.Sub(started), Err: evErr})
 	switch {
 	case res.retried:
 		s.log.Info("retry planned", "job", j.name, "slot", in.Slot, "attempt", run.Attempt, "retry_at", res.retry.at)
-		s.emit(Event{Kind: EventRetry, Job: j.name, Slot: in.Slot, Token: in.Token, Attempt: run.Attempt, Status: res.Status, Next: res.retry.at, Err: evErr})
+		s.emit(Event{Kind: EventRetry, Job: j.name, Slot: in.Slot, Token: in.Token, Attempt: run.Attempt, Backfill: in.Backfill, Status: res.Status, Next: res.retry.at, Err: evErr})
 	case res.Status == StatusError || res.Status == StatusTimeout:
 		if noRetry != "" {
 			s.log.Warn("run failed for good", "job", j.name, "slot", in.Slot, "attempt", run.Attempt, "why", noRetry)
 		}
-		s.emit(Event{Kind: EventFailed, Job: j.name, Slot: in.Slot, Token: in.Token, Attempt: run.Attempt, Manual: in.Manual, Status: res.Status, Err: evErr})
+		s.emit(Event{Kind: EventFailed, Job: j.name, Slot: in.Slot, Token: in.Token, Attempt: run.Attempt, Manual: in.Manual, Backfill: in.Backfill, Status: res.Status, Err: evErr})
 		if !in.Manual && j.cfg.pauseAfter > 0 {
 			s.beside(func() { s.pauseIfFailing(j) })
 		}
@@ -170,26 +170,29 @@ func (s *Scheduler) callHandler(ctx context.Context, h Handler, run Run) (err er
 // by for the run again.
 func (s *Scheduler) runLeased(j *job, c *leaseClaim, res backend.ClaimResult, sent time.Time) {
 	in := backend.ClaimInput{
-		Job: j.name, Slot: c.Slot, Token: c.Token, Instance: s.instance, Attempt: max(res.Attempt, 1),
+		Job: j.name, Slot: c.Slot, Token: c.Token, Instance: s.instance, Attempt: max(res.Attempt, 1), Backfill: c.backfill(),
 		At: s.clock.Now(), HistorySize: j.cfg.historySize, HistoryTTL: j.cfg.historyTTL,
 	}
 	l := &lease{token: c.Token, dur: j.cfg.lease, sent: sent}
 	a := &slotAttempt{j: j, in: in, fence: res.Fence, l: l}
-	s.emit(Event{Kind: EventClaimed, Job: j.name, Slot: c.Slot, Token: c.Token, Attempt: in.Attempt, Outcome: res.Outcome})
+	s.emit(Event{Kind: EventClaimed, Job: j.name, Slot: c.Slot, Token: c.Token, Attempt: in.Attempt, Outcome: res.Outcome, Backfill: in.Backfill})
 	takeover := in.Attempt > 1 && !res.Reopened && !res.Retried
 	if takeover || res.Retried {
 		l.previous = res.Previous
 	}
 	switch {
+	case res.Reopened && c.backfill():
+		s.log.Info("backfills a slot that did not run before", "job", j.name, "slot", c.Slot, "attempt", in.Attempt)
 	case res.Reopened:
 		s.log.Info("runs a slot paused before (catch-up after the pause ended)", "job", j.name, "slot", c.Slot, "attempt", in.Attempt)
 	case res.Retried:
 		s.log.Info("retries a failed run", "job", j.name, "slot", c.Slot, "attempt", in.Attempt, "previous", res.Previous)
 	case takeover:
 		s.log.Info("took over a run", "job", j.name, "slot", c.Slot, "attempt", in.Attempt, "previous", res.Previous)
-		s.emit(Event{Kind: EventTakeover, Job: j.name, Slot: c.Slot, Token: c.Token, Attempt: in.Attempt, Outcome: res.Outcome})
+		s.emit(Event{Kind: EventTakeover, Job: j.name, Slot: c.Slot, Token: c.Token, Attempt: in.Attempt, Outcome: res.Outcome, Backfill: in.Backfill})
 	}
 	if !s.recordClaim(a) {
+		c.bf.notRun(errors.New("the slot's claim could not be recorded; not run here"))
 		return
 	}
 	if takeover {
@@ -201,20 +204,22 @@ func (s *Scheduler) runLeased(j *job, c *leaseClaim, res backend.ClaimResult, se
 		// not started.
 		if p, paused := s.pauses.of(j.name, s.clock.Now()); paused {
 			s.decidePaused(j, c, res.Attempt, l, p)
+			c.bf.decided(BackfillPaused, StatusPaused)
 			return
 		}
 		out = s.execute(s.hardCtx, a)
 	}
+	c.bf.ran(out.Status, in.Attempt, s.instance, out.Error)
 	if out.retried {
 		// The retry is stored: this instance stands by for it like any other.
-		s.handleLeased(j, c.Slot, claimAdopt)
+		s.handleClaim(j, c.Slot, claimAdopt, c.bf)
 		return
 	}
 	// The lease was lost with the run unfinished (and released): after a lease, in
 	// which the backups that wait for it take it over first, this instance stands by
 	// for it too, so that it is taken over even when nobody else waits for it.
 	if out.Status == StatusLost && s.sleepUntil(s.loopCtx, s.clock.Now().Add(j.cfg.lease)) {
-		s.handleLeased(j, c.Slot, claimAdopt)
+		s.handleClaim(j, c.Slot, claimAdopt, c.bf)
 	}
 }
 

@@ -26,6 +26,9 @@ type Run struct {
 	Fence   uint64
 	Attempt int
 	Manual  bool
+	// Backfill says the run was asked for by Scheduler.Backfill: a past slot run
+	// now.
+	Backfill bool
 	// Previous is the instance whose attempt this one took over, on a takeover
 	// (attempt 2 and on, after a lease expired or was released unfinished); empty
 	// otherwise.

@@ -50,7 +50,7 @@ var (
 // tables a newer version of this package created is refused with ErrSchemaTooNew.
 //
 // Version 2 added the runs table's retry columns (backend.Retrier).
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // New returns a backend on db (which it does not close) speaking dialect. Nothing
 // is read or written before Init. Bound db's pool (SetMaxOpenConns, 10 is plenty):
@@ -178,9 +178,9 @@ type execer interface {
 
 func (b *Backend) insertClaim(ctx context.Context, db execer, in backend.ClaimInput) (bool, error) {
 	for range 3 {
-		res, err := db.ExecContext(ctx, b.q(ignore, `INSERT INTO {p}claims (job, slot, token, instance, attempt, requested_by, at_ms, created, expires)
-			VALUES (?, ?, ?, ?, ?, ?, ?, {now}, {now} + ?)`),
-			in.Job, in.Slot.UnixMilli(), in.Token, in.Instance, max(in.Attempt, 1), in.RequestedBy, msOf(in.At), ttlMs(in.HistoryTTL))
+		res, err := db.ExecContext(ctx, b.q(ignore, `INSERT INTO {p}claims (job, slot, token, instance, attempt, requested_by, at_ms, created, expires, backfill)
+			VALUES (?, ?, ?, ?, ?, ?, ?, {now}, {now} + ?, ?)`),
+			in.Job, in.Slot.UnixMilli(), in.Token, in.Instance, max(in.Attempt, 1), in.RequestedBy, msOf(in.At), ttlMs(in.HistoryTTL), boolInt(in.Backfill))
 		if err != nil {
 			return false, err
 		}
@@ -253,9 +253,9 @@ func (b *Backend) RecordManualRun(ctx context.Context, in backend.ClaimInput) (t
 }
 
 func (b *Backend) insertRecord(ctx context.Context, in backend.ClaimInput) error {
-	_, err := b.db.ExecContext(ctx, b.q(ignore, `INSERT INTO {p}records (job, slot, token, instance, attempt, manual, requested_by, at_ms, expires)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, {now} + ?)`),
-		in.Job, in.Slot.UnixMilli(), in.Token, in.Instance, max(in.Attempt, 1), boolInt(in.Manual), in.RequestedBy, msOf(in.At), ttlMs(in.HistoryTTL))
+	_, err := b.db.ExecContext(ctx, b.q(ignore, `INSERT INTO {p}records (job, slot, token, instance, attempt, manual, requested_by, at_ms, expires, backfill)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, {now} + ?, ?)`),
+		in.Job, in.Slot.UnixMilli(), in.Token, in.Instance, max(in.Attempt, 1), boolInt(in.Manual), in.RequestedBy, msOf(in.At), ttlMs(in.HistoryTTL), boolInt(in.Backfill))
 	return err
 }
 

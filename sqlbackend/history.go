@@ -39,10 +39,10 @@ func (b *Backend) saveResult(ctx context.Context, job string, r backend.StoredRe
 			_ = tx.Rollback()
 		}
 	}()
-	if _, err := tx.ExecContext(ctx, b.q(0, `INSERT INTO {p}results (job, slot, token, instance, attempt, manual, status, started, finished, error, fence, expires)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {now} + ?)`),
+	if _, err := tx.ExecContext(ctx, b.q(0, `INSERT INTO {p}results (job, slot, token, instance, attempt, manual, status, started, finished, error, fence, expires, backfill)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {now} + ?, ?)`),
 		job, r.Slot.UnixMilli(), r.Token, r.Instance, max(r.Attempt, 1), boolInt(r.Manual), string(r.Status),
-		msOf(r.StartedAt), msOf(r.FinishedAt), r.Error, int64(r.Fence), ttlMs(keep.TTL)); err != nil {
+		msOf(r.StartedAt), msOf(r.FinishedAt), r.Error, int64(r.Fence), ttlMs(keep.TTL), boolInt(r.Backfill)); err != nil {
 		return err
 	}
 	trimmed := false
@@ -100,18 +100,18 @@ func (b *Backend) saveResult(ctx context.Context, job string, r backend.StoredRe
 // slot). Its parameters are the job four times, then the offset of the limit.
 const historyRows = `WITH h AS (
 	SELECT 0 AS kind, 0 AS id, c.slot, c.token, c.instance, c.attempt, 0 AS manual, c.requested_by, c.at_ms,
-		'' AS status, 0 AS started, 0 AS finished, '' AS error, 0 AS fence
+		'' AS status, 0 AS started, 0 AS finished, '' AS error, 0 AS fence, c.backfill
 	FROM {p}claims c
 	WHERE c.job = ? AND (c.expires IS NULL OR c.expires > {now})
 		AND c.slot >= COALESCE((SELECT j.hist_floor FROM {p}jobs j WHERE j.job = ?), c.slot)
 	UNION ALL
 	SELECT 1, r.id, r.slot, r.token, r.instance, r.attempt, r.manual, r.requested_by, r.at_ms,
-		'', 0, 0, '', 0
+		'', 0, 0, '', 0, r.backfill
 	FROM {p}records r
 	WHERE r.job = ? AND (r.expires IS NULL OR r.expires > {now})
 	UNION ALL
 	SELECT 2, s.id, s.slot, s.token, s.instance, s.attempt, s.manual, '', 0,
-		s.status, s.started, s.finished, s.error, s.fence
+		s.status, s.started, s.finished, s.error, s.fence, s.backfill
 	FROM {p}results s
 	WHERE s.job = ? AND (s.expires IS NULL OR s.expires > {now})
 )`
@@ -124,7 +124,7 @@ func (b *Backend) History(ctx context.Context, job string, limit int) ([]backend
 	if err := b.Init(ctx); err != nil {
 		return nil, err
 	}
-	q := historyRows + ` SELECT kind, slot, token, instance, attempt, manual, requested_by, at_ms, status, started, finished, error, fence FROM h`
+	q := historyRows + ` SELECT kind, slot, token, instance, attempt, manual, requested_by, at_ms, status, started, finished, error, fence, backfill FROM h`
 	args := []any{job, job, job, job}
 	if limit > 0 {
 		q += ` WHERE h.slot >= COALESCE((SELECT d.slot FROM (SELECT DISTINCT token, slot FROM h) d ORDER BY d.slot DESC LIMIT 1 OFFSET ?), h.slot)`
@@ -150,23 +150,23 @@ func scanHistory(rows *sql.Rows) ([]backend.ClaimRecord, []backend.StoredResult,
 	)
 	for rows.Next() {
 		var (
-			kind, slot, attempt, manual, at, started, finished, fence int64
-			token, instance, requestedBy, status, errText             string
+			kind, slot, attempt, manual, at, started, finished, fence, backfill int64
+			token, instance, requestedBy, status, errText                       string
 		)
-		if err := rows.Scan(&kind, &slot, &token, &instance, &attempt, &manual, &requestedBy, &at, &status, &started, &finished, &errText, &fence); err != nil {
+		if err := rows.Scan(&kind, &slot, &token, &instance, &attempt, &manual, &requestedBy, &at, &status, &started, &finished, &errText, &fence, &backfill); err != nil {
 			return nil, nil, err
 		}
 		if kind < 2 {
 			claims = append(claims, backend.ClaimRecord{
 				Slot: timeOf(slot), Token: token, Instance: instance, Attempt: int(attempt),
-				Manual: manual != 0, At: timeOf(at), RequestedBy: requestedBy,
+				Manual: manual != 0, At: timeOf(at), RequestedBy: requestedBy, Backfill: backfill != 0,
 			})
 			continue
 		}
 		results = append(results, backend.StoredResult{
 			Slot: timeOf(slot), Token: token, Instance: instance, Attempt: int(attempt), Manual: manual != 0,
 			Status: backend.Status(status), StartedAt: timeOf(started), FinishedAt: timeOf(finished),
-			Error: errText, Fence: uint64(fence),
+			Error: errText, Fence: uint64(fence), Backfill: backfill != 0,
 		})
 	}
 	return claims, results, rows.Err()
@@ -203,7 +203,7 @@ func (b *Backend) LastRuns(ctx context.Context, jobs []string) (map[string]backe
 		WHERE s.job IN (` + in + `) AND (s.expires IS NULL OR s.expires > {now})
 	)
 	SELECT s.job, s.started <> 0 AND s.n_run = 1, s.status = 'ok' AND s.n_kind = 1, s.status IN (` + failed + `) AND s.n_kind = 1,
-		s.slot, s.token, s.instance, s.attempt, s.manual, s.status, s.started, s.finished, s.error, s.fence,
+		s.slot, s.token, s.instance, s.attempt, s.manual, s.status, s.started, s.finished, s.error, s.fence, s.backfill,
 		COALESCE(c.at_ms, r.at_ms, 0), COALESCE(c.requested_by, r.requested_by, '')
 	FROM s
 	LEFT JOIN {p}claims c ON c.job = s.job AND c.slot = s.slot AND c.token = s.token
@@ -223,16 +223,17 @@ func (b *Backend) LastRuns(ctx context.Context, jobs []string) (map[string]backe
 			job, token, instance, status, errText, requestedBy    string
 			isRun, isOK, isFail                                   bool
 			slot, attempt, manual, started, finished, fence, atMs int64
+			backfill                                              int64
 		)
 		if err := rows.Scan(&job, &isRun, &isOK, &isFail, &slot, &token, &instance, &attempt, &manual, &status,
-			&started, &finished, &errText, &fence, &atMs, &requestedBy); err != nil {
+			&started, &finished, &errText, &fence, &backfill, &atMs, &requestedBy); err != nil {
 			return nil, fmt.Errorf("sqlbackend: last runs: %w", err)
 		}
 		rec := &backend.RunRecord{
 			Job: job, Slot: timeOf(slot), Instance: instance, Token: token, Attempt: max(int(attempt), 1),
 			Manual: manual != 0, RequestedBy: requestedBy, Status: backend.Status(status),
 			ClaimedAt: timeOf(atMs), StartedAt: timeOf(started), FinishedAt: timeOf(finished),
-			Error: errText, Fence: uint64(fence),
+			Error: errText, Fence: uint64(fence), Backfill: backfill != 0,
 		}
 		if started != 0 && finished != 0 {
 			rec.Duration = rec.FinishedAt.Sub(rec.StartedAt)

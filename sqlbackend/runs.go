@@ -163,7 +163,7 @@ func (s *RunStore) claim(ctx context.Context, tx *sql.Tx, in backend.RunClaim) (
 	lease := in.Lease.Milliseconds()
 	if r != nil {
 		switch {
-		case r.finished() && in.MayReopen(r.status, r.token) && (in.Deadline.IsZero() || now <= in.Deadline.UnixMilli()):
+		case r.finished() && in.MayReopen(r.status, r.token, r.attempt) && (in.Deadline.IsZero() || now <= in.Deadline.UnixMilli()):
 			// A paused slot that catch-up asks for once the pause ended: taken like
 			// an expired lease, unless another slot of an overlap-forbidden job runs.
 			if in.Overlap == backend.OverlapSkip {

@@ -19,15 +19,18 @@ var schema = []string{
 	// expires (history TTL) the database's.
 	`CREATE TABLE IF NOT EXISTS {p}claims (job {text} NOT NULL, slot {int} NOT NULL, token {text} NOT NULL,
 		instance {text} NOT NULL, attempt {int} NOT NULL, requested_by {text} NOT NULL, at_ms {int} NOT NULL,
-		created {int} NOT NULL, expires {int}, PRIMARY KEY (job, slot))`,
-	// Other history records: manual runs and lease takeovers.
+		created {int} NOT NULL, expires {int}, backfill {int} NOT NULL DEFAULT 0, PRIMARY KEY (job, slot))`,
+	// Other history records: manual runs and lease takeovers. The backfill
+	// columns of claims, records and results (1: an attempt run by
+	// Scheduler.Backfill) are those migrations[2] adds.
 	`CREATE TABLE IF NOT EXISTS {p}records (id {autoid}, job {text} NOT NULL, slot {int} NOT NULL, token {text} NOT NULL,
 		instance {text} NOT NULL, attempt {int} NOT NULL, manual {int} NOT NULL, requested_by {text} NOT NULL,
-		at_ms {int} NOT NULL, expires {int}, UNIQUE (job, slot, token))`,
+		at_ms {int} NOT NULL, expires {int}, backfill {int} NOT NULL DEFAULT 0, UNIQUE (job, slot, token))`,
 	// How attempts ended (SaveResult), bounded per job by size and TTL.
 	`CREATE TABLE IF NOT EXISTS {p}results (id {autoid}, job {text} NOT NULL, slot {int} NOT NULL, token {text} NOT NULL,
 		instance {text} NOT NULL, attempt {int} NOT NULL, manual {int} NOT NULL, status {text} NOT NULL,
-		started {int} NOT NULL, finished {int} NOT NULL, error {text} NOT NULL, fence {int} NOT NULL, expires {int})`,
+		started {int} NOT NULL, finished {int} NOT NULL, error {text} NOT NULL, fence {int} NOT NULL, expires {int},
+		backfill {int} NOT NULL DEFAULT 0)`,
 	`CREATE INDEX IF NOT EXISTS {p}results_job ON {p}results (job, slot)`,
 	// The lease store: one state machine per (job, slot). status is '' until the
 	// run is finished (or decided skipped or late, with fence 0), 'retry' while
@@ -60,6 +63,13 @@ var migrations = map[int][]string{
 		`ALTER TABLE {p}runs ADD COLUMN retried {int} NOT NULL DEFAULT 0`,
 		`ALTER TABLE {p}runs ADD COLUMN retry_at {int} NOT NULL DEFAULT 0`,
 		`ALTER TABLE {p}runs ADD COLUMN retry_by {int} NOT NULL DEFAULT 0`,
+	},
+	// Backfill runs in history. Rows of version 2 are not backfills; replicas of
+	// version 2 write rows without the column, which then says 0.
+	2: {
+		`ALTER TABLE {p}claims ADD COLUMN backfill {int} NOT NULL DEFAULT 0`,
+		`ALTER TABLE {p}records ADD COLUMN backfill {int} NOT NULL DEFAULT 0`,
+		`ALTER TABLE {p}results ADD COLUMN backfill {int} NOT NULL DEFAULT 0`,
 	},
 }
 

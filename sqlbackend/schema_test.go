@@ -23,6 +23,22 @@ const runsV1 = `CREATE TABLE {p}runs (job TEXT NOT NULL, slot {int} NOT NULL, to
 	keep_ms {int} NOT NULL, changed {int} NOT NULL, forget_at {int} NOT NULL, reopened {int} NOT NULL,
 	PRIMARY KEY (job, slot))`
 
+// The history tables as schema versions 1 and 2 created them (before the
+// backfill columns), with their indexes.
+var historyV2 = []string{
+	`CREATE TABLE {p}claims (job TEXT NOT NULL, slot {int} NOT NULL, token TEXT NOT NULL,
+		instance TEXT NOT NULL, attempt {int} NOT NULL, requested_by TEXT NOT NULL, at_ms {int} NOT NULL,
+		created {int} NOT NULL, expires {int}, PRIMARY KEY (job, slot))`,
+	`CREATE TABLE {p}records (id {autoid}, job TEXT NOT NULL, slot {int} NOT NULL, token TEXT NOT NULL,
+		instance TEXT NOT NULL, attempt {int} NOT NULL, manual {int} NOT NULL, requested_by TEXT NOT NULL,
+		at_ms {int} NOT NULL, expires {int}, UNIQUE (job, slot, token))`,
+	`CREATE TABLE {p}results (id {autoid}, job TEXT NOT NULL, slot {int} NOT NULL, token TEXT NOT NULL,
+		instance TEXT NOT NULL, attempt {int} NOT NULL, manual {int} NOT NULL, status TEXT NOT NULL,
+		started {int} NOT NULL, finished {int} NOT NULL, error TEXT NOT NULL, fence {int} NOT NULL, expires {int})`,
+	`CREATE INDEX {p}results_job ON {p}results (job, slot)`,
+	`CREATE INDEX {p}claims_created ON {p}claims (job, created)`,
+}
+
 // A database of schema version 1 is migrated by replicas starting together: its
 // rows stay, a live lease stays held, a finished slot stays done, and the migrated
 // runs table takes retries.
@@ -32,11 +48,11 @@ func TestSchemaMigratesVersion1(t *testing.T) {
 		ctx := backendtest.Context(t)
 		old := open(t)
 		require.NoError(t, old.Init(ctx))
-		bigint, ph := "INTEGER", func(int) string { return "?" }
+		bigint, autoid, ph := "INTEGER", "INTEGER PRIMARY KEY AUTOINCREMENT", func(int) string { return "?" }
 		if old.Name() == "sql/postgres" {
-			bigint, ph = "BIGINT", func(n int) string { return fmt.Sprintf("$%d", n) }
+			bigint, autoid, ph = "BIGINT", "BIGSERIAL PRIMARY KEY", func(n int) string { return fmt.Sprintf("$%d", n) }
 		}
-		sqlText := strings.NewReplacer("{p}", old.TablePrefix(), "{int}", bigint)
+		sqlText := strings.NewReplacer("{p}", old.TablePrefix(), "{int}", bigint, "{autoid}", autoid)
 		exec := func(q string, args ...any) {
 			t.Helper()
 			_, err := old.DB().ExecContext(ctx, sqlText.Replace(q), args...)
@@ -45,6 +61,12 @@ func TestSchemaMigratesVersion1(t *testing.T) {
 		// The tables of version 1: every other table is unchanged since.
 		exec("DROP TABLE {p}runs")
 		exec(runsV1)
+		for _, table := range []string{"claims", "records", "results"} {
+			exec("DROP TABLE {p}" + table)
+		}
+		for _, ddl := range historyV2 {
+			exec(ddl)
+		}
 		exec("CREATE INDEX {p}runs_forget ON {p}runs (forget_at)")
 		exec("UPDATE {p}schema SET version = 1 WHERE id = 1")
 		job := backendtest.JobName("migrate")
@@ -94,6 +116,18 @@ func TestSchemaMigratesVersion1(t *testing.T) {
 		assert.False(t, active[0].Live)
 		assert.False(t, active[0].RetryAt.IsZero(), "the migrated table stores the retry")
 		assert.Equal(t, backend.OutcomeRetry, claim(liveSlot, backendtest.Token()).Outcome)
+
+		// The migrated history tables keep whether an attempt was a backfill.
+		bfSlot := time.UnixMilli(1_900_000_002_000)
+		bf := backend.ClaimInput{Job: job, Slot: bfSlot, Token: backendtest.Token(), Instance: "b", Attempt: 1, Backfill: true, At: time.Now()}
+		require.NoError(t, replicas[2].RecordClaim(ctx, bf))
+		require.NoError(t, replicas[2].SaveResult(ctx, job, backend.StoredResult{Slot: bfSlot, Token: bf.Token, Instance: "b", Attempt: 1,
+			Backfill: true, Status: backend.StatusOK, StartedAt: time.Now(), FinishedAt: time.Now()}, backend.Retention{Size: 10}))
+		hist, err := replicas[3].History(ctx, job, 0)
+		require.NoError(t, err)
+		require.Len(t, hist, 1)
+		assert.True(t, hist[0].Backfill)
+		assert.Equal(t, backend.StatusOK, hist[0].Status)
 
 		// Once migrated, a replica starting later changes nothing.
 		require.NoError(t, open(t).Init(ctx))

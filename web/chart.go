@@ -115,8 +115,11 @@ func barHeight(v, top float64) float64 {
 // markTitle says a run in words: "09:00:00Z ok, scheduled: lag 12ms, took 3ms".
 func markTitle(r fleet.Run, now time.Time) string {
 	kind := "scheduled"
-	if r.Manual {
+	switch {
+	case r.Manual:
 		kind = "manual"
+	case r.Backfill:
+		kind = "backfill"
 	}
 	t := fmt.Sprintf("%s %s, %s", clock(r.Slot, now), r.Status, kind)
 	if r.Instance != "" {

@@ -145,3 +145,16 @@ func TestJobPageChartBounds(t *testing.T) {
 	assert.NotContains(t, body, "<svg", "no run, no chart")
 	assert.True(t, strings.Contains(body, "No run recorded yet."))
 }
+
+// A backfill's run is marked as such in the job's history and chart, as a
+// manual one is.
+func TestJobPageMarksBackfillRuns(t *testing.T) {
+	bf := run(2, scheduler.StatusOK, 5, 20)
+	bf.Backfill = true
+	status, _, body := serve(t, web.Config{Source: chartSource([]fleet.Run{bf, run(1, scheduler.StatusOK, 5, 20)})}, "/anarchon/job/sync")
+	require.Equal(t, http.StatusOK, status, body)
+	assert.Contains(t, body, `<tr class="ok backfill">`)
+	assert.Contains(t, body, "<td>backfill</td>")
+	assert.Contains(t, body, "ok, backfill on replica-a")
+	assert.Contains(t, body, "ok, scheduled on replica-a")
+}

@@ -64,6 +64,7 @@ func RunLeases(t *testing.T, newStore func(t *testing.T) backend.RunStore) {
 		{"Late", testLeaseLate},
 		{"SkippedAndLateAreFinal", testLeaseDecisionsFinal},
 		{"ReopenPaused", testLeaseReopenPaused},
+		{"BackfillReopens", testLeaseBackfillReopens},
 		{"TakeoverOnly", testLeaseTakeoverOnly},
 		{"Active", testLeaseActive},
 		{"InvalidClaims", testLeaseInvalid},

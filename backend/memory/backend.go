@@ -209,6 +209,7 @@ func claimRecordOf(in backend.ClaimInput, at time.Time) backend.ClaimRecord {
 		Instance:    in.Instance,
 		Attempt:     max(in.Attempt, 1),
 		Manual:      in.Manual,
+		Backfill:    in.Backfill,
 		At:          at,
 		RequestedBy: in.RequestedBy,
 	}

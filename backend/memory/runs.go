@@ -114,7 +114,7 @@ func (s *RunStore) Claim(ctx context.Context, in backend.RunClaim) (backend.Clai
 	s.sweepLocked(now)
 
 	if r := s.lookupLocked(in.Job, slot, now); r != nil {
-		reopen := r.finished() && in.MayReopen(r.status, r.token) && (in.Deadline.IsZero() || !now.After(in.Deadline))
+		reopen := r.finished() && in.MayReopen(r.status, r.token, r.attempt) && (in.Deadline.IsZero() || !now.After(in.Deadline))
 		switch {
 		case r.finished() && !reopen:
 			return r.decided(in.Token), nil

@@ -483,3 +483,43 @@ func TestActiveSaysWhatTheViewLeftOut(t *testing.T) {
 	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.Len(t, lines(r.stdout), 1+fleet.MaxViewRunning+2)
 }
+
+func TestBackfill(t *testing.T) {
+	f := startFleet(t, nil)
+	r := anarchon(t, "--server", f.url, "backfill", "report", "--from", "-3h", "--to", "-1s", "--wait", "--by", "ana", "--timeout", "20s")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	ls := lines(r.stdout)
+	require.Len(t, ls, 5, "the header, three hourly slots and the summary: %q", r.stdout)
+	assert.Equal(t, "SLOT OUTCOME STATUS INSTANCE ATTEMPT ERROR", ls[0])
+	for _, l := range ls[1:4] {
+		assert.Regexp(t, `^\d{4}-\d\d-\d\dT\d\d:00:00\.000Z ran ok [ABC] 1$`, l)
+	}
+	assert.Regexp(t, `^backfilled "report" on [ABC] \(by ana\): 3 ran$`, ls[4])
+
+	r = anarchon(t, "--server", f.url, "--json", "backfill", "report", "--from", "-3h", "--to", "-1s")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	var br fleet.BackfillReply
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &br))
+	assert.Equal(t, fleet.StateAccepted, br.State)
+	assert.Equal(t, map[string]int{"already_ran": 3}, br.Counts, "a second backfill takes nothing")
+
+	r = anarchon(t, "--server", f.url, "history", "report")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Equal(t, 3, strings.Count(r.stdout, " backfill "), "history's KIND says backfill: %s", r.stdout)
+
+	r = anarchon(t, "--server", f.url, "backfill", "report", "--from", "-3h", "--to", time.Now().Add(time.Hour).UTC().Format(time.RFC3339))
+	oneErrorLine(t, r, `in the future`)
+
+	for _, args := range [][]string{
+		{"backfill", "report"},
+		{"backfill", "report", "--from", "-1h"},
+		{"backfill", "report", "--from", "yesterday", "--to", "-1s"},
+		{"backfill", "report", "--from", "-1h", "--to", "-2h"},
+		{"backfill", "--from", "-1h", "--to", "-1s"},
+	} {
+		r := anarchon(t, append([]string{"--server", f.url}, args...)...)
+		assert.Equal(t, exitUsage, r.code, "%q", args)
+		assert.Contains(t, r.stderr, "(anarchon help shows the usage)", "%q", args)
+	}
+	assert.Zero(t, f.manual.Load(), "a backfill is not a manual run")
+}

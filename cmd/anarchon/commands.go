@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -251,6 +252,8 @@ func (c *cli) history(ctx context.Context, client *fleet.Client, job string) err
 			kind = "manual by " + r.RequestedBy
 		case r.Manual:
 			kind = "manual"
+		case r.Backfill:
+			kind = "backfill"
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.Slot.UTC().Format(timeFormat), r.Status, orDash(r.Instance),
 			r.Attempt, kind, duration(r), oneLine(r.Error))
@@ -463,6 +466,9 @@ func eventLine(e fleet.Event) string {
 	if e.Manual {
 		parts = append(parts, "manual")
 	}
+	if e.Backfill {
+		parts = append(parts, "backfill")
+	}
 	if e.Outcome != "" {
 		parts = append(parts, string(e.Outcome))
 	}
@@ -492,4 +498,85 @@ func eventLine(e fleet.Event) string {
 		parts = append(parts, "error: "+oneLine(e.Error))
 	}
 	return strings.Join(parts, "  ")
+}
+
+// backfillRange reads --from and --to: RFC 3339 times, or durations back from
+// now ("-10m" and "10m" alike). Both are required, from before to.
+func (c *cli) backfillRange(now time.Time) (from, to time.Time, err error) {
+	read := func(name, v string) (time.Time, error) {
+		if v == "" {
+			return time.Time{}, usagef("backfill needs --%s", name)
+		}
+		if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+			return t, nil
+		}
+		d, err := time.ParseDuration(strings.TrimPrefix(v, "-"))
+		if err != nil || d < 0 {
+			return time.Time{}, usagef("--%s %q is neither an RFC 3339 time nor a duration back from now (-10m)", name, v)
+		}
+		return now.Add(-d), nil
+	}
+	if from, err = read("from", c.from); err != nil {
+		return from, to, err
+	}
+	if to, err = read("to", c.to); err != nil {
+		return from, to, err
+	}
+	if !from.Before(to) {
+		return from, to, usagef("--from %s is not before --to %s", from.Format(time.RFC3339), to.Format(time.RFC3339))
+	}
+	return from, to, nil
+}
+
+func (c *cli) backfill(ctx context.Context, client *fleet.Client, job string, from, to time.Time) error {
+	r, err := client.Backfill(ctx, job, fleet.BackfillRequest{From: from, To: to, Rerun: c.rerun, By: c.by, Wait: c.wait})
+	if err != nil && r.State == "" {
+		return fmt.Errorf("backfill %q: %w", job, err)
+	}
+	if c.json {
+		if jerr := c.printJSON(r); jerr != nil {
+			return jerr
+		}
+	}
+	makeVisible(&r)
+	counts := func() string {
+		keys := make([]string, 0, len(r.Counts))
+		for k := range r.Counts {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		parts := make([]string, len(keys))
+		for i, k := range keys {
+			parts[i] = fmt.Sprintf("%d %s", r.Counts[k], strings.ReplaceAll(k, "_", " "))
+		}
+		return strings.Join(parts, ", ")
+	}
+	switch {
+	case c.json:
+	case r.State != fleet.StateFinished:
+		fmt.Fprintf(c.stdout, "backfilling %q on %s (by %s): %s; anarchon history %q shows how they end\n",
+			job, r.Instance, r.By, orDash(counts()), job)
+	default:
+		w := c.table()
+		fmt.Fprintln(w, "SLOT\tOUTCOME\tSTATUS\tINSTANCE\tATTEMPT\tERROR")
+		for _, s := range r.Slots {
+			attempt := "-"
+			if s.Attempt > 0 {
+				attempt = fmt.Sprint(s.Attempt)
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Slot.UTC().Format(timeFormat), strings.ReplaceAll(s.Outcome, "_", " "),
+				orDash(string(s.Status)), orDash(s.Instance), attempt, oneLine(s.Error))
+		}
+		if werr := w.Flush(); werr != nil {
+			return werr
+		}
+		fmt.Fprintf(c.stdout, "backfilled %q on %s (by %s): %s\n", job, r.Instance, r.By, orDash(counts()))
+	}
+	if err != nil {
+		return fmt.Errorf("backfill %q: %w", job, err)
+	}
+	if r.Error != "" {
+		return fmt.Errorf("backfill %q on %s: %s", job, r.Instance, r.Error)
+	}
+	return nil
 }

@@ -9,6 +9,7 @@
 //	anarchon [flags] jobs [--window D]
 //	anarchon [flags] history JOB [-n N]
 //	anarchon [flags] trigger JOB [--wait]
+//	anarchon [flags] backfill JOB --from T --to T [--rerun] [--wait]
 //	anarchon [flags] pause JOB --reason R [--for D | --until T]
 //	anarchon [flags] pause --all --reason R [--for D | --until T]
 //	anarchon [flags] resume JOB
@@ -38,7 +39,10 @@
 // (fleet.Permissions) as a nats-server configuration block, with the inbox prefix
 // its users connect with; it needs no server. A pause without --for and --until
 // has no end; a --for or --until that is given must end it in the future (--for 0s
-// is refused, not read as "no end").
+// is refused, not read as "no end"). backfill runs, on one replica, the job's
+// slots in [--from, --to) that never ran (scheduler.Backfill); a time is RFC 3339
+// or a duration back from now (--from -2h, or 2h); --rerun also runs the slots
+// that ran; --wait waits for every slot to end (within --timeout) and lists them.
 //
 // Text the replicas stored (a handler's error, a pause's reason, a job's or a
 // replica's name) is printed with its control characters made visible, so that it
@@ -68,6 +72,7 @@
 //	anarchon watch report
 //	anarchon pause report --reason "quarter close" --for 2h
 //	anarchon trigger report --wait --timeout 1m
+//	anarchon backfill report --from 2025-06-01T00:00:00Z --to 2025-06-02T00:00:00Z --wait --timeout 10m
 //	anarchon history report -n 50 --json | jq '.runs[] | select(.status != "ok")'
 //
 // The command line is parsed with the standard flag package, one FlagSet per

@@ -28,6 +28,7 @@ const usage = `Usage:
   anarchon [flags] jobs [--window D]
   anarchon [flags] history JOB [-n N]
   anarchon [flags] trigger JOB [--wait]
+  anarchon [flags] backfill JOB --from T --to T [--rerun] [--wait]
   anarchon [flags] pause JOB --reason R [--for D | --until T]
   anarchon [flags] pause --all --reason R [--for D | --until T]
   anarchon [flags] resume JOB
@@ -51,6 +52,10 @@ Command flags:
   jobs     --window D   how long to collect the replicas' answers (default 500ms)
   history  -n N         how many runs, newest first (default 20, at most 1000)
   trigger  --wait       wait for the run to end and show how it ended
+  backfill --from T --to T  run the job's slots in [from, to) that never ran, on one
+                        replica; T is RFC 3339 or a duration back from now (-10m);
+                        --rerun also runs the slots that ran; --wait waits for every
+                        slot to end and lists them (at most 1000 slots per request)
   pause    --reason R   why (required); --for D or --until T (RFC 3339) end it by itself,
                         in the future (without either the pause has no end)
   pause, resume  --all  every job (the all-jobs pause) instead of one
@@ -77,6 +82,9 @@ type cli struct {
 	window time.Duration
 	n      int
 	wait   bool
+	from   string
+	to     string
+	rerun  bool
 	reason string
 	forD   time.Duration
 	until  string
@@ -146,6 +154,12 @@ var commands = map[string]func(c *cli, fs *flag.FlagSet){
 	},
 	"trigger": func(c *cli, fs *flag.FlagSet) {
 		fs.BoolVar(&c.wait, "wait", false, "wait for the run to end")
+	},
+	"backfill": func(c *cli, fs *flag.FlagSet) {
+		fs.StringVar(&c.from, "from", "", "the range's start (RFC 3339, or a duration back from now)")
+		fs.StringVar(&c.to, "to", "", "the range's end, not included")
+		fs.BoolVar(&c.rerun, "rerun", false, "also run the slots that ran")
+		fs.BoolVar(&c.wait, "wait", false, "wait for every slot to end")
 	},
 	"pause": func(c *cli, fs *flag.FlagSet) {
 		fs.StringVar(&c.reason, "reason", "", "why (required)")
@@ -292,6 +306,12 @@ func (c *cli) run(ctx context.Context, cmd string, args []string) error {
 	if cmd == "history" && c.n < 0 {
 		return usagef("-n %d is negative", c.n)
 	}
+	var from, to time.Time
+	if cmd == "backfill" {
+		if from, to, err = c.backfillRange(time.Now()); err != nil {
+			return err
+		}
+	}
 
 	// A permissions violation is reported on the connection, not to the request:
 	// it ends the command at once with the server's words instead of a timeout.
@@ -320,6 +340,8 @@ func (c *cli) run(ctx context.Context, cmd string, args []string) error {
 		return c.history(rctx, client, job)
 	case "trigger":
 		return c.trigger(rctx, client, job)
+	case "backfill":
+		return c.backfill(rctx, client, job, from, to)
 	case "pause":
 		return c.pause(rctx, client, job, until)
 	default:
