@@ -485,16 +485,26 @@ func TestActiveSaysWhatTheViewLeftOut(t *testing.T) {
 }
 
 func TestBackfill(t *testing.T) {
-	f := startFleet(t, nil)
+	srv := natstest.Server(t, embedded.Options{Listen: "127.0.0.1:0"})
+	f := &testFleet{url: srv.ClientURL(), backend: memory.New(), past: true}
+	f.startReplicas(t, srv.Connect, nil)
+	// The three hourly slots before now; the newest may have run already, or run
+	// beside the backfill, when the replicas started in the first minute of its hour.
 	r := anarchon(t, "--server", f.url, "backfill", "report", "--from", "-3h", "--to", "-1s", "--wait", "--by", "ana", "--timeout", "20s")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	ls := lines(r.stdout)
 	require.Len(t, ls, 5, "the header, three hourly slots and the summary: %q", r.stdout)
 	assert.Equal(t, "SLOT OUTCOME STATUS INSTANCE ATTEMPT ERROR", ls[0])
-	for _, l := range ls[1:4] {
+	ran := 0
+	for i, l := range ls[1:4] {
+		if i == 2 && !strings.Contains(l, " ran ok ") {
+			assert.Regexp(t, `^\d{4}-\d\d-\d\dT\d\d:00:00\.000Z (already ran|elsewhere) \S+ [ABC] 1$`, l, "the slot due at start")
+			continue
+		}
 		assert.Regexp(t, `^\d{4}-\d\d-\d\dT\d\d:00:00\.000Z ran ok [ABC] 1$`, l)
+		ran++
 	}
-	assert.Regexp(t, `^backfilled "report" on [ABC] \(by ana\): 3 ran$`, ls[4])
+	assert.Regexp(t, fmt.Sprintf(`^backfilled "report" on [ABC] \(by ana\): (1 \S+( \S+)?, )?%d ran$`, ran), ls[4])
 
 	r = anarchon(t, "--server", f.url, "--json", "backfill", "report", "--from", "-3h", "--to", "-1s")
 	require.Equal(t, exitOK, r.code, r.stderr)
@@ -505,7 +515,7 @@ func TestBackfill(t *testing.T) {
 
 	r = anarchon(t, "--server", f.url, "history", "report")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	assert.Equal(t, 3, strings.Count(r.stdout, " backfill "), "history's KIND says backfill: %s", r.stdout)
+	assert.Equal(t, ran, strings.Count(r.stdout, " backfill "), "history's KIND says backfill: %s", r.stdout)
 
 	r = anarchon(t, "--server", f.url, "backfill", "report", "--from", "-3h", "--to", time.Now().Add(time.Hour).UTC().Format(time.RFC3339))
 	oneErrorLine(t, r, `in the future`)

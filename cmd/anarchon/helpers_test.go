@@ -35,6 +35,9 @@ type testFleet struct {
 	// slot of the hourly and daily jobs runs during a test, whatever the time of
 	// day: the runs a test sees are the ones it triggers.
 	start time.Time
+	// past: the jobs have no start, so that their past slots exist (backfill); a
+	// slot due when the replicas start may then run.
+	past bool
 }
 
 // startText is start as a schedule's bound is written ("every 1h0m0s from T").
@@ -76,7 +79,11 @@ func (f *testFleet) startReplicas(t *testing.T, dial func(...nats.Option) (*nats
 		s, err := scheduler.New(scheduler.Config{Backend: f.backend, Instance: id, OnEvent: events})
 		require.NoError(t, err)
 		for _, j := range jobs(id) {
-			require.NoError(t, s.Every(j.name, j.interval, f.handler, scheduler.WithStartAt(f.start)))
+			var opts []scheduler.JobOption
+			if !f.past {
+				opts = append(opts, scheduler.WithStartAt(f.start))
+			}
+			require.NoError(t, s.Every(j.name, j.interval, f.handler, opts...))
 		}
 		require.NoError(t, s.Start(ctx))
 		t.Cleanup(func() { require.NoError(t, s.Stop(context.Background())) })
