@@ -1,6 +1,9 @@
 package scheduler_test
 
 import (
+	"context"
+	"fmt"
+	"math"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -46,5 +49,22 @@ func TestRetryShortWindowRuns(t *testing.T) {
 				assert.Equal(t, []int{1, 2}, attempts, "the slot at 00:00:10 and its retry ran: %v at %v", starts, at)
 			})
 		})
+	}
+}
+
+// Registration refuses a policy whose first retry never comes before the next slot
+// also when the backoff with its jitter overflows a time.Duration: the longest delay
+// saturates, it does not wrap around to a negative one that passes the check.
+func TestRetryHugeBackoffRefused(t *testing.T) {
+	s := newScheduler(t, memory.New(), "A")
+	noop := func(context.Context, scheduler.Run) error { return nil }
+	for i, p := range []scheduler.RetryPolicy{
+		{Attempts: 2, Backoff: math.MaxInt64, Jitter: 0.5},
+		{Attempts: 2, Backoff: 1 << 62, Jitter: 1},
+		{Attempts: scheduler.MaxRetryAttempts, Backoff: math.MaxInt64 / 2, MaxBackoff: math.MaxInt64, Jitter: 1},
+	} {
+		err := s.Every(fmt.Sprint("j", i), time.Minute, noop, scheduler.WithRetry(p))
+		assert.ErrorIs(t, err, scheduler.ErrInvalidOption, "%+v", p)
+		assert.ErrorContains(t, err, "not before the next slot", "%+v", p)
 	}
 }
