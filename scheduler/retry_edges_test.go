@@ -2,8 +2,10 @@ package scheduler_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/scheduler"
 )
@@ -67,4 +70,63 @@ func TestRetryHugeBackoffRefused(t *testing.T) {
 		assert.ErrorIs(t, err, scheduler.ErrInvalidOption, "%+v", p)
 		assert.ErrorContains(t, err, "not before the next slot", "%+v", p)
 	}
+}
+
+// answerLostOnce is a memory backend whose run store applies the first Retry any of
+// its views is sent and loses the answer (the caller sees an error).
+type answerLostOnce struct {
+	*memory.Backend
+	lost *atomic.Bool
+}
+
+func (b answerLostOnce) Runs() backend.RunStore {
+	return retryAnswerLost{b.Backend.Runs().(*memory.RunStore), b.lost}
+}
+
+type retryAnswerLost struct {
+	*memory.RunStore
+	lost *atomic.Bool
+}
+
+func (s retryAnswerLost) Retry(ctx context.Context, key backend.RunKey, delay, within time.Duration) error {
+	err := s.RunStore.Retry(ctx, key, delay, within)
+	if err == nil && s.lost.CompareAndSwap(false, true) {
+		return errors.New("retry answer lost")
+	}
+	return err
+}
+
+// A Retry that was stored but whose answer was lost is sent again; when another
+// instance has claimed the retry meanwhile, the repeat is still that attempt's
+// own, applied: the failed attempt is recorded error (not superseded, it never
+// lost its lease) and its retry is reported.
+func TestRetryAnswerLostThenClaimed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem, lost := memory.New(), &atomic.Bool{}
+		log := &startLog{}
+		events := newEventLog(scheduler.EventRetry, scheduler.EventFailed)
+		time.Sleep(90 * time.Second)
+		var scheds []*scheduler.Scheduler
+		for _, id := range []string{"A", "B"} {
+			s := newScheduler(t, answerLostOnce{mem, lost}, id, func(c *scheduler.Config) { c.OnEvent = events.hook })
+			require.NoError(t, s.Every("job", time.Hour, failFirst(log, 1), scheduler.WithLease(3*time.Second),
+				scheduler.WithRetry(scheduler.RetryPolicy{Attempts: 3, Backoff: 10 * time.Millisecond})))
+			require.NoError(t, s.Start(t.Context()))
+			scheds = append(scheds, s)
+		}
+		time.Sleep(time.Hour) // the slot at 01:00 failed once, its retry ran
+		for _, s := range scheds {
+			require.NoError(t, s.Stop(t.Context()))
+		}
+		require.True(t, lost.Load(), "a Retry answer was lost")
+		starts, _ := log.get()
+		require.Len(t, starts, 2, "the failed attempt and its retry: %+v", starts)
+		hist, err := scheds[0].History(t.Context(), "job", 0)
+		require.NoError(t, err)
+		require.Len(t, hist, 2)
+		assert.Equal(t, []scheduler.Status{scheduler.StatusOK, scheduler.StatusError}, []scheduler.Status{hist[0].Status, hist[1].Status},
+			"attempt 1 failed and was retried: %+v", hist)
+		assert.Len(t, events.of(scheduler.EventRetry), 1, "the retry that was stored is reported")
+		assert.Empty(t, events.of(scheduler.EventFailed))
+	})
 }
