@@ -78,7 +78,9 @@ type Retrier interface {
 	// fence) with Retried set; after it, done: the store finishes the slot with
 	// StatusError, the last attempt's failure standing. The run is remembered for
 	// delay + within + its Keep. Accepted like Finish: only from the token that
-	// holds the run, repeat-safe; another token gets ErrStaleToken.
+	// holds the run, repeat-safe (also once its retry was claimed: the run's
+	// attempt is then Retried, taken from key.Token, and a repeat changes
+	// nothing); another token gets ErrStaleToken.
 	Retry(ctx context.Context, key RunKey, delay, within time.Duration) error
 }
 

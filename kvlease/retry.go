@@ -18,8 +18,9 @@ var _ backend.Retrier = (*Store)(nil)
 // the lease key, so backups watching the lease are told at once. The record lives
 // for delay + within + the run's keep. It is accepted only from the token stored
 // as the unfinished run's holder (also after its lease expired, while nobody took
-// the run over); a repeat by that token while the retry is pending is not an
-// error. Any other token, or a finished run, gets an error matching
+// the run over); a repeat by that token while the retry is pending, or once its
+// retry was claimed (the record is Retried, taken from that token), is not an
+// error and changes nothing. Any other token, or a finished run, gets an error matching
 // backend.ErrStaleToken and changes nothing.
 func (s *Store) Retry(ctx context.Context, key backend.RunKey, delay, within time.Duration) error {
 	job, slot, token := key.Job, key.Slot, key.Token
@@ -49,6 +50,8 @@ func (s *Store) Retry(ctx context.Context, key backend.RunKey, delay, within tim
 		}
 		cached = false
 		switch {
+		case run.rec != nil && run.rec.Retried && run.rec.PreviousToken == token:
+			return nil // a repeat, after the retry it stored was claimed
 		case run.rec == nil || run.rec.Token != token || run.rec.finished():
 			return fmt.Errorf("%w: %s", backend.ErrStaleToken, backendutil.DescribeRun(job, slot))
 		case run.rec.retrying():

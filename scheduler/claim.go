@@ -286,7 +286,8 @@ func (s *Scheduler) standby(j *job, c *leaseClaim, res backend.ClaimResult) (bac
 	}
 	for {
 		if res.Outcome == backend.OutcomeRetry {
-			if !s.sleepUntil(s.loopCtx, s.clock.Now().Add(res.RetryIn+retryClaimMargin)) {
+			at := s.clock.Now().Add(res.RetryIn)
+			if !s.sleepUntil(s.loopCtx, at.Add(retryMargin(j, c.Slot, at))) {
 				return backend.ClaimResult{}, time.Time{}, s.loopCtx.Err()
 			}
 			var sent time.Time
@@ -333,3 +334,15 @@ func (s *Scheduler) standby(j *job, c *leaseClaim, res backend.ClaimResult) (bac
 // retryClaimMargin is added to a stored retry's wait before claiming it, so that a
 // claim rarely comes a moment too early.
 const retryClaimMargin = 5 * time.Millisecond
+
+// retryMargin is retryClaimMargin, or less for a retry due at at whose start
+// window (at most the job's max lateness, closing at the next slot) is short: a
+// claim a moment too early is only answered retry again, one past the window
+// finds the slot ended and the retry never runs.
+func retryMargin(j *job, slot, at time.Time) time.Duration {
+	window := j.cfg.maxLate
+	if next := j.sched.Next(slot); !next.IsZero() {
+		window = min(window, next.Sub(at))
+	}
+	return max(min(retryClaimMargin, window/4), 0)
+}

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"time"
 )
@@ -104,7 +105,7 @@ func (p *RetryPolicy) check(gap time.Duration) error {
 func (p *RetryPolicy) delay(n int) time.Duration {
 	d := p.base(n)
 	if p.Jitter > 0 {
-		d += time.Duration(rand.Float64() * p.Jitter * float64(d))
+		d = satAdd(d, rand.Float64()*p.Jitter*float64(d))
 	}
 	return d
 }
@@ -112,7 +113,16 @@ func (p *RetryPolicy) delay(n int) time.Duration {
 // maxDelay is the longest delay can return.
 func (p *RetryPolicy) maxDelay(n int) time.Duration {
 	d := p.base(n)
-	return d + time.Duration(p.Jitter*float64(d))
+	return satAdd(d, p.Jitter*float64(d))
+}
+
+// satAdd is d plus j nanoseconds (j >= 0), saturating at the longest Duration: a
+// backoff near it with its jitter must not wrap around to a negative delay.
+func satAdd(d time.Duration, j float64) time.Duration {
+	if j >= float64(math.MaxInt64-d) {
+		return math.MaxInt64
+	}
+	return d + time.Duration(j)
 }
 
 func (p *RetryPolicy) base(n int) time.Duration {

@@ -417,7 +417,9 @@ func (s *RunStore) Finish(ctx context.Context, key backend.RunKey, status backen
 // Retry ends key's attempt as failed and stores its retry (see backend.Retrier), in
 // a transaction that holds the job's lock like a claim: the lease ends at the
 // database's now, and the slot may be claimed from now + delay to now + delay +
-// within. A repeat by the same token while the retry is pending is not an error.
+// within. A repeat by the same token while the retry is pending, or once its
+// retry was claimed (the run is retried, taken from that token), is not an error
+// and changes nothing.
 func (s *RunStore) Retry(ctx context.Context, key backend.RunKey, delay, within time.Duration) error {
 	ctx, cancel := s.b.callCtx(ctx)
 	defer cancel()
@@ -434,6 +436,8 @@ func (s *RunStore) Retry(ctx context.Context, key backend.RunKey, delay, within 
 		switch {
 		case err != nil:
 			return err
+		case r != nil && r.retried && r.prevToken == key.Token:
+			return nil // a repeat, after the retry it stored was claimed
 		case r == nil || r.token != key.Token || r.finished():
 			stale = true
 			return nil

@@ -77,6 +77,7 @@ func RunLeases(t *testing.T, newStore func(t *testing.T) backend.RunStore) {
 		{"RetryOneWinner", testRetryOneWinner},
 		{"RetryMissed", testRetryMissed},
 		{"RetryStale", testRetryStale},
+		{"RetryRepeatAfterClaim", testRetryRepeatAfterClaim},
 		{"RetryOutlivesKeep", testRetryOutlivesKeep},
 	}
 	t.Run("Leases", func(t *testing.T) {

@@ -169,3 +169,22 @@ func testRetryOutlivesKeep(t *testing.T, f *leaseFixture) {
 	assert.Equal(t, backend.OutcomeWon, res.Outcome, "the retry, past the run's Keep")
 	assert.Equal(t, 2, res.Attempt)
 }
+
+// A Retry repeated after its retry was claimed (the first call was stored and its
+// answer lost) is still its token's, applied: not an error, and it changes nothing.
+func testRetryRepeatAfterClaim(t *testing.T, f *leaseFixture) {
+	r := f.retrier()
+	a, b := "a-"+Token(), "b-"+Token()
+	f.won(a, "a", leaseLong)
+	require.NoError(t, f.retry(r, a, 0, retryLong))
+	rb := f.claimUntil(func() backend.RunClaim { return f.rc(b, "b", leaseLong) })
+	require.Equal(t, backend.OutcomeWon, rb.Outcome)
+	require.True(t, rb.Retried)
+	assert.NoError(t, f.retry(r, a, 0, retryLong), "a repeat after the retry was claimed")
+	assert.ErrorIs(t, f.finish(a, backend.StatusError), backend.ErrStaleToken, "the failed attempt cannot finish the run")
+	f.outcome(f.rc(b, "b", leaseLong), backend.OutcomeWon) // b still holds it
+	require.NoError(t, f.finish(b, backend.StatusOK))
+	assert.NoError(t, f.retry(r, a, 0, retryLong), "a repeat after the retry finished")
+	f.outcome(f.rc(Token(), "c", leaseLong), backend.OutcomeDone)
+	assert.ErrorIs(t, f.retry(r, "stranger-"+Token(), 0, retryLong), backend.ErrStaleToken)
+}

@@ -279,6 +279,8 @@ func (s *RunStore) Retry(ctx context.Context, key backend.RunKey, delay, within 
 	defer s.mu.Unlock()
 	r := s.jobs[key.Job][key.Slot.UnixMilli()]
 	switch {
+	case r != nil && r.retried && r.previousToken == key.Token:
+		return nil // a repeat, after the retry it stored was claimed
 	case r == nil || r.token != key.Token || r.finished():
 		return fmt.Errorf("%w: %s", backend.ErrStaleToken, backendutil.DescribeRun(key.Job, key.Slot))
 	case !r.retryAt.IsZero():

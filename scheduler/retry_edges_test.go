@@ -1,0 +1,132 @@
+package scheduler_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/anarchon/anarchon/backend"
+	"github.com/anarchon/anarchon/backend/memory"
+	"github.com/anarchon/anarchon/scheduler"
+)
+
+// A retry whose start window is shorter than the scheduler's claim margin (it
+// closes at the next slot a moment after it opens, or the job's max lateness is
+// that short) is still run while its instance is up: the claim comes inside the
+// window, not after it.
+func TestRetryShortWindowRuns(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opts []scheduler.JobOption
+	}{
+		{"closes at the next slot", []scheduler.JobOption{
+			scheduler.WithRetry(scheduler.RetryPolicy{Attempts: 2, Backoff: 10*time.Second - 2*time.Millisecond})}},
+		{"short max lateness", []scheduler.JobOption{scheduler.WithMaxLate(2 * time.Millisecond),
+			scheduler.WithRetry(scheduler.RetryPolicy{Attempts: 2, Backoff: time.Second})}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				log := &startLog{}
+				slot := time.Now().Add(10 * time.Second) // 00:00:10
+				s := newScheduler(t, memory.New(), "A")
+				require.NoError(t, s.Every("job", 10*time.Second, failFirst(log, 1), c.opts...))
+				time.Sleep(5 * time.Second)
+				require.NoError(t, s.Start(t.Context()))
+				time.Sleep(16 * time.Second) // 00:00:21: the slot at 00:00:10 failed, its retry was due before 00:00:20
+				require.NoError(t, s.Stop(t.Context()))
+				starts, at := log.get()
+				var attempts []int
+				for _, r := range starts {
+					if r.Slot.Equal(slot) {
+						attempts = append(attempts, r.Attempt)
+					}
+				}
+				assert.Equal(t, []int{1, 2}, attempts, "the slot at 00:00:10 and its retry ran: %v at %v", starts, at)
+			})
+		})
+	}
+}
+
+// Registration refuses a policy whose first retry never comes before the next slot
+// also when the backoff with its jitter overflows a time.Duration: the longest delay
+// saturates, it does not wrap around to a negative one that passes the check.
+func TestRetryHugeBackoffRefused(t *testing.T) {
+	s := newScheduler(t, memory.New(), "A")
+	noop := func(context.Context, scheduler.Run) error { return nil }
+	for i, p := range []scheduler.RetryPolicy{
+		{Attempts: 2, Backoff: math.MaxInt64, Jitter: 0.5},
+		{Attempts: 2, Backoff: 1 << 62, Jitter: 1},
+		{Attempts: scheduler.MaxRetryAttempts, Backoff: math.MaxInt64 / 2, MaxBackoff: math.MaxInt64, Jitter: 1},
+	} {
+		err := s.Every(fmt.Sprint("j", i), time.Minute, noop, scheduler.WithRetry(p))
+		assert.ErrorIs(t, err, scheduler.ErrInvalidOption, "%+v", p)
+		assert.ErrorContains(t, err, "not before the next slot", "%+v", p)
+	}
+}
+
+// answerLostOnce is a memory backend whose run store applies the first Retry any of
+// its views is sent and loses the answer (the caller sees an error).
+type answerLostOnce struct {
+	*memory.Backend
+	lost *atomic.Bool
+}
+
+func (b answerLostOnce) Runs() backend.RunStore {
+	return retryAnswerLost{b.Backend.Runs().(*memory.RunStore), b.lost}
+}
+
+type retryAnswerLost struct {
+	*memory.RunStore
+	lost *atomic.Bool
+}
+
+func (s retryAnswerLost) Retry(ctx context.Context, key backend.RunKey, delay, within time.Duration) error {
+	err := s.RunStore.Retry(ctx, key, delay, within)
+	if err == nil && s.lost.CompareAndSwap(false, true) {
+		return errors.New("retry answer lost")
+	}
+	return err
+}
+
+// A Retry that was stored but whose answer was lost is sent again; when another
+// instance has claimed the retry meanwhile, the repeat is still that attempt's
+// own, applied: the failed attempt is recorded error (not superseded, it never
+// lost its lease) and its retry is reported.
+func TestRetryAnswerLostThenClaimed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem, lost := memory.New(), &atomic.Bool{}
+		log := &startLog{}
+		events := newEventLog(scheduler.EventRetry, scheduler.EventFailed)
+		time.Sleep(90 * time.Second)
+		var scheds []*scheduler.Scheduler
+		for _, id := range []string{"A", "B"} {
+			s := newScheduler(t, answerLostOnce{mem, lost}, id, func(c *scheduler.Config) { c.OnEvent = events.hook })
+			require.NoError(t, s.Every("job", time.Hour, failFirst(log, 1), scheduler.WithLease(3*time.Second),
+				scheduler.WithRetry(scheduler.RetryPolicy{Attempts: 3, Backoff: 10 * time.Millisecond})))
+			require.NoError(t, s.Start(t.Context()))
+			scheds = append(scheds, s)
+		}
+		time.Sleep(time.Hour) // the slot at 01:00 failed once, its retry ran
+		for _, s := range scheds {
+			require.NoError(t, s.Stop(t.Context()))
+		}
+		require.True(t, lost.Load(), "a Retry answer was lost")
+		starts, _ := log.get()
+		require.Len(t, starts, 2, "the failed attempt and its retry: %+v", starts)
+		hist, err := scheds[0].History(t.Context(), "job", 0)
+		require.NoError(t, err)
+		require.Len(t, hist, 2)
+		assert.Equal(t, []scheduler.Status{scheduler.StatusOK, scheduler.StatusError}, []scheduler.Status{hist[0].Status, hist[1].Status},
+			"attempt 1 failed and was retried: %+v", hist)
+		assert.Len(t, events.of(scheduler.EventRetry), 1, "the retry that was stored is reported")
+		assert.Empty(t, events.of(scheduler.EventFailed))
+	})
+}
