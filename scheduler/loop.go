@@ -235,13 +235,16 @@ func (s *Scheduler) runRetrying(a *slotAttempt) {
 		if !s.sleepUntil(s.loopCtx, res.retry.at) {
 			return
 		}
+		failed := a
 		a = &slotAttempt{j: j, in: s.claimInput(j, slot, a.in.Attempt+1)}
 		if p, paused := s.pauses.of(j.name, s.clock.Now()); paused {
 			s.recordPaused(j, slot, a.in.Token, a.in.Attempt, false, p)
 			return
 		}
 		if late := s.clock.Now().Sub(res.retry.at); late > res.retry.within {
+			// The failure before it stands: the slot's final failure.
 			s.log.Warn("retry not run: its start window passed", "job", j.name, "slot", slot, "attempt", a.in.Attempt, "late", late)
+			s.emit(Event{Kind: EventFailed, Job: j.name, Slot: slot, Token: failed.in.Token, Attempt: failed.in.Attempt, Backfill: failed.in.Backfill, Status: res.Status})
 			return
 		}
 	}

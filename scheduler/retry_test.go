@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/scheduler"
+	"github.com/anarchon/anarchon/stepclock"
 )
 
 // eventLog keeps the events of some kinds, in order.
@@ -323,4 +325,38 @@ func TestPauseAfterFailuresNeedsPauses(t *testing.T) {
 	assert.ErrorIs(t, err, scheduler.ErrInvalidOption)
 	assert.ErrorContains(t, err, "backend.Pauser")
 	assert.ErrorIs(t, newScheduler(t, memory.New(), "B").Every("j", time.Minute, noop, scheduler.WithPauseAfterFailures(0)), scheduler.ErrInvalidOption)
+}
+
+// Without leases, a retry whose start window passed while the process stood still
+// is not run, and the failure before it is the slot's final failure.
+func TestRetryInProcessPastItsWindowFailsOnce(t *testing.T) {
+	c := stepclock.New(time.Date(2030, 1, 1, 0, 59, 30, 0, time.UTC))
+	failed := make(chan scheduler.Event, 4)
+	var runs atomic.Int32
+	s := newScheduler(t, withoutLeases{memory.NewWithClock(c)}, "A", func(cfg *scheduler.Config) {
+		cfg.Clock = c
+		cfg.OnEvent = func(e scheduler.Event) {
+			if e.Kind == scheduler.EventFailed {
+				failed <- e
+			}
+		}
+	})
+	require.NoError(t, s.Every("job", time.Hour, func(context.Context, scheduler.Run) error {
+		runs.Add(1)
+		return errAttempt
+	}, scheduler.WithRetry(scheduler.RetryPolicy{Attempts: 2, Backoff: time.Second})))
+	require.NoError(t, s.Start(t.Context()))
+	slot := time.Date(2030, 1, 1, 1, 0, 0, 0, time.UTC)
+	c.AdvanceTo(slot, 1)
+	c.WaitTimers(slot.Add(time.Second), 1) // the retry's wait
+	c.Set(slot.Add(2 * time.Minute))        // past its start window (the job's max lateness, a minute)
+	select {
+	case e := <-failed:
+		assert.Equal(t, 1, e.Attempt, "the attempt whose retry did not run")
+		assert.True(t, e.Slot.Equal(slot))
+	case <-time.After(10 * time.Second):
+		t.Fatal("no final failure")
+	}
+	require.NoError(t, s.Stop(t.Context()))
+	assert.EqualValues(t, 1, runs.Load(), "the retry did not run")
 }
