@@ -349,7 +349,7 @@ func TestRetryInProcessPastItsWindowFailsOnce(t *testing.T) {
 	slot := time.Date(2030, 1, 1, 1, 0, 0, 0, time.UTC)
 	c.AdvanceTo(slot, 1)
 	c.WaitTimers(slot.Add(time.Second), 1) // the retry's wait
-	c.Set(slot.Add(2 * time.Minute))        // past its start window (the job's max lateness, a minute)
+	c.Set(slot.Add(2 * time.Minute))       // past its start window (the job's max lateness, a minute)
 	select {
 	case e := <-failed:
 		assert.Equal(t, 1, e.Attempt, "the attempt whose retry did not run")
