@@ -476,6 +476,27 @@ func (f *Service) history(job string) func(context.Context, []byte) (any, error)
 	}
 }
 
+// acceptRun decodes a request that starts runs into in and checks who asks (by),
+// then takes a place among the requests in flight (release it with
+// f.inflight.Done). False when it answered the request with why not: nothing ran.
+func (f *Service) acceptRun(req request, in any, by func() string) bool {
+	err := decode(req.Data(), in)
+	if err == nil {
+		err = checkText("by", by())
+	}
+	switch {
+	case err != nil:
+		f.fail(req, err)
+	case !f.s.Running():
+		f.fail(req, &replyError{code: CodeUnavailable, msg: "the scheduler of this replica is not running (not started yet, or stopped); nothing was run"})
+	case !f.begin():
+		f.fail(req, &replyError{code: CodeUnavailable, msg: "the fleet service is stopping"})
+	default:
+		return true
+	}
+	return false
+}
+
 // trigger runs the job on this replica (RunNow, a manual run recorded with who
 // asked) and answers accepted once the run has started (OnStart), or the error
 // that kept it from starting: nothing ran then. With Wait, it answers again when
@@ -486,20 +507,7 @@ func (f *Service) trigger(job string) handler {
 			return
 		}
 		var in TriggerRequest
-		err := decode(req.Data(), &in)
-		if err == nil {
-			err = checkText("by", in.By)
-		}
-		if err != nil {
-			f.fail(req, err)
-			return
-		}
-		if !f.s.Running() {
-			f.fail(req, &replyError{code: CodeUnavailable, msg: "the scheduler of this replica is not running (not started yet, or stopped); nothing was run"})
-			return
-		}
-		if !f.begin() {
-			f.fail(req, &replyError{code: CodeUnavailable, msg: "the fleet service is stopping"})
+		if !f.acceptRun(req, &in, func() string { return in.By }) {
 			return
 		}
 		go func() {
@@ -549,20 +557,7 @@ func (f *Service) backfill(job string) handler {
 			return
 		}
 		var in BackfillRequest
-		err := decode(req.Data(), &in)
-		if err == nil {
-			err = checkText("by", in.By)
-		}
-		if err != nil {
-			f.fail(req, err)
-			return
-		}
-		if !f.s.Running() {
-			f.fail(req, &replyError{code: CodeUnavailable, msg: "the scheduler of this replica is not running (not started yet, or stopped); nothing was run"})
-			return
-		}
-		if !f.begin() {
-			f.fail(req, &replyError{code: CodeUnavailable, msg: "the fleet service is stopping"})
+		if !f.acceptRun(req, &in, func() string { return in.By }) {
 			return
 		}
 		go func() {
