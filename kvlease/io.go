@@ -48,6 +48,16 @@ func (s *Store) readLease(ctx context.Context, b *bucket, k runKeys) (leaseEntry
 	return decodeLease(e)
 }
 
+// heldRun is the run record of a holder's write: the one remembered for it (h)
+// on the first try when cached, else the bucket's; cached is false after.
+func (s *Store) heldRun(ctx context.Context, b *bucket, k runKeys, h *held, cached *bool) (runEntry, error) {
+	if *cached {
+		*cached = false
+		return runEntry{entry: entry{rev: h.runRev}, rec: &h.run}, nil
+	}
+	return s.readRun(ctx, b, k)
+}
+
 func (s *Store) readRun(ctx context.Context, b *bucket, k runKeys) (runEntry, error) {
 	e, err := s.read(ctx, b, k.run)
 	if err != nil {

@@ -114,13 +114,10 @@ func (s *Store) Finish(ctx context.Context, key backend.RunKey, status backend.S
 		if err := backoff(ctx, try); err != nil {
 			return err
 		}
-		run := runEntry{entry: entry{rev: h.runRev}, rec: &h.run}
-		if !cached {
-			if run, err = s.readRun(ctx, b, k); err != nil {
-				return err
-			}
+		run, rerr := s.heldRun(ctx, b, k, &h, &cached)
+		if rerr != nil {
+			return rerr
 		}
-		cached = false
 		switch {
 		case run.rec == nil || run.rec.Token != token || run.rec.retrying():
 			// A run that stored a retry is no longer its failed attempt's to finish.

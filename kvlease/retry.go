@@ -42,13 +42,10 @@ func (s *Store) Retry(ctx context.Context, key backend.RunKey, delay, within tim
 		if err := backoff(ctx, try); err != nil {
 			return err
 		}
-		run := runEntry{entry: entry{rev: h.runRev}, rec: &h.run}
-		if !cached {
-			if run, err = s.readRun(ctx, b, k); err != nil {
-				return err
-			}
+		run, rerr := s.heldRun(ctx, b, k, &h, &cached)
+		if rerr != nil {
+			return rerr
 		}
-		cached = false
 		switch {
 		case run.rec != nil && run.rec.Retried && run.rec.PreviousToken == token:
 			return nil // a repeat, after the retry it stored was claimed
