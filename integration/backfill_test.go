@@ -26,6 +26,10 @@ func TestBackfillOnJetStream(t *testing.T) {
 	l := newLedger()
 	var scheds []*scheduler.Scheduler
 	var backends []*jetstream.LeasedBackend
+	// The range ends over a second (the job's max lateness) before the first
+	// replica starts: no slot of it is due at Start, however long the starts take.
+	to := time.Now().Truncate(time.Second).Add(-time.Second)
+	from := to.Add(-5 * time.Second)
 	for _, id := range []string{"a", "b"} {
 		b := leased(t, natstest.Conn(t, srv), 1)
 		s, err := scheduler.New(scheduler.Config{Backend: b, Instance: id})
@@ -36,8 +40,6 @@ func TestBackfillOnJetStream(t *testing.T) {
 		scheds = append(scheds, s)
 		backends = append(backends, b)
 	}
-	to := time.Now().Truncate(time.Second).Add(-time.Second)
-	from := to.Add(-5 * time.Second)
 	// Slot from was decided late (nobody started it in time).
 	ctx := ctxT(t, 30*time.Second)
 	res, err := backends[0].Runs().Claim(ctx, backend.RunClaim{Job: job, Slot: from, Token: backendtest.Token(), Instance: "old",
