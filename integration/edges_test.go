@@ -137,7 +137,9 @@ func TestFailedWritesAreRetriedNATS(t *testing.T) {
 	}, scheduler.WithOverlap(scheduler.OverlapSkip), scheduler.WithLease(2*time.Second), scheduler.WithMaxLate(time.Second)))
 	slot := waitSlotStart(t, 2*time.Second, time.Second)
 	require.NoError(t, s.Start(ctxT(t, 15*time.Second)))
-	sleepCtx(t, time.Until(slot.Add(4*time.Second)))
+	// Stop once the run (to +2.5s) and the skipped slot at +2s are settled, and
+	// before the slot at +4s is due (a slot claimed as Stop comes stays running).
+	sleepCtx(t, time.Until(slot.Add(3500*time.Millisecond)))
 	require.NoError(t, s.Stop(ctxT(t, 20*time.Second)))
 
 	got := statusesOf(t, b, job)
