@@ -74,6 +74,9 @@ func (s *Scheduler) storedAs(j *job, c *leaseClaim, attempt int, status Status) 
 	}
 	rc := c.RunClaim
 	rc.Token, rc.TakeoverOnly = newToken(), true
+	// A probe reopens nothing: a catch-up's or a backfill's claim would take the
+	// very slot it asks about, and leave it unfinished.
+	rc.ReopenPaused, rc.Backfill, rc.Rerun = false, false, false
 	res, err := s.runs.Claim(ctx, rc)
 	if err == nil && res.Outcome == backend.OutcomeWon {
 		s.release(j, c.Slot, rc.Token) // unfinished again since Active: not ours to take
