@@ -30,9 +30,6 @@ func WithPauseAfterFailures(n int) JobOption {
 	}
 }
 
-// failedFor is true for the statuses that make a slot's last attempt a failure.
-func failedFor(st Status) bool { return st == StatusError || st == StatusTimeout }
-
 // pauseIfFailing pauses j when its newest j.cfg.pauseAfter slots that ran all
 // failed for good. Called after a final failure of a scheduled slot; a store that
 // cannot be read or written leaves the job as it is (logged).
@@ -96,7 +93,7 @@ func failedStreak(recs []RunRecord) (streak int, lastErr string) {
 	for _, k := range order {
 		e := bySlot[k]
 		switch {
-		case failedFor(e.status):
+		case failedOnItsOwn(e.status):
 			if streak == 0 {
 				lastErr = fmt.Sprintf("%s at %s: %s", e.status, time.UnixMilli(k).UTC().Format(time.RFC3339), pauseReasonText(e.err))
 			}

@@ -139,10 +139,15 @@ func (p *RetryPolicy) base(n int) time.Duration {
 	return d
 }
 
+// failedOnItsOwn reports whether a run that ended with st failed on its own (its
+// handler's error or timeout), not by a lease, a stop or another attempt: the
+// failures that are retried, logged at warn and counted as a slot's failure.
+func failedOnItsOwn(st Status) bool { return st == StatusError || st == StatusTimeout }
+
 // retryable reports whether an attempt that ended with status, its handler having
 // returned err (or its context ended by cause), is retried by p.
 func (p *RetryPolicy) retryable(status Status, err, cause error) bool {
-	if p == nil || (status != StatusError && status != StatusTimeout) || errors.Is(err, ErrNoRetry) {
+	if p == nil || !failedOnItsOwn(status) || errors.Is(err, ErrNoRetry) {
 		return false
 	}
 	if p.Retryable == nil {

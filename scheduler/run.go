@@ -78,7 +78,7 @@ func (s *Scheduler) execute(parent context.Context, a *slotAttempt) execResult {
 	case res.retried:
 		s.log.Info("retry planned", "job", j.name, "slot", in.Slot, "attempt", run.Attempt, "retry_at", res.retry.at)
 		s.emit(Event{Kind: EventRetry, Job: j.name, Slot: in.Slot, Token: in.Token, Attempt: run.Attempt, Backfill: in.Backfill, Status: res.Status, Next: res.retry.at, Err: evErr})
-	case res.Status == StatusError || res.Status == StatusTimeout:
+	case failedOnItsOwn(res.Status):
 		if noRetry != "" {
 			s.log.Warn("run failed for good", "job", j.name, "slot", in.Slot, "attempt", run.Attempt, "why", noRetry)
 		}
@@ -142,7 +142,7 @@ func endOf(err, cause error) (Status, string) {
 // callHandler. A lost lease and a superseded result are logged where they are
 // found, a cancellation by Stop is not a failure.
 func (s *Scheduler) logFailure(run Run, res execResult, err error) {
-	if (res.Status != StatusError && res.Status != StatusTimeout) || errors.Is(err, ErrHandlerPanic) {
+	if !failedOnItsOwn(res.Status) || errors.Is(err, ErrHandlerPanic) {
 		return
 	}
 	s.log.Warn("run failed", "job", run.Job, "slot", run.Slot, "attempt", run.Attempt, "manual", run.Manual,
