@@ -116,7 +116,7 @@ func (s *Scheduler) claimAndWait(j *job, c *leaseClaim) (backend.ClaimResult, ti
 	if err != nil {
 		return res, sent, err
 	}
-	if res.Outcome == backend.OutcomeRunning || res.Outcome == backend.OutcomeRetry {
+	if waits(res.Outcome) {
 		s.emit(Event{Kind: EventStandby, Job: j.name, Slot: c.Slot, Token: c.Token, Outcome: res.Outcome, Attempt: res.Attempt, Backfill: c.backfill()})
 		return s.standby(j, c, res)
 	}
@@ -279,56 +279,59 @@ func (s *Scheduler) settleStopped(c *leaseClaim, rc backend.RunClaim, err error)
 // re-checks every lease/2, in case the lease ended between the last claim and the
 // start of the watch. A retry is claimed when the store said it comes due.
 func (s *Scheduler) standby(j *job, c *leaseClaim, res backend.ClaimResult) (backend.ClaimResult, time.Time, error) {
-	watcher, _ := s.runs.(backend.LeaseWatcher)
-	poll := j.cfg.lease / 4
-	if watcher != nil {
-		poll = j.cfg.lease / 2
-	}
 	for {
-		if res.Outcome == backend.OutcomeRetry {
-			at := s.clock.Now().Add(res.RetryIn)
-			if !s.sleepUntil(s.loopCtx, at.Add(retryMargin(j, c.Slot, at))) {
-				return backend.ClaimResult{}, time.Time{}, s.loopCtx.Err()
-			}
-			var sent time.Time
-			var err error
-			if res, sent, err = s.claimLease(j, c); err != nil || (res.Outcome != backend.OutcomeRunning && res.Outcome != backend.OutcomeRetry) {
-				return res, sent, err
-			}
-			continue
-		}
-		ctx, cancel := context.WithCancel(s.loopCtx)
-		var changed <-chan struct{}
-		if watcher != nil {
-			ch, err := watcher.WatchRun(ctx, j.name, c.Slot)
-			if err != nil && ctx.Err() == nil { // not Stop's own cancellation
-				s.backendError(j, c.Slot, "watch", err)
-			}
-			select {
-			case <-ch:
-				// No live lease on the slot, yet the claim was answered running: it
-				// waits for another slot (overlap forbidden). Poll.
-			default:
-				changed = ch
-			}
-		}
-		t := s.clock.NewTimer(poll)
-		select {
-		case <-s.loopCtx.Done():
-		case <-changed:
-		case <-t.C():
-		}
-		t.Stop()
-		cancel()
-		if s.loopCtx.Err() != nil {
+		if !s.waitForChange(j, c, res) {
 			return backend.ClaimResult{}, time.Time{}, s.loopCtx.Err()
 		}
 		var sent time.Time
 		var err error
-		if res, sent, err = s.claimLease(j, c); err != nil || (res.Outcome != backend.OutcomeRunning && res.Outcome != backend.OutcomeRetry) {
+		if res, sent, err = s.claimLease(j, c); err != nil || !waits(res.Outcome) {
 			return res, sent, err
 		}
 	}
+}
+
+// waits reports whether a claim answered o stands by: another token holds the
+// lease, or the slot's retry is not due yet.
+func waits(o backend.ClaimOutcome) bool {
+	return o == backend.OutcomeRunning || o == backend.OutcomeRetry
+}
+
+// waitForChange waits, after a claim answered res, until claiming again may be
+// answered otherwise: until a stored retry is due, or until the store's watch says
+// the lease ended, or a poll interval passed. False when the scheduler stops.
+func (s *Scheduler) waitForChange(j *job, c *leaseClaim, res backend.ClaimResult) bool {
+	if res.Outcome == backend.OutcomeRetry {
+		at := s.clock.Now().Add(res.RetryIn)
+		return s.sleepUntil(s.loopCtx, at.Add(retryMargin(j, c.Slot, at)))
+	}
+	watcher, _ := s.runs.(backend.LeaseWatcher)
+	poll := j.cfg.lease / 4
+	ctx, cancel := context.WithCancel(s.loopCtx)
+	defer cancel()
+	var changed <-chan struct{}
+	if watcher != nil {
+		poll = j.cfg.lease / 2
+		ch, err := watcher.WatchRun(ctx, j.name, c.Slot)
+		if err != nil && ctx.Err() == nil { // not Stop's own cancellation
+			s.backendError(j, c.Slot, "watch", err)
+		}
+		select {
+		case <-ch:
+			// No live lease on the slot, yet the claim was answered running: it
+			// waits for another slot (overlap forbidden). Poll.
+		default:
+			changed = ch
+		}
+	}
+	t := s.clock.NewTimer(poll)
+	defer t.Stop()
+	select {
+	case <-s.loopCtx.Done():
+	case <-changed:
+	case <-t.C():
+	}
+	return s.loopCtx.Err() == nil
 }
 
 // retryClaimMargin is added to a stored retry's wait before claiming it, so that a
