@@ -22,7 +22,7 @@ import (
 // verbNames are the fleet's verbs, in both cases, as job names.
 var verbNames = func() []string {
 	var out []string
-	for _, v := range []string{"jobs", "pauseall", "resumeall", "trigger", "pause", "resume", "history", "active", "events"} {
+	for _, v := range []string{"jobs", "pauseall", "resumeall", "trigger", "pause", "resume", "history", "active", "events", "backfill"} {
 		out = append(out, v, strings.ToUpper(v))
 	}
 	return out
