@@ -1,6 +1,10 @@
 package backend
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"time"
+)
 
 // Errors a backend returns, matched by the scheduler with errors.Is. Package
 // scheduler exports the ones its users meet (ErrInvalidJobName, ErrLeaseLost,
@@ -33,3 +37,23 @@ var (
 	// upgrade). The leased winner then does not run the slot.
 	ErrClaimedElsewhere = errors.New("scheduler: slot claimed by an instance without leases")
 )
+
+// ErrCancelRequested: Heartbeat's answer, as a *CancelError, to the holder of a
+// run a later slot's claim asked to end (OverlapCancelOther). The lease was
+// extended: the holder still holds the run until it finishes it.
+var ErrCancelRequested = errors.New("scheduler: cancel requested by a later slot (overlap policy cancel-other)")
+
+// CancelError is Heartbeat's error for a run with a stored CancelRequest.
+type CancelError struct {
+	Job     string
+	Slot    time.Time
+	Request CancelRequest
+}
+
+func (e *CancelError) Error() string {
+	return fmt.Sprintf("%v: job %q slot %s: asked by slot %s from instance %s", ErrCancelRequested, e.Job,
+		e.Slot.UTC().Format(time.RFC3339Nano), e.Request.Slot.UTC().Format(time.RFC3339Nano), e.Request.Instance)
+}
+
+// Is makes a CancelError match ErrCancelRequested.
+func (e *CancelError) Is(target error) bool { return target == ErrCancelRequested }

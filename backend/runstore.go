@@ -23,6 +23,10 @@ import (
 //	   ├──overlap──▶ finished(skipped)
 //	   └──late─────▶ finished(late)
 //
+//	running(token) ──a later slot's claim (OverlapCancelOther)──▶ running(token, cancel)
+//	running(token, cancel) ──Finish──▶ finished(status), the request kept
+//	running(token, cancel) ──lease ended, or a retry claimed──▶ finished(cancelled)
+//
 // Every transition is a compare-and-set written before the claimer acts on it: a
 // claim answered overlap or late has stored that decision (for the deciding token,
 // which is answered the same again when it repeats the claim), so an instance that
@@ -82,6 +86,39 @@ type Retrier interface {
 	// attempt is then Retried, taken from key.Token, and a repeat changes
 	// nothing); another token gets ErrStaleToken.
 	Retry(ctx context.Context, key RunKey, delay, within time.Duration) error
+}
+
+// OverlapCanceller is implemented by run stores that support OverlapCancelOther.
+// A store without it refuses nothing: the scheduler refuses the policy at
+// registration.
+//
+// A claim with OverlapCancelOther of a slot nobody has started decides like
+// OverlapSkip, except for the runs of earlier slots of the job: a claim that finds
+// one unfinished and busy (a live lease, or one that ended less than a lease ago)
+// stores on it a CancelRequest naming the claim (unless one is stored already) and
+// is answered running, with WaitsFor the newest such slot; its own slot stays
+// unstored, so its deadline still holds. A later slot's busy run makes it skipped,
+// as OverlapSkip does: an older slot never cancels a newer one. A run with a
+// cancel request:
+//   - Heartbeat extends its lease as usual and returns a *CancelError (matching
+//     ErrCancelRequested) naming the request; the holder ends the run and
+//     finishes it (the request stays stored with the run);
+//   - a claim that would take it over (its lease ended unfinished, or its stored
+//     retry came due) finishes it StatusCancelled instead and is answered done;
+//   - Active lists it with Cancel set.
+type OverlapCanceller interface {
+	// CancelsOverlap reports whether the store implements OverlapCancelOther.
+	CancelsOverlap() bool
+}
+
+// CancelRequest is the stored request of a later slot's claim, under
+// OverlapCancelOther, that a run end.
+type CancelRequest struct {
+	// Slot is the slot whose claim asked.
+	Slot time.Time
+	// Instance and Token are the asking claim's.
+	Instance string
+	Token    string
 }
 
 // MinLease is the shortest lease a run store accepts (lease stores count expiry
@@ -214,6 +251,11 @@ type ClaimResult struct {
 	// RetryIn is, on OutcomeRetry, how long until the retry may be claimed, by the
 	// store's clock.
 	RetryIn time.Duration
+	// WaitsFor is, on OutcomeRunning, the slot of another run of the job that the
+	// claim waits for (OverlapCancelOther asked it to end); Holder and Expires
+	// are then that run's. Zero when the claim's own slot is held, or when the
+	// store does not say.
+	WaitsFor time.Time
 }
 
 // ActiveRun is an unfinished run in a RunStore.
@@ -228,6 +270,9 @@ type ActiveRun struct {
 	// RetryAt is, for a slot whose last attempt failed and stored a retry, when
 	// the retry may be claimed, by the store's clock; zero otherwise.
 	RetryAt time.Time
+	// Cancel is the request of a later slot's claim that the run end
+	// (OverlapCancelOther); nil without one.
+	Cancel *CancelRequest
 	// Manual says the run is a manual one (its slot is not on the job's
 	// schedule). Scheduler.Active sets it; stores leave it false.
 	Manual bool
@@ -242,7 +287,15 @@ const (
 	// OverlapSkip skips a slot while another slot of the job holds a live lease, and
 	// records the skipped slot (a stored decision: no instance runs it afterwards).
 	OverlapSkip
+	// OverlapCancelOther runs one slot of the job at a time, the newest: a slot
+	// due while an earlier one runs asks that run to end (a stored CancelRequest,
+	// see OverlapCanceller) and starts once its lease has ended. A slot due while
+	// a later one runs is skipped.
+	OverlapCancelOther
 )
+
+// Exclusive reports whether p runs one slot of a job at a time.
+func (p OverlapPolicy) Exclusive() bool { return p == OverlapSkip || p == OverlapCancelOther }
 
 func (p OverlapPolicy) String() string {
 	switch p {
@@ -250,6 +303,8 @@ func (p OverlapPolicy) String() string {
 		return "allow"
 	case OverlapSkip:
 		return "skip"
+	case OverlapCancelOther:
+		return "cancel-other"
 	}
 	return "unknown"
 }

@@ -79,6 +79,9 @@ func RunLeases(t *testing.T, newStore func(t *testing.T) backend.RunStore) {
 		{"RetryStale", testRetryStale},
 		{"RetryRepeatAfterClaim", testRetryRepeatAfterClaim},
 		{"RetryOutlivesKeep", testRetryOutlivesKeep},
+		{"CancelOtherAsks", testCancelOtherAsks},
+		{"CancelOtherNoTakeover", testCancelOtherNoTakeover},
+		{"CancelOtherRace", testCancelOtherRace},
 	}
 	t.Run("Leases", func(t *testing.T) {
 		for _, c := range cases {

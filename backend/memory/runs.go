@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -31,10 +32,11 @@ type RunStore struct {
 }
 
 var (
-	_ backend.RunStore     = (*RunStore)(nil)
-	_ backend.LeaseWatcher = (*RunStore)(nil)
-	_ backend.Retrier      = (*RunStore)(nil)
-	_ backend.LeaseBackend = (*Backend)(nil)
+	_ backend.RunStore         = (*RunStore)(nil)
+	_ backend.LeaseWatcher     = (*RunStore)(nil)
+	_ backend.Retrier          = (*RunStore)(nil)
+	_ backend.OverlapCanceller = (*RunStore)(nil)
+	_ backend.LeaseBackend     = (*Backend)(nil)
 )
 
 // memRun is the stored state of one (job, slot).
@@ -51,13 +53,15 @@ type memRun struct {
 	retried bool
 	// retryAt and retryBy bound the claim of a stored retry; zero without one.
 	retryAt, retryBy time.Time
-	fence            uint64
-	lease            time.Duration
-	expires          time.Time
-	status           backend.Status // final status once finished, "" before
-	keep             time.Duration
-	changed          time.Time     // last write, for forgetting
-	notify           chan struct{} // closed and replaced on every write, heartbeats included
+	// cancel is a later slot's request that the run end (OverlapCancelOther).
+	cancel  *backend.CancelRequest
+	fence   uint64
+	lease   time.Duration
+	expires time.Time
+	status  backend.Status // final status once finished, "" before
+	keep    time.Duration
+	changed time.Time     // last write, for forgetting
+	notify  chan struct{} // closed and replaced on every write, heartbeats included
 }
 
 func (r *memRun) finished() bool { return r.status.Finished() }
@@ -122,6 +126,12 @@ func (s *RunStore) Claim(ctx context.Context, in backend.RunClaim) (backend.Clai
 			return r.result(backend.OutcomeWon), nil
 		case r.live(now):
 			return r.result(backend.OutcomeRunning), nil
+		case r.cancel != nil && !r.finished():
+			// A later slot asked the run to end: it is not taken over, nor
+			// retried, but ended.
+			r.status = backend.StatusCancelled
+			r.touch(now)
+			return r.decided(in.Token), nil
 		case !r.retryAt.IsZero() && r.token == in.Token:
 			// The failed attempt's own token: its attempt is over, it never
 			// takes the retry.
@@ -139,11 +149,12 @@ func (s *RunStore) Claim(ctx context.Context, in backend.RunClaim) (backend.Clai
 		// catch-up asks for once the pause ended (reopen), taken the same way. A
 		// job that forbids overlap waits while another of its slots holds a live
 		// lease.
-		if in.Overlap == backend.OverlapSkip && s.otherBusyLocked(in.Job, slot, now, true) {
+		if in.Overlap.Exclusive() && s.otherBusyLocked(in.Job, slot, now, true) {
 			return backend.ClaimResult{Outcome: backend.OutcomeRunning, Attempt: r.attempt, Fence: r.fence, Holder: r.instance, Expires: r.expires}, nil
 		}
 		s.fence++
 		r.previous, r.previousToken, r.reopened = r.instance, r.token, reopen
+		r.cancel = nil // a reopened slot's: the run it asked to end is over
 		r.retried, r.retryAt, r.retryBy = !r.retryAt.IsZero(), time.Time{}, time.Time{}
 		if reopen { // the paused attempt was not lost: it never ran
 			r.status, r.previous, r.previousToken = "", "", ""
@@ -165,6 +176,11 @@ func (s *RunStore) Claim(ctx context.Context, in backend.RunClaim) (backend.Clai
 		r.status = backend.StatusLate // stored: nobody runs the slot afterwards
 	case in.Overlap == backend.OverlapSkip && s.otherBusyLocked(in.Job, slot, now, false):
 		r.status = backend.StatusSkipped
+	case in.Overlap == backend.OverlapCancelOther && s.laterBusyLocked(in.Job, slot, now):
+		r.status = backend.StatusSkipped
+	case in.Overlap == backend.OverlapCancelOther && s.otherBusyLocked(in.Job, slot, now, false):
+		// Only earlier slots are busy: ask them to end, and wait for them.
+		return s.cancelEarlierLocked(in, slot, now), nil
 	default:
 		s.fence++
 		r.fence, r.lease, r.expires = s.fence, in.Lease, now.Add(in.Lease)
@@ -220,6 +236,43 @@ func (s *RunStore) otherBusyLocked(job string, slot int64, now time.Time, liveOn
 	return false
 }
 
+// laterBusyLocked reports whether a slot of job after slot is busy, as
+// otherBusyLocked (not liveOnly) counts.
+func (s *RunStore) laterBusyLocked(job string, slot int64, now time.Time) bool {
+	for ms, r := range s.jobs[job] {
+		if ms > slot && !r.finished() && now.Before(r.expires.Add(r.lease)) {
+			return true
+		}
+	}
+	return false
+}
+
+// cancelEarlierLocked stores, on each busy run of an earlier slot of in's job
+// that has none, in's request that it end, and answers in running, waiting for
+// the newest of them.
+func (s *RunStore) cancelEarlierLocked(in backend.RunClaim, slot int64, now time.Time) backend.ClaimResult {
+	var res backend.ClaimResult
+	newest := int64(math.MinInt64)
+	for ms, r := range s.jobs[in.Job] {
+		if ms >= slot || r.finished() || !now.Before(r.expires.Add(r.lease)) {
+			continue
+		}
+		if r.cancel == nil {
+			r.cancel = &backend.CancelRequest{Slot: in.Slot, Instance: in.Instance, Token: in.Token}
+			r.touch(now)
+		}
+		if ms > newest {
+			newest = ms
+			res = r.result(backend.OutcomeRunning)
+			res.WaitsFor = time.UnixMilli(ms).UTC()
+		}
+	}
+	return res
+}
+
+// CancelsOverlap reports that the store implements OverlapCancelOther.
+func (s *RunStore) CancelsOverlap() bool { return true }
+
 // Heartbeat extends key's lease to now+lease if key.Token holds a live lease.
 func (s *RunStore) Heartbeat(ctx context.Context, key backend.RunKey, lease time.Duration) error {
 	job, slot, token := key.Job, key.Slot, key.Token
@@ -238,6 +291,9 @@ func (s *RunStore) Heartbeat(ctx context.Context, key backend.RunKey, lease time
 	}
 	r.lease, r.expires = lease, now.Add(lease)
 	r.touch(now)
+	if r.cancel != nil {
+		return &backend.CancelError{Job: job, Slot: slot, Request: *r.cancel}
+	}
 	return nil
 }
 
@@ -335,6 +391,7 @@ func (s *RunStore) Active(ctx context.Context, job string) ([]backend.ActiveRun,
 			Expires:  r.expires,
 			Live:     r.live(now),
 			RetryAt:  r.retryAt,
+			Cancel:   copyCancel(r.cancel),
 		})
 	}
 	slices.SortFunc(out, func(a, b backend.ActiveRun) int { return a.Slot.Compare(b.Slot) })
@@ -424,4 +481,12 @@ func (s *RunStore) sweepLocked(now time.Time) {
 			delete(s.jobs, job)
 		}
 	}
+}
+
+func copyCancel(c *backend.CancelRequest) *backend.CancelRequest {
+	if c == nil {
+		return nil
+	}
+	cp := *c
+	return &cp
 }
