@@ -42,6 +42,9 @@ type leaseClaim struct {
 	// every claim was answered): the store may have applied it, so a lease won by a
 	// later claim of the same token counts from then.
 	unanswered time.Time
+	// reclaimed says the last wait for the run named by WaitsFor found it ended
+	// at once and claimed again without waiting.
+	reclaimed bool
 	// why explains a late record written by this claim.
 	why string
 	// bf is the backfill slot this claim reports to (nil unless Backfill asked
@@ -162,7 +165,11 @@ func (s *Scheduler) follow(j *job, c *leaseClaim, res backend.ClaimResult, sent 
 		s.runLeased(j, c, res, sent)
 	case backend.OutcomeOverlap:
 		s.emit(Event{Kind: EventSkipped, Job: j.name, Slot: c.Slot, Token: c.Token, Outcome: res.Outcome, Backfill: c.backfill()})
-		s.recordOnce(j, c.Slot, StatusSkipped, "another slot of the job held its lease (overlap forbidden)")
+		why := "another slot of the job held its lease (overlap forbidden)"
+		if j.cfg.overlap == OverlapCancelOther {
+			why = "a later slot of the job held its lease (overlap policy cancel-other: an earlier slot never ends a later one)"
+		}
+		s.recordOnce(j, c.Slot, StatusSkipped, why)
 		c.bf.decided(BackfillSkipped, StatusSkipped)
 	case backend.OutcomeLate:
 		s.emit(Event{Kind: EventLate, Job: j.name, Slot: c.Slot, Token: c.Token, Outcome: res.Outcome, Backfill: c.backfill()})
@@ -280,7 +287,10 @@ func (s *Scheduler) settleStopped(c *leaseClaim, rc backend.RunClaim, err error)
 // start of the watch. A retry is claimed when the store said it comes due.
 func (s *Scheduler) standby(j *job, c *leaseClaim, res backend.ClaimResult) (backend.ClaimResult, time.Time, error) {
 	for {
-		if !s.waitForChange(j, c, res) {
+		if !res.WaitsFor.IsZero() {
+			c.why = "the run of slot " + res.WaitsFor.UTC().Format(time.RFC3339Nano) + " that it asked to end (overlap policy cancel-other) had not ended by the slot's deadline"
+		}
+		if !s.waitForChange(s.loopCtx, j, c, res) {
 			return backend.ClaimResult{}, time.Time{}, s.loopCtx.Err()
 		}
 		var sent time.Time
@@ -299,39 +309,50 @@ func waits(o backend.ClaimOutcome) bool {
 
 // waitForChange waits, after a claim answered res, until claiming again may be
 // answered otherwise: until a stored retry is due, or until the store's watch says
-// the lease ended, or a poll interval passed. False when the scheduler stops.
-func (s *Scheduler) waitForChange(j *job, c *leaseClaim, res backend.ClaimResult) bool {
+// the lease ended, or a poll interval passed. False once parent ends (the scheduler stops).
+func (s *Scheduler) waitForChange(parent context.Context, j *job, c *leaseClaim, res backend.ClaimResult) bool {
 	if res.Outcome == backend.OutcomeRetry {
 		at := s.clock.Now().Add(res.RetryIn)
-		return s.sleepUntil(s.loopCtx, at.Add(retryMargin(j, c.Slot, at)))
+		return s.sleepUntil(parent, at.Add(retryMargin(j, c.Slot, at)))
 	}
 	watcher, _ := s.runs.(backend.LeaseWatcher)
 	poll := j.cfg.lease / 4
-	ctx, cancel := context.WithCancel(s.loopCtx)
+	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	var changed <-chan struct{}
 	if watcher != nil {
 		poll = j.cfg.lease / 2
-		ch, err := watcher.WatchRun(ctx, j.name, c.Slot)
+		slot := c.Slot
+		if !res.WaitsFor.IsZero() {
+			slot = res.WaitsFor // the earlier run it asked to end
+		}
+		ch, err := watcher.WatchRun(ctx, j.name, slot)
 		if err != nil && ctx.Err() == nil { // not Stop's own cancellation
 			s.backendError(j, c.Slot, "watch", err)
 		}
 		select {
 		case <-ch:
+			if !res.WaitsFor.IsZero() && !c.reclaimed {
+				// The run it waits for ended since the answer: claim again,
+				// once; a run still busy without a live lease is polled.
+				c.reclaimed = true
+				return parent.Err() == nil
+			}
 			// No live lease on the slot, yet the claim was answered running: it
 			// waits for another slot (overlap forbidden). Poll.
 		default:
+			c.reclaimed = false
 			changed = ch
 		}
 	}
 	t := s.clock.NewTimer(poll)
 	defer t.Stop()
 	select {
-	case <-s.loopCtx.Done():
+	case <-parent.Done():
 	case <-changed:
 	case <-t.C():
 	}
-	return s.loopCtx.Err() == nil
+	return parent.Err() == nil
 }
 
 // retryClaimMargin is added to a stored retry's wait before claiming it, so that a

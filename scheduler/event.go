@@ -51,6 +51,10 @@ const (
 	// EventFailed: the attempt failed (error or timeout) and no retry follows: the
 	// slot's final failure, sent once per slot by the instance whose attempt it was.
 	EventFailed EventKind = "failed"
+	// EventCancelRequested: a later slot of the job (Event.Next) asked this
+	// instance's run of Event.Slot to end (OverlapCancelOther); the handler's
+	// context is cancelled, Event.Err says by whom.
+	EventCancelRequested EventKind = "cancel_requested"
 )
 
 // Event is what the scheduler reports to Config.OnEvent.

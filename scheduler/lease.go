@@ -37,6 +37,7 @@ func (s *Scheduler) heartbeat(done context.Context, a *slotAttempt, settling *at
 	margin := leaseMargin(l.dur)
 	expireAt := l.sent.Add(l.dur - margin)
 	nextBeat := l.sent.Add(every)
+	asked := false
 	for {
 		now := s.clock.Now()
 		if !now.Before(expireAt) {
@@ -65,10 +66,20 @@ func (s *Scheduler) heartbeat(done context.Context, a *slotAttempt, settling *at
 		if done.Err() != nil {
 			return
 		}
+		var ce *backend.CancelError
 		switch {
 		case err == nil:
 			expireAt = sent.Add(l.dur - margin)
 			nextBeat = sent.Add(every)
+		case errors.As(err, &ce):
+			// Renewed, and a later slot asked the run to end: the run is still
+			// this attempt's until it finishes.
+			expireAt = sent.Add(l.dur - margin)
+			nextBeat = sent.Add(every)
+			if !asked {
+				asked = true
+				s.cancelAsked(a, settling, cancel, ce)
+			}
 		case errors.Is(err, ErrLeaseLost):
 			s.leaseLost(a, settling, cancel, fmt.Errorf("%w: job %q slot %s: %w", ErrLeaseLost, j.name, slot.Format(time.RFC3339Nano), err))
 			return
@@ -95,6 +106,21 @@ func (s *Scheduler) leaseLost(a *slotAttempt, settling *atomic.Bool, cancel cont
 	cancel(err)
 }
 
+// cancelAsked cancels the running handler, unless it has already returned,
+// because a later slot of its job asked the run to end (OverlapCancelOther).
+func (s *Scheduler) cancelAsked(a *slotAttempt, settling *atomic.Bool, cancel context.CancelCauseFunc, ce *backend.CancelError) {
+	if settling.Load() {
+		return
+	}
+	cause := fmt.Errorf("%w: slot %s asked from instance %s", ErrOverlapCancelled,
+		ce.Request.Slot.UTC().Format(time.RFC3339Nano), ce.Request.Instance)
+	s.log.Info("a later slot asked the run to end; cancelling the handler", "job", a.j.name, "slot", a.in.Slot,
+		"asked_by_slot", ce.Request.Slot, "asked_by", ce.Request.Instance)
+	s.emit(Event{Kind: EventCancelRequested, Job: a.j.name, Slot: a.in.Slot, Token: a.l.token, Attempt: a.in.Attempt,
+		Manual: a.in.Manual, Backfill: a.in.Backfill, Next: ce.Request.Slot, Err: cause})
+	cancel(cause)
+}
+
 // freshLease makes sure a won lease has most of its time left before a handler
 // starts under it: a win whose claim was first sent long ago (its answer lost, or
 // the store slow) is renewed by one heartbeat first. A lease that cannot be renewed
@@ -108,7 +134,9 @@ func (s *Scheduler) freshLease(a *slotAttempt) bool {
 	ctx, cancel := context.WithTimeout(s.loopCtx, max(l.sent.Add(l.dur-leaseMargin(l.dur)).Sub(sent), 0))
 	err := s.runs.Heartbeat(ctx, a.key(), l.dur)
 	cancel()
-	if err == nil {
+	if err == nil || errors.Is(err, backend.ErrCancelRequested) {
+		// Renewed; a later slot's request to end the run is acted on by the
+		// run's first heartbeat.
 		l.sent = sent
 		return true
 	}

@@ -63,9 +63,9 @@ const maxManualSearch = 1000
 // from now (in.Slot is set to it). It returns the claim won, its answer and when
 // the lease counts from. A job that forbids overlap while another of its runs
 // holds a lease gets ErrJobBusy.
-func (s *Scheduler) claimManual(ctx context.Context, j *job, in *backend.ClaimInput) (backend.RunClaim, backend.ClaimResult, time.Time, error) {
-	ctx, cancel := s.callCtx(ctx)
-	defer cancel()
+func (s *Scheduler) claimManual(parent context.Context, j *job, in *backend.ClaimInput) (backend.RunClaim, backend.ClaimResult, time.Time, error) {
+	ctx, cancel := s.callCtx(parent)
+	defer func() { cancel() }()
 	slot, ok := j.manualSlot(s.clock.Now())
 	for try := 0; ok && try < maxManualSlotTries; try++ {
 		c := &leaseClaim{RunClaim: backend.RunClaim{
@@ -98,6 +98,20 @@ func (s *Scheduler) claimManual(ctx context.Context, j *job, in *backend.ClaimIn
 		if !c.unanswered.IsZero() {
 			sent = c.unanswered
 		}
+		switch {
+		case res.Outcome == backend.OutcomeRunning && !res.WaitsFor.IsZero():
+			// Cancel-other: the earlier run was asked to end. Claim the same
+			// slot again once it has, for as long as the caller waits.
+			if err := s.awaitEnd(parent, j, c, res); err != nil {
+				return backend.RunClaim{}, backend.ClaimResult{}, time.Time{}, fmt.Errorf("run %q now: waiting for the run of slot %s it asked to end: %w",
+					j.name, res.WaitsFor.UTC().Format(time.RFC3339Nano), err)
+			}
+			cancel()
+			ctx, cancel = s.callCtx(parent)
+			c.Deadline = s.clock.Now().Add(s.maxSkew) // a manual run's slot is due now
+			try--
+			continue
+		}
 		switch res.Outcome {
 		case backend.OutcomeWon:
 			in.Slot = slot
@@ -117,6 +131,20 @@ func (s *Scheduler) claimManual(ctx context.Context, j *job, in *backend.ClaimIn
 			j.name, ErrInvalidOption)
 	}
 	return backend.RunClaim{}, backend.ClaimResult{}, time.Time{}, fmt.Errorf("scheduler: run %q now: %d slots in a row were taken by other manual runs", j.name, maxManualSlotTries)
+}
+
+// awaitEnd waits, for a manual claim answered res (waiting for an earlier run it
+// asked to end), until claiming again may be answered otherwise, or ctx ends.
+func (s *Scheduler) awaitEnd(ctx context.Context, j *job, c *leaseClaim, res backend.ClaimResult) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(s.loopCtx, cancel)
+	defer stop()
+	s.waitForChange(ctx, j, c, res)
+	if s.loopCtx.Err() != nil {
+		return ErrStopped
+	}
+	return ctx.Err()
 }
 
 func orDash(s string) string {

@@ -105,11 +105,20 @@ func WithLease(d time.Duration) JobOption {
 	}
 }
 
-// WithOverlap sets the overlap policy. OverlapSkip needs a backend with leases.
-// Defaults to OverlapAllow.
+// WithOverlap sets the overlap policy: OverlapAllow (the default), OverlapSkip or
+// OverlapCancelOther. Both others need a backend with leases, OverlapCancelOther
+// one whose run store implements it (backend.OverlapCanceller).
+//
+// With OverlapCancelOther a slot due while an earlier one runs, on any instance,
+// asks that run to end: its holder learns it at its next heartbeat (within a third
+// of the lease), and cancels the handler's context with a cause matching
+// ErrOverlapCancelled; the new slot starts once the old run finished, or its lease
+// ended. A handler that ignores its context keeps its run, and the new slot, still
+// unstarted at its max lateness, is recorded late. A slot due while a later one
+// runs (a catch-up slot) is skipped.
 func WithOverlap(p OverlapPolicy) JobOption {
 	return func(c *jobConfig) error {
-		if p != OverlapAllow && p != OverlapSkip {
+		if p != OverlapAllow && p != OverlapSkip && p != OverlapCancelOther {
 			return optErr("unknown overlap policy %d", int(p))
 		}
 		c.overlap = p

@@ -112,6 +112,9 @@ func (s *Scheduler) add(name string, sched Schedule, interval time.Duration, h H
 	if _, ok := s.runs.(backend.Retrier); cfg.retry != nil && s.runs != nil && !ok {
 		return fmt.Errorf("job %q: %w: retries need a run store that stores them (backend.Retrier); the %s backend's has none", name, ErrInvalidOption, s.backend.Name())
 	}
+	if c, ok := s.runs.(backend.OverlapCanceller); cfg.overlap == OverlapCancelOther && s.runs != nil && (!ok || !c.CancelsOverlap()) {
+		return fmt.Errorf("job %q: %w: overlap policy cancel-other needs a run store that stores cancel requests (backend.OverlapCanceller); the %s backend's has none", name, ErrInvalidOption, s.backend.Name())
+	}
 	if _, ok := s.backend.(backend.Pauser); cfg.pauseAfter > 0 && !ok {
 		return fmt.Errorf("job %q: %w: pausing after failed slots needs a backend that stores pauses (backend.Pauser); %q has none", name, ErrInvalidOption, s.backend.Name())
 	}

@@ -21,6 +21,9 @@ type execResult struct {
 	// the run store with leases, made by this process without.
 	retry   retryPlan
 	retried bool
+	// ended says a later slot asked the run to end (OverlapCancelOther): it is
+	// finished cancelled, not handed over.
+	ended bool
 }
 
 // execute runs the handler for a won claim, keeps its lease alive until the lease is
@@ -50,6 +53,7 @@ func (s *Scheduler) execute(parent context.Context, a *slotAttempt) execResult {
 	res := execResult{StartedAt: started, FinishedAt: finished}
 	cause := context.Cause(ctx)
 	res.Status, res.Error = endOf(err, cause)
+	res.ended = errors.Is(cause, ErrOverlapCancelled)
 	plan, retry, noRetry := s.planRetry(a, res.Status, err, cause)
 
 	deferred := false
@@ -132,6 +136,11 @@ func endOf(err, cause error) (Status, string) {
 	case errors.Is(cause, ErrHandlerTimeout):
 		return StatusTimeout, text
 	case errors.Is(cause, ErrStopped):
+		return StatusCancelled, text
+	case errors.Is(cause, ErrOverlapCancelled):
+		if errors.Is(err, context.Canceled) {
+			text = cause.Error()
+		}
 		return StatusCancelled, text
 	}
 	return StatusError, text

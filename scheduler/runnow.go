@@ -18,7 +18,9 @@ import (
 // the job are in progress on this instance (ErrTooManyManualRuns). On a backend
 // with leases it holds a lease like any run (see Active), and a job that forbids
 // overlap refuses it while another of its runs, on any instance, holds a lease
-// (ErrJobBusy). OnStart tells the caller when the run has been recorded and its
+// (ErrJobBusy). A job whose overlap policy is OverlapCancelOther asks the run in
+// progress to end instead, and RunNow waits for it to end (for as long as ctx
+// allows) before its run starts. OnStart tells the caller when the run has been recorded and its
 // handler starts; an error returned before that ran nothing.
 func (s *Scheduler) RunNow(ctx context.Context, name string, opts ...RunNowOption) (RunRecord, error) {
 	var o runNowConfig

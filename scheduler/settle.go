@@ -10,7 +10,8 @@ import (
 )
 
 // settle ends a lease after the handler returned: a run cancelled by Stop, or one
-// that lost its lease before finishing, is released so a backup takes over at once;
+// that lost its lease before finishing, is released so a backup takes over at once
+// (a run a later slot asked to end is finished);
 // anything else is finished, which fails for a holder that was replaced (its result
 // is then stored as superseded). Finish is repeat-safe for the holder, so one that
 // gets no answer is sent again while the heartbeats keep the lease alive: a lost
@@ -26,7 +27,7 @@ import (
 // over, the attempt is finished instead, and not retried.
 func (s *Scheduler) settle(a *slotAttempt, res execResult, plan retryPlan, retry bool) (execResult, bool) {
 	j, slot, l := a.j, a.in.Slot, a.l
-	if !l.manual && (res.Status == StatusCancelled || res.Status == StatusLost) {
+	if !l.manual && !res.ended && (res.Status == StatusCancelled || res.Status == StatusLost) {
 		s.release(j, slot, l.token)
 		return res, false
 	}

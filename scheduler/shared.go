@@ -61,11 +61,13 @@ const (
 // Overlap and catch-up policies; see [backend.OverlapPolicy] and
 // [backend.CatchUpPolicy].
 const (
-	OverlapAllow  = backend.OverlapAllow
-	OverlapSkip   = backend.OverlapSkip
-	CatchUpNone   = backend.CatchUpNone
-	CatchUpLatest = backend.CatchUpLatest
-	CatchUpAll    = backend.CatchUpAll
+	OverlapAllow = backend.OverlapAllow
+	OverlapSkip  = backend.OverlapSkip
+	// OverlapCancelOther: see WithOverlap.
+	OverlapCancelOther = backend.OverlapCancelOther
+	CatchUpNone        = backend.CatchUpNone
+	CatchUpLatest      = backend.CatchUpLatest
+	CatchUpAll         = backend.CatchUpAll
 )
 
 const (
