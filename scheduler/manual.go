@@ -67,11 +67,12 @@ func (s *Scheduler) claimManual(parent context.Context, j *job, in *backend.Clai
 	ctx, cancel := s.callCtx(parent)
 	defer func() { cancel() }()
 	slot, ok := j.manualSlot(s.clock.Now())
+	reclaimed := false // the last wait for an earlier run's end (cancel-other)
 	for try := 0; ok && try < maxManualSlotTries; try++ {
 		c := &leaseClaim{RunClaim: backend.RunClaim{
 			Job: j.name, Slot: slot, Token: in.Token, Instance: s.instance, Lease: j.cfg.lease,
 			Deadline: s.clock.Now().Add(s.maxSkew), Overlap: j.cfg.overlap, Keep: j.keep(),
-		}}
+		}, reclaimed: reclaimed}
 		var res backend.ClaimResult
 		var sent time.Time
 		for attempt := 0; ; attempt++ {
@@ -108,7 +109,7 @@ func (s *Scheduler) claimManual(parent context.Context, j *job, in *backend.Clai
 			}
 			cancel()
 			ctx, cancel = s.callCtx(parent)
-			c.Deadline = s.clock.Now().Add(s.maxSkew) // a manual run's slot is due now
+			reclaimed = c.reclaimed
 			try--
 			continue
 		}

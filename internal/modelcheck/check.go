@@ -124,7 +124,8 @@ func (h *Harness) Check(ctx context.Context, history backend.Backend, runs backe
 	return c.vs
 }
 
-// oneHandler: 1, one live handler per slot; 1b, per OverlapSkip job.
+// oneHandler: 1, one live handler per slot; 1b, per job that runs one slot at a
+// time (OverlapSkip, OverlapCancelOther).
 func (c *checker) oneHandler() {
 	h := c.h
 	for k, hs := range c.byKey {
@@ -138,7 +139,7 @@ func (c *checker) oneHandler() {
 		}
 	}
 	for job, hs := range c.byJob {
-		if !c.jobs[job].Skip {
+		if !c.jobs[job].Exclusive() {
 			continue
 		}
 		for i, a := range hs {
@@ -306,6 +307,11 @@ func (c *checker) stored(ctx context.Context, history backend.Backend, runs back
 				bySlot[rr.Slot.UnixMilli()] = append(bySlot[rr.Slot.UnixMilli()], rr)
 			}
 		}
+		// A run a later slot asked to end (cancel-other) ends cancelled for good;
+		// one cancelled by Stop is handed over.
+		final := func(rr backend.RunRecord) bool {
+			return terminal[rr.Status] || j.CancelOther && rr.Status == backend.StatusCancelled && strings.Contains(rr.Error, "cancel-other")
+		}
 		last := map[int64]backend.RunRecord{}
 		for slot, rs := range bySlot {
 			k := key{j.Name, slot}
@@ -316,7 +322,7 @@ func (c *checker) stored(ctx context.Context, history backend.Backend, runs back
 			for _, rr := range rs {
 				retried := (rr.Status == backend.StatusError || rr.Status == backend.StatusTimeout) && c.retryStored(k, rr.Token)
 				switch {
-				case !terminal[rr.Status] || retried:
+				case !final(rr) || retried:
 				case rr.Attempt < top:
 					c.add("4-terminal", []key{k}, "", "%s slot %s: attempt %d by %s is recorded %s and was not retried, yet attempt %d followed",
 						j.Name, h.rel(slot), rr.Attempt, rr.Instance, rr.Status, top)
@@ -338,7 +344,7 @@ func (c *checker) stored(ctx context.Context, history backend.Backend, runs back
 			switch rr, ok := last[slot]; {
 			case !ok:
 				c.add("4-terminal", []key{{j.Name, slot}}, "", "%s slot %s, due in the quiet phase, has no record", j.Name, h.rel(slot))
-			case !terminal[rr.Status] && rr.Status != backend.StatusPaused:
+			case !final(rr) && rr.Status != backend.StatusPaused:
 				c.add("4-terminal", []key{{j.Name, slot}}, "", "%s slot %s, due in the quiet phase, ends with attempt %d by %s recorded %s, not a final outcome",
 					j.Name, h.rel(slot), rr.Attempt, rr.Instance, rr.Status)
 			}
@@ -703,7 +709,7 @@ func (c *checker) retriesMade() {
 	h := c.h
 	for k, hs := range c.byKey {
 		j := c.jobs[k.job]
-		if j.Retry == nil || j.Skip {
+		if j.Retry == nil || j.Exclusive() {
 			continue
 		}
 		for _, hr := range hs {

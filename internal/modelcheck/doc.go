@@ -20,7 +20,8 @@
 // backend.Retrier, scheduler.RetryPolicy; docs/concepts.md):
 //
 //	1   at most one live handler per (job, slot) at any instant, retries included
-//	1b  a job with OverlapSkip never has two live handlers at once (any slots)
+//	1b  a job with OverlapSkip or OverlapCancelOther never has two live handlers
+//	    at once (any slots)
 //	2   Exact: a new attempt is granted only after the previous attempt's lease
 //	    ended in the store (expired, released, finished, or ended by a Retry),
 //	    and a holder's handler returned before its lease ended.

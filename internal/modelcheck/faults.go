@@ -327,3 +327,10 @@ func do[T any](in *inst, ctx context.Context, op, job string, slot time.Time, ap
 	}
 	return v, err
 }
+
+// CancelsOverlap is the store's (backend.OverlapCanceller): the view adds no
+// capability.
+func (r *faultyRuns) CancelsOverlap() bool {
+	c, ok := r.s.(backend.OverlapCanceller)
+	return ok && c.CancelsOverlap()
+}

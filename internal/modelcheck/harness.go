@@ -183,8 +183,11 @@ func (h *Harness) startLocked(slot int) error {
 		opts := []scheduler.JobOption{
 			scheduler.WithLease(j.Lease), scheduler.WithMaxLate(j.MaxLate), scheduler.WithHistory(h.w.HistoryKeep, 0),
 		}
-		if j.Skip {
+		switch {
+		case j.Skip:
 			opts = append(opts, scheduler.WithOverlap(backend.OverlapSkip))
+		case j.CancelOther:
+			opts = append(opts, scheduler.WithOverlap(backend.OverlapCancelOther))
 		}
 		if j.CatchUp != backend.CatchUpNone {
 			opts = append(opts, scheduler.WithCatchUp(j.CatchUp, j.Window))

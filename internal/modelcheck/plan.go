@@ -19,6 +19,9 @@ type Job struct {
 	Lease    time.Duration
 	MaxLate  time.Duration
 	Skip     bool // OverlapSkip
+	// CancelOther is OverlapCancelOther (with Skip false), on stores that
+	// implement it (backend.OverlapCanceller).
+	CancelOther bool
 	CatchUp  backend.CatchUpPolicy
 	Window   time.Duration // catch-up window
 	MaxRun   time.Duration // scheduled handlers run for [0, MaxRun]
@@ -124,7 +127,7 @@ func (p *Plan) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "seed %d: %d instances, call timeout %v, fault phase from +%v for %v, then quiet %v\n", p.Seed, p.Slots, p.CallTimeout, p.Pre, p.FaultPhase, p.QuietPhase)
 	for _, j := range p.Jobs {
-		fmt.Fprintf(&b, "  %s: every %v, lease %v, maxLate %v, overlap skip %v, catch-up %s/%v, handler ≤ %v\n", j.Name, j.Interval, j.Lease, j.MaxLate, j.Skip, j.CatchUp, j.Window, j.MaxRun)
+		fmt.Fprintf(&b, "  %s: every %v, lease %v, maxLate %v, overlap skip %v, cancel-other %v, catch-up %s/%v, handler ≤ %v\n", j.Name, j.Interval, j.Lease, j.MaxLate, j.Skip, j.CancelOther, j.CatchUp, j.Window, j.MaxRun)
 		if r := j.Retry; r != nil {
 			fmt.Fprintf(&b, "    retry: %d attempts, backoff %v, max backoff %v, timeout %v; fails p=%.2f, doomed slots p=%.2f, no-retry p=%.2f, hangs p=%.2f\n",
 				r.Attempts, r.Backoff, r.MaxBackoff, j.Timeout, j.Fail.P, j.Fail.Doomed, j.Fail.NoRetry, j.Fail.Hang)
@@ -236,3 +239,7 @@ func Str(s string) uint64 {
 
 // Unit maps a hash to [0, 1).
 func Unit(h uint64) float64 { return float64(h>>11) / (1 << 53) }
+
+// Exclusive reports whether the job runs one slot at a time (OverlapSkip or
+// OverlapCancelOther).
+func (j Job) Exclusive() bool { return j.Skip || j.CancelOther }

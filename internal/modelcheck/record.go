@@ -1,6 +1,7 @@
 package modelcheck
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -346,7 +347,9 @@ func (r *record) heartbeatApplied(in *inst, job string, slot time.Time, token st
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.now()
-	if g := r.tokenGrant(k, token); err == nil && g != nil {
+	// A heartbeat answered a cancel request extended the lease too.
+	extended := err == nil || errors.Is(err, backend.ErrCancelRequested)
+	if g := r.tokenGrant(k, token); extended && g != nil {
 		switch r.timing {
 		case Exact:
 			g.expiry = now + lease
