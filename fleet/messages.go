@@ -297,11 +297,24 @@ type ActiveRun struct {
 	// RetryAt is set when Attempt failed and its retry is stored: any replica
 	// claims the next attempt at that time (the run store's clock).
 	RetryAt time.Time `json:"retry_at,omitzero"`
+	// CancelBy is set when a later slot of the job asked the run to end (overlap
+	// policy cancel-other): the run ends at its holder's next heartbeat.
+	CancelBy *CancelRequest `json:"cancel_by,omitempty"`
+}
+
+// CancelRequest names the later slot, and the replica, that asked a run to end.
+type CancelRequest struct {
+	Slot     time.Time `json:"slot"`
+	Instance string    `json:"instance"`
 }
 
 func activeRunOf(job string, a scheduler.ActiveRun) ActiveRun {
-	return ActiveRun{Job: job, Slot: a.Slot, Instance: a.Instance, Token: a.Token, Attempt: a.Attempt,
+	r := ActiveRun{Job: job, Slot: a.Slot, Instance: a.Instance, Token: a.Token, Attempt: a.Attempt,
 		Fence: a.Fence, Expires: a.Expires, Live: a.Live, RetryAt: a.RetryAt}
+	if a.Cancel != nil {
+		r.CancelBy = &CancelRequest{Slot: a.Cancel.Slot, Instance: a.Cancel.Instance}
+	}
+	return r
 }
 
 // ActiveReply answers <prefix>.ACTIVE.<job> (ActiveRequest): the job's unfinished

@@ -147,6 +147,27 @@ func TestJobPageShowsAStoredRetry(t *testing.T) {
 	assert.Equal(t, 2, strings.Count(leases, "<time "), "the slot and the retry, no lease expiry")
 }
 
+// A run a later slot asked to end shows the slot that asked and its replica.
+func TestJobPageShowsACancelRequest(t *testing.T) {
+	f := startFleet(t, web.Config{})
+	ctx := t.Context()
+	first := time.Now().Truncate(time.Hour)
+	for i, tok := range []string{"tok-1", "tok-2"} {
+		in := backend.RunClaim{Job: jobBroken, Slot: first.Add(time.Duration(i) * time.Millisecond), Token: tok, Instance: "replica-" + tok,
+			Lease: time.Minute, Deadline: time.Now().Add(time.Hour), Overlap: backend.OverlapCancelOther}
+		_, err := f.backend.Runs().Claim(ctx, in)
+		require.NoError(t, err)
+	}
+	r := f.get(t, jobURL(jobBroken))
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	_, leases, ok := strings.Cut(r.body, `<table id="leases">`)
+	require.True(t, ok, "the unfinished runs are listed")
+	leases, _, _ = strings.Cut(leases, "</table>")
+	assert.Contains(t, leases, "replica-tok-1")
+	assert.Contains(t, leases, `cancelling for <time datetime=`)
+	assert.Contains(t, leases, "asked by replica-tok-2")
+}
+
 func TestJobPageLimit(t *testing.T) {
 	f := startFleet(t, web.Config{HistoryLimit: 2})
 	for range 3 {

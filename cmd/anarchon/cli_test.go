@@ -533,3 +533,22 @@ func TestBackfill(t *testing.T) {
 	}
 	assert.Zero(t, f.manual.Load(), "a backfill is not a manual run")
 }
+
+// A run a later slot asked to end shows which slot asked, in active and jobs.
+func TestActiveShowsACancelRequest(t *testing.T) {
+	f := startFleet(t, nil, "A")
+	first := time.Now().Truncate(time.Hour).Add(-2 * time.Minute)
+	for i, tok := range []string{"holder", "asker"} {
+		res, err := f.backend.Runs().Claim(context.Background(), backend.RunClaim{Job: "report", Slot: first.Add(time.Duration(i) * time.Minute),
+			Token: tok, Instance: "B", Lease: time.Hour, Deadline: time.Now().Add(time.Hour), Overlap: backend.OverlapCancelOther})
+		require.NoError(t, err)
+		require.Equal(t, []scheduler.ClaimOutcome{scheduler.OutcomeWon, scheduler.OutcomeRunning}[i], res.Outcome)
+	}
+	asked := first.Add(time.Minute).UTC().Format("2006-01-02T15:04:05.000Z")
+	r := anarchon(t, "--server", f.url, "active", "report")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "cancelling for "+asked+" (asked by B)")
+	r = anarchon(t, "--server", f.url, "jobs", "--window", "200ms")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "B#1 (cancelling for "+asked+")")
+}
