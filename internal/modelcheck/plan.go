@@ -22,9 +22,9 @@ type Job struct {
 	// CancelOther is OverlapCancelOther (with Skip false), on stores that
 	// implement it (backend.OverlapCanceller).
 	CancelOther bool
-	CatchUp  backend.CatchUpPolicy
-	Window   time.Duration // catch-up window
-	MaxRun   time.Duration // scheduled handlers run for [0, MaxRun]
+	CatchUp     backend.CatchUpPolicy
+	Window      time.Duration // catch-up window
+	MaxRun      time.Duration // scheduled handlers run for [0, MaxRun]
 	// Retry is the job's retry policy (WithRetry) when the store is a
 	// backend.Retrier; nil: none. Its scheduled attempts fail as Fail says.
 	Retry   *scheduler.RetryPolicy
