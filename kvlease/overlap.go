@@ -46,6 +46,12 @@ import (
 // on dies between its writes (its slot is then taken over or stored late, as any
 // lease key without its run record) or another instance stores its slot late, its
 // deadline passing between the two.
+//
+// Under OverlapCancelOther a first claim gives way the same, but stores its slot
+// skipped only for a later slot: to earlier ones alone it stores its request that
+// the established runs end and waits for them (running, its slot unstored), and
+// to claims in flight alone it looks again, then waits (cancelEarlier). The claim
+// that goes on is the same as under OverlapSkip.
 
 // backOff is the second look: after this claim stored the lease key of an
 // overlap-forbidden job's slot at revision rev, it checks that no other slot of
