@@ -110,6 +110,19 @@ func TestCancelRequestRecords(t *testing.T) {
 	won := mustClaim(t, asker, later, backend.OutcomeWon)
 	assert.Equal(t, 1, won.Attempt)
 	require.NoError(t, asker.Heartbeat(t.Context(), later.Key(), time.Minute), "the new run has no request")
+	require.NoError(t, asker.Finish(t.Context(), later.Key(), backend.StatusOK))
+
+	// A rerun of the cancelled slot is a new attempt, without the request.
+	rerun := cancelClaim(job, 1, token())
+	rerun.Backfill, rerun.Rerun, rerun.RerunAttempt = true, true, 1
+	reopened := mustClaim(t, holder, rerun, backend.OutcomeWon)
+	assert.True(t, reopened.Reopened)
+	assert.Nil(t, valueOf(t, js, runKey(job, rerun.Slot))["cancel_token"], "the new attempt's record")
+	require.NoError(t, holder.Heartbeat(t.Context(), rerun.Key(), time.Minute))
+	active, err = holder.Active(t.Context(), job)
+	require.NoError(t, err)
+	require.Len(t, active, 1)
+	assert.Nil(t, active[0].Cancel)
 }
 
 // A claimer that dies between the request's two writes leaves it in the run
