@@ -147,7 +147,7 @@ func activeRun(slot time.Time, run runEntry, ls leaseEntry) backend.ActiveRun {
 	r := run.rec
 	a := backend.ActiveRun{
 		Slot: slot, Token: r.Token, Instance: r.Instance, Attempt: r.Attempt, Fence: r.Fence,
-		Live: ls.rec != nil && !r.retrying(), Expires: ls.expires(),
+		Live: ls.rec != nil && !r.retrying(), Expires: ls.expires(), Cancel: r.request(),
 	}
 	if ls.rec == nil && ls.rev != 0 {
 		a.Expires = ls.created

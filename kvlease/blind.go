@@ -23,7 +23,7 @@ import (
 // unambiguously ahead, and a slot this store has not answered before (a backup's
 // claims of a slot it saw running read first: they find it running or finished).
 func (c *claiming) blind(ctx context.Context) (res backend.ClaimResult, answered bool, err error) {
-	if !c.s.mem.firstSight(c.k) || c.in.TakeoverOnly || c.in.Overlap == backend.OverlapSkip {
+	if !c.s.mem.firstSight(c.k) || c.in.TakeoverOnly || c.in.Overlap.Exclusive() {
 		return res, false, nil
 	}
 	if !c.in.Deadline.IsZero() {

@@ -69,6 +69,9 @@ type claiming struct {
 	// mine is the revision of a lease key this claim created (0: none): purged when
 	// the run turns out decided meanwhile.
 	mine uint64
+	// inFlightWaits counts the rounds spent waiting for earlier slots' claims in
+	// flight (cancelEarlier).
+	inFlightWaits int
 }
 
 // claim decides in: from a finish the shared watcher saw, by a first claim's writes
@@ -131,6 +134,12 @@ func (c *claiming) round(ctx context.Context) (backend.ClaimResult, error) {
 			return backend.ClaimResult{}, err
 		}
 	}
+	if run.rec != nil && !run.rec.finished() && run.rec.cancelled() {
+		// A later slot asked the run to end: it is not taken over, nor retried.
+		if res, answered, err := c.cancelled(ctx, run, ls); answered || err != nil {
+			return res, err
+		}
+	}
 	if run.rec != nil && run.rec.retrying() {
 		// A stored retry: answered before and after its window whatever the lease
 		// key holds; within it, taken over below as the retry's attempt.
@@ -147,6 +156,28 @@ func (c *claiming) round(ctx context.Context) (backend.ClaimResult, error) {
 		return c.resume(ctx, run, ls)
 	}
 	return c.take(ctx, run, ls)
+}
+
+// cancelled decides a claim of an unfinished run with a cancel request: while its
+// holder holds its lease, on to the cases below (answered false: running, or won
+// again); otherwise (its lease ended, or it stored a retry) the run is stored
+// finished cancelled (compare-and-set from the revision read, the request kept)
+// and the claim answered done. A lease key this claim holds is purged.
+func (c *claiming) cancelled(ctx context.Context, run runEntry, ls leaseEntry) (res backend.ClaimResult, answered bool, err error) {
+	if ls.rec != nil && ls.rec.Token == run.rec.Token && !run.rec.retrying() {
+		return res, false, nil
+	}
+	if ls.rec != nil && ls.rec.Token == c.in.Token && c.mine == 0 {
+		c.mine = ls.rev // this token's claim in flight (resume's case)
+	}
+	next := *run.rec
+	next.State, next.Status = stateFinished, backend.StatusCancelled
+	next.RetryDelayMS, next.RetryWithinMS = 0, 0
+	keep := keepFor(time.Duration(next.KeepMS)*time.Millisecond, time.Duration(next.LeaseMS)*time.Millisecond, true)
+	if _, err := c.s.put(ctx, c.b, write{key: c.k.run, value: next, expect: run.rev, ttl: keep}); err != nil {
+		return res, true, err // a lost race: the claim reads and decides again
+	}
+	return c.decidedRun(ctx, &next), true, nil
 }
 
 // decidedRun answers a run stored decided: done with the stored status (see
@@ -184,7 +215,7 @@ func (c *claiming) wonAgain(run runEntry, ls leaseEntry) backend.ClaimResult {
 // race): it writes the run record, for a job that forbids overlap after the look at
 // its other slots that the earlier call may not have made (overlap.go).
 func (c *claiming) resume(ctx context.Context, run runEntry, ls leaseEntry) (backend.ClaimResult, error) {
-	if c.in.Overlap == backend.OverlapSkip {
+	if c.in.Overlap.Exclusive() {
 		if res, backedOff, err := c.backOff(ctx, run, ls.rev); err != nil || backedOff {
 			return res, err
 		}
@@ -200,7 +231,7 @@ func (c *claiming) resume(ctx context.Context, run runEntry, ls leaseEntry) (bac
 // writes both keys: through the bucket's pair writer (pair.go), or apart for a job
 // that forbids overlap (takeApart).
 func (c *claiming) take(ctx context.Context, run runEntry, ls leaseEntry) (backend.ClaimResult, error) {
-	if run.rec != nil && c.in.Overlap == backend.OverlapSkip {
+	if run.rec != nil && c.in.Overlap.Exclusive() {
 		busy, err := c.otherBusy(ctx, true, 0)
 		if err != nil {
 			return backend.ClaimResult{}, err
@@ -213,16 +244,20 @@ func (c *claiming) take(ctx context.Context, run runEntry, ls leaseEntry) (backe
 		if c.in.TakeoverOnly {
 			return backend.ClaimResult{Outcome: backend.OutcomeNone}, nil
 		}
-		status, err := c.firstDecision(ctx)
+		status, res, answered, err := c.firstDecision(ctx)
 		if err != nil {
 			return backend.ClaimResult{}, err
+		}
+		if answered { // waits for earlier slots asked to end: nothing stored
+			c.purgeMine(ctx)
+			return res, nil
 		}
 		if status != "" {
 			// Stored before anyone acts on it; a lost race decides again from what won.
 			return c.storeDecision(ctx, run.rev, status)
 		}
 	}
-	if c.in.Overlap == backend.OverlapSkip {
+	if c.in.Overlap.Exclusive() {
 		return c.takeApart(ctx, run, ls)
 	}
 	return c.writeBoth(ctx, run, ls.rev, false)
@@ -355,18 +390,30 @@ func mayReopen(in backend.RunClaim, rec *runRecord) bool {
 // firstDecision decides a first claim of a slot with nothing stored: late when the
 // server's clock is past the deadline, skipped when the job forbids overlap and
 // another of its slots holds a live lease on an unfinished run, else "" (claim it).
-func (c *claiming) firstDecision(ctx context.Context) (backend.Status, error) {
+// Under OverlapCancelOther, when only earlier slots hold the job, it asks them to
+// end instead and answers running (answered: cancelEarlier).
+func (c *claiming) firstDecision(ctx context.Context) (status backend.Status, res backend.ClaimResult, answered bool, err error) {
 	late, err := c.s.pastDeadline(ctx, c.b, c.in.Deadline)
 	if err != nil || late {
-		return backend.StatusLate, err
+		return backend.StatusLate, res, false, err
 	}
-	if c.in.Overlap == backend.OverlapSkip {
+	switch c.in.Overlap {
+	case backend.OverlapSkip:
 		busy, err := c.otherBusy(ctx, false, 0)
 		if err != nil || busy {
-			return backend.StatusSkipped, err
+			return backend.StatusSkipped, res, false, err
 		}
+	case backend.OverlapCancelOther:
+		found, err := c.busySlots(ctx, false, 0, true)
+		if err != nil || len(found) == 0 {
+			return "", res, false, err
+		}
+		if res, answered, err := c.cancelEarlier(ctx, found); answered || err != nil {
+			return "", res, answered, err
+		}
+		return backend.StatusSkipped, res, false, nil
 	}
-	return "", nil
+	return "", res, false, nil
 }
 
 // storeDecision stores the slot finished with status (skipped or late) for this

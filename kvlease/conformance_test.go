@@ -27,6 +27,17 @@ func TestConformanceR3(t *testing.T) {
 	})
 }
 
+// TestConformanceAtomicBatches runs the suite on stores that write a claim's and
+// a finish's two keys in one atomic batch (WithAtomicBatches).
+func TestConformanceAtomicBatches(t *testing.T) {
+	t.Parallel()
+	opts := []kvlease.Option{kvlease.WithBucket("conformance_atomic"), kvlease.WithAtomicBatches()}
+	newStore(t, singleJS(t), opts...)
+	backendtest.RunLeases(t, func(t *testing.T) backend.RunStore {
+		return newStore(t, singleJS(t), opts...)
+	})
+}
+
 func TestPausesConformance(t *testing.T) {
 	t.Parallel()
 	backendtest.RunPauses(t, func(t *testing.T) backend.Backend {

@@ -1,5 +1,5 @@
-// Package kvlease is a backend.RunStore (and backend.LeaseWatcher and
-// backend.Retrier) on one NATS JetStream key-value bucket: the leases that give
+// Package kvlease is a backend.RunStore (and backend.LeaseWatcher,
+// backend.Retrier and backend.OverlapCanceller) on one NATS JetStream key-value bucket: the leases that give
 // every scheduled run one holder at a time, backups that take over when the holder
 // dies, retries any instance may run, overlap protection, catch-up and hand-over. The NATS server judges every lease; instance clocks are
 // never compared.
@@ -27,11 +27,13 @@
 //
 // Each run (job, slot) has two keys:
 //
-//	lease.<job>.<slot>   the lease: {token, instance, lease_ms}; TTL = the lease
+//	lease.<job>.<slot>   the lease: {token, instance, lease_ms, cancel_slot_ms,
+//	                     cancel_instance, cancel_token}; TTL = the lease
 //	run.<job>.<slot>     the run record: {job, slot_ms, token, instance, attempt,
 //	                     fence, previous, previous_token, reopened, retried,
 //	                     state, status, lease_ms, keep_ms, retry_delay_ms,
-//	                     retry_within_ms}; TTL = keep (at least three leases
+//	                     retry_within_ms, cancel_slot_ms, cancel_instance,
+//	                     cancel_token}; TTL = keep (at least three leases
 //	                     while running; delay + within + keep in state retry)
 //
 // <job> is the job name in unpadded base64url, so a name may hold any character
@@ -55,6 +57,14 @@
 // plus retry_within_ms. A version that predates the retry state reads it, as any
 // state it does not know, as done: during a rolling upgrade the older instances
 // never run a stored retry, and the newer ones do.
+//
+// The cancel_* fields are a later slot's request that the run end
+// (backend.OverlapCancelOther): the slot, instance and token of the claim that
+// asked. The run record's are the stored request, kept once the run finished; the
+// lease key's repeat them for the holder's heartbeat. A version that predates them
+// ignores them: its holder keeps running until the run ends, and its claims take
+// such a run over as any other (its heartbeats and refreshes may also drop the
+// fields, which the next claim of the later slot stores again).
 //
 // # Transitions
 //
@@ -84,6 +94,19 @@
 //     established run (its run record unfinished, naming its live lease's token)
 //     — each stored as a finished run record (CAS from the revision read) before
 //     the claimer is answered, so no instance runs the slot afterwards;
+//   - run unfinished with a cancel request, its holder's lease not live (ended,
+//     or a stored retry): stored finished cancelled (CAS from the revision read,
+//     the request kept), done. A lease key this claim holds is purged.
+//   - a first claim under OverlapCancelOther (no run record) where only earlier
+//     slots of the job have established runs (or the marker of a lease that ended
+//     on an unfinished run): on each, the claim stores its request in the run
+//     record unless one is stored (CAS from the revision read), then into the
+//     holder's live lease key (CAS on its revision, same holder, a full lease's
+//     TTL), and is answered running with WaitsFor the newest; its own slot stays
+//     unstored (a lease key it created is purged). A later slot's busy run makes
+//     it skipped, as under OverlapSkip. A claimer that dies between the two writes
+//     leaves the request in the run record alone: the next claim of the later
+//     slot (the scheduler repeats it) writes the lease key's half.
 //   - else the claim writes the lease key (CAS from the revision read, which holds
 //     no live lease, so among racing claimers exactly one succeeds), then the run
 //     record (CAS from the revision read: attempt 1, or attempt+1 naming the
@@ -116,9 +139,11 @@
 // lease key alone (running, without the holder's attempt and fence). A lease key it
 // created for a slot that was decided meanwhile is purged.
 //
-// The lease key is the mutex, taken only when not live; the run record is the
-// stored decision, written only by the lease key's holder, by the run's own holder
-// finishing, or by the claim that stores skipped or late. A claimer that dies
+// The lease key is the mutex, taken only when not live (a cancel request rewrites
+// a live one for the same holder); the run record is the stored decision, written
+// only by the lease key's holder, by the run's own holder finishing, by the claim
+// that stores skipped or late, or by a later slot's claim storing its cancel
+// request (or ending the run cancelled). A claimer that dies
 // between the two writes leaves a lease key without a run record: others see
 // running until it expires, then the next claim decides the slot like a first
 // claim (won while its deadline allows, else stored late); the scheduler's backups
@@ -134,11 +159,15 @@
 //
 // Heartbeat is a CAS on the lease key carrying a new TTL; after expiry the key's
 // last revision is the marker's, so an expired holder's heartbeat fails
-// (backend.ErrLeaseLost) even if nobody took over. Finish is a CAS on the run
+// (backend.ErrLeaseLost) even if nobody took over. A lost CAS reads the lease key
+// and, while the token holds it, writes it again from the value read, a cancel
+// request included; a request in the lease key (or in a run record it read) makes
+// it return a *backend.CancelError once the lease is extended. Finish is a CAS on the run
 // record by its holder (accepted after expiry while nobody took over), then a purge
 // of the lease key (CAS on its revision) published without waiting for an answer:
 // the purge is best effort, the lease ends by its TTL anyway, so Finish is one round
-// trip. WithAtomicBatches sends both in one atomic batch while the lease key is
+// trip (for a run with a cancel request, whose lease key a claimer may have
+// rewritten, the purge waits and reads on a lost race). WithAtomicBatches sends both in one atomic batch while the lease key is
 // still the holder's last write.
 // Release purges the lease key at the holder's revision; the run
 // record stays unfinished, so the next claim takes over at once. Retry is a CAS of
@@ -162,7 +191,7 @@
 // ordered consumer, which on a replicated bucket may be served by a replica still
 // behind the leader: they alone could miss a lease just written. After the baseline,
 // an expiry marker, a purge, a new holder or a changed run record closes the
-// channel; a heartbeat does not. A timer at the lease's expected end (plus a second)
+// channel; a heartbeat does not, nor a cancel request written into the lease key. A timer at the lease's expected end (plus a second)
 // is the safety net.
 //
 // All watches of a store share one watcher on the bucket's lease keys. A backup's
@@ -178,7 +207,8 @@
 // (retryDue); blind.go the first claim written before reading;
 // pair.go the lease key's and run record's two writes, by the strategy Init picks
 // for the bucket (batched with WithAtomicBatches, else chained on a single replica,
-// else in turn); overlap.go the looks at a job's other slots; memory.go what a
+// else in turn); overlap.go the looks at a job's other slots and the cancel
+// requests of OverlapCancelOther; memory.go what a
 // store remembers between calls (held leases, running hints, sightings, and the
 // shared watcher of watch.go).
 //

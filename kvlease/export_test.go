@@ -63,3 +63,8 @@ func HoldClaimForTest(s *Store) func() {
 // false), and after it stored it, before it looks again (wrote true). A test holds
 // two claims at both to make them tie.
 func OnOverlapForTest(s *Store, fn func(job string, slot time.Time, wrote bool)) { s.overlapHook = fn }
+
+// OnCancelRequestForTest has s call fn in each claim under OverlapCancelOther
+// once the request it asks of (job, slot)'s run is in the run record, before it
+// writes the request into the lease key.
+func OnCancelRequestForTest(s *Store, fn func(job string, slot time.Time)) { s.requestHook = fn }

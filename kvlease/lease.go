@@ -15,7 +15,9 @@ import (
 // the server's clock: a compare-and-set on the lease key's revision, carrying a new
 // TTL. It fails with an error matching backend.ErrLeaseLost when token does not
 // hold a live lease, expired ones included: the server judges expiry. While the run
-// is long, heartbeats also refresh the run record's TTL.
+// is long, heartbeats also refresh the run record's TTL. A run a later slot's claim
+// asked to end (a request in the lease key, or in the run record read) has its
+// lease extended all the same, and gets a *backend.CancelError.
 func (s *Store) Heartbeat(ctx context.Context, key backend.RunKey, lease time.Duration) error {
 	job, slot, token := key.Job, key.Slot, key.Token
 	if lease < backend.MinLease {
@@ -50,7 +52,10 @@ func (s *Store) Heartbeat(ctx context.Context, key backend.RunKey, lease time.Du
 		rec.LeaseMS = ttl.Milliseconds()
 		rev, err := s.put(ctx, b, write{key: k.lease, value: rec, expect: h.leaseRev, ttl: ttl})
 		if errors.Is(err, errConflict) {
-			continue // expired, taken over, or a concurrent heartbeat: read and judge
+			// Expired, taken over, a concurrent heartbeat, or a later slot's
+			// request written into the lease key (kept: the rewrite starts from
+			// the value read): read and judge.
+			continue
 		}
 		if err != nil {
 			return fmt.Errorf("kvlease: heartbeat %s: %w", backendutil.DescribeRun(job, slot), err)
@@ -58,6 +63,13 @@ func (s *Store) Heartbeat(ctx context.Context, key backend.RunKey, lease time.Du
 		h.leaseRev, h.lease = rev, rec
 		s.refreshRun(ctx, b, k, token, &h)
 		s.mem.remember(k, token, h)
+		req := rec.request()
+		if req == nil && h.runRev != 0 && h.run.Token == token {
+			req = h.run.request()
+		}
+		if req != nil {
+			return &backend.CancelError{Job: job, Slot: slot, Request: *req}
+		}
 		return nil
 	}
 	return fmt.Errorf("kvlease: heartbeat %s: %w", backendutil.DescribeRun(job, slot), ErrContention)
@@ -159,9 +171,14 @@ func (s *Store) Finish(ctx context.Context, key backend.RunKey, status backend.S
 		if err != nil {
 			return fmt.Errorf("kvlease: finish %s: %w", backendutil.DescribeRun(job, slot), err)
 		}
-		if h.leaseRev != 0 {
+		switch {
+		case next.cancelled():
+			// The request's claimer may have rewritten the lease key since this
+			// holder's last write: a purge that reads on a lost race.
+			_ = s.endLease(ctx, b, k, token, h.leaseRev) // best effort: it expires anyway
+		case h.leaseRev != 0:
 			s.purgeNoWait(b, k.lease, h.leaseRev, next)
-		} else {
+		default:
 			_ = s.endLease(ctx, b, k, token, 0) // best effort: it expires anyway
 		}
 		s.mem.forget(k, token)

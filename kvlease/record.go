@@ -33,6 +33,29 @@ type leaseRecord struct {
 	Token    string `json:"token"`
 	Instance string `json:"instance"`
 	LeaseMS  int64  `json:"lease_ms"`
+	// cancelFields, on a live lease, repeat the run record's cancel request, so
+	// that the holder's heartbeat sees it without reading the run record.
+	cancelFields
+}
+
+// cancelFields are a later slot's stored request that the run end
+// (backend.OverlapCancelOther); none while CancelToken is empty. A version that
+// predates them ignores them.
+type cancelFields struct {
+	CancelSlotMS   int64  `json:"cancel_slot_ms,omitempty"`
+	CancelInstance string `json:"cancel_instance,omitempty"`
+	CancelToken    string `json:"cancel_token,omitempty"`
+}
+
+// cancelled reports whether a request is stored.
+func (f cancelFields) cancelled() bool { return f.CancelToken != "" }
+
+// request is the stored request, nil without one.
+func (f cancelFields) request() *backend.CancelRequest {
+	if !f.cancelled() {
+		return nil
+	}
+	return &backend.CancelRequest{Slot: time.UnixMilli(f.CancelSlotMS).UTC(), Instance: f.CancelInstance, Token: f.CancelToken}
 }
 
 // runRecord is the value of a run key: who the run belongs to, and how it ended.
@@ -62,6 +85,9 @@ type runRecord struct {
 	// it) plus the delay, until that plus the window.
 	RetryDelayMS  int64 `json:"retry_delay_ms,omitempty"`
 	RetryWithinMS int64 `json:"retry_within_ms,omitempty"`
+	// cancelFields: a later slot's request that the run end, kept once the run
+	// finished. A new attempt (a reopened slot) starts without one.
+	cancelFields
 }
 
 // finished reports whether the run is decided: finished, or in a state this

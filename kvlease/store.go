@@ -24,9 +24,9 @@ const (
 	maxTries = 16
 )
 
-// Store is a backend.RunStore, backend.LeaseWatcher and backend.Retrier on one
-// JetStream KV bucket. The server judges every lease: a lease is a key with a per-message TTL,
-// every change is a compare-and-set on a key's last revision, and fences are the
+// Store is a backend.RunStore, backend.LeaseWatcher, backend.Retrier and
+// backend.OverlapCanceller on one JetStream KV bucket. The server judges every
+// lease: a lease is a key with a per-message TTL, every change is a compare-and-set on a key's last revision, and fences are the
 // server's time in nanoseconds, above the previous holder's. See the package
 // documentation for the layout and the transitions.
 //
@@ -61,12 +61,20 @@ type Store struct {
 	// it writes its lease key (wrote false), and after it stored it, before it
 	// looks again (wrote true).
 	overlapHook func(job string, slot time.Time, wrote bool)
+	// requestHook, when set (tests only), is called by a claim under
+	// OverlapCancelOther once the request it asks of (job, slot)'s run is in the
+	// run record, before it writes the request into the lease key.
+	requestHook func(job string, slot time.Time)
 }
 
 var (
-	_ backend.RunStore     = (*Store)(nil)
-	_ backend.LeaseWatcher = (*Store)(nil)
+	_ backend.RunStore         = (*Store)(nil)
+	_ backend.LeaseWatcher     = (*Store)(nil)
+	_ backend.OverlapCanceller = (*Store)(nil)
 )
+
+// CancelsOverlap reports that the store implements backend.OverlapCancelOther.
+func (s *Store) CancelsOverlap() bool { return true }
 
 // bucket is the initialized KV bucket.
 type bucket struct {
