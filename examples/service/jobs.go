@@ -73,6 +73,16 @@ func register(s *scheduler.Scheduler, c config, log *slog.Logger) error {
 		return err
 	}
 
+	// refresh: every 4 intervals, a run that would last 6; the next slot asks it to
+	// end (on whichever replica runs it) and starts once it has, so the newest
+	// refresh always wins. The replaced run is recorded cancelled, naming who asked.
+	err = s.Every("refresh", 4*c.interval, func(ctx context.Context, run scheduler.Run) error {
+		return work(ctx, 6*c.interval)
+	}, scheduler.WithOverlap(scheduler.OverlapCancelOther))
+	if err != nil {
+		return err
+	}
+
 	// -extra-jobs: more jobs by name; a name is only a name (one called history
 	// is just a job, and does not reach the fleet's history requests).
 	for _, name := range c.extra {
