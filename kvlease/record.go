@@ -136,6 +136,18 @@ func (e leaseEntry) holder() string {
 	return e.rec.Token
 }
 
+// watched is what a watch of the lease waits to change: the holder's token, and
+// whether the lease carries a cancel request. A heartbeat changes neither.
+func (e leaseEntry) watched() string {
+	if e.rec == nil {
+		return ""
+	}
+	if e.rec.cancelled() {
+		return e.rec.Token + " cancel"
+	}
+	return e.rec.Token
+}
+
 // expires is when the live lease ends by the server's clock.
 func (e leaseEntry) expires() time.Time {
 	if e.rec == nil {

@@ -20,7 +20,8 @@ const watchSlack = time.Second
 
 // WatchRun returns a channel closed when a new Claim of (job, slot) could decide
 // differently: its lease is released, expires (the server's marker), changes holder,
-// or ends with the run finished. A heartbeat by the holder does not close it. When no
+// or ends with the run finished, or the lease comes to carry a cancel request
+// (OverlapCancelOther). A heartbeat by the holder does not close it. When no
 // lease is live at the start the channel closes at once. It also closes when ctx is
 // done or the store is closed.
 //
@@ -67,7 +68,7 @@ func (s *Store) WatchRun(ctx context.Context, job string, slot time.Time) (<-cha
 	}
 	stopCtx := context.AfterFunc(ctx, func() { s.mem.hub.fire(w) })
 	end := time.AfterFunc(s.untilEnd(ls), func() { s.mem.hub.fire(w) })
-	s.mem.hub.arm(w, ls.rev, ls.rec.Token, func() { stopCtx(); end.Stop() })
+	s.mem.hub.arm(w, ls.rev, ls.watched(), func() { stopCtx(); end.Stop() })
 	return w.ch, nil
 }
 
@@ -76,7 +77,7 @@ type waiter struct {
 	ch      chan struct{}
 	key     string
 	base    uint64 // revision read from the leader; older updates are ignored
-	token   string // the holder's token at base
+	token   string // the lease's watched() at base
 	once    sync.Once
 	cleanup func()
 	// early holds the updates seen before the waiter was armed: they count if newer
@@ -163,7 +164,7 @@ func (h *watchHub) arm(w *waiter, rev uint64, token string, cleanup func()) {
 			changed = changed || (u.rev > rev && u.token != token)
 		}
 		if u, ok := h.last[w.key]; ok { // delivered before w was registered
-			changed = changed || (u.lease.rev > rev && u.lease.holder() != token)
+			changed = changed || (u.lease.rev > rev && u.lease.watched() != token)
 		}
 		w.early = nil
 	}
@@ -248,7 +249,7 @@ func (h *watchHub) run(s *Store, kw jetstream.KeyWatcher) {
 // deliver fires the waiters of e's key whose lease e ends or replaces.
 func (h *watchHub) deliver(e jetstream.KeyValueEntry) {
 	next, _ := decodeLease(entryFromKV(e)) // a value that is no lease ends the lease
-	holder := next.holder()
+	holder := next.watched()
 	now := time.Now()
 	var done *runRecord
 	if e.Operation() == jetstream.KeyValuePurge && len(e.Value()) > 0 {

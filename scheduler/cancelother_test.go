@@ -62,48 +62,74 @@ func historyOf(t *testing.T, s *scheduler.Scheduler, job string) map[int64]sched
 }
 
 // The slot due while the run before it still runs, on another instance, cancels
-// it: the holder learns it at its next heartbeat, its handler's context ends with
+// it: the holder learns it at once through its watch of the run (at its next
+// heartbeat on a store without one), its handler's context ends with
 // a cause naming the slot that asked, its record says cancelled and by whom, and
 // the new slot starts once the old run ended.
 func TestCancelOtherReplacesALongRun(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		b := memory.New()
-		log, causes := &startLog{}, &causeLog{}
-		events := newEventLog(scheduler.EventCancelRequested)
-		first := time.Now()
-		var scheds []*scheduler.Scheduler
-		for _, id := range []string{"A", "B", "C"} {
-			s := newScheduler(t, b, id, func(c *scheduler.Config) { c.OnEvent = events.hook })
-			require.NoError(t, s.Every("job", 10*time.Minute, blockFirst(log, causes, first),
-				scheduler.WithOverlap(scheduler.OverlapCancelOther), scheduler.WithLease(3*time.Second)))
-			require.NoError(t, s.Start(t.Context()))
-			scheds = append(scheds, s)
-		}
-		second := first.Add(10 * time.Minute)
-		time.Sleep(10*time.Minute + 30*time.Second)
-		for _, s := range scheds {
-			require.NoError(t, s.Stop(t.Context()))
-		}
-		starts, at := log.get()
-		require.Len(t, starts, 2, "the first slot, then the second: %+v", starts)
-		assert.True(t, starts[0].Slot.Equal(first))
-		assert.True(t, starts[1].Slot.Equal(second))
-		assert.LessOrEqual(t, at[1].Sub(second), time.Second, "the new slot starts within a heartbeat (lease/3) of its time")
+	for _, watch := range []bool{true, false} {
+		t.Run(map[bool]string{true: "watch", false: "heartbeats only"}[watch], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { testCancelOtherReplaces(t, watch) })
+		})
+	}
+}
 
-		cause := causes.of(first)
-		require.ErrorIs(t, cause, scheduler.ErrOverlapCancelled, "the first run's context ended because the second asked")
-		asked := events.of(scheduler.EventCancelRequested)
-		require.Len(t, asked, 1, "told once: %+v", asked)
-		assert.Equal(t, starts[0].Instance, asked[0].Instance, "told on the instance that ran it")
-		assert.True(t, asked[0].Next.Equal(second), "the slot that asked")
+// noWatch is a leased backend whose run store has no watch: holders learn of a
+// cancel request at their heartbeats, waiters poll.
+type noWatch struct{ *memory.Backend }
 
-		hist := historyOf(t, scheds[0], "job")
-		old := hist[first.UnixMilli()]
-		assert.Equal(t, scheduler.StatusCancelled, old.Status, "%+v", old)
-		assert.Contains(t, old.Error, "cancel-other")
-		assert.Contains(t, old.Error, "slot "+second.UTC().Format(time.RFC3339Nano)+" asked from instance ")
-		assert.Equal(t, scheduler.StatusOK, hist[second.UnixMilli()].Status)
-	})
+func (n *noWatch) Runs() backend.RunStore {
+	r := n.Backend.Runs()
+	return struct {
+		backend.RunStore
+		backend.OverlapCanceller
+	}{r, r.(backend.OverlapCanceller)}
+}
+
+func testCancelOtherReplaces(t *testing.T, watch bool) {
+	var b backend.Backend = memory.New()
+	if !watch {
+		b = &noWatch{memory.New()}
+	}
+	log, causes := &startLog{}, &causeLog{}
+	events := newEventLog(scheduler.EventCancelRequested)
+	first := time.Now()
+	var scheds []*scheduler.Scheduler
+	for _, id := range []string{"A", "B", "C"} {
+		s := newScheduler(t, b, id, func(c *scheduler.Config) { c.OnEvent = events.hook })
+		require.NoError(t, s.Every("job", 10*time.Minute, blockFirst(log, causes, first),
+			scheduler.WithOverlap(scheduler.OverlapCancelOther), scheduler.WithLease(3*time.Second)))
+		require.NoError(t, s.Start(t.Context()))
+		scheds = append(scheds, s)
+	}
+	second := first.Add(10 * time.Minute)
+	time.Sleep(10*time.Minute + 30*time.Second)
+	for _, s := range scheds {
+		require.NoError(t, s.Stop(t.Context()))
+	}
+	starts, at := log.get()
+	require.Len(t, starts, 2, "the first slot, then the second: %+v", starts)
+	assert.True(t, starts[0].Slot.Equal(first))
+	assert.True(t, starts[1].Slot.Equal(second))
+	if watch {
+		assert.Zero(t, at[1].Sub(second), "the holder's watch of its run tells it at once; the new slot starts on time")
+	} else {
+		assert.LessOrEqual(t, at[1].Sub(second), 3*time.Second/3+3*time.Second/2, "within a heartbeat (lease/3) and a poll (lease/2)")
+	}
+
+	cause := causes.of(first)
+	require.ErrorIs(t, cause, scheduler.ErrOverlapCancelled, "the first run's context ended because the second asked")
+	asked := events.of(scheduler.EventCancelRequested)
+	require.Len(t, asked, 1, "told once: %+v", asked)
+	assert.Equal(t, starts[0].Instance, asked[0].Instance, "told on the instance that ran it")
+	assert.True(t, asked[0].Next.Equal(second), "the slot that asked")
+
+	hist := historyOf(t, scheds[0], "job")
+	old := hist[first.UnixMilli()]
+	assert.Equal(t, scheduler.StatusCancelled, old.Status, "%+v", old)
+	assert.Contains(t, old.Error, "cancel-other")
+	assert.Contains(t, old.Error, "slot "+second.UTC().Format(time.RFC3339Nano)+" asked from instance ")
+	assert.Equal(t, scheduler.StatusOK, hist[second.UnixMilli()].Status)
 }
 
 // A handler that ignores its context keeps its run: the slot that asked waits, and
@@ -195,7 +221,7 @@ func TestRunNowCancelsOther(t *testing.T) {
 		assert.ErrorIs(t, causes.of(first), scheduler.ErrOverlapCancelled)
 		starts, at := log.get()
 		require.Len(t, starts, 2)
-		assert.LessOrEqual(t, at[1].Sub(at[0].Add(time.Minute)), time.Second, "the manual run starts within a heartbeat")
+		assert.Zero(t, at[1].Sub(at[0].Add(time.Minute)), "the manual run starts at once")
 		for _, s := range []*scheduler.Scheduler{a, bb} {
 			require.NoError(t, s.Stop(t.Context()))
 		}

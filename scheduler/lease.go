@@ -38,6 +38,7 @@ func (s *Scheduler) heartbeat(done context.Context, a *slotAttempt, settling *at
 	expireAt := l.sent.Add(l.dur - margin)
 	nextBeat := l.sent.Add(every)
 	asked := false
+	poke := s.watchOwnRun(done, a)
 	for {
 		now := s.clock.Now()
 		if !now.Before(expireAt) {
@@ -54,6 +55,11 @@ func (s *Scheduler) heartbeat(done context.Context, a *slotAttempt, settling *at
 			t.Stop()
 			return
 		case <-t.C():
+		case <-poke:
+			// The run changed in the store (a later slot's cancel request): beat
+			// now, and read the answer.
+			t.Stop()
+			nextBeat = s.clock.Now()
 		}
 		now = s.clock.Now()
 		if now.Before(nextBeat) || !now.Before(expireAt) {
@@ -105,6 +111,43 @@ func (s *Scheduler) leaseLost(a *slotAttempt, settling *atomic.Bool, cancel cont
 	s.emit(Event{Kind: EventLeaseLost, Job: a.j.name, Slot: a.in.Slot, Token: a.l.token, Err: err})
 	cancel(err)
 }
+
+// watchOwnRun returns a channel that receives when the stored state of a's run
+// may have changed, for a job whose runs a later slot may ask to end
+// (OverlapCancelOther) on a store that watches runs: the holder then learns of
+// a request at once, not at its next heartbeat. Nil (never ready) otherwise. The
+// watch is taken again after each change, at most every watchOwnEvery.
+func (s *Scheduler) watchOwnRun(done context.Context, a *slotAttempt) <-chan struct{} {
+	w, ok := s.runs.(backend.LeaseWatcher)
+	if !ok || a.j.cfg.overlap != OverlapCancelOther {
+		return nil
+	}
+	poke := make(chan struct{}, 1)
+	go func() {
+		for {
+			ch, err := w.WatchRun(done, a.j.name, a.in.Slot)
+			if err != nil {
+				return // the heartbeats still come
+			}
+			select {
+			case <-done.Done():
+				return
+			case <-ch:
+			}
+			select {
+			case poke <- struct{}{}:
+			default:
+			}
+			if !s.sleepUntil(done, s.clock.Now().Add(watchOwnEvery)) {
+				return
+			}
+		}
+	}()
+	return poke
+}
+
+// watchOwnEvery bounds how often a holder's watch of its own run is taken again.
+const watchOwnEvery = 250 * time.Millisecond
 
 // cancelAsked cancels the running handler, unless it has already returned,
 // because a later slot of its job asked the run to end (OverlapCancelOther).

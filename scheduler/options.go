@@ -110,8 +110,9 @@ func WithLease(d time.Duration) JobOption {
 // one whose run store implements it (backend.OverlapCanceller).
 //
 // With OverlapCancelOther a slot due while an earlier one runs, on any instance,
-// asks that run to end: its holder learns it at its next heartbeat (within a third
-// of the lease), and cancels the handler's context with a cause matching
+// asks that run to end: its holder learns it at once through its watch of the run
+// (backend.LeaseWatcher), else at its next heartbeat (within a third of the
+// lease), and cancels the handler's context with a cause matching
 // ErrOverlapCancelled; the new slot starts once the old run finished, or its lease
 // ended. A handler that ignores its context keeps its run, and the new slot, still
 // unstarted at its max lateness, is recorded late. A slot due while a later one

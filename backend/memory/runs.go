@@ -400,7 +400,7 @@ func (s *RunStore) Active(ctx context.Context, job string) ([]backend.ActiveRun,
 
 // WatchRun returns a channel closed when (job, slot)'s lease ends: it expires (a timer
 // on the store's clock, re-armed by heartbeats), is released, the run finishes or is
-// taken over. When (job, slot) holds no live lease right now the channel is already
+// taken over; or when a cancel request is stored on the run (OverlapCancelOther). When (job, slot) holds no live lease right now the channel is already
 // closed. It is also closed when ctx is done; the watch holds no goroutine or timer
 // after that.
 func (s *RunStore) WatchRun(ctx context.Context, job string, slot time.Time) (<-chan struct{}, error) {
@@ -413,25 +413,26 @@ func (s *RunStore) WatchRun(ctx context.Context, job string, slot time.Time) (<-
 	r := s.jobs[job][ms]
 	live := r != nil && r.live(s.clock.Now())
 	var token string
+	var asked bool
 	if live {
-		token = r.token
+		token, asked = r.token, r.cancel != nil
 	}
 	s.mu.Unlock()
 	if !live {
 		close(out)
 		return out, nil
 	}
-	go s.watch(ctx, job, ms, token, out)
+	go s.watch(ctx, job, ms, token, asked, out)
 	return out, nil
 }
 
-func (s *RunStore) watch(ctx context.Context, job string, ms int64, token string, out chan<- struct{}) {
+func (s *RunStore) watch(ctx context.Context, job string, ms int64, token string, asked bool, out chan<- struct{}) {
 	defer close(out)
 	for {
 		s.mu.Lock()
 		now := s.clock.Now()
 		r := s.jobs[job][ms]
-		if r == nil || r.token != token || !r.live(now) {
+		if r == nil || r.token != token || !r.live(now) || !asked && r.cancel != nil {
 			s.mu.Unlock()
 			return
 		}
