@@ -283,9 +283,10 @@ func (s *RunStore) claim(ctx context.Context, tx *sql.Tx, in backend.RunClaim) (
 // take gives the stored run r to in's token with a new lease: a takeover, a due
 // retry, or a paused slot reopened (r's previous holder, status and retried
 // already set for it), without a cancel request. The write applies only to the row
-// as it was read (its token and status were): else errRunChanged.
+// as it was read (its token, status and expiry were: neither a Finish nor a
+// heartbeat of the holder came between): else errRunChanged.
 func (s *RunStore) take(ctx context.Context, tx *sql.Tx, in backend.RunClaim, r *run, fence, now int64, wasStatus string) (backend.ClaimResult, bool, error) {
-	wasToken := r.token
+	wasToken, wasExpires := r.token, r.expires
 	keep := in.Keep
 	if keep == 0 {
 		keep = backend.DefaultRunKeep
@@ -300,9 +301,9 @@ func (s *RunStore) take(ctx context.Context, tx *sql.Tx, in backend.RunClaim, r 
 	up, err := tx.ExecContext(ctx, s.b.q(0, `UPDATE {p}runs SET token = ?, instance = ?, attempt = ?, prev_instance = ?, prev_token = ?,
 			fence = ?, lease_ms = ?, expires = ?, status = ?, keep_ms = ?, changed = ?, forget_at = ?, reopened = ?,
 			retried = ?, retry_at = 0, retry_by = 0, cancel_slot = 0, cancel_instance = '', cancel_token = ''
-		WHERE job = ? AND slot = ? AND token = ? AND status = ?`),
+		WHERE job = ? AND slot = ? AND token = ? AND status = ? AND expires = ?`),
 		r.token, r.instance, r.attempt, r.prevInstance, r.prevToken, r.fence, r.leaseMs, r.expires, r.storedStatus(),
-		r.keepMs, r.changed, r.forgetAt(), boolInt(r.reopened), boolInt(r.retried), in.Job, in.Slot.UnixMilli(), wasToken, wasStatus)
+		r.keepMs, r.changed, r.forgetAt(), boolInt(r.reopened), boolInt(r.retried), in.Job, in.Slot.UnixMilli(), wasToken, wasStatus, wasExpires)
 	if err != nil {
 		return backend.ClaimResult{}, false, err
 	}
@@ -316,13 +317,14 @@ func (s *RunStore) take(ctx context.Context, tx *sql.Tx, in backend.RunClaim, r 
 
 // endCancelled finishes r, a run a later slot asked to end whose lease ended
 // unfinished or whose retry is stored, as cancelled, in place of in's takeover.
-// The write applies only to the row as it was read: else errRunChanged.
+// The write applies only to the row as it was read, as take's: else
+// errRunChanged.
 func (s *RunStore) endCancelled(ctx context.Context, tx *sql.Tx, in backend.RunClaim, r *run, now int64) (backend.ClaimResult, bool, error) {
 	was := r.storedStatus()
 	r.status, r.retrying, r.changed = backend.StatusCancelled, false, now
 	up, err := tx.ExecContext(ctx, s.b.q(0, `UPDATE {p}runs SET status = ?, changed = ?, forget_at = ?
-		WHERE job = ? AND slot = ? AND token = ? AND status = ?`),
-		string(r.status), r.changed, r.forgetAt(), in.Job, in.Slot.UnixMilli(), r.token, was)
+		WHERE job = ? AND slot = ? AND token = ? AND status = ? AND expires = ?`),
+		string(r.status), r.changed, r.forgetAt(), in.Job, in.Slot.UnixMilli(), r.token, was, r.expires)
 	if err != nil {
 		return backend.ClaimResult{}, false, err
 	}
