@@ -16,9 +16,9 @@ import (
 const sweepEvery = time.Minute
 
 // RunStore is the backend's backend.RunStore, backend.LeaseWatcher,
-// backend.Retrier and backend.OverlapCanceller: one row per (job, slot) in the runs table, changed only in
-// transactions that hold the job's lock, with every lease time taken from the
-// database's clock.
+// backend.Retrier and backend.OverlapCanceller: one row per (job, slot) in the
+// runs table, changed only in transactions that hold the job's lock, with every
+// lease time taken from the database's clock.
 type RunStore struct {
 	b *Backend
 
