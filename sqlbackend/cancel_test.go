@@ -1,6 +1,7 @@
 package sqlbackend_test
 
 import (
+	"context"
 	"errors"
 	"math/rand/v2"
 	"sync"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/backend/backendtest"
+	"github.com/anarchon/anarchon/scheduler"
 )
 
 // A holder's Heartbeat at the moment its lease ends races a backup's claim of the
@@ -130,3 +132,70 @@ func testHeartbeatRacesTakeover(t *testing.T, asked bool) {
 
 // nowMs is the Postgres dialect's clock, for tests that move a lease's expiry.
 const nowMs = "(floor(extract(epoch from clock_timestamp()) * 1000))::bigint"
+
+// Two replicas run a job with OverlapCancelOther whose handler runs for three
+// slots unless it is cancelled: each slot ends the run before it, and no two runs
+// are ever under way at once.
+func TestCancelOtherOnSQL(t *testing.T) {
+	t.Parallel()
+	onBoth(t, "cancel_other", testCancelOtherOnSQL)
+}
+
+func testCancelOtherOnSQL(t *testing.T, open opener) {
+	ctx := backendtest.Context(t)
+	job := backendtest.JobName("cancel-other")
+	var (
+		mu                    sync.Mutex
+		running, most         int
+		started, ended, asked int
+	)
+	var scheds []*scheduler.Scheduler
+	for _, inst := range []string{"a", "b"} {
+		_, b := open(t)
+		sc, err := scheduler.New(scheduler.Config{Backend: b, Instance: inst})
+		require.NoError(t, err)
+		require.NoError(t, sc.Every(job, time.Second, func(ctx context.Context, _ scheduler.Run) error {
+			mu.Lock()
+			running++
+			started++
+			most = max(most, running)
+			mu.Unlock()
+			defer func() {
+				mu.Lock()
+				running--
+				ended++
+				mu.Unlock()
+			}()
+			select {
+			case <-ctx.Done(): // a later slot asked
+				mu.Lock()
+				asked++
+				mu.Unlock()
+				return ctx.Err()
+			case <-time.After(3 * time.Second):
+				return nil
+			}
+		}, scheduler.WithOverlap(backend.OverlapCancelOther), scheduler.WithLease(time.Second), scheduler.WithMaxLate(900*time.Millisecond)))
+		require.NoError(t, sc.Start(ctx))
+		scheds = append(scheds, sc)
+	}
+	time.Sleep(4500 * time.Millisecond)
+	for _, sc := range scheds {
+		require.NoError(t, sc.Stop(ctx))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, 1, most, "never two runs of the job at once")
+	assert.GreaterOrEqual(t, started, 3, "later slots ran")
+	assert.Equal(t, started, ended)
+	assert.GreaterOrEqual(t, asked, 2, "runs were asked to end")
+	hist, err := scheds[0].History(ctx, job, 0)
+	require.NoError(t, err)
+	cancelled := 0
+	for _, r := range hist {
+		if r.Status == scheduler.StatusCancelled {
+			cancelled++
+		}
+	}
+	assert.GreaterOrEqual(t, cancelled, 1, "a run asked to end ended cancelled: %+v", hist)
+}
