@@ -34,23 +34,26 @@ type Backend struct {
 }
 
 var (
-	_ backend.Backend        = (*Backend)(nil)
-	_ backend.LeaseBackend   = (*Backend)(nil)
-	_ backend.ClaimRecorder  = (*Backend)(nil)
-	_ backend.RecordDecider  = (*Backend)(nil)
-	_ backend.RunStore       = (*RunStore)(nil)
-	_ backend.LeaseWatcher   = (*RunStore)(nil)
-	_ backend.Retrier        = (*RunStore)(nil)
-	_ backend.Pauser         = (*Backend)(nil)
-	_ backend.LastRunsReader = (*Backend)(nil)
+	_ backend.Backend          = (*Backend)(nil)
+	_ backend.LeaseBackend     = (*Backend)(nil)
+	_ backend.ClaimRecorder    = (*Backend)(nil)
+	_ backend.RecordDecider    = (*Backend)(nil)
+	_ backend.RunStore         = (*RunStore)(nil)
+	_ backend.LeaseWatcher     = (*RunStore)(nil)
+	_ backend.Retrier          = (*RunStore)(nil)
+	_ backend.OverlapCanceller = (*RunStore)(nil)
+	_ backend.Pauser           = (*Backend)(nil)
+	_ backend.LastRunsReader   = (*Backend)(nil)
 )
 
 // SchemaVersion is the version of the tables this package creates and reads. Init
 // records it and migrates tables of an older version to it; a database whose
 // tables a newer version of this package created is refused with ErrSchemaTooNew.
 //
-// Version 2 added the runs table's retry columns (backend.Retrier).
-const SchemaVersion = 3
+// Version 2 added the runs table's retry columns (backend.Retrier), version 3 the
+// history's backfill columns, version 4 the runs table's cancel request columns
+// (backend.OverlapCanceller).
+const SchemaVersion = 4
 
 // New returns a backend on db (which it does not close) speaking dialect. Nothing
 // is read or written before Init. Bound db's pool (SetMaxOpenConns, 10 is plenty):

@@ -10,8 +10,9 @@
 // New returns a *Backend: a backend.Backend with leases (backend.LeaseBackend),
 // so the scheduler gets backups, overlap protection, catch-up and hand-over; it
 // also stores pauses (backend.Pauser), stores a failed attempt's retry for any
-// replica to claim (backend.Retrier), and reads the last runs of many jobs in one
-// query (backend.LastRunsReader). Held to the same contract as the JetStream
+// replica to claim (backend.Retrier), stores a later slot's request that an
+// earlier run end (OverlapCancelOther, backend.OverlapCanceller), and reads the
+// last runs of many jobs in one query (backend.LastRunsReader). Held to the same contract as the JetStream
 // backend, it passes the same conformance suite (backend/backendtest).
 //
 //   - A claim is one INSERT that does nothing on a conflict (the slot's first token
@@ -23,6 +24,11 @@
 //     PostgreSQL, the write lock on SQLite), then reads the slot's run and decides
 //     won, running, done, overlap, late, retry or none; every lease time comes from the
 //     database server's clock (Dialect.NowMs), never a replica's.
+//   - A run's row is unfinished (holding a lease or not, or with its retry
+//     pending) or finished with its status (skipped or late when that was the
+//     stored decision). A later slot's cancel request is stored on an unfinished
+//     row and stays once it is finished; a claim that would take over such a run
+//     finishes it cancelled.
 //   - A backup learns that a lease ended by LISTEN/NOTIFY on PostgreSQL and by
 //     polling on SQLite (WatchRun).
 //   - History is the claims, records and results of a job, bounded by size and
@@ -36,8 +42,9 @@
 // place at Init (migrations only add columns with defaults; replicas starting
 // together migrate once). From then on a replica of the old version that starts is
 // refused with ErrSchemaTooNew; one that was already running goes on working, and
-// reads a slot whose retry is pending as done, leaving it to the new replicas.
-// Going back to the old version means restoring the tables of before.
+// reads a slot whose retry is pending as done, leaving it to the new replicas. A
+// replica of schema version 3 or older neither stores nor heeds (nor clears) cancel
+// requests: give a job OverlapCancelOther once every replica is upgraded. Going back to the old version means restoring the tables of before.
 //
 // # A minimal program
 //

@@ -15,10 +15,10 @@ import (
 // sweepEvery bounds how often a RunStore deletes runs past their keep.
 const sweepEvery = time.Minute
 
-// RunStore is the backend's backend.RunStore, backend.LeaseWatcher and
-// backend.Retrier: one row per (job, slot) in the runs table, changed only in
-// transactions that hold the job's lock, with every lease time taken from the
-// database's clock.
+// RunStore is the backend's backend.RunStore, backend.LeaseWatcher,
+// backend.Retrier and backend.OverlapCanceller: one row per (job, slot) in the
+// runs table, changed only in transactions that hold the job's lock, with every
+// lease time taken from the database's clock.
 type RunStore struct {
 	b *Backend
 
@@ -44,6 +44,18 @@ type run struct {
 	// retryAt to retryBy. retried: the run was taken for such a retry.
 	retrying, retried bool
 	retryAt, retryBy  int64
+	// cancelToken, when not "", is with cancelSlot and cancelInstance a later
+	// slot's request that the run end (OverlapCancelOther).
+	cancelToken, cancelInstance string
+	cancelSlot                  int64
+}
+
+// request is the run's stored cancel request, nil without one.
+func (r *run) request() *backend.CancelRequest {
+	if r.cancelToken == "" {
+		return nil
+	}
+	return &backend.CancelRequest{Slot: timeOf(r.cancelSlot), Instance: r.cancelInstance, Token: r.cancelToken}
 }
 
 func (r *run) finished() bool      { return r.status.Finished() }
@@ -166,7 +178,7 @@ func (s *RunStore) claim(ctx context.Context, tx *sql.Tx, in backend.RunClaim) (
 		case r.finished() && in.MayReopen(r.status, r.token, r.attempt) && (in.Deadline.IsZero() || now <= in.Deadline.UnixMilli()):
 			// A paused slot that catch-up asks for once the pause ended: taken like
 			// an expired lease, unless another slot of an overlap-forbidden job runs.
-			if in.Overlap == backend.OverlapSkip {
+			if in.Overlap.Exclusive() {
 				busy, err := s.otherBusy(ctx, tx, in.Job, slot, now, true)
 				if err != nil {
 					return res, false, err
@@ -184,6 +196,10 @@ func (s *RunStore) claim(ctx context.Context, tx *sql.Tx, in backend.RunClaim) (
 			return r.result(backend.OutcomeWon), false, nil
 		case r.live(now):
 			return r.result(backend.OutcomeRunning), false, nil
+		case r.cancelToken != "":
+			// A later slot asked the run to end: it is not taken over, nor
+			// retried, but ended.
+			return s.endCancelled(ctx, tx, in, r, now)
 		case r.retrying && r.token == in.Token:
 			// The failed attempt's own token: its attempt is over, it never
 			// takes the retry.
@@ -203,7 +219,7 @@ func (s *RunStore) claim(ctx context.Context, tx *sql.Tx, in backend.RunClaim) (
 		// Unfinished and its lease expired or was released, or its retry is due: a
 		// takeover. The deadline does not apply (someone started the run); a job
 		// that forbids overlap waits while another of its slots holds a live lease.
-		if in.Overlap == backend.OverlapSkip {
+		if in.Overlap.Exclusive() {
 			busy, err := s.otherBusy(ctx, tx, in.Job, slot, now, true)
 			if err != nil {
 				return res, false, err
@@ -226,10 +242,21 @@ func (s *RunStore) claim(ctx context.Context, tx *sql.Tx, in backend.RunClaim) (
 		r.status = backend.StatusLate // stored: nobody runs the slot afterwards
 	default:
 		busy := false
-		if in.Overlap == backend.OverlapSkip {
-			if busy, err = s.otherBusy(ctx, tx, in.Job, slot, now, false); err != nil {
-				return res, false, err
+		switch in.Overlap {
+		case backend.OverlapSkip:
+			busy, err = s.otherBusy(ctx, tx, in.Job, slot, now, false)
+		case backend.OverlapCancelOther:
+			// A later slot's busy run skips the slot; only earlier ones busy, it
+			// asks them to end and waits, storing nothing of its own.
+			if busy, err = s.laterBusy(ctx, tx, in.Job, slot, now); err == nil && !busy {
+				var waits bool
+				if res, waits, err = s.cancelEarlier(ctx, tx, in, now); err == nil && waits {
+					return res, false, nil
+				}
 			}
+		}
+		if err != nil {
+			return res, false, err
 		}
 		if busy {
 			r.status = backend.StatusSkipped
@@ -255,10 +282,11 @@ func (s *RunStore) claim(ctx context.Context, tx *sql.Tx, in backend.RunClaim) (
 
 // take gives the stored run r to in's token with a new lease: a takeover, a due
 // retry, or a paused slot reopened (r's previous holder, status and retried
-// already set for it). The write applies only to the row as it was read (its token
-// and status were): else errRunChanged.
+// already set for it), without a cancel request. The write applies only to the row
+// as it was read (its token, status and expiry were: neither a Finish nor a
+// heartbeat of the holder came between): else errRunChanged.
 func (s *RunStore) take(ctx context.Context, tx *sql.Tx, in backend.RunClaim, r *run, fence, now int64, wasStatus string) (backend.ClaimResult, bool, error) {
-	wasToken := r.token
+	wasToken, wasExpires := r.token, r.expires
 	keep := in.Keep
 	if keep == 0 {
 		keep = backend.DefaultRunKeep
@@ -272,10 +300,10 @@ func (s *RunStore) take(ctx context.Context, tx *sql.Tx, in backend.RunClaim, r 
 	}
 	up, err := tx.ExecContext(ctx, s.b.q(0, `UPDATE {p}runs SET token = ?, instance = ?, attempt = ?, prev_instance = ?, prev_token = ?,
 			fence = ?, lease_ms = ?, expires = ?, status = ?, keep_ms = ?, changed = ?, forget_at = ?, reopened = ?,
-			retried = ?, retry_at = 0, retry_by = 0
-		WHERE job = ? AND slot = ? AND token = ? AND status = ?`),
+			retried = ?, retry_at = 0, retry_by = 0, cancel_slot = 0, cancel_instance = '', cancel_token = ''
+		WHERE job = ? AND slot = ? AND token = ? AND status = ? AND expires = ?`),
 		r.token, r.instance, r.attempt, r.prevInstance, r.prevToken, r.fence, r.leaseMs, r.expires, r.storedStatus(),
-		r.keepMs, r.changed, r.forgetAt(), boolInt(r.reopened), boolInt(r.retried), in.Job, in.Slot.UnixMilli(), wasToken, wasStatus)
+		r.keepMs, r.changed, r.forgetAt(), boolInt(r.reopened), boolInt(r.retried), in.Job, in.Slot.UnixMilli(), wasToken, wasStatus, wasExpires)
 	if err != nil {
 		return backend.ClaimResult{}, false, err
 	}
@@ -285,6 +313,27 @@ func (s *RunStore) take(ctx context.Context, tx *sql.Tx, in backend.RunClaim, r 
 		return backend.ClaimResult{}, false, errRunChanged
 	}
 	return r.result(backend.OutcomeWon), true, nil
+}
+
+// endCancelled finishes r, a run a later slot asked to end whose lease ended
+// unfinished or whose retry is stored, as cancelled, in place of in's takeover.
+// The write applies only to the row as it was read, as take's: else
+// errRunChanged.
+func (s *RunStore) endCancelled(ctx context.Context, tx *sql.Tx, in backend.RunClaim, r *run, now int64) (backend.ClaimResult, bool, error) {
+	was := r.storedStatus()
+	r.status, r.retrying, r.changed = backend.StatusCancelled, false, now
+	up, err := tx.ExecContext(ctx, s.b.q(0, `UPDATE {p}runs SET status = ?, changed = ?, forget_at = ?
+		WHERE job = ? AND slot = ? AND token = ? AND status = ? AND expires = ?`),
+		string(r.status), r.changed, r.forgetAt(), in.Job, in.Slot.UnixMilli(), r.token, was, r.expires)
+	if err != nil {
+		return backend.ClaimResult{}, false, err
+	}
+	if n, err := up.RowsAffected(); err != nil {
+		return backend.ClaimResult{}, false, err
+	} else if n == 0 {
+		return backend.ClaimResult{}, false, errRunChanged
+	}
+	return r.decided(in.Token), true, nil
 }
 
 // lockAndRead serialises the claim with the job's other claims (Dialect.Serialize,
@@ -304,13 +353,15 @@ func (s *RunStore) lockAndRead(ctx context.Context, tx *sql.Tx, job string, slot
 		var (
 			token, instance, prevInstance, prevToken, status            sql.NullString
 			attempt2, rfence, leaseMs, expires, keepMs, chang, reopened sql.NullInt64
-			retried, retryAt, retryBy                                   sql.NullInt64
+			retried, retryAt, retryBy, cancelSlot                       sql.NullInt64
+			cancelInstance, cancelToken                                 sql.NullString
 		)
 		err := tx.QueryRowContext(ctx, s.b.q(0, `SELECT j.fence, {now}, r.token, r.instance, r.attempt, r.prev_instance, r.prev_token,
-				r.fence, r.lease_ms, r.expires, r.status, r.keep_ms, r.changed, r.reopened, r.retried, r.retry_at, r.retry_by
+				r.fence, r.lease_ms, r.expires, r.status, r.keep_ms, r.changed, r.reopened, r.retried, r.retry_at, r.retry_by,
+				r.cancel_slot, r.cancel_instance, r.cancel_token
 			FROM {p}jobs j LEFT JOIN {p}runs r ON r.job = j.job AND r.slot = ? WHERE j.job = ?`), slot, job).
 			Scan(&fence, &now, &token, &instance, &attempt2, &prevInstance, &prevToken, &rfence, &leaseMs, &expires, &status, &keepMs, &chang,
-				&reopened, &retried, &retryAt, &retryBy)
+				&reopened, &retried, &retryAt, &retryBy, &cancelSlot, &cancelInstance, &cancelToken)
 		if errors.Is(err, sql.ErrNoRows) && attempt == 0 {
 			if _, err := tx.ExecContext(ctx, s.b.q(ignore, "INSERT INTO {p}jobs (job, fence, hist_floor) VALUES (?, 0, 0)"), job); err != nil {
 				return 0, 0, nil, err
@@ -324,7 +375,8 @@ func (s *RunStore) lockAndRead(ctx context.Context, tx *sql.Tx, job string, slot
 			r = &run{token: token.String, instance: instance.String, attempt: int(attempt2.Int64),
 				prevInstance: prevInstance.String, prevToken: prevToken.String, fence: rfence.Int64,
 				leaseMs: leaseMs.Int64, expires: expires.Int64, keepMs: keepMs.Int64, changed: chang.Int64,
-				reopened: reopened.Int64 != 0, retried: retried.Int64 != 0, retryAt: retryAt.Int64, retryBy: retryBy.Int64}
+				reopened: reopened.Int64 != 0, retried: retried.Int64 != 0, retryAt: retryAt.Int64, retryBy: retryBy.Int64,
+				cancelSlot: cancelSlot.Int64, cancelInstance: cancelInstance.String, cancelToken: cancelToken.String}
 			r.setStatus(status.String)
 		}
 		return fence, now, r, nil
@@ -354,8 +406,82 @@ func (s *RunStore) otherBusy(ctx context.Context, tx *sql.Tx, job string, slot, 
 	return n > 0, nil
 }
 
+// laterBusy reports whether a slot of job after slot is busy, as otherBusy (not
+// liveOnly) counts.
+func (s *RunStore) laterBusy(ctx context.Context, tx *sql.Tx, job string, slot, now int64) (bool, error) {
+	var n int64
+	err := tx.QueryRowContext(ctx, s.b.q(0, "SELECT COUNT(*) FROM {p}runs WHERE job = ? AND slot > ? AND status IN ('', '"+statusRetry+
+		"') AND expires + lease_ms > ?"), job, slot, now).Scan(&n)
+	return n > 0, err
+}
+
+// cancelEarlier stores in's request that it end on each busy run (as otherBusy,
+// not liveOnly, counts) of an earlier slot of in's job that has none, and answers
+// in running, waiting for the newest of them; waits is false when none is busy.
+// The busy runs are read locked (Dialect.ForUpdate) so that no Finish changes
+// them before the claim commits; a write that finds its run changed all the same
+// is errRunChanged.
+func (s *RunStore) cancelEarlier(ctx context.Context, tx *sql.Tx, in backend.RunClaim, now int64) (res backend.ClaimResult, waits bool, err error) {
+	slot := in.Slot.UnixMilli()
+	rows, err := tx.QueryContext(ctx, s.b.q(0, `SELECT slot, token, instance, attempt, fence, expires, status, cancel_token FROM {p}runs
+		WHERE job = ? AND slot < ? AND status IN ('', '`+statusRetry+`') AND expires + lease_ms > ? ORDER BY slot`+s.b.dialect.ForUpdate),
+		in.Job, slot, now)
+	if err != nil {
+		return res, false, err
+	}
+	type busyRun struct {
+		slot          int64
+		token, status string
+		asked         bool
+	}
+	var busy []busyRun
+	for rows.Next() {
+		var (
+			b     busyRun
+			r     run
+			asked string
+		)
+		if err := rows.Scan(&b.slot, &b.token, &r.instance, &r.attempt, &r.fence, &r.expires, &b.status, &asked); err != nil {
+			_ = rows.Close()
+			return res, false, err
+		}
+		b.asked = asked != ""
+		busy = append(busy, b)
+		res = r.result(backend.OutcomeRunning) // the newest is last
+		res.WaitsFor = timeOf(b.slot)
+	}
+	if err := rows.Close(); err != nil {
+		return res, false, err
+	}
+	if err := rows.Err(); err != nil {
+		return res, false, err
+	}
+	for _, b := range busy {
+		if b.asked {
+			continue // the first request stands
+		}
+		up, err := tx.ExecContext(ctx, s.b.q(0, `UPDATE {p}runs SET cancel_slot = ?, cancel_instance = ?, cancel_token = ?
+			WHERE job = ? AND slot = ? AND token = ? AND status = ? AND cancel_token = ''`),
+			slot, in.Instance, in.Token, in.Job, b.slot, b.token, b.status)
+		if err != nil {
+			return res, false, err
+		}
+		if n, err := up.RowsAffected(); err != nil {
+			return res, false, err
+		} else if n == 0 {
+			return res, false, errRunChanged
+		}
+	}
+	return res, len(busy) > 0, nil
+}
+
+// CancelsOverlap reports that the store implements OverlapCancelOther.
+func (s *RunStore) CancelsOverlap() bool { return true }
+
 // Heartbeat extends token's lease to the database's now + lease, in one statement
-// that changes the row only while token holds a live lease.
+// that changes the row only while token holds a live lease and no cancel request
+// is stored. With one, a second statement extends the lease and a third reads the
+// request for the *backend.CancelError.
 func (s *RunStore) Heartbeat(ctx context.Context, key backend.RunKey, lease time.Duration) error {
 	job, slot, token := key.Job, key.Slot, key.Token
 	ctx, cancel := s.b.callCtx(ctx)
@@ -366,17 +492,37 @@ func (s *RunStore) Heartbeat(ctx context.Context, key backend.RunKey, lease time
 	if err := s.b.Init(ctx); err != nil {
 		return err
 	}
-	res, err := s.b.db.ExecContext(ctx, s.b.q(0, `UPDATE {p}runs SET lease_ms = ?, expires = {now} + ?, changed = {now},
-			forget_at = {now} + CASE WHEN keep_ms > ? THEN keep_ms ELSE ? END
-		WHERE job = ? AND slot = ? AND token = ? AND status = '' AND expires > {now}`),
-		lease.Milliseconds(), lease.Milliseconds(), lease.Milliseconds(), lease.Milliseconds(), job, slot.UnixMilli(), token)
-	if err != nil {
-		return fmt.Errorf("sqlbackend: heartbeat %s: %w", describe(job, slot), err)
+	extend := func(asked string) (bool, error) {
+		res, err := s.b.db.ExecContext(ctx, s.b.q(0, `UPDATE {p}runs SET lease_ms = ?, expires = {now} + ?, changed = {now},
+				forget_at = {now} + CASE WHEN keep_ms > ? THEN keep_ms ELSE ? END
+			WHERE job = ? AND slot = ? AND token = ? AND status = '' AND expires > {now} AND cancel_token `+asked),
+			lease.Milliseconds(), lease.Milliseconds(), lease.Milliseconds(), lease.Milliseconds(), job, slot.UnixMilli(), token)
+		if err != nil {
+			return false, fmt.Errorf("sqlbackend: heartbeat %s: %w", describe(job, slot), err)
+		}
+		n, err := res.RowsAffected()
+		return err == nil && n == 1, nil
 	}
-	if n, err := res.RowsAffected(); err != nil || n == 0 {
+	if ok, err := extend("= ''"); ok || err != nil {
+		return err
+	}
+	if ok, err := extend("<> ''"); err != nil {
+		return err
+	} else if !ok {
 		return fmt.Errorf("%w: %s", backend.ErrLeaseLost, describe(job, slot))
 	}
-	return nil
+	// The lease is extended; the request stays until the run is taken anew.
+	var r run
+	err := s.b.db.QueryRowContext(ctx, s.b.q(0, `SELECT cancel_slot, cancel_instance, cancel_token FROM {p}runs
+		WHERE job = ? AND slot = ? AND token = ? AND cancel_token <> ''`), job, slot.UnixMilli(), token).
+		Scan(&r.cancelSlot, &r.cancelInstance, &r.cancelToken)
+	switch {
+	case errors.Is(err, sql.ErrNoRows): // finished and taken anew since
+		return fmt.Errorf("%w: %s", backend.ErrLeaseLost, describe(job, slot))
+	case err != nil:
+		return fmt.Errorf("sqlbackend: heartbeat %s: %w", describe(job, slot), err)
+	}
+	return &backend.CancelError{Job: job, Slot: slot, Request: *r.request()}
 }
 
 // Finish marks the run finished with status, from the token stored as its holder
@@ -496,7 +642,8 @@ func (s *RunStore) Active(ctx context.Context, job string) ([]backend.ActiveRun,
 	if err := s.b.Init(ctx); err != nil {
 		return nil, err
 	}
-	rows, err := s.b.db.QueryContext(ctx, s.b.q(0, `SELECT slot, token, instance, attempt, fence, expires, keep_ms, changed, status, retry_at, retry_by, {now}
+	rows, err := s.b.db.QueryContext(ctx, s.b.q(0, `SELECT slot, token, instance, attempt, fence, expires, keep_ms, changed, status, retry_at, retry_by,
+			cancel_slot, cancel_instance, cancel_token, {now}
 		FROM {p}runs WHERE job = ? AND status IN ('', '`+statusRetry+`') ORDER BY slot`), job)
 	if err != nil {
 		return nil, fmt.Errorf("sqlbackend: active runs of %q: %w", job, err)
@@ -512,7 +659,8 @@ func (s *RunStore) Active(ctx context.Context, job string) ([]backend.ActiveRun,
 			instance string
 			status   string
 		)
-		if err := rows.Scan(&slot, &r.token, &instance, &attempt, &r.fence, &r.expires, &r.keepMs, &r.changed, &status, &r.retryAt, &r.retryBy, &now); err != nil {
+		if err := rows.Scan(&slot, &r.token, &instance, &attempt, &r.fence, &r.expires, &r.keepMs, &r.changed, &status, &r.retryAt, &r.retryBy,
+			&r.cancelSlot, &r.cancelInstance, &r.cancelToken, &now); err != nil {
 			return nil, fmt.Errorf("sqlbackend: active runs of %q: %w", job, err)
 		}
 		r.setStatus(status)
@@ -521,7 +669,7 @@ func (s *RunStore) Active(ctx context.Context, job string) ([]backend.ActiveRun,
 		}
 		a := backend.ActiveRun{
 			Slot: timeOf(slot), Token: r.token, Instance: instance, Attempt: int(attempt),
-			Fence: uint64(r.fence), Expires: timeOf(r.expires), Live: r.live(now),
+			Fence: uint64(r.fence), Expires: timeOf(r.expires), Live: r.live(now), Cancel: r.request(),
 		}
 		if r.retrying {
 			a.RetryAt = timeOf(r.retryAt)

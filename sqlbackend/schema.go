@@ -36,14 +36,17 @@ var schema = []string{
 	// run is finished (or decided skipped or late, with fence 0), 'retry' while
 	// the retry its last attempt stored (claimable from retry_at to retry_by) is
 	// pending; reopened is 1 for a slot stored paused that a ReopenPaused claim
-	// took, retried 1 for a run taken for a retry. The retry columns are those
-	// migrations[1] adds, defaults included, so that created and migrated tables
-	// are alike.
+	// took, retried 1 for a run taken for a retry. cancel_token, when not '', is
+	// with cancel_slot and cancel_instance the request of a later slot's claim
+	// that the run end (OverlapCancelOther). The retry and cancel columns are those
+	// migrations[1] and migrations[3] add, defaults included, so that created and
+	// migrated tables are alike.
 	`CREATE TABLE IF NOT EXISTS {p}runs (job {text} NOT NULL, slot {int} NOT NULL, token {text} NOT NULL,
 		instance {text} NOT NULL, attempt {int} NOT NULL, prev_instance {text} NOT NULL, prev_token {text} NOT NULL,
 		fence {int} NOT NULL, lease_ms {int} NOT NULL, expires {int} NOT NULL, status {text} NOT NULL,
 		keep_ms {int} NOT NULL, changed {int} NOT NULL, forget_at {int} NOT NULL, reopened {int} NOT NULL,
 		retried {int} NOT NULL DEFAULT 0, retry_at {int} NOT NULL DEFAULT 0, retry_by {int} NOT NULL DEFAULT 0,
+		cancel_slot {int} NOT NULL DEFAULT 0, cancel_instance {text} NOT NULL DEFAULT '', cancel_token {text} NOT NULL DEFAULT '',
 		PRIMARY KEY (job, slot))`,
 	// forget_at = max(changed + keep, expires): the sweep deletes by it, by index.
 	`CREATE INDEX IF NOT EXISTS {p}runs_forget ON {p}runs (forget_at)`,
@@ -70,6 +73,13 @@ var migrations = map[int][]string{
 		`ALTER TABLE {p}claims ADD COLUMN backfill {int} NOT NULL DEFAULT 0`,
 		`ALTER TABLE {p}records ADD COLUMN backfill {int} NOT NULL DEFAULT 0`,
 		`ALTER TABLE {p}results ADD COLUMN backfill {int} NOT NULL DEFAULT 0`,
+	},
+	// Cancel requests (backend.OverlapCanceller). Rows of version 3 have none;
+	// replicas of version 3 neither store nor read them.
+	3: {
+		`ALTER TABLE {p}runs ADD COLUMN cancel_slot {int} NOT NULL DEFAULT 0`,
+		`ALTER TABLE {p}runs ADD COLUMN cancel_instance {text} NOT NULL DEFAULT ''`,
+		`ALTER TABLE {p}runs ADD COLUMN cancel_token {text} NOT NULL DEFAULT ''`,
 	},
 }
 

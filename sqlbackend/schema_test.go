@@ -3,6 +3,7 @@ package sqlbackend_test
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -92,6 +93,7 @@ func TestSchemaMigratesVersion1(t *testing.T) {
 		var version int
 		require.NoError(t, old.DB().QueryRowContext(ctx, sqlText.Replace("SELECT version FROM {p}schema WHERE id = 1")).Scan(&version))
 		assert.Equal(t, sqlbackend.SchemaVersion, version, "the migration records the new version")
+		assertRunsColumnsAsCreated(t, open, old)
 
 		runs := replicas[0].Store()
 		claim := func(slot time.Time, token string) backend.ClaimResult {
@@ -132,4 +134,128 @@ func TestSchemaMigratesVersion1(t *testing.T) {
 		// Once migrated, a replica starting later changes nothing.
 		require.NoError(t, open(t).Init(ctx))
 	})
+}
+
+// runsV3 is the runs table as schema version 3 created it (before the cancel
+// request columns).
+const runsV3 = `CREATE TABLE {p}runs (job TEXT NOT NULL, slot {int} NOT NULL, token TEXT NOT NULL,
+	instance TEXT NOT NULL, attempt {int} NOT NULL, prev_instance TEXT NOT NULL, prev_token TEXT NOT NULL,
+	fence {int} NOT NULL, lease_ms {int} NOT NULL, expires {int} NOT NULL, status TEXT NOT NULL,
+	keep_ms {int} NOT NULL, changed {int} NOT NULL, forget_at {int} NOT NULL, reopened {int} NOT NULL,
+	retried {int} NOT NULL DEFAULT 0, retry_at {int} NOT NULL DEFAULT 0, retry_by {int} NOT NULL DEFAULT 0,
+	PRIMARY KEY (job, slot))`
+
+// A database of schema version 3 is migrated by replicas starting together: its
+// rows stay (a live lease, a finished slot, a pending retry), and the migrated
+// runs table, alike to a created one, stores cancel requests.
+func TestSchemaMigratesVersion3(t *testing.T) {
+	t.Parallel()
+	dialects(t, func(t *testing.T, open func(t *testing.T, opts ...sqlbackend.Option) *sqlbackend.Backend) {
+		ctx := backendtest.Context(t)
+		old := open(t)
+		require.NoError(t, old.Init(ctx))
+		bigint, ph := "INTEGER", func(int) string { return "?" }
+		if old.Name() == "sql/postgres" {
+			bigint, ph = "BIGINT", func(n int) string { return fmt.Sprintf("$%d", n) }
+		}
+		sqlText := strings.NewReplacer("{p}", old.TablePrefix(), "{int}", bigint)
+		exec := func(q string, args ...any) {
+			t.Helper()
+			_, err := old.DB().ExecContext(ctx, sqlText.Replace(q), args...)
+			require.NoError(t, err, q)
+		}
+		exec("DROP TABLE {p}runs")
+		exec(runsV3)
+		exec("CREATE INDEX {p}runs_forget ON {p}runs (forget_at)")
+		exec("UPDATE {p}schema SET version = 3 WHERE id = 1")
+		job := backendtest.JobName("migrate3")
+		liveSlot, doneSlot, retrySlot := time.UnixMilli(1_900_000_000_000), time.UnixMilli(1_900_000_001_000), time.UnixMilli(1_900_000_002_000)
+		liveToken := backendtest.Token()
+		now := time.Now().UnixMilli()
+		keep := backend.DefaultRunKeep.Milliseconds()
+		exec("INSERT INTO {p}jobs (job, fence, hist_floor) VALUES ("+ph(1)+", 3, 0)", job)
+		insert := "INSERT INTO {p}runs (job, slot, token, instance, attempt, prev_instance, prev_token, fence, lease_ms, expires, status, keep_ms, changed, forget_at, reopened, retried, retry_at, retry_by) VALUES (" +
+			ph(1) + ", " + ph(2) + ", " + ph(3) + ", 'a', 1, '', '', " + ph(4) + ", 3600000, " + ph(5) + ", " + ph(6) + ", " + ph(7) + ", " + ph(8) + ", " + ph(9) + ", 0, 0, " + ph(10) + ", " + ph(11) + ")"
+		hour := time.Hour.Milliseconds()
+		exec(insert, job, liveSlot.UnixMilli(), liveToken, 1, now+hour, "", keep, now, now+keep, 0, 0)
+		exec(insert, job, doneSlot.UnixMilli(), backendtest.Token(), 2, now, string(backend.StatusOK), keep, now, now+keep, 0, 0)
+		exec(insert, job, retrySlot.UnixMilli(), backendtest.Token(), 3, now, "retry", keep, now, now+3*hour+keep, now+hour, now+2*hour)
+
+		replicas := make([]*sqlbackend.Backend, 4)
+		errs := make([]error, len(replicas))
+		var wg sync.WaitGroup
+		for i := range replicas {
+			replicas[i] = open(t)
+			wg.Go(func() { errs[i] = replicas[i].Init(ctx) })
+		}
+		wg.Wait()
+		require.NoError(t, errors.Join(errs...), "replicas migrating together")
+		var version int
+		require.NoError(t, old.DB().QueryRowContext(ctx, sqlText.Replace("SELECT version FROM {p}schema WHERE id = 1")).Scan(&version))
+		assert.Equal(t, sqlbackend.SchemaVersion, version, "the migration records the new version")
+		assertRunsColumnsAsCreated(t, open, old)
+
+		runs := replicas[0].Store()
+		claim := func(slot time.Time, token string) backend.ClaimResult {
+			t.Helper()
+			res, err := runs.Claim(ctx, backend.RunClaim{Job: job, Slot: slot, Token: token, Instance: "b", Lease: time.Minute,
+				Overlap: backend.OverlapCancelOther, Deadline: time.Now().Add(time.Hour)})
+			require.NoError(t, err)
+			return res
+		}
+		res := claim(liveSlot, liveToken)
+		assert.Equal(t, backend.OutcomeWon, res.Outcome, "the holder of a lease stored before the migration")
+		assert.Equal(t, uint64(1), res.Fence)
+		done := claim(doneSlot, backendtest.Token())
+		assert.Equal(t, backend.OutcomeDone, done.Outcome, "a slot finished before the migration")
+		assert.Equal(t, backend.StatusOK, done.Status)
+		assert.Equal(t, backend.OutcomeRetry, claim(retrySlot, backendtest.Token()).Outcome, "a retry stored before the migration")
+		require.NoError(t, replicas[1].Runs().Heartbeat(ctx, backend.RunKey{Job: job, Slot: liveSlot, Token: liveToken}, time.Minute),
+			"a migrated row has no cancel request")
+
+		// A later slot asks the migrated runs to end: the live lease, and the
+		// pending retry (busy: its attempt ended less than a lease ago), the newest.
+		asker := backendtest.Token()
+		later := time.UnixMilli(1_900_000_003_000)
+		w := claim(later, asker)
+		assert.Equal(t, backend.OutcomeRunning, w.Outcome)
+		assert.True(t, w.WaitsFor.Equal(retrySlot), "it waits for the newest earlier run: %+v", w)
+		err := replicas[2].Runs().Heartbeat(ctx, backend.RunKey{Job: job, Slot: liveSlot, Token: liveToken}, time.Minute)
+		var ce *backend.CancelError
+		require.True(t, errors.As(err, &ce), "the migrated row stores the request: %v", err)
+		assert.Equal(t, asker, ce.Request.Token)
+		assert.True(t, ce.Request.Slot.Equal(later))
+		active, err := replicas[3].Runs().Active(ctx, job)
+		require.NoError(t, err)
+		require.Len(t, active, 2)
+		for _, a := range active {
+			require.NotNil(t, a.Cancel, "Active shows it: %+v", a)
+			assert.Equal(t, "b", a.Cancel.Instance)
+		}
+		ended := claim(retrySlot, backendtest.Token())
+		assert.Equal(t, backend.OutcomeDone, ended.Outcome, "the retry of a run asked to end")
+		assert.Equal(t, backend.StatusCancelled, ended.Status)
+
+		// Once migrated, a replica starting later changes nothing.
+		require.NoError(t, open(t).Init(ctx))
+	})
+}
+
+// assertRunsColumnsAsCreated checks that migrated's runs table has the columns of
+// one created by this version.
+func assertRunsColumnsAsCreated(t *testing.T, open func(t *testing.T, opts ...sqlbackend.Option) *sqlbackend.Backend, migrated *sqlbackend.Backend) {
+	t.Helper()
+	ctx := backendtest.Context(t)
+	created := open(t, sqlbackend.WithTablePrefix(prefix("created")))
+	require.NoError(t, created.Init(ctx))
+	columns := func(b *sqlbackend.Backend) []string {
+		rows, err := b.DB().QueryContext(ctx, "SELECT * FROM "+b.TablePrefix()+"runs WHERE 1 = 0")
+		require.NoError(t, err)
+		defer rows.Close()
+		cols, err := rows.Columns()
+		require.NoError(t, err)
+		slices.Sort(cols)
+		return cols
+	}
+	assert.Equal(t, columns(created), columns(migrated), "a migrated runs table is alike to a created one")
 }
