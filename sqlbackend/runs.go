@@ -145,6 +145,10 @@ func (s *RunStore) Claim(ctx context.Context, in backend.RunClaim) (backend.Clai
 	if changed {
 		s.b.hub.changed(ctx, in.Job, in.Slot.UnixMilli())
 	}
+	if res.Outcome == backend.OutcomeRunning && !res.WaitsFor.IsZero() {
+		// A cancel request is stored on that run: its holder watches it.
+		s.b.hub.changed(ctx, in.Job, res.WaitsFor.UnixMilli())
+	}
 	s.sweep(ctx)
 	return res, nil
 }

@@ -224,7 +224,8 @@ func (h *hub) close() {
 
 // WatchRun returns a channel closed when (job, slot)'s lease ends: it expires (a
 // timer on the database's clock, re-armed when a heartbeat moved the expiry),
-// is released, ended by a retry, finished or taken over. Other replicas' writes reach it by the
+// is released, ended by a retry, finished or taken over, or a cancel request is
+// stored on the run (OverlapCancelOther). Other replicas' writes reach it by the
 // dialect's notifications (LISTEN/NOTIFY on PostgreSQL) or by polling (SQLite),
 // this process's at once. When (job, slot) holds no live lease now the channel is
 // already closed. It is also closed when ctx is done, when the backend is closed,
@@ -248,11 +249,11 @@ func (s *RunStore) WatchRun(ctx context.Context, job string, slot time.Time) (<-
 		close(out)
 		return out, nil
 	}
-	go s.watch(ctx, k, r.token, r.expires-now, sub, unsubscribe, out)
+	go s.watch(ctx, k, r.token, r.cancelToken != "", r.expires-now, sub, unsubscribe, out)
 	return out, nil
 }
 
-func (s *RunStore) watch(ctx context.Context, k runKey, token string, left int64, sub chan struct{}, unsubscribe func(), out chan<- struct{}) {
+func (s *RunStore) watch(ctx context.Context, k runKey, token string, asked bool, left int64, sub chan struct{}, unsubscribe func(), out chan<- struct{}) {
 	defer close(out)
 	defer unsubscribe()
 	for {
@@ -271,7 +272,7 @@ func (s *RunStore) watch(ctx context.Context, k runKey, token string, left int64
 		rctx, cancel := s.b.callCtx(ctx)
 		r, now, err := s.read(rctx, k)
 		cancel()
-		if err != nil || r == nil || r.token != token || !r.live(now) {
+		if err != nil || r == nil || r.token != token || !r.live(now) || !asked && r.cancelToken != "" {
 			return
 		}
 		left = r.expires - now
@@ -285,8 +286,8 @@ func (s *RunStore) read(ctx context.Context, k runKey) (*run, int64, error) {
 		status string
 		now    int64
 	)
-	err := s.b.db.QueryRowContext(ctx, s.b.q(0, `SELECT token, status, expires, {now} FROM {p}runs WHERE job = ? AND slot = ?`), k.job, k.slot).
-		Scan(&r.token, &status, &r.expires, &now)
+	err := s.b.db.QueryRowContext(ctx, s.b.q(0, `SELECT token, status, expires, cancel_token, {now} FROM {p}runs WHERE job = ? AND slot = ?`), k.job, k.slot).
+		Scan(&r.token, &status, &r.expires, &r.cancelToken, &now)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, 0, nil
 	}

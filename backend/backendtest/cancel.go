@@ -156,3 +156,31 @@ func testCancelOtherRace(t *testing.T, f *leaseFixture) {
 		}
 	}
 }
+
+// A watch of a run (its holder's) fires when a later slot's claim stores a
+// cancel request on it, so the holder learns it before its next heartbeat; a
+// watch taken once the request is stored does not fire for it.
+func testCancelOtherWakesTheHolder(t *testing.T, f *leaseFixture) {
+	f.canceller()
+	w := f.watcher()
+	if w == nil {
+		t.Skipf("%T is not a backend.LeaseWatcher: nothing to check", f.s)
+	}
+	t1 := "t1" + Token()
+	f.outcome(f.cancelClaim(1, t1, leaseLong), backend.OutcomeWon)
+	ch, err := w.WatchRun(f.ctx, f.job, leaseSlot(1))
+	require.NoError(t, err)
+	require.NoError(t, f.heartbeatAt(1, t1), "a heartbeat")
+	f.outcome(f.cancelClaim(2, "t2"+Token(), leaseLong), backend.OutcomeRunning)
+	leaseRequireFires(t, ch, leaseWatchBound, "the holder's watch once a later slot asked")
+
+	again, err := w.WatchRun(f.ctx, f.job, leaseSlot(1))
+	require.NoError(t, err)
+	f.outcome(f.cancelClaim(2, "t3"+Token(), leaseLong), backend.OutcomeRunning)
+	require.ErrorIs(t, f.heartbeatAt(1, t1), backend.ErrCancelRequested)
+	select {
+	case <-again:
+		require.Fail(t, "a watch taken after the request fired without a change")
+	case <-time.After(200 * time.Millisecond): // a watch that would fire, fires sooner than that
+	}
+}

@@ -82,6 +82,7 @@ func RunLeases(t *testing.T, newStore func(t *testing.T) backend.RunStore) {
 		{"CancelOtherAsks", testCancelOtherAsks},
 		{"CancelOtherNoTakeover", testCancelOtherNoTakeover},
 		{"CancelOtherRace", testCancelOtherRace},
+		{"CancelOtherWakesTheHolder", testCancelOtherWakesTheHolder},
 	}
 	t.Run("Leases", func(t *testing.T) {
 		for _, c := range cases {
