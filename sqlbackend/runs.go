@@ -302,7 +302,7 @@ func (s *RunStore) take(ctx context.Context, tx *sql.Tx, in backend.RunClaim, r 
 	if err := s.setFence(ctx, tx, in.Job, r.fence); err != nil {
 		return backend.ClaimResult{}, false, err
 	}
-	up, err := tx.ExecContext(ctx, s.b.q(0, `UPDATE {p}runs SET token = ?, instance = ?, attempt = ?, prev_instance = ?, prev_token = ?,
+	err := updateRead(ctx, tx, s.b.q(0, `UPDATE {p}runs SET token = ?, instance = ?, attempt = ?, prev_instance = ?, prev_token = ?,
 			fence = ?, lease_ms = ?, expires = ?, status = ?, keep_ms = ?, changed = ?, forget_at = ?, reopened = ?,
 			retried = ?, retry_at = 0, retry_by = 0, cancel_slot = 0, cancel_instance = '', cancel_token = ''
 		WHERE job = ? AND slot = ? AND token = ? AND status = ? AND expires = ?`),
@@ -311,12 +311,22 @@ func (s *RunStore) take(ctx context.Context, tx *sql.Tx, in backend.RunClaim, r 
 	if err != nil {
 		return backend.ClaimResult{}, false, err
 	}
-	if n, err := up.RowsAffected(); err != nil {
-		return backend.ClaimResult{}, false, err
-	} else if n == 0 {
-		return backend.ClaimResult{}, false, errRunChanged
-	}
 	return r.result(backend.OutcomeWon), true, nil
+}
+
+// updateRead runs an UPDATE of one row as it was read; errRunChanged when it
+// matched none (the row changed since).
+func updateRead(ctx context.Context, tx *sql.Tx, query string, args ...any) error {
+	up, err := tx.ExecContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	if n, err := up.RowsAffected(); err != nil {
+		return err
+	} else if n == 0 {
+		return errRunChanged
+	}
+	return nil
 }
 
 // endCancelled finishes r, a run a later slot asked to end whose lease ended
@@ -326,16 +336,11 @@ func (s *RunStore) take(ctx context.Context, tx *sql.Tx, in backend.RunClaim, r 
 func (s *RunStore) endCancelled(ctx context.Context, tx *sql.Tx, in backend.RunClaim, r *run, now int64) (backend.ClaimResult, bool, error) {
 	was := r.storedStatus()
 	r.status, r.retrying, r.changed = backend.StatusCancelled, false, now
-	up, err := tx.ExecContext(ctx, s.b.q(0, `UPDATE {p}runs SET status = ?, changed = ?, forget_at = ?
+	err := updateRead(ctx, tx, s.b.q(0, `UPDATE {p}runs SET status = ?, changed = ?, forget_at = ?
 		WHERE job = ? AND slot = ? AND token = ? AND status = ? AND expires = ?`),
 		string(r.status), r.changed, r.forgetAt(), in.Job, in.Slot.UnixMilli(), r.token, was, r.expires)
 	if err != nil {
 		return backend.ClaimResult{}, false, err
-	}
-	if n, err := up.RowsAffected(); err != nil {
-		return backend.ClaimResult{}, false, err
-	} else if n == 0 {
-		return backend.ClaimResult{}, false, errRunChanged
 	}
 	return r.decided(in.Token), true, nil
 }
@@ -464,16 +469,11 @@ func (s *RunStore) cancelEarlier(ctx context.Context, tx *sql.Tx, in backend.Run
 		if b.asked {
 			continue // the first request stands
 		}
-		up, err := tx.ExecContext(ctx, s.b.q(0, `UPDATE {p}runs SET cancel_slot = ?, cancel_instance = ?, cancel_token = ?
+		err := updateRead(ctx, tx, s.b.q(0, `UPDATE {p}runs SET cancel_slot = ?, cancel_instance = ?, cancel_token = ?
 			WHERE job = ? AND slot = ? AND token = ? AND status = ? AND cancel_token = ''`),
 			slot, in.Instance, in.Token, in.Job, b.slot, b.token, b.status)
 		if err != nil {
 			return res, false, err
-		}
-		if n, err := up.RowsAffected(); err != nil {
-			return res, false, err
-		} else if n == 0 {
-			return res, false, errRunChanged
 		}
 	}
 	return res, len(busy) > 0, nil
