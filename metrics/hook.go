@@ -60,6 +60,8 @@ func (m *Metrics) OnEvent(e scheduler.Event) {
 		m.retries.WithLabelValues(job).Inc()
 	case scheduler.EventFailed:
 		m.failedSlots.WithLabelValues(job).Inc()
+	case scheduler.EventCancelRequested:
+		m.cancelAsked.WithLabelValues(job).Inc()
 	case scheduler.EventJobConflict:
 		v := 0.0
 		if e.Conflict != "" {
@@ -118,6 +120,7 @@ func (m *Metrics) initJob(job string) {
 	m.pausedSlots.WithLabelValues(job)
 	m.jobConflict.WithLabelValues(job)
 	m.retries.WithLabelValues(job)
+	m.cancelAsked.WithLabelValues(job)
 	m.failedSlots.WithLabelValues(job)
 	m.pauseMu.Lock()
 	m.setPausedLocked(job)

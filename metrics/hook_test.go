@@ -107,6 +107,8 @@ func TestSyntheticEvents(t *testing.T) {
 		with(ev(scheduler.EventRetry), func(e *scheduler.Event) { e.Attempt = 1 }),
 		with(ev(scheduler.EventRetry), func(e *scheduler.Event) { e.Attempt = 2 }),
 		with(ev(scheduler.EventFailed), func(e *scheduler.Event) { e.Attempt = 3 }),
+		// a run a later slot asked to end
+		ev(scheduler.EventCancelRequested),
 		// backend errors
 		with(ev(scheduler.EventBackendError), func(e *scheduler.Event) { e.Op = "claim" }),
 		with(ev(scheduler.EventBackendError), func(e *scheduler.Event) { e.Op = "heartbeat" }),
@@ -133,6 +135,10 @@ anarchon_backend_errors_total{job_name="idle",op="save_result"} 0
 anarchon_backend_errors_total{job_name="sync",op="claim"} 1
 anarchon_backend_errors_total{job_name="sync",op="heartbeat"} 1
 anarchon_backend_errors_total{job_name="sync",op="save_result"} 0
+# HELP anarchon_cancel_requests_total Runs on this instance that a later slot of their job asked to end (overlap policy cancel-other); their handlers' contexts were cancelled.
+# TYPE anarchon_cancel_requests_total counter
+anarchon_cancel_requests_total{job_name="idle"} 0
+anarchon_cancel_requests_total{job_name="sync"} 1
 # HELP anarchon_claims_total Slots this instance tried to claim, by claim outcome (won, running, done, overlap, late, none, retry, other).
 # TYPE anarchon_claims_total counter
 anarchon_claims_total{job_name="sync",outcome="done"} 1
@@ -329,6 +335,7 @@ func TestLabelCardinality(t *testing.T) {
 		"anarchon_job_conflict":                   {"job_name"},
 		"anarchon_retries_total":                  {"job_name"},
 		"anarchon_failed_slots_total":             {"job_name"},
+		"anarchon_cancel_requests_total":          {"job_name"},
 	}
 	mfs, err := reg.Gather()
 	require.NoError(t, err)

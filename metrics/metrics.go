@@ -31,6 +31,7 @@ type Metrics struct {
 	jobConflict   *prometheus.GaugeVec     // job
 	retries       *prometheus.CounterVec   // job
 	failedSlots   *prometheus.CounterVec   // job
+	cancelAsked   *prometheus.CounterVec   // job
 
 	all []prometheus.Collector
 
@@ -104,12 +105,15 @@ func New(opts ...Option) (*Metrics, error) {
 			"Failed attempts on this instance whose slot is tried again (WithRetry): the retry was stored, or planned in this process without leases.", labelJob),
 		failedSlots: counter("failed_slots_total",
 			"Slots whose attempt on this instance failed (error or timeout) with no retry to follow: final failures, once per slot across the fleet.", labelJob),
+		cancelAsked: counter("cancel_requests_total",
+			"Runs on this instance that a later slot of their job asked to end (overlap policy cancel-other); their handlers' contexts were cancelled.", labelJob),
 		paused: map[string]bool{},
 	}
 	m.all = []prometheus.Collector{
 		m.claims, m.runs, m.runDuration, m.slotLag, m.lateSlots, m.skippedSlots,
 		m.takeovers, m.leaseLosses, m.backendErrors, m.lastSuccess, m.nextSlot, m.running,
 		m.pausedSlots, m.jobPaused, m.jobConflict, m.retries, m.failedSlots,
+		m.cancelAsked,
 	}
 	return m, nil
 }

@@ -74,10 +74,10 @@ func exported(t *testing.T) map[string][]string {
 	return out
 }
 
-// The collectors export the 17 metrics the package documents.
+// The collectors export the 18 metrics the package documents.
 func TestExportedMetrics(t *testing.T) {
 	names := exported(t)
-	assert.Len(t, names, 15+3+3, "15 counters and gauges, 2 histograms of 3 series each")
+	assert.Len(t, names, 16+3+3, "16 counters and gauges, 2 histograms of 3 series each")
 	assert.ElementsMatch(t, []string{"job_name", "status", "manual"}, names["anarchon_runs_total"])
 	assert.ElementsMatch(t, []string{"job_name", "le"}, names["anarchon_slot_lag_seconds_bucket"])
 }
