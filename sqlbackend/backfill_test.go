@@ -17,7 +17,8 @@ import (
 // Backfill on the SQL backend: five past slots that never ran (one stored
 // skipped in the runs table and in history) are backfilled by two replicas at
 // once: each runs once, marked as a backfill, the skipped one as attempt 2; a
-// rerun then runs each once more, as the next attempt.
+// rerun by both at once (each having read history before either claims) then
+// runs each once more, as the next attempt.
 func TestBackfillOnSQL(t *testing.T) {
 	t.Parallel()
 	onBoth(t, "backfill", testBackfill)
@@ -123,8 +124,23 @@ func testBackfill(t *testing.T, open opener) {
 		assert.Equal(t, want, last[ms].Attempt, "slot %s", slot.Format(time.TimeOnly))
 	}
 
-	// Two reruns asked at once run each slot once more.
-	reported = backfillBoth(scheduler.BackfillRerun())
+	// Two reruns asked at once run each slot once more. A rerun takes the attempt
+	// after the one its Backfill read in history: one that read it only after the
+	// other's rerun of a slot ended is asked on the strength of that newer
+	// attempt and rightly runs the slot again. So each waits, once it has read
+	// history and before it claims (BackfillOnStart), until the other has read
+	// it too: both ask on the strength of the same attempts.
+	var read sync.WaitGroup
+	read.Add(len(scheds))
+	bothRead := make(chan struct{})
+	go func() { read.Wait(); close(bothRead) }()
+	reported = backfillBoth(scheduler.BackfillRerun(), scheduler.BackfillOnStart(func(scheduler.BackfillResult) {
+		read.Done()
+		select {
+		case <-bothRead:
+		case <-ctx.Done():
+		}
+	}))
 	for slot := from; slot.Before(to); slot = slot.Add(time.Second) {
 		assert.Len(t, runsOf(slot.UnixMilli()), 2, "slot %s reran once", slot.Format(time.TimeOnly))
 		assert.Equal(t, 1, reported[slot.UnixMilli()])
