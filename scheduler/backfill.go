@@ -50,8 +50,10 @@ func (c *backfillConfig) started(res BackfillResult) {
 // BackfillRerun also takes the slots that ran (a record ok, error, timeout,
 // cancelled, lost, superseded or running), each as a new attempt: the one after
 // the slot's newest attempt in History, taken only while the run store holds
-// that attempt, so that of several reruns asked at once one runs the slot (and
-// a slot whose attempt moved on meanwhile is reported BackfillElsewhere).
+// that attempt, so that of several reruns that read the same attempt one runs the
+// slot (and a slot whose attempt moved on meanwhile is reported
+// BackfillElsewhere). A rerun that reads History after another one ended runs the
+// slot again, as a further attempt.
 func BackfillRerun() BackfillOption {
 	return func(c *backfillConfig) error {
 		c.rerun = true
