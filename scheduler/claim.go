@@ -219,6 +219,7 @@ func (s *Scheduler) claimLease(j *job, c *leaseClaim) (backend.ClaimResult, time
 	for attempt := 0; ; attempt++ {
 		sent := s.clock.Now()
 		rc := c.RunClaim
+		rc.Overlap = s.overlapOf(j, c, sent)
 		switch {
 		case c.TakeoverOnly:
 		case c.kind == claimLate || sent.After(c.localDeadline):
@@ -258,6 +259,23 @@ func (s *Scheduler) claimLease(j *job, c *leaseClaim) (backend.ClaimResult, time
 			return backend.ClaimResult{}, sent, err
 		}
 	}
+}
+
+// overlapOf is the overlap policy c's claim asks for at now: the job's, except
+// that under cancel-other a slot claimed while the job is paused asks no run to
+// end (it is won beside it and finished paused, never run), and a backfilled slot
+// keeps out of another run's way as with OverlapSkip.
+func (s *Scheduler) overlapOf(j *job, c *leaseClaim, now time.Time) backend.OverlapPolicy {
+	if c.Overlap != OverlapCancelOther {
+		return c.Overlap
+	}
+	if _, paused := s.pauses.of(j.name, now); paused {
+		return OverlapAllow
+	}
+	if c.kind == claimBackfill {
+		return OverlapSkip
+	}
+	return c.Overlap
 }
 
 // settleStopped answers a claim that Stop cut short (err): the store may have

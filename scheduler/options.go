@@ -116,7 +116,9 @@ func WithLease(d time.Duration) JobOption {
 // ErrOverlapCancelled; the new slot starts once the old run finished, or its lease
 // ended. A handler that ignores its context keeps its run, and the new slot, still
 // unstarted at its max lateness, is recorded late. A slot due while a later one
-// runs (a catch-up slot) is skipped.
+// runs (a catch-up slot) is skipped. A slot that falls while the job is paused
+// asks nothing (it is recorded paused), and a backfilled slot keeps out of
+// another run's way as with OverlapSkip.
 func WithOverlap(p OverlapPolicy) JobOption {
 	return func(c *jobConfig) error {
 		if p != OverlapAllow && p != OverlapSkip && p != OverlapCancelOther {
