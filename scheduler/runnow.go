@@ -20,7 +20,7 @@ import (
 // overlap refuses it while another of its runs, on any instance, holds a lease
 // (ErrJobBusy). A job whose overlap policy is OverlapCancelOther asks the run in
 // progress to end instead, and RunNow waits for it to end (for as long as ctx
-// allows) before its run starts. OnStart tells the caller when the run has been recorded and its
+// allows) before its run starts; the request stands when ctx ends first. OnStart tells the caller when the run has been recorded and its
 // handler starts; an error returned before that ran nothing.
 func (s *Scheduler) RunNow(ctx context.Context, name string, opts ...RunNowOption) (RunRecord, error) {
 	var o runNowConfig
