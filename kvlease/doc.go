@@ -106,7 +106,9 @@
 //     unstored (a lease key it created is purged). A later slot's busy run makes
 //     it skipped, as under OverlapSkip. A claimer that dies between the two writes
 //     leaves the request in the run record alone: the next claim of the later
-//     slot (the scheduler repeats it) writes the lease key's half.
+//     slot (the scheduler repeats it) writes the lease key's half; until then the
+//     holder is not told (with no further claim, as when the asking RunNow was
+//     the only one, never), and a takeover still ends the run cancelled.
 //   - else the claim writes the lease key (CAS from the revision read, which holds
 //     no live lease, so among racing claimers exactly one succeeds), then the run
 //     record (CAS from the revision read: attempt 1, or attempt+1 naming the
@@ -191,8 +193,9 @@
 // ordered consumer, which on a replicated bucket may be served by a replica still
 // behind the leader: they alone could miss a lease just written. After the baseline,
 // an expiry marker, a purge, a new holder or a changed run record closes the
-// channel; a heartbeat does not, nor a cancel request written into the lease key. A timer at the lease's expected end (plus a second)
-// is the safety net.
+// channel; a heartbeat does not. A cancel request written into the lease key
+// closes it (the holder's own watch: it learns of the request at once). A timer
+// at the lease's expected end (plus a second) is the safety net.
 //
 // All watches of a store share one watcher on the bucket's lease keys. A backup's
 // watch takes the lease its own claim just read as its baseline (no read of its
