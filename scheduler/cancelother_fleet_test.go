@@ -261,7 +261,7 @@ func TestCancelOtherPauseWhilePending(t *testing.T) {
 				scheduler.WithOverlap(scheduler.OverlapCancelOther), scheduler.WithLease(3*time.Second))
 		})
 		time.Sleep(time.Until(first.Add(10*time.Minute + 5*time.Second)))
-		require.NoError(t, scheds[2].Pause(context.Background(), "job", scheduler.PauseOptions{Reason: "red team", Until: time.Now().Add(12 * time.Minute)}))
+		require.NoError(t, scheds[2].Pause(context.Background(), "job", scheduler.PauseOptions{Reason: "maintenance", Until: time.Now().Add(12 * time.Minute)}))
 		time.Sleep(30 * time.Minute)
 		stopAll(t, scheds)
 		tr.check(t)

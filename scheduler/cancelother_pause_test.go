@@ -26,7 +26,7 @@ func TestCancelOtherPausedSlotCancelsNothing(t *testing.T) {
 		})
 		first := time.Now().Truncate(10 * time.Minute).Add(10 * time.Minute)
 		time.Sleep(time.Until(first.Add(5 * time.Minute))) // the first slot runs (15 min)
-		require.NoError(t, scheds[0].Pause(context.Background(), "job", scheduler.PauseOptions{Reason: "red team: maintenance"}))
+		require.NoError(t, scheds[0].Pause(context.Background(), "job", scheduler.PauseOptions{Reason: "maintenance"}))
 		time.Sleep(10 * time.Minute) // the second slot falls during the pause
 		stopAll(t, scheds)
 		hist := historyOf(t, scheds[1], "job")
