@@ -128,14 +128,6 @@ type leaseEntry struct {
 	rec *leaseRecord // nil when no lease is live
 }
 
-// holder is the live lease's token, "" when none is live.
-func (e leaseEntry) holder() string {
-	if e.rec == nil {
-		return ""
-	}
-	return e.rec.Token
-}
-
 // watched is what a watch of the lease waits to change: the holder's token, and
 // whether the lease carries a cancel request. A heartbeat changes neither.
 func (e leaseEntry) watched() string {
