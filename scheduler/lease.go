@@ -124,22 +124,26 @@ func (s *Scheduler) watchOwnRun(done context.Context, a *slotAttempt) <-chan str
 	}
 	poke := make(chan struct{}, 1)
 	go func() {
-		for {
-			ch, err := w.WatchRun(done, a.j.name, a.in.Slot)
-			if err != nil {
-				return // the heartbeats still come
-			}
+		ch, err := w.WatchRun(done, a.j.name, a.in.Slot)
+		for err == nil { // on an error, the heartbeats still come
 			select {
 			case <-done.Done():
 				return
 			case <-ch:
 			}
+			// Watch again before the beat: a change between the two is seen by
+			// the beat or by the new watch.
+			ch, err = w.WatchRun(done, a.j.name, a.in.Slot)
 			select {
 			case poke <- struct{}{}:
 			default:
 			}
-			if !s.sleepUntil(done, s.clock.Now().Add(watchOwnEvery)) {
-				return
+			select {
+			case <-ch: // closed at once (the lease is not live): not more often than watchOwnEvery
+				if !s.sleepUntil(done, s.clock.Now().Add(watchOwnEvery)) {
+					return
+				}
+			default:
 			}
 		}
 	}()
