@@ -2,7 +2,9 @@ package scheduler_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -248,4 +250,30 @@ func TestCancelOtherNeedsTheStore(t *testing.T) {
 	err = plain.Every("job", time.Hour, nopHandler, scheduler.WithOverlap(scheduler.OverlapCancelOther))
 	require.ErrorIs(t, err, scheduler.ErrInvalidOption)
 	assert.ErrorContains(t, err, "needs a backend with leases")
+}
+
+// A request stored as the handler starts, before its instance watches the run,
+// still ends the handler at once: the holder beats once its watch is taken.
+func TestCancelOtherAskedAsItStarts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := memory.New()
+		s := newScheduler(t, b, "A")
+		var waited atomic.Int64
+		waited.Store(-1)
+		require.NoError(t, s.Every("job", time.Hour, func(ctx context.Context, r scheduler.Run) error {
+			res, err := b.Runs().Claim(context.Background(), backend.RunClaim{Job: "job", Slot: r.Slot.Add(time.Minute), Token: "asker",
+				Instance: "B", Lease: 3 * time.Second, Deadline: time.Now().Add(time.Minute), Overlap: backend.OverlapCancelOther})
+			if err != nil || res.Outcome != backend.OutcomeRunning {
+				return fmt.Errorf("the asking claim: %+v, %v", res, err)
+			}
+			start := time.Now()
+			<-ctx.Done()
+			waited.Store(int64(time.Since(start)))
+			return ctx.Err()
+		}, scheduler.WithOverlap(scheduler.OverlapCancelOther), scheduler.WithLease(30*time.Second)))
+		require.NoError(t, s.Start(t.Context()))
+		time.Sleep(time.Minute)
+		require.NoError(t, s.Stop(t.Context()))
+		assert.Zero(t, waited.Load(), "the handler's context ended at once, not at the heartbeat 10 s later")
+	})
 }

@@ -125,6 +125,11 @@ func (s *Scheduler) watchOwnRun(done context.Context, a *slotAttempt) <-chan str
 	poke := make(chan struct{}, 1)
 	go func() {
 		ch, err := w.WatchRun(done, a.j.name, a.in.Slot)
+		if err == nil {
+			// One beat once the watch is taken: a request stored since the claim
+			// was won, before the watch, is seen by it.
+			poke <- struct{}{}
+		}
 		for err == nil { // on an error, the heartbeats still come
 			select {
 			case <-done.Done():
