@@ -186,11 +186,7 @@ func TestCancelOtherManyRunNow(t *testing.T) {
 		time.Sleep(time.Minute)
 		stopAll(t, scheds)
 		tr.check(t)
-		hist, err := scheds[0].History(context.Background(), "job", 1000)
-		require.NoError(t, err)
-		for _, r := range hist {
-			assert.NotEqual(t, scheduler.StatusRunning, r.Status, "%+v", r)
-		}
+		noneRunning(t, scheds[0], "job")
 	})
 }
 
@@ -212,11 +208,7 @@ func TestCancelOtherCatchUpAll(t *testing.T) {
 		time.Sleep(8 * time.Minute)
 		stopAll(t, scheds)
 		tr.check(t)
-		hist, err := scheds[0].History(context.Background(), "job", 1000)
-		require.NoError(t, err)
-		for _, r := range hist {
-			assert.NotEqual(t, scheduler.StatusRunning, r.Status, "%+v", r)
-		}
+		noneRunning(t, scheds[0], "job")
 	})
 }
 
@@ -242,11 +234,7 @@ func TestCancelOtherBackfill(t *testing.T) {
 		time.Sleep(time.Minute)
 		stopAll(t, scheds)
 		tr.check(t)
-		hist, err := scheds[0].History(context.Background(), "job", 1000)
-		require.NoError(t, err)
-		for _, r := range hist {
-			assert.NotEqual(t, scheduler.StatusRunning, r.Status, "%+v", r)
-		}
+		noneRunning(t, scheds[0], "job")
 	})
 }
 
@@ -267,4 +255,14 @@ func TestCancelOtherPauseWhilePending(t *testing.T) {
 		tr.check(t)
 		checkHistory(t, scheds[0], "job", first, first.Add(30*time.Minute), 10*time.Minute)
 	})
+}
+
+// noneRunning asserts that no record of job in s's history is left running.
+func noneRunning(t *testing.T, s *scheduler.Scheduler, job string) {
+	t.Helper()
+	hist, err := s.History(context.Background(), job, 1000)
+	require.NoError(t, err)
+	for _, r := range hist {
+		assert.NotEqual(t, scheduler.StatusRunning, r.Status, "%+v", r)
+	}
 }
