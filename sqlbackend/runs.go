@@ -142,12 +142,13 @@ func (s *RunStore) Claim(ctx context.Context, in backend.RunClaim) (backend.Clai
 	if err != nil {
 		return backend.ClaimResult{}, fmt.Errorf("sqlbackend: lease claim %s: %w", describe(in.Job, in.Slot), err)
 	}
-	if changed {
-		s.b.hub.changed(ctx, in.Job, in.Slot.UnixMilli())
-	}
-	if res.Outcome == backend.OutcomeRunning && !res.WaitsFor.IsZero() {
-		// A cancel request is stored on that run: its holder watches it.
+	switch {
+	case changed && !res.WaitsFor.IsZero():
+		// A cancel request was stored on that run (its holder watches it); the
+		// claim's own slot is not stored.
 		s.b.hub.changed(ctx, in.Job, res.WaitsFor.UnixMilli())
+	case changed:
+		s.b.hub.changed(ctx, in.Job, in.Slot.UnixMilli())
 	}
 	s.sweep(ctx)
 	return res, nil
@@ -253,9 +254,9 @@ func (s *RunStore) claim(ctx context.Context, tx *sql.Tx, in backend.RunClaim) (
 			// A later slot's busy run skips the slot; only earlier ones busy, it
 			// asks them to end and waits, storing nothing of its own.
 			if busy, err = s.laterBusy(ctx, tx, in.Job, slot, now); err == nil && !busy {
-				var waits bool
-				if res, waits, err = s.cancelEarlier(ctx, tx, in, now); err == nil && waits {
-					return res, false, nil
+				var waits, stored bool
+				if res, waits, stored, err = s.cancelEarlier(ctx, tx, in, now); err == nil && waits {
+					return res, stored, nil
 				}
 			}
 		}
@@ -426,17 +427,18 @@ func (s *RunStore) laterBusy(ctx context.Context, tx *sql.Tx, job string, slot, 
 
 // cancelEarlier stores in's request that it end on each busy run (as otherBusy,
 // not liveOnly, counts) of an earlier slot of in's job that has none, and answers
-// in running, waiting for the newest of them; waits is false when none is busy.
+// in running, waiting for the newest of them; waits is false when none is busy,
+// stored says a request was written.
 // The busy runs are read locked (Dialect.ForUpdate) so that no Finish changes
 // them before the claim commits; a write that finds its run changed all the same
 // is errRunChanged.
-func (s *RunStore) cancelEarlier(ctx context.Context, tx *sql.Tx, in backend.RunClaim, now int64) (res backend.ClaimResult, waits bool, err error) {
+func (s *RunStore) cancelEarlier(ctx context.Context, tx *sql.Tx, in backend.RunClaim, now int64) (res backend.ClaimResult, waits, stored bool, err error) {
 	slot := in.Slot.UnixMilli()
 	rows, err := tx.QueryContext(ctx, s.b.q(0, `SELECT slot, token, instance, attempt, fence, expires, status, cancel_token FROM {p}runs
 		WHERE job = ? AND slot < ? AND status IN ('', '`+statusRetry+`') AND expires + lease_ms > ? ORDER BY slot`+s.b.dialect.ForUpdate),
 		in.Job, slot, now)
 	if err != nil {
-		return res, false, err
+		return res, false, false, err
 	}
 	type busyRun struct {
 		slot          int64
@@ -452,7 +454,7 @@ func (s *RunStore) cancelEarlier(ctx context.Context, tx *sql.Tx, in backend.Run
 		)
 		if err := rows.Scan(&b.slot, &b.token, &r.instance, &r.attempt, &r.fence, &r.expires, &b.status, &asked); err != nil {
 			_ = rows.Close()
-			return res, false, err
+			return res, false, false, err
 		}
 		b.asked = asked != ""
 		busy = append(busy, b)
@@ -460,10 +462,10 @@ func (s *RunStore) cancelEarlier(ctx context.Context, tx *sql.Tx, in backend.Run
 		res.WaitsFor = timeOf(b.slot)
 	}
 	if err := rows.Close(); err != nil {
-		return res, false, err
+		return res, false, false, err
 	}
 	if err := rows.Err(); err != nil {
-		return res, false, err
+		return res, false, false, err
 	}
 	for _, b := range busy {
 		if b.asked {
@@ -473,10 +475,11 @@ func (s *RunStore) cancelEarlier(ctx context.Context, tx *sql.Tx, in backend.Run
 			WHERE job = ? AND slot = ? AND token = ? AND status = ? AND cancel_token = ''`),
 			slot, in.Instance, in.Token, in.Job, b.slot, b.token, b.status)
 		if err != nil {
-			return res, false, err
+			return res, false, false, err
 		}
+		stored = true
 	}
-	return res, len(busy) > 0, nil
+	return res, len(busy) > 0, stored, nil
 }
 
 // CancelsOverlap reports that the store implements OverlapCancelOther.
