@@ -115,8 +115,9 @@ func (s *Scheduler) leaseLost(a *slotAttempt, settling *atomic.Bool, cancel cont
 // watchOwnRun returns a channel that receives when the stored state of a's run
 // may have changed, for a job whose runs a later slot may ask to end
 // (OverlapCancelOther) on a store that watches runs: the holder then learns of
-// a request at once, not at its next heartbeat. Nil (never ready) otherwise. The
-// watch is taken again after each change, at most every watchOwnEvery.
+// a request at once, not at its next heartbeat. Nil (never ready) otherwise. It
+// receives once the first watch is taken, and after each change, the watch taken
+// again first; a watch that closes at once is taken at most every watchOwnEvery.
 func (s *Scheduler) watchOwnRun(done context.Context, a *slotAttempt) <-chan struct{} {
 	w, ok := s.runs.(backend.LeaseWatcher)
 	if !ok || a.j.cfg.overlap != OverlapCancelOther {
@@ -155,7 +156,8 @@ func (s *Scheduler) watchOwnRun(done context.Context, a *slotAttempt) <-chan str
 	return poke
 }
 
-// watchOwnEvery bounds how often a holder's watch of its own run is taken again.
+// watchOwnEvery bounds how often a holder takes again a watch of its own run that
+// closes at once (its lease not live).
 const watchOwnEvery = 250 * time.Millisecond
 
 // cancelAsked cancels the running handler, unless it has already returned,
@@ -187,8 +189,8 @@ func (s *Scheduler) freshLease(a *slotAttempt) bool {
 	err := s.runs.Heartbeat(ctx, a.key(), l.dur)
 	cancel()
 	if err == nil || errors.Is(err, backend.ErrCancelRequested) {
-		// Renewed; a later slot's request to end the run is acted on by the
-		// run's first heartbeat.
+		// Renewed; a later slot's request to end the run is acted on once the
+		// handler runs (the holder's first beat).
 		l.sent = sent
 		return true
 	}
