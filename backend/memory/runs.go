@@ -222,25 +222,28 @@ func (r *memRun) result(o backend.ClaimOutcome) backend.ClaimResult {
 // lease ago (released or expired: a backup is about to take it over).
 func (s *RunStore) otherBusyLocked(job string, slot int64, now time.Time, liveOnly bool) bool {
 	for ms, r := range s.jobs[job] {
-		if ms == slot || r.finished() {
-			continue
-		}
-		end := r.expires
-		if !liveOnly {
-			end = end.Add(r.lease)
-		}
-		if now.Before(end) {
+		if ms != slot && r.busy(now, liveOnly) {
 			return true
 		}
 	}
 	return false
 }
 
+// busy reports whether the run holds its job at now: unfinished with a live lease,
+// or (unless liveOnly) one that ended less than a lease ago.
+func (r *memRun) busy(now time.Time, liveOnly bool) bool {
+	end := r.expires
+	if !liveOnly {
+		end = end.Add(r.lease)
+	}
+	return !r.finished() && now.Before(end)
+}
+
 // laterBusyLocked reports whether a slot of job after slot is busy, as
 // otherBusyLocked (not liveOnly) counts.
 func (s *RunStore) laterBusyLocked(job string, slot int64, now time.Time) bool {
 	for ms, r := range s.jobs[job] {
-		if ms > slot && !r.finished() && now.Before(r.expires.Add(r.lease)) {
+		if ms > slot && r.busy(now, false) {
 			return true
 		}
 	}
@@ -254,7 +257,7 @@ func (s *RunStore) cancelEarlierLocked(in backend.RunClaim, slot int64, now time
 	var res backend.ClaimResult
 	newest := int64(math.MinInt64)
 	for ms, r := range s.jobs[in.Job] {
-		if ms >= slot || r.finished() || !now.Before(r.expires.Add(r.lease)) {
+		if ms >= slot || !r.busy(now, false) {
 			continue
 		}
 		if r.cancel == nil {
