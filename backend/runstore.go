@@ -23,6 +23,11 @@ import (
 //	   ├──overlap──▶ finished(skipped)
 //	   └──late─────▶ finished(late)
 //
+//	pending ──another slot busy (OverlapBufferOne/All, under the cap)──▶ buffered(token)
+//	pending ──another slot busy, the cap of buffered slots reached──▶ finished(skipped)
+//	buffered ──claimed once no other slot holds the job, oldest first──▶ running(attempt 1)
+//	buffered(token) ──Finish by token (withdrawn)──▶ finished(status)
+//
 //	running(token) ──a later slot's claim (OverlapCancelOther)──▶ running(token, cancel)
 //	running(token, cancel) ──Finish──▶ finished(status), the request kept
 //	running(token, cancel) ──lease ended, or a retry claimed──▶ finished(cancelled)
@@ -111,6 +116,45 @@ type OverlapCanceller interface {
 	CancelsOverlap() bool
 }
 
+// OverlapBufferer is implemented by run stores that support OverlapBufferOne and
+// OverlapBufferAll. A store without it refuses nothing: the scheduler refuses the
+// policies at registration.
+//
+// Under a buffer policy a slot's run holds the job (blocks) while it is unfinished
+// and its lease is live or ended less than a lease ago, or its last attempt
+// stored a retry that is still pending. A first claim of a slot while another
+// slot blocks, or while another slot is stored buffered, stores its slot
+// buffered (for the claim's token and instance, no lease, attempt 0) when fewer
+// than RunClaim.BufferCap slots of the job are, and is answered OutcomeBuffered;
+// otherwise it stores the slot finished skipped (answered overlap, as
+// OverlapSkip). A buffered slot keeps no deadline: it is a stored decision to run
+// it. Any claim of a buffered slot (any token, TakeoverOnly too, past its
+// Deadline too):
+//   - is answered OutcomeBuffered while another slot blocks or an earlier slot
+//     is buffered, with WaitsFor the newest slot that blocks, else the oldest
+//     earlier buffered one (Holder and Expires that run's);
+//   - otherwise, and at once under OverlapAllow (a paused job's claims ask it:
+//     the slot is finished paused, never run), is won as a first claim would
+//     be (attempt 1, a new fence).
+//
+// Finish by the token that stored a slot buffered withdraws it (finished with
+// the status given); Heartbeat, Release and Retry of a buffered slot hold no
+// lease (ErrLeaseLost, nothing, ErrStaleToken). Active lists buffered slots with
+// Buffered set. WatchRun of a buffered slot closes once it is claimed or
+// finished.
+type OverlapBufferer interface {
+	// BuffersOverlap reports whether the store implements OverlapBufferOne and
+	// OverlapBufferAll.
+	BuffersOverlap() bool
+}
+
+// DefaultBufferCap is how many slots of a job OverlapBufferAll keeps buffered at
+// once when RunClaim.BufferCap is zero; MaxBufferCap the most a claim may ask.
+const (
+	DefaultBufferCap = 100
+	MaxBufferCap     = 10000
+)
+
 // CancelRequest is the stored request of a later slot's claim, under
 // OverlapCancelOther, that a run end.
 type CancelRequest struct {
@@ -164,6 +208,23 @@ type RunClaim struct {
 	// of several reruns asked on the strength of one attempt, one runs.
 	Rerun        bool
 	RerunAttempt int
+	// BufferCap is, under OverlapBufferAll, the most slots of the job stored
+	// buffered at once (DefaultBufferCap when zero); OverlapBufferOne keeps one.
+	BufferCap int
+}
+
+// Buffers returns how many slots of the job in's policy keeps buffered at
+// once: 0 unless it is a buffer policy.
+func (in RunClaim) Buffers() int {
+	switch {
+	case in.Overlap == OverlapBufferOne:
+		return 1
+	case in.Overlap != OverlapBufferAll:
+		return 0
+	case in.BufferCap > 0:
+		return min(in.BufferCap, MaxBufferCap)
+	}
+	return DefaultBufferCap
 }
 
 // ClaimOutcome is the answer of RunStore.Claim. An outcome the scheduler does not
@@ -181,6 +242,9 @@ const (
 	// OutcomeRetry: the slot's last attempt failed and its retry may be claimed
 	// in ClaimResult.RetryIn (Retrier).
 	OutcomeRetry ClaimOutcome = "retry"
+	// OutcomeBuffered: the slot is stored buffered (OverlapBufferer); claim it
+	// again once the run of ClaimResult.WaitsFor ends.
+	OutcomeBuffered ClaimOutcome = "buffered"
 )
 
 // DecidedOutcome is the outcome a store answers a claim of a finished slot with.
@@ -252,9 +316,10 @@ type ClaimResult struct {
 	// store's clock.
 	RetryIn time.Duration
 	// WaitsFor is, on OutcomeRunning, the slot of another run of the job that the
-	// claim waits for (OverlapCancelOther asked it to end); Holder and Expires
-	// are then that run's. Zero when the claim's own slot is held, or when the
-	// store does not say.
+	// claim waits for (OverlapCancelOther asked it to end), and on
+	// OutcomeBuffered the slot of the run that keeps the buffered slot waiting;
+	// Holder and Expires are then that run's. Zero when the claim's own slot is
+	// held, or when the store does not say.
 	WaitsFor time.Time
 }
 
@@ -273,6 +338,9 @@ type ActiveRun struct {
 	// Cancel is the request of a later slot's claim that the run end
 	// (OverlapCancelOther); nil without one.
 	Cancel *CancelRequest
+	// Buffered says the slot is stored buffered (OverlapBufferer): it has not
+	// started, Token and Instance are the claim's that buffered it.
+	Buffered bool
 	// Manual says the run is a manual one (its slot is not on the job's
 	// schedule). Scheduler.Active sets it; stores leave it false.
 	Manual bool
@@ -292,10 +360,20 @@ const (
 	// see OverlapCanceller) and starts once its lease has ended. A slot due while
 	// a later one runs is skipped.
 	OverlapCancelOther
+	// OverlapBufferOne runs one slot of the job at a time: a slot due while
+	// another runs is stored buffered and runs once it has ended; one slot at
+	// most is buffered, a further one is skipped (see OverlapBufferer).
+	OverlapBufferOne
+	// OverlapBufferAll is OverlapBufferOne with up to RunClaim.BufferCap slots
+	// buffered, run oldest first.
+	OverlapBufferAll
 )
 
 // Exclusive reports whether p runs one slot of a job at a time.
-func (p OverlapPolicy) Exclusive() bool { return p == OverlapSkip || p == OverlapCancelOther }
+func (p OverlapPolicy) Exclusive() bool { return p != OverlapAllow }
+
+// Buffers reports whether p is OverlapBufferOne or OverlapBufferAll.
+func (p OverlapPolicy) Buffers() bool { return p == OverlapBufferOne || p == OverlapBufferAll }
 
 func (p OverlapPolicy) String() string {
 	switch p {
@@ -305,6 +383,10 @@ func (p OverlapPolicy) String() string {
 		return "skip"
 	case OverlapCancelOther:
 		return "cancel-other"
+	case OverlapBufferOne:
+		return "buffer-one"
+	case OverlapBufferAll:
+		return "buffer-all"
 	}
 	return "unknown"
 }

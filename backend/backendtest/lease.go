@@ -83,6 +83,12 @@ func RunLeases(t *testing.T, newStore func(t *testing.T) backend.RunStore) {
 		{"CancelOtherNoTakeover", testCancelOtherNoTakeover},
 		{"CancelOtherRace", testCancelOtherRace},
 		{"CancelOtherWakesTheHolder", testCancelOtherWakesTheHolder},
+		{"BufferOne", testBufferOne},
+		{"BufferAllOrder", testBufferAllOrder},
+		{"BufferAdoptAndWithdraw", testBufferAdoptAndWithdraw},
+		{"BufferBehindRetry", testBufferBehindRetry},
+		{"BufferRace", testBufferRace},
+		{"BufferWatch", testBufferWatch},
 	}
 	t.Run("Leases", func(t *testing.T) {
 		for _, c := range cases {

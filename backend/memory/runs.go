@@ -36,6 +36,7 @@ var (
 	_ backend.LeaseWatcher     = (*RunStore)(nil)
 	_ backend.Retrier          = (*RunStore)(nil)
 	_ backend.OverlapCanceller = (*RunStore)(nil)
+	_ backend.OverlapBufferer  = (*RunStore)(nil)
 	_ backend.LeaseBackend     = (*Backend)(nil)
 )
 
@@ -54,14 +55,16 @@ type memRun struct {
 	// retryAt and retryBy bound the claim of a stored retry; zero without one.
 	retryAt, retryBy time.Time
 	// cancel is a later slot's request that the run end (OverlapCancelOther).
-	cancel  *backend.CancelRequest
-	fence   uint64
-	lease   time.Duration
-	expires time.Time
-	status  backend.Status // final status once finished, "" before
-	keep    time.Duration
-	changed time.Time     // last write, for forgetting
-	notify  chan struct{} // closed and replaced on every write, heartbeats included
+	cancel *backend.CancelRequest
+	// buffered: the slot is stored buffered (a buffer overlap policy), not started.
+	buffered bool
+	fence    uint64
+	lease    time.Duration
+	expires  time.Time
+	status   backend.Status // final status once finished, "" before
+	keep     time.Duration
+	changed  time.Time     // last write, for forgetting
+	notify   chan struct{} // closed and replaced on every write, heartbeats included
 }
 
 func (r *memRun) finished() bool { return r.status.Finished() }
@@ -117,7 +120,9 @@ func (s *RunStore) Claim(ctx context.Context, in backend.RunClaim) (backend.Clai
 	now := s.clock.Now()
 	s.sweepLocked(now)
 
-	if r := s.lookupLocked(in.Job, slot, now); r != nil {
+	if r := s.lookupLocked(in.Job, slot, now); r != nil && r.buffered {
+		return s.claimBufferedLocked(in, r, slot, now, keep), nil
+	} else if r != nil {
 		reopen := r.finished() && in.MayReopen(r.status, r.token, r.attempt) && (in.Deadline.IsZero() || !now.After(in.Deadline))
 		switch {
 		case r.finished() && !reopen:
@@ -181,6 +186,12 @@ func (s *RunStore) Claim(ctx context.Context, in backend.RunClaim) (backend.Clai
 	case in.Overlap == backend.OverlapCancelOther && s.otherBusyLocked(in.Job, slot, now, false):
 		// Only earlier slots are busy: ask them to end, and wait for them.
 		return s.cancelEarlierLocked(in, slot, now), nil
+	case in.Overlap.Buffers() && s.heldLocked(in.Job, slot, now):
+		if s.bufferedLocked(in.Job) >= in.Buffers() {
+			r.status = backend.StatusSkipped
+			break
+		}
+		r.attempt, r.buffered = 0, true
 	default:
 		s.fence++
 		r.fence, r.lease, r.expires = s.fence, in.Lease, now.Add(in.Lease)
@@ -194,8 +205,92 @@ func (s *RunStore) Claim(ctx context.Context, in backend.RunClaim) (backend.Clai
 	if r.finished() {
 		return r.decided(in.Token), nil
 	}
+	if r.buffered {
+		res, _ := s.blockerLocked(in.Job, slot, now)
+		return res, nil
+	}
 	return r.result(backend.OutcomeWon), nil
 }
+
+// claimBufferedLocked decides a claim of the buffered slot r: it waits while
+// another slot blocks or an earlier one is buffered, unless the claim allows
+// overlap; otherwise it is won as a first claim.
+func (s *RunStore) claimBufferedLocked(in backend.RunClaim, r *memRun, slot int64, now time.Time, keep time.Duration) backend.ClaimResult {
+	if in.Overlap != backend.OverlapAllow {
+		if res, blocked := s.blockerLocked(in.Job, slot, now); blocked {
+			return res
+		}
+	}
+	s.fence++
+	r.buffered = false
+	r.token, r.instance, r.attempt = in.Token, in.Instance, 1
+	r.fence, r.lease, r.expires = s.fence, in.Lease, now.Add(in.Lease)
+	r.keep = keep
+	r.touch(now)
+	return r.result(backend.OutcomeWon)
+}
+
+// blocks reports whether the run keeps a buffered slot of its job waiting at
+// now: it is busy, or its last attempt stored a retry still pending.
+func (r *memRun) blocks(now time.Time) bool {
+	if r.finished() || r.buffered {
+		return false
+	}
+	return r.busy(now, false) || !r.retryAt.IsZero() && !now.After(r.retryBy)
+}
+
+// heldLocked reports whether a slot of job other than slot blocks or is buffered.
+func (s *RunStore) heldLocked(job string, slot int64, now time.Time) bool {
+	for ms, r := range s.jobs[job] {
+		if ms != slot && (r.buffered || r.blocks(now)) {
+			return true
+		}
+	}
+	return false
+}
+
+// bufferedLocked counts job's buffered slots.
+func (s *RunStore) bufferedLocked(job string) int {
+	n := 0
+	for _, r := range s.jobs[job] {
+		if r.buffered {
+			n++
+		}
+	}
+	return n
+}
+
+// blockerLocked answers a claim of buffered slot: OutcomeBuffered, waiting for
+// the newest other slot that blocks, else for the oldest earlier buffered one
+// (blocked); when neither is, blocked is false.
+func (s *RunStore) blockerLocked(job string, slot int64, now time.Time) (res backend.ClaimResult, blocked bool) {
+	busy, buffered := int64(math.MinInt64), int64(math.MaxInt64)
+	for ms, r := range s.jobs[job] {
+		switch {
+		case ms == slot:
+		case r.blocks(now) && ms > busy:
+			busy = ms
+		case r.buffered && ms < slot && ms < buffered:
+			buffered = ms
+		}
+	}
+	ms := busy
+	if busy == math.MinInt64 {
+		if ms = buffered; buffered == math.MaxInt64 {
+			return res, false
+		}
+	}
+	r := s.jobs[job][ms]
+	res = backend.ClaimResult{Outcome: backend.OutcomeBuffered, Holder: r.instance, Expires: r.expires, WaitsFor: time.UnixMilli(ms).UTC()}
+	if r.buffered {
+		res.Expires = time.Time{}
+	}
+	return res, true
+}
+
+// BuffersOverlap reports that the store implements OverlapBufferOne and
+// OverlapBufferAll.
+func (s *RunStore) BuffersOverlap() bool { return true }
 
 // decided answers a claim of a finished slot: the token that stored a skipped or
 // late decision is told that decision again (its claim is repeat-safe), everyone
@@ -321,7 +416,7 @@ func (s *RunStore) Finish(ctx context.Context, key backend.RunKey, status backen
 	case r.finished():
 		return nil
 	}
-	r.status = status
+	r.status, r.buffered = status, false
 	r.touch(s.clock.Now())
 	return nil
 }
@@ -340,7 +435,7 @@ func (s *RunStore) Retry(ctx context.Context, key backend.RunKey, delay, within 
 	switch {
 	case r != nil && r.retried && r.previousToken == key.Token:
 		return nil // a repeat, after the retry it stored was claimed
-	case r == nil || r.token != key.Token || r.finished():
+	case r == nil || r.token != key.Token || r.finished() || r.buffered:
 		return fmt.Errorf("%w: %s", backend.ErrStaleToken, backendutil.DescribeRun(key.Job, key.Slot))
 	case !r.retryAt.IsZero():
 		return nil // a repeat
@@ -395,6 +490,7 @@ func (s *RunStore) Active(ctx context.Context, job string) ([]backend.ActiveRun,
 			Live:     r.live(now),
 			RetryAt:  r.retryAt,
 			Cancel:   copyCancel(r.cancel),
+			Buffered: r.buffered,
 		})
 	}
 	slices.SortFunc(out, func(a, b backend.ActiveRun) int { return a.Slot.Compare(b.Slot) })
@@ -403,8 +499,9 @@ func (s *RunStore) Active(ctx context.Context, job string) ([]backend.ActiveRun,
 
 // WatchRun returns a channel closed when (job, slot)'s lease ends: it expires (a timer
 // on the store's clock, re-armed by heartbeats), is released, the run finishes or is
-// taken over; or when a cancel request is stored on the run (OverlapCancelOther). When (job, slot) holds no live lease right now the channel is already
-// closed. It is also closed when ctx is done; the watch holds no goroutine or timer
+// taken over; or when a cancel request is stored on the run (OverlapCancelOther);
+// a buffered slot's when it is claimed or withdrawn. When (job, slot) holds no
+// live lease and is not buffered right now the channel is already closed. It is also closed when ctx is done; the watch holds no goroutine or timer
 // after that.
 func (s *RunStore) WatchRun(ctx context.Context, job string, slot time.Time) (<-chan struct{}, error) {
 	if err := ctx.Err(); err != nil {
@@ -415,6 +512,18 @@ func (s *RunStore) WatchRun(ctx context.Context, job string, slot time.Time) (<-
 	s.mu.Lock()
 	r := s.jobs[job][ms]
 	live := r != nil && r.live(s.clock.Now())
+	if r != nil && r.buffered {
+		notify := r.notify
+		s.mu.Unlock()
+		go func() { // a buffered slot has no lease: any write changes it
+			defer close(out)
+			select {
+			case <-ctx.Done():
+			case <-notify:
+			}
+		}()
+		return out, nil
+	}
 	var token string
 	var asked bool
 	if live {
@@ -466,7 +575,7 @@ func (s *RunStore) lookupLocked(job string, slot int64, now time.Time) *memRun {
 }
 
 func (r *memRun) forgotten(now time.Time) bool {
-	return !r.live(now) && !now.Before(r.changed.Add(r.keep)) && !now.Before(r.retryBy.Add(r.keep))
+	return !r.buffered && !r.live(now) && !now.Before(r.changed.Add(r.keep)) && !now.Before(r.retryBy.Add(r.keep))
 }
 
 // sweepLocked forgets runs that were neither live nor written for their keep.

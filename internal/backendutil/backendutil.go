@@ -28,7 +28,8 @@ func CheckClaim(pkg, job, token string) error {
 }
 
 // CheckRunClaim refuses a run claim no run store accepts: CheckClaim's, a lease
-// that is not positive, a negative keep.
+// that is not positive, a negative keep, an unknown overlap policy, a buffer cap
+// out of range.
 func CheckRunClaim(pkg string, in backend.RunClaim) error {
 	if err := CheckClaim(pkg, in.Job, in.Token); err != nil {
 		return err
@@ -38,6 +39,10 @@ func CheckRunClaim(pkg string, in backend.RunClaim) error {
 		return fmt.Errorf("%w: %s: claim for job %q: lease must be positive, got %v", backend.ErrInvalidClaim, pkg, in.Job, in.Lease)
 	case in.Keep < 0:
 		return fmt.Errorf("%w: %s: claim for job %q: keep must not be negative, got %v", backend.ErrInvalidClaim, pkg, in.Job, in.Keep)
+	case in.Overlap < backend.OverlapAllow || in.Overlap > backend.OverlapBufferAll:
+		return fmt.Errorf("%w: %s: claim for job %q: unknown overlap policy %d", backend.ErrInvalidClaim, pkg, in.Job, in.Overlap)
+	case in.BufferCap < 0 || in.BufferCap > backend.MaxBufferCap:
+		return fmt.Errorf("%w: %s: claim for job %q: buffer cap must be 0 to %d, got %d", backend.ErrInvalidClaim, pkg, in.Job, backend.MaxBufferCap, in.BufferCap)
 	}
 	return nil
 }
