@@ -42,6 +42,7 @@ var (
 	_ backend.LeaseWatcher     = (*RunStore)(nil)
 	_ backend.Retrier          = (*RunStore)(nil)
 	_ backend.OverlapCanceller = (*RunStore)(nil)
+	_ backend.OverlapBufferer  = (*RunStore)(nil)
 	_ backend.Pauser           = (*Backend)(nil)
 	_ backend.LastRunsReader   = (*Backend)(nil)
 )

@@ -16,7 +16,8 @@ import (
 const sweepEvery = time.Minute
 
 // RunStore is the backend's backend.RunStore, backend.LeaseWatcher,
-// backend.Retrier and backend.OverlapCanceller: one row per (job, slot) in the
+// backend.Retrier, backend.OverlapCanceller and backend.OverlapBufferer: one row
+// per (job, slot) in the
 // runs table, changed only in transactions that hold the job's lock, with every
 // lease time taken from the database's clock.
 type RunStore struct {
@@ -31,13 +32,27 @@ type RunStore struct {
 // leave the slot alone.
 const statusRetry = "retry"
 
+// statusBuffered is the status column of a slot stored buffered (a buffer
+// overlap policy): no lease (expires 0), attempt 0, fence 0, changed and
+// forget_at neverMs. Older versions of this package read it as a finished
+// status: they answer done and never forget the row (see doc.go).
+const statusBuffered = "buffered"
+
+// neverMs is the changed and forget_at of a buffered row: a time no sweep nor
+// keep reaches (older versions forget a row once changed + keep_ms has passed),
+// far enough from the int64 limit that adding a keep cannot overflow.
+const neverMs int64 = 1 << 62
+
 // run is the stored state of one (job, slot) in the runs table.
 type run struct {
 	token, instance, prevInstance, prevToken string
 	attempt                                  int
 	fence, leaseMs, expires, keepMs, changed int64
-	// status is "" while unfinished, a retry pending included.
+	// status is "" while unfinished, a retry pending and a buffered slot
+	// included.
 	status backend.Status
+	// buffered: the slot is stored buffered, not started (statusBuffered).
+	buffered bool
 	// reopened: a slot stored paused, taken by a ReopenPaused claim.
 	reopened bool
 	// retrying: the last attempt failed and stored a retry, claimable from
@@ -58,16 +73,21 @@ func (r *run) request() *backend.CancelRequest {
 	return &backend.CancelRequest{Slot: timeOf(r.cancelSlot), Instance: r.cancelInstance, Token: r.cancelToken}
 }
 
-func (r *run) finished() bool      { return r.status.Finished() }
-func (r *run) live(now int64) bool { return !r.finished() && !r.retrying && now < r.expires }
+func (r *run) finished() bool { return r.status.Finished() }
+func (r *run) live(now int64) bool {
+	return !r.finished() && !r.retrying && !r.buffered && now < r.expires
+}
 func (r *run) forgotten(now int64) bool {
-	return !r.live(now) && now >= r.changed+r.keepMs && (!r.retrying || now >= r.retryBy+r.keepMs)
+	return !r.buffered && !r.live(now) && now >= r.changed+r.keepMs && (!r.retrying || now >= r.retryBy+r.keepMs)
 }
 
 // forgetAt is when the sweep may delete the run: not before its keep has passed
 // since its last write (or since its retry's window closed), nor while its lease
-// may be live.
+// may be live; never while it is buffered.
 func (r *run) forgetAt() int64 {
+	if r.buffered {
+		return neverMs
+	}
 	at := max(r.changed+r.keepMs, r.expires)
 	if r.retrying {
 		at = max(at, r.retryBy+r.keepMs)
@@ -77,16 +97,19 @@ func (r *run) forgetAt() int64 {
 
 // storedStatus is the run's status column.
 func (r *run) storedStatus() string {
-	if r.retrying {
+	switch {
+	case r.retrying:
 		return statusRetry
+	case r.buffered:
+		return statusBuffered
 	}
 	return string(r.status)
 }
 
 // setStatus reads the status column into r.
 func (r *run) setStatus(col string) {
-	r.status, r.retrying = backend.Status(col), col == statusRetry
-	if r.retrying {
+	r.status, r.retrying, r.buffered = backend.Status(col), col == statusRetry, col == statusBuffered
+	if r.retrying || r.buffered {
 		r.status = ""
 	}
 }
@@ -177,6 +200,9 @@ func (s *RunStore) claim(ctx context.Context, tx *sql.Tx, in backend.RunClaim) (
 		}
 		r = nil
 	}
+	if r != nil && r.buffered {
+		return s.claimBuffered(ctx, tx, in, r, fence, now)
+	}
 	lease := in.Lease.Milliseconds()
 	if r != nil {
 		switch {
@@ -240,6 +266,7 @@ func (s *RunStore) claim(ctx context.Context, tx *sql.Tx, in backend.RunClaim) (
 	}
 
 	r = &run{token: in.Token, instance: in.Instance, attempt: 1, keepMs: keep.Milliseconds(), changed: now, expires: now}
+	var buffer bufferState // under a buffer policy, what the job's other slots say
 	switch {
 	case in.TakeoverOnly:
 		return backend.ClaimResult{Outcome: backend.OutcomeNone}, false, nil
@@ -259,13 +286,26 @@ func (s *RunStore) claim(ctx context.Context, tx *sql.Tx, in backend.RunClaim) (
 					return res, stored, nil
 				}
 			}
+		case backend.OverlapBufferOne, backend.OverlapBufferAll:
+			// Behind a slot that blocks or an earlier buffered one the slot is
+			// buffered, or skipped with the cap reached. Held only by later
+			// buffered slots (a catch-up slot), it is won under the cap: a
+			// buffered slot with nothing to wait for would be won by its next
+			// claim, and the later ones now wait for it.
+			if buffer, err = s.bufferState(ctx, tx, in.Job, slot, now); err == nil && buffer.held() {
+				busy = buffer.buffered >= in.Buffers()
+				r.buffered = !busy && buffer.waits()
+			}
 		}
 		if err != nil {
 			return res, false, err
 		}
-		if busy {
+		switch {
+		case busy:
 			r.status = backend.StatusSkipped
-		} else {
+		case r.buffered:
+			r.attempt, r.expires, r.changed = 0, 0, neverMs
+		default:
 			r.fence, r.leaseMs, r.expires = fence+1, lease, now+lease
 			if err := s.setFence(ctx, tx, in.Job, r.fence); err != nil {
 				return res, false, err
@@ -274,13 +314,17 @@ func (s *RunStore) claim(ctx context.Context, tx *sql.Tx, in backend.RunClaim) (
 	}
 	_, err = tx.ExecContext(ctx, s.b.q(0, `INSERT INTO {p}runs (job, slot, token, instance, attempt, prev_instance, prev_token,
 			fence, lease_ms, expires, status, keep_ms, changed, forget_at, reopened, retried, retry_at, retry_by)
-		VALUES (?, ?, ?, ?, 1, '', '', ?, ?, ?, ?, ?, ?, ?, 0, 0, 0, 0)`),
-		in.Job, slot, r.token, r.instance, r.fence, r.leaseMs, r.expires, string(r.status), r.keepMs, r.changed, r.forgetAt())
+		VALUES (?, ?, ?, ?, ?, '', '', ?, ?, ?, ?, ?, ?, ?, 0, 0, 0, 0)`),
+		in.Job, slot, r.token, r.instance, r.attempt, r.fence, r.leaseMs, r.expires, r.storedStatus(), r.keepMs, r.changed, r.forgetAt())
 	if err != nil {
 		return res, false, err
 	}
 	if r.finished() {
 		return r.decided(in.Token), false, nil
+	}
+	if r.buffered {
+		res, err := s.waiting(ctx, tx, in.Job, buffer)
+		return res, false, err
 	}
 	return r.result(backend.OutcomeWon), false, nil
 }
@@ -534,7 +578,8 @@ func (s *RunStore) Heartbeat(ctx context.Context, key backend.RunKey, lease time
 
 // Finish marks the run finished with status, from the token stored as its holder
 // while it is unfinished (even with its lease expired or released, as long as
-// nobody took it over, and unless it stored a retry); repeating it is not an
+// nobody took it over, and unless it stored a retry), or from the token that
+// stored the slot buffered while it is (withdrawn); repeating it is not an
 // error. Anything else is backend.ErrStaleToken and changes nothing.
 func (s *RunStore) Finish(ctx context.Context, key backend.RunKey, status backend.Status) error {
 	job, slot, token := key.Job, key.Slot, key.Token
@@ -547,7 +592,7 @@ func (s *RunStore) Finish(ctx context.Context, key backend.RunKey, status backen
 		return err
 	}
 	res, err := s.b.db.ExecContext(ctx, s.b.q(0, `UPDATE {p}runs SET status = ?, changed = {now}, forget_at = {now} + keep_ms
-		WHERE job = ? AND slot = ? AND token = ? AND status = ''`), string(status), job, slot.UnixMilli(), token)
+		WHERE job = ? AND slot = ? AND token = ? AND status IN ('', '`+statusBuffered+`')`), string(status), job, slot.UnixMilli(), token)
 	if err != nil {
 		return fmt.Errorf("sqlbackend: finish %s: %w", describe(job, slot), err)
 	}
@@ -591,7 +636,7 @@ func (s *RunStore) Retry(ctx context.Context, key backend.RunKey, delay, within 
 			return err
 		case r != nil && r.retried && r.prevToken == key.Token:
 			return nil // a repeat, after the retry it stored was claimed
-		case r == nil || r.token != key.Token || r.finished():
+		case r == nil || r.token != key.Token || r.finished() || r.buffered:
 			stale = true
 			return nil
 		case r.retrying:
@@ -642,7 +687,8 @@ func (s *RunStore) Release(ctx context.Context, key backend.RunKey) error {
 	return nil
 }
 
-// Active lists job's unfinished runs, oldest slot first.
+// Active lists job's unfinished runs, oldest slot first, buffered slots with
+// Buffered set.
 func (s *RunStore) Active(ctx context.Context, job string) ([]backend.ActiveRun, error) {
 	ctx, cancel := s.b.callCtx(ctx)
 	defer cancel()
@@ -651,7 +697,7 @@ func (s *RunStore) Active(ctx context.Context, job string) ([]backend.ActiveRun,
 	}
 	rows, err := s.b.db.QueryContext(ctx, s.b.q(0, `SELECT slot, token, instance, attempt, fence, expires, keep_ms, changed, status, retry_at, retry_by,
 			cancel_slot, cancel_instance, cancel_token, {now}
-		FROM {p}runs WHERE job = ? AND status IN ('', '`+statusRetry+`') ORDER BY slot`), job)
+		FROM {p}runs WHERE job = ? AND status IN ('', '`+statusRetry+`', '`+statusBuffered+`') ORDER BY slot`), job)
 	if err != nil {
 		return nil, fmt.Errorf("sqlbackend: active runs of %q: %w", job, err)
 	}
@@ -677,6 +723,7 @@ func (s *RunStore) Active(ctx context.Context, job string) ([]backend.ActiveRun,
 		a := backend.ActiveRun{
 			Slot: timeOf(slot), Token: r.token, Instance: instance, Attempt: int(attempt),
 			Fence: uint64(r.fence), Expires: timeOf(r.expires), Live: r.live(now), Cancel: r.request(),
+			Buffered: r.buffered,
 		}
 		if r.retrying {
 			a.RetryAt = timeOf(r.retryAt)

@@ -225,10 +225,11 @@ func (h *hub) close() {
 // WatchRun returns a channel closed when (job, slot)'s lease ends: it expires (a
 // timer on the database's clock, re-armed when a heartbeat moved the expiry),
 // is released, ended by a retry, finished or taken over, or a cancel request is
-// stored on the run (OverlapCancelOther). Other replicas' writes reach it by the
+// stored on the run (OverlapCancelOther); a buffered slot's when it is claimed or
+// withdrawn (no lease, no timer: a poll). Other replicas' writes reach it by the
 // dialect's notifications (LISTEN/NOTIFY on PostgreSQL) or by polling (SQLite),
-// this process's at once. When (job, slot) holds no live lease now the channel is
-// already closed. It is also closed when ctx is done, when the backend is closed,
+// this process's at once. When (job, slot) holds no live lease and is not
+// buffered now the channel is already closed. It is also closed when ctx is done, when the backend is closed,
 // and when reading the run fails (the state may have changed: claim again).
 func (s *RunStore) WatchRun(ctx context.Context, job string, slot time.Time) (<-chan struct{}, error) {
 	if err := s.b.Init(ctx); err != nil {
@@ -244,20 +245,26 @@ func (s *RunStore) WatchRun(ctx context.Context, job string, slot time.Time) (<-
 		return nil, fmt.Errorf("sqlbackend: watch %s: %w", describe(job, slot), err)
 	}
 	out := make(chan struct{})
-	if r == nil || !r.live(now) {
+	if r == nil || !r.live(now) && !r.buffered {
 		unsubscribe()
 		close(out)
 		return out, nil
 	}
-	go s.watch(ctx, k, r.token, r.cancelToken != "", r.expires-now, sub, unsubscribe, out)
+	go s.watch(ctx, k, *r, r.expires-now, sub, unsubscribe, out)
 	return out, nil
 }
 
-func (s *RunStore) watch(ctx context.Context, k runKey, token string, asked bool, left int64, sub chan struct{}, unsubscribe func(), out chan<- struct{}) {
+// watch closes out once the run changes from was, as WatchRun says; left is how
+// long was's lease has to live.
+func (s *RunStore) watch(ctx context.Context, k runKey, was run, left int64, sub chan struct{}, unsubscribe func(), out chan<- struct{}) {
 	defer close(out)
 	defer unsubscribe()
 	for {
-		t := time.NewTimer(min(time.Duration(left)*time.Millisecond, s.b.opts.poll))
+		wait := s.b.opts.poll
+		if !was.buffered {
+			wait = min(time.Duration(left)*time.Millisecond, wait)
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -272,7 +279,12 @@ func (s *RunStore) watch(ctx context.Context, k runKey, token string, asked bool
 		rctx, cancel := s.b.callCtx(ctx)
 		r, now, err := s.read(rctx, k)
 		cancel()
-		if err != nil || r == nil || r.token != token || !r.live(now) || !asked && r.cancelToken != "" {
+		switch {
+		case err != nil || r == nil || r.token != was.token || r.buffered != was.buffered:
+			return
+		case was.buffered:
+			continue
+		case !r.live(now) || was.cancelToken == "" && r.cancelToken != "":
 			return
 		}
 		left = r.expires - now
