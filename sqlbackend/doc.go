@@ -11,8 +11,10 @@
 // so the scheduler gets backups, overlap protection, catch-up and hand-over; it
 // also stores pauses (backend.Pauser), stores a failed attempt's retry for any
 // replica to claim (backend.Retrier), stores a later slot's request that an
-// earlier run end (OverlapCancelOther, backend.OverlapCanceller), and reads the
-// last runs of many jobs in one query (backend.LastRunsReader). Held to the same contract as the JetStream
+// earlier run end (OverlapCancelOther, backend.OverlapCanceller), stores the
+// slots due while another runs to run them after it (OverlapBufferOne and
+// OverlapBufferAll, backend.OverlapBufferer), and reads the last runs of many
+// jobs in one query (backend.LastRunsReader). Held to the same contract as the JetStream
 // backend, it passes the same conformance suite (backend/backendtest).
 //
 //   - A claim is one INSERT that does nothing on a conflict (the slot's first token
@@ -22,13 +24,22 @@
 //     says otherwise.
 //   - A lease claim is one transaction that first locks the job (a row lock on
 //     PostgreSQL, the write lock on SQLite), then reads the slot's run and decides
-//     won, running, done, overlap, late, retry or none; every lease time comes from the
-//     database server's clock (Dialect.NowMs), never a replica's.
+//     won, running, done, overlap, late, retry, buffered or none; every lease time
+//     comes from the database server's clock (Dialect.NowMs), never a replica's.
 //   - A run's row is unfinished (holding a lease or not, or with its retry
-//     pending) or finished with its status (skipped or late when that was the
-//     stored decision). A later slot's cancel request is stored on an unfinished
-//     row and stays once it is finished; a claim that would take over such a run
-//     finishes it cancelled.
+//     pending), buffered, or finished with its status (skipped or late when that
+//     was the stored decision). A later slot's cancel request is stored on an
+//     unfinished row and stays once it is finished; a claim that would take over
+//     such a run finishes it cancelled.
+//   - Under a buffer policy a slot claimed while another slot of the job holds
+//     it (a live lease or one ended less than a lease ago, or a pending retry),
+//     or while an earlier one is buffered, is stored buffered: a row with no
+//     lease, attempt 0, that no sweep deletes, whatever its keep. The claim
+//     counts the job's buffered slots and finds what the slot waits for in one
+//     statement under the job's lock, so two replicas never buffer past the cap
+//     nor run two buffered slots at once; the oldest runs first, as attempt 1,
+//     once nothing holds the job. A claim without a buffer policy reads nothing
+//     more for it.
 //   - A backup learns that a lease ended by LISTEN/NOTIFY on PostgreSQL and by
 //     polling on SQLite (WatchRun).
 //   - History is the claims, records and results of a job, bounded by size and
@@ -44,7 +55,19 @@
 // refused with ErrSchemaTooNew; one that was already running goes on working, and
 // reads a slot whose retry is pending as done, leaving it to the new replicas. A
 // replica of schema version 3 or older neither stores nor heeds (nor clears) cancel
-// requests: give a job OverlapCancelOther once every replica is upgraded. Going back to the old version means restoring the tables of before.
+// requests: give a job OverlapCancelOther once every replica is upgraded.
+//
+// Buffered slots need no new column: a buffered row has status 'buffered'. A replica
+// of a version without buffer policies (schema version 4) reads that as a finished
+// status it does not know: a claim of the slot is answered done (never run), Active
+// does not list it, Heartbeat, Release, Retry and Finish leave it alone, and it
+// never forgets it (its changed and forget_at are far in the future), so the slot
+// stays buffered for the new replicas. Only a Backfill with rerun asked on such a
+// replica may run it at once, as it would any finished slot: once, the row then
+// holding its lease. Such a replica does not count buffered slots either, so a job
+// that it declares without a buffer policy may run a later slot before them: give a
+// job a buffer policy once every replica is upgraded. Going back to the old version
+// means restoring the tables of before.
 //
 // # A minimal program
 //

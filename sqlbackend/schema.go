@@ -35,8 +35,10 @@ var schema = []string{
 	// The lease store: one state machine per (job, slot). status is '' until the
 	// run is finished (or decided skipped or late, with fence 0), 'retry' while
 	// the retry its last attempt stored (claimable from retry_at to retry_by) is
-	// pending; reopened is 1 for a slot stored paused that a ReopenPaused claim
-	// took, retried 1 for a run taken for a retry. cancel_token, when not '', is
+	// pending, 'buffered' for a slot stored buffered (a buffer overlap policy: no
+	// lease, expires, attempt and fence 0, changed and forget_at neverMs, so that
+	// no sweep nor keep forgets it); reopened is 1 for a slot stored paused that
+	// a ReopenPaused claim took, retried 1 for a run taken for a retry. cancel_token, when not '', is
 	// with cancel_slot and cancel_instance the request of a later slot's claim
 	// that the run end (OverlapCancelOther). The retry and cancel columns are those
 	// migrations[1] and migrations[3] add, defaults included, so that created and
