@@ -1,6 +1,7 @@
 package sqlbackend_test
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/backend/backendtest"
+	"github.com/anarchon/anarchon/scheduler"
 	"github.com/anarchon/anarchon/sqlbackend"
 )
 
@@ -255,4 +257,113 @@ func TestBufferedWatchByNotify(t *testing.T) {
 			t.Fatalf("withdrawn %v: the watch of a buffered slot did not see another pool's write", withdraw)
 		}
 	}
+}
+
+// Three schedulers, each on its own pool, run a job every second under
+// OverlapBufferAll with a cap of 2, whose first run takes 3.5 s: the first two
+// slots due meanwhile are buffered and run after it, oldest first, each once,
+// never two runs of the job at a time; the third, due with two buffered, is
+// skipped.
+func TestSchedulersBufferOnSQL(t *testing.T) {
+	t.Parallel()
+	onBoth(t, "bufsched", testSchedulersBuffer)
+}
+
+func testSchedulersBuffer(t *testing.T, open opener) {
+	ctx := backendtest.Context(t)
+	job := backendtest.JobName("buffered")
+	const long = 3500 * time.Millisecond
+	var (
+		mu     sync.Mutex
+		starts []start
+		scheds []*scheduler.Scheduler
+	)
+	for _, inst := range []string{"a", "b", "c"} {
+		_, b := open(t)
+		sc, err := scheduler.New(scheduler.Config{Backend: b, Instance: inst})
+		require.NoError(t, err)
+		require.NoError(t, sc.Every(job, time.Second, func(ctx context.Context, r scheduler.Run) error {
+			mu.Lock()
+			i := len(starts)
+			starts = append(starts, start{slot: r.Slot.UnixMilli(), instance: r.Instance, attempt: r.Attempt, fence: r.Fence, from: time.Now()})
+			d := 50 * time.Millisecond
+			if i == 0 {
+				d = long
+			}
+			mu.Unlock()
+			defer func() {
+				mu.Lock()
+				starts[i].end = time.Now()
+				mu.Unlock()
+			}()
+			tm := time.NewTimer(d)
+			defer tm.Stop()
+			select {
+			case <-tm.C:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}, scheduler.WithLease(3*time.Second), scheduler.WithMaxLate(900*time.Millisecond),
+			scheduler.WithOverlap(scheduler.OverlapBufferAll), scheduler.WithBufferCap(2)))
+		scheds = append(scheds, sc)
+	}
+	for _, sc := range scheds {
+		require.NoError(t, sc.Start(ctx))
+	}
+	// The long run, and two runs of slots due after it ended.
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		after := 0
+		for _, s := range starts[min(len(starts), 1):] {
+			if !s.end.IsZero() && s.slot > starts[0].slot+long.Milliseconds()+1000 {
+				after++
+			}
+		}
+		return len(starts) > 0 && after >= 2
+	}, 20*time.Second, 20*time.Millisecond, "runs go on after the long one")
+	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for _, sc := range scheds {
+		require.NoError(t, sc.Stop(stopCtx))
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+	first := starts[0]
+	seen := map[int64]bool{}
+	var buffered []int64 // slots due while the long run ran that ran
+	for i, s := range starts {
+		assert.False(t, seen[s.slot], "slot %d ran once: %+v", s.slot, starts)
+		seen[s.slot] = true
+		if i > 0 {
+			prev := starts[i-1]
+			assert.False(t, s.from.Before(prev.end), "two runs of the job at a time: %+v then %+v", prev, s)
+			assert.Greater(t, s.slot, prev.slot, "runs oldest slot first: %+v", starts)
+			assert.Equal(t, 1, s.attempt)
+		}
+		if s.slot > first.slot && s.slot < first.slot+long.Milliseconds() {
+			buffered = append(buffered, s.slot)
+		}
+	}
+	require.Len(t, buffered, 2, "the two slots due first while the long run ran were buffered and ran: %+v", starts)
+	assert.Equal(t, first.slot+1000, buffered[0], "the slot after the long one: %+v", starts)
+
+	_, reader := open(t)
+	hist, err := reader.History(ctx, job, 100)
+	require.NoError(t, err)
+	skipped := 0
+	for _, r := range hist {
+		ms := r.Slot.UnixMilli()
+		switch {
+		case seen[ms]:
+			assert.Equal(t, backend.StatusOK, r.Status, "%+v", r)
+		case ms > first.slot && ms < first.slot+long.Milliseconds():
+			assert.Equal(t, backend.StatusSkipped, r.Status, "due with two buffered: %+v", r)
+			skipped++
+		}
+	}
+	assert.Equal(t, 1, skipped, "the third slot due while the long run ran: %+v", hist)
+	t.Logf("%d runs; buffered %v; %d skipped at the cap", len(starts), buffered, skipped)
 }
