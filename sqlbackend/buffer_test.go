@@ -367,3 +367,39 @@ func testSchedulersBuffer(t *testing.T, open opener) {
 	assert.Equal(t, 1, skipped, "the third slot due while the long run ran: %+v", hist)
 	t.Logf("%d runs; buffered %v; %d skipped at the cap", len(starts), buffered, skipped)
 }
+
+// A slot claimed late (catch-up) while nothing runs but a later slot is
+// buffered is older than every buffered slot: under the cap it runs at once,
+// as a buffered slot with nothing to wait for would at its next claim, and the
+// later slot waits for it; at the cap it is skipped.
+func TestBufferedEarlierSlotRunsFirst(t *testing.T) {
+	t.Parallel()
+	onBoth(t, "bufearly", func(t *testing.T, open opener) {
+		ctx := backendtest.Context(t)
+		_, b := open(t)
+		s := b.Runs()
+		for _, limit := range []int{1, 2} {
+			job := backendtest.JobName("buf-early")
+			claim := func(k int, token string) backend.RunClaim {
+				in := bufferClaim(job, k, token, 0)
+				if limit > 1 {
+					in.Overlap, in.BufferCap = backend.OverlapBufferAll, limit
+				}
+				return in
+			}
+			t2, t3 := backendtest.Token(), backendtest.Token()
+			claimOf(t, s, claim(2, t2), backend.OutcomeWon)
+			claimOf(t, s, claim(3, t3), backend.OutcomeBuffered)
+			require.NoError(t, s.Finish(ctx, backend.RunKey{Job: job, Slot: bufferSlot(2), Token: t2}, backend.StatusOK))
+			if limit == 1 {
+				claimOf(t, s, claim(1, backendtest.Token()), backend.OutcomeOverlap)
+				claimOf(t, s, claim(3, backendtest.Token()), backend.OutcomeWon)
+				continue
+			}
+			won := claimOf(t, s, claim(1, backendtest.Token()), backend.OutcomeWon)
+			assert.Equal(t, 1, won.Attempt)
+			w := claimOf(t, s, claim(3, backendtest.Token()), backend.OutcomeBuffered)
+			assert.True(t, w.WaitsFor.Equal(bufferSlot(1)), "slot 3 waits for slot 1: %+v", w)
+		}
+	})
+}
