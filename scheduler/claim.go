@@ -52,6 +52,23 @@ type leaseClaim struct {
 	// for the slot): its first claim, and the retries and takeovers this instance
 	// stands by for after it.
 	bf *backfillSlot
+	// failed is this instance's attempt whose failure stored the retry this
+	// claim stands by for; nil otherwise.
+	failed *failedAttempt
+}
+
+// failedAttempt is an attempt that failed and stored its retry.
+type failedAttempt struct {
+	in     backend.ClaimInput
+	status Status
+	err    error
+}
+
+// retryMissed reports whether res, a done answer to c, says that nobody claimed
+// the retry c's failed attempt stored before its window closed: the slot ended
+// with that attempt's failure.
+func (c *leaseClaim) retryMissed(res backend.ClaimResult) bool {
+	return c.failed != nil && res.Outcome == backend.OutcomeDone && res.Status == StatusError && res.Attempt == c.failed.in.Attempt
 }
 
 // backfill reports whether the claim is of a slot Backfill asked for.
@@ -62,12 +79,13 @@ func (c *leaseClaim) backfill() bool { return c.bf != nil }
 // the lease ends unfinished; skipped and late are recorded by the claimer that
 // stored them.
 func (s *Scheduler) handleLeased(j *job, slot time.Time, kind claimKind) {
-	s.handleClaim(j, slot, kind, nil)
+	s.handleClaim(j, slot, kind, nil, nil)
 }
 
 // handleClaim is handleLeased for a claim that reports to bf when it is not nil
-// (a backfill slot).
-func (s *Scheduler) handleClaim(j *job, slot time.Time, kind claimKind, bf *backfillSlot) {
+// (a backfill slot), and that stands by, when failed is not nil, for the retry
+// this instance's failed attempt stored.
+func (s *Scheduler) handleClaim(j *job, slot time.Time, kind claimKind, bf *backfillSlot, failed *failedAttempt) {
 	c := &leaseClaim{
 		RunClaim: backend.RunClaim{
 			Job:       j.name,
@@ -83,6 +101,7 @@ func (s *Scheduler) handleClaim(j *job, slot time.Time, kind claimKind, bf *back
 		localDeadline: slot.Add(j.cfg.maxLate),
 		why:           "nobody started the slot before its deadline",
 		bf:            bf,
+		failed:        failed,
 	}
 	switch kind {
 	case claimCatchUp:
@@ -183,6 +202,11 @@ func (s *Scheduler) follow(j *job, c *leaseClaim, res backend.ClaimResult, sent 
 	default: // done, none, and outcomes this version does not know
 		s.emit(Event{Kind: EventLost, Job: j.name, Slot: c.Slot, Token: c.Token, Outcome: res.Outcome, Backfill: c.backfill()})
 		c.bf.elsewhere(res)
+		if c.retryMissed(res) {
+			f := c.failed
+			s.log.Warn("retry not run: nobody claimed it before its window closed", "job", j.name, "slot", c.Slot, "attempt", f.in.Attempt+1)
+			s.finalFailure(j, f.in, f.status, f.err)
+		}
 	}
 }
 

@@ -16,6 +16,7 @@ type buffered struct {
 	fromSeq            uint64
 	granted, grantSent time.Duration
 	grantSeq           uint64
+	grantToken         string
 	grantedPaused      bool
 	firstAnswerInst    string
 }
@@ -36,7 +37,7 @@ func (c *checker) bufferedSlots() map[string][]*buffered {
 	for k, bs := range bySlot {
 		for _, g := range c.rec.grants[k] {
 			if g.atSeq > bs.fromSeq && (bs.grantSeq == 0 || g.atSeq < bs.grantSeq) {
-				bs.granted, bs.grantSent, bs.grantSeq = g.at, g.sent, g.atSeq
+				bs.granted, bs.grantSent, bs.grantSeq, bs.grantToken = g.at, g.sent, g.atSeq, g.token
 			}
 		}
 		out[k.job] = append(out[k.job], bs)
@@ -51,20 +52,25 @@ func (c *checker) bufferedSlots() map[string][]*buffered {
 //
 //	8a  a slot answered buffered is never recorded late or skipped: it runs (or,
 //	    claimed while its job is paused, is recorded paused)
-//	8b  buffered slots of a job are first granted oldest first
+//	8b  buffered slots of a job are first granted oldest first (a grant finished
+//	    paused at once, by a claim that asks for no buffer, is left out)
 //	8c  a slot is stored skipped only while another slot of the job was answered
 //	    buffered and not yet granted (the cap, at least one, was reached)
-func (c *checker) buffers(last map[key]backend.RunRecord) {
+func (c *checker) buffers(records map[key][]backend.RunRecord) {
 	h := c.h
 	all := c.bufferedSlots()
 	for job, list := range all {
 		for _, b := range list {
-			if rr, ok := last[b.key]; ok && (rr.Status == backend.StatusLate || rr.Status == backend.StatusSkipped) {
+			rs := records[b.key]
+			if len(rs) == 0 {
+				continue
+			}
+			if rr := rs[len(rs)-1]; rr.Status == backend.StatusLate || rr.Status == backend.StatusSkipped {
 				c.add("8a-buffered-runs", []key{b.key}, "", "%s slot %s was answered buffered (to %s at %s) yet is recorded %s: %s",
 					job, h.rel(b.key.slot), b.firstAnswerInst, at(b.from), rr.Status, rr.Error)
 			}
-			if rr, ok := last[b.key]; ok && rr.Status == backend.StatusPaused {
-				b.grantedPaused = true
+			for _, rr := range rs {
+				b.grantedPaused = b.grantedPaused || rr.Token == b.grantToken && rr.Status == backend.StatusPaused
 			}
 		}
 		for i, a := range list {

@@ -294,8 +294,8 @@ func (c *checker) oneFate() {
 // paused) last record.
 func (c *checker) stored(ctx context.Context, history backend.Backend, runs backend.RunStore) {
 	h := c.h
-	lasts := map[key]backend.RunRecord{}
-	defer func() { c.buffers(lasts) }()
+	records := map[key][]backend.RunRecord{} // by slot, by attempt
+	defer func() { c.buffers(records) }()
 	for _, j := range h.plan.Jobs {
 		j = c.jobs[j.Name]
 		recs, err := history.History(ctx, j.Name, 0)
@@ -320,7 +320,7 @@ func (c *checker) stored(ctx context.Context, history backend.Backend, runs back
 			slices.SortStableFunc(rs, func(a, b backend.RunRecord) int { return cmp.Compare(a.Attempt, b.Attempt) })
 			top := rs[len(rs)-1].Attempt
 			last[slot] = rs[len(rs)-1]
-			lasts[k] = rs[len(rs)-1]
+			records[k] = rs
 			var finals []string
 			for _, rr := range rs {
 				retried := (rr.Status == backend.StatusError || rr.Status == backend.StatusTimeout) && c.retryStored(k, rr.Token)
