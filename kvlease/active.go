@@ -155,6 +155,10 @@ func activeRun(slot time.Time, run runEntry, ls leaseEntry) backend.ActiveRun {
 	if r.retrying() {
 		a.RetryAt, _ = run.retryWindow()
 	}
+	if r.buffered() {
+		// Not started: a lease key left is a claim's in flight.
+		a.Buffered, a.Live, a.Attempt, a.Fence, a.Expires = true, false, 0, 0, time.Time{}
+	}
 	return a
 }
 
