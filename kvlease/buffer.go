@@ -345,7 +345,7 @@ func (c *claiming) bufferSlot(ctx context.Context, run runEntry, l bufferLook) (
 	if c.s.died(c.in.Job, c.in.Slot, stepListed) {
 		return backend.ClaimResult{}, errDied
 	}
-	if _, err := c.s.put(ctx, c.b, write{key: c.k.run, value: c.bufferedRecord(queued{Token: c.in.Token, Instance: c.in.Instance}), expect: run.rev}); err != nil {
+	if _, err := c.s.put(ctx, c.b, write{key: c.k.run, value: c.bufferedRecord(queued{SlotMS: own, Token: c.in.Token, Instance: c.in.Instance}), expect: run.rev}); err != nil {
 		return backend.ClaimResult{}, err // completed by another claim, or won at once: decide again
 	}
 	l.buf = bufferEntry{rec: next}
@@ -370,11 +370,11 @@ func (l bufferLook) waitsFor(own int64) (backend.ClaimResult, bool) {
 	return backend.ClaimResult{}, false
 }
 
-// bufferedRecord is the run record of the claim's slot stored buffered for q's
-// token and instance.
+// bufferedRecord is the run record of q's slot stored buffered for q's token
+// and instance.
 func (c *claiming) bufferedRecord(q queued) runRecord {
 	return runRecord{
-		V: recordVersion, Job: c.in.Job, SlotMS: c.in.Slot.UnixMilli(), Token: q.Token, Instance: q.Instance,
+		V: recordVersion, Job: c.in.Job, SlotMS: q.SlotMS, Token: q.Token, Instance: q.Instance,
 		Attempt: 1, Buffer: true, State: stateBuffered, LeaseMS: c.lease.Milliseconds(), KeepMS: c.keepMS,
 	}
 }
@@ -452,7 +452,16 @@ func (c *claiming) claimBuffered(ctx context.Context, run runEntry, ls leaseEntr
 				if err != nil {
 					return backend.ClaimResult{}, err
 				}
-				if earlier.rec != nil && !earlier.rec.buffered() {
+				switch {
+				case earlier.rec == nil:
+					// Listed by a claimer between its two writes, or dead there:
+					// stored buffered before this claim waits for it, so that
+					// Active lists it.
+					w := write{key: keysFor(c.in.Job, time.UnixMilli(q.SlotMS)).run, value: c.bufferedRecord(q), expect: earlier.rev}
+					if _, err := c.s.put(ctx, c.b, w); err != nil {
+						return backend.ClaimResult{}, err
+					}
+				case !earlier.rec.buffered():
 					if err := c.s.writeBuffer(ctx, c.b, c.in.Job, l.buf.rev, l.buf.rec.without(q.SlotMS)); err != nil {
 						return backend.ClaimResult{}, err
 					}

@@ -56,23 +56,28 @@ func (s *Store) WatchRun(ctx context.Context, job string, slot time.Time) (<-cha
 		return nil, fmt.Errorf("kvlease: watch %s: %w", backendutil.DescribeRun(job, slot), err)
 	}
 	ls, ok := s.mem.takeHint(k, started)
-	if !ok {
-		if ls, err = s.readLease(callCtx, b, k); err != nil {
-			s.mem.hub.remove(w)
-			return nil, fmt.Errorf("kvlease: watch %s: %w", backendutil.DescribeRun(job, slot), err)
+	var run runEntry
+	switch {
+	case ok:
+	case b.direct: // both keys in one request, as the lease key alone would cost
+		run, ls, err = s.readBoth(callCtx, b, k)
+	default:
+		ls, err = s.readLease(callCtx, b, k)
+		if err == nil && ls.rec == nil {
+			run, err = s.readRun(callCtx, b, k)
 		}
+	}
+	if err != nil {
+		s.mem.hub.remove(w)
+		return nil, fmt.Errorf("kvlease: watch %s: %w", backendutil.DescribeRun(job, slot), err)
 	}
 	if ls.rec == nil {
 		// No live lease: a claim may decide differently now, unless the slot is
-		// stored buffered (read after the lease key, so that a claim of it in
-		// between is a newer lease-key revision, or its record no longer
-		// buffered). A buffered slot's watch fires on any write of its lease
-		// key: a claim taking it, or its withdrawal.
-		run, err := s.readRun(callCtx, b, k)
-		if err != nil {
-			s.mem.hub.remove(w)
-			return nil, fmt.Errorf("kvlease: watch %s: %w", backendutil.DescribeRun(job, slot), err)
-		}
+		// stored buffered. A buffered slot's watch fires on any newer write of
+		// its lease key (a claim taking it, or its withdrawal, which purges it),
+		// whichever key was read first: a claim between the two readings wrote
+		// the lease key after the reading of it, or the run record before the
+		// reading of that.
 		if run.rec == nil || !run.rec.buffered() {
 			s.mem.hub.fire(w)
 			return w.ch, nil
