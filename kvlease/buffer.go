@@ -346,6 +346,9 @@ func (c *claiming) bufferSlot(ctx context.Context, run runEntry, l bufferLook) (
 		return backend.ClaimResult{}, errDied
 	}
 	if _, err := c.s.put(ctx, c.b, write{key: c.k.run, value: c.bufferedRecord(queued{SlotMS: own, Token: c.in.Token, Instance: c.in.Instance}), expect: run.rev}); err != nil {
+		if errors.Is(err, errConflict) {
+			c.unlistIfTaken(ctx)
+		}
 		return backend.ClaimResult{}, err // completed by another claim, or won at once: decide again
 	}
 	l.buf = bufferEntry{rec: next}
@@ -353,6 +356,24 @@ func (c *claiming) bufferSlot(ctx context.Context, run runEntry, l bufferLook) (
 		return res, nil
 	}
 	return backend.ClaimResult{}, fmt.Errorf("%w: nothing keeps the buffered slot waiting", errConflict)
+}
+
+// unlistIfTaken takes the claim's slot off the list when its run record, written
+// meanwhile, is not buffered (an overlap-allowing claim won the slot between this
+// claim's two writes), so that no stale entry is left behind. Best effort: a
+// stale entry left is dropped by the claim that reads it.
+func (c *claiming) unlistIfTaken(ctx context.Context) {
+	run, err := c.s.readRun(ctx, c.b, c.k)
+	if err != nil || run.rec == nil || run.rec.buffered() {
+		return
+	}
+	buf, err := c.s.readBuffer(ctx, c.b, c.in.Job)
+	if err != nil {
+		return
+	}
+	if _, ok := buf.rec.find(c.in.Slot.UnixMilli()); ok {
+		_ = c.s.writeBuffer(ctx, c.b, c.in.Job, buf.rev, buf.rec.without(c.in.Slot.UnixMilli()))
+	}
 }
 
 // waitsFor answers a claim of buffered slot own that l keeps waiting: buffered,

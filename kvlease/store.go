@@ -24,8 +24,8 @@ const (
 	maxTries = 16
 )
 
-// Store is a backend.RunStore, backend.LeaseWatcher, backend.Retrier and
-// backend.OverlapCanceller on one JetStream KV bucket. The server judges every
+// Store is a backend.RunStore, backend.LeaseWatcher, backend.Retrier,
+// backend.OverlapCanceller and backend.OverlapBufferer on one JetStream KV bucket. The server judges every
 // lease: a lease is a key with a per-message TTL, every change is a compare-and-set on a key's last revision, and fences are the
 // server's time in nanoseconds, above the previous holder's. See the package
 // documentation for the layout and the transitions.
