@@ -300,6 +300,10 @@ type ActiveRun struct {
 	// CancelBy is set when a later slot of the job asked the run to end (overlap
 	// policy cancel-other): the run ends at its holder's next heartbeat.
 	CancelBy *CancelRequest `json:"cancel_by,omitempty"`
+	// Buffered says the slot is stored buffered (overlap policies buffer-one and
+	// buffer-all): it runs once the job's run in progress ends; Instance is the
+	// replica that buffered it, Attempt 0.
+	Buffered bool `json:"buffered,omitempty"`
 }
 
 // CancelRequest names the later slot, and the replica, that asked a run to end.
@@ -310,7 +314,7 @@ type CancelRequest struct {
 
 func activeRunOf(job string, a scheduler.ActiveRun) ActiveRun {
 	r := ActiveRun{Job: job, Slot: a.Slot, Instance: a.Instance, Token: a.Token, Attempt: a.Attempt,
-		Fence: a.Fence, Expires: a.Expires, Live: a.Live, RetryAt: a.RetryAt}
+		Fence: a.Fence, Expires: a.Expires, Live: a.Live, RetryAt: a.RetryAt, Buffered: a.Buffered}
 	if a.Cancel != nil {
 		r.CancelBy = &CancelRequest{Slot: a.Cancel.Slot, Instance: a.Cancel.Instance}
 	}

@@ -151,7 +151,7 @@ func outcomeLabel(e scheduler.Event) string {
 	}
 	switch o {
 	case scheduler.OutcomeWon, scheduler.OutcomeRunning, scheduler.OutcomeDone,
-		scheduler.OutcomeOverlap, scheduler.OutcomeLate, scheduler.OutcomeNone, scheduler.OutcomeRetry:
+		scheduler.OutcomeOverlap, scheduler.OutcomeLate, scheduler.OutcomeNone, scheduler.OutcomeRetry, scheduler.OutcomeBuffered:
 		return string(o)
 	}
 	return "other"

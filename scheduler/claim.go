@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -51,6 +52,23 @@ type leaseClaim struct {
 	// for the slot): its first claim, and the retries and takeovers this instance
 	// stands by for after it.
 	bf *backfillSlot
+	// failed is this instance's attempt whose failure stored the retry this
+	// claim stands by for; nil otherwise.
+	failed *failedAttempt
+}
+
+// failedAttempt is an attempt that failed and stored its retry.
+type failedAttempt struct {
+	in     backend.ClaimInput
+	status Status
+	err    error
+}
+
+// retryMissed reports whether res, a done answer to c, says that nobody claimed
+// the retry c's failed attempt stored before its window closed: the slot ended
+// with that attempt's failure.
+func (c *leaseClaim) retryMissed(res backend.ClaimResult) bool {
+	return c.failed != nil && res.Outcome == backend.OutcomeDone && res.Status == StatusError && res.Attempt == c.failed.in.Attempt
 }
 
 // backfill reports whether the claim is of a slot Backfill asked for.
@@ -61,26 +79,29 @@ func (c *leaseClaim) backfill() bool { return c.bf != nil }
 // the lease ends unfinished; skipped and late are recorded by the claimer that
 // stored them.
 func (s *Scheduler) handleLeased(j *job, slot time.Time, kind claimKind) {
-	s.handleClaim(j, slot, kind, nil)
+	s.handleClaim(j, slot, kind, nil, nil)
 }
 
 // handleClaim is handleLeased for a claim that reports to bf when it is not nil
-// (a backfill slot).
-func (s *Scheduler) handleClaim(j *job, slot time.Time, kind claimKind, bf *backfillSlot) {
+// (a backfill slot), and that stands by, when failed is not nil, for the retry
+// this instance's failed attempt stored.
+func (s *Scheduler) handleClaim(j *job, slot time.Time, kind claimKind, bf *backfillSlot, failed *failedAttempt) {
 	c := &leaseClaim{
 		RunClaim: backend.RunClaim{
-			Job:      j.name,
-			Slot:     slot,
-			Token:    newToken(),
-			Instance: s.instance,
-			Lease:    j.cfg.lease,
-			Overlap:  j.cfg.overlap,
-			Keep:     j.keep(),
+			Job:       j.name,
+			Slot:      slot,
+			Token:     newToken(),
+			Instance:  s.instance,
+			Lease:     j.cfg.lease,
+			Overlap:   j.cfg.overlap,
+			BufferCap: j.cfg.bufferCap,
+			Keep:      j.keep(),
 		},
 		kind:          kind,
 		localDeadline: slot.Add(j.cfg.maxLate),
 		why:           "nobody started the slot before its deadline",
 		bf:            bf,
+		failed:        failed,
 	}
 	switch kind {
 	case claimCatchUp:
@@ -166,8 +187,11 @@ func (s *Scheduler) follow(j *job, c *leaseClaim, res backend.ClaimResult, sent 
 	case backend.OutcomeOverlap:
 		s.emit(Event{Kind: EventSkipped, Job: j.name, Slot: c.Slot, Token: c.Token, Outcome: res.Outcome, Backfill: c.backfill()})
 		why := "another slot of the job held its lease (overlap forbidden)"
-		if j.cfg.overlap == OverlapCancelOther {
+		switch j.cfg.overlap {
+		case OverlapCancelOther:
 			why = "a later slot of the job held its lease (overlap policy cancel-other: an earlier slot never ends a later one)"
+		case OverlapBufferOne, OverlapBufferAll:
+			why = fmt.Sprintf("another slot of the job ran and %d were buffered already (overlap policy %s)", c.Buffers(), j.cfg.overlap)
 		}
 		s.recordOnce(j, c.Slot, StatusSkipped, why)
 		c.bf.decided(BackfillSkipped, StatusSkipped)
@@ -178,6 +202,11 @@ func (s *Scheduler) follow(j *job, c *leaseClaim, res backend.ClaimResult, sent 
 	default: // done, none, and outcomes this version does not know
 		s.emit(Event{Kind: EventLost, Job: j.name, Slot: c.Slot, Token: c.Token, Outcome: res.Outcome, Backfill: c.backfill()})
 		c.bf.elsewhere(res)
+		if c.retryMissed(res) {
+			f := c.failed
+			s.log.Warn("retry not run: nobody claimed it before its window closed", "job", j.name, "slot", c.Slot, "attempt", f.in.Attempt+1)
+			s.finalFailure(j, f.in, f.status, f.err)
+		}
 	}
 }
 
@@ -262,11 +291,12 @@ func (s *Scheduler) claimLease(j *job, c *leaseClaim) (backend.ClaimResult, time
 }
 
 // overlapOf is the overlap policy c's claim asks for at now: the job's, except
-// that under cancel-other a slot claimed while the job is paused asks no run to
-// end (it is won beside it and finished paused, never run), and a backfilled slot
-// keeps out of another run's way as with OverlapSkip.
+// that under cancel-other and the buffer policies a slot claimed while the job is
+// paused asks no run to end and is not buffered (it is won beside it and finished
+// paused, never run), and a backfilled slot keeps out of another run's way as
+// with OverlapSkip.
 func (s *Scheduler) overlapOf(j *job, c *leaseClaim, now time.Time) backend.OverlapPolicy {
-	if c.Overlap != OverlapCancelOther {
+	if c.Overlap != OverlapCancelOther && !c.Overlap.Buffers() {
 		return c.Overlap
 	}
 	if _, paused := s.pauses.of(j.name, now); paused {
@@ -305,7 +335,7 @@ func (s *Scheduler) settleStopped(c *leaseClaim, rc backend.RunClaim, err error)
 // start of the watch. A retry is claimed when the store said it comes due.
 func (s *Scheduler) standby(j *job, c *leaseClaim, res backend.ClaimResult) (backend.ClaimResult, time.Time, error) {
 	for {
-		if !res.WaitsFor.IsZero() {
+		if !res.WaitsFor.IsZero() && res.Outcome == backend.OutcomeRunning {
 			c.why = "the run of slot " + res.WaitsFor.UTC().Format(time.RFC3339Nano) + " that it asked to end (overlap policy cancel-other) had not ended by the slot's deadline"
 		}
 		if !s.waitForChange(s.loopCtx, j, c, res) {
@@ -320,9 +350,9 @@ func (s *Scheduler) standby(j *job, c *leaseClaim, res backend.ClaimResult) (bac
 }
 
 // waits reports whether a claim answered o stands by: another token holds the
-// lease, or the slot's retry is not due yet.
+// lease, the slot's retry is not due yet, or the slot is buffered.
 func waits(o backend.ClaimOutcome) bool {
-	return o == backend.OutcomeRunning || o == backend.OutcomeRetry
+	return o == backend.OutcomeRunning || o == backend.OutcomeRetry || o == backend.OutcomeBuffered
 }
 
 // waitForChange waits, after a claim answered res, until claiming again may be

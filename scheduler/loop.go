@@ -244,7 +244,7 @@ func (s *Scheduler) runRetrying(a *slotAttempt) {
 		if late := s.clock.Now().Sub(res.retry.at); late > res.retry.within {
 			// The failure before it stands: the slot's final failure.
 			s.log.Warn("retry not run: its start window passed", "job", j.name, "slot", slot, "attempt", a.in.Attempt, "late", late)
-			s.emit(Event{Kind: EventFailed, Job: j.name, Slot: slot, Token: failed.in.Token, Attempt: failed.in.Attempt, Backfill: failed.in.Backfill, Status: res.Status})
+			s.finalFailure(j, failed.in, res.Status, res.err)
 			return
 		}
 	}

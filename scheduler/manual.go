@@ -71,7 +71,7 @@ func (s *Scheduler) claimManual(parent context.Context, j *job, in *backend.Clai
 	for try := 0; ok && try < maxManualSlotTries; try++ {
 		c := &leaseClaim{RunClaim: backend.RunClaim{
 			Job: j.name, Slot: slot, Token: in.Token, Instance: s.instance, Lease: j.cfg.lease,
-			Deadline: s.clock.Now().Add(s.maxSkew), Overlap: j.cfg.overlap, Keep: j.keep(),
+			Deadline: s.clock.Now().Add(s.maxSkew), Overlap: j.cfg.overlap, BufferCap: j.cfg.bufferCap, Keep: j.keep(),
 		}, reclaimed: reclaimed}
 		var res backend.ClaimResult
 		var sent time.Time
@@ -100,6 +100,20 @@ func (s *Scheduler) claimManual(parent context.Context, j *job, in *backend.Clai
 			sent = c.unanswered
 		}
 		switch {
+		case res.Outcome == backend.OutcomeBuffered:
+			// Buffered behind another run: claim it again once that has
+			// ended, for as long as the caller waits; if it gives up first the
+			// buffered slot is withdrawn.
+			if err := s.awaitEnd(parent, j, c, res); err != nil {
+				s.finishLater(j, c.Key(), StatusCancelled)
+				return backend.RunClaim{}, backend.ClaimResult{}, time.Time{}, fmt.Errorf("run %q now: buffered behind the run of slot %s: %w",
+					j.name, res.WaitsFor.UTC().Format(time.RFC3339Nano), err)
+			}
+			cancel()
+			ctx, cancel = s.callCtx(parent)
+			reclaimed = c.reclaimed
+			try--
+			continue
 		case res.Outcome == backend.OutcomeRunning && !res.WaitsFor.IsZero():
 			// Cancel-other: the earlier run was asked to end. Claim the same
 			// slot again once it has, for as long as the caller waits.
@@ -118,6 +132,9 @@ func (s *Scheduler) claimManual(parent context.Context, j *job, in *backend.Clai
 			in.Slot = slot
 			return c.RunClaim, res, sent, nil
 		case backend.OutcomeOverlap:
+			if j.cfg.overlap.Buffers() {
+				return backend.RunClaim{}, backend.ClaimResult{}, time.Time{}, fmt.Errorf("run %q now: %w: another run of it holds its lease and %d are buffered already", j.name, ErrJobBusy, c.Buffers())
+			}
 			return backend.RunClaim{}, backend.ClaimResult{}, time.Time{}, fmt.Errorf("run %q now: %w: another run of it holds its lease", j.name, ErrJobBusy)
 		case backend.OutcomeLate:
 			return backend.RunClaim{}, backend.ClaimResult{}, time.Time{}, fmt.Errorf("scheduler: run %q now: the run store's clock is more than the clock skew allowance (%v) ahead of this instance's", j.name, s.maxSkew)

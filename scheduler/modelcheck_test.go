@@ -142,11 +142,9 @@ func mcNewPlan(seed uint64) *modelcheck.Plan {
 		case 1:
 			j.CatchUp = scheduler.CatchUpAll
 		}
-		// Half the jobs that forbid overlap cancel the other run instead, drawn
-		// apart from r so that every seed's other draws stay as they were.
-		if j.Skip && modelcheck.Mix(seed, 0x636e_636c, uint64(i))%2 == 0 {
-			j.Skip, j.CancelOther = false, true
-		}
+		// Some jobs that forbid overlap cancel the other run or buffer instead,
+		// drawn apart from r so that every seed's other draws stay as they were.
+		j.MixOverlap(seed, i)
 		p.Jobs = append(p.Jobs, j)
 	}
 	faultMS := int(mcFaultPhase / time.Millisecond)

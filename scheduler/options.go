@@ -50,6 +50,9 @@ type jobConfig struct {
 	retry *RetryPolicy
 	// pauseAfter pauses the job after that many failed slots in a row; 0: never.
 	pauseAfter int
+	// bufferCap is how many slots OverlapBufferAll keeps buffered (WithBufferCap);
+	// 0: backend.DefaultBufferCap.
+	bufferCap int
 }
 
 func optErr(format string, args ...any) error {
@@ -105,9 +108,11 @@ func WithLease(d time.Duration) JobOption {
 	}
 }
 
-// WithOverlap sets the overlap policy: OverlapAllow (the default), OverlapSkip or
-// OverlapCancelOther. Both others need a backend with leases, OverlapCancelOther
-// one whose run store implements it (backend.OverlapCanceller).
+// WithOverlap sets the overlap policy: OverlapAllow (the default), OverlapSkip,
+// OverlapCancelOther, OverlapBufferOne or OverlapBufferAll. All but the first
+// need a backend with leases, OverlapCancelOther one whose run store implements it
+// (backend.OverlapCanceller), the buffer policies one that stores buffered slots
+// (backend.OverlapBufferer).
 //
 // With OverlapCancelOther a slot due while an earlier one runs, on any instance,
 // asks that run to end: its holder learns it at once through its watch of the run
@@ -119,12 +124,35 @@ func WithLease(d time.Duration) JobOption {
 // runs (a catch-up slot) is skipped. A slot that falls while the job is paused
 // asks nothing (it is recorded paused), and a backfilled slot keeps out of
 // another run's way as with OverlapSkip.
+//
+// With OverlapBufferOne a slot due while another slot of the job runs (on any
+// instance, its retries included) is stored buffered and runs once that run has
+// ended, whenever that is: a buffered slot is not late. One slot at most is
+// buffered; a further slot due meanwhile is skipped. OverlapBufferAll buffers up
+// to WithBufferCap slots (DefaultBufferCap by default), run oldest first.
+// A buffered slot survives the instances that buffered it: every instance
+// declaring the job claims it once the run ends, one runs it. A slot that falls
+// while the job is paused is recorded paused, not buffered, and a backfilled slot
+// keeps out of another run's way as with OverlapSkip.
 func WithOverlap(p OverlapPolicy) JobOption {
 	return func(c *jobConfig) error {
-		if p != OverlapAllow && p != OverlapSkip && p != OverlapCancelOther {
+		if p < OverlapAllow || p > OverlapBufferAll {
 			return optErr("unknown overlap policy %d", int(p))
 		}
 		c.overlap = p
+		return nil
+	}
+}
+
+// WithBufferCap sets how many slots of the job OverlapBufferAll keeps buffered at
+// once, across the fleet: 1 to MaxBufferCap. A slot due while that many
+// are buffered is skipped. It needs OverlapBufferAll.
+func WithBufferCap(n int) JobOption {
+	return func(c *jobConfig) error {
+		if n < 1 || n > MaxBufferCap {
+			return optErr("buffer cap %d must be 1 to %d", n, MaxBufferCap)
+		}
+		c.bufferCap = n
 		return nil
 	}
 }

@@ -115,6 +115,12 @@ func (s *Scheduler) add(name string, sched Schedule, interval time.Duration, h H
 	if c, ok := s.runs.(backend.OverlapCanceller); cfg.overlap == OverlapCancelOther && s.runs != nil && (!ok || !c.CancelsOverlap()) {
 		return fmt.Errorf("job %q: %w: overlap policy cancel-other needs a run store that stores cancel requests (backend.OverlapCanceller); the %s backend's has none", name, ErrInvalidOption, s.backend.Name())
 	}
+	if b, ok := s.runs.(backend.OverlapBufferer); cfg.overlap.Buffers() && s.runs != nil && (!ok || !b.BuffersOverlap()) {
+		return fmt.Errorf("job %q: %w: overlap policy %s needs a run store that stores buffered slots (backend.OverlapBufferer); the %s backend's has none", name, ErrInvalidOption, cfg.overlap, s.backend.Name())
+	}
+	if cfg.bufferCap > 0 && cfg.overlap != OverlapBufferAll {
+		return fmt.Errorf("job %q: %w: WithBufferCap needs overlap policy buffer-all, not %s", name, ErrInvalidOption, cfg.overlap)
+	}
 	if _, ok := s.backend.(backend.Pauser); cfg.pauseAfter > 0 && !ok {
 		return fmt.Errorf("job %q: %w: pausing after failed slots needs a backend that stores pauses (backend.Pauser); %q has none", name, ErrInvalidOption, s.backend.Name())
 	}

@@ -113,7 +113,7 @@ func (s *Scheduler) repair(ctx context.Context, j *job, recs []RunRecord) {
 func (s *Scheduler) endFromStore(ctx context.Context, j *job, r *RunRecord) {
 	c := &leaseClaim{RunClaim: backend.RunClaim{
 		Job: j.name, Slot: r.Slot, Token: newToken(), Instance: s.instance, Lease: j.cfg.lease,
-		Overlap: j.cfg.overlap, TakeoverOnly: true, Keep: j.keep(),
+		Overlap: j.cfg.overlap, BufferCap: j.cfg.bufferCap, TakeoverOnly: true, Keep: j.keep(),
 	}, kind: claimAdopt, localDeadline: r.Slot.Add(j.cfg.maxLate)}
 	sent := s.clock.Now()
 	cctx, cancel := s.callCtx(ctx)

@@ -130,3 +130,58 @@ func TestRetryAnswerLostThenClaimed(t *testing.T) {
 		assert.Empty(t, events.of(scheduler.EventFailed))
 	})
 }
+
+// claimsDown is a memory backend whose takeover-only claims (a backup's, a
+// retry's) fail while down is set.
+type claimsDown struct {
+	*memory.Backend
+	down *atomic.Bool
+}
+
+func (b claimsDown) Runs() backend.RunStore {
+	return takeoversDown{b.Backend.Runs().(*memory.RunStore), b.down}
+}
+
+type takeoversDown struct {
+	*memory.RunStore
+	down *atomic.Bool
+}
+
+func (s takeoversDown) Claim(ctx context.Context, in backend.RunClaim) (backend.ClaimResult, error) {
+	if in.TakeoverOnly && s.down.Load() {
+		return backend.ClaimResult{}, errors.New("store unreachable")
+	}
+	return s.RunStore.Claim(ctx, in)
+}
+
+// A stored retry that nobody claims before its window closes leaves the failed
+// attempt's failure standing: the instance whose attempt it was reports it as the
+// slot's final failure, once, when it finds the window closed.
+func TestRetryWindowMissedIsTheFinalFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		down := &atomic.Bool{}
+		log := &startLog{}
+		events := newEventLog(scheduler.EventRetry, scheduler.EventFailed)
+		time.Sleep(90 * time.Second)
+		s := newScheduler(t, claimsDown{memory.New(), down}, "A", func(c *scheduler.Config) { c.OnEvent = events.hook })
+		require.NoError(t, s.Every("job", time.Hour, failFirst(log, 1), scheduler.WithLease(3*time.Second), scheduler.WithMaxLate(time.Minute),
+			scheduler.WithRetry(scheduler.RetryPolicy{Attempts: 3, Backoff: time.Second})))
+		require.NoError(t, s.Start(t.Context()))
+		down.Store(true)
+		time.Sleep(59*time.Minute + 30*time.Second) // the slot at 01:00 fails; its retry's claims fail
+		require.Len(t, events.of(scheduler.EventRetry), 1, "the retry was stored")
+		assert.Empty(t, events.of(scheduler.EventFailed), "nothing final yet")
+		time.Sleep(90 * time.Second) // past the retry's window (its max lateness), within the run's keep
+		down.Store(false)
+		time.Sleep(time.Minute)
+		require.NoError(t, s.Stop(t.Context()))
+
+		starts, _ := log.get()
+		require.Len(t, starts, 1, "the retry never ran: %+v", starts)
+		failed := events.of(scheduler.EventFailed)
+		require.Len(t, failed, 1, "the final failure, once: %+v", failed)
+		assert.Equal(t, 1, failed[0].Attempt, "the attempt whose failure stands")
+		assert.Equal(t, scheduler.StatusError, failed[0].Status)
+		assert.ErrorIs(t, failed[0].Err, errAttempt, "the handler's error")
+	})
+}

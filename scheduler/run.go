@@ -24,6 +24,8 @@ type execResult struct {
 	// ended says a later slot asked the run to end (OverlapCancelOther): it is
 	// finished cancelled, not handed over.
 	ended bool
+	// err is what the handler's failure is reported as in events.
+	err error
 }
 
 // execute runs the handler for a won claim, keeps its lease alive until the lease is
@@ -86,12 +88,19 @@ func (s *Scheduler) execute(parent context.Context, a *slotAttempt) execResult {
 		if noRetry != "" {
 			s.log.Warn("run failed for good", "job", j.name, "slot", in.Slot, "attempt", run.Attempt, "why", noRetry)
 		}
-		s.emit(Event{Kind: EventFailed, Job: j.name, Slot: in.Slot, Token: in.Token, Attempt: run.Attempt, Manual: in.Manual, Backfill: in.Backfill, Status: res.Status, Err: evErr})
-		if !in.Manual && j.cfg.pauseAfter > 0 {
-			s.beside(func() { s.pauseIfFailing(j) })
-		}
+		s.finalFailure(j, in, res.Status, evErr)
 	}
+	res.err = evErr
 	return res
+}
+
+// finalFailure reports in's failure as its slot's final one (no retry follows):
+// EventFailed, and the job's pause after failed slots.
+func (s *Scheduler) finalFailure(j *job, in backend.ClaimInput, status Status, err error) {
+	s.emit(Event{Kind: EventFailed, Job: j.name, Slot: in.Slot, Token: in.Token, Attempt: max(in.Attempt, 1), Manual: in.Manual, Backfill: in.Backfill, Status: status, Err: err})
+	if !in.Manual && j.cfg.pauseAfter > 0 {
+		s.beside(func() { s.pauseIfFailing(j) })
+	}
 }
 
 // startHeartbeat keeps a's lease alive, when it has one, until stop is called;
@@ -220,15 +229,16 @@ func (s *Scheduler) runLeased(j *job, c *leaseClaim, res backend.ClaimResult, se
 	}
 	c.bf.ran(out.Status, in.Attempt, s.instance, out.Error)
 	if out.retried {
-		// The retry is stored: this instance stands by for it like any other.
-		s.handleClaim(j, c.Slot, claimAdopt, c.bf)
+		// The retry is stored: this instance stands by for it like any other,
+		// and sends the final failure if nobody claims it in time.
+		s.handleClaim(j, c.Slot, claimAdopt, c.bf, &failedAttempt{in: in, status: out.Status, err: out.err})
 		return
 	}
 	// The lease was lost with the run unfinished (and released): after a lease, in
 	// which the backups that wait for it take it over first, this instance stands by
 	// for it too, so that it is taken over even when nobody else waits for it.
 	if out.Status == StatusLost && s.sleepUntil(s.loopCtx, s.clock.Now().Add(j.cfg.lease)) {
-		s.handleClaim(j, c.Slot, claimAdopt, c.bf)
+		s.handleClaim(j, c.Slot, claimAdopt, c.bf, nil)
 	}
 }
 

@@ -56,6 +56,8 @@ const (
 	OutcomeLate    = backend.OutcomeLate
 	OutcomeNone    = backend.OutcomeNone
 	OutcomeRetry   = backend.OutcomeRetry
+	// OutcomeBuffered: the slot is stored buffered (OverlapBufferOne, OverlapBufferAll).
+	OutcomeBuffered = backend.OutcomeBuffered
 )
 
 // Overlap and catch-up policies; see [backend.OverlapPolicy] and
@@ -65,9 +67,12 @@ const (
 	OverlapSkip  = backend.OverlapSkip
 	// OverlapCancelOther: see WithOverlap.
 	OverlapCancelOther = backend.OverlapCancelOther
-	CatchUpNone        = backend.CatchUpNone
-	CatchUpLatest      = backend.CatchUpLatest
-	CatchUpAll         = backend.CatchUpAll
+	// OverlapBufferOne and OverlapBufferAll: see WithOverlap.
+	OverlapBufferOne = backend.OverlapBufferOne
+	OverlapBufferAll = backend.OverlapBufferAll
+	CatchUpNone      = backend.CatchUpNone
+	CatchUpLatest    = backend.CatchUpLatest
+	CatchUpAll       = backend.CatchUpAll
 )
 
 const (
@@ -76,6 +81,10 @@ const (
 	MaxErrorText = backend.MaxErrorText
 	// MaxPauseText bounds a pause's Reason and By, in bytes.
 	MaxPauseText = backend.MaxPauseText
+	// DefaultBufferCap is how many slots OverlapBufferAll keeps buffered when
+	// WithBufferCap is not given; MaxBufferCap the most WithBufferCap accepts.
+	DefaultBufferCap = backend.DefaultBufferCap
+	MaxBufferCap     = backend.MaxBufferCap
 	// MaxJobNameLen is the longest job name accepted, in bytes.
 	MaxJobNameLen = backend.MaxJobNameLen
 	// MinLease is the shortest lease accepted (WithLease).

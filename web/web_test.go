@@ -149,12 +149,28 @@ func TestJobPageShowsAStoredRetry(t *testing.T) {
 
 // A run a later slot asked to end shows the slot that asked and its replica.
 func TestJobPageShowsACancelRequest(t *testing.T) {
+	leases := leasesAfterTwoClaims(t, backend.OverlapCancelOther)
+	assert.Contains(t, leases, "replica-tok-1")
+	assert.Contains(t, leases, `cancelling for <time datetime=`)
+	assert.Contains(t, leases, "asked by replica-tok-2")
+}
+
+func TestJobPageShowsABufferedSlot(t *testing.T) {
+	leases := leasesAfterTwoClaims(t, backend.OverlapBufferOne)
+	assert.Contains(t, leases, "replica-tok-2")
+	assert.Contains(t, leases, "buffered, runs when the run before it ends")
+}
+
+// leasesAfterTwoClaims claims two slots of jobBroken under p, from two replicas,
+// and returns the job page's table of unfinished runs.
+func leasesAfterTwoClaims(t *testing.T, p backend.OverlapPolicy) string {
+	t.Helper()
 	f := startFleet(t, web.Config{})
 	ctx := t.Context()
 	first := time.Now().Truncate(time.Hour)
 	for i, tok := range []string{"tok-1", "tok-2"} {
 		in := backend.RunClaim{Job: jobBroken, Slot: first.Add(time.Duration(i) * time.Millisecond), Token: tok, Instance: "replica-" + tok,
-			Lease: time.Minute, Deadline: time.Now().Add(time.Hour), Overlap: backend.OverlapCancelOther}
+			Lease: time.Minute, Deadline: time.Now().Add(time.Hour), Overlap: p}
 		_, err := f.backend.Runs().Claim(ctx, in)
 		require.NoError(t, err)
 	}
@@ -163,9 +179,7 @@ func TestJobPageShowsACancelRequest(t *testing.T) {
 	_, leases, ok := strings.Cut(r.body, `<table id="leases">`)
 	require.True(t, ok, "the unfinished runs are listed")
 	leases, _, _ = strings.Cut(leases, "</table>")
-	assert.Contains(t, leases, "replica-tok-1")
-	assert.Contains(t, leases, `cancelling for <time datetime=`)
-	assert.Contains(t, leases, "asked by replica-tok-2")
+	return leases
 }
 
 func TestJobPageLimit(t *testing.T) {

@@ -552,3 +552,21 @@ func TestActiveShowsACancelRequest(t *testing.T) {
 	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "B#1 (cancelling for "+asked+")")
 }
+
+func TestActiveShowsABufferedSlot(t *testing.T) {
+	f := startFleet(t, nil, "A")
+	first := time.Now().Truncate(time.Hour).Add(-2 * time.Minute)
+	for i, tok := range []string{"holder", "waiter"} {
+		res, err := f.backend.Runs().Claim(context.Background(), backend.RunClaim{Job: "report", Slot: first.Add(time.Duration(i) * time.Minute),
+			Token: tok, Instance: "B", Lease: time.Hour, Deadline: time.Now().Add(time.Hour), Overlap: backend.OverlapBufferOne})
+		require.NoError(t, err)
+		require.Equal(t, []scheduler.ClaimOutcome{scheduler.OutcomeWon, scheduler.OutcomeBuffered}[i], res.Outcome)
+	}
+	buffered := first.Add(time.Minute).UTC().Format("2006-01-02T15:04:05.000Z")
+	r := anarchon(t, "--server", f.url, "active", "report")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, buffered+` +B +0 +0 +buffered \(runs when the run before it ends\) +-`, r.stdout)
+	r = anarchon(t, "--server", f.url, "jobs", "--window", "200ms")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "B#1,buffered "+buffered)
+}

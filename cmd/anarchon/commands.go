@@ -159,6 +159,8 @@ func running(rs []fleet.ActiveRun) string {
 	for _, r := range rs {
 		p := fmt.Sprintf("%s#%d", r.Instance, r.Attempt)
 		switch {
+		case r.Buffered:
+			p = "buffered " + r.Slot.UTC().Format(timeFormat)
 		case r.CancelBy != nil:
 			p += " (cancelling for " + r.CancelBy.Slot.UTC().Format(timeFormat) + ")"
 		case !r.RetryAt.IsZero():
@@ -409,6 +411,8 @@ func (c *cli) active(ctx context.Context, client *fleet.Client, job string) erro
 	for _, r := range runs {
 		live := "yes"
 		switch {
+		case r.Buffered:
+			live = "buffered (runs when the run before it ends)"
 		case r.CancelBy != nil:
 			live = "cancelling for " + r.CancelBy.Slot.UTC().Format(timeFormat) + " (asked by " + r.CancelBy.Instance + ")"
 		case !r.RetryAt.IsZero():

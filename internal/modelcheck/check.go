@@ -294,6 +294,8 @@ func (c *checker) oneFate() {
 // paused) last record.
 func (c *checker) stored(ctx context.Context, history backend.Backend, runs backend.RunStore) {
 	h := c.h
+	records := map[key][]backend.RunRecord{} // by slot, by attempt
+	defer func() { c.buffers(records) }()
 	for _, j := range h.plan.Jobs {
 		j = c.jobs[j.Name]
 		recs, err := history.History(ctx, j.Name, 0)
@@ -318,6 +320,7 @@ func (c *checker) stored(ctx context.Context, history backend.Backend, runs back
 			slices.SortStableFunc(rs, func(a, b backend.RunRecord) int { return cmp.Compare(a.Attempt, b.Attempt) })
 			top := rs[len(rs)-1].Attempt
 			last[slot] = rs[len(rs)-1]
+			records[k] = rs
 			var finals []string
 			for _, rr := range rs {
 				retried := (rr.Status == backend.StatusError || rr.Status == backend.StatusTimeout) && c.retryStored(k, rr.Token)
@@ -337,11 +340,21 @@ func (c *checker) stored(ctx context.Context, history backend.Backend, runs back
 				c.add("4-terminal", []key{k}, "", "%s slot %s has %d final records: %s", j.Name, h.rel(slot), len(finals), strings.Join(finals, "; "))
 			}
 		}
+		active, err := runs.Active(ctx, j.Name)
+		if err != nil {
+			c.add("4-terminal", nil, "", "active runs of %s: %v", j.Name, err)
+			continue
+		}
+		draining := map[int64]bool{}
+		for _, a := range active {
+			draining[a.Slot.UnixMilli()] = c.bufferDraining(j, a)
+		}
 		iv := j.Interval.Milliseconds()
 		from := c.rec.t0.Add(h.quietAt + time.Second).UnixMilli()
 		to := c.rec.t0.Add(h.endAt - 2*time.Second).UnixMilli()
 		for slot := (from + iv - 1) / iv * iv; slot <= to; slot += iv {
 			switch rr, ok := last[slot]; {
+			case !ok && draining[slot]:
 			case !ok:
 				c.add("4-terminal", []key{{j.Name, slot}}, "", "%s slot %s, due in the quiet phase, has no record", j.Name, h.rel(slot))
 			case !final(rr) && rr.Status != backend.StatusPaused:
@@ -349,13 +362,8 @@ func (c *checker) stored(ctx context.Context, history backend.Backend, runs back
 					j.Name, h.rel(slot), rr.Attempt, rr.Instance, rr.Status)
 			}
 		}
-		active, err := runs.Active(ctx, j.Name)
-		if err != nil {
-			c.add("4-terminal", nil, "", "active runs of %s: %v", j.Name, err)
-			continue
-		}
 		for _, a := range active {
-			if c.retryPendingAtEnd(j, a) {
+			if c.retryPendingAtEnd(j, a) || draining[a.Slot.UnixMilli()] {
 				continue
 			}
 			c.add("4-terminal", []key{{j.Name, a.Slot.UnixMilli()}}, "", "%s slot %s is still unfinished in the run store after every instance stopped (attempt %d by %s, live %v, retry at %v): never taken over",
@@ -466,7 +474,7 @@ func (c *checker) skippedForSomething() {
 	for _, d := range c.rec.skips {
 		// The first overlap answer is the one that stored the decision; later ones
 		// answer the deciding token's repeats.
-		if seen[d.key] {
+		if seen[d.key] || c.jobs[d.key.job].Buffer > 0 { // 8c judges those
 			continue
 		}
 		seen[d.key] = true

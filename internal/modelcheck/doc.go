@@ -20,8 +20,8 @@
 // backend.Retrier, scheduler.RetryPolicy; docs/concepts.md):
 //
 //	1   at most one live handler per (job, slot) at any instant, retries included
-//	1b  a job with OverlapSkip or OverlapCancelOther never has two live handlers
-//	    at once (any slots)
+//	1b  a job with OverlapSkip, OverlapCancelOther or a buffer policy never has
+//	    two live handlers at once (any slots)
 //	2   Exact: a new attempt is granted only after the previous attempt's lease
 //	    ended in the store (expired, released, finished, or ended by a Retry),
 //	    and a holder's handler returned before its lease ended.
@@ -58,6 +58,11 @@
 //	    stores it and the retry is granted, so that a slot whose handler fails
 //	    every attempt runs Attempts attempts (jobs that forbid overlap, and slots
 //	    a pause reaches, are left out)
+//	8   jobs that buffer (OverlapBufferOne, OverlapBufferAll): a slot answered
+//	    buffered is never recorded late or skipped (8a); buffered slots are
+//	    first granted oldest first (8b); a slot is stored skipped only while
+//	    another was buffered (8c, in place of 3b); and a buffered slot left at
+//	    the end (4) is excused only while its buffer was still draining
 //
 // [Timing] says what the record can know. Under synctest with a store in memory a
 // call is applied at the instant the record sees it, so a lease's end in the store

@@ -328,6 +328,13 @@ func do[T any](in *inst, ctx context.Context, op, job string, slot time.Time, ap
 	return v, err
 }
 
+// BuffersOverlap is the store's (backend.OverlapBufferer): the view adds no
+// capability.
+func (r *faultyRuns) BuffersOverlap() bool {
+	b, ok := r.s.(backend.OverlapBufferer)
+	return ok && b.BuffersOverlap()
+}
+
 // CancelsOverlap is the store's (backend.OverlapCanceller): the view adds no
 // capability.
 func (r *faultyRuns) CancelsOverlap() bool {

@@ -35,6 +35,9 @@ type Harness struct {
 	// noRetrier: the store is no backend.Retrier, so the jobs' retry policies
 	// and failures are left out (set at the first start, under mu).
 	noRetrier bool
+	// noBuffer: the store is no backend.OverlapBufferer, so jobs that buffer
+	// skip instead.
+	noBuffer bool
 
 	seen map[string]int // set by Check
 }
@@ -168,6 +171,15 @@ func (h *Harness) startLocked(slot int) error {
 			}
 		}
 	}
+	if b, ok := store.Runs().(backend.OverlapBufferer); (!ok || !b.BuffersOverlap()) && !h.noBuffer {
+		h.noBuffer = true
+		for _, j := range h.plan.Jobs {
+			if j.Buffer > 0 {
+				h.rec.global("the run store is no backend.OverlapBufferer: jobs that buffer skip instead")
+				break
+			}
+		}
+	}
 	in := &inst{h: h, slot: slot, name: name, offset: off, crashed: make(chan struct{}), calls: map[string]uint64{}}
 	s, err := scheduler.New(scheduler.Config{
 		Backend:     faulty(in, store),
@@ -180,6 +192,7 @@ func (h *Harness) startLocked(slot int) error {
 		return fmt.Errorf("new scheduler %s: %w", name, err)
 	}
 	for _, j := range h.plan.Jobs {
+		j = h.job(j)
 		opts := []scheduler.JobOption{
 			scheduler.WithLease(j.Lease), scheduler.WithMaxLate(j.MaxLate), scheduler.WithHistory(h.w.HistoryKeep, 0),
 		}
@@ -188,11 +201,15 @@ func (h *Harness) startLocked(slot int) error {
 			opts = append(opts, scheduler.WithOverlap(backend.OverlapSkip))
 		case j.CancelOther:
 			opts = append(opts, scheduler.WithOverlap(backend.OverlapCancelOther))
+		case j.Buffer == 1:
+			opts = append(opts, scheduler.WithOverlap(backend.OverlapBufferOne))
+		case j.Buffer > 1:
+			opts = append(opts, scheduler.WithOverlap(backend.OverlapBufferAll), scheduler.WithBufferCap(j.Buffer))
 		}
 		if j.CatchUp != backend.CatchUpNone {
 			opts = append(opts, scheduler.WithCatchUp(j.CatchUp, j.Window))
 		}
-		if j = h.job(j); j.Retry != nil {
+		if j.Retry != nil {
 			opts = append(opts, scheduler.WithRetry(*j.Retry))
 			if j.Timeout > 0 {
 				opts = append(opts, scheduler.WithTimeout(j.Timeout))
@@ -218,6 +235,9 @@ func (h *Harness) startLocked(slot int) error {
 func (h *Harness) job(j Job) Job {
 	if h.noRetrier {
 		j.Retry, j.Fail, j.Timeout = nil, Failing{}, 0
+	}
+	if h.noBuffer && j.Buffer > 0 {
+		j.Buffer, j.Skip = 0, true
 	}
 	return j
 }

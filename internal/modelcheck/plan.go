@@ -22,9 +22,13 @@ type Job struct {
 	// CancelOther is OverlapCancelOther (with Skip false), on stores that
 	// implement it (backend.OverlapCanceller).
 	CancelOther bool
-	CatchUp     backend.CatchUpPolicy
-	Window      time.Duration // catch-up window
-	MaxRun      time.Duration // scheduled handlers run for [0, MaxRun]
+	// Buffer is, with Skip and CancelOther false, OverlapBufferOne (1) or
+	// OverlapBufferAll with that cap (2 or more), on stores that implement
+	// them (backend.OverlapBufferer); 0: neither.
+	Buffer  int
+	CatchUp backend.CatchUpPolicy
+	Window  time.Duration // catch-up window
+	MaxRun  time.Duration // scheduled handlers run for [0, MaxRun]
 	// Retry is the job's retry policy (WithRetry) when the store is a
 	// backend.Retrier; nil: none. Its scheduled attempts fail as Fail says.
 	Retry   *scheduler.RetryPolicy
@@ -127,7 +131,7 @@ func (p *Plan) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "seed %d: %d instances, call timeout %v, fault phase from +%v for %v, then quiet %v\n", p.Seed, p.Slots, p.CallTimeout, p.Pre, p.FaultPhase, p.QuietPhase)
 	for _, j := range p.Jobs {
-		fmt.Fprintf(&b, "  %s: every %v, lease %v, maxLate %v, overlap skip %v, cancel-other %v, catch-up %s/%v, handler ≤ %v\n", j.Name, j.Interval, j.Lease, j.MaxLate, j.Skip, j.CancelOther, j.CatchUp, j.Window, j.MaxRun)
+		fmt.Fprintf(&b, "  %s: every %v, lease %v, maxLate %v, overlap skip %v, cancel-other %v, buffer %d, catch-up %s/%v, handler ≤ %v\n", j.Name, j.Interval, j.Lease, j.MaxLate, j.Skip, j.CancelOther, j.Buffer, j.CatchUp, j.Window, j.MaxRun)
 		if r := j.Retry; r != nil {
 			fmt.Fprintf(&b, "    retry: %d attempts, backoff %v, max backoff %v, timeout %v; fails p=%.2f, doomed slots p=%.2f, no-retry p=%.2f, hangs p=%.2f\n",
 				r.Attempts, r.Backoff, r.MaxBackoff, j.Timeout, j.Fail.P, j.Fail.Doomed, j.Fail.NoRetry, j.Fail.Hang)
@@ -240,6 +244,25 @@ func Str(s string) uint64 {
 // Unit maps a hash to [0, 1).
 func Unit(h uint64) float64 { return float64(h>>11) / (1 << 53) }
 
-// Exclusive reports whether the job runs one slot at a time (OverlapSkip or
-// OverlapCancelOther).
-func (j Job) Exclusive() bool { return j.Skip || j.CancelOther }
+// Exclusive reports whether the job runs one slot at a time (OverlapSkip,
+// OverlapCancelOther or a buffer policy).
+func (j Job) Exclusive() bool { return j.Skip || j.CancelOther || j.Buffer > 0 }
+
+// MixOverlap turns, drawn apart from the plan's generator with Mix, half of the
+// jobs that skip overlap into jobs that cancel the other run, and a third of
+// those left into jobs that buffer (one, or all with a cap of 2 or 3, their
+// handlers at most half their interval long so that a buffer drains). i is the
+// job's index in the plan.
+func (j *Job) MixOverlap(seed uint64, i int) {
+	if !j.Skip {
+		return
+	}
+	if Mix(seed, 0x636e_636c, uint64(i))%2 == 0 {
+		j.Skip, j.CancelOther = false, true
+		return
+	}
+	if b := Mix(seed, 0x6266_6672, uint64(i)) % 9; b < 3 {
+		j.Skip, j.Buffer = false, int(b)+1
+		j.MaxRun = min(j.MaxRun, j.Interval/2)
+	}
+}

@@ -146,6 +146,7 @@ type skipRec struct {
 	key      key
 	inst     string
 	sent, at time.Duration
+	seq      uint64 // buffered answers: the order they were recorded in
 }
 
 type stop struct {
@@ -174,7 +175,9 @@ type record struct {
 	writes   []writeCall
 	pauses   []pauseRec
 	skips    []skipRec
-	stops    []*stop
+	// buffers are the claims answered buffered.
+	buffers []skipRec
+	stops   []*stop
 }
 
 func newRecord(t0 time.Time, w *World) *record {
@@ -304,6 +307,10 @@ func (r *record) claimApplied(in *inst, rc backend.RunClaim, res backend.ClaimRe
 	now := r.now()
 	if err == nil && res.Outcome == backend.OutcomeOverlap {
 		r.skips = append(r.skips, skipRec{key: k, inst: in.name, sent: sent, at: now})
+	}
+	if err == nil && res.Outcome == backend.OutcomeBuffered {
+		r.seq++
+		r.buffers = append(r.buffers, skipRec{key: k, inst: in.name, sent: sent, at: now, seq: r.seq})
 	}
 	if err == nil && res.Outcome == backend.OutcomeWon {
 		if g := r.grantFor(k, res.Fence); g == nil {
