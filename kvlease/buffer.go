@@ -178,7 +178,7 @@ type bufferStep string
 
 const (
 	stepListed   bufferStep = "listed"   // a slot entered the list, its record not yet buffered
-	stepUnlisted bufferStep = "unlisted" // a claim took its slot off the list, its record still buffered
+	stepUnlisted bufferStep = "unlisted" // a claim (or a withdrawal) took its slot off the list, its record still buffered
 	stepMarked   bufferStep = "marked"   // Retry marked the retry, the run record not yet in state retry
 )
 
@@ -465,30 +465,8 @@ func (c *claiming) claimBuffered(ctx context.Context, run runEntry, ls leaseEntr
 	}
 	if !allow {
 		if len(l.blockers) == 0 && listed {
-			for _, q := range l.buf.rec.Slots { // the oldest earlier one decides
-				if q.SlotMS >= own {
-					break
-				}
-				earlier, err := c.s.readRun(ctx, c.b, keysFor(c.in.Job, time.UnixMilli(q.SlotMS)))
-				if err != nil {
-					return backend.ClaimResult{}, err
-				}
-				switch {
-				case earlier.rec == nil:
-					// Listed by a claimer between its two writes, or dead there:
-					// stored buffered before this claim waits for it, so that
-					// Active lists it.
-					w := write{key: keysFor(c.in.Job, time.UnixMilli(q.SlotMS)).run, value: c.bufferedRecord(q), expect: earlier.rev}
-					if _, err := c.s.put(ctx, c.b, w); err != nil {
-						return backend.ClaimResult{}, err
-					}
-				case !earlier.rec.buffered():
-					if err := c.s.writeBuffer(ctx, c.b, c.in.Job, l.buf.rev, l.buf.rec.without(q.SlotMS)); err != nil {
-						return backend.ClaimResult{}, err
-					}
-					return backend.ClaimResult{}, fmt.Errorf("%w: a stale buffered slot dropped", errConflict)
-				}
-				break
+			if err := c.checkEarlier(ctx, l.buf, own); err != nil {
+				return backend.ClaimResult{}, err
 			}
 		}
 		if !listed {
@@ -549,6 +527,34 @@ func (c *claiming) claimBuffered(ctx context.Context, run runEntry, ls leaseEntr
 		return backend.ClaimResult{}, err // withdrawn, or completed meanwhile: decide again
 	}
 	return c.won(c.mine, runRev, next, expires), nil
+}
+
+// checkEarlier looks at the run record of the oldest slot listed in buf, when it
+// is earlier than own (the slot a claim of own would wait for): with none (its
+// claimer between its two writes, or dead there) it stores it buffered before
+// the claim waits for it, so that Active lists it; a stale one (its record in
+// another state) it drops, and the claim decides again (an error matching
+// errConflict, as for a lost race).
+func (c *claiming) checkEarlier(ctx context.Context, buf bufferEntry, own int64) error {
+	if len(buf.rec.Slots) == 0 || buf.rec.Slots[0].SlotMS >= own {
+		return nil
+	}
+	q := buf.rec.Slots[0]
+	k := keysFor(c.in.Job, time.UnixMilli(q.SlotMS))
+	earlier, err := c.s.readRun(ctx, c.b, k)
+	switch {
+	case err != nil:
+		return err
+	case earlier.rec == nil:
+		_, err := c.s.put(ctx, c.b, write{key: k.run, value: c.bufferedRecord(q), expect: earlier.rev})
+		return err
+	case !earlier.rec.buffered():
+		if err := c.s.writeBuffer(ctx, c.b, c.in.Job, buf.rev, buf.rec.without(q.SlotMS)); err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: a stale buffered slot dropped", errConflict)
+	}
+	return nil
 }
 
 // complete writes the run record of a slot listed buffered without one (entry,
@@ -613,6 +619,9 @@ func (s *Store) withdraw(ctx context.Context, b *bucket, k runKeys, key backend.
 					continue
 				}
 				return err
+			}
+			if s.died(key.Job, key.Slot, stepUnlisted) {
+				return errDied
 			}
 		}
 		next := *run.rec

@@ -167,6 +167,41 @@ func TestBufferCrashAfterUnlisted(t *testing.T) {
 	}
 }
 
+// A withdrawal that dies after taking its slot off the list, before its run
+// record: the Finish was never answered, and the slot, first in line, runs once
+// nothing blocks it; a later slot does not wait for it in the list, but never
+// runs beside it.
+func TestBufferCrashWithdrawing(t *testing.T) {
+	t.Parallel()
+	for name, st := range bufferStores(t) {
+		t.Run(name, func(t *testing.T) {
+			a, b := st[0], st[1]
+			job := "crash-withdraw-" + token()
+			one := backend.OverlapBufferOne
+			first := bufferClaim(job, 1, one, 0)
+			mustClaim(t, b, first, backend.OutcomeWon)
+			second := bufferClaim(job, 2, one, 0)
+			mustClaim(t, a, second, backend.OutcomeBuffered)
+			dieAt(a, 2, "unlisted")
+			require.ErrorIs(t, a.Finish(t.Context(), second.Key(), backend.StatusCancelled), kvlease.ErrDiedForTest)
+			r, ok := bufferedAt(t, b, job, 2)
+			require.True(t, ok, "still stored buffered")
+			assert.True(t, r.Buffered)
+
+			res := mustClaim(t, b, bufferClaim(job, 2, one, 0), backend.OutcomeBuffered)
+			assert.True(t, res.WaitsFor.Equal(first.Slot), "waits for the run: %+v", res)
+			third := bufferClaim(job, 3, one, 0)
+			mustClaim(t, b, third, backend.OutcomeBuffered) // the cap has room again
+			finishAt(t, b, first, backend.StatusOK)
+			won := bufferClaim(job, 2, one, 0)
+			mustClaim(t, b, won, backend.OutcomeWon)
+			mustClaim(t, b, bufferClaim(job, 3, one, 0), backend.OutcomeBuffered)
+			finishAt(t, b, won, backend.StatusOK)
+			mustClaim(t, b, bufferClaim(job, 3, one, 0), backend.OutcomeWon)
+		})
+	}
+}
+
 // A Retry that dies after marking its retry in the buffer key, before the run
 // record: the attempt's lease runs out, a backup takes the run over, and the
 // mark, stale, keeps nothing waiting once that run ends.
