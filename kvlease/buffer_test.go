@@ -79,13 +79,15 @@ func TestBufferCrashAfterListed(t *testing.T) {
 			dead := bufferClaim(job, 2, one, 0)
 			_, err := a.Claim(t.Context(), dead)
 			require.ErrorIs(t, err, kvlease.ErrDiedForTest)
-			_, ok := bufferedAt(t, b, job, 2)
-			require.False(t, ok, "no run record yet")
+			r, ok := bufferedAt(t, b, job, 2)
+			require.True(t, ok, "Active lists the slot listed without its record")
+			assert.True(t, r.Buffered)
+			assert.Equal(t, dead.Token, r.Token)
 
 			mustClaim(t, b, bufferClaim(job, 3, one, 0), backend.OutcomeOverlap) // the listed slot fills the cap
 			res := mustClaim(t, b, bufferClaim(job, 2, one, 0), backend.OutcomeBuffered)
 			assert.True(t, res.WaitsFor.Equal(first.Slot), "waits for slot 1: %+v", res)
-			r, ok := bufferedAt(t, b, job, 2)
+			r, ok = bufferedAt(t, b, job, 2)
 			require.True(t, ok, "the next claim stored the record")
 			assert.True(t, r.Buffered)
 			assert.Equal(t, dead.Token, r.Token, "for the claim that listed it")
@@ -98,13 +100,14 @@ func TestBufferCrashAfterListed(t *testing.T) {
 }
 
 // The same death, and no other claim of the slot: a claim of a later slot that
-// waits for it stores its record, so that Active lists it.
+// waits for it stores its record.
 func TestBufferCrashAfterListedCompletedByALaterSlot(t *testing.T) {
 	t.Parallel()
 	for name, st := range bufferStores(t) {
 		t.Run(name, func(t *testing.T) {
 			a, b := st[0], st[1]
 			job := "crash-listed-later-" + token()
+			js, bkt := bucketOf(t, name)
 			all := backend.OverlapBufferAll
 			first := bufferClaim(job, 1, all, 3)
 			mustClaim(t, b, first, backend.OutcomeWon)
@@ -116,8 +119,10 @@ func TestBufferCrashAfterListedCompletedByALaterSlot(t *testing.T) {
 			res := mustClaim(t, b, bufferClaim(job, 3, all, 3), backend.OutcomeBuffered)
 			assert.True(t, res.WaitsFor.Equal(overlapClaim(job, 2, "").Slot), "slot 3 waits for the older one: %+v", res)
 			r, ok := bufferedAt(t, b, job, 2)
-			require.True(t, ok, "stored by the claim that waits for it: Active lists it")
+			require.True(t, ok, "Active lists it")
 			assert.True(t, r.Buffered)
+			m := lastMsgIn(t, js, bkt, runKey(job, r.Slot))
+			require.NotNil(t, m, "stored by the claim that waits for it")
 			adopt := bufferClaim(job, 2, all, 3)
 			adopt.TakeoverOnly = true
 			mustClaim(t, b, adopt, backend.OutcomeWon)
@@ -391,4 +396,13 @@ func TestBufferRoundTrips(t *testing.T) {
 	mustClaim(t, b, bufferClaim(job2, 2, one, 0), backend.OutcomeBuffered)
 	finishAt(t, a, first, backend.StatusOK)
 	assert.LessOrEqual(t, count("claim of a buffered slot once the run ended", func() { mustClaim(t, b, bufferClaim(job2, 2, one, 0), backend.OutcomeWon) }), int64(12))
+}
+
+// bucketOf is a JetStream on the server of bufferStores's stores named name,
+// and their bucket.
+func bucketOf(t *testing.T, name string) (jetstream.JetStream, string) {
+	if name == "R3" {
+		return clusterJS(t), "buffer_r3"
+	}
+	return singleJS(t), bucket
 }

@@ -219,7 +219,9 @@
 // buffered slot) until dropped, and, were it never read for the run's keep, the
 // run record forgotten, it would read as buffered again.
 //
-// Active lists buffered slots (their records) with Buffered set, not live.
+// Active lists buffered slots with Buffered set, not live: their records, and the
+// slots listed without one (read with the run records: on a single replica in
+// the same request, on a replicated bucket one more read per call, for any job).
 //
 // A release that predates the buffer policies (a rolling upgrade) reads a buffered
 // record as done: its instances never run a buffered slot and answer done to its
