@@ -294,6 +294,65 @@ func TestBufferTie(t *testing.T) {
 	}
 }
 
+// Three instances each claim four slots of a buffer job at once (no barrier:
+// whatever order the server gives), then, each time the run ends, every buffered
+// slot at once, on one server and on R3: one slot runs at a time, each once, the
+// buffered ones oldest first, and none is lost.
+func TestBufferRaceOfFourSlotsOnThreeInstances(t *testing.T) {
+	t.Parallel()
+	for _, cluster := range []bool{false, true} {
+		t.Run(fmt.Sprintf("R%d", map[bool]int{false: 1, true: 3}[cluster]), func(t *testing.T) {
+			t.Parallel()
+			var stores []*kvlease.Store
+			for range 3 {
+				if cluster {
+					stores = append(stores, newStore(t, clusterJS(t), kvlease.WithBucket("buffer_race4_r3"), kvlease.WithReplicas(3)))
+				} else {
+					stores = append(stores, newStore(t, singleJS(t), kvlease.WithBucket(bucket)))
+				}
+			}
+			const slots = 4
+			for round := range 5 {
+				job := fmt.Sprintf("buffer-race4-%s-%d", token(), round)
+				claimAll := func(ks []int) backend.RunClaim {
+					var on []*kvlease.Store
+					var ins []backend.RunClaim
+					for _, s := range stores {
+						for _, k := range ks {
+							on, ins = append(on, s), append(ins, bufferClaim(job, k, backend.OverlapBufferAll, slots))
+						}
+					}
+					return wonOf(t, ins, raceOverlap(t, on, ins), round)
+				}
+				ran := map[int64]bool{}
+				running := claimAll([]int{1, 2, 3, 4})
+				for {
+					require.False(t, ran[running.Slot.UnixMilli()], "round %d: a slot runs once", round)
+					ran[running.Slot.UnixMilli()] = true
+					runs, err := stores[1].Active(t.Context(), job)
+					require.NoError(t, err)
+					var buffered []int
+					for _, r := range runs {
+						switch {
+						case r.Buffered:
+							buffered = append(buffered, int(r.Slot.Sub(overlapClaim(job, 0, "").Slot)/time.Minute))
+						case r.Live:
+							require.True(t, r.Slot.Equal(running.Slot), "round %d: one live run: %+v", round, runs)
+						}
+					}
+					finishAt(t, stores[2], running, backend.StatusOK)
+					if len(buffered) == 0 {
+						break
+					}
+					running = claimAll(buffered)
+					require.True(t, running.Slot.Equal(overlapClaim(job, buffered[0], "").Slot), "round %d: the oldest buffered runs: %v", round, buffered)
+				}
+				require.Len(t, ran, slots, "round %d: every slot ran", round)
+			}
+		})
+	}
+}
+
 // wonOf requires exactly one of results to be won and every other buffered or
 // running (another store's claim of the slot won), and returns the won claim.
 func wonOf(t *testing.T, ins []backend.RunClaim, results []backend.ClaimResult, round int) backend.RunClaim {
