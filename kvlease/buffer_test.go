@@ -465,3 +465,38 @@ func bucketOf(t *testing.T, name string) (jetstream.JetStream, string) {
 	}
 	return singleJS(t), bucket
 }
+
+// The watch of a buffered slot fires when the token that buffered it withdraws
+// it (its Finish purges the slot's lease key), on one server and on R3; Release
+// and Heartbeat of a buffered slot change nothing.
+func TestBufferWatchWithdrawn(t *testing.T) {
+	t.Parallel()
+	for name, st := range bufferStores(t) {
+		t.Run(name, func(t *testing.T) {
+			a, b := st[0], st[1]
+			job := "watch-withdrawn-" + token()
+			one := backend.OverlapBufferOne
+			mustClaim(t, a, bufferClaim(job, 1, one, 0), backend.OutcomeWon)
+			second := bufferClaim(job, 2, one, 0)
+			mustClaim(t, a, second, backend.OutcomeBuffered)
+			ch, err := b.WatchRun(t.Context(), job, second.Slot)
+			require.NoError(t, err)
+			require.NoError(t, a.Release(t.Context(), second.Key()), "nothing to release")
+			require.ErrorIs(t, a.Heartbeat(t.Context(), second.Key(), time.Minute), backend.ErrLeaseLost)
+			select {
+			case <-ch:
+				require.Fail(t, "the watch fired while the slot waits")
+			default:
+			}
+			finishAt(t, a, second, backend.StatusCancelled)
+			select {
+			case <-ch:
+			case <-time.After(5 * time.Second):
+				require.Fail(t, "the watch of a withdrawn slot fires")
+			}
+			res := mustClaim(t, b, bufferClaim(job, 2, one, 0), backend.OutcomeDone)
+			assert.Equal(t, backend.StatusCancelled, res.Status)
+			require.NoError(t, a.Finish(t.Context(), second.Key(), backend.StatusCancelled), "a repeat")
+		})
+	}
+}
