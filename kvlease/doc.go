@@ -155,8 +155,9 @@
 //
 //   - listed, record buffered, or listed with no record (a claimer between its
 //     two writes, or dead there): buffered. A claim that acts on an entry with no
-//     record (its own slot's claim; a claim that waits for it) first writes the
-//     record, for the entry's token and instance (CAS from revision 0);
+//     record (its own slot's claim; a later slot's that would wait for it) first
+//     writes the record, for the entry's token and instance (CAS from revision
+//     0);
 //   - not listed, record buffered: a claim took it off the list and is between
 //     that and its run record, or died there (its lease key in flight, until it
 //     expires): first in line, taken by the next claim once nothing blocks;
@@ -219,6 +220,13 @@
 // buffered slot) until dropped, and, were it never read for the run's keep, the
 // run record forgotten, it would read as buffered again.
 //
+// Where this is weaker than the reference (backend/memory): a run whose lease
+// ended holds the job while its marker is kept (a second, as under OverlapSkip),
+// not for a lease; a stored retry holds it only for runs claimed under a buffer
+// policy (their Retry marks it); after a death between two writes the slot first
+// in line may run after a later one (never beside it); a withdrawal whose Finish
+// died between its writes runs the slot instead.
+//
 // Active lists buffered slots with Buffered set, not live: their records, and the
 // slots listed without one (read with the run records: on a single replica in
 // the same request, on a replicated bucket one more read per call, for any job).
@@ -234,8 +242,12 @@
 // first claim of an overlap-allowing job is unchanged (its two chained writes,
 // one round trip); under a buffer policy a first claim with nothing held costs 6
 // (OverlapSkip 5: the buffer key's read), one buffered behind a run 7, a claim of
-// a buffered slot that waits 5, one that takes it 8 to 10, a withdrawal 6, a
-// Retry 4 (2 more than without the mark).
+// a buffered slot that waits 5, one that takes it 10 right after the run before it
+// finished (that run's lease marker, kept a second, costs two reads), a
+// withdrawal 6, a Retry 4 (2 more than without the mark). A replicated bucket adds
+// a read wherever both keys of a run are read. WatchRun with no live lease reads
+// the run record too: in the same request on a single replica, one more read on
+// a replicated bucket.
 //
 // A first claim of a slot the store has not answered before, that could decide
 // nothing before writing (not takeover-only, overlap allowed, a deadline the cached
@@ -261,8 +273,9 @@
 // only by the lease key's holder, by the run's own holder finishing, by the claim
 // that stores skipped or late, by a later slot's claim storing its cancel
 // request (or ending the run cancelled), or by a claim storing a slot buffered
-// (its own, or one listed without its record) and the token withdrawing it. A claimer that dies
-// between the two writes leaves a lease key without a run record: others see
+// (its own, or one listed without its record) and the token withdrawing it. A
+// claimer that dies between the two writes leaves a lease key without a run
+// record: others see
 // running until it expires, then the next claim decides the slot like a first
 // claim (won while its deadline allows, else stored late); the scheduler's backups
 // make that claim, so the slot is never forgotten. A retry with the same token
