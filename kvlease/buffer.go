@@ -405,12 +405,17 @@ func encodedLen(r bufferRecord) int {
 	return len(data)
 }
 
-// dropStale reads the run records of buf's entries and drops the stale ones (a
-// record in a state other than buffered) by compare-and-set; a lost race returns
-// an error matching errConflict.
+// maxStaleChecks bounds the entries a claim at the cap checks for staleness: a
+// stale entry is rare (buffer.go), and one deeper in the list is checked when it
+// comes near the head.
+const maxStaleChecks = 4
+
+// dropStale reads the run records of buf's oldest entries (maxStaleChecks) and
+// drops the stale ones (a record in a state other than buffered) by
+// compare-and-set; a lost race returns an error matching errConflict.
 func (c *claiming) dropStale(ctx context.Context, buf bufferEntry) (bufferEntry, error) {
 	var stale []int64
-	for _, q := range buf.rec.Slots {
+	for _, q := range buf.rec.Slots[:min(len(buf.rec.Slots), maxStaleChecks)] {
 		run, err := c.s.readRun(ctx, c.b, keysFor(c.in.Job, time.UnixMilli(q.SlotMS)))
 		if err != nil {
 			return buf, err

@@ -173,15 +173,16 @@
 //
 //   - first claim, no run record: its own slot listed is a buffered slot (below).
 //     Otherwise none for takeover-only; late past the deadline; when something
-//     blocks or any slot is listed, buffered: the slot is added to the list (CAS;
-//     skipped instead, stored like OverlapSkip's, once the cap is reached counting
-//     only entries that are not stale), then its record written buffered (CAS
-//     from the revision read), and the claim answered buffered, with WaitsFor the
-//     newest blocker, else the oldest earlier listed slot (with neither, only later
-//     slots listed, it goes on at once as a claim of the slot it buffered). With
-//     nothing blocking and nothing listed it is claimed as under OverlapSkip (the
-//     lease key, the second look, the run record), except that a claim giving way
-//     at the second look buffers its slot instead of skipping it.
+//     blocks or any slot is listed, buffered: the slot is added to the list
+//     (CAS; skipped instead, stored like OverlapSkip's, once the cap is reached,
+//     the oldest four entries checked for staleness), then its record written
+//     buffered (CAS from the revision read), and the claim answered buffered,
+//     with WaitsFor the newest blocker, else the oldest earlier listed slot
+//     (with neither, only later slots listed, it goes on at once as a claim of
+//     the slot it buffered). With nothing blocking and nothing listed it is
+//     claimed as under OverlapSkip (the lease key, the second look, the run
+//     record), except that a claim giving way at the second look buffers its
+//     slot instead of skipping it.
 //   - claim of a buffered slot (any token, takeover-only, past its deadline):
 //     another token's live lease is a claim taking it (running). Else, unless the
 //     claim allows overlap (a paused job's, which takes it at once), it answers
