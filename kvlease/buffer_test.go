@@ -500,3 +500,36 @@ func TestBufferWatchWithdrawn(t *testing.T) {
 		})
 	}
 }
+
+// A stale entry: the claimer that listed slot 2 dies before its run record, and
+// an overlap-allowing claim (a paused job's, which reads no buffer key) wins the
+// slot meanwhile. Once that run ends the entry is dropped by the next claim that
+// meets it at the cap: it neither blocks nor counts for ever.
+func TestBufferStaleEntry(t *testing.T) {
+	t.Parallel()
+	for name, st := range bufferStores(t) {
+		t.Run(name, func(t *testing.T) {
+			a, b := st[0], st[1]
+			job := "stale-" + token()
+			one := backend.OverlapBufferOne
+			first := bufferClaim(job, 1, one, 0)
+			mustClaim(t, b, first, backend.OutcomeWon)
+			dieAt(a, 2, "listed")
+			_, err := a.Claim(t.Context(), bufferClaim(job, 2, one, 0))
+			require.ErrorIs(t, err, kvlease.ErrDiedForTest)
+			paused := bufferClaim(job, 2, backend.OverlapAllow, 0)
+			mustClaim(t, b, paused, backend.OutcomeWon)
+			finishAt(t, b, paused, backend.StatusPaused)
+			finishAt(t, b, first, backend.StatusOK)
+
+			third := bufferClaim(job, 3, one, 0)
+			mustClaim(t, b, third, backend.OutcomeWon)
+			runs, err := b.Active(t.Context(), job)
+			require.NoError(t, err)
+			for _, r := range runs {
+				assert.False(t, r.Buffered, "no slot left buffered: %+v", runs)
+			}
+			mustClaim(t, b, bufferClaim(job, 4, one, 0), backend.OutcomeBuffered)
+		})
+	}
+}
