@@ -2,6 +2,7 @@ package kvlease
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -16,9 +17,10 @@ import (
 
 // Active lists job's unfinished runs, oldest slot first. It lists the job's keys
 // with one StreamInfo request and reads the run records and their leases from the
-// stream leader, so it never misses a write already acknowledged. Live tells whether
-// the run's lease key holds a live lease; Expires is when that lease ends, or
-// roughly when it ended (its marker's time) while a marker is left.
+// stream leader, so it never misses a write already acknowledged; and the job's
+// buffer key, for the slots listed buffered without a run record (buffer.go).
+// Live tells whether the run's lease key holds a live lease; Expires is when that
+// lease ends, or roughly when it ended (its marker's time) while a marker is left.
 func (s *Store) Active(ctx context.Context, job string) ([]backend.ActiveRun, error) {
 	if err := backend.ValidateJobName(job); err != nil {
 		return nil, err
@@ -40,6 +42,7 @@ func (s *Store) Active(ctx context.Context, job string) ([]backend.ActiveRun, er
 		return nil, fmt.Errorf("kvlease: active %q: %w", job, err)
 	}
 	var out []backend.ActiveRun
+	stored := map[int64]bool{}
 	for subj := range info.State.Subjects {
 		_, _, slot, err := parseKey(strings.TrimPrefix(subj, b.prefix))
 		if err != nil {
@@ -50,6 +53,7 @@ func (s *Store) Active(ctx context.Context, job string) ([]backend.ActiveRun, er
 		if err != nil {
 			return nil, err
 		}
+		stored[slot.UnixMilli()] = run.rec != nil
 		if run.rec == nil || run.rec.finished() {
 			continue
 		}
@@ -59,8 +63,33 @@ func (s *Store) Active(ctx context.Context, job string) ([]backend.ActiveRun, er
 		}
 		out = append(out, activeRun(slot, run, ls))
 	}
+	buf, err := s.readBuffer(ctx, b, job)
+	if err != nil {
+		return nil, fmt.Errorf("kvlease: active %q: %w", job, err)
+	}
+	out = append(out, listedOnly(buf.rec, func(ms int64) bool {
+		if known, ok := stored[ms]; ok {
+			return known
+		}
+		// Listed after the listing of the run keys: read its record.
+		run, err := s.readRun(ctx, b, keysFor(job, time.UnixMilli(ms)))
+		return err != nil || run.rec != nil
+	})...)
 	slices.SortFunc(out, func(x, y backend.ActiveRun) int { return x.Slot.Compare(y.Slot) })
 	return out, nil
+}
+
+// listedOnly lists the slots of a job's buffer key that have no run record
+// (stored reports whether one does): listed by a claimer between its two writes,
+// or dead there, they are buffered (buffer.go).
+func listedOnly(buf bufferRecord, stored func(ms int64) bool) []backend.ActiveRun {
+	var out []backend.ActiveRun
+	for _, q := range buf.Slots {
+		if !stored(q.SlotMS) {
+			out = append(out, backend.ActiveRun{Slot: time.UnixMilli(q.SlotMS), Token: q.Token, Instance: q.Instance, Buffered: true})
+		}
+	}
+	return out
 }
 
 // errFallBack: the batched read could not be used; read key by key.
@@ -82,7 +111,8 @@ func (s *Store) activeDirect(ctx context.Context, b *bucket, job string) ([]back
 		})
 		return msgs, err
 	}
-	msgs, err := batch([]string{b.subject(runPrefix + jobToken(job) + ".*")})
+	bufSubj := b.subject(bufferKey(job))
+	msgs, err := batch([]string{b.subject(runPrefix + jobToken(job) + ".*"), bufSubj})
 	if err != nil && ctx.Err() == nil {
 		// No direct gets, a closed reader, or a batch the server refused (more
 		// keys than it sends at once): the key-by-key reading says what is wrong,
@@ -98,7 +128,17 @@ func (s *Store) activeDirect(ctx context.Context, b *bucket, job string) ([]back
 	}
 	var runs []open
 	var leases []string
+	var buf bufferRecord
+	stored := map[int64]bool{}
 	for _, m := range msgs {
+		if m.Subject == bufSubj {
+			if e := entryOf(m.Sequence, m.Time, m.Header, m.Data); e.put {
+				if err := json.Unmarshal(e.value, &buf); err != nil {
+					return nil, fmt.Errorf("kvlease: active %q: corrupt buffer record at revision %d: %w", job, e.rev, err)
+				}
+			}
+			continue
+		}
 		_, _, slot, err := parseKey(strings.TrimPrefix(m.Subject, b.prefix))
 		if err != nil {
 			continue // not of this layout
@@ -107,14 +147,17 @@ func (s *Store) activeDirect(ctx context.Context, b *bucket, job string) ([]back
 		if err != nil {
 			return nil, err
 		}
+		stored[slot.UnixMilli()] = run.rec != nil
 		if run.rec == nil || run.rec.finished() {
 			continue
 		}
 		runs = append(runs, open{slot, run})
 		leases = append(leases, b.subject(keysFor(job, slot).lease))
 	}
+	// One reading of both, so a slot listed and not stored has no record.
+	listed := listedOnly(buf, func(ms int64) bool { return stored[ms] })
 	if len(runs) == 0 {
-		return nil, nil
+		return listed, nil
 	}
 	lmsgs, err := batch(leases)
 	if err != nil {
@@ -134,6 +177,7 @@ func (s *Store) activeDirect(ctx context.Context, b *bucket, job string) ([]back
 		}
 		out = append(out, activeRun(r.slot, r.run, ls))
 	}
+	out = append(out, listed...)
 	slices.SortFunc(out, func(x, y backend.ActiveRun) int { return x.Slot.Compare(y.Slot) })
 	return out, nil
 }
@@ -154,6 +198,10 @@ func activeRun(slot time.Time, run runEntry, ls leaseEntry) backend.ActiveRun {
 	}
 	if r.retrying() {
 		a.RetryAt, _ = run.retryWindow()
+	}
+	if r.buffered() {
+		// Not started: a lease key left is a claim's in flight.
+		a.Buffered, a.Live, a.Attempt, a.Fence, a.Expires = true, false, 0, 0, time.Time{}
 	}
 	return a
 }

@@ -134,3 +134,67 @@ func BenchmarkClaimBatch(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkClaimBuffered: under OverlapBufferOne, a first claim buffered behind a
+// held run, then its withdrawal (Finish by its token), so the cap is free again.
+// These are bursts: the lease marker each withdrawal or finish leaves is kept a
+// second, and until then costs every claim of the job's other slots two reads
+// (busySlots), as after any finish under an overlap-forbidding policy; so the
+// time per operation grows with the operations of the last second.
+//
+//	go test -run '^$' -bench 'Buffer' -benchtime 100x ./kvlease
+func BenchmarkClaimBuffered(b *testing.B) {
+	for name, s := range benchStores(b) {
+		b.Run(name, func(b *testing.B) {
+			job, slot := "bench "+token(), time.UnixMilli(1_900_000_000_000)
+			held := claimOf(job, slot, token(), time.Minute)
+			held.Overlap = backend.OverlapBufferOne
+			if res, err := s.Claim(b.Context(), held); err != nil || res.Outcome != backend.OutcomeWon {
+				b.Fatalf("claim: %v %v", res.Outcome, err)
+			}
+			for b.Loop() {
+				slot = slot.Add(time.Second)
+				in := claimOf(job, slot, token(), time.Minute)
+				in.Overlap = backend.OverlapBufferOne
+				if res, err := s.Claim(b.Context(), in); err != nil || res.Outcome != backend.OutcomeBuffered {
+					b.Fatalf("claim: %v %v", res.Outcome, err)
+				}
+				if err := s.Finish(b.Context(), in.Key(), backend.StatusCancelled); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkClaimFromBuffer: under OverlapBufferOne, one cycle of a buffer: a slot
+// buffered behind the held run, the run's finish, and the claim that takes the
+// buffered slot (which then holds the job).
+func BenchmarkClaimFromBuffer(b *testing.B) {
+	for name, s := range benchStores(b) {
+		b.Run(name, func(b *testing.B) {
+			job, slot := "bench "+token(), time.UnixMilli(1_900_000_000_000)
+			held := claimOf(job, slot, token(), time.Minute)
+			held.Overlap = backend.OverlapBufferOne
+			if res, err := s.Claim(b.Context(), held); err != nil || res.Outcome != backend.OutcomeWon {
+				b.Fatalf("claim: %v %v", res.Outcome, err)
+			}
+			for b.Loop() {
+				slot = slot.Add(time.Second)
+				in := claimOf(job, slot, token(), time.Minute)
+				in.Overlap = backend.OverlapBufferOne
+				if res, err := s.Claim(b.Context(), in); err != nil || res.Outcome != backend.OutcomeBuffered {
+					b.Fatalf("buffer: %v %v", res.Outcome, err)
+				}
+				if err := s.Finish(b.Context(), held.Key(), backend.StatusOK); err != nil {
+					b.Fatal(err)
+				}
+				in.Token = token()
+				if res, err := s.Claim(b.Context(), in); err != nil || res.Outcome != backend.OutcomeWon {
+					b.Fatalf("take: %v %v", res.Outcome, err)
+				}
+				held = in
+			}
+		})
+	}
+}

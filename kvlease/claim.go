@@ -147,6 +147,12 @@ func (c *claiming) round(ctx context.Context) (backend.ClaimResult, error) {
 			return res, err
 		}
 	}
+	if run.rec != nil && run.rec.buffered() {
+		return c.claimBuffered(ctx, run, ls, sent, nil)
+	}
+	if run.rec == nil && c.in.Overlap.Buffers() && (ls.rec == nil || ls.rec.Token == c.in.Token) {
+		return c.firstBuffered(ctx, run, ls, sent)
+	}
 	switch {
 	case ls.rec != nil && ls.rec.Token != c.in.Token:
 		return c.running(run, ls, sent), nil
@@ -360,6 +366,7 @@ func (c *claiming) nextRun(ctx context.Context, prev *runRecord) (runRecord, err
 		V: recordVersion, Job: c.in.Job, SlotMS: c.in.Slot.UnixMilli(),
 		Token: c.in.Token, Instance: c.in.Instance, Attempt: 1, Fence: fence,
 		State: stateRunning, LeaseMS: c.lease.Milliseconds(), KeepMS: c.keepMS,
+		Buffer: c.in.Overlap.Buffers(),
 	}
 	switch {
 	case prev != nil && prev.finished(): // a paused slot reopened (see reopens)

@@ -1,8 +1,10 @@
 // Package kvlease is a backend.RunStore (and backend.LeaseWatcher,
-// backend.Retrier and backend.OverlapCanceller) on one NATS JetStream key-value bucket: the leases that give
-// every scheduled run one holder at a time, backups that take over when the holder
-// dies, retries any instance may run, overlap protection, catch-up and hand-over. The NATS server judges every lease; instance clocks are
-// never compared.
+// backend.Retrier, backend.OverlapCanceller and backend.OverlapBufferer) on one
+// NATS JetStream key-value bucket: the leases that give every scheduled run one
+// holder at a time, backups that take over when the holder dies, retries any
+// instance may run, overlap protection (skip, cancel the other, buffer), catch-up
+// and hand-over. The NATS server judges every lease; instance clocks are never
+// compared.
 //
 //	js, _ := jetstream.New(nc)
 //	runs, err := kvlease.New(js, kvlease.WithReplicas(3))
@@ -25,16 +27,22 @@
 //
 // # Keys
 //
-// Each run (job, slot) has two keys:
+// Each run (job, slot) has two keys, and a job under a buffer overlap policy one
+// more:
 //
 //	lease.<job>.<slot>   the lease: {token, instance, lease_ms, cancel_slot_ms,
 //	                     cancel_instance, cancel_token}; TTL = the lease
 //	run.<job>.<slot>     the run record: {job, slot_ms, token, instance, attempt,
 //	                     fence, previous, previous_token, reopened, retried,
-//	                     state, status, lease_ms, keep_ms, retry_delay_ms,
-//	                     retry_within_ms, cancel_slot_ms, cancel_instance,
-//	                     cancel_token}; TTL = keep (at least three leases
-//	                     while running; delay + within + keep in state retry)
+//	                     buffer, state, status, lease_ms, keep_ms,
+//	                     retry_delay_ms, retry_within_ms, cancel_slot_ms,
+//	                     cancel_instance, cancel_token}; TTL = keep (at least
+//	                     three leases while running; delay + within + keep in
+//	                     state retry; none in state buffered)
+//	buffer.<job>         the job's buffered slots and stored retries:
+//	                     {slots: [{slot_ms, token, instance}] oldest first,
+//	                     retries: [{slot_ms, token}]}; no TTL, purged when
+//	                     empty
 //
 // <job> is the job name in unpadded base64url, so a name may hold any character
 // (dots, spaces, unicode); <slot> is the slot's Unix time in milliseconds.
@@ -58,6 +66,14 @@
 // state it does not know, as done: during a rolling upgrade the older instances
 // never run a stored retry, and the newer ones do.
 //
+// State buffered is a slot stored buffered (backend.OverlapBufferer): a decision to
+// run it once nothing else holds the job, for the token and instance of the claim
+// that buffered it, with no lease key, no deadline and no TTL. Its record stores
+// attempt 1 and fence 0 (answers and Active say attempt 0): a release that
+// predates the state refuses an attempt below 1 as corrupt, and reads the state,
+// as any it does not know, as done. buffer says the run was claimed under a
+// buffer policy, so that its Retry marks the buffer key.
+//
 // The cancel_* fields are a later slot's request that the run end
 // (backend.OverlapCancelOther): the slot, instance and token of the claim that
 // asked. The run record's are the stored request, kept once the run finished; the
@@ -77,6 +93,8 @@
 // single-replica bucket, whose only replica is its leader; two leader reads on a
 // replicated one):
 //
+//   - run stored buffered, or (under a buffer policy) listed in the job's buffer
+//     key: see Buffered slots below.
 //   - run decided (finished, skipped or late; or a state this version does not
 //     know, a newer writer's, read as done): done with the stored status; the token
 //     that stored a skipped or late decision is told overlap or late again.
@@ -122,6 +140,116 @@
 //     neither, each compare-and-set checked by the server (slower on nats-server
 //     2.15.3; see the option).
 //
+// # Buffered slots
+//
+// Under OverlapBufferOne and OverlapBufferAll a run holds its job (blocks) while
+// busySlots counts it (an established run; a lease marker on an unfinished run;
+// at a second look a claim in flight before this one), and while its stored retry
+// is pending: Retry purges the lease key, so the Retry of a run claimed under a
+// buffer policy (its record's buffer) first marks the retry in the buffer key.
+// The buffer key is the fleet-wide count and order of the buffered slots,
+// changed only by compare-and-set, so at most the cap are listed and they are
+// listed oldest first. A slot enters the list before its run record says
+// buffered, and leaves it before its record says anything else; so a claim reads
+// the pair as
+//
+//   - listed, record buffered, or listed with no record (a claimer between its
+//     two writes, or dead there): buffered. A claim that acts on an entry with no
+//     record (its own slot's claim; a later slot's that would wait for it) first
+//     writes the record, for the entry's token and instance (CAS from revision
+//     0);
+//   - not listed, record buffered: a claim took it off the list and is between
+//     that and its run record, or died there (its lease key in flight, until it
+//     expires): first in line, taken by the next claim once nothing blocks;
+//   - listed, record in another state: stale (below), dropped by a claim that
+//     reads it (a claim of a later buffered slot, or one at the cap).
+//
+// A claim under a buffer policy reads the busy slots (busySlots), then the buffer
+// key, then the records of the retries it marks (a mark counts while that
+// record is the marking token's, in state retry within its window; while it is
+// still the token's running record the lease key speaks; otherwise the mark is
+// dropped). Reading the lease keys first: a Retry marks before it purges, so a
+// claim that finds the lease key purged finds the mark.
+//
+//   - first claim, no run record: its own slot listed is a buffered slot (below).
+//     Otherwise none for takeover-only; late past the deadline; when something
+//     blocks or any slot is listed, buffered: the slot is added to the list
+//     (CAS; skipped instead, stored like OverlapSkip's, once the cap is reached,
+//     the oldest four entries checked for staleness), then its record written
+//     buffered (CAS from the revision read), and the claim answered buffered,
+//     with WaitsFor the newest blocker, else the oldest earlier listed slot
+//     (with neither, only later slots listed, it goes on at once as a claim of
+//     the slot it buffered). With nothing blocking and nothing listed it is
+//     claimed as under OverlapSkip (the lease key, the second look, the run
+//     record), except that a claim giving way at the second look buffers its
+//     slot instead of skipping it.
+//   - claim of a buffered slot (any token, takeover-only, past its deadline):
+//     another token's live lease is a claim taking it (running). Else, unless the
+//     claim allows overlap (a paused job's, which takes it at once), it answers
+//     buffered while something blocks or an earlier slot is listed (dropping that
+//     one if stale, writing its record if it has none). Otherwise it writes the
+//     lease key (CAS), looks again (overlap.go's second look; giving way leaves the
+//     slot buffered), takes the slot off the list (CAS), and writes the run record
+//     running (CAS from the buffered revision: attempt 1, a new fence). Any lost
+//     race reads and decides again, keeping the lease key it wrote.
+//   - Finish by the token that buffered the slot withdraws it: off the list, then
+//     the record finished with the status given, then a purge of the lease key
+//     (while no lease is live) for the slot's watches. Heartbeat finds no lease
+//     (ErrLeaseLost), Retry no attempt (ErrStaleToken), Release nothing to end.
+//
+// Exactly one runs: every claim that runs a slot of the job writes its lease key
+// and looks again before its run record, so the argument of overlap.go holds for
+// buffered slots as for first claims; the list only decides which slot tries.
+// Of racing claims of buffered slots, all but the oldest listed answer buffered
+// at their first look, and a new slot's claim sees a listed slot, or, once it was
+// taken off the list, its lease key (in flight at the second look, established
+// after).
+//
+// A death between two writes: after listing, before the record: the slot is
+// buffered (listed), counted, and its record is written by the next claim that
+// acts on it; it runs in its turn. After taking it off the list, before the
+// record says running: its lease key holds the job until it expires, then the next
+// claim takes the slot (attempt 1). After the withdrawal's first write: the slot
+// is first in line and runs (the Finish was never answered). After Retry's mark,
+// before the record: the attempt's lease runs out and the run is taken over, as
+// after any death; the mark, no longer the record's token's, is dropped. After the
+// record in state retry, before the purge: the lease and the mark both hold the
+// job. Stale entries come only from an overlap-allowing claim (a paused job's,
+// which reads no buffer key) winning a slot between its buffering claim's two
+// writes; that claim takes the entry off again when its record write loses to it,
+// and a death there leaves it stale: it still counts (at most one more skipped or
+// buffered slot) until dropped, and, were it never read for the run's keep, the
+// run record forgotten, it would read as buffered again.
+//
+// Where this is weaker than the reference (backend/memory): a run whose lease
+// ended holds the job while its marker is kept (a second, as under OverlapSkip),
+// not for a lease; a stored retry holds it only for runs claimed under a buffer
+// policy (their Retry marks it); after a death between two writes the slot first
+// in line may run after a later one (never beside it); a withdrawal whose Finish
+// died between its writes runs the slot instead.
+//
+// Active lists buffered slots with Buffered set, not live: their records, and the
+// slots listed without one (read with the run records: on a single replica in
+// the same request, on a replicated bucket one more read per call, for any job).
+//
+// A release that predates the buffer policies (a rolling upgrade) reads a buffered
+// record as done: its instances never run a buffered slot and answer done to its
+// claims (the newer ones run it); they ignore the buffer key, so their claims of
+// the job's slots under another policy see neither the buffered slots nor the
+// marked retries, and their rewrites of a run record (a heartbeat's refresh, a
+// retry) drop its buffer field, so that run's next Retry marks nothing.
+//
+// Cost (requests counted at the server on one replica, TestBufferRoundTrips): a
+// first claim of an overlap-allowing job is unchanged (its two chained writes,
+// one round trip); under a buffer policy a first claim with nothing held costs 6
+// (OverlapSkip 5: the buffer key's read), one buffered behind a run 7, a claim of
+// a buffered slot that waits 5, one that takes it 10 right after the run before it
+// finished (that run's lease marker, kept a second, costs two reads), a
+// withdrawal 6, a Retry 4 (2 more than without the mark). A replicated bucket adds
+// a read wherever both keys of a run are read. WatchRun with no live lease reads
+// the run record too: in the same request on a single replica, one more read on
+// a replicated bucket.
+//
 // A first claim of a slot the store has not answered before, that could decide
 // nothing before writing (not takeover-only, overlap allowed, a deadline the cached
 // estimate of the server's clock shows ahead), makes those two writes first, from
@@ -144,9 +272,11 @@
 // The lease key is the mutex, taken only when not live (a cancel request rewrites
 // a live one for the same holder); the run record is the stored decision, written
 // only by the lease key's holder, by the run's own holder finishing, by the claim
-// that stores skipped or late, or by a later slot's claim storing its cancel
-// request (or ending the run cancelled). A claimer that dies
-// between the two writes leaves a lease key without a run record: others see
+// that stores skipped or late, by a later slot's claim storing its cancel
+// request (or ending the run cancelled), or by a claim storing a slot buffered
+// (its own, or one listed without its record) and the token withdrawing it. A
+// claimer that dies between the two writes leaves a lease key without a run
+// record: others see
 // running until it expires, then the next claim decides the slot like a first
 // claim (won while its deadline allows, else stored late); the scheduler's backups
 // make that claim, so the slot is never forgotten. A retry with the same token
@@ -193,7 +323,10 @@
 // ordered consumer, which on a replicated bucket may be served by a replica still
 // behind the leader: they alone could miss a lease just written. After the baseline,
 // an expiry marker, a purge, a new holder or a changed run record closes the
-// channel; a heartbeat does not. A cancel request written into the lease key
+// channel; a heartbeat does not. With no live lease the run record is read too
+// (with the lease key in one request on a single replica): a buffered slot's watch
+// fires on any newer write of its lease key (a claim taking it; its withdrawal
+// purges it), and has no timer. A cancel request written into the lease key
 // closes it (the holder's own watch: it learns of the request at once). A timer
 // at the lease's expected end (plus a second) is the safety net.
 //
@@ -211,7 +344,7 @@
 // pair.go the lease key's and run record's two writes, by the strategy Init picks
 // for the bucket (batched with WithAtomicBatches, else chained on a single replica,
 // else in turn); overlap.go the looks at a job's other slots and the cancel
-// requests of OverlapCancelOther; memory.go what a
+// requests of OverlapCancelOther; buffer.go the buffer policies; memory.go what a
 // store remembers between calls (held leases, running hints, sightings, and the
 // shared watcher of watch.go).
 //

@@ -68,3 +68,19 @@ func OnOverlapForTest(s *Store, fn func(job string, slot time.Time, wrote bool))
 // once the request it asks of (job, slot)'s run is in the run record, before it
 // writes the request into the lease key.
 func OnCancelRequestForTest(s *Store, fn func(job string, slot time.Time)) { s.requestHook = fn }
+
+// OnBufferStepForTest has s call fn between two writes of the buffer policies:
+// "listed" (a slot entered the job's buffer key, its run record not yet
+// buffered), "unlisted" (a claim took its slot off the list, its record still
+// buffered), "marked" (Retry marked its retry, the run record not yet in state
+// retry). When fn returns true the call stops there and returns ErrDiedForTest,
+// as if its process died.
+func OnBufferStepForTest(s *Store, fn func(job string, slot time.Time, step string) bool) {
+	s.bufferHook = fn
+}
+
+// ErrDiedForTest is what a call stopped by OnBufferStepForTest's fn returns.
+var ErrDiedForTest = errDied
+
+// BufferKeyForTest is job's buffer key.
+var BufferKeyForTest = bufferKey

@@ -131,7 +131,13 @@ func (s *Store) Finish(ctx context.Context, key backend.RunKey, status backend.S
 			return rerr
 		}
 		switch {
-		case run.rec == nil || run.rec.Token != token || run.rec.retrying():
+		case run.rec != nil && run.rec.Token == token && run.rec.buffered():
+			// The token that buffered the slot withdraws it.
+			if err := s.withdraw(ctx, b, k, key, run, status); err != nil {
+				return fmt.Errorf("kvlease: finish %s: %w", backendutil.DescribeRun(job, slot), err)
+			}
+			return nil
+		case run.rec == nil || run.rec.Token != token || run.rec.retrying() || run.rec.buffered():
 			// A run that stored a retry is no longer its failed attempt's to finish.
 			s.mem.forget(k, token)
 			return fmt.Errorf("%w: %s", backend.ErrStaleToken, backendutil.DescribeRun(job, slot))

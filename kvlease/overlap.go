@@ -60,7 +60,7 @@ import (
 // stores the slot skipped (under OverlapCancelOther, unless only earlier slots
 // hold the job: see cancelEarlier), a takeover waits (running).
 func (c *claiming) backOff(ctx context.Context, run runEntry, rev uint64) (res backend.ClaimResult, backedOff bool, err error) {
-	found, err := c.busySlots(ctx, true, rev, c.cancelsOther(run))
+	found, err := c.busySlots(ctx, true, rev, c.cancelsOther(run) || c.in.Overlap.Buffers())
 	if err != nil || len(found) == 0 {
 		return res, false, err
 	}
@@ -75,6 +75,16 @@ func (c *claiming) backOff(ctx context.Context, run runEntry, rev uint64) (res b
 		if res, answered, err := c.cancelEarlier(ctx, found); answered || err != nil {
 			return res, true, err
 		}
+	}
+	if run.rec == nil && c.in.Overlap.Buffers() {
+		// Buffered behind what it gave way to, unless the cap is reached; a lost
+		// race decides again.
+		l, err := c.lookBuffer(ctx, found)
+		if err != nil {
+			return res, true, err
+		}
+		res, err = c.bufferSlot(ctx, run, l)
+		return res, true, err
 	}
 	res, err = c.storeDecision(ctx, run.rev, backend.StatusSkipped)
 	if errors.Is(err, errConflict) {
@@ -143,10 +153,10 @@ func (c *claiming) busySlots(ctx context.Context, liveOnly bool, mine uint64, al
 		o := busy{ms: ms, ls: ls, run: run}
 		switch {
 		case ls.rec == nil: // the marker of a lease that just ended
-			if run.rec == nil || run.rec.finished() {
-				continue
+			if run.rec == nil || run.rec.finished() || run.rec.buffered() {
+				continue // a buffered slot's: a claim of it that gave way
 			}
-		case run.rec != nil && run.rec.Token == ls.rec.Token:
+		case run.rec != nil && run.rec.Token == ls.rec.Token && !run.rec.buffered():
 			if run.rec.finished() {
 				continue // its lease key is about to be purged
 			}

@@ -20,10 +20,17 @@ const recordVersion = 1
 // Run states in a run record. A retry is a failed attempt's stored retry
 // (backend.Retrier): the run is unfinished, its lease ended, and its next attempt
 // may be claimed within the record's retry window.
+//
+// A buffered slot (backend.OverlapBufferer) is stored buffered: not started, no
+// lease, for the token and instance of the claim that buffered it. Its record
+// stores attempt 1 (the attempt its claim runs as: a release that predates the
+// state refuses an attempt below 1 as corrupt, and reads the state as done) and
+// fence 0; answers and Active report attempt 0.
 const (
 	stateRunning  = "running"
 	stateFinished = "finished"
 	stateRetry    = "retry"
+	stateBuffered = "buffered"
 )
 
 // leaseRecord is the value of a lease key: who holds the lease and for how long
@@ -75,7 +82,10 @@ type runRecord struct {
 	// ReopenPaused (catch-up after the pause ended).
 	Reopened bool `json:"reopened,omitempty"`
 	// Retried: the run was taken for the retry its previous attempt stored.
-	Retried bool           `json:"retried,omitempty"`
+	Retried bool `json:"retried,omitempty"`
+	// Buffer: the run was claimed under a buffer overlap policy, so that its
+	// Retry marks the job's buffer key (a stored retry holds the job).
+	Buffer  bool           `json:"buffer,omitempty"`
 	State   string         `json:"state"`
 	Status  backend.Status `json:"status,omitempty"`
 	LeaseMS int64          `json:"lease_ms"`
@@ -92,7 +102,12 @@ type runRecord struct {
 
 // finished reports whether the run is decided: finished, or in a state this
 // version does not know (a newer writer's; read as done, the documented fallback).
-func (r *runRecord) finished() bool { return r.State != stateRunning && r.State != stateRetry }
+func (r *runRecord) finished() bool {
+	return r.State != stateRunning && r.State != stateRetry && r.State != stateBuffered
+}
+
+// buffered reports whether the slot is stored buffered: not started.
+func (r *runRecord) buffered() bool { return r.State == stateBuffered }
 
 // retrying reports whether the run waits for the retry its last attempt stored.
 func (r *runRecord) retrying() bool { return r.State == stateRetry }

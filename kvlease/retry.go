@@ -49,12 +49,22 @@ func (s *Store) Retry(ctx context.Context, key backend.RunKey, delay, within tim
 		switch {
 		case run.rec != nil && run.rec.Retried && run.rec.PreviousToken == token:
 			return nil // a repeat, after the retry it stored was claimed
-		case run.rec == nil || run.rec.Token != token || run.rec.finished():
+		case run.rec == nil || run.rec.Token != token || run.rec.finished() || run.rec.buffered():
 			return fmt.Errorf("%w: %s", backend.ErrStaleToken, backendutil.DescribeRun(job, slot))
 		case run.rec.retrying():
 			// A repeat: end the lease in case the first call stored the retry and
 			// failed before its purge.
 			return retryEndLease(s.endLease(ctx, b, k, token, 0), key)
+		}
+		if run.rec.Buffer {
+			// A stored retry holds a buffer policy's job: marked before the
+			// record says so, and so before the lease key is purged.
+			if err := s.markRetry(ctx, b, job, slot, token); err != nil {
+				return fmt.Errorf("kvlease: retry %s: %w", backendutil.DescribeRun(job, slot), err)
+			}
+			if s.died(job, slot, stepMarked) {
+				return errDied
+			}
 		}
 		next := *run.rec
 		// The failed attempt's status: an older version, which reads the state as

@@ -24,8 +24,8 @@ const (
 	maxTries = 16
 )
 
-// Store is a backend.RunStore, backend.LeaseWatcher, backend.Retrier and
-// backend.OverlapCanceller on one JetStream KV bucket. The server judges every
+// Store is a backend.RunStore, backend.LeaseWatcher, backend.Retrier,
+// backend.OverlapCanceller and backend.OverlapBufferer on one JetStream KV bucket. The server judges every
 // lease: a lease is a key with a per-message TTL, every change is a compare-and-set on a key's last revision, and fences are the
 // server's time in nanoseconds, above the previous holder's. See the package
 // documentation for the layout and the transitions.
@@ -65,12 +65,17 @@ type Store struct {
 	// OverlapCancelOther once the request it asks of (job, slot)'s run is in the
 	// run record, before it writes the request into the lease key.
 	requestHook func(job string, slot time.Time)
+	// bufferHook, when set (tests only), is called between two writes of the
+	// buffer policies (bufferStep); true stops the call there, as if its
+	// process died.
+	bufferHook func(job string, slot time.Time, step string) bool
 }
 
 var (
 	_ backend.RunStore         = (*Store)(nil)
 	_ backend.LeaseWatcher     = (*Store)(nil)
 	_ backend.OverlapCanceller = (*Store)(nil)
+	_ backend.OverlapBufferer  = (*Store)(nil)
 )
 
 // CancelsOverlap reports that the store implements backend.OverlapCancelOther.

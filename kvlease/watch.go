@@ -56,30 +56,52 @@ func (s *Store) WatchRun(ctx context.Context, job string, slot time.Time) (<-cha
 		return nil, fmt.Errorf("kvlease: watch %s: %w", backendutil.DescribeRun(job, slot), err)
 	}
 	ls, ok := s.mem.takeHint(k, started)
-	if !ok {
-		if ls, err = s.readLease(callCtx, b, k); err != nil {
-			s.mem.hub.remove(w)
-			return nil, fmt.Errorf("kvlease: watch %s: %w", backendutil.DescribeRun(job, slot), err)
+	var run runEntry
+	switch {
+	case ok:
+	case b.direct: // both keys in one request, as the lease key alone would cost
+		run, ls, err = s.readBoth(callCtx, b, k)
+	default:
+		ls, err = s.readLease(callCtx, b, k)
+		if err == nil && ls.rec == nil {
+			run, err = s.readRun(callCtx, b, k)
 		}
 	}
+	if err != nil {
+		s.mem.hub.remove(w)
+		return nil, fmt.Errorf("kvlease: watch %s: %w", backendutil.DescribeRun(job, slot), err)
+	}
 	if ls.rec == nil {
-		s.mem.hub.fire(w) // no live lease: a claim may decide differently now
+		// No live lease: a claim may decide differently now, unless the slot is
+		// stored buffered. A buffered slot's watch fires on any newer write of
+		// its lease key (a claim taking it, or its withdrawal, which purges it),
+		// whichever key was read first: a claim between the two readings wrote
+		// the lease key after the reading of it, or the run record before the
+		// reading of that.
+		if run.rec == nil || !run.rec.buffered() {
+			s.mem.hub.fire(w)
+			return w.ch, nil
+		}
+		stopCtx := context.AfterFunc(ctx, func() { s.mem.hub.fire(w) })
+		s.mem.hub.arm(w, ls.rev, "", true, func() { stopCtx() })
 		return w.ch, nil
 	}
 	stopCtx := context.AfterFunc(ctx, func() { s.mem.hub.fire(w) })
 	end := time.AfterFunc(s.untilEnd(ls), func() { s.mem.hub.fire(w) })
-	s.mem.hub.arm(w, ls.rev, ls.watched(), func() { stopCtx(); end.Stop() })
+	s.mem.hub.arm(w, ls.rev, ls.watched(), false, func() { stopCtx(); end.Stop() })
 	return w.ch, nil
 }
 
 // waiter is one WatchRun waiting for a lease key to change.
 type waiter struct {
-	ch      chan struct{}
-	key     string
-	base    uint64 // revision read from the leader; older updates are ignored
-	token   string // the lease's watched() at base
-	once    sync.Once
-	cleanup func()
+	ch    chan struct{}
+	key   string
+	base  uint64 // revision read from the leader; older updates are ignored
+	token string // the lease's watched() at base
+	// anyWrite: every newer revision fires the waiter (a buffered slot's)
+	anyWrite bool
+	once     sync.Once
+	cleanup  func()
 	// early holds the updates seen before the waiter was armed: they count if newer
 	// than the leader's reading.
 	early []seen
@@ -154,17 +176,17 @@ func (h *watchHub) add(s *Store, b *bucket, w *waiter) (time.Time, error) {
 
 // arm sets what w waits to change, and what to stop when it fires; until armed,
 // only a closing watcher fires it. A waiter that already fired is cleaned up at once.
-func (h *watchHub) arm(w *waiter, rev uint64, token string, cleanup func()) {
+func (h *watchHub) arm(w *waiter, rev uint64, token string, anyWrite bool, cleanup func()) {
 	h.mu.Lock()
 	_, waiting := h.waiters[w.key][w]
 	changed := false
 	if waiting {
-		w.base, w.token, w.cleanup = rev, token, cleanup
+		w.base, w.token, w.anyWrite, w.cleanup = rev, token, anyWrite, cleanup
 		for _, u := range w.early {
-			changed = changed || (u.rev > rev && u.token != token)
+			changed = changed || (u.rev > rev && (anyWrite || u.token != token))
 		}
 		if u, ok := h.last[w.key]; ok { // delivered before w was registered
-			changed = changed || (u.lease.rev > rev && u.lease.watched() != token)
+			changed = changed || (u.lease.rev > rev && (anyWrite || u.lease.watched() != token))
 		}
 		w.early = nil
 	}
@@ -284,7 +306,7 @@ func (h *watchHub) deliver(e jetstream.KeyValueEntry) {
 		if e.Revision() <= w.base {
 			continue // already known
 		}
-		if holder != w.token {
+		if holder != w.token || w.anyWrite {
 			fire = append(fire, w) // expired, released, finished, or a new holder
 		}
 	}

@@ -83,6 +83,16 @@ func register(s *scheduler.Scheduler, c config, log *slog.Logger) error {
 		return err
 	}
 
+	// digest: every 2 intervals, a run that lasts 3. The slot due while a run goes
+	// on is stored buffered and runs once that run ended, on whichever replica
+	// claims it first; a slot due while one is buffered already is skipped.
+	err = s.Every("digest", 2*c.interval, func(ctx context.Context, run scheduler.Run) error {
+		return work(ctx, 3*c.interval)
+	}, scheduler.WithOverlap(scheduler.OverlapBufferOne))
+	if err != nil {
+		return err
+	}
+
 	// -extra-jobs: more jobs by name; a name is only a name (one called history
 	// is just a job, and does not reach the fleet's history requests).
 	for _, name := range c.extra {
