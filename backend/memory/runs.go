@@ -205,9 +205,8 @@ func (s *RunStore) Claim(ctx context.Context, in backend.RunClaim) (backend.Clai
 	if r.finished() {
 		return r.decided(in.Token), nil
 	}
-	if r.buffered {
-		res, _ := s.blockerLocked(in.Job, slot, now)
-		return res, nil
+	if r.buffered { // waits, unless only later slots are buffered: it goes first
+		return s.claimBufferedLocked(in, r, slot, now, keep), nil
 	}
 	return r.result(backend.OutcomeWon), nil
 }
