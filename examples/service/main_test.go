@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -169,6 +170,43 @@ func TestThreeCopiesPickFreeMetricsPorts(t *testing.T) {
 	for _, r := range all {
 		require.NoError(t, r.stop(t), "%s: graceful stop", r.name)
 	}
+}
+
+// TestSignalDuringStartUpIsAGracefulStop: a replica told to stop at any step of
+// its start-up (a signal while it prepares the buckets, starts the scheduler or
+// serves the fleet) stops and returns nil, as a stop after start-up does.
+func TestSignalDuringStartUpIsAGracefulStop(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t)
+	for _, at := range []string{"connected to NATS", "serving metrics", "scheduler started"} {
+		t.Run(at, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			stderr := &cancelOn{at: `"msg":"` + at + `"`, cancel: cancel}
+			args := []string{"-url", srv.ClientURL(), "-instance", "a", "-interval", "1s", "-log-format", "json",
+				"-metrics-addr", "127.0.0.1:0", "-stop-timeout", "200ms", "-history", "0", "-web", "127.0.0.1:0"}
+			require.NoError(t, run(ctx, args, io.Discard, stderr), "stopped at %q:\n%s", at, stderr)
+			assert.True(t, stderr.seen.Load(), "the replica logged %q", at)
+			assert.Contains(t, stderr.String(), "shutting down", "the replica says it stopped")
+		})
+	}
+}
+
+// cancelOn is a log that cancels a context, before the line is written, when a
+// line contains at: the replica's context ends at that step of its start-up.
+type cancelOn struct {
+	syncBuffer
+	at     string
+	cancel context.CancelFunc
+	seen   atomic.Bool
+}
+
+func (c *cancelOn) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte(c.at)) {
+		c.seen.Store(true)
+		c.cancel()
+	}
+	return c.syncBuffer.Write(p)
 }
 
 func TestStopHandsOver(t *testing.T) {

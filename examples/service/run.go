@@ -47,7 +47,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer runs.Close()
 	if err := runs.Init(ctx); err != nil {
-		return fmt.Errorf("lease bucket: %w", err)
+		return startErr(ctx, log, fmt.Errorf("lease bucket: %w", err))
 	}
 	backend, err := jetstream.NewLeased(js, runs, jetstream.WithReplicas(c.replicas), jetstream.WithLogger(log))
 	if err != nil {
@@ -84,20 +84,28 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if err := s.Start(ctx); err != nil {
-		return err
+		return startErr(ctx, log, err)
+	}
+	// stop ends what started, giving running jobs until the stop timeout.
+	stop := func(svc *fleet.Service) {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.stopTimeout)
+		defer cancel()
+		if svc != nil {
+			_ = svc.Stop(sctx)
+		}
+		_ = s.Stop(sctx)
 	}
 	// The fleet service answers the anarchon command and the status page, for
 	// every job this replica declares; it stops before the scheduler.
 	svc, err := fleet.Serve(ctx, nc, s, fleet.WithLogger(log))
 	if err != nil {
-		_ = s.Stop(context.WithoutCancel(ctx))
-		return fmt.Errorf("serve the fleet service: %w", err)
+		stop(nil)
+		return startErr(ctx, log, fmt.Errorf("serve the fleet service: %w", err))
 	}
 	var ws *httpServer
 	if c.web != "" {
 		if ws, err = serveWeb(c.web, c.webActions, c.webHosts, nc, log); err != nil {
-			_ = svc.Stop(context.WithoutCancel(ctx))
-			_ = s.Stop(context.WithoutCancel(ctx))
+			stop(svc)
 			return err
 		}
 	}
@@ -140,6 +148,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 // dial connects through the NATS context when -context is given, or to -url.
+// startErr is what run returns when a start-up step failed with err: nil when
+// ctx ended meanwhile, since a signal during start-up is a graceful stop.
+func startErr(ctx context.Context, log *slog.Logger, err error) error {
+	if ctx.Err() == nil {
+		return err
+	}
+	log.Info("shutting down during start-up", "reason", context.Cause(ctx), "step", err.Error())
+	return nil
+}
+
 func dial(c config, log *slog.Logger) (*nats.Conn, natsjs.JetStream, error) {
 	name := "anarchon-service"
 	if c.instance != "" {
