@@ -63,6 +63,9 @@ func main() {
 		if errors.Is(err, flag.ErrHelp) {
 			return // -h: the usage is printed
 		}
+		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			return // interrupted during start-up: a graceful stop
+		}
 		fmt.Fprintln(os.Stderr, "quickstart:", err)
 		os.Exit(1)
 	}

@@ -188,8 +188,11 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 		scheds = append(scheds, s)
 	}
 	start := time.Now()
-	for _, s := range scheds {
+	for i, s := range scheds {
 		if err := s.Start(ctx); err != nil {
+			for _, started := range scheds[:i] {
+				_ = started.Stop(context.WithoutCancel(ctx))
+			}
 			return err
 		}
 	}
