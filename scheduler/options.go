@@ -146,7 +146,9 @@ func WithOverlap(p OverlapPolicy) JobOption {
 
 // WithBufferCap sets how many slots of the job OverlapBufferAll keeps buffered at
 // once, across the fleet: 1 to MaxBufferCap. A slot due while that many
-// are buffered is skipped. It needs OverlapBufferAll.
+// are buffered is skipped. It needs OverlapBufferAll. A store may hold fewer:
+// kvlease keeps about 4,000 to 6,000, by the length of the instance names
+// (docs/backends.md).
 func WithBufferCap(n int) JobOption {
 	return func(c *jobConfig) error {
 		if n < 1 || n > MaxBufferCap {
