@@ -3,6 +3,7 @@ package fleet_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -61,11 +62,13 @@ func TestTriggerAnswersOnceStarted(t *testing.T) {
 	assert.False(t, r.Slot.IsZero())
 	h, err := f.client.History(ctx, jobReport, 10)
 	require.NoError(t, err)
-	require.Len(t, h.Runs, 1, "accepted: the run is recorded")
-	assert.Equal(t, r.Token, h.Runs[0].Token)
-	assert.Equal(t, scheduler.StatusRunning, h.Runs[0].Status)
+	manual := slices.DeleteFunc(h.Runs, func(r fleet.Run) bool { return !r.Manual }) // a slot due at Start may have run too
+	require.Len(t, manual, 1, "accepted: the run is recorded")
+	assert.Equal(t, r.Token, manual[0].Token)
+	assert.Equal(t, scheduler.StatusRunning, manual[0].Status)
 
-	t0 := time.Now()
+	// Refused, not waiting: a trigger that waited would wait for the run that
+	// waits for release.
 	_, err = f.client.Trigger(ctx, jobReport, fleet.TriggerRequest{By: "bo", Wait: true})
 	require.ErrorIs(t, err, fleet.ErrTooManyManualRuns)
 	require.ErrorIs(t, err, scheduler.ErrTooManyManualRuns)
@@ -73,7 +76,6 @@ func TestTriggerAnswersOnceStarted(t *testing.T) {
 	require.ErrorAs(t, err, &se)
 	assert.Equal(t, fleet.CodeTooManyManualRuns, se.Code)
 	assert.Contains(t, se.Description, "1 in progress on A, at most 1 (WithMaxManualRuns)")
-	assert.Less(t, time.Since(t0), time.Second, "refused at once")
 	assert.Equal(t, 1, f.manualRuns(), "the refused trigger ran nothing")
 
 	close(release)
