@@ -166,3 +166,107 @@ func TestRedteamRunNowStormBufferOne(t *testing.T) {
 		assert.Len(t, starts, 2, "slot 0 and one manual run: %+v", starts)
 	})
 }
+
+// Thirty instances, their clocks skewed within the allowance, on a buffer-all
+// job (cap 5) whose every run takes two and a half intervals: the runs never
+// overlap, start oldest slot first, each slot starts at most once, at most 5
+// slots are buffered at any time, and every due slot is either recorded once
+// (ok or skipped) or still buffered or running.
+func TestRedteamBufferAllFleetOf30(t *testing.T) {
+	for name, offsets := range map[string][]time.Duration{
+		"no skew": {0},
+		"±1s":     {-time.Second, 0, time.Second},
+		"+2s":     {0, 2 * time.Second},
+		"-2s":     {-2 * time.Second, 0},
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { fleetOf30(t, offsets) })
+		})
+	}
+}
+
+func fleetOf30(t *testing.T, offsets []time.Duration) {
+	b, log := memory.New(), &startLog{}
+	t0 := time.Now()
+	// Started between two slots: at a slot's instant, an instance whose clock
+	// is behind still owes the slot before (its max lateness has not passed by
+	// its clock) while the others do not, and its claim of that older slot,
+	// made after the newer one started, is buffered behind it.
+	time.Sleep(30 * time.Second)
+	h := func(ctx context.Context, r scheduler.Run) error {
+		log.add(r)
+		select {
+		case <-time.After(150 * time.Second):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	var scheds []*scheduler.Scheduler
+	for i := range 30 {
+		s := newScheduler(t, b, string(rune('A'+i%26))+string(rune('0'+i/26)), func(c *scheduler.Config) {
+			c.Clock = backend.OffsetClock{Offset: offsets[i%len(offsets)]}
+		})
+		require.NoError(t, s.Every("job", time.Minute, h, scheduler.WithLease(3*time.Second),
+			scheduler.WithOverlap(scheduler.OverlapBufferAll), scheduler.WithBufferCap(5)))
+		require.NoError(t, s.Start(t.Context()))
+		scheds = append(scheds, s)
+	}
+	maxBuffered := 0
+	for range 12 * 6 {
+		time.Sleep(10 * time.Second)
+		active, err := scheds[0].Active(t.Context(), "job")
+		require.NoError(t, err)
+		n := 0
+		for _, r := range active {
+			if r.Buffered {
+				n++
+			}
+		}
+		maxBuffered = max(maxBuffered, n)
+	}
+	active, err := scheds[0].Active(t.Context(), "job")
+	require.NoError(t, err)
+	hist, err := scheds[0].History(t.Context(), "job", 0)
+	require.NoError(t, err)
+	stopping := time.Now()
+	stopAll(t, scheds) // hands the run in progress over from one to the next: not counted
+
+	assert.LessOrEqual(t, maxBuffered, 5, "never more than the cap buffered")
+	starts, at := log.get()
+	seen := map[int64]int{}
+	for i, r := range starts {
+		if !at[i].Before(stopping) {
+			break
+		}
+		seen[r.Slot.UnixMilli()]++
+		if i > 0 {
+			assert.True(t, r.Slot.After(starts[i-1].Slot), "oldest first: %v after %v", r.Slot, starts[i-1].Slot)
+			assert.GreaterOrEqual(t, at[i].Sub(at[i-1]), 150*time.Second, "no overlap: slot %v started %v after the one before", r.Slot, at[i].Sub(at[i-1]))
+		}
+	}
+	for ms, n := range seen {
+		assert.Equal(t, 1, n, "slot %v started %d times", time.UnixMilli(ms).UTC(), n)
+	}
+	records := map[int64]int{}
+	for _, r := range hist {
+		if !r.Manual {
+			records[r.Slot.UnixMilli()]++
+			assert.Contains(t, []scheduler.Status{scheduler.StatusOK, scheduler.StatusSkipped, scheduler.StatusRunning}, r.Status, "%+v", r)
+		}
+	}
+	open := map[int64]bool{}
+	for _, r := range active {
+		open[r.Slot.UnixMilli()] = true
+	}
+	for k := 0; k < 12; k++ {
+		ms := t0.Add(time.Duration(k) * time.Minute).UnixMilli()
+		switch {
+		case records[ms] == 1:
+		case records[ms] == 0 && open[ms]:
+		default:
+			t.Errorf("slot %d: %d records, open %v", k, records[ms], open[ms])
+		}
+	}
+	assert.Greater(t, len(starts), 4, "the runs follow one another: %d", len(starts))
+}
