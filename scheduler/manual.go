@@ -190,7 +190,9 @@ func (s *Scheduler) endManual(j *job, c *leaseClaim, res backend.ClaimResult) {
 // never started (its claim was abandoned, or its history record could not be
 // written), so that nobody finds it unfinished: finished cancelled. It is written
 // again from the outbox until the store answers; a repeat of the claim (the same
-// token, creating nothing) says whether there is a lease to end.
+// token, creating nothing) says whether there is a lease to end. Under a buffer
+// policy a slot the claim stored buffered is withdrawn: left buffered, no one
+// would claim it, and the job's later slots would wait behind it for ever.
 func (s *Scheduler) endUnrun(j *job, rc backend.RunClaim) {
 	held := rc.Token
 	// The lease, if held, is released first; then a token of its own takes the
@@ -198,6 +200,19 @@ func (s *Scheduler) endUnrun(j *job, rc backend.RunClaim) {
 	// repeat-safe, so the outbox may send them again.
 	rc.Token, rc.TakeoverOnly = newToken(), true
 	s.complete(j, rc.Slot, "finish", time.Time{}, func(ctx context.Context) error {
+		if j.cfg.overlap.Buffers() {
+			// The claim may have stored the slot buffered: that holds no lease
+			// to release, and a takeover-only claim of it only waits with it.
+			// The token that buffered it withdraws it by finishing it (on a
+			// lease it holds, that ends the lease the same way).
+			err := s.runs.Finish(ctx, backend.RunKey{Job: j.name, Slot: rc.Slot, Token: held}, StatusCancelled)
+			if err == nil {
+				return nil
+			}
+			if !errors.Is(err, backend.ErrStaleToken) {
+				return err
+			}
+		}
 		if err := s.runs.Release(ctx, backend.RunKey{Job: j.name, Slot: rc.Slot, Token: held}); err != nil {
 			return err
 		}
