@@ -68,6 +68,7 @@ func (s *Scheduler) claimManual(parent context.Context, j *job, in *backend.Clai
 	defer func() { cancel() }()
 	slot, ok := j.manualSlot(s.clock.Now())
 	reclaimed := false // the last wait for an earlier run's end (cancel-other)
+	var mine time.Time // the slot found buffered for this claim's token
 	for try := 0; ok && try < maxManualSlotTries; try++ {
 		c := &leaseClaim{RunClaim: backend.RunClaim{
 			Job: j.name, Slot: slot, Token: in.Token, Instance: s.instance, Lease: j.cfg.lease,
@@ -98,6 +99,15 @@ func (s *Scheduler) claimManual(parent context.Context, j *job, in *backend.Clai
 		}
 		if !c.unanswered.IsZero() {
 			sent = c.unanswered
+		}
+		if res.Outcome == backend.OutcomeBuffered && !mine.Equal(slot) {
+			// Any claim of a buffered slot is answered buffered: another
+			// instance's manual run may have buffered this millisecond first.
+			if !s.bufferedFor(ctx, j, slot, in.Token) {
+				res = backend.ClaimResult{Outcome: backend.OutcomeRunning} // taken
+			} else {
+				mine = slot
+			}
 		}
 		switch {
 		case res.Outcome == backend.OutcomeBuffered:
@@ -149,6 +159,23 @@ func (s *Scheduler) claimManual(parent context.Context, j *job, in *backend.Clai
 			j.name, ErrInvalidOption)
 	}
 	return backend.RunClaim{}, backend.ClaimResult{}, time.Time{}, fmt.Errorf("scheduler: run %q now: %d slots in a row were taken by other manual runs", j.name, maxManualSlotTries)
+}
+
+// bufferedFor reports whether the run store lists slot buffered for token, or
+// cannot say (Active fails, or the slot is no longer listed buffered: the next
+// claim tells); false when another token buffered it.
+func (s *Scheduler) bufferedFor(ctx context.Context, j *job, slot time.Time, token string) bool {
+	active, err := s.runs.Active(ctx, j.name)
+	if err != nil {
+		s.backendError(j, slot, "active", err)
+		return true
+	}
+	for _, r := range active {
+		if r.Slot.Equal(slot) && r.Buffered {
+			return r.Token == token
+		}
+	}
+	return true
 }
 
 // awaitEnd waits, for a manual claim answered res (waiting for an earlier run it
