@@ -36,38 +36,55 @@ func slotsStarted(log *startLog, want ...time.Time) []int {
 // A RunNow buffered behind a long run whose process then dies (it never claims
 // its slot again, never withdraws it) leaves a buffered manual slot that no
 // other instance stands by for. The job must not be wedged by it: once the run
-// before it ended, the scheduled slots after it still run (each once), and no
-// buffered slot is left behind for ever.
+// before it ended, the scheduled slots after it still run (each once; under
+// buffer-one the first may be skipped, the buffer being full), and no buffered
+// slot is left behind for ever.
 func TestRedteamBufferedManualSlotOfADeadRequester(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		b, log := memory.New(), &startLog{}
-		t0 := time.Now()
-		m := func(n float64) time.Time { return t0.Add(time.Duration(n * float64(time.Minute))) }
-		scheds := startBuffered(t, b, longFirst(log, t0, 20*time.Second), []string{"A", "B"},
-			scheduler.WithOverlap(scheduler.OverlapBufferOne), scheduler.WithJitter(0))
-		time.Sleep(time.Second) // slot 0 runs
-
-		// What a RunNow on instance Z stored before Z died: its manual slot,
-		// buffered behind slot 0.
-		manual := t0.Add(time.Second + 7*time.Millisecond)
-		res, err := b.Runs().Claim(t.Context(), backend.RunClaim{
-			Job: "job", Slot: manual, Token: "z-token", Instance: "Z", Lease: 3 * time.Second,
-			Deadline: time.Now().Add(2 * time.Second), Overlap: backend.OverlapBufferOne, Keep: time.Hour,
+	for name, tc := range map[string]struct {
+		opts []scheduler.JobOption
+		want []float64 // the slots (minutes) that run once each
+	}{
+		"buffer-one": {[]scheduler.JobOption{scheduler.WithOverlap(scheduler.OverlapBufferOne)}, []float64{2, 3, 4}},
+		"buffer-all": {[]scheduler.JobOption{scheduler.WithOverlap(scheduler.OverlapBufferAll), scheduler.WithBufferCap(2)}, []float64{1, 2, 3, 4}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { deadRequester(t, tc.opts, tc.want) })
 		})
-		require.NoError(t, err)
-		require.Equal(t, backend.OutcomeBuffered, res.Outcome, "%+v", res)
+	}
+}
 
-		time.Sleep(4*time.Minute + 10*time.Second)
-		active, err := scheds[0].Active(t.Context(), "job")
-		require.NoError(t, err)
-		stopAll(t, scheds)
+func deadRequester(t *testing.T, opts []scheduler.JobOption, want []float64) {
+	b, log := memory.New(), &startLog{}
+	t0 := time.Now()
+	scheds := startBuffered(t, b, longFirst(log, t0, 20*time.Second), []string{"A", "B"},
+		append(opts, scheduler.WithJitter(0))...)
+	time.Sleep(time.Second) // slot 0 runs
 
-		assert.Equal(t, []int{1, 1, 1}, slotsStarted(log, m(2), m(3), m(4)),
-			"the slots after the dead requester's buffered slot run, once each")
-		for _, r := range active {
-			assert.False(t, r.Buffered, "a buffered slot left behind for ever: %+v", r)
-		}
+	// What a RunNow on instance Z stored before Z died: its manual slot,
+	// buffered behind slot 0.
+	manual := t0.Add(time.Second + 7*time.Millisecond)
+	res, err := b.Runs().Claim(t.Context(), backend.RunClaim{
+		Job: "job", Slot: manual, Token: "z-token", Instance: "Z", Lease: 3 * time.Second,
+		Deadline: time.Now().Add(2 * time.Second), Overlap: backend.OverlapBufferOne, Keep: time.Hour,
 	})
+	require.NoError(t, err)
+	require.Equal(t, backend.OutcomeBuffered, res.Outcome, "%+v", res)
+
+	time.Sleep(4*time.Minute + 10*time.Second)
+	active, err := scheds[0].Active(t.Context(), "job")
+	require.NoError(t, err)
+	stopAll(t, scheds)
+
+	var slots []time.Time
+	ones := make([]int, len(want))
+	for i, k := range want {
+		slots, ones[i] = append(slots, t0.Add(time.Duration(k*float64(time.Minute)))), 1
+	}
+	assert.Equal(t, ones, slotsStarted(log, slots...), "the slots after the dead requester's buffered slot run, once each")
+	assert.Equal(t, []int{0}, slotsStarted(log, manual), "the dead requester's slot is not run by another instance")
+	for _, r := range active {
+		assert.False(t, r.Buffered, "a buffered slot left behind for ever: %+v", r)
+	}
 }
 
 // manualAnswersLost is a memory backend whose run store applies every first
@@ -269,4 +286,22 @@ func fleetOf30(t *testing.T, offsets []time.Duration) {
 		}
 	}
 	assert.Greater(t, len(starts), 4, "the runs follow one another: %d", len(starts))
+}
+
+// The other side of the dead requester: a RunNow that waits, buffered, behind a
+// run that outlasts several slots (skipped, the buffer being full) is not taken
+// for gone: it runs once that run ended.
+func TestRedteamBufferedManualSlotOfALiveRequester(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, log := memory.New(), &startLog{}
+		t0 := time.Now()
+		scheds := startBuffered(t, b, longFirst(log, t0, 150*time.Second), []string{"A", "B"},
+			scheduler.WithOverlap(scheduler.OverlapBufferOne), scheduler.WithJitter(0))
+		time.Sleep(time.Second) // slot 0 runs
+		rec, err := scheds[1].RunNow(t.Context(), "job")
+		require.NoError(t, err)
+		assert.Equal(t, scheduler.StatusOK, rec.Status)
+		assert.True(t, rec.StartedAt.Equal(t0.Add(150*time.Second)), "started once slot 0 ended: %v", rec.StartedAt.Sub(t0))
+		stopAll(t, scheds)
+	})
 }
