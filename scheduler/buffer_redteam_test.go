@@ -305,3 +305,115 @@ func TestRedteamBufferedManualSlotOfALiveRequester(t *testing.T) {
 		stopAll(t, scheds)
 	})
 }
+
+// pausable is a memory backend whose run store calls wait while its process is
+// paused (a stopped VM, a long GC pause): none reaches the store until resumed.
+type pausable struct {
+	*memory.Backend
+	p *pause
+}
+
+type pause struct {
+	paused  atomic.Bool
+	resumed chan struct{}
+}
+
+func (p *pause) wait() {
+	if p.paused.Load() {
+		<-p.resumed
+	}
+}
+
+func (b pausable) Runs() backend.RunStore {
+	return pausedStore{b.Backend.Runs().(*memory.RunStore), b.p}
+}
+
+type pausedStore struct {
+	*memory.RunStore
+	p *pause
+}
+
+func (s pausedStore) Claim(ctx context.Context, in backend.RunClaim) (backend.ClaimResult, error) {
+	s.p.wait()
+	return s.RunStore.Claim(ctx, in)
+}
+
+func (s pausedStore) Heartbeat(ctx context.Context, key backend.RunKey, lease time.Duration) error {
+	s.p.wait()
+	return s.RunStore.Heartbeat(ctx, key, lease)
+}
+
+func (s pausedStore) Finish(ctx context.Context, key backend.RunKey, st backend.Status) error {
+	s.p.wait()
+	return s.RunStore.Finish(ctx, key, st)
+}
+
+func (s pausedStore) Release(ctx context.Context, key backend.RunKey) error {
+	s.p.wait()
+	return s.RunStore.Release(ctx, key)
+}
+
+func (s pausedStore) Active(ctx context.Context, job string) ([]backend.ActiveRun, error) {
+	s.p.wait()
+	return s.RunStore.Active(ctx, job)
+}
+
+// A process paused while it holds the run that blocks a buffered slot: its
+// lease expires, a backup takes the run over, and the buffered slot runs once,
+// after the backup's attempt ended. The process, resumed much later, runs
+// neither again.
+func TestRedteamBufferPausedHolder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem, log := memory.New(), &startLog{}
+		p := &pause{resumed: make(chan struct{})}
+		t0 := time.Now()
+		h := func(ctx context.Context, r scheduler.Run) error {
+			log.add(r)
+			switch {
+			case r.Instance == "A" && r.Slot.Equal(t0):
+				<-p.resumed // paused with its process, ignoring its context
+				return nil
+			case r.Slot.Equal(t0):
+				select { // the backup's attempt: 90 s
+				case <-time.After(90 * time.Second):
+				case <-ctx.Done():
+				}
+			}
+			return nil
+		}
+		opts := []scheduler.JobOption{scheduler.WithLease(3 * time.Second), scheduler.WithJitter(0),
+			scheduler.WithOverlap(scheduler.OverlapBufferOne)}
+		a := newScheduler(t, pausable{mem, p}, "A")
+		require.NoError(t, a.Every("job", time.Minute, h, opts...))
+		require.NoError(t, a.Start(t.Context()))
+		time.Sleep(time.Second) // A runs slot 0
+		p.paused.Store(true)
+		var scheds []*scheduler.Scheduler
+		for _, id := range []string{"B", "C"} {
+			s := newScheduler(t, mem, id)
+			require.NoError(t, s.Every("job", time.Minute, h, opts...))
+			require.NoError(t, s.Start(t.Context()))
+			scheds = append(scheds, s)
+		}
+		time.Sleep(3 * time.Minute) // B or C took slot 0 over; slot 1 buffered behind it
+		p.paused.Store(false)
+		close(p.resumed)
+		time.Sleep(3 * time.Minute)
+		stopAll(t, append(scheds, a))
+
+		starts, at := log.get()
+		var zero, one []time.Time
+		for i, r := range starts {
+			switch {
+			case r.Slot.Equal(t0):
+				zero = append(zero, at[i])
+			case r.Slot.Equal(t0.Add(time.Minute)):
+				one = append(one, at[i])
+				assert.NotEqual(t, "A", r.Instance, "the paused process never claimed slot 1")
+			}
+		}
+		require.Len(t, zero, 2, "slot 0: A's attempt and the backup's: %+v", starts)
+		require.Len(t, one, 1, "slot 1 runs once: %+v", starts)
+		assert.False(t, one[0].Before(zero[1].Add(90*time.Second)), "slot 1 after the backup's attempt of slot 0 ended: %v", one[0].Sub(t0))
+	})
+}
