@@ -16,11 +16,12 @@ import (
 )
 
 // A fleet trigger of a buffer-one job while its run is in progress: the
-// replica's RunNow waits, buffered, for as long as the run lasts, and answers
-// nothing until its run starts. A requester that gives up meanwhile is told
-// there was no answer, as if nothing was done, and the run it asked for still
-// runs later. An error from Trigger means nothing ran (fleet.Client.Trigger),
-// or says that the run goes on: one of the two must hold.
+// replica's RunNow waits, buffered, for as long as the run lasts. An error from
+// Trigger means nothing ran (fleet.Client.Trigger), or says that the run goes
+// on: a requester must not be told "no answer" for a run that runs later. (It
+// was: the replica answered nothing until the run started.) The trigger is
+// answered buffered at once, and runs once the run ended; a further one, the
+// cap taken, is busy.
 func TestRedteamTriggerBufferedGivesUp(t *testing.T) {
 	release := make(chan struct{})
 	var manual atomic.Int32
@@ -55,11 +56,20 @@ func TestRedteamTriggerBufferedGivesUp(t *testing.T) {
 
 	short, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	_, err = f.client.Trigger(short, "buf", fleet.TriggerRequest{By: "bob"})
+	r, err = f.client.Trigger(short, "buf", fleet.TriggerRequest{By: "bob"})
 	gaveUp := err != nil
 	if gaveUp {
 		t.Logf("the second trigger: %v", err)
+	} else {
+		assert.Equal(t, fleet.StateBuffered, r.State, "told it is buffered: %+v", r)
 	}
+	// One that waits for the end, and gives up first: its error says the run
+	// goes on. (The cap of one is taken, so it is busy.)
+	short2, cancel2 := context.WithTimeout(ctx, time.Second)
+	defer cancel2()
+	_, err2 := f.client.Trigger(short2, "buf", fleet.TriggerRequest{By: "eve", Wait: true})
+	require.Error(t, err2)
+	assert.ErrorIs(t, err2, scheduler.ErrJobBusy, "one buffered already: %v", err2)
 	close(release)
 
 	// Wait until nothing of the job is left unfinished: the buffered slot ran
@@ -73,6 +83,9 @@ func TestRedteamTriggerBufferedGivesUp(t *testing.T) {
 		}
 		require.True(t, time.Now().Before(deadline), "the job's runs end: %+v", active)
 		time.Sleep(50 * time.Millisecond)
+	}
+	if !gaveUp {
+		assert.Equal(t, int32(2), manual.Load(), "the buffered trigger ran once the run ended")
 	}
 	if gaveUp {
 		ranAnyway := manual.Load() > 1

@@ -298,10 +298,17 @@ func TestRedteamBufferedManualSlotOfALiveRequester(t *testing.T) {
 		scheds := startBuffered(t, b, longFirst(log, t0, 150*time.Second), []string{"A", "B"},
 			scheduler.WithOverlap(scheduler.OverlapBufferOne), scheduler.WithJitter(0))
 		time.Sleep(time.Second) // slot 0 runs
-		rec, err := scheds[1].RunNow(t.Context(), "job")
+		var buffered []scheduler.Run
+		var bufferedAt time.Time
+		rec, err := scheds[1].RunNow(t.Context(), "job", scheduler.OnBuffered(func(r scheduler.Run) {
+			buffered, bufferedAt = append(buffered, r), time.Now()
+		}))
 		require.NoError(t, err)
 		assert.Equal(t, scheduler.StatusOK, rec.Status)
 		assert.True(t, rec.StartedAt.Equal(t0.Add(150*time.Second)), "started once slot 0 ended: %v", rec.StartedAt.Sub(t0))
+		require.Len(t, buffered, 1, "OnBuffered is called once")
+		assert.True(t, buffered[0].Slot.Equal(rec.Slot) && buffered[0].Token == rec.Token, "with the run's slot and token: %+v", buffered[0])
+		assert.True(t, bufferedAt.Equal(t0.Add(time.Second)), "at once: %v", bufferedAt.Sub(t0))
 		stopAll(t, scheds)
 	})
 }

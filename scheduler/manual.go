@@ -62,8 +62,9 @@ const maxManualSearch = 1000
 // claimManual claims a lease for a manual run of j, on a slot off its schedule
 // from now (in.Slot is set to it). It returns the claim won, its answer and when
 // the lease counts from. A job that forbids overlap while another of its runs
-// holds a lease gets ErrJobBusy.
-func (s *Scheduler) claimManual(parent context.Context, j *job, in *backend.ClaimInput) (backend.RunClaim, backend.ClaimResult, time.Time, error) {
+// holds a lease gets ErrJobBusy. onBuffered, when not nil, is called once, when
+// the slot is found stored buffered for the claim's token (OnBuffered).
+func (s *Scheduler) claimManual(parent context.Context, j *job, in *backend.ClaimInput, onBuffered func(Run)) (backend.RunClaim, backend.ClaimResult, time.Time, error) {
 	ctx, cancel := s.callCtx(parent)
 	defer func() { cancel() }()
 	slot, ok := j.manualSlot(s.clock.Now())
@@ -107,6 +108,9 @@ func (s *Scheduler) claimManual(parent context.Context, j *job, in *backend.Clai
 				res = backend.ClaimResult{Outcome: backend.OutcomeRunning} // taken
 			} else {
 				mine = slot
+				if onBuffered != nil {
+					onBuffered(Run{Job: j.name, Slot: slot, Instance: s.instance, Token: in.Token, Manual: true})
+				}
 			}
 		}
 		switch {
