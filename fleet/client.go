@@ -63,8 +63,10 @@ func NewClient(nc *nats.Conn, opts ...Option) (*Client, error) {
 func (c *Client) Subject(verb, job string) string { return c.subj.job(strings.ToUpper(verb), job) }
 
 // Trigger runs job now on one replica that declares it (a manual run). It returns
-// the accepted reply; with in.Wait it waits for the finished one, and when ctx ends
-// first it returns the accepted reply with an error: the run goes on.
+// the accepted reply, or the buffered one when the job's run in progress keeps it
+// waiting (a buffer overlap policy); with in.Wait it waits for the finished one,
+// and when ctx ends first it returns the accepted or buffered reply with an
+// error: the run goes on.
 func (c *Client) Trigger(ctx context.Context, job string, in TriggerRequest) (TriggerReply, error) {
 	subject := c.subj.job(verbTrigger, job)
 	ctx, cancel := backendutil.CallContext(ctx, c.timeout)
@@ -88,8 +90,11 @@ func (c *Client) Trigger(ctx context.Context, job string, in TriggerRequest) (Tr
 		m, err := sub.NextMsgWithContext(ctx)
 		if err != nil {
 			err = c.callError(ctx, subject, job, err)
-			if out.State == StateAccepted {
+			switch out.State {
+			case StateAccepted:
 				return out, fmt.Errorf("fleet: trigger %q accepted by %s, not finished yet (the run goes on): %w", job, out.Instance, err)
+			case StateBuffered:
+				return out, fmt.Errorf("fleet: trigger %q buffered by %s behind the run in progress, not started yet (it runs once that run ends): %w", job, out.Instance, err)
 			}
 			return out, err
 		}

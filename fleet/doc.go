@@ -113,7 +113,8 @@
 //	trigger    request  TriggerRequest {"v":1,"by":"ana","wait":true}
 //	           replies  TriggerReply   {"state":"accepted","job","instance","by","at",
 //	                                    "slot","token"}
-//	                    then, with wait, {"state":"finished",...,"run":{Run}}
+//	                    then, with wait, {"state":"finished",...,"run":{Run}};
+//	                    first {"state":"buffered",...} when buffered (buffer policies)
 //	pause      request  PauseRequest {"v":1,"reason":"…","by":"ana","until":"2026-…Z"}
 //	                    or {"v":1,"reason":"…","for":"90m"}
 //	pauseall   reply    PauseReply   {"instance","pause":{"job","reason","by","at","until"}}
@@ -167,7 +168,9 @@
 // the reply names the run (slot, token). A run that cannot start is answered with
 // the error instead, and nothing ran: 409 when the job forbids overlap and a run of
 // it is in progress, 429 when the replica already runs as many manual runs of the
-// job as it allows. A requester that waits gets a second reply on the same inbox
+// job as it allows. Under a buffer overlap policy a trigger that falls while a run
+// of the job is in progress is answered buffered at once (scheduler.OnBuffered): it
+// is stored and runs once that run ends, then accepted follows. A requester that waits gets a second reply on the same inbox
 // when the run has ended (a plain request sees only the first). Who asked (by) is
 // recorded with the run (Run.RequestedBy in history) and is in the replies and the
 // replica's log. A resume of a job that is not paused (resumeall without an

@@ -521,8 +521,17 @@ func (f *Service) trigger(job string) handler {
 				f.respond(req, accepted)
 				f.log.Info("fleet trigger", "job", job, "by", in.By, "token", run.Token)
 			})
+			// Buffered behind the run in progress, it may wait long: the
+			// requester is told at once that it is stored and will run.
+			onBuffered := scheduler.OnBuffered(func(run scheduler.Run) {
+				started = true
+				accepted = TriggerReply{State: StateBuffered, Job: job, Instance: f.s.Instance(), By: in.By,
+					At: f.s.Clock().Now(), Slot: run.Slot, Token: run.Token}
+				f.respond(req, accepted)
+				f.log.Info("fleet trigger buffered", "job", job, "by", in.By, "token", run.Token)
+			})
 			// The run is the scheduler's: a requester that gives up does not cancel it.
-			rec, err := f.s.RunNow(context.WithoutCancel(f.requestContext(req)), job, scheduler.RequestedBy(in.By), onStart)
+			rec, err := f.s.RunNow(context.WithoutCancel(f.requestContext(req)), job, scheduler.RequestedBy(in.By), onBuffered, onStart)
 			if err != nil {
 				if !started || in.Wait {
 					f.fail(req, err)

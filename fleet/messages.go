@@ -65,12 +65,18 @@ type TriggerRequest struct {
 const (
 	// StateAccepted: the replica recorded the manual run and its handler starts.
 	StateAccepted = "accepted"
+	// StateBuffered: the job's run in progress keeps the manual run waiting; it
+	// is stored buffered (overlap policies buffer-one and buffer-all) and starts
+	// once that run ends (then accepted follows, and finished when asked for),
+	// unless the replica stops first: the buffered run is then withdrawn.
+	StateBuffered = "buffered"
 	// StateFinished: the run has ended; TriggerReply.Run says how.
 	StateFinished = "finished"
 )
 
 // TriggerReply answers a trigger: first accepted, once the run has started, then
-// (when the request asked to wait) finished with the run. A trigger that cannot
+// (when the request asked to wait) finished with the run. A run stored buffered
+// behind the job's run in progress is answered buffered at once, before those. A trigger that cannot
 // start is answered with an error instead, and nothing ran: 409 (ErrJobBusy), 429
 // (ErrTooManyManualRuns), 503, 404.
 type TriggerReply struct {

@@ -195,6 +195,9 @@ func (s *Scheduler) follow(j *job, c *leaseClaim, res backend.ClaimResult, sent 
 		}
 		s.recordOnce(j, c.Slot, StatusSkipped, why)
 		c.bf.decided(BackfillSkipped, StatusSkipped)
+		if j.cfg.overlap.Buffers() {
+			s.checkOrphan(j) // the buffer may be full of a RunNow that is gone
+		}
 	case backend.OutcomeLate:
 		s.emit(Event{Kind: EventLate, Job: j.name, Slot: c.Slot, Token: c.Token, Outcome: res.Outcome, Backfill: c.backfill()})
 		s.recordOnce(j, c.Slot, StatusLate, c.why)
@@ -335,6 +338,9 @@ func (s *Scheduler) settleStopped(c *leaseClaim, rc backend.RunClaim, err error)
 // start of the watch. A retry is claimed when the store said it comes due.
 func (s *Scheduler) standby(j *job, c *leaseClaim, res backend.ClaimResult) (backend.ClaimResult, time.Time, error) {
 	for {
+		if j.behindManual(res) {
+			s.checkOrphan(j)
+		}
 		if !res.WaitsFor.IsZero() && res.Outcome == backend.OutcomeRunning {
 			c.why = "the run of slot " + res.WaitsFor.UTC().Format(time.RFC3339Nano) + " that it asked to end (overlap policy cancel-other) had not ended by the slot's deadline"
 		}

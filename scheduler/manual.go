@@ -62,12 +62,14 @@ const maxManualSearch = 1000
 // claimManual claims a lease for a manual run of j, on a slot off its schedule
 // from now (in.Slot is set to it). It returns the claim won, its answer and when
 // the lease counts from. A job that forbids overlap while another of its runs
-// holds a lease gets ErrJobBusy.
-func (s *Scheduler) claimManual(parent context.Context, j *job, in *backend.ClaimInput) (backend.RunClaim, backend.ClaimResult, time.Time, error) {
+// holds a lease gets ErrJobBusy. onBuffered, when not nil, is called once, when
+// the slot is found stored buffered for the claim's token (OnBuffered).
+func (s *Scheduler) claimManual(parent context.Context, j *job, in *backend.ClaimInput, onBuffered func(Run)) (backend.RunClaim, backend.ClaimResult, time.Time, error) {
 	ctx, cancel := s.callCtx(parent)
 	defer func() { cancel() }()
 	slot, ok := j.manualSlot(s.clock.Now())
 	reclaimed := false // the last wait for an earlier run's end (cancel-other)
+	var mine time.Time // the slot found buffered for this claim's token
 	for try := 0; ok && try < maxManualSlotTries; try++ {
 		c := &leaseClaim{RunClaim: backend.RunClaim{
 			Job: j.name, Slot: slot, Token: in.Token, Instance: s.instance, Lease: j.cfg.lease,
@@ -98,6 +100,18 @@ func (s *Scheduler) claimManual(parent context.Context, j *job, in *backend.Clai
 		}
 		if !c.unanswered.IsZero() {
 			sent = c.unanswered
+		}
+		if res.Outcome == backend.OutcomeBuffered && !mine.Equal(slot) {
+			// Any claim of a buffered slot is answered buffered: another
+			// instance's manual run may have buffered this millisecond first.
+			if !s.bufferedFor(ctx, j, slot, in.Token) {
+				res = backend.ClaimResult{Outcome: backend.OutcomeRunning} // taken
+			} else {
+				mine = slot
+				if onBuffered != nil {
+					onBuffered(Run{Job: j.name, Slot: slot, Instance: s.instance, Token: in.Token, Manual: true})
+				}
+			}
 		}
 		switch {
 		case res.Outcome == backend.OutcomeBuffered:
@@ -151,6 +165,23 @@ func (s *Scheduler) claimManual(parent context.Context, j *job, in *backend.Clai
 	return backend.RunClaim{}, backend.ClaimResult{}, time.Time{}, fmt.Errorf("scheduler: run %q now: %d slots in a row were taken by other manual runs", j.name, maxManualSlotTries)
 }
 
+// bufferedFor reports whether the run store lists slot buffered for token, or
+// cannot say (Active fails, or the slot is no longer listed buffered: the next
+// claim tells); false when another token buffered it.
+func (s *Scheduler) bufferedFor(ctx context.Context, j *job, slot time.Time, token string) bool {
+	active, err := s.runs.Active(ctx, j.name)
+	if err != nil {
+		s.backendError(j, slot, "active", err)
+		return true
+	}
+	for _, r := range active {
+		if r.Slot.Equal(slot) && r.Buffered {
+			return r.Token == token
+		}
+	}
+	return true
+}
+
 // awaitEnd waits, for a manual claim answered res (waiting for an earlier run it
 // asked to end), until claiming again may be answered otherwise, or ctx ends.
 func (s *Scheduler) awaitEnd(ctx context.Context, j *job, c *leaseClaim, res backend.ClaimResult) error {
@@ -190,7 +221,9 @@ func (s *Scheduler) endManual(j *job, c *leaseClaim, res backend.ClaimResult) {
 // never started (its claim was abandoned, or its history record could not be
 // written), so that nobody finds it unfinished: finished cancelled. It is written
 // again from the outbox until the store answers; a repeat of the claim (the same
-// token, creating nothing) says whether there is a lease to end.
+// token, creating nothing) says whether there is a lease to end. Under a buffer
+// policy a slot the claim stored buffered is withdrawn: left buffered, no one
+// would claim it, and the job's later slots would wait behind it for ever.
 func (s *Scheduler) endUnrun(j *job, rc backend.RunClaim) {
 	held := rc.Token
 	// The lease, if held, is released first; then a token of its own takes the
@@ -198,6 +231,19 @@ func (s *Scheduler) endUnrun(j *job, rc backend.RunClaim) {
 	// repeat-safe, so the outbox may send them again.
 	rc.Token, rc.TakeoverOnly = newToken(), true
 	s.complete(j, rc.Slot, "finish", time.Time{}, func(ctx context.Context) error {
+		if j.cfg.overlap.Buffers() {
+			// The claim may have stored the slot buffered: that holds no lease
+			// to release, and a takeover-only claim of it only waits with it.
+			// The token that buffered it withdraws it by finishing it (on a
+			// lease it holds, that ends the lease the same way).
+			err := s.runs.Finish(ctx, backend.RunKey{Job: j.name, Slot: rc.Slot, Token: held}, StatusCancelled)
+			if err == nil {
+				return nil
+			}
+			if !errors.Is(err, backend.ErrStaleToken) {
+				return err
+			}
+		}
 		if err := s.runs.Release(ctx, backend.RunKey{Job: j.name, Slot: rc.Slot, Token: held}); err != nil {
 			return err
 		}

@@ -65,7 +65,7 @@ func (s *Scheduler) RunNow(ctx context.Context, name string, opts ...RunNowOptio
 		var res backend.ClaimResult
 		var sent time.Time
 		var err error
-		rc, res, sent, err = s.claimManual(ctx, j, &in)
+		rc, res, sent, err = s.claimManual(ctx, j, &in, o.onBuffered)
 		if err != nil {
 			return RunRecord{}, err
 		}
@@ -132,8 +132,9 @@ func (s *Scheduler) History(ctx context.Context, name string, limit int) ([]RunR
 type RunNowOption func(*runNowConfig)
 
 type runNowConfig struct {
-	by      string
-	onStart func(Run)
+	by         string
+	onStart    func(Run)
+	onBuffered func(Run)
 }
 
 // RequestedBy records who asked for the run (a user, a service, a CLI) with the
@@ -145,3 +146,11 @@ func RequestedBy(who string) RunNowOption { return func(c *runNowConfig) { c.by 
 // as an error RunNow returns without having called fn means nothing ran. fn must
 // return quickly.
 func OnStart(fn func(Run)) RunNowOption { return func(c *runNowConfig) { c.onStart = fn } }
+
+// OnBuffered calls fn once, from RunNow's goroutine, when the manual run is
+// stored buffered behind the job's run in progress (a buffer overlap policy) and
+// waits for it to end: the run starts later (OnStart), or, if ctx ends first, is
+// withdrawn. Run names the buffered slot and its token; Attempt is 0. A caller
+// that answers from fn tells the truth: nothing has run yet, and the slot is
+// stored. fn must return quickly.
+func OnBuffered(fn func(Run)) RunNowOption { return func(c *runNowConfig) { c.onBuffered = fn } }

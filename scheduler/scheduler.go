@@ -87,6 +87,8 @@ type job struct {
 	manual atomic.Int32
 	// lastManual is the slot (Unix ms) of this instance's last manual run.
 	lastManual atomic.Int64
+	// orphanCheck is set while checkOrphan looks at the job's buffered slots.
+	orphanCheck atomic.Bool
 }
 
 // Instance returns this scheduler's instance ID.

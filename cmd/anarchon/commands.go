@@ -285,6 +285,8 @@ func (c *cli) trigger(ctx context.Context, client *fleet.Client, job string) err
 	makeVisible(&r) // for the lines below and the error
 	switch {
 	case c.json:
+	case r.Run == nil && r.State == fleet.StateBuffered:
+		fmt.Fprintf(c.stdout, "triggered %q on %s (by %s): buffered behind the run in progress, it runs once that ends; anarchon history %q shows how it ends\n", job, r.Instance, r.By, job)
 	case r.Run == nil:
 		fmt.Fprintf(c.stdout, "triggered %q on %s (by %s); anarchon history %q shows how it ends\n", job, r.Instance, r.By, job)
 	default:

@@ -1,0 +1,73 @@
+package scheduler
+
+import (
+	"time"
+
+	"github.com/anarchon/anarchon/backend"
+)
+
+// A RunNow under a buffer policy stores its manual slot buffered while another
+// run of the job runs, and only that RunNow claims it: no other instance stands
+// by for a manual slot. When its process dies while it waits, the slot stays
+// buffered with no one to claim it, first in line ahead of every later slot of
+// the job: under OverlapBufferOne they are all skipped, under OverlapBufferAll
+// they all wait, until an instance starts and adopts it.
+//
+// So an instance whose claim of a slot is skipped under a buffer policy, or
+// buffered behind a manual slot, looks at the job's unfinished runs: a manual
+// slot first in line with nothing else of the job unfinished (nothing can keep it
+// waiting) is one its RunNow claims at once, as it watches the run before it.
+// Still so a lease later, that RunNow is gone, and the slot is adopted: ended
+// like a manual run whose instance stopped (finished lost, never run).
+
+// checkOrphan looks, beside the caller and once at a time per job, for a
+// buffered manual slot of j that no RunNow claims, and adopts it.
+func (s *Scheduler) checkOrphan(j *job) {
+	if !j.orphanCheck.CompareAndSwap(false, true) {
+		return
+	}
+	if !s.besideIfRunning(func() {
+		defer j.orphanCheck.Store(false)
+		first, ok := s.orphanHead(j)
+		if !ok || !s.sleepUntil(s.loopCtx, s.clock.Now().Add(j.cfg.lease)) {
+			return
+		}
+		again, ok := s.orphanHead(j)
+		if !ok || !again.Slot.Equal(first.Slot) || again.Token != first.Token {
+			return
+		}
+		s.log.Warn("ends a buffered manual run that its RunNow no longer claims", "job", j.name, "slot", first.Slot, "instance", first.Instance)
+		s.adoptOnce(j, first.Slot)
+	}) {
+		j.orphanCheck.Store(false)
+	}
+}
+
+// orphanHead returns j's oldest buffered slot when it is a manual one and every
+// unfinished run of the job is buffered; ok is false otherwise.
+func (s *Scheduler) orphanHead(j *job) (head backend.ActiveRun, ok bool) {
+	ctx, cancel := s.callCtx(s.loopCtx)
+	defer cancel()
+	active, err := s.runs.Active(ctx, j.name)
+	if err != nil {
+		if s.loopCtx.Err() == nil {
+			s.backendError(j, time.Time{}, "active", err)
+		}
+		return head, false
+	}
+	for _, r := range active {
+		if !r.Buffered {
+			return head, false // a run that may keep the buffered slots waiting
+		}
+		if !ok || r.Slot.Before(head.Slot) {
+			head, ok = r, true
+		}
+	}
+	return head, ok && !j.onSchedule(head.Slot)
+}
+
+// behindManual reports whether res, a claim's answer, is buffered behind a
+// manual slot that is itself buffered (no expiry: it holds no lease).
+func (j *job) behindManual(res backend.ClaimResult) bool {
+	return res.Outcome == backend.OutcomeBuffered && !res.WaitsFor.IsZero() && res.Expires.IsZero() && !j.onSchedule(res.WaitsFor)
+}
