@@ -90,15 +90,23 @@ func (h *Handler) act(w http.ResponseWriter, r *http.Request, rt route) {
 func (h *Handler) trigger(ctx context.Context, job, by string) (fleet.TriggerReply, string, error) {
 	if h.cfg.TriggerWait < 0 {
 		r, err := h.cfg.Source.Trigger(ctx, job, fleet.TriggerRequest{By: by})
-		return r, "started", err
+		return r, goesOn(r), err
 	}
 	wctx, cancel := context.WithTimeout(ctx, h.cfg.TriggerWait)
 	defer cancel()
 	r, err := h.cfg.Source.Trigger(wctx, job, fleet.TriggerRequest{By: by, Wait: true})
-	if err != nil && r.State == fleet.StateAccepted && ctx.Err() == nil && wctx.Err() != nil {
-		return r, "started", nil // accepted; the run goes on past the wait
+	if err != nil && (r.State == fleet.StateAccepted || r.State == fleet.StateBuffered) && ctx.Err() == nil && wctx.Err() != nil {
+		return r, goesOn(r), nil // the run goes on past the wait
 	}
 	return r, "finished", err
+}
+
+// goesOn is the done message of a trigger answered r that has not finished.
+func goesOn(r fleet.TriggerReply) string {
+	if r.State == fleet.StateBuffered {
+		return "buffered"
+	}
+	return "started"
 }
 
 // readAction reads the body: a form, or JSON (Content-Type: application/json).

@@ -56,7 +56,8 @@ func startFleet(t testing.TB, cfg web.Config) *testFleet {
 	defer cancel()
 	ns := natstest.Server(t, embedded.Options{})
 	b := memory.New()
-	// slow's runs last until the test ends (closed before the schedulers stop).
+	// slow's runs last until the test ends (closed before the schedulers stop); a
+	// run asked while one goes on is buffered behind it.
 	release := make(chan struct{})
 	slow := func(ctx context.Context, _ scheduler.Run) error {
 		select {
@@ -74,7 +75,7 @@ func startFleet(t testing.TB, cfg web.Config) *testFleet {
 		require.NoError(t, s.Every(jobHostile, rare, ok))
 		require.NoError(t, s.Every(jobBroken, rare, func(context.Context, scheduler.Run) error { return errors.New(hostileErr) }))
 		require.NoError(t, s.Cron(jobDots, "0 9 29 2 MON", ok, scheduler.WithLocation(mustZone(t, "Europe/Athens"))))
-		require.NoError(t, s.Every(jobSlow, rare, slow))
+		require.NoError(t, s.Every(jobSlow, rare, slow, scheduler.WithOverlap(scheduler.OverlapBufferOne)))
 		require.NoError(t, s.Start(ctx))
 		t.Cleanup(func() { require.NoError(t, s.Stop(context.Background())) })
 		svc, err := fleet.Serve(ctx, nc, s)

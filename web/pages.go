@@ -240,6 +240,7 @@ type jobView struct {
 var doneMessages = map[string]string{
 	"finished": "The manual run finished: it is the newest manual run below.",
 	"started":  "The manual run started and goes on: reload to see how it ends.",
+	"buffered": "The manual run waits for the run in progress and starts once it ends: reload to see it.",
 	"paused":   "Paused: every replica follows within a second.",
 	"resumed":  "Resumed: every replica follows within a second.",
 	// A resume whose replica found no pause of the job in force.

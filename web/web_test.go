@@ -386,7 +386,8 @@ func TestActions(t *testing.T) {
 }
 
 // TestRunNowGoesOn: a run longer than TriggerWait goes on; the page says so and
-// lists it as running.
+// lists it as running. One buffered behind it goes on waiting, and the page says
+// that.
 func TestRunNowGoesOn(t *testing.T) {
 	f := startFleet(t, web.Config{Authorize: allow, TriggerWait: 100 * time.Millisecond})
 	r := f.post(t, jobURL(jobSlow)+"/run", nil)
@@ -395,6 +396,13 @@ func TestRunNowGoesOn(t *testing.T) {
 	page := f.get(t, r.header.Get("Location"))
 	assert.Contains(t, page.body, "The manual run started and goes on")
 	assert.Contains(t, page.body, `<tr class="run manual">`, "listed, running")
+
+	// A second one waits for the first: buffered, and the page says so.
+	r = f.post(t, jobURL(jobSlow)+"/run", nil)
+	require.Equal(t, http.StatusSeeOther, r.status, r.body)
+	assert.Equal(t, "/anarchon/job/slow?done=buffered", r.header.Get("Location"))
+	page = f.get(t, r.header.Get("Location"))
+	assert.Contains(t, page.body, "The manual run waits for the run in progress")
 
 	// Without waiting at all.
 	f = startFleet(t, web.Config{Authorize: allow, TriggerWait: -1})
