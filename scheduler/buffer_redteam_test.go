@@ -192,9 +192,7 @@ func TestRedteamRunNowStormBufferOne(t *testing.T) {
 func TestRedteamBufferAllFleetOf30(t *testing.T) {
 	for name, offsets := range map[string][]time.Duration{
 		"no skew": {0},
-		"±1s":     {-time.Second, 0, time.Second},
-		"+2s":     {0, 2 * time.Second},
-		"-2s":     {-2 * time.Second, 0},
+		"±2s":     {-2 * time.Second, -time.Second, 0, time.Second, 2 * time.Second},
 	} {
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) { fleetOf30(t, offsets) })
@@ -230,7 +228,7 @@ func fleetOf30(t *testing.T, offsets []time.Duration) {
 		scheds = append(scheds, s)
 	}
 	maxBuffered := 0
-	for range 12 * 6 {
+	for range 8 * 6 {
 		time.Sleep(10 * time.Second)
 		active, err := scheds[0].Active(t.Context(), "job")
 		require.NoError(t, err)
@@ -276,7 +274,7 @@ func fleetOf30(t *testing.T, offsets []time.Duration) {
 	for _, r := range active {
 		open[r.Slot.UnixMilli()] = true
 	}
-	for k := 0; k < 12; k++ {
+	for k := 0; k < 8; k++ {
 		ms := t0.Add(time.Duration(k) * time.Minute).UnixMilli()
 		switch {
 		case records[ms] == 1:
@@ -285,7 +283,7 @@ func fleetOf30(t *testing.T, offsets []time.Duration) {
 			t.Errorf("slot %d: %d records, open %v", k, records[ms], open[ms])
 		}
 	}
-	assert.Greater(t, len(starts), 4, "the runs follow one another: %d", len(starts))
+	assert.Greater(t, len(starts), 2, "the runs follow one another: %d", len(starts))
 }
 
 // The other side of the dead requester: a RunNow that waits, buffered, behind a
