@@ -87,6 +87,13 @@ type job struct {
 	manual atomic.Int32
 	// lastManual is the slot (Unix ms) of this instance's last manual run.
 	lastManual atomic.Int64
+	// ended is done once the job's run limit was reached (WithMaxRuns): its
+	// loop ends; end ends it.
+	ended context.Context
+	end   context.CancelFunc
+	// limitHit is set by the first claim that told this instance the job's
+	// run limit was reached.
+	limitHit atomic.Bool
 }
 
 // Instance returns this scheduler's instance ID.
