@@ -100,3 +100,40 @@ func TestLimitCountKey(t *testing.T) {
 	assert.Equal(t, limitClaim(job, n-1, 0, 0).Slot.UnixMilli(), rec.Slots[63], "newest last")
 	assert.Equal(t, limitClaim(job, n-64, 0, 0).Slot.UnixMilli(), rec.Slots[0])
 }
+
+// The requests of a first claim with a run limit on one server, counted at the
+// server (each a round trip): without a limit an overlap-allowing first claim is
+// blind (its two chained writes); with one it reads both keys and the count key
+// and writes the count first. Run with -v to read them.
+//
+//	go test ./kvlease/ -run TestLimitRoundTrips -v
+func TestLimitRoundTrips(t *testing.T) {
+	t.Parallel()
+	a, _, sp, conns := holderAndBackup(t, "limit_trips")
+	job := "trips-" + token()
+	count := func(what string, f func()) int64 {
+		n := sp.count(t, conns, f)
+		t.Logf("%s: %d requests", what, n)
+		return n
+	}
+	// The first claim of a store reads the server's clock.
+	mustClaim(t, a, limitClaim(job, 0, backend.OverlapAllow, 0), backend.OutcomeWon)
+	assert.EqualValues(t, 2, count("first claim, no limit", func() {
+		mustClaim(t, a, limitClaim(job, 1, backend.OverlapAllow, 0), backend.OutcomeWon)
+	}))
+	limited := count("first claim with a limit", func() {
+		mustClaim(t, a, limitClaim(job, 2, backend.OverlapAllow, 10), backend.OutcomeWon)
+	})
+	assert.LessOrEqual(t, limited, int64(5), "a read of the run's keys, of the count, the count's write, the two writes")
+	count("first claim answered limit", func() {
+		mustClaim(t, a, limitClaim(job+"-full", 1, backend.OverlapAllow, 1), backend.OutcomeWon)
+		mustClaim(t, a, limitClaim(job+"-full", 2, backend.OverlapAllow, 1), backend.OutcomeLimit)
+	})
+	skip := count("first claim under OverlapSkip, no limit", func() {
+		mustClaim(t, a, limitClaim(job+"-skip", 1, backend.OverlapSkip, 0), backend.OutcomeWon)
+	})
+	skipLimited := count("first claim under OverlapSkip with a limit", func() {
+		mustClaim(t, a, limitClaim(job+"-skiplim", 1, backend.OverlapSkip, 10), backend.OutcomeWon)
+	})
+	assert.LessOrEqual(t, skipLimited, skip+2, "the count's read and write")
+}
