@@ -158,6 +158,8 @@ type limitObs struct {
 	// answer; limit: answered limit, or done with StatusLimit; failed: an error
 	// or a late decision (the store may have counted the slot and not run it).
 	counted, limit, failed bool
+	// reached: the answer said LimitReached.
+	reached bool
 }
 
 type stop struct {
@@ -331,7 +333,7 @@ func (r *record) claimApplied(in *inst, rc backend.RunClaim, res backend.ClaimRe
 		r.limits = append(r.limits, limitObs{key: k, inst: in.name, seq: r.seq,
 			counted: err == nil && (res.Outcome == backend.OutcomeBuffered || res.Outcome == backend.OutcomeWon && res.Attempt == 1 && !res.Reopened && !res.Retried),
 			limit:   err == nil && (res.Outcome == backend.OutcomeLimit || res.Outcome == backend.OutcomeDone && res.Status == backend.StatusLimit),
-			failed:  err != nil || res.Outcome == backend.OutcomeLate})
+			failed:  err != nil || res.Outcome == backend.OutcomeLate, reached: err == nil && res.LimitReached})
 	}
 	if err == nil && res.Outcome == backend.OutcomeWon {
 		if g := r.grantFor(k, res.Fence); g == nil {

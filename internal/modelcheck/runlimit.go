@@ -5,10 +5,11 @@ import (
 	"strings"
 )
 
-// limitReached reports whether a claim of job was answered limit.
+// limitReached reports whether a claim of job was answered limit, or that the
+// limit was reached (ClaimResult.LimitReached).
 func (c *checker) limitReached(job string) bool {
 	for _, o := range c.rec.limits {
-		if o.key.job == job && o.limit {
+		if o.key.job == job && (o.limit || o.reached) {
 			return true
 		}
 	}
@@ -19,7 +20,8 @@ func (c *checker) limitReached(job string) bool {
 //
 //	9a  the slots counted fleet-wide (first won, or buffered, by a claim that
 //	    counts: not manual, backfill, retry, takeover nor reopen) are at most
-//	    MaxRuns
+//	    MaxRuns; a manual slot (off the schedule) buffered by its manual claim
+//	    and won by a counting one (an adopting instance's) is not counted
 //	9b  no slot is answered limit before MaxRuns slots were counted, but for
 //	    the slots whose counting claim failed or was answered late (a store may
 //	    count a slot it did not run: kvlease after a crash between two writes)
@@ -35,7 +37,7 @@ func (c *checker) runLimits() {
 		var order []string
 		judged := false
 		for _, o := range c.rec.limits {
-			if o.key.job != j.Name {
+			if o.key.job != j.Name || o.key.slot%j.Interval.Milliseconds() != 0 {
 				continue
 			}
 			switch {
