@@ -126,6 +126,9 @@ type JobLimits struct {
 	// DedupeWindow is the window the job asked for; zero means the backend's default.
 	DedupeWindow time.Duration
 	Retention    Retention
+	// MaxRuns is the most scheduled slots the job runs, counted fleet-wide by
+	// the run store (RunCounter); zero for no limit.
+	MaxRuns int
 }
 
 // Status says how a run ended, or that it is still running.
@@ -148,6 +151,9 @@ const (
 	StatusLate Status = "late"
 	// StatusPaused is a slot that fell while its job was paused: not run.
 	StatusPaused Status = "paused"
+	// StatusLimit is a slot not run because the job's run limit
+	// (RunClaim.MaxRuns) was reached.
+	StatusLimit Status = "limit"
 )
 
 // Finished reports whether s is a final status.

@@ -39,9 +39,10 @@ import (
 // runs it either. Nothing about a slot's fate lives only in one process's memory.
 // A store may forget a finished slot once RunClaim.Keep has passed.
 type RunStore interface {
-	// Claim decides between won, running, done, overlap, late and none from the
-	// stored state of the run, and on won stores a live lease for in.Token; on
-	// overlap and late it stores the slot as finished skipped or late. Invalid
+	// Claim decides between won, running, done, overlap, late and none (and
+	// retry, buffered, limit with the capabilities) from the stored state of the
+	// run, and on won stores a live lease for in.Token; on overlap, late and
+	// limit it stores the slot as finished skipped, late or limit. Invalid
 	// claims fail with an error matching ErrInvalidClaim.
 	Claim(ctx context.Context, in RunClaim) (ClaimResult, error)
 	// Heartbeat extends the lease only if key.Token still holds it. Otherwise it
@@ -199,7 +200,7 @@ type RunClaim struct {
 	// paused slot stays paused, never run twice.
 	ReopenPaused bool
 	// Backfill lets the claim run, before Deadline, a slot stored finished late,
-	// skipped or paused by another token (Scheduler.Backfill: a slot that never
+	// skipped, limit or paused by another token (Scheduler.Backfill: a slot that never
 	// ran), taken like ReopenPaused's (Reopened set). A store that ignores it
 	// answers done.
 	Backfill bool
@@ -211,6 +212,10 @@ type RunClaim struct {
 	// BufferCap is, under OverlapBufferAll, the most slots of the job stored
 	// buffered at once (DefaultBufferCap when zero); OverlapBufferOne keeps one.
 	BufferCap int
+	// MaxRuns is the most first wins of the job's slots the store counts
+	// (RunCounter); once it has counted MaxRuns, a first claim stores its slot
+	// finished StatusLimit. Zero: no limit, nothing counted.
+	MaxRuns int
 }
 
 // Buffers returns how many slots of the job in's policy keeps buffered at
@@ -245,10 +250,13 @@ const (
 	// OutcomeBuffered: the slot is stored buffered (OverlapBufferer); claim it
 	// again once the run of ClaimResult.WaitsFor ends.
 	OutcomeBuffered ClaimOutcome = "buffered"
+	// OutcomeLimit: the job's run limit was reached (RunCounter); the slot is
+	// stored finished StatusLimit.
+	OutcomeLimit ClaimOutcome = "limit"
 )
 
 // DecidedOutcome is the outcome a store answers a claim of a finished slot with.
-// The token that stored a skipped or late decision (decider: the claim's token is
+// The token that stored a skipped, late or limit decision (decider: the claim's token is
 // the stored one, and the run never held a lease, so its fence is 0) is told that
 // decision again, so that its claim is repeat-safe; every other claim is told
 // done, with the stored status in ClaimResult.Status.
@@ -259,6 +267,8 @@ func DecidedOutcome(status Status, decider bool) ClaimOutcome {
 			return OutcomeOverlap
 		case StatusLate:
 			return OutcomeLate
+		case StatusLimit:
+			return OutcomeLimit
 		}
 	}
 	return OutcomeDone
@@ -269,7 +279,7 @@ func (in RunClaim) Key() RunKey { return RunKey{Job: in.Job, Slot: in.Slot, Toke
 
 // MayReopen reports whether in may take a slot stored finished with status by
 // token as attempt: claimed by another token, a paused slot with ReopenPaused or
-// Backfill, a late or skipped one with Backfill, any other with Rerun while the
+// Backfill, a late, skipped or limit one with Backfill, any other with Rerun while the
 // attempt is RerunAttempt. The store also checks in.Deadline by its own clock.
 func (in RunClaim) MayReopen(status Status, token string, attempt int) bool {
 	if token == in.Token || !status.Finished() {
@@ -278,7 +288,7 @@ func (in RunClaim) MayReopen(status Status, token string, attempt int) bool {
 	switch status {
 	case StatusPaused:
 		return in.ReopenPaused || in.Backfill
-	case StatusLate, StatusSkipped:
+	case StatusLate, StatusSkipped, StatusLimit:
 		return in.Backfill
 	}
 	return in.Backfill && in.Rerun && attempt == in.RerunAttempt
@@ -304,7 +314,7 @@ type ClaimResult struct {
 	// PreviousAttempt is the attempt number that was taken over.
 	PreviousAttempt int
 	// Status is the slot's final status on done: how it ended (ok, error, ...), or
-	// skipped or late when that was the stored decision. Empty when unknown.
+	// skipped, late or limit when that was the stored decision. Empty when unknown.
 	Status Status
 	// Reopened says the won run was a slot stored finished, reopened by a claim
 	// with ReopenPaused or Backfill (and by its repeats).
@@ -321,6 +331,9 @@ type ClaimResult struct {
 	// Holder and Expires are then that run's. Zero when the claim's own slot is
 	// held, or when the store does not say.
 	WaitsFor time.Time
+	// LimitReached says, on won or buffered, that the slot was the MaxRuns-th
+	// the store counted (RunCounter): the job runs no further scheduled slot.
+	LimitReached bool
 }
 
 // ActiveRun is an unfinished run in a RunStore.

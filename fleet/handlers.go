@@ -242,7 +242,7 @@ const viewConcurrency = 16
 // runs (from one LastRuns read for every job: batched when the backend can) and
 // one read of its unfinished runs.
 func (f *Service) jobState(ctx context.Context, j scheduler.JobInfo, last map[string]scheduler.LastRuns, lastErr error) JobState {
-	st := JobState{Name: j.Job, Schedule: j.Schedule, State: JobActive, Next: j.Next}
+	st := JobState{Name: j.Job, Schedule: j.Schedule, State: JobActive, Next: j.Next, MaxRuns: j.MaxRuns, LimitReached: j.LimitReached}
 	if p, ok := f.s.Paused(j.Job); ok {
 		st.State, st.Pause = JobPaused, pauseInfo(p)
 	} else if j.Next.IsZero() {

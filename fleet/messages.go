@@ -240,7 +240,8 @@ const (
 	// JobPaused: a pause holds the job (JobState.Pause says which).
 	JobPaused = "paused"
 	// JobEnded: the job's schedule has no slot left (a one-time job past its
-	// instant, a bounded one past its end); no pause holds it.
+	// instant, a bounded one past its end), or its run limit was reached
+	// (JobState.LimitReached); no pause holds it.
 	JobEnded = "ended"
 )
 
@@ -259,6 +260,11 @@ type JobState struct {
 	Schedule string `json:"schedule"`
 	// State is JobActive, JobPaused or JobEnded.
 	State string `json:"state"`
+	// MaxRuns is the job's fleet-wide run limit (scheduler.WithMaxRuns); 0:
+	// none. LimitReached says the replica was told it is reached: its loop of
+	// the job ended (RunNow still runs it).
+	MaxRuns      int  `json:"max_runs,omitempty"`
+	LimitReached bool `json:"limit_reached,omitempty"`
 	// Pause is the pause in force on the replica's view (the job's own, or the
 	// all-jobs pause with Job ""); nil while the job runs.
 	Pause *PauseInfo `json:"pause,omitempty"`

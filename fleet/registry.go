@@ -102,13 +102,15 @@ type Declaration struct {
 	MaxLateMS int64  `json:"max_late_ms"`
 	JitterMS  int64  `json:"jitter_ms,omitempty"`
 	TimeoutMS int64  `json:"timeout_ms,omitempty"`
+	// MaxRuns is the job's fleet-wide run limit (scheduler.WithMaxRuns); 0: none.
+	MaxRuns int `json:"max_runs,omitempty"`
 }
 
 func declarationOf(j backend.JobLimits) Declaration {
 	return Declaration{
 		Name: j.Job, Schedule: j.Schedule, Overlap: j.Overlap.String(), CatchUp: j.CatchUp.String(),
 		LeaseMS: j.Lease.Milliseconds(), MaxLateMS: j.MaxLate.Milliseconds(),
-		JitterMS: j.Jitter.Milliseconds(), TimeoutMS: j.Timeout.Milliseconds(),
+		JitterMS: j.Jitter.Milliseconds(), TimeoutMS: j.Timeout.Milliseconds(), MaxRuns: j.MaxRuns,
 	}
 }
 
@@ -626,7 +628,7 @@ func conflictOf(job string, mine Declaration, me string, entries map[string]*reg
 }
 
 // declarationFields are the fields of a Declaration that replicas must agree on.
-var declarationFields = []string{"schedule", "overlap", "catch-up", "lease", "max lateness", "jitter", "timeout"}
+var declarationFields = []string{"schedule", "overlap", "catch-up", "lease", "max lateness", "jitter", "timeout", "max runs"}
 
 func fieldValue(field string, d Declaration) string {
 	switch field {
@@ -644,6 +646,11 @@ func fieldValue(field string, d Declaration) string {
 		return (time.Duration(d.JitterMS) * time.Millisecond).String()
 	case "timeout":
 		return (time.Duration(d.TimeoutMS) * time.Millisecond).String()
+	case "max runs":
+		if d.MaxRuns == 0 {
+			return "no limit"
+		}
+		return strconv.Itoa(d.MaxRuns)
 	}
 	return ""
 }

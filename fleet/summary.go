@@ -46,8 +46,14 @@ type JobSummary struct {
 	Pause    *PauseInfo `json:"pause,omitempty"`
 	PausedOn []string   `json:"paused_on,omitempty"`
 	// State is JobPaused when some replica sees a pause, JobEnded when every
-	// replica says the job has no slot left, else JobActive.
+	// replica says the job has no slot left or one says its run limit was
+	// reached (the limit is counted fleet-wide), else JobActive.
 	State string `json:"state"`
+	// MaxRuns is the run limit as the first replica (by instance) declares it
+	// (replicas that differ are reported as a job conflict); LimitReached says
+	// a replica was told it is reached.
+	MaxRuns      int  `json:"max_runs,omitempty"`
+	LimitReached bool `json:"limit_reached,omitempty"`
 	// Next is the earliest next slot the replicas report.
 	Next time.Time `json:"next,omitzero"`
 	// LastRun, LastSuccess, LastFailure, Running and RunningMore are as the first replica (by
@@ -85,9 +91,10 @@ func summarize(replicas []Replica) *Fleet {
 		for _, j := range r.Jobs {
 			s := byJob[j.Name]
 			if s == nil {
-				s = &JobSummary{Name: j.Name, Schedules: map[string][]string{}, State: JobActive}
+				s = &JobSummary{Name: j.Name, Schedules: map[string][]string{}, State: JobActive, MaxRuns: j.MaxRuns}
 				byJob[j.Name] = s
 			}
+			s.LimitReached = s.LimitReached || j.LimitReached
 			if !j.Next.IsZero() && (s.Next.IsZero() || j.Next.Before(s.Next)) {
 				s.Next = j.Next
 			}
@@ -119,7 +126,7 @@ func summarize(replicas []Replica) *Fleet {
 	}
 	for _, name := range slices.Sorted(maps.Keys(byJob)) {
 		s := byJob[name]
-		if s.State == JobActive && !goesOn[name] {
+		if s.State == JobActive && (!goesOn[name] || s.LimitReached) {
 			s.State = JobEnded
 		}
 		if len(s.Schedules) == 1 {

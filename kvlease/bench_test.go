@@ -39,6 +39,27 @@ func BenchmarkClaimWin(b *testing.B) {
 	}
 }
 
+// BenchmarkClaimWinLimited: first claims of fresh slots of a job with a run
+// limit (RunClaim.MaxRuns): not blind, a read of the run's keys and the count
+// key, the count's write, then the two writes.
+func BenchmarkClaimWinLimited(b *testing.B) {
+	for name, s := range benchStores(b) {
+		b.Run(name, func(b *testing.B) {
+			job := "bench " + token()
+			slot := time.UnixMilli(1_900_000_000_000)
+			for b.Loop() {
+				slot = slot.Add(time.Second)
+				in := claimOf(job, slot, token(), time.Minute)
+				in.MaxRuns = 1 << 30
+				res, err := s.Claim(b.Context(), in)
+				if err != nil || res.Outcome != backend.OutcomeWon {
+					b.Fatalf("claim: %v %v", res.Outcome, err)
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkClaimRunning: a backup's claim of a held slot (its lost write, then one
 // read of both keys on a single server; two leader reads on R3).
 func BenchmarkClaimRunning(b *testing.B) {

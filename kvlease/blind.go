@@ -19,11 +19,11 @@ import (
 //
 // It is tried only for a claim that would decide nothing before writing: not a
 // takeover-only claim, not a job that forbids overlap (which looks at the job's
-// other slots first), a deadline the cached estimate of the server's clock shows
+// other slots first), nor one with a run limit (which counts first), a deadline the cached estimate of the server's clock shows
 // unambiguously ahead, and a slot this store has not answered before (a backup's
 // claims of a slot it saw running read first: they find it running or finished).
 func (c *claiming) blind(ctx context.Context) (res backend.ClaimResult, answered bool, err error) {
-	if !c.s.mem.firstSight(c.k) || c.in.TakeoverOnly || c.in.Overlap.Exclusive() {
+	if !c.s.mem.firstSight(c.k) || c.in.TakeoverOnly || c.in.Overlap.Exclusive() || c.in.Counts() {
 		return res, false, nil
 	}
 	if !c.in.Deadline.IsZero() {

@@ -180,6 +180,7 @@ const (
 	stepListed   bufferStep = "listed"   // a slot entered the list, its record not yet buffered
 	stepUnlisted bufferStep = "unlisted" // a claim (or a withdrawal) took its slot off the list, its record still buffered
 	stepMarked   bufferStep = "marked"   // Retry marked the retry, the run record not yet in state retry
+	stepCounted  bufferStep = "counted"  // a claim counted its slot (runlimit.go), its lease key or run record not yet written
 )
 
 // errDied is what a call stopped by bufferHook returns.
@@ -304,13 +305,25 @@ func (c *claiming) firstBuffered(ctx context.Context, run runEntry, ls leaseEntr
 		c.purgeMine(ctx)
 		return c.storeDecision(ctx, run.rev, backend.StatusLate)
 	}
+	if limit, err := c.limited(ctx); err != nil || limit {
+		if err != nil {
+			return backend.ClaimResult{}, err
+		}
+		return c.storeLimit(ctx, run)
+	}
 	if len(l.blockers) > 0 || len(l.buf.rec.Slots) > 0 {
 		c.purgeMine(ctx)
 		return c.bufferSlot(ctx, run, l)
 	}
-	if c.mine != 0 { // resume: the second look, then the run record
+	if c.mine != 0 { // resume: the second look, the count, then the run record
 		if res, backedOff, err := c.backOff(ctx, run, c.mine); err != nil || backedOff {
 			return res, err
+		}
+		if limit, err := c.countRun(ctx); err != nil || limit {
+			if err != nil {
+				return backend.ClaimResult{}, err
+			}
+			return c.storeLimit(ctx, run)
 		}
 		return c.writeRun(ctx, run, c.mine, ls.expires())
 	}
@@ -339,6 +352,13 @@ func (c *claiming) bufferSlot(ctx context.Context, run runEntry, l bufferLook) (
 	if len(buf.rec.Slots) >= c.in.Buffers() || encodedLen(next) > maxBufferBytes {
 		return c.storeDecision(ctx, run.rev, backend.StatusSkipped)
 	}
+	// Counted before it is listed: a buffered slot is a decision to run it.
+	if limit, err := c.countRun(ctx); err != nil || limit {
+		if err != nil {
+			return backend.ClaimResult{}, err
+		}
+		return c.storeDecision(ctx, run.rev, backend.StatusLimit)
+	}
 	if err := c.s.writeBuffer(ctx, c.b, c.in.Job, buf.rev, next); err != nil {
 		return backend.ClaimResult{}, err // a lost race: decide again
 	}
@@ -353,6 +373,7 @@ func (c *claiming) bufferSlot(ctx context.Context, run runEntry, l bufferLook) (
 	}
 	l.buf = bufferEntry{rec: next}
 	if res, ok := l.waitsFor(own); ok {
+		res.LimitReached = c.last
 		return res, nil
 	}
 	return backend.ClaimResult{}, fmt.Errorf("%w: nothing keeps the buffered slot waiting", errConflict)
@@ -396,7 +417,7 @@ func (l bufferLook) waitsFor(own int64) (backend.ClaimResult, bool) {
 func (c *claiming) bufferedRecord(q queued) runRecord {
 	return runRecord{
 		V: recordVersion, Job: c.in.Job, SlotMS: q.SlotMS, Token: q.Token, Instance: q.Instance,
-		Attempt: 1, Buffer: true, State: stateBuffered, LeaseMS: c.lease.Milliseconds(), KeepMS: c.keepMS,
+		Attempt: 1, Buffer: true, State: stateBuffered, LeaseMS: c.lease.Milliseconds(), KeepMS: c.keepMS, Last: c.last,
 	}
 }
 
@@ -484,6 +505,7 @@ func (c *claiming) claimBuffered(ctx context.Context, run runEntry, ls leaseEntr
 			if err := c.complete(ctx, run, entry, listed); err != nil {
 				return backend.ClaimResult{}, err
 			}
+			res.LimitReached = run.rec != nil && run.rec.Last
 			return res, nil
 		}
 	}
@@ -512,6 +534,7 @@ func (c *claiming) claimBuffered(ctx context.Context, run runEntry, ls leaseEntr
 				return backend.ClaimResult{}, err
 			}
 			res, _ := bufferLook{blockers: blockersOf(found)}.waitsFor(own)
+			res.LimitReached = run.rec != nil && run.rec.Last
 			return res, nil
 		}
 	}
@@ -527,6 +550,7 @@ func (c *claiming) claimBuffered(ctx context.Context, run runEntry, ls leaseEntr
 	if err != nil {
 		return backend.ClaimResult{}, err
 	}
+	next.Last = run.rec != nil && run.rec.Last
 	runRev, err := c.s.put(ctx, c.b, c.runWrite(next, run.rev))
 	if err != nil {
 		return backend.ClaimResult{}, err // withdrawn, or completed meanwhile: decide again

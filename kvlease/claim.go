@@ -53,6 +53,8 @@ func checkClaim(in backend.RunClaim) error {
 			backend.ErrInvalidClaim, in.Job, in.Lease, backend.MinLease)
 	case in.Keep < 0:
 		return fmt.Errorf("%w: kvlease: claim for job %q: negative keep %v", backend.ErrInvalidClaim, in.Job, in.Keep)
+	case in.MaxRuns < 0:
+		return fmt.Errorf("%w: kvlease: claim for job %q: max runs must not be negative, got %d", backend.ErrInvalidClaim, in.Job, in.MaxRuns)
 	}
 	return nil
 }
@@ -72,6 +74,10 @@ type claiming struct {
 	// inFlightWaits counts the rounds spent waiting for earlier slots' claims in
 	// flight (cancelEarlier).
 	inFlightWaits int
+	// counted is the job's count key as this round read or wrote it (runlimit.go);
+	// last says the claim's slot is the MaxRuns-th counted.
+	counted *countEntry
+	last    bool
 }
 
 // claim decides in: from a finish the shared watcher saw, by a first claim's writes
@@ -115,6 +121,7 @@ func lostRace(err error) bool { return errors.Is(err, errConflict) || errors.Is(
 // lease is live (take). An error for which lostRace holds asks for another round.
 func (c *claiming) round(ctx context.Context) (backend.ClaimResult, error) {
 	sent := time.Now()
+	c.counted, c.last = nil, false
 	run, ls, err := c.s.readBoth(ctx, c.b, c.k)
 	if err != nil {
 		return backend.ClaimResult{}, err
@@ -226,6 +233,15 @@ func (c *claiming) resume(ctx context.Context, run runEntry, ls leaseEntry) (bac
 			return res, err
 		}
 	}
+	if run.rec == nil {
+		c.mine = ls.rev
+		if limit, err := c.countRun(ctx); err != nil || limit {
+			if err != nil {
+				return backend.ClaimResult{}, err
+			}
+			return c.storeLimit(ctx, run)
+		}
+	}
 	return c.writeRun(ctx, run, ls.rev, ls.expires())
 }
 
@@ -266,6 +282,14 @@ func (c *claiming) take(ctx context.Context, run runEntry, ls leaseEntry) (backe
 	if c.in.Overlap.Exclusive() {
 		return c.takeApart(ctx, run, ls)
 	}
+	if run.rec == nil {
+		if limit, err := c.countRun(ctx); err != nil || limit {
+			if err != nil {
+				return backend.ClaimResult{}, err
+			}
+			return c.storeLimit(ctx, run)
+		}
+	}
 	return c.writeBoth(ctx, run, ls.rev, false)
 }
 
@@ -290,6 +314,14 @@ func (c *claiming) takeApart(ctx context.Context, run runEntry, ls leaseEntry) (
 	}
 	if res, backedOff, err := c.backOff(ctx, run, rev); err != nil || backedOff {
 		return res, err
+	}
+	if run.rec == nil {
+		if limit, err := c.countRun(ctx); err != nil || limit {
+			if err != nil {
+				return backend.ClaimResult{}, err
+			}
+			return c.storeLimit(ctx, run)
+		}
 	}
 	return c.writeRun(ctx, run, rev, expires)
 }
@@ -366,7 +398,10 @@ func (c *claiming) nextRun(ctx context.Context, prev *runRecord) (runRecord, err
 		V: recordVersion, Job: c.in.Job, SlotMS: c.in.Slot.UnixMilli(),
 		Token: c.in.Token, Instance: c.in.Instance, Attempt: 1, Fence: fence,
 		State: stateRunning, LeaseMS: c.lease.Milliseconds(), KeepMS: c.keepMS,
-		Buffer: c.in.Overlap.Buffers(),
+		Buffer: c.in.Overlap.Buffers(), Last: c.last,
+	}
+	if prev != nil {
+		next.Last = prev.Last
 	}
 	switch {
 	case prev != nil && prev.finished(): // a paused slot reopened (see reopens)
@@ -395,7 +430,8 @@ func mayReopen(in backend.RunClaim, rec *runRecord) bool {
 }
 
 // firstDecision decides a first claim of a slot with nothing stored: late when the
-// server's clock is past the deadline, skipped when the job forbids overlap and
+// server's clock is past the deadline, limit when the job's run limit is reached
+// (runlimit.go), skipped when the job forbids overlap and
 // another of its slots holds a live lease on an unfinished run, else "" (claim it).
 // Under OverlapCancelOther, when only earlier slots hold the job, it asks them to
 // end instead and answers running (answered: cancelEarlier).
@@ -403,6 +439,9 @@ func (c *claiming) firstDecision(ctx context.Context) (status backend.Status, re
 	late, err := c.s.pastDeadline(ctx, c.b, c.in.Deadline)
 	if err != nil || late {
 		return backend.StatusLate, res, false, err
+	}
+	if limit, err := c.limited(ctx); err != nil || limit {
+		return backend.StatusLimit, res, false, err
 	}
 	switch c.in.Overlap {
 	case backend.OverlapSkip:
@@ -423,7 +462,7 @@ func (c *claiming) firstDecision(ctx context.Context) (status backend.Status, re
 	return "", res, false, nil
 }
 
-// storeDecision stores the slot finished with status (skipped or late) for this
+// storeDecision stores the slot finished with status (skipped, late or limit) for this
 // token, by compare-and-set from the run record's revision runRev, and answers the
 // decision. A lost race returns an error matching errConflict.
 func (c *claiming) storeDecision(ctx context.Context, runRev uint64, status backend.Status) (backend.ClaimResult, error) {
@@ -459,6 +498,6 @@ func wonResult(r *runRecord, expires time.Time) backend.ClaimResult {
 	if r.PreviousToken != "" {
 		res.Previous, res.PreviousToken, res.PreviousAttempt = r.Previous, r.PreviousToken, r.Attempt-1
 	}
-	res.Reopened, res.Retried = r.Reopened, r.Retried
+	res.Reopened, res.Retried, res.LimitReached = r.Reopened, r.Retried, r.Last
 	return res
 }

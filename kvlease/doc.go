@@ -27,14 +27,14 @@
 //
 // # Keys
 //
-// Each run (job, slot) has two keys, and a job under a buffer overlap policy one
-// more:
+// Each run (job, slot) has two keys, a job under a buffer overlap policy one
+// more, and a job with a run limit (RunClaim.MaxRuns) one more:
 //
 //	lease.<job>.<slot>   the lease: {token, instance, lease_ms, cancel_slot_ms,
 //	                     cancel_instance, cancel_token}; TTL = the lease
 //	run.<job>.<slot>     the run record: {job, slot_ms, token, instance, attempt,
 //	                     fence, previous, previous_token, reopened, retried,
-//	                     buffer, state, status, lease_ms, keep_ms,
+//	                     buffer, last (the limit's last counted slot), state, status, lease_ms, keep_ms,
 //	                     retry_delay_ms, retry_within_ms, cancel_slot_ms,
 //	                     cancel_instance, cancel_token}; TTL = keep (at least
 //	                     three leases while running; delay + within + keep in
@@ -43,6 +43,13 @@
 //	                     {slots: [{slot_ms, token, instance}] oldest first,
 //	                     retries: [{slot_ms, token}]}; no TTL, purged when
 //	                     empty
+//	count.<job>          the job's counted runs: {runs, slots: the newest 64
+//	                     counted slot_ms, last_ms}; no TTL, compare-and-set
+//	                     only; written before the counted run's lease key (for
+//	                     a job that forbids overlap, after the second look at
+//	                     its other slots, before the run record), so that a
+//	                     crash between the two leaves a slot counted that never
+//	                     ran: the count errs high, never low
 //
 // <job> is the job name in unpadded base64url, so a name may hold any character
 // (dots, spaces, unicode); <slot> is the slot's Unix time in milliseconds.

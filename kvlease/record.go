@@ -85,7 +85,9 @@ type runRecord struct {
 	Retried bool `json:"retried,omitempty"`
 	// Buffer: the run was claimed under a buffer overlap policy, so that its
 	// Retry marks the job's buffer key (a stored retry holds the job).
-	Buffer  bool           `json:"buffer,omitempty"`
+	Buffer bool `json:"buffer,omitempty"`
+	// Last: the slot was the MaxRuns-th counted of its job (runlimit.go).
+	Last    bool           `json:"last,omitempty"`
 	State   string         `json:"state"`
 	Status  backend.Status `json:"status,omitempty"`
 	LeaseMS int64          `json:"lease_ms"`

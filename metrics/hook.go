@@ -151,7 +151,8 @@ func outcomeLabel(e scheduler.Event) string {
 	}
 	switch o {
 	case scheduler.OutcomeWon, scheduler.OutcomeRunning, scheduler.OutcomeDone,
-		scheduler.OutcomeOverlap, scheduler.OutcomeLate, scheduler.OutcomeNone, scheduler.OutcomeRetry, scheduler.OutcomeBuffered:
+		scheduler.OutcomeOverlap, scheduler.OutcomeLate, scheduler.OutcomeNone, scheduler.OutcomeRetry, scheduler.OutcomeBuffered,
+		scheduler.OutcomeLimit:
 		return string(o)
 	}
 	return "other"
@@ -162,7 +163,7 @@ func statusLabel(s scheduler.Status) string {
 	switch s {
 	case scheduler.StatusOK, scheduler.StatusError, scheduler.StatusTimeout, scheduler.StatusCancelled,
 		scheduler.StatusLost, scheduler.StatusSuperseded, scheduler.StatusSkipped, scheduler.StatusLate,
-		scheduler.StatusRunning, scheduler.StatusPaused:
+		scheduler.StatusRunning, scheduler.StatusPaused, scheduler.StatusLimit:
 		return string(s)
 	}
 	return "other"

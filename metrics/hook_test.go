@@ -262,6 +262,7 @@ func TestLabelValuesStayBounded(t *testing.T) {
 	m.OnEvent(scheduler.Event{Kind: scheduler.EventLost, Job: "j", Outcome: "none"})
 	m.OnEvent(scheduler.Event{Kind: scheduler.EventClaimed, Job: "j"})
 	m.OnEvent(scheduler.Event{Kind: scheduler.EventStandby, Job: "j"})
+	m.OnEvent(scheduler.Event{Kind: scheduler.EventLost, Job: "j", Outcome: scheduler.OutcomeLimit})
 	m.OnEvent(finished("j", "exploded", false, 0))
 	for _, op := range []string{"", "Claim", "save result", "9lives", strings.Repeat("x", 33), "claim\n"} {
 		m.OnEvent(scheduler.Event{Kind: scheduler.EventBackendError, Job: "j", Op: op})
@@ -272,6 +273,7 @@ func TestLabelValuesStayBounded(t *testing.T) {
 	assert.Equal(t, 1.0, value(t, reg, "anarchon_claims_total", "job_name", "j", "outcome", "none"))
 	assert.Equal(t, 1.0, value(t, reg, "anarchon_claims_total", "job_name", "j", "outcome", "won"))
 	assert.Equal(t, 1.0, value(t, reg, "anarchon_claims_total", "job_name", "j", "outcome", "running"))
+	assert.Equal(t, 1.0, value(t, reg, "anarchon_claims_total", "job_name", "j", "outcome", "limit"), "a slot stored limit")
 	assert.Equal(t, 1.0, value(t, reg, "anarchon_runs_total", "job_name", "j", "status", "other", "manual", "false"))
 	assert.Equal(t, 6.0, value(t, reg, "anarchon_backend_errors_total", "job_name", "j", "op", "other"))
 	assert.Equal(t, 1.0, value(t, reg, "anarchon_backend_errors_total", "job_name", "j", "op", "watch_v2"), "a well-formed new op keeps its name")

@@ -308,10 +308,10 @@ func (s *Scheduler) backfill(j *job, taken []*backfillSlot, concurrency int) {
 }
 
 // ran reports whether a slot with status ran, or may have: anything but late,
-// paused and skipped (a status this version does not know included).
+// paused, skipped and limit (a status this version does not know included).
 func ran(status Status) bool {
 	switch status {
-	case StatusLate, StatusPaused, StatusSkipped:
+	case StatusLate, StatusPaused, StatusSkipped, StatusLimit:
 		return false
 	}
 	return status != ""

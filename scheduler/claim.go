@@ -95,6 +95,7 @@ func (s *Scheduler) handleClaim(j *job, slot time.Time, kind claimKind, bf *back
 			Lease:     j.cfg.lease,
 			Overlap:   j.cfg.overlap,
 			BufferCap: j.cfg.bufferCap,
+			MaxRuns:   j.cfg.maxRuns,
 			Keep:      j.keep(),
 		},
 		kind:          kind,
@@ -118,7 +119,7 @@ func (s *Scheduler) handleClaim(j *job, slot time.Time, kind claimKind, bf *back
 		// A backfilled slot may start now, and runs once across the fleet: a
 		// slot stored late, skipped or paused is reopened.
 		c.localDeadline = s.clock.Now().Add(j.cfg.maxLate)
-		c.Backfill = true
+		c.Backfill, c.MaxRuns = true, 0 // a backfilled slot is not counted
 		// A rerun takes the attempt its Backfill read in history, and only that
 		// one: of two reruns asked at once, one runs the slot.
 		c.Rerun, c.RerunAttempt = bf.rerun, bf.rerunAttempt
@@ -198,6 +199,9 @@ func (s *Scheduler) follow(j *job, c *leaseClaim, res backend.ClaimResult, sent 
 		if j.cfg.overlap.Buffers() {
 			s.checkOrphan(j) // the buffer may be full of a RunNow that is gone
 		}
+	case backend.OutcomeLimit:
+		s.emit(Event{Kind: EventLost, Job: j.name, Slot: c.Slot, Token: c.Token, Outcome: res.Outcome})
+		s.recordOnce(j, c.Slot, StatusLimit, fmt.Sprintf("the job's run limit of %d runs was reached", c.MaxRuns))
 	case backend.OutcomeLate:
 		s.emit(Event{Kind: EventLate, Job: j.name, Slot: c.Slot, Token: c.Token, Outcome: res.Outcome, Backfill: c.backfill()})
 		s.recordOnce(j, c.Slot, StatusLate, c.why)
@@ -268,6 +272,7 @@ func (s *Scheduler) claimLease(j *job, c *leaseClaim) (backend.ClaimResult, time
 				from = c.unanswered
 			}
 			c.unanswered = time.Time{}
+			s.noteLimit(j, c, res)
 			return res, from, nil
 		}
 		if c.unanswered.IsZero() {
@@ -423,4 +428,25 @@ func retryMargin(j *job, slot, at time.Time) time.Duration {
 		window = min(window, next.Sub(at))
 	}
 	return max(min(retryClaimMargin, window/4), 0)
+}
+
+// noteLimit ends j's loop on this instance when res, the answer to c, says the
+// job's run limit was reached: the win or buffering of the last counted slot, a
+// slot this claim stored limit, or a loop's slot another instance stored limit
+// (a catch-up slot stored limit may be older than a limit raised since).
+func (s *Scheduler) noteLimit(j *job, c *leaseClaim, res backend.ClaimResult) {
+	if c.MaxRuns == 0 {
+		return
+	}
+	switch {
+	case res.LimitReached, res.Outcome == backend.OutcomeLimit:
+	case res.Outcome == backend.OutcomeDone && res.Status == StatusLimit && c.kind == claimScheduled:
+	default:
+		return
+	}
+	if !j.limitHit.CompareAndSwap(false, true) {
+		return
+	}
+	j.end()
+	s.emit(Event{Kind: EventLimitReached, Job: j.name, Slot: c.Slot, Token: c.Token, Outcome: res.Outcome})
 }

@@ -15,7 +15,8 @@ const (
 	EventScheduled EventKind = "scheduled"
 	// EventClaimed: this instance won the slot (Event.Outcome says how).
 	EventClaimed EventKind = "claimed"
-	// EventLost: another instance has the slot (running or done).
+	// EventLost: another instance has the slot (running or done), or the slot
+	// was stored limit (Event.Outcome limit: the job's run limit was reached).
 	EventLost EventKind = "lost"
 	// EventLate: the slot's start deadline passed before this instance claimed it.
 	EventLate EventKind = "late"
@@ -57,6 +58,12 @@ const (
 	// instance's run of Event.Slot to end (OverlapCancelOther); the handler's
 	// context is cancelled, Event.Err says by whom.
 	EventCancelRequested EventKind = "cancel_requested"
+	// EventLimitReached: the job's run limit was reached (WithMaxRuns): this
+	// instance claims no further scheduled slot of it, its loop ended. Sent once
+	// per instance; Event.Slot is the slot whose claim told it, Event.Outcome
+	// that claim's outcome (won or buffered: the last counted slot; limit or
+	// done: a slot stored limit).
+	EventLimitReached EventKind = "limit_reached"
 )
 
 // Event is what the scheduler reports to Config.OnEvent.

@@ -90,6 +90,9 @@ func LogEvents(log *slog.Logger) func(Event) {
 		case EventClaimed, EventLost:
 			msg = "claim " + string(e.Kind)
 			attrs = append(attrs, slog.String("outcome", string(e.Outcome)))
+		case EventLimitReached:
+			level, msg = slog.LevelInfo, "run limit reached: the job's loop ended"
+			attrs = append(attrs, slog.String("outcome", string(e.Outcome)))
 		case EventScheduled:
 			msg = "next slot"
 			attrs = append(attrs, slog.Time("next", e.Next))

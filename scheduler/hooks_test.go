@@ -35,13 +35,17 @@ func TestLogEvents(t *testing.T) {
 	h(scheduler.Event{Kind: scheduler.EventClaimed, Job: "report", Instance: "a", Slot: slot}) // debug: not shown
 	h(scheduler.Event{Kind: scheduler.EventLost, Job: "report", Instance: "a", Slot: slot, Outcome: backend.OutcomeDone})
 	h(scheduler.Event{Kind: scheduler.EventLate, Job: "report", Instance: "a", Slot: slot})
+	h(scheduler.Event{Kind: scheduler.EventLimitReached, Job: "report", Instance: "a", Slot: slot, Outcome: backend.OutcomeLimit})
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
-	if assert.Len(t, lines, 2, buf.String()) {
+	if assert.Len(t, lines, 3, buf.String()) {
 		assert.Contains(t, lines[0], "level=INFO", "a failure is the scheduler's own line (Config.Logger)")
 		assert.Contains(t, lines[0], `msg="run finished"`)
 		assert.Contains(t, lines[0], `err="disk full"`)
 		assert.Contains(t, lines[0], "job=report")
 		assert.Contains(t, lines[1], "slot late")
+		assert.Contains(t, lines[2], "level=INFO")
+		assert.Contains(t, lines[2], `msg="run limit reached: the job's loop ended"`)
+		assert.Contains(t, lines[2], "outcome=limit")
 	}
 	assert.NotPanics(t, func() { scheduler.LogEvents(nil)(scheduler.Event{Kind: scheduler.EventFinished}) })
 }

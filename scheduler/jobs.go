@@ -15,8 +15,12 @@ type JobInfo struct {
 	// clock and its view of the pauses: while a pause with an end holds the job, the
 	// first slot at or after that end (a job with catch-up also runs the slots the
 	// pause held, within its window, when the pause ends). Zero when the schedule
-	// has no further slot, or while a pause without an end holds the job.
+	// has no further slot, once the job's run limit was reached, or while a pause
+	// without an end holds the job.
 	Next time.Time
+	// LimitReached says a claim told this instance that the job's run limit
+	// (WithMaxRuns, JobLimits.MaxRuns) was reached: its loop ended.
+	LimitReached bool
 }
 
 // maxPauseSteps bounds how many pauses nextRun steps past: a job is held by at
@@ -26,6 +30,9 @@ const maxPauseSteps = 4
 // nextRun is j's first slot after now that no pause in this instance's view holds;
 // zero when there is none (the schedule ends, or a pause has no end).
 func (s *Scheduler) nextRun(j *job, now time.Time) time.Time {
+	if j.ended.Err() != nil {
+		return time.Time{}
+	}
 	next := j.sched.Next(now)
 	for range maxPauseSteps {
 		p, paused := s.pauses.of(j.name, next)
@@ -49,7 +56,7 @@ func (s *Scheduler) Jobs() []JobInfo {
 	now := s.clock.Now()
 	out := make([]JobInfo, 0, len(jobs))
 	for _, j := range jobs {
-		out = append(out, JobInfo{JobLimits: j.limits, Next: s.nextRun(j, now)})
+		out = append(out, JobInfo{JobLimits: j.limits, Next: s.nextRun(j, now), LimitReached: j.ended.Err() != nil})
 	}
 	return out
 }

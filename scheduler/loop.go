@@ -13,7 +13,11 @@ import (
 // so a long handler never delays the next slot's claim.
 func (s *Scheduler) loop(j *job) {
 	defer s.loops.Done()
-	ctx := s.loopCtx
+	// The loop ends with the scheduler's loops, or once the job's run limit is
+	// reached.
+	ctx, cancel := context.WithCancel(s.loopCtx)
+	defer cancel()
+	defer context.AfterFunc(j.ended, cancel)()
 	now := s.clock.Now()
 	if s.runs != nil {
 		s.recover(j, now)
@@ -25,6 +29,9 @@ func (s *Scheduler) loop(j *job) {
 		s.emit(Event{Kind: EventScheduled, Job: j.name, Next: next})
 		delay := j.cfg.jitterDelay()
 		if !s.sleepUntil(ctx, next.Add(delay)) {
+			if j.ended.Err() != nil && s.loopCtx.Err() == nil {
+				s.log.Info("job's loop ended: its run limit was reached", "job", j.name, "max_runs", j.cfg.maxRuns)
+			}
 			return
 		}
 		slot := next

@@ -145,6 +145,7 @@ func mcNewPlan(seed uint64) *modelcheck.Plan {
 		// Some jobs that forbid overlap cancel the other run or buffer instead,
 		// drawn apart from r so that every seed's other draws stay as they were.
 		j.MixOverlap(seed, i)
+		j.MixLimit(seed, i)
 		p.Jobs = append(p.Jobs, j)
 	}
 	faultMS := int(mcFaultPhase / time.Millisecond)

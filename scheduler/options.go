@@ -53,6 +53,8 @@ type jobConfig struct {
 	// bufferCap is how many slots OverlapBufferAll keeps buffered (WithBufferCap);
 	// 0: backend.DefaultBufferCap.
 	bufferCap int
+	// maxRuns is the job's fleet-wide run limit (WithMaxRuns); 0: none.
+	maxRuns int
 }
 
 func optErr(format string, args ...any) error {
@@ -155,6 +157,32 @@ func WithBufferCap(n int) JobOption {
 			return optErr("buffer cap %d must be 1 to %d", n, MaxBufferCap)
 		}
 		c.bufferCap = n
+		return nil
+	}
+}
+
+// WithMaxRuns runs at most n scheduled slots of the job, counted fleet-wide by the
+// run store (backend.RunCounter), not per process: every instance declaring the
+// job claims against one count. Each slot won first counts (catch-up slots too,
+// and a slot won while the job is paused, which catch-up may run once the pause
+// ends); so does a slot stored buffered (OverlapBufferOne, OverlapBufferAll),
+// which the fleet decided to run. Retries, takeovers, manual runs (RunNow) and
+// Backfill do not count, nor do slots skipped or late. Once n are counted every
+// later slot is recorded StatusLimit, a stored decision like skipped or late,
+// and the job's loop ends on every instance (EventLimitReached, once per
+// instance; Jobs shows no next slot). RunNow still runs an ended job, as a
+// manual run, and Backfill still runs its past slots. A store may count a slot
+// that never ran, after a crash (kvlease counts before it creates the run), never
+// fewer than ran. A bigger n declared later lets slots run again.
+//
+// n must be at least 1, and the job needs a backend with leases whose run store
+// counts runs (backend.RunCounter).
+func WithMaxRuns(n int) JobOption {
+	return func(c *jobConfig) error {
+		if n < 1 {
+			return optErr("max runs %d must be at least 1", n)
+		}
+		c.maxRuns = n
 		return nil
 	}
 }

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -118,6 +119,12 @@ func (s *Scheduler) add(name string, sched Schedule, interval time.Duration, h H
 	if b, ok := s.runs.(backend.OverlapBufferer); cfg.overlap.Buffers() && s.runs != nil && (!ok || !b.BuffersOverlap()) {
 		return fmt.Errorf("job %q: %w: overlap policy %s needs a run store that stores buffered slots (backend.OverlapBufferer); the %s backend's has none", name, ErrInvalidOption, cfg.overlap, s.backend.Name())
 	}
+	if c, ok := s.runs.(backend.RunCounter); cfg.maxRuns > 0 && (!ok || !c.CountsRuns()) {
+		if s.runs == nil {
+			return fmt.Errorf("job %q: %w: WithMaxRuns needs a backend with leases whose run store counts runs (backend.RunCounter); %q has none", name, ErrInvalidOption, s.backend.Name())
+		}
+		return fmt.Errorf("job %q: %w: WithMaxRuns needs a run store that counts runs (backend.RunCounter); the %s backend's does not", name, ErrInvalidOption, s.backend.Name())
+	}
 	if cfg.bufferCap > 0 && cfg.overlap != OverlapBufferAll {
 		return fmt.Errorf("job %q: %w: WithBufferCap needs overlap policy buffer-all, not %s", name, ErrInvalidOption, cfg.overlap)
 	}
@@ -145,6 +152,7 @@ func (s *Scheduler) add(name string, sched Schedule, interval time.Duration, h H
 		CatchUpWindow: cfg.catchUpWindow,
 		DedupeWindow:  cfg.window,
 		Retention:     backend.Retention{Size: cfg.historySize, TTL: cfg.historyTTL},
+		MaxRuns:       cfg.maxRuns,
 	}
 	window := s.backend.DedupeWindow()
 	if w, ok := s.backend.(backend.JobWindower); ok {
@@ -168,6 +176,7 @@ func (s *Scheduler) add(name string, sched Schedule, interval time.Duration, h H
 		return fmt.Errorf("job %q: %w", name, ErrJobExists)
 	}
 	j := &job{name: name, sched: sched, handler: h, cfg: cfg, limits: limits, interval: interval}
+	j.ended, j.end = context.WithCancel(context.Background())
 	s.jobs[name] = j
 	s.order = append(s.order, j)
 	return nil

@@ -89,6 +89,13 @@ type job struct {
 	lastManual atomic.Int64
 	// orphanCheck is set while checkOrphan looks at the job's buffered slots.
 	orphanCheck atomic.Bool
+	// ended is done once the job's run limit was reached (WithMaxRuns): its
+	// loop ends; end ends it.
+	ended context.Context
+	end   context.CancelFunc
+	// limitHit is set by the first claim that told this instance the job's
+	// run limit was reached.
+	limitHit atomic.Bool
 }
 
 // Instance returns this scheduler's instance ID.

@@ -45,6 +45,8 @@ const (
 	StatusSuperseded = backend.StatusSuperseded
 	StatusLate       = backend.StatusLate
 	StatusPaused     = backend.StatusPaused
+	// StatusLimit: the slot fell after the job's run limit was reached (WithMaxRuns).
+	StatusLimit = backend.StatusLimit
 )
 
 // Claim outcomes; see [backend.ClaimOutcome].
@@ -58,6 +60,8 @@ const (
 	OutcomeRetry   = backend.OutcomeRetry
 	// OutcomeBuffered: the slot is stored buffered (OverlapBufferOne, OverlapBufferAll).
 	OutcomeBuffered = backend.OutcomeBuffered
+	// OutcomeLimit: the job's run limit was reached; the slot is stored limit (WithMaxRuns).
+	OutcomeLimit = backend.OutcomeLimit
 )
 
 // Overlap and catch-up policies; see [backend.OverlapPolicy] and

@@ -43,6 +43,7 @@ var (
 	_ backend.Retrier          = (*RunStore)(nil)
 	_ backend.OverlapCanceller = (*RunStore)(nil)
 	_ backend.OverlapBufferer  = (*RunStore)(nil)
+	_ backend.RunCounter       = (*RunStore)(nil)
 	_ backend.Pauser           = (*Backend)(nil)
 	_ backend.LastRunsReader   = (*Backend)(nil)
 )
@@ -54,7 +55,7 @@ var (
 // Version 2 added the runs table's retry columns (backend.Retrier), version 3 the
 // history's backfill columns, version 4 the runs table's cancel request columns
 // (backend.OverlapCanceller).
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // New returns a backend on db (which it does not close) speaking dialect. Nothing
 // is read or written before Init. Bound db's pool (SetMaxOpenConns, 10 is plenty):

@@ -94,6 +94,7 @@ func (s *RunStore) claimBuffered(ctx context.Context, tx *sql.Tx, in backend.Run
 		}
 		if b.waits() {
 			res, err := s.waiting(ctx, tx, in.Job, b)
+			res.LimitReached = r.last
 			return res, false, err
 		}
 	}

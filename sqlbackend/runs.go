@@ -63,6 +63,8 @@ type run struct {
 	// slot's request that the run end (OverlapCancelOther).
 	cancelToken, cancelInstance string
 	cancelSlot                  int64
+	// last: the slot's count reached the job's run limit (backend.RunCounter).
+	last bool
 }
 
 // request is the run's stored cancel request, nil without one.
@@ -127,6 +129,7 @@ func (r *run) result(o backend.ClaimOutcome) backend.ClaimResult {
 	res := backend.ClaimResult{Outcome: o, Attempt: r.attempt, Fence: uint64(r.fence), Holder: r.instance, Expires: timeOf(r.expires)}
 	res.Reopened = o == backend.OutcomeWon && r.reopened
 	res.Retried = o == backend.OutcomeWon && r.retried
+	res.LimitReached = o == backend.OutcomeWon && r.last
 	if o == backend.OutcomeWon && r.prevToken != "" {
 		res.Previous, res.PreviousToken, res.PreviousAttempt = r.prevInstance, r.prevToken, r.attempt-1
 	}
@@ -267,11 +270,19 @@ func (s *RunStore) claim(ctx context.Context, tx *sql.Tx, in backend.RunClaim) (
 
 	r = &run{token: in.Token, instance: in.Instance, attempt: 1, keepMs: keep.Milliseconds(), changed: now, expires: now}
 	var buffer bufferState // under a buffer policy, what the job's other slots say
+	var counted int64      // the job's counted runs, when the claim counts
+	if in.Counts() && !in.TakeoverOnly {
+		if err := tx.QueryRowContext(ctx, s.b.q(0, "SELECT runs FROM {p}jobs WHERE job = ?"), in.Job).Scan(&counted); err != nil {
+			return res, false, err
+		}
+	}
 	switch {
 	case in.TakeoverOnly:
 		return backend.ClaimResult{Outcome: backend.OutcomeNone}, false, nil
 	case !in.Deadline.IsZero() && now > in.Deadline.UnixMilli():
 		r.status = backend.StatusLate // stored: nobody runs the slot afterwards
+	case in.Counts() && counted >= int64(in.MaxRuns):
+		r.status = backend.StatusLimit
 	default:
 		busy := false
 		switch in.Overlap {
@@ -311,11 +322,18 @@ func (s *RunStore) claim(ctx context.Context, tx *sql.Tx, in backend.RunClaim) (
 				return res, false, err
 			}
 		}
+		if !r.finished() && in.Counts() { // won or buffered: a decision to run it
+			counted++
+			r.last = counted == int64(in.MaxRuns)
+			if _, err := tx.ExecContext(ctx, s.b.q(0, "UPDATE {p}jobs SET runs = ? WHERE job = ?"), counted, in.Job); err != nil {
+				return res, false, err
+			}
+		}
 	}
 	_, err = tx.ExecContext(ctx, s.b.q(0, `INSERT INTO {p}runs (job, slot, token, instance, attempt, prev_instance, prev_token,
-			fence, lease_ms, expires, status, keep_ms, changed, forget_at, reopened, retried, retry_at, retry_by)
-		VALUES (?, ?, ?, ?, ?, '', '', ?, ?, ?, ?, ?, ?, ?, 0, 0, 0, 0)`),
-		in.Job, slot, r.token, r.instance, r.attempt, r.fence, r.leaseMs, r.expires, r.storedStatus(), r.keepMs, r.changed, r.forgetAt())
+			fence, lease_ms, expires, status, keep_ms, changed, forget_at, reopened, retried, retry_at, retry_by, counted_last)
+		VALUES (?, ?, ?, ?, ?, '', '', ?, ?, ?, ?, ?, ?, ?, 0, 0, 0, 0, ?)`),
+		in.Job, slot, r.token, r.instance, r.attempt, r.fence, r.leaseMs, r.expires, r.storedStatus(), r.keepMs, r.changed, r.forgetAt(), boolInt(r.last))
 	if err != nil {
 		return res, false, err
 	}
@@ -324,6 +342,7 @@ func (s *RunStore) claim(ctx context.Context, tx *sql.Tx, in backend.RunClaim) (
 	}
 	if r.buffered {
 		res, err := s.waiting(ctx, tx, in.Job, buffer)
+		res.LimitReached = r.last
 		return res, false, err
 	}
 	return r.result(backend.OutcomeWon), false, nil
@@ -407,15 +426,15 @@ func (s *RunStore) lockAndRead(ctx context.Context, tx *sql.Tx, job string, slot
 		var (
 			token, instance, prevInstance, prevToken, status            sql.NullString
 			attempt2, rfence, leaseMs, expires, keepMs, chang, reopened sql.NullInt64
-			retried, retryAt, retryBy, cancelSlot                       sql.NullInt64
+			retried, retryAt, retryBy, cancelSlot, countedLast          sql.NullInt64
 			cancelInstance, cancelToken                                 sql.NullString
 		)
 		err := tx.QueryRowContext(ctx, s.b.q(0, `SELECT j.fence, {now}, r.token, r.instance, r.attempt, r.prev_instance, r.prev_token,
 				r.fence, r.lease_ms, r.expires, r.status, r.keep_ms, r.changed, r.reopened, r.retried, r.retry_at, r.retry_by,
-				r.cancel_slot, r.cancel_instance, r.cancel_token
+				r.cancel_slot, r.cancel_instance, r.cancel_token, r.counted_last
 			FROM {p}jobs j LEFT JOIN {p}runs r ON r.job = j.job AND r.slot = ? WHERE j.job = ?`), slot, job).
 			Scan(&fence, &now, &token, &instance, &attempt2, &prevInstance, &prevToken, &rfence, &leaseMs, &expires, &status, &keepMs, &chang,
-				&reopened, &retried, &retryAt, &retryBy, &cancelSlot, &cancelInstance, &cancelToken)
+				&reopened, &retried, &retryAt, &retryBy, &cancelSlot, &cancelInstance, &cancelToken, &countedLast)
 		if errors.Is(err, sql.ErrNoRows) && attempt == 0 {
 			if _, err := tx.ExecContext(ctx, s.b.q(ignore, "INSERT INTO {p}jobs (job, fence, hist_floor) VALUES (?, 0, 0)"), job); err != nil {
 				return 0, 0, nil, err
@@ -430,7 +449,8 @@ func (s *RunStore) lockAndRead(ctx context.Context, tx *sql.Tx, job string, slot
 				prevInstance: prevInstance.String, prevToken: prevToken.String, fence: rfence.Int64,
 				leaseMs: leaseMs.Int64, expires: expires.Int64, keepMs: keepMs.Int64, changed: chang.Int64,
 				reopened: reopened.Int64 != 0, retried: retried.Int64 != 0, retryAt: retryAt.Int64, retryBy: retryBy.Int64,
-				cancelSlot: cancelSlot.Int64, cancelInstance: cancelInstance.String, cancelToken: cancelToken.String}
+				cancelSlot: cancelSlot.Int64, cancelInstance: cancelInstance.String, cancelToken: cancelToken.String,
+				last: countedLast.Int64 != 0}
 			r.setStatus(status.String)
 		}
 		return fence, now, r, nil
@@ -528,6 +548,10 @@ func (s *RunStore) cancelEarlier(ctx context.Context, tx *sql.Tx, in backend.Run
 
 // CancelsOverlap reports that the store implements OverlapCancelOther.
 func (s *RunStore) CancelsOverlap() bool { return true }
+
+// CountsRuns reports that the store counts runs for RunClaim.MaxRuns: in the
+// job's row, under the job's lock, with the claim that counts.
+func (s *RunStore) CountsRuns() bool { return true }
 
 // Heartbeat extends token's lease to the database's now + lease, in one statement
 // that changes the row only while token holds a live lease and no cancel request

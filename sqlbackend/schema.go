@@ -11,9 +11,11 @@ import (
 // database's clock (NowMs) unless a column says it is an instance's.
 var schema = []string{
 	`CREATE TABLE IF NOT EXISTS {p}schema (id {int} PRIMARY KEY, version {int} NOT NULL)`,
-	// One row per job: its lock (Dialect.LockJob), its fence counter, and the
-	// oldest slot whose history is still shown (retention by size).
-	`CREATE TABLE IF NOT EXISTS {p}jobs (job {text} PRIMARY KEY, fence {int} NOT NULL, hist_floor {int} NOT NULL)`,
+	// One row per job: its lock (Dialect.LockJob), its fence counter, the
+	// oldest slot whose history is still shown (retention by size), and its
+	// counted runs (backend.RunCounter; the column migrations[4] adds).
+	`CREATE TABLE IF NOT EXISTS {p}jobs (job {text} PRIMARY KEY, fence {int} NOT NULL, hist_floor {int} NOT NULL,
+		runs {int} NOT NULL DEFAULT 0)`,
 	// The slot's one claim (Backend.Claim, first lease attempts): the primary key
 	// is the de-duplication. at_ms is the claiming instance's clock; created and
 	// expires (history TTL) the database's.
@@ -40,16 +42,17 @@ var schema = []string{
 	// no sweep nor keep forgets it); reopened is 1 for a slot stored paused that
 	// a ReopenPaused claim took, retried 1 for a run taken for a retry. cancel_token, when not '', is
 	// with cancel_slot and cancel_instance the request of a later slot's claim
-	// that the run end (OverlapCancelOther). The retry and cancel columns are those
-	// migrations[1] and migrations[3] add, defaults included, so that created and
-	// migrated tables are alike.
+	// that the run end (OverlapCancelOther). counted_last is 1 for the slot whose
+	// count reached the job's run limit (backend.RunCounter). The retry, cancel
+	// and counted_last columns are those migrations[1], [3] and [4] add, defaults
+	// included, so that created and migrated tables are alike.
 	`CREATE TABLE IF NOT EXISTS {p}runs (job {text} NOT NULL, slot {int} NOT NULL, token {text} NOT NULL,
 		instance {text} NOT NULL, attempt {int} NOT NULL, prev_instance {text} NOT NULL, prev_token {text} NOT NULL,
 		fence {int} NOT NULL, lease_ms {int} NOT NULL, expires {int} NOT NULL, status {text} NOT NULL,
 		keep_ms {int} NOT NULL, changed {int} NOT NULL, forget_at {int} NOT NULL, reopened {int} NOT NULL,
 		retried {int} NOT NULL DEFAULT 0, retry_at {int} NOT NULL DEFAULT 0, retry_by {int} NOT NULL DEFAULT 0,
 		cancel_slot {int} NOT NULL DEFAULT 0, cancel_instance {text} NOT NULL DEFAULT '', cancel_token {text} NOT NULL DEFAULT '',
-		PRIMARY KEY (job, slot))`,
+		counted_last {int} NOT NULL DEFAULT 0, PRIMARY KEY (job, slot))`,
 	// forget_at = max(changed + keep, expires): the sweep deletes by it, by index.
 	`CREATE INDEX IF NOT EXISTS {p}runs_forget ON {p}runs (forget_at)`,
 	// WithClaimRetention deletes a job's claims by their age.
@@ -82,6 +85,13 @@ var migrations = map[int][]string{
 		`ALTER TABLE {p}runs ADD COLUMN cancel_slot {int} NOT NULL DEFAULT 0`,
 		`ALTER TABLE {p}runs ADD COLUMN cancel_instance {text} NOT NULL DEFAULT ''`,
 		`ALTER TABLE {p}runs ADD COLUMN cancel_token {text} NOT NULL DEFAULT ''`,
+	},
+	// The run limit (backend.RunCounter). Jobs of version 4 have counted
+	// nothing; replicas of version 4 neither count nor read the count (a fleet
+	// that declares a limit runs this version on every replica).
+	4: {
+		`ALTER TABLE {p}jobs ADD COLUMN runs {int} NOT NULL DEFAULT 0`,
+		`ALTER TABLE {p}runs ADD COLUMN counted_last {int} NOT NULL DEFAULT 0`,
 	},
 }
 

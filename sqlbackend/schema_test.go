@@ -61,6 +61,8 @@ func TestSchemaMigratesVersion1(t *testing.T) {
 		}
 		// The tables of version 1: every other table is unchanged since.
 		exec("DROP TABLE {p}runs")
+		exec("DROP TABLE {p}jobs")
+		exec(jobsV4)
 		exec(runsV1)
 		for _, table := range []string{"claims", "records", "results"} {
 			exec("DROP TABLE {p}" + table)
@@ -136,6 +138,93 @@ func TestSchemaMigratesVersion1(t *testing.T) {
 	})
 }
 
+// jobsV4 is the jobs table as schema versions 1 to 4 created it (before the
+// count of runs).
+const jobsV4 = `CREATE TABLE {p}jobs (job TEXT PRIMARY KEY, fence {int} NOT NULL, hist_floor {int} NOT NULL)`
+
+// runsV4 is the runs table as schema version 4 created it (before counted_last).
+const runsV4 = `CREATE TABLE {p}runs (job TEXT NOT NULL, slot {int} NOT NULL, token TEXT NOT NULL,
+	instance TEXT NOT NULL, attempt {int} NOT NULL, prev_instance TEXT NOT NULL, prev_token TEXT NOT NULL,
+	fence {int} NOT NULL, lease_ms {int} NOT NULL, expires {int} NOT NULL, status TEXT NOT NULL,
+	keep_ms {int} NOT NULL, changed {int} NOT NULL, forget_at {int} NOT NULL, reopened {int} NOT NULL,
+	retried {int} NOT NULL DEFAULT 0, retry_at {int} NOT NULL DEFAULT 0, retry_by {int} NOT NULL DEFAULT 0,
+	cancel_slot {int} NOT NULL DEFAULT 0, cancel_instance TEXT NOT NULL DEFAULT '', cancel_token TEXT NOT NULL DEFAULT '',
+	PRIMARY KEY (job, slot))`
+
+// A database of schema version 4 is migrated by replicas starting together: a
+// live lease stored before stays its holder's, and the migrated tables count
+// runs: a job with a row from before, and a job whose first claim makes its row.
+func TestSchemaMigratesVersion4(t *testing.T) {
+	t.Parallel()
+	dialects(t, func(t *testing.T, open func(t *testing.T, opts ...sqlbackend.Option) *sqlbackend.Backend) {
+		ctx := backendtest.Context(t)
+		old := open(t)
+		require.NoError(t, old.Init(ctx))
+		bigint, ph := "INTEGER", func(int) string { return "?" }
+		if old.Name() == "sql/postgres" {
+			bigint, ph = "BIGINT", func(n int) string { return fmt.Sprintf("$%d", n) }
+		}
+		sqlText := strings.NewReplacer("{p}", old.TablePrefix(), "{int}", bigint)
+		exec := func(q string, args ...any) {
+			t.Helper()
+			_, err := old.DB().ExecContext(ctx, sqlText.Replace(q), args...)
+			require.NoError(t, err, q)
+		}
+		exec("DROP TABLE {p}runs")
+		exec("DROP TABLE {p}jobs")
+		exec(jobsV4)
+		exec(runsV4)
+		exec("CREATE INDEX {p}runs_forget ON {p}runs (forget_at)")
+		exec("UPDATE {p}schema SET version = 4 WHERE id = 1")
+		job := backendtest.JobName("migrate4")
+		liveSlot := time.UnixMilli(1_900_000_000_000)
+		liveToken := backendtest.Token()
+		now := time.Now().UnixMilli()
+		keep := backend.DefaultRunKeep.Milliseconds()
+		exec("INSERT INTO {p}jobs (job, fence, hist_floor) VALUES ("+ph(1)+", 1, 0)", job)
+		exec("INSERT INTO {p}runs (job, slot, token, instance, attempt, prev_instance, prev_token, fence, lease_ms, expires, status, keep_ms, changed, forget_at, reopened) VALUES ("+
+			ph(1)+", "+ph(2)+", "+ph(3)+", 'a', 1, '', '', 1, 3600000, "+ph(4)+", '', "+ph(5)+", "+ph(6)+", "+ph(7)+", 0)",
+			job, liveSlot.UnixMilli(), liveToken, now+time.Hour.Milliseconds(), keep, now, now+keep)
+
+		replicas := make([]*sqlbackend.Backend, 3)
+		errs := make([]error, len(replicas))
+		var wg sync.WaitGroup
+		for i := range replicas {
+			replicas[i] = open(t)
+			wg.Go(func() { errs[i] = replicas[i].Init(ctx) })
+		}
+		wg.Wait()
+		require.NoError(t, errors.Join(errs...), "replicas migrating together")
+		var version int
+		require.NoError(t, old.DB().QueryRowContext(ctx, sqlText.Replace("SELECT version FROM {p}schema WHERE id = 1")).Scan(&version))
+		assert.Equal(t, sqlbackend.SchemaVersion, version, "the migration records the new version")
+		assertRunsColumnsAsCreated(t, open, old)
+
+		claim := func(i int, job string, slot time.Time, token string, n int) backend.ClaimResult {
+			t.Helper()
+			res, err := replicas[i%len(replicas)].Runs().Claim(ctx, backend.RunClaim{Job: job, Slot: slot, Token: token, Instance: "b",
+				Lease: time.Minute, Deadline: time.Now().Add(time.Hour), MaxRuns: n})
+			require.NoError(t, err)
+			return res
+		}
+		res := claim(0, job, liveSlot, liveToken, 2)
+		assert.Equal(t, backend.OutcomeWon, res.Outcome, "the holder of a lease stored before the migration")
+		assert.False(t, res.LimitReached)
+		assert.False(t, claim(1, job, liveSlot.Add(time.Second), backendtest.Token(), 2).LimitReached, "the first counted")
+		assert.True(t, claim(2, job, liveSlot.Add(2*time.Second), backendtest.Token(), 2).LimitReached, "the second counted")
+		assert.Equal(t, backend.OutcomeLimit, claim(0, job, liveSlot.Add(3*time.Second), backendtest.Token(), 2).Outcome)
+
+		fresh := backendtest.JobName("migrate4-new") // no jobs row: the claim makes it
+		res = claim(1, fresh, liveSlot, backendtest.Token(), 1)
+		assert.Equal(t, backend.OutcomeWon, res.Outcome)
+		assert.True(t, res.LimitReached, "a new job's first claim counts")
+		assert.Equal(t, backend.OutcomeLimit, claim(2, fresh, liveSlot.Add(time.Second), backendtest.Token(), 1).Outcome)
+
+		// Once migrated, a replica starting later changes nothing.
+		require.NoError(t, open(t).Init(ctx))
+	})
+}
+
 // runsV3 is the runs table as schema version 3 created it (before the cancel
 // request columns).
 const runsV3 = `CREATE TABLE {p}runs (job TEXT NOT NULL, slot {int} NOT NULL, token TEXT NOT NULL,
@@ -165,6 +254,8 @@ func TestSchemaMigratesVersion3(t *testing.T) {
 			require.NoError(t, err, q)
 		}
 		exec("DROP TABLE {p}runs")
+		exec("DROP TABLE {p}jobs")
+		exec(jobsV4)
 		exec(runsV3)
 		exec("CREATE INDEX {p}runs_forget ON {p}runs (forget_at)")
 		exec("UPDATE {p}schema SET version = 3 WHERE id = 1")

@@ -89,6 +89,11 @@ func RunLeases(t *testing.T, newStore func(t *testing.T) backend.RunStore) {
 		{"BufferBehindRetry", testBufferBehindRetry},
 		{"BufferRace", testBufferRace},
 		{"BufferWatch", testBufferWatch},
+		{"LimitReached", testLimitReached},
+		{"LimitUncounted", testLimitUncounted},
+		{"LimitRace", testLimitRace},
+		{"LimitBuffered", testLimitBuffered},
+		{"LimitSkipped", testLimitSkipped},
 	}
 	t.Run("Leases", func(t *testing.T) {
 		for _, c := range cases {

@@ -27,6 +27,7 @@ type RunStore struct {
 
 	mu      sync.Mutex
 	jobs    map[string]map[int64]*memRun // job → slot (unix ms) → run
+	counts  map[string]int               // job → first wins counted (RunCounter)
 	fence   uint64                       // last fence handed out
 	sweepAt time.Time
 }
@@ -37,6 +38,7 @@ var (
 	_ backend.Retrier          = (*RunStore)(nil)
 	_ backend.OverlapCanceller = (*RunStore)(nil)
 	_ backend.OverlapBufferer  = (*RunStore)(nil)
+	_ backend.RunCounter       = (*RunStore)(nil)
 	_ backend.LeaseBackend     = (*Backend)(nil)
 )
 
@@ -58,13 +60,15 @@ type memRun struct {
 	cancel *backend.CancelRequest
 	// buffered: the slot is stored buffered (a buffer overlap policy), not started.
 	buffered bool
-	fence    uint64
-	lease    time.Duration
-	expires  time.Time
-	status   backend.Status // final status once finished, "" before
-	keep     time.Duration
-	changed  time.Time     // last write, for forgetting
-	notify   chan struct{} // closed and replaced on every write, heartbeats included
+	// last: the slot was the job's MaxRuns-th counted run (RunCounter).
+	last    bool
+	fence   uint64
+	lease   time.Duration
+	expires time.Time
+	status  backend.Status // final status once finished, "" before
+	keep    time.Duration
+	changed time.Time     // last write, for forgetting
+	notify  chan struct{} // closed and replaced on every write, heartbeats included
 }
 
 func (r *memRun) finished() bool { return r.status.Finished() }
@@ -86,7 +90,7 @@ func NewRunStore(clock backend.Clock) *RunStore {
 	if clock == nil {
 		clock = backend.SystemClock{}
 	}
-	return &RunStore{clock: clock, jobs: make(map[string]map[int64]*memRun)}
+	return &RunStore{clock: clock, jobs: make(map[string]map[int64]*memRun), counts: make(map[string]int)}
 }
 
 // Runs returns the backend's lease store, a memory.RunStore on the backend's clock,
@@ -179,6 +183,8 @@ func (s *RunStore) Claim(ctx context.Context, in backend.RunClaim) (backend.Clai
 		return backend.ClaimResult{Outcome: backend.OutcomeNone}, nil
 	case !in.Deadline.IsZero() && now.After(in.Deadline):
 		r.status = backend.StatusLate // stored: nobody runs the slot afterwards
+	case in.Counts() && s.counts[in.Job] >= in.MaxRuns:
+		r.status = backend.StatusLimit
 	case in.Overlap == backend.OverlapSkip && s.otherBusyLocked(in.Job, slot, now, false):
 		r.status = backend.StatusSkipped
 	case in.Overlap == backend.OverlapCancelOther && s.laterBusyLocked(in.Job, slot, now):
@@ -205,6 +211,10 @@ func (s *RunStore) Claim(ctx context.Context, in backend.RunClaim) (backend.Clai
 	if r.finished() {
 		return r.decided(in.Token), nil
 	}
+	if in.Counts() { // won or buffered: a decision to run it
+		s.counts[in.Job]++
+		r.last = s.counts[in.Job] == in.MaxRuns
+	}
 	if r.buffered { // waits, unless only later slots are buffered: it goes first
 		return s.claimBufferedLocked(in, r, slot, now, keep), nil
 	}
@@ -217,6 +227,7 @@ func (s *RunStore) Claim(ctx context.Context, in backend.RunClaim) (backend.Clai
 func (s *RunStore) claimBufferedLocked(in backend.RunClaim, r *memRun, slot int64, now time.Time, keep time.Duration) backend.ClaimResult {
 	if in.Overlap != backend.OverlapAllow {
 		if res, blocked := s.blockerLocked(in.Job, slot, now); blocked {
+			res.LimitReached = r.last
 			return res
 		}
 	}
@@ -305,6 +316,7 @@ func (r *memRun) result(o backend.ClaimOutcome) backend.ClaimResult {
 	res := backend.ClaimResult{Outcome: o, Attempt: r.attempt, Fence: r.fence, Holder: r.instance, Expires: r.expires}
 	res.Reopened = o == backend.OutcomeWon && r.reopened
 	res.Retried = o == backend.OutcomeWon && r.retried
+	res.LimitReached = o == backend.OutcomeWon && r.last
 	if o == backend.OutcomeWon && r.previousToken != "" {
 		res.Previous, res.PreviousToken, res.PreviousAttempt = r.previous, r.previousToken, r.attempt-1
 	}
@@ -369,6 +381,10 @@ func (s *RunStore) cancelEarlierLocked(in backend.RunClaim, slot int64, now time
 
 // CancelsOverlap reports that the store implements OverlapCancelOther.
 func (s *RunStore) CancelsOverlap() bool { return true }
+
+// CountsRuns reports that the store counts runs for RunClaim.MaxRuns. A job's
+// count is kept as long as the store.
+func (s *RunStore) CountsRuns() bool { return true }
 
 // Heartbeat extends key's lease to now+lease if key.Token holds a live lease.
 func (s *RunStore) Heartbeat(ctx context.Context, key backend.RunKey, lease time.Duration) error {

@@ -90,9 +90,16 @@ func unreadable(f *fleet.Fleet) error {
 }
 
 // jobState is active, or paused with the reason, who and until, and on which
-// replicas when not all see it.
+// replicas when not all see it; a job with a run limit says it ("active (run
+// limit 3)"), and "ended: run limit 3 reached" once it is.
 func jobState(j fleet.JobSummary) string {
 	if j.Pause == nil {
+		switch {
+		case j.LimitReached:
+			return fmt.Sprintf("ended: run limit %d reached", j.MaxRuns)
+		case j.MaxRuns > 0:
+			return fmt.Sprintf("%s (run limit %d)", j.State, j.MaxRuns)
+		}
 		return fleet.JobActive
 	}
 	state := "paused: " + pauseText(j.Pause)

@@ -43,6 +43,8 @@ func CheckRunClaim(pkg string, in backend.RunClaim) error {
 		return fmt.Errorf("%w: %s: claim for job %q: unknown overlap policy %d", backend.ErrInvalidClaim, pkg, in.Job, in.Overlap)
 	case in.BufferCap < 0 || in.BufferCap > backend.MaxBufferCap:
 		return fmt.Errorf("%w: %s: claim for job %q: buffer cap must be 0 to %d, got %d", backend.ErrInvalidClaim, pkg, in.Job, backend.MaxBufferCap, in.BufferCap)
+	case in.MaxRuns < 0:
+		return fmt.Errorf("%w: %s: claim for job %q: max runs must not be negative, got %d", backend.ErrInvalidClaim, pkg, in.Job, in.MaxRuns)
 	}
 	return nil
 }

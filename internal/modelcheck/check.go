@@ -23,7 +23,7 @@ type Violation struct {
 
 var terminal = map[backend.Status]bool{
 	backend.StatusOK: true, backend.StatusError: true, backend.StatusTimeout: true,
-	backend.StatusSkipped: true, backend.StatusLate: true,
+	backend.StatusSkipped: true, backend.StatusLate: true, backend.StatusLimit: true,
 }
 
 // at formats a time since t0.
@@ -117,6 +117,7 @@ func (h *Harness) Check(ctx context.Context, history backend.Backend, runs backe
 	c.skippedForSomething()
 	c.pausedNotRun()
 	c.stored(ctx, history, runs)
+	c.runLimits()
 	c.writtenAgain()
 	c.stops()
 	slices.SortStableFunc(c.vs, func(a, b Violation) int { return cmp.Compare(a.Inv, b.Inv) })
@@ -257,7 +258,7 @@ func (c *checker) oneFate() {
 		}
 	}
 	for _, s := range c.rec.saves {
-		if !s.manual && (s.status == backend.StatusSkipped || s.status == backend.StatusLate) {
+		if !s.manual && (s.status == backend.StatusSkipped || s.status == backend.StatusLate || s.status == backend.StatusLimit) {
 			note(s.key, string(s.status), s.at)
 		}
 	}
@@ -272,7 +273,7 @@ func (c *checker) oneFate() {
 		sort.Strings(parts)
 		msg := fmt.Sprintf("%s slot %s has more than one fate: %s", k.job, h.rel(k.slot), strings.Join(parts, ", "))
 		if run, ok := m["run"]; ok {
-			for _, f := range []string{"skipped", "late"} {
+			for _, f := range []string{"skipped", "late", "limit"} {
 				if t, ok := m[f]; ok && t <= run {
 					msg += fmt.Sprintf(" (it ran after being recorded %s)", f)
 				}
@@ -355,6 +356,8 @@ func (c *checker) stored(ctx context.Context, history backend.Backend, runs back
 		for slot := (from + iv - 1) / iv * iv; slot <= to; slot += iv {
 			switch rr, ok := last[slot]; {
 			case !ok && draining[slot]:
+			case !ok && c.limitReached(j.Name):
+				// Every loop of the job ended: nobody claims its later slots.
 			case !ok:
 				c.add("4-terminal", []key{{j.Name, slot}}, "", "%s slot %s, due in the quiet phase, has no record", j.Name, h.rel(slot))
 			case !final(rr) && rr.Status != backend.StatusPaused:

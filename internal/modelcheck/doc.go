@@ -10,7 +10,7 @@
 // A seed is a [Plan]: a few instance slots, 1–3 Every jobs with leases, and a fault
 // phase in which instances crash, pause their heartbeats, stop (with or without a
 // deadline), restart and call RunNow while their store calls are lost, answered
-// late or not at all. Some jobs have a retry policy ([Plan.AddRetries]), and their
+// late or not at all. Some jobs have a run limit ([Job.MixLimit]), and some a retry policy ([Plan.AddRetries]), and their
 // handlers fail some attempts (an error, one marked NoRetry, a timeout); the
 // faulty store view forwards Retry with the faults of Finish and Release, and a
 // store that is no backend.Retrier runs the jobs without retries. A quiet phase
@@ -63,6 +63,13 @@
 //	    first granted oldest first (8b); a slot is stored skipped only while
 //	    another was buffered (8c, in place of 3b); and a buffered slot left at
 //	    the end (4) is excused only while its buffer was still draining
+//	9   jobs with a run limit (WithMaxRuns, [Plan] jobs' MaxRuns): the slots
+//	    counted fleet-wide (first won or buffered by a counting claim) are at
+//	    most MaxRuns (9a); no slot is answered limit before MaxRuns were
+//	    counted, but for slots whose counting claim failed or was answered late
+//	    (9b: a store may count a slot it did not run); once the limit is
+//	    reached, slots due in the quiet phase may have no record (4: every loop
+//	    ended)
 //
 // [Timing] says what the record can know. Under synctest with a store in memory a
 // call is applied at the instant the record sees it, so a lease's end in the store

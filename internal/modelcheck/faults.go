@@ -341,3 +341,10 @@ func (r *faultyRuns) CancelsOverlap() bool {
 	c, ok := r.s.(backend.OverlapCanceller)
 	return ok && c.CancelsOverlap()
 }
+
+// CountsRuns is the store's (backend.RunCounter): the view adds no behaviour of
+// its own, only faults.
+func (r *faultyRuns) CountsRuns() bool {
+	c, ok := r.s.(backend.RunCounter)
+	return ok && c.CountsRuns()
+}

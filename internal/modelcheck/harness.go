@@ -38,6 +38,9 @@ type Harness struct {
 	// noBuffer: the store is no backend.OverlapBufferer, so jobs that buffer
 	// skip instead.
 	noBuffer bool
+	// noCounter: the store is no backend.RunCounter, so jobs run without
+	// their run limit.
+	noCounter bool
 
 	seen map[string]int // set by Check
 }
@@ -180,6 +183,15 @@ func (h *Harness) startLocked(slot int) error {
 			}
 		}
 	}
+	if c, ok := store.Runs().(backend.RunCounter); (!ok || !c.CountsRuns()) && !h.noCounter {
+		h.noCounter = true
+		for _, j := range h.plan.Jobs {
+			if j.MaxRuns > 0 {
+				h.rec.global("the run store is no backend.RunCounter: jobs run without their run limit")
+				break
+			}
+		}
+	}
 	in := &inst{h: h, slot: slot, name: name, offset: off, crashed: make(chan struct{}), calls: map[string]uint64{}}
 	s, err := scheduler.New(scheduler.Config{
 		Backend:     faulty(in, store),
@@ -208,6 +220,9 @@ func (h *Harness) startLocked(slot int) error {
 		}
 		if j.CatchUp != backend.CatchUpNone {
 			opts = append(opts, scheduler.WithCatchUp(j.CatchUp, j.Window))
+		}
+		if j.MaxRuns > 0 {
+			opts = append(opts, scheduler.WithMaxRuns(j.MaxRuns))
 		}
 		if j.Retry != nil {
 			opts = append(opts, scheduler.WithRetry(*j.Retry))
@@ -238,6 +253,9 @@ func (h *Harness) job(j Job) Job {
 	}
 	if h.noBuffer && j.Buffer > 0 {
 		j.Buffer, j.Skip = 0, true
+	}
+	if h.noCounter {
+		j.MaxRuns = 0
 	}
 	return j
 }

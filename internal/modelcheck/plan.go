@@ -34,6 +34,9 @@ type Job struct {
 	Retry   *scheduler.RetryPolicy
 	Fail    Failing
 	Timeout time.Duration // WithTimeout; 0: none
+	// MaxRuns is the job's run limit (WithMaxRuns) on stores that count runs
+	// (backend.RunCounter); 0: none.
+	MaxRuns int
 }
 
 // Failing says which scheduled attempts of a job with a retry policy fail. Each
@@ -131,7 +134,7 @@ func (p *Plan) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "seed %d: %d instances, call timeout %v, fault phase from +%v for %v, then quiet %v\n", p.Seed, p.Slots, p.CallTimeout, p.Pre, p.FaultPhase, p.QuietPhase)
 	for _, j := range p.Jobs {
-		fmt.Fprintf(&b, "  %s: every %v, lease %v, maxLate %v, overlap skip %v, cancel-other %v, buffer %d, catch-up %s/%v, handler ≤ %v\n", j.Name, j.Interval, j.Lease, j.MaxLate, j.Skip, j.CancelOther, j.Buffer, j.CatchUp, j.Window, j.MaxRun)
+		fmt.Fprintf(&b, "  %s: every %v, lease %v, maxLate %v, overlap skip %v, cancel-other %v, buffer %d, catch-up %s/%v, handler ≤ %v, max runs %d\n", j.Name, j.Interval, j.Lease, j.MaxLate, j.Skip, j.CancelOther, j.Buffer, j.CatchUp, j.Window, j.MaxRun, j.MaxRuns)
 		if r := j.Retry; r != nil {
 			fmt.Fprintf(&b, "    retry: %d attempts, backoff %v, max backoff %v, timeout %v; fails p=%.2f, doomed slots p=%.2f, no-retry p=%.2f, hangs p=%.2f\n",
 				r.Attempts, r.Backoff, r.MaxBackoff, j.Timeout, j.Fail.P, j.Fail.Doomed, j.Fail.NoRetry, j.Fail.Hang)
@@ -264,5 +267,14 @@ func (j *Job) MixOverlap(seed uint64, i int) {
 	if b := Mix(seed, 0x6266_6672, uint64(i)) % 9; b < 3 {
 		j.Skip, j.Buffer = false, int(b)+1
 		j.MaxRun = min(j.MaxRun, j.Interval/2)
+	}
+}
+
+// MixLimit gives, drawn apart from the plan's generator with Mix, a third of the
+// jobs a run limit of 2 to 9 slots (WithMaxRuns). i is the job's index in the
+// plan.
+func (j *Job) MixLimit(seed uint64, i int) {
+	if b := Mix(seed, 0x6c69_6d74, uint64(i)) % 24; b < 8 {
+		j.MaxRuns = int(b) + 2
 	}
 }

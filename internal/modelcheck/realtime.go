@@ -51,6 +51,7 @@ func RealTimePlan(seed uint64, o RealTime) *Plan {
 		// Some jobs that forbid overlap cancel the other run or buffer instead,
 		// drawn apart from r so that every seed's other draws stay as they were.
 		j.MixOverlap(seed, i)
+		j.MixLimit(seed, i)
 		p.Jobs = append(p.Jobs, j)
 	}
 	faultMS := int(o.FaultPhase / time.Millisecond)

@@ -149,6 +149,19 @@ type skipRec struct {
 	seq      uint64 // buffered answers: the order they were recorded in
 }
 
+// limitObs is a store's answer to a claim that counts runs.
+type limitObs struct {
+	key  key
+	inst string
+	seq  uint64
+	// counted: a first win (attempt 1, not reopened nor retried) or a buffered
+	// answer; limit: answered limit, or done with StatusLimit; failed: an error
+	// or a late decision (the store may have counted the slot and not run it).
+	counted, limit, failed bool
+	// reached: the answer said LimitReached.
+	reached bool
+}
+
 type stop struct {
 	in       *inst
 	called   time.Duration
@@ -177,7 +190,10 @@ type record struct {
 	skips    []skipRec
 	// buffers are the claims answered buffered.
 	buffers []skipRec
-	stops   []*stop
+	// limits are the answers to claims that count runs (RunClaim.Counts), in
+	// the order they were recorded.
+	limits []limitObs
+	stops  []*stop
 }
 
 func newRecord(t0 time.Time, w *World) *record {
@@ -311,6 +327,13 @@ func (r *record) claimApplied(in *inst, rc backend.RunClaim, res backend.ClaimRe
 	if err == nil && res.Outcome == backend.OutcomeBuffered {
 		r.seq++
 		r.buffers = append(r.buffers, skipRec{key: k, inst: in.name, sent: sent, at: now, seq: r.seq})
+	}
+	if rc.Counts() {
+		r.seq++
+		r.limits = append(r.limits, limitObs{key: k, inst: in.name, seq: r.seq,
+			counted: err == nil && (res.Outcome == backend.OutcomeBuffered || res.Outcome == backend.OutcomeWon && res.Attempt == 1 && !res.Reopened && !res.Retried),
+			limit:   err == nil && (res.Outcome == backend.OutcomeLimit || res.Outcome == backend.OutcomeDone && res.Status == backend.StatusLimit),
+			failed:  err != nil || res.Outcome == backend.OutcomeLate, reached: err == nil && res.LimitReached})
 	}
 	if err == nil && res.Outcome == backend.OutcomeWon {
 		if g := r.grantFor(k, res.Fence); g == nil {
