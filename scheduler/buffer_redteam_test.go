@@ -46,6 +46,9 @@ func TestRedteamBufferedManualSlotOfADeadRequester(t *testing.T) {
 	}{
 		"buffer-one": {[]scheduler.JobOption{scheduler.WithOverlap(scheduler.OverlapBufferOne)}, []float64{2, 3, 4}},
 		"buffer-all": {[]scheduler.JobOption{scheduler.WithOverlap(scheduler.OverlapBufferAll), scheduler.WithBufferCap(2)}, []float64{1, 2, 3, 4}},
+		// Slots 0, 2, 3 and 4 run: the manual slot ended by another instance is
+		// not counted.
+		"buffer-one, at most 4 runs": {[]scheduler.JobOption{scheduler.WithOverlap(scheduler.OverlapBufferOne), scheduler.WithMaxRuns(4)}, []float64{2, 3, 4}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) { deadRequester(t, tc.opts, tc.want) })

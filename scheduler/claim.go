@@ -112,6 +112,9 @@ func (s *Scheduler) handleClaim(j *job, slot time.Time, kind claimKind, bf *back
 		c.ReopenPaused = !paused
 	case claimAdopt:
 		c.TakeoverOnly = true
+		if !j.onSchedule(slot) {
+			c.MaxRuns = 0 // a manual slot is not counted
+		}
 	case claimLate:
 		c.localDeadline = lateDeadline
 		c.why = "missed while no instance was up, past the catch-up limit of " + strconv.Itoa(MaxCatchUpSlots) + " slots per job"
