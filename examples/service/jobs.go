@@ -93,6 +93,16 @@ func register(s *scheduler.Scheduler, c config, log *slog.Logger) error {
 		return err
 	}
 
+	// warmup: runs five slots across the fleet and then ends: every later slot is
+	// recorded limit. The count is in the store, so restarting every replica does
+	// not run it again.
+	err = s.Every("warmup", c.interval, func(ctx context.Context, run scheduler.Run) error {
+		return work(ctx, c.interval/20)
+	}, scheduler.WithMaxRuns(5))
+	if err != nil {
+		return err
+	}
+
 	// -extra-jobs: more jobs by name; a name is only a name (one called history
 	// is just a job, and does not reach the fleet's history requests).
 	for _, name := range c.extra {

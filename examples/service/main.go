@@ -14,6 +14,11 @@
 //	flaky    every -interval; fails on every third slot, to show errors in history and metrics
 //	compact  every -interval, runs for 2.5 intervals; overlap is forbidden, so the
 //	         slots that fall inside a run are skipped (and recorded as skipped)
+//	retried  every 6 intervals; the first two attempts of a slot fail and are retried,
+//	         on any replica
+//	refresh  every 4 intervals, runs for 6; the next slot cancels the run (cancel-other)
+//	digest   every 2 intervals, runs for 3; the slot due meanwhile is buffered
+//	warmup   every -interval, five runs across the fleet, then ended by its run limit
 //
 // On SIGINT or SIGTERM it stops claiming, gives running jobs -stop-timeout to finish,
 // cancels the rest and releases their leases (another replica takes them over), prints
