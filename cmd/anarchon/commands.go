@@ -99,6 +99,8 @@ func jobState(j fleet.JobSummary) string {
 			return fmt.Sprintf("ended: run limit %d reached", j.MaxRuns)
 		case j.MaxRuns > 0:
 			return fmt.Sprintf("%s (run limit %d)", j.State, j.MaxRuns)
+		case j.State == fleet.JobEnded:
+			return fleet.JobEnded // the schedule has no slot left
 		}
 		return fleet.JobActive
 	}
