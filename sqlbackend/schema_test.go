@@ -1,9 +1,11 @@
 package sqlbackend_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -159,23 +161,7 @@ func TestSchemaMigratesVersion4(t *testing.T) {
 	dialects(t, func(t *testing.T, open func(t *testing.T, opts ...sqlbackend.Option) *sqlbackend.Backend) {
 		ctx := backendtest.Context(t)
 		old := open(t)
-		require.NoError(t, old.Init(ctx))
-		bigint, ph := "INTEGER", func(int) string { return "?" }
-		if old.Name() == "sql/postgres" {
-			bigint, ph = "BIGINT", func(n int) string { return fmt.Sprintf("$%d", n) }
-		}
-		sqlText := strings.NewReplacer("{p}", old.TablePrefix(), "{int}", bigint)
-		exec := func(q string, args ...any) {
-			t.Helper()
-			_, err := old.DB().ExecContext(ctx, sqlText.Replace(q), args...)
-			require.NoError(t, err, q)
-		}
-		exec("DROP TABLE {p}runs")
-		exec("DROP TABLE {p}jobs")
-		exec(jobsV4)
-		exec(runsV4)
-		exec("CREATE INDEX {p}runs_forget ON {p}runs (forget_at)")
-		exec("UPDATE {p}schema SET version = 4 WHERE id = 1")
+		exec, text, ph := atSchema(t, ctx, old, 4, runsV4)
 		job := backendtest.JobName("migrate4")
 		liveSlot := time.UnixMilli(1_900_000_000_000)
 		liveToken := backendtest.Token()
@@ -196,7 +182,7 @@ func TestSchemaMigratesVersion4(t *testing.T) {
 		wg.Wait()
 		require.NoError(t, errors.Join(errs...), "replicas migrating together")
 		var version int
-		require.NoError(t, old.DB().QueryRowContext(ctx, sqlText.Replace("SELECT version FROM {p}schema WHERE id = 1")).Scan(&version))
+		require.NoError(t, old.DB().QueryRowContext(ctx, text("SELECT version FROM {p}schema WHERE id = 1")).Scan(&version))
 		assert.Equal(t, sqlbackend.SchemaVersion, version, "the migration records the new version")
 		assertRunsColumnsAsCreated(t, open, old)
 
@@ -242,23 +228,7 @@ func TestSchemaMigratesVersion3(t *testing.T) {
 	dialects(t, func(t *testing.T, open func(t *testing.T, opts ...sqlbackend.Option) *sqlbackend.Backend) {
 		ctx := backendtest.Context(t)
 		old := open(t)
-		require.NoError(t, old.Init(ctx))
-		bigint, ph := "INTEGER", func(int) string { return "?" }
-		if old.Name() == "sql/postgres" {
-			bigint, ph = "BIGINT", func(n int) string { return fmt.Sprintf("$%d", n) }
-		}
-		sqlText := strings.NewReplacer("{p}", old.TablePrefix(), "{int}", bigint)
-		exec := func(q string, args ...any) {
-			t.Helper()
-			_, err := old.DB().ExecContext(ctx, sqlText.Replace(q), args...)
-			require.NoError(t, err, q)
-		}
-		exec("DROP TABLE {p}runs")
-		exec("DROP TABLE {p}jobs")
-		exec(jobsV4)
-		exec(runsV3)
-		exec("CREATE INDEX {p}runs_forget ON {p}runs (forget_at)")
-		exec("UPDATE {p}schema SET version = 3 WHERE id = 1")
+		exec, text, ph := atSchema(t, ctx, old, 3, runsV3)
 		job := backendtest.JobName("migrate3")
 		liveSlot, doneSlot, retrySlot := time.UnixMilli(1_900_000_000_000), time.UnixMilli(1_900_000_001_000), time.UnixMilli(1_900_000_002_000)
 		liveToken := backendtest.Token()
@@ -282,7 +252,7 @@ func TestSchemaMigratesVersion3(t *testing.T) {
 		wg.Wait()
 		require.NoError(t, errors.Join(errs...), "replicas migrating together")
 		var version int
-		require.NoError(t, old.DB().QueryRowContext(ctx, sqlText.Replace("SELECT version FROM {p}schema WHERE id = 1")).Scan(&version))
+		require.NoError(t, old.DB().QueryRowContext(ctx, text("SELECT version FROM {p}schema WHERE id = 1")).Scan(&version))
 		assert.Equal(t, sqlbackend.SchemaVersion, version, "the migration records the new version")
 		assertRunsColumnsAsCreated(t, open, old)
 
@@ -349,4 +319,30 @@ func assertRunsColumnsAsCreated(t *testing.T, open func(t *testing.T, opts ...sq
 		return cols
 	}
 	assert.Equal(t, columns(created), columns(migrated), "a migrated runs table is alike to a created one")
+}
+
+// atSchema rebuilds b's jobs and runs tables as an older schema version created
+// them (the jobs table of versions 1 to 4, the runs table runs) and records that
+// version. text replaces a statement's {p} by b's table prefix and {int} by the
+// dialect's integer type, and exec runs it; ph is the dialect's n-th placeholder.
+func atSchema(t *testing.T, ctx context.Context, b *sqlbackend.Backend, version int, runs string) (exec func(q string, args ...any), text func(string) string, ph func(n int) string) {
+	t.Helper()
+	require.NoError(t, b.Init(ctx))
+	bigint, ph := "INTEGER", func(int) string { return "?" }
+	if b.Name() == "sql/postgres" {
+		bigint, ph = "BIGINT", func(n int) string { return fmt.Sprintf("$%d", n) }
+	}
+	sqlText := strings.NewReplacer("{p}", b.TablePrefix(), "{int}", bigint)
+	exec = func(q string, args ...any) {
+		t.Helper()
+		_, err := b.DB().ExecContext(ctx, sqlText.Replace(q), args...)
+		require.NoError(t, err, q)
+	}
+	exec("DROP TABLE {p}runs")
+	exec("DROP TABLE {p}jobs")
+	exec(jobsV4)
+	exec(runs)
+	exec("CREATE INDEX {p}runs_forget ON {p}runs (forget_at)")
+	exec("UPDATE {p}schema SET version = " + strconv.Itoa(version) + " WHERE id = 1")
+	return exec, sqlText.Replace, ph
 }
