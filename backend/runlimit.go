@@ -32,6 +32,15 @@ type RunCounter interface {
 	CountsRuns() bool
 }
 
+// BufferedRunCounter is implemented by run stores that count a buffered slot in
+// the same decision that stores it buffered, or skipped when the buffer is
+// full, so that a skipped slot is never counted. The scheduler refuses
+// WithMaxRuns with a buffer overlap policy on a store without it.
+type BufferedRunCounter interface {
+	// CountsBufferedRuns reports whether the store counts buffered slots so.
+	CountsBufferedRuns() bool
+}
+
 // Counts reports whether in asks the store to count its first win and to
 // refuse it once MaxRuns are counted: MaxRuns is set and in is not a Backfill
 // claim.

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -76,7 +75,10 @@ func TestLimitRaceOfTen(t *testing.T) {
 	for range 10 {
 		stores = append(stores, newStore(t, singleJS(t), kvlease.WithBucket(bucket)))
 	}
-	for _, p := range []backend.OverlapPolicy{backend.OverlapAllow, backend.OverlapSkip, backend.OverlapBufferOne, backend.OverlapBufferAll} {
+	// Not the buffer policies: kvlease counts a buffered slot before it wins
+	// the buffer key, so a lost race can leave a skipped slot counted (it is no
+	// backend.BufferedRunCounter, and the scheduler refuses the pair).
+	for _, p := range []backend.OverlapPolicy{backend.OverlapAllow, backend.OverlapSkip} {
 		t.Run(p.String(), func(t *testing.T) {
 			job := "race-ten-" + token()
 			const n, slots = 3, 6
@@ -147,42 +149,6 @@ func TestLimitRaceOfTen(t *testing.T) {
 				require.NoError(t, err)
 				t.Logf("active: %+v", active)
 			}
-		})
-	}
-}
-
-// A claim under OverlapBufferOne counts its slot, then loses the buffer key's
-// race to a later slot that fills the one place: its next round stores its
-// slot skipped. A slot stored skipped never runs, so it is not left counted:
-// with a limit of 3, the first slot, the buffered one and the next slot run,
-// and the buffered one is not told it reached the limit.
-func TestLimitSkippedAfterALostBufferRaceIsNotCounted(t *testing.T) {
-	t.Parallel()
-	for name, st := range bufferStores(t) {
-		t.Run(name, func(t *testing.T) {
-			a, b := st[0], st[1]
-			job := "lost-buffer-race-" + token()
-			p := backend.OverlapBufferOne
-			first := limitClaim(job, 1, p, 3)
-			mustClaim(t, b, first, backend.OutcomeWon)
-			var once sync.Once
-			var third backend.ClaimResult
-			slot2 := limitClaim(job, 2, p, 3).Slot
-			kvlease.OnBufferStepForTest(a, func(_ string, at time.Time, step string) bool {
-				if step == "counted" && at.Equal(slot2) {
-					once.Do(func() { third = mustClaim(t, b, limitClaim(job, 3, p, 3), backend.OutcomeBuffered) })
-				}
-				return false
-			})
-			res, err := a.Claim(t.Context(), limitClaim(job, 2, p, 3))
-			require.NoError(t, err)
-			require.Equal(t, backend.OutcomeOverlap, res.Outcome, "the one place is taken: skipped")
-			assert.False(t, third.LimitReached, "two slots counted when the third was buffered: %+v", third)
-			finishAt(t, b, first, backend.StatusOK)
-			won := mustClaim(t, b, limitClaim(job, 3, p, 3), backend.OutcomeWon)
-			assert.False(t, won.LimitReached, "the buffered slot is the second run")
-			res = mustClaim(t, b, limitClaim(job, 4, p, 3), backend.OutcomeWon)
-			assert.True(t, res.LimitReached, "the skipped slot was not counted: the fourth slot is the third run")
 		})
 	}
 }

@@ -164,8 +164,8 @@ func WithBufferCap(n int) JobOption {
 // WithMaxRuns runs at most n scheduled slots of the job, counted fleet-wide by the
 // run store (backend.RunCounter), not per process: every instance declaring the
 // job claims against one count. Each slot won first counts (catch-up slots too,
-// and a slot won while the job is paused, which catch-up may run once the pause
-// ends); so does a slot stored buffered (OverlapBufferOne, OverlapBufferAll),
+// and a slot won while the job is paused, which only CatchUpAll runs once the
+// pause ends: otherwise a pause uses up runs); so does a slot stored buffered (OverlapBufferOne, OverlapBufferAll),
 // which the fleet decided to run. Retries, takeovers, manual runs (RunNow) and
 // Backfill do not count, nor do slots skipped or late. Once n are counted every
 // later slot is recorded StatusLimit, a stored decision like skipped or late,
@@ -176,7 +176,8 @@ func WithBufferCap(n int) JobOption {
 // fewer than ran. A bigger n declared later lets slots run again.
 //
 // n must be at least 1, and the job needs a backend with leases whose run store
-// counts runs (backend.RunCounter).
+// counts runs (backend.RunCounter); with a buffer policy, one that counts a
+// buffered slot as it stores it (backend.BufferedRunCounter: not kvlease).
 func WithMaxRuns(n int) JobOption {
 	return func(c *jobConfig) error {
 		if n < 1 {

@@ -125,6 +125,9 @@ func (s *Scheduler) add(name string, sched Schedule, interval time.Duration, h H
 		}
 		return fmt.Errorf("job %q: %w: WithMaxRuns needs a run store that counts runs (backend.RunCounter); the %s backend's does not", name, ErrInvalidOption, s.backend.Name())
 	}
+	if c, ok := s.runs.(backend.BufferedRunCounter); cfg.maxRuns > 0 && cfg.overlap.Buffers() && s.runs != nil && (!ok || !c.CountsBufferedRuns()) {
+		return fmt.Errorf("job %q: %w: WithMaxRuns with overlap policy %s needs a run store that counts a buffered slot as it stores it (backend.BufferedRunCounter); the %s backend's does not", name, ErrInvalidOption, cfg.overlap, s.backend.Name())
+	}
 	if cfg.bufferCap > 0 && cfg.overlap != OverlapBufferAll {
 		return fmt.Errorf("job %q: %w: WithBufferCap needs overlap policy buffer-all, not %s", name, ErrInvalidOption, cfg.overlap)
 	}

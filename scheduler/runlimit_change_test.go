@@ -13,30 +13,6 @@ import (
 	"github.com/anarchon/anarchon/scheduler"
 )
 
-// A job limited to 2 runs, paused before its first slot and resumed a minute
-// later, without catch-up: the slots that fell in the pause never run (nothing
-// reopens them), so they must not use up the limit: the job runs 2 slots after
-// the pause, and only then is recorded limit.
-func TestMaxRunsPausedSlotsWithoutCatchUpDoNotUseTheLimit(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		time.Sleep(5 * time.Second)
-		log := newRunLog()
-		s := newScheduler(t, memory.New(), "A")
-		require.NoError(t, s.Every("limited", 10*time.Second, log.handler, scheduler.WithMaxRuns(2)))
-		require.NoError(t, s.Start(t.Context()))
-		require.NoError(t, s.Pause(t.Context(), "limited", scheduler.PauseOptions{Reason: "maintenance"}))
-		time.Sleep(time.Minute)
-		synctest.Wait()
-		require.NoError(t, s.Resume(t.Context(), "limited"))
-		time.Sleep(time.Minute)
-		synctest.Wait()
-		st, _, _ := limitStatuses(t, s, "limited")
-		assert.Len(t, log.snapshot(), 2, "two slots ran after the pause: history %v", st)
-		assert.Equal(t, 2, st[scheduler.StatusOK], "history %v", st)
-		stopAll(t, []*scheduler.Scheduler{s})
-	})
-}
-
 // Two replicas declaring different limits (a rolling change from 2 to 4): the
 // fleet runs at least the lower and at most the higher limit, every loop ends
 // (the lower limit's stored limit ends the other's loop too), and a replica
@@ -131,12 +107,11 @@ func TestMaxRunsEdges(t *testing.T) {
 	})
 }
 
-// A job limited to 2 runs with catch-up (and no slot before its start), paused
-// before its first slot: the two slots won while it was paused are counted
-// (catch-up may run them), so once the pause ends catch-up runs them, or, with
-// CatchUpLatest, the newest: the job runs twice, or once.
+// A job limited to 2 runs with CatchUpAll (and no slot before its start), paused
+// before its first slot: the two slots won while it was paused are counted, and
+// once the pause ends catch-up runs them: the job runs twice.
 func TestMaxRunsPausedSlotsRunByCatchUp(t *testing.T) {
-	for _, policy := range []scheduler.CatchUpPolicy{scheduler.CatchUpAll, scheduler.CatchUpLatest} {
+	for _, policy := range []scheduler.CatchUpPolicy{scheduler.CatchUpAll} {
 		t.Run(policy.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				time.Sleep(5 * time.Second)
@@ -152,11 +127,7 @@ func TestMaxRunsPausedSlotsRunByCatchUp(t *testing.T) {
 				time.Sleep(time.Minute)
 				synctest.Wait()
 				st, _, _ := limitStatuses(t, s, "limited")
-				want := 2
-				if policy == scheduler.CatchUpLatest {
-					want = 1
-				}
-				assert.Len(t, log.snapshot(), want, "the counted paused slots ran: history %v", st)
+				assert.Len(t, log.snapshot(), 2, "the counted paused slots ran: history %v", st)
 				stopAll(t, []*scheduler.Scheduler{s})
 			})
 		})

@@ -185,8 +185,25 @@ func TestMaxRunsRefused(t *testing.T) {
 	err = newScheduler(t, withoutLeases{memory.New()}, "A").Every("job", time.Minute, noop, scheduler.WithMaxRuns(3))
 	require.ErrorIs(t, err, scheduler.ErrInvalidOption)
 	assert.Contains(t, err.Error(), "needs a backend with leases")
+	err = newScheduler(t, countsNotBuffered{memory.New()}, "A").Every("job", time.Minute, noop, scheduler.WithMaxRuns(3), scheduler.WithOverlap(scheduler.OverlapBufferOne))
+	require.ErrorIs(t, err, scheduler.ErrInvalidOption)
+	assert.Contains(t, err.Error(), "backend.BufferedRunCounter")
+	require.NoError(t, newScheduler(t, countsNotBuffered{memory.New()}, "A").Every("job", time.Minute, noop, scheduler.WithMaxRuns(3), scheduler.WithOverlap(scheduler.OverlapSkip)))
 	require.NoError(t, s.Every("job", time.Minute, noop, scheduler.WithMaxRuns(1)))
 	assert.Equal(t, 1, s.Jobs()[0].MaxRuns)
+}
+
+// countsNotBuffered is a leased backend whose run store counts runs and buffers
+// slots but does not count a buffered slot as it stores it (as kvlease).
+type countsNotBuffered struct{ *memory.Backend }
+
+func (n countsNotBuffered) Runs() backend.RunStore {
+	r := n.Backend.Runs().(*memory.RunStore)
+	return struct {
+		backend.RunStore
+		backend.RunCounter
+		backend.OverlapBufferer
+	}{r, r, r}
 }
 
 var _ backend.RunCounter = (*memory.RunStore)(nil)

@@ -553,6 +553,10 @@ func (s *RunStore) CancelsOverlap() bool { return true }
 // job's row, under the job's lock, with the claim that counts.
 func (s *RunStore) CountsRuns() bool { return true }
 
+// CountsBufferedRuns reports that a buffered slot is counted in the transaction
+// that stores it.
+func (s *RunStore) CountsBufferedRuns() bool { return true }
+
 // Heartbeat extends token's lease to the database's now + lease, in one statement
 // that changes the row only while token holds a live lease and no cancel request
 // is stored. With one, a second statement extends the lease and a third reads the

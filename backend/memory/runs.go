@@ -386,6 +386,10 @@ func (s *RunStore) CancelsOverlap() bool { return true }
 // count is kept as long as the store.
 func (s *RunStore) CountsRuns() bool { return true }
 
+// CountsBufferedRuns reports that a buffered slot is counted in the decision that
+// stores it (one lock).
+func (s *RunStore) CountsBufferedRuns() bool { return true }
+
 // Heartbeat extends key's lease to now+lease if key.Token holds a live lease.
 func (s *RunStore) Heartbeat(ctx context.Context, key backend.RunKey, lease time.Duration) error {
 	job, slot, token := key.Job, key.Slot, key.Token

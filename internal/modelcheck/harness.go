@@ -41,6 +41,9 @@ type Harness struct {
 	// noCounter: the store is no backend.RunCounter, so jobs run without
 	// their run limit.
 	noCounter bool
+	// noBufferedCounter: the store is no backend.BufferedRunCounter, so jobs
+	// that buffer run without their run limit.
+	noBufferedCounter bool
 
 	seen map[string]int // set by Check
 }
@@ -192,6 +195,15 @@ func (h *Harness) startLocked(slot int) error {
 			}
 		}
 	}
+	if c, ok := store.Runs().(backend.BufferedRunCounter); (!ok || !c.CountsBufferedRuns()) && !h.noBufferedCounter {
+		h.noBufferedCounter = true
+		for _, j := range h.plan.Jobs {
+			if j.MaxRuns > 0 && j.Buffer > 0 {
+				h.rec.global("the run store is no backend.BufferedRunCounter: jobs that buffer run without their run limit")
+				break
+			}
+		}
+	}
 	in := &inst{h: h, slot: slot, name: name, offset: off, crashed: make(chan struct{}), calls: map[string]uint64{}}
 	s, err := scheduler.New(scheduler.Config{
 		Backend:     faulty(in, store),
@@ -254,7 +266,7 @@ func (h *Harness) job(j Job) Job {
 	if h.noBuffer && j.Buffer > 0 {
 		j.Buffer, j.Skip = 0, true
 	}
-	if h.noCounter {
+	if h.noCounter || h.noBufferedCounter && j.Buffer > 0 {
 		j.MaxRuns = 0
 	}
 	return j
