@@ -348,3 +348,9 @@ func (r *faultyRuns) CountsRuns() bool {
 	c, ok := r.s.(backend.RunCounter)
 	return ok && c.CountsRuns()
 }
+
+// CountsBufferedRuns is the store's (backend.BufferedRunCounter).
+func (r *faultyRuns) CountsBufferedRuns() bool {
+	c, ok := r.s.(backend.BufferedRunCounter)
+	return ok && c.CountsBufferedRuns()
+}
