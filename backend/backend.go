@@ -125,7 +125,12 @@ type JobLimits struct {
 	CatchUpWindow time.Duration
 	// DedupeWindow is the window the job asked for; zero means the backend's default.
 	DedupeWindow time.Duration
-	Retention    Retention
+	// ClockSkew is the scheduler's clock skew allowance (Config.MaxClockSkew) and
+	// CallTimeout its bound on a backend call: with the timing above, what a
+	// backend needs to fit a dedupe window to the job.
+	ClockSkew   time.Duration
+	CallTimeout time.Duration
+	Retention   Retention
 	// MaxRuns is the most scheduled slots the job runs, counted fleet-wide by
 	// the run store (RunCounter); zero for no limit.
 	MaxRuns int

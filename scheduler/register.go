@@ -154,6 +154,8 @@ func (s *Scheduler) add(name string, sched Schedule, interval time.Duration, h H
 		CatchUp:       cfg.catchUp,
 		CatchUpWindow: cfg.catchUpWindow,
 		DedupeWindow:  cfg.window,
+		ClockSkew:     s.maxSkew,
+		CallTimeout:   s.callTO,
 		Retention:     backend.Retention{Size: cfg.historySize, TTL: cfg.historyTTL},
 		MaxRuns:       cfg.maxRuns,
 	}
