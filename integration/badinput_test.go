@@ -61,8 +61,8 @@ func TestBadInputClearErrors(t *testing.T) {
 		{"interval 1ns", s.Every("i1", time.Nanosecond, noop), scheduler.ErrInvalidSchedule},
 		{"malformed cron", s.Cron("c", "*/0 * * * *", noop), scheduler.ErrInvalidSchedule},
 		{"nil handler", s.Every("nil", time.Second, nil), scheduler.ErrNilHandler},
-		{"max late at the window", s.Every("w1", time.Hour, noop, scheduler.WithMaxLate(jetstream.DefaultDedupeWindow)), scheduler.ErrWindowTooShort},
-		{"jitter + max late above the window", s.Every("w2", time.Hour, noop, scheduler.WithJitter(5*time.Minute), scheduler.WithMaxLate(6*time.Minute)), scheduler.ErrWindowTooShort},
+		{"max late at the window", s.Every("w1", time.Hour, noop, scheduler.WithMaxLate(10*time.Minute), scheduler.WithDedupeWindow(10*time.Minute)), scheduler.ErrWindowTooShort},
+		{"jitter + max late above the window", s.Every("w2", time.Hour, noop, scheduler.WithJitter(5*time.Minute), scheduler.WithMaxLate(6*time.Minute), scheduler.WithDedupeWindow(10*time.Minute)), scheduler.ErrWindowTooShort},
 		{"history size 0", s.Every("h0", time.Second, noop, scheduler.WithHistory(0, 0)), scheduler.ErrInvalidOption},
 		{"history size -1", s.Every("h1", time.Second, noop, scheduler.WithHistory(-1, 0)), scheduler.ErrInvalidOption},
 	}

@@ -62,17 +62,45 @@ func New(js natsjs.JetStream, opts ...Option) (*Backend, error) {
 // Name returns "jetstream".
 func (*Backend) Name() string { return "jetstream" }
 
-// DedupeWindow returns the duplicate window of jobs that do not ask for their own
-// (WithDedupeWindow). WindowFor gives a job's own.
-func (b *Backend) DedupeWindow() time.Duration { return b.cfg.window }
+// DedupeWindow returns the duplicate window of jobs that do not ask for their own:
+// the one set WithDedupeWindow, else MinFittedWindow, the shortest that FitWindow
+// gives. WindowFor gives a job's own.
+func (b *Backend) DedupeWindow() time.Duration {
+	if b.cfg.window > 0 {
+		return b.cfg.window
+	}
+	return MinFittedWindow
+}
 
 // WindowFor returns the duplicate window of job's stream: job.DedupeWindow when the
-// job sets one, else the backend's default.
+// job sets one, else the backend's WithDedupeWindow, else FitWindow(job).
 func (b *Backend) WindowFor(job backend.JobLimits) time.Duration {
-	if job.DedupeWindow > 0 {
-		return job.DedupeWindow
+	w, _ := b.windowFor(job)
+	return w
+}
+
+// windowFor is WindowFor, and whether the window is fitted rather than set.
+func (b *Backend) windowFor(job backend.JobLimits) (time.Duration, bool) {
+	switch {
+	case job.DedupeWindow > 0:
+		return job.DedupeWindow, false
+	case b.cfg.window > 0:
+		return b.cfg.window, false
 	}
-	return b.cfg.window
+	return FitWindow(job), true
+}
+
+// FitWindow returns the duplicate window fitted to a job's timing: jitter + max
+// lateness + the clock skew allowance (every claim of a slot is sent within them)
+// + the lease (a takeover in a fleet where some instances have no leases meets the
+// slot's claim up to a lease later) + the call timeout (a claim's record is written
+// up to a call later), rounded up to a second, and at least MinFittedWindow.
+func FitWindow(job backend.JobLimits) time.Duration {
+	d := job.Jitter + job.MaxLate + job.ClockSkew + job.Lease + job.CallTimeout
+	if r := d % time.Second; r != 0 {
+		d += time.Second - r
+	}
+	return max(d, MinFittedWindow)
 }
 
 // SkippedRecords returns how many messages History has skipped because they were not

@@ -22,8 +22,8 @@ const (
 	DefaultSubjectPrefix = "anarchon"
 	// DefaultReplicas is the number of replicas of each job stream.
 	DefaultReplicas = 1
-	// DefaultDedupeWindow is the duplicate window of a job that does not ask for its own.
-	DefaultDedupeWindow = 10 * time.Minute
+	// MinFittedWindow is the shortest duplicate window FitWindow gives a job.
+	MinFittedWindow = 30 * time.Second
 	// MinDedupeWindow is the smallest duplicate window nats-server accepts.
 	MinDedupeWindow = 100 * time.Millisecond
 	// DefaultCallTimeout bounds every call whose context has no deadline.
@@ -73,7 +73,6 @@ func defaultConfig() config {
 		subjectPrefix:  DefaultSubjectPrefix,
 		replicas:       DefaultReplicas,
 		storage:        natsjs.FileStorage,
-		window:         DefaultDedupeWindow,
 		maxBytes:       -1,
 		callTimeout:    DefaultCallTimeout,
 		attemptTimeout: DefaultAttemptTimeout,
@@ -133,10 +132,12 @@ func WithStorage(st natsjs.StorageType) Option {
 	return checked("WithStorage", st, natsutil.CheckStorage, func(c *config, st natsjs.StorageType) { c.storage = st })
 }
 
-// WithDedupeWindow sets the duplicate window of jobs that do not ask for their own.
-// Defaults to DefaultDedupeWindow; at least MinDedupeWindow. A longer window lets
-// instances claim later (jitter + max lateness must stay below it) at the cost of
-// server memory for the duplicate table and of claims stored for as long.
+// WithDedupeWindow sets the duplicate window of jobs that do not ask for their own,
+// at least MinDedupeWindow, instead of the window fitted to each job's timing
+// (FitWindow, the default). A longer window lets instances claim later (jitter + max
+// lateness must stay below it) at the cost of server memory for the duplicate table
+// and of claims stored for as long. A window set here, or by the job, is applied to
+// an existing stream whether it is wider or narrower; a fitted one only widens it.
 func WithDedupeWindow(d time.Duration) Option {
 	return checked("WithDedupeWindow", d, func(d time.Duration) error {
 		if d < MinDedupeWindow {

@@ -53,7 +53,7 @@ func (b *Backend) PrepareJob(ctx context.Context, job backend.JobLimits) error {
 	defer cancel()
 
 	n := b.cfg.namesFor(job.Job)
-	window := b.WindowFor(job)
+	window, fitted := b.windowFor(job)
 	want := b.streamConfig(job.Job, n, window, historySize(job.Retention.Size))
 	res, err := natsutil.EnsureStream(ctx, b.js, natsutil.StreamSetup{
 		Config: want,
@@ -62,7 +62,7 @@ func (b *Backend) PrepareJob(ctx context.Context, job backend.JobLimits) error {
 			if err != nil || !mine {
 				return have, nil, err
 			}
-			upd, changes := b.reconcile(have, want)
+			upd, changes := b.reconcile(have, want, fitted)
 			return upd, changes, nil
 		},
 		Attempt: b.cfg.attemptTimeout,
@@ -212,8 +212,13 @@ func (b *Backend) checkStream(job string, n names, cfg *natsjs.StreamConfig, win
 // reconcile returns have with the settings this backend manages set as in want, and
 // the names of those that changed. Settings it does not manage (placement,
 // compression, a description, other metadata) are kept. The layout in the metadata
-// is only ever raised: checkStream keeps streams of a newer layout from here.
-func (b *Backend) reconcile(have, want natsjs.StreamConfig) (natsjs.StreamConfig, []string) {
+// is only ever raised: checkStream keeps streams of a newer layout from here. A
+// fitted window only widens the stream's, so that instances that fit it
+// differently (another release, other options) never narrow it back and forth.
+func (b *Backend) reconcile(have, want natsjs.StreamConfig, fitted bool) (natsjs.StreamConfig, []string) {
+	if fitted && have.Duplicates > want.Duplicates {
+		want.Duplicates = have.Duplicates
+	}
 	upd := have
 	var c natsutil.Changes
 	c.Match(&upd, have, want, natsutil.Subjects, natsutil.DuplicateWindow, natsutil.MaxMsgsPerSubject,

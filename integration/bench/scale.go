@@ -89,7 +89,7 @@ func rawCreate(ctx context.Context, n int) (time.Duration, error) {
 	for i := range n {
 		if _, err := c.js.CreateStream(ctx, natsjs.StreamConfig{
 			Name: fmt.Sprintf("RAW_%d", i), Subjects: []string{fmt.Sprintf("raw.%d.>", i)}, Storage: natsjs.FileStorage,
-			Duplicates: jetstream.DefaultDedupeWindow, AllowMsgTTL: true, MaxMsgsPerSubject: scheduler.DefaultHistorySize,
+			Duplicates: 10 * time.Minute, AllowMsgTTL: true, MaxMsgsPerSubject: scheduler.DefaultHistorySize,
 		}); err != nil {
 			return 0, err
 		}
