@@ -13,18 +13,23 @@
 // found by type assertion, so a wrapper keeps only the capabilities of the value
 // it embeds:
 //
-//	Capability      Implemented by      Gives the scheduler
-//	Backend         every backend       claims, results, history (required)
-//	LeaseBackend    the backend         a RunStore: leases, backups and takeover,
-//	                                    OverlapSkip, catch-up, hand-over at Stop
-//	LeaseWatcher    the RunStore        backups woken when a lease ends (else polled)
-//	Retrier         the RunStore        retries any instance may claim (else in-process)
-//	ClaimRecorder   the backend         a leased attempt's claim in History
-//	RecordDecider   the ClaimRecorder   whether that record decides (mixed fleets)
-//	JobChecker      the backend         a job refused at registration, not at Start
-//	JobWindower     the backend         a dedupe window per job
-//	Pauser          the backend         stored pauses every instance honours
-//	LastRunsReader  the backend         the last runs of many jobs in a few reads
+//	Capability         Implemented by      Gives the scheduler
+//	Backend            every backend       claims, results, history (required)
+//	LeaseBackend       the backend         a RunStore: leases, backups and takeover,
+//	                                       OverlapSkip, catch-up, hand-over at Stop
+//	LeaseWatcher       the RunStore        backups woken when a lease ends (else polled)
+//	ActiveLister       the RunStore        every job's unfinished runs in one reading at Start
+//	Retrier            the RunStore        retries any instance may claim (else in-process)
+//	OverlapCanceller   the RunStore        OverlapCancelOther (else refused at registration)
+//	OverlapBufferer    the RunStore        OverlapBufferOne/All (else refused at registration)
+//	RunCounter         the RunStore        a fleet-wide run limit, WithMaxRuns (else refused)
+//	BufferedRunCounter the RunStore        a run limit together with a buffer policy
+//	ClaimRecorder      the backend         a leased attempt's claim in History
+//	RecordDecider      the ClaimRecorder   whether that record decides (mixed fleets)
+//	JobChecker         the backend         a job refused at registration, not at Start
+//	JobWindower        the backend         a dedupe window per job
+//	Pauser             the backend         stored pauses every instance honours
+//	LastRunsReader     the backend         the last runs of many jobs in a few reads
 //
 // A RunStore keeps one stored decision per (job, slot): every transition (won,
 // skipped for overlap, late, finished, taken over) is a compare-and-set written

@@ -66,6 +66,17 @@ type RunKey struct {
 	Token string
 }
 
+// ActiveLister is implemented by run stores that list the unfinished runs of many
+// jobs in one reading. A starting scheduler reads its jobs' unfinished runs with it
+// once, instead of calling Active once per job, so its reads at start-up do not
+// grow with the number of jobs.
+type ActiveLister interface {
+	// ActiveJobs returns, for each of jobs, what Active returns for it (a job
+	// with no unfinished run maps to an empty list). With an error, the jobs it
+	// could read are in the map and those it could not are left out.
+	ActiveJobs(ctx context.Context, jobs []string) (map[string][]ActiveRun, error)
+}
+
 // LeaseWatcher is implemented by run stores that can tell a backup at once when a
 // run's lease ends (expired, released or finished). Without it the scheduler polls.
 type LeaseWatcher interface {

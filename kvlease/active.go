@@ -22,8 +22,24 @@ import (
 // Live tells whether the run's lease key holds a live lease; Expires is when that
 // lease ends, or roughly when it ended (its marker's time) while a marker is left.
 func (s *Store) Active(ctx context.Context, job string) ([]backend.ActiveRun, error) {
-	if err := backend.ValidateJobName(job); err != nil {
-		return nil, err
+	out, err := s.ActiveJobs(ctx, []string{job})
+	return out[job], err
+}
+
+// ActiveJobs is Active of each of jobs in one reading: one listing of the bucket's
+// run keys (on a single-replica bucket, one batched direct get of their records,
+// and one of the unfinished runs' leases) for all of them, then the reads of each
+// job's runs, so that the requests do not grow with the jobs but with their runs.
+// A job whose runs could not be read is left out of the map and named in the
+// error; the others are in it.
+func (s *Store) ActiveJobs(ctx context.Context, jobs []string) (map[string][]backend.ActiveRun, error) {
+	for _, job := range jobs {
+		if err := backend.ValidateJobName(job); err != nil {
+			return nil, err
+		}
+	}
+	if len(jobs) == 0 {
+		return map[string][]backend.ActiveRun{}, nil
 	}
 	ctx, cancel := s.callContext(ctx)
 	defer cancel()
@@ -32,22 +48,64 @@ func (s *Store) Active(ctx context.Context, job string) ([]backend.ActiveRun, er
 		return nil, err
 	}
 	if b.direct {
-		out, err := s.activeDirect(ctx, b, job)
+		out, err := s.activeDirect(ctx, b, jobs)
 		if err == nil || !errors.Is(err, errFallBack) {
 			return out, err
 		}
 	}
-	info, err := s.sampleClock(ctx, b, jetstream.WithSubjectFilter(b.subject(runPrefix+jobToken(job)+".*")))
-	if err != nil {
-		return nil, fmt.Errorf("kvlease: active %q: %w", job, err)
+	filter := runPrefix + ">"
+	if len(jobs) == 1 {
+		filter = runPrefix + jobToken(jobs[0]) + ".*"
 	}
-	var out []backend.ActiveRun
-	stored := map[int64]bool{}
+	info, err := s.sampleClock(ctx, b, jetstream.WithSubjectFilter(b.subject(filter)))
+	if err != nil {
+		return nil, fmt.Errorf("kvlease: active %s: %w", jobList(jobs), err)
+	}
+	// One job's buffer key is read; many jobs' are listed first, so that only
+	// those that exist are read.
+	buffered := func(string) bool { return true }
+	if len(jobs) > 1 {
+		binfo, err := s.sampleClock(ctx, b, jetstream.WithSubjectFilter(b.subject(bufferPrefix+"*")))
+		if err != nil {
+			return nil, fmt.Errorf("kvlease: active %s: %w", jobList(jobs), err)
+		}
+		buffered = func(job string) bool {
+			_, ok := binfo.State.Subjects[b.subject(bufferKey(job))]
+			return ok
+		}
+	}
+	slots := make(map[string][]time.Time, len(jobs))
+	for _, job := range jobs {
+		slots[job] = nil
+	}
 	for subj := range info.State.Subjects {
-		_, _, slot, err := parseKey(strings.TrimPrefix(subj, b.prefix))
+		_, job, slot, err := parseKey(strings.TrimPrefix(subj, b.prefix))
 		if err != nil {
 			continue // not of this layout
 		}
+		if list, ok := slots[job]; ok {
+			slots[job] = append(list, slot)
+		}
+	}
+	out := make(map[string][]backend.ActiveRun, len(jobs))
+	var errs []error
+	for job, list := range slots {
+		runs, err := s.activeListed(ctx, b, job, list, buffered(job))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("kvlease: active %q: %w", job, err))
+			continue
+		}
+		out[job] = runs
+	}
+	return out, errors.Join(errs...)
+}
+
+// activeListed reads job's runs in the listed slots from the stream leader, and its
+// buffer key if it may have one, and returns the unfinished ones oldest first.
+func (s *Store) activeListed(ctx context.Context, b *bucket, job string, slots []time.Time, buffered bool) ([]backend.ActiveRun, error) {
+	var out []backend.ActiveRun
+	stored := map[int64]bool{}
+	for _, slot := range slots {
 		k := keysFor(job, slot)
 		run, err := s.readRun(ctx, b, k)
 		if err != nil {
@@ -63,20 +121,30 @@ func (s *Store) Active(ctx context.Context, job string) ([]backend.ActiveRun, er
 		}
 		out = append(out, activeRun(slot, run, ls))
 	}
-	buf, err := s.readBuffer(ctx, b, job)
-	if err != nil {
-		return nil, fmt.Errorf("kvlease: active %q: %w", job, err)
-	}
-	out = append(out, listedOnly(buf.rec, func(ms int64) bool {
-		if known, ok := stored[ms]; ok {
-			return known
+	if buffered {
+		buf, err := s.readBuffer(ctx, b, job)
+		if err != nil {
+			return nil, err
 		}
-		// Listed after the listing of the run keys: read its record.
-		run, err := s.readRun(ctx, b, keysFor(job, time.UnixMilli(ms)))
-		return err != nil || run.rec != nil
-	})...)
+		out = append(out, listedOnly(buf.rec, func(ms int64) bool {
+			if known, ok := stored[ms]; ok {
+				return known
+			}
+			// Listed after the listing of the run keys: read its record.
+			run, err := s.readRun(ctx, b, keysFor(job, time.UnixMilli(ms)))
+			return err != nil || run.rec != nil
+		})...)
+	}
 	slices.SortFunc(out, func(x, y backend.ActiveRun) int { return x.Slot.Compare(y.Slot) })
 	return out, nil
+}
+
+// jobList names jobs in an error: the job, or how many.
+func jobList(jobs []string) string {
+	if len(jobs) == 1 {
+		return fmt.Sprintf("%q", jobs[0])
+	}
+	return fmt.Sprintf("of %d jobs", len(jobs))
 }
 
 // listedOnly lists the slots of a job's buffer key that have no run record
@@ -95,13 +163,13 @@ func listedOnly(buf bufferRecord, stored func(ms int64) bool) []backend.ActiveRu
 // errFallBack: the batched read could not be used; read key by key.
 var errFallBack = errors.New("kvlease: batched read unavailable")
 
-// activeDirect is Active on a single-replica bucket (whose direct gets are answered
-// by its leader): the last record of every run key of the job in one batched
-// direct get, then the leases of the unfinished ones in another: two round trips
-// whatever the number of slots kept, where the key-by-key reading costs one per
-// slot. A first read that fails other than by ctx returns an error matching
-// errFallBack.
-func (s *Store) activeDirect(ctx context.Context, b *bucket, job string) ([]backend.ActiveRun, error) {
+// activeDirect is ActiveJobs on a single-replica bucket (whose direct gets are
+// answered by its leader): the last record of every run key and the buffer keys of
+// the jobs in one batched direct get, then the leases of the unfinished runs in
+// another: two round trips whatever the number of jobs and slots kept, where the
+// key-by-key reading costs one per slot. A first read that fails other than by ctx
+// returns an error matching errFallBack.
+func (s *Store) activeDirect(ctx context.Context, b *bucket, jobs []string) (map[string][]backend.ActiveRun, error) {
 	stream := b.stream.CachedInfo().Config.Name
 	batch := func(subjects []string) ([]*jetstream.RawStreamMsg, error) {
 		var msgs []*jetstream.RawStreamMsg
@@ -111,8 +179,12 @@ func (s *Store) activeDirect(ctx context.Context, b *bucket, job string) ([]back
 		})
 		return msgs, err
 	}
-	bufSubj := b.subject(bufferKey(job))
-	msgs, err := batch([]string{b.subject(runPrefix + jobToken(job) + ".*"), bufSubj})
+	// One job's keys by its token; many jobs' by wildcards over the bucket.
+	subjects := []string{b.subject(runPrefix + "*.*"), b.subject(bufferPrefix + "*")}
+	if len(jobs) == 1 {
+		subjects = []string{b.subject(runPrefix + jobToken(jobs[0]) + ".*"), b.subject(bufferKey(jobs[0]))}
+	}
+	msgs, err := batch(subjects)
 	if err != nil && ctx.Err() == nil {
 		// No direct gets, a closed reader, or a batch the server refused (more
 		// keys than it sends at once): the key-by-key reading says what is wrong,
@@ -120,54 +192,70 @@ func (s *Store) activeDirect(ctx context.Context, b *bucket, job string) ([]back
 		return nil, fmt.Errorf("%w: %w", errFallBack, err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("kvlease: active %q: %w", job, err)
+		return nil, fmt.Errorf("kvlease: active %s: %w", jobList(jobs), err)
 	}
 	type open struct {
+		job  string
 		slot time.Time
 		run  runEntry
 	}
+	type jobState struct {
+		buf    bufferRecord
+		stored map[int64]bool
+	}
+	byJob := make(map[string]*jobState, len(jobs))
+	byToken := make(map[string]*jobState, len(jobs))
+	for _, job := range jobs {
+		st := &jobState{stored: map[int64]bool{}}
+		byJob[job], byToken[bufferKey(job)] = st, st
+	}
 	var runs []open
 	var leases []string
-	var buf bufferRecord
-	stored := map[int64]bool{}
 	for _, m := range msgs {
-		if m.Subject == bufSubj {
+		key := strings.TrimPrefix(m.Subject, b.prefix)
+		if st, ok := byToken[key]; ok {
 			if e := entryOf(m.Sequence, m.Time, m.Header, m.Data); e.put {
-				if err := json.Unmarshal(e.value, &buf); err != nil {
-					return nil, fmt.Errorf("kvlease: active %q: corrupt buffer record at revision %d: %w", job, e.rev, err)
+				if err := json.Unmarshal(e.value, &st.buf); err != nil {
+					return nil, fmt.Errorf("kvlease: active: corrupt buffer record %q at revision %d: %w", key, e.rev, err)
 				}
 			}
 			continue
 		}
-		_, _, slot, err := parseKey(strings.TrimPrefix(m.Subject, b.prefix))
+		_, job, slot, err := parseKey(key)
 		if err != nil {
 			continue // not of this layout
+		}
+		st, ok := byJob[job]
+		if !ok {
+			continue // another job's
 		}
 		run, err := decodeRun(entryOf(m.Sequence, m.Time, m.Header, m.Data))
 		if err != nil {
 			return nil, err
 		}
-		stored[slot.UnixMilli()] = run.rec != nil
+		st.stored[slot.UnixMilli()] = run.rec != nil
 		if run.rec == nil || run.rec.finished() {
 			continue
 		}
-		runs = append(runs, open{slot, run})
+		runs = append(runs, open{job, slot, run})
 		leases = append(leases, b.subject(keysFor(job, slot).lease))
 	}
-	// One reading of both, so a slot listed and not stored has no record.
-	listed := listedOnly(buf, func(ms int64) bool { return stored[ms] })
+	out := make(map[string][]backend.ActiveRun, len(jobs))
+	for job, st := range byJob {
+		// One reading of both, so a slot listed and not stored has no record.
+		out[job] = listedOnly(st.buf, func(ms int64) bool { return st.stored[ms] })
+	}
 	if len(runs) == 0 {
-		return listed, nil
+		return out, nil
 	}
 	lmsgs, err := batch(leases)
 	if err != nil {
-		return nil, fmt.Errorf("kvlease: active %q: leases: %w", job, err)
+		return nil, fmt.Errorf("kvlease: active %s: leases: %w", jobList(jobs), err)
 	}
 	bySubject := make(map[string]*jetstream.RawStreamMsg, len(lmsgs))
 	for _, m := range lmsgs {
 		bySubject[m.Subject] = m
 	}
-	out := make([]backend.ActiveRun, 0, len(runs))
 	for i, r := range runs {
 		var ls leaseEntry
 		if m := bySubject[leases[i]]; m != nil {
@@ -175,10 +263,11 @@ func (s *Store) activeDirect(ctx context.Context, b *bucket, job string) ([]back
 				return nil, err
 			}
 		}
-		out = append(out, activeRun(r.slot, r.run, ls))
+		out[r.job] = append(out[r.job], activeRun(r.slot, r.run, ls))
 	}
-	out = append(out, listed...)
-	slices.SortFunc(out, func(x, y backend.ActiveRun) int { return x.Slot.Compare(y.Slot) })
+	for _, list := range out {
+		slices.SortFunc(list, func(x, y backend.ActiveRun) int { return x.Slot.Compare(y.Slot) })
+	}
 	return out, nil
 }
 

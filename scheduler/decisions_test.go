@@ -383,10 +383,32 @@ func TestReplicaClockBehindTheStore(t *testing.T) {
 }
 
 // Scenario 8: a hand-over nobody was waiting for. The backups are replaced first, the
-// holder last: the instances started after the slot adopt the released run.
+// holder last: the instances started after the slot adopt the released run, whether
+// the store reads every job's unfinished runs at once (backend.ActiveLister) or job
+// by job.
 func TestHandOverToInstancesStartedAfterTheSlot(t *testing.T) {
+	for name, b := range map[string]func() backend.Backend{
+		"one reading": func() backend.Backend { return memory.New() },
+		"job by job":  func() backend.Backend { return perJobActive{memory.New()} },
+	} {
+		t.Run(name, func(t *testing.T) { handOverToLaterInstances(t, b) })
+	}
+}
+
+// perJobActive is a memory backend whose run store is no backend.ActiveLister.
+type perJobActive struct{ *memory.Backend }
+
+func (b perJobActive) Runs() backend.RunStore {
+	r := b.Backend.Runs()
+	return struct {
+		backend.RunStore
+		backend.LeaseWatcher
+	}{r, r.(backend.LeaseWatcher)}
+}
+
+func handOverToLaterInstances(t *testing.T, newBackend func() backend.Backend) {
 	synctest.Test(t, func(t *testing.T) {
-		b := memory.New()
+		b := newBackend()
 		rec := &spans{}
 		start := func(id string) *scheduler.Scheduler {
 			s := newScheduler(t, b, id)

@@ -68,9 +68,21 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		s.loops.Add(1)
 		go s.watchPauses(pauser)
 	}
+	now := s.clock.Now()
+	var owed []adoption
 	for _, j := range jobs {
+		if s.runs != nil {
+			owed = append(owed, s.recover(j, now))
+		}
 		s.loops.Add(1)
-		go s.loop(j)
+		go s.loop(j, now)
+	}
+	if len(owed) > 0 {
+		s.handlers.Add(1)
+		go func() {
+			defer s.handlers.Done()
+			s.adoptAll(owed)
+		}()
 	}
 	s.log.Info("scheduler started", "instance", s.instance, "backend", s.backend.Name(), "jobs", len(jobs), "leases", s.runs != nil)
 	return nil

@@ -11,17 +11,14 @@ import (
 
 // loop walks a job's slots in order. Each due slot is handled in its own goroutine,
 // so a long handler never delays the next slot's claim.
-func (s *Scheduler) loop(j *job) {
+// It starts at now, the instant its recovery (recover) was computed for.
+func (s *Scheduler) loop(j *job, now time.Time) {
 	defer s.loops.Done()
 	// The loop ends with the scheduler's loops, or once the job's run limit is
 	// reached.
 	ctx, cancel := context.WithCancel(s.loopCtx)
 	defer cancel()
 	defer context.AfterFunc(j.ended, cancel)()
-	now := s.clock.Now()
-	if s.runs != nil {
-		s.recover(j, now)
-	}
 	// A slot whose deadline has not passed is still ours to claim: an instance
 	// (re)started just after a slot does not skip it.
 	next := j.sched.Next(now.Add(-j.cfg.maxLate))
@@ -53,29 +50,24 @@ func (c jobConfig) jitterDelay() time.Duration {
 }
 
 // recover starts, beside the loop, what a (re)started instance owes the slots
-// before the loop's first: the missed slots the catch-up policy asks for, and the
-// job's unfinished runs that neither catch-up nor the loop claims (released or
-// expired ones are taken over, live ones stood by for), so that a hand-over nobody
-// was waiting for still finds a taker.
-func (s *Scheduler) recover(j *job, now time.Time) {
+// before the loop's first: the missed slots the catch-up policy asks for. It
+// returns the adoption of the job's unfinished runs that neither catch-up nor the
+// loop claims (released or expired ones are taken over, live ones stood by for),
+// so that a hand-over nobody was waiting for still finds a taker.
+func (s *Scheduler) recover(j *job, now time.Time) adoption {
 	missed, capped := j.missedSlots(now)
 	claimed := make(map[int64]bool, len(missed)+len(capped))
 	for _, t := range append(missed, capped...) {
 		claimed[t.UnixMilli()] = true
 	}
-	s.handlers.Add(1)
-	go func() {
-		defer s.handlers.Done()
-		s.adopt(j, now.Add(-j.cfg.maxLate), claimed)
-	}()
-	if len(missed)+len(capped) == 0 {
-		return
+	if len(missed)+len(capped) > 0 {
+		s.handlers.Add(1)
+		go func() {
+			defer s.handlers.Done()
+			s.catchUp(j, missed, capped)
+		}()
 	}
-	s.handlers.Add(1)
-	go func() {
-		defer s.handlers.Done()
-		s.catchUp(j, missed, capped)
-	}()
+	return adoption{j: j, before: now.Add(-j.cfg.maxLate), claimed: claimed}
 }
 
 // missedSlots lists, oldest first, the slots catch-up runs and the older ones it
@@ -104,15 +96,78 @@ func (j *job) catchUpSlots(from, last time.Time) (run, capped []time.Time) {
 	return run, capped
 }
 
-// adopt claims, as takeovers, the job's unfinished runs up to before that catch-up
-// does not claim. A failed read of them is asked again until it is answered: a run
-// nobody stands by for (a manual run, a hand-over) has no other taker.
-func (s *Scheduler) adopt(j *job, before time.Time, claimed map[int64]bool) {
+// adoption is what a starting job owes its unfinished runs: it claims, as
+// takeovers, those of slots up to before that catch-up does not claim (claimed).
+type adoption struct {
+	j       *job
+	before  time.Time
+	claimed map[int64]bool
+}
+
+// adoptAll reads the unfinished runs of the starting jobs and adopts them: in one
+// reading of the run store when it is an ActiveLister, so that the reads at
+// start-up do not grow with the number of jobs, else job by job. A failed read is
+// asked again until it is answered: a run nobody stands by for (a manual run, a
+// hand-over) has no other taker.
+func (s *Scheduler) adoptAll(owed []adoption) {
+	lister, ok := s.runs.(backend.ActiveLister)
+	if !ok {
+		for _, a := range owed {
+			s.handlers.Add(1)
+			go func() {
+				defer s.handlers.Done()
+				s.adopt(a)
+			}()
+		}
+		return
+	}
+	for attempt := 0; len(owed) > 0; attempt++ {
+		names := make([]string, len(owed))
+		for i, a := range owed {
+			names[i] = a.j.name
+		}
+		// One call reads every job: its timeout grows with them.
+		ctx, cancel := context.WithTimeout(s.loopCtx, s.callTO*time.Duration(1+len(names)/activeJobsPerCallTimeout))
+		active, err := lister.ActiveJobs(ctx, names)
+		cancel()
+		var unread []adoption
+		for _, a := range owed {
+			runs, ok := active[a.j.name]
+			if !ok && err != nil {
+				unread = append(unread, a)
+				continue
+			}
+			s.adoptRuns(a, runs)
+		}
+		if err == nil {
+			return
+		}
+		if s.loopCtx.Err() != nil {
+			return
+		}
+		s.log.Warn("backend call failed", "op", "active", "jobs", len(unread), "err", err)
+		for _, a := range unread {
+			s.emit(Event{Kind: EventBackendError, Job: a.j.name, Op: "active", Err: err})
+		}
+		if !s.sleepUntil(s.loopCtx, s.clock.Now().Add(retryDelay(attempt))) {
+			return
+		}
+		owed = unread
+	}
+}
+
+// activeJobsPerCallTimeout is how many jobs one ActiveJobs call may read per
+// Config.CallTimeout.
+const activeJobsPerCallTimeout = 256
+
+// adopt reads one job's unfinished runs, asking again until it is answered, and
+// adopts them.
+func (s *Scheduler) adopt(a adoption) {
 	var active []ActiveRun
 	for attempt := 0; ; attempt++ {
 		ctx, cancel := s.callCtx(s.loopCtx)
 		var err error
-		active, err = s.runs.Active(ctx, j.name)
+		active, err = s.runs.Active(ctx, a.j.name)
 		cancel()
 		if err == nil {
 			break
@@ -120,21 +175,27 @@ func (s *Scheduler) adopt(j *job, before time.Time, claimed map[int64]bool) {
 		if s.loopCtx.Err() != nil {
 			return
 		}
-		s.backendError(j, time.Time{}, "active", err)
+		s.backendError(a.j, time.Time{}, "active", err)
 		if !s.sleepUntil(s.loopCtx, s.clock.Now().Add(retryDelay(attempt))) {
 			return
 		}
 	}
+	s.adoptRuns(a, active)
+}
+
+// adoptRuns claims, each as a takeover in its own goroutine, the runs of active
+// that a owes.
+func (s *Scheduler) adoptRuns(a adoption, active []ActiveRun) {
 	for _, r := range active {
 		// The loop claims the slots after before itself; a manual run's slot
 		// (not on the schedule) is nobody else's to end.
-		if (r.Slot.After(before) && j.onSchedule(r.Slot)) || claimed[r.Slot.UnixMilli()] {
+		if (r.Slot.After(a.before) && a.j.onSchedule(r.Slot)) || a.claimed[r.Slot.UnixMilli()] {
 			continue
 		}
 		s.handlers.Add(1)
 		go func() {
 			defer s.handlers.Done()
-			s.handleLeased(j, r.Slot, claimAdopt)
+			s.handleLeased(a.j, r.Slot, claimAdopt)
 		}()
 	}
 }

@@ -67,6 +67,7 @@ func RunLeases(t *testing.T, newStore func(t *testing.T) backend.RunStore) {
 		{"BackfillReopens", testLeaseBackfillReopens},
 		{"TakeoverOnly", testLeaseTakeoverOnly},
 		{"Active", testLeaseActive},
+		{"ActiveJobs", testLeaseActiveJobs},
 		{"InvalidClaims", testLeaseInvalid},
 		{"WatchRelease", testLeaseWatchRelease},
 		{"WatchFinish", testLeaseWatchFinish},
@@ -519,6 +520,68 @@ func testLeaseActive(t *testing.T, f *leaseFixture) {
 	assert.False(t, runs[0].Expires.IsZero(), "a live run tells when it expires")
 
 	none, err := f.s.Active(f.ctx, f.job+"-other")
+	require.NoError(t, err)
+	assert.Empty(t, none)
+}
+
+// testLeaseActiveJobs: an ActiveLister lists each job's unfinished runs as Active
+// does, in one call, and nothing of a job it was not asked for.
+func testLeaseActiveJobs(t *testing.T, f *leaseFixture) {
+	l, ok := f.s.(backend.ActiveLister)
+	if !ok {
+		t.Logf("%T is not a backend.ActiveLister: nothing to check", f.s)
+		return
+	}
+	other, idle, unasked := f.job+" other.job", f.job+" idle", f.job+" not asked"
+	at := func(job string, k int) string {
+		token := Token()
+		in := f.rc(token, "i"+fmt.Sprint(k), leaseLong)
+		in.Job, in.Slot = job, leaseSlot(k)
+		f.outcome(in, backend.OutcomeWon)
+		return token
+	}
+	t1 := at(f.job, 1)
+	t2 := at(f.job, 2)
+	require.NoError(t, f.s.Release(f.ctx, backend.RunKey{Job: f.job, Slot: leaseSlot(2), Token: t2}))
+	t3 := at(f.job, 3)
+	require.NoError(t, f.s.Finish(f.ctx, backend.RunKey{Job: f.job, Slot: leaseSlot(3), Token: t3}, backend.StatusOK))
+	t4 := at(other, 1)
+	at(unasked, 1)
+
+	got, err := l.ActiveJobs(f.ctx, []string{f.job, other, idle})
+	require.NoError(t, err)
+	_, listed := got[unasked]
+	assert.False(t, listed, "a job not asked for is not listed")
+	assert.Empty(t, got[idle])
+	type run struct {
+		Slot     time.Time
+		Token    string
+		Instance string
+		Live     bool
+		Attempt  int
+		Fence    uint64
+	}
+	view := func(runs []backend.ActiveRun) []run {
+		var out []run
+		for _, r := range runs {
+			out = append(out, run{r.Slot.UTC(), r.Token, r.Instance, r.Live, r.Attempt, r.Fence})
+		}
+		return out
+	}
+	for _, job := range []string{f.job, other, idle} {
+		want, err := f.s.Active(f.ctx, job)
+		require.NoError(t, err)
+		assert.Equal(t, view(want), view(got[job]), "job %q: ActiveJobs lists what Active does", job)
+	}
+	require.Len(t, got[f.job], 2, "unfinished runs only: %+v", got[f.job])
+	assert.Equal(t, t1, got[f.job][0].Token, "oldest first")
+	assert.True(t, got[f.job][0].Live)
+	assert.Equal(t, t2, got[f.job][1].Token)
+	assert.False(t, got[f.job][1].Live, "a released lease")
+	require.Len(t, got[other], 1)
+	assert.Equal(t, t4, got[other][0].Token)
+
+	none, err := l.ActiveJobs(f.ctx, nil)
 	require.NoError(t, err)
 	assert.Empty(t, none)
 }

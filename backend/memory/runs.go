@@ -494,6 +494,26 @@ func (s *RunStore) Active(ctx context.Context, job string) ([]backend.ActiveRun,
 	defer s.mu.Unlock()
 	now := s.clock.Now()
 	s.sweepLocked(now)
+	return s.activeLocked(job, now), nil
+}
+
+// ActiveJobs returns Active of each of jobs, read at one instant.
+func (s *RunStore) ActiveJobs(ctx context.Context, jobs []string) (map[string][]backend.ActiveRun, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock.Now()
+	s.sweepLocked(now)
+	out := make(map[string][]backend.ActiveRun, len(jobs))
+	for _, job := range jobs {
+		out[job] = s.activeLocked(job, now)
+	}
+	return out, nil
+}
+
+func (s *RunStore) activeLocked(job string, now time.Time) []backend.ActiveRun {
 	var out []backend.ActiveRun
 	for ms, r := range s.jobs[job] {
 		if r.finished() || r.forgotten(now) {
@@ -513,7 +533,7 @@ func (s *RunStore) Active(ctx context.Context, job string) ([]backend.ActiveRun,
 		})
 	}
 	slices.SortFunc(out, func(a, b backend.ActiveRun) int { return a.Slot.Compare(b.Slot) })
-	return out, nil
+	return out
 }
 
 // WatchRun returns a channel closed when (job, slot)'s lease ends: it expires (a timer

@@ -52,6 +52,7 @@ var (
 	_ backend.LeaseBackend  = (*faultyBackend)(nil)
 	_ backend.RunStore      = (*faultyRuns)(nil)
 	_ backend.LeaseWatcher  = (*faultyRuns)(nil)
+	_ backend.ActiveLister  = (*faultyRuns)(nil)
 	_ backend.Retrier       = (*faultyRetrier)(nil)
 )
 
@@ -196,6 +197,29 @@ func (r *faultyRuns) Active(ctx context.Context, job string) ([]backend.ActiveRu
 		return r.s.Active(ctx, job)
 	}, func(_ time.Duration, runs []backend.ActiveRun, err error, fault string) {
 		r.in.h.rec.slotLog(r.in, job, time.Time{}, "store active → %d runs %v%s", len(runs), errText(err), fault)
+	})
+}
+
+// ActiveJobs goes through in's faults as one call: the store's own ActiveJobs when
+// it is a backend.ActiveLister, else its Active job by job.
+func (r *faultyRuns) ActiveJobs(ctx context.Context, jobs []string) (map[string][]backend.ActiveRun, error) {
+	return do(r.in, ctx, "active", "", time.Time{}, func(ctx context.Context) (map[string][]backend.ActiveRun, error) {
+		if l, ok := r.s.(backend.ActiveLister); ok {
+			return l.ActiveJobs(ctx, jobs)
+		}
+		out := make(map[string][]backend.ActiveRun, len(jobs))
+		for _, job := range jobs {
+			runs, err := r.s.Active(ctx, job)
+			if err != nil {
+				return out, err
+			}
+			out[job] = runs
+		}
+		return out, nil
+	}, func(_ time.Duration, active map[string][]backend.ActiveRun, err error, fault string) {
+		for _, job := range jobs {
+			r.in.h.rec.slotLog(r.in, job, time.Time{}, "store active of %d jobs → %d runs %v%s", len(jobs), len(active[job]), errText(err), fault)
+		}
 	})
 }
 
