@@ -718,31 +718,53 @@ func (s *RunStore) Release(ctx context.Context, key backend.RunKey) error {
 // Active lists job's unfinished runs, oldest slot first, buffered slots with
 // Buffered set.
 func (s *RunStore) Active(ctx context.Context, job string) ([]backend.ActiveRun, error) {
+	out, err := s.active(ctx, "job = ? AND ", []any{job}, fmt.Sprintf("%q", job))
+	return out[job], err
+}
+
+// ActiveJobs returns Active of each of jobs in one query: every unfinished run of the
+// store, kept for the jobs asked for.
+func (s *RunStore) ActiveJobs(ctx context.Context, jobs []string) (map[string][]backend.ActiveRun, error) {
+	all, err := s.active(ctx, "", nil, fmt.Sprintf("of %d jobs", len(jobs)))
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string][]backend.ActiveRun, len(jobs))
+	for _, job := range jobs {
+		out[job] = all[job]
+	}
+	return out, nil
+}
+
+// active reads the unfinished runs that match where (a condition ending in AND, or
+// nothing) by job, oldest slot first; which names them in errors.
+func (s *RunStore) active(ctx context.Context, where string, args []any, which string) (map[string][]backend.ActiveRun, error) {
 	ctx, cancel := s.b.callCtx(ctx)
 	defer cancel()
 	if err := s.b.Init(ctx); err != nil {
 		return nil, err
 	}
-	rows, err := s.b.db.QueryContext(ctx, s.b.q(0, `SELECT slot, token, instance, attempt, fence, expires, keep_ms, changed, status, retry_at, retry_by,
+	rows, err := s.b.db.QueryContext(ctx, s.b.q(0, `SELECT job, slot, token, instance, attempt, fence, expires, keep_ms, changed, status, retry_at, retry_by,
 			cancel_slot, cancel_instance, cancel_token, {now}
-		FROM {p}runs WHERE job = ? AND status IN ('', '`+statusRetry+`', '`+statusBuffered+`') ORDER BY slot`), job)
+		FROM {p}runs WHERE `+where+`status IN ('', '`+statusRetry+`', '`+statusBuffered+`') ORDER BY job, slot`), args...)
 	if err != nil {
-		return nil, fmt.Errorf("sqlbackend: active runs of %q: %w", job, err)
+		return nil, fmt.Errorf("sqlbackend: active runs %s: %w", which, err)
 	}
 	defer rows.Close()
-	var out []backend.ActiveRun
+	out := map[string][]backend.ActiveRun{}
 	for rows.Next() {
 		var (
 			r        run
+			job      string
 			slot     int64
 			now      int64
 			attempt  int64
 			instance string
 			status   string
 		)
-		if err := rows.Scan(&slot, &r.token, &instance, &attempt, &r.fence, &r.expires, &r.keepMs, &r.changed, &status, &r.retryAt, &r.retryBy,
+		if err := rows.Scan(&job, &slot, &r.token, &instance, &attempt, &r.fence, &r.expires, &r.keepMs, &r.changed, &status, &r.retryAt, &r.retryBy,
 			&r.cancelSlot, &r.cancelInstance, &r.cancelToken, &now); err != nil {
-			return nil, fmt.Errorf("sqlbackend: active runs of %q: %w", job, err)
+			return nil, fmt.Errorf("sqlbackend: active runs %s: %w", which, err)
 		}
 		r.setStatus(status)
 		if r.forgotten(now) {
@@ -756,10 +778,10 @@ func (s *RunStore) Active(ctx context.Context, job string) ([]backend.ActiveRun,
 		if r.retrying {
 			a.RetryAt = timeOf(r.retryAt)
 		}
-		out = append(out, a)
+		out[job] = append(out[job], a)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlbackend: active runs of %q: %w", job, err)
+		return nil, fmt.Errorf("sqlbackend: active runs %s: %w", which, err)
 	}
 	return out, nil
 }
