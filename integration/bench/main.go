@@ -17,7 +17,9 @@
 //  4. takeover: the holder of a 2s lease killed mid-run, delay until a backup runs;
 //  5. the peer: go-co-op/gocron v2 with a NATS KV Locker, the same jobs side by side;
 //  6. a larger fleet: -fleet-jobs jobs every -fleet-interval on three instances with
-//     leases: start-up, memory, lag, duplicates, missed.
+//     leases: start-up, memory, lag, duplicates, missed;
+//  7. the duplicate window the JetStream backend fits to an Every(2s) job with
+//     default options, and to an hourly job with WithMaxLate(20m).
 //
 // Usage:
 //
@@ -295,6 +297,12 @@ func run(ctx context.Context, args []string, out, progress io.Writer) (*report, 
 	}
 	done()
 	settledProc()
+
+	done = step("7. duplicate window")
+	if rep.windows, err = measureWindows(ctx); err != nil {
+		rep.windowErr = fail("duplicate window", err)
+	}
+	done()
 
 	// The load and peer runs come before the scale section, whose thousands of
 	// streams would otherwise stay in the process's memory during them. The leased

@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/anarchon/anarchon/scheduler"
 )
 
 // TestQuick runs the command in -quick mode with tiny numbers: every section must
@@ -27,7 +29,7 @@ func TestQuick(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, rep)
 
-	for _, h := range []string{headClaims, headLoad, headScale, headTakeover, headPeer, headFleet, headGoals} {
+	for _, h := range []string{headClaims, headLoad, headScale, headTakeover, headPeer, headFleet, headWindow, headGoals} {
 		assert.Equal(t, 1, strings.Count(text, h), "section %q appears once", h)
 	}
 	assert.Contains(t, text, "- command: `go run -C integration/bench . -quick -jobs 10 -duration 3s")
@@ -43,7 +45,7 @@ func TestQuick(t *testing.T) {
 	assert.True(t, strings.HasPrefix(doc, "# Benchmarks\n"), "the page starts with its title")
 	assert.Contains(t, doc, "- command: `go run -C integration/bench . -quick")
 	assert.Contains(t, doc, "-write-docs "+page+"`", "the command names the page")
-	for _, h := range []string{headClaims, headLoad, headScale, headTakeover, headPeer, headFleet, headGoals} {
+	for _, h := range []string{headClaims, headLoad, headScale, headTakeover, headPeer, headFleet, headWindow, headGoals} {
 		assert.Equal(t, 1, strings.Count(doc, "\n"+strings.TrimPrefix(h, "#")), "section %q is a level-2 heading of the page", h)
 	}
 	assert.Less(t, strings.Index(doc, "- machine: "), strings.Index(doc, "\n## 1."), "the machine is named above the tables")
@@ -99,6 +101,13 @@ func TestQuick(t *testing.T) {
 	assert.NotEmpty(t, rep.takeover[0].backup, "a backup took the killed holder's run over")
 	assert.NotEqual(t, rep.takeover[0].holder, rep.takeover[0].backup)
 	assert.GreaterOrEqual(t, rep.takeover[0].attempt, 2)
+
+	// The fitted duplicate window, a configured value: the job's max lateness (its
+	// interval), the clock skew allowance, the lease and the call timeout.
+	require.Len(t, rep.windows, 2)
+	assert.Equal(t, 2*time.Second+scheduler.DefaultMaxClockSkew+scheduler.DefaultLease+scheduler.DefaultCallTimeout, rep.windows[0].window, "an Every(2s) job")
+	assert.Equal(t, 20*time.Minute+scheduler.DefaultMaxClockSkew+scheduler.DefaultLease+scheduler.DefaultCallTimeout, rep.windows[1].window, "an hourly job WithMaxLate(20m)")
+	assert.Contains(t, text, "| `Every(2s)`, default options | "+fmtWindow(rep.windows[0].window)+" | ✅ ≤ 1 min |")
 
 	require.NotNil(t, rep.scale)
 	require.Len(t, rep.scale.rows, 2)
@@ -188,6 +197,14 @@ func TestTrialRatios(t *testing.T) {
 			sum += p
 		}
 		assert.Equal(t, n, sum, "the shares of %d add up to it", n)
+	}
+}
+
+func TestFmtWindow(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		0: "n/a", 44 * time.Second: "44 s", time.Minute: "1 min", 20*time.Minute + 42*time.Second: "20 min 42 s",
+	} {
+		assert.Equal(t, want, fmtWindow(d), "%v", d)
 	}
 }
 

@@ -21,9 +21,10 @@ type report struct {
 	peer                                     *loadResult
 	takeover                                 []takeoverTrial
 	scale                                    *scaleResult
-	fleet                                    *loadResult // section 6
+	fleet                                    *loadResult  // section 6
+	windows                                  []*windowJob // section 7
 	claimsErr, loadErr, peerErr, takeoverErr string
-	fleetErr                                 string
+	fleetErr, windowErr                      string
 	started                                  time.Time
 	elapsed                                  time.Duration
 }
@@ -36,6 +37,7 @@ const (
 	headTakeover = "### 4. Takeover"
 	headPeer     = "### 5. Peer side by side"
 	headFleet    = "### 6. A larger fleet"
+	headWindow   = "### 7. Duplicate window of a job's stream"
 	headGoals    = "### Goals"
 )
 
@@ -71,11 +73,11 @@ const (
 		"The command starts its own embedded nats-server in the same process and measures the cost\n" +
 		"of a claim against a raw JetStream publish (1), the scheduler under load with and without\n" +
 		"leases (2), the stream layout at scale (3), a takeover after the holder is killed (4), the\n" +
-		"same load on go-co-op/gocron with a NATS KV Locker (5), and a larger fleet (6). On a shared\n" +
-		"machine absolute times are noisy: compare the ratios to a raw publish measured in the same\n" +
-		"trial (each the median of the trials, with their range), and the counts (round trips,\n" +
-		"messages, duplicates, missed slots). A goal marked ❌ is a target not met, with the figure\n" +
-		"this run reached.\n\n" +
+		"same load on go-co-op/gocron with a NATS KV Locker (5), a larger fleet (6), and the duplicate\n" +
+		"window a job's stream gets (7). On a shared machine absolute times are noisy: compare the\n" +
+		"ratios to a raw publish measured in the same trial (each the median of the trials, with\n" +
+		"their range), and the counts (round trips, messages, duplicates, missed slots). A goal\n" +
+		"marked ❌ is a target not met, with the figure this run reached.\n\n" +
 		"Not on this page:\n\n" +
 		"- the hot paths as Go benchmarks: `go test -run '^$' -bench . ./scheduler/ ./jetstream/ ./kvlease/`;\n" +
 		"- kvlease's atomic batches against two compare-and-sets: `go test -run '^$' -bench ClaimBatch -benchtime 200x ./kvlease/`;\n" +
@@ -163,6 +165,14 @@ func (r *report) sections() string {
 		b.WriteString(fleetMarkdown(r.fleet))
 	}
 
+	b.WriteString("\n" + headWindow + "\n\n")
+	switch {
+	case r.windows == nil:
+		b.WriteString(r.windowErr)
+	default:
+		b.WriteString(windowMarkdown(r.windows))
+	}
+
 	b.WriteString("\n" + headGoals + "\n\n")
 	b.WriteString(r.goals())
 	return b.String()
@@ -205,6 +215,11 @@ func (r *report) goals() string {
 	}
 	if len(r.loads) == 0 {
 		t.add("load", "not measured")
+	}
+	for _, j := range r.windows {
+		if j.goal > 0 {
+			t.add(fmt.Sprintf("duplicate window, %s: ≤ %s", j.options, fmtWindow(j.goal)), fmt.Sprintf("%s %s", mark(j.goalMet()), fmtWindow(j.window)))
+		}
 	}
 	limit := 5 * time.Minute
 	if r.cfg.quick {
