@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -283,6 +284,20 @@ type op struct {
 	// one, so the spy's copies cost the timed calls nothing): reqs over reqN calls.
 	spy        *reqSpy
 	reqs, reqN int64
+	// starts are the indexes in lat where each trial's samples begin.
+	starts []int
+}
+
+// startTrial marks where o's samples of the next trial begin.
+func (o *op) startTrial() { o.starts = append(o.starts, len(o.lat)) }
+
+// trial returns o's samples of trial i.
+func (o *op) trial(i int) durations {
+	end := len(o.lat)
+	if i+1 < len(o.starts) {
+		end = o.starts[i+1]
+	}
+	return o.lat[o.starts[i]:end]
 }
 
 // reqSpy counts requests on the server: messages with a reply subject on the
@@ -393,6 +408,7 @@ func (m msgs) add(o msgs) msgs { return msgs{out: m.out + o.out, in: m.in + o.in
 // claimResult is section 1.
 type claimResult struct {
 	samples   int
+	trials    int
 	raw       *op
 	rawDedupe *op
 	win       *op
@@ -523,26 +539,72 @@ func measureClaims(ctx context.Context, cfg config) (*claimResult, error) {
 		}
 	}
 
-	warm := min(100, cfg.samples/5+1)
-	for i := range warm + cfg.samples {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		record := i >= warm
-		if err := plain(i, record); err != nil {
-			return nil, err
-		}
-		if err := leased(record); err != nil {
-			return nil, err
-		}
+	if err := r.fillHistory(ctx); err != nil {
+		return nil, fmt.Errorf("fill history: %w", err)
 	}
+	for _, limit := range []int{10, 100} {
+		res.history = append(res.history, &op{name: fmt.Sprintf("history read of %d records: `Backend.History`", limit), conn: r.win.nc})
+	}
+	res.lastRuns = &op{name: "last run, success and failure of 2 jobs: `Backend.LastRuns` (`backend.LastRunsReader`)", conn: r.win.nc}
+	reads := []struct {
+		o *op
+		n int
+		f func() error
+	}{
+		{res.history[0], max(cfg.samples/10, 20), func() error { return r.history(ctx, 10) }},
+		{res.history[1], max(cfg.samples/40, 10), func() error { return r.history(ctx, 100) }},
+		{res.lastRuns, max(cfg.samples/10, 20), func() error {
+			got, err := r.bhist.LastRuns(ctx, []string{historyJob, claimJob})
+			if err == nil && (got[historyJob].Success == nil || len(got) != 2) {
+				err = fmt.Errorf("LastRuns: %+v", got)
+			}
+			return err
+		}},
+	}
+
+	// Trials: each is the interleaved loop over its share of the samples, after a
+	// warm-up (a shorter one once the connections are warm), then the reads.
+	all := append([]*op{res.raw, res.rawDedupe, res.win, res.lose}, res.leased...)
+	timed := append(slices.Clone(all), res.history...)
+	timed = append(timed, res.lastRuns)
+	if res.leasedPath != nil {
+		timed = append(timed, res.leasedPath, res.leasedFleet)
+	}
+	res.trials = cfg.claimTrials
+	warm := firstWarmup(cfg.samples)
+	round := 0
+	for t := range cfg.claimTrials {
+		for _, o := range timed {
+			o.startTrial()
+		}
+		n := share(cfg.samples, cfg.claimTrials, t)
+		for i := range warm + n {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			record := i >= warm
+			if err := plain(round, record); err != nil {
+				return nil, err
+			}
+			if err := leased(record); err != nil {
+				return nil, err
+			}
+			round++
+		}
+		for _, rd := range reads {
+			if err := timeCalls(rd.o, share(rd.n, cfg.claimTrials, t), rd.f); err != nil {
+				return nil, err
+			}
+		}
+		warm = laterWarmup(cfg.samples)
+	}
+
 	// A counting pass, untimed: every operation again with the request spy.
 	spy, err := newReqSpy(r.srv)
 	if err != nil {
 		return nil, err
 	}
 	defer spy.nc.Close()
-	all := append([]*op{res.raw, res.rawDedupe, res.win, res.lose}, res.leased...)
 	for _, o := range all {
 		o.spy = spy
 	}
@@ -564,45 +626,37 @@ func measureClaims(ctx context.Context, cfg config) (*claimResult, error) {
 		res.leasedFleet.reqs, res.leasedFleet.reqN = lwin.reqs, lwin.reqN
 		res.lloseRun, res.fin = lloseRun, fin
 	}
-
-	if err := r.fillHistory(ctx); err != nil {
-		return nil, fmt.Errorf("fill history: %w", err)
-	}
-	for _, limit := range []int{10, 100} {
-		o := &op{name: fmt.Sprintf("history read of %d records: `Backend.History`", limit), conn: r.win.nc}
-		n := max(cfg.samples/10, 20)
-		if limit == 100 {
-			n = max(cfg.samples/40, 10)
-		}
-		if err := timeAndCount(o, spy, n, func() error { return r.history(ctx, limit) }); err != nil {
+	for _, rd := range reads {
+		if err := countCalls(rd.o, spy, 3, rd.f); err != nil {
 			return nil, err
 		}
-		res.history = append(res.history, o)
-	}
-	res.lastRuns = &op{name: "last run, success and failure of 2 jobs: `Backend.LastRuns` (`backend.LastRunsReader`)", conn: r.win.nc}
-	if err := timeAndCount(res.lastRuns, spy, max(cfg.samples/10, 20), func() error {
-		got, err := r.bhist.LastRuns(ctx, []string{historyJob, claimJob})
-		if err == nil && (got[historyJob].Success == nil || len(got) != 2) {
-			err = fmt.Errorf("LastRuns: %+v", got)
-		}
-		return err
-	}); err != nil {
-		return nil, err
 	}
 	return res, nil
 }
 
-// timeAndCount times n calls of f after 3 warm-up calls, then counts the requests
-// of 3 more with spy.
-func timeAndCount(o *op, spy *reqSpy, n int, f func() error) error {
+// firstWarmup is the warm-up rounds of the first trial, laterWarmup of the others.
+func firstWarmup(samples int) int { return min(100, samples/5+1) }
+func laterWarmup(samples int) int { return min(20, firstWarmup(samples)) }
+
+// share is trial t's part of n samples split over trials: the parts differ by at
+// most one and add up to n.
+func share(n, trials, t int) int { return n*(t+1)/trials - n*t/trials }
+
+// timeCalls times n calls of f after 3 warm-up calls.
+func timeCalls(o *op, n int, f func() error) error {
 	for i := range n + 3 {
 		if err := o.do(i >= 3, f); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// countCalls counts the requests of n calls of f with spy.
+func countCalls(o *op, spy *reqSpy, n int, f func() error) error {
 	o.spy = spy
 	defer func() { o.spy = nil }()
-	for range 3 {
+	for range n {
 		if err := o.do(false, f); err != nil {
 			return err
 		}
@@ -610,16 +664,87 @@ func timeAndCount(o *op, spy *reqSpy, n int, f func() error) error {
 	return nil
 }
 
-// winGoalMet: a plain claim won costs at most 5% more than the server's own cost of
-// a claim-shaped publish, measured in the same run.
-func (c *claimResult) winGoalMet() bool {
-	return ratioOf(c.win.lat.pct(50), c.rawDedupe.lat.pct(50)) <= 1.05
+// spread is a ratio measured once per trial: the median of the trials and their
+// range.
+type spread struct {
+	med, lo, hi float64
+	n           int // trials with a ratio
 }
 
-// leasedGoalMet: the leased win path before the handler (record beside it) within
-// twice a raw publish.
+func spreadOf(v []float64) spread {
+	if len(v) == 0 {
+		return spread{}
+	}
+	s := slices.Sorted(slices.Values(v))
+	m := s[len(s)/2]
+	if len(s)%2 == 0 {
+		m = (s[len(s)/2-1] + m) / 2
+	}
+	return spread{med: m, lo: s[0], hi: s[len(s)-1], n: len(s)}
+}
+
+// String is the median with the range in brackets when the trials differ.
+func (s spread) String() string {
+	switch {
+	case s.n == 0:
+		return "n/a"
+	case s.lo == s.hi:
+		return fmt.Sprintf("%.2f", s.med)
+	}
+	return fmt.Sprintf("%.2f (%.2f–%.2f)", s.med, s.lo, s.hi)
+}
+
+// withTrials is String with the number of trials in the brackets.
+func (s spread) withTrials() string {
+	switch {
+	case s.n == 0:
+		return "n/a"
+	case s.n == 1:
+		return fmt.Sprintf("%.2f (1 trial)", s.med)
+	}
+	return fmt.Sprintf("%.2f (%.2f–%.2f, %d trials)", s.med, s.lo, s.hi, s.n)
+}
+
+// trialRatios is a's p-th percentile over b's in each trial that has samples of
+// both.
+func trialRatios(a, b *op, p float64) spread {
+	var v []float64
+	for i := range min(len(a.starts), len(b.starts)) {
+		x, y := a.trial(i), b.trial(i)
+		if len(x) == 0 || len(y) == 0 {
+			continue
+		}
+		if r := ratioOf(x.pct(p), y.pct(p)); r > 0 {
+			v = append(v, r)
+		}
+	}
+	return spreadOf(v)
+}
+
+// winRatio is a plain claim won's p50 over the claim-shaped raw publish's, per trial.
+func (c *claimResult) winRatio() spread { return trialRatios(c.win, c.rawDedupe, 50) }
+
+// winGoalMet: a plain claim won costs at most 5% more than the server's own cost of
+// a claim-shaped publish, in the median trial.
+func (c *claimResult) winGoalMet() bool {
+	r := c.winRatio()
+	return r.n > 0 && r.med <= 1.05
+}
+
+// leasedRatio is the leased win path's p50 before the handler (record beside it)
+// over a raw publish's, per trial.
+func (c *claimResult) leasedRatio() spread {
+	if c.leasedFleet == nil {
+		return spread{}
+	}
+	return trialRatios(c.leasedFleet, c.raw, 50)
+}
+
+// leasedGoalMet: the leased win path before the handler within twice a raw publish,
+// in the median trial.
 func (c *claimResult) leasedGoalMet() bool {
-	return c.leasedFleet != nil && ratioOf(c.leasedFleet.lat.pct(50), c.raw.lat.pct(50)) <= 2
+	r := c.leasedRatio()
+	return r.n > 0 && r.med <= 2
 }
 
 func ratioOf(a, b time.Duration) float64 {
@@ -631,24 +756,26 @@ func ratioOf(a, b time.Duration) float64 {
 
 func (c *claimResult) markdown() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d samples of each operation, interleaved in the same loop (order rotated), after warm-up; each role on its own TCP connection. "+
+	fmt.Fprintf(&b, "%d samples of each operation in %d trials, interleaved in the same loop (order rotated), each trial after a warm-up "+
+		"(%d rounds before the first, %d before the others), the history reads timed at the end of each trial; each role on its own TCP connection. "+
+		"p50 and p99 are over all the samples; a ratio is the operation's percentile over the raw publish's in the same trial, "+
+		"the median of the trials with their range in brackets. "+
 		"Round trips = requests per call (messages sent with a reply subject, counted on the server by a subscriber in a separate untimed pass of %d calls; "+
 		"an atomic batch's messages before its commit have none, a batched direct get is one request however many messages answer it); "+
-		"messages out / in from `nats.Conn.Stats()` deltas of the timed calls.\n\n", c.samples, countPasses)
+		"messages out / in from `nats.Conn.Stats()` deltas of the timed calls.\n\n", c.samples, c.trials, firstWarmup(c.samples), laterWarmup(c.samples), countPasses)
 	t := newTable("operation", "p50", "p99", "p50 / raw", "p99 / raw", "round trips per call", "msgs out / in per call", "goal")
-	rawP50, rawP99 := c.raw.lat.pct(50), c.raw.lat.pct(99)
 	row := func(o *op, goal string) {
 		rt := "n/a"
 		if v := o.roundTrips(); v >= 0 {
 			rt = fmt.Sprintf("%.2f", v)
 		}
-		t.add(o.name, dur(o.lat.pct(50)), dur(o.lat.pct(99)), ratio(o.lat.pct(50), rawP50), ratio(o.lat.pct(99), rawP99),
+		t.add(o.name, dur(o.lat.pct(50)), dur(o.lat.pct(99)), trialRatios(o, c.raw, 50).String(), trialRatios(o, c.raw, 99).String(),
 			rt, perOp(o.msgs.out, o.n())+" / "+perOp(o.msgs.in, o.n()), goal)
 	}
 	row(c.raw, "the limit")
 	row(c.rawDedupe, "the server's own cost of a claim")
-	row(c.win, fmt.Sprintf("%s p50 ≤ 1.05 × the claim-shaped raw publish (%s); %s 1 round trip",
-		mark(c.winGoalMet()), ratio(c.win.lat.pct(50), c.rawDedupe.lat.pct(50)), mark(c.win.roundTrips() == 1)))
+	row(c.win, fmt.Sprintf("%s p50 ≤ 1.05 × the claim-shaped raw publish: %s; %s 1 round trip",
+		mark(c.winGoalMet()), c.winRatio().withTrials(), mark(c.win.roundTrips() == 1)))
 	row(c.lose, fmt.Sprintf("%s 1 round trip", mark(c.lose.roundTrips() == 1)))
 	for _, o := range c.leased {
 		switch o {
@@ -662,7 +789,7 @@ func (c *claimResult) markdown() string {
 	}
 	if c.leasedPath != nil {
 		row(c.leasedPath, "")
-		row(c.leasedFleet, fmt.Sprintf("%s ≤ 2 round trips; %s p50 ≤ 2 × raw", mark(c.leasedFleet.roundTrips() <= 2), mark(c.leasedGoalMet())))
+		row(c.leasedFleet, fmt.Sprintf("%s ≤ 2 round trips; %s p50 ≤ 2 × raw: %s", mark(c.leasedFleet.roundTrips() <= 2), mark(c.leasedGoalMet()), c.leasedRatio().withTrials()))
 	}
 	for _, o := range c.history {
 		goal := ""

@@ -38,13 +38,6 @@ func signedMiB(b int64) string {
 	return fmt.Sprintf("%+.1f MiB", float64(b)/(1<<20))
 }
 
-func ratio(a, b time.Duration) string {
-	if b <= 0 {
-		return "n/a"
-	}
-	return fmt.Sprintf("%.2f", float64(a)/float64(b))
-}
-
 func perOp(n uint64, ops int) string {
 	if ops == 0 {
 		return "n/a"

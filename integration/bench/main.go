@@ -7,8 +7,9 @@
 // It starts its own embedded nats-server (JetStream on a file store, clients over
 // loopback TCP so every call pays a real network round trip) and runs:
 //
-//  1. claims beside a raw synchronous JetStream publish: p50/p99, ratio, round trips;
-//     lease operations and history reads for reference;
+//  1. claims beside a raw synchronous JetStream publish: p50/p99, round trips, and
+//     each ratio as the median of -claim-trials trials with its range; lease
+//     operations and history reads for reference;
 //  2. load: -jobs jobs every second on three instances for -duration, with kvlease
 //     leases and on the plain JetStream backend: duplicates, missed slots, slot lag,
 //     CPU, memory and what the server is asked per slot;
@@ -16,13 +17,15 @@
 //  4. takeover: the holder of a 2s lease killed mid-run, delay until a backup runs;
 //  5. the peer: go-co-op/gocron v2 with a NATS KV Locker, the same jobs side by side;
 //  6. a larger fleet: -fleet-jobs jobs every -fleet-interval on three instances with
-//     leases: start-up, memory, lag, duplicates, missed.
+//     leases: start-up, memory, lag, duplicates, missed;
+//  7. the duplicate window the JetStream backend fits to an Every(2s) job with
+//     default options, and to an hourly job with WithMaxLate(20m).
 //
 // Usage:
 //
 //	go run -C integration/bench . [-jobs 1000] [-duration 30s] [-quick]
 //	                              [-leases=true] [-plain=true] [-peer=true] [-jitter 0]
-//	                              [-samples 2000] [-scale 100,1000] [-trials 3]
+//	                              [-samples 2000] [-claim-trials 5] [-scale 100,1000] [-trials 3]
 //	                              [-fleet-jobs 5000] [-fleet-interval 10s] [-fleet-duration 20s] [-fleet-jitter 0]
 //	                              [-cpuprofile FILE] [-memprofile PREFIX] [-write-docs FILE]
 //
@@ -81,10 +84,12 @@ type config struct {
 	plain    bool
 	peer     bool
 	samples  int
-	scale    []int
-	trials   int
-	jitter   time.Duration
-	budget   time.Duration
+	// claimTrials is how many trials section 1 splits its samples into.
+	claimTrials int
+	scale       []int
+	trials      int
+	jitter      time.Duration
+	budget      time.Duration
 	// fleetJobs jobs every fleetInterval, measured for fleetDuration (section 6;
 	// fleetJobs 0: not run).
 	fleetJobs     int
@@ -120,9 +125,9 @@ func (c config) phase(name string, f func()) {
 
 // Defaults of the full run and of -quick (a flag given explicitly wins over both).
 var (
-	fullDefaults = config{jobs: 1000, duration: 30 * time.Second, samples: 2000, scale: []int{100, 1000}, trials: 3, budget: 4*time.Minute + 30*time.Second, warmup: 2 * time.Second,
+	fullDefaults = config{jobs: 1000, duration: 30 * time.Second, samples: 2000, claimTrials: 5, scale: []int{100, 1000}, trials: 3, budget: 4*time.Minute + 30*time.Second, warmup: 2 * time.Second,
 		fleetJobs: 5000, fleetInterval: 10 * time.Second, fleetDuration: 20 * time.Second}
-	quickDefaults = config{jobs: 50, duration: 5 * time.Second, samples: 300, scale: []int{10, 100}, trials: 1, budget: 55 * time.Second, warmup: time.Second,
+	quickDefaults = config{jobs: 50, duration: 5 * time.Second, samples: 300, claimTrials: 3, scale: []int{10, 100}, trials: 1, budget: 55 * time.Second, warmup: time.Second,
 		fleetJobs: 200, fleetInterval: 2 * time.Second, fleetDuration: 4 * time.Second}
 )
 
@@ -136,7 +141,8 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.BoolVar(&c.leases, "leases", true, "run anarchon with kvlease leases (false: the plain JetStream backend; no takeover section)")
 	fs.BoolVar(&c.plain, "plain", true, "also run the load on the plain JetStream backend (no leases), for comparison")
 	fs.BoolVar(&c.peer, "peer", true, "run the gocron peer (section 5)")
-	fs.IntVar(&c.samples, "samples", fullDefaults.samples, "samples of each claim operation")
+	fs.IntVar(&c.samples, "samples", fullDefaults.samples, "samples of each claim operation, split over -claim-trials")
+	fs.IntVar(&c.claimTrials, "claim-trials", fullDefaults.claimTrials, "trials of the claim section: each ratio is the median of the trials' ratios")
 	scale := fs.String("scale", joinInts(fullDefaults.scale), "job counts of the stream-layout section, comma-separated")
 	fs.IntVar(&c.trials, "trials", fullDefaults.trials, "takeover trials")
 	fs.DurationVar(&c.jitter, "jitter", 0, "jitter of every load job (0: all instances claim at the slot)")
@@ -170,6 +176,9 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 		if !set["scale"] {
 			*scale = joinInts(q.scale)
 		}
+		if !set["claim-trials"] {
+			c.claimTrials = q.claimTrials
+		}
 		if !set["trials"] {
 			c.trials = q.trials
 		}
@@ -198,6 +207,10 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 		return c, fmt.Errorf("-duration must be whole seconds, at least 2s, got %v", c.duration)
 	case c.samples < 10:
 		return c, fmt.Errorf("-samples must be at least 10, got %d", c.samples)
+	case c.claimTrials < 1:
+		return c, fmt.Errorf("-claim-trials must be at least 1, got %d", c.claimTrials)
+	case c.samples/c.claimTrials < 10:
+		return c, fmt.Errorf("-samples must give each of the %d claim trials at least 10 samples, got %d", c.claimTrials, c.samples)
 	case c.trials < 0:
 		return c, fmt.Errorf("-trials must not be negative, got %d", c.trials)
 	case c.fleetJitter < 0 || c.fleetJitter >= c.fleetInterval:
@@ -284,6 +297,12 @@ func run(ctx context.Context, args []string, out, progress io.Writer) (*report, 
 	}
 	done()
 	settledProc()
+
+	done = step("7. duplicate window")
+	if rep.windows, err = measureWindows(ctx); err != nil {
+		rep.windowErr = fail("duplicate window", err)
+	}
+	done()
 
 	// The load and peer runs come before the scale section, whose thousands of
 	// streams would otherwise stay in the process's memory during them. The leased

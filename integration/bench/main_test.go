@@ -2,14 +2,18 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/anarchon/anarchon/scheduler"
 )
 
 // TestQuick runs the command in -quick mode with tiny numbers: every section must
@@ -25,7 +29,7 @@ func TestQuick(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, rep)
 
-	for _, h := range []string{headClaims, headLoad, headScale, headTakeover, headPeer, headFleet, headGoals} {
+	for _, h := range []string{headClaims, headLoad, headScale, headTakeover, headPeer, headFleet, headWindow, headGoals} {
 		assert.Equal(t, 1, strings.Count(text, h), "section %q appears once", h)
 	}
 	assert.Contains(t, text, "- command: `go run -C integration/bench . -quick -jobs 10 -duration 3s")
@@ -41,7 +45,7 @@ func TestQuick(t *testing.T) {
 	assert.True(t, strings.HasPrefix(doc, "# Benchmarks\n"), "the page starts with its title")
 	assert.Contains(t, doc, "- command: `go run -C integration/bench . -quick")
 	assert.Contains(t, doc, "-write-docs "+page+"`", "the command names the page")
-	for _, h := range []string{headClaims, headLoad, headScale, headTakeover, headPeer, headFleet, headGoals} {
+	for _, h := range []string{headClaims, headLoad, headScale, headTakeover, headPeer, headFleet, headWindow, headGoals} {
 		assert.Equal(t, 1, strings.Count(doc, "\n"+strings.TrimPrefix(h, "#")), "section %q is a level-2 heading of the page", h)
 	}
 	assert.Less(t, strings.Index(doc, "- machine: "), strings.Index(doc, "\n## 1."), "the machine is named above the tables")
@@ -49,6 +53,19 @@ func TestQuick(t *testing.T) {
 	require.NotNil(t, rep.claims, "claims measured")
 	assert.Len(t, rep.claims.win.lat, 50)
 	assert.Len(t, rep.claims.lose.lat, 50)
+	// The samples are split over the -quick default of trials, and every ratio the
+	// goals judge is a median of one ratio per trial.
+	require.Equal(t, quickDefaults.claimTrials, rep.claims.trials)
+	for _, o := range []*op{rep.claims.raw, rep.claims.rawDedupe, rep.claims.win, rep.claims.leasedFleet, rep.claims.history[1], rep.claims.lastRuns} {
+		require.Len(t, o.starts, rep.claims.trials, "%s: one start per trial", o.name)
+		for i := range rep.claims.trials {
+			assert.NotEmpty(t, o.trial(i), "%s: samples in trial %d", o.name, i)
+		}
+	}
+	assert.Len(t, rep.claims.leasedFleet.lat, 50, "the leased path has a sample per round")
+	assert.Equal(t, rep.claims.trials, rep.claims.winRatio().n, "a won claim's ratio in every trial")
+	assert.Equal(t, rep.claims.trials, rep.claims.leasedRatio().n, "the leased path's ratio in every trial")
+	assert.Contains(t, text, fmt.Sprintf(", %d trials)", rep.claims.trials), "the goals print the ratios with their trials")
 	assert.Len(t, rep.claims.history, 2, "history reads of 10 and 100 records")
 	// Request counts are not timings: they hold on any machine.
 	assert.Equal(t, 1.0, rep.claims.win.roundTrips(), "a plain claim won is one request")
@@ -85,6 +102,13 @@ func TestQuick(t *testing.T) {
 	assert.NotEqual(t, rep.takeover[0].holder, rep.takeover[0].backup)
 	assert.GreaterOrEqual(t, rep.takeover[0].attempt, 2)
 
+	// The fitted duplicate window, a configured value: the job's max lateness (its
+	// interval), the clock skew allowance, the lease and the call timeout.
+	require.Len(t, rep.windows, 2)
+	assert.Equal(t, 2*time.Second+scheduler.DefaultMaxClockSkew+scheduler.DefaultLease+scheduler.DefaultCallTimeout, rep.windows[0].window, "an Every(2s) job")
+	assert.Equal(t, 20*time.Minute+scheduler.DefaultMaxClockSkew+scheduler.DefaultLease+scheduler.DefaultCallTimeout, rep.windows[1].window, "an hourly job WithMaxLate(20m)")
+	assert.Contains(t, text, "| `Every(2s)`, default options | "+fmtWindow(rep.windows[0].window)+" | ✅ ≤ 1 min |")
+
 	require.NotNil(t, rep.scale)
 	require.Len(t, rep.scale.rows, 2)
 	for _, r := range rep.scale.rows {
@@ -101,6 +125,8 @@ func TestFlags(t *testing.T) {
 		{"-samples", "5"},
 		{"-scale", "10,x"},
 		{"-jitter", "1s"},
+		{"-claim-trials", "0"},
+		{"-samples", "50", "-claim-trials", "6"},
 		{"extra"},
 		{"-nope"},
 	} {
@@ -116,6 +142,70 @@ func TestFlags(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 1000, c.jobs)
 	assert.Equal(t, fullDefaults.duration, c.duration)
+	assert.Equal(t, fullDefaults.claimTrials, c.claimTrials)
+}
+
+// TestSpread: a ratio across trials is their median, with their range.
+func TestSpread(t *testing.T) {
+	for _, tc := range []struct {
+		in          []float64
+		want        spread
+		str, trials string
+	}{
+		{nil, spread{}, "n/a", "n/a"},
+		{[]float64{1.2}, spread{1.2, 1.2, 1.2, 1}, "1.20", "1.20 (1 trial)"},
+		{[]float64{1.15, 1.04, 1.08}, spread{1.08, 1.04, 1.15, 3}, "1.08 (1.04–1.15)", "1.08 (1.04–1.15, 3 trials)"},
+		{[]float64{1.3, 1.0, 1.1, 1.2}, spread{1.15, 1.0, 1.3, 4}, "1.15 (1.00–1.30)", "1.15 (1.00–1.30, 4 trials)"},
+	} {
+		got := spreadOf(tc.in)
+		assert.InDelta(t, tc.want.med, got.med, 1e-9, "%v", tc.in)
+		assert.Equal(t, tc.want.lo, got.lo, "%v", tc.in)
+		assert.Equal(t, tc.want.hi, got.hi, "%v", tc.in)
+		assert.Equal(t, tc.want.n, got.n, "%v", tc.in)
+		assert.Equal(t, tc.str, got.String(), "%v", tc.in)
+		assert.Equal(t, tc.trials, got.withTrials(), "%v", tc.in)
+	}
+}
+
+// TestTrialRatios: each trial's percentile against the other operation's in the
+// same trial, not against the pooled samples.
+func TestTrialRatios(t *testing.T) {
+	a, b := &op{}, &op{}
+	add := func(o *op, ds ...time.Duration) {
+		o.startTrial()
+		o.lat = append(o.lat, ds...)
+	}
+	add(a, 10, 10, 10)
+	add(b, 10, 10, 10) // trial 0: 1.0
+	add(a, 30, 30, 30)
+	add(b, 20, 20, 20) // trial 1: 1.5
+	add(a, 40, 40, 40)
+	add(b, 20, 20, 20) // trial 2: 2.0
+	r := trialRatios(a, b, 50)
+	assert.Equal(t, 3, r.n)
+	assert.InDelta(t, 1.5, r.med, 1e-9)
+	assert.InDelta(t, 1.0, r.lo, 1e-9)
+	assert.InDelta(t, 2.0, r.hi, 1e-9)
+	assert.Equal(t, durations{30, 30, 30}, a.trial(1))
+
+	for n := range 12 {
+		sum := 0
+		for i := range 5 {
+			p := share(n, 5, i)
+			assert.LessOrEqual(t, p, n/5+1, "share(%d, 5, %d)", n, i)
+			assert.GreaterOrEqual(t, p, n/5, "share(%d, 5, %d)", n, i)
+			sum += p
+		}
+		assert.Equal(t, n, sum, "the shares of %d add up to it", n)
+	}
+}
+
+func TestFmtWindow(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		0: "n/a", 44 * time.Second: "44 s", time.Minute: "1 min", 20*time.Minute + 42*time.Second: "20 min 42 s",
+	} {
+		assert.Equal(t, want, fmtWindow(d), "%v", d)
+	}
 }
 
 // TestDocsPath: a relative -write-docs name is the repository's file, wherever go
