@@ -694,15 +694,16 @@ func (s spread) String() string {
 	return fmt.Sprintf("%.2f (%.2f–%.2f)", s.med, s.lo, s.hi)
 }
 
-// withTrials is String with the number of trials in the brackets.
+// withTrials is String with the number of trials in the brackets, the median to
+// three decimals: a goal judged on it never reads as met when it was not.
 func (s spread) withTrials() string {
 	switch {
 	case s.n == 0:
 		return "n/a"
 	case s.n == 1:
-		return fmt.Sprintf("%.2f (1 trial)", s.med)
+		return fmt.Sprintf("%.3f (1 trial)", s.med)
 	}
-	return fmt.Sprintf("%.2f (%.2f–%.2f, %d trials)", s.med, s.lo, s.hi, s.n)
+	return fmt.Sprintf("%.3f (%.2f–%.2f, %d trials)", s.med, s.lo, s.hi, s.n)
 }
 
 // trialRatios is a's p-th percentile over b's in each trial that has samples of
