@@ -94,9 +94,16 @@ func (b *Backend) windowFor(job backend.JobLimits) (time.Duration, bool) {
 // lateness + the clock skew allowance (every claim of a slot is sent within them)
 // + the lease (a takeover in a fleet where some instances have no leases meets the
 // slot's claim up to a lease later) + the call timeout (a claim's record is written
-// up to a call later), rounded up to a second, and at least MinFittedWindow.
+// up to a call later), rounded up to a second, and at least MinFittedWindow. A job
+// with catch-up claims slots up to its catch-up window old, so its window covers
+// the catch-up window in place of jitter and max lateness: in a fleet where some
+// instances have no leases, the claim of a slot they ran still decides.
 func FitWindow(job backend.JobLimits) time.Duration {
-	d := job.Jitter + job.MaxLate + job.ClockSkew + job.Lease + job.CallTimeout
+	reach := job.Jitter + job.MaxLate
+	if job.CatchUp != backend.CatchUpNone {
+		reach = max(reach, job.CatchUpWindow)
+	}
+	d := reach + job.ClockSkew + job.Lease + job.CallTimeout
 	if r := d % time.Second; r != 0 {
 		d += time.Second - r
 	}

@@ -25,6 +25,9 @@ func TestFitWindow(t *testing.T) {
 		{"the floor", backend.JobLimits{MaxLate: time.Second}, MinFittedWindow},
 		{"rounded up to a second", backend.JobLimits{Jitter: 20 * time.Second, MaxLate: 10*time.Second + time.Millisecond, CallTimeout: 10 * time.Second}, 41 * time.Second},
 		{"an hour of lateness", backend.JobLimits{MaxLate: time.Hour, ClockSkew: 2 * time.Second, Lease: 30 * time.Second, CallTimeout: 10 * time.Second}, time.Hour + 42*time.Second},
+		{"catch-up reaches back its window", backend.JobLimits{MaxLate: 2 * time.Second, CatchUp: backend.CatchUpAll, CatchUpWindow: time.Hour, ClockSkew: 2 * time.Second, Lease: 30 * time.Second, CallTimeout: 10 * time.Second}, time.Hour + 42*time.Second},
+		{"the latest missed slot too", backend.JobLimits{MaxLate: 2 * time.Second, CatchUp: backend.CatchUpLatest, CatchUpWindow: 10 * time.Minute, ClockSkew: 2 * time.Second}, 10*time.Minute + 2*time.Second},
+		{"a catch-up window below max lateness", backend.JobLimits{Jitter: time.Second, MaxLate: 2 * time.Minute, CatchUp: backend.CatchUpAll, CatchUpWindow: time.Minute}, 2*time.Minute + time.Second},
 	}
 	for _, c := range cases {
 		assert.Equal(t, c.want, FitWindow(c.job), c.name)

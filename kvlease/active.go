@@ -202,6 +202,8 @@ func (s *Store) activeDirect(ctx context.Context, b *bucket, jobs []string) (map
 	type jobState struct {
 		buf    bufferRecord
 		stored map[int64]bool
+		open   []backend.ActiveRun
+		err    error // a record of the job that could not be read
 	}
 	byJob := make(map[string]*jobState, len(jobs))
 	byToken := make(map[string]*jobState, len(jobs))
@@ -216,7 +218,7 @@ func (s *Store) activeDirect(ctx context.Context, b *bucket, jobs []string) (map
 		if st, ok := byToken[key]; ok {
 			if e := entryOf(m.Sequence, m.Time, m.Header, m.Data); e.put {
 				if err := json.Unmarshal(e.value, &st.buf); err != nil {
-					return nil, fmt.Errorf("kvlease: active: corrupt buffer record %q at revision %d: %w", key, e.rev, err)
+					st.err = errors.Join(st.err, fmt.Errorf("corrupt buffer record %q at revision %d: %w", key, e.rev, err))
 				}
 			}
 			continue
@@ -231,7 +233,8 @@ func (s *Store) activeDirect(ctx context.Context, b *bucket, jobs []string) (map
 		}
 		run, err := decodeRun(entryOf(m.Sequence, m.Time, m.Header, m.Data))
 		if err != nil {
-			return nil, err
+			st.err = errors.Join(st.err, fmt.Errorf("key %q: %w", key, err))
+			continue
 		}
 		st.stored[slot.UnixMilli()] = run.rec != nil
 		if run.rec == nil || run.rec.finished() {
@@ -240,35 +243,41 @@ func (s *Store) activeDirect(ctx context.Context, b *bucket, jobs []string) (map
 		runs = append(runs, open{job, slot, run})
 		leases = append(leases, b.subject(keysFor(job, slot).lease))
 	}
-	out := make(map[string][]backend.ActiveRun, len(jobs))
-	for job, st := range byJob {
-		// One reading of both, so a slot listed and not stored has no record.
-		out[job] = listedOnly(st.buf, func(ms int64) bool { return st.stored[ms] })
-	}
-	if len(runs) == 0 {
-		return out, nil
-	}
-	lmsgs, err := batch(leases)
-	if err != nil {
-		return nil, fmt.Errorf("kvlease: active %s: leases: %w", jobList(jobs), err)
-	}
-	bySubject := make(map[string]*jetstream.RawStreamMsg, len(lmsgs))
-	for _, m := range lmsgs {
-		bySubject[m.Subject] = m
-	}
-	for i, r := range runs {
-		var ls leaseEntry
-		if m := bySubject[leases[i]]; m != nil {
-			if ls, err = decodeLease(entryOf(m.Sequence, m.Time, m.Header, m.Data)); err != nil {
-				return nil, err
-			}
+	if len(runs) > 0 {
+		lmsgs, err := batch(leases)
+		if err != nil {
+			return nil, fmt.Errorf("kvlease: active %s: leases: %w", jobList(jobs), err)
 		}
-		out[r.job] = append(out[r.job], activeRun(r.slot, r.run, ls))
+		bySubject := make(map[string]*jetstream.RawStreamMsg, len(lmsgs))
+		for _, m := range lmsgs {
+			bySubject[m.Subject] = m
+		}
+		for i, r := range runs {
+			st := byJob[r.job]
+			var ls leaseEntry
+			if m := bySubject[leases[i]]; m != nil {
+				if ls, err = decodeLease(entryOf(m.Sequence, m.Time, m.Header, m.Data)); err != nil {
+					st.err = errors.Join(st.err, fmt.Errorf("key %q: %w", strings.TrimPrefix(leases[i], b.prefix), err))
+					continue
+				}
+			}
+			st.open = append(st.open, activeRun(r.slot, r.run, ls))
+		}
 	}
-	for _, list := range out {
+	// A job with a record that could not be read is left out, and named.
+	out := make(map[string][]backend.ActiveRun, len(jobs))
+	var errs []error
+	for job, st := range byJob {
+		if st.err != nil {
+			errs = append(errs, fmt.Errorf("kvlease: active %q: %w", job, st.err))
+			continue
+		}
+		// One reading of both, so a slot listed and not stored has no record.
+		list := append(st.open, listedOnly(st.buf, func(ms int64) bool { return st.stored[ms] })...)
 		slices.SortFunc(list, func(x, y backend.ActiveRun) int { return x.Slot.Compare(y.Slot) })
+		out[job] = list
 	}
-	return out, nil
+	return out, errors.Join(errs...)
 }
 
 // activeRun is an unfinished run as Active lists it: Live tells whether its lease
