@@ -19,9 +19,6 @@ import (
 	"github.com/anarchon/anarchon/scheduler"
 )
 
-// jobs is the order in which the exit report lists the jobs.
-var jobs = []string{"tick", "report", "flaky", "compact"}
-
 // run is the whole service: it returns when ctx ends (or after -duration) and the
 // shutdown is done. A graceful shutdown returns nil, even when running jobs had to
 // be cancelled and handed over.
@@ -197,9 +194,10 @@ func dial(c config, log *slog.Logger) (*nats.Conn, natsjs.JetStream, error) {
 }
 
 // printHistory prints each job's last n runs, from every replica, as the backend
-// stores them.
+// stores them, in the order the jobs were registered.
 func printHistory(ctx context.Context, w io.Writer, s *scheduler.Scheduler, n int) error {
-	for _, job := range jobs {
+	for _, j := range s.Jobs() {
+		job := j.Job
 		recs, err := s.History(ctx, job, n)
 		if err != nil {
 			return err

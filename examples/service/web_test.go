@@ -42,7 +42,7 @@ func TestStatusPage(t *testing.T) {
 		status, body = getPage(t, pageA)
 		return status == http.StatusOK && strings.Contains(body, "on 2 replicas")
 	}, 10*time.Second, 100*time.Millisecond, "the jobs page lists both replicas")
-	for _, job := range jobs {
+	for _, job := range []string{"tick", "report", "flaky", "compact", "retried", "refresh", "digest", "warmup"} {
 		assert.Contains(t, body, `<a href="/anarchon/job/`+job+`">`+job+`</a>`)
 	}
 	assert.Contains(t, body, "read-only")
