@@ -103,7 +103,8 @@ func (r Responses) MarshalJSON() ([]byte, error) {
 //     let a viewer have a replica publish where it names.
 //   - operator: a viewer that also requests trigger, backfill, pause, resume,
 //     pauseall and resumeall.
-//   - replica: subscribe to every endpoint, $SRV and its inboxes; publish events,
+//   - replica: subscribe to every endpoint, $SRV, its inboxes and the stream
+//     update advisories (the JetStream backend follows them); publish events,
 //     its registry entry and what the registry and c.Backend need; answer
 //     requests (Responses) instead of publishing on anyone's inbox.
 //
@@ -154,7 +155,10 @@ func Permissions(role Role, c PermissionsConfig) (RolePermissions, error) {
 		}
 		out.Subscribe = []string{p.fleet(verbJobs), p.fleet(verbPauseAll), p.fleet(verbResumeAll),
 			p.fleet(verbTrigger) + ".*", p.fleet(verbBackfill) + ".*", p.fleet(verbPause) + ".*", p.fleet(verbResume) + ".*",
-			p.fleet(verbHistory) + ".*", p.fleet(verbActive) + ".*", "$SRV.*", srv[0], srv[1], inbox}
+			p.fleet(verbHistory) + ".*", p.fleet(verbActive) + ".*", "$SRV.*", srv[0], srv[1], inbox,
+			// The JetStream backend follows its job streams' updates (another
+			// replica widening a duplicate window): jetstream.StreamUpdatedSubject.
+			"$JS.EVENT.ADVISORY.STREAM.UPDATED.*"}
 		out.Responses = &Responses{Max: -1, TTL: DefaultResponseTTL}
 	default:
 		return RolePermissions{}, fmt.Errorf("%w: role %q: one of %v", ErrInvalidOption, role, Roles)

@@ -282,6 +282,26 @@ func TestRolesOnARealServer(t *testing.T) {
 			}
 			_ = sub.Unsubscribe()
 
+			// Stream updates: a replica's backend follows those of its job streams.
+			upd, err := nc.SubscribeSync(jetstream.StreamUpdatedSubject)
+			require.NoError(t, err)
+			if role == fleet.RoleReplica {
+				require.NoError(t, nc.Flush())
+				js := natstest.JetStream(t, nc)
+				st, err := js.Stream(ctx, stream)
+				require.NoError(t, err)
+				cfg := st.CachedInfo().Config
+				cfg.Description = "seen by the replica"
+				_, err = js.UpdateStream(ctx, cfg)
+				require.NoError(t, err)
+				m, err := upd.NextMsg(5 * time.Second)
+				require.NoError(t, err, "the replica hears of a stream update")
+				assert.Equal(t, "$JS.EVENT.ADVISORY.STREAM.UPDATED."+stream, m.Subject)
+			} else {
+				v.refused(t, "Subscription", jetstream.StreamUpdatedSubject)
+			}
+			_ = upd.Unsubscribe()
+
 			// Consumers: on the registry, the lease bucket and a job stream, and a
 			// key-value watch of the lease bucket. The replica may create the
 			// consumers its registry and leases need; nobody else any.

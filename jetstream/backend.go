@@ -31,8 +31,10 @@ type Backend struct {
 	direct  *natsutil.DirectReader // History's batched reads
 	memo    claimMemo              // what this backend has seen of its claims' slots
 
-	mu   sync.Mutex
-	jobs map[string]*jobStream
+	mu       sync.Mutex
+	jobs     map[string]*jobStream
+	byStream map[string]*jobStream // the same, by stream name
+	upd      updates               // stream update advisories (updates.go)
 }
 
 var (
@@ -56,7 +58,7 @@ func New(js natsjs.JetStream, opts ...Option) (*Backend, error) {
 	if err := option.Apply(&cfg, opts); err != nil {
 		return nil, err
 	}
-	return &Backend{js: js, cfg: cfg, jobs: make(map[string]*jobStream), direct: natsutil.NewDirectReader(js)}, nil
+	return &Backend{js: js, cfg: cfg, jobs: map[string]*jobStream{}, byStream: map[string]*jobStream{}, direct: natsutil.NewDirectReader(js)}, nil
 }
 
 // Name returns "jetstream".
@@ -204,9 +206,11 @@ func (b *Backend) checkLimits(info *natsjs.AccountInfo) error {
 // ErrClosed.
 func (b *Backend) Close(context.Context) error {
 	b.closed.Store(true)
+	b.upd.stop()
 	b.direct.Close()
 	b.mu.Lock()
 	clear(b.jobs)
+	clear(b.byStream)
 	b.mu.Unlock()
 	b.memo.clear()
 	return nil
@@ -230,11 +234,14 @@ func serverURL(nc *nats.Conn) string {
 // jobStream is what the backend knows of one job's stream.
 type jobStream struct {
 	names
-	job      string
-	stream   natsjs.Stream
-	window   time.Duration // the stream's duplicate window
-	claimTTL time.Duration // how long claims are stored
-	ours     bool          // created by anarchon (metadata), so limits may be updated
+	job     string
+	stream  natsjs.Stream
+	timeout time.Duration // the job's timeout, for claimTTL
+	ours    bool          // created by anarchon (metadata), so limits may be updated
+	// window is the stream's duplicate window and claimTTL how long claims are
+	// stored (claimTTL of it), in nanoseconds: another instance may widen the
+	// window (updates.go).
+	window, claimTTL atomic.Int64
 	// direct: the stream answers direct gets (History reads in batches).
 	direct atomic.Bool
 	// lastSeq is the highest sequence of the stream this backend has seen (its
@@ -248,6 +255,18 @@ type jobStream struct {
 	mu   sync.Mutex
 	size int64 // the stream's MaxMsgsPerSubject (-1: none)
 }
+
+// setWindow takes the stream's duplicate window w, and stores claims for it.
+func (st *jobStream) setWindow(w time.Duration) {
+	st.claimTTL.Store(int64(claimTTL(w, st.timeout)))
+	st.window.Store(int64(w))
+}
+
+// dupWindow is the stream's duplicate window as last read.
+func (st *jobStream) dupWindow() time.Duration { return time.Duration(st.window.Load()) }
+
+// ttl is how long a claim is stored.
+func (st *jobStream) ttl() time.Duration { return time.Duration(st.claimTTL.Load()) }
 
 // sawSeq notes that the stream holds sequence seq.
 func (st *jobStream) sawSeq(seq uint64) {
@@ -266,10 +285,20 @@ func (b *Backend) cached(job string) *jobStream {
 	return b.jobs[job]
 }
 
+// cachedStream returns the stream named name if this backend caches it.
+func (b *Backend) cachedStream(name string) *jobStream {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.byStream[name]
+}
+
+// remember caches st, and follows its stream's updates.
 func (b *Backend) remember(st *jobStream) {
 	b.mu.Lock()
 	b.jobs[st.job] = st
+	b.byStream[st.stream.CachedInfo().Config.Name] = st
 	b.mu.Unlock()
+	b.follow()
 }
 
 // errNoStream is returned by lookup when the job's stream does not exist.
@@ -300,10 +329,8 @@ func (b *Backend) lookup(ctx context.Context, job string) (*jobStream, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := &jobStream{
-		names: n, job: job, stream: s, window: info.Config.Duplicates,
-		claimTTL: claimTTL(info.Config.Duplicates, 0), ours: ours, size: info.Config.MaxMsgsPerSubject, maxMsg: info.Config.MaxMsgSize,
-	}
+	st := &jobStream{names: n, job: job, stream: s, ours: ours, size: info.Config.MaxMsgsPerSubject, maxMsg: info.Config.MaxMsgSize}
+	st.setWindow(info.Config.Duplicates)
 	st.direct.Store(info.Config.AllowDirect)
 	b.remember(st)
 	return st, nil

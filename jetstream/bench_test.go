@@ -158,7 +158,7 @@ func BenchmarkRawClaimPublish(b *testing.B) {
 			ms := in.Slot.UnixMilli()
 			msg := &nats.Msg{Subject: st.claimSubject(ms), Header: nats.Header{}, Data: encodeClaim(in, false, time.Now())}
 			msg.Header.Set(natsjs.MsgIDHeader, st.msgID(ms))
-			msg.Header.Set(natsjs.MsgTTLHeader, natsutil.TTLHeader(st.claimTTL))
+			msg.Header.Set(natsjs.MsgTTLHeader, natsutil.TTLHeader(st.ttl()))
 			if _, err := env.js.PublishMsg(ctx, msg); err != nil {
 				b.Fatal(err)
 			}

@@ -50,7 +50,7 @@ func (b *Backend) claim(ctx context.Context, in backend.ClaimInput, leased bool)
 	}
 	slot := in.Slot.UnixMilli()
 	key := slotKey{stream: st.names.stream, slot: slot}
-	sentBefore := b.memo.send(key, in.Token, now, st.claimTTL)
+	sentBefore := b.memo.send(key, in.Token, now, st.ttl())
 
 	ans, err := b.publishClaim(ctx, st, in.Job, slot, st.claimMsg(in, leased, now), func(seq uint64) bool {
 		return b.cfg.verifyAll || sentBefore || b.memo.mayHold(key, in.Token, seq)
@@ -58,7 +58,7 @@ func (b *Backend) claim(ctx context.Context, in backend.ClaimInput, leased bool)
 	if err != nil {
 		return false, err // the claim may be stored: the memo keeps it as sent
 	}
-	b.memo.answered(key, in.Token, ans, time.Now(), st.claimTTL)
+	b.memo.answered(key, in.Token, ans, time.Now(), st.ttl())
 	return ans.won(in.Token), nil
 }
 
@@ -68,7 +68,7 @@ func (st *jobStream) claimMsg(in backend.ClaimInput, leased bool, now time.Time)
 	slot := in.Slot.UnixMilli()
 	msg := &nats.Msg{Subject: st.claimSubject(slot), Header: nats.Header{}, Data: encodeClaimAs(in, false, leased, now)}
 	msg.Header.Set(natsjs.MsgIDHeader, st.msgID(slot))
-	msg.Header.Set(natsjs.MsgTTLHeader, natsutil.TTLHeader(st.claimTTL))
+	msg.Header.Set(natsjs.MsgTTLHeader, natsutil.TTLHeader(st.ttl()))
 	return msg
 }
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	natsjs "github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -98,7 +99,7 @@ func TestFittedWindowOnlyWidens(t *testing.T) {
 	for range 3 {
 		b, w := prepare(fitted)
 		assert.Equal(t, 10*time.Minute, w, "a fitted window does not narrow the stream")
-		assert.Equal(t, 10*time.Minute, b.cached(job).window, "the backend works with the stream's window")
+		assert.Equal(t, 10*time.Minute, b.cached(job).dupWindow(), "the backend works with the stream's window")
 	}
 
 	own := fitted
@@ -112,4 +113,39 @@ func TestFittedWindowOnlyWidens(t *testing.T) {
 	assert.Equal(t, FitWindow(wider), w, "a fitted window wider than the stream's widens it")
 	_, w = prepare(fitted)
 	assert.Equal(t, FitWindow(wider), w, "and an instance that fits it narrower leaves it")
+}
+
+// TestWidenedWindowReachesEarlierInstances: an instance that prepared a job's
+// stream before another widened it (another max lateness, say) learns the wider
+// window from the server's update advisory, and stores its claims for it: a claim
+// stored for less than the window is forgotten by a server restart inside it.
+func TestWidenedWindowReachesEarlierInstances(t *testing.T) {
+	s := natstest.Server(t, embedded.Options{})
+	ctx := ctxFor(t)
+	job := jobName("widened")
+	timing := func(maxLate time.Duration) backend.JobLimits {
+		l := limits(job)
+		l.Schedule, l.Interval, l.MaxLate = "every 1h", time.Hour, maxLate
+		l.ClockSkew, l.Lease, l.CallTimeout = time.Second, 5*time.Second, 5*time.Second
+		return l
+	}
+	a := newBackend(t, natstest.JetStream(t, natstest.Conn(t, s)))
+	require.NoError(t, a.PrepareJob(ctx, timing(time.Second)))
+	require.Equal(t, MinFittedWindow, a.cached(job).dupWindow())
+	b := newBackend(t, natstest.JetStream(t, natstest.Conn(t, s)))
+	require.NoError(t, b.PrepareJob(ctx, timing(2*time.Minute)))
+	window := streamWindow(t, b, job)
+	require.Equal(t, FitWindow(timing(2*time.Minute)), window, "B widened the stream")
+
+	require.Eventually(t, func() bool { return a.cached(job).dupWindow() == window },
+		10*time.Second, 10*time.Millisecond, "A learns the window B set")
+	slot := time.Now().Truncate(time.Hour)
+	won, err := a.Claim(ctx, claimIn(job, slot, token(), "a"))
+	require.NoError(t, err)
+	require.True(t, won)
+	m, err := a.cached(job).stream.GetLastMsgForSubject(ctx, a.cached(job).claimSubject(slot.UnixMilli()))
+	require.NoError(t, err)
+	ttl, err := time.ParseDuration(m.Header.Get(natsjs.MsgTTLHeader))
+	require.NoError(t, err, "the claim's TTL header %q", m.Header.Get(natsjs.MsgTTLHeader))
+	assert.GreaterOrEqual(t, ttl, window, "A's claim is stored for the whole window")
 }
