@@ -147,7 +147,7 @@ func (s *Scheduler) claimManual(parent context.Context, j *job, in *backend.Clai
 			return c.RunClaim, res, sent, nil
 		case backend.OutcomeOverlap:
 			if j.cfg.overlap.Buffers() {
-				return backend.RunClaim{}, backend.ClaimResult{}, time.Time{}, fmt.Errorf("run %q now: %w: another run of it holds its lease and %d are buffered already", j.name, ErrJobBusy, c.Buffers())
+				return backend.RunClaim{}, backend.ClaimResult{}, time.Time{}, fmt.Errorf("run %q now: %w: another run of it holds its lease and %d are buffered already (overlap policy %s)", j.name, ErrJobBusy, c.Buffers(), j.cfg.overlap)
 			}
 			return backend.RunClaim{}, backend.ClaimResult{}, time.Time{}, fmt.Errorf("run %q now: %w: another run of it holds its lease", j.name, ErrJobBusy)
 		case backend.OutcomeLate:
