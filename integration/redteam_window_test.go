@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/internal/natstest"
 	"github.com/anarchon/anarchon/jetstream"
@@ -37,17 +36,8 @@ func TestRedTeamCorruptRunOfOneJobBlocksNoAdoption(t *testing.T) {
 
 	const day = 24 * time.Hour
 	slot := time.Now().Truncate(day).Add(-day)
-	handOver := func(job, token string) {
-		t.Helper()
-		c := backend.RunClaim{Job: job, Slot: slot, Token: token, Instance: "gone",
-			Lease: time.Minute, Deadline: time.Now().Add(time.Hour), Keep: time.Hour}
-		res, err := store.Claim(ctx, c)
-		require.NoError(t, err)
-		require.Equal(t, backend.OutcomeWon, res.Outcome)
-		require.NoError(t, store.Release(ctx, backend.RunKey{Job: job, Slot: slot, Token: token}))
-	}
 	// The bad job's run key, then junk on it from someone else.
-	handOver("bad", "bad-token")
+	handOver(ctx, t, store, "bad", slot, "bad-token")
 	kv, err := js.KeyValue(ctx, bucket)
 	require.NoError(t, err)
 	keys, err := kv.ListKeys(ctx)
@@ -62,7 +52,7 @@ func TestRedTeamCorruptRunOfOneJobBlocksNoAdoption(t *testing.T) {
 	_, err = kv.Put(ctx, runKey, []byte("not a run record"))
 	require.NoError(t, err)
 	// A good job's run handed over: only the adoption at Start takes it over.
-	handOver("good", "good-token")
+	handOver(ctx, t, store, "good", slot, "good-token")
 
 	adopted := make(chan scheduler.Run, 2)
 	s := newSched(t, b, "a", nil)

@@ -57,12 +57,7 @@ func startReadsOnce(t *testing.T, url string, replicas int) {
 	name := func(i int) string { return fmt.Sprintf("job-%02d", i) }
 	const day = 24 * time.Hour
 	slot := time.Now().Truncate(day).Add(-day)
-	gone := backend.RunClaim{Job: name(jobs - 1), Slot: slot, Token: "gone", Instance: "gone",
-		Lease: time.Minute, Deadline: time.Now().Add(time.Hour), Keep: time.Hour}
-	res, err := store.Claim(ctx, gone)
-	require.NoError(t, err)
-	require.Equal(t, backend.OutcomeWon, res.Outcome)
-	require.NoError(t, store.Release(ctx, backend.RunKey{Job: gone.Job, Slot: slot, Token: gone.Token}))
+	handOver(ctx, t, store, name(jobs-1), slot, "gone")
 
 	adopted := make(chan scheduler.Run, 1)
 	s := newSched(t, b, "a", nil)
@@ -109,4 +104,16 @@ func startReadsOnce(t *testing.T, url string, replicas int) {
 	// where a reading per job is at least one request per job.
 	t.Logf("%d jobs: %d reads of the lease bucket from Start to the adoption", jobs, reads)
 	assert.Less(t, reads, 12, "the reads at start-up grow with the jobs")
+}
+
+// handOver stores job's run of slot as won by token, then released: a run handed
+// over by an instance that has stopped since.
+func handOver(ctx context.Context, t *testing.T, store backend.RunStore, job string, slot time.Time, token string) {
+	t.Helper()
+	c := backend.RunClaim{Job: job, Slot: slot, Token: token, Instance: "gone",
+		Lease: time.Minute, Deadline: time.Now().Add(time.Hour), Keep: time.Hour}
+	res, err := store.Claim(ctx, c)
+	require.NoError(t, err)
+	require.Equal(t, backend.OutcomeWon, res.Outcome)
+	require.NoError(t, store.Release(ctx, backend.RunKey{Job: job, Slot: slot, Token: token}))
 }

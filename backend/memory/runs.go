@@ -487,14 +487,8 @@ func (s *RunStore) Release(ctx context.Context, key backend.RunKey) error {
 
 // Active lists job's unfinished runs, oldest slot first.
 func (s *RunStore) Active(ctx context.Context, job string) ([]backend.ActiveRun, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.clock.Now()
-	s.sweepLocked(now)
-	return s.activeLocked(job, now), nil
+	out, err := s.ActiveJobs(ctx, []string{job})
+	return out[job], err
 }
 
 // ActiveJobs returns Active of each of jobs, read at one instant.
