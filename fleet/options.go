@@ -16,6 +16,11 @@ const (
 	DefaultTimeout = 5 * time.Second
 	// DefaultGatherWindow is how long Client.Jobs collects replicas' answers.
 	DefaultGatherWindow = 500 * time.Millisecond
+	// DefaultSetupTimeout bounds Serve's set-up (its subscriptions and the
+	// registry's bucket) when its context has no deadline: a cluster that has just
+	// created a stream for each of thousands of jobs answers a bucket's creation
+	// late.
+	DefaultSetupTimeout = 30 * time.Second
 )
 
 // Option configures Serve, NewClient or Events. An option that does not apply to the call

@@ -51,9 +51,9 @@ type Service struct {
 // Serve registers the fleet endpoints of s on nc: a NATS micro service named
 // ServiceName, version Version, in micro's queue group. The jobs served are the
 // ones s declares when Serve is called (s.Jobs()): register every job before
-// Serve. Serve returns once the server has every subscription (a flush bounded by
-// ctx, or DefaultTimeout when ctx has no deadline), so a request sent afterwards
-// reaches this replica. Serve may be called before or after s.Start; until s.Start
+// Serve. Serve returns once the server has every subscription and the registry's
+// bucket is ready (bounded by ctx, or DefaultSetupTimeout when ctx has no
+// deadline), so a request sent afterwards reaches this replica. Serve may be called before or after s.Start; until s.Start
 // (and after s.Stop) a trigger is refused at once with 503 (ErrUnavailable). The
 // caller keeps ownership of nc and s: stop the service with Stop before stopping
 // the scheduler.
@@ -117,7 +117,7 @@ func Serve(ctx context.Context, nc *nats.Conn, s *scheduler.Scheduler, opts ...O
 		f.abort()
 		return nil, err
 	}
-	fctx, cancel := backendutil.CallContext(ctx, DefaultTimeout)
+	fctx, cancel := backendutil.CallContext(ctx, DefaultSetupTimeout)
 	defer cancel()
 	if err := nc.FlushWithContext(fctx); err != nil {
 		f.abort()
