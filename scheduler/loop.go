@@ -111,16 +111,22 @@ type adoption struct {
 // hand-over) has no other taker.
 func (s *Scheduler) adoptAll(owed []adoption) {
 	lister, ok := s.runs.(backend.ActiveLister)
-	if !ok {
-		for _, a := range owed {
-			s.handlers.Add(1)
-			go func() {
-				defer s.handlers.Done()
-				s.adopt(a)
-			}()
-		}
+	if ok {
+		s.adoptFrom(lister, owed)
 		return
 	}
+	for _, a := range owed {
+		s.handlers.Add(1)
+		go func() {
+			defer s.handlers.Done()
+			s.adoptFrom(activeOfOne{s.runs}, []adoption{a})
+		}()
+	}
+}
+
+// adoptFrom reads the unfinished runs owed by the jobs from lister and adopts them,
+// asking again for the jobs it could not read until they are answered.
+func (s *Scheduler) adoptFrom(lister backend.ActiveLister, owed []adoption) {
 	for attempt := 0; len(owed) > 0; attempt++ {
 		names := make([]string, len(owed))
 		for i, a := range owed {
@@ -145,7 +151,7 @@ func (s *Scheduler) adoptAll(owed []adoption) {
 		if s.loopCtx.Err() != nil {
 			return
 		}
-		s.log.Warn("backend call failed", "op", "active", "jobs", len(unread), "err", err)
+		s.log.Warn("backend call failed", "op", "active", "jobs", len(unread), "first", unread[0].j.name, "err", err)
 		for _, a := range unread {
 			s.emit(Event{Kind: EventBackendError, Job: a.j.name, Op: "active", Err: err})
 		}
@@ -160,27 +166,16 @@ func (s *Scheduler) adoptAll(owed []adoption) {
 // Config.CallTimeout.
 const activeJobsPerCallTimeout = 256
 
-// adopt reads one job's unfinished runs, asking again until it is answered, and
-// adopts them.
-func (s *Scheduler) adopt(a adoption) {
-	var active []ActiveRun
-	for attempt := 0; ; attempt++ {
-		ctx, cancel := s.callCtx(s.loopCtx)
-		var err error
-		active, err = s.runs.Active(ctx, a.j.name)
-		cancel()
-		if err == nil {
-			break
-		}
-		if s.loopCtx.Err() != nil {
-			return
-		}
-		s.backendError(a.j, time.Time{}, "active", err)
-		if !s.sleepUntil(s.loopCtx, s.clock.Now().Add(retryDelay(attempt))) {
-			return
-		}
+// activeOfOne reads one job's unfinished runs from a run store without
+// ActiveJobs, as an ActiveLister of that job.
+type activeOfOne struct{ runs backend.RunStore }
+
+func (o activeOfOne) ActiveJobs(ctx context.Context, jobs []string) (map[string][]ActiveRun, error) {
+	runs, err := o.runs.Active(ctx, jobs[0])
+	if err != nil {
+		return nil, err
 	}
-	s.adoptRuns(a, active)
+	return map[string][]ActiveRun{jobs[0]: runs}, nil
 }
 
 // adoptRuns claims, each as a takeover in its own goroutine, the runs of active
