@@ -34,7 +34,7 @@ func (b *Backend) LastRuns(ctx context.Context, jobs []string) (map[string]backe
 		sem   = make(chan struct{}, lastRunsParallel)
 	)
 	for _, job := range jobs {
-		if err := backend.ValidateJobName(job); err != nil {
+		if err := backend.ValidateRunName(job); err != nil {
 			return nil, fmt.Errorf("jetstream: last runs: %w", err)
 		}
 		wg.Go(func() {

@@ -34,7 +34,7 @@ func (s *Store) Active(ctx context.Context, job string) ([]backend.ActiveRun, er
 // error; the others are in it.
 func (s *Store) ActiveJobs(ctx context.Context, jobs []string) (map[string][]backend.ActiveRun, error) {
 	for _, job := range jobs {
-		if err := backend.ValidateJobName(job); err != nil {
+		if err := backend.ValidateRunName(job); err != nil {
 			return nil, err
 		}
 	}

@@ -40,7 +40,7 @@ func (s *Store) WatchRun(ctx context.Context, job string, slot time.Time) (<-cha
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := backend.ValidateJobName(job); err != nil {
+	if err := backend.ValidateRunName(job); err != nil {
 		return nil, err
 	}
 	callCtx, cancel := s.callContext(ctx)

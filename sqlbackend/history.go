@@ -17,7 +17,7 @@ import (
 func (b *Backend) SaveResult(ctx context.Context, job string, r backend.StoredResult, keep backend.Retention) error {
 	ctx, cancel := b.callCtx(ctx)
 	defer cancel()
-	if err := backend.ValidateJobName(job); err != nil {
+	if err := backend.ValidateRunName(job); err != nil {
 		return err
 	}
 	if err := b.Init(ctx); err != nil {

@@ -26,6 +26,8 @@ type Backend struct {
 	ttl map[string]time.Duration
 	// pause holds the stored pauses (Pauser), created on first use.
 	pause *memPauses
+	// entries holds the schedule entries (EntryStore), created on first use.
+	entries *memEntries
 
 	runsOnce sync.Once
 	runs     backend.RunStore

@@ -22,3 +22,8 @@ func TestMemoryBackendPauses(t *testing.T) {
 	shared := memory.New()
 	backendtest.RunPauses(t, func(t *testing.T) backend.Backend { return &memoryProcess{shared} })
 }
+
+func TestMemoryBackendEntries(t *testing.T) {
+	shared := memory.New()
+	backendtest.RunEntries(t, func(t *testing.T) backend.Backend { return &memoryProcess{shared} })
+}

@@ -13,12 +13,12 @@ import (
 	"github.com/anarchon/anarchon/backend"
 )
 
-// CheckClaim refuses what no backend stores: a job name backend.ValidateJobName
+// CheckClaim refuses what no backend stores: a run name backend.ValidateRunName
 // refuses, or an empty token. The error matches backend.ErrInvalidClaim and, for
 // the name, backend.ErrInvalidJobName; pkg ("jetstream", "kvlease", "sqlbackend")
 // starts its message.
 func CheckClaim(pkg, job, token string) error {
-	if err := backend.ValidateJobName(job); err != nil {
+	if err := backend.ValidateRunName(job); err != nil {
 		return fmt.Errorf("%w: %s: %w", backend.ErrInvalidClaim, pkg, err)
 	}
 	if token == "" {
