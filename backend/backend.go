@@ -198,7 +198,10 @@ type ClaimRecord struct {
 
 // RunRecord is one attempt at one run, as History returns it.
 type RunRecord struct {
-	Job      string
+	Job string
+	// Entry is the schedule entry the run is of, if any (set by the scheduler's
+	// EntryHistory; a backend returns the entry's run name as Job).
+	Entry    string
 	Slot     time.Time
 	Instance string
 	Token    string

@@ -94,6 +94,7 @@ func New(cfg Config) (*Scheduler, error) {
 		callTO:   cfg.CallTimeout,
 		maxSkew:  cfg.MaxClockSkew,
 		jobs:     make(map[string]*job),
+		entries:  newEntrySet(),
 
 		middleware: append([]Middleware(nil), cfg.Middleware...),
 	}

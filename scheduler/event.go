@@ -68,8 +68,10 @@ const (
 
 // Event is what the scheduler reports to Config.OnEvent.
 type Event struct {
-	Kind     EventKind
-	Job      string
+	Kind EventKind
+	Job  string
+	// Entry is the schedule entry of the job the event is of, if any.
+	Entry    string
 	Slot     time.Time
 	Instance string
 	// At is when it happened, by the scheduler's clock.

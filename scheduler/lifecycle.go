@@ -74,8 +74,17 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		if s.runs != nil {
 			owed = append(owed, s.recover(j, now))
 		}
+		if _, none := j.sched.(noSchedule); none {
+			continue
+		}
 		s.loops.Add(1)
 		go s.loop(j, now)
+	}
+	if store, ok := s.backend.(backend.EntryStore); ok && len(jobs) > 0 {
+		s.loops.Add(1)
+		go s.watchEntries(store)
+	} else {
+		close(s.entries.synced)
 	}
 	if len(owed) > 0 {
 		s.handlers.Add(1)

@@ -47,6 +47,7 @@ const maxEndedPauses = 8
 // heldAt returns the pause this instance saw hold job at t, over: one that ended
 // since (a slot of t that is claimed only now fell while paused).
 func (p *pauses) heldAt(job string, t time.Time) (Pause, bool) {
+	job = backend.JobOf(job)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, sp := range p.ended[job] {
@@ -85,6 +86,7 @@ func (p *pauses) set(all []Pause) (changed []string) {
 
 // of returns the pause in force for job at now: the job's own, else the all-jobs one.
 func (p *pauses) of(job string, now time.Time) (Pause, bool) {
+	job = backend.JobOf(job) // an entry is paused with its job
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.ofLocked(job, now)

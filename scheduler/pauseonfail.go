@@ -57,6 +57,10 @@ func (s *Scheduler) pauseIfFailing(j *job) {
 		return
 	}
 	reason := fmt.Sprintf("paused after %d failed slots in a row (last: %s)", streak, last)
+	if j.entry != nil {
+		s.pauseFailingEntry(ctx, j, streak, reason)
+		return
+	}
 	if err := s.storePause(ctx, j.name, PauseOptions{Reason: reason, By: s.instance}); err != nil {
 		s.log.Warn("cannot pause a failing job", "job", j.name, "err", err)
 		return

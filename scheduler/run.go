@@ -46,6 +46,9 @@ func (s *Scheduler) execute(parent context.Context, a *slotAttempt) execResult {
 	if l != nil {
 		run.Previous = l.previous
 	}
+	if j.entry != nil {
+		run.Job, run.Entry, run.Payload = j.entry.job, j.entry.id, j.entry.payload
+	}
 	started := s.clock.Now()
 	s.emit(Event{Kind: EventStarted, Job: j.name, Slot: in.Slot, Token: in.Token, Attempt: run.Attempt, Manual: in.Manual, Backfill: in.Backfill, Lag: started.Sub(in.Slot)})
 	err := s.callHandler(ctx, j.handler, run)

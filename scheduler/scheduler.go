@@ -33,6 +33,10 @@ type Run struct {
 	// (attempt 2 and on, after a lease expired or was released unfinished); empty
 	// otherwise.
 	Previous string
+	// Entry and Payload are the schedule entry's ID and payload, on a run of an
+	// entry (AddEntry); empty otherwise.
+	Entry   string
+	Payload []byte
 }
 
 // Scheduler runs jobs so that each slot runs on exactly one of the instances sharing
@@ -49,11 +53,13 @@ type Scheduler struct {
 	// middleware wraps every job's handler at registration (Config.Middleware).
 	middleware []Middleware
 
-	mu     sync.Mutex
-	jobs   map[string]*job
-	order  []*job
-	state  int // 0 new, 1 started, 2 stopped
-	inited bool
+	mu   sync.Mutex
+	jobs map[string]*job
+	// entries are the schedule entries this instance follows.
+	entries *entrySet
+	order   []*job
+	state   int // 0 new, 1 started, 2 stopped
+	inited  bool
 
 	loopCtx    context.Context // stops loops, backups and new claims
 	stopLoops  context.CancelFunc
@@ -96,6 +102,9 @@ type job struct {
 	// limitHit is set by the first claim that told this instance the job's
 	// run limit was reached.
 	limitHit atomic.Bool
+	// entry is set on the run view of a schedule entry (entryJob): name is
+	// then the entry's run name.
+	entry *entryRef
 }
 
 // Instance returns this scheduler's instance ID.
@@ -121,6 +130,9 @@ func (s *Scheduler) emit(e Event) {
 		return
 	}
 	e.Instance = s.instance
+	if job, id, ok := backend.SplitEntryRunName(e.Job); ok {
+		e.Job, e.Entry = job, id
+	}
 	if e.At.IsZero() {
 		e.At = s.clock.Now()
 	}

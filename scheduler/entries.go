@@ -1,0 +1,322 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/anarchon/anarchon/backend"
+)
+
+// Entry is a schedule entry of a job: a schedule stored in the backend and
+// shared by every instance, run with the job's handler and policies. See
+// AddEntry.
+type Entry = backend.Entry
+
+// EntrySpec is what an entry is made of: its schedule, payload and pause.
+type EntrySpec = backend.EntrySpec
+
+// Errors of schedule entries, the backend's values.
+var (
+	ErrEntriesNotSupported = backend.ErrEntriesNotSupported
+	ErrEntryExists         = backend.ErrEntryExists
+	ErrEntryNotFound       = backend.ErrEntryNotFound
+	ErrEntryConflict       = backend.ErrEntryConflict
+	ErrInvalidEntry        = backend.ErrInvalidEntry
+)
+
+// Declare registers a job with no schedule of its own: its slots are those of
+// its schedule entries (AddEntry), and RunNow runs it. Like Every, it is called
+// before Start. Its max lateness defaults to DefaultMaxLate, each entry's to the
+// gap between that entry's slots when shorter.
+func (s *Scheduler) Declare(name string, h Handler, opts ...JobOption) error {
+	if err := s.registerErr(name); err != nil {
+		return err
+	}
+	return s.add(name, noSchedule{}, 0, h, opts)
+}
+
+// noSchedule has no slot: the schedule of a job declared for its entries.
+type noSchedule struct{}
+
+func (noSchedule) Next(time.Time) time.Time { return time.Time{} }
+func (noSchedule) String() string           { return "entries only" }
+
+// entryStore returns the backend's entry store, or an error saying there is none.
+func (s *Scheduler) entryStore() (backend.EntryStore, error) {
+	es, ok := s.backend.(backend.EntryStore)
+	if !ok {
+		return nil, fmt.Errorf("%w: the %s backend", ErrEntriesNotSupported, s.backend.Name())
+	}
+	return es, nil
+}
+
+// AddEntry stores a schedule entry of job, declared on this instance: every
+// instance that declares the job runs its slots (each once across the fleet, with
+// the job's leases, overlap per entry, catch-up, retries and pauses) within a
+// second, and its handler's Run carries the entry's ID and payload. The entry is
+// checked here as a job is at registration (its schedule, bounds, the job's
+// jitter and lateness against the dedupe window) and refused with a clear error.
+// Its slots begin after it is stored: a slot before that is never run for it.
+// An entry with the same ID is ErrEntryExists.
+func (s *Scheduler) AddEntry(ctx context.Context, job, id string, spec EntrySpec) (Entry, error) {
+	e, es, err := s.checkEntry(job, id, spec)
+	if err != nil {
+		return Entry{}, err
+	}
+	if err := s.init(ctx); err != nil {
+		return Entry{}, err
+	}
+	cctx, cancel := s.callCtx(ctx)
+	defer cancel()
+	rev, err := es.CreateEntry(cctx, e)
+	if err != nil {
+		return Entry{}, fmt.Errorf("scheduler: add entry %q of job %q: %w", id, job, err)
+	}
+	e.Revision = rev
+	return e, nil
+}
+
+// UpdateEntry replaces entry id of job with spec, if its stored revision is still
+// rev (the Revision of the Entry it was read as): when another writer changed it
+// first, nothing is stored and the error matches ErrEntryConflict. A run of the
+// entry in progress finishes; the new schedule's slots begin after the change.
+func (s *Scheduler) UpdateEntry(ctx context.Context, job, id string, spec EntrySpec, rev uint64) (Entry, error) {
+	e, es, err := s.checkEntry(job, id, spec)
+	if err != nil {
+		return Entry{}, err
+	}
+	if err := s.init(ctx); err != nil {
+		return Entry{}, err
+	}
+	cctx, cancel := s.callCtx(ctx)
+	defer cancel()
+	rev, err = es.UpdateEntry(cctx, e, rev)
+	if err != nil {
+		return Entry{}, fmt.Errorf("scheduler: update entry %q of job %q: %w", id, job, err)
+	}
+	e.Revision = rev
+	return e, nil
+}
+
+// RemoveEntry removes entry id of job if its stored revision is rev (whatever it
+// is when rev is 0). A run of it in progress finishes; no slot of it starts
+// after every instance has seen the removal. Its history stays until the job's
+// retention drops it.
+func (s *Scheduler) RemoveEntry(ctx context.Context, job, id string, rev uint64) error {
+	es, err := s.entryStore()
+	if err != nil {
+		return err
+	}
+	if err := s.init(ctx); err != nil {
+		return err
+	}
+	cctx, cancel := s.callCtx(ctx)
+	defer cancel()
+	if err := es.DeleteEntry(cctx, job, id, rev); err != nil {
+		return fmt.Errorf("scheduler: remove entry %q of job %q: %w", id, job, err)
+	}
+	return nil
+}
+
+// GetEntry reads entry id of job from the backend.
+func (s *Scheduler) GetEntry(ctx context.Context, job, id string) (Entry, error) {
+	es, err := s.entryStore()
+	if err != nil {
+		return Entry{}, err
+	}
+	if err := s.init(ctx); err != nil {
+		return Entry{}, err
+	}
+	cctx, cancel := s.callCtx(ctx)
+	defer cancel()
+	e, err := es.GetEntry(cctx, job, id)
+	if err != nil {
+		return Entry{}, fmt.Errorf("scheduler: entry %q of job %q: %w", id, job, err)
+	}
+	return e, nil
+}
+
+// MaxEntriesPage bounds one page of ListEntries.
+const MaxEntriesPage = 1000
+
+// ListEntries reads from the backend at most limit (up to MaxEntriesPage)
+// entries of job ordered by ID, those after afterID: pass the last ID of a page
+// to read the next one. With job "", it lists every job's entries, those of jobs
+// nobody declares included, after (afterJob, afterID) ordered by job then ID.
+func (s *Scheduler) ListEntries(ctx context.Context, job, afterJob, afterID string, limit int) ([]Entry, error) {
+	es, err := s.entryStore()
+	if err != nil {
+		return nil, err
+	}
+	if limit <= 0 || limit > MaxEntriesPage {
+		return nil, fmt.Errorf("%w: limit %d is not between 1 and %d", ErrInvalidOption, limit, MaxEntriesPage)
+	}
+	if job != "" {
+		afterJob = job
+	}
+	if err := s.init(ctx); err != nil {
+		return nil, err
+	}
+	cctx, cancel := s.callCtx(ctx)
+	defer cancel()
+	out, err := es.ListEntries(cctx, job, afterJob, afterID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("scheduler: list entries of job %q: %w", job, err)
+	}
+	return out, nil
+}
+
+// EntryHistory returns the recent runs of entry id of job from all instances,
+// newest first, each with Job and Entry set.
+func (s *Scheduler) EntryHistory(ctx context.Context, job, id string, limit int) ([]RunRecord, error) {
+	if err := backend.ValidateEntryID(id); err != nil {
+		return nil, err
+	}
+	if err := s.init(ctx); err != nil {
+		return nil, err
+	}
+	cctx, cancel := s.callCtx(ctx)
+	defer cancel()
+	recs, err := s.backend.History(cctx, backend.EntryRunName(job, id), limit)
+	if err != nil {
+		return nil, fmt.Errorf("scheduler: history of entry %q of job %q: %w", id, job, err)
+	}
+	for i := range recs {
+		recs[i].Job, recs[i].Entry = job, id
+	}
+	return recs, nil
+}
+
+// checkEntry builds the entry to store and checks it against the job declared
+// here, as registration checks a job.
+func (s *Scheduler) checkEntry(job, id string, spec EntrySpec) (Entry, backend.EntryStore, error) {
+	es, err := s.entryStore()
+	if err != nil {
+		return Entry{}, nil, err
+	}
+	p, err := s.declared(job)
+	if err != nil {
+		return Entry{}, nil, fmt.Errorf("%w (an entry is added on an instance that declares its job)", err)
+	}
+	e := Entry{Job: job, ID: id, EntrySpec: spec, Updated: s.clock.Now().UTC().Truncate(time.Millisecond), By: s.instance}
+	if err := e.Check(); err != nil {
+		return Entry{}, nil, err
+	}
+	j, err := s.entryJob(p, e)
+	if err != nil {
+		return Entry{}, nil, err
+	}
+	if j.sched.Next(e.Updated).IsZero() && !spec.Paused {
+		return Entry{}, nil, fmt.Errorf("%w: entry %q of job %q: %s has no slot after now (its instant or end is past)", ErrInvalidEntry, id, job, j.sched)
+	}
+	return e, es, nil
+}
+
+// entryRef is what an entry's run view carries beyond its job's.
+type entryRef struct {
+	job, id string
+	payload []byte
+}
+
+// entryJob is the run view of entry e of job p: p's handler and policies on e's
+// schedule, claimed and recorded under e's run name. Its slots begin after e was
+// stored, so a change never reruns a slot of the entry's earlier schedule.
+func (s *Scheduler) entryJob(p *job, e Entry) (*job, error) {
+	bad := func(err error) error {
+		return fmt.Errorf("%w: entry %q of job %q: %w", ErrInvalidEntry, e.ID, e.Job, err)
+	}
+	var (
+		sched    Schedule
+		interval time.Duration
+		err      error
+	)
+	switch {
+	case e.Every != 0:
+		sched, err = NewIntervalSchedule(e.Every)
+		interval = e.Every
+	case e.Cron != "":
+		loc := time.UTC
+		if e.Zone != "" {
+			if loc, err = time.LoadLocation(e.Zone); err != nil {
+				return nil, bad(fmt.Errorf("zone %q: %w", e.Zone, err))
+			}
+		}
+		sched, err = ParseCron(e.Cron, loc)
+	default:
+		at := time.UnixMilli(e.At.UnixMilli()).UTC()
+		if e.At.Before(firstMillis) || e.At.After(lastMillis) {
+			err = fmt.Errorf("%w: the instant %v is outside the range of slots", ErrInvalidSchedule, e.At)
+		}
+		sched = OnceSchedule{At: at}
+	}
+	if err != nil {
+		return nil, bad(err)
+	}
+	cfg := p.cfg
+	if !cfg.maxLateSet {
+		cfg.maxLate = min(p.cfg.maxLate, shortestGap(sched, interval))
+	}
+	if !e.Start.IsZero() && e.Start.After(cfg.start) {
+		cfg.start = ceilMillis(e.Start)
+	}
+	if !e.Updated.IsZero() && !e.Updated.Before(cfg.start) {
+		cfg.start = ceilMillis(e.Updated.Add(time.Millisecond))
+	}
+	if !e.End.IsZero() && (cfg.end.IsZero() || e.End.Before(cfg.end)) {
+		cfg.end = ceilMillis(e.End)
+	}
+	if bounded, err := cfg.bound(sched); err == nil {
+		sched = bounded
+	} else {
+		sched = noSchedule{} // bounds that hold no slot (an end already past): it does nothing
+	}
+	if cfg.jitter > 0 && cfg.jitter >= cfg.maxLate {
+		return nil, bad(fmt.Errorf("%w: the job's jitter %v must be below the entry's max lateness %v (the gap between its slots)", ErrInvalidOption, cfg.jitter, cfg.maxLate))
+	}
+	if !isOnce(sched) {
+		if err := cfg.retry.check(shortestGap(sched, interval)); err != nil {
+			return nil, bad(err)
+		}
+	}
+	name := backend.EntryRunName(e.Job, e.ID)
+	limits := p.limits
+	limits.Job, limits.Schedule, limits.Interval, limits.MaxLate = name, sched.String(), interval, cfg.maxLate
+	j := &job{name: name, sched: sched, handler: p.handler, cfg: cfg, limits: limits, interval: interval,
+		entry: &entryRef{job: e.Job, id: e.ID, payload: e.Payload}}
+	j.ended, j.end = p.ended, func() {}
+	return j, nil
+}
+
+func ceilMillis(t time.Time) time.Time {
+	ms := time.UnixMilli(t.UnixMilli()).UTC()
+	if ms.Before(t) {
+		ms = ms.Add(time.Millisecond)
+	}
+	return ms
+}
+
+// pauseFailingEntry pauses the entry j runs (its stored Paused), as
+// WithPauseAfterFailures pauses a job: the job's other entries go on.
+func (s *Scheduler) pauseFailingEntry(ctx context.Context, j *job, streak int, reason string) {
+	es, err := s.entryStore()
+	if err != nil {
+		return
+	}
+	for range 3 { // another writer's change in between: read it again
+		e, err := es.GetEntry(ctx, j.entry.job, j.entry.id)
+		if err != nil || e.Paused {
+			return
+		}
+		e.Paused, e.Updated, e.By = true, s.clock.Now().UTC().Truncate(time.Millisecond), s.instance
+		if _, err = es.UpdateEntry(ctx, e, e.Revision); err == nil {
+			s.log.Warn("schedule entry paused after failed slots", "job", e.Job, "entry", e.ID, "failed_slots", streak, "reason", reason)
+			return
+		}
+		if !errors.Is(err, ErrEntryConflict) {
+			s.log.Warn("cannot pause a failing schedule entry", "job", e.Job, "entry", e.ID, "err", err)
+			return
+		}
+	}
+}

@@ -1,0 +1,308 @@
+package scheduler
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/anarchon/anarchon/backend"
+)
+
+// entrySet is what this instance follows of the entries of the jobs it
+// declares: every entry's run view and next slot, in one heap ordered by when
+// each is due, walked by one goroutine (never one per entry).
+type entrySet struct {
+	mu     sync.Mutex
+	byKey  map[entryKey]*entryState
+	due    entryHeap
+	wake   chan struct{} // buffered 1: the heap's head changed
+	synced chan struct{} // closed once the stored entries were read
+	// orphans counts the entries of jobs this instance does not declare.
+	orphans map[entryKey]struct{}
+	// gen is the watch's reading: entries not seen in a new reading were removed
+	// while the watch was down.
+	gen int
+}
+
+type entryKey struct{ job, id string }
+
+// entryState is one entry as this instance follows it.
+type entryState struct {
+	j      *job
+	rev    uint64
+	paused bool
+	next   time.Time // the next slot; zero: none
+	fire   time.Time // when to claim it: next + jitter
+	idx    int       // in the heap; -1 when not in it
+	gen    int
+}
+
+type entryHeap []*entryState
+
+func (h entryHeap) Len() int           { return len(h) }
+func (h entryHeap) Less(a, b int) bool { return h[a].fire.Before(h[b].fire) }
+func (h entryHeap) Swap(a, b int) {
+	h[a], h[b] = h[b], h[a]
+	h[a].idx, h[b].idx = a, b
+}
+func (h *entryHeap) Push(x any) {
+	st := x.(*entryState)
+	st.idx = len(*h)
+	*h = append(*h, st)
+}
+func (h *entryHeap) Pop() any {
+	old := *h
+	st := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	st.idx = -1
+	return st
+}
+
+func newEntrySet() *entrySet {
+	return &entrySet{byKey: map[entryKey]*entryState{}, wake: make(chan struct{}, 1), synced: make(chan struct{}), orphans: map[entryKey]struct{}{}}
+}
+
+// schedule (re)places st in the heap at its next slot after from.
+func (es *entrySet) scheduleLocked(st *entryState, from time.Time) {
+	st.next = time.Time{}
+	if !st.paused && st.j.ended.Err() == nil && !st.j.limitHit.Load() {
+		st.next = st.j.sched.Next(from)
+	}
+	if st.next.IsZero() {
+		if st.idx >= 0 {
+			heap.Remove(&es.due, st.idx)
+		}
+		return
+	}
+	st.fire = st.next.Add(st.j.cfg.jitterDelay())
+	if st.idx >= 0 {
+		heap.Fix(&es.due, st.idx)
+	} else {
+		heap.Push(&es.due, st)
+	}
+	if es.due[0] == st {
+		select {
+		case es.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (es *entrySet) removeLocked(k entryKey) {
+	st, ok := es.byKey[k]
+	if !ok {
+		return
+	}
+	if st.idx >= 0 {
+		heap.Remove(&es.due, st.idx)
+	}
+	delete(es.byKey, k)
+}
+
+// watchEntries follows the stored entries until the loops stop, reading them
+// again after a failed watch.
+func (s *Scheduler) watchEntries(store backend.EntryStore) {
+	defer s.loops.Done()
+	s.loops.Add(1)
+	go s.dispatchEntries()
+	first := true
+	for attempt := 0; s.loopCtx.Err() == nil; attempt++ {
+		s.entries.mu.Lock()
+		s.entries.gen++
+		s.entries.mu.Unlock()
+		var owed []adoption
+		started := s.clock.Now()
+		loaded := 0
+		err := store.WatchEntries(s.loopCtx, func(c backend.EntryChange) {
+			if c.Synced {
+				s.entriesSynced(first, owed, loaded, started)
+				first, owed = false, nil
+				attempt = -1
+				return
+			}
+			loaded++
+			if a, ok := s.entryChanged(c, first); ok {
+				owed = append(owed, a)
+			}
+		})
+		if s.loopCtx.Err() != nil {
+			return
+		}
+		if errors.Is(err, ErrEntriesNotSupported) {
+			s.log.Info("the backend's store keeps no schedule entries", "backend", s.backend.Name())
+			s.entriesSynced(first, nil, 0, started)
+			return
+		}
+		if err == nil {
+			err = errors.New("the watch ended")
+		}
+		s.log.Warn("backend call failed", "op", "watch_entries", "err", err)
+		s.emit(Event{Kind: EventBackendError, Op: "watch_entries", Err: err})
+		if !s.sleepUntil(s.loopCtx, s.clock.Now().Add(retryDelay(max(attempt, 0)))) {
+			return
+		}
+	}
+}
+
+// entriesSynced ends a reading of the stored entries: entries it did not see
+// were removed meanwhile; on the first, the runs the entries owe are adopted.
+func (s *Scheduler) entriesSynced(first bool, owed []adoption, loaded int, started time.Time) {
+	es := s.entries
+	es.mu.Lock()
+	for k, st := range es.byKey {
+		if st.gen != es.gen {
+			es.removeLocked(k)
+		}
+	}
+	n, orphans := len(es.byKey), len(es.orphans)
+	es.mu.Unlock()
+	if first {
+		close(es.synced)
+		s.log.Info("schedule entries loaded", "entries", n, "orphaned", orphans, "read", loaded, "took", s.clock.Now().Sub(started))
+	}
+	if len(owed) > 0 {
+		s.handlers.Add(1)
+		go func() {
+			defer s.handlers.Done()
+			s.adoptAll(owed)
+		}()
+	}
+}
+
+// entryChanged applies one change of the watch. On the first reading, it starts
+// the entry's catch-up and returns what it owes its unfinished runs.
+func (s *Scheduler) entryChanged(c backend.EntryChange, first bool) (adoption, bool) {
+	e := c.Entry
+	k := entryKey{e.Job, e.ID}
+	es := s.entries
+	s.mu.Lock()
+	p := s.jobs[e.Job]
+	s.mu.Unlock()
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	if p == nil {
+		if c.Removed {
+			delete(es.orphans, k)
+		} else {
+			es.orphans[k] = struct{}{}
+		}
+		return adoption{}, false
+	}
+	if c.Removed {
+		if st, ok := es.byKey[k]; ok && st.rev <= e.Revision {
+			es.removeLocked(k)
+		}
+		return adoption{}, false
+	}
+	old, known := es.byKey[k]
+	if known && old.rev >= e.Revision {
+		old.gen = es.gen
+		return adoption{}, false
+	}
+	j, err := s.entryJob(p, e)
+	if err != nil {
+		// Stored by another version, or a zone this host lacks: never run
+		// silently wrong, say so on every change.
+		s.log.Error("schedule entry cannot run here", "job", e.Job, "entry", e.ID, "err", err)
+		s.emit(Event{Kind: EventBackendError, Job: e.Job, Entry: e.ID, Op: "entry", Err: err})
+		if known {
+			es.removeLocked(k)
+		}
+		return adoption{}, false
+	}
+	st := &entryState{j: j, rev: e.Revision, paused: e.Paused, idx: -1, gen: es.gen}
+	if known {
+		es.removeLocked(k)
+	}
+	es.byKey[k] = st
+	now := s.clock.Now()
+	es.scheduleLocked(st, now.Add(-j.cfg.maxLate))
+	if !first || s.runs == nil || e.Paused {
+		return adoption{}, false
+	}
+	return s.recover(j, now), true
+}
+
+// dispatchEntries claims each entry's slots when they are due, until the loops
+// stop.
+func (s *Scheduler) dispatchEntries() {
+	defer s.loops.Done()
+	es := s.entries
+	type slot struct {
+		j    *job
+		slot time.Time
+	}
+	var due []slot
+	for {
+		es.mu.Lock()
+		now := s.clock.Now()
+		due = due[:0]
+		for len(es.due) > 0 && !es.due[0].fire.After(now) {
+			st := es.due[0]
+			due = append(due, slot{st.j, st.next})
+			es.scheduleLocked(st, st.next)
+		}
+		var wait time.Duration = -1
+		if len(es.due) > 0 {
+			wait = es.due[0].fire.Sub(now)
+		}
+		es.mu.Unlock()
+		for _, d := range due {
+			s.handlers.Add(1)
+			go func() {
+				defer s.handlers.Done()
+				s.handleSlot(d.j, d.slot, claimScheduled)
+			}()
+		}
+		if !s.waitEntries(wait) {
+			return
+		}
+	}
+}
+
+// waitEntries waits d (forever when negative) or until the heap's head changes;
+// false once the loops stop.
+func (s *Scheduler) waitEntries(d time.Duration) bool {
+	var tc <-chan time.Time
+	if d >= 0 {
+		t := s.clock.NewTimer(d)
+		defer t.Stop()
+		tc = t.C()
+	}
+	select {
+	case <-s.loopCtx.Done():
+		return false
+	case <-s.entries.wake:
+	case <-tc:
+	}
+	return true
+}
+
+// EntriesLoaded waits until this instance has read the stored schedule entries
+// once after Start (at once when the backend keeps none), or ctx ends.
+func (s *Scheduler) EntriesLoaded(ctx context.Context) error {
+	s.mu.Lock()
+	started := s.state != stateNew
+	s.mu.Unlock()
+	if !started {
+		return ErrNotStarted
+	}
+	select {
+	case <-s.entries.synced:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// EntryCounts returns how many schedule entries this instance follows (of the
+// jobs it declares, paused ones included) and how many stored entries belong to
+// jobs it does not declare: those are orphaned here, never run by it.
+func (s *Scheduler) EntryCounts() (followed, orphaned int) {
+	s.entries.mu.Lock()
+	defer s.entries.mu.Unlock()
+	return len(s.entries.byKey), len(s.entries.orphans)
+}
