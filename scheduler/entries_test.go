@@ -334,4 +334,3 @@ func TestEntriesFollowedByAnInstanceStartedLater(t *testing.T) {
 		}
 	})
 }
-
