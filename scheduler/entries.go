@@ -320,3 +320,66 @@ func (s *Scheduler) pauseFailingEntry(ctx context.Context, j *job, streak int, r
 		}
 	}
 }
+
+// EntryView is a stored entry with what an operator asks of it: its next slot
+// as this instance follows it and its newest run, success and failure from the
+// shared history.
+type EntryView struct {
+	Entry
+	// Followed says this instance follows the entry: it declares the entry's
+	// job and can run its schedule. An entry of a job no instance declares is
+	// orphaned: listed, never run.
+	Followed bool
+	// Next is the entry's next slot here; zero when there is none (paused,
+	// ended, or not followed).
+	Next time.Time
+	// Last holds its newest run, success and failure, each with Job and Entry
+	// set.
+	Last LastRuns
+}
+
+// MaxEntryViewsPage bounds one page of EntryViews: each entry's last runs are
+// read with it.
+const MaxEntryViewsPage = 100
+
+// EntryViews is ListEntries for operators: a page of at most limit (up to
+// MaxEntryViewsPage) entries of job after afterID, each with its next slot and
+// last runs.
+func (s *Scheduler) EntryViews(ctx context.Context, job, afterID string, limit int) ([]EntryView, error) {
+	if job == "" {
+		return nil, fmt.Errorf("%w: entry views are per job", ErrInvalidOption)
+	}
+	if limit <= 0 || limit > MaxEntryViewsPage {
+		return nil, fmt.Errorf("%w: limit %d is not between 1 and %d", ErrInvalidOption, limit, MaxEntryViewsPage)
+	}
+	entries, err := s.ListEntries(ctx, job, job, afterID, limit)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(entries))
+	out := make([]EntryView, len(entries))
+	s.entries.mu.Lock()
+	for i, e := range entries {
+		names[i] = e.RunName()
+		out[i].Entry = e
+		if st, ok := s.entries.byKey[entryKey{e.Job, e.ID}]; ok {
+			out[i].Followed, out[i].Next = true, st.next
+		}
+	}
+	s.entries.mu.Unlock()
+	last, err := s.lastRunsOf(ctx, names)
+	if err != nil {
+		return nil, err
+	}
+	for i, e := range entries {
+		l := last[names[i]]
+		for _, r := range []*RunRecord{l.Run, l.Success, l.Failure} {
+			if r != nil {
+				r.Job, r.Entry = e.Job, e.ID
+			}
+		}
+		l.Job = e.Job
+		out[i].Last = l
+	}
+	return out, nil
+}

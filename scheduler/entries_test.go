@@ -2,6 +2,7 @@ package scheduler_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -332,5 +333,47 @@ func TestEntriesFollowedByAnInstanceStartedLater(t *testing.T) {
 				assert.Len(t, who, 1, "slot %d", slot)
 			}
 		}
+	})
+}
+
+func TestEntryViews(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := memory.New()
+		fail := func(ctx context.Context, run scheduler.Run) error {
+			if run.Entry == "bad" {
+				return errors.New("boom")
+			}
+			return nil
+		}
+		fleet := startFleet(t, b, 1, func(s *scheduler.Scheduler) { require.NoError(t, s.Declare("j", fail)) })
+		s := fleet[0]
+		for _, id := range []string{"bad", "good"} {
+			_, err := s.AddEntry(t.Context(), "j", id, scheduler.EntrySpec{Every: 10 * time.Second})
+			require.NoError(t, err)
+		}
+		paused, err := s.AddEntry(t.Context(), "j", "paused", scheduler.EntrySpec{Every: 10 * time.Second, Paused: true})
+		require.NoError(t, err)
+		time.Sleep(15 * time.Second)
+		views, err := s.EntryViews(t.Context(), "j", "", 2)
+		require.NoError(t, err)
+		require.Len(t, views, 2, "a page")
+		assert.Equal(t, "bad", views[0].ID)
+		assert.True(t, views[0].Followed)
+		assert.True(t, views[0].Next.After(time.Now()), "its next slot")
+		assert.Zero(t, views[0].Next.UnixMilli()%10_000, "on its schedule")
+		require.NotNil(t, views[0].Last.Failure, "its last failure")
+		assert.Equal(t, "boom", views[0].Last.Failure.Error)
+		assert.Equal(t, "bad", views[0].Last.Failure.Entry)
+		assert.Nil(t, views[0].Last.Success)
+		require.NotNil(t, views[1].Last.Success)
+		assert.Equal(t, "good", views[1].Last.Success.Entry)
+		more, err := s.EntryViews(t.Context(), "j", views[1].ID, 2)
+		require.NoError(t, err)
+		require.Len(t, more, 1, "the next page")
+		assert.Equal(t, paused.ID, more[0].ID)
+		assert.True(t, more[0].Followed)
+		assert.True(t, more[0].Next.IsZero(), "a paused entry has no next slot")
+		_, err = s.EntryViews(t.Context(), "j", "", scheduler.MaxEntryViewsPage+1)
+		assert.ErrorIs(t, err, scheduler.ErrInvalidOption)
 	})
 }

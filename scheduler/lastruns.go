@@ -22,6 +22,11 @@ func (s *Scheduler) LastRuns(ctx context.Context, jobs ...string) (map[string]La
 			return nil, err
 		}
 	}
+	return s.lastRunsOf(ctx, jobs)
+}
+
+// lastRunsOf reads the last runs of jobs (run names: a job's, or an entry's).
+func (s *Scheduler) lastRunsOf(ctx context.Context, jobs []string) (map[string]LastRuns, error) {
 	ctx, cancel := s.callCtx(ctx)
 	defer cancel()
 	if err := s.init(ctx); err != nil {
