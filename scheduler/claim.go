@@ -214,7 +214,7 @@ func (s *Scheduler) follow(j *job, c *leaseClaim, res backend.ClaimResult, sent 
 		c.bf.elsewhere(res)
 		if c.retryMissed(res) {
 			f := c.failed
-			s.log.Warn("retry not run: nobody claimed it before its window closed", "job", j.name, "slot", c.Slot, "attempt", f.in.Attempt+1)
+			s.log.Warn("retry not run: nobody claimed it before its window closed", j.logAttr(), "slot", c.Slot, "attempt", f.in.Attempt+1)
 			s.finalFailure(j, f.in, f.status, f.err)
 		}
 	}

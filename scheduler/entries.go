@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/anarchon/anarchon/backend"
@@ -382,4 +383,12 @@ func (s *Scheduler) EntryViews(ctx context.Context, job, afterID string, limit i
 		out[i].Last = l
 	}
 	return out, nil
+}
+
+// logAttr names the job in a log line, and the entry on a run of an entry.
+func (j *job) logAttr() slog.Attr {
+	if j.entry != nil {
+		return slog.Group("", slog.String("job", j.entry.job), slog.String("entry", j.entry.id))
+	}
+	return slog.String("job", j.name)
 }

@@ -66,6 +66,9 @@ func LogEvents(log *slog.Logger) func(Event) {
 			msg   string
 			attrs = []slog.Attr{slog.String("instance", e.Instance), slog.String("job", e.Job)}
 		)
+		if e.Entry != "" {
+			attrs = append(attrs, slog.String("entry", e.Entry))
+		}
 		if !e.Slot.IsZero() {
 			attrs = append(attrs, slog.Time("slot", e.Slot))
 		}

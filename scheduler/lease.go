@@ -107,7 +107,7 @@ func (s *Scheduler) leaseLost(a *slotAttempt, settling *atomic.Bool, cancel cont
 	if settling.Load() {
 		return
 	}
-	s.log.Warn("lease lost; cancelling the handler", "job", a.j.name, "slot", a.in.Slot, "err", err)
+	s.log.Warn("lease lost; cancelling the handler", a.j.logAttr(), "slot", a.in.Slot, "err", err)
 	s.emit(Event{Kind: EventLeaseLost, Job: a.j.name, Slot: a.in.Slot, Token: a.l.token, Err: err})
 	cancel(err)
 }
@@ -168,7 +168,7 @@ func (s *Scheduler) cancelAsked(a *slotAttempt, settling *atomic.Bool, cancel co
 	}
 	cause := fmt.Errorf("%w: slot %s asked from instance %s", ErrOverlapCancelled,
 		ce.Request.Slot.UTC().Format(time.RFC3339Nano), ce.Request.Instance)
-	s.log.Info("a later slot asked the run to end; cancelling the handler", "job", a.j.name, "slot", a.in.Slot,
+	s.log.Info("a later slot asked the run to end; cancelling the handler", a.j.logAttr(), "slot", a.in.Slot,
 		"asked_by_slot", ce.Request.Slot, "asked_by", ce.Request.Instance)
 	s.emit(Event{Kind: EventCancelRequested, Job: a.j.name, Slot: a.in.Slot, Token: a.l.token, Attempt: a.in.Attempt,
 		Manual: a.in.Manual, Backfill: a.in.Backfill, Next: ce.Request.Slot, Err: cause})
@@ -194,7 +194,7 @@ func (s *Scheduler) freshLease(a *slotAttempt) bool {
 		l.sent = sent
 		return true
 	}
-	s.log.Warn("won a lease too late to run it; releasing it", "job", j.name, "slot", slot, "err", err)
+	s.log.Warn("won a lease too late to run it; releasing it", j.logAttr(), "slot", slot, "err", err)
 	s.emit(Event{Kind: EventLeaseLost, Job: j.name, Slot: slot, Token: l.token, Err: err})
 	s.release(j, slot, l.token)
 	return false

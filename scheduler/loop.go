@@ -27,7 +27,7 @@ func (s *Scheduler) loop(j *job, now time.Time) {
 		delay := j.cfg.jitterDelay()
 		if !s.sleepUntil(ctx, next.Add(delay)) {
 			if j.ended.Err() != nil && s.loopCtx.Err() == nil {
-				s.log.Info("job's loop ended: its run limit was reached", "job", j.name, "max_runs", j.cfg.maxRuns)
+				s.log.Info("job's loop ended: its run limit was reached", j.logAttr(), "max_runs", j.cfg.maxRuns)
 			}
 			return
 		}
@@ -39,7 +39,7 @@ func (s *Scheduler) loop(j *job, now time.Time) {
 		}()
 		next = j.sched.Next(slot)
 	}
-	s.log.Info("job has no further slots: its schedule ended", "job", j.name, "schedule", j.sched.String())
+	s.log.Info("job has no further slots: its schedule ended", j.logAttr(), "schedule", j.sched.String())
 }
 
 func (c jobConfig) jitterDelay() time.Duration {
@@ -306,7 +306,7 @@ func (s *Scheduler) runRetrying(a *slotAttempt) {
 		}
 		if late := s.clock.Now().Sub(res.retry.at); late > res.retry.within {
 			// The failure before it stands: the slot's final failure.
-			s.log.Warn("retry not run: its start window passed", "job", j.name, "slot", slot, "attempt", a.in.Attempt, "late", late)
+			s.log.Warn("retry not run: its start window passed", j.logAttr(), "slot", slot, "attempt", a.in.Attempt, "late", late)
 			s.finalFailure(j, failed.in, res.Status, res.err)
 			return
 		}

@@ -207,7 +207,7 @@ func orDash(s string) string {
 // expired or released: its instance stopped before it ended): finished lost, with
 // the attempt it took over recorded lost. A manual run is not run again.
 func (s *Scheduler) endManual(j *job, c *leaseClaim, res backend.ClaimResult) {
-	s.log.Info("ends a manual run whose instance stopped renewing its lease", "job", j.name, "slot", c.Slot, "previous", res.Previous)
+	s.log.Info("ends a manual run whose instance stopped renewing its lease", j.logAttr(), "slot", c.Slot, "previous", res.Previous)
 	s.finishLater(j, c.Key(), StatusLost)
 	if res.PreviousToken == "" {
 		return

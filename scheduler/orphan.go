@@ -36,7 +36,7 @@ func (s *Scheduler) checkOrphan(j *job) {
 		if !ok || !again.Slot.Equal(first.Slot) || again.Token != first.Token {
 			return
 		}
-		s.log.Warn("ends a buffered manual run that its RunNow no longer claims", "job", j.name, "slot", first.Slot, "instance", first.Instance)
+		s.log.Warn("ends a buffered manual run that its RunNow no longer claims", j.logAttr(), "slot", first.Slot, "instance", first.Instance)
 		s.adoptOnce(j, first.Slot)
 	}) {
 		j.orphanCheck.Store(false)

@@ -85,7 +85,7 @@ func (s *Scheduler) complete(j *job, slot time.Time, op string, until time.Time,
 	}
 	s.backendError(j, slot, opOf(err, op), err)
 	if permanent(err) {
-		s.log.Error("record not stored: the backend refuses it", "job", j.name, "slot", slot, "op", op, "err", err)
+		s.log.Error("record not stored: the backend refuses it", j.logAttr(), "slot", slot, "op", op, "err", err)
 		return
 	}
 	s.later(j, slot, op, until, write)
@@ -125,7 +125,7 @@ func (o *outbox) add(s *Scheduler, w *pendingWrite) {
 	if o.n >= MaxPendingRecords {
 		n := o.n
 		o.mu.Unlock()
-		s.log.Error("record dropped: too many records wait to be written again", "job", w.j.name, "slot", w.slot, "op", w.op, "pending", n)
+		s.log.Error("record dropped: too many records wait to be written again", w.j.logAttr(), "slot", w.slot, "op", w.op, "pending", n)
 		s.emit(Event{Kind: EventBackendError, Job: w.j.name, Slot: w.slot, Op: w.op,
 			Err: errors.New("scheduler: record dropped: MaxPendingRecords records wait to be written again")})
 		return

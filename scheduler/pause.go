@@ -323,7 +323,7 @@ func (s *Scheduler) checkResumes() {
 		if s.runs == nil || len(slots) == 0 {
 			continue
 		}
-		s.log.Info("pause ended; catching up the slots paused meanwhile", "job", e.j.name, "policy", e.j.cfg.catchUp, "slots", len(slots))
+		s.log.Info("pause ended; catching up the slots paused meanwhile", e.j.logAttr(), "policy", e.j.cfg.catchUp, "slots", len(slots))
 		s.handlers.Add(1)
 		go func() {
 			defer s.handlers.Done()

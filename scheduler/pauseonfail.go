@@ -49,7 +49,7 @@ func (s *Scheduler) pauseIfFailing(j *job) {
 	defer cancel()
 	recs, err := s.History(ctx, j.name, min(n*(attempts+1)+16, 1000))
 	if err != nil {
-		s.log.Warn("cannot read history to count failed slots", "job", j.name, "err", err)
+		s.log.Warn("cannot read history to count failed slots", j.logAttr(), "err", err)
 		return
 	}
 	streak, last := failedStreak(recs)
@@ -62,10 +62,10 @@ func (s *Scheduler) pauseIfFailing(j *job) {
 		return
 	}
 	if err := s.storePause(ctx, j.name, PauseOptions{Reason: reason, By: s.instance}); err != nil {
-		s.log.Warn("cannot pause a failing job", "job", j.name, "err", err)
+		s.log.Warn("cannot pause a failing job", j.logAttr(), "err", err)
 		return
 	}
-	s.log.Warn("job paused after failed slots", "job", j.name, "failed_slots", streak)
+	s.log.Warn("job paused after failed slots", j.logAttr(), "failed_slots", streak)
 }
 
 // failedStreak counts, from the newest scheduled slot in recs (History's records,

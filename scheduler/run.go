@@ -85,11 +85,11 @@ func (s *Scheduler) execute(parent context.Context, a *slotAttempt) execResult {
 	s.emit(Event{Kind: EventFinished, Job: j.name, Slot: in.Slot, Token: in.Token, Attempt: run.Attempt, Manual: in.Manual, Backfill: in.Backfill, Status: res.Status, Duration: finished.Sub(started), Err: evErr})
 	switch {
 	case res.retried:
-		s.log.Info("retry planned", "job", j.name, "slot", in.Slot, "attempt", run.Attempt, "retry_at", res.retry.at)
+		s.log.Info("retry planned", j.logAttr(), "slot", in.Slot, "attempt", run.Attempt, "retry_at", res.retry.at)
 		s.emit(Event{Kind: EventRetry, Job: j.name, Slot: in.Slot, Token: in.Token, Attempt: run.Attempt, Backfill: in.Backfill, Status: res.Status, Next: res.retry.at, Err: evErr})
 	case failedOnItsOwn(res.Status):
 		if noRetry != "" {
-			s.log.Warn("run failed for good", "job", j.name, "slot", in.Slot, "attempt", run.Attempt, "why", noRetry)
+			s.log.Warn("run failed for good", j.logAttr(), "slot", in.Slot, "attempt", run.Attempt, "why", noRetry)
 		}
 		s.finalFailure(j, in, res.Status, evErr)
 	}
@@ -203,13 +203,13 @@ func (s *Scheduler) runLeased(j *job, c *leaseClaim, res backend.ClaimResult, se
 	}
 	switch {
 	case res.Reopened && c.backfill():
-		s.log.Info("backfills a slot that did not run before", "job", j.name, "slot", c.Slot, "attempt", in.Attempt)
+		s.log.Info("backfills a slot that did not run before", j.logAttr(), "slot", c.Slot, "attempt", in.Attempt)
 	case res.Reopened:
-		s.log.Info("runs a slot paused before (catch-up after the pause ended)", "job", j.name, "slot", c.Slot, "attempt", in.Attempt)
+		s.log.Info("runs a slot paused before (catch-up after the pause ended)", j.logAttr(), "slot", c.Slot, "attempt", in.Attempt)
 	case res.Retried:
-		s.log.Info("retries a failed run", "job", j.name, "slot", c.Slot, "attempt", in.Attempt, "previous", res.Previous)
+		s.log.Info("retries a failed run", j.logAttr(), "slot", c.Slot, "attempt", in.Attempt, "previous", res.Previous)
 	case takeover:
-		s.log.Info("took over a run", "job", j.name, "slot", c.Slot, "attempt", in.Attempt, "previous", res.Previous)
+		s.log.Info("took over a run", j.logAttr(), "slot", c.Slot, "attempt", in.Attempt, "previous", res.Previous)
 		s.emit(Event{Kind: EventTakeover, Job: j.name, Slot: c.Slot, Token: c.Token, Attempt: in.Attempt, Outcome: res.Outcome, Backfill: in.Backfill})
 	}
 	if !s.recordClaim(a) {
@@ -286,7 +286,7 @@ func (s *Scheduler) recordClaim(a *slotAttempt) bool {
 		if err != nil && s.loopCtx.Err() != nil && parent == s.loopCtx {
 			// Stopping before the slot's claim was recorded: hand the lease
 			// over unrun rather than run a slot the record might not be ours.
-			s.log.Info("stopping before the slot's claim was recorded; handing the lease over unrun", "job", a.j.name, "slot", a.in.Slot)
+			s.log.Info("stopping before the slot's claim was recorded; handing the lease over unrun", a.j.logAttr(), "slot", a.in.Slot)
 			s.release(a.j, a.in.Slot, a.l.token)
 			return false
 		}

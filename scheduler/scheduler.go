@@ -145,6 +145,6 @@ func (s *Scheduler) emit(e Event) {
 }
 
 func (s *Scheduler) backendError(j *job, slot time.Time, op string, err error) {
-	s.log.Warn("backend call failed", "job", j.name, "slot", slot, "op", op, "err", err)
+	s.log.Warn("backend call failed", j.logAttr(), "slot", slot, "op", op, "err", err)
 	s.emit(Event{Kind: EventBackendError, Job: j.name, Slot: slot, Op: op, Err: err})
 }

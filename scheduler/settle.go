@@ -45,7 +45,7 @@ func (s *Scheduler) settle(a *slotAttempt, res execResult, plan retryPlan, retry
 				delay := max(plan.at.Sub(now), 0)
 				end = func(ctx context.Context) error { return rt.Retry(ctx, a.key(), delay, by.Sub(now.Add(delay))) }
 			} else {
-				s.log.Warn("retry not stored in time: the failure stands", "job", j.name, "slot", slot, "attempt", a.in.Attempt)
+				s.log.Warn("retry not stored in time: the failure stands", j.logAttr(), "slot", slot, "attempt", a.in.Attempt)
 				retry, end = false, finish
 			}
 		}
@@ -57,7 +57,7 @@ func (s *Scheduler) settle(a *slotAttempt, res execResult, plan retryPlan, retry
 			res.retry, res.retried = plan, retry
 			return res, false
 		case errors.Is(err, backend.ErrStaleToken), errors.Is(err, ErrLeaseLost):
-			s.log.Warn("result superseded: another attempt holds the run", "job", j.name, "slot", slot, "token", l.token, "status", res.Status)
+			s.log.Warn("result superseded: another attempt holds the run", j.logAttr(), "slot", slot, "token", l.token, "status", res.Status)
 			return superseded(res), false
 		}
 		s.backendError(j, slot, "finish", err)
@@ -156,7 +156,7 @@ func (s *Scheduler) finishLater(j *job, key backend.RunKey, status Status) {
 // backup takes it over.
 func (s *Scheduler) claimedElsewhere(a *slotAttempt, err error) {
 	j, slot, l := a.j, a.in.Slot, a.l
-	s.log.Warn("slot claimed by an instance without leases; not running it", "job", j.name, "slot", slot, "err", err)
+	s.log.Warn("slot claimed by an instance without leases; not running it", j.logAttr(), "slot", slot, "err", err)
 	s.emit(Event{Kind: EventLost, Job: j.name, Slot: slot, Token: l.token, Outcome: backend.OutcomeDone, Err: err})
 	ctx, cancel := s.callCtx(context.Background())
 	defer cancel()
