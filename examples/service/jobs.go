@@ -103,6 +103,18 @@ func register(s *scheduler.Scheduler, c config, log *slog.Logger) error {
 		return err
 	}
 
+	// tenants: no schedule of its own; its schedule entries (one per tenant, added
+	// at runtime with AddEntry, `anarchon schedule add`, or -seed-entries) are
+	// stored in the backend and run by whichever replica claims each slot. The run
+	// says which entry it is and carries the entry's payload.
+	err = s.Declare("tenants", func(ctx context.Context, run scheduler.Run) error {
+		log.Debug("tenant run", "entry", run.Entry, "payload", string(run.Payload))
+		return work(ctx, 10*time.Millisecond)
+	}, scheduler.WithMaxLate(5*time.Second), scheduler.WithJitter(time.Second))
+	if err != nil {
+		return err
+	}
+
 	// -extra-jobs: more jobs by name; a name is only a name (one called history
 	// is just a job, and does not reach the fleet's history requests).
 	for _, name := range c.extra {

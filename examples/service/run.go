@@ -83,6 +83,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := s.Start(ctx); err != nil {
 		return startErr(ctx, log, err)
 	}
+	if c.seedEntries > 0 {
+		if err := seedEntries(ctx, s, c, log); err != nil {
+			_ = s.Stop(context.WithoutCancel(ctx))
+			return startErr(ctx, log, err)
+		}
+	}
 	// stop ends what started, giving running jobs until the stop timeout.
 	stop := func(svc *fleet.Service) {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.stopTimeout)
