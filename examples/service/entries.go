@@ -30,7 +30,9 @@ func seedEntries(ctx context.Context, s *scheduler.Scheduler, c config, log *slo
 					return
 				}
 				id := fmt.Sprintf("tenant-%07d", i)
-				_, err := s.AddEntry(ctx, "tenants", id, scheduler.EntrySpec{Every: c.entryEvery, Payload: fmt.Appendf(nil, `{"tenant":%d}`, i)})
+				spec := spreadSpec(c.entryEvery, int(i))
+				spec.Payload = fmt.Appendf(nil, `{"tenant":%d}`, i)
+				_, err := s.AddEntry(ctx, "tenants", id, spec)
 				switch {
 				case err == nil:
 					added.Add(1)
@@ -53,4 +55,20 @@ func seedEntries(ctx context.Context, s *scheduler.Scheduler, c config, log *slo
 	}
 	log.Info("entries seeded", "job", "tenants", "added", added.Load(), "kept", kept.Load(), "took", time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// spreadSpec is entry i's schedule, every d: a cron expression that gives the
+// entries different seconds (and minutes) when d is a whole number of seconds
+// dividing a minute or of minutes dividing an hour, so that their slots spread
+// over the interval instead of all falling on its multiples; else Every d.
+func spreadSpec(d time.Duration, i int) scheduler.EntrySpec {
+	switch {
+	case d%time.Minute == 0 && d > 0 && time.Hour%d == 0:
+		k := int(d / time.Minute)
+		return scheduler.EntrySpec{Cron: fmt.Sprintf("%d %d/%d * * * *", i%60, (i/60)%k, k)}
+	case d%time.Second == 0 && d > 0 && time.Minute%d == 0:
+		k := int(d / time.Second)
+		return scheduler.EntrySpec{Cron: fmt.Sprintf("%d/%d * * * * *", i%k, k)}
+	}
+	return scheduler.EntrySpec{Every: d}
 }

@@ -136,7 +136,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.replicas, "replicas", 1, "replicas of the job streams and the lease bucket (3 on a cluster)")
 	fs.IntVar(&c.history, "history", 5, "on exit, print each job's last N runs (from all replicas) to stdout; 0 = none")
 	fs.IntVar(&c.seedEntries, "seed-entries", 0, "at start, add this many schedule entries (tenant-0000001, …) to the tenants job, keeping those already stored")
-	fs.DurationVar(&c.entryEvery, "entry-every", 10*time.Minute, "interval of the entries -seed-entries adds")
+	fs.DurationVar(&c.entryEvery, "entry-every", 10*time.Minute, "interval of the entries -seed-entries adds, spread over it (entry i at second i mod 60, and minute i/60 mod the interval's minutes)")
 	fs.Func("extra-jobs", "comma-separated `NAMES` of more jobs to declare (every interval, short work): any name, a fleet verb such as history included", func(s string) error {
 		for name := range strings.SplitSeq(s, ",") {
 			c.extra = append(c.extra, strings.TrimSpace(name))
