@@ -259,19 +259,24 @@ func (b *Backend) ListEntries(ctx context.Context, job, afterJob, afterID string
 }
 
 func (b *Backend) listEntries(ctx context.Context, job, afterJob, afterID string, limit int) ([]storedEntry, error) {
+	// Written as ranges of the primary key, which the planners of SQLite and
+	// PostgreSQL walk in order: LIMIT reads limit rows (and the tombstones among
+	// them), however many entries are stored.
 	var (
-		rows *sql.Rows
-		err  error
+		where string
+		args  []any
 	)
-	if job == "" {
-		rows, err = b.db.QueryContext(ctx, b.q(0, "SELECT "+entryColumns+` FROM {p}entries
-			WHERE (job, id) > (?, ?) AND removed = 0 ORDER BY job, id LIMIT ?`), afterJob, afterID, limit)
-	} else {
-		// The job's entries after the cursor: all of them when the cursor is at
-		// an earlier job, none when at a later one. The database compares.
-		rows, err = b.db.QueryContext(ctx, b.q(0, "SELECT "+entryColumns+` FROM {p}entries
-			WHERE job = ? AND (job, id) > (?, ?) AND removed = 0 ORDER BY job, id LIMIT ?`), job, afterJob, afterID, limit)
+	switch {
+	case job == "":
+		where, args = "(job, id) > (?, ?)", []any{afterJob, afterID}
+	case job == afterJob:
+		where, args = "job = ? AND id > ?", []any{job, afterID}
+	default:
+		// All the job's entries when the cursor is at an earlier job, none when
+		// at a later one: the database compares.
+		where, args = "job = ? AND job > ?", []any{job, afterJob}
 	}
+	rows, err := b.db.QueryContext(ctx, b.q(0, "SELECT "+entryColumns+" FROM {p}entries WHERE "+where+" AND removed = 0 ORDER BY job, id LIMIT ?"), append(args, limit)...)
 	if err != nil {
 		return nil, err
 	}

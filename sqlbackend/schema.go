@@ -73,10 +73,9 @@ var entriesSchema = []string{
 	`CREATE TABLE IF NOT EXISTS {p}entries (job {text} NOT NULL, id {text} NOT NULL, spec {text} NOT NULL,
 		rev {int} NOT NULL, updated {int} NOT NULL, by_whom {text} NOT NULL, removed {int} NOT NULL,
 		PRIMARY KEY (job, id))`,
-	// Watchers read the changes after a revision.
+	// Watchers read the changes after a revision; pruning finds the newest
+	// tombstones by it. (No index on removed: lists would sort by it.)
 	`CREATE INDEX IF NOT EXISTS {p}entries_rev ON {p}entries (rev)`,
-	// Pruning finds the oldest tombstones.
-	`CREATE INDEX IF NOT EXISTS {p}entries_removed ON {p}entries (removed, rev)`,
 	// The one row of the entries' change counter: rev is the last revision given
 	// (every entry write takes the next under this row's lock, so changes commit
 	// in revision order), pruned the newest tombstone pruned, tombstones how many
