@@ -15,8 +15,8 @@ import (
 )
 
 // Backend is a backend.Backend on a SQL database, with leases: it implements
-// backend.LeaseBackend (Runs), backend.ClaimRecorder, backend.Pauser and
-// backend.LastRunsReader. Every replica opens its own *sql.DB on the same
+// backend.LeaseBackend (Runs), backend.ClaimRecorder, backend.Pauser,
+// backend.LastRunsReader and backend.EntryStore. Every replica opens its own *sql.DB on the same
 // database and gets a Backend from New; the database decides.
 type Backend struct {
 	db      *sql.DB
@@ -46,6 +46,7 @@ var (
 	_ backend.RunCounter       = (*RunStore)(nil)
 	_ backend.Pauser           = (*Backend)(nil)
 	_ backend.LastRunsReader   = (*Backend)(nil)
+	_ backend.EntryStore       = (*Backend)(nil)
 )
 
 // SchemaVersion is the version of the tables this package creates and reads. Init
@@ -54,8 +55,9 @@ var (
 //
 // Version 2 added the runs table's retry columns (backend.Retrier), version 3 the
 // history's backfill columns, version 4 the runs table's cancel request columns
-// (backend.OverlapCanceller).
-const SchemaVersion = 5
+// (backend.OverlapCanceller), version 5 the count of runs (backend.RunCounter),
+// version 6 the schedule entries (backend.EntryStore).
+const SchemaVersion = 6
 
 // New returns a backend on db (which it does not close) speaking dialect. Nothing
 // is read or written before Init. Bound db's pool (SetMaxOpenConns, 10 is plenty):
@@ -68,7 +70,7 @@ func New(db *sql.DB, dialect Dialect, opts ...Option) (*Backend, error) {
 	if err := dialect.check(); err != nil {
 		return nil, err
 	}
-	o := options{prefix: DefaultTablePrefix, callTimeout: DefaultCallTimeout}
+	o := options{prefix: DefaultTablePrefix, callTimeout: DefaultCallTimeout, tombstones: DefaultEntryTombstones}
 	if err := option.Apply(&o, opts); err != nil {
 		return nil, err
 	}

@@ -45,3 +45,15 @@ func TestPausesSQLite(t *testing.T) {
 	path := sqliteFile(t)
 	backendtest.RunPauses(t, func(t *testing.T) backend.Backend { return newSQLite(t, path) })
 }
+
+func TestEntriesPostgres(t *testing.T) {
+	t.Parallel()
+	p := prefix("entry")
+	backendtest.RunEntries(t, func(t *testing.T) backend.Backend { return newPG(t, p) })
+}
+
+func TestEntriesSQLite(t *testing.T) {
+	t.Parallel()
+	path := sqliteFile(t)
+	backendtest.RunEntries(t, func(t *testing.T) backend.Backend { return newSQLite(t, path) })
+}

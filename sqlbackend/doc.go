@@ -44,6 +44,15 @@
 //     polling on SQLite (WatchRun).
 //   - History is the claims, records and results of a job, bounded by size and
 //     TTL, read back in one query.
+//   - Schedule entries (backend.EntryStore) are rows of one entries table keyed by
+//     (job, id), their spec as JSON. Every entry write takes the next revision of
+//     one counter row first, so writes commit in revision order and a revision is
+//     an entry's compare-and-set base. A removal leaves a tombstone row, pruned
+//     past WithEntryTombstones. WatchEntries reads the rows after the last
+//     revision it read, woken by LISTEN/NOTIFY on PostgreSQL and polling at most
+//     EntryPollInterval apart; a watcher behind the pruning lists every entry
+//     again. An entry's runs are stored under backend.EntryRunName(job, id), a
+//     run name like a job's, in the same tables.
 //
 // Init creates the tables (prefix "anarchon_") when they do not exist and records
 // SchemaVersion; a database whose schema is newer than this package knows is
@@ -55,7 +64,10 @@
 // refused with ErrSchemaTooNew; one that was already running goes on working, and
 // reads a slot whose retry is pending as done, leaving it to the new replicas. A
 // replica of schema version 3 or older neither stores nor heeds (nor clears) cancel
-// requests: give a job OverlapCancelOther once every replica is upgraded.
+// requests: give a job OverlapCancelOther once every replica is upgraded. A
+// replica of schema version 5 or older neither stores nor follows schedule
+// entries, and runs its declared jobs as before: add entries once every replica
+// is upgraded.
 //
 // Buffered slots need no new column: a buffered row has status 'buffered'. A replica
 // of a version without buffer policies (schema version 4) reads that as a finished

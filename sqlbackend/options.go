@@ -34,6 +34,7 @@ type options struct {
 	poll        time.Duration
 	claimKeep   time.Duration
 	callTimeout time.Duration
+	tombstones  int
 }
 
 func checked[V any](name string, v V, check func(V) error, set func(*options, V)) Option {
@@ -85,4 +86,23 @@ func WithClaimRetention(d time.Duration) Option {
 // bounded: they last until their context ends.
 func WithCallTimeout(d time.Duration) Option {
 	return checked("WithCallTimeout", d, option.Positive, func(o *options, d time.Duration) { o.callTimeout = d })
+}
+
+// DefaultEntryTombstones is how many removed schedule entries the store remembers
+// for its watchers (WithEntryTombstones).
+const DefaultEntryTombstones = 10_000
+
+// WithEntryTombstones sets how many removed schedule entries the store remembers
+// (default DefaultEntryTombstones; at least 1). A removal leaves a tombstone row
+// that watchers read as the removal; past n, the oldest are pruned. A watcher
+// that fell behind the pruning lists every entry again and learns the removals it
+// missed from what is gone, so that a small n costs such a watcher a full read,
+// never a lost change.
+func WithEntryTombstones(n int) Option {
+	return checked("WithEntryTombstones", n, func(n int) error {
+		if n < 1 {
+			return fmt.Errorf("at least 1")
+		}
+		return nil
+	}, func(o *options, n int) { o.tombstones = n })
 }

@@ -85,7 +85,7 @@ func (b *Backend) WatchPauses(ctx context.Context, fn func([]backend.Pause)) err
 	if err := b.Init(ctx); err != nil {
 		return err
 	}
-	sub, unsubscribe := b.hub.subscribePauses(ctx)
+	sub, unsubscribe := b.hub.subscribe(ctx, topicPauses)
 	defer unsubscribe()
 	var last []backend.Pause
 	for first := true; ; first = false {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // schema is the DDL of SchemaVersion, in order. Times are Unix milliseconds by the
@@ -62,6 +63,29 @@ var schema = []string{
 		at_ms {int} NOT NULL, until_ms {int} NOT NULL)`,
 }
 
+// entriesSchema is the DDL of the schedule entries (backend.EntryStore), part of
+// schema and migrations[5] alike; every statement may run again.
+var entriesSchema = []string{
+	// One row per entry: its spec as JSON (backend.EntrySpec), the change
+	// revision that wrote it, when (updated, the writer's clock, or the
+	// database's when the writer gave none) and by whom. A removed entry stays a
+	// tombstone (removed 1, spec '') for watchers until it is pruned.
+	`CREATE TABLE IF NOT EXISTS {p}entries (job {text} NOT NULL, id {text} NOT NULL, spec {text} NOT NULL,
+		rev {int} NOT NULL, updated {int} NOT NULL, by_whom {text} NOT NULL, removed {int} NOT NULL,
+		PRIMARY KEY (job, id))`,
+	// Watchers read the changes after a revision; pruning finds the newest
+	// tombstones by it. (No index on removed: lists would sort by it.)
+	`CREATE INDEX IF NOT EXISTS {p}entries_rev ON {p}entries (rev)`,
+	// The one row of the entries' change counter: rev is the last revision given
+	// (every entry write takes the next under this row's lock, so changes commit
+	// in revision order), pruned the newest tombstone pruned, tombstones how many
+	// are stored.
+	`CREATE TABLE IF NOT EXISTS {p}entry_seq (id {int} PRIMARY KEY, rev {int} NOT NULL, pruned {int} NOT NULL,
+		tombstones {int} NOT NULL)`,
+	`INSERT INTO {p}entry_seq (id, rev, pruned, tombstones) SELECT 1, 0, 0, 0
+		WHERE NOT EXISTS (SELECT 1 FROM {p}entry_seq WHERE id = 1)`,
+}
+
 // migrations[v] is the DDL that turns tables of version v into version v+1, in
 // order. Each only adds (columns with defaults, tables, indexes), so replicas of
 // version v that are already running go on working on the migrated tables.
@@ -93,6 +117,10 @@ var migrations = map[int][]string{
 		`ALTER TABLE {p}jobs ADD COLUMN runs {int} NOT NULL DEFAULT 0`,
 		`ALTER TABLE {p}runs ADD COLUMN counted_last {int} NOT NULL DEFAULT 0`,
 	},
+	// Schedule entries (backend.EntryStore): new tables only. Replicas of
+	// version 5 neither read nor write them, and run their declared jobs as
+	// before.
+	5: entriesSchema,
 }
 
 // Init checks the server (Dialect.CheckServer), creates the tables when they do
@@ -164,7 +192,7 @@ func (b *Backend) createTables(ctx context.Context) (version int, err error) {
 			return 0, err
 		}
 	}
-	for _, ddl := range schema {
+	for _, ddl := range slices.Concat(schema, entriesSchema) {
 		if _, err := tx.ExecContext(ctx, b.q(0, ddl)); err != nil {
 			return 0, err
 		}

@@ -22,7 +22,7 @@ type hub struct {
 
 	mu       sync.Mutex
 	runs     map[runKey]map[chan struct{}]struct{}
-	pauses   map[chan struct{}]struct{}
+	topics   map[string]map[chan struct{}]struct{} // by payload: topicPauses, topicEntries
 	started  bool
 	ready    chan struct{} // closed while the listener listens; replaced when it fails
 	isReady  bool
@@ -31,6 +31,13 @@ type hub struct {
 	closed   chan struct{} // closed by Close: every watch ends
 	isClosed bool
 }
+
+// The payloads of a change of the pauses and of the schedule entries; a run's is
+// "r:<slot>:<job>".
+const (
+	topicPauses  = "p"
+	topicEntries = "e"
+)
 
 type runKey struct {
 	job  string
@@ -41,7 +48,7 @@ func newHub(b *Backend) *hub {
 	return &hub{
 		b:      b,
 		runs:   map[runKey]map[chan struct{}]struct{}{},
-		pauses: map[chan struct{}]struct{}{},
+		topics: map[string]map[chan struct{}]struct{}{topicPauses: {}, topicEntries: {}},
 		ready:  make(chan struct{}),
 		closed: make(chan struct{}),
 	}
@@ -76,15 +83,17 @@ func (h *hub) subscribeRun(ctx context.Context, k runKey) (chan struct{}, func()
 	}
 }
 
-func (h *hub) subscribePauses(ctx context.Context) (chan struct{}, func()) {
+// subscribe returns a channel woken when what topic names may have changed, and
+// the function that ends the subscription.
+func (h *hub) subscribe(ctx context.Context, topic string) (chan struct{}, func()) {
 	ch := make(chan struct{}, 1)
 	h.mu.Lock()
-	h.pauses[ch] = struct{}{}
+	h.topics[topic][ch] = struct{}{}
 	h.mu.Unlock()
 	h.listen(ctx)
 	return ch, func() {
 		h.mu.Lock()
-		delete(h.pauses, ch)
+		delete(h.topics[topic], ch)
 		h.mu.Unlock()
 	}
 }
@@ -161,17 +170,19 @@ func (h *hub) wakeAll() {
 			wake(ch)
 		}
 	}
-	for ch := range h.pauses {
-		wake(ch)
+	for _, subs := range h.topics {
+		for ch := range subs {
+			wake(ch)
+		}
 	}
 }
 
-// deliver wakes the watchers a payload names: "r:<slot>:<job>" or "p".
+// deliver wakes the watchers a payload names: "r:<slot>:<job>" or a topic.
 func (h *hub) deliver(payload string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if payload == "p" {
-		for ch := range h.pauses {
+	if subs, ok := h.topics[payload]; ok {
+		for ch := range subs {
 			wake(ch)
 		}
 		return
@@ -196,7 +207,7 @@ func (h *hub) changed(ctx context.Context, job string, slot int64) {
 	h.notify(ctx, "r:"+strconv.FormatInt(slot, 10)+":"+job)
 }
 
-func (h *hub) pausesChanged(ctx context.Context) { h.notify(ctx, "p") }
+func (h *hub) pausesChanged(ctx context.Context) { h.notify(ctx, topicPauses) }
 
 func (h *hub) notify(ctx context.Context, payload string) {
 	h.deliver(payload)

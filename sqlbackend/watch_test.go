@@ -10,7 +10,7 @@ import (
 // read without a panic, and the payload of a change of (job, slot) wakes exactly
 // that run's watchers, whatever the job's name holds.
 func FuzzNotifyPayload(f *testing.F) {
-	for _, s := range []string{"p", "r:1800000000000:report", "r::", "r:-5:a:b", "r:x:y", "", "r:9223372036854775808:j"} {
+	for _, s := range []string{"p", "e", "r:1800000000000:report", "r::", "r:-5:a:b", "r:x:y", "", "r:9223372036854775808:j"} {
 		f.Add(s, "job ✓ a:b/c", int64(1_800_000_000_000))
 	}
 	f.Fuzz(func(t *testing.T, payload, job string, slot int64) {
