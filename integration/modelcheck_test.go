@@ -140,5 +140,6 @@ func kmcNewPlan(seed uint64) *modelcheck.Plan {
 	})
 	p.AddEdges(3 * time.Second)
 	p.AddRetries()
+	p.AddEntries()
 	return p
 }

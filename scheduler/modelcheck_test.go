@@ -182,5 +182,6 @@ func mcNewPlan(seed uint64) *modelcheck.Plan {
 	}
 	p.AddEdges(5 * time.Second)
 	p.AddRetries()
+	p.AddEntries()
 	return p
 }
