@@ -255,7 +255,7 @@ func (h *Harness) updateEntry(es backend.EntryStore, in, racer *inst, job, id st
 		}
 		wg.Go(func() {
 			e, err := x.sched.UpdateEntry(context.Background(), job, id, spec, cur.Revision)
-			h.rec.raceCall(race, x, err)
+			h.rec.raceCall(race, x, string(spec.Payload), err)
 			h.rec.instLog(x, "UPDATE ENTRY %s/%s on rev %d to every %v payload %q → rev %d %v", job, id, cur.Revision, spec.Every, spec.Payload, e.Revision, errText(err))
 		})
 	}

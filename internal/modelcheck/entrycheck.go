@@ -156,7 +156,7 @@ func (c *checker) entryChanges() {
 		for _, call := range race.calls {
 			var w *entryWrite
 			for i := range c.rec.entryWrites {
-				if x := &c.rec.entryWrites[i]; x.op == "update" && x.inst == call.in.name && x.base == race.base && x.e.RunName() == race.name {
+				if x := &c.rec.entryWrites[i]; x.op == "update" && x.inst == call.in.name && x.base == race.base && x.e.RunName() == race.name && string(x.e.Payload) == call.payload {
 					w = x
 				}
 			}

@@ -50,8 +50,9 @@ type entryRace struct {
 }
 
 type raceCall struct {
-	in  *inst
-	err error
+	in      *inst
+	payload string // tells its write from the other changes on the revision
+	err     error
 }
 
 // entryClaim is a claim of an entry's slot the store saw.
@@ -106,13 +107,13 @@ func (r *record) entryWritten(inst, op string, e backend.Entry, base uint64, err
 }
 
 // raceCall records what a caller of a change was told.
-func (r *record) raceCall(race *entryRace, in *inst, err error) {
+func (r *record) raceCall(race *entryRace, in *inst, payload string, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(race.calls) == 0 {
 		r.races = append(r.races, race)
 	}
-	race.calls = append(race.calls, raceCall{in: in, err: err})
+	race.calls = append(race.calls, raceCall{in: in, payload: payload, err: err})
 }
 
 // entrySeen records a change in's watch delivered, after the scheduler applied
