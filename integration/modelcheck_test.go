@@ -10,7 +10,9 @@ package integration
 // clock offsets, stops, restarts and RunNow calls during a fault phase, then a quiet
 // phase, then a final Stop. In real time a store call is applied somewhere between
 // its send and its answer, so the invariants are judged with the bounds that allows
-// (modelcheck.Bounded).
+// (modelcheck.Bounded). Plans whose jobs run through schedule entries run them
+// every Interval without entries while these stores keep none
+// (backend.EntryStore).
 //
 // ANARCHON_KV_MODEL_SEEDS=N runs seeds 1..N (default 12, 4 at a time, from
 // ANARCHON_KV_MODEL_SEED_FROM); ANARCHON_KV_MODEL_SEED=K runs seed K alone and prints
@@ -140,5 +142,6 @@ func kmcNewPlan(seed uint64) *modelcheck.Plan {
 	})
 	p.AddEdges(3 * time.Second)
 	p.AddRetries()
+	p.AddEntries()
 	return p
 }

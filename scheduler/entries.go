@@ -286,7 +286,9 @@ func (s *Scheduler) entryJob(p *job, e Entry) (*job, error) {
 	limits.Job, limits.Schedule, limits.Interval, limits.MaxLate = name, sched.String(), interval, cfg.maxLate
 	j := &job{name: name, sched: sched, handler: p.handler, cfg: cfg, limits: limits, interval: interval,
 		entry: &entryRef{job: e.Job, id: e.ID, payload: e.Payload}}
-	j.ended, j.end = p.ended, func() {}
+	// The entry's run limit is its own (limitHit ends its slots): the job's
+	// own slots reaching the job's limit do not end it.
+	j.ended, j.end = context.Background(), func() {}
 	return j, nil
 }
 

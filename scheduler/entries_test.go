@@ -377,3 +377,21 @@ func TestEntryViews(t *testing.T) {
 		assert.ErrorIs(t, err, scheduler.ErrInvalidOption)
 	})
 }
+
+// The run limit counts each entry apart from its job: the job's own slots
+// reaching its limit end its own loop, not its entries' slots.
+func TestEntryRunLimitIsTheEntrysOwn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := memory.New()
+		runs := newEntryRuns()
+		fleet := startFleet(t, b, 2, func(s *scheduler.Scheduler) {
+			require.NoError(t, s.Every("j", time.Second, runs.handler, scheduler.WithMaxRuns(2)))
+		})
+		time.Sleep(3*time.Second + 500*time.Millisecond) // the job's slots 1, 2 count; slot 3 reaches the limit
+		require.Len(t, runs.slots(""), 2, "the job runs its own limit")
+		_, err := fleet[0].AddEntry(t.Context(), "j", "e", scheduler.EntrySpec{Every: time.Second})
+		require.NoError(t, err)
+		time.Sleep(3 * time.Second)
+		assert.Len(t, runs.slots("e"), 2, "the entry runs its own limit, though the job reached its own")
+	})
+}

@@ -69,11 +69,16 @@ type checker struct {
 	vs    []Violation
 	byKey map[key][]*handlerRec // scheduled handlers per slot, in start order
 	byJob map[string][]*handlerRec
-	jobs  map[string]Job
+	// byParent holds the handlers of a job and of its entries, by the job.
+	byParent map[string][]*handlerRec
+	// jobs are the plan's jobs as registered, and each entry as a Job named by
+	// its run name (the job's policies, its latest interval).
+	jobs map[string]Job
 }
 
 func (c *checker) add(inv string, keys []key, inst, format string, args ...any) {
-	c.vs = append(c.vs, Violation{Inv: inv, keys: keys, inst: inst, Msg: fmt.Sprintf(format, args...)})
+	msg := strings.ReplaceAll(fmt.Sprintf(format, args...), backend.EntrySep, "/")
+	c.vs = append(c.vs, Violation{Inv: inv, keys: keys, inst: inst, Msg: msg})
 }
 
 // Check judges the record of a seed that has run. History and Active are read
@@ -83,10 +88,11 @@ func (h *Harness) Check(ctx context.Context, history backend.Backend, runs backe
 	r := h.rec
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	c := &checker{h: h, rec: r, seen: map[string]int{}, byKey: map[key][]*handlerRec{}, byJob: map[string][]*handlerRec{}, jobs: map[string]Job{}}
+	c := &checker{h: h, rec: r, seen: map[string]int{}, byKey: map[key][]*handlerRec{}, byJob: map[string][]*handlerRec{}, byParent: map[string][]*handlerRec{}, jobs: map[string]Job{}}
 	for _, j := range h.plan.Jobs {
 		c.jobs[j.Name] = h.job(j)
 	}
+	c.addEntryJobs()
 	for _, hr := range r.handlers {
 		if !hr.ended {
 			c.add("6-stop", []key{hr.key}, hr.in.name, "handler attempt=%d of %s slot %s never returned", hr.attempt, hr.key.job, h.rel(hr.key.slot))
@@ -96,11 +102,15 @@ func (h *Harness) Check(ctx context.Context, history backend.Backend, runs backe
 		}
 		c.byKey[hr.key] = append(c.byKey[hr.key], hr)
 		c.byJob[hr.key.job] = append(c.byJob[hr.key.job], hr)
+		c.byParent[backend.JobOf(hr.key.job)] = append(c.byParent[backend.JobOf(hr.key.job)], hr)
 	}
 	for _, hs := range c.byKey {
 		sortHandlers(hs)
 	}
 	for _, hs := range c.byJob {
+		sortHandlers(hs)
+	}
+	for _, hs := range c.byParent {
 		sortHandlers(hs)
 	}
 	c.oneHandler()
@@ -120,6 +130,7 @@ func (h *Harness) Check(ctx context.Context, history backend.Backend, runs backe
 	c.runLimits()
 	c.writtenAgain()
 	c.stops()
+	c.entryRules()
 	slices.SortStableFunc(c.vs, func(a, b Violation) int { return cmp.Compare(a.Inv, b.Inv) })
 	h.seen = c.seen
 	return c.vs
@@ -297,8 +308,7 @@ func (c *checker) stored(ctx context.Context, history backend.Backend, runs back
 	h := c.h
 	records := map[key][]backend.RunRecord{} // by slot, by attempt
 	defer func() { c.buffers(records) }()
-	for _, j := range h.plan.Jobs {
-		j = c.jobs[j.Name]
+	for _, j := range c.checked() {
 		recs, err := history.History(ctx, j.Name, 0)
 		if err != nil {
 			c.add("4-terminal", nil, "", "history of %s: %v", j.Name, err)
@@ -350,10 +360,7 @@ func (c *checker) stored(ctx context.Context, history backend.Backend, runs back
 		for _, a := range active {
 			draining[a.Slot.UnixMilli()] = c.bufferDraining(j, a)
 		}
-		iv := j.Interval.Milliseconds()
-		from := c.rec.t0.Add(h.quietAt + time.Second).UnixMilli()
-		to := c.rec.t0.Add(h.endAt - 2*time.Second).UnixMilli()
-		for slot := (from + iv - 1) / iv * iv; slot <= to; slot += iv {
+		for _, slot := range c.quietSlots(j) {
 			switch rr, ok := last[slot]; {
 			case !ok && draining[slot]:
 			case !ok && c.limitReached(j.Name):
@@ -367,6 +374,12 @@ func (c *checker) stored(ctx context.Context, history backend.Backend, runs back
 		}
 		for _, a := range active {
 			if c.retryPendingAtEnd(j, a) || draining[a.Slot.UnixMilli()] {
+				continue
+			}
+			if c.removed(j.Name) {
+				// Nobody follows a removed entry: a run of it handed over at
+				// Stop, or whose holder crashed, has no taker.
+				c.seen["unfinished runs of removed entries"]++
 				continue
 			}
 			c.add("4-terminal", []key{{j.Name, a.Slot.UnixMilli()}}, "", "%s slot %s is still unfinished in the run store after every instance stopped (attempt %d by %s, live %v, retry at %v): never taken over",
@@ -533,7 +546,7 @@ func (c *checker) pausedNotRun() {
 				break
 			}
 		}
-		for _, hr := range c.byJob[p.job] {
+		for _, hr := range c.byParent[p.job] {
 			if hr.start > p.from+h.w.PauseSlack && hr.start < end {
 				c.add("3c-paused", []key{hr.key}, "", "%s slot %s: %s's handler (attempt %d) started at %s while the job was paused (stored at %s, until %s)",
 					p.job, h.rel(hr.key.slot), hr.in.name, hr.attempt, at(hr.start), at(p.from), at(p.until))
@@ -613,8 +626,17 @@ func (c *checker) handlerOf(g *grant) *handlerRec {
 	return nil
 }
 
-// nextSlot is when the slot after k is due, since t0.
+// nextSlot is when the slot after k is due, since t0: for an entry, the latest
+// next slot of its versions (an instance runs the slot with the version it
+// follows).
 func (c *checker) nextSlot(k key) time.Duration {
+	if vs := c.versions(k.job); len(vs) > 0 {
+		var next int64
+		for _, v := range vs {
+			next = max(next, nextOn(v.e, k.slot))
+		}
+		return time.UnixMilli(next).Sub(c.rec.t0)
+	}
 	return time.UnixMilli(k.slot + c.jobs[k.job].Interval.Milliseconds()).Sub(c.rec.t0)
 }
 
@@ -720,8 +742,8 @@ func (c *checker) retriesMade() {
 	h := c.h
 	for k, hs := range c.byKey {
 		j := c.jobs[k.job]
-		if j.Retry == nil || j.Exclusive() {
-			continue
+		if j.Retry == nil || j.Exclusive() || len(c.versions(k.job)) > 1 {
+			continue // a changed entry's next slot depends on the version its instance ran
 		}
 		for _, hr := range hs {
 			n := hr.attempt
@@ -762,7 +784,7 @@ func (c *checker) retriesMade() {
 // in [from, to], on some instance's clock.
 func (c *checker) pausedBetween(job string, from, to time.Duration) bool {
 	for _, p := range c.rec.pauses {
-		if p.job == job && p.from-c.h.w.PauseSlack <= to && p.until+pauseOffsets >= from {
+		if p.job == backend.JobOf(job) && p.from-c.h.w.PauseSlack <= to && p.until+pauseOffsets >= from {
 			return true
 		}
 	}

@@ -13,29 +13,13 @@ import (
 var ErrCrashed = errors.New("modelcheck: instance crashed")
 
 // faulty is in's view of its store: a Backend, ClaimRecorder and LeaseBackend whose
-// store calls go through in's faults, and the store's JobWindower and JobChecker
-// when it has them (the scheduler finds those by type assertion).
+// store calls go through in's faults, with the store's JobWindower and JobChecker
+// (or what the scheduler does without them), and an EntryStore when the store is
+// one (the scheduler finds it by type assertion).
 func faulty(in *inst, s Store) backend.Backend {
 	b := &faultyBackend{in: in, b: s}
-	w, isW := s.(backend.JobWindower)
-	c, isC := s.(backend.JobChecker)
-	switch {
-	case isW && isC:
-		return struct {
-			*faultyBackend
-			backend.JobWindower
-			backend.JobChecker
-		}{b, w, c}
-	case isW:
-		return struct {
-			*faultyBackend
-			backend.JobWindower
-		}{b, w}
-	case isC:
-		return struct {
-			*faultyBackend
-			backend.JobChecker
-		}{b, c}
+	if es, ok := s.(backend.EntryStore); ok {
+		return &faultyEntries{faultyBackend: b, es: es}
 	}
 	return b
 }
@@ -54,6 +38,8 @@ var (
 	_ backend.LeaseWatcher  = (*faultyRuns)(nil)
 	_ backend.ActiveLister  = (*faultyRuns)(nil)
 	_ backend.Retrier       = (*faultyRetrier)(nil)
+	_ backend.JobWindower   = (*faultyBackend)(nil)
+	_ backend.JobChecker    = (*faultyBackend)(nil)
 )
 
 func (m *faultyBackend) Name() string                    { return m.b.Name() }
@@ -69,6 +55,23 @@ func (m *faultyBackend) Runs() backend.RunStore {
 		return &faultyRetrier{faultyRuns: r, rt: rt}
 	}
 	return r
+}
+
+// WindowFor is the store's (backend.JobWindower), else its DedupeWindow: what
+// the scheduler uses without it.
+func (m *faultyBackend) WindowFor(j backend.JobLimits) time.Duration {
+	if w, ok := m.b.(backend.JobWindower); ok {
+		return w.WindowFor(j)
+	}
+	return m.b.DedupeWindow()
+}
+
+// CheckJob is the store's (backend.JobChecker), else accepts every job.
+func (m *faultyBackend) CheckJob(j backend.JobLimits) error {
+	if c, ok := m.b.(backend.JobChecker); ok {
+		return c.CheckJob(j)
+	}
+	return nil
 }
 
 func (m *faultyBackend) PrepareJob(ctx context.Context, j backend.JobLimits) error {

@@ -44,6 +44,11 @@ type Harness struct {
 	// noBufferedCounter: the store is no backend.BufferedRunCounter, so jobs
 	// that buffer run without their run limit.
 	noBufferedCounter bool
+	// noEntries: the store is no backend.EntryStore, so jobs with entries run
+	// every Interval without them; direct is the harness's own view of the
+	// entry store otherwise (set at the first store met, under mu).
+	noEntries bool
+	direct    backend.EntryStore
 
 	seen map[string]int // set by Check
 }
@@ -86,6 +91,9 @@ func (h *Harness) Run() error {
 	time.Sleep(p.Pre)
 	faultStart := h.now()
 	h.faultAt.Store(int64(faultStart))
+	if err := h.addDirectEntries(); err != nil {
+		return err
+	}
 	for _, a := range p.Actions {
 		if d := faultStart + a.At - h.now(); d > 0 {
 			time.Sleep(d)
@@ -133,6 +141,10 @@ func (h *Harness) finalStop() {
 func (h *Harness) act(a Action) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	switch a.Kind {
+	case ActAddEntry, ActUpdateEntry, ActRemoveEntry:
+		return h.entryAct(a)
+	}
 	in := h.cur[a.Slot]
 	up := in != nil && !in.down && !in.dead.Load()
 	if !up {
@@ -168,6 +180,7 @@ func (h *Harness) startLocked(slot int) error {
 	if err != nil {
 		return fmt.Errorf("backend of %s: %w", name, err)
 	}
+	h.entriesSupported(store)
 	if _, ok := store.Runs().(backend.Retrier); !ok && !h.noRetrier {
 		h.noRetrier = true
 		for _, j := range h.plan.Jobs {
@@ -242,7 +255,11 @@ func (h *Harness) startLocked(slot int) error {
 				opts = append(opts, scheduler.WithTimeout(j.Timeout))
 			}
 		}
-		if err := s.Every(j.Name, j.Interval, in.handler(j), opts...); err != nil {
+		register := func() error { return s.Every(j.Name, j.Interval, in.handler(j), opts...) }
+		if j.Declared {
+			register = func() error { return s.Declare(j.Name, in.handler(j), opts...) }
+		}
+		if err := register(); err != nil {
 			return fmt.Errorf("register %s on %s: %w", j.Name, name, err)
 		}
 	}
@@ -258,7 +275,8 @@ func (h *Harness) startLocked(slot int) error {
 }
 
 // job is j as the instances register it: without its retry policy, failures
-// and timeout when the store cannot store retries.
+// and timeout when the store cannot store retries, without its entries when it
+// keeps none.
 func (h *Harness) job(j Job) Job {
 	if h.noRetrier {
 		j.Retry, j.Fail, j.Timeout = nil, Failing{}, 0
@@ -268,6 +286,9 @@ func (h *Harness) job(j Job) Job {
 	}
 	if h.noCounter || h.noBufferedCounter && j.Buffer > 0 {
 		j.MaxRuns = 0
+	}
+	if h.noEntries {
+		j.Entries, j.Declared = nil, false
 	}
 	return j
 }
@@ -361,13 +382,18 @@ func (in *inst) handler(j Job) scheduler.Handler {
 		if in.dead.Load() {
 			return fmt.Errorf("%s is dead", in.name)
 		}
+		// An entry's runs draw by its run name, apart from the job's and from
+		// its other entries'.
+		name := runName(r)
 		fate := FateOK
 		if !r.Manual {
-			fate = j.Fate(in.h.plan.Seed, r.Slot, r.Attempt)
+			run := j
+			run.Name = name
+			fate = run.Fate(in.h.plan.Seed, r.Slot, r.Attempt)
 		}
 		hr := in.h.rec.handlerStart(in, r, fate)
 		var d time.Duration
-		u := Unit(Mix(in.h.plan.Seed, Str(r.Job), uint64(r.Slot.UnixMilli()), uint64(r.Attempt), Str(in.name)))
+		u := Unit(Mix(in.h.plan.Seed, Str(name), uint64(r.Slot.UnixMilli()), uint64(r.Attempt), Str(in.name)))
 		if r.Manual {
 			d = w.ManualMin + time.Duration(u*float64(w.ManualSpread))
 		} else {
@@ -440,7 +466,20 @@ func (in *inst) onEvent(e scheduler.Event) {
 		}
 		fmt.Fprintf(&b, " err=%q", msg)
 	}
-	in.h.rec.slotLog(in, e.Job, e.Slot, "%s", b.String())
+	name := e.Job
+	if e.Entry != "" {
+		name = backend.EntryRunName(e.Job, e.Entry)
+	}
+	in.h.rec.slotLog(in, name, e.Slot, "%s", b.String())
+}
+
+// runName is the name r's slot is claimed and recorded under: its entry's run
+// name, or its job's.
+func runName(r scheduler.Run) string {
+	if r.Entry != "" {
+		return backend.EntryRunName(r.Job, r.Entry)
+	}
+	return r.Job
 }
 
 // tok shortens a token for the trace.

@@ -37,6 +37,13 @@ type Job struct {
 	// MaxRuns is the job's run limit (WithMaxRuns) on stores that count runs
 	// (backend.RunCounter); 0: none.
 	MaxRuns int
+	// Entries are the job's schedule entries (AddEntries), run with its
+	// handler and policies on stores that keep entries (backend.EntryStore);
+	// Declared jobs have no slots of their own (scheduler.Declare), the others
+	// keep their Interval beside their entries. On other stores the job runs
+	// every Interval alone.
+	Entries  []EntryPlan
+	Declared bool
 }
 
 // Failing says which scheduled attempts of a job with a retry policy fail. Each
@@ -94,6 +101,16 @@ const (
 	// ActPauseJob pauses Jobs[Job] for Dur through the instance (Scheduler.Pause
 	// with an Until Dur from its clock's now).
 	ActPauseJob ActKind = "pausejob"
+	// ActAddEntry adds entry E.Entry of Jobs[Job] through the instance
+	// (AddEntry), or through the store when the instance is down.
+	ActAddEntry ActKind = "addentry"
+	// ActUpdateEntry changes the entry through the instance (UpdateEntry on the
+	// revision stored now), while instance slot E.Racer, when up, changes the
+	// same revision at once.
+	ActUpdateEntry ActKind = "updateentry"
+	// ActRemoveEntry removes the entry through the instance (RemoveEntry), or
+	// through the store when the instance is down.
+	ActRemoveEntry ActKind = "removeentry"
 )
 
 // Action is one step of the fault phase.
@@ -103,6 +120,7 @@ type Action struct {
 	Slot int           // instance slot
 	Dur  time.Duration // pause length (of heartbeats, or of a job), Stop's deadline
 	Job  int           // RunNow's and PauseJob's job, an index into Plan.Jobs
+	E    *EntryAct     // the entry actions' entry and change
 }
 
 // Window is a stretch of the fault phase in which an instance's store calls fail
@@ -135,6 +153,17 @@ func (p *Plan) String() string {
 	fmt.Fprintf(&b, "seed %d: %d instances, call timeout %v, fault phase from +%v for %v, then quiet %v\n", p.Seed, p.Slots, p.CallTimeout, p.Pre, p.FaultPhase, p.QuietPhase)
 	for _, j := range p.Jobs {
 		fmt.Fprintf(&b, "  %s: every %v, lease %v, maxLate %v, overlap skip %v, cancel-other %v, buffer %d, catch-up %s/%v, handler ≤ %v, max runs %d\n", j.Name, j.Interval, j.Lease, j.MaxLate, j.Skip, j.CancelOther, j.Buffer, j.CatchUp, j.Window, j.MaxRun, j.MaxRuns)
+		if len(j.Entries) > 0 {
+			fmt.Fprintf(&b, "    entries (declared only: %v):", j.Declared)
+			for _, e := range j.Entries {
+				how := "by an instance"
+				if e.Direct {
+					how = "through the store before the instances start"
+				}
+				fmt.Fprintf(&b, " %s every %v (%s);", e.ID, e.Interval, how)
+			}
+			b.WriteByte('\n')
+		}
 		if r := j.Retry; r != nil {
 			fmt.Fprintf(&b, "    retry: %d attempts, backoff %v, max backoff %v, timeout %v; fails p=%.2f, doomed slots p=%.2f, no-retry p=%.2f, hangs p=%.2f\n",
 				r.Attempts, r.Backoff, r.MaxBackoff, j.Timeout, j.Fail.P, j.Fail.Doomed, j.Fail.NoRetry, j.Fail.Hang)
@@ -151,6 +180,13 @@ func (p *Plan) String() string {
 			fmt.Fprintf(&b, " %s", p.Jobs[a.Job].Name)
 		case ActPauseJob:
 			fmt.Fprintf(&b, " %s for %v", p.Jobs[a.Job].Name, a.Dur)
+		case ActAddEntry, ActRemoveEntry:
+			fmt.Fprintf(&b, " %s/%s", p.Jobs[a.Job].Name, p.Jobs[a.Job].Entries[a.E.Entry].ID)
+		case ActUpdateEntry:
+			fmt.Fprintf(&b, " %s/%s to every %v, payload %q", p.Jobs[a.Job].Name, p.Jobs[a.Job].Entries[a.E.Entry].ID, a.E.Every, a.E.Payload)
+			if a.E.Racer >= 0 {
+				fmt.Fprintf(&b, ", racing %c", 'A'+a.E.Racer)
+			}
 		}
 		b.WriteByte('\n')
 	}

@@ -36,6 +36,8 @@ type handlerRec struct {
 	how     string
 	fate    AttemptFate // what the handler meant to do
 	result  endKind     // how it ended
+	payload string      // Run.Payload: an entry's
+
 	// startSeq and endSeq order the start and the end among everything recorded,
 	// also between records at the same instant.
 	startSeq, endSeq uint64
@@ -194,10 +196,12 @@ type record struct {
 	// the order they were recorded.
 	limits []limitObs
 	stops  []*stop
+
+	entryRecord
 }
 
 func newRecord(t0 time.Time, w *World) *record {
-	return &record{t0: t0, timing: w.Timing, ttl: w.leaseTTL, grants: map[key][]*grant{}}
+	return &record{t0: t0, timing: w.Timing, ttl: w.leaseTTL, grants: map[key][]*grant{}, entryRecord: newEntryRecord()}
 }
 
 func (r *record) now() time.Duration { return time.Since(r.t0) }
@@ -239,7 +243,7 @@ func (r *record) slotLog(in *inst, job string, slot time.Time, format string, ar
 }
 
 func (r *record) handlerStart(in *inst, run scheduler.Run, fate AttemptFate) *handlerRec {
-	hr := &handlerRec{in: in, key: key{run.Job, run.Slot.UnixMilli()}, manual: run.Manual, token: run.Token, fence: run.Fence, attempt: run.Attempt, fate: fate}
+	hr := &handlerRec{in: in, key: key{runName(run), run.Slot.UnixMilli()}, manual: run.Manual, token: run.Token, fence: run.Fence, attempt: run.Attempt, fate: fate, payload: string(run.Payload)}
 	r.mu.Lock()
 	r.seq++
 	hr.start, hr.startSeq = r.now(), r.seq
@@ -321,6 +325,7 @@ func (r *record) claimApplied(in *inst, rc backend.RunClaim, res backend.ClaimRe
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.now()
+	r.entryClaimLocked(in, rc, now)
 	if err == nil && res.Outcome == backend.OutcomeOverlap {
 		r.skips = append(r.skips, skipRec{key: k, inst: in.name, sent: sent, at: now})
 	}

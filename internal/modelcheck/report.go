@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/anarchon/anarchon/backend"
 )
 
 // TB is what the reports need of a *testing.T.
@@ -220,6 +222,7 @@ func (h *Harness) traceText(keys []key, inst string, limit int) string {
 				where += " slot " + h.rel(e.key.slot)
 			}
 		}
+		where = strings.ReplaceAll(where, backend.EntrySep, "/")
 		lines = append(lines, fmt.Sprintf("  %10s %-4s %-24s %s", at(e.at), e.inst, where, e.text))
 	}
 	if limit > 0 && len(lines) > limit {

@@ -27,17 +27,17 @@ func (c *checker) limitReached(job string) bool {
 //	    count a slot it did not run: kvlease after a crash between two writes)
 func (c *checker) runLimits() {
 	h := c.h
-	for _, j := range h.plan.Jobs {
-		j = c.jobs[j.Name]
+	for _, j := range c.checked() {
 		if j.MaxRuns == 0 {
 			continue
 		}
+		entry := isEntryRun(j.Name)
 		counted := map[int64]bool{}
 		failed := map[int64]bool{}
 		var order []string
 		judged := false
 		for _, o := range c.rec.limits {
-			if o.key.job != j.Name || o.key.slot%j.Interval.Milliseconds() != 0 {
+			if o.key.job != j.Name || !entry && o.key.slot%j.Interval.Milliseconds() != 0 {
 				continue
 			}
 			switch {

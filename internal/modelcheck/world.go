@@ -61,6 +61,10 @@ type World struct {
 	// PauseSlack is how long after a pause was stored an instance may still start
 	// a slot it claimed before it saw the pause (its watch's delay).
 	PauseSlack time.Duration
+	// EntrySlack is how long after an entry's change or removal was stored an
+	// instance whose watch is up may still follow what it replaced (the watch's
+	// delivery); zero: a second.
+	EntrySlack time.Duration
 }
 
 // Faults are the waits of an instance's faulty store calls.
@@ -71,6 +75,13 @@ type Faults struct {
 	SlowMax time.Duration
 	// A crashed process's calls hang this long, or until the caller gives up.
 	CrashHang time.Duration
+}
+
+func (w *World) entrySlack() time.Duration {
+	if w.EntrySlack == 0 {
+		return time.Second
+	}
+	return w.EntrySlack
 }
 
 func (w *World) leaseTTL(lease time.Duration) time.Duration {
