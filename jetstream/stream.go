@@ -90,13 +90,15 @@ func (b *Backend) PrepareJob(ctx context.Context, job backend.JobLimits) error {
 			"stream", n.stream, "job", job.Job, "layout", info.Config.Metadata[metaLayout], "ours", layout)
 	}
 	st := &jobStream{
-		names:   n,
-		job:     job.Job,
-		stream:  res.Stream,
-		timeout: job.Timeout,
-		ours:    ours,
-		size:    info.Config.MaxMsgsPerSubject,
-		maxMsg:  info.Config.MaxMsgSize,
+		names:  n,
+		job:    job.Job,
+		stream: res.Stream,
+		streamState: &streamState{
+			timeout: job.Timeout,
+			ours:    ours,
+			size:    info.Config.MaxMsgsPerSubject,
+			maxMsg:  info.Config.MaxMsgSize,
+		},
 	}
 	st.setWindow(info.Config.Duplicates)
 	st.direct.Store(info.Config.AllowDirect)
