@@ -2,8 +2,8 @@ package jetstream
 
 import (
 	"crypto/sha256"
-	"math"
 	"encoding/base32"
+	"math"
 	"strconv"
 	"strings"
 )
