@@ -164,3 +164,26 @@ func TestEntryRunKeys(t *testing.T) {
 	_, _, _, err = parseKey("run.YQ.Yg.Yw.12")
 	assert.Error(t, err, "at most two name tokens")
 }
+
+func FuzzEntryKeys(f *testing.F) {
+	f.Add("nightly", "customer 42")
+	f.Add("a.b", "*")
+	f.Fuzz(func(t *testing.T, job, id string) {
+		_, _, _ = parseEntryKey(job) // parsing arbitrary keys never panics
+		if backend.ValidateJobName(job) != nil || backend.ValidateEntryID(id) != nil {
+			return
+		}
+		k := entryKey(job, id)
+		if !keyOK(k) || strings.Count(k, ".") != 2 {
+			t.Fatalf("invalid entry key %q", k)
+		}
+		j, i, ok := parseEntryKey(k)
+		if !ok || j != job || i != id {
+			t.Fatalf("round trip of %q/%q: %q/%q", job, id, j, i)
+		}
+		name := backend.EntryRunName(job, id)
+		if _, got, _, err := parseKey(keysFor(name, time.UnixMilli(1)).run); err != nil || got != name {
+			t.Fatalf("run key of %q: %q, %v", name, got, err)
+		}
+	})
+}
