@@ -231,11 +231,19 @@ func serverURL(nc *nats.Conn) string {
 	return "(no server)"
 }
 
-// jobStream is what the backend knows of one job's stream.
+// jobStream is what the backend knows of one job's stream, as the runs of the
+// job or of one of its entries (entryView) use it.
 type jobStream struct {
 	names
-	job     string
-	stream  natsjs.Stream
+	// job is the run name: the job's, or an entry's (backend.EntryRunName).
+	job    string
+	stream natsjs.Stream
+	// streamState is the stream's, shared by the job and its entries' views.
+	*streamState
+}
+
+// streamState is what the backend knows of a job's stream's settings.
+type streamState struct {
 	timeout time.Duration // the job's timeout, for claimTTL
 	ours    bool          // created by anarchon (metadata), so limits may be updated
 	// window is the stream's duplicate window and claimTTL how long claims are
@@ -257,19 +265,19 @@ type jobStream struct {
 }
 
 // setWindow takes the stream's duplicate window w, and stores claims for it.
-func (st *jobStream) setWindow(w time.Duration) {
+func (st *streamState) setWindow(w time.Duration) {
 	st.claimTTL.Store(int64(claimTTL(w, st.timeout)))
 	st.window.Store(int64(w))
 }
 
 // dupWindow is the stream's duplicate window as last read.
-func (st *jobStream) dupWindow() time.Duration { return time.Duration(st.window.Load()) }
+func (st *streamState) dupWindow() time.Duration { return time.Duration(st.window.Load()) }
 
 // ttl is how long a claim is stored.
-func (st *jobStream) ttl() time.Duration { return time.Duration(st.claimTTL.Load()) }
+func (st *streamState) ttl() time.Duration { return time.Duration(st.claimTTL.Load()) }
 
 // sawSeq notes that the stream holds sequence seq.
-func (st *jobStream) sawSeq(seq uint64) {
+func (st *streamState) sawSeq(seq uint64) {
 	for {
 		old := st.lastSeq.Load()
 		if seq <= old || st.lastSeq.CompareAndSwap(old, seq) {
@@ -278,11 +286,24 @@ func (st *jobStream) sawSeq(seq uint64) {
 	}
 }
 
-// cached returns the job's stream if this backend prepared or looked it up.
-func (b *Backend) cached(job string) *jobStream {
+// entryView is st (a job's stream) as the runs of the job's entry id use it:
+// the same stream, window and limits, the entry's own subjects. Views are made
+// on demand, never cached: a job may have very many entries.
+func (st *jobStream) entryView(id string) *jobStream {
+	return &jobStream{names: st.names.entry(id), job: backend.EntryRunName(st.job, id), stream: st.stream, streamState: st.streamState}
+}
+
+// cached returns the stream of a run name's job if this backend prepared or
+// looked it up (an entry's view of it for an entry's run name).
+func (b *Backend) cached(name string) *jobStream {
+	job, id, entry := backend.SplitEntryRunName(name)
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.jobs[job]
+	st := b.jobs[job]
+	b.mu.Unlock()
+	if st != nil && entry {
+		return st.entryView(id)
+	}
+	return st
 }
 
 // cachedStream returns the stream named name if this backend caches it.
@@ -305,13 +326,22 @@ func (b *Backend) remember(st *jobStream) {
 var errNoStream = errors.New("no stream")
 
 // lookup returns the job's stream, from the cache or from the server. A stream found
-// on the server is checked like PrepareJob checks it, but never changed.
+// on the server is checked like PrepareJob checks it, but never changed. For an
+// entry's run name (backend.EntryRunName) it returns the entry's view of its
+// job's stream.
 func (b *Backend) lookup(ctx context.Context, job string) (*jobStream, error) {
 	if b.closed.Load() {
 		return nil, ErrClosed
 	}
 	if st := b.cached(job); st != nil {
 		return st, nil
+	}
+	if parent, id, ok := backend.SplitEntryRunName(job); ok {
+		st, err := b.lookup(ctx, parent)
+		if err != nil {
+			return nil, err
+		}
+		return st.entryView(id), nil
 	}
 	if job == "" {
 		return nil, fmt.Errorf("%w: empty job name", ErrInvalidClaim)
@@ -329,7 +359,7 @@ func (b *Backend) lookup(ctx context.Context, job string) (*jobStream, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := &jobStream{names: n, job: job, stream: s, ours: ours, size: info.Config.MaxMsgsPerSubject, maxMsg: info.Config.MaxMsgSize}
+	st := &jobStream{names: n, job: job, stream: s, streamState: &streamState{ours: ours, size: info.Config.MaxMsgsPerSubject, maxMsg: info.Config.MaxMsgSize}}
 	st.setWindow(info.Config.Duplicates)
 	st.direct.Store(info.Config.AllowDirect)
 	b.remember(st)

@@ -49,7 +49,7 @@ func (b *Backend) claim(ctx context.Context, in backend.ClaimInput, leased bool)
 		return false, err
 	}
 	slot := in.Slot.UnixMilli()
-	key := slotKey{stream: st.names.stream, slot: slot}
+	key := st.slotKey(slot)
 	sentBefore := b.memo.send(key, in.Token, now, st.ttl())
 
 	ans, err := b.publishClaim(ctx, st, in.Job, slot, st.claimMsg(in, leased, now), func(seq uint64) bool {

@@ -3,11 +3,15 @@ package jetstream
 import (
 	"testing"
 
+	natsjs "github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
 	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/backend/backendtest"
 	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/embedded"
 	"github.com/anarchon/anarchon/internal/natstest"
+	"github.com/anarchon/anarchon/kvlease"
 )
 
 // TestConformance runs the claim conformance suite against one embedded server.
@@ -47,6 +51,39 @@ func TestConformanceLeased(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		return b
+	})
+}
+
+// TestConformanceEntries runs the entry section of the suite against
+// LeasedBackends whose run store is a kvlease store (each value its own backend
+// and store on its own connection, all on one bucket): entries in the bucket,
+// their runs' records on their own subjects of their job's stream.
+func TestConformanceEntries(t *testing.T) {
+	s := natstest.Server(t, embedded.Options{})
+	runEntriesConformance(t, func(t *testing.T) natsjs.JetStream { return natstest.JetStream(t, natstest.Conn(t, s)) })
+}
+
+// TestConformanceEntriesR3 is TestConformanceEntries on R3 streams and an R3
+// bucket in a 3-node cluster.
+func TestConformanceEntriesR3(t *testing.T) {
+	c := natstest.Cluster(t, embedded.ClusterOptions{Nodes: 3})
+	runEntriesConformance(t, func(t *testing.T) natsjs.JetStream { return natstest.JetStream(t, natstest.Dial(t, c.Connect)) },
+		WithReplicas(3))
+}
+
+func runEntriesConformance(t *testing.T, js func(t *testing.T) natsjs.JetStream, opts ...Option) {
+	replicas := []kvlease.Option{kvlease.WithBucket("entries")}
+	if len(opts) > 0 {
+		replicas = append(replicas, kvlease.WithReplicas(3))
+	}
+	backendtest.RunEntries(t, func(t *testing.T) backend.Backend {
+		conn := js(t)
+		runs, err := kvlease.New(conn, replicas...)
+		require.NoError(t, err)
+		t.Cleanup(runs.Close)
+		b, err := NewLeased(conn, runs, opts...)
+		require.NoError(t, err)
 		return b
 	})
 }

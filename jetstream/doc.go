@@ -23,6 +23,22 @@
 //	                                       attempt that found another lease's claim; bounded
 //	                                       like results; Nats-Msg-Id = <token>:<slot ms>:<run token>
 //
+// The runs of a schedule entry (backend.EntryRunName(job, id)) are recorded in
+// their job's stream, on the same four subjects under the entry's own token:
+//
+//	anarchon.<token>.entry.<entry token>.claim.<slot unix ms>   Nats-Msg-Id = <token>.entry.<entry token>:<slot ms>
+//	anarchon.<token>.entry.<entry token>.result                  (and .manual, .lease)
+//
+// The entry token is the ID escaped as job names are, never cut. So an entry has
+// no stream of its own: its claims are stored for its job's duplicate window, its
+// history is bounded by the job's history size, per entry (per subject), and
+// History of the job or of an entry reads only its own records. The entries
+// themselves are the run store's (LeasedBackend implements backend.EntryStore
+// when its run store does: kvlease.Store keeps them in its bucket); a plain
+// Backend stores none, but records an entry's runs all the same. A release that
+// predates entries reads an entry's record in its job's stream as foreign
+// (skipped, logged, counted in SkippedRecords).
+//
 // Instances with and without leases share a job safely (a rolling upgrade that turns
 // leases on or off): both decide a slot's first run through its one claim. A lease
 // winner's RecordClaim publishes the claim with the same id as a plain Claim; when a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
@@ -241,6 +242,9 @@ const maxDirectBatch = 1024
 
 // scanned adds one read message to h, skipping (and counting) what is not ours.
 func (b *Backend) scanned(st *jobStream, m *natsjs.RawStreamMsg, h *historyScan) {
+	if st.entries != "" && strings.HasPrefix(m.Subject, st.entries+".") {
+		return // one of the job's entries' records: its history, not the job's
+	}
 	h.scanned++
 	if err := h.add(st, m); err != nil {
 		b.skipped.Add(1)

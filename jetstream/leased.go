@@ -110,7 +110,7 @@ func (b *LeasedBackend) RecordClaim(ctx context.Context, in backend.ClaimInput) 
 	}
 	slot := in.Slot.UnixMilli()
 	now := time.Now()
-	key := slotKey{stream: st.names.stream, slot: slot}
+	key := st.slotKey(slot)
 	b.memo.send(key, in.Token, now, st.ttl())
 	ans, err := b.publishClaim(ctx, st, in.Job, slot, st.claimMsg(in, true, now), func(uint64) bool { return true }, "record claim")
 	if err == nil {

@@ -37,6 +37,7 @@ type claimMemo struct {
 
 type slotKey struct {
 	stream string
+	token  string // names.token: the job's, or one of its entries'
 	slot   int64
 }
 

@@ -3,6 +3,7 @@ package jetstream
 import (
 	"crypto/sha256"
 	"encoding/base32"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -60,15 +61,20 @@ func encodeJob(job string, budget int) string {
 	return head + tail
 }
 
-// names are the stream and subjects of one job.
+// names are the stream and subjects of one job, or of one of its entries (entry):
+// an entry's subjects are its job's with "entry.<entry token>" after the job's
+// token, in the job's stream.
 type names struct {
 	stream  string // <stream prefix>_<token>
-	token   string // encodeJob(job)
+	token   string // encodeJob(job); an entry's: <job token>.entry.<entry token>
 	all     string // <subject prefix>.<token>.>   the stream's only subject
 	claims  string // <subject prefix>.<token>.claim   (+ ".<slot ms>")
 	results string // <subject prefix>.<token>.result
 	manual  string // <subject prefix>.<token>.manual
 	leases  string // <subject prefix>.<token>.lease
+	// entries is <subject prefix>.<job token>.entry, under which the job's
+	// entries' subjects are; "" in an entry's names.
+	entries string
 }
 
 // Subject kinds: the last-but-one or last token of a job subject.
@@ -77,14 +83,23 @@ const (
 	kindResult = "result"
 	kindManual = "manual"
 	kindLease  = "lease"
+	// kindEntry is a subject of one of the job's entries, in the job's names.
+	kindEntry = "entry"
 )
 
 func (c *config) namesFor(job string) names {
 	tok := encodeJob(job, maxStreamName-len(c.streamPrefix)-1)
-	base := c.subjectPrefix + "." + tok + "."
+	n := subjectNames(c.subjectPrefix+"."+tok+".", tok)
+	n.stream = c.streamPrefix + "_" + tok
+	n.entries = c.subjectPrefix + "." + tok + "." + kindEntry
+	return n
+}
+
+// subjectNames are the subjects under base (which ends with a dot), and the
+// token of their claims' ids.
+func subjectNames(base, token string) names {
 	return names{
-		stream:  c.streamPrefix + "_" + tok,
-		token:   tok,
+		token:   token,
 		all:     base + ">",
 		claims:  base + kindClaim,
 		results: base + kindResult,
@@ -93,10 +108,29 @@ func (c *config) namesFor(job string) names {
 	}
 }
 
+// entry returns the names of the job's entry id: its subjects under
+// <subject prefix>.<job token>.entry.<entry token>, in the job's stream. The
+// entry token is the ID escaped as job names are (encodeJob), never cut: a
+// subject has no length limit of its own, and an ID at most 256 bytes. It is
+// injective, and holds no '.', '*', '>' or space, so a job's subjects and each
+// entry's are apart; a claim's Nats-Msg-Id (token:slot) is then the entry's own
+// too.
+func (n names) entry(id string) names {
+	tok := encodeJob(id, math.MaxInt)
+	e := subjectNames(n.entries+"."+tok+".", n.token+"."+kindEntry+"."+tok)
+	e.stream = n.stream
+	return e
+}
+
 // claimSubject is the subject of one slot's claims: one subject per slot, so that the
 // per-subject limit that bounds results never evicts a claim.
 func (n names) claimSubject(slotMS int64) string {
 	return n.claims + "." + strconv.FormatInt(slotMS, 10)
+}
+
+// slotKey is the claim memo's key of one slot of the job or entry.
+func (n names) slotKey(slotMS int64) slotKey {
+	return slotKey{stream: n.stream, token: n.token, slot: slotMS}
 }
 
 // msgID is the claim's Nats-Msg-Id: the job and the slot, nothing else, so every
@@ -120,6 +154,9 @@ func (n names) kindOf(subject string) string {
 		if _, err := strconv.ParseInt(rest, 10, 64); err == nil {
 			return kindClaim
 		}
+	}
+	if n.entries != "" && strings.HasPrefix(subject, n.entries+".") {
+		return kindEntry
 	}
 	return ""
 }

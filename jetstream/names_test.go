@@ -100,3 +100,37 @@ func FuzzEncodeJob(f *testing.F) {
 		}
 	})
 }
+
+// TestEntryNames: an entry's subjects are in its job's stream, under
+// entry.<entry token>, apart from the job's and from each other entry's; its
+// claims' ids are its own.
+func TestEntryNames(t *testing.T) {
+	c := defaultConfig()
+	job := c.namesFor("Billing.Invoices")
+	e := job.entry("Cust 42.a*>")
+	assert.Equal(t, job.stream, e.stream, "the job's stream")
+	assert.Equal(t, "anarchon._42illing_2e_49nvoices.entry._43ust_2042_2ea_2a_3e.claim.1700000000000", e.claimSubject(1_700_000_000_000))
+	assert.Equal(t, "anarchon._42illing_2e_49nvoices.entry._43ust_2042_2ea_2a_3e.>", e.all)
+	assert.Equal(t, "_42illing_2e_49nvoices.entry._43ust_2042_2ea_2a_3e:1700000000000", e.msgID(1_700_000_000_000))
+	assert.NotEqual(t, job.slotKey(1), e.slotKey(1))
+	for _, subj := range []string{e.claimSubject(5), e.results, e.manual, e.leases} {
+		assert.Equal(t, kindEntry, job.kindOf(subj), "%s is an entry's, not the job's", subj)
+		assert.True(t, strings.HasPrefix(subj, strings.TrimSuffix(job.all, ">")), "%s: in the job's stream", subj)
+	}
+	assert.Equal(t, kindClaim, e.kindOf(e.claimSubject(-5)))
+	assert.Equal(t, kindResult, e.kindOf(e.results))
+	assert.Equal(t, kindManual, e.kindOf(e.manual))
+	assert.Equal(t, kindLease, e.kindOf(e.leases))
+	assert.Empty(t, e.kindOf(job.results), "the job's records are not the entry's")
+	assert.Empty(t, e.kindOf(job.entry("other").results), "nor another entry's")
+	assert.Empty(t, e.kindOf(job.entry("Cust 42.a*>").entries+".x"))
+
+	long := strings.Repeat("é", 128) // 256 bytes: the longest ID, never cut
+	tok := strings.TrimSuffix(strings.TrimPrefix(job.entry(long).all, job.entries+"."), ".>")
+	got, ok := unescape(tok)
+	require.True(t, ok)
+	assert.Equal(t, long, got)
+	for _, bad := range []string{".", "*", ">", " "} {
+		assert.NotContains(t, tok, bad)
+	}
+}

@@ -132,7 +132,7 @@ func (b *Backend) stream(ctx context.Context, job, op string) (*jobStream, error
 	st, err := b.lookup(ctx, job)
 	if errors.Is(err, errNoStream) {
 		return nil, fmt.Errorf("jetstream: %s of job %q: stream %q does not exist (PrepareJob creates it): %w",
-			op, job, b.cfg.namesFor(job).stream, natsjs.ErrStreamNotFound)
+			op, job, b.cfg.namesFor(backend.JobOf(job)).stream, natsjs.ErrStreamNotFound)
 	}
 	return st, err
 }

@@ -90,13 +90,15 @@ func (b *Backend) PrepareJob(ctx context.Context, job backend.JobLimits) error {
 			"stream", n.stream, "job", job.Job, "layout", info.Config.Metadata[metaLayout], "ours", layout)
 	}
 	st := &jobStream{
-		names:   n,
-		job:     job.Job,
-		stream:  res.Stream,
-		timeout: job.Timeout,
-		ours:    ours,
-		size:    info.Config.MaxMsgsPerSubject,
-		maxMsg:  info.Config.MaxMsgSize,
+		names:  n,
+		job:    job.Job,
+		stream: res.Stream,
+		streamState: &streamState{
+			timeout: job.Timeout,
+			ours:    ours,
+			size:    info.Config.MaxMsgsPerSubject,
+			maxMsg:  info.Config.MaxMsgSize,
+		},
 	}
 	st.setWindow(info.Config.Duplicates)
 	st.direct.Store(info.Config.AllowDirect)
@@ -121,7 +123,8 @@ func historySize(size int) int64 {
 //   - <p>.<job>.result: stored results, the newest MaxMsgsPerSubject kept, each
 //     with Nats-TTL = the history TTL when there is one;
 //   - <p>.<job>.manual and <p>.<job>.lease: manual runs and lease-won claims, bounded
-//     like results.
+//     like results;
+//   - <p>.<job>.entry.<entry>.>: the same subjects for each of the job's entries.
 //
 // No stream-wide MaxAge: it would expire claims and results alike. AllowDirect is
 // on, for History's batched reads (one request for many messages); a direct get

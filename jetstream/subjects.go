@@ -3,6 +3,7 @@ package jetstream
 import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/internal/option"
 )
 
@@ -12,12 +13,12 @@ type subjectLister interface{ Subjects(jobs []string) []string }
 
 // Subjects returns the subjects the streams of these jobs listen on, one pattern
 // per job: <subject prefix>.<job token>.>, the only subjects the backend publishes
-// to besides the JetStream API. A service that shares the backend's connection
+// to besides the JetStream API (the job's entries' records included). A service that shares the backend's connection
 // (package fleet) checks that none of its own subjects overlaps them.
 func (b *Backend) Subjects(jobs []string) []string {
 	out := make([]string, 0, len(jobs))
 	for _, job := range jobs {
-		out = append(out, b.cfg.namesFor(job).all)
+		out = append(out, b.cfg.namesFor(backend.JobOf(job)).all)
 	}
 	return out
 }
@@ -36,7 +37,8 @@ func (b *LeasedBackend) Subjects(jobs []string) []string {
 // publish permissions), on an account with the default JetStream API prefix: the
 // account information, the job streams' API (any stream name: a permission cannot
 // name the streams that begin with the stream prefix) and the job subjects it
-// writes: claims, results, manual runs and lease records. Its only subscriptions
+// writes: claims, results, manual runs and lease records, of jobs and of their
+// entries. Its only subscriptions
 // are inboxes. A leased backend needs its run store's too (kvlease.Permissions).
 func Permissions(opts ...Option) ([]string, error) {
 	cfg := defaultConfig()
@@ -45,6 +47,7 @@ func Permissions(opts ...Option) ([]string, error) {
 	}
 	api := natsjs.DefaultAPIPrefix
 	sp := cfg.subjectPrefix + ".*."
+	ep := sp + kindEntry + ".*." // the job's entries' subjects
 	return []string{
 		api + "INFO",
 		api + "STREAM.INFO.*",
@@ -56,5 +59,9 @@ func Permissions(opts ...Option) ([]string, error) {
 		sp + kindResult,
 		sp + kindManual,
 		sp + kindLease,
+		ep + kindClaim + ".*",
+		ep + kindResult,
+		ep + kindManual,
+		ep + kindLease,
 	}, nil
 }

@@ -65,7 +65,7 @@ func (s *Store) ActiveJobs(ctx context.Context, jobs []string) (map[string][]bac
 	// those that exist are read.
 	buffered := func(string) bool { return true }
 	if len(jobs) > 1 {
-		binfo, err := s.sampleClock(ctx, b, jetstream.WithSubjectFilter(b.subject(bufferPrefix+"*")))
+		binfo, err := s.sampleClock(ctx, b, jetstream.WithSubjectFilter(b.subject(bufferFilter(jobs))))
 		if err != nil {
 			return nil, fmt.Errorf("kvlease: active %s: %w", jobList(jobs), err)
 		}
@@ -139,6 +139,25 @@ func (s *Store) activeListed(ctx context.Context, b *bucket, job string, slots [
 	return out, nil
 }
 
+// anyEntry reports whether names holds an entry's run name (two key tokens).
+func anyEntry(names []string) bool {
+	for _, name := range names {
+		if strings.Contains(jobToken(name), ".") {
+			return true
+		}
+	}
+	return false
+}
+
+// bufferFilter is the pattern of the buffer keys of names: buffer.* for jobs,
+// buffer.> when an entry's (buffer.<job>.<entry>) is among them.
+func bufferFilter(names []string) string {
+	if anyEntry(names) {
+		return bufferPrefix + ">"
+	}
+	return bufferPrefix + "*"
+}
+
 // jobList names jobs in an error: the job, or how many.
 func jobList(jobs []string) string {
 	if len(jobs) == 1 {
@@ -179,8 +198,12 @@ func (s *Store) activeDirect(ctx context.Context, b *bucket, jobs []string) (map
 		})
 		return msgs, err
 	}
-	// One job's keys by its token; many jobs' by wildcards over the bucket.
-	subjects := []string{b.subject(runPrefix + "*.*"), b.subject(bufferPrefix + "*")}
+	// One job's keys by its token; many jobs' by wildcards over the bucket (with
+	// the entries' keys, one token longer, when an entry's runs are asked for).
+	subjects := []string{b.subject(runPrefix + "*.*"), b.subject(bufferFilter(jobs))}
+	if anyEntry(jobs) {
+		subjects = append(subjects, b.subject(runPrefix+"*.*.*"))
+	}
 	if len(jobs) == 1 {
 		subjects = []string{b.subject(runPrefix + jobToken(jobs[0]) + ".*"), b.subject(bufferKey(jobs[0]))}
 	}

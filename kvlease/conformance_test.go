@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/backend/backendtest"
 	"github.com/anarchon/anarchon/backend/memory"
@@ -16,6 +18,7 @@ func TestConformanceSingleServer(t *testing.T) {
 	backendtest.RunLeases(t, func(t *testing.T) backend.RunStore {
 		return newStore(t, singleJS(t), kvlease.WithBucket("conformance_r1"))
 	})
+	runEntries(t, singleJS, kvlease.WithBucket("conformance_r1"))
 }
 
 func TestConformanceR3(t *testing.T) {
@@ -25,6 +28,7 @@ func TestConformanceR3(t *testing.T) {
 	backendtest.RunLeases(t, func(t *testing.T) backend.RunStore {
 		return newStore(t, clusterJS(t), opts...)
 	})
+	runEntries(t, clusterJS, opts...)
 }
 
 // TestConformanceAtomicBatches runs the suite on stores that write a claim's and
@@ -36,6 +40,44 @@ func TestConformanceAtomicBatches(t *testing.T) {
 	backendtest.RunLeases(t, func(t *testing.T) backend.RunStore {
 		return newStore(t, singleJS(t), opts...)
 	})
+	runEntries(t, singleJS, opts...)
+}
+
+// runEntries runs the entry section of the suite on stores made with opts, each
+// on its own connection: the entries and the runs (Runs) are the store's, the
+// claims and history a memory backend's shared by the test's values.
+func runEntries(t *testing.T, js func(testing.TB) jetstream.JetStream, opts ...kvlease.Option) {
+	claims := memory.New()
+	backendtest.RunEntries(t, func(t *testing.T) backend.Backend {
+		return entryBackend{claims, newStore(t, js(t), opts...)}
+	})
+}
+
+// entryBackend is a backend whose entries and run store are a kvlease store's.
+type entryBackend struct {
+	*memory.Backend
+	s *kvlease.Store
+}
+
+func (e entryBackend) Init(ctx context.Context) error { return e.s.Init(ctx) }
+func (e entryBackend) Runs() backend.RunStore         { return e.s }
+func (e entryBackend) CreateEntry(ctx context.Context, x backend.Entry) (uint64, error) {
+	return e.s.CreateEntry(ctx, x)
+}
+func (e entryBackend) UpdateEntry(ctx context.Context, x backend.Entry, rev uint64) (uint64, error) {
+	return e.s.UpdateEntry(ctx, x, rev)
+}
+func (e entryBackend) DeleteEntry(ctx context.Context, job, id string, rev uint64) error {
+	return e.s.DeleteEntry(ctx, job, id, rev)
+}
+func (e entryBackend) GetEntry(ctx context.Context, job, id string) (backend.Entry, error) {
+	return e.s.GetEntry(ctx, job, id)
+}
+func (e entryBackend) ListEntries(ctx context.Context, job, afterJob, afterID string, limit int) ([]backend.Entry, error) {
+	return e.s.ListEntries(ctx, job, afterJob, afterID, limit)
+}
+func (e entryBackend) WatchEntries(ctx context.Context, fn func(backend.EntryChange)) error {
+	return e.s.WatchEntries(ctx, fn)
 }
 
 func TestPausesConformance(t *testing.T) {

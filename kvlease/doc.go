@@ -55,6 +55,28 @@
 // (dots, spaces, unicode); <slot> is the slot's Unix time in milliseconds.
 // Values are JSON with a format version "v".
 //
+// The runs of a schedule entry (backend.EntryRunName) have the same keys with two
+// tokens for <job>, the job's and the entry ID's (each unpadded base64url):
+// lease.<job>.<entry>.<slot>, run.<job>.<entry>.<slot>, buffer.<job>.<entry>,
+// count.<job>.<entry>. A pattern with one token for the job (lease.<job>.*)
+// matches none of them, and one of an entry's no other entry's, so overlap,
+// buffers, run counts and Active are per entry; a release that predates entries
+// reads such a key as not of its layout and passes over it. The entries
+// themselves (backend.EntryStore) are keys of the same bucket:
+//
+//	entry.<job>.<entry>  the entry: {v, job, id, every, cron, zone, at, start,
+//	                     end, payload, paused, updated, by}; no TTL; revision =
+//	                     the key's revision. Create is a compare-and-set from
+//	                     nothing stored (or from a removed entry's marker),
+//	                     update one from the revision given, removal a purge at
+//	                     the revision read, whose marker lives a day
+//	                     (entryMarkerTTL): a watcher that reads it later than
+//	                     that, disconnected meanwhile, misses the removal
+//
+// ListEntries lists the entry keys with one stream information request (of one
+// job's, or every job's), sorts them and reads one page: its cost grows with the
+// entries stored. WatchEntries is a KV watch of entry.>.
+//
 // A lease is live exactly while its key holds a value: the server deletes the value
 // when its TTL runs out and leaves a marker (Nats-Marker-Reason: MaxAge); Release,
 // Finish and Retry replace it by a purge marker. Markers expire after a second. Every TTL is

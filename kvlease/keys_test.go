@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/anarchon/anarchon/backend"
 )
 
 // validKey is nats.go's rule for KV keys.
@@ -125,4 +127,63 @@ func TestKeepFor(t *testing.T) {
 	assert.Equal(t, 90*time.Second, keepFor(time.Minute, 30*time.Second, false), "three leases while running")
 	assert.Equal(t, time.Minute, keepFor(time.Minute, 30*time.Second, true))
 	assert.Equal(t, 24*time.Hour, keepFor(0, time.Second, true))
+}
+
+// TestEntryRunKeys: an entry's run keys carry one token more than its job's, so a
+// pattern of the job's keys never matches them, nor one entry's another's; and
+// they parse back to the entry's run name.
+func TestEntryRunKeys(t *testing.T) {
+	slot := time.UnixMilli(1_700_000_000_123)
+	job := "a.b c ✓"
+	plain := keysFor(job, slot)
+	assert.Equal(t, leasePrefix+nameToken(job)+".1700000000123", plain.lease, "a job's keys are as before entries")
+	seen := map[string]string{}
+	for _, id := range []string{"a", "a.b", "*", ">", "ü ✓", strings.Repeat("x", 256)} {
+		name := backend.EntryRunName(job, id)
+		k := keysFor(name, slot)
+		require.True(t, keyOK(k.run), "%q", k.run)
+		assert.Equal(t, 3, strings.Count(k.lease, "."), "%q: four tokens", k.lease)
+		assert.True(t, strings.HasPrefix(k.lease, leasePrefix+nameToken(job)+"."), "beside its job's keys")
+		_, got, s, err := parseKey(k.run)
+		require.NoError(t, err)
+		assert.Equal(t, name, got)
+		assert.True(t, slot.Equal(s))
+		assert.Equal(t, bufferPrefix+nameToken(job)+"."+nameToken(id), bufferKey(name))
+		require.NotContains(t, seen, k.run)
+		seen[k.run] = id
+		j, i, ok := parseEntryKey(entryKey(job, id))
+		require.True(t, ok)
+		assert.Equal(t, [2]string{job, id}, [2]string{j, i})
+	}
+	for _, bad := range []string{"entry.YQ", "entry.YQ.", "entry..YQ", "entry.YQ.Yg.Yw", "entry.!!.YQ", "lease.YQ.Yg"} {
+		_, _, ok := parseEntryKey(bad)
+		assert.False(t, ok, bad)
+	}
+	_, _, _, err := parseKey("run.YQ.!!.12")
+	assert.Error(t, err)
+	_, _, _, err = parseKey("run.YQ.Yg.Yw.12")
+	assert.Error(t, err, "at most two name tokens")
+}
+
+func FuzzEntryKeys(f *testing.F) {
+	f.Add("nightly", "customer 42")
+	f.Add("a.b", "*")
+	f.Fuzz(func(t *testing.T, job, id string) {
+		_, _, _ = parseEntryKey(job) // parsing arbitrary keys never panics
+		if backend.ValidateJobName(job) != nil || backend.ValidateEntryID(id) != nil {
+			return
+		}
+		k := entryKey(job, id)
+		if !keyOK(k) || strings.Count(k, ".") != 2 {
+			t.Fatalf("invalid entry key %q", k)
+		}
+		j, i, ok := parseEntryKey(k)
+		if !ok || j != job || i != id {
+			t.Fatalf("round trip of %q/%q: %q/%q", job, id, j, i)
+		}
+		name := backend.EntryRunName(job, id)
+		if _, got, _, err := parseKey(keysFor(name, time.UnixMilli(1)).run); err != nil || got != name {
+			t.Fatalf("run key of %q: %q, %v", name, got, err)
+		}
+	})
 }
