@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -72,6 +73,13 @@ func (s *Scheduler) AddEntry(ctx context.Context, job, id string, spec EntrySpec
 	cctx, cancel := s.callCtx(ctx)
 	defer cancel()
 	rev, err := es.CreateEntry(cctx, e)
+	if errors.Is(err, ErrEntryExists) {
+		// A store client that resent a create whose answer was lost finds its
+		// own write: the entry as stored is this call's, written and stamped here.
+		if got, gerr := es.GetEntry(cctx, job, id); gerr == nil && sameWrite(got, e) {
+			return got, nil
+		}
+	}
 	if err != nil {
 		return Entry{}, fmt.Errorf("scheduler: add entry %q of job %q: %w", id, job, err)
 	}
@@ -393,4 +401,12 @@ func (j *job) logAttr() slog.Attr {
 		return slog.Group("", slog.String("job", j.entry.job), slog.String("entry", j.entry.id))
 	}
 	return slog.String("job", j.name)
+}
+
+// sameWrite reports whether stored is the write of e: the same writer, instant
+// and content.
+func sameWrite(stored, e Entry) bool {
+	return stored.By == e.By && stored.Updated.Equal(e.Updated) && stored.Every == e.Every && stored.Cron == e.Cron &&
+		stored.Zone == e.Zone && stored.At.Equal(e.At) && stored.Start.Equal(e.Start) && stored.End.Equal(e.End) &&
+		stored.Paused == e.Paused && bytes.Equal(stored.Payload, e.Payload)
 }

@@ -395,3 +395,29 @@ func TestEntryRunLimitIsTheEntrysOwn(t *testing.T) {
 		assert.Len(t, runs.slots("e"), 2, "the entry runs its own limit, though the job reached its own")
 	})
 }
+
+// resendingStore sends every create twice, as a store client does that resends
+// a request whose answer was lost: the second answer is ErrEntryExists.
+type resendingStore struct{ *memory.Backend }
+
+func (r resendingStore) CreateEntry(ctx context.Context, e backend.Entry) (uint64, error) {
+	if _, err := r.Backend.CreateEntry(ctx, e); err != nil {
+		return 0, err
+	}
+	return r.Backend.CreateEntry(ctx, e)
+}
+
+func TestAddEntryFindsItsOwnResentWrite(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.New()
+		s := newScheduler(t, resendingStore{mem}, "A")
+		require.NoError(t, s.Declare("j", func(context.Context, scheduler.Run) error { return nil }))
+		e, err := s.AddEntry(t.Context(), "j", "x", scheduler.EntrySpec{Every: time.Minute, Payload: []byte("p")})
+		require.NoError(t, err, "the entry stored is this call's own write")
+		assert.NotZero(t, e.Revision)
+		assert.Equal(t, "p", string(e.Payload))
+		time.Sleep(time.Millisecond)
+		_, err = s.AddEntry(t.Context(), "j", "x", scheduler.EntrySpec{Every: time.Minute, Payload: []byte("p")})
+		assert.ErrorIs(t, err, scheduler.ErrEntryExists, "another call's entry, even with the same content")
+	})
+}
