@@ -421,3 +421,47 @@ func TestAddEntryFindsItsOwnResentWrite(t *testing.T) {
 		assert.ErrorIs(t, err, scheduler.ErrEntryExists, "another call's entry, even with the same content")
 	})
 }
+
+func TestStopFinishesTheRunOfARemovedEntry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.New()
+		started := make(chan string, 4)
+		h := func(ctx context.Context, run scheduler.Run) error {
+			started <- run.Instance
+			if run.Attempt > 1 {
+				return nil // a takeover: the test fails below
+			}
+			<-ctx.Done()
+			return context.Cause(ctx)
+		}
+		fleet := startFleet(t, mem, 2, func(s *scheduler.Scheduler) { require.NoError(t, s.Declare("j", h)) })
+		_, err := fleet[0].AddEntry(t.Context(), "j", "x", scheduler.EntrySpec{Every: time.Minute})
+		require.NoError(t, err)
+		time.Sleep(time.Minute)
+		holder := <-started
+		require.NoError(t, fleet[1].RemoveEntry(t.Context(), "j", "x", 0))
+		synctest.Wait()
+		for _, s := range fleet {
+			if s.Instance() != holder {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+			err := s.Stop(ctx)
+			cancel()
+			require.ErrorIs(t, err, context.DeadlineExceeded, "the run was cancelled by Stop")
+		}
+		synctest.Wait()
+		active, err := mem.Runs().Active(t.Context(), backend.EntryRunName("j", "x"))
+		require.NoError(t, err)
+		assert.Empty(t, active, "nobody follows the removed entry to take its run over: it is finished, not left unfinished")
+		hist, err := fleet[0].EntryHistory(t.Context(), "j", "x", 10)
+		require.NoError(t, err)
+		require.Len(t, hist, 1)
+		assert.Equal(t, scheduler.StatusCancelled, hist[0].Status)
+		select {
+		case who := <-started:
+			t.Fatalf("the run was taken over by %s", who)
+		default:
+		}
+	})
+}

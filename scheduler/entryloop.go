@@ -306,3 +306,14 @@ func (s *Scheduler) EntryCounts() (followed, orphaned int) {
 	defer s.entries.mu.Unlock()
 	return len(s.entries.byKey), len(s.entries.orphans)
 }
+
+// entryRemoved reports whether j runs an entry this instance no longer follows.
+func (s *Scheduler) entryRemoved(j *job) bool {
+	if j.entry == nil {
+		return false
+	}
+	s.entries.mu.Lock()
+	defer s.entries.mu.Unlock()
+	_, ok := s.entries.byKey[entryKey{j.entry.job, j.entry.id}]
+	return !ok
+}

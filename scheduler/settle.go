@@ -11,7 +11,7 @@ import (
 
 // settle ends a lease after the handler returned: a run cancelled by Stop, or one
 // that lost its lease before finishing, is released so a backup takes over at once
-// (a run a later slot asked to end is finished);
+// (a run a later slot asked to end, or of an entry removed meanwhile, is finished);
 // anything else is finished, which fails for a holder that was replaced (its result
 // is then stored as superseded). Finish is repeat-safe for the holder, so one that
 // gets no answer is sent again while the heartbeats keep the lease alive: a lost
@@ -27,7 +27,10 @@ import (
 // over, the attempt is finished instead, and not retried.
 func (s *Scheduler) settle(a *slotAttempt, res execResult, plan retryPlan, retry bool) (execResult, bool) {
 	j, slot, l := a.j, a.in.Slot, a.l
-	if !l.manual && !res.ended && (res.Status == StatusCancelled || res.Status == StatusLost) {
+	// A run of an entry removed meanwhile is finished, not handed over: no
+	// instance follows the entry any more to take it.
+	handOver := res.Status == StatusLost || res.Status == StatusCancelled && !s.entryRemoved(j)
+	if !l.manual && !res.ended && handOver {
 		s.release(j, slot, l.token)
 		return res, false
 	}
