@@ -58,7 +58,7 @@ func NewClient(nc *nats.Conn, opts ...Option) (*Client, error) {
 }
 
 // Subject returns the subject of a per-job endpoint ("trigger", "pause", "resume",
-// "history", "active", "events", in either case) of job under the client's
+// "history", "active", "events", "entries", "addentry"..., in either case) of job under the client's
 // prefix: <prefix>.<VERB>.<JobToken(job)>.
 func (c *Client) Subject(verb, job string) string { return c.subj.job(strings.ToUpper(verb), job) }
 

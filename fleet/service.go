@@ -93,7 +93,7 @@ func Serve(ctx context.Context, nc *nats.Conn, s *scheduler.Scheduler, opts ...O
 	svc, err := micro.AddService(nc, micro.Config{
 		Name:        ServiceName,
 		Version:     Version,
-		Description: "anarchon scheduled jobs: trigger, pause, resume, history, active, jobs",
+		Description: "anarchon scheduled jobs: trigger, pause, resume, history, active, jobs, schedule entries",
 		Metadata: map[string]string{"instance": s.Instance(), "prefix": c.prefix, "backend": s.Backend().Name(),
 			"jobs": strconv.Itoa(len(jobs))},
 		ErrorHandler: func(_ micro.Service, e *micro.NATSError) {
@@ -147,7 +147,7 @@ func (f *Service) unsubscribe() {
 }
 
 // addEndpoints registers the fleet-wide endpoints on the micro service, then
-// subscribes five per job.
+// subscribes eleven per job.
 func (f *Service) addEndpoints() error {
 	add := func(name, subject string, h handler, opts ...micro.EndpointOpt) error {
 		opts = append(opts, micro.WithEndpointSubject(subject))
@@ -180,6 +180,11 @@ func (f *Service) addEndpoints() error {
 			{verbResume, f.controls, f.handle(f.resume(j.Job))},
 			{verbHistory, f.reads, f.handle(f.history(j.Job))},
 			{verbActive, f.reads, f.handle(f.active(j.Job))},
+			{verbEntries, f.reads, f.handle(f.entries(j.Job))},
+			{verbEntry, f.reads, f.handle(f.entry(j.Job))},
+			{verbAddEntry, f.controls, f.handle(f.addEntry(j.Job))},
+			{verbUpdateEntry, f.controls, f.handle(f.updateEntry(j.Job))},
+			{verbRemoveEntry, f.controls, f.handle(f.removeEntry(j.Job))},
 		} {
 			subject := f.subj.job(e.verb, j.Job)
 			if err := f.subscribeJob(subject, e.queue, e.h); err != nil {

@@ -26,6 +26,12 @@ const (
 	verbHistory   = "HISTORY"
 	verbActive    = "ACTIVE"
 	verbEvents    = "EVENTS"
+	// Schedule entries: reads, then changes.
+	verbEntries     = "ENTRIES"
+	verbEntry       = "ENTRY"
+	verbAddEntry    = "ADDENTRY"
+	verbUpdateEntry = "UPDATEENTRY"
+	verbRemoveEntry = "REMOVEENTRY"
 )
 
 // JobToken encodes a job name as one subject token: base64url without padding, so
@@ -46,7 +52,8 @@ func (p subjects) job(verb, job string) string { return string(p) + "." + verb +
 // patterns: every endpoint of every job, and micro's own.
 func (p subjects) all() []string {
 	out := []string{p.fleet(verbJobs), p.fleet(verbPauseAll), p.fleet(verbResumeAll)}
-	for _, verb := range []string{verbTrigger, verbBackfill, verbPause, verbResume, verbHistory, verbActive, verbEvents} {
+	for _, verb := range []string{verbTrigger, verbBackfill, verbPause, verbResume, verbHistory, verbActive, verbEvents,
+		verbEntries, verbEntry, verbAddEntry, verbUpdateEntry, verbRemoveEntry} {
 		out = append(out, p.fleet(verb)+".*")
 	}
 	return append(out, "$SRV.>")
