@@ -52,14 +52,13 @@
 //	<prefix>.RESUME.<job>    one replica that declares the job: removes the job's pause
 //	<prefix>.HISTORY.<job>   one replica that declares the job: the job's recent runs
 //	<prefix>.ACTIVE.<job>    one replica that declares the job: its unfinished runs
-//	<prefix>.ENTRIES.<job>   one replica that declares the job: a page of its
-//	                         schedule entries (EntryViews)
-//	<prefix>.ENTRY.<job>     one replica that declares the job: one entry, with its
-//	                         payload and recent runs
-//	<prefix>.ADDENTRY.<job>  one replica that declares the job: stores an entry
-//	<prefix>.UPDATEENTRY.<job>  one that declares the job: replaces an entry if its
-//	                         revision is still the one given
-//	<prefix>.REMOVEENTRY.<job>  one that declares the job: removes an entry
+//	<prefix>.ENTRIES.<job>.LIST   one replica that declares the job: a page of its
+//	                              schedule entries (Scheduler.EntryViews)
+//	<prefix>.ENTRIES.<job>.GET    one entry, with its payload and recent runs
+//	<prefix>.ENTRY.<job>.ADD      stores an entry (Scheduler.AddEntry)
+//	<prefix>.ENTRY.<job>.UPDATE   replaces an entry if its revision is still the
+//	                              one given (Scheduler.UpdateEntry)
+//	<prefix>.ENTRY.<job>.REMOVE   removes an entry (Scheduler.RemoveEntry)
 //	<prefix>.EVENTS.<job>    published by replicas (Events), not a request: one
 //	                         message per scheduler event; <job> is "-" for an
 //	                         event of no single job (the all-jobs pause)
@@ -85,7 +84,9 @@
 // the instance, prefix, backend and number of jobs. The per-job endpoints are plain
 // queue subscriptions served by a few workers, not micro endpoints: a micro
 // endpoint costs a goroutine and its statistics, and a stop drains each in turn,
-// which a replica of thousands of jobs (eleven endpoints each) cannot afford; so
+// which a replica of thousands of jobs (eight subscriptions each: a job's entry
+// reads are one, its entry changes another, routed by their last token) cannot
+// afford; so
 // $SRV.INFO and $SRV.STATS do not list or count them.
 //
 // Listing jobs is a scatter-gather on <prefix>.JOBS: the client sends one request
@@ -136,16 +137,16 @@
 //	Run        {"job","entry","slot","instance","token","attempt","fence","manual",
 //	            "requested_by","status","claimed_at","started_at","finished_at",
 //	            "duration_ms","lag_ms","error"}
-//	entries    request  EntriesRequest {"v":1,"after":"<id>","limit":50}
+//	entries.LIST request EntriesRequest {"v":1,"after":"<id>","limit":50}
 //	           reply    EntriesReply   {"job","instance","limit","entries":[EntryView],
 //	                                    "next":"<id>"}
-//	entry      request  EntryRequest {"v":1,"id":"<id>","history":10}
+//	entries.GET request EntryRequest {"v":1,"id":"<id>","history":10}
 //	           reply    EntryReply   {"job","instance","entry":EntryView,"history",
 //	                                  "part","parts","runs":[Run]}
-//	addentry   request  AddEntryRequest {"v":1,"id":"<id>",<EntrySpec>,"by":"ana"}
-//	updateentry request UpdateEntryRequest {"v":1,"id":"<id>","rev":7,<EntrySpec>,"by"}
+//	entry.ADD  request  AddEntryRequest {"v":1,"id":"<id>",<EntrySpec>,"by":"ana"}
+//	entry.UPDATE request UpdateEntryRequest {"v":1,"id":"<id>","rev":7,<EntrySpec>,"by"}
 //	           reply    EntryChangeReply {"job","instance","by","entry":Entry}
-//	removeentry request RemoveEntryRequest {"v":1,"id":"<id>","rev":7,"by"}
+//	entry.REMOVE request RemoveEntryRequest {"v":1,"id":"<id>","rev":7,"by"}
 //	           reply    RemoveEntryReply {"job","instance","id","by"}
 //	EntrySpec  "every":"90m" | "cron":"0 9 * * *","zone":"Europe/Athens" | "at":T,
 //	           "start","end","payload":"<base64>","paused"
@@ -226,7 +227,8 @@
 //	400  bad request: an empty body, no "v" or a newer one, invalid JSON, an
 //	     unknown field, no reason, until and for together, until in the past, a
 //	     negative limit, text over 1 KiB, an entry that cannot be (its ID, its
-//	     schedule, a payload over 16 KiB, an update without rev)
+//	     schedule, a payload over 16 KiB, an update without rev), an entry
+//	     subject whose last token is no operation
 //	404  unknown job: the replica serves the job but its scheduler does not declare it
 //	409  a trigger of a job that forbids overlap while a run of it is in progress
 //	410  no schedule entry of the job has that ID
@@ -254,12 +256,12 @@
 // `anarchon permissions ROLE` prints them as a nats-server configuration block:
 //
 //	viewer    publish   <prefix>.JOBS, <prefix>.HISTORY.*, <prefix>.ACTIVE.*,
-//	                    <prefix>.ENTRIES.*, <prefix>.ENTRY.*,
+//	                    <prefix>.ENTRIES.*.LIST, <prefix>.ENTRIES.*.GET,
 //	                    $JS.API.DIRECT.GET.KV_<registry bucket>
 //	          subscribe <its inbox prefix>.>, <prefix>.EVENTS.* (for watch)
 //	operator  as a viewer, and publish <prefix>.TRIGGER.*, <prefix>.BACKFILL.*,
 //	          <prefix>.PAUSE.*, <prefix>.RESUME.*, <prefix>.PAUSEALL, <prefix>.RESUMEALL,
-//	          <prefix>.ADDENTRY.*, <prefix>.UPDATEENTRY.*, <prefix>.REMOVEENTRY.*
+//	          <prefix>.ENTRY.*.ADD, <prefix>.ENTRY.*.UPDATE, <prefix>.ENTRY.*.REMOVE
 //	replica   subscribe every endpoint, $SRV.*, $SRV.*.anarchon,
 //	          $SRV.*.anarchon.*, <its inbox prefix>.>
 //	          publish   <prefix>.EVENTS.*, the registry's bucket API and its own

@@ -237,12 +237,15 @@ func TestEntriesBadInput(t *testing.T) {
 
 	// Raw requests: an unknown field, a negative limit, no ID.
 	for _, tc := range []struct{ verb, body, want string }{
-		{"ADDENTRY", `{"v":1,"id":"y","every":"1h","payloads":"x"}`, "unknown field"},
-		{"ENTRIES", `{"v":1,"limit":-1}`, "negative"},
-		{"ENTRY", `{"v":1}`, "empty ID"},
-		{"REMOVEENTRY", `{"v":1,"id":""}`, "empty ID"},
+		{"entry.ADD", `{"v":1,"id":"y","every":"1h","payloads":"x"}`, "unknown field"},
+		{"entries.LIST", `{"v":1,"limit":-1}`, "negative"},
+		{"entries.GET", `{"v":1}`, "empty ID"},
+		{"entry.REMOVE", `{"v":1,"id":""}`, "empty ID"},
+		{"entry.DROP", `{"v":1,"id":"ok"}`, "ADD, REMOVE, UPDATE"},
+		{"entries.ADD", `{"v":1,"id":"z","every":"1h"}`, "GET, LIST"},
 	} {
-		m, err := f.nc.Request(c.Subject(tc.verb, jobFeeds), []byte(tc.body), 5*time.Second)
+		verb, op, _ := strings.Cut(tc.verb, ".")
+		m, err := f.nc.Request(c.Subject(verb, jobFeeds)+"."+op, []byte(tc.body), 5*time.Second)
 		require.NoError(t, err)
 		assert.Equal(t, "400", m.Header.Get("Nats-Service-Error-Code"), tc.verb)
 		assert.Contains(t, m.Header.Get("Nats-Service-Error"), tc.want, tc.verb)
@@ -282,7 +285,7 @@ func TestEntriesPagesUnderMaxPayload(t *testing.T) {
 		req := fleet.EntriesRequest{V: 1, After: after, Limit: 1000}
 		data, err := json.Marshal(req)
 		require.NoError(t, err)
-		m, err := f.nc.Request(c.Subject("entries", jobFeeds), data, 5*time.Second)
+		m, err := f.nc.Request(c.Subject("entries", jobFeeds)+".LIST", data, 5*time.Second)
 		require.NoError(t, err)
 		require.Empty(t, m.Header.Get("Nats-Service-Error"))
 		assert.LessOrEqual(t, len(m.Data), int(f.nc.MaxPayload()), "a page fits in a message")
@@ -374,10 +377,10 @@ func TestEntriesRolesOnARealServer(t *testing.T) {
 			page, err := c.Entries(short(t), jobFeeds, fleet.EntriesRequest{})
 			if role == fleet.RoleReplica {
 				require.Error(t, err)
-				v.refused(t, "Publish", "anarchon.ENTRIES."+tok)
+				v.refused(t, "Publish", "anarchon.ENTRIES."+tok+".LIST")
 				_, err = c.Entry(short(t), jobFeeds, fleet.EntryRequest{ID: "seed"})
 				require.Error(t, err)
-				v.refused(t, "Publish", "anarchon.ENTRY."+tok)
+				v.refused(t, "Publish", "anarchon.ENTRIES."+tok+".GET")
 			} else {
 				require.NoError(t, err)
 				require.NotEmpty(t, page.Entries)
@@ -391,13 +394,13 @@ func TestEntriesRolesOnARealServer(t *testing.T) {
 			added, err := c.AddEntry(short(t), jobFeeds, fleet.AddEntryRequest{ID: id, EntrySpec: fleet.EntrySpec{Every: "1h"}})
 			if role != fleet.RoleOperator {
 				require.Error(t, err)
-				v.refused(t, "Publish", "anarchon.ADDENTRY."+tok)
+				v.refused(t, "Publish", "anarchon.ENTRY."+tok+".ADD")
 				_, err = c.UpdateEntry(short(t), jobFeeds, fleet.UpdateEntryRequest{ID: "seed", Rev: 1, EntrySpec: fleet.EntrySpec{Every: "2h"}})
 				require.Error(t, err)
-				v.refused(t, "Publish", "anarchon.UPDATEENTRY."+tok)
+				v.refused(t, "Publish", "anarchon.ENTRY."+tok+".UPDATE")
 				_, err = c.RemoveEntry(short(t), jobFeeds, fleet.RemoveEntryRequest{ID: "seed"})
 				require.Error(t, err)
-				v.refused(t, "Publish", "anarchon.REMOVEENTRY."+tok)
+				v.refused(t, "Publish", "anarchon.ENTRY."+tok+".REMOVE")
 				e, err := f.backend.GetEntry(ctx, jobFeeds, "seed")
 				require.NoError(t, err)
 				assert.Equal(t, time.Hour, e.Every, "unchanged")

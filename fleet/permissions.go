@@ -98,12 +98,12 @@ func (r Responses) MarshalJSON() ([]byte, error) {
 // Permissions returns the NATS permissions of role for the fleet c names, the
 // permissions the documentation lists (and `anarchon permissions ROLE` prints):
 //
-//   - viewer: request jobs, history, active, entries and entry; the registry's direct get (no
+//   - viewer: request jobs, history, active, and list and get entries; the registry's direct get (no
 //     consumer, no key-value watch); subscribe to its inboxes and to events. Not
 //     micro's $SRV subjects: micro answers them on any reply subject, which would
 //     let a viewer have a replica publish where it names.
 //   - operator: a viewer that also requests trigger, backfill, pause, resume,
-//     pauseall, resumeall, addentry, updateentry and removeentry.
+//     pauseall, resumeall, and adds, updates and removes entries.
 //   - replica: subscribe to every endpoint, $SRV, its inboxes and the stream
 //     update advisories (the JetStream backend follows them); publish events,
 //     its registry entry and what the registry and c.Backend need; answer
@@ -137,7 +137,7 @@ func Permissions(role Role, c PermissionsConfig) (RolePermissions, error) {
 	srv := []string{"$SRV.*." + ServiceName, "$SRV.*." + ServiceName + ".*"}
 	inbox := c.InboxPrefix + ".>"
 	reads := []string{p.fleet(verbJobs), p.fleet(verbHistory) + ".*", p.fleet(verbActive) + ".*",
-		p.fleet(verbEntries) + ".*", p.fleet(verbEntry) + ".*"}
+		p.fleet(verbEntries) + ".*." + opList, p.fleet(verbEntries) + ".*." + opGet}
 	out := RolePermissions{Role: role, InboxPrefix: c.InboxPrefix}
 	switch role {
 	case RoleViewer, RoleOperator:
@@ -145,7 +145,7 @@ func Permissions(role Role, c PermissionsConfig) (RolePermissions, error) {
 		if role == RoleOperator {
 			out.Publish = append(out.Publish, p.fleet(verbTrigger)+".*", p.fleet(verbBackfill)+".*", p.fleet(verbPause)+".*", p.fleet(verbResume)+".*",
 				p.fleet(verbPauseAll), p.fleet(verbResumeAll),
-				p.fleet(verbAddEntry)+".*", p.fleet(verbUpdateEntry)+".*", p.fleet(verbRemoveEntry)+".*")
+				p.fleet(verbEntry)+".*."+opAdd, p.fleet(verbEntry)+".*."+opUpdate, p.fleet(verbEntry)+".*."+opRemove)
 		}
 		out.Subscribe = []string{inbox, p.fleet(verbEvents) + ".*"}
 	case RoleReplica:
@@ -159,8 +159,7 @@ func Permissions(role Role, c PermissionsConfig) (RolePermissions, error) {
 		out.Subscribe = []string{p.fleet(verbJobs), p.fleet(verbPauseAll), p.fleet(verbResumeAll),
 			p.fleet(verbTrigger) + ".*", p.fleet(verbBackfill) + ".*", p.fleet(verbPause) + ".*", p.fleet(verbResume) + ".*",
 			p.fleet(verbHistory) + ".*", p.fleet(verbActive) + ".*",
-			p.fleet(verbEntries) + ".*", p.fleet(verbEntry) + ".*", p.fleet(verbAddEntry) + ".*", p.fleet(verbUpdateEntry) + ".*",
-			p.fleet(verbRemoveEntry) + ".*", "$SRV.*", srv[0], srv[1], inbox,
+			p.fleet(verbEntries) + ".*.*", p.fleet(verbEntry) + ".*.*", "$SRV.*", srv[0], srv[1], inbox,
 			// The JetStream backend follows its job streams' updates (another
 			// replica widening a duplicate window): jetstream.StreamUpdatedSubject.
 			"$JS.EVENT.ADVISORY.STREAM.UPDATED.*"}

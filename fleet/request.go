@@ -47,10 +47,11 @@ func (r natsRequest) Error(code, description string, data []byte) error {
 // handler answers one request.
 type handler func(request)
 
-// Per-job endpoints are plain queue subscriptions (micro's queue group), eleven
-// per job, feeding two channels that a few workers serve: a micro endpoint costs a
-// goroutine, its statistics and a drain at Stop each, which a replica of ten
-// thousand jobs (a hundred thousand endpoints) cannot afford. Reads (history,
+// Per-job endpoints are plain queue subscriptions (micro's queue group), eight
+// per job (the entry reads share one, routed by their last token, and the entry
+// changes another), feeding two channels that a few workers serve: a micro
+// endpoint costs a goroutine, its statistics and a drain at Stop each, which a
+// replica of ten thousand jobs (eighty thousand endpoints) cannot afford. Reads (history,
 // active, entries) and controls (trigger, pause, resume, entry changes) wait apart, so that what a viewer may send
 // cannot keep an operator's request from being answered. The fleet-wide endpoints
 // and $SRV are the micro service's.

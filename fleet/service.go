@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/nats-io/nats.go"
@@ -147,7 +150,7 @@ func (f *Service) unsubscribe() {
 }
 
 // addEndpoints registers the fleet-wide endpoints on the micro service, then
-// subscribes eleven per job.
+// subscribes eight per job.
 func (f *Service) addEndpoints() error {
 	add := func(name, subject string, h handler, opts ...micro.EndpointOpt) error {
 		opts = append(opts, micro.WithEndpointSubject(subject))
@@ -180,13 +183,15 @@ func (f *Service) addEndpoints() error {
 			{verbResume, f.controls, f.handle(f.resume(j.Job))},
 			{verbHistory, f.reads, f.handle(f.history(j.Job))},
 			{verbActive, f.reads, f.handle(f.active(j.Job))},
-			{verbEntries, f.reads, f.handle(f.entries(j.Job))},
-			{verbEntry, f.reads, f.handle(f.entry(j.Job))},
-			{verbAddEntry, f.controls, f.handle(f.addEntry(j.Job))},
-			{verbUpdateEntry, f.controls, f.handle(f.updateEntry(j.Job))},
-			{verbRemoveEntry, f.controls, f.handle(f.removeEntry(j.Job))},
+			{verbEntries, f.reads, f.byOp(map[string]handler{
+				opList: f.handle(f.entries(j.Job)), opGet: f.handle(f.entry(j.Job))})},
+			{verbEntry, f.controls, f.byOp(map[string]handler{
+				opAdd: f.handle(f.addEntry(j.Job)), opUpdate: f.handle(f.updateEntry(j.Job)), opRemove: f.handle(f.removeEntry(j.Job))})},
 		} {
 			subject := f.subj.job(e.verb, j.Job)
+			if e.verb == verbEntries || e.verb == verbEntry {
+				subject += ".*"
+			}
 			if err := f.subscribeJob(subject, e.queue, e.h); err != nil {
 				return fmt.Errorf("fleet: subscribe %s: %w", subject, err)
 			}
@@ -248,4 +253,20 @@ func (f *Service) begin() bool {
 	}
 	f.inflight.Add(1)
 	return true
+}
+
+// byOp routes a request on one of a job's entry subjects (<prefix>.<verb>.<job>.*)
+// by its last token, the op; another op is a bad request.
+func (f *Service) byOp(ops map[string]handler) handler {
+	unknown := f.handle(func(context.Context, []byte) (any, error) {
+		return nil, badRequest("no such operation: the last token of the subject is one of %s", strings.Join(slices.Sorted(maps.Keys(ops)), ", "))
+	})
+	return func(req request) {
+		subject := req.Subject()
+		if h := ops[subject[strings.LastIndexByte(subject, '.')+1:]]; h != nil {
+			h(req)
+			return
+		}
+		unknown(req)
+	}
 }

@@ -26,12 +26,16 @@ const (
 	verbHistory   = "HISTORY"
 	verbActive    = "ACTIVE"
 	verbEvents    = "EVENTS"
-	// Schedule entries: reads, then changes.
-	verbEntries     = "ENTRIES"
-	verbEntry       = "ENTRY"
-	verbAddEntry    = "ADDENTRY"
-	verbUpdateEntry = "UPDATEENTRY"
-	verbRemoveEntry = "REMOVEENTRY"
+	// A job's schedule entries: <prefix>.ENTRIES.<job>.<op> reads them (ops
+	// LIST, GET), <prefix>.ENTRY.<job>.<op> changes them (ADD, UPDATE, REMOVE):
+	// two subscriptions per job, not one per op.
+	verbEntries = "ENTRIES"
+	verbEntry   = "ENTRY"
+	opList      = "LIST"
+	opGet       = "GET"
+	opAdd       = "ADD"
+	opUpdate    = "UPDATE"
+	opRemove    = "REMOVE"
 )
 
 // JobToken encodes a job name as one subject token: base64url without padding, so
@@ -48,14 +52,17 @@ func (p subjects) fleet(verb string) string { return string(p) + "." + verb }
 
 func (p subjects) job(verb, job string) string { return string(p) + "." + verb + "." + JobToken(job) }
 
+// entry is the subject of op on job's schedule entries: <prefix>.<verb>.<job>.<op>.
+func (p subjects) entry(verb, job, op string) string { return p.job(verb, job) + "." + op }
+
 // all are the subjects the fleet service listens on and Events publishes to, as
 // patterns: every endpoint of every job, and micro's own.
 func (p subjects) all() []string {
 	out := []string{p.fleet(verbJobs), p.fleet(verbPauseAll), p.fleet(verbResumeAll)}
-	for _, verb := range []string{verbTrigger, verbBackfill, verbPause, verbResume, verbHistory, verbActive, verbEvents,
-		verbEntries, verbEntry, verbAddEntry, verbUpdateEntry, verbRemoveEntry} {
+	for _, verb := range []string{verbTrigger, verbBackfill, verbPause, verbResume, verbHistory, verbActive, verbEvents} {
 		out = append(out, p.fleet(verb)+".*")
 	}
+	out = append(out, p.fleet(verbEntries)+".*.*", p.fleet(verbEntry)+".*.*")
 	return append(out, "$SRV.>")
 }
 
