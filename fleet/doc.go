@@ -55,10 +55,10 @@
 //	<prefix>.ENTRIES.<job>.LIST   one replica that declares the job: a page of its
 //	                              schedule entries (Scheduler.EntryViews)
 //	<prefix>.ENTRIES.<job>.GET    one entry, with its payload and recent runs
-//	<prefix>.ENTRY.<job>.ADD      stores an entry (Scheduler.AddEntry)
-//	<prefix>.ENTRY.<job>.UPDATE   replaces an entry if its revision is still the
+//	<prefix>.ENTRIES.<job>.ADD    stores an entry (Scheduler.AddEntry)
+//	<prefix>.ENTRIES.<job>.UPDATE replaces an entry if its revision is still the
 //	                              one given (Scheduler.UpdateEntry)
-//	<prefix>.ENTRY.<job>.REMOVE   removes an entry (Scheduler.RemoveEntry)
+//	<prefix>.ENTRIES.<job>.REMOVE removes an entry (Scheduler.RemoveEntry)
 //	<prefix>.EVENTS.<job>    published by replicas (Events), not a request: one
 //	                         message per scheduler event; <job> is "-" for an
 //	                         event of no single job (the all-jobs pause)
@@ -84,9 +84,8 @@
 // the instance, prefix, backend and number of jobs. The per-job endpoints are plain
 // queue subscriptions served by a few workers, not micro endpoints: a micro
 // endpoint costs a goroutine and its statistics, and a stop drains each in turn,
-// which a replica of thousands of jobs (eight subscriptions each: a job's entry
-// reads are one, its entry changes another, routed by their last token) cannot
-// afford; so
+// which a replica of thousands of jobs (seven subscriptions each: a job's entry
+// requests share one, routed by their last token) cannot afford; so
 // $SRV.INFO and $SRV.STATS do not list or count them.
 //
 // Listing jobs is a scatter-gather on <prefix>.JOBS: the client sends one request
@@ -143,10 +142,10 @@
 //	entries.GET request EntryRequest {"v":1,"id":"<id>","history":10}
 //	           reply    EntryReply   {"job","instance","entry":EntryView,"history",
 //	                                  "part","parts","runs":[Run]}
-//	entry.ADD  request  AddEntryRequest {"v":1,"id":"<id>",<EntrySpec>,"by":"ana"}
-//	entry.UPDATE request UpdateEntryRequest {"v":1,"id":"<id>","rev":7,<EntrySpec>,"by"}
+//	entries.ADD request  AddEntryRequest {"v":1,"id":"<id>",<EntrySpec>,"by":"ana"}
+//	entries.UPDATE request UpdateEntryRequest {"v":1,"id":"<id>","rev":7,<EntrySpec>,"by"}
 //	           reply    EntryChangeReply {"job","instance","by","entry":Entry}
-//	entry.REMOVE request RemoveEntryRequest {"v":1,"id":"<id>","rev":7,"by"}
+//	entries.REMOVE request RemoveEntryRequest {"v":1,"id":"<id>","rev":7,"by"}
 //	           reply    RemoveEntryReply {"job","instance","id","by"}
 //	EntrySpec  "every":"90m" | "cron":"0 9 * * *","zone":"Europe/Athens" | "at":T,
 //	           "start","end","payload":"<base64>","paused"
@@ -261,7 +260,7 @@
 //	          subscribe <its inbox prefix>.>, <prefix>.EVENTS.* (for watch)
 //	operator  as a viewer, and publish <prefix>.TRIGGER.*, <prefix>.BACKFILL.*,
 //	          <prefix>.PAUSE.*, <prefix>.RESUME.*, <prefix>.PAUSEALL, <prefix>.RESUMEALL,
-//	          <prefix>.ENTRY.*.ADD, <prefix>.ENTRY.*.UPDATE, <prefix>.ENTRY.*.REMOVE
+//	          <prefix>.ENTRIES.*.ADD, <prefix>.ENTRIES.*.UPDATE, <prefix>.ENTRIES.*.REMOVE
 //	replica   subscribe every endpoint, $SRV.*, $SRV.*.anarchon,
 //	          $SRV.*.anarchon.*, <its inbox prefix>.>
 //	          publish   <prefix>.EVENTS.*, the registry's bucket API and its own

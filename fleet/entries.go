@@ -170,7 +170,7 @@ type EntryReply struct {
 	Parts   int   `json:"parts,omitempty"`
 }
 
-// AddEntryRequest is the body of <prefix>.ENTRY.<job>.ADD: store a new entry
+// AddEntryRequest is the body of <prefix>.ENTRIES.<job>.ADD: store a new entry
 // (scheduler.AddEntry).
 type AddEntryRequest struct {
 	// V is the request format, RequestVersion; Client sets it when zero.
@@ -182,7 +182,7 @@ type AddEntryRequest struct {
 	By string `json:"by,omitempty"`
 }
 
-// UpdateEntryRequest is the body of <prefix>.ENTRY.<job>.UPDATE: replace an
+// UpdateEntryRequest is the body of <prefix>.ENTRIES.<job>.UPDATE: replace an
 // entry's spec if its stored revision is still Rev (scheduler.UpdateEntry).
 type UpdateEntryRequest struct {
 	// V is the request format, RequestVersion; Client sets it when zero.
@@ -202,7 +202,7 @@ type EntryChangeReply struct {
 	Entry    Entry  `json:"entry"`
 }
 
-// RemoveEntryRequest is the body of <prefix>.ENTRY.<job>.REMOVE: remove an entry
+// RemoveEntryRequest is the body of <prefix>.ENTRIES.<job>.REMOVE: remove an entry
 // if its stored revision is Rev, whatever its revision when Rev is 0
 // (scheduler.RemoveEntry).
 type RemoveEntryRequest struct {
@@ -424,7 +424,7 @@ func checkEntryChange(id, by string, s EntrySpec) (scheduler.EntrySpec, error) {
 func (c *Client) Entries(ctx context.Context, job string, in EntriesRequest) (EntriesReply, error) {
 	var out EntriesReply
 	in.V = versioned(in.V)
-	err := c.request(ctx, c.subj.entry(verbEntries, job, opList), job, in, &out)
+	err := c.request(ctx, c.subj.entry(opList, job), job, in, &out)
 	if out.Entries == nil {
 		out.Entries = []EntryView{}
 	}
@@ -435,7 +435,7 @@ func (c *Client) Entries(ctx context.Context, job string, in EntriesRequest) (En
 // newest first (in.History), read from every part of the reply.
 func (c *Client) Entry(ctx context.Context, job string, in EntryRequest) (EntryReply, error) {
 	in.V = versioned(in.V)
-	out, err := gatherParts(ctx, c, c.subj.entry(verbEntries, job, opGet), job, in,
+	out, err := gatherParts(ctx, c, c.subj.entry(opGet, job), job, in,
 		func(r *EntryReply) (int, int, *[]Run) { return r.Part, r.Parts, &r.Runs })
 	out.Part = 0
 	return out, err
@@ -448,7 +448,7 @@ func (c *Client) Entry(ctx context.Context, job string, in EntryRequest) (EntryR
 func (c *Client) AddEntry(ctx context.Context, job string, in AddEntryRequest) (EntryChangeReply, error) {
 	var out EntryChangeReply
 	in.V = versioned(in.V)
-	return out, c.request(ctx, c.subj.entry(verbEntry, job, opAdd), job, in, &out)
+	return out, c.request(ctx, c.subj.entry(opAdd, job), job, in, &out)
 }
 
 // UpdateEntry replaces entry in.ID of job with in's spec if its stored revision
@@ -457,7 +457,7 @@ func (c *Client) AddEntry(ctx context.Context, job string, in AddEntryRequest) (
 func (c *Client) UpdateEntry(ctx context.Context, job string, in UpdateEntryRequest) (EntryChangeReply, error) {
 	var out EntryChangeReply
 	in.V = versioned(in.V)
-	return out, c.request(ctx, c.subj.entry(verbEntry, job, opUpdate), job, in, &out)
+	return out, c.request(ctx, c.subj.entry(opUpdate, job), job, in, &out)
 }
 
 // RemoveEntry removes entry in.ID of job if its stored revision is in.Rev
@@ -466,5 +466,5 @@ func (c *Client) UpdateEntry(ctx context.Context, job string, in UpdateEntryRequ
 func (c *Client) RemoveEntry(ctx context.Context, job string, in RemoveEntryRequest) (RemoveEntryReply, error) {
 	var out RemoveEntryReply
 	in.V = versioned(in.V)
-	return out, c.request(ctx, c.subj.entry(verbEntry, job, opRemove), job, in, &out)
+	return out, c.request(ctx, c.subj.entry(opRemove, job), job, in, &out)
 }

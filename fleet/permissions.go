@@ -145,7 +145,7 @@ func Permissions(role Role, c PermissionsConfig) (RolePermissions, error) {
 		if role == RoleOperator {
 			out.Publish = append(out.Publish, p.fleet(verbTrigger)+".*", p.fleet(verbBackfill)+".*", p.fleet(verbPause)+".*", p.fleet(verbResume)+".*",
 				p.fleet(verbPauseAll), p.fleet(verbResumeAll),
-				p.fleet(verbEntry)+".*."+opAdd, p.fleet(verbEntry)+".*."+opUpdate, p.fleet(verbEntry)+".*."+opRemove)
+				p.fleet(verbEntries)+".*."+opAdd, p.fleet(verbEntries)+".*."+opUpdate, p.fleet(verbEntries)+".*."+opRemove)
 		}
 		out.Subscribe = []string{inbox, p.fleet(verbEvents) + ".*"}
 	case RoleReplica:
@@ -159,7 +159,7 @@ func Permissions(role Role, c PermissionsConfig) (RolePermissions, error) {
 		out.Subscribe = []string{p.fleet(verbJobs), p.fleet(verbPauseAll), p.fleet(verbResumeAll),
 			p.fleet(verbTrigger) + ".*", p.fleet(verbBackfill) + ".*", p.fleet(verbPause) + ".*", p.fleet(verbResume) + ".*",
 			p.fleet(verbHistory) + ".*", p.fleet(verbActive) + ".*",
-			p.fleet(verbEntries) + ".*.*", p.fleet(verbEntry) + ".*.*", "$SRV.*", srv[0], srv[1], inbox,
+			p.fleet(verbEntries) + ".*.*", "$SRV.*", srv[0], srv[1], inbox,
 			// The JetStream backend follows its job streams' updates (another
 			// replica widening a duplicate window): jetstream.StreamUpdatedSubject.
 			"$JS.EVENT.ADVISORY.STREAM.UPDATED.*"}

@@ -26,11 +26,10 @@ const (
 	verbHistory   = "HISTORY"
 	verbActive    = "ACTIVE"
 	verbEvents    = "EVENTS"
-	// A job's schedule entries: <prefix>.ENTRIES.<job>.<op> reads them (ops
-	// LIST, GET), <prefix>.ENTRY.<job>.<op> changes them (ADD, UPDATE, REMOVE):
-	// two subscriptions per job, not one per op.
+	// A job's schedule entries: <prefix>.ENTRIES.<job>.<op>, one subscription
+	// per job whatever the op; the op (the last token) names what is asked, so
+	// that permissions tell reads (LIST, GET) from changes (ADD, UPDATE, REMOVE).
 	verbEntries = "ENTRIES"
-	verbEntry   = "ENTRY"
 	opList      = "LIST"
 	opGet       = "GET"
 	opAdd       = "ADD"
@@ -52,8 +51,8 @@ func (p subjects) fleet(verb string) string { return string(p) + "." + verb }
 
 func (p subjects) job(verb, job string) string { return string(p) + "." + verb + "." + JobToken(job) }
 
-// entry is the subject of op on job's schedule entries: <prefix>.<verb>.<job>.<op>.
-func (p subjects) entry(verb, job, op string) string { return p.job(verb, job) + "." + op }
+// entry is the subject of op on job's schedule entries: <prefix>.ENTRIES.<job>.<op>.
+func (p subjects) entry(op, job string) string { return p.job(verbEntries, job) + "." + op }
 
 // all are the subjects the fleet service listens on and Events publishes to, as
 // patterns: every endpoint of every job, and micro's own.
@@ -62,7 +61,7 @@ func (p subjects) all() []string {
 	for _, verb := range []string{verbTrigger, verbBackfill, verbPause, verbResume, verbHistory, verbActive, verbEvents} {
 		out = append(out, p.fleet(verb)+".*")
 	}
-	out = append(out, p.fleet(verbEntries)+".*.*", p.fleet(verbEntry)+".*.*")
+	out = append(out, p.fleet(verbEntries)+".*.*")
 	return append(out, "$SRV.>")
 }
 
