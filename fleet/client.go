@@ -59,7 +59,9 @@ func NewClient(nc *nats.Conn, opts ...Option) (*Client, error) {
 
 // Subject returns the subject of a per-job endpoint ("trigger", "pause", "resume",
 // "history", "active", "events", in either case) of job under the client's
-// prefix: <prefix>.<VERB>.<JobToken(job)>.
+// prefix: <prefix>.<VERB>.<JobToken(job)>. A job's schedule entries are at its
+// "entries" subject followed by the operation: .LIST, .GET, .ADD, .UPDATE,
+// .REMOVE.
 func (c *Client) Subject(verb, job string) string { return c.subj.job(strings.ToUpper(verb), job) }
 
 // Trigger runs job now on one replica that declares it (a manual run). It returns

@@ -52,6 +52,13 @@
 //	<prefix>.RESUME.<job>    one replica that declares the job: removes the job's pause
 //	<prefix>.HISTORY.<job>   one replica that declares the job: the job's recent runs
 //	<prefix>.ACTIVE.<job>    one replica that declares the job: its unfinished runs
+//	<prefix>.ENTRIES.<job>.LIST   one replica that declares the job: a page of its
+//	                              schedule entries (Scheduler.EntryViews)
+//	<prefix>.ENTRIES.<job>.GET    one entry, with its payload and recent runs
+//	<prefix>.ENTRIES.<job>.ADD    stores an entry (Scheduler.AddEntry)
+//	<prefix>.ENTRIES.<job>.UPDATE replaces an entry if its revision is still the
+//	                              one given (Scheduler.UpdateEntry)
+//	<prefix>.ENTRIES.<job>.REMOVE removes an entry (Scheduler.RemoveEntry)
 //	<prefix>.EVENTS.<job>    published by replicas (Events), not a request: one
 //	                         message per scheduler event; <job> is "-" for an
 //	                         event of no single job (the all-jobs pause)
@@ -77,7 +84,8 @@
 // the instance, prefix, backend and number of jobs. The per-job endpoints are plain
 // queue subscriptions served by a few workers, not micro endpoints: a micro
 // endpoint costs a goroutine and its statistics, and a stop drains each in turn,
-// which a replica of thousands of jobs (five endpoints each) cannot afford; so
+// which a replica of thousands of jobs (seven subscriptions each: a job's entry
+// requests share one, routed by their last token) cannot afford; so
 // $SRV.INFO and $SRV.STATS do not list or count them.
 //
 // Listing jobs is a scatter-gather on <prefix>.JOBS: the client sends one request
@@ -125,9 +133,24 @@
 //	           reply    HistoryReply   {"job","instance","limit","part","parts","runs":[Run]}
 //	active     request  ActiveRequest {"v":1}
 //	           reply    ActiveReply    {"job","instance","part","parts","runs":[ActiveRun]}
-//	Run        {"job","slot","instance","token","attempt","fence","manual",
+//	Run        {"job","entry","slot","instance","token","attempt","fence","manual",
 //	            "requested_by","status","claimed_at","started_at","finished_at",
 //	            "duration_ms","lag_ms","error"}
+//	entries.LIST request EntriesRequest {"v":1,"after":"<id>","limit":50}
+//	           reply    EntriesReply   {"job","instance","limit","entries":[EntryView],
+//	                                    "next":"<id>"}
+//	entries.GET request EntryRequest {"v":1,"id":"<id>","history":10}
+//	           reply    EntryReply   {"job","instance","entry":EntryView,"history",
+//	                                  "part","parts","runs":[Run]}
+//	entries.ADD request  AddEntryRequest {"v":1,"id":"<id>",<EntrySpec>,"by":"ana"}
+//	entries.UPDATE request UpdateEntryRequest {"v":1,"id":"<id>","rev":7,<EntrySpec>,"by"}
+//	           reply    EntryChangeReply {"job","instance","by","entry":Entry}
+//	entries.REMOVE request RemoveEntryRequest {"v":1,"id":"<id>","rev":7,"by"}
+//	           reply    RemoveEntryReply {"job","instance","id","by"}
+//	EntrySpec  "every":"90m" | "cron":"0 9 * * *","zone":"Europe/Athens" | "at":T,
+//	           "start","end","payload":"<base64>","paused"
+//	Entry      {"job","id",<EntrySpec>,"payload_size","revision","updated","by"}
+//	EntryView  {<Entry>,"followed","next","last_run","last_success","last_failure"}
 //	ActiveRun  {"job","slot","instance","token","attempt","fence","expires","live"}
 //	events     Event {"kind","job","instance","at","slot","token","attempt","manual",
 //	                  "outcome","status","duration_ms","lag_ms","next","op","error",
@@ -149,6 +172,20 @@
 // lists at most MaxViewRunning runs in progress per job ("running_more" counts the
 // others); history carries errors as stored, at most scheduler.MaxErrorText;
 // Events cut theirs at MaxViewError.
+//
+// A job's schedule entries (scheduler.AddEntry) are stored in the backend and
+// reached through a replica that declares the job. The entries reply is one page
+// in one message: at most its limit (DefaultEntriesLimit, up to MaxEntriesLimit)
+// and at most what a message holds, without the payloads (each entry's
+// "payload_size" says how large it is; an entry request carries the payload,
+// up to backend.MaxEntryPayload, 16 KiB); "next", when set, is the "after" of the
+// next page. An update carries the revision it is based on ("rev", required): if
+// another writer changed the entry first, nothing is stored and the reply is 412.
+// A removal's rev 0 removes the entry whatever its revision. An entry of a job no
+// replica declares is stored but never run, and no replica answers for it: the
+// per-job subjects get no-responders, as for any job nobody declares (the jobs
+// reply counts such entries per replica, "orphaned_entries", beside "entries",
+// those it follows).
 //
 // The view of a job in the jobs reply is computed by each replica when asked: its
 // pause and next slot (scheduler.JobInfo.Next, by its clock) from memory, then one
@@ -188,17 +225,25 @@
 //
 //	400  bad request: an empty body, no "v" or a newer one, invalid JSON, an
 //	     unknown field, no reason, until and for together, until in the past, a
-//	     negative limit, text over 1 KiB
+//	     negative limit, text over 1 KiB, an entry that cannot be (its ID, its
+//	     schedule, a payload over 16 KiB, an update without rev), an entry
+//	     subject whose last token is no operation
 //	404  unknown job: the replica serves the job but its scheduler does not declare it
 //	409  a trigger of a job that forbids overlap while a run of it is in progress
+//	410  no schedule entry of the job has that ID
+//	412  an entry's update or removal based on a revision no longer stored:
+//	     another writer changed it first
+//	422  an add of an entry ID already stored
 //	429  a trigger while the replica runs as many manual runs of the job as it
 //	     allows (scheduler.WithMaxManualRuns)
 //	500  the replica failed (a backend call), with the error
-//	501  not supported: the backend cannot store pauses (backend.Pauser)
+//	501  not supported: the backend cannot store pauses (backend.Pauser) or
+//	     schedule entries (backend.EntryStore)
 //	503  unavailable: the scheduler is not started or stopping, or the service stops
 //
 // Client returns these as *ServiceError, which matches ErrBadRequest,
-// ErrUnknownJob, ErrJobBusy, ErrTooManyManualRuns, ErrReplicaFailed,
+// ErrUnknownJob, ErrJobBusy, ErrEntryNotFound, ErrEntryConflict, ErrEntryExists,
+// ErrTooManyManualRuns, ErrReplicaFailed,
 // ErrNotSupported and ErrUnavailable with errors.Is (and the scheduler's
 // sentinels where one fits); no answer at all is ErrNoReplica (for a request
 // about one job, a *NoReplicaError naming the replicas that are up).
@@ -210,10 +255,12 @@
 // `anarchon permissions ROLE` prints them as a nats-server configuration block:
 //
 //	viewer    publish   <prefix>.JOBS, <prefix>.HISTORY.*, <prefix>.ACTIVE.*,
+//	                    <prefix>.ENTRIES.*.LIST, <prefix>.ENTRIES.*.GET,
 //	                    $JS.API.DIRECT.GET.KV_<registry bucket>
 //	          subscribe <its inbox prefix>.>, <prefix>.EVENTS.* (for watch)
 //	operator  as a viewer, and publish <prefix>.TRIGGER.*, <prefix>.BACKFILL.*,
-//	          <prefix>.PAUSE.*, <prefix>.RESUME.*, <prefix>.PAUSEALL, <prefix>.RESUMEALL
+//	          <prefix>.PAUSE.*, <prefix>.RESUME.*, <prefix>.PAUSEALL, <prefix>.RESUMEALL,
+//	          <prefix>.ENTRIES.*.ADD, <prefix>.ENTRIES.*.UPDATE, <prefix>.ENTRIES.*.REMOVE
 //	replica   subscribe every endpoint, $SRV.*, $SRV.*.anarchon,
 //	          $SRV.*.anarchon.*, <its inbox prefix>.>
 //	          publish   <prefix>.EVENTS.*, the registry's bucket API and its own

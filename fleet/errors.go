@@ -41,6 +41,16 @@ var (
 	// ErrReplicaFailed: the replica tried and failed (code 500), for example a
 	// backend call that failed.
 	ErrReplicaFailed = errors.New("fleet: the replica failed")
+	// ErrEntryNotFound: no schedule entry of the job has that ID (code 410).
+	// It also matches scheduler.ErrEntryNotFound.
+	ErrEntryNotFound = errors.New("fleet: schedule entry not found")
+	// ErrEntryConflict: the entry's stored revision is not the one the update or
+	// removal was based on: another writer changed it first, and nothing was
+	// stored (code 412). It also matches scheduler.ErrEntryConflict.
+	ErrEntryConflict = errors.New("fleet: schedule entry changed by another writer")
+	// ErrEntryExists: an add of an ID the job's entries already have (code 422).
+	// It also matches scheduler.ErrEntryExists.
+	ErrEntryExists = errors.New("fleet: schedule entry exists")
 	// ErrBadReply: a reply that is not what the protocol says.
 	ErrBadReply = errors.New("fleet: malformed reply")
 )
@@ -55,9 +65,16 @@ const (
 	// CodeTooManyManualRuns: a trigger refused because the replica runs as many
 	// manual runs of the job as it allows (ErrTooManyManualRuns).
 	CodeTooManyManualRuns = 429
-	CodeInternal          = 500
-	CodeNotSupported      = 501
-	CodeUnavailable       = 503
+	// CodeEntryNotFound: no schedule entry of the job has the ID (ErrEntryNotFound).
+	CodeEntryNotFound = 410
+	// CodeEntryConflict: an entry's update or removal based on a revision that
+	// is no longer stored (ErrEntryConflict).
+	CodeEntryConflict = 412
+	// CodeEntryExists: an add of an entry ID already stored (ErrEntryExists).
+	CodeEntryExists  = 422
+	CodeInternal     = 500
+	CodeNotSupported = 501
+	CodeUnavailable  = 503
 )
 
 // ServiceError is a replica's error reply: the micro error headers
@@ -65,7 +82,8 @@ const (
 type ServiceError struct {
 	// Subject is the endpoint asked.
 	Subject string
-	// Code is the Nats-Service-Error-Code (400, 404, 409, 429, 500, 501, 503).
+	// Code is the Nats-Service-Error-Code (400, 404, 409, 410, 412, 422, 429,
+	// 500, 501, 503).
 	Code int
 	// Description is the Nats-Service-Error text.
 	Description string
@@ -83,7 +101,9 @@ func (e *ServiceError) Error() string {
 
 // Is matches the sentinel of the error's code, and the scheduler's own sentinels
 // where one fits: 404 is also scheduler.ErrJobNotFound, 409 scheduler.ErrJobBusy,
-// 429 scheduler.ErrTooManyManualRuns, 501 scheduler.ErrPauseNotSupported.
+// 410 scheduler.ErrEntryNotFound, 412 scheduler.ErrEntryConflict, 422
+// scheduler.ErrEntryExists, 429 scheduler.ErrTooManyManualRuns, 501
+// scheduler.ErrPauseNotSupported.
 func (e *ServiceError) Is(target error) bool {
 	switch e.Code {
 	case CodeBadRequest:
@@ -94,6 +114,12 @@ func (e *ServiceError) Is(target error) bool {
 		return target == ErrJobBusy || target == scheduler.ErrJobBusy
 	case CodeTooManyManualRuns:
 		return target == ErrTooManyManualRuns || target == scheduler.ErrTooManyManualRuns
+	case CodeEntryNotFound:
+		return target == ErrEntryNotFound || target == scheduler.ErrEntryNotFound
+	case CodeEntryConflict:
+		return target == ErrEntryConflict || target == scheduler.ErrEntryConflict
+	case CodeEntryExists:
+		return target == ErrEntryExists || target == scheduler.ErrEntryExists
 	case CodeNotSupported:
 		return target == ErrNotSupported || target == scheduler.ErrPauseNotSupported
 	case CodeUnavailable:
@@ -172,7 +198,16 @@ func replyFor(err error) (int, string) {
 		code = re.code
 	case errors.Is(err, scheduler.ErrJobNotFound):
 		code = CodeUnknownJob
-	case errors.Is(err, scheduler.ErrPauseNotSupported), errors.Is(err, scheduler.ErrBackfillNotSupported):
+	case errors.Is(err, scheduler.ErrEntryNotFound):
+		code = CodeEntryNotFound
+	case errors.Is(err, scheduler.ErrEntryConflict):
+		code = CodeEntryConflict
+	case errors.Is(err, scheduler.ErrEntryExists):
+		code = CodeEntryExists
+	case errors.Is(err, scheduler.ErrInvalidEntry):
+		code = CodeBadRequest
+	case errors.Is(err, scheduler.ErrPauseNotSupported), errors.Is(err, scheduler.ErrBackfillNotSupported),
+		errors.Is(err, scheduler.ErrEntriesNotSupported):
 		code = CodeNotSupported
 	case errors.Is(err, scheduler.ErrJobBusy):
 		code = CodeJobBusy

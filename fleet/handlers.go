@@ -198,6 +198,7 @@ func (f *Service) jobsReply(ctx context.Context, data []byte) (any, error) {
 		Instance: f.s.Instance(), Version: Version, Backend: f.s.Backend().Name(),
 		PauseSupported: f.pauser, ServiceID: f.svc.Info().ID,
 	}
+	r.Entries, r.OrphanedEntries = f.s.EntryCounts()
 	ctx, cancel := context.WithTimeout(ctx, viewBudget)
 	defer cancel()
 	last, lastErr := f.s.LastRuns(ctx)

@@ -37,7 +37,7 @@ func backupSchedule(t testing.TB) scheduler.Schedule {
 }
 
 // testJob is a job a test replica registers: Every for an IntervalSchedule, Cron
-// "0 3 * * *" for a cron schedule.
+// "0 3 * * *" for a cron schedule, Declare (a job of schedule entries) for none.
 type testJob struct {
 	Name     string
 	Schedule scheduler.Schedule
@@ -146,7 +146,7 @@ func (f *testFleet) startReplica(t testing.TB, setup fleetSetup, id string) *rep
 	r.s = s
 	jobs := setup.jobs(id)
 	for _, j := range jobs {
-		if !f.start.IsZero() {
+		if !f.start.IsZero() && j.Schedule != nil { // an entries-only job takes no start: its entries begin when stored
 			j.Opts = append(slices.Clip(j.Opts), scheduler.WithStartAt(f.start))
 		}
 		h := func(ctx context.Context, run scheduler.Run) error {
@@ -163,6 +163,8 @@ func (f *testFleet) startReplica(t testing.TB, setup fleetSetup, id string) *rep
 			require.NoError(t, s.Every(j.Name, sched.Interval, h, j.Opts...))
 		case *scheduler.CronSchedule:
 			require.NoError(t, s.Cron(j.Name, "0 3 * * *", h, j.Opts...))
+		case nil:
+			require.NoError(t, s.Declare(j.Name, h, j.Opts...))
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

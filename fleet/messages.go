@@ -221,8 +221,14 @@ type Replica struct {
 	// Backend is the scheduler backend's name.
 	Backend string `json:"backend"`
 	// PauseSupported says whether the backend stores pauses.
-	PauseSupported bool       `json:"pause_supported"`
-	Jobs           []JobState `json:"jobs"`
+	PauseSupported bool `json:"pause_supported"`
+	// Entries is how many schedule entries the replica follows (of the jobs it
+	// declares); OrphanedEntries how many stored entries are of jobs it does not
+	// declare (scheduler.EntryCounts): no replica that does not declare a job
+	// runs, lists or changes its entries.
+	Entries         int        `json:"entries,omitempty"`
+	OrphanedEntries int        `json:"orphaned_entries,omitempty"`
+	Jobs            []JobState `json:"jobs"`
 	// ServiceID is the replica's micro service id, unique to each Serve: it tells
 	// apart two replicas that answer as one instance.
 	ServiceID string `json:"service_id,omitempty"`
@@ -365,7 +371,9 @@ func pauseInfo(p scheduler.Pause) *PauseInfo {
 
 // Run is one attempt at one run, as history and finished triggers show it.
 type Run struct {
-	Job      string    `json:"job"`
+	Job string `json:"job"`
+	// Entry is the schedule entry the run is of, if any.
+	Entry    string    `json:"entry,omitempty"`
 	Slot     time.Time `json:"slot"`
 	Instance string    `json:"instance"`
 	Token    string    `json:"token"`
@@ -393,7 +401,7 @@ type Run struct {
 // scheduler now stores).
 func runOf(r scheduler.RunRecord, maxError int) Run {
 	out := Run{
-		Job: r.Job, Slot: r.Slot, Instance: r.Instance, Token: r.Token, Attempt: r.Attempt,
+		Job: r.Job, Entry: r.Entry, Slot: r.Slot, Instance: r.Instance, Token: r.Token, Attempt: r.Attempt,
 		Fence: r.Fence, Manual: r.Manual, Backfill: r.Backfill, RequestedBy: backend.TruncateText(r.RequestedBy, scheduler.MaxPauseText),
 		Status: r.Status, ClaimedAt: r.ClaimedAt, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
 		DurationMS: ms(r.Duration), Error: backend.TruncateText(r.Error, maxError),

@@ -47,11 +47,13 @@ func (r natsRequest) Error(code, description string, data []byte) error {
 // handler answers one request.
 type handler func(request)
 
-// Per-job endpoints are plain queue subscriptions (micro's queue group), five per
-// job, feeding two channels that a few workers serve: a micro endpoint costs a
+// Per-job endpoints are plain queue subscriptions (micro's queue group), seven
+// per job (a job's entry requests share one, routed by their last token),
+// feeding two channels that a few workers serve: a micro endpoint costs a
 // goroutine, its statistics and a drain at Stop each, which a replica of ten
-// thousand jobs (fifty thousand endpoints) cannot afford. Reads (history, active)
-// and controls (trigger, pause, resume) wait apart, so that what a viewer may send
+// thousand jobs (seventy thousand endpoints) cannot afford. Reads (history,
+// active, entries) and controls (trigger, pause, resume, entry changes) wait apart
+// (an entry read arrives with the controls and is handed to the read workers), so that what a viewer may send
 // cannot keep an operator's request from being answered. The fleet-wide endpoints
 // and $SRV are the micro service's.
 const (
@@ -76,19 +78,24 @@ func (f *Service) subscribeJob(subject string, queue chan *nats.Msg, h handler) 
 	return nil
 }
 
-// work serves the requests of queue until quit; then it answers the ones still
-// queued (the service is stopping: 503) and returns.
-func (f *Service) work(queue chan *nats.Msg) {
+// work serves the requests of queue (routes) and of handoff (the entry reads
+// handed off by the control workers, readRoutes; nil for none) until quit; then
+// it answers the ones still queued (the service is stopping: 503) and returns.
+func (f *Service) work(queue, handoff chan *nats.Msg) {
 	defer f.workers.Done()
 	for {
 		select {
 		case m := <-queue:
-			f.route(m)
+			f.route(m, f.routes)
+		case m := <-handoff:
+			f.route(m, f.readRoutes)
 		case <-f.quit:
 			for {
 				select {
 				case m := <-queue:
-					f.route(m)
+					f.route(m, f.routes)
+				case m := <-handoff:
+					f.route(m, f.readRoutes)
 				default:
 					return
 				}
@@ -100,11 +107,11 @@ func (f *Service) work(queue chan *nats.Msg) {
 // route hands m to the handler of the subscription it came on. A message's own
 // subject may be another: JetStream delivers a stored message with the subject it
 // was stored under.
-func (f *Service) route(m *nats.Msg) {
+func (f *Service) route(m *nats.Msg, routes map[string]handler) {
 	if m.Sub == nil {
 		return
 	}
-	if h := f.routes[m.Sub.Subject]; h != nil {
+	if h := routes[m.Sub.Subject]; h != nil {
 		h(natsRequest{m})
 	}
 }

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/nats-io/nats.go"
@@ -33,9 +36,13 @@ type Service struct {
 	routes   map[string]handler
 	reads    chan *nats.Msg
 	controls chan *nats.Msg
-	quit     chan struct{}
-	workers  sync.WaitGroup
-	reg      *registry // nil WithoutRegistry
+	// A job's entry requests arrive with the controls; its reads are handed to
+	// the read workers through entryReads, routed by readRoutes.
+	entryReads chan *nats.Msg
+	readRoutes map[string]handler
+	quit       chan struct{}
+	workers    sync.WaitGroup
+	reg        *registry // nil WithoutRegistry
 	// reqCtx makes the context a request is served with (WithRequestContext).
 	reqCtx func(context.Context, nats.Header) context.Context
 
@@ -87,13 +94,14 @@ func Serve(ctx context.Context, nc *nats.Conn, s *scheduler.Scheduler, opts ...O
 	}
 	f := &Service{nc: nc, s: s, log: log.With("instance", s.Instance()), jobs: jobs, subj: subjects(c.prefix), pauser: pauser,
 		routes: map[string]handler{}, reads: make(chan *nats.Msg, requestQueue), controls: make(chan *nats.Msg, requestQueue),
+		entryReads: make(chan *nats.Msg, requestQueue), readRoutes: map[string]handler{},
 		quit: make(chan struct{}), reqCtx: c.reqCtx}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 
 	svc, err := micro.AddService(nc, micro.Config{
 		Name:        ServiceName,
 		Version:     Version,
-		Description: "anarchon scheduled jobs: trigger, pause, resume, history, active, jobs",
+		Description: "anarchon scheduled jobs: trigger, pause, resume, history, active, jobs, schedule entries",
 		Metadata: map[string]string{"instance": s.Instance(), "prefix": c.prefix, "backend": s.Backend().Name(),
 			"jobs": strconv.Itoa(len(jobs))},
 		ErrorHandler: func(_ micro.Service, e *micro.NATSError) {
@@ -107,11 +115,11 @@ func Serve(ctx context.Context, nc *nats.Conn, s *scheduler.Scheduler, opts ...O
 	f.svc = svc
 	for range readWorkers {
 		f.workers.Add(1)
-		go f.work(f.reads)
+		go f.work(f.reads, f.entryReads)
 	}
 	for range controlWorkers {
 		f.workers.Add(1)
-		go f.work(f.controls)
+		go f.work(f.controls, nil)
 	}
 	if err := f.addEndpoints(); err != nil {
 		f.abort()
@@ -147,7 +155,7 @@ func (f *Service) unsubscribe() {
 }
 
 // addEndpoints registers the fleet-wide endpoints on the micro service, then
-// subscribes five per job.
+// subscribes seven per job.
 func (f *Service) addEndpoints() error {
 	add := func(name, subject string, h handler, opts ...micro.EndpointOpt) error {
 		opts = append(opts, micro.WithEndpointSubject(subject))
@@ -186,6 +194,14 @@ func (f *Service) addEndpoints() error {
 				return fmt.Errorf("fleet: subscribe %s: %w", subject, err)
 			}
 		}
+		subject := f.subj.job(verbEntries, j.Job) + ".*"
+		reads := map[string]handler{opList: f.handle(f.entries(j.Job)), opGet: f.handle(f.entry(j.Job))}
+		changes := map[string]handler{opAdd: f.handle(f.addEntry(j.Job)), opUpdate: f.handle(f.updateEntry(j.Job)),
+			opRemove: f.handle(f.removeEntry(j.Job))}
+		f.readRoutes[subject] = f.byOp(reads, nil)
+		if err := f.subscribeJob(subject, f.controls, f.byOp(changes, reads)); err != nil {
+			return fmt.Errorf("fleet: subscribe %s: %w", subject, err)
+		}
 	}
 	return nil
 }
@@ -220,6 +236,16 @@ func (f *Service) Stop(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		f.workers.Wait()
+		// An entry read a control worker handed off after the read workers
+		// returned: answered 503 too.
+		for drained := false; !drained; {
+			select {
+			case m := <-f.entryReads:
+				f.route(m, f.readRoutes)
+			default:
+				drained = true
+			}
+		}
 		f.inflight.Wait()
 		close(done)
 	}()
@@ -243,4 +269,43 @@ func (f *Service) begin() bool {
 	}
 	f.inflight.Add(1)
 	return true
+}
+
+// byOp routes a request on a job's entry subject (<prefix>.ENTRIES.<job>.*) by
+// its last token, the op: to ops, or (a read arriving with the controls) to the
+// read workers for reads; another op is a bad request.
+func (f *Service) byOp(ops, reads map[string]handler) handler {
+	known := slices.Sorted(maps.Keys(ops))
+	known = append(known, slices.Sorted(maps.Keys(reads))...)
+	unknown := f.handle(func(context.Context, []byte) (any, error) {
+		return nil, badRequest("no such operation: the last token of the subject is one of %s", strings.Join(known, ", "))
+	})
+	return func(req request) {
+		subject := req.Subject()
+		op := subject[strings.LastIndexByte(subject, '.')+1:]
+		switch {
+		case ops[op] != nil:
+			ops[op](req)
+		case reads[op] != nil:
+			f.handOff(req)
+		default:
+			unknown(req)
+		}
+	}
+}
+
+// handOff queues an entry read that arrived with the controls for the read
+// workers, so that reads never hold a control worker during a backend call.
+func (f *Service) handOff(req request) {
+	if f.ignored(req) {
+		return
+	}
+	if nr, ok := req.(natsRequest); ok {
+		select {
+		case f.entryReads <- nr.m:
+			return
+		default:
+		}
+	}
+	f.fail(req, &replyError{code: CodeUnavailable, msg: "too many reads wait on this replica: ask again"})
 }

@@ -26,6 +26,15 @@ const (
 	verbHistory   = "HISTORY"
 	verbActive    = "ACTIVE"
 	verbEvents    = "EVENTS"
+	// A job's schedule entries: <prefix>.ENTRIES.<job>.<op>, one subscription
+	// per job whatever the op; the op (the last token) names what is asked, so
+	// that permissions tell reads (LIST, GET) from changes (ADD, UPDATE, REMOVE).
+	verbEntries = "ENTRIES"
+	opList      = "LIST"
+	opGet       = "GET"
+	opAdd       = "ADD"
+	opUpdate    = "UPDATE"
+	opRemove    = "REMOVE"
 )
 
 // JobToken encodes a job name as one subject token: base64url without padding, so
@@ -42,6 +51,9 @@ func (p subjects) fleet(verb string) string { return string(p) + "." + verb }
 
 func (p subjects) job(verb, job string) string { return string(p) + "." + verb + "." + JobToken(job) }
 
+// entry is the subject of op on job's schedule entries: <prefix>.ENTRIES.<job>.<op>.
+func (p subjects) entry(op, job string) string { return p.job(verbEntries, job) + "." + op }
+
 // all are the subjects the fleet service listens on and Events publishes to, as
 // patterns: every endpoint of every job, and micro's own.
 func (p subjects) all() []string {
@@ -49,6 +61,7 @@ func (p subjects) all() []string {
 	for _, verb := range []string{verbTrigger, verbBackfill, verbPause, verbResume, verbHistory, verbActive, verbEvents} {
 		out = append(out, p.fleet(verb)+".*")
 	}
+	out = append(out, p.fleet(verbEntries)+".*.*")
 	return append(out, "$SRV.>")
 }
 

@@ -367,6 +367,25 @@ func (s *Scheduler) EntryViews(ctx context.Context, job, afterID string, limit i
 	if err != nil {
 		return nil, err
 	}
+	return s.entryViews(ctx, entries)
+}
+
+// EntryView reads entry id of job from the backend with its next slot here and
+// its last runs, as EntryViews shows each entry of a page.
+func (s *Scheduler) EntryView(ctx context.Context, job, id string) (EntryView, error) {
+	e, err := s.GetEntry(ctx, job, id)
+	if err != nil {
+		return EntryView{}, err
+	}
+	views, err := s.entryViews(ctx, []Entry{e})
+	if err != nil {
+		return EntryView{}, err
+	}
+	return views[0], nil
+}
+
+// entryViews adds to entries their next slot here and their last runs.
+func (s *Scheduler) entryViews(ctx context.Context, entries []Entry) ([]EntryView, error) {
 	names := make([]string, len(entries))
 	out := make([]EntryView, len(entries))
 	s.entries.mu.Lock()

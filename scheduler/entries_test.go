@@ -375,6 +375,13 @@ func TestEntryViews(t *testing.T) {
 		assert.True(t, more[0].Next.IsZero(), "a paused entry has no next slot")
 		_, err = s.EntryViews(t.Context(), "j", "", scheduler.MaxEntryViewsPage+1)
 		assert.ErrorIs(t, err, scheduler.ErrInvalidOption)
+
+		// One entry's view is what its page shows.
+		one, err := s.EntryView(t.Context(), "j", "bad")
+		require.NoError(t, err)
+		assert.Equal(t, views[0], one)
+		_, err = s.EntryView(t.Context(), "j", "none")
+		assert.ErrorIs(t, err, scheduler.ErrEntryNotFound)
 	})
 }
 

@@ -256,9 +256,14 @@ func (c *cli) history(ctx context.Context, client *fleet.Client, job string) err
 		fmt.Fprintf(c.stdout, "no runs of %q recorded\n", job)
 		return nil
 	}
+	return c.runsTable(h.Runs)
+}
+
+// runsTable prints runs, newest first, one a row.
+func (c *cli) runsTable(runs []fleet.Run) error {
 	w := c.table()
 	fmt.Fprintln(w, "SLOT\tSTATUS\tINSTANCE\tATTEMPT\tKIND\tDURATION\tERROR")
-	for _, r := range h.Runs {
+	for _, r := range runs {
 		kind := "scheduled"
 		switch {
 		case r.Manual && r.RequestedBy != "":

@@ -43,6 +43,8 @@ type testFleet struct {
 // startText is start as a schedule's bound is written ("every 1h0m0s from T").
 func (f *testFleet) startText() string { return f.start.UTC().Format("2006-01-02T15:04:05.000Z07:00") }
 
+// fleetJob is a job a replica declares: every interval, or (interval 0) a job of
+// schedule entries (scheduler.Declare).
 type fleetJob struct {
 	name     string
 	interval time.Duration
@@ -79,6 +81,10 @@ func (f *testFleet) startReplicas(t *testing.T, dial func(...nats.Option) (*nats
 		s, err := scheduler.New(scheduler.Config{Backend: f.backend, Instance: id, OnEvent: events})
 		require.NoError(t, err)
 		for _, j := range jobs(id) {
+			if j.interval == 0 { // a job of schedule entries
+				require.NoError(t, s.Declare(j.name, f.handler))
+				continue
+			}
 			var opts []scheduler.JobOption
 			if !f.past {
 				opts = append(opts, scheduler.WithStartAt(f.start))

@@ -16,6 +16,12 @@
 //	anarchon [flags] resume --all
 //	anarchon [flags] active [JOB]
 //	anarchon [flags] watch [JOB]
+//	anarchon [flags] schedule ls JOB [--after ID] [--limit N]
+//	anarchon [flags] schedule show JOB ID [-n N]
+//	anarchon [flags] schedule add JOB ID (--every D | --cron E [--zone Z] | --at T)
+//	                 [--start T] [--end T] [--payload S | --payload-file F] [--paused]
+//	anarchon [flags] schedule set JOB ID [--rev N] [the flags of add that change]
+//	anarchon [flags] schedule rm JOB ID [--rev N]
 //	anarchon [flags] permissions viewer|operator|replica
 //	anarchon version
 //
@@ -43,6 +49,16 @@
 // slots in [--from, --to) that never ran (scheduler.Backfill); a time is RFC 3339
 // or a duration back from now (--from -2h, or 2h); --rerun also runs the slots
 // that ran; --wait waits for every slot to end (within --timeout) and lists them.
+//
+// schedule operates a job's schedule entries (scheduler.AddEntry): stored in the
+// backend, run by every replica that declares the job, each slot once. ls lists a
+// page of them, ordered by ID, with each one's schedule, state, next slot, last
+// run, success and failure, payload size and revision, and the command for the
+// next page; show prints one with its payload and its recent runs; add stores
+// one; set changes the flags given on the entry as read and stores it only if
+// nobody changed it since (or since --rev N: a conflict stores nothing and says
+// so); rm removes one (with --rev N only if unchanged). The entries of a job no
+// replica declares are never run, and no replica answers for them.
 //
 // Text the replicas stored (a handler's error, a pause's reason, a job's or a
 // replica's name) is printed with its control characters made visible, so that it
@@ -74,13 +90,16 @@
 //	anarchon trigger report --wait --timeout 1m
 //	anarchon backfill report --from 2025-06-01T00:00:00Z --to 2025-06-02T00:00:00Z --wait --timeout 10m
 //	anarchon history report -n 50 --json | jq '.runs[] | select(.status != "ok")'
+//	anarchon schedule add feeds eu-west --cron "0 9 * * *" --zone Europe/Athens --payload '{"region":"eu-west"}'
+//	anarchon schedule set feeds eu-west --paused
+//	anarchon schedule ls feeds
 //
 // The command line is parsed with the standard flag package, one FlagSet per
 // command, flags allowed before and after the command's arguments. The NATS CLI
 // uses choria-io/fisk (a kingpin fork), which would give generated help and shell
 // completion; but this command lives in the library's module, so every dependency
 // it adds is one more module in the go.mod of every program that imports the
-// library, and nine commands with a handful of flags need nothing flag lacks. The
+// library, and ten commands with a handful of flags need nothing flag lacks. The
 // examples in this repository use flag too.
 package main
 

@@ -35,6 +35,12 @@ const usage = `Usage:
   anarchon [flags] resume --all
   anarchon [flags] active [JOB]
   anarchon [flags] watch [JOB]
+  anarchon [flags] schedule ls JOB [--after ID] [--limit N]
+  anarchon [flags] schedule show JOB ID [-n N]
+  anarchon [flags] schedule add JOB ID (--every D | --cron E [--zone Z] | --at T)
+                   [--start T] [--end T] [--payload S | --payload-file F] [--paused]
+  anarchon [flags] schedule set JOB ID [--rev N] [the flags of add that change]
+  anarchon [flags] schedule rm JOB ID [--rev N]
   anarchon [flags] permissions viewer|operator|replica
   anarchon version
 
@@ -61,6 +67,13 @@ Command flags:
   pause, resume  --all  every job (the all-jobs pause) instead of one
   active   unfinished runs (leases) of JOB, or of every job
   watch    print the replicas' events (fleet.Events), one line each, until interrupted
+  schedule  a job's schedule entries, stored in the backend and run by the replicas
+           that declare the job: ls lists a page (--after ID: the next; --limit N,
+           default 50, at most 100); show prints one with its payload and last -n runs;
+           add stores one (T is RFC 3339 or +D from now; --payload-file - reads stdin;
+           a payload is at most 16 KiB); set changes the flags given on the entry as
+           read (an empty --start or --end removes the bound), stored only if nobody
+           changed it since (or since --rev N); rm removes it (--rev N: only if unchanged)
   permissions  print a role's NATS permissions as a nats-server configuration block
            (--json: as JSON); --registry-bucket B, and for replica --subject-prefix,
            --stream-prefix, --lease-bucket; --prefix and --inbox-prefix apply
@@ -90,6 +103,7 @@ type cli struct {
 	until  string
 	all    bool
 	perm   permissionsFlags
+	sched  scheduleFlags
 
 	// given names the command's flags given on the command line: a flag given as
 	// 0s or "" is not the same as no flag (pause --for 0s is no pause for ever).
@@ -177,6 +191,7 @@ var commands = map[string]func(c *cli, fs *flag.FlagSet){
 	"permissions": func(c *cli, fs *flag.FlagSet) {
 		c.perm.register(fs)
 	},
+	"schedule": func(c *cli, fs *flag.FlagSet) { c.registerSchedule(fs) },
 }
 
 // common registers the flags every command takes, with the values parsed so far as
@@ -275,9 +290,11 @@ func (c *cli) job(cmd string, args []string, allowAll bool) (string, error) {
 
 // run connects and runs cmd.
 func (c *cli) run(ctx context.Context, cmd string, args []string) error {
-	var job string
+	var job, action, id string
 	var err error
 	switch cmd {
+	case "schedule":
+		action, job, id, err = c.scheduleArgs(args)
 	case "jobs":
 		if len(args) > 0 {
 			return usagef("jobs takes no arguments")
@@ -332,6 +349,8 @@ func (c *cli) run(ctx context.Context, cmd string, args []string) error {
 	rctx, rcancel := context.WithTimeout(ctx, c.timeout)
 	defer rcancel()
 	switch cmd {
+	case "schedule":
+		return c.schedule(rctx, client, action, job, id)
 	case "active":
 		return c.active(rctx, client, job)
 	case "jobs":

@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/anarchon/anarchon/backend"
+	"github.com/anarchon/anarchon/fleet"
+	"github.com/anarchon/anarchon/scheduler"
+)
+
+// feedsFleet is three replicas that declare "feeds", a job of schedule entries,
+// and report.
+func feedsFleet(t *testing.T) *testFleet {
+	t.Helper()
+	return startFleet(t, func(string) []fleetJob { return []fleetJob{{"feeds", 0}, {"report", time.Hour}} })
+}
+
+// followed waits until every replica follows n entries.
+func (f *testFleet) followed(t *testing.T, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		for _, s := range f.scheds {
+			if got, _ := s.EntryCounts(); got != n {
+				return false
+			}
+		}
+		return true
+	}, 5*time.Second, 5*time.Millisecond)
+}
+
+func (f *testFleet) stored(t *testing.T, id string) (backend.Entry, error) {
+	t.Helper()
+	return f.backend.GetEntry(context.Background(), "feeds", id)
+}
+
+func TestScheduleAddShowSetRemove(t *testing.T) {
+	f := feedsFleet(t)
+	srv := []string{"--server", f.url}
+	r := anarchon(t, append(srv, "schedule", "add", "feeds", "eu-west", "--cron", "0 9 * * *", "--zone", "Europe/Athens",
+		"--payload", `{"r":1}`, "--by", "ana", "--start", "+1h")...) // no slot runs during the test
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, `^added entry "eu-west" of "feeds" on [ABC]: at 09:00 every day \(Europe/Athens\), from \S+, revision \d+; every replica follows within a second\n$`, r.stdout)
+	first, err := f.stored(t, "eu-west")
+	require.NoError(t, err)
+	assert.Equal(t, []byte(`{"r":1}`), first.Payload)
+
+	r = anarchon(t, append(srv, "schedule", "add", "feeds", "eu-west", "--every", "1h")...)
+	oneErrorLine(t, r, `anarchon: schedule add "feeds" "eu-west": `)
+	assert.Contains(t, r.stderr, "schedule entry exists")
+
+	f.followed(t, 1)
+	r = anarchon(t, append(srv, "schedule", "ls", "feeds")...)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	ls := lines(r.stdout)
+	require.Len(t, ls, 2, r.stdout)
+	assert.Equal(t, "ID SCHEDULE STATE NEXT LAST RUN LAST SUCCESS LAST FAILURE PAYLOAD REV", ls[0])
+	assert.Regexp(t, `^eu-west at 09:00 every day \(Europe/Athens\), from \S+ active \S+( \S+)? - - - 7B `+strconv.FormatUint(first.Revision, 10)+`$`, ls[1])
+
+	r = anarchon(t, append(srv, "schedule", "show", "feeds", "eu-west")...)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "entry         eu-west of feeds\n")
+	assert.Contains(t, r.stdout, `payload       7 bytes: {"r":1}`)
+	assert.Contains(t, r.stdout, "state         active\n")
+	assert.Contains(t, r.stdout, "no runs recorded\n")
+
+	// set changes what it is given on the entry as read.
+	r = anarchon(t, append(srv, "schedule", "set", "feeds", "eu-west", "--paused")...)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, `^updated entry "eu-west" of "feeds" on [ABC]: at 09:00 every day \(Europe/Athens\), from \S+ \(paused\), revision \d+;`, r.stdout)
+	second, err := f.stored(t, "eu-west")
+	require.NoError(t, err)
+	assert.True(t, second.Paused)
+	assert.Equal(t, first.Cron, second.Cron)
+	assert.Equal(t, first.Payload, second.Payload, "the payload kept")
+
+	// A change based on the first revision is refused: nothing stored.
+	rev := strconv.FormatUint(first.Revision, 10)
+	r = anarchon(t, append(srv, "schedule", "set", "feeds", "eu-west", "--every", "1h", "--rev", rev)...)
+	oneErrorLine(t, r, `anarchon: schedule set "feeds" "eu-west": `)
+	assert.Contains(t, r.stderr, "changed by another writer")
+	r = anarchon(t, append(srv, "schedule", "rm", "feeds", "eu-west", "--rev", rev)...)
+	oneErrorLine(t, r, "changed by another writer")
+	now, err := f.stored(t, "eu-west")
+	require.NoError(t, err)
+	assert.Equal(t, second, now)
+
+	r = anarchon(t, append(srv, "--json", "schedule", "ls", "feeds")...)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	var page fleet.EntriesReply
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &page))
+	require.Len(t, page.Entries, 1)
+	assert.True(t, page.Entries[0].Paused)
+	assert.Equal(t, second.Revision, page.Entries[0].Revision)
+
+	r = anarchon(t, append(srv, "schedule", "rm", "feeds", "eu-west")...)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, `^removed entry "eu-west" of "feeds" on [ABC];`, r.stdout)
+	_, err = f.stored(t, "eu-west")
+	require.ErrorIs(t, err, backend.ErrEntryNotFound)
+	r = anarchon(t, append(srv, "schedule", "show", "feeds", "eu-west")...)
+	oneErrorLine(t, r, "schedule entry not found")
+	r = anarchon(t, append(srv, "schedule", "ls", "feeds")...)
+	assert.Equal(t, "no entries of \"feeds\"\n", r.stdout)
+}
+
+// TestScheduleListPages: ls shows a page and the command for the next.
+func TestScheduleListPages(t *testing.T) {
+	f := feedsFleet(t)
+	ctx := context.Background()
+	for _, id := range []string{"a", "b", "c"} {
+		_, err := f.scheds[0].AddEntry(ctx, "feeds", id, scheduler.EntrySpec{Every: time.Hour})
+		require.NoError(t, err)
+	}
+	r := anarchon(t, "--server", f.url, "schedule", "ls", "feeds", "--limit", "2")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	ls := lines(r.stdout)
+	require.Len(t, ls, 4, r.stdout)
+	assert.Regexp(t, `^a every 1h0m0s \(aligned to UTC\) `, ls[1])
+	assert.Regexp(t, `^b `, ls[2])
+	assert.Equal(t, `more: anarchon schedule ls "feeds" --after "b"`, ls[3])
+	r = anarchon(t, "--server", f.url, "schedule", "ls", "feeds", "--after", "b")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	ls = lines(r.stdout)
+	require.Len(t, ls, 2, r.stdout)
+	assert.Regexp(t, `^c `, ls[1])
+}
+
+// TestScheduleOfAnUndeclaredJob: a job no replica declares gets a clear word on
+// what happens to its stored entries.
+func TestScheduleOfAnUndeclaredJob(t *testing.T) {
+	f := feedsFleet(t)
+	_, err := f.backend.CreateEntry(context.Background(), backend.Entry{Job: "ghost", ID: "a", EntrySpec: backend.EntrySpec{Every: time.Hour}})
+	require.NoError(t, err)
+	r := anarchon(t, "--server", f.url, "schedule", "ls", "ghost")
+	oneErrorLine(t, r, `anarchon: schedule ls "ghost": fleet: no replica declares job "ghost" (replicas up: A, B, C); the entries of a job no replica declares stay stored and never run`)
+}
+
+func TestScheduleBadInput(t *testing.T) {
+	f := feedsFleet(t)
+	srv := []string{"--server", f.url}
+	big := filepath.Join(t.TempDir(), "big")
+	require.NoError(t, os.WriteFile(big, make([]byte, backend.MaxEntryPayload+1), 0o600))
+	for _, args := range [][]string{
+		{"schedule"},
+		{"schedule", "frob", "feeds"},
+		{"schedule", "ls"},
+		{"schedule", "ls", "feeds", "x"},
+		{"schedule", "show", "feeds"},
+		{"schedule", "add", "feeds", "x"},
+		{"schedule", "add", "feeds", "x", "--every", "1h", "--cron", "* * * * *"},
+		{"schedule", "add", "feeds", "x", "--every", "1h", "--payload", "a", "--payload-file", big},
+		{"schedule", "add", "feeds", "x", "--every", "1h", "--payload", strings.Repeat("p", backend.MaxEntryPayload+1)},
+		{"schedule", "add", "feeds", "x", "--at", "tomorrow"},
+		{"schedule", "add", "feeds", "", "--every", "1h"},
+		{"schedule", "add", "feeds", "x", "--every", "1h", "--rev", "3"},
+		{"schedule", "ls", "feeds", "--rev", "3"},
+		{"schedule", "ls", "feeds", "--limit", "-1"},
+		{"schedule", "rm", "feeds", "x", "--every", "1h"},
+		{"schedule", "set", "feeds", "x"},
+		{"schedule", "set", "feeds", "x", "--rev", "2"},
+	} {
+		r := anarchon(t, append(srv, args...)...)
+		assert.Equal(t, exitUsage, r.code, "%q", args)
+		assert.Equal(t, 1, strings.Count(r.stderr, "\n"), "%q: one line", args)
+		assert.Contains(t, r.stderr, "(anarchon help shows the usage)", "%q", args)
+	}
+	r := anarchon(t, append(srv, "schedule", "add", "feeds", "x", "--every", "1h", "--payload-file", big)...)
+	oneErrorLine(t, r, "--payload-file: more than 16384 bytes")
+
+	// What the replica refuses: 400, nothing stored.
+	r = anarchon(t, append(srv, "schedule", "add", "feeds", "x", "--cron", "61 * * * *")...)
+	oneErrorLine(t, r, `anarchon: schedule add "feeds" "x": scheduler: invalid schedule entry: entry "x" of job "feeds": scheduler: invalid schedule: cron "61 * * * *"`)
+	assert.Regexp(t, `\(replica [ABC]\)\n$`, r.stderr)
+	r = anarchon(t, append(srv, "schedule", "add", "feeds", "x", "--at", time.Now().Add(-time.Hour).Format(time.RFC3339))...)
+	oneErrorLine(t, r, "no slot after now")
+	list, err := f.backend.ListEntries(context.Background(), "feeds", "feeds", "", 10)
+	require.NoError(t, err)
+	assert.Empty(t, list)
+
+	// A payload from a file, and a one-time entry an hour from now.
+	file := filepath.Join(t.TempDir(), "p")
+	require.NoError(t, os.WriteFile(file, []byte("from a file"), 0o600))
+	r = anarchon(t, append(srv, "schedule", "add", "feeds", "once", "--at", "+1h", "--payload-file", file)...)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, `: once at \S+, revision`, r.stdout)
+	e, err := f.stored(t, "once")
+	require.NoError(t, err)
+	assert.Equal(t, "from a file", string(e.Payload))
+	assert.WithinDuration(t, time.Now().Add(time.Hour), e.At, time.Minute)
+
+	r = anarchon(t, "help")
+	assert.Contains(t, r.stdout, "anarchon [flags] schedule add JOB ID")
+}
