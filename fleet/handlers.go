@@ -246,7 +246,7 @@ func (f *Service) jobState(ctx context.Context, j scheduler.JobInfo, last map[st
 	st := JobState{Name: j.Job, Schedule: j.Schedule, State: JobActive, Next: j.Next, MaxRuns: j.MaxRuns, LimitReached: j.LimitReached}
 	if p, ok := f.s.Paused(j.Job); ok {
 		st.State, st.Pause = JobPaused, pauseInfo(p)
-	} else if j.Next.IsZero() {
+	} else if j.Next.IsZero() && !j.EntriesOnly {
 		st.State = JobEnded
 	}
 	if lastErr != nil {

@@ -106,8 +106,8 @@ func boundMillis(what string, t time.Time) (time.Time, error) {
 // bound applies the job's start and end to sched, and refuses bounds that leave
 // no slot.
 func (c jobConfig) bound(sched Schedule) (Schedule, error) {
-	if c.start.IsZero() && c.end.IsZero() {
-		return sched, nil
+	if _, none := sched.(noSchedule); none || c.start.IsZero() && c.end.IsZero() {
+		return sched, nil // a job of entries only: its entries are bounded by the job's bounds
 	}
 	b := BoundedSchedule{Schedule: sched, Start: c.start, End: c.end}
 	if !c.start.IsZero() && !c.end.IsZero() && !c.start.Before(c.end) {

@@ -472,3 +472,25 @@ func TestStopFinishesTheRunOfARemovedEntry(t *testing.T) {
 		}
 	})
 }
+
+func TestDeclaredJobBoundsItsEntries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		runs := newEntryRuns()
+		start, end := time.Now().Add(3*time.Second), time.Now().Add(6*time.Second)
+		s := newScheduler(t, memory.New(), "A")
+		require.NoError(t, s.Declare("j", runs.handler, scheduler.WithStartAt(start), scheduler.WithEndAt(end)), "a job of entries only may be bounded")
+		require.NoError(t, s.Start(t.Context()))
+		defer s.Stop(context.Background())
+		for _, info := range s.Jobs() {
+			assert.True(t, info.EntriesOnly)
+			assert.True(t, info.Next.IsZero())
+		}
+		_, err := s.AddEntry(t.Context(), "j", "x", scheduler.EntrySpec{Every: time.Second})
+		require.NoError(t, err)
+		time.Sleep(10 * time.Second)
+		got := runs.slots("x")
+		assert.Len(t, got, 3, "the job's bounds hold its entries: slots 3, 4, 5: %v", got)
+		_, err = s.AddEntry(t.Context(), "j", "late", scheduler.EntrySpec{Every: time.Second})
+		assert.ErrorIs(t, err, scheduler.ErrInvalidEntry, "past the job's end, an entry has no slot")
+	})
+}

@@ -21,6 +21,9 @@ type JobInfo struct {
 	// LimitReached says a claim told this instance that the job's run limit
 	// (WithMaxRuns, JobLimits.MaxRuns) was reached: its loop ended.
 	LimitReached bool
+	// EntriesOnly says the job has no schedule of its own (Declare): its slots
+	// are its schedule entries', and Next is zero.
+	EntriesOnly bool
 }
 
 // maxPauseSteps bounds how many pauses nextRun steps past: a job is held by at
@@ -56,7 +59,8 @@ func (s *Scheduler) Jobs() []JobInfo {
 	now := s.clock.Now()
 	out := make([]JobInfo, 0, len(jobs))
 	for _, j := range jobs {
-		out = append(out, JobInfo{JobLimits: j.limits, Next: s.nextRun(j, now), LimitReached: j.ended.Err() != nil})
+		_, entriesOnly := j.sched.(noSchedule)
+		out = append(out, JobInfo{JobLimits: j.limits, Next: s.nextRun(j, now), LimitReached: j.ended.Err() != nil, EntriesOnly: entriesOnly})
 	}
 	return out
 }
