@@ -29,7 +29,7 @@ go build -C "$ROOT" -o "$WORK/service" ./examples/service
 
 routes="nats://127.0.0.1:16222,nats://127.0.0.1:16223,nats://127.0.0.1:16224"
 for i in 0 1 2; do
-	cat > "n$i.conf" <<CONF
+	cat > "$WORK/n$i.conf" <<CONF
 server_name: n$i
 listen: 127.0.0.1:1422$i
 http: 127.0.0.1:1822$i
@@ -45,7 +45,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-for i in 0 1 2; do "$NATS_SERVER" -c "n$i.conf" > "n$i.log" 2>&1 & done
+for i in 0 1 2; do "$NATS_SERVER" -c "$WORK/n$i.conf" > "n$i.log" 2>&1 & done
 for _ in $(seq 1 120); do
 	curl -s 127.0.0.1:18220/jsz | grep -q '"leader"' && break
 	sleep 0.5
@@ -95,5 +95,6 @@ echo "restart: replica c stopped, started again and followed every entry in $(py
 sleep $(( SOAK - SOAK / 2 ))
 to=$(python3 -c "import time; print(int(time.time()) - 10)")
 echo "rss at the end (KiB): servers $(ps -o rss= -p "$(servers)" | paste -sd' '); replicas $(for r in a b c; do rss "$(cat $r.pid)"; done | paste -sd' ')" | tee -a timeline
+echo "streams on the cluster: $(curl -s 127.0.0.1:18220/jsz | python3 -c 'import sys, json; print(json.load(sys.stdin)["streams"])') (the declared jobs' and the two buckets)" | tee -a timeline
 echo "dropped API requests: $(cat n*.log | grep -c 'dropping' || true)" | tee -a timeline
 python3 "$ROOT/integration/drill/analyze.py" --entries "$ENTRIES" --every "$EVERY" --from "$from" --to "$to" --restart "$t3" "$t4" a.log b.log c.log | tee -a timeline
