@@ -1,6 +1,7 @@
 package jetstream
 
 import (
+	"fmt"
 	"testing"
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
@@ -93,3 +94,38 @@ func TestEntriesNeedAnEntryStore(t *testing.T) {
 
 // noEntries is a run store without entries.
 type noEntries struct{ backend.RunStore }
+
+// TestJobHistoryPastManyEntries reads a job's own history in a stream that holds
+// mostly its entries' records: past them, and with no own record at all.
+func TestJobHistoryPastManyEntries(t *testing.T) {
+	_, b, l, ctx := retainedJob(t, "many-entries", backend.Retention{Size: 5})
+	ok := func(int) backend.Status { return backend.StatusOK }
+	runsOf(t, b, l, "x", 0, 3, ok)
+	for i := range 150 {
+		e := l
+		e.Job = backend.EntryRunName(l.Job, fmt.Sprint("e", i))
+		runsOf(t, b, e, "x", 0, 4, ok)
+	}
+	runsOf(t, b, l, "x", 3, 4, ok)
+	hist, err := b.History(ctx, l.Job, 50)
+	require.NoError(t, err)
+	got := make([]int64, len(hist))
+	for i, r := range hist {
+		got[i] = r.Slot.UnixMilli()
+		assert.False(t, r.ClaimedAt.IsZero(), "the run's claim is read")
+	}
+	assert.Equal(t, []int64{slot(3).UnixMilli(), slot(2).UnixMilli(), slot(1).UnixMilli(), slot(0).UnixMilli()}, got)
+
+	none := l
+	none.Job = l.Job + " entries only"
+	require.NoError(t, b.PrepareJob(ctx, none))
+	for i := range 100 {
+		e := none
+		e.Job = backend.EntryRunName(none.Job, fmt.Sprint("e", i))
+		runsOf(t, b, e, "x", 0, 3, ok)
+	}
+	last, err := b.LastRuns(ctx, []string{none.Job, backend.EntryRunName(none.Job, "e7")})
+	require.NoError(t, err)
+	assert.Nil(t, last[none.Job].Run, "a job with entries' runs only has no run of its own")
+	require.NotNil(t, last[backend.EntryRunName(none.Job, "e7")].Run)
+}

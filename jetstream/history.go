@@ -1,9 +1,11 @@
 package jetstream
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -134,6 +136,9 @@ func (b *Backend) History(ctx context.Context, job string, limit int) ([]backend
 // scan reads the job's messages with sequences in [lo, hi] into h: in one direct
 // get request when the stream allows them, else one leader read per message.
 func (b *Backend) scan(ctx context.Context, st *jobStream, lo, hi uint64, h *historyScan) error {
+	if st.direct.Load() && st.entries != "" && h.entryRecords > h.scanned {
+		return b.scanOwn(ctx, st, lo, hi, h)
+	}
 	if st.direct.Load() {
 		msgs, err := b.direct.Batch(ctx, st.names.stream, natsutil.GetRequest{
 			Seq: lo, NextFor: st.all, Batch: int(min(hi-lo+1, maxDirectBatch)),
@@ -173,6 +178,42 @@ func (b *Backend) scan(ctx context.Context, st *jobStream, lo, hi uint64, h *his
 		}
 		b.scanned(st, m, h)
 		seq = m.Sequence + 1
+	}
+	return nil
+}
+
+// scanOwn is scan for a job whose stream holds mostly its entries' records: it
+// reads the job's own subjects only (<prefix>.<token>.* and its claims,
+// <prefix>.<token>.claim.*; an entry's are deeper), one direct get batch per
+// filter, merged in stream order.
+func (b *Backend) scanOwn(ctx context.Context, st *jobStream, lo, hi uint64, h *historyScan) error {
+	var msgs []*natsjs.RawStreamMsg
+	for _, filter := range []string{strings.TrimSuffix(st.all, ">") + "*", st.claims + ".*"} {
+		for seq := lo; seq <= hi; {
+			batch, err := b.direct.Batch(ctx, st.names.stream, natsutil.GetRequest{
+				Seq: seq, NextFor: filter, Batch: int(min(hi-seq+1, maxDirectBatch)),
+			})
+			if errors.Is(err, natsutil.ErrNoDirect) {
+				st.direct.Store(false) // see scan: read from the leader
+				return b.scan(ctx, st, lo, hi, h)
+			}
+			if err != nil {
+				return err
+			}
+			for _, m := range batch {
+				if m.Sequence <= hi {
+					msgs = append(msgs, m)
+				}
+			}
+			if len(batch) < maxDirectBatch || batch[len(batch)-1].Sequence >= hi {
+				break
+			}
+			seq = batch[len(batch)-1].Sequence + 1
+		}
+	}
+	slices.SortFunc(msgs, func(x, y *natsjs.RawStreamMsg) int { return cmp.Compare(x.Sequence, y.Sequence) })
+	for _, m := range msgs {
+		b.scanned(st, m, h)
 	}
 	return nil
 }
@@ -243,7 +284,8 @@ const maxDirectBatch = 1024
 // scanned adds one read message to h, skipping (and counting) what is not ours.
 func (b *Backend) scanned(st *jobStream, m *natsjs.RawStreamMsg, h *historyScan) {
 	if st.entries != "" && strings.HasPrefix(m.Subject, st.entries+".") {
-		return // one of the job's entries' records: its history, not the job's
+		h.entryRecords++ // one of the job's entries' records: its history, not the job's
+		return
 	}
 	h.scanned++
 	if err := h.add(st, m); err != nil {
@@ -266,6 +308,9 @@ type historyScan struct {
 	firstResult uint64
 	claimed     map[string]bool // tokens whose claim was read
 	scanned     int
+	// entryRecords counts the job's entries' records read and passed over:
+	// once they outnumber the job's own, scan reads the job's subjects only.
+	entryRecords int
 }
 
 func (h *historyScan) add(st *jobStream, m *natsjs.RawStreamMsg) error {
