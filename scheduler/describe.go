@@ -21,6 +21,9 @@ func DescribeSchedule(s string) string {
 		return "–"
 	}
 	s, bounds := describeBounds(s)
+	if s == noSchedule.String(noSchedule{}) {
+		return "its schedule entries" + bounds
+	}
 	if strings.HasPrefix(s, "once at ") {
 		return s + bounds
 	}

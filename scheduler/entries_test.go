@@ -494,3 +494,9 @@ func TestDeclaredJobBoundsItsEntries(t *testing.T) {
 		assert.ErrorIs(t, err, scheduler.ErrInvalidEntry, "past the job's end, an entry has no slot")
 	})
 }
+
+func TestDescribeAJobOfEntries(t *testing.T) {
+	s := newScheduler(t, memory.New(), "A")
+	require.NoError(t, s.Declare("j", func(context.Context, scheduler.Run) error { return nil }))
+	assert.Equal(t, "its schedule entries", scheduler.DescribeSchedule(s.Jobs()[0].Schedule))
+}
