@@ -192,7 +192,10 @@ func (s *Scheduler) entryChanged(c backend.EntryChange, first bool) (adoption, b
 		return adoption{}, false
 	}
 	if c.Removed {
-		if st, ok := es.byKey[k]; ok && st.rev <= e.Revision {
+		// A removal the store reports without a revision (a SQL watcher that
+		// learnt it from a new listing, its tombstone pruned) removes whatever
+		// revision is followed: the watch delivers it after every earlier change.
+		if st, ok := es.byKey[k]; ok && (e.Revision == 0 || st.rev <= e.Revision) {
 			es.removeLocked(k)
 		}
 		return adoption{}, false
