@@ -320,3 +320,23 @@ func (s *Scheduler) entryRemoved(j *job) bool {
 	_, ok := s.entries.byKey[entryKey{j.entry.job, j.entry.id}]
 	return !ok
 }
+
+// entryHeld says why an attempt of j's entry that this instance won must not
+// start: the entry was removed, or is paused, as this instance last saw it. A
+// retry or a takeover of an earlier slot is held so too: no attempt of a
+// removed or paused entry starts once the instances have seen the change.
+func (s *Scheduler) entryHeld(j *job) (Status, string, bool) {
+	if j.entry == nil {
+		return "", "", false
+	}
+	s.entries.mu.Lock()
+	defer s.entries.mu.Unlock()
+	st, ok := s.entries.byKey[entryKey{j.entry.job, j.entry.id}]
+	switch {
+	case !ok:
+		return StatusCancelled, "the schedule entry was removed before this attempt started: not run", true
+	case st.paused:
+		return StatusPaused, "the schedule entry is paused: not run", true
+	}
+	return "", "", false
+}
