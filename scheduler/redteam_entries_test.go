@@ -3,6 +3,7 @@ package scheduler_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/scheduler"
 )
@@ -54,6 +56,73 @@ func TestRedTeamNoRetryOfARemovedOrPausedEntry(t *testing.T) {
 				mu.Lock()
 				defer mu.Unlock()
 				assert.Equal(t, 1, attempts, "no attempt of the %s entry started after every instance saw it", change)
+			})
+		})
+	}
+}
+
+// watchFailsOnce is the memory backend whose first WatchEntries fails after it
+// delivered the stored entries, before Synced: a watch cut mid-reading.
+type watchFailsOnce struct {
+	*memory.Backend
+	failed bool
+}
+
+func (w *watchFailsOnce) WatchEntries(ctx context.Context, fn func(backend.EntryChange)) error {
+	if w.failed {
+		return w.Backend.WatchEntries(ctx, fn)
+	}
+	w.failed = true
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	_ = w.Backend.WatchEntries(wctx, func(c backend.EntryChange) {
+		if c.Synced {
+			cancel()
+			return
+		}
+		fn(c)
+	})
+	return errors.New("the watch was cut")
+}
+
+// TestRedTeamAdoptionSurvivesAWatchCutMidReading: an instance started after
+// another stopped with a retry of an entry's slot stored adopts that retry
+// (nobody else will run it), also when its first reading of the entries was cut
+// before it ended and read again.
+func TestRedTeamAdoptionSurvivesAWatchCutMidReading(t *testing.T) {
+	for _, cut := range []bool{false, true} {
+		t.Run(fmt.Sprint("cut=", cut), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				mb := memory.New()
+				var mu sync.Mutex
+				var attempts []string
+				h := func(ctx context.Context, run scheduler.Run) error {
+					mu.Lock()
+					defer mu.Unlock()
+					attempts = append(attempts, fmt.Sprint(run.Instance, "#", run.Attempt))
+					if run.Attempt == 1 {
+						return errors.New("first attempt fails")
+					}
+					return nil
+				}
+				declare := func(s *scheduler.Scheduler) {
+					require.NoError(t, s.Declare("j", h, scheduler.WithRetry(scheduler.RetryPolicy{Attempts: 2, Backoff: 20 * time.Second}), scheduler.WithCatchUp(scheduler.CatchUpNone, 0)))
+				}
+				a := startFleet(t, mb, 1, declare)[0]
+				_, err := a.AddEntry(t.Context(), "j", "x", scheduler.EntrySpec{Every: time.Minute})
+				require.NoError(t, err)
+				time.Sleep(time.Minute + time.Second) // slot 60 fails; its retry is stored for 80
+				require.NoError(t, a.Stop(t.Context()))
+				var b backend.Backend = mb
+				if cut {
+					b = &watchFailsOnce{Backend: mb}
+				}
+				startFleet(t, b, 1, declare)
+				time.Sleep(30 * time.Second)
+				synctest.Wait()
+				mu.Lock()
+				defer mu.Unlock()
+				assert.Equal(t, []string{"i0#1", "i0#2"}, attempts, "the later instance runs the stored retry")
 			})
 		})
 	}
