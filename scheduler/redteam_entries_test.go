@@ -127,3 +127,37 @@ func TestRedTeamAdoptionSurvivesAWatchCutMidReading(t *testing.T) {
 		})
 	}
 }
+
+// storedByAnother is the memory backend whose watch delivers each entry as
+// another writer (an older or newer version, a hand edit) stored it: with a
+// cron expression beside its interval, which no writer of this version stores.
+type storedByAnother struct{ *memory.Backend }
+
+func (s storedByAnother) WatchEntries(ctx context.Context, fn func(backend.EntryChange)) error {
+	return s.Backend.WatchEntries(ctx, func(c backend.EntryChange) {
+		if !c.Synced && !c.Removed {
+			c.Entry.Cron = "* * * * * *"
+		}
+		fn(c)
+	})
+}
+
+// TestRedTeamEntryOfTwoSchedulesNotRun: an entry stored with two schedules (or
+// anything else Entry.Check refuses) is logged and not run, never run on one of
+// them.
+func TestRedTeamEntryOfTwoSchedulesNotRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mb := memory.New()
+		runs := newEntryRuns()
+		w := startFleet(t, mb, 1, func(s *scheduler.Scheduler) { require.NoError(t, s.Declare("j", runs.handler)) })[0]
+		require.NoError(t, w.Stop(t.Context()))
+		_, err := w.AddEntry(t.Context(), "j", "x", scheduler.EntrySpec{Every: time.Minute})
+		require.NoError(t, err)
+		r := startFleet(t, storedByAnother{mb}, 1, func(s *scheduler.Scheduler) { require.NoError(t, s.Declare("j", runs.handler)) })[0]
+		time.Sleep(3 * time.Minute)
+		synctest.Wait()
+		assert.Empty(t, runs.slots("x"), "an entry of two schedules is not run")
+		followed, _ := r.EntryCounts()
+		assert.Zero(t, followed)
+	})
+}
