@@ -236,6 +236,12 @@ func (s *Scheduler) entryJob(p *job, e Entry) (*job, error) {
 	bad := func(err error) error {
 		return fmt.Errorf("%w: entry %q of job %q: %w", ErrInvalidEntry, e.ID, e.Job, err)
 	}
+	// An entry read from the store was written by any version or hand: what
+	// Check refuses (two schedules, a size past the limits) is not run on a
+	// part of it.
+	if err := e.Check(); err != nil {
+		return nil, err
+	}
 	var (
 		sched    Schedule
 		interval time.Duration

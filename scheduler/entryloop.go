@@ -192,7 +192,10 @@ func (s *Scheduler) entryChanged(c backend.EntryChange, first bool) (adoption, b
 		return adoption{}, false
 	}
 	if c.Removed {
-		if st, ok := es.byKey[k]; ok && st.rev <= e.Revision {
+		// A removal the store reports without a revision (a SQL watcher that
+		// learnt it from a new listing, its tombstone pruned) removes whatever
+		// revision is followed: the watch delivers it after every earlier change.
+		if st, ok := es.byKey[k]; ok && (e.Revision == 0 || st.rev <= e.Revision) {
 			es.removeLocked(k)
 		}
 		return adoption{}, false
@@ -316,4 +319,24 @@ func (s *Scheduler) entryRemoved(j *job) bool {
 	defer s.entries.mu.Unlock()
 	_, ok := s.entries.byKey[entryKey{j.entry.job, j.entry.id}]
 	return !ok
+}
+
+// entryHeld says why an attempt of j's entry that this instance won must not
+// start: the entry was removed, or is paused, as this instance last saw it. A
+// retry or a takeover of an earlier slot is held so too: no attempt of a
+// removed or paused entry starts once the instances have seen the change.
+func (s *Scheduler) entryHeld(j *job) (Status, string, bool) {
+	if j.entry == nil {
+		return "", "", false
+	}
+	s.entries.mu.Lock()
+	defer s.entries.mu.Unlock()
+	st, ok := s.entries.byKey[entryKey{j.entry.job, j.entry.id}]
+	switch {
+	case !ok:
+		return StatusCancelled, "the schedule entry was removed before this attempt started: not run", true
+	case st.paused:
+		return StatusPaused, "the schedule entry is paused: not run", true
+	}
+	return "", "", false
 }

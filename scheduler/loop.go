@@ -304,6 +304,10 @@ func (s *Scheduler) runRetrying(a *slotAttempt) {
 			s.recordPaused(j, slot, a.in.Token, a.in.Attempt, false, p)
 			return
 		}
+		if status, why, held := s.entryHeld(j); held {
+			s.recordNotRun(j, slot, a.in.Token, a.in.Attempt, false, status, why)
+			return
+		}
 		if late := s.clock.Now().Sub(res.retry.at); late > res.retry.within {
 			// The failure before it stands: the slot's final failure.
 			s.log.Warn("retry not run: its start window passed", j.logAttr(), "slot", slot, "attempt", a.in.Attempt, "late", late)

@@ -13,20 +13,26 @@ import (
 // it and writes the record once it has (a backup that took the slot over meanwhile
 // decides it itself, and this instance records nothing).
 func (s *Scheduler) decidePaused(j *job, c *leaseClaim, attempt int, l *lease, p Pause) {
-	if s.finishDecided(j, c, attempt, l, StatusPaused) {
-		s.recordPaused(j, c.Slot, c.Token, attempt, c.backfill(), p)
+	s.decideNotRun(j, c, attempt, l, StatusPaused, pausedWhy(p))
+}
+
+// decideNotRun finishes a won lease's slot with status, not run, and records it
+// so with why, as decidePaused does.
+func (s *Scheduler) decideNotRun(j *job, c *leaseClaim, attempt int, l *lease, status Status, why string) {
+	if s.finishDecided(j, c, attempt, l, status) {
+		s.recordNotRun(j, c.Slot, c.Token, attempt, c.backfill(), status, why)
 		return
 	}
 	emitted := false
-	s.finishThenRecord(j, c.Key(), StatusPaused, true, func(stale bool) (backend.StoredResult, backend.Retention, bool) {
+	s.finishThenRecord(j, c.Key(), status, true, func(stale bool) (backend.StoredResult, backend.Retention, bool) {
 		if stale {
 			return backend.StoredResult{}, backend.Retention{}, false // another attempt holds the slot: it decides
 		}
 		if !emitted {
 			emitted = true
-			s.emit(Event{Kind: EventPaused, Job: j.name, Slot: c.Slot, Token: c.Token, Status: StatusPaused, Backfill: c.backfill()})
+			s.emitNotRun(j, c.Slot, c.Token, c.backfill(), status)
 		}
-		r, keep := s.pausedRecord(j, c.Slot, c.Token, attempt, c.backfill(), p)
+		r, keep := s.notRunRecord(j, c.Slot, c.Token, attempt, c.backfill(), status, why)
 		return r, keep, true
 	})
 }
@@ -86,17 +92,31 @@ func (s *Scheduler) storedAs(j *job, c *leaseClaim, attempt int, status Status) 
 
 // recordPaused stores the history record of a slot decided paused: not run.
 func (s *Scheduler) recordPaused(j *job, slot time.Time, token string, attempt int, backfill bool, p Pause) {
-	in := s.claimInput(j, slot, max(attempt, 1))
-	in.Token, in.Backfill = token, backfill
-	s.save(&slotAttempt{j: j, in: in}, execResult{Status: StatusPaused, FinishedAt: s.clock.Now(), Error: pausedWhy(p)})
-	s.emit(Event{Kind: EventPaused, Job: j.name, Slot: slot, Token: token, Status: StatusPaused, Backfill: backfill})
+	s.recordNotRun(j, slot, token, attempt, backfill, StatusPaused, pausedWhy(p))
 }
 
-// pausedRecord is the history record of a slot decided paused, and the job's
-// retention.
-func (s *Scheduler) pausedRecord(j *job, slot time.Time, token string, attempt int, backfill bool, p Pause) (backend.StoredResult, backend.Retention) {
-	return backend.StoredResult{Slot: slot, Token: token, Instance: s.instance, Attempt: max(attempt, 1), Backfill: backfill, Status: StatusPaused,
-		FinishedAt: s.clock.Now(), Error: backend.TruncateText(pausedWhy(p), MaxErrorText)}, backend.Retention{Size: j.cfg.historySize, TTL: j.cfg.historyTTL}
+// recordNotRun stores the history record of a slot decided status (paused, or
+// cancelled as its entry was removed) with why: not run.
+func (s *Scheduler) recordNotRun(j *job, slot time.Time, token string, attempt int, backfill bool, status Status, why string) {
+	in := s.claimInput(j, slot, max(attempt, 1))
+	in.Token, in.Backfill = token, backfill
+	s.save(&slotAttempt{j: j, in: in}, execResult{Status: status, FinishedAt: s.clock.Now(), Error: why})
+	s.emitNotRun(j, slot, token, backfill, status)
+}
+
+// emitNotRun reports a slot decided paused (EventPaused); a slot cancelled before
+// it started has no event of its own (the log says it).
+func (s *Scheduler) emitNotRun(j *job, slot time.Time, token string, backfill bool, status Status) {
+	if status == StatusPaused {
+		s.emit(Event{Kind: EventPaused, Job: j.name, Slot: slot, Token: token, Status: status, Backfill: backfill})
+	}
+}
+
+// notRunRecord is the history record of a slot decided status with why (not
+// run), and the job's retention.
+func (s *Scheduler) notRunRecord(j *job, slot time.Time, token string, attempt int, backfill bool, status Status, why string) (backend.StoredResult, backend.Retention) {
+	return backend.StoredResult{Slot: slot, Token: token, Instance: s.instance, Attempt: max(attempt, 1), Backfill: backfill, Status: status,
+		FinishedAt: s.clock.Now(), Error: backend.TruncateText(why, MaxErrorText)}, backend.Retention{Size: j.cfg.historySize, TTL: j.cfg.historyTTL}
 }
 
 // pausedWhy says which pause held a slot.

@@ -228,6 +228,12 @@ func (s *Scheduler) runLeased(j *job, c *leaseClaim, res backend.ClaimResult, se
 			c.bf.decided(BackfillPaused, StatusPaused)
 			return
 		}
+		if status, why, held := s.entryHeld(j); held {
+			s.log.Info("attempt of a schedule entry not run", j.logAttr(), "slot", c.Slot, "attempt", in.Attempt, "status", status, "why", why)
+			s.decideNotRun(j, c, res.Attempt, l, status, why)
+			c.bf.notRun(errors.New(why))
+			return
+		}
 		out = s.execute(s.hardCtx, a)
 	}
 	c.bf.ran(out.Status, in.Attempt, s.instance, out.Error)
