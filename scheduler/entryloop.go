@@ -20,7 +20,7 @@ type entrySet struct {
 	wake   chan struct{} // buffered 1: the heap's head changed
 	synced chan struct{} // closed once the stored entries were read
 	// orphans counts the entries of jobs this instance does not declare.
-	orphans map[entryKey]struct{}
+	orphans map[entryKey]int // → the reading that saw it
 	// gen is the watch's reading: entries not seen in a new reading were removed
 	// while the watch was down.
 	gen int
@@ -62,7 +62,7 @@ func (h *entryHeap) Pop() any {
 }
 
 func newEntrySet() *entrySet {
-	return &entrySet{byKey: map[entryKey]*entryState{}, wake: make(chan struct{}, 1), synced: make(chan struct{}), orphans: map[entryKey]struct{}{}}
+	return &entrySet{byKey: map[entryKey]*entryState{}, wake: make(chan struct{}, 1), synced: make(chan struct{}), orphans: map[entryKey]int{}}
 }
 
 // schedule (re)places st in the heap at its next slot after from.
@@ -157,6 +157,11 @@ func (s *Scheduler) entriesSynced(first bool, owed []adoption, loaded int, start
 			es.removeLocked(k)
 		}
 	}
+	for k, gen := range es.orphans {
+		if gen != es.gen {
+			delete(es.orphans, k)
+		}
+	}
 	n, orphans := len(es.byKey), len(es.orphans)
 	es.mu.Unlock()
 	if first {
@@ -187,7 +192,7 @@ func (s *Scheduler) entryChanged(c backend.EntryChange, first bool) (adoption, b
 		if c.Removed {
 			delete(es.orphans, k)
 		} else {
-			es.orphans[k] = struct{}{}
+			es.orphans[k] = es.gen
 		}
 		return adoption{}, false
 	}

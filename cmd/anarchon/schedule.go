@@ -154,11 +154,16 @@ func entryTime(name, v string, now time.Time) (time.Time, error) {
 }
 
 // applySpec changes spec by the flags given: a schedule flag replaces the
-// schedule, an empty --start or --end removes the bound.
+// schedule (a new --cron keeps the zone of a cron schedule unless --zone is
+// given), an empty --start or --end removes the bound.
 func (c *cli) applySpec(spec fleet.EntrySpec, now time.Time) (fleet.EntrySpec, error) {
 	p, g := &c.sched, c.given
 	if g["every"] || g["cron"] || g["at"] {
+		zone := spec.Zone
 		spec.Every, spec.Cron, spec.Zone, spec.At = "", "", "", time.Time{}
+		if g["cron"] && !g["every"] && !g["at"] {
+			spec.Zone = zone
+		}
 	}
 	if g["every"] {
 		spec.Every = p.every

@@ -83,6 +83,18 @@ func TestScheduleAddShowSetRemove(t *testing.T) {
 	assert.Equal(t, first.Cron, second.Cron)
 	assert.Equal(t, first.Payload, second.Payload, "the payload kept")
 
+	// A new cron expression keeps the entry's zone.
+	r = anarchon(t, append(srv, "schedule", "set", "feeds", "eu-west", "--cron", "0 10 * * *")...)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	recron, err := f.stored(t, "eu-west")
+	require.NoError(t, err)
+	assert.Equal(t, "0 10 * * *", recron.Cron)
+	assert.Equal(t, "Europe/Athens", recron.Zone, "the zone kept")
+	r = anarchon(t, append(srv, "schedule", "set", "feeds", "eu-west", "--cron", "0 9 * * *")...)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	second, err = f.stored(t, "eu-west")
+	require.NoError(t, err)
+
 	// A change based on the first revision is refused: nothing stored.
 	rev := strconv.FormatUint(first.Revision, 10)
 	r = anarchon(t, append(srv, "schedule", "set", "feeds", "eu-west", "--every", "1h", "--rev", rev)...)
