@@ -49,6 +49,7 @@ def ts(s):
 
 starts = collections.Counter()
 firsts = collections.defaultdict(list)
+by_minute = collections.defaultdict(lambda: [0, 0, []])  # minute → late, runs, lags
 lags, late, warns = [], collections.Counter(), collections.Counter()
 for f in a.logs:
     for line in open(f, errors="replace"):
@@ -71,8 +72,11 @@ for f in a.logs:
             if e.get("attempt") == 1:
                 firsts[key].append(e.get("instance"))
                 lags.append(e.get("lag", 0) / 1e9)
+                by_minute[int(slot) // 60][1] += 1
+                by_minute[int(slot) // 60][2].append(e.get("lag", 0) / 1e9)
         elif e.get("msg", "").startswith("slot late"):
             late[key] += 1
+            by_minute[int(slot) // 60][0] += 1
 
 ran = {k for (k, _a) in starts}
 dups = sum(1 for v in starts.values() if v > 1) + sum(1 for v in firsts.values() if len(v) > 1)
@@ -89,3 +93,9 @@ if a.restart:
     print(f"slots due while replica c restarted: {len(inwin)}, missed {sum(1 for k in inwin if k in missed)}")
 for m, c in warns.most_common(6):
     print(f"  WARN/ERROR x{c}: {m}")
+print("by minute (UTC): late slots, runs, lag p99")
+for m in sorted(by_minute):
+    n_late, runs, ls = by_minute[m]
+    ls.sort()
+    p99 = ls[min(len(ls) - 1, int(.99 * len(ls)))] if ls else float("nan")
+    print(f"  {datetime.datetime.fromtimestamp(m * 60, datetime.timezone.utc):%H:%M}  {n_late:6d} {runs:7d}  {p99:.3f} s")
