@@ -336,7 +336,7 @@ func backendName(leases bool) string {
 // runLoad is section 2: cfg.jobs jobs every second on three anarchon instances,
 // with kvlease leases or on the plain JetStream backend.
 func runLoad(ctx context.Context, cfg config, leases bool) (*loadResult, error) {
-	return runFleet(ctx, cfg, fleet{jobs: cfg.jobs, interval: loadInterval, window: cfg.duration, lead: cfg.warmup, settle: cfg.warmup}, leases)
+	return runFleet(ctx, cfg, fleet{jobs: cfg.jobs, interval: loadInterval, window: cfg.duration, lead: cfg.warmup, settle: cfg.warmup, entries: cfg.entries && leases}, leases)
 }
 
 // fleet is the shape of one load run: jobs every interval, measured for window
@@ -346,6 +346,8 @@ type fleet struct {
 	interval, window time.Duration
 	lead, settle     time.Duration
 	jitter           time.Duration // of every job (0: cfg's)
+	// entries makes the jobs schedule entries of one declared job.
+	entries bool
 }
 
 // runFleet runs f's jobs on three anarchon instances, with kvlease leases or on the
@@ -362,9 +364,16 @@ func runFleet(ctx context.Context, cfg config, f fleet, leases bool) (*loadResul
 	t := newTally(names, slots, f.interval)
 	ev := &eventCounter{t: t, counts: map[string]int64{}}
 	res := &loadResult{name: "anarchon, " + backendName(leases), jobs: f.jobs, duration: f.window, interval: f.interval, jitter: f.jitter}
+	if f.entries {
+		res.name += ", schedule entries of one job"
+	}
 
 	handler := func(_ context.Context, run scheduler.Run) error {
-		t.record(run.Job, run.Slot, time.Now())
+		name := run.Job
+		if run.Entry != "" {
+			name = run.Entry
+		}
+		t.record(name, run.Slot, time.Now())
 		return nil
 	}
 	var ins []*anarchonInstance
@@ -379,6 +388,16 @@ func runFleet(ctx context.Context, cfg config, f fleet, leases bool) (*loadResul
 			return nil, err
 		}
 		ins = append(ins, in)
+		if f.entries {
+			opts := cfg.jobOptions()
+			if f.jitter > 0 {
+				opts = []scheduler.JobOption{scheduler.WithJitter(f.jitter)}
+			}
+			if err := in.s.Declare(entriesJob, handler, append(opts, scheduler.WithMaxLate(f.interval))...); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		for _, name := range names {
 			opts := cfg.jobOptions()
 			if f.jitter > 0 {
@@ -394,6 +413,12 @@ func runFleet(ctx context.Context, cfg config, f fleet, leases bool) (*loadResul
 	if err := startAll(ctx, ins); err != nil {
 		_ = stopAll(ins, 5*time.Second)
 		return nil, err
+	}
+	if f.entries {
+		if err := addEntries(ctx, ins, names, f.interval); err != nil {
+			_ = stopAll(ins, 5*time.Second)
+			return nil, err
+		}
 	}
 	res.startup = time.Since(t0)
 	res.rssStarted = rssBytes() - rss0
@@ -638,4 +663,40 @@ func (l *loadResult) byMinuteLine() string {
 		parts = append(parts, fmt.Sprintf("%d: %s / %s", m+1, dur(lags.pct(99)), rss))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// entriesJob is the one job of a load run on schedule entries.
+const entriesJob = "load-entries"
+
+// addEntries stores one entry per name, every interval, through the first
+// instance, and waits until every instance follows them all.
+func addEntries(ctx context.Context, ins []*anarchonInstance, names []string, interval time.Duration) error {
+	sem := make(chan struct{}, 64)
+	errs := make(chan error, len(names))
+	for _, name := range names {
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem }()
+			_, err := ins[0].s.AddEntry(ctx, entriesJob, name, scheduler.EntrySpec{Every: interval})
+			errs <- err
+		}()
+	}
+	for range names {
+		if err := <-errs; err != nil {
+			return fmt.Errorf("add entry: %w", err)
+		}
+	}
+	for _, in := range ins {
+		for {
+			if n, _ := in.s.EntryCounts(); n == len(names) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+	return nil
 }

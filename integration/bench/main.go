@@ -81,9 +81,11 @@ type config struct {
 	duration time.Duration
 	quick    bool
 	leases   bool
-	plain    bool
-	peer     bool
-	samples  int
+	// entries runs the load's jobs as schedule entries of one declared job.
+	entries bool
+	plain   bool
+	peer    bool
+	samples int
 	// claimTrials is how many trials section 1 splits its samples into.
 	claimTrials int
 	scale       []int
@@ -139,6 +141,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.DurationVar(&c.duration, "duration", fullDefaults.duration, "measured window of the load and peer sections (whole seconds)")
 	fs.BoolVar(&c.quick, "quick", false, "a smoke test: small defaults, finishes in under a minute")
 	fs.BoolVar(&c.leases, "leases", true, "run anarchon with kvlease leases (false: the plain JetStream backend; no takeover section)")
+	fs.BoolVar(&c.entries, "entries", false, "run the load section's jobs as schedule entries of one job (one stream) instead of declared jobs (a stream each); needs leases")
 	fs.BoolVar(&c.plain, "plain", true, "also run the load on the plain JetStream backend (no leases), for comparison")
 	fs.BoolVar(&c.peer, "peer", true, "run the gocron peer (section 5)")
 	fs.IntVar(&c.samples, "samples", fullDefaults.samples, "samples of each claim operation, split over -claim-trials")
