@@ -25,7 +25,8 @@ type LastRuns struct {
 // subjects). Without it, Scheduler.LastRuns (package scheduler) reads each job's recent history.
 type LastRunsReader interface {
 	// LastRuns returns an entry for every job in jobs (empty for a job with no
-	// run).
+	// run). With an error, the jobs it could read are in the map and those it
+	// could not are left out.
 	LastRuns(ctx context.Context, jobs []string) (map[string]LastRuns, error)
 }
 

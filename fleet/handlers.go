@@ -249,11 +249,11 @@ func (f *Service) jobState(ctx context.Context, j scheduler.JobInfo, last map[st
 	} else if j.Next.IsZero() && !j.EntriesOnly {
 		st.State = JobEnded
 	}
-	if lastErr != nil {
+	l, read := last[j.Job]
+	if lastErr != nil && !read { // the other jobs' last runs were read
 		st.ViewError = shortText("last runs: " + lastErr.Error())
 		return st
 	}
-	l := last[j.Job]
 	st.LastRun, st.LastSuccess, st.LastFailure = runPtr(l.Run), runPtr(l.Success), runPtr(l.Failure)
 	active, err := f.s.Active(ctx, j.Job)
 	if err != nil {

@@ -58,10 +58,7 @@ func (b *Backend) LastRuns(ctx context.Context, jobs []string) (map[string]backe
 		})
 	}
 	wg.Wait()
-	if first != nil {
-		return nil, first
-	}
-	return out, nil
+	return out, first // with an error, the jobs read are in out
 }
 
 func cmpErr(have, err error) error {

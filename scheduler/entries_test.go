@@ -500,3 +500,33 @@ func TestDescribeAJobOfEntries(t *testing.T) {
 	require.NoError(t, s.Declare("j", func(context.Context, scheduler.Run) error { return nil }))
 	assert.Equal(t, "its schedule entries", scheduler.DescribeSchedule(s.Jobs()[0].Schedule))
 }
+
+// failingHistory fails the history of one job.
+type failingHistory struct {
+	*memory.Backend
+	job string
+}
+
+func (f failingHistory) History(ctx context.Context, job string, limit int) ([]backend.RunRecord, error) {
+	if job == f.job {
+		return nil, errors.New("unreadable")
+	}
+	return f.Backend.History(ctx, job, limit)
+}
+
+func TestLastRunsOfTheOtherJobsDespiteOne(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, failingHistory{memory.New(), "bad"}, "A")
+		ok := func(context.Context, scheduler.Run) error { return nil }
+		require.NoError(t, s.Every("bad", time.Second, ok))
+		require.NoError(t, s.Every("good", time.Second, ok))
+		require.NoError(t, s.Start(t.Context()))
+		defer s.Stop(context.Background())
+		time.Sleep(1500 * time.Millisecond)
+		last, err := s.LastRuns(t.Context())
+		require.Error(t, err, "one job could not be read")
+		_, read := last["bad"]
+		assert.False(t, read)
+		require.NotNil(t, last["good"].Run, "the other job's last runs are read and returned")
+	})
+}

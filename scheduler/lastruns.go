@@ -10,7 +10,8 @@ import (
 // LastRuns returns the newest run, success and failure of each named job (every
 // declared job when none is named), read from the backend the replicas share:
 // in one batched read when it implements [backend.LastRunsReader], else from each job's
-// last [LastRunsDepth] history records.
+// last [LastRunsDepth] history records. With an error, the jobs it could read
+// are in the map and those it could not are left out.
 func (s *Scheduler) LastRuns(ctx context.Context, jobs ...string) (map[string]LastRuns, error) {
 	if len(jobs) == 0 {
 		for _, j := range s.Jobs() {
@@ -35,17 +36,21 @@ func (s *Scheduler) lastRunsOf(ctx context.Context, jobs []string) (map[string]L
 	if r, ok := s.backend.(backend.LastRunsReader); ok {
 		out, err := r.LastRuns(ctx, jobs)
 		if err != nil {
-			return nil, fmt.Errorf("scheduler: last runs: %w", err)
+			return out, fmt.Errorf("scheduler: last runs: %w", err)
 		}
 		return out, nil
 	}
 	out := make(map[string]LastRuns, len(jobs))
+	var first error
 	for _, name := range jobs {
 		recs, err := s.backend.History(ctx, name, LastRunsDepth)
 		if err != nil {
-			return nil, fmt.Errorf("scheduler: last runs of %q: %w", name, err)
+			if first == nil {
+				first = fmt.Errorf("scheduler: last runs of %q: %w", name, err)
+			}
+			continue
 		}
 		out[name] = backend.SummarizeRuns(name, recs)
 	}
-	return out, nil
+	return out, first
 }
