@@ -235,14 +235,9 @@ func (f *Service) entries(job string) func(context.Context, []byte) (any, error)
 		if err := decode(data, &in); err != nil {
 			return nil, err
 		}
-		limit := in.Limit
-		switch {
-		case limit < 0:
-			return nil, badRequest("limit %d is negative", limit)
-		case limit == 0:
-			limit = DefaultEntriesLimit
-		case limit > MaxEntriesLimit:
-			limit = MaxEntriesLimit
+		limit, err := clampLimit("limit", in.Limit, DefaultEntriesLimit, MaxEntriesLimit)
+		if err != nil {
+			return nil, err
 		}
 		if in.After != "" {
 			if err := checkEntryID(in.After); err != nil {
@@ -307,14 +302,9 @@ func (f *Service) entry(job string) func(context.Context, []byte) (any, error) {
 		if err := checkEntryID(in.ID); err != nil {
 			return nil, err
 		}
-		limit := in.History
-		switch {
-		case limit < 0:
-			return nil, badRequest("history %d is negative", limit)
-		case limit == 0:
-			limit = DefaultEntryHistory
-		case limit > MaxEntryHistory:
-			limit = MaxEntryHistory
+		limit, err := clampLimit("history", in.History, DefaultEntryHistory, MaxEntryHistory)
+		if err != nil {
+			return nil, err
 		}
 		view, err := f.s.EntryView(ctx, job, in.ID)
 		if err != nil {

@@ -444,14 +444,9 @@ func (f *Service) history(job string) func(context.Context, []byte) (any, error)
 		if err := decode(data, &in); err != nil {
 			return nil, err
 		}
-		limit := in.Limit
-		switch {
-		case limit < 0:
-			return nil, badRequest("limit %d is negative", limit)
-		case limit == 0:
-			limit = DefaultHistoryLimit
-		case limit > MaxHistoryLimit:
-			limit = MaxHistoryLimit
+		limit, err := clampLimit("limit", in.Limit, DefaultHistoryLimit, MaxHistoryLimit)
+		if err != nil {
+			return nil, err
 		}
 		recs, err := f.s.History(ctx, job, limit)
 		if err != nil {
@@ -630,4 +625,16 @@ func backfillCounts(res scheduler.BackfillResult) map[string]int {
 		out[string(s.Outcome)]++
 	}
 	return out
+}
+
+// clampLimit is a request's limit (called name in the error): def when absent,
+// at most most; a negative one is a bad request.
+func clampLimit(name string, limit, def, most int) (int, error) {
+	switch {
+	case limit < 0:
+		return 0, badRequest("%s %d is negative", name, limit)
+	case limit == 0:
+		return def, nil
+	}
+	return min(limit, most), nil
 }
