@@ -530,3 +530,55 @@ func TestLastRunsOfTheOtherJobsDespiteOne(t *testing.T) {
 		require.NotNil(t, last["good"].Run, "the other job's last runs are read and returned")
 	})
 }
+
+func TestEntriesCatchUpAFewAtATime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.New()
+		var (
+			mu            sync.Mutex
+			now, most     int
+			caughtUp      = map[string]bool{}
+			restartedAt   time.Time
+			restartedOnce bool
+		)
+		h := func(ctx context.Context, run scheduler.Run) error {
+			mu.Lock()
+			old := restartedOnce && run.Slot.Before(restartedAt)
+			if old {
+				caughtUp[run.Entry] = true
+				now++
+				most = max(most, now)
+			}
+			mu.Unlock()
+			if old {
+				time.Sleep(time.Second)
+				mu.Lock()
+				now--
+				mu.Unlock()
+			}
+			return nil
+		}
+		declare := func(s *scheduler.Scheduler) {
+			require.NoError(t, s.Declare("j", h, scheduler.WithCatchUp(scheduler.CatchUpLatest, time.Hour)))
+		}
+		first := startFleet(t, mem, 1, declare)
+		const n = 200
+		for i := range n {
+			_, err := first[0].AddEntry(t.Context(), "j", fmt.Sprint("e", i), scheduler.EntrySpec{Every: time.Minute})
+			require.NoError(t, err)
+		}
+		require.NoError(t, first[0].Stop(t.Context()))
+		time.Sleep(3 * time.Minute) // every entry misses slots
+		mu.Lock()
+		restartedAt, restartedOnce = time.Now(), true
+		mu.Unlock()
+		later := startFleet(t, mem, 1, declare)
+		time.Sleep(30 * time.Second)
+		require.NoError(t, later[0].Stop(t.Context()))
+		mu.Lock()
+		defer mu.Unlock()
+		assert.Len(t, caughtUp, n, "every entry ran its latest missed slot")
+		assert.LessOrEqual(t, most, 32, "a few entries catch up at a time")
+		assert.Greater(t, most, 1, "in parallel")
+	})
+}

@@ -24,6 +24,9 @@ type entrySet struct {
 	// gen is the watch's reading: entries not seen in a new reading were removed
 	// while the watch was down.
 	gen int
+	// catchUps are the entries' catch-ups waiting for one of catchUpWorkers.
+	catchUps       []func()
+	catchUpWorkers int
 }
 
 type entryKey struct{ job, id string }
@@ -231,7 +234,40 @@ func (s *Scheduler) entryChanged(c backend.EntryChange, first bool) (adoption, b
 	if !first || s.runs == nil || e.Paused {
 		return adoption{}, false
 	}
-	return s.recover(j, now), true
+	return s.recoverWith(j, now, s.queueCatchUp), true
+}
+
+// maxEntryCatchUps bounds the entries whose missed slots are caught up at once:
+// a replica that starts after downtime may find every entry owing slots.
+const maxEntryCatchUps = 32
+
+// queueCatchUp runs an entry's catch-up on one of at most maxEntryCatchUps
+// workers, in the order queued. Called with s.entries.mu held.
+func (s *Scheduler) queueCatchUp(catchUp func()) {
+	es := s.entries
+	es.catchUps = append(es.catchUps, catchUp)
+	if es.catchUpWorkers >= maxEntryCatchUps {
+		return
+	}
+	es.catchUpWorkers++
+	s.handlers.Add(1)
+	go func() {
+		defer s.handlers.Done()
+		for {
+			es.mu.Lock()
+			if len(es.catchUps) == 0 || s.loopCtx.Err() != nil {
+				es.catchUps = nil
+				es.catchUpWorkers--
+				es.mu.Unlock()
+				return
+			}
+			next := es.catchUps[0]
+			es.catchUps[0] = nil
+			es.catchUps = es.catchUps[1:]
+			es.mu.Unlock()
+			next()
+		}
+	}()
 }
 
 // dispatchEntries claims each entry's slots when they are due, until the loops

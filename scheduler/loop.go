@@ -55,17 +55,24 @@ func (c jobConfig) jitterDelay() time.Duration {
 // loop claims (released or expired ones are taken over, live ones stood by for),
 // so that a hand-over nobody was waiting for still finds a taker.
 func (s *Scheduler) recover(j *job, now time.Time) adoption {
+	return s.recoverWith(j, now, func(catchUp func()) {
+		s.handlers.Add(1)
+		go func() {
+			defer s.handlers.Done()
+			catchUp()
+		}()
+	})
+}
+
+// recoverWith is recover with the catch-up started by start.
+func (s *Scheduler) recoverWith(j *job, now time.Time, start func(catchUp func())) adoption {
 	missed, capped := j.missedSlots(now)
 	claimed := make(map[int64]bool, len(missed)+len(capped))
 	for _, t := range append(missed, capped...) {
 		claimed[t.UnixMilli()] = true
 	}
 	if len(missed)+len(capped) > 0 {
-		s.handlers.Add(1)
-		go func() {
-			defer s.handlers.Done()
-			s.catchUp(j, missed, capped)
-		}()
+		start(func() { s.catchUp(j, missed, capped) })
 	}
 	return adoption{j: j, before: now.Add(-j.cfg.maxLate), claimed: claimed}
 }
