@@ -582,3 +582,26 @@ func TestEntriesCatchUpAFewAtATime(t *testing.T) {
 		assert.Greater(t, most, 1, "in parallel")
 	})
 }
+
+func TestAnEntryThatCannotRunIsReportedToAHookThatReadsEntries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.New()
+		var s *scheduler.Scheduler
+		reported := make(chan int, 1)
+		s = newScheduler(t, mem, "A", func(c *scheduler.Config) {
+			c.OnEvent = func(e scheduler.Event) {
+				if e.Kind == scheduler.EventBackendError && e.Op == "entry" {
+					followed, _ := s.EntryCounts() // a hook may read the entries
+					reported <- followed
+				}
+			}
+		})
+		require.NoError(t, s.Declare("j", func(context.Context, scheduler.Run) error { return nil }))
+		_, err := mem.CreateEntry(t.Context(), backend.Entry{Job: "j", ID: "x", EntrySpec: backend.EntrySpec{Cron: "0 9 * * *", Zone: "Nowhere/Atlantis"}})
+		require.NoError(t, err, "stored by a host that knows the zone")
+		require.NoError(t, s.Start(t.Context()))
+		defer s.Stop(context.Background())
+		require.NoError(t, s.EntriesLoaded(t.Context()))
+		assert.Equal(t, 0, <-reported, "reported, and not followed")
+	})
+}

@@ -183,21 +183,31 @@ func (s *Scheduler) entriesSynced(first bool, owed []adoption, loaded int, start
 // entryChanged applies one change of the watch. On the first reading, it starts
 // the entry's catch-up and returns what it owes its unfinished runs.
 func (s *Scheduler) entryChanged(c backend.EntryChange, first bool) (adoption, bool) {
+	s.mu.Lock()
+	p := s.jobs[c.Entry.Job]
+	s.mu.Unlock()
+	s.entries.mu.Lock()
+	a, owes, refused := s.entryChangedLocked(c, p, first)
+	s.entries.mu.Unlock()
+	if refused != nil { // the hook may read the entries: not under their lock
+		s.emit(*refused)
+	}
+	return a, owes
+}
+
+// entryChangedLocked is entryChanged under s.entries.mu, for p, the entry's job
+// declared here (nil: none). It returns the event of an entry it cannot run.
+func (s *Scheduler) entryChangedLocked(c backend.EntryChange, p *job, first bool) (adoption, bool, *Event) {
 	e := c.Entry
 	k := entryKey{e.Job, e.ID}
 	es := s.entries
-	s.mu.Lock()
-	p := s.jobs[e.Job]
-	s.mu.Unlock()
-	es.mu.Lock()
-	defer es.mu.Unlock()
 	if p == nil {
 		if c.Removed {
 			delete(es.orphans, k)
 		} else {
 			es.orphans[k] = es.gen
 		}
-		return adoption{}, false
+		return adoption{}, false, nil
 	}
 	if c.Removed {
 		// A removal the store reports without a revision (a SQL watcher that
@@ -206,23 +216,22 @@ func (s *Scheduler) entryChanged(c backend.EntryChange, first bool) (adoption, b
 		if st, ok := es.byKey[k]; ok && (e.Revision == 0 || st.rev <= e.Revision) {
 			es.removeLocked(k)
 		}
-		return adoption{}, false
+		return adoption{}, false, nil
 	}
 	old, known := es.byKey[k]
 	if known && old.rev >= e.Revision {
 		old.gen = es.gen
-		return adoption{}, false
+		return adoption{}, false, nil
 	}
 	j, err := s.entryJob(p, e)
 	if err != nil {
 		// Stored by another version, or a zone this host lacks: never run
 		// silently wrong, say so on every change.
 		s.log.Error("schedule entry cannot run here", "job", e.Job, "entry", e.ID, "err", err)
-		s.emit(Event{Kind: EventBackendError, Job: e.Job, Entry: e.ID, Op: "entry", Err: err})
 		if known {
 			es.removeLocked(k)
 		}
-		return adoption{}, false
+		return adoption{}, false, &Event{Kind: EventBackendError, Job: e.Job, Entry: e.ID, Op: "entry", Err: err}
 	}
 	st := &entryState{j: j, rev: e.Revision, paused: e.Paused, idx: -1, gen: es.gen}
 	if known {
@@ -232,9 +241,9 @@ func (s *Scheduler) entryChanged(c backend.EntryChange, first bool) (adoption, b
 	now := s.clock.Now()
 	es.scheduleLocked(st, now.Add(-j.cfg.maxLate))
 	if !first || s.runs == nil || e.Paused {
-		return adoption{}, false
+		return adoption{}, false, nil
 	}
-	return s.recoverWith(j, now, s.queueCatchUp), true
+	return s.recoverWith(j, now, s.queueCatchUp), true, nil
 }
 
 // maxEntryCatchUps bounds the entries whose missed slots are caught up at once:
