@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 )
 
 // Errors of the entry store, matched with errors.Is.
@@ -63,17 +61,8 @@ func JobOf(name string) string {
 // ValidateEntryID reports whether id can name an entry: the rules of job names,
 // at most MaxEntryIDLen bytes.
 func ValidateEntryID(id string) error {
-	switch {
-	case id == "":
-		return fmt.Errorf("%w: empty ID", ErrInvalidEntry)
-	case !utf8.ValidString(id):
-		return fmt.Errorf("%w: ID %q is not valid UTF-8", ErrInvalidEntry, id)
-	case len(id) > MaxEntryIDLen:
-		return fmt.Errorf("%w: ID of %d bytes, at most %d", ErrInvalidEntry, len(id), MaxEntryIDLen)
-	case strings.TrimSpace(id) != id:
-		return fmt.Errorf("%w: ID %q has leading or trailing space", ErrInvalidEntry, id)
-	case strings.IndexFunc(id, unicode.IsControl) >= 0:
-		return fmt.Errorf("%w: ID %q contains a control character", ErrInvalidEntry, id)
+	if problem := nameProblem(id, "ID", MaxEntryIDLen); problem != "" {
+		return fmt.Errorf("%w: %s", ErrInvalidEntry, problem)
 	}
 	return nil
 }

@@ -11,19 +11,36 @@ import (
 // most MaxJobNameLen bytes, no control characters, no leading or trailing space.
 // Backends encode the name for their own stores; they do not restrict it further.
 func ValidateJobName(name string) error {
-	switch {
-	case name == "":
-		return fmt.Errorf("%w: empty", ErrInvalidJobName)
-	case !utf8.ValidString(name):
-		return fmt.Errorf("%w: %q is not valid UTF-8", ErrInvalidJobName, name)
-	case len(name) > MaxJobNameLen:
-		return fmt.Errorf("%w: %d bytes, at most %d", ErrInvalidJobName, len(name), MaxJobNameLen)
-	case strings.TrimSpace(name) != name:
-		return fmt.Errorf("%w: %q has leading or trailing space", ErrInvalidJobName, name)
-	case strings.IndexFunc(name, unicode.IsControl) >= 0:
-		return fmt.Errorf("%w: %q contains a control character", ErrInvalidJobName, name)
+	if problem := nameProblem(name, "", MaxJobNameLen); problem != "" {
+		return fmt.Errorf("%w: %s", ErrInvalidJobName, problem)
 	}
 	return nil
+}
+
+// nameProblem says what keeps s from naming a job or an entry (what, e.g. "ID",
+// names it in the text), or "" when nothing does.
+func nameProblem(s, what string, maxLen int) string {
+	named := fmt.Sprintf("%q", s)
+	if what != "" {
+		named = what + " " + named
+	}
+	switch {
+	case s == "":
+		return strings.TrimSpace("empty " + what)
+	case !utf8.ValidString(s):
+		return named + " is not valid UTF-8"
+	case len(s) > maxLen:
+		size := fmt.Sprintf("%d bytes, at most %d", len(s), maxLen)
+		if what != "" {
+			size = what + " of " + size
+		}
+		return size
+	case strings.TrimSpace(s) != s:
+		return named + " has leading or trailing space"
+	case strings.IndexFunc(s, unicode.IsControl) >= 0:
+		return named + " contains a control character"
+	}
+	return ""
 }
 
 // MaxJobNameLen is the longest job name accepted, in bytes.
