@@ -185,7 +185,7 @@ func (s *Scheduler) Backfill(ctx context.Context, name string, from, to time.Tim
 		return BackfillResult{}, fmt.Errorf("%w: %q", ErrJobNotFound, name)
 	}
 	switch state {
-	case stateNew:
+	case stateNew, stateStarting:
 		return BackfillResult{}, fmt.Errorf("backfill %q: %w: call Start first", name, ErrNotStarted)
 	case stateStopped:
 		return BackfillResult{}, fmt.Errorf("backfill %q: %w: the scheduler was stopped", name, ErrNotStarted)

@@ -128,6 +128,10 @@ func (s *Scheduler) handleClaim(j *job, slot time.Time, kind claimKind, bf *back
 		c.Rerun, c.RerunAttempt = bf.rerun, bf.rerunAttempt
 		c.why = "nobody started the backfilled slot before its deadline"
 	}
+	if j.gone.Err() != nil {
+		c.bf.notRun(fmt.Errorf("%w: %q was removed from this instance", ErrJobNotFound, j.name))
+		return
+	}
 	res, sent, err := s.claimAndWait(j, c)
 	if err != nil {
 		// Stopping, or the store stayed unreachable for as long as it matters.
@@ -255,6 +259,8 @@ func (s *Scheduler) claimLease(j *job, c *leaseClaim) (backend.ClaimResult, time
 		c.localDeadline = s.clock.Now().Add(j.cfg.maxLate)
 	}
 	giveUp := c.localDeadline.Add(c.Keep)
+	jctx, cancelJob := s.jobCtx(j)
+	defer cancelJob()
 	for attempt := 0; ; attempt++ {
 		sent := s.clock.Now()
 		rc := c.RunClaim
@@ -266,7 +272,7 @@ func (s *Scheduler) claimLease(j *job, c *leaseClaim) (backend.ClaimResult, time
 		default:
 			rc.Deadline = c.localDeadline.Add(s.maxSkew)
 		}
-		ctx, cancel := s.callCtx(s.loopCtx)
+		ctx, cancel := s.callCtx(jctx)
 		res, err := s.runs.Claim(ctx, rc)
 		cancel()
 		if err == nil {
@@ -281,7 +287,7 @@ func (s *Scheduler) claimLease(j *job, c *leaseClaim) (backend.ClaimResult, time
 		if c.unanswered.IsZero() {
 			c.unanswered = sent
 		}
-		if s.loopCtx.Err() != nil {
+		if jctx.Err() != nil { // stopping, or the job was removed here
 			return s.settleStopped(c, rc, err)
 		}
 		s.backendError(j, c.Slot, "claim", err)
@@ -295,7 +301,7 @@ func (s *Scheduler) claimLease(j *job, c *leaseClaim) (backend.ClaimResult, time
 			s.recordOnce(j, c.Slot, StatusLate, "the run store gave no answer: "+err.Error())
 			return backend.ClaimResult{}, sent, err
 		}
-		if !s.sleepUntil(s.loopCtx, s.clock.Now().Add(retryDelay(attempt))) {
+		if !s.sleepUntil(jctx, s.clock.Now().Add(retryDelay(attempt))) {
 			return backend.ClaimResult{}, sent, err
 		}
 	}
@@ -352,8 +358,11 @@ func (s *Scheduler) standby(j *job, c *leaseClaim, res backend.ClaimResult) (bac
 		if !res.WaitsFor.IsZero() && res.Outcome == backend.OutcomeRunning {
 			c.why = "the run of slot " + res.WaitsFor.UTC().Format(time.RFC3339Nano) + " that it asked to end (overlap policy cancel-other) had not ended by the slot's deadline"
 		}
-		if !s.waitForChange(s.loopCtx, j, c, res) {
-			return backend.ClaimResult{}, time.Time{}, s.loopCtx.Err()
+		jctx, cancel := s.jobCtx(j)
+		changed := s.waitForChange(jctx, j, c, res)
+		cancel()
+		if !changed { // stopping, or the job was removed here
+			return backend.ClaimResult{}, time.Time{}, context.Canceled
 		}
 		var sent time.Time
 		var err error

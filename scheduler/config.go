@@ -95,6 +95,8 @@ func New(cfg Config) (*Scheduler, error) {
 		maxSkew:  cfg.MaxClockSkew,
 		jobs:     make(map[string]*job),
 		entries:  newEntrySet(),
+		// closed and replaced at each change of the jobs
+		jobsChanged: make(chan struct{}),
 
 		middleware: append([]Middleware(nil), cfg.Middleware...),
 	}

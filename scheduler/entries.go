@@ -30,8 +30,9 @@ var (
 
 // Declare registers a job with no schedule of its own: its slots are those of
 // its schedule entries (AddEntry), and RunNow runs it. Like Every, it is called
-// before Start. Its max lateness defaults to DefaultMaxLate, each entry's to the
-// gap between that entry's slots when shorter.
+// before Start or on a started scheduler. Its max lateness defaults to
+// DefaultMaxLate, each entry's to the gap between that entry's slots when
+// shorter.
 func (s *Scheduler) Declare(name string, h Handler, opts ...JobOption) error {
 	if err := s.registerErr(name); err != nil {
 		return err
@@ -303,6 +304,7 @@ func (s *Scheduler) entryJob(p *job, e Entry) (*job, error) {
 	// The entry's run limit is its own (limitHit ends its slots): the job's
 	// own slots reaching the job's limit do not end it.
 	j.ended, j.end = context.Background(), func() {}
+	j.gone, j.remove = p.gone, p.remove
 	return j, nil
 }
 

@@ -14,13 +14,18 @@ import (
 // declares: every entry's run view and next slot, in one heap ordered by when
 // each is due, walked by one goroutine (never one per entry).
 type entrySet struct {
-	mu     sync.Mutex
-	byKey  map[entryKey]*entryState
-	due    entryHeap
-	wake   chan struct{} // buffered 1: the heap's head changed
-	synced chan struct{} // closed once the stored entries were read
-	// orphans counts the entries of jobs this instance does not declare.
-	orphans map[entryKey]int // → the reading that saw it
+	mu       sync.Mutex
+	byKey    map[entryKey]*entryState
+	due      entryHeap
+	wake     chan struct{} // buffered 1: the heap's head changed
+	synced   chan struct{} // closed once the stored entries were read
+	syncOnce sync.Once
+	// watching says the watch runs: from Start, or from the first job
+	// registered after a Start that had none.
+	watching bool
+	// orphans are the entries of jobs this instance does not declare, kept
+	// to be followed if the job is registered here later.
+	orphans map[entryKey]orphan
 	// gen is the watch's reading: entries not seen in a new reading were removed
 	// while the watch was down.
 	gen int
@@ -31,15 +36,20 @@ type entrySet struct {
 
 type entryKey struct{ job, id string }
 
+// orphan is an entry of a job this instance does not declare.
+type orphan struct {
+	e   Entry
+	gen int // the reading that saw it
+}
+
 // entryState is one entry as this instance follows it.
 type entryState struct {
-	j      *job
-	rev    uint64
-	paused bool
-	next   time.Time // the next slot; zero: none
-	fire   time.Time // when to claim it: next + jitter
-	idx    int       // in the heap; -1 when not in it
-	gen    int
+	j    *job
+	e    Entry     // as stored
+	next time.Time // the next slot; zero: none
+	fire time.Time // when to claim it: next + jitter
+	idx  int       // in the heap; -1 when not in it
+	gen  int
 }
 
 type entryHeap []*entryState
@@ -65,13 +75,13 @@ func (h *entryHeap) Pop() any {
 }
 
 func newEntrySet() *entrySet {
-	return &entrySet{byKey: map[entryKey]*entryState{}, wake: make(chan struct{}, 1), synced: make(chan struct{}), orphans: map[entryKey]int{}}
+	return &entrySet{byKey: map[entryKey]*entryState{}, wake: make(chan struct{}, 1), synced: make(chan struct{}), orphans: map[entryKey]orphan{}}
 }
 
 // schedule (re)places st in the heap at its next slot after from.
 func (es *entrySet) scheduleLocked(st *entryState, from time.Time) {
 	st.next = time.Time{}
-	if !st.paused && st.j.ended.Err() == nil && !st.j.limitHit.Load() {
+	if !st.e.Paused && st.j.ended.Err() == nil && st.j.gone.Err() == nil && !st.j.limitHit.Load() {
 		st.next = st.j.sched.Next(from)
 	}
 	if st.next.IsZero() {
@@ -160,15 +170,15 @@ func (s *Scheduler) entriesSynced(first bool, owed []adoption, loaded int, start
 			es.removeLocked(k)
 		}
 	}
-	for k, gen := range es.orphans {
-		if gen != es.gen {
+	for k, o := range es.orphans {
+		if o.gen != es.gen {
 			delete(es.orphans, k)
 		}
 	}
 	n, orphans := len(es.byKey), len(es.orphans)
 	es.mu.Unlock()
 	if first {
-		close(es.synced)
+		es.syncOnce.Do(func() { close(es.synced) })
 		s.log.Info("schedule entries loaded", "entries", n, "orphaned", orphans, "read", loaded, "took", s.clock.Now().Sub(started))
 	}
 	if len(owed) > 0 {
@@ -183,10 +193,12 @@ func (s *Scheduler) entriesSynced(first bool, owed []adoption, loaded int, start
 // entryChanged applies one change of the watch. On the first reading, it starts
 // the entry's catch-up and returns what it owes its unfinished runs.
 func (s *Scheduler) entryChanged(c backend.EntryChange, first bool) (adoption, bool) {
+	// Hand over hand: a job registered or removed meanwhile moves its entries
+	// under both locks, before or after this change, never beside it.
 	s.mu.Lock()
 	p := s.jobs[c.Entry.Job]
-	s.mu.Unlock()
 	s.entries.mu.Lock()
+	s.mu.Unlock()
 	a, owes, refused := s.entryChangedLocked(c, p, first)
 	s.entries.mu.Unlock()
 	if refused != nil { // the hook may read the entries: not under their lock
@@ -205,7 +217,7 @@ func (s *Scheduler) entryChangedLocked(c backend.EntryChange, p *job, first bool
 		if c.Removed {
 			delete(es.orphans, k)
 		} else {
-			es.orphans[k] = es.gen
+			es.orphans[k] = orphan{e: e, gen: es.gen}
 		}
 		return adoption{}, false, nil
 	}
@@ -213,13 +225,13 @@ func (s *Scheduler) entryChangedLocked(c backend.EntryChange, p *job, first bool
 		// A removal the store reports without a revision (a SQL watcher that
 		// learnt it from a new listing, its tombstone pruned) removes whatever
 		// revision is followed: the watch delivers it after every earlier change.
-		if st, ok := es.byKey[k]; ok && (e.Revision == 0 || st.rev <= e.Revision) {
+		if st, ok := es.byKey[k]; ok && (e.Revision == 0 || st.e.Revision <= e.Revision) {
 			es.removeLocked(k)
 		}
 		return adoption{}, false, nil
 	}
 	old, known := es.byKey[k]
-	if known && old.rev >= e.Revision {
+	if known && old.e.Revision >= e.Revision {
 		old.gen = es.gen
 		return adoption{}, false, nil
 	}
@@ -233,7 +245,7 @@ func (s *Scheduler) entryChangedLocked(c backend.EntryChange, p *job, first bool
 		}
 		return adoption{}, false, &Event{Kind: EventBackendError, Job: e.Job, Entry: e.ID, Op: "entry", Err: err}
 	}
-	st := &entryState{j: j, rev: e.Revision, paused: e.Paused, idx: -1, gen: es.gen}
+	st := &entryState{j: j, e: e, idx: -1, gen: es.gen}
 	if known {
 		es.removeLocked(k)
 	}
@@ -244,6 +256,54 @@ func (s *Scheduler) entryChangedLocked(c backend.EntryChange, p *job, first bool
 		return adoption{}, false, nil
 	}
 	return s.recoverWith(j, now, s.queueCatchUp), true, nil
+}
+
+// followOrphans follows the entries of j, a job registered on a started
+// scheduler, that were orphaned here so far, as the first reading of the
+// entries follows them; it returns what they owe their unfinished runs. Called
+// with s.mu held.
+func (s *Scheduler) followOrphans(j *job) []adoption {
+	es := s.entries
+	var (
+		owed    []adoption
+		refused []Event
+	)
+	es.mu.Lock()
+	for k, o := range es.orphans {
+		if k.job != j.name {
+			continue
+		}
+		delete(es.orphans, k)
+		if a, owes, ev := s.entryChangedLocked(backend.EntryChange{Entry: o.e}, j, true); owes {
+			owed = append(owed, a)
+		} else if ev != nil {
+			refused = append(refused, *ev)
+		}
+	}
+	es.mu.Unlock()
+	if len(refused) > 0 { // the hook may read the jobs: not under s.mu
+		s.handlers.Add(1)
+		go func() {
+			defer s.handlers.Done()
+			for _, e := range refused {
+				s.emit(e)
+			}
+		}()
+	}
+	return owed
+}
+
+// orphanJob stops following the entries of job, removed from this
+// instance: they are kept as orphans. Called with s.mu held.
+func (es *entrySet) orphanJob(job string) {
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	for k, st := range es.byKey {
+		if k.job == job {
+			es.removeLocked(k)
+			es.orphans[k] = orphan{e: st.e, gen: st.gen}
+		}
+	}
 }
 
 // maxEntryCatchUps bounds the entries whose missed slots are caught up at once:
@@ -338,7 +398,7 @@ func (s *Scheduler) waitEntries(d time.Duration) bool {
 // once after Start (at once when the backend keeps none), or ctx ends.
 func (s *Scheduler) EntriesLoaded(ctx context.Context) error {
 	s.mu.Lock()
-	started := s.state != stateNew
+	started := s.state == stateStarted || s.state == stateStopped
 	s.mu.Unlock()
 	if !started {
 		return ErrNotStarted
@@ -362,7 +422,7 @@ func (s *Scheduler) EntryCounts() (followed, orphaned int) {
 
 // entryRemoved reports whether j runs an entry this instance no longer follows.
 func (s *Scheduler) entryRemoved(j *job) bool {
-	if j.entry == nil {
+	if j.entry == nil || j.gone.Err() != nil { // its job was removed here, not the entry
 		return false
 	}
 	s.entries.mu.Lock()
@@ -376,7 +436,7 @@ func (s *Scheduler) entryRemoved(j *job) bool {
 // retry or a takeover of an earlier slot is held so too: no attempt of a
 // removed or paused entry starts once the instances have seen the change.
 func (s *Scheduler) entryHeld(j *job) (Status, string, bool) {
-	if j.entry == nil {
+	if j.entry == nil || j.gone.Err() != nil {
 		return "", "", false
 	}
 	s.entries.mu.Lock()
@@ -385,7 +445,7 @@ func (s *Scheduler) entryHeld(j *job) (Status, string, bool) {
 	switch {
 	case !ok:
 		return StatusCancelled, "the schedule entry was removed before this attempt started: not run", true
-	case st.paused:
+	case st.e.Paused:
 		return StatusPaused, "the schedule entry is paused: not run", true
 	}
 	return "", "", false

@@ -25,8 +25,19 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		s.mu.Unlock()
 		return err
 	}
+	s.state = stateStarting
 	jobs := append([]*job(nil), s.order...)
 	s.mu.Unlock()
+	started := false
+	defer func() {
+		if !started {
+			s.mu.Lock()
+			if s.state == stateStarting {
+				s.state = stateNew
+			}
+			s.mu.Unlock()
+		}
+	}()
 
 	if err := s.init(ctx); err != nil {
 		return err
@@ -58,9 +69,10 @@ func (s *Scheduler) Start(ctx context.Context) error {
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.startErrLocked(); err != nil { // started or stopped meanwhile
-		return err
+	if s.state != stateStarting { // stopped meanwhile
+		return s.startErrLocked()
 	}
+	started = true
 	s.state = stateStarted
 	s.loopCtx, s.stopLoops = context.WithCancel(context.WithoutCancel(ctx))
 	s.hardCtx, s.hardCancel = context.WithCancelCause(context.WithoutCancel(ctx))
@@ -68,23 +80,40 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		s.loops.Add(1)
 		go s.watchPauses(pauser)
 	}
-	now := s.clock.Now()
+	// The jobs registered now, those registered during Start included (their
+	// registration prepared them).
+	s.startJobsLocked(s.order, s.clock.Now())
+	if !s.entries.watching {
+		s.entries.syncOnce.Do(func() { close(s.entries.synced) }) // nothing to load
+	}
+	s.log.Info("scheduler started", "instance", s.instance, "backend", s.backend.Name(), "jobs", len(s.order), "leases", s.runs != nil)
+	return nil
+}
+
+// startJobsLocked starts the loops of jobs, registered on a started scheduler
+// (under s.mu), as of now: each job's recovery and loop, its schedule entries
+// kept as orphans so far, and the watch of the entries when none runs yet.
+func (s *Scheduler) startJobsLocked(jobs []*job, now time.Time) {
 	var owed []adoption
 	for _, j := range jobs {
 		if s.runs != nil {
 			owed = append(owed, s.recover(j, now))
 		}
-		if _, none := j.sched.(noSchedule); none {
-			continue
+		if _, none := j.sched.(noSchedule); !none {
+			s.loops.Add(1)
+			go s.loop(j, now)
 		}
-		s.loops.Add(1)
-		go s.loop(j, now)
 	}
 	if store, ok := s.backend.(backend.EntryStore); ok && len(jobs) > 0 {
-		s.loops.Add(1)
-		go s.watchEntries(store)
-	} else {
-		close(s.entries.synced)
+		if !s.entries.watching {
+			s.entries.watching = true
+			s.loops.Add(1)
+			go s.watchEntries(store)
+		} else {
+			for _, j := range jobs {
+				owed = append(owed, s.followOrphans(j)...)
+			}
+		}
 	}
 	if len(owed) > 0 {
 		s.handlers.Add(1)
@@ -93,14 +122,14 @@ func (s *Scheduler) Start(ctx context.Context) error {
 			s.adoptAll(owed)
 		}()
 	}
-	s.log.Info("scheduler started", "instance", s.instance, "backend", s.backend.Name(), "jobs", len(jobs), "leases", s.runs != nil)
-	return nil
 }
 
 // startErrLocked says why the scheduler cannot start, if it cannot: it was
 // started or stopped before.
 func (s *Scheduler) startErrLocked() error {
 	switch s.state {
+	case stateStarting:
+		return fmt.Errorf("%w: Start is in progress (a scheduler starts once)", ErrStarted)
 	case stateStarted:
 		return fmt.Errorf("%w: Start was called before (a scheduler starts once)", ErrStarted)
 	case stateStopped:
@@ -109,14 +138,11 @@ func (s *Scheduler) startErrLocked() error {
 	return nil
 }
 
-// registerErrLocked says why no job can be registered now, if none can: jobs are
-// registered before Start.
+// registerErrLocked says why no job can be registered now, if none can: the
+// scheduler was stopped.
 func (s *Scheduler) registerErrLocked(name string) error {
-	switch s.state {
-	case stateStarted:
-		return fmt.Errorf("job %q: %w: register jobs before Start; the scheduler is running", name, ErrStarted)
-	case stateStopped:
-		return fmt.Errorf("job %q: %w: register jobs before Start; the scheduler was stopped", name, ErrStopped)
+	if s.state == stateStopped {
+		return fmt.Errorf("job %q: %w: no job is registered once the scheduler was stopped", name, ErrStopped)
 	}
 	return nil
 }
@@ -150,7 +176,7 @@ func (s *Scheduler) init(ctx context.Context) error {
 func (s *Scheduler) Stop(ctx context.Context) error {
 	s.mu.Lock()
 	switch s.state {
-	case stateNew:
+	case stateNew, stateStarting: // a Start in progress then returns ErrStopped
 		s.state = stateStopped
 		s.mu.Unlock()
 		s.log.Info("Stop before Start: nothing was running; the scheduler cannot be started now", "instance", s.instance)

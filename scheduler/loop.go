@@ -16,7 +16,7 @@ func (s *Scheduler) loop(j *job, now time.Time) {
 	defer s.loops.Done()
 	// The loop ends with the scheduler's loops, or once the job's run limit is
 	// reached.
-	ctx, cancel := context.WithCancel(s.loopCtx)
+	ctx, cancel := s.jobCtx(j)
 	defer cancel()
 	defer context.AfterFunc(j.ended, cancel)()
 	// A slot whose deadline has not passed is still ours to claim: an instance
@@ -26,7 +26,9 @@ func (s *Scheduler) loop(j *job, now time.Time) {
 		s.emit(Event{Kind: EventScheduled, Job: j.name, Next: next})
 		delay := j.cfg.jitterDelay()
 		if !s.sleepUntil(ctx, next.Add(delay)) {
-			if j.ended.Err() != nil && s.loopCtx.Err() == nil {
+			switch {
+			case s.loopCtx.Err() != nil, j.gone.Err() != nil:
+			case j.ended.Err() != nil:
 				s.log.Info("job's loop ended: its run limit was reached", j.logAttr(), "max_runs", j.cfg.maxRuns)
 			}
 			return
@@ -206,8 +208,10 @@ func (s *Scheduler) adoptRuns(a adoption, active []ActiveRun) {
 // at a time (1 by default: one after the other), after recording the capped ones
 // late. Each is claimed like any slot, so it still runs once.
 func (s *Scheduler) catchUp(j *job, missed, capped []time.Time) {
+	ctx, cancel := s.jobCtx(j)
+	defer cancel()
 	for _, slot := range capped {
-		if s.loopCtx.Err() != nil {
+		if ctx.Err() != nil {
 			return
 		}
 		s.handleLeased(j, slot, claimLate)
@@ -218,7 +222,7 @@ func (s *Scheduler) catchUp(j *job, missed, capped []time.Time) {
 	for _, slot := range missed {
 		select {
 		case sem <- struct{}{}:
-		case <-s.loopCtx.Done():
+		case <-ctx.Done():
 			return
 		}
 		wg.Add(1)
@@ -257,9 +261,14 @@ func (s *Scheduler) handleSlot(j *job, slot time.Time, kind claimKind) {
 		s.handleLeased(j, slot, kind)
 		return
 	}
+	jctx, cancelJob := s.jobCtx(j)
+	defer cancelJob()
 	deadline := slot.Add(j.cfg.maxLate)
 	in := s.claimInput(j, slot, 1)
 	for attempt := 0; ; attempt++ {
+		if jctx.Err() != nil {
+			return
+		}
 		now := s.clock.Now()
 		if now.After(deadline) {
 			s.emit(Event{Kind: EventLate, Job: j.name, Slot: slot, Token: in.Token, Outcome: backend.OutcomeLate})
@@ -271,7 +280,7 @@ func (s *Scheduler) handleSlot(j *job, slot time.Time, kind claimKind) {
 		// No claim is sent after the deadline, so that none reaches the backend
 		// after jitter + max lateness + the clock skew allowance: the window check's
 		// terms.
-		ctx, cancel := context.WithTimeout(s.loopCtx, min(s.callTO, deadline.Sub(now)))
+		ctx, cancel := context.WithTimeout(jctx, min(s.callTO, deadline.Sub(now)))
 		won, err := s.backend.Claim(ctx, in)
 		cancel()
 		if err == nil {
@@ -290,7 +299,7 @@ func (s *Scheduler) handleSlot(j *job, slot time.Time, kind claimKind) {
 		s.backendError(j, slot, "claim", err)
 		// Retry with the same token: the claim is repeat-safe, so a retry after a
 		// lost answer still gives exactly one winner.
-		if !s.sleepUntil(s.loopCtx, s.clock.Now().Add(retryDelay(attempt))) {
+		if !s.sleepUntil(jctx, s.clock.Now().Add(retryDelay(attempt))) {
 			return
 		}
 	}
@@ -301,8 +310,10 @@ func (s *Scheduler) handleSlot(j *job, slot time.Time, kind claimKind) {
 // attempt is recorded paused) or the retry's start window passed (a paused process).
 func (s *Scheduler) runRetrying(a *slotAttempt) {
 	j, slot := a.j, a.in.Slot
+	jctx, cancel := s.jobCtx(j)
+	defer cancel()
 	for res := s.execute(s.hardCtx, a); res.retried; res = s.execute(s.hardCtx, a) {
-		if !s.sleepUntil(s.loopCtx, res.retry.at) {
+		if !s.sleepUntil(jctx, res.retry.at) {
 			return
 		}
 		failed := a
@@ -343,6 +354,14 @@ func (s *Scheduler) settleUnanswered(j *job, in backend.ClaimInput, deadline tim
 	}
 	s.save(&slotAttempt{j: j, in: in}, execResult{Status: StatusLate, FinishedAt: s.clock.Now(),
 		Error: "the claim was won, but its answer came after the slot's deadline: not run"})
+}
+
+// jobCtx is the context of j's loop, claims and stand-bys on this instance:
+// done when the loops stop or j is removed here (RemoveJob).
+func (s *Scheduler) jobCtx(j *job) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(s.loopCtx)
+	stop := context.AfterFunc(j.gone, cancel)
+	return ctx, func() { stop(); cancel() }
 }
 
 func retryDelay(attempt int) time.Duration {

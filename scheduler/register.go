@@ -9,8 +9,10 @@ import (
 )
 
 // Every registers a job that runs every interval, on slots aligned to the Unix epoch.
-// Jobs are registered before Start: after Start it returns ErrStarted, after Stop
-// ErrStopped, each naming the state.
+// Jobs are registered before Start, or on a started scheduler: the backend then
+// prepares the job first (bounded by Config.CallTimeout), its unfinished runs are
+// adopted and its loop starts, as Start does for every job. After Stop it returns
+// ErrStopped. RemoveJob removes a job.
 func (s *Scheduler) Every(name string, interval time.Duration, h Handler, opts ...JobOption) error {
 	if err := s.registerErr(name); err != nil {
 		return err
@@ -47,7 +49,7 @@ func (s *Scheduler) At(name string, at time.Time, h Handler, opts ...JobOption) 
 
 // Cron registers a job on a cron expression (5 fields, or 6 with seconds first; see
 // CronSchedule for the time zone and daylight saving rules). Like Every, it is
-// called before Start.
+// called before Start or on a started scheduler.
 func (s *Scheduler) Cron(name, expr string, h Handler, opts ...JobOption) error {
 	if err := s.registerErr(name); err != nil {
 		return err
@@ -172,19 +174,91 @@ func (s *Scheduler) add(name string, sched Schedule, interval time.Duration, h H
 			return fmt.Errorf("job %q: rejected by the %s backend: %w", name, s.backend.Name(), err)
 		}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.registerErrLocked(name); err != nil { // started or stopped meanwhile
-		return err
-	}
-	if _, ok := s.jobs[name]; ok {
-		return fmt.Errorf("job %q: %w", name, ErrJobExists)
-	}
 	j := &job{name: name, sched: sched, handler: h, cfg: cfg, limits: limits, interval: interval}
 	j.ended, j.end = context.WithCancel(context.Background())
-	s.jobs[name] = j
+	j.gone, j.remove = context.WithCancel(context.Background())
+	return s.insert(j)
+}
+
+// insert adds j to the jobs. Before Start that is all; once Start has begun,
+// the backend prepares j first (PrepareJob, bounded by Config.CallTimeout), and
+// a started scheduler then starts it as Start starts every job.
+func (s *Scheduler) insert(j *job) error {
+	prepared := false
+	for {
+		s.mu.Lock()
+		if err := s.registerErrLocked(j.name); err != nil {
+			s.mu.Unlock()
+			return err
+		}
+		if _, ok := s.jobs[j.name]; ok {
+			s.mu.Unlock()
+			return fmt.Errorf("job %q: %w", j.name, ErrJobExists)
+		}
+		if s.state == stateNew || prepared {
+			break
+		}
+		s.mu.Unlock()
+		ctx, cancel := s.callCtx(context.Background())
+		err := s.backend.PrepareJob(ctx, j.limits)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("scheduler: prepare job %q on %s: %w", j.name, s.backend.Name(), err)
+		}
+		prepared = true
+	}
+	defer s.mu.Unlock()
+	s.jobs[j.name] = j
 	s.order = append(s.order, j)
+	s.notifyJobsLocked()
+	if s.state == stateStarted {
+		s.startJobsLocked([]*job{j}, s.clock.Now())
+	}
 	return nil
+}
+
+// RemoveJob removes a job from this instance, before or after Start: it no
+// longer claims the job's slots, its schedule entries' or its runs' takeovers,
+// stands by for none, and answers RunNow, Backfill and pauses with
+// ErrJobNotFound. Slots it is running finish, and are recorded as usual. The job's
+// records, pauses and schedule entries stay stored: the instances that still
+// declare it go on running it, and its entries are orphaned here (EntryCounts)
+// until it is registered again.
+func (s *Scheduler) RemoveJob(name string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state == stateStopped {
+		return fmt.Errorf("job %q: %w: the scheduler was stopped", name, ErrStopped)
+	}
+	j, ok := s.jobs[name]
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrJobNotFound, name)
+	}
+	delete(s.jobs, name)
+	for i, o := range s.order {
+		if o == j {
+			s.order = append(s.order[:i:i], s.order[i+1:]...)
+			break
+		}
+	}
+	j.remove()
+	s.entries.orphanJob(name)
+	s.notifyJobsLocked()
+	s.log.Info("job removed from this instance", "job", name)
+	return nil
+}
+
+// JobsChanged returns a channel closed at the next registration or removal of
+// a job: a plug-in that serves the jobs (fleet) follows them with it.
+func (s *Scheduler) JobsChanged() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.jobsChanged
+}
+
+func (s *Scheduler) notifyJobsLocked() {
+	close(s.jobsChanged)
+	s.jobsChanged = make(chan struct{})
 }
 
 // shortestGap is the interval of an Every job, or the shortest gap between the next

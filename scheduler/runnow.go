@@ -43,7 +43,7 @@ func (s *Scheduler) RunNow(ctx context.Context, name string, opts ...RunNowOptio
 		return RunRecord{}, fmt.Errorf("%w: %q", ErrJobNotFound, name)
 	}
 	switch state {
-	case stateNew:
+	case stateNew, stateStarting:
 		return RunRecord{}, fmt.Errorf("run %q now: %w: call Start first", name, ErrNotStarted)
 	case stateStopped:
 		return RunRecord{}, fmt.Errorf("run %q now: %w: the scheduler was stopped", name, ErrNotStarted)

@@ -58,8 +58,10 @@ type Scheduler struct {
 	// entries are the schedule entries this instance follows.
 	entries *entrySet
 	order   []*job
-	state   int // 0 new, 1 started, 2 stopped
-	inited  bool
+	state   int // stateNew, stateStarting, stateStarted, stateStopped
+	// jobsChanged is closed at the next registration or removal (JobsChanged).
+	jobsChanged chan struct{}
+	inited      bool
 
 	loopCtx    context.Context // stops loops, backups and new claims
 	stopLoops  context.CancelFunc
@@ -78,6 +80,9 @@ type Scheduler struct {
 
 const (
 	stateNew = iota
+	// stateStarting: Start prepares the jobs it found; a job registered
+	// meanwhile is prepared by its registration.
+	stateStarting
 	stateStarted
 	stateStopped
 )
@@ -99,6 +104,10 @@ type job struct {
 	// loop ends; end ends it.
 	ended context.Context
 	end   context.CancelFunc
+	// gone is done once the job was removed from this instance (RemoveJob):
+	// its loop, catch-up, claims and stand-bys here end; running slots finish.
+	gone   context.Context
+	remove context.CancelFunc
 	// limitHit is set by the first claim that told this instance the job's
 	// run limit was reached.
 	limitHit atomic.Bool
