@@ -7,7 +7,10 @@
 // # A replica
 //
 // Every replica registers its jobs, then serves them; Serve lists them itself
-// (s.Jobs()), so register every job before Serve. To be seen by `anarchon watch`,
+// (s.Jobs()) and follows the jobs registered or removed afterwards
+// (Scheduler.RemoveJob): their endpoints are subscribed or drained, and the
+// registry rewritten. A request that reaches a replica as it drops a job is
+// answered 503 (ErrUnavailable): ask again. To be seen by `anarchon watch`,
 // a replica also publishes its scheduler events, with the hook Events returns,
 // chained with its others (the hook is Config.OnEvent, set before scheduler.New):
 //

@@ -339,11 +339,15 @@ type registry struct {
 	beat   time.Duration
 	// The replica's entry: one value (inline), or its parts (by number) with the
 	// digest that names them and a head that counts them.
-	inline   *Registration
-	parts    [][]byte
-	head     registryHead
-	beats    int // heartbeats since the parts were last written
-	declared map[string]Declaration
+	inline *Registration
+	parts  [][]byte
+	head   registryHead
+	beats  int // heartbeats since the parts were last written
+	budget int // the largest value written
+	// update carries the declarations of the jobs after a registration or
+	// removal (redeclare) to run, which writes them.
+	update   chan []Declaration
+	declared map[string]Declaration // under mu
 
 	mu        sync.Mutex
 	entries   map[string]*regEntry // the others', by key
@@ -373,6 +377,7 @@ func startRegistry(ctx context.Context, nc *nats.Conn, s *scheduler.Scheduler, p
 		kv: kv, js: js, bucket: c.bucket, key: registryKey(p, s.Instance()), filter: JobToken(string(p)) + ".*",
 		s: s, log: log, beat: c.heartbeat, declared: map[string]Declaration{},
 		entries: map[string]*regEntry{}, conflicts: map[string]string{}, done: make(chan struct{}),
+		budget: int(nc.MaxPayload()) - replyHeadroom, update: make(chan []Declaration, 1),
 	}
 	var jobs []Declaration
 	for _, j := range s.Jobs() {
@@ -380,7 +385,7 @@ func startRegistry(ctx context.Context, nc *nats.Conn, s *scheduler.Scheduler, p
 		jobs = append(jobs, d)
 		r.declared[j.Job] = d
 	}
-	if err := r.layout(jobs, int(nc.MaxPayload())-replyHeadroom); err != nil {
+	if err := r.layout(jobs, r.budget); err != nil {
 		return nil, err
 	}
 	if err := r.put(ctx); err != nil {
@@ -413,6 +418,7 @@ func (r *registry) layout(jobs []Declaration, budget int) error {
 		r.inline = &reg
 		return nil
 	}
+	r.inline = nil
 	items, err := marshalEach(jobs)
 	if err != nil {
 		return err
@@ -490,6 +496,8 @@ func (r *registry) run(ctx context.Context, w jetstream.KeyWatcher) {
 			if err := r.put(ctx); err != nil && ctx.Err() == nil {
 				r.log.Warn("fleet registry heartbeat failed", "err", err)
 			}
+		case jobs := <-r.update:
+			r.apply(ctx, jobs)
 		case e, ok := <-w.Updates():
 			if !ok {
 				if ctx.Err() != nil {
@@ -505,6 +513,52 @@ func (r *registry) run(ctx context.Context, w jetstream.KeyWatcher) {
 			}
 			r.note(ctx, e)
 		}
+	}
+}
+
+// redeclare hands the jobs declared now to run, which rewrites the entry; a
+// newer call replaces one not written yet.
+func (r *registry) redeclare(infos []scheduler.JobInfo) {
+	jobs := make([]Declaration, 0, len(infos))
+	for _, j := range infos {
+		jobs = append(jobs, declarationOf(j.JobLimits))
+	}
+	for {
+		select {
+		case r.update <- jobs:
+			return
+		default:
+		}
+		select {
+		case <-r.update: // not written yet: replaced
+		default:
+		}
+	}
+}
+
+// apply writes this replica's entry with jobs, and reports the conflicts
+// that changed with them.
+func (r *registry) apply(ctx context.Context, jobs []Declaration) {
+	declared := make(map[string]Declaration, len(jobs))
+	for _, d := range jobs {
+		declared[d.Name] = d
+	}
+	r.mu.Lock()
+	r.declared = declared
+	for job := range r.conflicts {
+		if _, ok := declared[job]; !ok {
+			delete(r.conflicts, job)
+		}
+	}
+	r.reportConflictsLocked()
+	r.mu.Unlock()
+	if err := r.layout(jobs, r.budget); err != nil {
+		r.log.Error("fleet registry entry not rewritten with the jobs declared now", "err", err)
+		return
+	}
+	r.beats = 0
+	if err := r.put(ctx); err != nil && ctx.Err() == nil {
+		r.log.Warn("fleet registry write failed", "err", err)
 	}
 }
 
@@ -563,6 +617,12 @@ func (r *registry) note(ctx context.Context, e jetstream.KeyValueEntry) {
 	if old != nil && next != nil && maps.Equal(old.byName, next.byName) {
 		return // the same declarations: nothing to report
 	}
+	r.reportConflictsLocked()
+}
+
+// reportConflictsLocked reports the declared jobs whose conflict with the
+// other replicas' declarations changed. Called with r.mu held.
+func (r *registry) reportConflictsLocked() {
 	for job, mine := range r.declared {
 		c := conflictOf(job, mine, r.s.Instance(), r.entries)
 		if c == r.conflicts[job] {

@@ -68,13 +68,15 @@ const (
 
 // subscribeJob subscribes h to one per-job endpoint's subject, its requests
 // waiting in queue.
-func (f *Service) subscribeJob(subject string, queue chan *nats.Msg, h handler) error {
+func (f *Service) subscribeJob(job, subject string, queue chan *nats.Msg, h handler) error {
+	f.routesMu.Lock()
+	defer f.routesMu.Unlock()
 	sub, err := f.nc.ChanQueueSubscribe(subject, micro.DefaultQueueGroup, queue)
 	if err != nil {
 		return err
 	}
 	f.routes[subject] = h
-	f.subs = append(f.subs, sub)
+	f.subs[job] = append(f.subs[job], sub)
 	return nil
 }
 
@@ -111,7 +113,16 @@ func (f *Service) route(m *nats.Msg, routes map[string]handler) {
 	if m.Sub == nil {
 		return
 	}
-	if h := routes[m.Sub.Subject]; h != nil {
-		h(natsRequest{m})
+	f.routesMu.RLock()
+	h := routes[m.Sub.Subject]
+	f.routesMu.RUnlock()
+	if h == nil {
+		// A job unsubscribed while its request waited: another replica may
+		// declare it.
+		if req := (natsRequest{m}); !f.ignored(req) {
+			f.fail(req, &replyError{code: CodeUnavailable, msg: "the job is no longer served by this replica: ask again"})
+		}
+		return
 	}
+	h(natsRequest{m})
 }

@@ -25,14 +25,16 @@ type Service struct {
 	nc     *nats.Conn
 	s      *scheduler.Scheduler
 	log    *slog.Logger
-	jobs   []string // the job names s declared when Serve was called
+	jobs   []string // the jobs served (follow's, once Serve returned)
+	cfg    *config
 	subj   subjects
 	svc    micro.Service // the fleet-wide endpoints, and $SRV
 	pauser bool
-	// The per-job endpoints: their subscriptions, the handler of each subject
-	// (fixed once Serve returns), the queues their messages wait in (reads and
-	// controls apart), their workers.
-	subs     []*nats.Subscription
+	// The per-job endpoints: their subscriptions by job, the handler of each
+	// subject (both under routesMu), the queues their messages wait in (reads
+	// and controls apart), their workers.
+	routesMu sync.RWMutex
+	subs     map[string][]*nats.Subscription
 	routes   map[string]handler
 	reads    chan *nats.Msg
 	controls chan *nats.Msg
@@ -57,8 +59,8 @@ type Service struct {
 
 // Serve registers the fleet endpoints of s on nc: a NATS micro service named
 // ServiceName, version Version, in micro's queue group. The jobs served are the
-// ones s declares when Serve is called (s.Jobs()): register every job before
-// Serve. Serve returns once the server has every subscription and the registry's
+// ones s declares (s.Jobs()): those registered or removed after Serve are served
+// or unsubscribed within moments, and the registry says so. Serve returns once the server has every subscription and the registry's
 // bucket is ready (bounded by ctx, or DefaultSetupTimeout when ctx has no
 // deadline), so a request sent afterwards reaches this replica. Serve may be called before or after s.Start; until s.Start
 // (and after s.Stop) a trigger is refused at once with 503 (ErrUnavailable). The
@@ -85,6 +87,7 @@ func Serve(ctx context.Context, nc *nats.Conn, s *scheduler.Scheduler, opts ...O
 		log = slog.New(slog.DiscardHandler)
 	}
 	_, pauser := s.Backend().(backend.Pauser)
+	changed := s.JobsChanged() // before the jobs are read: no change is missed
 	var jobs []string
 	for _, j := range s.Jobs() {
 		jobs = append(jobs, j.Job)
@@ -92,8 +95,8 @@ func Serve(ctx context.Context, nc *nats.Conn, s *scheduler.Scheduler, opts ...O
 	if err := checkSubjects(subjects(c.prefix), c, s.Backend(), jobs); err != nil {
 		return nil, err
 	}
-	f := &Service{nc: nc, s: s, log: log.With("instance", s.Instance()), jobs: jobs, subj: subjects(c.prefix), pauser: pauser,
-		routes: map[string]handler{}, reads: make(chan *nats.Msg, requestQueue), controls: make(chan *nats.Msg, requestQueue),
+	f := &Service{nc: nc, s: s, log: log.With("instance", s.Instance()), jobs: jobs, cfg: c, subj: subjects(c.prefix), pauser: pauser,
+		routes: map[string]handler{}, subs: map[string][]*nats.Subscription{}, reads: make(chan *nats.Msg, requestQueue), controls: make(chan *nats.Msg, requestQueue),
 		entryReads: make(chan *nats.Msg, requestQueue), readRoutes: map[string]handler{},
 		quit: make(chan struct{}), reqCtx: c.reqCtx}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
@@ -137,6 +140,8 @@ func Serve(ctx context.Context, nc *nats.Conn, s *scheduler.Scheduler, opts ...O
 			return nil, err
 		}
 	}
+	f.workers.Add(1)
+	go f.follow(changed)
 	return f, nil
 }
 
@@ -149,8 +154,12 @@ func (f *Service) abort() {
 }
 
 func (f *Service) unsubscribe() {
-	for _, sub := range f.subs {
-		_ = sub.Unsubscribe()
+	f.routesMu.Lock()
+	defer f.routesMu.Unlock()
+	for _, subs := range f.subs {
+		for _, sub := range subs {
+			_ = sub.Unsubscribe()
+		}
 	}
 }
 
@@ -176,34 +185,121 @@ func (f *Service) addEndpoints() error {
 	if err := add("resumeall", f.subj.fleet(verbResumeAll), f.handle(f.resumeAll)); err != nil {
 		return err
 	}
-	for _, j := range f.s.Jobs() {
-		for _, e := range []struct {
-			verb  string
-			queue chan *nats.Msg
-			h     handler
-		}{
-			{verbTrigger, f.controls, f.trigger(j.Job)},
-			{verbBackfill, f.controls, f.backfill(j.Job)},
-			{verbPause, f.controls, f.handle(f.pause(j.Job))},
-			{verbResume, f.controls, f.handle(f.resume(j.Job))},
-			{verbHistory, f.reads, f.handle(f.history(j.Job))},
-			{verbActive, f.reads, f.handle(f.active(j.Job))},
-		} {
-			subject := f.subj.job(e.verb, j.Job)
-			if err := f.subscribeJob(subject, e.queue, e.h); err != nil {
-				return fmt.Errorf("fleet: subscribe %s: %w", subject, err)
-			}
-		}
-		subject := f.subj.job(verbEntries, j.Job) + ".*"
-		reads := map[string]handler{opList: f.handle(f.entries(j.Job)), opGet: f.handle(f.entry(j.Job))}
-		changes := map[string]handler{opAdd: f.handle(f.addEntry(j.Job)), opUpdate: f.handle(f.updateEntry(j.Job)),
-			opRemove: f.handle(f.removeEntry(j.Job))}
-		f.readRoutes[subject] = f.byOp(reads, nil)
-		if err := f.subscribeJob(subject, f.controls, f.byOp(changes, reads)); err != nil {
-			return fmt.Errorf("fleet: subscribe %s: %w", subject, err)
+	for _, j := range f.jobs {
+		if err := f.serveJob(j); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// serveJob subscribes the seven endpoints of job.
+func (f *Service) serveJob(job string) error {
+	for _, e := range []struct {
+		verb  string
+		queue chan *nats.Msg
+		h     handler
+	}{
+		{verbTrigger, f.controls, f.trigger(job)},
+		{verbBackfill, f.controls, f.backfill(job)},
+		{verbPause, f.controls, f.handle(f.pause(job))},
+		{verbResume, f.controls, f.handle(f.resume(job))},
+		{verbHistory, f.reads, f.handle(f.history(job))},
+		{verbActive, f.reads, f.handle(f.active(job))},
+	} {
+		subject := f.subj.job(e.verb, job)
+		if err := f.subscribeJob(job, subject, e.queue, e.h); err != nil {
+			return fmt.Errorf("fleet: subscribe %s: %w", subject, err)
+		}
+	}
+	subject := f.subj.job(verbEntries, job) + ".*"
+	reads := map[string]handler{opList: f.handle(f.entries(job)), opGet: f.handle(f.entry(job))}
+	changes := map[string]handler{opAdd: f.handle(f.addEntry(job)), opUpdate: f.handle(f.updateEntry(job)),
+		opRemove: f.handle(f.removeEntry(job))}
+	f.routesMu.Lock()
+	f.readRoutes[subject] = f.byOp(reads, nil)
+	f.routesMu.Unlock()
+	if err := f.subscribeJob(job, subject, f.controls, f.byOp(changes, reads)); err != nil {
+		return fmt.Errorf("fleet: subscribe %s: %w", subject, err)
+	}
+	return nil
+}
+
+// unserveJob drains the subscriptions of job's endpoints: a request the server
+// sent before it had the unsubscription still arrives, and is answered 503
+// (ErrUnavailable: ask again, to reach a replica that declares it), never
+// dropped unanswered.
+func (f *Service) unserveJob(job string) {
+	f.routesMu.Lock()
+	subs := f.subs[job]
+	delete(f.subs, job)
+	for _, sub := range subs {
+		delete(f.routes, sub.Subject)
+		delete(f.readRoutes, sub.Subject)
+	}
+	f.routesMu.Unlock()
+	for _, sub := range subs {
+		if err := sub.Drain(); err != nil {
+			_ = sub.Unsubscribe()
+		}
+	}
+}
+
+// follow serves the jobs the scheduler registers after Serve and stops serving
+// the ones it removes, until the service stops.
+func (f *Service) follow(changed <-chan struct{}) {
+	defer f.workers.Done()
+	for {
+		select {
+		case <-f.quit:
+			return
+		case <-changed:
+		}
+		changed = f.s.JobsChanged()
+		f.syncJobs()
+	}
+}
+
+// syncJobs makes the served jobs the scheduler's.
+func (f *Service) syncJobs() {
+	infos := f.s.Jobs()
+	now := make([]string, 0, len(infos))
+	for _, j := range infos {
+		now = append(now, j.Job)
+	}
+	served := map[string]bool{}
+	var kept []string
+	for _, job := range f.jobs {
+		if slices.Contains(now, job) {
+			served[job] = true
+			kept = append(kept, job)
+			continue
+		}
+		f.unserveJob(job)
+		f.log.Info("fleet endpoints of a removed job unsubscribed", "job", job)
+	}
+	f.jobs = kept
+	for _, job := range now {
+		if served[job] {
+			continue
+		}
+		if err := checkSubjects(f.subj, f.cfg, f.s.Backend(), append(slices.Clone(f.jobs), job)); err != nil {
+			f.log.Error("job registered after Serve not served: its subjects overlap", "job", job, "err", err)
+			f.s.Report(scheduler.Event{Kind: scheduler.EventBackendError, Job: job, Op: "fleet_serve", Err: err})
+			continue
+		}
+		if err := f.serveJob(job); err != nil {
+			f.unserveJob(job)
+			f.log.Error("job registered after Serve not served", "job", job, "err", err)
+			f.s.Report(scheduler.Event{Kind: scheduler.EventBackendError, Job: job, Op: "fleet_serve", Err: err})
+			continue
+		}
+		f.jobs = append(f.jobs, job)
+		f.log.Info("fleet endpoints of a job registered after Serve subscribed", "job", job)
+	}
+	if f.reg != nil {
+		f.reg.redeclare(infos)
+	}
 }
 
 // Stop stops answering (the endpoints' subscriptions are drained, and the server has
