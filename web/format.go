@@ -30,12 +30,13 @@ func (h *Handler) funcs() template.FuncMap {
 	}
 }
 
-// frame is what a shared template ("head", "run", "pause") gets: the page's
-// frame and one item.
+// frame is what a shared template ("head", "run", "pause", "runrows") gets: the
+// page's frame and one item.
 type frame struct {
 	pageBase
-	Page string     // "head": the page's name in the title
-	Run  *fleet.Run // "run"
+	Page string      // "head": the page's name in the title
+	Run  *fleet.Run  // "run"
+	Runs []fleet.Run // "runrows"
 	*fleet.PauseInfo
 }
 
@@ -49,6 +50,8 @@ func frameOf(p interface{ base() pageBase }, item any) (frame, error) {
 		f.Run = x
 	case *fleet.PauseInfo:
 		f.PauseInfo = x
+	case []fleet.Run:
+		f.Runs = x
 	default:
 		return f, fmt.Errorf("web: page: %T", item)
 	}

@@ -247,22 +247,29 @@ var doneMessages = map[string]string{
 	"not-paused": "The job had no pause of its own: nothing to resume.",
 }
 
-// historyLimit reads ?limit=: absent is the configured default; a number above
-// fleet.MaxHistoryLimit (even one too large for an int) is clamped to it, and the
-// page says so; anything else (not a number, zero, negative) is a bad request.
+// historyLimit reads ?limit=, the number of runs: absent is the configured
+// default, and countParam says the rest.
 func (h *Handler) historyLimit(r *http.Request) (limit int, clampedFrom string, err error) {
-	s := r.URL.Query().Get("limit")
+	return countParam(r, "limit", "runs", h.cfg.HistoryLimit, fleet.MaxHistoryLimit)
+}
+
+// countParam reads a count of what from the query's param: absent is def; a
+// number above maxN (even one too large for an int) is clamped to it, and the
+// page says so (clampedFrom is the value asked); anything else (not a number,
+// zero, negative) is a bad request.
+func countParam(r *http.Request, param, what string, def, maxN int) (n int, clampedFrom string, err error) {
+	s := r.URL.Query().Get(param)
 	if s == "" {
-		return h.cfg.HistoryLimit, "", nil
+		return def, "", nil
 	}
-	n, err := strconv.Atoi(s)
+	n, err = strconv.Atoi(s)
 	switch {
 	case errors.Is(err, strconv.ErrRange) && s[0] != '-':
-		return fleet.MaxHistoryLimit, s, nil
+		return maxN, s, nil
 	case err != nil || n <= 0:
-		return 0, "", fmt.Errorf("%w: limit=%q: a number of runs from 1 to %d", errBadInput, s, fleet.MaxHistoryLimit)
-	case n > fleet.MaxHistoryLimit:
-		return fleet.MaxHistoryLimit, s, nil
+		return 0, "", fmt.Errorf("%w: %s=%q: a number of %s from 1 to %d", errBadInput, param, s, what, maxN)
+	case n > maxN:
+		return maxN, s, nil
 	}
 	return n, "", nil
 }
