@@ -21,6 +21,9 @@ const (
 	DefaultPrefix = "/"
 	// DefaultHistoryLimit is how many runs the job page shows without ?limit=.
 	DefaultHistoryLimit = 50
+	// DefaultEntriesPage is how many schedule entries the job page lists per page
+	// without ?entries= (at most fleet.MaxEntriesLimit).
+	DefaultEntriesPage = 20
 	// DefaultTimeout bounds the reads behind one page, and one action.
 	DefaultTimeout = 10 * time.Second
 	// DefaultTriggerWait is how long "run now" waits for the run to end before it

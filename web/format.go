@@ -14,19 +14,23 @@ import (
 // funcs are the templates' functions.
 func (h *Handler) funcs() template.FuncMap {
 	return template.FuncMap{
-		"jobURL":    func(job string) string { return h.cfg.Prefix + jobPath(job) },
-		"apiJobURL": func(job string) string { return h.cfg.Prefix + "api/" + jobPath(job) },
-		"page":      frameOf,
-		"clock":     clock,
-		"rel":       rel,
-		"iso":       func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
-		"ms":        msText,
-		"secs":      func(n int) string { return short(time.Duration(n) * time.Second) },
-		"status":    statusClass,
-		"failed":    failed,
-		"sched":     scheduler.DescribeSchedule,
-		"join":      strings.Join,
-		"holding":   holding,
+		"jobURL":     func(job string) string { return h.cfg.Prefix + jobPath(job) },
+		"apiJobURL":  func(job string) string { return h.cfg.Prefix + "api/" + jobPath(job) },
+		"page":       frameOf,
+		"clock":      clock,
+		"rel":        rel,
+		"iso":        func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
+		"ms":         msText,
+		"secs":       func(n int) string { return short(time.Duration(n) * time.Second) },
+		"status":     statusClass,
+		"failed":     failed,
+		"sched":      scheduler.DescribeSchedule,
+		"join":       strings.Join,
+		"holding":    holding,
+		"entryURL":   func(job, id string) string { return h.cfg.Prefix + entryPath(job, id) },
+		"entrySched": entrySchedule,
+		"entryState": entryState,
+		"visible":    visible,
 	}
 }
 
