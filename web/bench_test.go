@@ -55,13 +55,17 @@ func (s *fixedSource) Resume(context.Context, string, fleet.ResumeRequest) (flee
 	return fleet.ResumeReply{}, fleet.ErrNotSupported
 }
 
-// Entries and Entry: the fleet's backend stores no schedule entries.
+// Entries, Entry and UpdateEntry: the fleet's backend stores no schedule entries.
 func (s *fixedSource) Entries(context.Context, string, fleet.EntriesRequest) (fleet.EntriesReply, error) {
 	return fleet.EntriesReply{}, fleet.ErrNotSupported
 }
 
 func (s *fixedSource) Entry(context.Context, string, fleet.EntryRequest) (fleet.EntryReply, error) {
 	return fleet.EntryReply{}, fleet.ErrNotSupported
+}
+
+func (s *fixedSource) UpdateEntry(context.Context, string, fleet.UpdateEntryRequest) (fleet.EntryChangeReply, error) {
+	return fleet.EntryChangeReply{}, fleet.ErrNotSupported
 }
 
 // bigFleet is jobs jobs with runs runs each on three replicas, every tenth job

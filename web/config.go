@@ -49,12 +49,13 @@ type Config struct {
 	// http.StripPrefix. Defaults to DefaultPrefix ("/").
 	Prefix string
 
-	// Authorize decides whether a request may act (run now, pause, resume). It
-	// is asked on every action, and on every page to decide whether to show the
-	// action controls. Nil: the pages are read-only and every action is refused
-	// with 403. Actions are POST only and pass Go's http.CrossOriginProtection
-	// and the Host check (Hosts) first, so neither a cross-site form nor a page
-	// of another site reaching this one through DNS rebinding gets to Authorize.
+	// Authorize decides whether a request may act (run now, pause, resume; an
+	// entry's pause and resume). It is asked on every action, and on every page
+	// to decide whether to show the action controls. Nil: the pages are
+	// read-only and every action is refused with 403. Actions are POST only and
+	// pass Go's http.CrossOriginProtection and the Host check (Hosts) first, so
+	// neither a cross-site form nor a page of another site reaching this one
+	// through DNS rebinding gets to Authorize.
 	Authorize func(*http.Request) bool
 
 	// Hosts lists the names the pages answer to, as the Host header carries them

@@ -49,6 +49,9 @@
 //	POST job/<name>/run          run now (a manual run); pause (form fields reason,
 //	POST job/<name>/pause        required, and for, a Go duration, optional);
 //	POST job/<name>/resume       resume
+//	POST job/<name>/entry/<id>/pause   pause or resume one schedule entry (form
+//	POST job/<name>/entry/<id>/resume  field rev, the revision the page showed:
+//	                             the entry as read, Paused changed, stored on rev)
 //	GET  style.css               the embedded stylesheet
 //
 // <name> and <id> are path-escaped (a slash is %2F, "." and ".." are %2E). A
@@ -67,11 +70,13 @@
 //	                             --json`), the payload whole
 //	api/job/<name>/run|pause|resume (POST)  the fleet reply, as the CLI's --json
 //	                             (form fields, or a JSON body {"reason","for"})
+//	api/job/<name>/entry/<id>/pause|resume (POST)  fleet.EntryChangeReply (form
+//	                             field rev, or a JSON body {"rev"})
 //
 // An error is the error page, or fleet.ErrorBody {"code","error"} as JSON, with
 // the status: 400 bad input, 403 action refused, 404 unknown page, job or entry, 405
 // wrong method, 409 a run of the job is in progress and the job forbids overlap
-// (run), 421 a Host Config.Hosts does not list, 429 the replica runs as many
+// (run) or the entry changed since the page showed it (an entry's pause), 421 a Host Config.Hosts does not list, 429 the replica runs as many
 // manual runs of the job as it may (run), 501 the backend cannot (pause), 503 no
 // replica answers or the replica is unavailable, 504 the source took longer than
 // Config.Timeout, 502 another failure of the source.
@@ -84,7 +89,11 @@
 // (AllowLoopback allows this machine only, for a developer's page). Actions
 // are POST only, pass Go's http.CrossOriginProtection (a form posted from another
 // site is refused with 403 before Authorize is asked), then the Host check, and
-// redirect back to the job's page (post, redirect, get).
+// redirect back to the job's or entry's page (post, redirect, get). An entry's
+// pause and resume are compare-and-set on the revision the page showed: a
+// change another writer made since is refused (409), never undone. Adding,
+// changing and removing entries is the anarchon command's (schedule add, set,
+// rm).
 //
 // The Host check stops DNS rebinding, a page of another site whose name is
 // re-pointed at this machine: to the browser it is same-origin, its request comes

@@ -118,6 +118,8 @@ type entryView struct {
 	Limit int
 	// Payload is what the page shows of the entry's payload.
 	Payload payloadPreview
+	// Done is the message of the action that led here.
+	Done string
 }
 
 func (h *Handler) entryPage(ctx context.Context, w http.ResponseWriter, r *http.Request, rt route) {
@@ -147,7 +149,7 @@ func (h *Handler) entryPage(ctx context.Context, w http.ResponseWriter, r *http.
 		return
 	}
 	h.render(w, http.StatusOK, "entry", entryView{pageBase: h.base(r, ""), EntryReply: er, Asked: asked, Limit: limit,
-		Payload: previewOf(er.Entry.Payload)})
+		Payload: previewOf(er.Entry.Payload), Done: doneMessages[r.URL.Query().Get("done")]})
 }
 
 // entryState says whether an entry runs, as the replica that answered sees it.

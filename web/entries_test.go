@@ -418,3 +418,100 @@ func TestEntriesUnreadable(t *testing.T) {
 	assert.NotContains(t, rec.Body.String(), "Schedule entries")
 	assert.NotContains(t, rec.Body.String(), "⚠")
 }
+
+// storedEntry reads entry id of job through the fleet.
+func (f *testFleet) storedEntry(t testing.TB, job, id string) fleet.EntryView {
+	t.Helper()
+	r, err := f.client.Entry(t.Context(), job, fleet.EntryRequest{ID: id, History: 1})
+	require.NoError(t, err)
+	return r.Entry
+}
+
+// TestEntryActions: pause and resume on the entry's page store the entry with
+// Paused changed, on the revision the page showed; a change made since is
+// refused, not undone.
+func TestEntryActions(t *testing.T) {
+	f := startFleetWith(t, web.Config{Authorize: allow, Who: func(*http.Request) string { return "ana" }}, declareTenants)
+	const id = "a/b c"
+	e := f.addEntry(t, jobTenants, id, fleet.EntrySpec{Every: rare.String(), Payload: []byte("keep me")})
+	page := f.get(t, entryURL(jobTenants, id))
+	require.Equal(t, http.StatusOK, page.status, page.body)
+	assert.Contains(t, page.body, `<form method="post" action="/anarchon/job/tenants/entry/a%2Fb%20c/pause"><input type="hidden" name="rev" value="`+fmt.Sprint(e.Revision)+`">`)
+
+	rev := url.Values{"rev": {fmt.Sprint(e.Revision)}}
+	r := f.post(t, entryURL(jobTenants, id)+"/pause", rev)
+	require.Equal(t, http.StatusSeeOther, r.status, r.body)
+	assert.Equal(t, entryURL(jobTenants, id)+"?done=entry-paused", r.header.Get("Location"))
+	paused := f.storedEntry(t, jobTenants, id)
+	assert.True(t, paused.Paused)
+	assert.Equal(t, "keep me", string(paused.Payload), "the rest of the entry as it was")
+	assert.Equal(t, rare.String(), paused.Every)
+	page = f.get(t, r.header.Get("Location"))
+	assert.Contains(t, page.body, "Paused: every replica follows within a second")
+	assert.Contains(t, page.body, `id="resume"`, "a paused entry offers resume")
+
+	// Again on the same revision: the entry changed since, and stays as it is.
+	r = f.post(t, entryURL(jobTenants, id)+"/resume", rev)
+	assert.Equal(t, http.StatusConflict, r.status, r.body)
+	assert.Contains(t, r.body, "the entry changed since the page was read")
+	assert.True(t, f.storedEntry(t, jobTenants, id).Paused)
+
+	// Pause again on its revision: already paused, nothing written.
+	r = f.post(t, entryURL(jobTenants, id)+"/pause", url.Values{"rev": {fmt.Sprint(paused.Revision)}})
+	require.Equal(t, http.StatusSeeOther, r.status, r.body)
+	assert.Equal(t, entryURL(jobTenants, id)+"?done=entry-unchanged", r.header.Get("Location"))
+	assert.Equal(t, paused.Revision, f.storedEntry(t, jobTenants, id).Revision)
+
+	// Resume through the JSON API: the fleet's reply.
+	r = f.do(t, http.MethodPost, "/anarchon/api"+strings.TrimPrefix(entryURL(jobTenants, id), "/anarchon")+"/resume",
+		http.Header{"Content-Type": {"application/json"}}, fmt.Sprintf(`{"rev":%d}`, paused.Revision))
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	var cr fleet.EntryChangeReply
+	require.NoError(t, json.Unmarshal([]byte(r.body), &cr))
+	assert.False(t, cr.Entry.Paused)
+	assert.Equal(t, "ana", cr.By)
+	assert.False(t, f.storedEntry(t, jobTenants, id).Paused)
+
+	for _, c := range []struct {
+		path   string
+		form   url.Values
+		status int
+		want   string
+	}{
+		{entryURL(jobTenants, id) + "/pause", nil, http.StatusBadRequest, "an entry&#39;s pause needs rev"},
+		{entryURL(jobTenants, id) + "/pause", url.Values{"rev": {"x"}}, http.StatusBadRequest, "rev=&#34;x&#34;: an entry&#39;s revision"},
+		{entryURL(jobTenants, "nope") + "/pause", rev, http.StatusNotFound, "pause entry &#34;nope&#34; of &#34;tenants&#34;: the job has no schedule entry with this ID"},
+		{entryURL(jobTenants, id) + "/run", rev, http.StatusNotFound, "no such page"},
+	} {
+		r := f.post(t, c.path, c.form)
+		assert.Equal(t, c.status, r.status, "%s %v", c.path, c.form)
+		assert.Contains(t, r.body, c.want, "%s %v", c.path, c.form)
+	}
+	r = f.get(t, entryURL(jobTenants, id)+"/pause")
+	assert.Equal(t, http.StatusMethodNotAllowed, r.status, "an action is a POST")
+}
+
+// TestEntryActionsRefused: without an authorizer, from another site, or when
+// the authorizer says no, an entry's pause is refused and nothing is stored.
+func TestEntryActionsRefused(t *testing.T) {
+	f := startFleetWith(t, web.Config{}, declareTenants)
+	e := f.addEntry(t, jobTenants, "acme", rareEntry)
+	page := f.get(t, entryURL(jobTenants, "acme"))
+	assert.NotContains(t, page.body, "<form", "no controls on a read-only page")
+	rev := url.Values{"rev": {fmt.Sprint(e.Revision)}}
+	r := f.post(t, entryURL(jobTenants, "acme")+"/pause", rev)
+	assert.Equal(t, http.StatusForbidden, r.status)
+	assert.Contains(t, r.body, "read-only: the service passes no authorizer")
+
+	g := startFleetWith(t, web.Config{Authorize: func(r *http.Request) bool { return r.Method == http.MethodGet }}, declareTenants)
+	e = g.addEntry(t, jobTenants, "acme", rareEntry)
+	rev = url.Values{"rev": {fmt.Sprint(e.Revision)}}
+	r = g.post(t, entryURL(jobTenants, "acme")+"/pause", rev)
+	assert.Equal(t, http.StatusForbidden, r.status)
+	assert.Contains(t, r.body, "not allowed: the authorizer refused pause entry &#34;acme&#34; of &#34;tenants&#34;")
+	r = g.do(t, http.MethodPost, entryURL(jobTenants, "acme")+"/pause", http.Header{"Sec-Fetch-Site": {"cross-site"}}, rev.Encode())
+	assert.Equal(t, http.StatusForbidden, r.status)
+	assert.Contains(t, r.body, "cross-site request refused")
+	assert.False(t, f.storedEntry(t, jobTenants, "acme").Paused)
+	assert.False(t, g.storedEntry(t, jobTenants, "acme").Paused)
+}

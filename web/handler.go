@@ -41,8 +41,8 @@ func New(cfg Config) (*Handler, error) {
 type route struct {
 	page   string // "jobs", "fleet", "job", "entry", "style" or "" (none)
 	job    string // for the job and entry pages and the actions
-	entry  string // for the entry page: the entry's ID
-	action string // "run", "pause", "resume" on a job
+	entry  string // for the entry page and its actions: the entry's ID
+	action string // "run", "pause", "resume" on a job; "pause", "resume" on an entry
 	api    bool   // under api/: always JSON
 }
 
@@ -82,7 +82,7 @@ func parseRoute(rest string) (route, bool) {
 		return rt, false
 	}
 	segs := strings.Split(after, "/")
-	if len(segs) > 3 || segs[0] == "" {
+	if len(segs) > 4 || segs[0] == "" {
 		return rt, false
 	}
 	name, err := url.PathUnescape(segs[0])
@@ -103,12 +103,18 @@ func parseRoute(rest string) (route, bool) {
 		default:
 			return rt, false
 		}
-	case 3: // job/<name>/entry/<id>
+	case 3, 4: // job/<name>/entry/<id>, and its actions
 		id, err := url.PathUnescape(segs[2])
 		if segs[1] != "entry" || err != nil || id == "" {
 			return rt, false
 		}
 		rt.page, rt.entry = "entry", id
+		if len(segs) == 4 {
+			if segs[3] != actionPause && segs[3] != actionResume {
+				return rt, false
+			}
+			rt.action = segs[3]
+		}
 	}
 	return rt, true
 }
@@ -143,7 +149,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if rt.action != "" {
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", http.MethodPost)
-			h.fail(w, r, http.StatusMethodNotAllowed, "an action is a POST (the buttons on the job page)")
+			h.fail(w, r, http.StatusMethodNotAllowed, "an action is a POST (the buttons on the job and entry pages)")
 			return
 		}
 		h.cop.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

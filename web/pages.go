@@ -252,6 +252,10 @@ var doneMessages = map[string]string{
 	"resumed":  "Resumed: every replica follows within a second.",
 	// A resume whose replica found no pause of the job in force.
 	"not-paused": "The job had no pause of its own: nothing to resume.",
+	// The entry page's.
+	"entry-paused":    "Paused: every replica follows within a second; no slot of the entry runs until it is resumed.",
+	"entry-resumed":   "Resumed: every replica follows within a second; the entry's slots run again from now on.",
+	"entry-unchanged": "The entry was already so: nothing changed.",
 }
 
 // historyLimit reads ?limit=, the number of runs: absent is the configured

@@ -87,7 +87,7 @@ func statusOf(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, fleet.ErrNotSupported):
 		return http.StatusNotImplemented
-	case errors.Is(err, fleet.ErrJobBusy):
+	case errors.Is(err, fleet.ErrJobBusy), errors.Is(err, fleet.ErrEntryConflict):
 		return http.StatusConflict
 	case errors.Is(err, fleet.ErrTooManyManualRuns):
 		return http.StatusTooManyRequests

@@ -30,6 +30,9 @@ type Source interface {
 	// Entry is one schedule entry with its payload and recent runs: the entry
 	// page. An unknown entry is fleet.ErrEntryNotFound.
 	Entry(ctx context.Context, job string, in fleet.EntryRequest) (fleet.EntryReply, error)
+	// UpdateEntry is the entry page's pause and resume: the entry as read,
+	// Paused changed, stored on the revision the page showed.
+	UpdateEntry(ctx context.Context, job string, in fleet.UpdateEntryRequest) (fleet.EntryChangeReply, error)
 }
 
 var _ Source = (*fleet.Client)(nil)
