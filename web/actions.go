@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -26,6 +27,9 @@ type actionInput struct {
 	Reason string `json:"reason"`
 	// For is the pause's length, a Go duration ("30m"); empty: until resumed.
 	For string `json:"for"`
+	// Rev is the revision of the entry the page showed (an entry's pause and
+	// resume; required there).
+	Rev uint64 `json:"rev"`
 }
 
 // act runs an action after the cross-origin check: refused for a Host the page
@@ -38,8 +42,14 @@ func (h *Handler) act(w http.ResponseWriter, r *http.Request, rt route) {
 		h.fail(w, r, http.StatusForbidden, "the status page is read-only: the service passes no authorizer (web.Config.Authorize)")
 		return
 	}
+	// What is asked, for the messages: run "report", pause entry "acme" of "tenants".
+	what, of := fmt.Sprintf("%s %q", rt.action, rt.job), fmt.Sprintf("%s of %q", rt.action, rt.job)
+	if rt.entry != "" {
+		what = fmt.Sprintf("%s entry %q of %q", rt.action, rt.entry, rt.job)
+		of = what
+	}
 	if !h.cfg.Authorize(r) {
-		h.fail(w, r, http.StatusForbidden, fmt.Sprintf("not allowed: the authorizer refused %s of %q", rt.action, rt.job))
+		h.fail(w, r, http.StatusForbidden, "not allowed: the authorizer refused "+of)
 		return
 	}
 	in, err := readAction(w, r)
@@ -56,16 +66,22 @@ func (h *Handler) act(w http.ResponseWriter, r *http.Request, rt route) {
 	defer cancel()
 	var reply any
 	var done string
-	switch rt.action {
-	case actionRun:
+	switch {
+	case rt.entry != "":
+		reply, done, err = h.pauseEntry(ctx, rt, in.Rev, by)
+		if errors.Is(err, fleet.ErrEntryNotFound) {
+			h.fail(w, r, http.StatusNotFound, fmt.Sprintf("%s: the job has no schedule entry with this ID (removed, or never added)", what))
+			return
+		}
+	case rt.action == actionRun:
 		reply, done, err = h.trigger(ctx, rt.job, by)
-	case actionPause:
+	case rt.action == actionPause:
 		var p fleet.PauseRequest
 		if p, err = pauseRequest(in, by); err == nil {
 			reply, err = h.cfg.Source.Pause(ctx, rt.job, p)
 			done = "paused"
 		}
-	case actionResume:
+	case rt.action == actionResume:
 		var res fleet.ResumeReply
 		res, err = h.cfg.Source.Resume(ctx, rt.job, fleet.ResumeRequest{By: by})
 		reply, done = res, "resumed"
@@ -74,16 +90,52 @@ func (h *Handler) act(w http.ResponseWriter, r *http.Request, rt route) {
 		}
 	}
 	if err != nil {
-		h.failErr(w, r, fmt.Sprintf("%s %q", rt.action, rt.job), jobErr(err))
+		h.failErr(w, r, what, jobErr(err))
 		return
 	}
-	h.cfg.Logger.Info("web: action", "action", rt.action, "job", rt.job, "by", by)
+	h.cfg.Logger.Info("web: action", "action", rt.action, "job", rt.job, "entry", rt.entry, "by", by)
 	if wantsJSON(r, rt) {
 		writeJSON(w, http.StatusOK, reply) // as the CLI's --json prints it
 		return
 	}
 	// Post, redirect, get: a reload does not repeat the action.
-	http.Redirect(w, r, h.cfg.Prefix+jobPath(rt.job)+"?done="+done, http.StatusSeeOther)
+	back := jobPath(rt.job)
+	if rt.entry != "" {
+		back = entryPath(rt.job, rt.entry)
+	}
+	http.Redirect(w, r, h.cfg.Prefix+back+"?done="+done, http.StatusSeeOther)
+}
+
+// pauseEntry pauses or resumes (rt.action) entry rt.entry of rt.job as the page
+// showed it, at revision rev: the entry is read and stored again with Paused
+// changed, on rev, as `anarchon schedule set --paused` does. A change another
+// writer made since the page was read is refused (fleet.ErrEntryConflict), not
+// undone. An entry already so is left as it is.
+func (h *Handler) pauseEntry(ctx context.Context, rt route, rev uint64, by string) (any, string, error) {
+	if rev == 0 {
+		return nil, "", fmt.Errorf("%w: an entry's %s needs rev, the revision the page showed", errBadInput, rt.action)
+	}
+	paused := rt.action == actionPause
+	cur, err := h.cfg.Source.Entry(ctx, rt.job, fleet.EntryRequest{ID: rt.entry, History: 1})
+	if err != nil {
+		return nil, "", err
+	}
+	if cur.Entry.Paused == paused && cur.Entry.Revision == rev {
+		e := cur.Entry.Entry
+		e.Payload = nil // as a change's reply: the size only
+		return fleet.EntryChangeReply{Job: rt.job, Instance: cur.Instance, By: by, Entry: e}, "entry-unchanged", nil
+	}
+	spec := cur.Entry.EntrySpec
+	spec.Paused = paused
+	r, err := h.cfg.Source.UpdateEntry(ctx, rt.job, fleet.UpdateEntryRequest{ID: rt.entry, Rev: rev, EntrySpec: spec, By: by})
+	if errors.Is(err, fleet.ErrEntryConflict) {
+		err = fmt.Errorf("%w: the entry changed since the page was read (revision %d, now %d); reload it to see it as it is", err, rev, cur.Entry.Revision)
+	}
+	done := "entry-paused"
+	if !paused {
+		done = "entry-resumed"
+	}
+	return r, done, err
 }
 
 // trigger asks for a manual run and waits up to TriggerWait for it to end.
@@ -130,6 +182,13 @@ func readAction(w http.ResponseWriter, r *http.Request) (actionInput, error) {
 		return in, fmt.Errorf("%w: form: %w", errBadInput, err)
 	}
 	in.Reason, in.For = r.PostForm.Get("reason"), r.PostForm.Get("for")
+	if s := r.PostForm.Get("rev"); s != "" {
+		rev, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return in, fmt.Errorf("%w: rev=%q: an entry's revision, a number", errBadInput, s)
+		}
+		in.Rev = rev
+	}
 	return in, nil
 }
 

@@ -55,6 +55,19 @@ func (s *fixedSource) Resume(context.Context, string, fleet.ResumeRequest) (flee
 	return fleet.ResumeReply{}, fleet.ErrNotSupported
 }
 
+// Entries, Entry and UpdateEntry: the fleet's backend stores no schedule entries.
+func (s *fixedSource) Entries(context.Context, string, fleet.EntriesRequest) (fleet.EntriesReply, error) {
+	return fleet.EntriesReply{}, fleet.ErrNotSupported
+}
+
+func (s *fixedSource) Entry(context.Context, string, fleet.EntryRequest) (fleet.EntryReply, error) {
+	return fleet.EntryReply{}, fleet.ErrNotSupported
+}
+
+func (s *fixedSource) UpdateEntry(context.Context, string, fleet.UpdateEntryRequest) (fleet.EntryChangeReply, error) {
+	return fleet.EntryChangeReply{}, fleet.ErrNotSupported
+}
+
 // bigFleet is jobs jobs with runs runs each on three replicas, every tenth job
 // failing and every seventh paused, as a replica's answers summarise them.
 func bigFleet(jobs, runs int) *fixedSource {

@@ -21,6 +21,9 @@ const (
 	DefaultPrefix = "/"
 	// DefaultHistoryLimit is how many runs the job page shows without ?limit=.
 	DefaultHistoryLimit = 50
+	// DefaultEntriesPage is how many schedule entries the job page lists per page
+	// without ?entries= (at most fleet.MaxEntriesLimit).
+	DefaultEntriesPage = 20
 	// DefaultTimeout bounds the reads behind one page, and one action.
 	DefaultTimeout = 10 * time.Second
 	// DefaultTriggerWait is how long "run now" waits for the run to end before it
@@ -46,12 +49,13 @@ type Config struct {
 	// http.StripPrefix. Defaults to DefaultPrefix ("/").
 	Prefix string
 
-	// Authorize decides whether a request may act (run now, pause, resume). It
-	// is asked on every action, and on every page to decide whether to show the
-	// action controls. Nil: the pages are read-only and every action is refused
-	// with 403. Actions are POST only and pass Go's http.CrossOriginProtection
-	// and the Host check (Hosts) first, so neither a cross-site form nor a page
-	// of another site reaching this one through DNS rebinding gets to Authorize.
+	// Authorize decides whether a request may act (run now, pause, resume; an
+	// entry's pause and resume). It is asked on every action, and on every page
+	// to decide whether to show the action controls. Nil: the pages are
+	// read-only and every action is refused with 403. Actions are POST only and
+	// pass Go's http.CrossOriginProtection and the Host check (Hosts) first, so
+	// neither a cross-site form nor a page of another site reaching this one
+	// through DNS rebinding gets to Authorize.
 	Authorize func(*http.Request) bool
 
 	// Hosts lists the names the pages answer to, as the Host header carries them

@@ -30,29 +30,53 @@
 //	                             default Config.HistoryLimit; a limit that is not a
 //	                             number from 1 up is 400, one above
 //	                             fleet.MaxHistoryLimit is clamped to it and the page
-//	                             says so; a job no replica declares is 404
+//	                             says so; a job no replica declares is 404. With
+//	                             schedule entries (or none yet, for a job of
+//	                             entries only): a page of them in order of ID
+//	                             (state, last run, next slot, schedule in words,
+//	                             last failure, payload size, revision), ?entries=N
+//	                             a page (DefaultEntriesPage; clamped to
+//	                             fleet.MaxEntriesLimit as limit is), ?after=ID the
+//	                             page after that ID (the next page's link)
+//	GET  job/<name>/entry/<id>   one schedule entry: its schedule, state, next
+//	                             slot, last run, success and failure, payload (its
+//	                             size, and the first 512 bytes when it is text),
+//	                             revision, when and by whom written, and its own
+//	                             runs (?limit=N as the job's); an unknown entry is
+//	                             404
 //	GET  fleet                   the replicas: what each declares, the leases it
 //	                             holds now, its version and backend
 //	POST job/<name>/run          run now (a manual run); pause (form fields reason,
 //	POST job/<name>/pause        required, and for, a Go duration, optional);
 //	POST job/<name>/resume       resume
+//	POST job/<name>/entry/<id>/pause   pause or resume one schedule entry (form
+//	POST job/<name>/entry/<id>/resume  field rev, the revision the page showed:
+//	                             the entry as read, Paused changed, stored on rev)
 //	GET  style.css               the embedded stylesheet
 //
-// <name> is the job name path-escaped (a slash is %2F). A page asked with
+// <name> and <id> are path-escaped (a slash is %2F, "." and ".." are %2E). A
+// page asked with
 // Accept: application/json (and not text/html), or under api/, answers JSON
 // instead:
 //
 //	api/jobs, api/fleet          *fleet.Fleet, as `anarchon jobs --json` prints it
-//	api/job/<name>               JobView: the job's summary, history and leases
+//	api/job/<name>               JobView: the job's summary, history, leases and
+//	                             a page of its entries
 //	api/job/<name>/history       fleet.HistoryReply (`anarchon history JOB --json`)
 //	api/job/<name>/active        fleet.ActiveReply (`anarchon active JOB --json`)
+//	api/job/<name>/entries       fleet.EntriesReply (`anarchon schedule ls JOB
+//	                             --json`; ?after=ID, ?limit=N)
+//	api/job/<name>/entry/<id>    fleet.EntryReply (`anarchon schedule show JOB ID
+//	                             --json`), the payload whole
 //	api/job/<name>/run|pause|resume (POST)  the fleet reply, as the CLI's --json
 //	                             (form fields, or a JSON body {"reason","for"})
+//	api/job/<name>/entry/<id>/pause|resume (POST)  fleet.EntryChangeReply (form
+//	                             field rev, or a JSON body {"rev"})
 //
 // An error is the error page, or fleet.ErrorBody {"code","error"} as JSON, with
-// the status: 400 bad input, 403 action refused, 404 unknown page or job, 405
+// the status: 400 bad input, 403 action refused, 404 unknown page, job or entry, 405
 // wrong method, 409 a run of the job is in progress and the job forbids overlap
-// (run), 421 a Host Config.Hosts does not list, 429 the replica runs as many
+// (run) or the entry changed since the page showed it (an entry's pause), 421 a Host Config.Hosts does not list, 429 the replica runs as many
 // manual runs of the job as it may (run), 501 the backend cannot (pause), 503 no
 // replica answers or the replica is unavailable, 504 the source took longer than
 // Config.Timeout, 502 another failure of the source.
@@ -65,7 +89,11 @@
 // (AllowLoopback allows this machine only, for a developer's page). Actions
 // are POST only, pass Go's http.CrossOriginProtection (a form posted from another
 // site is refused with 403 before Authorize is asked), then the Host check, and
-// redirect back to the job's page (post, redirect, get).
+// redirect back to the job's or entry's page (post, redirect, get). An entry's
+// pause and resume are compare-and-set on the revision the page showed: a
+// change another writer made since is refused (409), never undone. Adding,
+// changing and removing entries is the anarchon command's (schedule add, set,
+// rm).
 //
 // The Host check stops DNS rebinding, a page of another site whose name is
 // re-pointed at this machine: to the browser it is same-origin, its request comes
@@ -81,8 +109,9 @@
 // A jobs or fleet page is one Source.Jobs: with *fleet.Client, one
 // scatter-gather that waits its gather window (fleet.DefaultGatherWindow unless
 // the client was built WithGatherWindow) while each replica reads every job's
-// last runs and leases. A job page is that and the job's History and Active,
-// asked in parallel. Rendering itself is cheap next to those reads: see
+// last runs and leases. A job page is that and the job's History, Active and
+// a page of its Entries, asked in parallel; entries that cannot be listed are
+// said on the page, which shows the rest. An entry page is one Source.Entry. Rendering itself is cheap next to those reads: see
 // BenchmarkJobsPage.
 //
 // # Screen and markup

@@ -14,28 +14,33 @@ import (
 // funcs are the templates' functions.
 func (h *Handler) funcs() template.FuncMap {
 	return template.FuncMap{
-		"jobURL":    func(job string) string { return h.cfg.Prefix + jobPath(job) },
-		"apiJobURL": func(job string) string { return h.cfg.Prefix + "api/" + jobPath(job) },
-		"page":      frameOf,
-		"clock":     clock,
-		"rel":       rel,
-		"iso":       func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
-		"ms":        msText,
-		"secs":      func(n int) string { return short(time.Duration(n) * time.Second) },
-		"status":    statusClass,
-		"failed":    failed,
-		"sched":     scheduler.DescribeSchedule,
-		"join":      strings.Join,
-		"holding":   holding,
+		"jobURL":     func(job string) string { return h.cfg.Prefix + jobPath(job) },
+		"apiJobURL":  func(job string) string { return h.cfg.Prefix + "api/" + jobPath(job) },
+		"page":       frameOf,
+		"clock":      clock,
+		"rel":        rel,
+		"iso":        func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
+		"ms":         msText,
+		"secs":       func(n int) string { return short(time.Duration(n) * time.Second) },
+		"status":     statusClass,
+		"failed":     failed,
+		"sched":      scheduler.DescribeSchedule,
+		"join":       strings.Join,
+		"holding":    holding,
+		"entryURL":   func(job, id string) string { return h.cfg.Prefix + entryPath(job, id) },
+		"entrySched": entrySchedule,
+		"entryState": entryState,
+		"visible":    visible,
 	}
 }
 
-// frame is what a shared template ("head", "run", "pause") gets: the page's
-// frame and one item.
+// frame is what a shared template ("head", "run", "pause", "runrows") gets: the
+// page's frame and one item.
 type frame struct {
 	pageBase
-	Page string     // "head": the page's name in the title
-	Run  *fleet.Run // "run"
+	Page string      // "head": the page's name in the title
+	Run  *fleet.Run  // "run"
+	Runs []fleet.Run // "runrows"
 	*fleet.PauseInfo
 }
 
@@ -49,6 +54,8 @@ func frameOf(p interface{ base() pageBase }, item any) (frame, error) {
 		f.Run = x
 	case *fleet.PauseInfo:
 		f.PauseInfo = x
+	case []fleet.Run:
+		f.Runs = x
 	default:
 		return f, fmt.Errorf("web: page: %T", item)
 	}

@@ -39,9 +39,10 @@ func New(cfg Config) (*Handler, error) {
 
 // A route is what a request's path names, below the prefix.
 type route struct {
-	page   string // "jobs", "fleet", "job", "style" or "" (none)
-	job    string // for the job page and the actions
-	action string // "run", "pause", "resume" on a job
+	page   string // "jobs", "fleet", "job", "entry", "style" or "" (none)
+	job    string // for the job and entry pages and the actions
+	entry  string // for the entry page and its actions: the entry's ID
+	action string // "run", "pause", "resume" on a job; "pause", "resume" on an entry
 	api    bool   // under api/: always JSON
 }
 
@@ -81,7 +82,7 @@ func parseRoute(rest string) (route, bool) {
 		return rt, false
 	}
 	segs := strings.Split(after, "/")
-	if len(segs) > 2 || segs[0] == "" {
+	if len(segs) > 4 || segs[0] == "" {
 		return rt, false
 	}
 	name, err := url.PathUnescape(segs[0])
@@ -89,17 +90,30 @@ func parseRoute(rest string) (route, bool) {
 		return rt, false
 	}
 	rt.page, rt.job = "job", name
-	if len(segs) == 2 {
+	switch len(segs) {
+	case 2:
 		switch segs[1] {
 		case actionRun, actionPause, actionResume:
 			rt.action = segs[1]
-		case "history", "active":
+		case "history", "active", "entries":
 			if !rt.api {
 				return rt, false
 			}
 			rt.page = segs[1]
 		default:
 			return rt, false
+		}
+	case 3, 4: // job/<name>/entry/<id>, and its actions
+		id, err := url.PathUnescape(segs[2])
+		if segs[1] != "entry" || err != nil || id == "" {
+			return rt, false
+		}
+		rt.page, rt.entry = "entry", id
+		if len(segs) == 4 {
+			if segs[3] != actionPause && segs[3] != actionResume {
+				return rt, false
+			}
+			rt.action = segs[3]
 		}
 	}
 	return rt, true
@@ -135,7 +149,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if rt.action != "" {
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", http.MethodPost)
-			h.fail(w, r, http.StatusMethodNotAllowed, "an action is a POST (the buttons on the job page)")
+			h.fail(w, r, http.StatusMethodNotAllowed, "an action is a POST (the buttons on the job and entry pages)")
 			return
 		}
 		h.cop.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -161,7 +175,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.fleetPage(ctx, w, r, rt)
 	case "job":
 		h.jobPage(ctx, w, r, rt)
-	case "history", "active":
+	case "entry":
+		h.entryPage(ctx, w, r, rt)
+	case "history", "active", "entries":
 		h.jobAPI(ctx, w, r, rt)
 	}
 }
@@ -177,12 +193,18 @@ func setSecurityHeaders(w http.ResponseWriter) {
 	hd.Set("Referrer-Policy", "same-origin")
 }
 
-// jobPath is the escaped path of a job's page below the prefix. A job named "."
-// or ".." has its dots escaped, so a mux that cleans paths does not take it for a
-// relative path.
-func jobPath(job string) string {
-	if job == "." || job == ".." {
-		return "job/" + strings.ReplaceAll(job, ".", "%2E")
+// jobPath is the escaped path of a job's page below the prefix.
+func jobPath(job string) string { return "job/" + pathSegment(job) }
+
+// entryPath is the escaped path of an entry's page below the prefix.
+func entryPath(job, id string) string { return jobPath(job) + "/entry/" + pathSegment(id) }
+
+// pathSegment escapes a job name or an entry ID as one path segment: a slash is
+// %2F, and a name "." or ".." has its dots escaped, so a mux that cleans paths
+// does not take it for a relative path.
+func pathSegment(name string) string {
+	if name == "." || name == ".." {
+		return strings.ReplaceAll(name, ".", "%2E")
 	}
-	return "job/" + url.PathEscape(job)
+	return url.PathEscape(name)
 }

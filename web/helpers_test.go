@@ -52,6 +52,13 @@ type testFleet struct {
 // cannot start.
 func startFleet(t testing.TB, cfg web.Config) *testFleet {
 	t.Helper()
+	return startFleetWith(t, cfg, nil)
+}
+
+// startFleetWith is startFleet with declare called on each replica's scheduler
+// before it starts, for jobs beyond the five (nil: none).
+func startFleetWith(t testing.TB, cfg web.Config, declare func(*scheduler.Scheduler) error) *testFleet {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	ns := natstest.Server(t, embedded.Options{})
@@ -76,6 +83,9 @@ func startFleet(t testing.TB, cfg web.Config) *testFleet {
 		require.NoError(t, s.Every(jobBroken, rare, func(context.Context, scheduler.Run) error { return errors.New(hostileErr) }))
 		require.NoError(t, s.Cron(jobDots, "0 9 29 2 MON", ok, scheduler.WithLocation(mustZone(t, "Europe/Athens"))))
 		require.NoError(t, s.Every(jobSlow, rare, slow, scheduler.WithOverlap(scheduler.OverlapBufferOne)))
+		if declare != nil {
+			require.NoError(t, declare(s))
+		}
 		require.NoError(t, s.Start(ctx))
 		t.Cleanup(func() { require.NoError(t, s.Stop(context.Background())) })
 		svc, err := fleet.Serve(ctx, nc, s)

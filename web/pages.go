@@ -220,6 +220,11 @@ type JobView struct {
 	Job     fleet.JobSummary   `json:"job"`
 	History fleet.HistoryReply `json:"history"`
 	Active  fleet.ActiveReply  `json:"active"`
+	// Entries is a page of the job's schedule entries (?after=, ?entries=), as
+	// `anarchon schedule ls JOB --json` prints it: absent when the backend stores
+	// no entries or they could not be listed, and EntriesError then says why.
+	Entries      *fleet.EntriesReply `json:"entries,omitempty"`
+	EntriesError string              `json:"entries_error,omitempty"`
 }
 
 // jobView is the job page.
@@ -233,6 +238,8 @@ type jobView struct {
 	Done string
 	// Chart draws the last runs (nil without any).
 	Chart *runChart
+	// EntryList is the page of entries shown, and its links.
+	EntryList entryList
 }
 
 // doneMessages are the messages an action's redirect may ask for (?done=): a
@@ -245,24 +252,35 @@ var doneMessages = map[string]string{
 	"resumed":  "Resumed: every replica follows within a second.",
 	// A resume whose replica found no pause of the job in force.
 	"not-paused": "The job had no pause of its own: nothing to resume.",
+	// The entry page's.
+	"entry-paused":    "Paused: every replica follows within a second; no slot of the entry runs until it is resumed.",
+	"entry-resumed":   "Resumed: every replica follows within a second; the entry's slots run again from now on.",
+	"entry-unchanged": "The entry was already so: nothing changed.",
 }
 
-// historyLimit reads ?limit=: absent is the configured default; a number above
-// fleet.MaxHistoryLimit (even one too large for an int) is clamped to it, and the
-// page says so; anything else (not a number, zero, negative) is a bad request.
+// historyLimit reads ?limit=, the number of runs: absent is the configured
+// default, and countParam says the rest.
 func (h *Handler) historyLimit(r *http.Request) (limit int, clampedFrom string, err error) {
-	s := r.URL.Query().Get("limit")
+	return countParam(r, "limit", "runs", h.cfg.HistoryLimit, fleet.MaxHistoryLimit)
+}
+
+// countParam reads a count of what from the query's param: absent is def; a
+// number above maxN (even one too large for an int) is clamped to it, and the
+// page says so (clampedFrom is the value asked); anything else (not a number,
+// zero, negative) is a bad request.
+func countParam(r *http.Request, param, what string, def, maxN int) (n int, clampedFrom string, err error) {
+	s := r.URL.Query().Get(param)
 	if s == "" {
-		return h.cfg.HistoryLimit, "", nil
+		return def, "", nil
 	}
-	n, err := strconv.Atoi(s)
+	n, err = strconv.Atoi(s)
 	switch {
 	case errors.Is(err, strconv.ErrRange) && s[0] != '-':
-		return fleet.MaxHistoryLimit, s, nil
+		return maxN, s, nil
 	case err != nil || n <= 0:
-		return 0, "", fmt.Errorf("%w: limit=%q: a number of runs from 1 to %d", errBadInput, s, fleet.MaxHistoryLimit)
-	case n > fleet.MaxHistoryLimit:
-		return fleet.MaxHistoryLimit, s, nil
+		return 0, "", fmt.Errorf("%w: %s=%q: a number of %s from 1 to %d", errBadInput, param, s, what, maxN)
+	case n > maxN:
+		return maxN, s, nil
 	}
 	return n, "", nil
 }
@@ -273,17 +291,26 @@ func (h *Handler) jobPage(ctx context.Context, w http.ResponseWriter, r *http.Re
 		h.failErr(w, r, "history", err)
 		return
 	}
-	// The three reads run together: the page costs the slowest, the jobs gather.
+	ep, err := readEntryList(r, "entries")
+	if err != nil {
+		h.failErr(w, r, "entries", err)
+		return
+	}
+	// The four reads run together: the page costs the slowest, the jobs gather.
 	var (
-		wg                       sync.WaitGroup
-		f                        *fleet.Fleet
-		hist                     fleet.HistoryReply
-		act                      fleet.ActiveReply
-		jobsErr, histErr, actErr error
+		wg                               sync.WaitGroup
+		f                                *fleet.Fleet
+		hist                             fleet.HistoryReply
+		act                              fleet.ActiveReply
+		ents                             fleet.EntriesReply
+		jobsErr, histErr, actErr, entErr error
 	)
 	wg.Go(func() { f, jobsErr = h.cfg.Source.Jobs(ctx) })
 	wg.Go(func() { hist, histErr = h.cfg.Source.History(ctx, rt.job, limit) })
 	wg.Go(func() { act, actErr = h.cfg.Source.Active(ctx, rt.job) })
+	wg.Go(func() {
+		ents, entErr = h.cfg.Source.Entries(ctx, rt.job, fleet.EntriesRequest{After: ep.After, Limit: ep.Limit})
+	})
 	wg.Wait()
 	if jobsErr != nil {
 		h.failErr(w, r, "list the jobs", jobsErr)
@@ -309,17 +336,20 @@ func (h *Handler) jobPage(ctx context.Context, w http.ResponseWriter, r *http.Re
 	if jv.Active.Runs == nil {
 		jv.Active.Runs = []fleet.ActiveRun{}
 	}
+	jv.Entries, jv.EntriesError = h.entriesOf(rt.job, ents, entErr)
 	if wantsJSON(r, rt) {
 		writeJSON(w, http.StatusOK, jv)
 		return
 	}
 	base := h.base(r, "")
 	h.render(w, http.StatusOK, "job", jobView{pageBase: base, JobView: jv, Asked: asked, Limit: limit,
-		Done: doneMessages[r.URL.Query().Get("done")], Chart: chartOf(jv.History.Runs, base.Now)})
+		Done: doneMessages[r.URL.Query().Get("done")], Chart: chartOf(jv.History.Runs, base.Now),
+		EntryList: ep.of(h.cfg.Prefix+jobPath(rt.job), r, jv)})
 }
 
-// jobAPI answers api/job/<name>/history and api/job/<name>/active with exactly
-// what `anarchon history JOB --json` and `anarchon active JOB --json` print.
+// jobAPI answers api/job/<name>/history, api/job/<name>/active and
+// api/job/<name>/entries with exactly what `anarchon history JOB --json`,
+// `anarchon active JOB --json` and `anarchon schedule ls JOB --json` print.
 func (h *Handler) jobAPI(ctx context.Context, w http.ResponseWriter, r *http.Request, rt route) {
 	var v any
 	var err error
@@ -331,6 +361,11 @@ func (h *Handler) jobAPI(ctx context.Context, w http.ResponseWriter, r *http.Req
 		}
 	case "active":
 		v, err = h.cfg.Source.Active(ctx, rt.job)
+	case "entries":
+		var ep entryList
+		if ep, err = readEntryList(r, "limit"); err == nil {
+			v, err = h.cfg.Source.Entries(ctx, rt.job, fleet.EntriesRequest{After: ep.After, Limit: ep.Limit})
+		}
 	}
 	if err != nil {
 		h.failErr(w, r, fmt.Sprintf("%s of %q", rt.page, rt.job), jobErr(err))

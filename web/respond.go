@@ -83,11 +83,11 @@ func statusOf(err error) int {
 	switch {
 	case errors.Is(err, errBadInput), errors.Is(err, fleet.ErrBadRequest):
 		return http.StatusBadRequest
-	case errors.Is(err, fleet.ErrUnknownJob):
+	case errors.Is(err, fleet.ErrUnknownJob), errors.Is(err, fleet.ErrEntryNotFound):
 		return http.StatusNotFound
 	case errors.Is(err, fleet.ErrNotSupported):
 		return http.StatusNotImplemented
-	case errors.Is(err, fleet.ErrJobBusy):
+	case errors.Is(err, fleet.ErrJobBusy), errors.Is(err, fleet.ErrEntryConflict):
 		return http.StatusConflict
 	case errors.Is(err, fleet.ErrTooManyManualRuns):
 		return http.StatusTooManyRequests

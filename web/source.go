@@ -10,7 +10,7 @@ import (
 // *fleet.Client the handler calls, and nothing more. Any other implementation
 // (a cache in front of a client, a fleet in another form) serves the same pages;
 // its errors should match fleet's sentinels (fleet.ErrUnknownJob,
-// fleet.ErrNoReplica, fleet.ErrBadRequest…) for the pages to answer with the right
+// fleet.ErrNoReplica, fleet.ErrBadRequest, fleet.ErrEntryNotFound…) for the pages to answer with the right
 // status.
 type Source interface {
 	// Jobs is every replica's answer summarised by job: the jobs and fleet pages.
@@ -23,6 +23,16 @@ type Source interface {
 	Trigger(ctx context.Context, job string, in fleet.TriggerRequest) (fleet.TriggerReply, error)
 	Pause(ctx context.Context, job string, in fleet.PauseRequest) (fleet.PauseReply, error)
 	Resume(ctx context.Context, job string, in fleet.ResumeRequest) (fleet.ResumeReply, error)
+	// Entries is a page of a job's schedule entries, ordered by ID, after
+	// in.After: the job page's entries. A backend without entries answers
+	// fleet.ErrNotSupported, and the page shows none.
+	Entries(ctx context.Context, job string, in fleet.EntriesRequest) (fleet.EntriesReply, error)
+	// Entry is one schedule entry with its payload and recent runs: the entry
+	// page. An unknown entry is fleet.ErrEntryNotFound.
+	Entry(ctx context.Context, job string, in fleet.EntryRequest) (fleet.EntryReply, error)
+	// UpdateEntry is the entry page's pause and resume: the entry as read,
+	// Paused changed, stored on the revision the page showed.
+	UpdateEntry(ctx context.Context, job string, in fleet.UpdateEntryRequest) (fleet.EntryChangeReply, error)
 }
 
 var _ Source = (*fleet.Client)(nil)
