@@ -98,6 +98,7 @@ type config struct {
 	replicas    int
 	history     int
 	extra       []string
+	jobsFile    string
 	// seedEntries tenants' entries, every entryEvery, are added at start.
 	seedEntries int
 	entryEvery  time.Duration
@@ -143,6 +144,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		}
 		return nil
 	})
+	fs.StringVar(&c.jobsFile, "jobs-file", "", "declare one more job per line of the file at `PATH` (like -extra-jobs), read again on SIGHUP: jobs added are registered, jobs gone are removed, while the replica runs")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}

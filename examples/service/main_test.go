@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -490,4 +491,40 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
+}
+
+// TestJobsFileReload: on SIGHUP a replica reads its -jobs-file again, registers
+// the jobs added and removes the jobs gone, while it runs; a name it refuses
+// leaves the others as they are. Not parallel: the signal is the process's.
+func TestJobsFileReload(t *testing.T) {
+	srv := startServer(t)
+	path := filepath.Join(t.TempDir(), "jobs")
+	require.NoError(t, os.WriteFile(path, []byte("# extra jobs\nalpha\n"), 0o600))
+	r := start(t, "-url", srv.ClientURL(), "-interval", "1s", "-log-format", "json", "-metrics-addr", "",
+		"-history", "0", "-jobs-file", path, "-instance", "a")
+	r.waitFor(t, 20*time.Second, finished("alpha", scheduler.StatusOK))
+
+	require.NoError(t, os.WriteFile(path, []byte("gamma\ntick\n"), 0o600))
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
+	removed := r.waitFor(t, 10*time.Second, func(l logLine) bool { return l["msg"] == "jobs file: job removed" && l["job"] == "alpha" })
+	r.waitFor(t, 10*time.Second, func(l logLine) bool { return l["msg"] == "jobs file: job registered" && l["job"] == "gamma" })
+	r.waitFor(t, 10*time.Second, func(l logLine) bool { return l["msg"] == "jobs file: job not registered" && l["job"] == "tick" })
+	var gammaRuns int
+	waitAll(t, 20*time.Second, []*replica{r}, func(lines []logLine) bool {
+		gammaRuns = 0
+		for _, l := range lines {
+			if finished("gamma", scheduler.StatusOK)(l) {
+				gammaRuns++
+			}
+		}
+		return gammaRuns >= 2
+	})
+	at, err := time.Parse(time.RFC3339Nano, removed["time"].(string))
+	require.NoError(t, err)
+	for _, l := range r.lines(t) {
+		if l["msg"] == "run finished" && l["job"] == "alpha" {
+			assert.False(t, l.slot(t).After(at.Add(time.Second)), "a slot of alpha after its removal ran: %v", l)
+		}
+	}
+	require.NoError(t, r.stop(t))
 }

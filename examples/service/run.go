@@ -6,7 +6,10 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -80,6 +83,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := register(s, c, log); err != nil {
 		return err
 	}
+	var reload chan os.Signal // nil without -jobs-file: never ready
+	var jobs *jobsFile
+	if c.jobsFile != "" {
+		jobs = &jobsFile{path: c.jobsFile, c: c, log: log}
+		if err := jobs.sync(s, true); err != nil {
+			return err
+		}
+		reload = make(chan os.Signal, 1)
+		signal.Notify(reload, syscall.SIGHUP)
+		defer signal.Stop(reload)
+	}
 	if err := s.Start(ctx); err != nil {
 		return startErr(ctx, log, err)
 	}
@@ -119,11 +133,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		defer t.Stop()
 		timeout = t.C
 	}
-	select {
-	case <-ctx.Done():
-		log.Info("shutting down", "reason", context.Cause(ctx), "stop_timeout", c.stopTimeout)
-	case <-timeout:
-		log.Info("shutting down", "reason", "-duration elapsed", "stop_timeout", c.stopTimeout)
+wait:
+	for {
+		select {
+		case <-ctx.Done():
+			log.Info("shutting down", "reason", context.Cause(ctx), "stop_timeout", c.stopTimeout)
+			break wait
+		case <-timeout:
+			log.Info("shutting down", "reason", "-duration elapsed", "stop_timeout", c.stopTimeout)
+			break wait
+		case <-reload:
+			if err := jobs.sync(s, false); err != nil {
+				log.Warn("jobs file not read again; the jobs stay as they were", "err", err)
+			}
+		}
 	}
 
 	// Stop claims nothing more, gives running jobs until the deadline, then cancels
