@@ -231,7 +231,8 @@
 //	     negative limit, text over 1 KiB, an entry that cannot be (its ID, its
 //	     schedule, a payload over 16 KiB, an update without rev), an entry
 //	     subject whose last token is no operation
-//	404  unknown job: the replica serves the job but its scheduler does not declare it
+//	404  unknown job: never answered by a replica; Client reports so a job that no
+//	     replica up declares (a *NoReplicaError)
 //	409  a trigger of a job that forbids overlap while a run of it is in progress
 //	410  no schedule entry of the job has that ID
 //	412  an entry's update or removal based on a revision no longer stored:
@@ -242,7 +243,9 @@
 //	500  the replica failed (a backend call), with the error
 //	501  not supported: the backend cannot store pauses (backend.Pauser) or
 //	     schedule entries (backend.EntryStore)
-//	503  unavailable: the scheduler is not started or stopping, or the service stops
+//	503  unavailable: the scheduler is not started or stopping, the service stops,
+//	     or the job was removed from the replica a moment ago (ask again: another
+//	     replica may declare it)
 //
 // Client returns these as *ServiceError, which matches ErrBadRequest,
 // ErrUnknownJob, ErrJobBusy, ErrEntryNotFound, ErrEntryConflict, ErrEntryExists,

@@ -22,7 +22,9 @@ var (
 	// malformed JSON, an unknown field, a missing reason, an until in the past...
 	ErrBadRequest = errors.New("fleet: bad request")
 	// ErrUnknownJob: the replica does not declare the job (code 404), or no
-	// replica that is up declares it (a *NoReplicaError with replicas up).
+	// replica that is up declares it (a *NoReplicaError with replicas up). A
+	// replica asked about a job it has just removed answers 503 (ErrUnavailable),
+	// as another replica may declare it.
 	ErrUnknownJob = errors.New("fleet: unknown job")
 	// ErrNotSupported: the replica's backend cannot do it (code 501), e.g. pause
 	// on a backend that does not store pauses.
@@ -197,7 +199,10 @@ func replyFor(err error) (int, string) {
 	case errors.As(err, &re):
 		code = re.code
 	case errors.Is(err, scheduler.ErrJobNotFound):
-		code = CodeUnknownJob
+		// A replica subscribes a job's endpoints only while its scheduler
+		// declares the job: the job was removed here a moment ago, and another
+		// replica may declare it. Ask again (a 404 would say nobody does).
+		return CodeUnavailable, shortText(err.Error() + ": removed from this replica, ask again")
 	case errors.Is(err, scheduler.ErrEntryNotFound):
 		code = CodeEntryNotFound
 	case errors.Is(err, scheduler.ErrEntryConflict):

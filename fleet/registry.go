@@ -545,9 +545,16 @@ func (r *registry) apply(ctx context.Context, jobs []Declaration) {
 	}
 	r.mu.Lock()
 	r.declared = declared
-	for job := range r.conflicts {
-		if _, ok := declared[job]; !ok {
-			delete(r.conflicts, job)
+	for job, c := range r.conflicts {
+		if _, ok := declared[job]; ok {
+			continue
+		}
+		delete(r.conflicts, job)
+		if c != "" {
+			// No longer declared here: its conflict is not this replica's to
+			// report (a metric that follows the events goes back to 0).
+			r.log.Info("a job declared differently is no longer declared here", "job", job)
+			r.s.Report(scheduler.Event{Kind: scheduler.EventJobConflict, Job: job})
 		}
 	}
 	r.reportConflictsLocked()

@@ -44,6 +44,10 @@ type Service struct {
 	readRoutes map[string]handler
 	quit       chan struct{}
 	workers    sync.WaitGroup
+	// halt ends follow, which closes followed once it subscribes no more:
+	// Stop waits for it before it unsubscribes.
+	halt     chan struct{}
+	followed chan struct{}
 	reg        *registry // nil WithoutRegistry
 	// reqCtx makes the context a request is served with (WithRequestContext).
 	reqCtx func(context.Context, nats.Header) context.Context
@@ -98,7 +102,7 @@ func Serve(ctx context.Context, nc *nats.Conn, s *scheduler.Scheduler, opts ...O
 	f := &Service{nc: nc, s: s, log: log.With("instance", s.Instance()), jobs: jobs, cfg: c, subj: subjects(c.prefix), pauser: pauser,
 		routes: map[string]handler{}, subs: map[string][]*nats.Subscription{}, reads: make(chan *nats.Msg, requestQueue), controls: make(chan *nats.Msg, requestQueue),
 		entryReads: make(chan *nats.Msg, requestQueue), readRoutes: map[string]handler{},
-		quit: make(chan struct{}), reqCtx: c.reqCtx}
+		quit: make(chan struct{}), halt: make(chan struct{}), followed: make(chan struct{}), reqCtx: c.reqCtx}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 
 	svc, err := micro.AddService(nc, micro.Config{
@@ -140,7 +144,6 @@ func Serve(ctx context.Context, nc *nats.Conn, s *scheduler.Scheduler, opts ...O
 			return nil, err
 		}
 	}
-	f.workers.Add(1)
 	go f.follow(changed)
 	return f, nil
 }
@@ -248,10 +251,10 @@ func (f *Service) unserveJob(job string) {
 // follow serves the jobs the scheduler registers after Serve and stops serving
 // the ones it removes, until the service stops.
 func (f *Service) follow(changed <-chan struct{}) {
-	defer f.workers.Done()
+	defer close(f.followed)
 	for {
 		select {
-		case <-f.quit:
+		case <-f.halt:
 			return
 		case <-changed:
 		}
@@ -282,6 +285,11 @@ func (f *Service) syncJobs() {
 	for _, job := range now {
 		if served[job] {
 			continue
+		}
+		select {
+		case <-f.halt: // stopping: Stop unsubscribes what is served
+			return
+		default:
 		}
 		if err := checkSubjects(f.subj, f.cfg, f.s.Backend(), append(slices.Clone(f.jobs), job)); err != nil {
 			f.log.Error("job registered after Serve not served: its subjects overlap", "job", job, "err", err)
@@ -316,6 +324,9 @@ func (f *Service) Stop(ctx context.Context) error {
 	}
 	f.stopped = true
 	f.mu.Unlock()
+	// No job is subscribed once Stop has begun to unsubscribe.
+	close(f.halt)
+	<-f.followed
 	err := f.svc.Stop()
 	f.unsubscribe()
 	if f.reg != nil {

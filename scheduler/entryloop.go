@@ -18,8 +18,10 @@ type entrySet struct {
 	byKey    map[entryKey]*entryState
 	due      entryHeap
 	wake     chan struct{} // buffered 1: the heap's head changed
-	synced   chan struct{} // closed once the stored entries were read
-	syncOnce sync.Once
+	// synced is closed once the stored entries were read (under mu): at Start,
+	// or, after a Start with no job, once the first job registered started
+	// the watch.
+	synced chan struct{}
 	// watching says the watch runs: from Start, or from the first job
 	// registered after a Start that had none.
 	watching bool
@@ -178,7 +180,7 @@ func (s *Scheduler) entriesSynced(first bool, owed []adoption, loaded int, start
 	n, orphans := len(es.byKey), len(es.orphans)
 	es.mu.Unlock()
 	if first {
-		es.syncOnce.Do(func() { close(es.synced) })
+		es.markSynced()
 		s.log.Info("schedule entries loaded", "entries", n, "orphaned", orphans, "read", loaded, "took", s.clock.Now().Sub(started))
 	}
 	if len(owed) > 0 {
@@ -394,8 +396,21 @@ func (s *Scheduler) waitEntries(d time.Duration) bool {
 	return true
 }
 
+// markSynced says the stored entries were read, once.
+func (es *entrySet) markSynced() {
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	select {
+	case <-es.synced:
+	default:
+		close(es.synced)
+	}
+}
+
 // EntriesLoaded waits until this instance has read the stored schedule entries
-// once after Start (at once when the backend keeps none), or ctx ends.
+// once after Start (at once when the backend keeps none, or while no job is
+// registered: after the first job's registration, until they were read), or
+// ctx ends.
 func (s *Scheduler) EntriesLoaded(ctx context.Context) error {
 	s.mu.Lock()
 	started := s.state == stateStarted || s.state == stateStopped
@@ -403,8 +418,11 @@ func (s *Scheduler) EntriesLoaded(ctx context.Context) error {
 	if !started {
 		return ErrNotStarted
 	}
+	s.entries.mu.Lock()
+	synced := s.entries.synced
+	s.entries.mu.Unlock()
 	select {
-	case <-s.entries.synced:
+	case <-synced:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

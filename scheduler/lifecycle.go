@@ -84,7 +84,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	// registration prepared them).
 	s.startJobsLocked(s.order, s.clock.Now())
 	if !s.entries.watching {
-		s.entries.syncOnce.Do(func() { close(s.entries.synced) }) // nothing to load
+		s.entries.markSynced() // nothing to load while no job is registered
 	}
 	s.log.Info("scheduler started", "instance", s.instance, "backend", s.backend.Name(), "jobs", len(s.order), "leases", s.runs != nil)
 	return nil
@@ -107,6 +107,14 @@ func (s *Scheduler) startJobsLocked(jobs []*job, now time.Time) {
 	if store, ok := s.backend.(backend.EntryStore); ok && len(jobs) > 0 {
 		if !s.entries.watching {
 			s.entries.watching = true
+			es := s.entries
+			es.mu.Lock()
+			select {
+			case <-es.synced: // a Start with no job: they are read now
+				es.synced = make(chan struct{})
+			default:
+			}
+			es.mu.Unlock()
 			s.loops.Add(1)
 			go s.watchEntries(store)
 		} else {
