@@ -9,8 +9,10 @@
 // Every replica registers its jobs, then serves them; Serve lists them itself
 // (s.Jobs()) and follows the jobs registered or removed afterwards
 // (Scheduler.RemoveJob): their endpoints are subscribed or drained, and the
-// registry rewritten. A request that reaches a replica as it drops a job is
-// answered 503 (ErrUnavailable): ask again. To be seen by `anarchon watch`,
+// registry rewritten; a job whose subjects would overlap the fleet's is refused
+// at its registration (ErrSubjectsOverlap, through Scheduler.AddJobCheck). A
+// request that reaches a replica as it drops a job is answered 503
+// (ErrUnavailable): ask again. To be seen by `anarchon watch`,
 // a replica also publishes its scheduler events, with the hook Events returns,
 // chained with its others (the hook is Config.OnEvent, set before scheduler.New):
 //

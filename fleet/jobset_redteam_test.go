@@ -47,11 +47,8 @@ func TestJobRegisteredAfterServeCannotSwallowTheFleet(t *testing.T) {
 	s := f.replicas[0].s
 	err := s.Every("ops", time.Hour, func(context.Context, scheduler.Run) error { return nil },
 		scheduler.WithStartAt(f.start))
-	if err != nil {
-		// Refusing the registration is right too: then nothing changed.
-		assert.ErrorIs(t, err, fleet.ErrSubjectsOverlap)
-	}
-	time.Sleep(200 * time.Millisecond) // the service follows the registration
+	require.ErrorIs(t, err, fleet.ErrSubjectsOverlap, "refused at the registration, before its stream exists")
+	assert.NotContains(t, jobNamesOf(s), "ops")
 	for i := range 20 {
 		h, err := f.client.History(ctx, jobReport, 10)
 		require.NoError(t, err, "request %d: the fleet answers, not a stream", i)
@@ -60,6 +57,14 @@ func TestJobRegisteredAfterServeCannotSwallowTheFleet(t *testing.T) {
 		require.NoError(t, err, "request %d", i)
 		require.Len(t, fl.Replicas, 1, "request %d", i)
 	}
+}
+
+func jobNamesOf(s *scheduler.Scheduler) []string {
+	var names []string
+	for _, j := range s.Jobs() {
+		names = append(names, j.Job)
+	}
+	return names
 }
 
 // TestStopWhileJobsAreRegistered: a job registered while the service stops is

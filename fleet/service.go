@@ -22,14 +22,16 @@ import (
 // Service is one replica's fleet endpoints: a NATS micro service named ServiceName.
 // Create it with Serve and stop it with Stop.
 type Service struct {
-	nc     *nats.Conn
-	s      *scheduler.Scheduler
-	log    *slog.Logger
-	jobs   []string // the jobs served (follow's, once Serve returned)
-	cfg    *config
-	subj   subjects
-	svc    micro.Service // the fleet-wide endpoints, and $SRV
-	pauser bool
+	nc   *nats.Conn
+	s    *scheduler.Scheduler
+	log  *slog.Logger
+	jobs []string // the jobs served (follow's, once Serve returned)
+	cfg  *config
+	// dropCheck removes the registration check Serve added (AddJobCheck).
+	dropCheck func()
+	subj      subjects
+	svc       micro.Service // the fleet-wide endpoints, and $SRV
+	pauser    bool
 	// The per-job endpoints: their subscriptions by job, the handler of each
 	// subject (both under routesMu), the queues their messages wait in (reads
 	// and controls apart), their workers.
@@ -48,7 +50,7 @@ type Service struct {
 	// Stop waits for it before it unsubscribes.
 	halt     chan struct{}
 	followed chan struct{}
-	reg        *registry // nil WithoutRegistry
+	reg      *registry // nil WithoutRegistry
 	// reqCtx makes the context a request is served with (WithRequestContext).
 	reqCtx func(context.Context, nats.Header) context.Context
 
@@ -144,6 +146,11 @@ func Serve(ctx context.Context, nc *nats.Conn, s *scheduler.Scheduler, opts ...O
 			return nil, err
 		}
 	}
+	// A job registered from now on is refused at its registration when its
+	// subjects would overlap the fleet's, as Serve refuses one declared before.
+	f.dropCheck = s.AddJobCheck(func(job string) error {
+		return checkSubjects(f.subj, c, s.Backend(), []string{job})
+	})
 	go f.follow(changed)
 	return f, nil
 }
@@ -324,6 +331,7 @@ func (f *Service) Stop(ctx context.Context) error {
 	}
 	f.stopped = true
 	f.mu.Unlock()
+	f.dropCheck()
 	// No job is subscribed once Stop has begun to unsubscribe.
 	close(f.halt)
 	<-f.followed

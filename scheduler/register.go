@@ -3,6 +3,8 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/anarchon/anarchon/backend"
@@ -177,7 +179,42 @@ func (s *Scheduler) add(name string, sched Schedule, interval time.Duration, h H
 	j := &job{name: name, sched: sched, handler: h, cfg: cfg, limits: limits, interval: interval}
 	j.ended, j.end = context.WithCancel(context.Background())
 	j.gone, j.remove = context.WithCancel(context.Background())
+	for _, check := range s.jobChecks() {
+		if err := check(name); err != nil {
+			return fmt.Errorf("job %q: %w", name, err)
+		}
+	}
 	return s.insert(j)
+}
+
+// AddJobCheck adds check to the registration of every job from now on, after
+// the scheduler's own checks and before the backend prepares the job: an error
+// refuses the registration, wrapped. A plug-in that serves the jobs (fleet)
+// refuses with it a name it cannot serve. The returned func removes the check.
+func (s *Scheduler) AddJobCheck(check func(job string) error) (remove func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := s.nextCheck
+	s.nextCheck++
+	if s.checks == nil {
+		s.checks = map[int]func(string) error{}
+	}
+	s.checks[id] = check
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		delete(s.checks, id)
+	}
+}
+
+func (s *Scheduler) jobChecks() []func(string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]func(string) error, 0, len(s.checks))
+	for _, id := range slices.Sorted(maps.Keys(s.checks)) {
+		out = append(out, s.checks[id])
+	}
+	return out
 }
 
 // insert adds j to the jobs. Before Start that is all; once Start has begun,
