@@ -2,6 +2,7 @@ package scheduler_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -265,5 +266,32 @@ func TestRemoveJobRefusals(t *testing.T) {
 		require.NoError(t, s.Start(t.Context()))
 		require.NoError(t, s.Stop(t.Context()))
 		require.ErrorIs(t, s.RemoveJob("j"), scheduler.ErrStopped)
+	})
+}
+
+// TestAddJobCheck: a check refuses a registration before the backend prepares
+// the job, before or after Start; once removed, it refuses nothing.
+func TestAddJobCheck(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		errNo := errors.New("not this name")
+		g := &gatedPrepare{Backend: memory.New(), job: "refused", released: make(chan struct{})}
+		s := newScheduler(t, g, "A")
+		noop := func(context.Context, scheduler.Run) error { return nil }
+		remove := s.AddJobCheck(func(job string) error {
+			if job == "refused" {
+				return errNo
+			}
+			return nil
+		})
+		require.ErrorIs(t, s.Every("refused", time.Hour, noop), errNo)
+		require.NoError(t, s.Every("fine", time.Hour, noop))
+		require.NoError(t, s.Start(t.Context()))
+		defer s.Stop(context.Background())
+		require.ErrorIs(t, s.Every("refused", time.Hour, noop), errNo, "after Start, before PrepareJob")
+		assert.False(t, g.waiting.Load(), "the backend never prepared the refused job")
+		assert.Equal(t, []string{"fine"}, jobNames(s))
+		remove()
+		close(g.released)
+		require.NoError(t, s.Every("refused", time.Hour, noop), "the check was removed")
 	})
 }
