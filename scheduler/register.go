@@ -257,7 +257,8 @@ func (s *Scheduler) insert(j *job) error {
 // RemoveJob removes a job from this instance, before or after Start: it no
 // longer claims the job's slots, its schedule entries' or its runs' takeovers,
 // stands by for none, and answers RunNow, Backfill and pauses with
-// ErrJobNotFound. Slots it is running finish, and are recorded as usual. The job's
+// ErrJobNotFound. Slots it is running finish, and are recorded as usual; a slot
+// whose claim this instance won as RemoveJob was called may still start. The job's
 // records, pauses and schedule entries stay stored: the instances that still
 // declare it go on running it, and its entries are orphaned here (EntryCounts)
 // until it is registered again.
