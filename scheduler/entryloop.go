@@ -14,10 +14,10 @@ import (
 // declares: every entry's run view and next slot, in one heap ordered by when
 // each is due, walked by one goroutine (never one per entry).
 type entrySet struct {
-	mu       sync.Mutex
-	byKey    map[entryKey]*entryState
-	due      entryHeap
-	wake     chan struct{} // buffered 1: the heap's head changed
+	mu    sync.Mutex
+	byKey map[entryKey]*entryState
+	due   entryHeap
+	wake  chan struct{} // buffered 1: the heap's head changed
 	// synced is closed once the stored entries were read (under mu): at Start,
 	// or, after a Start with no job, once the first job registered started
 	// the watch.
