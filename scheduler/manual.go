@@ -28,6 +28,9 @@ const (
 
 // onSchedule reports whether t is one of the job's slots.
 func (j *job) onSchedule(t time.Time) bool {
+	if _, removed := j.sched.(removedSchedule); removed {
+		return true // an entry has no manual runs
+	}
 	return j.sched.Next(t.Add(-time.Millisecond)).Equal(t)
 }
 
