@@ -52,12 +52,16 @@ func TestAbandonedRunOfARemovedEntryIsEnded(t *testing.T) {
 			require.NoError(t, holder.RemoveEntry(ctxT(t, 5*time.Second), job, "x", 0))
 			require.Eventually(t, func() bool { n, _ := holder.EntryCounts(); return n == 0 }, 5*time.Second, 10*time.Millisecond)
 			crash() // no heartbeat, no result
+			name := backend.EntryRunName(job, "x")
 			if when == "lease expired" {
-				sleepCtx(t, 2*lease)
+				view := leased(t, dial(t, srv.ClientURL()), 1).Runs()
+				require.Eventually(t, func() bool {
+					active, err := view.Active(ctxT(t, 5*time.Second), name)
+					return err == nil && len(active) == 1 && !active[0].Live
+				}, 10*time.Second, 20*time.Millisecond, "the dead holder's lease expires, by the server's clock")
 			}
 			taker, _ := start("taker")
 			t.Log("the taker started")
-			name := backend.EntryRunName(job, "x")
 			runs := taker.Backend().(backend.LeaseBackend).Runs()
 			require.Eventually(t, func() bool {
 				hist, err := taker.EntryHistory(ctxT(t, 5*time.Second), job, "x", 10)
