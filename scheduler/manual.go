@@ -28,10 +28,15 @@ const (
 
 // onSchedule reports whether t is one of the job's slots.
 func (j *job) onSchedule(t time.Time) bool {
-	if _, removed := j.sched.(removedSchedule); removed {
-		return true // an entry has no manual runs
-	}
 	return j.sched.Next(t.Add(-time.Millisecond)).Equal(t)
+}
+
+// manualAt reports whether t is the slot of a manual run of the job: one that is
+// not one of its slots. An entry has no manual runs: a run of it off the
+// schedule its view follows is a slot of an earlier version of the entry (or of
+// the entry before its removal).
+func (j *job) manualAt(t time.Time) bool {
+	return j.entry == nil && !j.onSchedule(t)
 }
 
 // manualSlot is the first instant from t, at millisecond precision, that is not

@@ -32,9 +32,7 @@ import (
 // removedWhy is the error text of the record that ends a removed entry's run.
 const removedWhy = "the schedule entry was removed, and the attempt running this slot ended without finishing it: not run again"
 
-// removedSchedule is the schedule of a removed entry's run view: no slot comes,
-// and every run of the entry in the store was one of its slots (an entry has no
-// manual runs).
+// removedSchedule is the schedule of a removed entry's run view: no slot comes.
 type removedSchedule struct{}
 
 func (removedSchedule) Next(time.Time) time.Time { return time.Time{} }

@@ -272,3 +272,61 @@ func TestRemovedEntryRunOfALiveHolderIsNotRaced(t *testing.T) {
 		}
 	})
 }
+
+// TestAdoptedRunOfAChangedEntryIsTakenOver: an entry is changed while one of
+// its slots runs, and the holder crashes. A replica started after the change
+// follows the new version, whose schedule begins after the change: the running
+// slot is not on it. Its adoption takes the run over all the same (an entry has
+// no manual runs): the slot runs again as attempt 2 and ends ok, not ended lost
+// as a manual run would be.
+func TestAdoptedRunOfAChangedEntryIsTakenOver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.New()
+		started := make(chan scheduler.Run, 4)
+		h := func(ctx context.Context, run scheduler.Run) error {
+			started <- run
+			if run.Attempt > 1 {
+				return nil
+			}
+			<-ctx.Done()
+			return context.Cause(ctx)
+		}
+		opts := []scheduler.JobOption{scheduler.WithLease(5 * time.Second)}
+		v := &crashable{Backend: mem}
+		holder := newScheduler(t, v, "holder")
+		require.NoError(t, holder.Declare("j", h, opts...))
+		require.NoError(t, holder.Start(t.Context()))
+		require.NoError(t, holder.EntriesLoaded(t.Context()))
+		t.Cleanup(func() { _ = holder.Stop(context.Background()) })
+		e, err := holder.AddEntry(t.Context(), "j", "x", scheduler.EntrySpec{Every: time.Minute, Payload: []byte("v1")})
+		require.NoError(t, err)
+		time.Sleep(time.Minute)
+		run := <-started
+		_, err = holder.UpdateEntry(t.Context(), "j", "x", scheduler.EntrySpec{Every: time.Minute, Payload: []byte("v2")}, e.Revision)
+		require.NoError(t, err)
+		synctest.Wait()
+		crash(t, holder, v)
+		taker := newScheduler(t, mem, "taker")
+		require.NoError(t, taker.Declare("j", h, opts...))
+		require.NoError(t, taker.Start(t.Context()))
+		require.NoError(t, taker.EntriesLoaded(t.Context()))
+		t.Cleanup(func() { _ = taker.Stop(context.Background()) })
+		time.Sleep(10 * time.Second) // past the lease
+		synctest.Wait()
+		var again scheduler.Run
+		select {
+		case again = <-started:
+		default:
+			t.Fatal("the run was not taken over")
+		}
+		assert.Equal(t, "taker", again.Instance)
+		assert.True(t, again.Slot.Equal(run.Slot))
+		assert.Equal(t, 2, again.Attempt)
+		hist, err := taker.EntryHistory(t.Context(), "j", "x", 10)
+		require.NoError(t, err)
+		require.Len(t, hist, 2, "%+v", hist)
+		assert.Equal(t, scheduler.StatusOK, hist[0].Status, "%+v", hist)
+		assert.Equal(t, scheduler.StatusLost, hist[1].Status)
+		assert.False(t, hist[1].Manual, "not a manual run")
+	})
+}
