@@ -267,8 +267,14 @@ func (s *Scheduler) entryChangedLocked(c backend.EntryChange, p *job, first bool
 	es.byKey[k] = st
 	now := s.clock.Now()
 	es.scheduleLocked(st, now.Add(-j.cfg.maxLate))
-	if !first || s.runs == nil || e.Paused {
+	switch {
+	case !first || s.runs == nil:
 		return adoption{}, false, nil, ""
+	case e.Paused:
+		// A paused entry catches nothing up, and its loop claims nothing: every
+		// unfinished run of it is adopted, so that one whose holder died is
+		// taken over and finished paused, not left unfinished (entryHeld).
+		return adoption{j: j, before: lastMillis}, true, nil, ""
 	}
 	return s.recoverWith(j, now, s.queueCatchUp), true, nil, ""
 }

@@ -330,3 +330,48 @@ func TestAdoptedRunOfAChangedEntryIsTakenOver(t *testing.T) {
 		assert.False(t, hist[1].Manual, "not a manual run")
 	})
 }
+
+// TestAbandonedRunOfAPausedEntryIsEnded: an entry is paused while one of its
+// slots runs, and the holder crashes. A replica that starts while the entry is
+// paused still follows it, and must take the run over once its lease has
+// ended: recorded paused, not run, and finished in the run store.
+func TestAbandonedRunOfAPausedEntryIsEnded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.New()
+		h, started := blockingRuns()
+		v := &crashable{Backend: mem}
+		holder := newScheduler(t, v, "i0")
+		require.NoError(t, holder.Declare("j", h, scheduler.WithLease(5*time.Second)))
+		require.NoError(t, holder.Start(t.Context()))
+		require.NoError(t, holder.EntriesLoaded(t.Context()))
+		t.Cleanup(func() { _ = holder.Stop(context.Background()) })
+		e, err := holder.AddEntry(t.Context(), "j", "x", scheduler.EntrySpec{Every: time.Minute})
+		require.NoError(t, err)
+		time.Sleep(time.Minute)
+		run := <-started
+		_, err = holder.UpdateEntry(t.Context(), "j", "x", scheduler.EntrySpec{Every: time.Minute, Paused: true}, e.Revision)
+		require.NoError(t, err)
+		synctest.Wait()
+		crash(t, holder, v)
+		taker := newScheduler(t, mem, "i1")
+		require.NoError(t, taker.Declare("j", h, scheduler.WithLease(5*time.Second)))
+		require.NoError(t, taker.Start(t.Context()))
+		require.NoError(t, taker.EntriesLoaded(t.Context()))
+		t.Cleanup(func() { _ = taker.Stop(context.Background()) })
+		time.Sleep(10 * time.Second) // past the lease
+		synctest.Wait()
+		active, err := mem.Runs().Active(t.Context(), backend.EntryRunName("j", "x"))
+		require.NoError(t, err)
+		assert.Empty(t, active, "the run of the paused entry is finished in the run store")
+		hist, err := taker.EntryHistory(t.Context(), "j", "x", 10)
+		require.NoError(t, err)
+		require.NotEmpty(t, hist)
+		assert.True(t, hist[0].Slot.Equal(run.Slot))
+		assert.Equal(t, scheduler.StatusPaused, hist[0].Status, "%+v", hist)
+		select {
+		case again := <-started:
+			t.Fatalf("the handler started again: %+v", again)
+		default:
+		}
+	})
+}
