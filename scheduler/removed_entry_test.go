@@ -375,3 +375,82 @@ func TestAbandonedRunOfAPausedEntryIsEnded(t *testing.T) {
 		}
 	})
 }
+
+// cuttableWatch is the memory backend whose first entry watch ends when cut is
+// closed; the next begins once resume is closed.
+type cuttableWatch struct {
+	*memory.Backend
+	cut, resume chan struct{}
+	calls       atomic.Int32
+}
+
+func (c *cuttableWatch) WatchEntries(ctx context.Context, fn func(backend.EntryChange)) error {
+	if c.calls.Add(1) > 1 {
+		select {
+		case <-c.resume:
+		case <-ctx.Done():
+			return nil
+		}
+		return c.Backend.WatchEntries(ctx, fn)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-c.cut:
+			cancel()
+		case <-wctx.Done():
+		}
+	}()
+	err := c.Backend.WatchEntries(wctx, fn)
+	if ctx.Err() != nil {
+		return err
+	}
+	return errors.New("test: the watch was cut")
+}
+
+// TestAbandonedRunOfAnEntrySeenLateIsEnded: a replica whose entry watch was down
+// while an entry was added and one of its slots started reads the entry only
+// in a later reading: it follows the entry's next slots, and stands by for none
+// of its runs. When the entry is removed and the holder crashes, that replica,
+// which saw the removal, ends the run.
+func TestAbandonedRunOfAnEntrySeenLateIsEnded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.New()
+		h, started := blockingRuns()
+		opts := []scheduler.JobOption{scheduler.WithLease(5 * time.Second), scheduler.WithMaxLate(10 * time.Second)}
+		cw := &cuttableWatch{Backend: mem, cut: make(chan struct{}), resume: make(chan struct{})}
+		late := newScheduler(t, cw, "late")
+		require.NoError(t, late.Declare("j", h, opts...))
+		require.NoError(t, late.Start(t.Context()))
+		require.NoError(t, late.EntriesLoaded(t.Context()))
+		t.Cleanup(func() { _ = late.Stop(context.Background()) })
+		close(cw.cut)
+		synctest.Wait()
+
+		v := &crashable{Backend: mem}
+		holder := newScheduler(t, v, "holder")
+		require.NoError(t, holder.Declare("j", h, opts...))
+		require.NoError(t, holder.Start(t.Context()))
+		require.NoError(t, holder.EntriesLoaded(t.Context()))
+		t.Cleanup(func() { _ = holder.Stop(context.Background()) })
+		_, err := holder.AddEntry(t.Context(), "j", "x", scheduler.EntrySpec{Every: time.Minute})
+		require.NoError(t, err)
+		time.Sleep(time.Minute)
+		run := <-started
+		require.Equal(t, "holder", run.Instance)
+
+		time.Sleep(20 * time.Second) // past the slot's deadline: the late reading does not claim it
+		close(cw.resume)
+		time.Sleep(time.Second) // the watch's retry
+		synctest.Wait()
+		followed, _ := late.EntryCounts()
+		require.Equal(t, 1, followed, "the late reading follows the entry")
+		require.NoError(t, mem.DeleteEntry(t.Context(), "j", "x", 0))
+		synctest.Wait()
+		crash(t, holder, v)
+		time.Sleep(10 * time.Second) // past the lease
+		synctest.Wait()
+		assertRemovedRunEnded(t, mem.Runs(), late, run.Slot, started)
+	})
+}
