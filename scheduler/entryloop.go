@@ -187,7 +187,7 @@ func (s *Scheduler) entriesSynced(first bool, owed []adoption, loaded int, start
 		es.syncOnce.Do(func() { close(es.synced) })
 		s.log.Info("schedule entries loaded", "entries", n, "orphaned", orphans, "read", loaded, "took", s.clock.Now().Sub(started))
 		if lister, ok := s.runs.(backend.EntryRunLister); ok {
-			s.besideIfRunning(func() { s.findRemovedEntries(lister) })
+			s.besideIfRunning(func() { s.findRemovedEntries(lister, nil) })
 		}
 	}
 	s.queueRemoved(removed...)

@@ -150,17 +150,41 @@ func (s *Scheduler) entryGone(j *job) bool {
 	}
 }
 
-// findRemovedEntries asks lister, once this instance has read the stored
-// entries, which entries of its jobs hold runs, and looks at those it does not
-// follow: a run of an entry removed while no instance that followed it was up
-// has no other taker. It asks until answered, or until the loops stop.
-func (s *Scheduler) findRemovedEntries(lister backend.EntryRunLister) {
-	s.mu.Lock()
-	jobs := make([]string, 0, len(s.order))
-	for _, j := range s.order {
-		jobs = append(jobs, j.name)
+// findRemovedEntriesOf looks, beside the caller, for runs of removed entries of
+// jobs, registered on a started scheduler whose entries are read already (under
+// s.mu), as the first reading does for the jobs declared then.
+func (s *Scheduler) findRemovedEntriesOf(jobs []*job) {
+	lister, ok := s.runs.(backend.EntryRunLister)
+	if !ok {
+		return
 	}
-	s.mu.Unlock()
+	names := make([]string, len(jobs))
+	for i, j := range jobs {
+		names[i] = j.name
+	}
+	s.handlers.Add(1) // under s.mu, which Stop changes the state under
+	go func() {
+		defer s.handlers.Done()
+		s.findRemovedEntries(lister, names)
+	}()
+}
+
+// findRemovedEntries asks lister which entries of jobs (nil: every job
+// declared here), once this instance has read the stored entries, hold runs,
+// and looks at those it does not follow: a run of an entry removed while no
+// instance that followed it was up has no other taker. It asks until answered,
+// or until the loops stop.
+func (s *Scheduler) findRemovedEntries(lister backend.EntryRunLister, jobs []string) {
+	if jobs == nil {
+		s.mu.Lock()
+		for _, j := range s.order {
+			jobs = append(jobs, j.name)
+		}
+		s.mu.Unlock()
+	}
+	if len(jobs) == 0 {
+		return
+	}
 	var names []string
 	for attempt := 0; ; attempt++ {
 		ctx, cancel := context.WithTimeout(s.loopCtx, s.callTO*time.Duration(1+len(jobs)/activeJobsPerCallTimeout))

@@ -454,3 +454,39 @@ func TestAbandonedRunOfAnEntrySeenLateIsEnded(t *testing.T) {
 		assertRemovedRunEnded(t, mem.Runs(), late, run.Slot, started)
 	})
 }
+
+// TestAbandonedRunOfARemovedEntryFoundByAJobRegisteredLater: a replica that
+// runs other jobs registers the entry's job only after the entry was removed
+// and its holder crashed: registering the job looks for its removed entries'
+// runs as Start does, and ends the run.
+func TestAbandonedRunOfARemovedEntryFoundByAJobRegisteredLater(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.New()
+		h, started := blockingRuns()
+		opts := []scheduler.JobOption{scheduler.WithLease(5 * time.Second)}
+		later := newScheduler(t, mem, "later")
+		require.NoError(t, later.Every("other", time.Hour, func(context.Context, scheduler.Run) error { return nil }))
+		require.NoError(t, later.Start(t.Context()))
+		require.NoError(t, later.EntriesLoaded(t.Context()))
+		t.Cleanup(func() { _ = later.Stop(context.Background()) })
+
+		v := &crashable{Backend: mem}
+		holder := newScheduler(t, v, "holder")
+		require.NoError(t, holder.Declare("j", h, opts...))
+		require.NoError(t, holder.Start(t.Context()))
+		require.NoError(t, holder.EntriesLoaded(t.Context()))
+		t.Cleanup(func() { _ = holder.Stop(context.Background()) })
+		_, err := holder.AddEntry(t.Context(), "j", "x", scheduler.EntrySpec{Every: time.Minute})
+		require.NoError(t, err)
+		time.Sleep(time.Minute)
+		run := <-started
+		require.NoError(t, mem.DeleteEntry(t.Context(), "j", "x", 0))
+		synctest.Wait()
+		crash(t, holder, v)
+
+		require.NoError(t, later.Declare("j", h, opts...))
+		time.Sleep(10 * time.Second) // past the lease
+		synctest.Wait()
+		assertRemovedRunEnded(t, mem.Runs(), later, run.Slot, started)
+	})
+}
