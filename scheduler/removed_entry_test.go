@@ -187,9 +187,9 @@ func TestAbandonedRunOfARemovedEntryIsEnded(t *testing.T) {
 				synctest.Wait()
 				var taker *scheduler.Scheduler
 				if when == "replica started while the entry was paused" {
-					// A paused entry's runs are not adopted at start: this
-					// replica follows the entry, and stands by for none of its
-					// runs, when the removal comes.
+					// This replica starts following a paused entry: it adopts
+					// the entry's runs (standing by for the holder's), and sees
+					// the removal while it stands by.
 					_, err := fleet["i0"].UpdateEntry(t.Context(), "j", "x", scheduler.EntrySpec{Every: time.Minute, Paused: true}, e.Revision)
 					require.NoError(t, err)
 					taker = start("i1")
