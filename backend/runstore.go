@@ -77,6 +77,22 @@ type ActiveLister interface {
 	ActiveJobs(ctx context.Context, jobs []string) (map[string][]ActiveRun, error)
 }
 
+// EntryRunLister is implemented by run stores of backends with schedule entries
+// (EntryStore) that can tell which entries of a job hold runs, removed entries
+// included. A run of an entry removed while its holder was down has nobody to
+// take it over: no instance follows the entry any more. A starting scheduler
+// asks once which entries of its jobs hold runs, and ends the unfinished runs of
+// those the entry store no longer holds (finished cancelled, never run again).
+// Without it, such a run is ended only by an instance that followed the entry
+// when it was removed.
+type EntryRunLister interface {
+	// EntryRunNames returns the run names (EntryRunName) of the entries of jobs
+	// that may hold an unfinished run: every such entry once, in any order, and
+	// maybe others (whose runs are all finished but still remembered). Neither a
+	// job's own name nor another job's entries are among them.
+	EntryRunNames(ctx context.Context, jobs []string) ([]string, error)
+}
+
 // LeaseWatcher is implemented by run stores that can tell a backup at once when a
 // run's lease ends (expired, released or finished). Without it the scheduler polls.
 type LeaseWatcher interface {

@@ -143,5 +143,6 @@ func kmcNewPlan(seed uint64) *modelcheck.Plan {
 	p.AddEdges(3 * time.Second)
 	p.AddRetries()
 	p.AddEntries()
+	p.AddHolderCrashes()
 	return p
 }

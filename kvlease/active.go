@@ -346,3 +346,59 @@ func stopWatcher(w jetstream.KeyWatcher) {
 		}
 	}()
 }
+
+var _ backend.EntryRunLister = (*Store)(nil)
+
+// EntryRunNames lists the entries of jobs whose run keys or buffer key the
+// bucket holds (backend.EntryRunLister): removed entries' too, and entries whose
+// runs are all finished until their records expire. One listing of the keys of
+// the jobs' entries (run.<job>.*.* for one job), one of their buffer keys; no
+// record is read.
+func (s *Store) EntryRunNames(ctx context.Context, jobs []string) ([]string, error) {
+	asked := make(map[string]bool, len(jobs))
+	for _, job := range jobs {
+		if err := backend.ValidateJobName(job); err != nil {
+			return nil, err
+		}
+		asked[job] = true
+	}
+	if len(jobs) == 0 {
+		return nil, nil
+	}
+	ctx, cancel := s.callContext(ctx)
+	defer cancel()
+	b, err := s.bucketFor(ctx)
+	if err != nil {
+		return nil, err
+	}
+	runs, buffers := runPrefix+"*.*.*", bufferPrefix+"*.*"
+	if len(jobs) == 1 {
+		tok := nameToken(jobs[0])
+		runs, buffers = runPrefix+tok+".*.*", bufferPrefix+tok+".*"
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, filter := range []string{runs, buffers} {
+		info, err := s.sampleClock(ctx, b, jetstream.WithSubjectFilter(b.subject(filter)))
+		if err != nil {
+			return nil, fmt.Errorf("kvlease: entry runs %s: %w", jobList(jobs), err)
+		}
+		for subj := range info.State.Subjects {
+			key := strings.TrimPrefix(subj, b.prefix)
+			var name string
+			if tok, ok := strings.CutPrefix(key, bufferPrefix); ok {
+				name, err = parseRunToken(tok)
+			} else {
+				_, name, _, err = parseKey(key)
+			}
+			if err != nil || seen[name] {
+				continue // not of this layout, or listed
+			}
+			if job, _, ok := backend.SplitEntryRunName(name); ok && asked[job] {
+				seen[name] = true
+				out = append(out, name)
+			}
+		}
+	}
+	return out, nil
+}

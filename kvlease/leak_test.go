@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -45,4 +46,35 @@ func TestWatchesLeaveNoGoroutines(t *testing.T) {
 	<-long
 	s.Close()
 	goleak.VerifyNone(t, ignore)
+}
+
+// Close racing WatchRun: a standby that starts watching while the store closes
+// either gets ErrClosed or its watcher is waited for by Close, never a watcher
+// started beside Close's wait (a WaitGroup added to while waited on).
+func TestCloseRacesWatchRun(t *testing.T) {
+	js := singleJS(t)
+	for range 10 {
+		s, err := kvlease.New(js, kvlease.WithBucket(bucket))
+		require.NoError(t, err)
+		require.NoError(t, s.Init(t.Context()))
+		job, slot := "close race "+token(), time.UnixMilli(1_900_000_000_000)
+		mustClaim(t, s, claimOf(job, slot, token(), time.Minute), backend.OutcomeWon)
+		ignore := goleak.IgnoreCurrent()
+		watching := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			close(watching)
+			for {
+				if _, err := s.WatchRun(context.Background(), job, slot); err != nil {
+					assert.ErrorIs(t, err, kvlease.ErrClosed)
+					return
+				}
+			}
+		}()
+		<-watching
+		s.Close()
+		<-done
+		goleak.VerifyNone(t, ignore)
+	}
 }

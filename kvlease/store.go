@@ -131,7 +131,11 @@ func (s *Store) Bucket() string { return s.opts.bucket }
 // ErrClosed afterwards; claims read their keys one at a time; the other methods keep
 // working, the store holds nothing else. Close is safe to call more than once.
 func (s *Store) Close() {
+	// Under the hub's lock, which WatchRun starts a watcher under once it saw
+	// the store open: no watcher starts beside the wait.
+	s.mem.hub.mu.Lock()
 	s.cancel()
+	s.mem.hub.mu.Unlock()
 	s.watchers.Wait()
 	s.direct.Close()
 }

@@ -112,7 +112,7 @@ func (s *Scheduler) handleClaim(j *job, slot time.Time, kind claimKind, bf *back
 		c.ReopenPaused = !paused
 	case claimAdopt:
 		c.TakeoverOnly = true
-		if !j.onSchedule(slot) {
+		if j.manualAt(slot) {
 			c.MaxRuns = 0 // a manual slot is not counted
 		}
 	case claimLate:
@@ -159,7 +159,7 @@ func (s *Scheduler) claimAndWait(j *job, c *leaseClaim) (backend.ClaimResult, ti
 // ended (a manual run is not run again), a won slot of a paused job is finished
 // paused, anything else is followed.
 func (s *Scheduler) act(j *job, c *leaseClaim, res backend.ClaimResult, sent time.Time) {
-	if res.Outcome == backend.OutcomeWon && !j.onSchedule(c.Slot) {
+	if res.Outcome == backend.OutcomeWon && j.manualAt(c.Slot) {
 		s.endManual(j, c, res)
 		return
 	}

@@ -34,6 +34,10 @@ type entrySet struct {
 	// catchUps are the entries' catch-ups waiting for one of catchUpWorkers.
 	catchUps       []func()
 	catchUpWorkers int
+	// removed are the run names of entries removed whose unfinished runs are
+	// to be looked at (removed.go); removedWorker says one goroutine does.
+	removed       []string
+	removedWorker bool
 }
 
 type entryKey struct{ job, id string }
@@ -166,10 +170,12 @@ func (s *Scheduler) watchEntries(store backend.EntryStore) {
 // were removed meanwhile; on the first, the runs the entries owe are adopted.
 func (s *Scheduler) entriesSynced(first bool, owed []adoption, loaded int, started time.Time) {
 	es := s.entries
+	var removed []string
 	es.mu.Lock()
 	for k, st := range es.byKey {
 		if st.gen != es.gen {
 			es.removeLocked(k)
+			removed = append(removed, st.j.name)
 		}
 	}
 	for k, o := range es.orphans {
@@ -182,7 +188,11 @@ func (s *Scheduler) entriesSynced(first bool, owed []adoption, loaded int, start
 	if first {
 		es.markSynced()
 		s.log.Info("schedule entries loaded", "entries", n, "orphaned", orphans, "read", loaded, "took", s.clock.Now().Sub(started))
+		if lister, ok := s.runs.(backend.EntryRunLister); ok {
+			s.besideIfRunning(func() { s.findRemovedEntries(lister, nil) })
+		}
 	}
+	s.queueRemoved(removed...)
 	if len(owed) > 0 {
 		s.handlers.Add(1)
 		go func() {
@@ -201,17 +211,21 @@ func (s *Scheduler) entryChanged(c backend.EntryChange, first bool) (adoption, b
 	p := s.jobs[c.Entry.Job]
 	s.entries.mu.Lock()
 	s.mu.Unlock()
-	a, owes, refused := s.entryChangedLocked(c, p, first)
+	a, owes, refused, removed := s.entryChangedLocked(c, p, first)
 	s.entries.mu.Unlock()
 	if refused != nil { // the hook may read the entries: not under their lock
 		s.emit(*refused)
+	}
+	if removed != "" {
+		s.queueRemoved(removed)
 	}
 	return a, owes
 }
 
 // entryChangedLocked is entryChanged under s.entries.mu, for p, the entry's job
-// declared here (nil: none). It returns the event of an entry it cannot run.
-func (s *Scheduler) entryChangedLocked(c backend.EntryChange, p *job, first bool) (adoption, bool, *Event) {
+// declared here (nil: none). It returns the event of an entry it cannot run, and
+// the run name of a followed entry it removed.
+func (s *Scheduler) entryChangedLocked(c backend.EntryChange, p *job, first bool) (_ adoption, _ bool, _ *Event, removed string) {
 	e := c.Entry
 	k := entryKey{e.Job, e.ID}
 	es := s.entries
@@ -221,7 +235,7 @@ func (s *Scheduler) entryChangedLocked(c backend.EntryChange, p *job, first bool
 		} else {
 			es.orphans[k] = orphan{e: e, gen: es.gen}
 		}
-		return adoption{}, false, nil
+		return adoption{}, false, nil, ""
 	}
 	if c.Removed {
 		// A removal the store reports without a revision (a SQL watcher that
@@ -229,13 +243,14 @@ func (s *Scheduler) entryChangedLocked(c backend.EntryChange, p *job, first bool
 		// revision is followed: the watch delivers it after every earlier change.
 		if st, ok := es.byKey[k]; ok && (e.Revision == 0 || st.e.Revision <= e.Revision) {
 			es.removeLocked(k)
+			return adoption{}, false, nil, st.j.name
 		}
-		return adoption{}, false, nil
+		return adoption{}, false, nil, ""
 	}
 	old, known := es.byKey[k]
 	if known && old.e.Revision >= e.Revision {
 		old.gen = es.gen
-		return adoption{}, false, nil
+		return adoption{}, false, nil, ""
 	}
 	j, err := s.entryJob(p, e)
 	if err != nil {
@@ -245,7 +260,7 @@ func (s *Scheduler) entryChangedLocked(c backend.EntryChange, p *job, first bool
 		if known {
 			es.removeLocked(k)
 		}
-		return adoption{}, false, &Event{Kind: EventBackendError, Job: e.Job, Entry: e.ID, Op: "entry", Err: err}
+		return adoption{}, false, &Event{Kind: EventBackendError, Job: e.Job, Entry: e.ID, Op: "entry", Err: err}, ""
 	}
 	st := &entryState{j: j, e: e, idx: -1, gen: es.gen}
 	if known {
@@ -254,10 +269,16 @@ func (s *Scheduler) entryChangedLocked(c backend.EntryChange, p *job, first bool
 	es.byKey[k] = st
 	now := s.clock.Now()
 	es.scheduleLocked(st, now.Add(-j.cfg.maxLate))
-	if !first || s.runs == nil || e.Paused {
-		return adoption{}, false, nil
+	switch {
+	case !first || s.runs == nil:
+		return adoption{}, false, nil, ""
+	case e.Paused:
+		// A paused entry catches nothing up, and its loop claims nothing: every
+		// unfinished run of it is adopted, so that one whose holder died is
+		// taken over and finished paused, not left unfinished (entryHeld).
+		return adoption{j: j, before: lastMillis}, true, nil, ""
 	}
-	return s.recoverWith(j, now, s.queueCatchUp), true, nil
+	return s.recoverWith(j, now, s.queueCatchUp), true, nil, ""
 }
 
 // followOrphans follows the entries of j, a job registered on a started
@@ -276,7 +297,7 @@ func (s *Scheduler) followOrphans(j *job) []adoption {
 			continue
 		}
 		delete(es.orphans, k)
-		if a, owes, ev := s.entryChangedLocked(backend.EntryChange{Entry: o.e}, j, true); owes {
+		if a, owes, ev, _ := s.entryChangedLocked(backend.EntryChange{Entry: o.e}, j, true); owes {
 			owed = append(owed, a)
 		} else if ev != nil {
 			refused = append(refused, *ev)

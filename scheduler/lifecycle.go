@@ -121,6 +121,7 @@ func (s *Scheduler) startJobsLocked(jobs []*job, now time.Time) {
 			for _, j := range jobs {
 				owed = append(owed, s.followOrphans(j)...)
 			}
+			s.findRemovedEntriesOf(jobs)
 		}
 	}
 	if len(owed) > 0 {

@@ -136,23 +136,31 @@ func (s *Scheduler) adoptAll(owed []adoption) {
 // adoptFrom reads the unfinished runs owed by the jobs from lister and adopts them,
 // asking again for the jobs it could not read until they are answered.
 func (s *Scheduler) adoptFrom(lister backend.ActiveLister, owed []adoption) {
-	for attempt := 0; len(owed) > 0; attempt++ {
-		names := make([]string, len(owed))
-		for i, a := range owed {
-			names[i] = a.j.name
-		}
+	names := make([]string, len(owed))
+	byName := make(map[string]adoption, len(owed))
+	for i, a := range owed {
+		names[i], byName[a.j.name] = a.j.name, a
+	}
+	s.readActive(lister, names, func(name string, runs []ActiveRun) { s.adoptRuns(byName[name], runs) })
+}
+
+// readActive reads the unfinished runs of the jobs (run names) from lister and
+// passes each job's to use, asking again for the jobs it could not read until
+// they are answered, or until the loops stop.
+func (s *Scheduler) readActive(lister backend.ActiveLister, names []string, use func(name string, runs []ActiveRun)) {
+	for attempt := 0; len(names) > 0; attempt++ {
 		// One call reads every job: its timeout grows with them.
 		ctx, cancel := context.WithTimeout(s.loopCtx, s.callTO*time.Duration(1+len(names)/activeJobsPerCallTimeout))
 		active, err := lister.ActiveJobs(ctx, names)
 		cancel()
-		var unread []adoption
-		for _, a := range owed {
-			runs, ok := active[a.j.name]
+		var unread []string
+		for _, name := range names {
+			runs, ok := active[name]
 			if !ok && err != nil {
-				unread = append(unread, a)
+				unread = append(unread, name)
 				continue
 			}
-			s.adoptRuns(a, runs)
+			use(name, runs)
 		}
 		if err == nil {
 			return
@@ -160,15 +168,23 @@ func (s *Scheduler) adoptFrom(lister backend.ActiveLister, owed []adoption) {
 		if s.loopCtx.Err() != nil {
 			return
 		}
-		s.log.Warn("backend call failed", "op", "active", "jobs", len(unread), "first", unread[0].j.name, "err", err)
-		for _, a := range unread {
-			s.emit(Event{Kind: EventBackendError, Job: a.j.name, Op: "active", Err: err})
+		s.log.Warn("backend call failed", "op", "active", "jobs", len(unread), "first", firstOf(unread), "err", err)
+		for _, name := range unread {
+			s.emit(Event{Kind: EventBackendError, Job: name, Op: "active", Err: err})
 		}
 		if !s.sleepUntil(s.loopCtx, s.clock.Now().Add(retryDelay(attempt))) {
 			return
 		}
-		owed = unread
+		names = unread
 	}
+}
+
+// firstOf is the first of names, or "" when there is none.
+func firstOf(names []string) string {
+	if len(names) == 0 {
+		return ""
+	}
+	return names[0]
 }
 
 // activeJobsPerCallTimeout is how many jobs one ActiveJobs call may read per

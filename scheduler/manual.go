@@ -31,6 +31,14 @@ func (j *job) onSchedule(t time.Time) bool {
 	return j.sched.Next(t.Add(-time.Millisecond)).Equal(t)
 }
 
+// manualAt reports whether t is the slot of a manual run of the job: one that is
+// not one of its slots. An entry has no manual runs: a run of it off the
+// schedule its view follows is a slot of an earlier version of the entry (or of
+// the entry before its removal).
+func (j *job) manualAt(t time.Time) bool {
+	return j.entry == nil && !j.onSchedule(t)
+}
+
 // manualSlot is the first instant from t, at millisecond precision, that is not
 // one of the job's slots and is after the manual slots this instance took before,
 // so that its own manual runs never meet on one slot. It reports false when the

@@ -9,7 +9,8 @@ package scheduler_test
 // requests, slow requests, crashes, paused heartbeats), running 1–3 Every jobs with
 // leases, some with a retry policy whose handlers fail some attempts, some run
 // through schedule entries that are added, changed and removed while faults
-// strike. A plan drawn from the seed crashes, pauses, stops and restarts instances
+// strike (the instances running a removed entry's slot crash just after, now
+// and then). A plan drawn from the seed crashes, pauses, stops and restarts instances
 // and calls RunNow during a fault phase; a quiet phase follows in which every
 // instance slot is up and healthy, and then every instance is stopped with a
 // generous deadline. The harness, the faults, the record and the invariants it is
@@ -185,5 +186,6 @@ func mcNewPlan(seed uint64) *modelcheck.Plan {
 	p.AddEdges(5 * time.Second)
 	p.AddRetries()
 	p.AddEntries()
+	p.AddHolderCrashes()
 	return p
 }

@@ -63,11 +63,11 @@ func (s *Scheduler) orphanHead(j *job) (head backend.ActiveRun, ok bool) {
 			head, ok = r, true
 		}
 	}
-	return head, ok && !j.onSchedule(head.Slot)
+	return head, ok && j.manualAt(head.Slot)
 }
 
 // behindManual reports whether res, a claim's answer, is buffered behind a
 // manual slot that is itself buffered (no expiry: it holds no lease).
 func (j *job) behindManual(res backend.ClaimResult) bool {
-	return res.Outcome == backend.OutcomeBuffered && !res.WaitsFor.IsZero() && res.Expires.IsZero() && !j.onSchedule(res.WaitsFor)
+	return res.Outcome == backend.OutcomeBuffered && !res.WaitsFor.IsZero() && res.Expires.IsZero() && j.manualAt(res.WaitsFor)
 }

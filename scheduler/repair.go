@@ -186,6 +186,12 @@ func (s *Scheduler) repairedAs(token string) (repairedEnding, bool) {
 // adoptOnce takes over, beside the reader, a run whose lease ended unfinished with
 // nobody taking it over, once per slot at a time on this instance.
 func (s *Scheduler) adoptOnce(j *job, slot time.Time) {
+	s.onceBeside(j, slot, func() { s.handleLeased(j, slot, claimAdopt) })
+}
+
+// onceBeside runs f, which takes over j's run of slot, beside the caller while
+// the scheduler runs, unless such an f runs already on this instance.
+func (s *Scheduler) onceBeside(j *job, slot time.Time, f func()) {
 	k := adoptKey{j.name, slot.UnixMilli()}
 	s.mu.Lock()
 	if s.adopting == nil {
@@ -204,7 +210,7 @@ func (s *Scheduler) adoptOnce(j *job, slot time.Time) {
 	}
 	if !s.besideIfRunning(func() {
 		defer done()
-		s.handleLeased(j, slot, claimAdopt)
+		f()
 	}) {
 		done()
 	}

@@ -736,6 +736,28 @@ func (s *RunStore) ActiveJobs(ctx context.Context, jobs []string) (map[string][]
 	return out, nil
 }
 
+var _ backend.EntryRunLister = (*RunStore)(nil)
+
+// EntryRunNames lists the entries of jobs that hold an unfinished run
+// (backend.EntryRunLister), removed entries included: one query, as ActiveJobs.
+func (s *RunStore) EntryRunNames(ctx context.Context, jobs []string) ([]string, error) {
+	asked := make(map[string]bool, len(jobs))
+	for _, job := range jobs {
+		asked[job] = true
+	}
+	all, err := s.active(ctx, "", nil, fmt.Sprintf("of the entries of %d jobs", len(jobs)))
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for name := range all {
+		if job, _, ok := backend.SplitEntryRunName(name); ok && asked[job] {
+			out = append(out, name)
+		}
+	}
+	return out, nil
+}
+
 // active reads the unfinished runs that match where (a condition ending in AND, or
 // nothing) by job, oldest slot first; which names them in errors.
 func (s *RunStore) active(ctx context.Context, where string, args []any, which string) (map[string][]backend.ActiveRun, error) {

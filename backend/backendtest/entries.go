@@ -33,6 +33,7 @@ func RunEntries(t *testing.T, newBackend func(t *testing.T) backend.Backend) {
 		{"Watch", testEntryWatch},
 		{"RunsApart", testEntryRunsApart},
 		{"LeasesApart", testEntryLeasesApart},
+		{"EntryRunNames", testEntryRunNames},
 	}
 	t.Run("Entries", func(t *testing.T) {
 		for _, c := range cases {
@@ -361,4 +362,60 @@ func testEntryLeasesApart(t *testing.T, f *entryFixture) {
 		Deadline: time.Now().Add(time.Hour), Keep: leaseKeep})
 	require.NoError(t, err)
 	assert.Equal(t, backend.OutcomeDone, res.Outcome, "a finished entry run is done")
+}
+
+// testEntryRunNames: an EntryRunLister lists the entries of the jobs asked for
+// that hold an unfinished run, released or live, whether the entry store holds
+// them or not (a removed entry's run is what it is for); never the job's own
+// runs, nor another job's entries.
+func testEntryRunNames(t *testing.T, f *entryFixture) {
+	la, ok := f.a.(backend.LeaseBackend)
+	if !ok {
+		t.Logf("%T has no leases: nothing to check", f.a)
+		return
+	}
+	lister, ok := la.Runs().(backend.EntryRunLister)
+	if !ok {
+		t.Logf("%T is no backend.EntryRunLister: nothing to check", la.Runs())
+		return
+	}
+	other := f.job + "-other"
+	prepare(t, f.a, f.job)
+	prepare(t, f.a, other)
+	runs := la.Runs()
+	live, released, finished := backend.EntryRunName(f.job, "live"), backend.EntryRunName(f.job, "released"), backend.EntryRunName(f.job, "finished")
+	otherEntry := backend.EntryRunName(other, "live")
+	f.create(f.ea, f.entry("live")) // "released" and "finished" are in no entry store: removed
+	tokens := map[string]string{}
+	for _, name := range []string{f.job, live, released, finished, otherEntry} {
+		tok := Token()
+		res, err := runs.Claim(f.ctx, backend.RunClaim{Job: name, Slot: slotAt(0), Token: tok, Instance: "x", Lease: time.Minute,
+			Deadline: time.Now().Add(time.Hour), Keep: leaseKeep})
+		require.NoError(t, err, "claim %q", name)
+		require.Equal(t, backend.OutcomeWon, res.Outcome, "%q", name)
+		tokens[name] = tok
+	}
+	require.NoError(t, runs.Release(f.ctx, backend.RunKey{Job: released, Slot: slotAt(0), Token: tokens[released]}))
+	require.NoError(t, runs.Finish(f.ctx, backend.RunKey{Job: finished, Slot: slotAt(0), Token: tokens[finished]}, backend.StatusOK))
+
+	lb := f.b.(backend.LeaseBackend).Runs().(backend.EntryRunLister) // another process's view
+	for _, l := range []backend.EntryRunLister{lister, lb} {
+		names, err := l.EntryRunNames(f.ctx, []string{f.job})
+		require.NoError(t, err)
+		assert.Contains(t, names, live, "an entry with a live lease")
+		assert.Contains(t, names, released, "a removed entry's unfinished run, its lease released")
+		assert.NotContains(t, names, f.job, "the job's own runs are not an entry's")
+		assert.NotContains(t, names, otherEntry, "another job's entries are not asked for")
+		seen := map[string]bool{}
+		for _, name := range names {
+			assert.False(t, seen[name], "%q listed twice", name)
+			seen[name] = true
+		}
+	}
+	names, err := lister.EntryRunNames(f.ctx, []string{f.job, other})
+	require.NoError(t, err)
+	assert.Subset(t, names, []string{live, released, otherEntry}, "the entries of every job asked for")
+	names, err = lister.EntryRunNames(f.ctx, []string{f.job + "-none"})
+	require.NoError(t, err)
+	assert.Empty(t, names, "a job without entries")
 }

@@ -507,6 +507,37 @@ func (s *RunStore) ActiveJobs(ctx context.Context, jobs []string) (map[string][]
 	return out, nil
 }
 
+var _ backend.EntryRunLister = (*RunStore)(nil)
+
+// EntryRunNames lists the run names of the entries of jobs that hold an
+// unfinished run (backend.EntryRunLister), removed entries included.
+func (s *RunStore) EntryRunNames(ctx context.Context, jobs []string) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	asked := make(map[string]bool, len(jobs))
+	for _, job := range jobs {
+		asked[job] = true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock.Now()
+	var out []string
+	for name, runs := range s.jobs {
+		job, _, entry := backend.SplitEntryRunName(name)
+		if !entry || !asked[job] {
+			continue
+		}
+		for _, r := range runs {
+			if !r.finished() && !r.forgotten(now) {
+				out = append(out, name)
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
 func (s *RunStore) activeLocked(job string, now time.Time) []backend.ActiveRun {
 	var out []backend.ActiveRun
 	for ms, r := range s.jobs[job] {

@@ -347,6 +347,12 @@ func (c *checker) stored(ctx context.Context, history backend.Backend, runs back
 					c.noneAfterOK(k, rr)
 				}
 			}
+			if r := rs[len(rs)-1]; c.removed(j.Name) && r.Status == backend.StatusCancelled && r.Attempt > 1 {
+				// Nobody follows a removed entry: a run of it whose holder
+				// died is taken over and ended by an instance that saw the
+				// removal, or one that started after it.
+				c.seen["removed entries' runs taken over and ended cancelled"]++
+			}
 			if len(finals) > 1 {
 				c.add("4-terminal", []key{k}, "", "%s slot %s has %d final records: %s", j.Name, h.rel(slot), len(finals), strings.Join(finals, "; "))
 			}
@@ -374,12 +380,6 @@ func (c *checker) stored(ctx context.Context, history backend.Backend, runs back
 		}
 		for _, a := range active {
 			if c.retryPendingAtEnd(j, a) || draining[a.Slot.UnixMilli()] {
-				continue
-			}
-			if c.removed(j.Name) {
-				// Nobody follows a removed entry: a run of it handed over at
-				// Stop, or whose holder crashed, has no taker.
-				c.seen["unfinished runs of removed entries"]++
 				continue
 			}
 			c.add("4-terminal", []key{{j.Name, a.Slot.UnixMilli()}}, "", "%s slot %s is still unfinished in the run store after every instance stopped (attempt %d by %s, live %v, retry at %v): never taken over",

@@ -13,9 +13,10 @@
 // late or not at all. Some jobs run through schedule entries ([Plan.AddEntries]):
 // declared only, or Every jobs with entries too, with 1–3 entries added through
 // the store or by an instance as the fault phase begins, some changed in it (now
-// and then by two instances racing on one revision) and some removed. Their entry
-// calls go through the faults too, and their watch cannot begin or is cut while
-// an instance is flaky or dead; a store that is no backend.EntryStore runs those
+// and then by two instances racing on one revision) and some removed, the
+// instances running a slot of a removed entry crashing just after, now and then
+// ([Plan.AddHolderCrashes]). Their entry calls go through the faults too, and
+// their watch cannot begin or is cut while an instance is flaky or dead; a store that is no backend.EntryStore runs those
 // jobs every Interval without entries. An entry's runs are judged like a job's,
 // per run name (backend.EntryRunName) and slot. Some jobs have a run limit ([Job.MixLimit]), and some a retry policy ([Plan.AddRetries]), and their
 // handlers fail some attempts (an error, one marked NoRetry, a timeout); the
@@ -50,8 +51,9 @@
 //	    slots of its last version from 3s after its last write, none once it
 //	    was removed; a declared job has none of its own); and no unfinished run
 //	    is left in the run store's Active list at the end, but for a retry whose
-//	    window was still open at the final Stop and a run of a removed entry
-//	    (nobody follows it to take it over)
+//	    window was still open at the final Stop: a removed entry's run too, which
+//	    nobody follows, is ended (cancelled, not run again) by an instance that
+//	    saw the removal or started after it, once its holder's lease ended
 //	4b  a write that completes a slot and failed for its caller is written again
 //	    while its instance lives
 //	5   fences and attempt numbers strictly grow per slot across attempts

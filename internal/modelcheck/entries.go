@@ -89,6 +89,25 @@ func (p *Plan) AddEntries() {
 	p.SortActions()
 }
 
+// AddHolderCrashes follows, from a stream of its own (so that the rest of a
+// seed's plan stays what it was), half of p's entry removals with a crash of
+// the instances running one of the entry's slots 50–550 ms later: no instance
+// follows the entry any more, and the run's lease expires with its holder gone.
+// The crashed slots come back at the latest as the quiet phase begins, after
+// the removal. Call it after AddEntries.
+func (p *Plan) AddHolderCrashes() {
+	r := rand.New(rand.NewPCG(p.Seed^0x686f_6c64_6572_73, p.Seed))
+	var crashes []Action
+	for _, a := range p.Actions {
+		if a.Kind != ActRemoveEntry || r.IntN(2) == 0 {
+			continue
+		}
+		crashes = append(crashes, Action{At: min(a.At+MS(50+r.IntN(501)), p.FaultPhase), Kind: ActCrashHolders, Job: a.Job, E: &EntryAct{Entry: a.E.Entry, Racer: -1}})
+	}
+	p.Actions = append(p.Actions, crashes...)
+	p.SortActions()
+}
+
 // hasEntries reports whether some job of p has entries.
 func (p *Plan) hasEntries() bool {
 	for _, j := range p.Jobs {

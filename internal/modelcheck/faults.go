@@ -30,16 +30,17 @@ type faultyBackend struct {
 }
 
 var (
-	_ backend.Pauser        = (*faultyBackend)(nil)
-	_ backend.Backend       = (*faultyBackend)(nil)
-	_ backend.ClaimRecorder = (*faultyBackend)(nil)
-	_ backend.LeaseBackend  = (*faultyBackend)(nil)
-	_ backend.RunStore      = (*faultyRuns)(nil)
-	_ backend.LeaseWatcher  = (*faultyRuns)(nil)
-	_ backend.ActiveLister  = (*faultyRuns)(nil)
-	_ backend.Retrier       = (*faultyRetrier)(nil)
-	_ backend.JobWindower   = (*faultyBackend)(nil)
-	_ backend.JobChecker    = (*faultyBackend)(nil)
+	_ backend.Pauser         = (*faultyBackend)(nil)
+	_ backend.Backend        = (*faultyBackend)(nil)
+	_ backend.ClaimRecorder  = (*faultyBackend)(nil)
+	_ backend.LeaseBackend   = (*faultyBackend)(nil)
+	_ backend.RunStore       = (*faultyRuns)(nil)
+	_ backend.LeaseWatcher   = (*faultyRuns)(nil)
+	_ backend.ActiveLister   = (*faultyRuns)(nil)
+	_ backend.EntryRunLister = (*faultyRuns)(nil)
+	_ backend.Retrier        = (*faultyRetrier)(nil)
+	_ backend.JobWindower    = (*faultyBackend)(nil)
+	_ backend.JobChecker     = (*faultyBackend)(nil)
 )
 
 func (m *faultyBackend) Name() string                    { return m.b.Name() }
@@ -223,6 +224,20 @@ func (r *faultyRuns) ActiveJobs(ctx context.Context, jobs []string) (map[string]
 		for _, job := range jobs {
 			r.in.h.rec.slotLog(r.in, job, time.Time{}, "store active of %d jobs → %d runs %v%s", len(jobs), len(active[job]), errText(err), fault)
 		}
+	})
+}
+
+// EntryRunNames goes through in's faults as one call: the store's own when it is
+// a backend.EntryRunLister; a store that is not one lists nothing, and the
+// scheduler finds what it would without the capability.
+func (r *faultyRuns) EntryRunNames(ctx context.Context, jobs []string) ([]string, error) {
+	return do(r.in, ctx, "entry-run-names", "", time.Time{}, func(ctx context.Context) ([]string, error) {
+		if l, ok := r.s.(backend.EntryRunLister); ok {
+			return l.EntryRunNames(ctx, jobs)
+		}
+		return nil, nil
+	}, func(_ time.Duration, names []string, err error, fault string) {
+		r.in.h.rec.instLog(r.in, "store entry run names of %d jobs → %q %v%s", len(jobs), names, errText(err), fault)
 	})
 }
 

@@ -144,6 +144,15 @@ func (h *Harness) act(a Action) error {
 	switch a.Kind {
 	case ActAddEntry, ActUpdateEntry, ActRemoveEntry:
 		return h.entryAct(a)
+	case ActCrashHolders:
+		j := h.plan.Jobs[a.Job]
+		for _, in := range h.rec.running(backend.EntryRunName(j.Name, j.Entries[a.E.Entry].ID)) {
+			if in == h.cur[in.slot] && !in.down && !in.dead.Load() {
+				in.crash()
+				h.stopLocked(in, 0, true)
+			}
+		}
+		return nil
 	}
 	in := h.cur[a.Slot]
 	up := in != nil && !in.down && !in.dead.Load()

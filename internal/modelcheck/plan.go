@@ -111,6 +111,10 @@ const (
 	// ActRemoveEntry removes the entry through the instance (RemoveEntry), or
 	// through the store when the instance is down.
 	ActRemoveEntry ActKind = "removeentry"
+	// ActCrashHolders crashes, like ActCrash, every instance up whose handler
+	// runs a slot of entry E.Entry of Jobs[Job] at that instant (Slot is
+	// unused): a holder that dies just after its entry was removed.
+	ActCrashHolders ActKind = "crashholders"
 )
 
 // Action is one step of the fault phase.
@@ -180,7 +184,7 @@ func (p *Plan) String() string {
 			fmt.Fprintf(&b, " %s", p.Jobs[a.Job].Name)
 		case ActPauseJob:
 			fmt.Fprintf(&b, " %s for %v", p.Jobs[a.Job].Name, a.Dur)
-		case ActAddEntry, ActRemoveEntry:
+		case ActAddEntry, ActRemoveEntry, ActCrashHolders:
 			fmt.Fprintf(&b, " %s/%s", p.Jobs[a.Job].Name, p.Jobs[a.Job].Entries[a.E.Entry].ID)
 		case ActUpdateEntry:
 			fmt.Fprintf(&b, " %s/%s to every %v, payload %q", p.Jobs[a.Job].Name, p.Jobs[a.Job].Entries[a.E.Entry].ID, a.E.Every, a.E.Payload)

@@ -3,6 +3,7 @@ package modelcheck
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -240,6 +241,20 @@ func slotKey(job string, slot time.Time) key {
 
 func (r *record) slotLog(in *inst, job string, slot time.Time, format string, args ...any) {
 	r.add(entry{at: r.now(), inst: in.name, key: slotKey(job, slot), text: fmt.Sprintf(format, args...)})
+}
+
+// running lists the instances whose handler of a slot of name (a run name) has
+// not returned.
+func (r *record) running(name string) []*inst {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*inst
+	for _, hr := range r.handlers {
+		if hr.key.job == name && !hr.ended && !slices.Contains(out, hr.in) {
+			out = append(out, hr.in)
+		}
+	}
+	return out
 }
 
 func (r *record) handlerStart(in *inst, run scheduler.Run, fate AttemptFate) *handlerRec {

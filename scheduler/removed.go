@@ -1,0 +1,243 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/anarchon/anarchon/backend"
+)
+
+// Runs of removed schedule entries. A run of an entry in progress when the entry
+// is removed finishes on its holder (settle finishes it rather than hand it
+// over), and a retry or takeover of it is recorded cancelled, not run
+// (entryHeld). When the holder dies instead, the run's lease expires with
+// nobody to take it over unless an instance happened to stand by for that slot:
+// no instance follows the entry any more, and one that starts later never knew
+// it. Yet every due slot ends with one terminal record, so a live instance ends
+// such a run: once its lease has ended it takes the run over as a backup would
+// (a takeover-only claim: attempt + 1, a bigger fence, never while the holder's
+// lease lives), records the attempt it took over lost, and finishes the run
+// cancelled, never running the handler.
+//
+// Which runs: an instance that sees an entry of a job it declares removed (its
+// watch says so, or a new reading no longer lists it) looks at that entry's
+// unfinished runs; an instance that starts asks a run store that is a
+// backend.EntryRunLister, once it has read the stored entries, which entries of
+// its jobs hold runs, and looks at those it does not follow. It ends only the
+// runs of an entry the entry store no longer holds when asked after the runs
+// were read: a run read before that belongs to a removed entry, even when an
+// entry of the same ID was added again since.
+
+// removedWhy is the error text of the record that ends a removed entry's run.
+const removedWhy = "the schedule entry was removed, and the attempt running this slot ended without finishing it: not run again"
+
+// removedSchedule is the schedule of a removed entry's run view: no slot comes.
+type removedSchedule struct{}
+
+func (removedSchedule) Next(time.Time) time.Time { return time.Time{} }
+func (removedSchedule) String() string           { return "removed entry" }
+
+// removedEntryJob is the run view of the removed entry whose run name is name,
+// on its job declared here: the job's policies, no schedule, no handler. Nil
+// when name is no entry's or its job is not declared here.
+func (s *Scheduler) removedEntryJob(name string) *job {
+	jobName, id, ok := backend.SplitEntryRunName(name)
+	if !ok {
+		return nil
+	}
+	s.mu.Lock()
+	p := s.jobs[jobName]
+	s.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	limits := p.limits
+	limits.Job = name
+	j := &job{name: name, sched: removedSchedule{}, cfg: p.cfg, limits: limits, entry: &entryRef{job: jobName, id: id}}
+	j.ended, j.end = context.Background(), func() {}
+	j.gone, j.remove = p.gone, p.remove
+	return j
+}
+
+// queueRemoved has the unfinished runs of the entries named (run names) looked
+// at, by one goroutine at a time that reads the runs of everything queued in one
+// reading: a removal of many entries at once asks the store little.
+func (s *Scheduler) queueRemoved(names ...string) {
+	if len(names) == 0 || s.runs == nil {
+		return
+	}
+	es := s.entries
+	es.mu.Lock()
+	es.removed = append(es.removed, names...)
+	start := !es.removedWorker
+	es.removedWorker = true
+	es.mu.Unlock()
+	if !start {
+		return
+	}
+	if !s.besideIfRunning(s.endRemovedQueued) {
+		es.mu.Lock()
+		es.removed, es.removedWorker = nil, false
+		es.mu.Unlock()
+	}
+}
+
+// endRemovedQueued looks at the queued entries until none is left.
+func (s *Scheduler) endRemovedQueued() {
+	es := s.entries
+	for {
+		es.mu.Lock()
+		names := es.removed
+		es.removed = nil
+		if len(names) == 0 || s.loopCtx.Err() != nil {
+			es.removedWorker = false
+			es.mu.Unlock()
+			return
+		}
+		es.mu.Unlock()
+		s.endRemovedOf(names)
+	}
+}
+
+// endRemovedOf reads the unfinished runs of the entries named and ends those of
+// entries the entry store no longer holds.
+func (s *Scheduler) endRemovedOf(names []string) {
+	use := func(name string, runs []ActiveRun) {
+		if len(runs) == 0 {
+			return
+		}
+		j := s.removedEntryJob(name)
+		if j == nil || !s.entryGone(j) {
+			return
+		}
+		for _, r := range runs {
+			s.onceBeside(j, r.Slot, func() { s.endRemovedRun(j, r.Slot) })
+		}
+	}
+	if lister, ok := s.runs.(backend.ActiveLister); ok {
+		s.readActive(lister, names, use)
+		return
+	}
+	for _, name := range names {
+		s.readActive(activeOfOne{s.runs}, []string{name}, use)
+	}
+}
+
+// entryGone reports whether j's entry, not followed here, is not in the entry
+// store, asking until it answers; false once the loops stop.
+func (s *Scheduler) entryGone(j *job) bool {
+	store, ok := s.backend.(backend.EntryStore)
+	if !ok || !s.entryRemoved(j) {
+		return false
+	}
+	for attempt := 0; ; attempt++ {
+		ctx, cancel := s.callCtx(s.loopCtx)
+		_, err := store.GetEntry(ctx, j.entry.job, j.entry.id)
+		cancel()
+		switch {
+		case err == nil:
+			return false // stored, and not runnable here: its runs are others'
+		case errors.Is(err, ErrEntryNotFound):
+			return true
+		case s.loopCtx.Err() != nil:
+			return false
+		}
+		s.backendError(j, time.Time{}, "get_entry", err)
+		if !s.sleepUntil(s.loopCtx, s.clock.Now().Add(retryDelay(attempt))) {
+			return false
+		}
+	}
+}
+
+// findRemovedEntriesOf looks, beside the caller, for runs of removed entries of
+// jobs, registered on a started scheduler whose entries are read already (under
+// s.mu), as the first reading does for the jobs declared then.
+func (s *Scheduler) findRemovedEntriesOf(jobs []*job) {
+	lister, ok := s.runs.(backend.EntryRunLister)
+	if !ok {
+		return
+	}
+	names := make([]string, len(jobs))
+	for i, j := range jobs {
+		names[i] = j.name
+	}
+	s.handlers.Add(1) // under s.mu, which Stop changes the state under
+	go func() {
+		defer s.handlers.Done()
+		s.findRemovedEntries(lister, names)
+	}()
+}
+
+// findRemovedEntries asks lister which entries of jobs (nil: every job
+// declared here), once this instance has read the stored entries, hold runs,
+// and looks at those it does not follow: a run of an entry removed while no
+// instance that followed it was up has no other taker. It asks until answered,
+// or until the loops stop.
+func (s *Scheduler) findRemovedEntries(lister backend.EntryRunLister, jobs []string) {
+	if jobs == nil {
+		s.mu.Lock()
+		for _, j := range s.order {
+			jobs = append(jobs, j.name)
+		}
+		s.mu.Unlock()
+	}
+	if len(jobs) == 0 {
+		return
+	}
+	var names []string
+	for attempt := 0; ; attempt++ {
+		ctx, cancel := context.WithTimeout(s.loopCtx, s.callTO*time.Duration(1+len(jobs)/activeJobsPerCallTimeout))
+		var err error
+		names, err = lister.EntryRunNames(ctx, jobs)
+		cancel()
+		if err == nil {
+			break
+		}
+		if s.loopCtx.Err() != nil {
+			return
+		}
+		s.log.Warn("backend call failed", "op", "entry_run_names", "jobs", len(jobs), "err", err)
+		s.emit(Event{Kind: EventBackendError, Op: "entry_run_names", Err: err})
+		if !s.sleepUntil(s.loopCtx, s.clock.Now().Add(retryDelay(attempt))) {
+			return
+		}
+	}
+	var unfollowed []string
+	s.entries.mu.Lock()
+	for _, name := range names {
+		job, id, ok := backend.SplitEntryRunName(name)
+		if _, followed := s.entries.byKey[entryKey{job, id}]; ok && !followed {
+			unfollowed = append(unfollowed, name)
+		}
+	}
+	s.entries.mu.Unlock()
+	s.queueRemoved(unfollowed...)
+}
+
+// endRemovedRun ends the unfinished run of slot of j, a removed entry's run
+// view: it stands by while another attempt holds the run (or its retry is not
+// due yet), takes it over once that ends unfinished, and finishes it cancelled
+// without running it, recording the attempt it took over lost. A run that
+// finishes meanwhile is left as it ended.
+func (s *Scheduler) endRemovedRun(j *job, slot time.Time) {
+	c := &leaseClaim{
+		RunClaim: backend.RunClaim{
+			Job: j.name, Slot: slot, Token: newToken(), Instance: s.instance, Lease: j.cfg.lease,
+			Overlap: j.cfg.overlap, BufferCap: j.cfg.bufferCap, TakeoverOnly: true, Keep: j.keep(),
+		},
+		kind:          claimAdopt,
+		localDeadline: slot.Add(j.cfg.maxLate),
+	}
+	res, sent, err := s.claimAndWait(j, c)
+	if err != nil || res.Outcome != backend.OutcomeWon {
+		return
+	}
+	takeover := res.Attempt > 1 && !res.Reopened && !res.Retried
+	s.log.Info("ends the run of a removed schedule entry, not run again", j.logAttr(), "slot", slot, "attempt", res.Attempt, "previous", res.Previous)
+	if takeover {
+		s.emit(Event{Kind: EventTakeover, Job: j.name, Slot: slot, Token: c.Token, Attempt: res.Attempt, Outcome: res.Outcome})
+		s.noteLost(j, slot, res)
+	}
+	s.decideNotRun(j, c, res.Attempt, &lease{token: c.Token, dur: j.cfg.lease, sent: sent}, StatusCancelled, removedWhy)
+}
