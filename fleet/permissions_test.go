@@ -484,6 +484,11 @@ func TestViewerCannotWriteThroughAReplySubject(t *testing.T) {
 	after, err := leases.Info(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, before.State.LastSeq, after.State.LastSeq, "nothing written into the lease bucket")
+	for seq := before.State.LastSeq + 1; seq <= after.State.LastSeq; seq++ { // what was, if any
+		if m, err := leases.GetMsg(ctx, seq); err == nil {
+			t.Logf("written into the lease bucket: %s %v %q", m.Subject, m.Header, m.Data)
+		}
+	}
 	regs, bad, err := rf.clients[fleet.RoleViewer].Registry(ctx)
 	require.NoError(t, err)
 	assert.Empty(t, bad, "no entry forged in the registry")
