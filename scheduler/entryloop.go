@@ -135,15 +135,18 @@ func (s *Scheduler) watchEntries(store backend.EntryStore) {
 		var owed []adoption
 		started := s.clock.Now()
 		loaded := 0
+		// reading: the watch lists the stored entries, before Synced; an entry
+		// it finds then may have runs this instance never saw start.
+		reading := true
 		err := store.WatchEntries(s.loopCtx, func(c backend.EntryChange) {
 			if c.Synced {
 				s.entriesSynced(first, owed, loaded, started)
-				first, owed = false, nil
+				first, owed, reading = false, nil, false
 				attempt = -1
 				return
 			}
 			loaded++
-			if a, ok := s.entryChanged(c, first); ok {
+			if a, ok := s.entryChanged(c, reading); ok {
 				owed = append(owed, a)
 			}
 		})
@@ -202,16 +205,17 @@ func (s *Scheduler) entriesSynced(first bool, owed []adoption, loaded int, start
 	}
 }
 
-// entryChanged applies one change of the watch. On the first reading, it starts
-// the entry's catch-up and returns what it owes its unfinished runs.
-func (s *Scheduler) entryChanged(c backend.EntryChange, first bool) (adoption, bool) {
+// entryChanged applies one change of the watch. Read in a listing of the stored
+// entries (reading: the first, or one after the watch failed), an entry newly
+// followed starts its catch-up and returns what it owes its unfinished runs.
+func (s *Scheduler) entryChanged(c backend.EntryChange, reading bool) (adoption, bool) {
 	// Hand over hand: a job registered or removed meanwhile moves its entries
 	// under both locks, before or after this change, never beside it.
 	s.mu.Lock()
 	p := s.jobs[c.Entry.Job]
 	s.entries.mu.Lock()
 	s.mu.Unlock()
-	a, owes, refused, removed := s.entryChangedLocked(c, p, first)
+	a, owes, refused, removed := s.entryChangedLocked(c, p, reading)
 	s.entries.mu.Unlock()
 	if refused != nil { // the hook may read the entries: not under their lock
 		s.emit(*refused)
@@ -225,7 +229,7 @@ func (s *Scheduler) entryChanged(c backend.EntryChange, first bool) (adoption, b
 // entryChangedLocked is entryChanged under s.entries.mu, for p, the entry's job
 // declared here (nil: none). It returns the event of an entry it cannot run, and
 // the run name of a followed entry it removed.
-func (s *Scheduler) entryChangedLocked(c backend.EntryChange, p *job, first bool) (_ adoption, _ bool, _ *Event, removed string) {
+func (s *Scheduler) entryChangedLocked(c backend.EntryChange, p *job, reading bool) (_ adoption, _ bool, _ *Event, removed string) {
 	e := c.Entry
 	k := entryKey{e.Job, e.ID}
 	es := s.entries
@@ -270,7 +274,7 @@ func (s *Scheduler) entryChangedLocked(c backend.EntryChange, p *job, first bool
 	now := s.clock.Now()
 	es.scheduleLocked(st, now.Add(-j.cfg.maxLate))
 	switch {
-	case !first || s.runs == nil:
+	case !reading || s.runs == nil:
 		return adoption{}, false, nil, ""
 	case e.Paused:
 		// A paused entry catches nothing up, and its loop claims nothing: every

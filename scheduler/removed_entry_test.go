@@ -490,3 +490,55 @@ func TestAbandonedRunOfARemovedEntryFoundByAJobRegisteredLater(t *testing.T) {
 		assertRemovedRunEnded(t, mem.Runs(), later, run.Slot, started)
 	})
 }
+
+// TestRunOfAnEntrySeenLateIsTakenOver: a replica whose entry watch was down
+// while an entry was added and one of its slots started reads the entry in a
+// later reading and adopts its runs: when the holder crashes, it takes the run
+// over.
+func TestRunOfAnEntrySeenLateIsTakenOver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.New()
+		h, started := blockingRuns()
+		opts := []scheduler.JobOption{scheduler.WithLease(5 * time.Second), scheduler.WithMaxLate(10 * time.Second)}
+		cw := &cuttableWatch{Backend: mem, cut: make(chan struct{}), resume: make(chan struct{})}
+		late := newScheduler(t, cw, "late")
+		require.NoError(t, late.Declare("j", h, opts...))
+		require.NoError(t, late.Start(t.Context()))
+		require.NoError(t, late.EntriesLoaded(t.Context()))
+		t.Cleanup(func() { _ = late.Stop(context.Background()) })
+		close(cw.cut)
+		synctest.Wait()
+
+		v := &crashable{Backend: mem}
+		holder := newScheduler(t, v, "holder")
+		require.NoError(t, holder.Declare("j", h, opts...))
+		require.NoError(t, holder.Start(t.Context()))
+		require.NoError(t, holder.EntriesLoaded(t.Context()))
+		t.Cleanup(func() { _ = holder.Stop(context.Background()) })
+		_, err := holder.AddEntry(t.Context(), "j", "x", scheduler.EntrySpec{Every: time.Hour})
+		require.NoError(t, err)
+		time.Sleep(time.Hour)
+		run := <-started
+		require.Equal(t, "holder", run.Instance)
+
+		time.Sleep(20 * time.Second) // past the slot's deadline: the late reading does not claim it
+		close(cw.resume)
+		time.Sleep(time.Second) // the watch's retry
+		synctest.Wait()
+		crash(t, holder, v)
+		time.Sleep(10 * time.Second) // past the lease
+		synctest.Wait()
+		var again scheduler.Run
+		select {
+		case again = <-started:
+		default:
+			t.Fatal("nobody took the dead holder's run over")
+		}
+		assert.Equal(t, "late", again.Instance)
+		assert.Equal(t, 2, again.Attempt)
+		assert.True(t, again.Slot.Equal(run.Slot))
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		_ = late.Stop(ctx) // the taken-over run blocks until cancelled
+	})
+}
