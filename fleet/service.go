@@ -66,8 +66,8 @@ type Service struct {
 // Serve registers the fleet endpoints of s on nc: a NATS micro service named
 // ServiceName, version Version, in micro's queue group. The jobs served are the
 // ones s declares (s.Jobs()): those registered or removed after Serve are served
-// or unsubscribed within moments, and the registry says so. Serve returns once the server has every subscription and the registry's
-// bucket is ready (bounded by ctx, or DefaultSetupTimeout when ctx has no
+// or unsubscribed within moments, and the registry says so. Serve returns once
+// the server has every subscription and the registry's bucket is ready (bounded by ctx, or DefaultSetupTimeout when ctx has no
 // deadline), so a request sent afterwards reaches this replica. Serve may be called before or after s.Start; until s.Start
 // (and after s.Stop) a trigger is refused at once with 503 (ErrUnavailable). The
 // caller keeps ownership of nc and s: stop the service with Stop before stopping
@@ -273,14 +273,14 @@ func (f *Service) follow(changed <-chan struct{}) {
 // syncJobs makes the served jobs the scheduler's.
 func (f *Service) syncJobs() {
 	infos := f.s.Jobs()
-	now := make([]string, 0, len(infos))
+	declared := make(map[string]bool, len(infos))
 	for _, j := range infos {
-		now = append(now, j.Job)
+		declared[j.Job] = true
 	}
-	served := map[string]bool{}
-	var kept []string
+	served := make(map[string]bool, len(f.jobs))
+	kept := f.jobs[:0]
 	for _, job := range f.jobs {
-		if slices.Contains(now, job) {
+		if declared[job] {
 			served[job] = true
 			kept = append(kept, job)
 			continue
@@ -289,7 +289,8 @@ func (f *Service) syncJobs() {
 		f.log.Info("fleet endpoints of a removed job unsubscribed", "job", job)
 	}
 	f.jobs = kept
-	for _, job := range now {
+	for _, j := range infos {
+		job := j.Job
 		if served[job] {
 			continue
 		}
@@ -298,12 +299,13 @@ func (f *Service) syncJobs() {
 			return
 		default:
 		}
-		if err := checkSubjects(f.subj, f.cfg, f.s.Backend(), append(slices.Clone(f.jobs), job)); err != nil {
-			f.log.Error("job registered after Serve not served: its subjects overlap", "job", job, "err", err)
-			f.s.Report(scheduler.Event{Kind: scheduler.EventBackendError, Job: job, Op: "fleet_serve", Err: err})
-			continue
+		// AddJobCheck refuses an overlapping job at its registration; this
+		// catches one registered while Serve was starting.
+		err := checkSubjects(f.subj, f.cfg, f.s.Backend(), []string{job})
+		if err == nil {
+			err = f.serveJob(job)
 		}
-		if err := f.serveJob(job); err != nil {
+		if err != nil {
 			f.unserveJob(job)
 			f.log.Error("job registered after Serve not served", "job", job, "err", err)
 			f.s.Report(scheduler.Event{Kind: scheduler.EventBackendError, Job: job, Op: "fleet_serve", Err: err})
