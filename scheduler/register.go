@@ -3,7 +3,6 @@ package scheduler
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 
@@ -180,7 +179,7 @@ func (s *Scheduler) add(name string, sched Schedule, interval time.Duration, h H
 	j.ended, j.end = context.WithCancel(context.Background())
 	j.gone, j.remove = context.WithCancel(context.Background())
 	for _, check := range s.jobChecks() {
-		if err := check(name); err != nil {
+		if err := (*check)(name); err != nil {
 			return fmt.Errorf("job %q: %w", name, err)
 		}
 	}
@@ -192,29 +191,21 @@ func (s *Scheduler) add(name string, sched Schedule, interval time.Duration, h H
 // refuses the registration, wrapped. A plug-in that serves the jobs (fleet)
 // refuses with it a name it cannot serve. The returned func removes the check.
 func (s *Scheduler) AddJobCheck(check func(job string) error) (remove func()) {
+	c := &check // its identity, for remove
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	id := s.nextCheck
-	s.nextCheck++
-	if s.checks == nil {
-		s.checks = map[int]func(string) error{}
-	}
-	s.checks[id] = check
+	s.checks = append(s.checks, c)
 	return func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		delete(s.checks, id)
+		s.checks = slices.DeleteFunc(s.checks, func(x *func(string) error) bool { return x == c })
 	}
 }
 
-func (s *Scheduler) jobChecks() []func(string) error {
+func (s *Scheduler) jobChecks() []*func(string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]func(string) error, 0, len(s.checks))
-	for _, id := range slices.Sorted(maps.Keys(s.checks)) {
-		out = append(out, s.checks[id])
-	}
-	return out
+	return slices.Clone(s.checks)
 }
 
 // insert adds j to the jobs. Before Start that is all; once Start has begun,

@@ -61,10 +61,9 @@ type Scheduler struct {
 	state   int // stateNew, stateStarting, stateStarted, stateStopped
 	// jobsChanged is closed at the next registration or removal (JobsChanged).
 	jobsChanged chan struct{}
-	// checks refuse a registration (AddJobCheck), by the order added.
-	checks    map[int]func(job string) error
-	nextCheck int
-	inited    bool
+	// checks refuse a registration (AddJobCheck), in the order added.
+	checks []*func(job string) error
+	inited bool
 
 	loopCtx    context.Context // stops loops, backups and new claims
 	stopLoops  context.CancelFunc
