@@ -409,6 +409,41 @@ func (c *cuttableWatch) WatchEntries(ctx context.Context, fn func(backend.EntryC
 	return errors.New("test: the watch was cut")
 }
 
+// seenLate sets up a replica, late, whose entry watch is down while the holder
+// adds entry x of job j (every) and starts its first slot; the slot's deadline
+// passes, then late's watch comes back and reads the entry.
+func seenLate(t *testing.T, every time.Duration) (mem *memory.Backend, late, holder *scheduler.Scheduler, v *crashable, run scheduler.Run, started chan scheduler.Run) {
+	mem = memory.New()
+	h, started := blockingRuns()
+	opts := []scheduler.JobOption{scheduler.WithLease(5 * time.Second), scheduler.WithMaxLate(10 * time.Second)}
+	cw := &cuttableWatch{Backend: mem, cut: make(chan struct{}), resume: make(chan struct{})}
+	late = newScheduler(t, cw, "late")
+	require.NoError(t, late.Declare("j", h, opts...))
+	require.NoError(t, late.Start(t.Context()))
+	require.NoError(t, late.EntriesLoaded(t.Context()))
+	t.Cleanup(func() { _ = late.Stop(context.Background()) })
+	close(cw.cut)
+	synctest.Wait()
+
+	v = &crashable{Backend: mem}
+	holder = newScheduler(t, v, "holder")
+	require.NoError(t, holder.Declare("j", h, opts...))
+	require.NoError(t, holder.Start(t.Context()))
+	require.NoError(t, holder.EntriesLoaded(t.Context()))
+	t.Cleanup(func() { _ = holder.Stop(context.Background()) })
+	_, err := holder.AddEntry(t.Context(), "j", "x", scheduler.EntrySpec{Every: every})
+	require.NoError(t, err)
+	time.Sleep(every)
+	run = <-started
+	require.Equal(t, "holder", run.Instance)
+
+	time.Sleep(20 * time.Second) // past the slot's deadline: the late reading does not claim it
+	close(cw.resume)
+	time.Sleep(time.Second) // the watch's retry
+	synctest.Wait()
+	return mem, late, holder, v, run, started
+}
+
 // TestAbandonedRunOfAnEntrySeenLateIsEnded: a replica whose entry watch was down
 // while an entry was added and one of its slots started reads the entry only
 // in a later reading: it follows the entry's next slots, and stands by for none
@@ -416,34 +451,7 @@ func (c *cuttableWatch) WatchEntries(ctx context.Context, fn func(backend.EntryC
 // which saw the removal, ends the run.
 func TestAbandonedRunOfAnEntrySeenLateIsEnded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := memory.New()
-		h, started := blockingRuns()
-		opts := []scheduler.JobOption{scheduler.WithLease(5 * time.Second), scheduler.WithMaxLate(10 * time.Second)}
-		cw := &cuttableWatch{Backend: mem, cut: make(chan struct{}), resume: make(chan struct{})}
-		late := newScheduler(t, cw, "late")
-		require.NoError(t, late.Declare("j", h, opts...))
-		require.NoError(t, late.Start(t.Context()))
-		require.NoError(t, late.EntriesLoaded(t.Context()))
-		t.Cleanup(func() { _ = late.Stop(context.Background()) })
-		close(cw.cut)
-		synctest.Wait()
-
-		v := &crashable{Backend: mem}
-		holder := newScheduler(t, v, "holder")
-		require.NoError(t, holder.Declare("j", h, opts...))
-		require.NoError(t, holder.Start(t.Context()))
-		require.NoError(t, holder.EntriesLoaded(t.Context()))
-		t.Cleanup(func() { _ = holder.Stop(context.Background()) })
-		_, err := holder.AddEntry(t.Context(), "j", "x", scheduler.EntrySpec{Every: time.Minute})
-		require.NoError(t, err)
-		time.Sleep(time.Minute)
-		run := <-started
-		require.Equal(t, "holder", run.Instance)
-
-		time.Sleep(20 * time.Second) // past the slot's deadline: the late reading does not claim it
-		close(cw.resume)
-		time.Sleep(time.Second) // the watch's retry
-		synctest.Wait()
+		mem, late, holder, v, run, started := seenLate(t, time.Minute)
 		followed, _ := late.EntryCounts()
 		require.Equal(t, 1, followed, "the late reading follows the entry")
 		require.NoError(t, mem.DeleteEntry(t.Context(), "j", "x", 0))
@@ -497,34 +505,7 @@ func TestAbandonedRunOfARemovedEntryFoundByAJobRegisteredLater(t *testing.T) {
 // over.
 func TestRunOfAnEntrySeenLateIsTakenOver(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := memory.New()
-		h, started := blockingRuns()
-		opts := []scheduler.JobOption{scheduler.WithLease(5 * time.Second), scheduler.WithMaxLate(10 * time.Second)}
-		cw := &cuttableWatch{Backend: mem, cut: make(chan struct{}), resume: make(chan struct{})}
-		late := newScheduler(t, cw, "late")
-		require.NoError(t, late.Declare("j", h, opts...))
-		require.NoError(t, late.Start(t.Context()))
-		require.NoError(t, late.EntriesLoaded(t.Context()))
-		t.Cleanup(func() { _ = late.Stop(context.Background()) })
-		close(cw.cut)
-		synctest.Wait()
-
-		v := &crashable{Backend: mem}
-		holder := newScheduler(t, v, "holder")
-		require.NoError(t, holder.Declare("j", h, opts...))
-		require.NoError(t, holder.Start(t.Context()))
-		require.NoError(t, holder.EntriesLoaded(t.Context()))
-		t.Cleanup(func() { _ = holder.Stop(context.Background()) })
-		_, err := holder.AddEntry(t.Context(), "j", "x", scheduler.EntrySpec{Every: time.Hour})
-		require.NoError(t, err)
-		time.Sleep(time.Hour)
-		run := <-started
-		require.Equal(t, "holder", run.Instance)
-
-		time.Sleep(20 * time.Second) // past the slot's deadline: the late reading does not claim it
-		close(cw.resume)
-		time.Sleep(time.Second) // the watch's retry
-		synctest.Wait()
+		_, late, holder, v, run, started := seenLate(t, time.Hour)
 		crash(t, holder, v)
 		time.Sleep(10 * time.Second) // past the lease
 		synctest.Wait()
