@@ -95,6 +95,11 @@ type Entry struct {
 	EntrySpec
 	// Revision is the store's revision of the entry: the base of a change.
 	Revision uint64 `json:"-"`
+	// Incarnation identifies this entry from its creation to its removal: an
+	// entry removed and added again with the same ID is another incarnation.
+	// The scheduler draws it at creation; a store keeps it through updates. Its
+	// runs carry it (RunClaim.Incarnation).
+	Incarnation uint64 `json:"incarnation,omitempty"`
 	// Updated is when the entry was last written and By who wrote it.
 	Updated time.Time `json:"updated,omitzero"`
 	By      string    `json:"by,omitempty"`

@@ -243,6 +243,27 @@ type RunClaim struct {
 	// (RunCounter); once it has counted MaxRuns, a first claim stores its slot
 	// finished StatusLimit. Zero: no limit, nothing counted.
 	MaxRuns int
+	// Manual marks a manual run's claim (Scheduler.RunNow), on a slot off the
+	// job's schedule: its run is never taken over to run again, but ended lost.
+	Manual bool
+	// PausedWhy, when set, says the job (or the entry) is paused: a claim that
+	// would start an attempt stores the slot finished StatusPaused instead,
+	// with this reason, and is answered OutcomePaused. A buffered slot stays
+	// buffered.
+	PausedWhy string
+	// LateWhy is the reason a slot this claim stores late is recorded with;
+	// empty for the store's own.
+	LateWhy string
+	// Incarnation identifies the version of the entry the claimer follows
+	// (Entry.Incarnation): a run stored by another incarnation of the entry is
+	// of an entry that was removed (and maybe added again), and is ended
+	// cancelled, never run. EntryGone says the claimer sees the entry removed.
+	// Zero and false for a job's own runs.
+	Incarnation uint64
+	EntryGone   bool
+	// Retention bounds the history of the job the records of this claim's
+	// decisions join (Settler).
+	Retention Retention
 }
 
 // Buffers returns how many slots of the job in's policy keeps buffered at
@@ -280,13 +301,16 @@ const (
 	// OutcomeLimit: the job's run limit was reached (RunCounter); the slot is
 	// stored finished StatusLimit.
 	OutcomeLimit ClaimOutcome = "limit"
+	// OutcomePaused: the claim asked with PausedWhy and the slot is stored
+	// finished StatusPaused.
+	OutcomePaused ClaimOutcome = "paused"
 )
 
 // DecidedOutcome is the outcome a store answers a claim of a finished slot with.
-// The token that stored a skipped, late or limit decision (decider: the claim's token is
-// the stored one, and the run never held a lease, so its fence is 0) is told that
-// decision again, so that its claim is repeat-safe; every other claim is told
-// done, with the stored status in ClaimResult.Status.
+// The token that stored a skipped, late, limit or paused decision (decider: the
+// claim's token is the stored one) is told that decision again, so that its claim
+// is repeat-safe; every other claim is told done, with the stored status in
+// ClaimResult.Status.
 func DecidedOutcome(status Status, decider bool) ClaimOutcome {
 	if decider {
 		switch status {
@@ -296,6 +320,8 @@ func DecidedOutcome(status Status, decider bool) ClaimOutcome {
 			return OutcomeLate
 		case StatusLimit:
 			return OutcomeLimit
+		case StatusPaused:
+			return OutcomePaused
 		}
 	}
 	return OutcomeDone
@@ -382,8 +408,14 @@ type ActiveRun struct {
 	// started, Token and Instance are the claim's that buffered it.
 	Buffered bool
 	// Manual says the run is a manual one (its slot is not on the job's
-	// schedule). Scheduler.Active sets it; stores leave it false.
+	// schedule).
 	Manual bool
+	// Backfill says the run was asked for by Scheduler.Backfill.
+	Backfill bool
+	// Claimed is when the store granted the current attempt, by its clock.
+	Claimed time.Time
+	// Incarnation is the entry's the run belongs to (RunClaim.Incarnation).
+	Incarnation uint64
 }
 
 // OverlapPolicy says whether a job's slots may run concurrently.
