@@ -62,3 +62,20 @@ type Settlement struct {
 type RetryWindow struct {
 	Delay, Within time.Duration
 }
+
+// RecordWriter is a history a run store writes its records into, for a store
+// that keeps none of its own (a Settler on a KV bucket, whose history is a
+// backend's stream). Its History returns them.
+type RecordWriter interface {
+	// WriteRecords appends recs, the terminal records of attempts of job, to its
+	// history, keeping what keep allows. It is repeat-safe: a record written
+	// again (the same slot, token and status) is stored once.
+	WriteRecords(ctx context.Context, job string, recs []StoredResult, keep Retention) error
+}
+
+// RecordsUser is implemented by Settler run stores that write their records into
+// a RecordWriter. A backend that pairs with such a store (jetstream.NewLeased)
+// gives it its history before the store is used.
+type RecordsUser interface {
+	UseRecords(w RecordWriter)
+}
