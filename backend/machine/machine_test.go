@@ -177,14 +177,14 @@ func TestClaim(t *testing.T) {
 		{name: "cancel-other: earlier slots busy are asked to end", cur: pending(10),
 			others: []Run{live(8, "a", 1), ended(9, "b", 1, lease/2), ended(7, "d", 1, 2*lease)},
 			in:     claimOf(policy(backend.OverlapCancelOther)),
-			want: want{outcome: backend.OutcomeRunning, phase: Pending, others: []time.Time{at(8), at(9)}, waitsFor: at(9)}},
+			want:   want{outcome: backend.OutcomeRunning, phase: Pending, others: []time.Time{at(8), at(9)}, waitsFor: at(9)}},
 		{name: "cancel-other: a request stored already is kept", cur: pending(10),
 			others: []Run{withCancel(live(9, "a", 1))}, in: claimOf(policy(backend.OverlapCancelOther)),
 			want: want{outcome: backend.OutcomeRunning, phase: Pending, waitsFor: at(9)}},
 
 		// The buffer policies.
 		{name: "buffer-one: another slot busy buffers", cur: pending(10), others: []Run{live(9, "a", 1)},
-			in: claimOf(policy(backend.OverlapBufferOne), limit(5)),
+			in:   claimOf(policy(backend.OverlapBufferOne), limit(5)),
 			want: want{outcome: backend.OutcomeBuffered, phase: Buffered, token: "c", write: true, counted: true, waitsFor: at(9)}},
 		{name: "buffer-one: one buffered already skips", cur: pending(10), others: []Run{live(8, "a", 1), buffered(9, "b")},
 			in: claimOf(policy(backend.OverlapBufferOne)),
@@ -195,13 +195,13 @@ func TestClaim(t *testing.T) {
 			want: want{outcome: backend.OutcomeOverlap, phase: Finished, status: backend.StatusSkipped, attempt: 1, token: "c", write: true,
 				records: []backend.Status{backend.StatusSkipped}}},
 		{name: "buffer-all: under the cap waits for the oldest buffered", cur: pending(10), others: []Run{buffered(8, "b"), buffered(9, "d")},
-			in: claimOf(bufferCap(3)),
+			in:   claimOf(bufferCap(3)),
 			want: want{outcome: backend.OutcomeBuffered, phase: Buffered, token: "c", write: true, waitsFor: at(8)}},
 		{name: "buffer-all: only later slots buffered goes first", cur: pending(10), others: []Run{buffered(11, "b")},
-			in: claimOf(bufferCap(3), limit(5)),
+			in:   claimOf(bufferCap(3), limit(5)),
 			want: want{outcome: backend.OutcomeWon, phase: Running, attempt: 1, token: "c", write: true, counted: true}},
 		{name: "buffer: nothing else held wins", cur: pending(10), others: []Run{finished(9, "a", 1, backend.StatusOK)},
-			in: claimOf(policy(backend.OverlapBufferOne)),
+			in:   claimOf(policy(backend.OverlapBufferOne)),
 			want: want{outcome: backend.OutcomeWon, phase: Running, attempt: 1, token: "c", write: true}},
 
 		// A buffered slot.
@@ -473,7 +473,9 @@ func TestSettle(t *testing.T) {
 		}
 		return s
 	}
-	retry := func(s *backend.Settlement) { s.Retry = &backend.RetryWindow{Delay: time.Second, Within: 2 * time.Second} }
+	retry := func(s *backend.Settlement) {
+		s.Retry = &backend.RetryWindow{Delay: time.Second, Within: 2 * time.Second}
+	}
 	handOver := func(s *backend.Settlement) { s.HandOver = true }
 	gone := func(s *backend.Settlement) { s.EntryGone = true }
 	withCancel := func(r Run) Run {
