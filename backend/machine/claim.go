@@ -67,6 +67,7 @@ const (
 //	pending  ──buffer, the cap reached──▶ finished skipped
 //	pending  ──otherwise──▶ running (attempt 1)
 //	buffered ──another slot busy, or an earlier one buffered; or PausedWhy──▶ (buffered)
+//	buffered ──a manual slot: another token waits, an adoption ends it──▶ (buffered) / finished lost
 //	buffered ──otherwise──▶ running (attempt 1)
 //	running  ──lease live──▶ (won for its token, running for others)
 //	running  ──lease ended: entry removed / cancel asked / manual──▶ finished cancelled / cancelled / lost
@@ -326,6 +327,16 @@ func (c *claim) buffered(r Run) {
 			c.d.Result = wait
 			return
 		}
+	}
+	if r.Manual && r.Token != c.in.Token {
+		// A manual slot runs only for its RunNow; an adoption ends it.
+		if c.in.TakeoverOnly {
+			c.end(r, backend.StatusLost, WhyManualStopped, backend.OutcomeDone)
+			return
+		}
+		wait.WaitsFor, wait.Holder = r.Slot, r.Instance
+		c.d.Result = wait
+		return
 	}
 	c.grant(c.next(r))
 }
