@@ -1,6 +1,7 @@
 package machine
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/anarchon/anarchon/backend"
@@ -43,9 +44,8 @@ type Decision struct {
 // Reasons recorded with the decisions the machine makes.
 const (
 	WhyLate          = "nobody started the slot before its deadline"
-	WhySkipped       = "another slot of the job held its lease (overlap policy skip)"
+	WhySkipped       = "another slot of the job held its lease (overlap forbidden)"
 	WhyLaterRuns     = "a later slot of the job held its lease (overlap policy cancel-other: an earlier slot never ends a later one)"
-	WhyBufferFull    = "another slot of the job ran and the buffer was full"
 	WhyLimit         = "the job's run limit was reached"
 	WhyTakenOver     = "its lease ended before the run finished; taken over by "
 	WhyEntryRemoved  = "its schedule entry was removed"
@@ -221,7 +221,7 @@ func (c *claim) first() {
 		c.cancelEarlier()
 	case in.Overlap.Buffers() && (c.busy(anySlot) != nil || c.bufferedOthers() > 0):
 		if c.bufferedOthers() >= in.Buffers() {
-			c.decide(r, backend.StatusSkipped, WhyBufferFull)
+			c.decide(r, backend.StatusSkipped, fmt.Sprintf("another slot of the job ran and %d were buffered already (overlap policy %s)", in.Buffers(), in.Overlap))
 			return
 		}
 		r.Phase, r.Attempt = Buffered, 0
