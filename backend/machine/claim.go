@@ -159,6 +159,7 @@ func (c *claim) grant(r Run) {
 func (c *claim) next(r Run) Run {
 	r.Previous, r.PreviousToken = "", ""
 	r.Reopened, r.Retried = false, false
+	r.Cancel = nil
 	return r
 }
 
@@ -186,6 +187,7 @@ func (c *claim) count(r *Run) {
 	c.d.Count++
 	c.d.Counted = true
 	r.Last = c.d.Count == c.in.MaxRuns
+	r.Counted = true
 }
 
 // pastDeadline reports whether the claim's deadline has passed.
@@ -412,8 +414,8 @@ func (c *claim) retrying(r Run) {
 func (c *claim) finished(r Run) {
 	in := c.in
 	reopen := !c.stale(r) && in.MayReopen(r.Status, r.Token, r.Attempt) && !c.pastDeadline()
-	// A paused slot run later counts, as it would have.
-	counts := reopen && r.Status == backend.StatusPaused && in.Counts()
+	// A paused slot run later counts, as it would have, unless it was counted.
+	counts := reopen && r.Status == backend.StatusPaused && in.Counts() && !r.Counted
 	if counts && c.job.Count >= in.MaxRuns {
 		reopen = false
 	}

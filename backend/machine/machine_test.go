@@ -113,6 +113,7 @@ func TestClaim(t *testing.T) {
 	inc := func(r Run, n uint64) Run { r.Incarnation = n; return r }
 	man := func(r Run) Run { r.Manual = true; return r }
 	last := func(r Run) Run { r.Last = true; return r }
+	counted := func(r Run) Run { r.Counted = true; return r }
 
 	rows := []struct {
 		name   string
@@ -313,6 +314,9 @@ func TestClaim(t *testing.T) {
 			want: want{outcome: backend.OutcomeRunning, phase: Finished, status: backend.StatusPaused, attempt: 1, token: "a"}},
 		{name: "finished: of a removed entry, never reopened", cur: inc(finished(10, "a", 1, backend.StatusLate), 7), in: claimOf(backfill, incarnation(8)),
 			want: want{outcome: backend.OutcomeDone, phase: Finished, status: backend.StatusLate, attempt: 1, token: "a"}},
+		{name: "finished: a paused slot counted when won is reopened past the limit, not counted again",
+			cur: counted(finished(10, "a", 1, backend.StatusPaused)), count: 2, in: claimOf(reopenPaused, limit(2)),
+			want: want{outcome: backend.OutcomeWon, phase: Running, attempt: 2, token: "c", write: true}},
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
@@ -420,6 +424,24 @@ func TestClaimAnswers(t *testing.T) {
 		assert.True(t, d.Records[0].Backfill)
 		assert.True(t, d.Records[0].Manual)
 		assert.Equal(t, uint64(9), d.Run.Incarnation)
+	})
+	t.Run("a reopened slot carries no cancel request of the run before", func(t *testing.T) {
+		cur := finished(10, "a", 1, backend.StatusOK)
+		cur.Cancel = &backend.CancelRequest{Slot: at(11), Instance: "i-x", Token: "x"}
+		d := Claim(cur, claimOf(rerun(1), policy(backend.OverlapCancelOther)), Job{}, now)
+		require.Equal(t, backend.OutcomeWon, d.Result.Outcome)
+		assert.Nil(t, d.Run.Cancel)
+		assert.NoError(t, Heartbeat(d.Run, backend.RunKey{Job: "job", Slot: at(10), Token: "c"}, lease, now).Err)
+	})
+	t.Run("a counted slot stays counted", func(t *testing.T) {
+		d := Claim(pending(10), claimOf(limit(3)), Job{}, now)
+		assert.True(t, d.Run.Counted, "won")
+		d = Claim(pending(10), claimOf(limit(3), policy(backend.OverlapBufferOne)), Job{Others: []Run{live(9, "a", 1)}}, now)
+		assert.True(t, d.Run.Counted, "buffered")
+		d = Claim(pending(10), claimOf(limit(3), paused), Job{}, now)
+		assert.False(t, d.Run.Counted, "decided paused")
+		d = Claim(pending(10), claimOf(), Job{}, now)
+		assert.False(t, d.Run.Counted, "no limit asked")
 	})
 	t.Run("a manual claim stores a manual run", func(t *testing.T) {
 		d := Claim(pending(10), claimOf(manual), Job{}, now)
@@ -562,6 +584,19 @@ func TestSettle(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestRetry(t *testing.T) {
+	key := backend.RunKey{Job: "job", Slot: at(10), Token: "c"}
+	d := Retry(live(10, "c", 1), key, time.Second, time.Minute, now)
+	require.NoError(t, d.Err)
+	assert.Equal(t, Retrying, d.Run.Phase)
+	t.Run("a buffered slot has no attempt to retry", func(t *testing.T) {
+		d := Retry(buffered(10, "c"), key, time.Second, time.Minute, now)
+		assert.ErrorIs(t, d.Err, backend.ErrStaleToken)
+		assert.False(t, d.Write)
+		assert.Empty(t, d.Records)
+	})
 }
 
 func TestRelease(t *testing.T) {

@@ -104,8 +104,12 @@ func Finish(cur Run, key backend.RunKey, status backend.Status, now time.Time) D
 	return Settle(cur, backend.Settlement{Key: key, Status: status}, now)
 }
 
-// Retry is Settle of Retrier.Retry: key's failed attempt stores its retry.
+// Retry is Settle of Retrier.Retry: key's failed attempt stores its retry. A
+// buffered slot has no attempt: its token gets backend.ErrStaleToken.
 func Retry(cur Run, key backend.RunKey, delay, within time.Duration, now time.Time) Decision {
+	if cur.Phase == Buffered {
+		return Decision{Run: cur, Err: fmt.Errorf("%w: %s", backend.ErrStaleToken, describe(key))}
+	}
 	return Settle(cur, backend.Settlement{Key: key, Status: backend.StatusError,
 		Retry: &backend.RetryWindow{Delay: delay, Within: within}}, now)
 }
