@@ -158,7 +158,7 @@ func (c *claim) grant(r Run) {
 // next starts r's next attempt for the claim: the fields of a plain new attempt.
 func (c *claim) next(r Run) Run {
 	r.Previous, r.PreviousToken = "", ""
-	r.Reopened, r.Retried = false, false
+	r.Reopened, r.Retried, r.HandedOver = false, false, false
 	r.Cancel = nil
 	return r
 }
@@ -374,13 +374,13 @@ func (c *claim) takeover(r Run, why string) {
 	if !r.Recorded {
 		c.d.Records = append(c.d.Records, r.record(backend.StatusLost, why, c.now))
 	}
-	prev, prevToken := r.Instance, r.Token
+	prev, prevToken, handed := r.Instance, r.Token, r.Recorded
 	r = c.next(r)
 	if c.in.PausedWhy != "" {
 		c.pause(r)
 		return
 	}
-	r.Previous, r.PreviousToken = prev, prevToken
+	r.Previous, r.PreviousToken, r.HandedOver = prev, prevToken, handed
 	c.grant(r)
 }
 

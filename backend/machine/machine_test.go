@@ -386,6 +386,17 @@ func TestClaimAnswers(t *testing.T) {
 		assert.Equal(t, "a", again.Result.PreviousToken)
 		assert.False(t, again.Write)
 	})
+	t.Run("a takeover says whether the attempt before handed the run over", func(t *testing.T) {
+		handed := ended(10, "a", 1, time.Second)
+		handed.Recorded = true
+		d := Claim(handed, claimOf(), Job{}, now)
+		require.Equal(t, backend.OutcomeWon, d.Result.Outcome)
+		assert.True(t, d.Run.HandedOver)
+		d = Claim(ended(10, "a", 1, time.Second), claimOf(), Job{}, now)
+		assert.False(t, d.Run.HandedOver, "lost")
+		d = Claim(retrying(10, "a", 1, -time.Second, time.Second), claimOf(), Job{}, now)
+		assert.False(t, d.Run.HandedOver, "retried")
+	})
 	t.Run("a retry is answered with how long until it is due", func(t *testing.T) {
 		d := Claim(retrying(10, "a", 1, 3*time.Second, 4*time.Second), claimOf(), Job{}, now)
 		assert.Equal(t, 3*time.Second, d.Result.RetryIn)
@@ -507,6 +518,8 @@ func TestSettle(t *testing.T) {
 	man := func(r Run) Run { r.Manual = true; return r }
 	handedOver := func(r Run) Run { r.Recorded = true; r.Expires = now.Add(-time.Second); return r }
 	retried := func(r Run) Run { r.Retried, r.PreviousToken = true, "c"; return r }
+	takenOver := func(r Run) Run { r.Previous, r.PreviousToken = "i-c", "c"; return r }
+	handedOverTaken := func(r Run) Run { r.HandedOver = true; return takenOver(r) }
 
 	rows := []struct {
 		name    string
@@ -541,7 +554,14 @@ func TestSettle(t *testing.T) {
 		{name: "repeat: finished", cur: finished(10, "c", 1, backend.StatusOK), s: settle(backend.StatusOK), phase: Finished, status: backend.StatusOK},
 		{name: "repeat: retry pending", cur: retrying(10, "c", 1, time.Second, 2*time.Second), s: settle(backend.StatusError, retry), phase: Retrying},
 		{name: "repeat: retry taken", cur: retried(live(10, "d", 2)), s: settle(backend.StatusError, retry), phase: Running},
+		{name: "repeat: hand-over taken over", cur: handedOverTaken(live(10, "d", 2)), s: settle(backend.StatusCancelled, handOver), phase: Running},
+		{name: "repeat: hand-over taken over and finished", cur: handedOverTaken(finished(10, "d", 2, backend.StatusOK)),
+			s: settle(backend.StatusCancelled, handOver), phase: Finished, status: backend.StatusOK},
 		{name: "stale: taken over", cur: live(10, "d", 2), s: settle(backend.StatusOK), err: backend.ErrStaleToken, phase: Running},
+		{name: "stale: a hand-over of an attempt taken over lost", cur: takenOver(live(10, "d", 2)), s: settle(backend.StatusCancelled, handOver),
+			err: backend.ErrStaleToken, phase: Running},
+		{name: "stale: a finish of an attempt that handed over", cur: handedOverTaken(live(10, "d", 2)), s: settle(backend.StatusOK),
+			err: backend.ErrStaleToken, phase: Running},
 		{name: "stale: a finish once the retry is stored", cur: retrying(10, "c", 1, time.Second, 2*time.Second), s: settle(backend.StatusOK),
 			err: backend.ErrStaleToken, phase: Retrying},
 		{name: "stale: another's buffered slot", cur: buffered(10, "b"), s: settle(backend.StatusCancelled), err: backend.ErrStaleToken, phase: Buffered},

@@ -70,6 +70,9 @@ type Run struct {
 	Reopened, Retried, Last bool
 	// Counted says the run limit counted the slot.
 	Counted bool
+	// HandedOver says the attempt taken over had handed the run over: its
+	// record is its own.
+	HandedOver bool
 	// Manual and Backfill say who asked for the run.
 	Manual, Backfill bool
 	// Incarnation is the entry's the run belongs to (0 for a job's own run).

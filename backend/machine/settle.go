@@ -55,8 +55,9 @@ func Settle(cur Run, s backend.Settlement, now time.Time) Decision {
 		return d // handed over already: a repeat
 	case cur.Token == tok && cur.Phase == Running:
 	case cur.Token == tok && (cur.Phase == Finished || cur.Phase == Retrying && s.Retry != nil),
-		cur.Retried && cur.PreviousToken == tok && s.Retry != nil:
-		return d // a repeat
+		cur.Retried && cur.PreviousToken == tok && s.Retry != nil,
+		cur.HandedOver && cur.PreviousToken == tok && s.HandOver:
+		return d // a repeat, also once the retry or the hand-over was taken
 	default:
 		d.Err = fmt.Errorf("%w: %s", backend.ErrStaleToken, describe(s.Key))
 		return d
