@@ -163,9 +163,9 @@ func (c *claim) next(r Run) Run {
 	return r
 }
 
-// pause ends r's next attempt paused, for the claim, without running it.
+// pause ends r's next attempt paused, for the claim, without running it. r
+// names the attempt it follows, as grant's would.
 func (c *claim) pause(r Run) {
-	r = c.next(r)
 	r.Token, r.Instance = c.in.Token, c.in.Instance
 	r.Attempt++
 	r.Fence = max(c.job.Fence, r.Fence+1)
@@ -376,11 +376,11 @@ func (c *claim) takeover(r Run, why string) {
 	}
 	prev, prevToken, handed := r.Instance, r.Token, r.Recorded
 	r = c.next(r)
+	r.Previous, r.PreviousToken, r.HandedOver = prev, prevToken, handed
 	if c.in.PausedWhy != "" {
 		c.pause(r)
 		return
 	}
-	r.Previous, r.PreviousToken, r.HandedOver = prev, prevToken, handed
 	c.grant(r)
 }
 
@@ -400,15 +400,20 @@ func (c *claim) retrying(r Run) {
 	case r.Cancel != nil:
 		c.end(r, backend.StatusCancelled, WhyCancelAsked, backend.OutcomeDone)
 	case c.in.PausedWhy != "":
-		c.pause(r)
+		c.pause(c.retried(r))
 	case c.in.Overlap.Exclusive() && c.otherLive():
 		c.answer(r, backend.OutcomeRunning)
 	default:
-		prev, prevToken := r.Instance, r.Token
-		r = c.next(r)
-		r.Retried, r.Previous, r.PreviousToken = true, prev, prevToken
-		c.grant(r)
+		c.grant(c.retried(r))
 	}
+}
+
+// retried is r's next attempt, the retry its last attempt stored.
+func (c *claim) retried(r Run) Run {
+	prev, prevToken := r.Instance, r.Token
+	r = c.next(r)
+	r.Retried, r.Previous, r.PreviousToken = true, prev, prevToken
+	return r
 }
 
 func (c *claim) finished(r Run) {
@@ -423,7 +428,7 @@ func (c *claim) finished(r Run) {
 	case !reopen:
 		c.answer(r, backend.DecidedOutcome(r.Status, r.Token == in.Token))
 	case in.PausedWhy != "":
-		c.pause(r)
+		c.pause(c.next(r))
 	case in.Overlap.Exclusive() && c.otherLive():
 		c.answer(r, backend.OutcomeRunning)
 	default:

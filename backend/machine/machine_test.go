@@ -606,6 +606,27 @@ func TestSettle(t *testing.T) {
 	}
 }
 
+// A holder's Retry or hand-over, applied and repeated after a backup's claim
+// ended the slot paused, is a repeat; a late Settle of an attempt taken over
+// lost is stale.
+func TestSettleRepeatAfterPausedTakeover(t *testing.T) {
+	key := backend.RunKey{Job: "job", Slot: at(10), Token: "a"}
+	retry := backend.Settlement{Key: key, Status: backend.StatusError, Retry: &backend.RetryWindow{Delay: time.Second, Within: time.Minute}}
+	handOver := backend.Settlement{Key: key, Status: backend.StatusCancelled, HandOver: true}
+	retried := Claim(retrying(10, "a", 1, -time.Second, time.Second), claimOf(paused), Job{}, now)
+	require.Equal(t, backend.OutcomePaused, retried.Result.Outcome)
+	assert.NoError(t, Settle(retried.Run, retry, now).Err, "the retry's repeat")
+	handed := ended(10, "a", 1, time.Second)
+	handed.Recorded = true
+	handedPaused := Claim(handed, claimOf(paused), Job{}, now)
+	require.Equal(t, backend.OutcomePaused, handedPaused.Result.Outcome)
+	assert.NoError(t, Settle(handedPaused.Run, handOver, now).Err, "the hand-over's repeat")
+	lost := Claim(ended(10, "a", 1, time.Second), claimOf(paused), Job{}, now)
+	assert.ErrorIs(t, Settle(lost.Run, handOver, now).Err, backend.ErrStaleToken, "an attempt recorded lost")
+	reopened := Claim(finished(10, "a", 1, backend.StatusSkipped), claimOf(backfill, paused), Job{}, now)
+	assert.Empty(t, reopened.Run.PreviousToken, "a reopened slot took over from nobody")
+}
+
 func TestRetry(t *testing.T) {
 	key := backend.RunKey{Job: "job", Slot: at(10), Token: "c"}
 	d := Retry(live(10, "c", 1), key, time.Second, time.Minute, now)
