@@ -130,6 +130,7 @@ func runLeases(t *testing.T, newStore func(t *testing.T) (backend.RunStore, Hist
 		{"SettleBufferedUnderPause", testSettleBufferedPaused},
 		{"SettleEntryIncarnation", testSettleIncarnation},
 		{"SettleRecordWriteFails", testSettleWriteFails},
+		{"SettleRepeatAfterPause", testSettleRepeatAfterPause},
 	}
 	t.Run("Leases", func(t *testing.T) {
 		for _, c := range cases {

@@ -448,3 +448,35 @@ func testSettleWriteFails(t *testing.T, f *leaseFixture) {
 		rec{2, a, backend.StatusLost, 1}, rec{2, b, backend.StatusOK, 2})
 	assert.Equal(t, backend.StatusOK, f.outcome(f.at(f.job, 2, fmt.Sprint("c", Token())), backend.OutcomeDone).Status)
 }
+
+// A holder's retry or hand-over, applied and sent again after a claim made
+// while the job is paused ended the slot paused, is a repeat: nil, and no
+// record more.
+func testSettleRepeatAfterPause(t *testing.T, f *leaseFixture) {
+	st := f.settler()
+	paused := func(k int) backend.RunClaim {
+		in := f.at(f.job, k, "p"+Token())
+		in.PausedWhy = "paused by ops"
+		return in
+	}
+	a1, a2 := "a1"+Token(), "a2"+Token()
+	f.outcome(f.at(f.job, 1, a1), backend.OutcomeWon)
+	retry := settlement(f.job, 1, a1, backend.StatusError, func(s *backend.Settlement) {
+		s.Retry = &backend.RetryWindow{Delay: 0, Within: retryLong}
+	})
+	f.settle(st, retry, "retry")
+	p1 := paused(1)
+	res := f.outcome(p1, backend.OutcomePaused)
+	assert.Equal(t, 2, res.Attempt, "the retry's attempt, paused")
+	f.settle(st, retry, "the retry repeated after the paused claim")
+
+	f.outcome(f.at(f.job, 2, a2), backend.OutcomeWon)
+	handOver := settlement(f.job, 2, a2, backend.StatusCancelled, func(s *backend.Settlement) { s.HandOver = true })
+	f.settle(st, handOver, "hand-over")
+	p2 := paused(2)
+	f.outcome(p2, backend.OutcomePaused)
+	f.settle(st, handOver, "the hand-over repeated after the paused claim")
+	f.wantRecords(f.job, "one record per attempt",
+		rec{1, a1, backend.StatusError, 1}, rec{1, p1.Token, backend.StatusPaused, 2},
+		rec{2, a2, backend.StatusCancelled, 1}, rec{2, p2.Token, backend.StatusPaused, 2})
+}
