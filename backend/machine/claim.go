@@ -159,13 +159,14 @@ func (c *claim) grant(r Run) {
 // next starts r's next attempt for the claim: the fields of a plain new attempt.
 func (c *claim) next(r Run) Run {
 	r.Previous, r.PreviousToken = "", ""
-	r.Reopened, r.Retried = false, false
+	r.Reopened, r.Retried, r.HandedOver = false, false, false
+	r.Cancel = nil
 	return r
 }
 
-// pause ends r's next attempt paused, for the claim, without running it.
+// pause ends r's next attempt paused, for the claim, without running it. r
+// names the attempt it follows, as grant's would.
 func (c *claim) pause(r Run) {
-	r = c.next(r)
 	r.Token, r.Instance = c.in.Token, c.in.Instance
 	r.Attempt++
 	r.Fence = max(c.job.Fence, r.Fence+1)
@@ -187,6 +188,7 @@ func (c *claim) count(r *Run) {
 	c.d.Count++
 	c.d.Counted = true
 	r.Last = c.d.Count == c.in.MaxRuns
+	r.Counted = true
 }
 
 // pastDeadline reports whether the claim's deadline has passed.
@@ -383,13 +385,13 @@ func (c *claim) takeover(r Run, why string) {
 	if !r.Recorded {
 		c.d.Records = append(c.d.Records, r.record(backend.StatusLost, why, c.now))
 	}
-	prev, prevToken := r.Instance, r.Token
+	prev, prevToken, handed := r.Instance, r.Token, r.Recorded
 	r = c.next(r)
+	r.Previous, r.PreviousToken, r.HandedOver = prev, prevToken, handed
 	if c.in.PausedWhy != "" {
 		c.pause(r)
 		return
 	}
-	r.Previous, r.PreviousToken = prev, prevToken
 	c.grant(r)
 }
 
@@ -409,22 +411,27 @@ func (c *claim) retrying(r Run) {
 	case r.Cancel != nil:
 		c.end(r, backend.StatusCancelled, WhyCancelAsked, backend.OutcomeDone)
 	case c.in.PausedWhy != "":
-		c.pause(r)
+		c.pause(c.retried(r))
 	case c.in.Overlap.Exclusive() && c.otherLive():
 		c.answer(r, backend.OutcomeRunning)
 	default:
-		prev, prevToken := r.Instance, r.Token
-		r = c.next(r)
-		r.Retried, r.Previous, r.PreviousToken = true, prev, prevToken
-		c.grant(r)
+		c.grant(c.retried(r))
 	}
+}
+
+// retried is r's next attempt, the retry its last attempt stored.
+func (c *claim) retried(r Run) Run {
+	prev, prevToken := r.Instance, r.Token
+	r = c.next(r)
+	r.Retried, r.Previous, r.PreviousToken = true, prev, prevToken
+	return r
 }
 
 func (c *claim) finished(r Run) {
 	in := c.in
 	reopen := !c.stale(r) && in.MayReopen(r.Status, r.Token, r.Attempt) && !c.pastDeadline()
-	// A paused slot run later counts, as it would have.
-	counts := reopen && r.Status == backend.StatusPaused && in.Counts()
+	// A paused slot run later counts, as it would have, unless it was counted.
+	counts := reopen && r.Status == backend.StatusPaused && in.Counts() && !r.Counted
 	if counts && c.job.Count >= in.MaxRuns {
 		reopen = false
 	}
@@ -432,7 +439,7 @@ func (c *claim) finished(r Run) {
 	case !reopen:
 		c.answer(r, backend.DecidedOutcome(r.Status, r.Token == in.Token))
 	case in.PausedWhy != "":
-		c.pause(r)
+		c.pause(c.next(r))
 	case in.Overlap.Exclusive() && c.otherLive():
 		c.answer(r, backend.OutcomeRunning)
 	default:
