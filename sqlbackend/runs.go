@@ -112,6 +112,9 @@ func (s *RunStore) Release(ctx context.Context, key backend.RunKey) error {
 func (s *RunStore) hold(ctx context.Context, op string, key backend.RunKey, keep backend.Retention, ask func(st *slotState) machine.Decision) error {
 	ctx, cancel := s.b.callCtx(ctx)
 	defer cancel()
+	if err := backendutil.CheckClaim("sqlbackend", key.Job, key.Token); err != nil {
+		return err
+	}
 	d, err := s.decide(ctx, key, keep, func(st *slotState) (machine.Decision, error) { return ask(st), nil })
 	if err != nil {
 		return fmt.Errorf("sqlbackend: %s %s: %w", op, describe(key.Job, key.Slot), err)
