@@ -67,6 +67,7 @@ func (s *RunStore) Claim(ctx context.Context, in backend.RunClaim) (backend.Clai
 	if err != nil {
 		return backend.ClaimResult{}, fmt.Errorf("sqlbackend: lease claim %s: %w", describe(in.Job, in.Slot), err)
 	}
+	s.notify(ctx, in.Job, d)
 	s.sweep(ctx)
 	return d.Result, nil
 }
@@ -78,9 +79,10 @@ func (s *RunStore) Settle(ctx context.Context, set backend.Settlement) error {
 	})
 }
 
-// Heartbeat extends key's lease to the database's now + lease (machine.Heartbeat).
+// Heartbeat extends key's lease to the database's now + lease
+// (machine.Heartbeat). Watchers are not told: no claim's answer changes.
 func (s *RunStore) Heartbeat(ctx context.Context, key backend.RunKey, lease time.Duration) error {
-	return s.hold(ctx, "heartbeat", key, backend.Retention{}, func(st *slotState) machine.Decision {
+	return s.hold(ctx, "", key, backend.Retention{}, func(st *slotState) machine.Decision {
 		return machine.Heartbeat(st.cur, key, lease, st.now)
 	})
 }
@@ -107,8 +109,8 @@ func (s *RunStore) Release(ctx context.Context, key backend.RunKey) error {
 	})
 }
 
-// hold applies a holder's call, named op in errors: ask's decision is written
-// and its Err answered.
+// hold applies a holder's call, named op in errors ("" for a heartbeat, which
+// tells no watcher): ask's decision is written and its Err answered.
 func (s *RunStore) hold(ctx context.Context, op string, key backend.RunKey, keep backend.Retention, ask func(st *slotState) machine.Decision) error {
 	ctx, cancel := s.b.callCtx(ctx)
 	defer cancel()
@@ -116,8 +118,13 @@ func (s *RunStore) hold(ctx context.Context, op string, key backend.RunKey, keep
 		return err
 	}
 	d, err := s.decide(ctx, key, keep, func(st *slotState) (machine.Decision, error) { return ask(st), nil })
-	if err != nil {
+	switch {
+	case err != nil && op == "":
+		return fmt.Errorf("sqlbackend: heartbeat %s: %w", describe(key.Job, key.Slot), err)
+	case err != nil:
 		return fmt.Errorf("sqlbackend: %s %s: %w", op, describe(key.Job, key.Slot), err)
+	case op != "":
+		s.notify(ctx, key.Job, d)
 	}
 	return d.Err
 }
@@ -166,16 +173,17 @@ func (s *RunStore) decide(ctx context.Context, key backend.RunKey, keep backend.
 			break
 		}
 	}
-	if err != nil {
-		return d, err
-	}
+	return d, err
+}
+
+// notify tells the watchers of job's runs that d changed.
+func (s *RunStore) notify(ctx context.Context, job string, d machine.Decision) {
 	if d.Write {
-		s.b.hub.changed(ctx, key.Job, key.Slot.UnixMilli())
+		s.b.hub.changed(ctx, job, d.Run.Slot.UnixMilli())
 	}
 	for _, o := range d.Others {
-		s.b.hub.changed(ctx, key.Job, o.Slot.UnixMilli())
+		s.b.hub.changed(ctx, job, o.Slot.UnixMilli())
 	}
-	return d, nil
 }
 
 // write stores d, as decided from st, in st's transaction.
