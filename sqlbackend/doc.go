@@ -63,11 +63,11 @@
 // is upgraded.
 //
 // Schema version 7 adds the machine's columns to the runs table. A replica of
-// version 6 that runs on writes its rows without them (no manual run, no
-// backfill, no incarnation, its attempt unrecorded) and records its attempts
-// beside (SaveResult), so an attempt that both versions end may be recorded
-// by each. Upgrade every replica before relying on one record per attempt.
-// Going back to an old version means restoring the tables of before.
+// version 6 that runs on writes its rows without them: no manual run, no
+// backfill, no incarnation, its attempt unrecorded. It records its attempts
+// beside (SaveResult), so an attempt both versions end may be recorded twice.
+// Upgrade every replica before relying on one record per attempt. Going back
+// to an old version means restoring the tables of before.
 //
 // # A minimal program
 //

@@ -17,11 +17,10 @@ import (
 const sweepEvery = time.Minute
 
 // RunStore is the backend's backend.RunStore and backend.Settler, with every
-// capability the machine (backend/machine) decides: one row per (job, slot) in
-// the runs table, changed only in transactions that hold the job's lock, with
-// every lease time taken from the database's clock. Each call reads the rows,
-// asks the machine, and writes its decision, with the records of the attempts
-// it ended, in that transaction.
+// capability backend/machine decides. It keeps one row per (job, slot) in the
+// runs table. Each call is a transaction that holds the job's lock: it reads
+// the rows, asks the machine with the database's clock, and writes the
+// decision and the records of the attempts it ended.
 type RunStore struct {
 	b *Backend
 
@@ -213,11 +212,10 @@ func (s *RunStore) write(ctx context.Context, st *slotState, d machine.Decision,
 	return s.b.storeResults(ctx, st.tx, st.job, d.Records, keep)
 }
 
-// lockAndRead serialises the call with the job's other calls (Dialect.Serialize,
-// or a SELECT with Dialect.ForUpdate) and then, in a statement of its own that
-// sees what the call before it committed, reads the job's fence and count, the
-// database's now and the slot's run. A job with no row yet (claimed before
-// PrepareJob) gets one first.
+// lockAndRead serialises the call with the job's other calls: Dialect.Serialize,
+// or a SELECT with Dialect.ForUpdate. Then a statement of its own, which sees
+// what the call before committed, reads the job's fence and count, the
+// database's now and the slot's run. A job with no row yet gets one first.
 func (s *RunStore) lockAndRead(ctx context.Context, tx *sql.Tx, job string, slot time.Time) (*slotState, error) {
 	lock := s.b.dialect.Serialize
 	if lock == "" {

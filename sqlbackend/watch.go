@@ -236,13 +236,12 @@ func (h *hub) close() {
 }
 
 // WatchRun returns a channel closed when (job, slot)'s run may answer a claim
-// otherwise: its live lease ends (a timer on the database's clock, re-armed by
-// heartbeats), it changes holder or phase, or a cancel request is stored on it;
-// a buffered slot's once it is claimed or withdrawn (a poll). Other replicas'
-// writes reach it by the dialect's notifications (LISTEN/NOTIFY on PostgreSQL)
-// or by polling (SQLite), this process's at once. When the run is neither live
-// nor buffered now, the channel is already closed. It is also closed when ctx
-// is done, when the backend is closed, and when reading the run fails.
+// otherwise. That is when its live lease ends (a timer on the database's
+// clock), it changes holder or phase, or a cancel request is stored on it. A
+// buffered slot's closes once it is claimed or withdrawn. Other replicas'
+// writes reach it by the dialect's notifications or by polling. When the run
+// is neither live nor buffered now, the channel is already closed. It is also
+// closed when ctx is done, when the backend is closed, and when a read fails.
 func (s *RunStore) WatchRun(ctx context.Context, job string, slot time.Time) (<-chan struct{}, error) {
 	if err := s.b.Init(ctx); err != nil {
 		return nil, err
