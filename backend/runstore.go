@@ -136,8 +136,8 @@ type Retrier interface {
 //   - Heartbeat extends its lease as usual and returns a *CancelError (matching
 //     ErrCancelRequested) naming the request; the holder ends the run and
 //     finishes it (the request stays stored with the run);
-//   - a claim that would take it over (its lease ended unfinished, or its stored
-//     retry came due) finishes it StatusCancelled instead and is answered done;
+//   - a claim that would take it over (its lease ended unfinished, or it stored a
+//     retry, due or not) finishes it StatusCancelled instead and is answered done;
 //   - Active lists it with Cancel set.
 type OverlapCanceller interface {
 	// CancelsOverlap reports whether the store implements OverlapCancelOther.

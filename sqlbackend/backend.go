@@ -15,7 +15,7 @@ import (
 )
 
 // Backend is a backend.Backend on a SQL database, with leases: it implements
-// backend.LeaseBackend (Runs), backend.ClaimRecorder, backend.Pauser,
+// backend.LeaseBackend (Runs, a backend.Settler), backend.Pauser,
 // backend.LastRunsReader and backend.EntryStore. Every replica opens its own *sql.DB on the same
 // database and gets a Backend from New; the database decides.
 type Backend struct {
@@ -34,19 +34,11 @@ type Backend struct {
 }
 
 var (
-	_ backend.Backend          = (*Backend)(nil)
-	_ backend.LeaseBackend     = (*Backend)(nil)
-	_ backend.ClaimRecorder    = (*Backend)(nil)
-	_ backend.RecordDecider    = (*Backend)(nil)
-	_ backend.RunStore         = (*RunStore)(nil)
-	_ backend.LeaseWatcher     = (*RunStore)(nil)
-	_ backend.Retrier          = (*RunStore)(nil)
-	_ backend.OverlapCanceller = (*RunStore)(nil)
-	_ backend.OverlapBufferer  = (*RunStore)(nil)
-	_ backend.RunCounter       = (*RunStore)(nil)
-	_ backend.Pauser           = (*Backend)(nil)
-	_ backend.LastRunsReader   = (*Backend)(nil)
-	_ backend.EntryStore       = (*Backend)(nil)
+	_ backend.Backend        = (*Backend)(nil)
+	_ backend.LeaseBackend   = (*Backend)(nil)
+	_ backend.Pauser         = (*Backend)(nil)
+	_ backend.LastRunsReader = (*Backend)(nil)
+	_ backend.EntryStore     = (*Backend)(nil)
 )
 
 // SchemaVersion is the version of the tables this package creates and reads. Init
@@ -56,8 +48,9 @@ var (
 // Version 2 added the runs table's retry columns (backend.Retrier), version 3 the
 // history's backfill columns, version 4 the runs table's cancel request columns
 // (backend.OverlapCanceller), version 5 the count of runs (backend.RunCounter),
-// version 6 the schedule entries (backend.EntryStore).
-const SchemaVersion = 6
+// version 6 the schedule entries (backend.EntryStore), version 7 the runs
+// table's columns of the machine's fields (backend/machine).
+const SchemaVersion = 7
 
 // New returns a backend on db (which it does not close) speaking dialect. Nothing
 // is read or written before Init. Bound db's pool (SetMaxOpenConns, 10 is plenty):
@@ -169,23 +162,16 @@ func (b *Backend) Claim(ctx context.Context, in backend.ClaimInput) (bool, error
 	if err := b.Init(ctx); err != nil {
 		return false, err
 	}
-	won, err := b.insertClaim(ctx, b.db, in)
+	won, err := b.insertClaim(ctx, in)
 	if err != nil {
 		return false, fmt.Errorf("sqlbackend: claim %s: %w", describe(in.Job, in.Slot), err)
 	}
 	return won, nil
 }
 
-// execer is a *sql.DB or a *sql.Tx.
-type execer interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-}
-
-func (b *Backend) insertClaim(ctx context.Context, db execer, in backend.ClaimInput) (bool, error) {
+func (b *Backend) insertClaim(ctx context.Context, in backend.ClaimInput) (bool, error) {
 	for range 3 {
-		res, err := db.ExecContext(ctx, b.q(ignore, `INSERT INTO {p}claims (job, slot, token, instance, attempt, requested_by, at_ms, created, expires, backfill)
+		res, err := b.db.ExecContext(ctx, b.q(ignore, `INSERT INTO {p}claims (job, slot, token, instance, attempt, requested_by, at_ms, created, expires, backfill)
 			VALUES (?, ?, ?, ?, ?, ?, ?, {now}, {now} + ?, ?)`),
 			in.Job, in.Slot.UnixMilli(), in.Token, in.Instance, max(in.Attempt, 1), in.RequestedBy, msOf(in.At), ttlMs(in.HistoryTTL), boolInt(in.Backfill))
 		if err != nil {
@@ -195,7 +181,7 @@ func (b *Backend) insertClaim(ctx context.Context, db execer, in backend.ClaimIn
 			return true, nil
 		}
 		var token string
-		err = db.QueryRowContext(ctx, b.q(0, "SELECT token FROM {p}claims WHERE job = ? AND slot = ?"), in.Job, in.Slot.UnixMilli()).Scan(&token)
+		err = b.db.QueryRowContext(ctx, b.q(0, "SELECT token FROM {p}claims WHERE job = ? AND slot = ?"), in.Job, in.Slot.UnixMilli()).Scan(&token)
 		if errors.Is(err, sql.ErrNoRows) {
 			continue // forgotten between the two statements (claim retention): again
 		}
@@ -206,41 +192,6 @@ func (b *Backend) insertClaim(ctx context.Context, db execer, in backend.ClaimIn
 	}
 	return false, errors.New("the slot's claim kept disappearing")
 }
-
-// RecordClaim records a claim won through the lease store as a history record: a
-// first attempt as the slot's claim (so that a plain Claim of the slot loses), a
-// takeover, or a first attempt whose slot already holds another token's claim,
-// beside it.
-func (b *Backend) RecordClaim(ctx context.Context, in backend.ClaimInput) error {
-	ctx, cancel := b.callCtx(ctx)
-	defer cancel()
-	if err := checkClaimInput(in); err != nil {
-		return err
-	}
-	if err := b.Init(ctx); err != nil {
-		return err
-	}
-	if in.Attempt <= 1 {
-		won, err := b.insertClaim(ctx, b.db, in)
-		if err != nil {
-			return fmt.Errorf("sqlbackend: record claim %s: %w", describe(in.Job, in.Slot), err)
-		}
-		if won {
-			return nil
-		}
-	}
-	if err := b.insertRecord(ctx, in); err != nil {
-		return fmt.Errorf("sqlbackend: record claim %s: %w", describe(in.Job, in.Slot), err)
-	}
-	return nil
-}
-
-// RecordDecides reports false: a *Backend always has leases, so every replica on the
-// same tables claims through the lease store, and the record of a won lease never
-// meets a claim of an instance without leases. The scheduler writes it beside the
-// handler, one round trip less before every run. (A wrapper that hides Runs would
-// make a mixed fleet, which this backend does not arbitrate: do not mix.)
-func (b *Backend) RecordDecides(string) bool { return false }
 
 // RecordManualRun records a RunNow run; it is never de-duplicated.
 func (b *Backend) RecordManualRun(ctx context.Context, in backend.ClaimInput) (time.Time, error) {
@@ -253,17 +204,13 @@ func (b *Backend) RecordManualRun(ctx context.Context, in backend.ClaimInput) (t
 	if err := b.Init(ctx); err != nil {
 		return time.Time{}, err
 	}
-	if err := b.insertRecord(ctx, in); err != nil {
+	_, err := b.db.ExecContext(ctx, b.q(ignore, `INSERT INTO {p}records (job, slot, token, instance, attempt, manual, requested_by, at_ms, expires, backfill)
+		VALUES (?, ?, ?, ?, ?, 1, ?, ?, {now} + ?, ?)`),
+		in.Job, in.Slot.UnixMilli(), in.Token, in.Instance, max(in.Attempt, 1), in.RequestedBy, msOf(in.At), ttlMs(in.HistoryTTL), boolInt(in.Backfill))
+	if err != nil {
 		return time.Time{}, fmt.Errorf("sqlbackend: record manual run %s: %w", describe(in.Job, in.Slot), err)
 	}
 	return in.Slot, nil
-}
-
-func (b *Backend) insertRecord(ctx context.Context, in backend.ClaimInput) error {
-	_, err := b.db.ExecContext(ctx, b.q(ignore, `INSERT INTO {p}records (job, slot, token, instance, attempt, manual, requested_by, at_ms, expires, backfill)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, {now} + ?, ?)`),
-		in.Job, in.Slot.UnixMilli(), in.Token, in.Instance, max(in.Attempt, 1), boolInt(in.Manual), in.RequestedBy, msOf(in.At), ttlMs(in.HistoryTTL), boolInt(in.Backfill))
-	return err
 }
 
 // checkClaimInput rejects a claim no backend can accept; the error matches

@@ -16,10 +16,15 @@ func TestConformancePostgres(t *testing.T) {
 	backendtest.Run(t, func(t *testing.T) backend.Backend { return newPG(t, p) })
 }
 
+// The lease section, the Settle cases too: the store's records are the
+// backend's History.
 func TestLeasesPostgres(t *testing.T) {
 	t.Parallel()
 	p := prefix("lease")
-	backendtest.RunLeases(t, func(t *testing.T) backend.RunStore { return closeAtEnd(t, newPG(t, p)).Runs() })
+	backendtest.RunLeasesWithHistory(t, func(t *testing.T) (backend.RunStore, backendtest.Historian) {
+		b := closeAtEnd(t, newPG(t, p))
+		return b.Runs(), b
+	})
 }
 
 func TestPausesPostgres(t *testing.T) {
@@ -37,7 +42,10 @@ func TestConformanceSQLite(t *testing.T) {
 func TestLeasesSQLite(t *testing.T) {
 	t.Parallel()
 	path := sqliteFile(t)
-	backendtest.RunLeases(t, func(t *testing.T) backend.RunStore { return closeAtEnd(t, newSQLite(t, path)).Runs() })
+	backendtest.RunLeasesWithHistory(t, func(t *testing.T) (backend.RunStore, backendtest.Historian) {
+		b := closeAtEnd(t, newSQLite(t, path))
+		return b.Runs(), b
+	})
 }
 
 func TestPausesSQLite(t *testing.T) {

@@ -22,28 +22,21 @@
 //     of the stored token: a repeated claim of the winner wins again. Claims are
 //     kept forever (DedupeWindow is backend.Forever) unless WithClaimRetention
 //     says otherwise.
-//   - A lease claim is one transaction that first locks the job (a row lock on
-//     PostgreSQL, the write lock on SQLite), then reads the slot's run and decides
-//     won, running, done, overlap, late, retry, buffered or none; every lease time
-//     comes from the database server's clock (Dialect.NowMs), never a replica's.
-//   - A run's row is unfinished (holding a lease or not, or with its retry
-//     pending), buffered, or finished with its status (skipped or late when that
-//     was the stored decision). A later slot's cancel request is stored on an
-//     unfinished row and stays once it is finished; a claim that would take over
-//     such a run finishes it cancelled.
-//   - Under a buffer policy a slot claimed while another slot of the job holds
-//     it (a live lease or one ended less than a lease ago, or a pending retry),
-//     or while an earlier one is buffered, is stored buffered: a row with no
-//     lease, attempt 0, that no sweep deletes, whatever its keep. The claim
-//     counts the job's buffered slots and finds what the slot waits for in one
-//     statement under the job's lock, so two replicas never buffer past the cap
-//     nor run two buffered slots at once; the oldest runs first, as attempt 1,
-//     once nothing holds the job. A claim without a buffer policy reads nothing
-//     more for it.
+//   - The run store (Backend.Runs) applies backend/machine, which decides every
+//     slot's fate: each call is one transaction that first locks the job (a row
+//     lock on PostgreSQL, the write lock on SQLite), reads the slot's row (and,
+//     for a policy that runs one slot at a time, the job's unfinished rows), asks
+//     the machine with the database server's clock (Dialect.NowMs), and writes
+//     what it decided: the run, the cancel requests on other runs, the job's
+//     fence and run count, and the records of the attempts it ended.
+//   - It is a backend.Settler: a record goes into the results table in the
+//     transaction that stores the state it records, so each attempt ends with
+//     exactly one record, and History shows it. runrow.go maps a row to a
+//     machine.Run; the sweep deletes rows past machine.Run.ForgetAt.
 //   - A backup learns that a lease ended by LISTEN/NOTIFY on PostgreSQL and by
 //     polling on SQLite (WatchRun).
-//   - History is the claims, records and results of a job, bounded by size and
-//     TTL, read back in one query.
+//   - History is the claims (Backend.Claim), manual runs' records and results
+//     of a job, bounded by size and TTL, read back in one query.
 //   - Schedule entries (backend.EntryStore) are rows of one entries table keyed by
 //     (job, id), their spec as JSON. Every entry write takes the next revision of
 //     one counter row first, so writes commit in revision order and a revision is
@@ -69,17 +62,12 @@
 // entries, and runs its declared jobs as before: add entries once every replica
 // is upgraded.
 //
-// Buffered slots need no new column: a buffered row has status 'buffered'. A replica
-// of a version without buffer policies (schema version 4) reads that as a finished
-// status it does not know: a claim of the slot is answered done (never run), Active
-// does not list it, Heartbeat, Release, Retry and Finish leave it alone, and it
-// never forgets it (its changed and forget_at are far in the future), so the slot
-// stays buffered for the new replicas. Only a Backfill with rerun asked on such a
-// replica may run it at once, as it would any finished slot: once, the row then
-// holding its lease. Such a replica does not count buffered slots either, so a job
-// that it declares without a buffer policy may run a later slot before them: give a
-// job a buffer policy once every replica is upgraded. Going back to the old version
-// means restoring the tables of before.
+// Schema version 7 adds the machine's columns to the runs table. A replica of
+// version 6 that runs on writes its rows without them: no manual run, no
+// backfill, no incarnation, its attempt unrecorded. It records its attempts
+// beside (SaveResult), so an attempt both versions end may be recorded twice.
+// Upgrade every replica before relying on one record per attempt. Going back
+// to an old version means restoring the tables of before.
 //
 // # A minimal program
 //

@@ -281,9 +281,13 @@ func TestSchemaMigratesVersion5(t *testing.T) {
 		require.Equal(t, backend.OutcomeWon, res.Outcome)
 		require.NoError(t, old.SetPause(ctx, backend.Pause{Job: job, Reason: "kept", By: "test", At: time.Now()}))
 
-		// Back to version 5: no entries tables.
+		// Back to version 5: no entries tables, nor the runs columns of version 7.
 		for _, table := range []string{"entries", "entry_seq"} {
 			_, err := old.DB().ExecContext(ctx, "DROP TABLE "+old.TablePrefix()+table)
+			require.NoError(t, err)
+		}
+		for _, col := range runsV7Columns {
+			_, err := old.DB().ExecContext(ctx, "ALTER TABLE "+old.TablePrefix()+"runs DROP COLUMN "+col)
 			require.NoError(t, err)
 		}
 		_, err = old.DB().ExecContext(ctx, "UPDATE "+old.TablePrefix()+"schema SET version = 5 WHERE id = 1")

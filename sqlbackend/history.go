@@ -29,21 +29,20 @@ func (b *Backend) SaveResult(ctx context.Context, job string, r backend.StoredRe
 	return nil
 }
 
-func (b *Backend) saveResult(ctx context.Context, job string, r backend.StoredResult, keep backend.Retention) (err error) {
-	tx, err := b.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback()
+func (b *Backend) saveResult(ctx context.Context, job string, r backend.StoredResult, keep backend.Retention) error {
+	return b.inTx(ctx, func(tx *sql.Tx) error { return b.storeResults(ctx, tx, job, []backend.StoredResult{r}, keep) })
+}
+
+// storeResults inserts recs, results of job, in tx and trims the job's history
+// to keep.
+func (b *Backend) storeResults(ctx context.Context, tx *sql.Tx, job string, recs []backend.StoredResult, keep backend.Retention) error {
+	for _, r := range recs {
+		if _, err := tx.ExecContext(ctx, b.q(0, `INSERT INTO {p}results (job, slot, token, instance, attempt, manual, status, started, finished, error, fence, expires, backfill)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {now} + ?, ?)`),
+			job, r.Slot.UnixMilli(), r.Token, r.Instance, max(r.Attempt, 1), boolInt(r.Manual), string(r.Status),
+			msOf(r.StartedAt), msOf(r.FinishedAt), r.Error, int64(r.Fence), ttlMs(keep.TTL), boolInt(r.Backfill)); err != nil {
+			return err
 		}
-	}()
-	if _, err := tx.ExecContext(ctx, b.q(0, `INSERT INTO {p}results (job, slot, token, instance, attempt, manual, status, started, finished, error, fence, expires, backfill)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {now} + ?, ?)`),
-		job, r.Slot.UnixMilli(), r.Token, r.Instance, max(r.Attempt, 1), boolInt(r.Manual), string(r.Status),
-		msOf(r.StartedAt), msOf(r.FinishedAt), r.Error, int64(r.Fence), ttlMs(keep.TTL), boolInt(r.Backfill)); err != nil {
-		return err
 	}
 	trimmed := false
 	if keep.TTL > 0 {
@@ -92,7 +91,7 @@ func (b *Backend) saveResult(ctx context.Context, job string, r backend.StoredRe
 			return err
 		}
 	}
-	return tx.Commit()
+	return nil
 }
 
 // historySQL selects a job's history rows: claims (kind 0), records (1) and results

@@ -17,44 +17,39 @@ var schema = []string{
 	// counted runs (backend.RunCounter; the column migrations[4] adds).
 	`CREATE TABLE IF NOT EXISTS {p}jobs (job {text} PRIMARY KEY, fence {int} NOT NULL, hist_floor {int} NOT NULL,
 		runs {int} NOT NULL DEFAULT 0)`,
-	// The slot's one claim (Backend.Claim, first lease attempts): the primary key
-	// is the de-duplication. at_ms is the claiming instance's clock; created and
+	// The slot's one claim (Backend.Claim): the primary key is the
+	// de-duplication. at_ms is the claiming instance's clock; created and
 	// expires (history TTL) the database's.
 	`CREATE TABLE IF NOT EXISTS {p}claims (job {text} NOT NULL, slot {int} NOT NULL, token {text} NOT NULL,
 		instance {text} NOT NULL, attempt {int} NOT NULL, requested_by {text} NOT NULL, at_ms {int} NOT NULL,
 		created {int} NOT NULL, expires {int}, backfill {int} NOT NULL DEFAULT 0, PRIMARY KEY (job, slot))`,
-	// Other history records: manual runs and lease takeovers. The backfill
+	// Manual runs' history records (and lease takeovers' before version 7). The backfill
 	// columns of claims, records and results (1: an attempt run by
 	// Scheduler.Backfill) are those migrations[2] adds.
 	`CREATE TABLE IF NOT EXISTS {p}records (id {autoid}, job {text} NOT NULL, slot {int} NOT NULL, token {text} NOT NULL,
 		instance {text} NOT NULL, attempt {int} NOT NULL, manual {int} NOT NULL, requested_by {text} NOT NULL,
 		at_ms {int} NOT NULL, expires {int}, backfill {int} NOT NULL DEFAULT 0, UNIQUE (job, slot, token))`,
-	// How attempts ended (SaveResult), bounded per job by size and TTL.
+	// How attempts ended (SaveResult, and the run store's records), bounded per
+	// job by size and TTL.
 	`CREATE TABLE IF NOT EXISTS {p}results (id {autoid}, job {text} NOT NULL, slot {int} NOT NULL, token {text} NOT NULL,
 		instance {text} NOT NULL, attempt {int} NOT NULL, manual {int} NOT NULL, status {text} NOT NULL,
 		started {int} NOT NULL, finished {int} NOT NULL, error {text} NOT NULL, fence {int} NOT NULL, expires {int},
 		backfill {int} NOT NULL DEFAULT 0)`,
 	`CREATE INDEX IF NOT EXISTS {p}results_job ON {p}results (job, slot)`,
-	// The lease store: one state machine per (job, slot). status is '' until the
-	// run is finished (or decided skipped or late, with fence 0), 'retry' while
-	// the retry its last attempt stored (claimable from retry_at to retry_by) is
-	// pending, 'buffered' for a slot stored buffered (a buffer overlap policy: no
-	// lease, expires, attempt and fence 0, changed and forget_at neverMs, so that
-	// no sweep nor keep forgets it); reopened is 1 for a slot stored paused that
-	// a ReopenPaused claim took, retried 1 for a run taken for a retry. cancel_token, when not '', is
-	// with cancel_slot and cancel_instance the request of a later slot's claim
-	// that the run end (OverlapCancelOther). counted_last is 1 for the slot whose
-	// count reached the job's run limit (backend.RunCounter). The retry, cancel
-	// and counted_last columns are those migrations[1], [3] and [4] add, defaults
-	// included, so that created and migrated tables are alike.
+	// The lease store: a machine.Run per (job, slot), mapped in runrow.go. The
+	// retry, cancel, counted_last and machine columns (manual to handed_over) are
+	// those migrations[1], [3], [4] and [6] add, defaults included, so that
+	// created and migrated tables are alike.
 	`CREATE TABLE IF NOT EXISTS {p}runs (job {text} NOT NULL, slot {int} NOT NULL, token {text} NOT NULL,
 		instance {text} NOT NULL, attempt {int} NOT NULL, prev_instance {text} NOT NULL, prev_token {text} NOT NULL,
 		fence {int} NOT NULL, lease_ms {int} NOT NULL, expires {int} NOT NULL, status {text} NOT NULL,
 		keep_ms {int} NOT NULL, changed {int} NOT NULL, forget_at {int} NOT NULL, reopened {int} NOT NULL,
 		retried {int} NOT NULL DEFAULT 0, retry_at {int} NOT NULL DEFAULT 0, retry_by {int} NOT NULL DEFAULT 0,
 		cancel_slot {int} NOT NULL DEFAULT 0, cancel_instance {text} NOT NULL DEFAULT '', cancel_token {text} NOT NULL DEFAULT '',
-		counted_last {int} NOT NULL DEFAULT 0, PRIMARY KEY (job, slot))`,
-	// forget_at = max(changed + keep, expires): the sweep deletes by it, by index.
+		counted_last {int} NOT NULL DEFAULT 0, manual {int} NOT NULL DEFAULT 0, backfill {int} NOT NULL DEFAULT 0,
+		incarnation {int} NOT NULL DEFAULT 0, recorded {int} NOT NULL DEFAULT 0, claimed {int} NOT NULL DEFAULT 0,
+		counted {int} NOT NULL DEFAULT 1, handed_over {int} NOT NULL DEFAULT 0, PRIMARY KEY (job, slot))`,
+	// forget_at is machine.Run.ForgetAt: the sweep deletes by it, by index.
 	`CREATE INDEX IF NOT EXISTS {p}runs_forget ON {p}runs (forget_at)`,
 	// WithClaimRetention deletes a job's claims by their age.
 	`CREATE INDEX IF NOT EXISTS {p}claims_created ON {p}claims (job, created)`,
@@ -121,6 +116,20 @@ var migrations = map[int][]string{
 	// version 5 neither read nor write them, and run their declared jobs as
 	// before.
 	5: entriesSchema,
+	// The run's fields the machine keeps (backend/machine). Rows of version 6
+	// hold no manual run, no backfill, no entry incarnation; their attempt is
+	// unrecorded and its claim time unknown (0). They were counted by the run
+	// limit if it counted them: every slot was won before it was paused.
+	// Replicas of version 6 write rows without them, which then say so.
+	6: {
+		`ALTER TABLE {p}runs ADD COLUMN manual {int} NOT NULL DEFAULT 0`,
+		`ALTER TABLE {p}runs ADD COLUMN backfill {int} NOT NULL DEFAULT 0`,
+		`ALTER TABLE {p}runs ADD COLUMN incarnation {int} NOT NULL DEFAULT 0`,
+		`ALTER TABLE {p}runs ADD COLUMN recorded {int} NOT NULL DEFAULT 0`,
+		`ALTER TABLE {p}runs ADD COLUMN claimed {int} NOT NULL DEFAULT 0`,
+		`ALTER TABLE {p}runs ADD COLUMN counted {int} NOT NULL DEFAULT 1`,
+		`ALTER TABLE {p}runs ADD COLUMN handed_over {int} NOT NULL DEFAULT 0`,
+	},
 }
 
 // Init checks the server (Dialect.CheckServer), creates the tables when they do

@@ -126,14 +126,25 @@ func TestSchemaMigratesVersion1(t *testing.T) {
 		// The migrated history tables keep whether an attempt was a backfill.
 		bfSlot := time.UnixMilli(1_900_000_002_000)
 		bf := backend.ClaimInput{Job: job, Slot: bfSlot, Token: backendtest.Token(), Instance: "b", Attempt: 1, Backfill: true, At: time.Now()}
-		require.NoError(t, replicas[2].RecordClaim(ctx, bf))
+		won, err := replicas[2].Claim(ctx, bf)
+		require.NoError(t, err)
+		require.True(t, won)
 		require.NoError(t, replicas[2].SaveResult(ctx, job, backend.StoredResult{Slot: bfSlot, Token: bf.Token, Instance: "b", Attempt: 1,
 			Backfill: true, Status: backend.StatusOK, StartedAt: time.Now(), FinishedAt: time.Now()}, backend.Retention{Size: 10}))
 		hist, err := replicas[3].History(ctx, job, 0)
 		require.NoError(t, err)
-		require.Len(t, hist, 1)
-		assert.True(t, hist[0].Backfill)
-		assert.Equal(t, backend.StatusOK, hist[0].Status)
+		require.Len(t, hist, 2, "the backfill, and the attempt that stored its retry: %+v", hist)
+		for _, h := range hist {
+			switch h.Token {
+			case bf.Token:
+				assert.True(t, h.Backfill)
+				assert.Equal(t, backend.StatusOK, h.Status)
+			case liveToken:
+				assert.Equal(t, backend.StatusError, h.Status)
+			default:
+				t.Errorf("a record of another attempt: %+v", h)
+			}
+		}
 
 		// Once migrated, a replica starting later changes nothing.
 		require.NoError(t, open(t).Init(ctx))
@@ -321,9 +332,8 @@ func assertRunsColumnsAsCreated(t *testing.T, open func(t *testing.T, opts ...sq
 	assert.Equal(t, columns(created), columns(migrated), "a migrated runs table is alike to a created one")
 }
 
-// atSchema rebuilds b's jobs and runs tables as an older schema version created
-// them (the jobs table of versions 1 to 4, the runs table runs) and records that
-// version. text replaces a statement's {p} by b's table prefix and {int} by the
+// atSchema rebuilds b's runs table as an older schema version created it
+// (runs), and its jobs table as versions 1 to 4 did, and records that version. text replaces a statement's {p} by b's table prefix and {int} by the
 // dialect's integer type, and exec runs it; ph is the dialect's n-th placeholder.
 func atSchema(t *testing.T, ctx context.Context, b *sqlbackend.Backend, version int, runs string) (exec func(q string, args ...any), text func(string) string, ph func(n int) string) {
 	t.Helper()
@@ -339,10 +349,127 @@ func atSchema(t *testing.T, ctx context.Context, b *sqlbackend.Backend, version 
 		require.NoError(t, err, q)
 	}
 	exec("DROP TABLE {p}runs")
-	exec("DROP TABLE {p}jobs")
-	exec(jobsV4)
+	if version <= 4 {
+		exec("DROP TABLE {p}jobs")
+		exec(jobsV4)
+	}
 	exec(runs)
 	exec("CREATE INDEX {p}runs_forget ON {p}runs (forget_at)")
 	exec("UPDATE {p}schema SET version = " + strconv.Itoa(version) + " WHERE id = 1")
 	return exec, sqlText.Replace, ph
+}
+
+// runsV7Columns are the runs table's columns migrations[6] adds.
+var runsV7Columns = []string{"manual", "backfill", "incarnation", "recorded", "claimed", "counted", "handed_over"}
+
+// runsV6 is the runs table as schema versions 5 and 6 created it (before the
+// machine's columns).
+const runsV6 = `CREATE TABLE {p}runs (job TEXT NOT NULL, slot {int} NOT NULL, token TEXT NOT NULL,
+	instance TEXT NOT NULL, attempt {int} NOT NULL, prev_instance TEXT NOT NULL, prev_token TEXT NOT NULL,
+	fence {int} NOT NULL, lease_ms {int} NOT NULL, expires {int} NOT NULL, status TEXT NOT NULL,
+	keep_ms {int} NOT NULL, changed {int} NOT NULL, forget_at {int} NOT NULL, reopened {int} NOT NULL,
+	retried {int} NOT NULL DEFAULT 0, retry_at {int} NOT NULL DEFAULT 0, retry_by {int} NOT NULL DEFAULT 0,
+	cancel_slot {int} NOT NULL DEFAULT 0, cancel_instance TEXT NOT NULL DEFAULT '', cancel_token TEXT NOT NULL DEFAULT '',
+	counted_last {int} NOT NULL DEFAULT 0, PRIMARY KEY (job, slot))`
+
+// A database of schema version 6 is migrated by replicas starting together.
+// Its rows are read as the machine's runs: a live lease stays its holder's and
+// is settled with its record; a slot paused after it was won is reopened
+// uncounted; a buffered slot stays buffered. A row a replica of version 6
+// writes after the migration is taken over, its attempt recorded lost.
+func TestSchemaMigratesVersion6(t *testing.T) {
+	t.Parallel()
+	dialects(t, func(t *testing.T, open func(t *testing.T, opts ...sqlbackend.Option) *sqlbackend.Backend) {
+		ctx := backendtest.Context(t)
+		old := open(t)
+		exec, text, ph := atSchema(t, ctx, old, 6, runsV6)
+		job := backendtest.JobName("migrate6")
+		at := func(k int) time.Time { return time.UnixMilli(1_900_000_000_000 + int64(k)*1000).UTC() }
+		live, paused, buffered := backendtest.Token(), backendtest.Token(), backendtest.Token()
+		now := time.Now().UnixMilli()
+		keep, hour, never := backend.DefaultRunKeep.Milliseconds(), time.Hour.Milliseconds(), int64(1)<<62
+		exec("INSERT INTO {p}jobs (job, fence, hist_floor, runs) VALUES ("+ph(1)+", 2, 0, 2)", job)
+		// A row as version 6 writes it: its columns, and no others.
+		insertV6 := func(slot int, token string, attempt int, fence, lease, expires int64, status string, changed, forget int64) {
+			t.Helper()
+			exec("INSERT INTO {p}runs (job, slot, token, instance, attempt, prev_instance, prev_token, fence, lease_ms, expires, status, keep_ms, changed, forget_at, reopened, retried, retry_at, retry_by, counted_last) VALUES ("+
+				ph(1)+", "+ph(2)+", "+ph(3)+", 'a', "+ph(4)+", '', '', "+ph(5)+", "+ph(6)+", "+ph(7)+", "+ph(8)+", "+ph(9)+", "+ph(10)+", "+ph(11)+", 0, 0, 0, 0, 0)",
+				job, at(slot).UnixMilli(), token, attempt, fence, lease, expires, status, keep, changed, forget)
+		}
+		insertV6(1, live, 1, 1, hour, now+hour, "", now, now+hour)
+		insertV6(2, paused, 1, 2, hour, now, string(backend.StatusPaused), now, now+keep)
+		insertV6(4, buffered, 0, 0, 0, 0, "buffered", never, never)
+
+		replicas := make([]*sqlbackend.Backend, 3)
+		errs := make([]error, len(replicas))
+		var wg sync.WaitGroup
+		for i := range replicas {
+			replicas[i] = open(t)
+			wg.Go(func() { errs[i] = replicas[i].Init(ctx) })
+		}
+		wg.Wait()
+		require.NoError(t, errors.Join(errs...), "replicas migrating together")
+		var version int
+		require.NoError(t, old.DB().QueryRowContext(ctx, text("SELECT version FROM {p}schema WHERE id = 1")).Scan(&version))
+		assert.Equal(t, sqlbackend.SchemaVersion, version, "the migration records the new version")
+		assertRunsColumnsAsCreated(t, open, old)
+
+		claim := func(i, slot int, token string, change ...func(*backend.RunClaim)) backend.ClaimResult {
+			t.Helper()
+			in := backend.RunClaim{Job: job, Slot: at(slot), Token: token, Instance: "b", Lease: time.Minute,
+				Deadline: time.Now().Add(time.Hour), MaxRuns: 2, Retention: backend.Retention{Size: 10}}
+			for _, c := range change {
+				c(&in)
+			}
+			res, err := replicas[i%len(replicas)].Runs().Claim(ctx, in)
+			require.NoError(t, err)
+			return res
+		}
+		res := claim(0, 1, live)
+		assert.Equal(t, backend.OutcomeWon, res.Outcome, "the holder of a lease stored before the migration")
+		assert.Equal(t, uint64(1), res.Fence)
+		assert.Equal(t, backend.OutcomeRunning, claim(1, 1, backendtest.Token()).Outcome)
+		active, err := replicas[2].Runs().Active(ctx, job)
+		require.NoError(t, err)
+		require.Len(t, active, 2, "the live lease and the buffered slot: %+v", active)
+		assert.Equal(t, live, active[0].Token)
+		assert.True(t, active[0].Live)
+		assert.False(t, active[0].Manual)
+		assert.Equal(t, buffered, active[1].Token)
+		assert.True(t, active[1].Buffered)
+
+		reopen := claim(0, 2, backendtest.Token(), func(in *backend.RunClaim) { in.ReopenPaused = true })
+		assert.Equal(t, backend.OutcomeWon, reopen.Outcome, "a slot paused after it was won, past the limit: %+v", reopen)
+		assert.True(t, reopen.Reopened)
+		limited := backendtest.Token()
+		assert.Equal(t, backend.OutcomeLimit, claim(1, 3, limited).Outcome, "the reopened slot was not counted again")
+
+		settled := replicas[1].Store()
+		require.NoError(t, settled.Settle(ctx, backend.Settlement{Key: backend.RunKey{Job: job, Slot: at(1), Token: live},
+			Status: backend.StatusOK, StartedAt: time.Now(), FinishedAt: time.Now(), Retention: backend.Retention{Size: 10}}))
+		done := claim(2, 1, backendtest.Token())
+		assert.Equal(t, backend.OutcomeDone, done.Outcome)
+		assert.Equal(t, backend.StatusOK, done.Status)
+
+		// A replica of version 6, running on: its row, with a lease that ended.
+		dead := backendtest.Token()
+		insertV6(5, dead, 1, 3, 1000, now-1000, "", now-2000, now+keep)
+		taken := claim(0, 5, backendtest.Token())
+		assert.Equal(t, backend.OutcomeWon, taken.Outcome)
+		assert.Equal(t, 2, taken.Attempt, "a takeover")
+
+		hist, err := replicas[2].History(ctx, job, 0)
+		require.NoError(t, err)
+		got := map[string]backend.Status{}
+		for _, h := range hist {
+			if h.Status != backend.StatusRunning {
+				got[h.Token] = h.Status
+			}
+		}
+		assert.Equal(t, map[string]backend.Status{live: backend.StatusOK, dead: backend.StatusLost, limited: backend.StatusLimit}, got,
+			"the records the migrated tables store with the state: %+v", hist)
+
+		// Once migrated, a replica starting later changes nothing.
+		require.NoError(t, open(t).Init(ctx))
+	})
 }

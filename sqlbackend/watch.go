@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/anarchon/anarchon/backend/machine"
 )
 
 // listenReadyWait bounds how long a first watch waits for the dialect's listener
@@ -233,15 +235,13 @@ func (h *hub) close() {
 	}
 }
 
-// WatchRun returns a channel closed when (job, slot)'s lease ends: it expires (a
-// timer on the database's clock, re-armed when a heartbeat moved the expiry),
-// is released, ended by a retry, finished or taken over, or a cancel request is
-// stored on the run (OverlapCancelOther); a buffered slot's when it is claimed or
-// withdrawn (no lease, no timer: a poll). Other replicas' writes reach it by the
-// dialect's notifications (LISTEN/NOTIFY on PostgreSQL) or by polling (SQLite),
-// this process's at once. When (job, slot) holds no live lease and is not
-// buffered now the channel is already closed. It is also closed when ctx is done, when the backend is closed,
-// and when reading the run fails (the state may have changed: claim again).
+// WatchRun returns a channel closed when (job, slot)'s run may answer a claim
+// otherwise. That is when its live lease ends (a timer on the database's
+// clock), it changes holder or phase, or a cancel request is stored on it. A
+// buffered slot's closes once it is claimed or withdrawn. Other replicas'
+// writes reach it by the dialect's notifications or by polling. When the run
+// is neither live nor buffered now, the channel is already closed. It is also
+// closed when ctx is done, when the backend is closed, and when a read fails.
 func (s *RunStore) WatchRun(ctx context.Context, job string, slot time.Time) (<-chan struct{}, error) {
 	if err := s.b.Init(ctx); err != nil {
 		return nil, err
@@ -256,24 +256,31 @@ func (s *RunStore) WatchRun(ctx context.Context, job string, slot time.Time) (<-
 		return nil, fmt.Errorf("sqlbackend: watch %s: %w", describe(job, slot), err)
 	}
 	out := make(chan struct{})
-	if r == nil || !r.live(now) && !r.buffered {
+	if !waits(r, now) {
 		unsubscribe()
 		close(out)
 		return out, nil
 	}
-	go s.watch(ctx, k, *r, r.expires-now, sub, unsubscribe, out)
+	go s.watch(ctx, k, r, now, sub, unsubscribe, out)
 	return out, nil
 }
 
-// watch closes out once the run changes from was, as WatchRun says; left is how
-// long was's lease has to live.
-func (s *RunStore) watch(ctx context.Context, k runKey, was run, left int64, sub chan struct{}, unsubscribe func(), out chan<- struct{}) {
+// waits reports whether a watch of r waits at now: r's lease is live, or r is
+// buffered.
+func waits(r machine.Run, now time.Time) bool {
+	a, ok := r.Active(now)
+	return ok && (a.Live || a.Buffered)
+}
+
+// watch closes out once the run changes from was (read at now), as WatchRun says.
+func (s *RunStore) watch(ctx context.Context, k runKey, was machine.Run, now time.Time, sub chan struct{}, unsubscribe func(), out chan<- struct{}) {
 	defer close(out)
 	defer unsubscribe()
+	r := was
 	for {
 		wait := s.b.opts.poll
-		if !was.buffered {
-			wait = min(time.Duration(left)*time.Millisecond, wait)
+		if r.Live(now) {
+			wait = min(r.Expires.Sub(now), wait)
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -288,35 +295,27 @@ func (s *RunStore) watch(ctx context.Context, k runKey, was run, left int64, sub
 		}
 		t.Stop()
 		rctx, cancel := s.b.callCtx(ctx)
-		r, now, err := s.read(rctx, k)
+		var err error
+		r, now, err = s.read(rctx, k)
 		cancel()
-		switch {
-		case err != nil || r == nil || r.token != was.token || r.buffered != was.buffered:
-			return
-		case was.buffered:
-			continue
-		case !r.live(now) || was.cancelToken == "" && r.cancelToken != "":
+		if err != nil || !waits(r, now) || r.Token != was.Token || r.Phase != was.Phase || (r.Cancel == nil) != (was.Cancel == nil) {
 			return
 		}
-		left = r.expires - now
 	}
 }
 
-// read returns the stored run of k (nil when there is none) and the database's now.
-func (s *RunStore) read(ctx context.Context, k runKey) (*run, int64, error) {
+// read returns the stored run of k (pending when there is none) and the
+// database's now.
+func (s *RunStore) read(ctx context.Context, k runKey) (machine.Run, time.Time, error) {
 	var (
-		r      run
-		status string
-		now    int64
+		r   row
+		now int64
 	)
-	err := s.b.db.QueryRowContext(ctx, s.b.q(0, `SELECT token, status, expires, cancel_token, {now} FROM {p}runs WHERE job = ? AND slot = ?`), k.job, k.slot).
-		Scan(&r.token, &status, &r.expires, &r.cancelToken, &now)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, 0, nil
+	err := s.b.db.QueryRowContext(ctx, s.b.q(0, `SELECT {now}, `+runColumns+` FROM {p}runs WHERE job = ? AND slot = ?`), k.job, k.slot).
+		Scan(append([]any{&now}, r.dest()...)...)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return machine.Run{}, time.Time{}, err
 	}
-	if err != nil {
-		return nil, 0, err
-	}
-	r.setStatus(status)
-	return &r, now, nil
+	run, _ := r.run()
+	return run, timeOf(now), nil
 }

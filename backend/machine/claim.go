@@ -74,6 +74,7 @@ const (
 //	running  ──lease ended, PausedWhy──▶ finished paused (attempt+1)
 //	running  ──lease ended, one slot at a time and another slot live──▶ (running)
 //	running  ──lease ended──▶ running (attempt+1: a takeover)
+//	retrying ──a cancel request stored──▶ finished cancelled
 //	retrying ──before RetryAt──▶ (retry)   ──after RetryBy──▶ finished error
 //	retrying ──in the window──▶ running (attempt+1, Retried), as a takeover would
 //	finished ──MayReopen before Deadline──▶ running (attempt+1, Reopened)
@@ -399,6 +400,9 @@ func (c *claim) retrying(r Run) {
 	switch {
 	case c.stale(r):
 		c.end(r, backend.StatusCancelled, WhyEntryRemoved, backend.OutcomeDone)
+	case r.Cancel != nil:
+		// Nobody holds it to hear the request: it ends at once.
+		c.end(r, backend.StatusCancelled, WhyCancelAsked, backend.OutcomeDone)
 	case r.Token == c.in.Token:
 		// The failed attempt's own token never takes its retry.
 		c.d.Result = r.answer(backend.OutcomeDone)
@@ -408,8 +412,6 @@ func (c *claim) retrying(r Run) {
 		c.d.Result.RetryIn = r.RetryAt.Sub(c.now)
 	case c.now.After(r.RetryBy):
 		c.end(r, backend.StatusError, "", backend.OutcomeDone)
-	case r.Cancel != nil:
-		c.end(r, backend.StatusCancelled, WhyCancelAsked, backend.OutcomeDone)
 	case c.in.PausedWhy != "":
 		c.pause(c.retried(r))
 	case c.in.Overlap.Exclusive() && c.otherLive():

@@ -276,6 +276,8 @@ func TestClaim(t *testing.T) {
 			want: want{outcome: backend.OutcomeWon, phase: Running, attempt: 2, token: "c", write: true}},
 		{name: "retrying: asked to end", cur: withCancel(retrying(10, "a", 1, -time.Second, time.Second)), in: claimOf(),
 			want: want{outcome: backend.OutcomeDone, phase: Finished, status: backend.StatusCancelled, attempt: 1, token: "a", write: true}},
+		{name: "retrying: asked to end before its retry is due", cur: withCancel(retrying(10, "a", 1, time.Second, 2*time.Second)), in: claimOf(),
+			want: want{outcome: backend.OutcomeDone, phase: Finished, status: backend.StatusCancelled, attempt: 1, token: "a", write: true}},
 		{name: "retrying: paused", cur: retrying(10, "a", 1, -time.Second, time.Second), in: claimOf(paused),
 			want: want{outcome: backend.OutcomePaused, phase: Finished, status: backend.StatusPaused, attempt: 2, token: "c", write: true,
 				records: []backend.Status{backend.StatusPaused}}},

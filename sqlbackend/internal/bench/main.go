@@ -149,9 +149,9 @@ func measure(ctx context.Context, title string, d sqlbackend.Dialect, open func(
 		rawInsert = d.Placeholders(rawInsert)
 	}
 	const (
-		claimJob, lostJob, leaseJob, pathJob, heldJob, historyJob = "bench-claim", "bench-lost", "bench-lease", "bench-path", "bench-held", "bench-history"
+		claimJob, lostJob, leaseJob, heldJob, historyJob = "bench-claim", "bench-lost", "bench-lease", "bench-held", "bench-history"
 	)
-	for _, job := range []string{claimJob, lostJob, leaseJob, pathJob, heldJob, historyJob} {
+	for _, job := range []string{claimJob, lostJob, leaseJob, heldJob, historyJob} {
 		if err := win.PrepareJob(ctx, backend.JobLimits{Job: job}); err != nil {
 			return err
 		}
@@ -198,7 +198,6 @@ func measure(ctx context.Context, title string, d sqlbackend.Dialect, open func(
 		}
 	}
 
-	var recordPart, claimPart op
 	ops := []*op{
 		{name: "raw single-row INSERT (autocommit), no backend", statements: "1", fn: func(i int) error {
 			_, err := raw.ExecContext(ctx, rawInsert, i, "x")
@@ -210,31 +209,18 @@ func measure(ctx context.Context, title string, d sqlbackend.Dialect, open func(
 		{name: "claim lost: `Backend.Claim`, slot already claimed", statements: "2", fn: func(i int) error {
 			return must(lose.Claim(ctx, claimIn(lostJob, token("l", i), "b", i)))(false)
 		}},
-		{name: "lease claim won: `RunStore.Claim`", statements: "6 (BEGIN, lock, read, fence, insert, COMMIT)", fn: func(i int) error {
+		{name: "lease claim won, the leased win path: `RunStore.Claim`", statements: "6 (BEGIN, lock, read, insert, fence, COMMIT)", fn: func(i int) error {
 			return outcome(wins.Claim(ctx, runClaim(leaseJob, token("lw", i), "a", i)))(backend.OutcomeWon)
-		}},
-		{name: "leased win path as the scheduler takes it: Claim + RecordClaim", statements: "7", fn: func(i int) error {
-			in := runClaim(pathJob, token("p", i), "a", i)
-			t0 := time.Now()
-			if err := outcome(wins.Claim(ctx, in))(backend.OutcomeWon); err != nil {
-				return err
-			}
-			t1 := time.Now()
-			if err := win.RecordClaim(ctx, claimIn(pathJob, in.Token, "a", i)); err != nil {
-				return err
-			}
-			claimPart.samples = append(claimPart.samples, t1.Sub(t0))
-			recordPart.samples = append(recordPart.samples, time.Since(t1))
-			return nil
 		}},
 		{name: "lease claim lost, holder running: `RunStore.Claim` → running", statements: "4 (BEGIN, lock, read, COMMIT)", fn: func(i int) error {
 			return outcome(loses.Claim(ctx, runClaim(heldJob, token("lr", i), "b", -1)))(backend.OutcomeRunning)
 		}},
-		{name: "lease heartbeat: `RunStore.Heartbeat`", statements: "1", fn: func(i int) error {
+		{name: "lease heartbeat: `RunStore.Heartbeat`", statements: "5 (BEGIN, lock, read, update, COMMIT)", fn: func(i int) error {
 			return wins.Heartbeat(ctx, backend.RunKey{Job: heldJob, Slot: held.Slot, Token: held.Token}, benchLease)
 		}},
-		{name: "lease finish: `RunStore.Finish`", statements: "1 (+1 NOTIFY on PostgreSQL)", fn: func(i int) error {
-			return wins.Finish(ctx, backend.RunKey{Job: heldJob, Slot: slot(i), Token: token("h", i)}, backend.StatusOK)
+		{name: "lease settle: `RunStore.Settle` (state and record)", statements: "7 (BEGIN, lock, read, update, record, trim, COMMIT; +1 NOTIFY on PostgreSQL)", fn: func(i int) error {
+			return wins.Settle(ctx, backend.Settlement{Key: backend.RunKey{Job: heldJob, Slot: slot(i), Token: token("h", i)},
+				Status: backend.StatusOK, StartedAt: time.Now(), FinishedAt: time.Now(), Retention: backend.Retention{Size: 200}})
 		}},
 		{name: "lease claim lost, slot finished: `RunStore.Claim` → done", statements: "4", fn: func(i int) error {
 			return outcome(loses.Claim(ctx, runClaim(heldJob, token("ld", i), "b", -2)))(backend.OutcomeDone)
@@ -259,10 +245,6 @@ func measure(ctx context.Context, title string, d sqlbackend.Dialect, open func(
 			}
 		}
 	}
-	claimPart.samples, recordPart.samples = claimPart.samples[warm:], recordPart.samples[warm:]
-	claimPart.name, claimPart.statements = "… of which the lease claim", "6"
-	recordPart.name, recordPart.statements = "… of which the history record: `Backend.RecordClaim`", "1"
-	ops = slices.Insert(ops, 5, &claimPart, &recordPart)
 
 	fmt.Printf("\n#### %s\n\n- server: %s\n\n", title, strings.TrimSpace(version))
 	fmt.Println("| operation | p50 | p99 | p50 / raw | p99 / raw | statements |")
