@@ -368,19 +368,11 @@ func TestBackfillReopensLateAndSkippedSlots(t *testing.T) {
 		require.Equal(t, backend.OutcomeWon, busy.Outcome)
 		time.Sleep(10 * time.Second)
 		require.Equal(t, backend.OutcomeOverlap, claim(skippedSlot, time.Now().Add(time.Minute)).Outcome)
-		keep := backend.Retention{Size: 100}
-		for _, r := range []backend.StoredResult{
-			{Slot: lateSlot, Token: backendtest.Token(), Instance: "old", Attempt: 1, Status: backend.StatusLate, FinishedAt: time.Now()},
-			{Slot: skippedSlot, Token: backendtest.Token(), Instance: "old", Attempt: 1, Status: backend.StatusSkipped, FinishedAt: time.Now()},
-		} {
-			require.NoError(t, b.SaveResult(t.Context(), "tick", r, keep))
-		}
 		active, err := runStore.Active(t.Context(), "tick")
 		require.NoError(t, err)
 		require.Len(t, active, 1)
+		// The store records what it decided, and the run its holder finishes.
 		require.NoError(t, runStore.Finish(t.Context(), backend.RunKey{Job: "tick", Slot: busySlot, Token: active[0].Token}, backend.StatusOK))
-		require.NoError(t, b.SaveResult(t.Context(), "tick", backend.StoredResult{Slot: busySlot, Token: active[0].Token, Instance: "old",
-			Attempt: 1, Status: backend.StatusOK, FinishedAt: time.Now()}, keep))
 
 		time.Sleep(10 * time.Second) // now 35
 		s := newScheduler(t, b, "A")

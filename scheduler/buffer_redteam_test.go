@@ -67,7 +67,7 @@ func deadRequester(t *testing.T, opts []scheduler.JobOption, want []float64) {
 	// buffered behind slot 0.
 	manual := t0.Add(time.Second + 7*time.Millisecond)
 	res, err := b.Runs().Claim(t.Context(), backend.RunClaim{
-		Job: "job", Slot: manual, Token: "z-token", Instance: "Z", Lease: 3 * time.Second,
+		Job: "job", Slot: manual, Token: "z-token", Instance: "Z", Lease: 3 * time.Second, Manual: true,
 		Deadline: time.Now().Add(2 * time.Second), Overlap: backend.OverlapBufferOne, Keep: time.Hour,
 	})
 	require.NoError(t, err)

@@ -49,6 +49,10 @@ func (s *Scheduler) decide(a *attempt) (backend.ClaimResult, error) {
 			s.emit(Event{Kind: EventStandby, Job: a.j.name, Slot: a.rc.Slot, Token: a.rc.Token, Outcome: res.Outcome, Attempt: res.Attempt,
 				Manual: a.man != nil, Backfill: a.bf != nil})
 		}
+		if !res.WaitsFor.IsZero() && res.Outcome == backend.OutcomeRunning {
+			a.rc.LateWhy = "the run of slot " + res.WaitsFor.UTC().Format(time.RFC3339Nano) +
+				" that it asked to end (overlap policy cancel-other) had not ended by the slot's deadline"
+		}
 		if err := s.standby(a, res); err != nil {
 			return res, err
 		}
@@ -276,11 +280,17 @@ func (s *Scheduler) standby(a *attempt, res backend.ClaimResult) error {
 	if s.waitForChange(ctx, a, res) {
 		return nil
 	}
-	err := fmt.Errorf("scheduler: stand-by of %q: %w", a.j.name, a.cause(ctx))
+	why := "stand-by"
+	switch {
+	case res.Outcome == backend.OutcomeBuffered && !res.WaitsFor.IsZero():
+		why = "buffered behind the run of slot " + res.WaitsFor.UTC().Format(time.RFC3339Nano)
+	case !res.WaitsFor.IsZero():
+		why = "waiting for the run of slot " + res.WaitsFor.UTC().Format(time.RFC3339Nano) + " it asked to end"
+	}
 	if a.man != nil && res.Outcome == backend.OutcomeBuffered {
 		s.abandon(a, "its RunNow stopped waiting") // a buffered slot nobody claims would hold the job
 	}
-	return err
+	return fmt.Errorf("%s: %w", why, a.cause(ctx))
 }
 
 // waitForChange waits, after a claim answered res, until claiming again may be

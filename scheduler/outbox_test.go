@@ -23,11 +23,13 @@ import (
 // slot that did not run).
 type flakyHistory struct {
 	*memory.Backend
+	runsOnce   sync.Once
+	runs       *memory.RunStore
 	mu         sync.Mutex
 	failSaves  int
 	failClaims int
 	downUntil  time.Time
-	saves      atomic.Int32 // SaveResult calls, failed ones included
+	saves      atomic.Int32 // SaveResult and WriteRecords calls, failed ones included
 }
 
 var errFlaky = errors.New("test: history write failed")
@@ -51,6 +53,25 @@ func (f *flakyHistory) SaveResult(ctx context.Context, job string, r backend.Sto
 		return errFlaky
 	}
 	return f.Backend.SaveResult(ctx, job, r, keep)
+}
+
+// WriteRecords is the history the run store writes its records into: it fails
+// like SaveResult.
+func (f *flakyHistory) WriteRecords(ctx context.Context, job string, recs []backend.StoredResult, keep backend.Retention) error {
+	f.saves.Add(1)
+	if f.fail(&f.failSaves, true) {
+		return errFlaky
+	}
+	return f.Backend.WriteRecords(ctx, job, recs, keep)
+}
+
+// Runs is a memory run store that writes its records through f.
+func (f *flakyHistory) Runs() backend.RunStore {
+	f.runsOnce.Do(func() {
+		f.runs = memory.NewRunStore(backend.SystemClock{})
+		f.runs.UseRecords(f)
+	})
+	return f.runs
 }
 
 func (f *flakyHistory) Claim(ctx context.Context, in backend.ClaimInput) (bool, error) {

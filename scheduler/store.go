@@ -53,8 +53,16 @@ func (st *settlerStore) claim(ctx context.Context, a *attempt) (backend.ClaimRes
 	if err != nil || res.Outcome != backend.OutcomeWon || st.rec == nil || !recordDecides(st.s.backend, a.j.name) {
 		return res, err
 	}
-	err = st.rec.RecordClaim(ctx, a.input(st.s))
-	if errors.Is(err, backend.ErrClaimedElsewhere) {
+	// Bounded so that the lease is still good when the handler starts; a record
+	// that fails otherwise than ErrClaimedElsewhere does not hold the run.
+	rctx, cancel := context.WithTimeout(ctx, min(st.s.callTO, a.rc.Lease/3))
+	err = st.rec.RecordClaim(rctx, a.input(st.s))
+	cancel()
+	if err != nil && !errors.Is(err, backend.ErrClaimedElsewhere) {
+		st.s.backendError(a.j, a.rc.Slot, "record_claim", err)
+		return res, nil
+	}
+	if err != nil {
 		st.s.log.Warn("slot claimed by an instance without leases; not running it", a.j.logAttr(), "slot", a.rc.Slot, "err", err)
 		end := backend.Settlement{Key: a.key(), Status: StatusSkipped, Error: err.Error(), Retention: a.rc.Retention}
 		if serr := st.settler.Settle(ctx, end); serr != nil {
@@ -231,7 +239,7 @@ func (st *plainStore) claim(ctx context.Context, a *attempt) (backend.ClaimResul
 			return backend.ClaimResult{Outcome: backend.OutcomeLate}, nil
 		default:
 			// No claim is sent after the deadline: the window check's terms.
-			ctx, cancel := context.WithDeadline(ctx, a.deadline)
+			ctx, cancel := context.WithTimeout(ctx, a.deadline.Sub(s.clock.Now()))
 			won, err := s.backend.Claim(ctx, in)
 			cancel()
 			if err != nil || !won {

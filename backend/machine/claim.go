@@ -135,8 +135,13 @@ func (c *claim) end(r Run, status backend.Status, why string, o backend.ClaimOut
 }
 
 // decide ends r, a slot no attempt started, with status: a decision this claim
-// is the decider of.
+// is the decider of. A manual run's refusal is answered, not stored: no other
+// claim ever asks for its slot.
 func (c *claim) decide(r Run, status backend.Status, why string) {
+	if c.in.Manual {
+		c.d.Result = backend.ClaimResult{Outcome: backend.DecidedOutcome(status, true), Status: status}
+		return
+	}
 	c.end(r, status, why, backend.DecidedOutcome(status, true))
 }
 
@@ -313,6 +318,13 @@ func (c *claim) buffered(r Run) {
 		return
 	}
 	wait := backend.ClaimResult{Outcome: backend.OutcomeBuffered, LimitReached: r.Last}
+	mine := !r.Manual || r.Token == c.in.Token || c.in.TakeoverOnly
+	if !mine {
+		// A manual slot runs only for its RunNow: another claim waits for it.
+		wait.WaitsFor, wait.Holder = r.Slot, r.Instance
+		c.d.Result = wait
+		return
+	}
 	if c.in.PausedWhy != "" {
 		c.d.Result = wait
 		return
@@ -332,13 +344,8 @@ func (c *claim) buffered(r Run) {
 		}
 	}
 	if r.Manual && r.Token != c.in.Token {
-		// A manual slot runs only for its RunNow; an adoption ends it.
-		if c.in.TakeoverOnly {
-			c.end(r, backend.StatusLost, WhyManualStopped, backend.OutcomeDone)
-			return
-		}
-		wait.WaitsFor, wait.Holder = r.Slot, r.Instance
-		c.d.Result = wait
+		// Its turn came and its RunNow did not take it: an adoption ends it.
+		c.end(r, backend.StatusLost, WhyManualStopped, backend.OutcomeDone)
 		return
 	}
 	c.grant(c.next(r))

@@ -217,6 +217,12 @@ func TestClaim(t *testing.T) {
 			want: want{outcome: backend.OutcomeWon, phase: Running, attempt: 1, token: "c", write: true}},
 		{name: "buffered: a manual slot waits for its own RunNow", cur: man(buffered(10, "b")), in: claimOf(policy(backend.OverlapBufferOne)),
 			want: want{outcome: backend.OutcomeBuffered, phase: Buffered, token: "b", waitsFor: at(10)}},
+		{name: "buffered: a manual slot waits for its own RunNow, another slot busy too", cur: man(buffered(10, "b")),
+			others: []Run{live(9, "a", 1)}, in: claimOf(policy(backend.OverlapBufferOne)),
+			want: want{outcome: backend.OutcomeBuffered, phase: Buffered, token: "b", waitsFor: at(10)}},
+		{name: "buffered: a manual slot adopted waits while another slot is busy", cur: man(buffered(10, "b")),
+			others: []Run{live(9, "a", 1)}, in: claimOf(policy(backend.OverlapBufferOne), takeoverOnly),
+			want: want{outcome: backend.OutcomeBuffered, phase: Buffered, token: "b", waitsFor: at(9)}},
 		{name: "buffered: a manual slot taken by its own RunNow", cur: man(buffered(10, "c")), in: claimOf(policy(backend.OverlapBufferOne)),
 			want: want{outcome: backend.OutcomeWon, phase: Running, attempt: 1, token: "c", write: true}},
 		{name: "buffered: a manual slot adopted is ended lost", cur: man(buffered(10, "b")), in: claimOf(policy(backend.OverlapBufferOne), takeoverOnly),
@@ -439,10 +445,9 @@ func TestClaimAnswers(t *testing.T) {
 		assert.True(t, d.Records[0].StartedAt.IsZero(), "a slot decided without running never started")
 	})
 	t.Run("a decided record carries who asked", func(t *testing.T) {
-		d := Claim(pending(10), claimOf(pastDeadline, backfill, manual, incarnation(9)), Job{}, now)
+		d := Claim(pending(10), claimOf(pastDeadline, backfill, incarnation(9)), Job{}, now)
 		require.Len(t, d.Records, 1)
 		assert.True(t, d.Records[0].Backfill)
-		assert.True(t, d.Records[0].Manual)
 		assert.Equal(t, uint64(9), d.Run.Incarnation)
 	})
 	t.Run("a reopened slot carries no cancel request of the run before", func(t *testing.T) {
@@ -462,6 +467,14 @@ func TestClaimAnswers(t *testing.T) {
 		assert.False(t, d.Run.Counted, "decided paused")
 		d = Claim(pending(10), claimOf(), Job{}, now)
 		assert.False(t, d.Run.Counted, "no limit asked")
+	})
+	t.Run("a manual claim refused is answered, not stored", func(t *testing.T) {
+		for _, in := range []backend.RunClaim{claimOf(manual, pastDeadline), claimOf(manual, policy(backend.OverlapSkip))} {
+			d := Claim(pending(10), in, Job{Others: []Run{live(9, "a", 1)}}, now)
+			assert.Contains(t, []backend.ClaimOutcome{backend.OutcomeLate, backend.OutcomeOverlap}, d.Result.Outcome)
+			assert.False(t, d.Write)
+			assert.Empty(t, d.Records)
+		}
 	})
 	t.Run("a manual claim stores a manual run", func(t *testing.T) {
 		d := Claim(pending(10), claimOf(manual), Job{}, now)
