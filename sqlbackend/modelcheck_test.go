@@ -21,7 +21,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/internal/modelcheck"
 	"github.com/anarchon/anarchon/sqlbackend"
 )
@@ -122,8 +121,7 @@ func smcRunSeed(w *modelcheck.World, seed uint64, open func() (*sql.DB, error), 
 	})
 	plan.AddEdges(2 * time.Second)
 	h := modelcheck.New(w, plan, func(string) (modelcheck.Store, error) {
-		b, err := newBackend()
-		return settled{b}, err
+		return newBackend()
 	})
 	if err := h.Run(); err != nil {
 		return h, nil, err
@@ -136,10 +134,3 @@ func smcRunSeed(w *modelcheck.World, seed uint64, open func() (*sql.DB, error), 
 	defer cancel()
 	return h, h.Check(ctx, b, b.Runs()), nil
 }
-
-// settled is a backend whose run store writes the records (a backend.Settler):
-// it records no claim. modelcheck.Store asks for RecordClaim until the
-// scheduler knows Settlers.
-type settled struct{ *sqlbackend.Backend }
-
-func (settled) RecordClaim(context.Context, backend.ClaimInput) error { return nil }

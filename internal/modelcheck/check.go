@@ -249,7 +249,9 @@ func (c *checker) handlerFences() {
 	}
 }
 
-// oneFate: 3, a slot runs, or is recorded skipped or late, never two of these.
+// oneFate: 3, a slot runs, or is recorded skipped or late, never two of these
+// (a backfill runs a slot stored skipped, late or limit: its handlers are not
+// a second fate).
 func (c *checker) oneFate() {
 	h := c.h
 	fates := map[key]map[string]time.Duration{} // fate → first time
@@ -265,12 +267,20 @@ func (c *checker) oneFate() {
 	}
 	for k, hs := range c.byKey {
 		for _, hr := range hs {
-			note(k, "run", hr.start)
+			if !hr.backfill {
+				note(k, "run", hr.start)
+			}
 		}
 	}
 	for _, s := range c.rec.saves {
 		if !s.manual && (s.status == backend.StatusSkipped || s.status == backend.StatusLate || s.status == backend.StatusLimit) {
 			note(s.key, string(s.status), s.at)
+		}
+	}
+	fateOf := map[backend.ClaimOutcome]backend.Status{backend.OutcomeOverlap: backend.StatusSkipped, backend.OutcomeLate: backend.StatusLate, backend.OutcomeLimit: backend.StatusLimit}
+	for _, d := range c.rec.decisions {
+		if st, ok := fateOf[d.outcome]; ok {
+			note(d.key, string(st), d.at)
 		}
 	}
 	for k, m := range fates {
@@ -292,110 +302,6 @@ func (c *checker) oneFate() {
 		}
 		c.add("3-one-fate", []key{k}, "", "%s", msg)
 	}
-}
-
-// stored: 4, one final outcome per slot in History, and nothing left unfinished
-// in the store.
-//
-// A slot's records are one per attempt. The last attempt's record holds the
-// slot's outcome; every earlier attempt's is a failure whose retry was stored, or
-// an attempt that did not end on its own (lost, superseded, cancelled, paused,
-// still running). A terminal record of an earlier attempt other than a retried
-// failure is a second outcome, and no attempt is granted or starts after the one
-// whose ok stands. Every slot due in the quiet phase ends with a terminal (or
-// paused) last record.
-func (c *checker) stored(ctx context.Context, history backend.Backend, runs backend.RunStore) {
-	h := c.h
-	records := map[key][]backend.RunRecord{} // by slot, by attempt
-	defer func() { c.buffers(records) }()
-	for _, j := range c.checked() {
-		recs, err := history.History(ctx, j.Name, 0)
-		if err != nil {
-			c.add("4-terminal", nil, "", "history of %s: %v", j.Name, err)
-			continue
-		}
-		bySlot := map[int64][]backend.RunRecord{}
-		for _, rr := range recs {
-			if !rr.Manual {
-				bySlot[rr.Slot.UnixMilli()] = append(bySlot[rr.Slot.UnixMilli()], rr)
-			}
-		}
-		// A run a later slot asked to end (cancel-other) ends cancelled for good;
-		// one cancelled by Stop is handed over.
-		final := func(rr backend.RunRecord) bool {
-			return terminal[rr.Status] || j.CancelOther && rr.Status == backend.StatusCancelled && strings.Contains(rr.Error, "cancel-other")
-		}
-		last := map[int64]backend.RunRecord{}
-		for slot, rs := range bySlot {
-			k := key{j.Name, slot}
-			slices.SortStableFunc(rs, func(a, b backend.RunRecord) int { return cmp.Compare(a.Attempt, b.Attempt) })
-			top := rs[len(rs)-1].Attempt
-			last[slot] = rs[len(rs)-1]
-			records[k] = rs
-			var finals []string
-			for _, rr := range rs {
-				retried := (rr.Status == backend.StatusError || rr.Status == backend.StatusTimeout) && c.retryStored(k, rr.Token)
-				switch {
-				case !final(rr) || retried:
-				case rr.Attempt < top:
-					c.add("4-terminal", []key{k}, "", "%s slot %s: attempt %d by %s is recorded %s and was not retried, yet attempt %d followed",
-						j.Name, h.rel(slot), rr.Attempt, rr.Instance, rr.Status, top)
-				default:
-					finals = append(finals, fmt.Sprintf("%s attempt %d by %s", rr.Status, rr.Attempt, rr.Instance))
-				}
-				if rr.Status == backend.StatusOK {
-					c.noneAfterOK(k, rr)
-				}
-			}
-			if r := rs[len(rs)-1]; c.removed(j.Name) && r.Status == backend.StatusCancelled && r.Attempt > 1 {
-				// Nobody follows a removed entry: a run of it whose holder
-				// died is taken over and ended by an instance that saw the
-				// removal, or one that started after it.
-				c.seen["removed entries' runs taken over and ended cancelled"]++
-			}
-			if len(finals) > 1 {
-				c.add("4-terminal", []key{k}, "", "%s slot %s has %d final records: %s", j.Name, h.rel(slot), len(finals), strings.Join(finals, "; "))
-			}
-		}
-		active, err := runs.Active(ctx, j.Name)
-		if err != nil {
-			c.add("4-terminal", nil, "", "active runs of %s: %v", j.Name, err)
-			continue
-		}
-		draining := map[int64]bool{}
-		for _, a := range active {
-			draining[a.Slot.UnixMilli()] = c.bufferDraining(j, a)
-		}
-		for _, slot := range c.quietSlots(j) {
-			switch rr, ok := last[slot]; {
-			case !ok && draining[slot]:
-			case !ok && c.limitReached(j.Name):
-				// Every loop of the job ended: nobody claims its later slots.
-			case !ok:
-				c.add("4-terminal", []key{{j.Name, slot}}, "", "%s slot %s, due in the quiet phase, has no record", j.Name, h.rel(slot))
-			case !final(rr) && rr.Status != backend.StatusPaused:
-				c.add("4-terminal", []key{{j.Name, slot}}, "", "%s slot %s, due in the quiet phase, ends with attempt %d by %s recorded %s, not a final outcome",
-					j.Name, h.rel(slot), rr.Attempt, rr.Instance, rr.Status)
-			}
-		}
-		for _, a := range active {
-			if c.retryPendingAtEnd(j, a) || draining[a.Slot.UnixMilli()] {
-				continue
-			}
-			c.add("4-terminal", []key{{j.Name, a.Slot.UnixMilli()}}, "", "%s slot %s is still unfinished in the run store after every instance stopped (attempt %d by %s, live %v, retry at %v): never taken over",
-				j.Name, h.rel(a.Slot.UnixMilli()), a.Attempt, a.Instance, a.Live, a.RetryAt)
-		}
-	}
-}
-
-// retryStored reports whether the store applied a Retry of token's lease of k.
-func (c *checker) retryStored(k key, token string) bool {
-	for _, g := range c.rec.grants[k] {
-		if g.token == token && g.retry != nil {
-			return true
-		}
-	}
-	return false
 }
 
 // noneAfterOK: 4, once an attempt's ok stands (ok, the record of its token), no
@@ -640,6 +546,16 @@ func (c *checker) nextSlot(k key) time.Duration {
 	return time.UnixMilli(k.slot + c.jobs[k.job].Interval.Milliseconds()).Sub(c.rec.t0)
 }
 
+// firstNextSlot is when the slot after k is due, since t0: for an entry, the
+// earliest next slot of its versions.
+func (c *checker) firstNextSlot(k key) time.Duration {
+	next := c.nextSlot(k)
+	for _, v := range c.versions(k.job) {
+		next = min(next, time.UnixMilli(nextOn(v.e, k.slot)).Sub(c.rec.t0))
+	}
+	return next
+}
+
 // retries: 7, a retry is stored only after a retryable failure (an error not
 // marked NoRetry, or a timeout) of an attempt below the policy's Attempts. The
 // window it asks for begins no earlier than the backoff after the handler
@@ -660,7 +576,9 @@ func (c *checker) retries() {
 				c.add("7-retry", []key{k}, "", "%s slot %s: attempt %d (%s) was answered Retried, but the attempt before it stored no retry",
 					k.job, h.rel(k.slot), g.attempt, g.inst)
 			}
-			if i > 0 && gs[i-1].retry != nil {
+			// The attempt after a stored retry is its grant, unless a claim
+			// ended that attempt paused without granting it.
+			if i > 0 && gs[i-1].retry != nil && (gs[i-1].retry.stored || g.retried) && g.attempt == gs[i-1].attempt+1 {
 				c.seen["retries granted"]++
 				c.retryGranted(k, gs[i-1], g, slack)
 			}
@@ -695,7 +613,9 @@ func (c *checker) retries() {
 				c.add("7-retry", []key{k}, "", "%s slot %s: attempt %d (%s) ended at %s and asked for its retry from %s, before its backoff of %v",
 					k.job, h.rel(k.slot), g.attempt, g.inst, at(hr.end), at(from), backoff(j.Retry, g.attempt))
 			}
-			if by, next := rt.call+rt.delay+rt.within, c.nextSlot(k)-hr.in.offset; by > next+slack {
+			// A past slot's retries (catch-up, backfill) are bounded by the
+			// policy alone: its next slot was behind when it failed.
+			if by, next := rt.call+rt.delay+rt.within, c.nextSlot(k)-hr.in.offset; c.firstNextSlot(k)-hr.in.offset > hr.end && by > next+slack {
 				c.add("7-retry", []key{k}, "", "%s slot %s: attempt %d (%s) asked at %s for a retry until %s, after the next slot (%s by its clock)",
 					k.job, h.rel(k.slot), g.attempt, g.inst, at(rt.call), at(by), at(next))
 			}

@@ -12,10 +12,11 @@ import (
 // ErrCrashed is the error of every store call of a crashed instance.
 var ErrCrashed = errors.New("modelcheck: instance crashed")
 
-// faulty is in's view of its store: a Backend, ClaimRecorder and LeaseBackend whose
-// store calls go through in's faults, with the store's JobWindower and JobChecker
-// (or what the scheduler does without them), and an EntryStore when the store is
-// one (the scheduler finds it by type assertion).
+// faulty is in's view of its store: a Backend and LeaseBackend whose store
+// calls go through in's faults, with the store's JobWindower, JobChecker,
+// ClaimRecorder and RecordDecider (or what the scheduler does without them),
+// and an EntryStore when the store is one (the scheduler finds it by type
+// assertion).
 func faulty(in *inst, s Store) backend.Backend {
 	b := &faultyBackend{in: in, b: s}
 	if es, ok := s.(backend.EntryStore); ok {
@@ -30,17 +31,25 @@ type faultyBackend struct {
 }
 
 var (
-	_ backend.Pauser         = (*faultyBackend)(nil)
-	_ backend.Backend        = (*faultyBackend)(nil)
-	_ backend.ClaimRecorder  = (*faultyBackend)(nil)
-	_ backend.LeaseBackend   = (*faultyBackend)(nil)
-	_ backend.RunStore       = (*faultyRuns)(nil)
-	_ backend.LeaseWatcher   = (*faultyRuns)(nil)
-	_ backend.ActiveLister   = (*faultyRuns)(nil)
-	_ backend.EntryRunLister = (*faultyRuns)(nil)
-	_ backend.Retrier        = (*faultyRetrier)(nil)
-	_ backend.JobWindower    = (*faultyBackend)(nil)
-	_ backend.JobChecker     = (*faultyBackend)(nil)
+	_ backend.Pauser             = (*faultyBackend)(nil)
+	_ backend.Backend            = (*faultyBackend)(nil)
+	_ backend.ClaimRecorder      = (*faultyBackend)(nil)
+	_ backend.RecordDecider      = (*faultyBackend)(nil)
+	_ backend.LeaseBackend       = (*faultyBackend)(nil)
+	_ backend.RunStore           = (*faultyRuns)(nil)
+	_ backend.LeaseWatcher       = (*faultyRuns)(nil)
+	_ backend.ActiveLister       = (*faultyRuns)(nil)
+	_ backend.EntryRunLister     = (*faultyRuns)(nil)
+	_ backend.OverlapCanceller   = (*faultyRuns)(nil)
+	_ backend.OverlapBufferer    = (*faultyRuns)(nil)
+	_ backend.RunCounter         = (*faultyRuns)(nil)
+	_ backend.BufferedRunCounter = (*faultyRuns)(nil)
+	_ backend.Retrier            = (*faultyRetrier)(nil)
+	_ backend.Settler            = (*faultySettler)(nil)
+	_ backend.Retrier            = (*faultySettlerRetrier)(nil)
+	_ backend.Settler            = (*faultySettlerRetrier)(nil)
+	_ backend.JobWindower        = (*faultyBackend)(nil)
+	_ backend.JobChecker         = (*faultyBackend)(nil)
 )
 
 func (m *faultyBackend) Name() string                    { return m.b.Name() }
@@ -48,11 +57,20 @@ func (m *faultyBackend) DedupeWindow() time.Duration     { return m.b.DedupeWind
 func (m *faultyBackend) Init(ctx context.Context) error  { return m.b.Init(ctx) }
 func (m *faultyBackend) Close(ctx context.Context) error { return m.b.Close(ctx) }
 
-// Runs is in's faulty view of the run store, a backend.Retrier when the store is
-// one (the scheduler refuses retry policies otherwise).
+// Runs is in's faulty view of the run store: a backend.Retrier and a
+// backend.Settler when the store is (the scheduler refuses retry policies
+// without the one, and drives the store through Finish, Release and Retry
+// without the other).
 func (m *faultyBackend) Runs() backend.RunStore {
 	r := &faultyRuns{in: m.in, s: m.b.Runs()}
-	if rt, ok := r.s.(backend.Retrier); ok {
+	rt, retrier := r.s.(backend.Retrier)
+	st, settler := r.s.(backend.Settler)
+	switch {
+	case retrier && settler:
+		return &faultySettlerRetrier{faultySettler: &faultySettler{faultyRuns: r, st: st}, rt: rt}
+	case settler:
+		return &faultySettler{faultyRuns: r, st: st}
+	case retrier:
 		return &faultyRetrier{faultyRuns: r, rt: rt}
 	}
 	return r
@@ -108,13 +126,29 @@ func (m *faultyBackend) Claim(ctx context.Context, in backend.ClaimInput) (bool,
 	return won, err
 }
 
+// RecordClaim is the store's (backend.ClaimRecorder) through the faults; a
+// store that records no claim is told nothing (RecordDecides is false for it).
 func (m *faultyBackend) RecordClaim(ctx context.Context, in backend.ClaimInput) error {
+	rec, ok := m.b.(backend.ClaimRecorder)
+	if !ok {
+		return nil
+	}
 	_, err := do(m.in, ctx, "record-claim", in.Job, in.Slot, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, m.b.RecordClaim(ctx, in)
+		return struct{}{}, rec.RecordClaim(ctx, in)
 	}, func(_ time.Duration, _ struct{}, err error, fault string) {
 		m.in.h.rec.slotLog(m.in, in.Job, in.Slot, "history record-claim tok=%s attempt=%d → %v%s", tok(in.Token), in.Attempt, errText(err), fault)
 	})
 	return err
+}
+
+// RecordDecides is the store's (backend.RecordDecider); a ClaimRecorder without
+// it decides, and a store that records no claim does not.
+func (m *faultyBackend) RecordDecides(job string) bool {
+	if _, ok := m.b.(backend.ClaimRecorder); !ok {
+		return false
+	}
+	d, ok := m.b.(backend.RecordDecider)
+	return !ok || d.RecordDecides(job)
 }
 
 func (m *faultyBackend) RecordManualRun(ctx context.Context, in backend.ClaimInput) (time.Time, error) {
@@ -187,13 +221,80 @@ type faultyRetrier struct {
 
 // Retry goes through in's faults like Finish and Release.
 func (r *faultyRetrier) Retry(ctx context.Context, key backend.RunKey, delay, within time.Duration) error {
+	return r.retry(ctx, r.rt, key, delay, within)
+}
+
+func (r *faultyRuns) retry(ctx context.Context, rt backend.Retrier, key backend.RunKey, delay, within time.Duration) error {
 	call := r.in.h.now()
 	_, err := do(r.in, ctx, "retry", key.Job, key.Slot, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, r.rt.Retry(ctx, key, delay, within)
+		return struct{}{}, rt.Retry(ctx, key, delay, within)
 	}, func(sent time.Duration, _ struct{}, err error, fault string) {
-		r.in.h.rec.retryApplied(r.in, key.Job, key.Slot, key.Token, delay, within, err, call, sent, fault)
+		stored := err == nil && r.retryStored(ctx, key)
+		r.in.h.rec.retryApplied(r.in, key, delay, within, settleSeen{err: err, call: call, sent: sent, retryStored: stored}, fault)
 	})
 	return err
+}
+
+// faultySettler is in's view of a RunStore that is a backend.Settler.
+type faultySettler struct {
+	*faultyRuns
+	st backend.Settler
+}
+
+// Settle goes through in's faults like the calls it replaces (Finish, Release,
+// Retry). A retry the store answered is looked up at once (Active, without
+// faults): the machine finishes a run instead of storing its retry when a
+// later slot asked it to end or its entry is gone.
+func (r *faultySettler) Settle(ctx context.Context, s backend.Settlement) error {
+	call := r.in.h.now()
+	_, err := do(r.in, ctx, "settle", s.Key.Job, s.Key.Slot, func(ctx context.Context) (struct{}, error) {
+		err := r.st.Settle(ctx, s)
+		return struct{}{}, err
+	}, func(sent time.Duration, _ struct{}, err error, fault string) {
+		stored := false
+		if err == nil && s.Retry != nil {
+			stored = r.retryStored(ctx, s.Key)
+		}
+		r.in.h.rec.settleApplied(r.in, s, settleSeen{err: err, call: call, sent: sent, retryStored: stored}, fault)
+	})
+	r.in.h.rec.writeCalled(r.in, "settle", s.Key.Job, s.Key.Slot, s.Key.Token, s.Status, settledFor(err))
+	return err
+}
+
+// retryStored reports whether the store keeps key's slot unfinished after a
+// retry was asked for it: the retry is stored (or already taken).
+func (r *faultyRuns) retryStored(ctx context.Context, key backend.RunKey) bool {
+	active, err := r.s.Active(context.WithoutCancel(ctx), key.Job)
+	if err != nil {
+		return true // cannot say: the next grant tells (Check)
+	}
+	for _, a := range active {
+		if a.Slot.Equal(key.Slot) {
+			return !a.RetryAt.IsZero() || a.Token != key.Token
+		}
+	}
+	return false
+}
+
+// settledFor is err as the writer of a settle sees it: a stale token is an
+// attempt another took over, which recorded it; nothing to write again.
+func settledFor(err error) error {
+	if errors.Is(err, backend.ErrStaleToken) || errors.Is(err, backend.ErrLeaseLost) {
+		return nil
+	}
+	return err
+}
+
+// faultySettlerRetrier is in's view of a RunStore that is a backend.Settler
+// and a backend.Retrier.
+type faultySettlerRetrier struct {
+	*faultySettler
+	rt backend.Retrier
+}
+
+// Retry goes through in's faults like Finish and Release.
+func (r *faultySettlerRetrier) Retry(ctx context.Context, key backend.RunKey, delay, within time.Duration) error {
+	return r.retry(ctx, r.rt, key, delay, within)
 }
 
 func (r *faultyRuns) Active(ctx context.Context, job string) ([]backend.ActiveRun, error) {

@@ -32,6 +32,10 @@ type Harness struct {
 	quietAt, endAt time.Duration // since t0
 	faultAt        atomic.Int64  // since t0; -1 before the fault phase
 
+	// noSettler: the run store is no backend.Settler: the scheduler writes the
+	// records beside it, and an attempt whose process died between the two
+	// writes has none (set at the first start, under mu).
+	noSettler bool
 	// noRetrier: the store is no backend.Retrier, so the jobs' retry policies
 	// and failures are left out (set at the first start, under mu).
 	noRetrier bool
@@ -190,6 +194,10 @@ func (h *Harness) startLocked(slot int) error {
 		return fmt.Errorf("backend of %s: %w", name, err)
 	}
 	h.entriesSupported(store)
+	if _, ok := store.Runs().(backend.Settler); !ok && !h.noSettler {
+		h.noSettler = true
+		h.rec.global("the run store is no backend.Settler: the scheduler writes the records beside it")
+	}
 	if _, ok := store.Runs().(backend.Retrier); !ok && !h.noRetrier {
 		h.noRetrier = true
 		for _, j := range h.plan.Jobs {

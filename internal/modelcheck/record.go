@@ -25,19 +25,20 @@ type entry struct {
 }
 
 type handlerRec struct {
-	in      *inst
-	key     key
-	manual  bool
-	token   string
-	fence   uint64
-	attempt int
-	start   time.Duration
-	end     time.Duration
-	ended   bool
-	how     string
-	fate    AttemptFate // what the handler meant to do
-	result  endKind     // how it ended
-	payload string      // Run.Payload: an entry's
+	in       *inst
+	key      key
+	manual   bool
+	token    string
+	fence    uint64
+	attempt  int
+	start    time.Duration
+	end      time.Duration
+	ended    bool
+	how      string
+	fate     AttemptFate // what the handler meant to do
+	result   endKind     // how it ended
+	payload  string      // Run.Payload: an entry's
+	backfill bool        // Run.Backfill
 
 	// startSeq and endSeq order the start and the end among everything recorded,
 	// also between records at the same instant.
@@ -64,6 +65,10 @@ type retryRec struct {
 	// after).
 	call, sent, seen time.Duration
 	delay, within    time.Duration
+	// stored: the store kept the slot for the retry (it finishes a run
+	// instead when a later slot asked it to end, or its entry is gone), as
+	// the view saw it at once; a grant answered Retried after it says so too.
+	stored bool
 }
 
 // grant is one lease the store granted (a won claim with a new fence), with what
@@ -96,6 +101,11 @@ type grant struct {
 	// applied; nil: none.
 	retried bool
 	retry   *retryRec
+	// reopened: the store answered the won claim Reopened (a slot finished
+	// without running, or a backfill's rerun); manual and backfill, and the
+	// entry incarnation, are the claim's.
+	reopened, manual, backfill bool
+	incarnation                uint64
 }
 
 // retryFrom and retryBy (Exact) are the window the store keeps for the retry g
@@ -157,12 +167,32 @@ type limitObs struct {
 	key  key
 	inst string
 	seq  uint64
-	// counted: a first win (attempt 1, not reopened nor retried) or a buffered
-	// answer; limit: answered limit, or done with StatusLimit; failed: an error
+	// counted: a first win (attempt 1, not retried), a paused slot reopened
+	// (catch-up), or a buffered answer; limit: answered limit, or done with StatusLimit; failed: an error
 	// or a late decision (the store may have counted the slot and not run it).
 	counted, limit, failed bool
 	// reached: the answer said LimitReached.
 	reached bool
+}
+
+// settleRec is a Settle the store answered.
+type settleRec struct {
+	key  key
+	inst string
+	s    backend.Settlement
+	err  error
+	at   time.Duration
+	seq  uint64
+}
+
+// decision is a claim answered with a decision stored under its token.
+type decision struct {
+	key     key
+	inst    string
+	token   string
+	outcome backend.ClaimOutcome
+	at      time.Duration
+	seq     uint64
 }
 
 type stop struct {
@@ -196,13 +226,22 @@ type record struct {
 	// limits are the answers to claims that count runs (RunClaim.Counts), in
 	// the order they were recorded.
 	limits []limitObs
-	stops  []*stop
+	// decisions are the claims the store answered with a decision of its own
+	// for the claim's token: the slot skipped, late, limit or paused, or
+	// buffered (by Settler stores, recorded under that token).
+	decisions []decision
+	// settles are the Settle calls the store answered.
+	settles []settleRec
+	// cancelAsked are the runs a later slot's claim asked to end
+	// (OverlapCancelOther), or whose heartbeat was answered so.
+	cancelAsked map[key]bool
+	stops   []*stop
 
 	entryRecord
 }
 
 func newRecord(t0 time.Time, w *World) *record {
-	return &record{t0: t0, timing: w.Timing, ttl: w.leaseTTL, grants: map[key][]*grant{}, entryRecord: newEntryRecord()}
+	return &record{t0: t0, timing: w.Timing, ttl: w.leaseTTL, grants: map[key][]*grant{}, cancelAsked: map[key]bool{}, entryRecord: newEntryRecord()}
 }
 
 func (r *record) now() time.Duration { return time.Since(r.t0) }
@@ -258,7 +297,7 @@ func (r *record) running(name string) []*inst {
 }
 
 func (r *record) handlerStart(in *inst, run scheduler.Run, fate AttemptFate) *handlerRec {
-	hr := &handlerRec{in: in, key: key{runName(run), run.Slot.UnixMilli()}, manual: run.Manual, token: run.Token, fence: run.Fence, attempt: run.Attempt, fate: fate, payload: string(run.Payload)}
+	hr := &handlerRec{in: in, key: key{runName(run), run.Slot.UnixMilli()}, manual: run.Manual, token: run.Token, fence: run.Fence, attempt: run.Attempt, fate: fate, payload: string(run.Payload), backfill: run.Backfill}
 	r.mu.Lock()
 	r.seq++
 	hr.start, hr.startSeq = r.now(), r.seq
@@ -348,17 +387,30 @@ func (r *record) claimApplied(in *inst, rc backend.RunClaim, res backend.ClaimRe
 		r.seq++
 		r.buffers = append(r.buffers, skipRec{key: k, inst: in.name, sent: sent, at: now, seq: r.seq})
 	}
+	if err == nil && res.Outcome == backend.OutcomeRunning && !res.WaitsFor.IsZero() && rc.Overlap == backend.OverlapCancelOther {
+		r.cancelAsked[key{rc.Job, res.WaitsFor.UnixMilli()}] = true
+	}
+	switch res.Outcome {
+	case backend.OutcomeOverlap, backend.OutcomeLate, backend.OutcomeLimit, backend.OutcomePaused, backend.OutcomeBuffered:
+		if err == nil {
+			r.seq++
+			r.decisions = append(r.decisions, decision{key: k, inst: in.name, token: rc.Token, outcome: res.Outcome, at: now, seq: r.seq})
+		}
+	}
 	if rc.Counts() {
 		r.seq++
 		r.limits = append(r.limits, limitObs{key: k, inst: in.name, seq: r.seq,
-			counted: err == nil && (res.Outcome == backend.OutcomeBuffered || res.Outcome == backend.OutcomeWon && res.Attempt == 1 && !res.Reopened && !res.Retried),
+			// A slot stored paused counts when catch-up reopens it (unless it
+			// was counted before: the slots are counted once each).
+			counted: err == nil && (res.Outcome == backend.OutcomeBuffered || res.Outcome == backend.OutcomeWon && !res.Retried && (res.Attempt == 1 || res.Reopened)),
 			limit:   err == nil && (res.Outcome == backend.OutcomeLimit || res.Outcome == backend.OutcomeDone && res.Status == backend.StatusLimit),
 			failed:  err != nil || res.Outcome == backend.OutcomeLate, reached: err == nil && res.LimitReached})
 	}
 	if err == nil && res.Outcome == backend.OutcomeWon {
 		if g := r.grantFor(k, res.Fence); g == nil {
 			r.seq++
-			g = &grant{key: k, token: rc.Token, inst: in.name, fence: res.Fence, attempt: res.Attempt, at: now, atSeq: r.seq, sent: sent, retried: res.Retried}
+			g = &grant{key: k, token: rc.Token, inst: in.name, fence: res.Fence, attempt: res.Attempt, at: now, atSeq: r.seq, sent: sent, retried: res.Retried,
+				reopened: res.Reopened, manual: rc.Manual, backfill: rc.Backfill, incarnation: rc.Incarnation}
 			switch r.timing {
 			case Exact:
 				g.expiry = res.Expires.Sub(r.t0)
@@ -399,6 +451,9 @@ func (r *record) heartbeatApplied(in *inst, job string, slot time.Time, token st
 	now := r.now()
 	// A heartbeat answered a cancel request extended the lease too.
 	extended := err == nil || errors.Is(err, backend.ErrCancelRequested)
+	if errors.Is(err, backend.ErrCancelRequested) {
+		r.cancelAsked[k] = true
+	}
 	if g := r.tokenGrant(k, token); extended && g != nil {
 		switch r.timing {
 		case Exact:
@@ -418,23 +473,8 @@ func (r *record) endApplied(in *inst, op string, job string, slot time.Time, tok
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.now()
-	// The lease it ended is found by its token, not taken to be the newest: its
-	// answer (Bounded), or its record at the same virtual instant (Exact: the two
-	// answers race to the record), can come after the takeover it made way for.
-	if g := r.tokenGrant(k, token); err == nil && g != nil && op == "finish" && g.finished == 0 {
-		g.finished = now
-		if r.timing == Bounded {
-			g.finished = sent
-		}
-	}
-	switch g := r.tokenGrant(k, token); {
-	case err != nil || g == nil:
-	case r.timing == Bounded:
-		g.endLo = min(g.endLo, sent)
-	case (op == "release" || op == "retry") && now < g.end():
-		g.release = now
-	case op == "finish" && g.finish == 0:
-		g.finish = now
+	if err == nil {
+		r.endLocked(k, token, op, now, sent)
 	}
 	txt := fmt.Sprintf("store %s tok=%s", op, tok(token))
 	if op == "finish" {
@@ -443,17 +483,78 @@ func (r *record) endApplied(in *inst, op string, job string, slot time.Time, tok
 	r.appendLocked(entry{at: now, inst: in.name, key: k, text: fmt.Sprintf("%s → %v%s", txt, errText(err), fault)})
 }
 
+// endLocked notes that the store applied op (release, finish, retry) of token's
+// lease of k at now, sent at sent. Under r.mu.
+func (r *record) endLocked(k key, token, op string, now, sent time.Duration) {
+	// The lease it ended is found by its token, not taken to be the newest: its
+	// answer (Bounded), or its record at the same virtual instant (Exact: the two
+	// answers race to the record), can come after the takeover it made way for.
+	g := r.tokenGrant(k, token)
+	if g == nil {
+		return
+	}
+	if op == "finish" && g.finished == 0 {
+		g.finished = now
+		if r.timing == Bounded {
+			g.finished = sent
+		}
+	}
+	switch {
+	case r.timing == Bounded:
+		g.endLo = min(g.endLo, sent)
+	case (op == "release" || op == "retry") && now < g.end():
+		g.release = now
+	case op == "finish" && g.finish == 0:
+		g.finish = now
+	}
+}
+
 // retryApplied records a Retry of token's lease that the store applied (a
 // repeat changes nothing: the first stands), called at call, and ends the lease
 // like a release.
-func (r *record) retryApplied(in *inst, job string, slot time.Time, token string, delay, within time.Duration, err error, call, sent time.Duration, fault string) {
+func (r *record) retryApplied(in *inst, key0 backend.RunKey, delay, within time.Duration, seen settleSeen, fault string) {
+	job, slot, token, err, call, sent := key0.Job, key0.Slot, key0.Token, seen.err, seen.call, seen.sent
 	k := key{job, slot.UnixMilli()}
 	r.mu.Lock()
 	if g := r.tokenGrant(k, token); err == nil && g != nil && g.retry == nil {
-		g.retry = &retryRec{call: call, sent: sent, seen: r.now(), delay: delay, within: within}
+		g.retry = &retryRec{call: call, sent: sent, seen: r.now(), delay: delay, within: within, stored: seen.retryStored}
 	}
 	r.mu.Unlock()
-	r.endApplied(in, "retry", job, slot, token, "", err, sent, fmt.Sprintf(" (delay %v, within %v)%s", delay, within, fault))
+	r.endApplied(in, "retry", job, slot, token, "", err, sent, fmt.Sprintf(" (delay %v, within %v; stored %v)%s", delay, within, seen.retryStored, fault))
+}
+
+// settleSeen is what the faulty view saw of one Settle the store answered.
+type settleSeen struct {
+	err        error
+	call, sent time.Duration
+	// retryStored: the store kept the slot for the retry it asked for.
+	retryStored bool
+}
+
+// settleApplied records a Settle the store answered, like the call it
+// replaces: a finish, a hand-over (a release), or a retry.
+func (r *record) settleApplied(in *inst, s backend.Settlement, seen settleSeen, fault string) {
+	k := key{s.Key.Job, s.Key.Slot.UnixMilli()}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.now()
+	op, txt := "finish", ""
+	switch {
+	case s.Retry != nil:
+		op, txt = "retry", fmt.Sprintf(" retry (delay %v, within %v; stored %v)", s.Retry.Delay, s.Retry.Within, seen.retryStored)
+	case s.HandOver:
+		op, txt = "release", " hand-over"
+	}
+	if g := r.tokenGrant(k, s.Key.Token); seen.err == nil && g != nil && s.Retry != nil && g.retry == nil {
+		g.retry = &retryRec{call: seen.call, sent: seen.sent, seen: now, delay: s.Retry.Delay, within: s.Retry.Within, stored: seen.retryStored}
+	}
+	if seen.err == nil {
+		r.endLocked(k, s.Key.Token, op, now, seen.sent)
+	}
+	r.seq++
+	r.settles = append(r.settles, settleRec{key: k, inst: in.name, s: s, err: seen.err, at: now, seq: r.seq})
+	r.appendLocked(entry{at: now, inst: in.name, key: k, text: fmt.Sprintf("store settle tok=%s status=%s%s gone=%v inc=%d → %v%s",
+		tok(s.Key.Token), s.Status, txt, s.EntryGone, s.Incarnation, errText(seen.err), fault)})
 }
 
 func (r *record) saveApplied(in *inst, job string, res backend.StoredResult, err error, fault string) {

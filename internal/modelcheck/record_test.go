@@ -97,7 +97,8 @@ func TestExactReleaseRecordedAfterTakeover(t *testing.T) {
 }
 
 // A Retry ends its lease like a release: the retry granted after the stored retry
-// time follows a lease that ended, and one granted before that time is caught.
+// time follows a lease that ended (a Settle that stored the retry), and one
+// granted before that time is caught.
 func TestExactRetryEndsTheLease(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -118,7 +119,8 @@ func TestExactRetryEndsTheLease(t *testing.T) {
 				}
 				r.claimApplied(a, claim("ta"), backend.ClaimResult{Outcome: backend.OutcomeWon, Fence: 1, Attempt: 1, Expires: time.Now().Add(time.Second)}, nil, 0, "")
 				time.Sleep(100 * time.Millisecond)
-				r.retryApplied(a, "j", slot, "ta", 200*time.Millisecond, time.Second, nil, r.now(), r.now(), "")
+				r.settleApplied(a, backend.Settlement{Key: backend.RunKey{Job: "j", Slot: slot, Token: "ta"}, Status: backend.StatusError,
+					Retry: &backend.RetryWindow{Delay: 200 * time.Millisecond, Within: time.Second}}, settleSeen{call: r.now(), sent: r.now(), retryStored: true}, "")
 				time.Sleep(tc.after)
 				r.claimApplied(b, claim("tb"), backend.ClaimResult{Outcome: backend.OutcomeWon, Fence: 2, Attempt: 2, Retried: true, Expires: time.Now().Add(time.Second)}, nil, 0, "")
 				c := &checker{h: h, rec: r, byKey: map[key][]*handlerRec{}}

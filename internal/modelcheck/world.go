@@ -19,10 +19,10 @@ const (
 )
 
 // Store is the backend an instance uses, before the harness puts its faults in
-// front of it. JobWindower and JobChecker are passed on when it has them.
+// front of it. JobWindower, JobChecker, ClaimRecorder and RecordDecider are
+// passed on when it has them; so are the run store's capabilities.
 type Store interface {
 	backend.Backend
-	backend.ClaimRecorder
 	backend.LeaseBackend
 	backend.Pauser
 }
