@@ -235,7 +235,7 @@ type record struct {
 	// cancelAsked are the runs a later slot's claim asked to end
 	// (OverlapCancelOther), or whose heartbeat was answered so.
 	cancelAsked map[key]bool
-	stops   []*stop
+	stops       []*stop
 
 	entryRecord
 }
