@@ -605,3 +605,31 @@ func TestAnEntryThatCannotRunIsReportedToAHookThatReadsEntries(t *testing.T) {
 		assert.Equal(t, 0, <-reported, "reported, and not followed")
 	})
 }
+
+// An entry gets a random non-zero Incarnation when it is added, keeps it
+// through its changes, and gets another when it is removed and added again.
+func TestEntryIncarnation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.New()
+		s := newScheduler(t, mem, "A")
+		require.NoError(t, s.Declare("j", func(context.Context, scheduler.Run) error { return nil }))
+		spec := scheduler.EntrySpec{Every: time.Minute}
+		e, err := s.AddEntry(t.Context(), "j", "x", spec)
+		require.NoError(t, err)
+		require.NotZero(t, e.Incarnation)
+		stored, err := mem.GetEntry(t.Context(), "j", "x")
+		require.NoError(t, err)
+		assert.Equal(t, e.Incarnation, stored.Incarnation)
+		spec.Payload = []byte("v2")
+		_, err = s.UpdateEntry(t.Context(), "j", "x", spec, stored.Revision)
+		require.NoError(t, err)
+		changed, err := mem.GetEntry(t.Context(), "j", "x")
+		require.NoError(t, err)
+		assert.Equal(t, e.Incarnation, changed.Incarnation, "a change keeps the incarnation")
+		require.NoError(t, s.RemoveEntry(t.Context(), "j", "x", 0))
+		again, err := s.AddEntry(t.Context(), "j", "x", spec)
+		require.NoError(t, err)
+		assert.NotZero(t, again.Incarnation)
+		assert.NotEqual(t, e.Incarnation, again.Incarnation, "added again: another incarnation")
+	})
+}

@@ -86,7 +86,7 @@ func (m *memEntries) putLocked(k entryKey, e backend.Entry) uint64 {
 	return e.Revision
 }
 
-// UpdateEntry replaces the entry if its revision is rev.
+// UpdateEntry replaces the entry if its revision is rev, keeping its Incarnation.
 func (b *Backend) UpdateEntry(ctx context.Context, e backend.Entry, rev uint64) (uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
@@ -105,6 +105,7 @@ func (b *Backend) UpdateEntry(ctx context.Context, e backend.Entry, rev uint64) 
 	if old.Revision != rev {
 		return 0, fmt.Errorf("%w: job %q, entry %q is at revision %d, not %d", backend.ErrEntryConflict, e.Job, e.ID, old.Revision, rev)
 	}
+	e.Incarnation = old.Incarnation // an entry keeps its incarnation through its changes
 	return m.putLocked(k, e), nil
 }
 
