@@ -144,5 +144,6 @@ func kmcNewPlan(seed uint64) *modelcheck.Plan {
 	p.AddRetries()
 	p.AddEntries()
 	p.AddHolderCrashes()
+	p.AddReadds()
 	return p
 }

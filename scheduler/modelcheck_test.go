@@ -187,5 +187,6 @@ func mcNewPlan(seed uint64) *modelcheck.Plan {
 	p.AddRetries()
 	p.AddEntries()
 	p.AddHolderCrashes()
+	p.AddReadds()
 	return p
 }

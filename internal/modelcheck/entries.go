@@ -23,7 +23,7 @@ type EntryPlan struct {
 }
 
 // EntryAct is what an entry action does: to which entry, and a change's new
-// interval and payload.
+// interval and payload (an add's payload, when it adds the entry again).
 type EntryAct struct {
 	Entry   int // index into the job's Entries
 	Every   time.Duration
@@ -108,6 +108,34 @@ func (p *Plan) AddHolderCrashes() {
 	p.SortActions()
 }
 
+// AddReadds removes, from a stream of its own (so that the rest of a seed's
+// plan stays what it was), a third of p's entries at once while one of their
+// slots runs and adds each again with the same ID (a new incarnation, a new
+// payload): the instances running the entry's slot crash just before, now
+// and then, so that the run of the removed incarnation is left for a takeover
+// that must end it cancelled, never run it again. Call it after AddEntries.
+func (p *Plan) AddReadds() {
+	r := rand.New(rand.NewPCG(p.Seed^0x7265_6164_6473, p.Seed))
+	faultMS := int(p.FaultPhase / time.Millisecond)
+	for i, j := range p.Jobs {
+		for e := range j.Entries {
+			if r.IntN(3) != 0 {
+				continue
+			}
+			at := MS(2500 + r.IntN(faultMS-4000))
+			if r.IntN(2) == 0 {
+				p.Actions = append(p.Actions, Action{At: at, Kind: ActCrashHolders, Job: i, E: &EntryAct{Entry: e, Racer: -1}})
+			}
+			rm := at + MS(r.IntN(300))
+			p.Actions = append(p.Actions,
+				Action{At: rm, Kind: ActRemoveEntry, Slot: r.IntN(p.Slots), Job: i, E: &EntryAct{Entry: e, Racer: -1}},
+				Action{At: rm + MS(r.IntN(300)), Kind: ActAddEntry, Slot: r.IntN(p.Slots), Job: i,
+					E: &EntryAct{Entry: e, Payload: fmt.Sprintf("%s/e%d/again", j.Name, e), Racer: -1}})
+		}
+	}
+	p.SortActions()
+}
+
 // hasEntries reports whether some job of p has entries.
 func (p *Plan) hasEntries() bool {
 	for _, j := range p.Jobs {
@@ -178,8 +206,13 @@ func (h *Harness) addDirectEntries() error {
 }
 
 // writeDirect creates, or deletes, an entry through the store without faults.
-func (h *Harness) writeDirect(es backend.EntryStore, op string, e backend.Entry, rev uint64) {
+// A created entry gets an incarnation drawn from the seed, as AddEntry draws
+// one.
+func (h *Harness) writeDirect(es backend.EntryStore, op string, e backend.Entry, rev uint64) error {
 	e.Updated, e.By = time.Now().UTC().Truncate(time.Millisecond), harnessName
+	if op == "create" {
+		e.Incarnation = Mix(h.plan.Seed, Str(e.RunName()), uint64(e.Updated.UnixMilli())) | 1
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), h.plan.CallTimeout)
 	defer cancel()
 	sent := h.now()
@@ -191,6 +224,7 @@ func (h *Harness) writeDirect(es backend.EntryStore, op string, e backend.Entry,
 		err = es.DeleteEntry(ctx, e.Job, e.ID, rev)
 	}
 	h.rec.entryWritten(harnessName, op, e, rev, err, sent, "")
+	return err
 }
 
 // entryAct carries out an entry action (under h.mu). Its calls run in the
@@ -212,16 +246,24 @@ func (h *Harness) entryAct(a Action) error {
 	switch a.Kind {
 	case ActAddEntry:
 		spec := scheduler.EntrySpec{Every: ep.Interval, Payload: []byte(ep.Payload)}
+		if a.E.Payload != "" {
+			spec.Payload = []byte(a.E.Payload) // added again
+		}
+		// An entry added again may meet its removal still on its way.
+		again := a.E.Payload != ""
 		h.bg.Go(func() {
-			if in == nil {
-				h.rec.global("ADD ENTRY %s/%s through the store (%c is down)", j.Name, ep.ID, 'A'+a.Slot)
-				h.writeDirect(es, "create", backend.Entry{Job: j.Name, ID: ep.ID, EntrySpec: spec}, 0)
-				return
-			}
 			for try := range entryTries {
-				e, err := in.sched.AddEntry(context.Background(), j.Name, ep.ID, spec)
-				h.rec.instLog(in, "ADD ENTRY %s/%s every %v (try %d) → rev %d %v", j.Name, ep.ID, ep.Interval, try+1, e.Revision, errText(err))
-				if err == nil || errors.Is(err, scheduler.ErrEntryExists) || in.dead.Load() || !wait(context.Background(), 200*time.Millisecond) {
+				var err error
+				if in == nil {
+					h.rec.global("ADD ENTRY %s/%s through the store (%c is down), again %v", j.Name, ep.ID, 'A'+a.Slot, again)
+					err = h.writeDirect(es, "create", backend.Entry{Job: j.Name, ID: ep.ID, EntrySpec: spec}, 0)
+				} else {
+					var e backend.Entry
+					e, err = in.sched.AddEntry(context.Background(), j.Name, ep.ID, spec)
+					h.rec.instLog(in, "ADD ENTRY %s/%s every %v (try %d, again %v) → rev %d %v", j.Name, ep.ID, ep.Interval, try+1, again, e.Revision, errText(err))
+				}
+				exists := errors.Is(err, backend.ErrEntryExists)
+				if err == nil || exists && !again || in == nil && !exists || in != nil && in.dead.Load() || !wait(context.Background(), 200*time.Millisecond) {
 					return
 				}
 			}

@@ -123,6 +123,55 @@ func (c *checker) entryRules() {
 	c.entryChanges()
 	c.entryFollowed()
 	c.entryReached()
+	c.entryIncarnations()
+}
+
+// entryIncarnations: 10d, every attempt of an entry's slot is granted to a
+// claim of the incarnation the slot's first attempt was granted for: a run of
+// an entry removed and added again with the same ID is ended, never run again
+// for the new one. 10e, no attempt of an entry's slot after the first (a
+// takeover, a retry) is granted to an instance that had seen the entry removed
+// before it claimed, and stopped following it (the slowest request allowed).
+func (c *checker) entryIncarnations() {
+	h := c.h
+	for k, gs := range c.rec.grants {
+		if !isEntryRun(k.job) || len(gs) == 0 {
+			continue
+		}
+		first := gs[0]
+		for _, g := range gs[1:] {
+			if first.incarnation != 0 && g.incarnation != 0 && g.incarnation != first.incarnation {
+				c.add("10d-entry-incarnation", []key{k, {k.job, 0}}, "", "%s slot %s: attempt %d (%s) was granted to a claim of incarnation %d; attempt %d (%s) was of incarnation %d",
+					k.job, h.rel(k.slot), g.attempt, g.inst, g.incarnation, first.attempt, first.inst, first.incarnation)
+			}
+			if c.unfollowedBefore(g, g.sent-h.w.Faults.SlowMax) {
+				c.add("10e-entry-removed-run", []key{k, {k.job, 0}, watchKey}, "", "%s slot %s: attempt %d was granted to %s at %s, which had seen the entry removed and followed it no more",
+					k.job, h.rel(k.slot), g.attempt, g.inst, at(g.at))
+			}
+		}
+		if first.incarnation != 0 && len(gs) > 1 {
+			c.seen["entry slots with more than one attempt"]++
+		}
+	}
+}
+
+// unfollowedBefore reports whether g's instance followed g's entry once, and
+// had stopped following it (saw it removed) before t, following no version at
+// t.
+func (c *checker) unfollowedBefore(g *grant, t time.Duration) bool {
+	var inst *inst
+	ended := false
+	for _, f := range c.rec.follows[g.key.job] {
+		if f.in.name != g.inst {
+			continue
+		}
+		inst = f.in
+		if f.from <= t && t < f.to {
+			return false
+		}
+		ended = ended || f.to <= t
+	}
+	return inst != nil && ended
 }
 
 // entryChanges: 10a, of the changes based on one revision of an entry the store

@@ -186,6 +186,9 @@ func (p *Plan) String() string {
 			fmt.Fprintf(&b, " %s for %v", p.Jobs[a.Job].Name, a.Dur)
 		case ActAddEntry, ActRemoveEntry, ActCrashHolders:
 			fmt.Fprintf(&b, " %s/%s", p.Jobs[a.Job].Name, p.Jobs[a.Job].Entries[a.E.Entry].ID)
+			if a.E.Payload != "" {
+				fmt.Fprintf(&b, " again, payload %q", a.E.Payload)
+			}
 		case ActUpdateEntry:
 			fmt.Fprintf(&b, " %s/%s to every %v, payload %q", p.Jobs[a.Job].Name, p.Jobs[a.Job].Entries[a.E.Entry].ID, a.E.Every, a.E.Payload)
 			if a.E.Racer >= 0 {
