@@ -131,6 +131,7 @@ func (h *Harness) Check(ctx context.Context, history backend.Backend, runs backe
 	c.writtenAgain()
 	c.stops()
 	c.entryRules()
+	c.absurdRefused()
 	slices.SortStableFunc(c.vs, func(a, b Violation) int { return cmp.Compare(a.Inv, b.Inv) })
 	h.seen = c.seen
 	return c.vs
@@ -709,4 +710,15 @@ func (c *checker) pausedBetween(job string, from, to time.Duration) bool {
 		}
 	}
 	return false
+}
+
+// absurdRefused: 11, a scheduler refuses at registration a job option value, or
+// a Config, that no job can mean (AbsurdValues).
+func (c *checker) absurdRefused() {
+	for _, a := range c.rec.absurd {
+		c.seen["absurd values tried"]++
+		if a.err == nil {
+			c.add("11-absurd-refused", nil, a.inst, "%s: %s was accepted", a.inst, a.name)
+		}
+	}
 }

@@ -235,6 +235,7 @@ func (h *Harness) startLocked(slot int) error {
 		}
 	}
 	in := &inst{h: h, slot: slot, name: name, offset: off, crashed: make(chan struct{}), calls: map[string]uint64{}}
+	h.tryAbsurd(in, store)
 	s, err := scheduler.New(scheduler.Config{
 		Backend:     faulty(in, store),
 		Instance:    name,

@@ -175,6 +175,20 @@ type limitObs struct {
 	reached bool
 }
 
+// absurdTry is an absurd value an instance's scheduler was given.
+type absurdTry struct {
+	inst, name string
+	err        error
+}
+
+// absurdTried records whether an absurd value was refused.
+func (r *record) absurdTried(in *inst, name string, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.absurd = append(r.absurd, absurdTry{inst: in.name, name: name, err: err})
+	r.appendLocked(entry{at: r.now(), inst: in.name, text: fmt.Sprintf("ABSURD %s → %v", name, errText(err))})
+}
+
 // settleRec is a Settle the store answered.
 type settleRec struct {
 	key  key
@@ -232,6 +246,8 @@ type record struct {
 	decisions []decision
 	// settles are the Settle calls the store answered.
 	settles []settleRec
+	// absurd are the absurd values tried at instance starts (rule 11).
+	absurd []absurdTry
 	// cancelAsked are the runs a later slot's claim asked to end
 	// (OverlapCancelOther), or whose heartbeat was answered so.
 	cancelAsked map[key]bool
