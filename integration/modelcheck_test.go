@@ -145,5 +145,7 @@ func kmcNewPlan(seed uint64) *modelcheck.Plan {
 	p.AddEntries()
 	p.AddHolderCrashes()
 	p.AddReadds()
+	p.AddOutages()
+	p.AddSkew(time.Second)
 	return p
 }

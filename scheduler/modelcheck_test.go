@@ -188,5 +188,7 @@ func mcNewPlan(seed uint64) *modelcheck.Plan {
 	p.AddEntries()
 	p.AddHolderCrashes()
 	p.AddReadds()
+	p.AddOutages()
+	p.AddSkew(time.Second)
 	return p
 }

@@ -433,10 +433,10 @@ func (c *checker) skippedForSomething() {
 	}
 }
 
-// pauseOffsets bounds how far the instances' clocks are apart (each within ±500ms
-// of the harness's): an instance may see a pause end this much before the harness
-// does.
-const pauseOffsets = time.Second
+// pauseOffsets bounds how far the instances' clocks are apart (each within
+// Plan.Skew of the harness's): an instance may see a pause end this much
+// before the harness does.
+func (c *checker) pauseOffsets() time.Duration { return 2 * c.h.plan.skew() }
 
 // pausedNotRun: 3c, no scheduled handler of a job starts while a pause of the job
 // is in force on every clock (from PauseSlack after it was stored until its end),
@@ -446,7 +446,7 @@ func (c *checker) pausedNotRun() {
 	pauses := slices.Clone(c.rec.pauses)
 	slices.SortStableFunc(pauses, func(a, b pauseRec) int { return cmp.Compare(a.from, b.from) })
 	for i, p := range pauses {
-		end := p.until - pauseOffsets
+		end := p.until - c.pauseOffsets()
 		for _, q := range pauses[i+1:] {
 			if q.job == p.job { // a later pause of the job replaces this one
 				end = min(end, q.from)
@@ -705,7 +705,7 @@ func (c *checker) retriesMade() {
 // in [from, to], on some instance's clock.
 func (c *checker) pausedBetween(job string, from, to time.Duration) bool {
 	for _, p := range c.rec.pauses {
-		if p.job == backend.JobOf(job) && p.from-c.h.w.PauseSlack <= to && p.until+pauseOffsets >= from {
+		if p.job == backend.JobOf(job) && p.from-c.h.w.PauseSlack <= to && p.until+c.pauseOffsets() >= from {
 			return true
 		}
 	}

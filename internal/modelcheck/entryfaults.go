@@ -111,9 +111,9 @@ func (m *faultyEntries) WatchEntries(ctx context.Context, fn func(backend.EntryC
 	return err
 }
 
-// watchCut is when (since t0) the entry watch in begins now is cut: at a time
-// drawn from the seed in one of in's flaky windows still to come, with the
-// window's probability; 0: never.
+// watchCut is when (since t0) the entry watch in begins now is cut: at the
+// start of an outage of the store, or at a time drawn from the seed in one of
+// in's flaky windows still to come, with the window's probability; 0: never.
 func (in *inst) watchCut() time.Duration {
 	start := in.h.faultStart()
 	if start < 0 {
@@ -121,6 +121,12 @@ func (in *inst) watchCut() time.Duration {
 	}
 	now := in.h.now()
 	var first time.Duration
+	for _, w := range in.h.plan.Outages {
+		// The store restarts: every watch ends.
+		if at := start + w.From; at > now && (first == 0 || at < first) {
+			first = at
+		}
+	}
 	for i, w := range in.h.plan.Flaky[in.slot] {
 		x := Mix(in.h.plan.Seed, Str(in.name), 0x6375_74, uint64(i))
 		if Unit(x) >= w.P {

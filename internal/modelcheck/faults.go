@@ -378,6 +378,7 @@ const (
 func (in *inst) decide(op, job string, slot time.Time) (fault, time.Duration) {
 	now := in.h.now()
 	var p float64
+	down := in.h.storeDown(now)
 	if start := in.h.faultStart(); start >= 0 {
 		for _, w := range in.h.plan.Flaky[in.slot] {
 			if now >= start+w.From && now < start+w.To {
@@ -385,7 +386,7 @@ func (in *inst) decide(op, job string, slot time.Time) (fault, time.Duration) {
 			}
 		}
 	}
-	if p == 0 {
+	if p == 0 && !down {
 		return noFault, 0
 	}
 	k := op + "\x00" + job + "\x00" + slot.String()
@@ -397,6 +398,11 @@ func (in *inst) decide(op, job string, slot time.Time) (fault, time.Duration) {
 	u, u2 := Unit(x), Unit(Mix(x))
 	f := in.h.w.Faults
 	switch {
+	case down && u < 0.3:
+		// Applied as the server went down: its answer never comes.
+		return lostAnswer, f.LostMin + time.Duration(u2*float64(f.LostSpread)).Round(time.Millisecond)
+	case down:
+		return lostRequest, f.LostMin + time.Duration(u2*float64(f.LostSpread)).Round(time.Millisecond)
 	case u < p*0.6:
 		return lostAnswer, f.LostMin + time.Duration(u2*float64(f.LostSpread)).Round(time.Millisecond)
 	case u < p*0.8:
@@ -405,6 +411,21 @@ func (in *inst) decide(op, job string, slot time.Time) (fault, time.Duration) {
 		return slow, time.Duration(u2 * float64(f.SlowMax)).Round(time.Millisecond)
 	}
 	return noFault, 0
+}
+
+// storeDown reports whether the store is down at now (since t0): in one of
+// the plan's outages.
+func (h *Harness) storeDown(now time.Duration) bool {
+	start := h.faultStart()
+	if start < 0 {
+		return false
+	}
+	for _, w := range h.plan.Outages {
+		if now >= start+w.From && now < start+w.To {
+			return true
+		}
+	}
+	return false
 }
 
 // wait waits d or until ctx ends; true if the whole d passed.

@@ -188,7 +188,8 @@ func (h *Harness) startLocked(slot int) error {
 	if h.gen[slot] > 1 {
 		name += strconv.Itoa(h.gen[slot])
 	}
-	off := MS(int(Mix(h.plan.Seed, 7, uint64(slot), uint64(h.gen[slot]))%1001) - 500)
+	skew := int(h.plan.skew() / time.Millisecond)
+	off := MS(int(Mix(h.plan.Seed, 7, uint64(slot), uint64(h.gen[slot]))%uint64(2*skew+1)) - skew)
 	store, err := h.backend(name)
 	if err != nil {
 		return fmt.Errorf("backend of %s: %w", name, err)

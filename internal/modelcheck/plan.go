@@ -145,6 +145,46 @@ type Plan struct {
 	Jobs        []Job
 	Actions     []Action   // in the order of At (see SortActions)
 	Flaky       [][]Window // per instance slot
+	// Outages are stretches of the fault phase in which the store is down and
+	// restarts (P unused): every instance's calls fail, lost on their way or
+	// applied with their answer lost, and every watch is cut at the start.
+	Outages []Window
+	// Skew bounds each instance's clock offset from the store's (the
+	// harness's); zero: 500ms. Within the scheduler's allowance
+	// (Config.MaxClockSkew, 2s by default) when at most half of it: two
+	// instances are then at most the allowance apart.
+	Skew time.Duration
+}
+
+func (p *Plan) skew() time.Duration {
+	if p.Skew == 0 {
+		return 500 * time.Millisecond
+	}
+	return p.Skew
+}
+
+// AddOutages gives, from a stream of its own (so that the rest of a seed's
+// plan stays what it was), a third of the plans one outage of the store of
+// 1–4s in the fault phase: a server restart, as every instance sees it.
+func (p *Plan) AddOutages() {
+	r := rand.New(rand.NewPCG(p.Seed^0x6f75_7461_6765, p.Seed))
+	if r.IntN(3) != 0 {
+		return
+	}
+	faultMS := int(p.FaultPhase / time.Millisecond)
+	from := MS(1000 + r.IntN(faultMS-6000))
+	p.Outages = append(p.Outages, Window{From: from, To: from + MS(1000+r.IntN(3000)), P: 1})
+}
+
+// AddSkew gives, from a stream of its own (so that the rest of a seed's plan
+// stays what it was), a third of the plans clocks skewed up to max from the
+// store's: max is at most half the scheduler's allowance, so that every two
+// clocks stay within it.
+func (p *Plan) AddSkew(max time.Duration) {
+	r := rand.New(rand.NewPCG(p.Seed^0x736b_6577, p.Seed))
+	if r.IntN(3) == 0 {
+		p.Skew = max
+	}
 }
 
 // SortActions puts the actions in the order of At, keeping the order of equals.
@@ -154,7 +194,7 @@ func (p *Plan) SortActions() {
 
 func (p *Plan) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "seed %d: %d instances, call timeout %v, fault phase from +%v for %v, then quiet %v\n", p.Seed, p.Slots, p.CallTimeout, p.Pre, p.FaultPhase, p.QuietPhase)
+	fmt.Fprintf(&b, "seed %d: %d instances, call timeout %v, clocks within ±%v, fault phase from +%v for %v, then quiet %v\n", p.Seed, p.Slots, p.CallTimeout, p.skew(), p.Pre, p.FaultPhase, p.QuietPhase)
 	for _, j := range p.Jobs {
 		fmt.Fprintf(&b, "  %s: every %v, lease %v, maxLate %v, overlap skip %v, cancel-other %v, buffer %d, catch-up %s/%v, handler ≤ %v, max runs %d\n", j.Name, j.Interval, j.Lease, j.MaxLate, j.Skip, j.CancelOther, j.Buffer, j.CatchUp, j.Window, j.MaxRun, j.MaxRuns)
 		if len(j.Entries) > 0 {
@@ -196,6 +236,9 @@ func (p *Plan) String() string {
 			}
 		}
 		b.WriteByte('\n')
+	}
+	for _, w := range p.Outages {
+		fmt.Fprintf(&b, "  store down (restarting) from +%v to +%v\n", p.Pre+w.From, p.Pre+w.To)
 	}
 	for s, ws := range p.Flaky {
 		for _, w := range ws {
