@@ -146,6 +146,7 @@ func kmcNewPlan(seed uint64) *modelcheck.Plan {
 	p.AddHolderCrashes()
 	p.AddReadds()
 	p.AddOutages()
+	p.AddBackfills()
 	p.AddSkew(time.Second)
 	return p
 }

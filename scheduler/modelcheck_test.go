@@ -189,6 +189,7 @@ func mcNewPlan(seed uint64) *modelcheck.Plan {
 	p.AddHolderCrashes()
 	p.AddReadds()
 	p.AddOutages()
+	p.AddBackfills()
 	p.AddSkew(time.Second)
 	return p
 }

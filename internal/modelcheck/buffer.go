@@ -96,7 +96,7 @@ func (c *checker) buffers(records map[key][]backend.RunRecord) {
 	slack := h.w.StoreSlack
 	seen := map[key]bool{}
 	for _, d := range c.rec.skips {
-		if seen[d.key] || c.jobs[d.key.job].Buffer == 0 {
+		if seen[d.key] || !d.overlap.Buffers() { // 3b judges the others
 			continue
 		}
 		seen[d.key] = true

@@ -267,8 +267,16 @@ func (c *checker) oneFate() {
 		}
 	}
 	for k, hs := range c.byKey {
+		// A slot reopened (a backfill's) runs its attempts from then on, its
+		// retries on other instances too.
+		reopened := int(^uint(0) >> 1)
+		for _, g := range c.rec.grants[k] {
+			if g.reopened {
+				reopened = min(reopened, g.attempt)
+			}
+		}
 		for _, hr := range hs {
-			if !hr.backfill {
+			if !hr.backfill && hr.attempt < reopened {
 				note(k, "run", hr.start)
 			}
 		}
@@ -397,7 +405,7 @@ func (c *checker) skippedForSomething() {
 	for _, d := range c.rec.skips {
 		// The first overlap answer is the one that stored the decision; later ones
 		// answer the deciding token's repeats.
-		if seen[d.key] || c.jobs[d.key.job].Buffer > 0 { // 8c judges those
+		if seen[d.key] || d.overlap.Buffers() { // 8c judges those
 			continue
 		}
 		seen[d.key] = true
@@ -578,8 +586,9 @@ func (c *checker) retries() {
 					k.job, h.rel(k.slot), g.attempt, g.inst)
 			}
 			// The attempt after a stored retry is its grant, unless a claim
-			// ended that attempt paused without granting it.
-			if i > 0 && gs[i-1].retry != nil && (gs[i-1].retry.stored || g.retried) && g.attempt == gs[i-1].attempt+1 {
+			// ended that attempt paused without granting it, or a backfill
+			// reopened the slot after the retry was ended.
+			if i > 0 && gs[i-1].retry != nil && (gs[i-1].retry.stored || g.retried) && g.attempt == gs[i-1].attempt+1 && !g.reopened {
 				c.seen["retries granted"]++
 				c.retryGranted(k, gs[i-1], g, slack)
 			}

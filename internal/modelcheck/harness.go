@@ -178,6 +178,8 @@ func (h *Harness) act(a Action) error {
 		h.runNow(in, h.plan.Jobs[a.Job].Name)
 	case ActPauseJob:
 		h.pauseJob(in, h.plan.Jobs[a.Job].Name, a.Dur)
+	case ActBackfill:
+		h.backfill(in, h.plan.Jobs[a.Job].Name, a.Dur, a.Rerun)
 	}
 	return nil
 }
@@ -336,6 +338,24 @@ func (h *Harness) runNow(in *inst, job string) {
 		rr, err := in.sched.RunNow(context.Background(), job)
 		h.rec.instLog(in, "RUNNOW %s returned: status %q err %v", job, rr.Status, err)
 	}()
+}
+
+// backfill backfills job through in over the d before its clock's now.
+func (h *Harness) backfill(in *inst, job string, d time.Duration, rerun bool) {
+	h.rec.instLog(in, "BACKFILL %s over the last %v (rerun %v) called", job, d, rerun)
+	var opts []scheduler.BackfillOption
+	if rerun {
+		opts = append(opts, scheduler.BackfillRerun())
+	}
+	h.bg.Go(func() {
+		to := in.sched.Clock().Now()
+		res, err := in.sched.Backfill(context.Background(), job, to.Add(-d), to, opts...)
+		var outcomes []string
+		for _, s := range res.Slots {
+			outcomes = append(outcomes, fmt.Sprintf("%s %s", s.Slot.Sub(h.rec.t0).Round(time.Millisecond), s.Outcome))
+		}
+		h.rec.instLog(in, "BACKFILL %s returned: %v; %v", job, errText(err), outcomes)
+	})
 }
 
 // pauseJob pauses job for d through in (Until is d after in's clock's now), and

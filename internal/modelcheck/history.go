@@ -170,7 +170,7 @@ func (c *checker) oneOutcome(j Job, k key, rs []backend.RunRecord) {
 		retried := (rr.Status == backend.StatusError || rr.Status == backend.StatusTimeout) && c.retryKept(k, rr.Token)
 		switch {
 		case !terminal[rr.Status] || retried:
-		case rr.Attempt < top && c.reopenedAfter(k, rr):
+		case rr.Attempt < top && c.reopenedAfter(k, rr, rs):
 			c.seen["slots reopened after an outcome"]++
 		case rr.Attempt < top:
 			c.add("4-terminal", []key{k}, "", "%s slot %s: attempt %d by %s is recorded %s and was not retried, yet attempt %d followed",
@@ -178,11 +178,11 @@ func (c *checker) oneOutcome(j Job, k key, rs []backend.RunRecord) {
 		default:
 			finals = append(finals, fmt.Sprintf("%s attempt %d by %s", rr.Status, rr.Attempt, rr.Instance))
 		}
-		if rr.Status == backend.StatusCancelled && i < len(rs)-1 && endedForGood(rr) {
+		if rr.Status == backend.StatusCancelled && i < len(rs)-1 && endedForGood(rr) && !c.reopenedAfter(k, rr, rs) {
 			c.add("4-terminal", []key{k}, "", "%s slot %s: attempt %d by %s was ended for good (%s), yet attempt %d followed",
 				j.Name, h.rel(k.slot), rr.Attempt, rr.Instance, rr.Error, rs[i+1].Attempt)
 		}
-		if rr.Status == backend.StatusOK && !c.reopenedAfter(k, rr) {
+		if rr.Status == backend.StatusOK && !c.reopenedAfter(k, rr, rs) {
 			c.noneAfterOK(k, rr)
 		}
 	}
@@ -200,11 +200,18 @@ func endedForGood(rr backend.RunRecord) bool {
 	return rr.Error == machine.WhyEntryRemoved || rr.Error == machine.WhyCancelAsked
 }
 
-// reopenedAfter reports whether the attempt after rr's was granted as a
-// reopened slot (a backfill, or catch-up after a pause).
-func (c *checker) reopenedAfter(k key, rr backend.RunRecord) bool {
+// reopenedAfter reports whether the attempt after rr's reopened the slot: a
+// backfill's (its record says so; a paused job's backfill ends it paused), or
+// a grant answered Reopened.
+func (c *checker) reopenedAfter(k key, rr backend.RunRecord, rs []backend.RunRecord) bool {
 	for _, g := range c.rec.grants[k] {
 		if g.attempt == rr.Attempt+1 && g.reopened {
+			return true
+		}
+	}
+	for _, next := range rs {
+		// A slot with an outcome is paused only by a claim that reopens it.
+		if next.Attempt == rr.Attempt+1 && (next.Backfill && !rr.Backfill || next.Status == backend.StatusPaused) {
 			return true
 		}
 	}

@@ -111,6 +111,9 @@ const (
 	// ActRemoveEntry removes the entry through the instance (RemoveEntry), or
 	// through the store when the instance is down.
 	ActRemoveEntry ActKind = "removeentry"
+	// ActBackfill backfills Jobs[Job] through the instance over the Dur before
+	// its clock's now (Scheduler.Backfill), with BackfillRerun when Rerun.
+	ActBackfill ActKind = "backfill"
 	// ActCrashHolders crashes, like ActCrash, every instance up whose handler
 	// runs a slot of entry E.Entry of Jobs[Job] at that instant (Slot is
 	// unused): a holder that dies just after its entry was removed.
@@ -125,6 +128,8 @@ type Action struct {
 	Dur  time.Duration // pause length (of heartbeats, or of a job), Stop's deadline
 	Job  int           // RunNow's and PauseJob's job, an index into Plan.Jobs
 	E    *EntryAct     // the entry actions' entry and change
+	// Rerun: the backfill reruns slots that ran too.
+	Rerun bool
 }
 
 // Window is a stretch of the fault phase in which an instance's store calls fail
@@ -161,6 +166,24 @@ func (p *Plan) skew() time.Duration {
 		return 500 * time.Millisecond
 	}
 	return p.Skew
+}
+
+// AddBackfills adds, from a stream of its own (so that the rest of a seed's
+// plan stays what it was), 0–2 backfills of a job in the fault phase, over the
+// last 2–6 intervals before the call, now and then rerunning the slots that
+// ran. Jobs declared for their entries only have no slot to backfill.
+func (p *Plan) AddBackfills() {
+	r := rand.New(rand.NewPCG(p.Seed^0x6266_696c_6c, p.Seed))
+	faultMS := int(p.FaultPhase / time.Millisecond)
+	for range r.IntN(3) {
+		i := r.IntN(len(p.Jobs))
+		if p.Jobs[i].Declared {
+			continue
+		}
+		p.Actions = append(p.Actions, Action{At: MS(5000 + r.IntN(faultMS-6000)), Kind: ActBackfill, Slot: r.IntN(p.Slots), Job: i,
+			Dur: time.Duration(2+r.IntN(5)) * p.Jobs[i].Interval, Rerun: r.IntN(4) == 0})
+	}
+	p.SortActions()
 }
 
 // AddOutages gives, from a stream of its own (so that the rest of a seed's
@@ -224,6 +247,8 @@ func (p *Plan) String() string {
 			fmt.Fprintf(&b, " %s", p.Jobs[a.Job].Name)
 		case ActPauseJob:
 			fmt.Fprintf(&b, " %s for %v", p.Jobs[a.Job].Name, a.Dur)
+		case ActBackfill:
+			fmt.Fprintf(&b, " %s over the last %v (rerun %v)", p.Jobs[a.Job].Name, a.Dur, a.Rerun)
 		case ActAddEntry, ActRemoveEntry, ActCrashHolders:
 			fmt.Fprintf(&b, " %s/%s", p.Jobs[a.Job].Name, p.Jobs[a.Job].Entries[a.E.Entry].ID)
 			if a.E.Payload != "" {

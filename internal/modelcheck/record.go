@@ -160,6 +160,9 @@ type skipRec struct {
 	inst     string
 	sent, at time.Duration
 	seq      uint64 // buffered answers: the order they were recorded in
+	// overlap is the claim's policy (a backfill's claim keeps out of the
+	// way as OverlapSkip does, whatever the job's).
+	overlap backend.OverlapPolicy
 }
 
 // limitObs is a store's answer to a claim that counts runs.
@@ -397,7 +400,7 @@ func (r *record) claimApplied(in *inst, rc backend.RunClaim, res backend.ClaimRe
 	now := r.now()
 	r.entryClaimLocked(in, rc, now)
 	if err == nil && res.Outcome == backend.OutcomeOverlap {
-		r.skips = append(r.skips, skipRec{key: k, inst: in.name, sent: sent, at: now})
+		r.skips = append(r.skips, skipRec{key: k, inst: in.name, sent: sent, at: now, overlap: rc.Overlap})
 	}
 	if err == nil && res.Outcome == backend.OutcomeBuffered {
 		r.seq++
