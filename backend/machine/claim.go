@@ -412,8 +412,8 @@ func (c *claim) retrying(r Run) {
 func (c *claim) finished(r Run) {
 	in := c.in
 	reopen := !c.stale(r) && in.MayReopen(r.Status, r.Token, r.Attempt) && !c.pastDeadline()
-	// A paused slot run later counts, as it would have.
-	counts := reopen && r.Status == backend.StatusPaused && in.Counts()
+	// A paused slot that never ran (no fence) counts once run, as it would have.
+	counts := reopen && r.Status == backend.StatusPaused && r.Fence == 0 && in.Counts()
 	if counts && c.job.Count >= in.MaxRuns {
 		reopen = false
 	}

@@ -113,6 +113,7 @@ func TestClaim(t *testing.T) {
 	inc := func(r Run, n uint64) Run { r.Incarnation = n; return r }
 	man := func(r Run) Run { r.Manual = true; return r }
 	last := func(r Run) Run { r.Last = true; return r }
+	fenced := func(r Run) Run { r.Fence = 10; return r }
 
 	rows := []struct {
 		name   string
@@ -297,6 +298,9 @@ func TestClaim(t *testing.T) {
 		{name: "finished: a paused slot is not reopened past the limit", cur: finished(10, "a", 1, backend.StatusPaused), count: 2,
 			in:   claimOf(reopenPaused, limit(2)),
 			want: want{outcome: backend.OutcomeDone, phase: Finished, status: backend.StatusPaused, attempt: 1, token: "a"}},
+		{name: "finished: a paused slot that ran was counted when won: reopened past the limit", cur: fenced(finished(10, "a", 1, backend.StatusPaused)),
+			count: 2, in: claimOf(reopenPaused, limit(2)),
+			want: want{outcome: backend.OutcomeWon, phase: Running, attempt: 2, token: "c", write: true}},
 		{name: "finished: late reopened by a backfill", cur: finished(10, "a", 1, backend.StatusLate), in: claimOf(backfill),
 			want: want{outcome: backend.OutcomeWon, phase: Running, attempt: 2, token: "c", write: true}},
 		{name: "finished: ok is not reopened by a backfill", cur: finished(10, "a", 1, backend.StatusOK), in: claimOf(backfill),
@@ -562,6 +566,24 @@ func TestSettle(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRetry: the seed's Retry of a slot its token buffered, or of a run it
+// finished, is stale (backend.Retrier, backend.OverlapBufferer).
+func TestRetry(t *testing.T) {
+	key := backend.RunKey{Job: "job", Slot: at(10), Token: "c"}
+	for name, cur := range map[string]Run{
+		"buffered": buffered(10, "c"),
+		"finished": finished(10, "c", 1, backend.StatusOK),
+	} {
+		d := Retry(cur, key, time.Second, time.Minute, now)
+		assert.ErrorIs(t, d.Err, backend.ErrStaleToken, name)
+		assert.False(t, d.Write, name)
+	}
+	d := Retry(retrying(10, "c", 1, time.Second, time.Minute), key, time.Second, time.Minute, now)
+	assert.NoError(t, d.Err, "a repeat")
+	d = Retry(live(10, "c", 1), key, time.Second, time.Minute, now)
+	assert.Equal(t, Retrying, d.Run.Phase)
 }
 
 func TestRelease(t *testing.T) {

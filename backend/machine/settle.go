@@ -104,8 +104,12 @@ func Finish(cur Run, key backend.RunKey, status backend.Status, now time.Time) D
 	return Settle(cur, backend.Settlement{Key: key, Status: status}, now)
 }
 
-// Retry is Settle of Retrier.Retry: key's failed attempt stores its retry.
+// Retry is Settle of Retrier.Retry: key's failed attempt stores its retry. A
+// slot key.Token buffered, or a run it finished, has no attempt to retry.
 func Retry(cur Run, key backend.RunKey, delay, within time.Duration, now time.Time) Decision {
+	if cur.Token == key.Token && (cur.Phase == Buffered || cur.Phase == Finished) {
+		return Decision{Run: cur, Err: fmt.Errorf("%w: %s has no attempt to retry", backend.ErrStaleToken, describe(key))}
+	}
 	return Settle(cur, backend.Settlement{Key: key, Status: backend.StatusError,
 		Retry: &backend.RetryWindow{Delay: delay, Within: within}}, now)
 }
