@@ -17,20 +17,19 @@ import (
 type withoutLeases struct{ backend.Backend }
 
 // auditedBackend is a backend of one's own: it wraps the memory backend and counts
-// the results stored through it (a real one would, say, also write them to an
-// audit log). Embedding the concrete *memory.Backend keeps the memory
+// the history reads made through it (a real one would, say, log who read what). Embedding the concrete *memory.Backend keeps the memory
 // backend's optional capabilities (leases through Runs, RecordClaim); embedding
 // the backend.Backend interface instead would hide them.
 type auditedBackend struct {
 	*memory.Backend
-	results atomic.Int64
+	reads atomic.Int64
 }
 
 func (b *auditedBackend) Name() string { return "audited" }
 
-func (b *auditedBackend) SaveResult(ctx context.Context, job string, r backend.StoredResult, keep backend.Retention) error {
-	b.results.Add(1)
-	return b.Backend.SaveResult(ctx, job, r, keep)
+func (b *auditedBackend) History(ctx context.Context, job string, limit int) ([]backend.RunRecord, error) {
+	b.reads.Add(1)
+	return b.Backend.History(ctx, job, limit)
 }
 
 // The optional capabilities are checked at compile time.
@@ -82,12 +81,16 @@ func ExampleBackend() {
 	if _, err := s.RunNow(ctx, "audit"); err != nil {
 		panic(err)
 	}
-	fmt.Println("results stored through the wrapper:", b.results.Load())
+	recs, err := s.History(ctx, "audit", 10)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("history reads through the wrapper:", b.reads.Load(), "- the manual run:", recs[0].Status)
 	// Output:
 	// memory  leases=true  claim recorder=true  per-job window=false
 	// audited leases=true  claim recorder=true  per-job window=false
 	// memory  leases=false claim recorder=false per-job window=false
-	// results stored through the wrapper: 1
+	// history reads through the wrapper: 1 - the manual run: ok
 }
 
 // at is 2030-01-01 (a Tuesday) at hh:mm:ss UTC: the examples' fixed times.

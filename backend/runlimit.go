@@ -17,12 +17,13 @@ package backend
 //
 // A claim that brings the count to MaxRuns is answered with LimitReached set (so
 // are its repeats, and the wins of the buffered slot it stored). Nothing else
-// counts: takeovers, retries, a reopened paused slot, Backfill claims (which
-// the limit never refuses either), claims with MaxRuns 0, and repeats of a
-// claim whose decision is stored (a limit decision is answered as DecidedOutcome
-// says: OutcomeLimit to its decider, OutcomeDone with StatusLimit to others).
-// A slot won while its job is paused counts: catch-up may reopen it once the
-// pause ends. The count outlives the job's runs (it is never forgotten with
+// counts: takeovers, retries, Backfill claims (which the limit never refuses
+// either), claims with MaxRuns 0, and repeats of a claim whose decision is
+// stored (a limit decision is answered as DecidedOutcome says: OutcomeLimit to
+// its decider, OutcomeDone with StatusLimit to others). A slot decided paused
+// (RunClaim.PausedWhy) is not counted; reopened by catch-up it counts then, and
+// the limit may refuse it. A slot counted when won and ended paused is reopened
+// without counting again. The count outlives the job's runs (it is never forgotten with
 // them), and a claim with a bigger MaxRuns than the count lets slots run again.
 //
 // A store may count a slot that never ran (a claimer that died between the

@@ -51,6 +51,8 @@ type runJSON struct {
 	Reopened      bool                   `json:"reopened,omitempty"`
 	Retried       bool                   `json:"retried,omitempty"`
 	Last          bool                   `json:"last,omitempty"`
+	Counted       bool                   `json:"counted,omitempty"`
+	HandedOver    bool                   `json:"handed_over,omitempty"`
 	Manual        bool                   `json:"manual,omitempty"`
 	Backfill      bool                   `json:"backfill,omitempty"`
 	Incarnation   uint64                 `json:"incarnation,omitempty"`

@@ -301,7 +301,9 @@ func (s *Scheduler) backfill(j *job, taken []*backfillSlot, concurrency int) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			s.handleClaim(j, bf.out.Slot, claimBackfill, bf, nil)
+			a := s.newAttempt(j, bf.out.Slot, claimBackfill)
+			a.bf = bf
+			s.drive(a)
 			bf.notRun(errors.New("the claim ended without an answer")) // only if nothing was said
 		}()
 	}

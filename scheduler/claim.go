@@ -3,225 +3,343 @@ package scheduler
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/anarchon/anarchon/backend"
 )
 
-// claimKind says why a slot is claimed through the run store.
-type claimKind int
-
-const (
-	// claimScheduled: the loop's claim of a due slot (deadline slot + max lateness).
-	claimScheduled claimKind = iota
-	// claimCatchUp: a slot missed while no instance was up (deadline slot + catch-up
-	// window).
-	claimCatchUp
-	// claimAdopt: an unfinished run found at Start; it may be taken over, never
-	// created.
-	claimAdopt
-	// claimLate: a slot that may no longer start (past the catch-up cap); the claim
-	// stores it late unless a decision is stored already.
-	claimLate
-	// claimBackfill: a past slot Backfill asks for; it may start now (deadline now
-	// + max lateness) and may reopen a slot stored late, skipped or paused.
-	claimBackfill
-)
-
-// lateDeadline is the deadline of a claim that may only store late: every store's
-// clock is past it.
-var lateDeadline = time.Unix(1, 0)
-
-// leaseClaim is one token's claims of one slot, from the first to the last answer.
-type leaseClaim struct {
-	backend.RunClaim
-	kind claimKind
-	// localDeadline is when, by this instance's clock, the slot may no longer start.
-	localDeadline time.Time
-	// unanswered is when the first claim whose answer never came was sent (zero when
-	// every claim was answered): the store may have applied it, so a lease won by a
-	// later claim of the same token counts from then.
-	unanswered time.Time
-	// reclaimed says the last wait for the run named by WaitsFor found it ended
-	// at once and claimed again without waiting.
-	reclaimed bool
-	// why explains a late record written by this claim.
-	why string
-	// bf is the backfill slot this claim reports to (nil unless Backfill asked
-	// for the slot): its first claim, and the retries and takeovers this instance
-	// stands by for after it.
-	bf *backfillSlot
-	// failed is this instance's attempt whose failure stored the retry this
-	// claim stands by for; nil otherwise.
-	failed *failedAttempt
-}
-
-// failedAttempt is an attempt that failed and stored its retry.
-type failedAttempt struct {
-	in     backend.ClaimInput
-	status Status
-	err    error
-}
-
-// retryMissed reports whether res, a done answer to c, says that nobody claimed
-// the retry c's failed attempt stored before its window closed: the slot ended
-// with that attempt's failure.
-func (c *leaseClaim) retryMissed(res backend.ClaimResult) bool {
-	return c.failed != nil && res.Outcome == backend.OutcomeDone && res.Status == StatusError && res.Attempt == c.failed.in.Attempt
-}
-
-// backfill reports whether the claim is of a slot Backfill asked for.
-func (c *leaseClaim) backfill() bool { return c.bf != nil }
-
-// handleLeased claims a slot through the run store and follows the stored decision:
-// the winner runs it under a lease, the others stand by as backups and take over if
-// the lease ends unfinished; skipped and late are recorded by the claimer that
-// stored them.
-func (s *Scheduler) handleLeased(j *job, slot time.Time, kind claimKind) {
-	s.handleClaim(j, slot, kind, nil, nil)
-}
-
-// handleClaim is handleLeased for a claim that reports to bf when it is not nil
-// (a backfill slot), and that stands by, when failed is not nil, for the retry
-// this instance's failed attempt stored.
-func (s *Scheduler) handleClaim(j *job, slot time.Time, kind claimKind, bf *backfillSlot, failed *failedAttempt) {
-	c := &leaseClaim{
-		RunClaim: backend.RunClaim{
-			Job:       j.name,
-			Slot:      slot,
-			Token:     newToken(),
-			Instance:  s.instance,
-			Lease:     j.cfg.lease,
-			Overlap:   j.cfg.overlap,
-			BufferCap: j.cfg.bufferCap,
-			MaxRuns:   j.cfg.maxRuns,
-			Keep:      j.keep(),
-		},
-		kind:          kind,
-		localDeadline: slot.Add(j.cfg.maxLate),
-		why:           "nobody started the slot before its deadline",
-		bf:            bf,
-		failed:        failed,
-	}
-	switch kind {
-	case claimCatchUp:
-		c.localDeadline = slot.Add(j.cfg.catchUpWindow)
-		// Catch-up runs the slots paused in its window once the pause has ended.
-		_, paused := s.pauses.of(j.name, s.clock.Now())
-		c.ReopenPaused = !paused
-	case claimAdopt:
-		c.TakeoverOnly = true
-		if j.manualAt(slot) {
-			c.MaxRuns = 0 // a manual slot is not counted
-		}
-	case claimLate:
-		c.localDeadline = lateDeadline
-		c.why = "missed while no instance was up, past the catch-up limit of " + strconv.Itoa(MaxCatchUpSlots) + " slots per job"
-	case claimBackfill:
-		// A backfilled slot may start now, and runs once across the fleet: a
-		// slot stored late, skipped or paused is reopened.
-		c.localDeadline = s.clock.Now().Add(j.cfg.maxLate)
-		c.Backfill, c.MaxRuns = true, 0 // a backfilled slot is not counted
-		// A rerun takes the attempt its Backfill read in history, and only that
-		// one: of two reruns asked at once, one runs the slot.
-		c.Rerun, c.RerunAttempt = bf.rerun, bf.rerunAttempt
-		c.why = "nobody started the backfilled slot before its deadline"
-	}
-	if j.gone.Err() != nil {
-		c.bf.notRun(fmt.Errorf("%w: %q was removed from this instance", ErrJobNotFound, j.name))
-		return
-	}
-	res, sent, err := s.claimAndWait(j, c)
-	if err != nil {
-		// Stopping, or the store stayed unreachable for as long as it matters.
-		c.bf.notRun(err)
-		return
-	}
-	s.act(j, c, res, sent)
-}
-
-// claimAndWait claims c's slot and, while another attempt holds it (or its retry
-// is due later), stands by for it.
-func (s *Scheduler) claimAndWait(j *job, c *leaseClaim) (backend.ClaimResult, time.Time, error) {
-	res, sent, err := s.claimLease(j, c)
-	if err != nil {
-		return res, sent, err
-	}
-	if waits(res.Outcome) {
-		s.emit(Event{Kind: EventStandby, Job: j.name, Slot: c.Slot, Token: c.Token, Outcome: res.Outcome, Attempt: res.Attempt, Backfill: c.backfill()})
-		return s.standby(j, c, res)
-	}
-	return res, sent, nil
-}
-
-// act follows a claim's answer other than running: a won manual run's slot is
-// ended (a manual run is not run again), a won slot of a paused job is finished
-// paused, anything else is followed.
-func (s *Scheduler) act(j *job, c *leaseClaim, res backend.ClaimResult, sent time.Time) {
-	if res.Outcome == backend.OutcomeWon && j.manualAt(c.Slot) {
-		s.endManual(j, c, res)
-		return
-	}
-	if res.Outcome == backend.OutcomeWon {
-		p, paused := s.pauses.of(j.name, s.clock.Now())
-		if !paused && !res.Reopened && !c.backfill() {
-			// A slot that fell while its job was paused, claimed only after the
-			// pause ended (a takeover, a late claim), is a paused slot too; the
-			// job's catch-up policy runs it, as a reopened slot, if it asks. A
-			// backfill asks for it: only a pause in force holds it.
-			p, paused = s.pauses.heldAt(j.name, c.Slot)
-		}
-		if paused {
-			// The job is paused: every attempt the store grants, a takeover too,
-			// is finished paused at once, not run (the attempt it took over from
-			// ended unfinished).
-			if res.Attempt > 1 && !res.Reopened && !res.Retried {
-				s.noteLost(j, c.Slot, res)
-			}
-			s.decidePaused(j, c, res.Attempt, &lease{token: c.Token, dur: j.cfg.lease, sent: sent}, p)
-			c.bf.decided(BackfillPaused, StatusPaused)
+// drive claims a's slot and follows each answer until the slot needs nothing
+// more of this instance. A won attempt runs (run.go); one that ended unfinished
+// (its lease lost, its retry stored) is stood by for again with a new token.
+// Scheduled, catch-up, adopted, backfilled, retried and entry slots all pass
+// here, and RunNow's through manual.go.
+func (s *Scheduler) drive(a *attempt) {
+	for {
+		res, err := s.decide(a)
+		if err != nil {
+			a.bf.notRun(err)
 			return
 		}
+		if res.Outcome != backend.OutcomeWon {
+			s.follow(a, res)
+			return
+		}
+		if !s.run(a) {
+			return
+		}
+		a.again()
 	}
-	s.follow(j, c, res, sent)
 }
 
-// follow acts on a claim's answer, other than running.
-func (s *Scheduler) follow(j *job, c *leaseClaim, res backend.ClaimResult, sent time.Time) {
-	switch res.Outcome {
-	case backend.OutcomeWon:
-		s.runLeased(j, c, res, sent)
-	case backend.OutcomeOverlap:
-		s.emit(Event{Kind: EventSkipped, Job: j.name, Slot: c.Slot, Token: c.Token, Outcome: res.Outcome, Backfill: c.backfill()})
-		why := "another slot of the job held its lease (overlap forbidden)"
-		switch j.cfg.overlap {
-		case OverlapCancelOther:
-			why = "a later slot of the job held its lease (overlap policy cancel-other: an earlier slot never ends a later one)"
-		case OverlapBufferOne, OverlapBufferAll:
-			why = fmt.Sprintf("another slot of the job ran and %d were buffered already (overlap policy %s)", c.Buffers(), j.cfg.overlap)
+// decide asks for a's slot until the answer is not a wait: it stands by while
+// another attempt holds the run, its retry is not due, or it is buffered.
+func (s *Scheduler) decide(a *attempt) (backend.ClaimResult, error) {
+	standing := false
+	for {
+		if a.j.gone.Err() != nil && a.man == nil {
+			return backend.ClaimResult{}, fmt.Errorf("%w: %q was removed from this instance", ErrJobNotFound, a.j.name)
 		}
-		s.recordOnce(j, c.Slot, StatusSkipped, why)
-		c.bf.decided(BackfillSkipped, StatusSkipped)
+		res, err := s.ask(a)
+		if err != nil || !waits(res.Outcome) || a.man.taken(a, res) {
+			return res, err
+		}
+		a.man.buffered(a, res)
+		if !standing {
+			standing = true
+			s.emit(Event{Kind: EventStandby, Job: a.j.name, Slot: a.rc.Slot, Token: a.rc.Token, Outcome: res.Outcome, Attempt: res.Attempt,
+				Manual: a.man != nil, Backfill: a.bf != nil})
+		}
+		if err := s.standby(a, res); err != nil {
+			return res, err
+		}
+	}
+}
+
+// waits reports whether a claim answered o stands by: another token holds the
+// lease, the slot's retry is not due yet, or the slot is buffered.
+func waits(o backend.ClaimOutcome) bool {
+	return o == backend.OutcomeRunning || o == backend.OutcomeRetry || o == backend.OutcomeBuffered
+}
+
+// ask sends a's claim until the store answers. It asks again with the same
+// token (a claim is repeat-safe) for as long as the store still remembers the
+// slot, counted from its last answer; a token whose unanswered claim may have
+// won a lease that has ended since is replaced by a new one.
+func (s *Scheduler) ask(a *attempt) (backend.ClaimResult, error) {
+	ctx, cancel := s.jobCtx(a.j)
+	defer cancel()
+	if a.man != nil {
+		defer context.AfterFunc(a.man.ctx, cancel)()
+	}
+	for try := 0; ; try++ {
+		sent := s.clock.Now()
+		if s.store.leased() && !a.unanswered.IsZero() && !sent.Before(a.unanswered.Add(a.rc.Lease)) {
+			a.rc.Token, a.unanswered = newToken(), time.Time{}
+		}
+		s.prepare(a, sent)
+		cctx, cc := s.callCtx(ctx)
+		res, err := s.store.claim(cctx, a)
+		cc()
+		if err == nil {
+			from := sent
+			if !a.unanswered.IsZero() {
+				from = a.unanswered
+			}
+			a.answered, a.unanswered, a.res = s.clock.Now(), time.Time{}, res
+			a.l = lease{dur: a.rc.Lease, sent: from, previous: res.Previous}
+			return res, nil
+		}
+		if a.unanswered.IsZero() {
+			a.unanswered = sent
+		}
+		if ctx.Err() != nil { // stopping, the job removed here, or RunNow's caller gone
+			s.askedLast(a)
+			return backend.ClaimResult{}, fmt.Errorf("scheduler: claim of %q: %w", a.j.name, a.cause(ctx))
+		}
+		s.backendError(a.j, a.rc.Slot, "claim", err)
+		if s.giveUp(a, err) {
+			return backend.ClaimResult{}, err
+		}
+		if !s.sleepUntil(ctx, s.clock.Now().Add(retryDelay(try))) {
+			s.askedLast(a)
+			return backend.ClaimResult{}, err
+		}
+	}
+}
+
+// giveUp reports whether a's claim, failing with err, is given up: the store
+// would have forgotten the slot since it last answered, or RunNow's lease would
+// be too old to run under.
+func (s *Scheduler) giveUp(a *attempt, err error) bool {
+	now := s.clock.Now()
+	if a.man != nil && s.store.leased() {
+		if now.Before(a.unanswered.Add(a.rc.Lease / 3)) {
+			return false
+		}
+		s.abandon(a, "its claim's answer was lost")
+		return true
+	}
+	from := a.rc.Slot
+	if a.answered.After(from) {
+		from = a.answered
+	}
+	if !now.After(from.Add(a.rc.Keep)) {
+		return false
+	}
+	if a.kind != claimAdopt {
+		s.emit(Event{Kind: EventLate, Job: a.j.name, Slot: a.rc.Slot, Token: a.rc.Token, Outcome: backend.OutcomeLate, Backfill: a.bf != nil, Err: err})
+	}
+	return true
+}
+
+// askedLast asks once more, with the same token, for a claim that Stop (or the
+// job's removal, or RunNow's caller) cut short after a send whose answer never
+// came: a lease the store gave it is handed over at once, so a backup takes the
+// slot without waiting for it to expire.
+func (s *Scheduler) askedLast(a *attempt) {
+	if a.unanswered.IsZero() {
+		return
+	}
+	a.rc.TakeoverOnly = true
+	ctx, cancel := s.callCtx(context.Background())
+	res, err := s.store.claim(ctx, a)
+	cancel()
+	if err == nil && res.Outcome == backend.OutcomeWon {
+		a.res = res
+		s.abandon(a, "stopped before it started")
+	}
+}
+
+// prepare sets what a's next claim asks, at now by this instance's clock.
+func (s *Scheduler) prepare(a *attempt, now time.Time) {
+	rc := &a.rc
+	rc.Overlap = a.j.cfg.overlap
+	if a.kind == claimBackfill && (rc.Overlap == OverlapCancelOther || rc.Overlap.Buffers()) {
+		rc.Overlap = OverlapSkip // a backfilled slot keeps out of another run's way
+	}
+	switch {
+	case rc.TakeoverOnly:
+		rc.Deadline = time.Time{}
+	case a.kind == claimBackfill:
+		// A backfilled slot may start now: waiting for another run does not
+		// make it late.
+		a.deadline = now.Add(a.j.cfg.maxLate)
+		rc.Deadline = a.deadline.Add(s.maxSkew)
+	case a.kind == claimManual:
+		rc.Deadline = now.Add(s.maxSkew)
+	case a.kind == claimLate || now.After(a.deadline):
+		rc.Deadline = lateDeadline
+	default:
+		rc.Deadline = a.deadline.Add(s.maxSkew)
+	}
+	rc.PausedWhy = s.pausedWhy(a, now)
+	rc.ReopenPaused = a.kind == claimCatchUp && rc.PausedWhy == ""
+	rc.Incarnation, rc.EntryGone = s.entryFacts(a.j)
+	if a.kind == claimBackfill {
+		rc.Rerun, rc.RerunAttempt = a.bf.rerun, a.bf.rerunAttempt
+	}
+}
+
+// pausedWhy says why a's slot is not to run, as this instance sees it at now: a
+// pause in force, a pause that held the slot when it fell (not for catch-up and
+// backfills, which run paused slots once the pause is over), or a paused entry.
+func (s *Scheduler) pausedWhy(a *attempt, now time.Time) string {
+	if a.kind == claimManual {
+		return ""
+	}
+	if p, paused := s.pauses.of(a.j.name, now); paused {
+		return pausedWhy(p)
+	}
+	if a.kind != claimCatchUp && a.kind != claimBackfill {
+		if p, held := s.pauses.heldAt(a.j.name, a.rc.Slot); held {
+			return pausedWhy(p)
+		}
+	}
+	if s.entryPaused(a.j) {
+		return "the schedule entry is paused: not run"
+	}
+	return ""
+}
+
+// pausedWhy says which pause held a slot.
+func pausedWhy(p Pause) string {
+	why := "job paused"
+	if p.Job == "" {
+		why = "all jobs paused"
+	}
+	return why + " by " + p.By + ": " + p.Reason
+}
+
+// follow acts on an answer that is neither won nor a wait: the store stored the
+// decision and its record; this instance reports it.
+func (s *Scheduler) follow(a *attempt, res backend.ClaimResult) {
+	j := a.j
+	e := Event{Job: j.name, Slot: a.rc.Slot, Token: a.rc.Token, Outcome: res.Outcome, Backfill: a.bf != nil}
+	switch res.Outcome {
+	case backend.OutcomeOverlap:
+		e.Kind = EventSkipped
+		a.bf.decided(BackfillSkipped, StatusSkipped)
 		if j.cfg.overlap.Buffers() {
 			s.checkOrphan(j) // the buffer may be full of a RunNow that is gone
 		}
-	case backend.OutcomeLimit:
-		s.emit(Event{Kind: EventLost, Job: j.name, Slot: c.Slot, Token: c.Token, Outcome: res.Outcome})
-		s.recordOnce(j, c.Slot, StatusLimit, fmt.Sprintf("the job's run limit of %d runs was reached", c.MaxRuns))
 	case backend.OutcomeLate:
-		s.emit(Event{Kind: EventLate, Job: j.name, Slot: c.Slot, Token: c.Token, Outcome: res.Outcome, Backfill: c.backfill()})
-		s.recordOnce(j, c.Slot, StatusLate, c.why)
-		c.bf.decided(BackfillLate, StatusLate)
-	default: // done, none, and outcomes this version does not know
-		s.emit(Event{Kind: EventLost, Job: j.name, Slot: c.Slot, Token: c.Token, Outcome: res.Outcome, Backfill: c.backfill()})
-		c.bf.elsewhere(res)
-		if c.retryMissed(res) {
-			f := c.failed
-			s.log.Warn("retry not run: nobody claimed it before its window closed", j.logAttr(), "slot", c.Slot, "attempt", f.in.Attempt+1)
-			s.finalFailure(j, f.in, f.status, f.err)
+		e.Kind = EventLate
+		a.bf.decided(BackfillLate, StatusLate)
+	case backend.OutcomePaused:
+		e.Kind, e.Status = EventPaused, StatusPaused
+		a.bf.decided(BackfillPaused, StatusPaused)
+	default: // limit, done, none, and outcomes this version does not know
+		e.Kind = EventLost
+		a.bf.elsewhere(res)
+		if a.retryMissed(res) {
+			s.log.Warn("retry not run: nobody claimed it before its window closed", j.logAttr(), "slot", a.rc.Slot, "attempt", a.failed.attempt+1)
+			s.finalFailure(a, a.failed.attempt, a.failed.err)
 		}
 	}
+	s.emit(e)
+}
+
+// noteLimit ends a's job's loop on this instance when res says the job's run
+// limit was reached: the win or buffering of the last counted slot, a slot this
+// claim stored limit, or a loop's slot another instance stored limit.
+func (s *Scheduler) noteLimit(a *attempt, res backend.ClaimResult) {
+	j := a.j
+	if a.rc.MaxRuns == 0 {
+		return
+	}
+	switch {
+	case res.LimitReached, res.Outcome == backend.OutcomeLimit:
+	case res.Outcome == backend.OutcomeDone && res.Status == StatusLimit && a.kind == claimScheduled:
+	default:
+		return
+	}
+	if !j.limitHit.CompareAndSwap(false, true) {
+		return
+	}
+	j.end()
+	s.emit(Event{Kind: EventLimitReached, Job: j.name, Slot: a.rc.Slot, Token: a.rc.Token, Outcome: res.Outcome})
+}
+
+// standby waits as a backup after an answer res to wait, until claiming again
+// may be answered otherwise: a stored retry's time, the store's watch of the run
+// (or a poll). It returns an error once the wait is cut short (Stop, the job
+// removed here, RunNow's caller gone).
+func (s *Scheduler) standby(a *attempt, res backend.ClaimResult) error {
+	if a.j.behindManual(res) {
+		s.checkOrphan(a.j)
+	}
+	ctx, cancel := s.jobCtx(a.j)
+	defer cancel()
+	if a.man != nil {
+		defer context.AfterFunc(a.man.ctx, cancel)()
+	}
+	if s.waitForChange(ctx, a, res) {
+		return nil
+	}
+	err := fmt.Errorf("scheduler: stand-by of %q: %w", a.j.name, a.cause(ctx))
+	if a.man != nil && res.Outcome == backend.OutcomeBuffered {
+		s.abandon(a, "its RunNow stopped waiting") // a buffered slot nobody claims would hold the job
+	}
+	return err
+}
+
+// waitForChange waits, after a claim answered res, until claiming again may be
+// answered otherwise. False once ctx ends.
+func (s *Scheduler) waitForChange(ctx context.Context, a *attempt, res backend.ClaimResult) bool {
+	j := a.j
+	if res.Outcome == backend.OutcomeRetry {
+		at := s.clock.Now().Add(res.RetryIn)
+		return s.sleepUntil(ctx, at.Add(retryMargin(j, a.rc.Slot, at)))
+	}
+	watcher, _ := s.runs.(backend.LeaseWatcher)
+	poll := j.cfg.lease / 4
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var changed <-chan struct{}
+	if watcher != nil {
+		poll = j.cfg.lease / 2
+		slot := a.rc.Slot
+		if !res.WaitsFor.IsZero() {
+			slot = res.WaitsFor // the run it waits for
+		}
+		ch, err := watcher.WatchRun(wctx, j.name, slot)
+		if err != nil && wctx.Err() == nil {
+			s.backendError(j, a.rc.Slot, "watch", err)
+		}
+		select {
+		case <-ch:
+			if !res.WaitsFor.IsZero() && !a.reclaimed {
+				// The run it waits for ended since the answer: claim again, once.
+				a.reclaimed = true
+				return ctx.Err() == nil
+			}
+		default:
+			a.reclaimed = false
+			changed = ch
+		}
+	}
+	t := s.clock.NewTimer(poll)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-changed:
+	case <-t.C():
+	}
+	return ctx.Err() == nil
+}
+
+// retryClaimMargin is added to a stored retry's wait before claiming it, so that a
+// claim rarely comes a moment too early.
+const retryClaimMargin = 5 * time.Millisecond
+
+// retryMargin is retryClaimMargin, or less for a retry due at at whose start
+// window (at most the job's max lateness, closing at the next slot) is short.
+func retryMargin(j *job, slot, at time.Time) time.Duration {
+	window := j.cfg.maxLate
+	if next := j.sched.Next(slot); !next.IsZero() && next.After(at) {
+		window = min(window, next.Sub(at))
+	}
+	return max(min(retryClaimMargin, window/4), 0)
 }
 
 // keep is how long a finished run must be remembered so that any instance still
@@ -238,227 +356,4 @@ func (j *job) keep() time.Duration {
 		k = max(k, backend.DefaultRunKeep)
 	}
 	return k
-}
-
-// claimLease asks the run store, retrying errors with the same token (the claim is
-// repeat-safe) until an answer comes or the scheduler stops. Lateness is judged on
-// this instance's clock: once the slot's local deadline has passed, the claim asks
-// the store to store the slot late unless a decision is stored already (a claim of
-// this token applied earlier, whose answer was lost, is then answered won). The
-// store itself refuses a first claim past the deadline plus the clock skew
-// allowance, by its own clock. It gives up only when the store would have forgotten
-// the slot anyway.
-//
-// It returns the answer and when the lease a won answer gives must be counted from:
-// the send time of the first claim of this token left unanswered, if any, else of
-// the claim answered.
-func (s *Scheduler) claimLease(j *job, c *leaseClaim) (backend.ClaimResult, time.Time, error) {
-	if c.kind == claimBackfill {
-		// A backfilled slot may start now, whenever a backup's claim of it
-		// comes: its wait for another run (overlap forbidden) does not make it late.
-		c.localDeadline = s.clock.Now().Add(j.cfg.maxLate)
-	}
-	giveUp := c.localDeadline.Add(c.Keep)
-	jctx, cancelJob := s.jobCtx(j)
-	defer cancelJob()
-	for attempt := 0; ; attempt++ {
-		sent := s.clock.Now()
-		rc := c.RunClaim
-		rc.Overlap = s.overlapOf(j, c, sent)
-		switch {
-		case c.TakeoverOnly:
-		case c.kind == claimLate || sent.After(c.localDeadline):
-			rc.Deadline = lateDeadline
-		default:
-			rc.Deadline = c.localDeadline.Add(s.maxSkew)
-		}
-		ctx, cancel := s.callCtx(jctx)
-		res, err := s.runs.Claim(ctx, rc)
-		cancel()
-		if err == nil {
-			from := sent
-			if !c.unanswered.IsZero() {
-				from = c.unanswered
-			}
-			c.unanswered = time.Time{}
-			s.noteLimit(j, c, res)
-			return res, from, nil
-		}
-		if c.unanswered.IsZero() {
-			c.unanswered = sent
-		}
-		if jctx.Err() != nil { // stopping, or the job was removed here
-			return s.settleStopped(c, rc, err)
-		}
-		s.backendError(j, c.Slot, "claim", err)
-		if s.clock.Now().After(giveUp) {
-			if c.kind == claimAdopt {
-				return backend.ClaimResult{}, sent, err
-			}
-			// The store has been unreachable for longer than it keeps a run: say
-			// so, and record it if the backend can be reached.
-			s.emit(Event{Kind: EventLate, Job: j.name, Slot: c.Slot, Token: c.Token, Outcome: backend.OutcomeLate, Err: err})
-			s.recordOnce(j, c.Slot, StatusLate, "the run store gave no answer: "+err.Error())
-			return backend.ClaimResult{}, sent, err
-		}
-		if !s.sleepUntil(jctx, s.clock.Now().Add(retryDelay(attempt))) {
-			return backend.ClaimResult{}, sent, err
-		}
-	}
-}
-
-// overlapOf is the overlap policy c's claim asks for at now: the job's, except
-// that under cancel-other and the buffer policies a slot claimed while the job is
-// paused asks no run to end and is not buffered (it is won beside it and finished
-// paused, never run), and a backfilled slot keeps out of another run's way as
-// with OverlapSkip.
-func (s *Scheduler) overlapOf(j *job, c *leaseClaim, now time.Time) backend.OverlapPolicy {
-	if c.Overlap != OverlapCancelOther && !c.Overlap.Buffers() {
-		return c.Overlap
-	}
-	if _, paused := s.pauses.of(j.name, now); paused {
-		return OverlapAllow
-	}
-	if c.kind == claimBackfill {
-		return OverlapSkip
-	}
-	return c.Overlap
-}
-
-// settleStopped answers a claim that Stop cut short (err): the store may have
-// applied it, and a run stored for this token that nobody runs would stay
-// unfinished until another instance adopts it. So it asks once more with the same
-// token (repeat-safe) as a takeover-only claim, which creates nothing new and only
-// completes or reports what this token's claims stored, bounded by the call timeout
-// and not by the stopping loops. A won answer is followed like any other (the
-// handler runs while Stop waits for handlers); anything else ends the claim.
-func (s *Scheduler) settleStopped(c *leaseClaim, rc backend.RunClaim, err error) (backend.ClaimResult, time.Time, error) {
-	rc.TakeoverOnly = true
-	ctx, cancel := s.callCtx(context.Background())
-	res, rerr := s.runs.Claim(ctx, rc)
-	cancel()
-	if rerr == nil && res.Outcome == backend.OutcomeWon {
-		return res, c.unanswered, nil
-	}
-	return backend.ClaimResult{}, c.unanswered, err
-}
-
-// standby waits as a backup for a running slot, or one whose retry is due later
-// (res, the last answer), until a claim is answered other than running or retry:
-// the lease ended unfinished or the retry came due (won), the run finished (done),
-// or the lease key held no run and its deadline passed (late). It reacts to the
-// store's watch when there is one, and polls otherwise; with a watch it still
-// re-checks every lease/2, in case the lease ended between the last claim and the
-// start of the watch. A retry is claimed when the store said it comes due.
-func (s *Scheduler) standby(j *job, c *leaseClaim, res backend.ClaimResult) (backend.ClaimResult, time.Time, error) {
-	for {
-		if j.behindManual(res) {
-			s.checkOrphan(j)
-		}
-		if !res.WaitsFor.IsZero() && res.Outcome == backend.OutcomeRunning {
-			c.why = "the run of slot " + res.WaitsFor.UTC().Format(time.RFC3339Nano) + " that it asked to end (overlap policy cancel-other) had not ended by the slot's deadline"
-		}
-		jctx, cancel := s.jobCtx(j)
-		changed := s.waitForChange(jctx, j, c, res)
-		cancel()
-		if !changed { // stopping, or the job was removed here
-			return backend.ClaimResult{}, time.Time{}, context.Canceled
-		}
-		var sent time.Time
-		var err error
-		if res, sent, err = s.claimLease(j, c); err != nil || !waits(res.Outcome) {
-			return res, sent, err
-		}
-	}
-}
-
-// waits reports whether a claim answered o stands by: another token holds the
-// lease, the slot's retry is not due yet, or the slot is buffered.
-func waits(o backend.ClaimOutcome) bool {
-	return o == backend.OutcomeRunning || o == backend.OutcomeRetry || o == backend.OutcomeBuffered
-}
-
-// waitForChange waits, after a claim answered res, until claiming again may be
-// answered otherwise: until a stored retry is due, or until the store's watch says
-// the lease ended, or a poll interval passed. False once parent ends (the scheduler stops).
-func (s *Scheduler) waitForChange(parent context.Context, j *job, c *leaseClaim, res backend.ClaimResult) bool {
-	if res.Outcome == backend.OutcomeRetry {
-		at := s.clock.Now().Add(res.RetryIn)
-		return s.sleepUntil(parent, at.Add(retryMargin(j, c.Slot, at)))
-	}
-	watcher, _ := s.runs.(backend.LeaseWatcher)
-	poll := j.cfg.lease / 4
-	ctx, cancel := context.WithCancel(parent)
-	defer cancel()
-	var changed <-chan struct{}
-	if watcher != nil {
-		poll = j.cfg.lease / 2
-		slot := c.Slot
-		if !res.WaitsFor.IsZero() {
-			slot = res.WaitsFor // the earlier run it asked to end
-		}
-		ch, err := watcher.WatchRun(ctx, j.name, slot)
-		if err != nil && ctx.Err() == nil { // not Stop's own cancellation
-			s.backendError(j, c.Slot, "watch", err)
-		}
-		select {
-		case <-ch:
-			if !res.WaitsFor.IsZero() && !c.reclaimed {
-				// The run it waits for ended since the answer: claim again,
-				// once; a run still busy without a live lease is polled.
-				c.reclaimed = true
-				return parent.Err() == nil
-			}
-			// No live lease on the slot, yet the claim was answered running: it
-			// waits for another slot (overlap forbidden). Poll.
-		default:
-			c.reclaimed = false
-			changed = ch
-		}
-	}
-	t := s.clock.NewTimer(poll)
-	defer t.Stop()
-	select {
-	case <-parent.Done():
-	case <-changed:
-	case <-t.C():
-	}
-	return parent.Err() == nil
-}
-
-// retryClaimMargin is added to a stored retry's wait before claiming it, so that a
-// claim rarely comes a moment too early.
-const retryClaimMargin = 5 * time.Millisecond
-
-// retryMargin is retryClaimMargin, or less for a retry due at at whose start
-// window (at most the job's max lateness, closing at the next slot) is short: a
-// claim a moment too early is only answered retry again, one past the window
-// finds the slot ended and the retry never runs.
-func retryMargin(j *job, slot, at time.Time) time.Duration {
-	window := j.cfg.maxLate
-	if next := j.sched.Next(slot); !next.IsZero() {
-		window = min(window, next.Sub(at))
-	}
-	return max(min(retryClaimMargin, window/4), 0)
-}
-
-// noteLimit ends j's loop on this instance when res, the answer to c, says the
-// job's run limit was reached: the win or buffering of the last counted slot, a
-// slot this claim stored limit, or a loop's slot another instance stored limit
-// (a catch-up slot stored limit may be older than a limit raised since).
-func (s *Scheduler) noteLimit(j *job, c *leaseClaim, res backend.ClaimResult) {
-	if c.MaxRuns == 0 {
-		return
-	}
-	switch {
-	case res.LimitReached, res.Outcome == backend.OutcomeLimit:
-	case res.Outcome == backend.OutcomeDone && res.Status == StatusLimit && c.kind == claimScheduled:
-	default:
-		return
-	}
-	if !j.limitHit.CompareAndSwap(false, true) {
-		return
-	}
-	j.end()
-	s.emit(Event{Kind: EventLimitReached, Job: j.name, Slot: c.Slot, Token: c.Token, Outcome: res.Outcome})
 }

@@ -103,6 +103,7 @@ func New(cfg Config) (*Scheduler, error) {
 	if lb, ok := cfg.Backend.(backend.LeaseBackend); ok {
 		s.runs = lb.Runs()
 	}
+	s.store = s.newSlotStore()
 	s.out.init()
 	return s, nil
 }

@@ -184,12 +184,7 @@ func (s *Scheduler) EntryHistory(ctx context.Context, job, id string, limit int)
 	if err := backend.ValidateEntryID(id); err != nil {
 		return nil, err
 	}
-	if err := s.init(ctx); err != nil {
-		return nil, err
-	}
-	cctx, cancel := s.callCtx(ctx)
-	defer cancel()
-	recs, err := s.backend.History(cctx, backend.EntryRunName(job, id), limit)
+	recs, err := s.history(ctx, backend.EntryRunName(job, id), limit)
 	if err != nil {
 		return nil, fmt.Errorf("scheduler: history of entry %q of job %q: %w", id, job, err)
 	}

@@ -463,33 +463,29 @@ func (s *Scheduler) EntryCounts() (followed, orphaned int) {
 	return len(s.entries.byKey), len(s.entries.orphans)
 }
 
-// entryRemoved reports whether j runs an entry this instance no longer follows.
-func (s *Scheduler) entryRemoved(j *job) bool {
-	if j.entry == nil || j.gone.Err() != nil { // its job was removed here, not the entry
-		return false
-	}
-	s.entries.mu.Lock()
-	defer s.entries.mu.Unlock()
-	_, ok := s.entries.byKey[entryKey{j.entry.job, j.entry.id}]
-	return !ok
-}
-
-// entryHeld says why an attempt of j's entry that this instance won must not
-// start: the entry was removed, or is paused, as this instance last saw it. A
-// retry or a takeover of an earlier slot is held so too: no attempt of a
-// removed or paused entry starts once the instances have seen the change.
-func (s *Scheduler) entryHeld(j *job) (Status, string, bool) {
+// entryFacts is this instance's view of j's entry, for its claims and settles:
+// the incarnation it follows, or gone when it follows the entry no more (zero
+// and false for a job's own runs, and once the job was removed here).
+func (s *Scheduler) entryFacts(j *job) (incarnation uint64, gone bool) {
 	if j.entry == nil || j.gone.Err() != nil {
-		return "", "", false
+		return 0, false
 	}
 	s.entries.mu.Lock()
 	defer s.entries.mu.Unlock()
 	st, ok := s.entries.byKey[entryKey{j.entry.job, j.entry.id}]
-	switch {
-	case !ok:
-		return StatusCancelled, "the schedule entry was removed before this attempt started: not run", true
-	case st.e.Paused:
-		return StatusPaused, "the schedule entry is paused: not run", true
+	if !ok {
+		return 0, true
 	}
-	return "", "", false
+	return st.e.Incarnation, false
+}
+
+// entryPaused reports whether j runs an entry this instance sees paused.
+func (s *Scheduler) entryPaused(j *job) bool {
+	if j.entry == nil {
+		return false
+	}
+	s.entries.mu.Lock()
+	defer s.entries.mu.Unlock()
+	st, ok := s.entries.byKey[entryKey{j.entry.job, j.entry.id}]
+	return ok && st.e.Paused
 }

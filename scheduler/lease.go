@@ -10,18 +10,14 @@ import (
 	"github.com/anarchon/anarchon/backend"
 )
 
-// lease is a held lease the execution must keep alive and settle.
+// lease is the lease a won attempt holds, as this instance counts it.
 type lease struct {
-	token string
-	dur   time.Duration
+	dur time.Duration
 	// sent is when the lease is counted from, by the scheduler's clock: the first
 	// send of the winning token whose answer was lost, else the send of the claim
 	// (or of the heartbeat) answered. The store's expiry is at least one lease after.
 	sent time.Time
-	// manual: a manual run's lease, finished however the run ended (nobody takes a
-	// manual run over to run it again).
-	manual bool
-	// previous is the instance whose attempt this lease took over (Run.Previous).
+	// previous is the instance whose attempt this one took over (Run.Previous).
 	previous string
 }
 
@@ -31,8 +27,8 @@ type lease struct {
 // after the last successful heartbeat was sent (the store's expiry comes after that
 // instant, so a backup never starts while this handler still thinks it holds the run).
 // Once the handler has returned (settling), a loss is not reported: Finish decides.
-func (s *Scheduler) heartbeat(done context.Context, a *slotAttempt, settling *atomic.Bool, cancel context.CancelCauseFunc) {
-	j, slot, l := a.j, a.in.Slot, a.l
+func (s *Scheduler) heartbeat(done context.Context, a *attempt, settling *atomic.Bool, cancel context.CancelCauseFunc) {
+	j, slot, l := a.j, a.rc.Slot, &a.l
 	every := l.dur / 3
 	margin := leaseMargin(l.dur)
 	expireAt := l.sent.Add(l.dur - margin)
@@ -67,7 +63,7 @@ func (s *Scheduler) heartbeat(done context.Context, a *slotAttempt, settling *at
 		}
 		sent := now
 		ctx, cc := context.WithTimeout(done, min(s.callTO, expireAt.Sub(now)))
-		err := s.runs.Heartbeat(ctx, a.key(), l.dur)
+		err := s.store.beat(ctx, a)
 		cc()
 		if done.Err() != nil {
 			return
@@ -103,12 +99,12 @@ func (s *Scheduler) heartbeat(done context.Context, a *slotAttempt, settling *at
 func leaseMargin(lease time.Duration) time.Duration { return max(lease/10, 50*time.Millisecond) }
 
 // leaseLost cancels the running handler, unless it has already returned.
-func (s *Scheduler) leaseLost(a *slotAttempt, settling *atomic.Bool, cancel context.CancelCauseFunc, err error) {
+func (s *Scheduler) leaseLost(a *attempt, settling *atomic.Bool, cancel context.CancelCauseFunc, err error) {
 	if settling.Load() {
 		return
 	}
-	s.log.Warn("lease lost; cancelling the handler", a.j.logAttr(), "slot", a.in.Slot, "err", err)
-	s.emit(Event{Kind: EventLeaseLost, Job: a.j.name, Slot: a.in.Slot, Token: a.l.token, Err: err})
+	s.log.Warn("lease lost; cancelling the handler", a.j.logAttr(), "slot", a.rc.Slot, "err", err)
+	s.emit(Event{Kind: EventLeaseLost, Job: a.j.name, Slot: a.rc.Slot, Token: a.rc.Token, Err: err})
 	cancel(err)
 }
 
@@ -118,14 +114,14 @@ func (s *Scheduler) leaseLost(a *slotAttempt, settling *atomic.Bool, cancel cont
 // a request at once, not at its next heartbeat. Nil (never ready) otherwise. It
 // receives once the first watch is taken, and after each change, the watch taken
 // again first; a watch that closes at once is taken at most every watchOwnEvery.
-func (s *Scheduler) watchOwnRun(done context.Context, a *slotAttempt) <-chan struct{} {
+func (s *Scheduler) watchOwnRun(done context.Context, a *attempt) <-chan struct{} {
 	w, ok := s.runs.(backend.LeaseWatcher)
 	if !ok || a.j.cfg.overlap != OverlapCancelOther {
 		return nil
 	}
 	poke := make(chan struct{}, 1)
 	go func() {
-		ch, err := w.WatchRun(done, a.j.name, a.in.Slot)
+		ch, err := w.WatchRun(done, a.j.name, a.rc.Slot)
 		if err == nil {
 			// One beat once the watch is taken: a request stored since the claim
 			// was won, before the watch, is seen by it.
@@ -139,7 +135,7 @@ func (s *Scheduler) watchOwnRun(done context.Context, a *slotAttempt) <-chan str
 			}
 			// Watch again before the beat: a change between the two is seen by
 			// the beat or by the new watch.
-			ch, err = w.WatchRun(done, a.j.name, a.in.Slot)
+			ch, err = w.WatchRun(done, a.j.name, a.rc.Slot)
 			select {
 			case poke <- struct{}{}:
 			default:
@@ -162,31 +158,30 @@ const watchOwnEvery = 250 * time.Millisecond
 
 // cancelAsked cancels the running handler, unless it has already returned,
 // because a later slot of its job asked the run to end (OverlapCancelOther).
-func (s *Scheduler) cancelAsked(a *slotAttempt, settling *atomic.Bool, cancel context.CancelCauseFunc, ce *backend.CancelError) {
+func (s *Scheduler) cancelAsked(a *attempt, settling *atomic.Bool, cancel context.CancelCauseFunc, ce *backend.CancelError) {
 	if settling.Load() {
 		return
 	}
 	cause := fmt.Errorf("%w: slot %s asked from instance %s", ErrOverlapCancelled,
 		ce.Request.Slot.UTC().Format(time.RFC3339Nano), ce.Request.Instance)
-	s.log.Info("a later slot asked the run to end; cancelling the handler", a.j.logAttr(), "slot", a.in.Slot,
+	s.log.Info("a later slot asked the run to end; cancelling the handler", a.j.logAttr(), "slot", a.rc.Slot,
 		"asked_by_slot", ce.Request.Slot, "asked_by", ce.Request.Instance)
-	s.emit(Event{Kind: EventCancelRequested, Job: a.j.name, Slot: a.in.Slot, Token: a.l.token, Attempt: a.in.Attempt,
-		Manual: a.in.Manual, Backfill: a.in.Backfill, Next: ce.Request.Slot, Err: cause})
+	s.emit(Event{Kind: EventCancelRequested, Job: a.j.name, Slot: a.rc.Slot, Token: a.rc.Token, Attempt: a.res.Attempt,
+		Manual: a.man != nil, Backfill: a.bf != nil, Next: ce.Request.Slot, Err: cause})
 	cancel(cause)
 }
 
 // freshLease makes sure a won lease has most of its time left before a handler
 // starts under it: a win whose claim was first sent long ago (its answer lost, or
-// the store slow) is renewed by one heartbeat first. A lease that cannot be renewed
-// is released, unrun, for a backup.
-func (s *Scheduler) freshLease(a *slotAttempt) bool {
-	j, slot, l := a.j, a.in.Slot, a.l
-	if s.clock.Now().Before(l.sent.Add(l.dur / 3)) {
+// the store slow) is renewed by one heartbeat first. False when it cannot be.
+func (s *Scheduler) freshLease(a *attempt) bool {
+	l := &a.l
+	if !s.store.leased() || s.clock.Now().Before(l.sent.Add(l.dur/3)) {
 		return true
 	}
 	sent := s.clock.Now()
 	ctx, cancel := context.WithTimeout(s.loopCtx, max(l.sent.Add(l.dur-leaseMargin(l.dur)).Sub(sent), 0))
-	err := s.runs.Heartbeat(ctx, a.key(), l.dur)
+	err := s.store.beat(ctx, a)
 	cancel()
 	if err == nil || errors.Is(err, backend.ErrCancelRequested) {
 		// Renewed; a later slot's request to end the run is acted on once the
@@ -194,17 +189,7 @@ func (s *Scheduler) freshLease(a *slotAttempt) bool {
 		l.sent = sent
 		return true
 	}
-	s.log.Warn("won a lease too late to run it; releasing it", j.logAttr(), "slot", slot, "err", err)
-	s.emit(Event{Kind: EventLeaseLost, Job: j.name, Slot: slot, Token: l.token, Err: err})
-	s.release(j, slot, l.token)
+	s.log.Warn("won a lease too late to run it; handing it over", a.j.logAttr(), "slot", a.rc.Slot, "err", err)
+	s.emit(Event{Kind: EventLeaseLost, Job: a.j.name, Slot: a.rc.Slot, Token: a.rc.Token, Err: err})
 	return false
-}
-
-// release hands a lease over at once, so that a backup takes the run over.
-func (s *Scheduler) release(j *job, slot time.Time, token string) {
-	ctx, cancel := s.callCtx(context.Background())
-	defer cancel()
-	if err := s.runs.Release(ctx, backend.RunKey{Job: j.name, Slot: slot, Token: token}); err != nil {
-		s.backendError(j, slot, "release", err)
-	}
 }

@@ -215,7 +215,7 @@ func (s *Scheduler) adoptRuns(a adoption, active []ActiveRun) {
 		s.handlers.Add(1)
 		go func() {
 			defer s.handlers.Done()
-			s.handleLeased(a.j, r.Slot, claimAdopt)
+			s.handleSlot(a.j, r.Slot, claimAdopt)
 		}()
 	}
 }
@@ -230,7 +230,7 @@ func (s *Scheduler) catchUp(j *job, missed, capped []time.Time) {
 		if ctx.Err() != nil {
 			return
 		}
-		s.handleLeased(j, slot, claimLate)
+		s.handleSlot(j, slot, claimLate)
 	}
 	sem := make(chan struct{}, j.cfg.catchUpConcurrency)
 	var wg sync.WaitGroup
@@ -245,7 +245,7 @@ func (s *Scheduler) catchUp(j *job, missed, capped []time.Time) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			s.handleLeased(j, slot, claimCatchUp)
+			s.handleSlot(j, slot, claimCatchUp)
 		}()
 	}
 }
@@ -271,105 +271,9 @@ func (s *Scheduler) sleepUntil(ctx context.Context, t time.Time) bool {
 	}
 }
 
-// handleSlot claims one slot and, if this instance wins, runs it.
+// handleSlot claims one slot of kind and follows it (claim.go).
 func (s *Scheduler) handleSlot(j *job, slot time.Time, kind claimKind) {
-	if s.runs != nil {
-		s.handleLeased(j, slot, kind)
-		return
-	}
-	jctx, cancelJob := s.jobCtx(j)
-	defer cancelJob()
-	deadline := slot.Add(j.cfg.maxLate)
-	in := s.claimInput(j, slot, 1)
-	for attempt := 0; ; attempt++ {
-		if jctx.Err() != nil {
-			return
-		}
-		now := s.clock.Now()
-		if now.After(deadline) {
-			s.emit(Event{Kind: EventLate, Job: j.name, Slot: slot, Token: in.Token, Outcome: backend.OutcomeLate})
-			if attempt > 0 {
-				s.settleUnanswered(j, in, deadline)
-			}
-			return
-		}
-		// No claim is sent after the deadline, so that none reaches the backend
-		// after jitter + max lateness + the clock skew allowance: the window check's
-		// terms.
-		ctx, cancel := context.WithTimeout(jctx, min(s.callTO, deadline.Sub(now)))
-		won, err := s.backend.Claim(ctx, in)
-		cancel()
-		if err == nil {
-			if !won {
-				s.emit(Event{Kind: EventLost, Job: j.name, Slot: slot, Token: in.Token, Outcome: backend.OutcomeDone})
-				return
-			}
-			if p, paused := s.pauses.of(j.name, s.clock.Now()); paused {
-				s.recordPaused(j, slot, in.Token, 1, false, p)
-				return
-			}
-			s.emit(Event{Kind: EventClaimed, Job: j.name, Slot: slot, Token: in.Token, Attempt: 1, Outcome: backend.OutcomeWon})
-			s.runRetrying(&slotAttempt{j: j, in: in})
-			return
-		}
-		s.backendError(j, slot, "claim", err)
-		// Retry with the same token: the claim is repeat-safe, so a retry after a
-		// lost answer still gives exactly one winner.
-		if !s.sleepUntil(jctx, s.clock.Now().Add(retryDelay(attempt))) {
-			return
-		}
-	}
-}
-
-// runRetrying runs a won slot without leases, and its retries in this process: each
-// attempt with a token of its own, at its time, unless the job is paused then (the
-// attempt is recorded paused) or the retry's start window passed (a paused process).
-func (s *Scheduler) runRetrying(a *slotAttempt) {
-	j, slot := a.j, a.in.Slot
-	jctx, cancel := s.jobCtx(j)
-	defer cancel()
-	for res := s.execute(s.hardCtx, a); res.retried; res = s.execute(s.hardCtx, a) {
-		if !s.sleepUntil(jctx, res.retry.at) {
-			return
-		}
-		failed := a
-		a = &slotAttempt{j: j, in: s.claimInput(j, slot, a.in.Attempt+1)}
-		if p, paused := s.pauses.of(j.name, s.clock.Now()); paused {
-			s.recordPaused(j, slot, a.in.Token, a.in.Attempt, false, p)
-			return
-		}
-		if status, why, held := s.entryHeld(j); held {
-			s.recordNotRun(j, slot, a.in.Token, a.in.Attempt, false, status, why)
-			return
-		}
-		if late := s.clock.Now().Sub(res.retry.at); late > res.retry.within {
-			// The failure before it stands: the slot's final failure.
-			s.log.Warn("retry not run: its start window passed", j.logAttr(), "slot", slot, "attempt", a.in.Attempt, "late", late)
-			s.finalFailure(j, failed.in, res.Status, res.err)
-			return
-		}
-	}
-}
-
-// settleUnanswered is for a claim whose answers never came before the slot's
-// deadline: the backend may have stored it, so that the slot is ours, unrun, and
-// every other instance lost it. One repeat of the claim (the same token, so the
-// same answer; still inside the window, which the registration check keeps wider
-// than the deadline plus the clock skew allowance) finds out, and a slot that was
-// ours is recorded late, not left looking like a run that never ended.
-func (s *Scheduler) settleUnanswered(j *job, in backend.ClaimInput, deadline time.Time) {
-	left := deadline.Add(s.maxSkew).Sub(s.clock.Now())
-	if left <= 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(s.loopCtx, min(s.callTO, left))
-	won, err := s.backend.Claim(ctx, in)
-	cancel()
-	if err != nil || !won {
-		return
-	}
-	s.save(&slotAttempt{j: j, in: in}, execResult{Status: StatusLate, FinishedAt: s.clock.Now(),
-		Error: "the claim was won, but its answer came after the slot's deadline: not run"})
+	s.drive(s.newAttempt(j, slot, kind))
 }
 
 // jobCtx is the context of j's loop, claims and stand-bys on this instance:
@@ -383,17 +287,4 @@ func (s *Scheduler) jobCtx(j *job) (context.Context, context.CancelFunc) {
 func retryDelay(attempt int) time.Duration {
 	d := 50 * time.Millisecond << min(attempt, 5)
 	return d/2 + rand.N(d/2)
-}
-
-func (s *Scheduler) claimInput(j *job, slot time.Time, attempt int) backend.ClaimInput {
-	return backend.ClaimInput{
-		Job:         j.name,
-		Slot:        slot,
-		Token:       newToken(),
-		Instance:    s.instance,
-		Attempt:     attempt,
-		At:          s.clock.Now(),
-		HistorySize: j.cfg.historySize,
-		HistoryTTL:  j.cfg.historyTTL,
-	}
 }

@@ -37,7 +37,7 @@ func (s *Scheduler) checkOrphan(j *job) {
 			return
 		}
 		s.log.Warn("ends a buffered manual run that its RunNow no longer claims", j.logAttr(), "slot", first.Slot, "instance", first.Instance)
-		s.adoptOnce(j, first.Slot)
+		s.onceBeside(j, first.Slot, func() { s.handleSlot(j, first.Slot, claimAdopt) })
 	}) {
 		j.orphanCheck.Store(false)
 	}
@@ -70,4 +70,36 @@ func (s *Scheduler) orphanHead(j *job) (head backend.ActiveRun, ok bool) {
 // manual slot that is itself buffered (no expiry: it holds no lease).
 func (j *job) behindManual(res backend.ClaimResult) bool {
 	return res.Outcome == backend.OutcomeBuffered && !res.WaitsFor.IsZero() && res.Expires.IsZero() && j.manualAt(res.WaitsFor)
+}
+
+// onceBeside runs f, which takes over j's run of slot, beside the caller while
+// the scheduler runs, unless such an f runs already on this instance.
+func (s *Scheduler) onceBeside(j *job, slot time.Time, f func()) {
+	k := adoptKey{j.name, slot.UnixMilli()}
+	s.mu.Lock()
+	if s.adopting == nil {
+		s.adopting = map[adoptKey]bool{}
+	}
+	busy := s.adopting[k]
+	s.adopting[k] = true
+	s.mu.Unlock()
+	if busy {
+		return
+	}
+	done := func() {
+		s.mu.Lock()
+		delete(s.adopting, k)
+		s.mu.Unlock()
+	}
+	if !s.besideIfRunning(func() {
+		defer done()
+		f()
+	}) {
+		done()
+	}
+}
+
+type adoptKey struct {
+	job  string
+	slot int64
 }

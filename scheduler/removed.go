@@ -29,9 +29,6 @@ import (
 // were read: a run read before that belongs to a removed entry, even when an
 // entry of the same ID was added again since.
 
-// removedWhy is the error text of the record that ends a removed entry's run.
-const removedWhy = "the schedule entry was removed, and the attempt running this slot ended without finishing it: not run again"
-
 // removedSchedule is the schedule of a removed entry's run view: no slot comes.
 type removedSchedule struct{}
 
@@ -128,7 +125,7 @@ func (s *Scheduler) endRemovedOf(names []string) {
 // store, asking until it answers; false once the loops stop.
 func (s *Scheduler) entryGone(j *job) bool {
 	store, ok := s.backend.(backend.EntryStore)
-	if !ok || !s.entryRemoved(j) {
+	if _, gone := s.entryFacts(j); !ok || !gone {
 		return false
 	}
 	for attempt := 0; ; attempt++ {
@@ -216,28 +213,9 @@ func (s *Scheduler) findRemovedEntries(lister backend.EntryRunLister, jobs []str
 }
 
 // endRemovedRun ends the unfinished run of slot of j, a removed entry's run
-// view: it stands by while another attempt holds the run (or its retry is not
-// due yet), takes it over once that ends unfinished, and finishes it cancelled
-// without running it, recording the attempt it took over lost. A run that
-// finishes meanwhile is left as it ended.
+// view: its claims say the entry is gone, so the store ends the run cancelled
+// once no attempt holds it, never running it again.
 func (s *Scheduler) endRemovedRun(j *job, slot time.Time) {
-	c := &leaseClaim{
-		RunClaim: backend.RunClaim{
-			Job: j.name, Slot: slot, Token: newToken(), Instance: s.instance, Lease: j.cfg.lease,
-			Overlap: j.cfg.overlap, BufferCap: j.cfg.bufferCap, TakeoverOnly: true, Keep: j.keep(),
-		},
-		kind:          claimAdopt,
-		localDeadline: slot.Add(j.cfg.maxLate),
-	}
-	res, sent, err := s.claimAndWait(j, c)
-	if err != nil || res.Outcome != backend.OutcomeWon {
-		return
-	}
-	takeover := res.Attempt > 1 && !res.Reopened && !res.Retried
-	s.log.Info("ends the run of a removed schedule entry, not run again", j.logAttr(), "slot", slot, "attempt", res.Attempt, "previous", res.Previous)
-	if takeover {
-		s.emit(Event{Kind: EventTakeover, Job: j.name, Slot: slot, Token: c.Token, Attempt: res.Attempt, Outcome: res.Outcome})
-		s.noteLost(j, slot, res)
-	}
-	s.decideNotRun(j, c, res.Attempt, &lease{token: c.Token, dur: j.cfg.lease, sent: sent}, StatusCancelled, removedWhy)
+	s.log.Info("ends the run of a removed schedule entry, not run again", j.logAttr(), "slot", slot)
+	s.handleSlot(j, slot, claimAdopt)
 }

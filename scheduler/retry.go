@@ -6,6 +6,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"time"
+
+	"github.com/anarchon/anarchon/backend"
 )
 
 // Retry limits.
@@ -21,9 +23,11 @@ const (
 // backoff that doubles each time up to MaxBackoff, until Attempts attempts have run,
 // the handler marks its error NoRetry, or Retryable says no.
 //
-// A retry never starts after the job's next slot is due: a retry whose time would
-// come after it is not made, and the slot ends with its last failure. A retry may
-// start up to the job's max lateness after its time, as a slot may.
+// A retry never starts after the job's next slot is due, while that slot is
+// ahead: a retry whose time would come after it is not made, and the slot ends
+// with its last failure. A past slot's retries (a backfill's, a catch-up's) are
+// bounded by the policy alone. A retry may start up to the job's max lateness
+// after its time, as a slot may.
 //
 // With leases (a backend whose run store is a backend.Retrier) the failed attempt
 // is stored with its retry and its lease released: any instance may claim the next
@@ -160,33 +164,46 @@ func (p *RetryPolicy) retryable(status Status, err, cause error) bool {
 }
 
 // retryPlan is the retry that follows a failed attempt: when and for how long it
-// may start.
+// may start, by this instance's clock.
 type retryPlan struct {
-	delay, within time.Duration
-	at            time.Time // by this instance's clock
+	at     time.Time
+	within time.Duration
 }
 
-// planRetry returns the retry of a's failed attempt, if the job's policy gives one
-// that starts before the job's next slot. Why says why not, when there is none
-// although the failure was retryable.
-func (s *Scheduler) planRetry(a *slotAttempt, status Status, err, cause error) (plan retryPlan, ok bool, why string) {
-	j, in := a.j, a.in
-	p := j.cfg.retry
-	if in.Manual || !p.retryable(status, err, cause) {
-		return retryPlan{}, false, ""
+// window is what is left at now of p's start window, for the store; nil once it
+// has passed (or without a plan).
+func (p *retryPlan) window(now time.Time) *backend.RetryWindow {
+	if p == nil {
+		return nil
 	}
-	n := max(in.Attempt, 1)
+	by := p.at.Add(p.within)
+	if !now.Before(by) {
+		return nil
+	}
+	delay := max(p.at.Sub(now), 0)
+	return &backend.RetryWindow{Delay: delay, Within: by.Sub(now.Add(delay))}
+}
+
+// planRetry returns the retry of a's failed attempt, if the job's policy gives
+// one. A retry starts before the job's next slot while that is ahead; a past
+// slot's retries (a backfill, a catch-up) are bounded by the policy alone. Why
+// says why not, when there is none although the failure was retryable.
+func (s *Scheduler) planRetry(a *attempt, status Status, err, cause error) (plan *retryPlan, ok bool, why string) {
+	j := a.j
+	p := j.cfg.retry
+	if a.man != nil || !p.retryable(status, err, cause) {
+		return nil, false, ""
+	}
+	n := max(a.res.Attempt, 1)
 	if n >= p.Attempts {
-		return retryPlan{}, false, fmt.Sprintf("no retry left: attempt %d of %d", n, p.Attempts)
+		return nil, false, fmt.Sprintf("no retry left: attempt %d of %d", n, p.Attempts)
 	}
 	now := s.clock.Now()
-	plan.delay = p.delay(n)
-	plan.at = now.Add(plan.delay)
-	plan.within = j.cfg.maxLate
-	if next := j.sched.Next(in.Slot); !next.IsZero() {
+	plan = &retryPlan{at: now.Add(p.delay(n)), within: j.cfg.maxLate}
+	if next := j.sched.Next(a.rc.Slot); next.After(now) {
 		left := next.Sub(plan.at)
 		if left <= 0 {
-			return retryPlan{}, false, fmt.Sprintf("no retry: its time %s is not before the next slot %s", plan.at.UTC().Format(time.RFC3339), next.UTC().Format(time.RFC3339))
+			return nil, false, fmt.Sprintf("no retry: its time %s is not before the next slot %s", plan.at.UTC().Format(time.RFC3339), next.UTC().Format(time.RFC3339))
 		}
 		plan.within = min(plan.within, left)
 	}

@@ -44,6 +44,7 @@ type Run struct {
 type Scheduler struct {
 	backend  backend.Backend
 	runs     backend.RunStore // nil without leases
+	store    slotStore        // what the claim loop asks (store.go)
 	instance string
 	log      *slog.Logger
 	clock    Clock
@@ -74,10 +75,8 @@ type Scheduler struct {
 
 	pauses pauses // the stored pauses, as the backend's watch last told them
 	out    outbox // records that complete a slot, to write again
-	// adopting: the runs a reader's repair is taking over; repaired: the endings
-	// readers stored, by token (both under mu).
+	// adopting: the runs being taken over beside a caller (under mu).
 	adopting map[adoptKey]bool
-	repaired map[string]repairedEnding
 }
 
 const (

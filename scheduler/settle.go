@@ -3,80 +3,60 @@ package scheduler
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/anarchon/anarchon/backend"
 )
 
-// settle ends a lease after the handler returned: a run cancelled by Stop, or one
-// that lost its lease before finishing, is released so a backup takes over at once
-// (a run a later slot asked to end, or of an entry removed meanwhile, is finished);
-// anything else is finished, which fails for a holder that was replaced (its result
-// is then stored as superseded). Finish is repeat-safe for the holder, so one that
-// gets no answer is sent again while the heartbeats keep the lease alive: a lost
-// Finish must not let the lease expire under a run that succeeded, or a backup would
-// run the slot again. It is tried until an answer, or until the store would have
-// forgotten the run, or, once Stop has begun, once; then it is left to the
-// outbox, which Stop drains.
-//
-// A failed attempt the job retries (retry) stores its retry in place of its
-// Finish, the same way. Each try asks for what is left of the planned window by
-// this instance's clock, so a Retry sent again late never moves the retry past
-// the next slot; once the window has passed, or when the outbox has to take
-// over, the attempt is finished instead, and not retried.
-func (s *Scheduler) settle(a *slotAttempt, res execResult, plan retryPlan, retry bool) (execResult, bool) {
-	j, slot, l := a.j, a.in.Slot, a.l
-	// A run of an entry removed meanwhile is finished, not handed over: no
-	// instance follows the entry any more to take it.
-	handOver := res.Status == StatusLost || res.Status == StatusCancelled && !s.entryRemoved(j)
-	if !l.manual && !res.ended && handOver {
-		s.release(j, slot, l.token)
-		return res, false
+// settle ends a's attempt with one call to the store: finished as res says,
+// its retry stored (plan), or left for a backup (a lost lease, Stop). The call
+// is repeat-safe, so one whose answer is lost is sent again while the
+// heartbeats keep the lease alive, until the store would have forgotten the
+// run; once Stop has begun it is left to the outbox, which Stop drains. A
+// retry asks for what is left of its window each time, and is dropped once the
+// window has passed or the outbox takes over: the attempt is finished instead.
+// It returns res as settled.
+func (s *Scheduler) settle(a *attempt, res execResult, plan *retryPlan) execResult {
+	j := a.j
+	st := backend.Settlement{Key: a.key(), Status: res.Status, StartedAt: res.StartedAt, FinishedAt: res.FinishedAt,
+		Error: backend.TruncateText(res.Error, MaxErrorText), Retention: a.rc.Retention,
+		HandOver: res.Status == StatusLost || res.Status == StatusCancelled}
+	st.Incarnation, st.EntryGone = s.entryFacts(j)
+	if st.FinishedAt.IsZero() {
+		st.FinishedAt = s.clock.Now()
 	}
-	finish := func(ctx context.Context) error { return s.runs.Finish(ctx, a.key(), res.Status) }
-	end := finish
-	rt, ok := s.runs.(backend.Retrier)
-	retry = ok && retry && !l.manual
-	by := plan.at.Add(plan.within)
 	giveUp := s.clock.Now().Add(j.keep())
-	hard, stopping := s.hardCtx.Done(), s.loopCtx.Done() // either ends a retry's wait
-	for attempt := 0; ; attempt++ {
-		if retry {
-			now := s.clock.Now()
-			if now.Before(by) {
-				delay := max(plan.at.Sub(now), 0)
-				end = func(ctx context.Context) error { return rt.Retry(ctx, a.key(), delay, by.Sub(now.Add(delay))) }
-			} else {
-				s.log.Warn("retry not stored in time: the failure stands", j.logAttr(), "slot", slot, "attempt", a.in.Attempt)
-				retry, end = false, finish
-			}
+	hard, stopping := s.hardCtx.Done(), s.loopCtx.Done() // either ends a wait between tries
+	for try := 0; ; try++ {
+		st.Retry = plan.window(s.clock.Now())
+		if plan != nil && st.Retry == nil {
+			s.log.Warn("retry not stored in time: the failure stands", j.logAttr(), "slot", a.rc.Slot, "attempt", a.res.Attempt)
+			plan = nil
 		}
 		ctx, cancel := s.callCtx(context.Background())
-		err := end(ctx)
+		err := s.store.settle(ctx, a, st)
 		cancel()
 		switch {
 		case err == nil:
-			res.retry, res.retried = plan, retry
-			return res, false
+			res.retried = st.Retry != nil
+			res.handedOver = st.HandOver && st.Retry == nil && !st.EntryGone
+			return res
 		case errors.Is(err, backend.ErrStaleToken), errors.Is(err, ErrLeaseLost):
-			s.log.Warn("result superseded: another attempt holds the run", j.logAttr(), "slot", slot, "token", l.token, "status", res.Status)
-			return superseded(res), false
+			// Another attempt took the run over and recorded this one lost.
+			s.log.Warn("result superseded: another attempt holds the run", j.logAttr(), "slot", a.rc.Slot, "token", a.rc.Token, "status", res.Status)
+			res.Status = StatusSuperseded
+			return res
 		}
-		s.backendError(j, slot, "finish", err)
+		s.backendError(j, a.rc.Slot, "settle", err)
 		if errors.Is(err, backend.ErrInvalidClaim) {
-			return res, false
+			return res
 		}
 		if s.clock.Now().After(giveUp) || s.loopCtx.Err() != nil {
-			// The outbox goes on, during Stop's drain too (a holder's Finish is
-			// accepted after its lease expired while nobody took the run over),
-			// and stores the result once the Finish is answered, superseded if
-			// another attempt took the run over meanwhile: a manual run has no
-			// other taker, and a scheduled one is then not run again by a backup.
-			s.settleLater(a, res)
-			return res, true
+			st.Retry = nil
+			s.later(j, a.rc.Slot, "settle", time.Time{}, s.settleWrite(a, st))
+			return res
 		}
-		t := s.clock.NewTimer(retryDelay(attempt))
+		t := s.clock.NewTimer(retryDelay(try))
 		select {
 		case <-t.C():
 		case <-hard:
@@ -89,81 +69,25 @@ func (s *Scheduler) settle(a *slotAttempt, res execResult, plan retryPlan, retry
 	}
 }
 
-// superseded is res, the result of a holder whose run another attempt took over.
-func superseded(res execResult) execResult {
-	if res.Error == "" {
-		res.Error = fmt.Sprintf("superseded (handler returned %s after losing its lease)", res.Status)
-	} else {
-		res.Error = fmt.Sprintf("superseded (handler returned %s after losing its lease): %s", res.Status, res.Error)
-	}
-	res.Status = StatusSuperseded
-	return res
-}
-
-// settleLater leaves a run's Finish to the outbox, and its result after it: the
-// result says superseded when the Finish finds another attempt holding the run.
-func (s *Scheduler) settleLater(a *slotAttempt, res execResult) {
-	s.finishThenRecord(a.j, a.key(), res.Status, false, func(stale bool) (backend.StoredResult, backend.Retention, bool) {
-		if stale {
-			res = superseded(res)
-		}
-		r, keep := s.result(a, res)
-		return r, keep, true
-	})
-}
-
-// finishThenRecord finishes key's run with status, then stores the record that
-// record makes of it (none when it returns false), sending both again from the
-// outbox until stored; stale tells record that another attempt holds the run. Now
-// is false for a caller whose own tries just failed: straight to the outbox.
-func (s *Scheduler) finishThenRecord(j *job, key backend.RunKey, status Status, now bool, record func(stale bool) (backend.StoredResult, backend.Retention, bool)) {
-	finished, stale := false, false // the outbox sends it again, one try at a time
-	write := func(ctx context.Context) error {
-		if !finished {
-			err := s.runs.Finish(ctx, key, status)
-			switch {
-			case errors.Is(err, backend.ErrStaleToken), errors.Is(err, ErrLeaseLost):
-				stale = true
-			case err != nil:
-				return err
-			}
-			finished = true
-		}
-		r, keep, ok := record(stale)
-		if !ok {
+// settleWrite is the write of st for the outbox: an attempt another took over
+// meanwhile is settled already.
+func (s *Scheduler) settleWrite(a *attempt, st backend.Settlement) func(context.Context) error {
+	return func(ctx context.Context) error {
+		err := s.store.settle(ctx, a, st)
+		if errors.Is(err, backend.ErrStaleToken) || errors.Is(err, ErrLeaseLost) {
 			return nil
 		}
-		if err := s.backend.SaveResult(ctx, j.name, r, keep); err != nil {
-			return &failedOp{op: "save_result", err: err}
-		}
-		return nil
-	}
-	if now {
-		s.complete(j, key.Slot, "finish", time.Time{}, write)
-	} else {
-		s.later(j, key.Slot, "finish", time.Time{}, write)
+		return err
 	}
 }
 
-// finishLater finishes key's run with status, and sends the Finish again from the
-// outbox until the store answers: a holder's Finish is accepted also after its
-// lease expired, as long as nobody took the run over (who then ends it).
-func (s *Scheduler) finishLater(j *job, key backend.RunKey, status Status) {
-	s.finishThenRecord(j, key, status, true, func(bool) (backend.StoredResult, backend.Retention, bool) {
-		return backend.StoredResult{}, backend.Retention{}, false
-	})
-}
-
-// claimedElsewhere settles a won lease whose slot an instance without leases ran:
-// the run is finished (as skipped here; that instance records how it ended), so no
-// backup takes it over.
-func (s *Scheduler) claimedElsewhere(a *slotAttempt, err error) {
-	j, slot, l := a.j, a.in.Slot, a.l
-	s.log.Warn("slot claimed by an instance without leases; not running it", j.logAttr(), "slot", slot, "err", err)
-	s.emit(Event{Kind: EventLost, Job: j.name, Slot: slot, Token: l.token, Outcome: backend.OutcomeDone, Err: err})
-	ctx, cancel := s.callCtx(context.Background())
-	defer cancel()
-	if err := s.runs.Finish(ctx, a.key(), StatusSkipped); err != nil {
-		s.backendError(j, slot, "finish", err)
-	}
+// abandon ends a's attempt, which never started its handler, cancelled for
+// why: a lease it may hold is handed over (a manual run's is finished), a slot
+// it buffered is withdrawn. Sent now and again from the outbox until answered;
+// a store that holds nothing for its token answers stale, which is fine.
+func (s *Scheduler) abandon(a *attempt, why string) {
+	st := backend.Settlement{Key: a.key(), Status: StatusCancelled, FinishedAt: s.clock.Now(), Error: "not run: " + why,
+		HandOver: true, Retention: a.rc.Retention}
+	st.Incarnation, st.EntryGone = s.entryFacts(a.j)
+	s.complete(a.j, a.rc.Slot, "settle", time.Time{}, s.settleWrite(a, st))
 }

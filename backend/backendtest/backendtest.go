@@ -17,6 +17,21 @@
 // safety, history (order, limit, retention by size and TTL, takeover attempts),
 // manual runs, invalid claims and the reported window; and, for run stores, the
 // lease rules and the one stored decision per slot.
+//
+// For a run store that is a backend.Settler the lease section also checks the
+// records each decision leaves: one per attempt, none on a repeat. RunLeases
+// gives a store that is a backend.RecordsUser a history of the suite's own,
+// which keeps each record apart and can be made to fail. A Settler whose
+// history is a backend of its own runs RunLeasesWithHistory, with the store and
+// the backend whose History shows its records:
+//
+//	backendtest.RunLeasesWithHistory(t, func(t *testing.T) (backend.RunStore, backendtest.Historian) {
+//		b := newBackend(t)
+//		return b.Runs(), b
+//	})
+//
+// History merges the records of one token, so there a second record of an
+// attempt shows only when its status differs.
 package backendtest
 
 import (

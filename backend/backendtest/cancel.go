@@ -88,8 +88,9 @@ func testCancelOtherAsks(t *testing.T, f *leaseFixture) {
 }
 
 // A run asked to end whose lease ends unfinished (its holder died) is not taken
-// over: the claim that would take it over finishes it cancelled. So is its stored
-// retry.
+// over: the claim that would take it over finishes it cancelled. So is a retry
+// stored before the request; a retry asked after it finishes the run with the
+// attempt's failure, not retried.
 func testCancelOtherNoTakeover(t *testing.T, f *leaseFixture) {
 	f.canceller()
 	t1, t2 := "t1"+Token(), "t2"+Token()
@@ -109,11 +110,21 @@ func testCancelOtherNoTakeover(t *testing.T, f *leaseFixture) {
 	t3, t4 := "t3"+Token(), "t4"+Token()
 	require.NoError(t, f.s.Finish(f.ctx, backend.RunKey{Job: f.job, Slot: leaseSlot(2), Token: t2}, backend.StatusOK))
 	f.outcome(f.cancelClaim(3, t3, leaseLong), backend.OutcomeWon)
-	f.outcome(f.cancelClaim(4, t4, leaseLong), backend.OutcomeRunning)
 	require.NoError(t, r.Retry(f.ctx, backend.RunKey{Job: f.job, Slot: leaseSlot(3), Token: t3}, retryShort, retryLong))
+	f.outcome(f.cancelClaim(4, t4, leaseLong), backend.OutcomeRunning) // asks the pending retry to end
 	d = f.claimUntil(func() backend.RunClaim { return f.cancelClaim(3, Token(), leaseLong) })
 	assert.Equal(t, backend.OutcomeDone, d.Outcome, "the retry of a run asked to end: %+v", d)
 	assert.Equal(t, backend.StatusCancelled, d.Status)
+	f.outcome(f.cancelClaim(4, t4, leaseLong), backend.OutcomeWon)
+
+	t5, t6 := "t5"+Token(), "t6"+Token()
+	require.NoError(t, f.s.Finish(f.ctx, backend.RunKey{Job: f.job, Slot: leaseSlot(4), Token: t4}, backend.StatusOK))
+	f.outcome(f.cancelClaim(5, t5, leaseLong), backend.OutcomeWon)
+	f.outcome(f.cancelClaim(6, t6, leaseLong), backend.OutcomeRunning)
+	require.NoError(t, r.Retry(f.ctx, backend.RunKey{Job: f.job, Slot: leaseSlot(5), Token: t5}, 0, retryLong))
+	d = f.outcome(f.cancelClaim(5, Token(), leaseLong), backend.OutcomeDone)
+	assert.Equal(t, backend.StatusError, d.Status, "a run asked to end is not retried: its failure stands")
+	f.outcome(f.cancelClaim(6, t6, leaseLong), backend.OutcomeWon)
 }
 
 // Claims of several slots at once with nothing running: exactly one runs; each

@@ -44,9 +44,35 @@ const (
 // runs in parallel with the others, on its own store and its own job names, and
 // short leases really expire, so the section takes a few seconds.
 //
+// A store that is a backend.RecordsUser is given a history of the suite's own
+// (UseRecords) before the first call, and the settle cases check the records a
+// backend.Settler writes there. A Settler whose history is a backend of its own
+// runs them with RunLeasesWithHistory.
+//
 // newStore is called once per case; resources it opens should be closed with
 // t.Cleanup. RunLeases returns when every case has finished.
 func RunLeases(t *testing.T, newStore func(t *testing.T) backend.RunStore) {
+	t.Helper()
+	runLeases(t, func(t *testing.T) (backend.RunStore, Historian) {
+		s := newStore(t)
+		if u, ok := s.(backend.RecordsUser); ok {
+			w := newRecords()
+			u.UseRecords(w)
+			return s, w
+		}
+		return s, nil
+	})
+}
+
+// RunLeasesWithHistory is RunLeases for a store whose records go to a history
+// of its own: newStore returns the store and what reads that history (the
+// backend the store belongs to). The store is given nothing.
+func RunLeasesWithHistory(t *testing.T, newStore func(t *testing.T) (backend.RunStore, Historian)) {
+	t.Helper()
+	runLeases(t, newStore)
+}
+
+func runLeases(t *testing.T, newStore func(t *testing.T) (backend.RunStore, Historian)) {
 	t.Helper()
 	cases := []struct {
 		name string
@@ -95,14 +121,27 @@ func RunLeases(t *testing.T, newStore func(t *testing.T) backend.RunStore) {
 		{"LimitRace", testLimitRace},
 		{"LimitBuffered", testLimitBuffered},
 		{"LimitSkipped", testLimitSkipped},
+		{"SettleDecisionsRecorded", testSettleDecisions},
+		{"SettleTakeoverRecordsLost", testSettleTakeover},
+		{"SettleEndsRecorded", testSettleEnds},
+		{"SettleWithdrawRecorded", testSettleWithdraw},
+		{"SettleStaleAddsNone", testSettleStale},
+		{"SettleCancelOtherHolderDied", testSettleCancelOtherDied},
+		{"SettleBufferedUnderPause", testSettleBufferedPaused},
+		{"SettleEntryIncarnation", testSettleIncarnation},
+		{"SettleRecordWriteFails", testSettleWriteFails},
+		{"SettleRepeatAfterPause", testSettleRepeatAfterPause},
 	}
 	t.Run("Leases", func(t *testing.T) {
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
 				t.Parallel()
-				s := newStore(t)
+				s, h := newStore(t)
 				require.NotNil(t, s, "newStore")
-				c.fn(t, newLeaseFixture(t, s, c.name))
+				f := newLeaseFixture(t, s, c.name)
+				f.hist = h
+				f.raw, _ = h.(*records)
+				c.fn(t, f)
 			})
 		}
 	})
@@ -115,6 +154,10 @@ type leaseFixture struct {
 	ctx  context.Context
 	job  string
 	slot time.Time
+	// hist reads the store's records, nil when the suite cannot (settle cases
+	// are skipped); raw is hist when it is the suite's own.
+	hist Historian
+	raw  *records
 }
 
 func newLeaseFixture(t *testing.T, s backend.RunStore, name string) *leaseFixture {

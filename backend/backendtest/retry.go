@@ -140,7 +140,8 @@ func testRetryMissed(t *testing.T, f *leaseFixture) {
 	assert.Empty(t, runs, "a missed retry ends the slot")
 }
 
-// Only the holder may store a retry, and only of an unfinished run.
+// Only the holder may store a retry, and only of an unfinished run: its own
+// Retry once it finished is taken for a repeat and changes nothing.
 func testRetryStale(t *testing.T, f *leaseFixture) {
 	r := f.retrier()
 	a := "a-" + Token()
@@ -149,8 +150,10 @@ func testRetryStale(t *testing.T, f *leaseFixture) {
 	assert.ErrorIs(t, f.retry(r, a, -time.Second, retryLong), backend.ErrInvalidClaim, "a negative delay")
 	assert.ErrorIs(t, f.retry(r, a, 0, 0), backend.ErrInvalidClaim, "no window")
 	require.NoError(t, f.finish(a, backend.StatusOK))
-	assert.ErrorIs(t, f.retry(r, a, 0, retryLong), backend.ErrStaleToken, "a finished run")
-	f.outcome(f.rc(Token(), "b", leaseLong), backend.OutcomeDone)
+	assert.NoError(t, f.retry(r, a, 0, retryLong), "the holder's Retry of its finished run: a repeat")
+	assert.ErrorIs(t, f.retry(r, "stranger-"+Token(), 0, retryLong), backend.ErrStaleToken, "a finished run, another token")
+	done := f.outcome(f.rc(Token(), "b", leaseLong), backend.OutcomeDone)
+	assert.Equal(t, backend.StatusOK, done.Status, "no retry was stored")
 }
 
 // A retry is remembered past the run's Keep while it may still be claimed.

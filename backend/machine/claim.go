@@ -1,6 +1,7 @@
 package machine
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/anarchon/anarchon/backend"
@@ -43,9 +44,8 @@ type Decision struct {
 // Reasons recorded with the decisions the machine makes.
 const (
 	WhyLate          = "nobody started the slot before its deadline"
-	WhySkipped       = "another slot of the job held its lease (overlap policy skip)"
+	WhySkipped       = "another slot of the job held its lease (overlap forbidden)"
 	WhyLaterRuns     = "a later slot of the job held its lease (overlap policy cancel-other: an earlier slot never ends a later one)"
-	WhyBufferFull    = "another slot of the job ran and the buffer was full"
 	WhyLimit         = "the job's run limit was reached"
 	WhyTakenOver     = "its lease ended before the run finished; taken over by "
 	WhyEntryRemoved  = "its schedule entry was removed"
@@ -67,6 +67,7 @@ const (
 //	pending  ──buffer, the cap reached──▶ finished skipped
 //	pending  ──otherwise──▶ running (attempt 1)
 //	buffered ──another slot busy, or an earlier one buffered; or PausedWhy──▶ (buffered)
+//	buffered ──a manual slot: another token waits, an adoption ends it──▶ (buffered) / finished lost
 //	buffered ──otherwise──▶ running (attempt 1)
 //	running  ──lease live──▶ (won for its token, running for others)
 //	running  ──lease ended: entry removed / cancel asked / manual──▶ finished cancelled / cancelled / lost
@@ -158,13 +159,14 @@ func (c *claim) grant(r Run) {
 // next starts r's next attempt for the claim: the fields of a plain new attempt.
 func (c *claim) next(r Run) Run {
 	r.Previous, r.PreviousToken = "", ""
-	r.Reopened, r.Retried = false, false
+	r.Reopened, r.Retried, r.HandedOver = false, false, false
+	r.Cancel = nil
 	return r
 }
 
-// pause ends r's next attempt paused, for the claim, without running it.
+// pause ends r's next attempt paused, for the claim, without running it. r
+// names the attempt it follows, as grant's would.
 func (c *claim) pause(r Run) {
-	r = c.next(r)
 	r.Token, r.Instance = c.in.Token, c.in.Instance
 	r.Attempt++
 	r.Fence = max(c.job.Fence, r.Fence+1)
@@ -186,6 +188,7 @@ func (c *claim) count(r *Run) {
 	c.d.Count++
 	c.d.Counted = true
 	r.Last = c.d.Count == c.in.MaxRuns
+	r.Counted = true
 }
 
 // pastDeadline reports whether the claim's deadline has passed.
@@ -220,7 +223,7 @@ func (c *claim) first() {
 		c.cancelEarlier()
 	case in.Overlap.Buffers() && (c.busy(anySlot) != nil || c.bufferedOthers() > 0):
 		if c.bufferedOthers() >= in.Buffers() {
-			c.decide(r, backend.StatusSkipped, WhyBufferFull)
+			c.decide(r, backend.StatusSkipped, fmt.Sprintf("another slot of the job ran and %d were buffered already (overlap policy %s)", in.Buffers(), in.Overlap))
 			return
 		}
 		r.Phase, r.Attempt = Buffered, 0
@@ -327,6 +330,16 @@ func (c *claim) buffered(r Run) {
 			return
 		}
 	}
+	if r.Manual && r.Token != c.in.Token {
+		// A manual slot runs only for its RunNow; an adoption ends it.
+		if c.in.TakeoverOnly {
+			c.end(r, backend.StatusLost, WhyManualStopped, backend.OutcomeDone)
+			return
+		}
+		wait.WaitsFor, wait.Holder = r.Slot, r.Instance
+		c.d.Result = wait
+		return
+	}
 	c.grant(c.next(r))
 }
 
@@ -372,13 +385,13 @@ func (c *claim) takeover(r Run, why string) {
 	if !r.Recorded {
 		c.d.Records = append(c.d.Records, r.record(backend.StatusLost, why, c.now))
 	}
-	prev, prevToken := r.Instance, r.Token
+	prev, prevToken, handed := r.Instance, r.Token, r.Recorded
 	r = c.next(r)
+	r.Previous, r.PreviousToken, r.HandedOver = prev, prevToken, handed
 	if c.in.PausedWhy != "" {
 		c.pause(r)
 		return
 	}
-	r.Previous, r.PreviousToken = prev, prevToken
 	c.grant(r)
 }
 
@@ -398,22 +411,27 @@ func (c *claim) retrying(r Run) {
 	case r.Cancel != nil:
 		c.end(r, backend.StatusCancelled, WhyCancelAsked, backend.OutcomeDone)
 	case c.in.PausedWhy != "":
-		c.pause(r)
+		c.pause(c.retried(r))
 	case c.in.Overlap.Exclusive() && c.otherLive():
 		c.answer(r, backend.OutcomeRunning)
 	default:
-		prev, prevToken := r.Instance, r.Token
-		r = c.next(r)
-		r.Retried, r.Previous, r.PreviousToken = true, prev, prevToken
-		c.grant(r)
+		c.grant(c.retried(r))
 	}
+}
+
+// retried is r's next attempt, the retry its last attempt stored.
+func (c *claim) retried(r Run) Run {
+	prev, prevToken := r.Instance, r.Token
+	r = c.next(r)
+	r.Retried, r.Previous, r.PreviousToken = true, prev, prevToken
+	return r
 }
 
 func (c *claim) finished(r Run) {
 	in := c.in
 	reopen := !c.stale(r) && in.MayReopen(r.Status, r.Token, r.Attempt) && !c.pastDeadline()
-	// A paused slot that never ran (no fence) counts once run, as it would have.
-	counts := reopen && r.Status == backend.StatusPaused && r.Fence == 0 && in.Counts()
+	// A paused slot run later counts, as it would have, unless it was counted.
+	counts := reopen && r.Status == backend.StatusPaused && in.Counts() && !r.Counted
 	if counts && c.job.Count >= in.MaxRuns {
 		reopen = false
 	}
@@ -421,7 +439,7 @@ func (c *claim) finished(r Run) {
 	case !reopen:
 		c.answer(r, backend.DecidedOutcome(r.Status, r.Token == in.Token))
 	case in.PausedWhy != "":
-		c.pause(r)
+		c.pause(c.next(r))
 	case in.Overlap.Exclusive() && c.otherLive():
 		c.answer(r, backend.OutcomeRunning)
 	default:

@@ -113,7 +113,7 @@ func TestClaim(t *testing.T) {
 	inc := func(r Run, n uint64) Run { r.Incarnation = n; return r }
 	man := func(r Run) Run { r.Manual = true; return r }
 	last := func(r Run) Run { r.Last = true; return r }
-	fenced := func(r Run) Run { r.Fence = 10; return r }
+	counted := func(r Run) Run { r.Counted = true; return r }
 
 	rows := []struct {
 		name   string
@@ -215,6 +215,13 @@ func TestClaim(t *testing.T) {
 		{name: "buffered: taken once nothing holds the job, past its deadline too", cur: last(buffered(10, "b")),
 			others: []Run{buffered(11, "e")}, in: claimOf(bufferCap(5), pastDeadline, takeoverOnly),
 			want: want{outcome: backend.OutcomeWon, phase: Running, attempt: 1, token: "c", write: true}},
+		{name: "buffered: a manual slot waits for its own RunNow", cur: man(buffered(10, "b")), in: claimOf(policy(backend.OverlapBufferOne)),
+			want: want{outcome: backend.OutcomeBuffered, phase: Buffered, token: "b", waitsFor: at(10)}},
+		{name: "buffered: a manual slot taken by its own RunNow", cur: man(buffered(10, "c")), in: claimOf(policy(backend.OverlapBufferOne)),
+			want: want{outcome: backend.OutcomeWon, phase: Running, attempt: 1, token: "c", write: true}},
+		{name: "buffered: a manual slot adopted is ended lost", cur: man(buffered(10, "b")), in: claimOf(policy(backend.OverlapBufferOne), takeoverOnly),
+			want: want{outcome: backend.OutcomeDone, phase: Finished, status: backend.StatusLost, token: "b", write: true,
+				records: []backend.Status{backend.StatusLost}}},
 		{name: "buffered: a paused job holds it buffered", cur: buffered(10, "b"), in: claimOf(policy(backend.OverlapBufferOne), paused),
 			want: want{outcome: backend.OutcomeBuffered, phase: Buffered, token: "b"}},
 		{name: "buffered: of a removed entry, cancelled", cur: inc(buffered(10, "b"), 7), in: claimOf(policy(backend.OverlapBufferOne), incarnation(8)),
@@ -298,9 +305,6 @@ func TestClaim(t *testing.T) {
 		{name: "finished: a paused slot is not reopened past the limit", cur: finished(10, "a", 1, backend.StatusPaused), count: 2,
 			in:   claimOf(reopenPaused, limit(2)),
 			want: want{outcome: backend.OutcomeDone, phase: Finished, status: backend.StatusPaused, attempt: 1, token: "a"}},
-		{name: "finished: a paused slot that ran was counted when won: reopened past the limit", cur: fenced(finished(10, "a", 1, backend.StatusPaused)),
-			count: 2, in: claimOf(reopenPaused, limit(2)),
-			want: want{outcome: backend.OutcomeWon, phase: Running, attempt: 2, token: "c", write: true}},
 		{name: "finished: late reopened by a backfill", cur: finished(10, "a", 1, backend.StatusLate), in: claimOf(backfill),
 			want: want{outcome: backend.OutcomeWon, phase: Running, attempt: 2, token: "c", write: true}},
 		{name: "finished: ok is not reopened by a backfill", cur: finished(10, "a", 1, backend.StatusOK), in: claimOf(backfill),
@@ -317,6 +321,9 @@ func TestClaim(t *testing.T) {
 			want: want{outcome: backend.OutcomeRunning, phase: Finished, status: backend.StatusPaused, attempt: 1, token: "a"}},
 		{name: "finished: of a removed entry, never reopened", cur: inc(finished(10, "a", 1, backend.StatusLate), 7), in: claimOf(backfill, incarnation(8)),
 			want: want{outcome: backend.OutcomeDone, phase: Finished, status: backend.StatusLate, attempt: 1, token: "a"}},
+		{name: "finished: a paused slot counted when won is reopened past the limit, not counted again",
+			cur: counted(finished(10, "a", 1, backend.StatusPaused)), count: 2, in: claimOf(reopenPaused, limit(2)),
+			want: want{outcome: backend.OutcomeWon, phase: Running, attempt: 2, token: "c", write: true}},
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
@@ -386,6 +393,17 @@ func TestClaimAnswers(t *testing.T) {
 		assert.Equal(t, "a", again.Result.PreviousToken)
 		assert.False(t, again.Write)
 	})
+	t.Run("a takeover says whether the attempt before handed the run over", func(t *testing.T) {
+		handed := ended(10, "a", 1, time.Second)
+		handed.Recorded = true
+		d := Claim(handed, claimOf(), Job{}, now)
+		require.Equal(t, backend.OutcomeWon, d.Result.Outcome)
+		assert.True(t, d.Run.HandedOver)
+		d = Claim(ended(10, "a", 1, time.Second), claimOf(), Job{}, now)
+		assert.False(t, d.Run.HandedOver, "lost")
+		d = Claim(retrying(10, "a", 1, -time.Second, time.Second), claimOf(), Job{}, now)
+		assert.False(t, d.Run.HandedOver, "retried")
+	})
 	t.Run("a retry is answered with how long until it is due", func(t *testing.T) {
 		d := Claim(retrying(10, "a", 1, 3*time.Second, 4*time.Second), claimOf(), Job{}, now)
 		assert.Equal(t, 3*time.Second, d.Result.RetryIn)
@@ -424,6 +442,24 @@ func TestClaimAnswers(t *testing.T) {
 		assert.True(t, d.Records[0].Backfill)
 		assert.True(t, d.Records[0].Manual)
 		assert.Equal(t, uint64(9), d.Run.Incarnation)
+	})
+	t.Run("a reopened slot carries no cancel request of the run before", func(t *testing.T) {
+		cur := finished(10, "a", 1, backend.StatusOK)
+		cur.Cancel = &backend.CancelRequest{Slot: at(11), Instance: "i-x", Token: "x"}
+		d := Claim(cur, claimOf(rerun(1), policy(backend.OverlapCancelOther)), Job{}, now)
+		require.Equal(t, backend.OutcomeWon, d.Result.Outcome)
+		assert.Nil(t, d.Run.Cancel)
+		assert.NoError(t, Heartbeat(d.Run, backend.RunKey{Job: "job", Slot: at(10), Token: "c"}, lease, now).Err)
+	})
+	t.Run("a counted slot stays counted", func(t *testing.T) {
+		d := Claim(pending(10), claimOf(limit(3)), Job{}, now)
+		assert.True(t, d.Run.Counted, "won")
+		d = Claim(pending(10), claimOf(limit(3), policy(backend.OverlapBufferOne)), Job{Others: []Run{live(9, "a", 1)}}, now)
+		assert.True(t, d.Run.Counted, "buffered")
+		d = Claim(pending(10), claimOf(limit(3), paused), Job{}, now)
+		assert.False(t, d.Run.Counted, "decided paused")
+		d = Claim(pending(10), claimOf(), Job{}, now)
+		assert.False(t, d.Run.Counted, "no limit asked")
 	})
 	t.Run("a manual claim stores a manual run", func(t *testing.T) {
 		d := Claim(pending(10), claimOf(manual), Job{}, now)
@@ -489,6 +525,8 @@ func TestSettle(t *testing.T) {
 	man := func(r Run) Run { r.Manual = true; return r }
 	handedOver := func(r Run) Run { r.Recorded = true; r.Expires = now.Add(-time.Second); return r }
 	retried := func(r Run) Run { r.Retried, r.PreviousToken = true, "c"; return r }
+	takenOver := func(r Run) Run { r.Previous, r.PreviousToken = "i-c", "c"; return r }
+	handedOverTaken := func(r Run) Run { r.HandedOver = true; return takenOver(r) }
 
 	rows := []struct {
 		name    string
@@ -523,7 +561,14 @@ func TestSettle(t *testing.T) {
 		{name: "repeat: finished", cur: finished(10, "c", 1, backend.StatusOK), s: settle(backend.StatusOK), phase: Finished, status: backend.StatusOK},
 		{name: "repeat: retry pending", cur: retrying(10, "c", 1, time.Second, 2*time.Second), s: settle(backend.StatusError, retry), phase: Retrying},
 		{name: "repeat: retry taken", cur: retried(live(10, "d", 2)), s: settle(backend.StatusError, retry), phase: Running},
+		{name: "repeat: hand-over taken over", cur: handedOverTaken(live(10, "d", 2)), s: settle(backend.StatusCancelled, handOver), phase: Running},
+		{name: "repeat: hand-over taken over and finished", cur: handedOverTaken(finished(10, "d", 2, backend.StatusOK)),
+			s: settle(backend.StatusCancelled, handOver), phase: Finished, status: backend.StatusOK},
 		{name: "stale: taken over", cur: live(10, "d", 2), s: settle(backend.StatusOK), err: backend.ErrStaleToken, phase: Running},
+		{name: "stale: a hand-over of an attempt taken over lost", cur: takenOver(live(10, "d", 2)), s: settle(backend.StatusCancelled, handOver),
+			err: backend.ErrStaleToken, phase: Running},
+		{name: "stale: a finish of an attempt that handed over", cur: handedOverTaken(live(10, "d", 2)), s: settle(backend.StatusOK),
+			err: backend.ErrStaleToken, phase: Running},
 		{name: "stale: a finish once the retry is stored", cur: retrying(10, "c", 1, time.Second, 2*time.Second), s: settle(backend.StatusOK),
 			err: backend.ErrStaleToken, phase: Retrying},
 		{name: "stale: another's buffered slot", cur: buffered(10, "b"), s: settle(backend.StatusCancelled), err: backend.ErrStaleToken, phase: Buffered},
@@ -568,22 +613,38 @@ func TestSettle(t *testing.T) {
 	}
 }
 
-// TestRetry: the seed's Retry of a slot its token buffered, or of a run it
-// finished, is stale (backend.Retrier, backend.OverlapBufferer).
+// A holder's Retry or hand-over, applied and repeated after a backup's claim
+// ended the slot paused, is a repeat; a late Settle of an attempt taken over
+// lost is stale.
+func TestSettleRepeatAfterPausedTakeover(t *testing.T) {
+	key := backend.RunKey{Job: "job", Slot: at(10), Token: "a"}
+	retry := backend.Settlement{Key: key, Status: backend.StatusError, Retry: &backend.RetryWindow{Delay: time.Second, Within: time.Minute}}
+	handOver := backend.Settlement{Key: key, Status: backend.StatusCancelled, HandOver: true}
+	retried := Claim(retrying(10, "a", 1, -time.Second, time.Second), claimOf(paused), Job{}, now)
+	require.Equal(t, backend.OutcomePaused, retried.Result.Outcome)
+	assert.NoError(t, Settle(retried.Run, retry, now).Err, "the retry's repeat")
+	handed := ended(10, "a", 1, time.Second)
+	handed.Recorded = true
+	handedPaused := Claim(handed, claimOf(paused), Job{}, now)
+	require.Equal(t, backend.OutcomePaused, handedPaused.Result.Outcome)
+	assert.NoError(t, Settle(handedPaused.Run, handOver, now).Err, "the hand-over's repeat")
+	lost := Claim(ended(10, "a", 1, time.Second), claimOf(paused), Job{}, now)
+	assert.ErrorIs(t, Settle(lost.Run, handOver, now).Err, backend.ErrStaleToken, "an attempt recorded lost")
+	reopened := Claim(finished(10, "a", 1, backend.StatusSkipped), claimOf(backfill, paused), Job{}, now)
+	assert.Empty(t, reopened.Run.PreviousToken, "a reopened slot took over from nobody")
+}
+
 func TestRetry(t *testing.T) {
 	key := backend.RunKey{Job: "job", Slot: at(10), Token: "c"}
-	for name, cur := range map[string]Run{
-		"buffered": buffered(10, "c"),
-		"finished": finished(10, "c", 1, backend.StatusOK),
-	} {
-		d := Retry(cur, key, time.Second, time.Minute, now)
-		assert.ErrorIs(t, d.Err, backend.ErrStaleToken, name)
-		assert.False(t, d.Write, name)
-	}
-	d := Retry(retrying(10, "c", 1, time.Second, time.Minute), key, time.Second, time.Minute, now)
-	assert.NoError(t, d.Err, "a repeat")
-	d = Retry(live(10, "c", 1), key, time.Second, time.Minute, now)
+	d := Retry(live(10, "c", 1), key, time.Second, time.Minute, now)
+	require.NoError(t, d.Err)
 	assert.Equal(t, Retrying, d.Run.Phase)
+	t.Run("a buffered slot has no attempt to retry", func(t *testing.T) {
+		d := Retry(buffered(10, "c"), key, time.Second, time.Minute, now)
+		assert.ErrorIs(t, d.Err, backend.ErrStaleToken)
+		assert.False(t, d.Write)
+		assert.Empty(t, d.Records)
+	})
 }
 
 func TestRelease(t *testing.T) {

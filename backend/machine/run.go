@@ -68,6 +68,11 @@ type Run struct {
 	// (paused, or late, skipped, limit for a backfill). Retried: it runs a
 	// stored retry. Last: the slot was the run limit's last counted one.
 	Reopened, Retried, Last bool
+	// Counted says the run limit counted the slot.
+	Counted bool
+	// HandedOver says the attempt taken over had handed the run over: its
+	// record is its own.
+	HandedOver bool
 	// Manual and Backfill say who asked for the run.
 	Manual, Backfill bool
 	// Incarnation is the entry's the run belongs to (0 for a job's own run).

@@ -55,8 +55,9 @@ func Settle(cur Run, s backend.Settlement, now time.Time) Decision {
 		return d // handed over already: a repeat
 	case cur.Token == tok && cur.Phase == Running:
 	case cur.Token == tok && (cur.Phase == Finished || cur.Phase == Retrying && s.Retry != nil),
-		cur.Retried && cur.PreviousToken == tok && s.Retry != nil:
-		return d // a repeat
+		cur.Retried && cur.PreviousToken == tok && s.Retry != nil,
+		cur.HandedOver && cur.PreviousToken == tok && s.HandOver:
+		return d // a repeat, also once the retry or the hand-over was taken
 	default:
 		d.Err = fmt.Errorf("%w: %s", backend.ErrStaleToken, describe(s.Key))
 		return d
@@ -105,10 +106,10 @@ func Finish(cur Run, key backend.RunKey, status backend.Status, now time.Time) D
 }
 
 // Retry is Settle of Retrier.Retry: key's failed attempt stores its retry. A
-// slot key.Token buffered, or a run it finished, has no attempt to retry.
+// buffered slot has no attempt: its token gets backend.ErrStaleToken.
 func Retry(cur Run, key backend.RunKey, delay, within time.Duration, now time.Time) Decision {
-	if cur.Token == key.Token && (cur.Phase == Buffered || cur.Phase == Finished) {
-		return Decision{Run: cur, Err: fmt.Errorf("%w: %s has no attempt to retry", backend.ErrStaleToken, describe(key))}
+	if cur.Phase == Buffered {
+		return Decision{Run: cur, Err: fmt.Errorf("%w: %s", backend.ErrStaleToken, describe(key))}
 	}
 	return Settle(cur, backend.Settlement{Key: key, Status: backend.StatusError,
 		Retry: &backend.RetryWindow{Delay: delay, Within: within}}, now)

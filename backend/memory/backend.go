@@ -12,6 +12,9 @@ import (
 // Backend keeps everything in process memory. It coordinates schedulers in the
 // same process only, which makes it the backend for unit tests and the simplest
 // reading of the contract. It never forgets a claim, so its window is Forever.
+//
+// Its run store (Runs) writes its records into it under the store's mutex: the
+// store's mutex is taken before the backend's, never after.
 type Backend struct {
 	clock backend.Clock
 
@@ -30,7 +33,7 @@ type Backend struct {
 	entries *memEntries
 
 	runsOnce sync.Once
-	runs     backend.RunStore
+	runs     *RunStore
 }
 
 type memKey struct {
@@ -133,6 +136,40 @@ func (b *Backend) SaveResult(ctx context.Context, job string, r backend.StoredRe
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.saveLocked(job, r, keep)
+	return nil
+}
+
+// WriteRecords appends recs to the job's results as SaveResult does
+// (backend.RecordWriter); a record stored already (the same slot, token and
+// status) is not stored again.
+func (b *Backend) WriteRecords(ctx context.Context, job string, recs []backend.StoredResult, keep backend.Retention) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, r := range recs {
+		if !b.storedLocked(job, r) {
+			b.saveLocked(job, r, keep)
+		}
+	}
+	return nil
+}
+
+// storedLocked reports whether job's results hold r's slot, token and status.
+func (b *Backend) storedLocked(job string, r backend.StoredResult) bool {
+	rs := b.results[job]
+	for i := len(rs) - 1; i >= 0; i-- { // a repeat is most likely recent
+		if rs[i].Token == r.Token && rs[i].Status == r.Status && rs[i].Slot.Equal(r.Slot) {
+			return true
+		}
+	}
+	return false
+}
+
+// saveLocked appends r and trims the job's results to keep.
+func (b *Backend) saveLocked(job string, r backend.StoredResult, keep backend.Retention) {
 	b.noteTTL(job, keep.TTL)
 	rs := append(b.results[job], r)
 	stored := len(rs)
@@ -166,7 +203,6 @@ func (b *Backend) SaveResult(ctx context.Context, job string, r backend.StoredRe
 		}
 		b.manual[job] = kept
 	}
-	return nil
 }
 
 // History merges claims and results with BuildHistory.

@@ -2,6 +2,10 @@ package memory_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -20,6 +24,15 @@ func TestMemoryRunStoreConformance(t *testing.T) {
 	})
 }
 
+// The backend's own store writes its records into the backend: the suite
+// reads them through its History.
+func TestMemoryBackendRunsConformance(t *testing.T) {
+	backendtest.RunLeasesWithHistory(t, func(t *testing.T) (backend.RunStore, backendtest.Historian) {
+		b := memory.New()
+		return b.Runs(), b
+	})
+}
+
 func TestMemoryBackendRuns(t *testing.T) {
 	b := memory.New()
 	runs := b.Runs()
@@ -27,7 +40,10 @@ func TestMemoryBackendRuns(t *testing.T) {
 	assert.Same(t, runs, b.Runs(), "one store per backend")
 	_, ok := runs.(backend.LeaseWatcher)
 	assert.True(t, ok, "the memory run store is a LeaseWatcher")
+	_, ok = runs.(backend.Settler)
+	assert.True(t, ok, "the memory run store is a Settler")
 	var _ backend.LeaseBackend = b
+	var _ backend.RecordWriter = b
 }
 
 var memSlot = time.UnixMilli(1_900_000_000_000).UTC()
@@ -111,6 +127,10 @@ func TestMemoryRunStoreWatchChanges(t *testing.T) {
 		},
 		"finish": func(t *testing.T, s *memory.RunStore) {
 			require.NoError(t, s.Finish(t.Context(), backend.RunKey{Job: "job", Slot: memSlot, Token: "a"}, backend.StatusOK))
+		},
+		"hand-over": func(t *testing.T, s *memory.RunStore) {
+			require.NoError(t, s.Settle(t.Context(), backend.Settlement{Key: backend.RunKey{Job: "job", Slot: memSlot, Token: "a"},
+				Status: backend.StatusCancelled, HandOver: true}))
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -216,4 +236,107 @@ func TestMemoryRunStoreCanceledContext(t *testing.T) {
 	assert.ErrorIs(t, s.Release(ctx, backend.RunKey{Job: "job", Slot: memSlot, Token: "a"}), context.Canceled)
 	_, err = s.Active(ctx, "job")
 	assert.ErrorIs(t, err, context.Canceled)
+}
+
+// failingWriter is a history that is down.
+type failingWriter struct{}
+
+var errDown = errors.New("history down")
+
+func (failingWriter) WriteRecords(context.Context, string, []backend.StoredResult, backend.Retention) error {
+	return errDown
+}
+
+// A decision whose records cannot be written is not applied: the store answers
+// the writer's error and keeps the state it had.
+func TestMemoryRunStoreFailedWriteChangesNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := memory.NewRunStore(backend.SystemClock{})
+		a := mustClaim(t, s, memClaim("job", "a", time.Minute), backend.OutcomeWon)
+		require.NoError(t, s.Release(t.Context(), backend.RunKey{Job: "job", Slot: memSlot, Token: "a"}))
+		s.UseRecords(failingWriter{})
+
+		_, err := s.Claim(t.Context(), memClaim("job", "b", time.Minute))
+		require.ErrorIs(t, err, errDown, "a takeover records the attempt lost")
+		late := memClaim("job", "l", time.Minute)
+		late.Slot, late.Deadline = memSlot.Add(time.Minute), time.Now().Add(-time.Hour)
+		_, err = s.Claim(t.Context(), late)
+		require.ErrorIs(t, err, errDown, "a late decision")
+		runs, err := s.Active(t.Context(), "job")
+		require.NoError(t, err)
+		require.Len(t, runs, 1, "the late slot is not stored")
+		assert.Equal(t, "a", runs[0].Token, "the released run is not taken over")
+		assert.Equal(t, a.Fence, runs[0].Fence)
+
+		b := memory.NewWithClock(backend.SystemClock{})
+		s.UseRecords(b)
+		won := mustClaim(t, s, memClaim("job", "b", time.Minute), backend.OutcomeWon)
+		assert.Equal(t, 2, won.Attempt)
+		assert.Greater(t, won.Fence, a.Fence)
+		_, err = s.Claim(t.Context(), late)
+		require.NoError(t, err)
+		hist, err := b.History(t.Context(), "job", 10)
+		require.NoError(t, err)
+		require.Len(t, hist, 2)
+		assert.Equal(t, backend.StatusLate, hist[0].Status)
+		assert.Equal(t, backend.StatusLost, hist[1].Status)
+	})
+}
+
+// Every decision's record is in the backend as soon as the call returns,
+// while others read History and decide at once (the store's mutex is taken
+// before the backend's, never after).
+func TestMemoryBackendRecordsWithState(t *testing.T) {
+	b := memory.New()
+	s := b.Runs().(*memory.RunStore)
+	const n = 50
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_, err := b.History(t.Context(), "job", 0)
+			assert.NoError(t, err)
+		}
+	})
+	var decided sync.WaitGroup
+	for i := range n {
+		decided.Go(func() {
+			in := memClaim("job", fmt.Sprint("t", i), time.Minute)
+			in.Slot = memSlot.Add(time.Duration(i) * time.Minute)
+			if i%2 == 0 {
+				in.Deadline = time.Now().Add(-time.Hour)
+				res, err := s.Claim(t.Context(), in)
+				assert.NoError(t, err)
+				assert.Equal(t, backend.OutcomeLate, res.Outcome)
+			} else {
+				mustClaim(t, s, in, backend.OutcomeWon)
+				assert.NoError(t, s.Settle(t.Context(), backend.Settlement{Key: in.Key(), Status: backend.StatusOK}))
+			}
+			hist, err := b.History(t.Context(), "job", 0)
+			assert.NoError(t, err)
+			found := slices.ContainsFunc(hist, func(r backend.RunRecord) bool { return r.Slot.Equal(in.Slot) })
+			assert.True(t, found, "slot %d's record is in the backend once the call returned", i)
+		})
+	}
+	decided.Wait()
+	close(stop)
+	wg.Wait()
+	hist, err := b.History(t.Context(), "job", 0)
+	require.NoError(t, err)
+	assert.Len(t, hist, n, "one record per slot")
+}
+
+// UseRecords(nil) gives the store a history of its own again.
+func TestMemoryRunStoreUseRecordsNil(t *testing.T) {
+	s := memory.NewRunStore(nil)
+	s.UseRecords(failingWriter{})
+	s.UseRecords(nil)
+	late := memClaim("job", "l", time.Minute)
+	late.Deadline = time.Now().Add(-time.Hour)
+	mustClaim(t, s, late, backend.OutcomeLate)
 }
