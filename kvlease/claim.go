@@ -231,7 +231,8 @@ func leaseWrite(k runKeys, in backend.RunClaim, expect uint64) write {
 // askToEnd stores, on each run of asked (the machine's d.Others), the cancel
 // request in its run record, then in its live lease key for its heartbeat. A
 // request found in a run record alone (an asker that died between the two) is
-// written into the lease key too.
+// written into the lease key too. A claim in flight has no run record to store
+// it in: the asking claim waits for it and asks at its next reading.
 func (s *Store) askToEnd(ctx context.Context, b *bucket, job string, others []other, asked []machine.Run) error {
 	for _, o := range others {
 		var next *machine.Run
@@ -239,6 +240,9 @@ func (s *Store) askToEnd(ctx context.Context, b *bucket, job string, others []ot
 			if asked[i].Slot.Equal(o.slot) {
 				next = &asked[i]
 			}
+		}
+		if next != nil && (o.rv == nil || o.rv.Run.Token != next.Token) {
+			next = nil // a claim in flight: asked once its run record is written
 		}
 		if next != nil {
 			rv := *o.rv
