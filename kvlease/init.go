@@ -170,7 +170,7 @@ func (s *Store) reconcile(have jetstream.StreamConfig) (jetstream.StreamConfig, 
 	}
 	if natsutil.CompareLayout(have.Metadata, layout) == natsutil.LayoutOlder && s.oldRecords.Load() {
 		return have, nil, fmt.Errorf("%w: bucket %q has layout %q, this release writes %q and cannot read it: "+
-			"stop every replica, then delete the bucket or purge its lease., run., buffer. and count. keys (docs/backends.md#upgrading-the-lease-bucket)",
+			"stop every replica, then delete the bucket or purge its lease., run., buffer. and count. keys (docs/backends.md, Upgrading the lease bucket)",
 			ErrOlderLayout, s.opts.bucket, have.Metadata[natsutil.LayoutKey], layout)
 	}
 	if natsutil.CompareLayout(have.Metadata, layout) == natsutil.LayoutNewer {
