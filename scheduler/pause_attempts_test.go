@@ -72,6 +72,16 @@ func (r finishRuns) Release(ctx context.Context, key backend.RunKey) error {
 	return r.RunStore.Release(ctx, backend.RunKey{Job: job, Slot: slot, Token: token})
 }
 
+func (r finishRuns) Settle(ctx context.Context, st backend.Settlement) error {
+	if err := r.f.wait(ctx); err != nil {
+		return err
+	}
+	if st.Status == scheduler.StatusPaused && r.f.failPaused.Add(-1) >= 0 {
+		return errors.New("test: finish lost")
+	}
+	return r.RunStore.(backend.Settler).Settle(ctx, st)
+}
+
 func (r finishRuns) Finish(ctx context.Context, key backend.RunKey, status scheduler.Status) error {
 	job, slot, token := key.Job, key.Slot, key.Token
 	if err := r.f.wait(ctx); err != nil {
