@@ -40,6 +40,9 @@ func (s *Scheduler) decide(a *attempt) (backend.ClaimResult, error) {
 			return backend.ClaimResult{}, fmt.Errorf("%w: %q was removed from this instance", ErrJobNotFound, a.j.name)
 		}
 		res, err := s.ask(a)
+		if err == nil {
+			s.noteLimit(a, res)
+		}
 		if err != nil || !waits(res.Outcome) || a.man.taken(a, res) {
 			return res, err
 		}
@@ -335,6 +338,11 @@ func (s *Scheduler) waitForChange(ctx context.Context, a *attempt, res backend.C
 				// The run it waits for ended since the answer: claim again, once.
 				a.reclaimed = true
 				return ctx.Err() == nil
+			}
+			if !res.WaitsFor.IsZero() {
+				// Its lease ended, and the run still holds the job until it is
+				// taken over or ended: look often, it is about to be.
+				poll = min(poll, max(j.cfg.lease/10, 100*time.Millisecond))
 			}
 		default:
 			a.reclaimed = false
