@@ -81,7 +81,11 @@ func (s *Store) Init(ctx context.Context) error {
 // leases or run records, which this release cannot read (reconcile refuses it).
 // An older bucket without them (entries and pauses only) is brought up to date.
 func (s *Store) checkOldRecords(ctx context.Context) error {
-	st, err := s.js.Stream(ctx, "KV_"+s.opts.bucket)
+	var st jetstream.Stream
+	_, err := natsutil.Retry(ctx, s.opts.attempt, natsutil.Unanswered, func(ctx context.Context) (err error) {
+		st, err = s.js.Stream(ctx, "KV_"+s.opts.bucket)
+		return err
+	})
 	if errors.Is(err, jetstream.ErrStreamNotFound) || err == nil && natsutil.CompareLayout(st.CachedInfo().Config.Metadata, layout) != natsutil.LayoutOlder {
 		return nil
 	}
@@ -89,7 +93,11 @@ func (s *Store) checkOldRecords(ctx context.Context) error {
 		return fmt.Errorf("kvlease: read bucket %q: %w", s.opts.bucket, err)
 	}
 	for _, keys := range []string{runPrefix + ">", leasePrefix + ">"} {
-		info, err := st.Info(ctx, jetstream.WithSubjectFilter("$KV."+s.opts.bucket+"."+keys))
+		var info *jetstream.StreamInfo
+		_, err := natsutil.Retry(ctx, s.opts.attempt, natsutil.Unanswered, func(ctx context.Context) (err error) {
+			info, err = st.Info(ctx, jetstream.WithSubjectFilter("$KV."+s.opts.bucket+"."+keys))
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("kvlease: read bucket %q: %w", s.opts.bucket, err)
 		}
