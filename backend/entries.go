@@ -152,6 +152,11 @@ type EntryChange struct {
 	// change before it was already stored, every change after it is new. Its
 	// Entry is empty.
 	Synced bool
+	// Resync says the watch may have missed changes (a reconnect, a server
+	// restart): the view may be stale until the next Synced. The store reads the
+	// entries again at once and delivers what changed meanwhile (entries stored
+	// or changed, removals of those gone), then Synced. Its Entry is empty.
+	Resync bool
 }
 
 // EntryStore is implemented by backends that store schedule entries, shared by

@@ -387,6 +387,8 @@ type ClaimResult struct {
 	// LimitReached says, on won or buffered, that the slot was the MaxRuns-th
 	// the store counted (RunCounter): the job runs no further scheduled slot.
 	LimitReached bool
+	// Backfill says the run was asked for by Scheduler.Backfill.
+	Backfill bool
 }
 
 // ActiveRun is an unfinished run in a RunStore.

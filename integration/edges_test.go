@@ -203,6 +203,13 @@ func (r pausedFinishRuns) Finish(ctx context.Context, key backend.RunKey, status
 	return r.RunStore.Finish(ctx, backend.RunKey{Job: job, Slot: slot, Token: token}, status)
 }
 
+func (r pausedFinishRuns) Settle(ctx context.Context, st backend.Settlement) error {
+	if st.Status == scheduler.StatusPaused && r.f.fail.Add(-1) >= 0 {
+		return errElection
+	}
+	return r.RunStore.(backend.Settler).Settle(ctx, st)
+}
+
 func (r pausedFinishRuns) WatchRun(ctx context.Context, job string, slot time.Time) (<-chan struct{}, error) {
 	return r.RunStore.(backend.LeaseWatcher).WatchRun(ctx, job, slot)
 }

@@ -38,7 +38,9 @@ var (
 func (b *LeasedBackend) RecordDecides(string) bool { return !b.cfg.leasedFleet }
 
 // NewLeased returns a backend that keeps history in per-job streams on js, like New,
-// and leases in runs (for example a kvlease store). Close does not close runs.
+// and leases in runs (for example a kvlease store). A runs that is a
+// backend.RecordsUser writes its records into the backend (UseRecords). Close
+// does not close runs.
 func NewLeased(js natsjs.JetStream, runs backend.RunStore, opts ...Option) (*LeasedBackend, error) {
 	if runs == nil {
 		return nil, fmt.Errorf("%w: jetstream: NewLeased: nil RunStore", backend.ErrInvalidConfig)
@@ -46,6 +48,9 @@ func NewLeased(js natsjs.JetStream, runs backend.RunStore, opts ...Option) (*Lea
 	b, err := New(js, opts...)
 	if err != nil {
 		return nil, err
+	}
+	if u, ok := runs.(backend.RecordsUser); ok {
+		u.UseRecords(b)
 	}
 	return &LeasedBackend{Backend: b, runs: runs}, nil
 }

@@ -136,3 +136,57 @@ func (b *Backend) stream(ctx context.Context, job, op string) (*jobStream, error
 	}
 	return st, err
 }
+
+var _ backend.RecordWriter = (*Backend)(nil)
+
+// WriteRecords stores recs, terminal records of attempts of job, on the job's
+// result subject (backend.RecordWriter), kept as SaveResult keeps them. Each
+// carries a Nats-Msg-Id of the job, slot and token, so a record written again
+// within the stream's duplicate window is stored once; one that finished longer
+// ago than half the window is written only when the job's history lacks it.
+func (b *Backend) WriteRecords(ctx context.Context, job string, recs []backend.StoredResult, keep backend.Retention) error {
+	if keep.Size < 0 || keep.TTL < 0 {
+		return fmt.Errorf("%w: job %q: negative retention %+v", ErrUnsupportedJob, job, keep)
+	}
+	ctx, cancel := b.callContext(ctx)
+	defer cancel()
+	st, err := b.stream(ctx, job, "write records")
+	if err != nil {
+		return err
+	}
+	var hist []backend.RunRecord
+	for _, r := range recs {
+		if r.FinishedAt.IsZero() || time.Since(r.FinishedAt) > st.dupWindow()/2 {
+			if hist == nil {
+				if hist, err = b.History(ctx, job, 0); err != nil {
+					return fmt.Errorf("jetstream: write records of job %q: %w", job, err)
+				}
+			}
+			if holds(hist, r) {
+				continue
+			}
+		}
+		msg := &nats.Msg{Subject: st.results, Header: nats.Header{}, Data: b.fitResult(st, job, r)}
+		msg.Header.Set(natsjs.MsgIDHeader, st.msgID(r.Slot.UnixMilli())+":"+r.Token+":result")
+		if keep.TTL > 0 {
+			msg.Header.Set(natsjs.MsgTTLHeader, natsutil.TTLHeader(keep.TTL))
+		}
+		if err := b.publish(ctx, st, msg); err != nil {
+			return fmt.Errorf("jetstream: write records of job %q on stream %q: %w", job, st.names.stream, err)
+		}
+	}
+	if keep.Size > 0 {
+		b.resize(ctx, st, historySize(keep.Size))
+	}
+	return nil
+}
+
+// holds reports whether hist holds r's attempt as finished.
+func holds(hist []backend.RunRecord, r backend.StoredResult) bool {
+	for _, h := range hist {
+		if h.Token == r.Token && h.Slot.Equal(r.Slot) && h.Status.Finished() {
+			return true
+		}
+	}
+	return false
+}

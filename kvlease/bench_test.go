@@ -4,8 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/kvlease"
 )
@@ -40,8 +38,8 @@ func BenchmarkClaimWin(b *testing.B) {
 }
 
 // BenchmarkClaimWinLimited: first claims of fresh slots of a job with a run
-// limit (RunClaim.MaxRuns): not blind, a read of the run's keys and the count
-// key, the count's write, then the two writes.
+// limit (RunClaim.MaxRuns): not blind, a read of the run's keys and the job
+// key, then the lease key, the job key and the run record.
 func BenchmarkClaimWinLimited(b *testing.B) {
 	for name, s := range benchStores(b) {
 		b.Run(name, func(b *testing.B) {
@@ -96,7 +94,8 @@ func BenchmarkHeartbeat(b *testing.B) {
 	}
 }
 
-// BenchmarkClaimFinish: a whole run's store traffic: claim, finish.
+// BenchmarkClaimFinish: a whole run's store traffic: claim, finish (without a
+// RecordWriter, so no record is written).
 func BenchmarkClaimFinish(b *testing.B) {
 	for name, s := range benchStores(b) {
 		b.Run(name, func(b *testing.B) {
@@ -116,52 +115,8 @@ func BenchmarkClaimFinish(b *testing.B) {
 	}
 }
 
-// BenchmarkClaimBatch: the first claim of a fresh slot, then its finish, written one
-// key at a time (the default) and in atomic batches (WithAtomicBatches), on one
-// server with file storage (the default), with memory storage, and on R3. This is
-// the measurement WithAtomicBatches' documentation cites.
-func BenchmarkClaimBatch(b *testing.B) {
-	for _, c := range []struct {
-		name string
-		js   func(testing.TB) jetstream.JetStream
-		opts []kvlease.Option
-	}{
-		{"single-file", singleJS, nil},
-		{"single-memory", singleJS, []kvlease.Option{kvlease.WithStorage(jetstream.MemoryStorage)}},
-		{"R3-file", clusterJS, []kvlease.Option{kvlease.WithReplicas(3)}},
-	} {
-		for _, batches := range []bool{false, true} {
-			opts := append([]kvlease.Option{kvlease.WithBucket("batch_" + token())}, c.opts...)
-			name := c.name + "/one-key-at-a-time"
-			if batches {
-				opts = append(opts, kvlease.WithAtomicBatches())
-				name = c.name + "/atomic-batches"
-			}
-			s := newStore(b, c.js(b), opts...)
-			b.Run(name, func(b *testing.B) {
-				job := "bench " + token()
-				slot := time.UnixMilli(1_900_000_000_000)
-				for b.Loop() {
-					slot = slot.Add(time.Second)
-					tok := token()
-					if res, err := s.Claim(b.Context(), claimOf(job, slot, tok, time.Minute)); err != nil || res.Outcome != backend.OutcomeWon {
-						b.Fatalf("claim: %v %v", res.Outcome, err)
-					}
-					if err := s.Finish(b.Context(), backend.RunKey{Job: job, Slot: slot, Token: tok}, backend.StatusOK); err != nil {
-						b.Fatal(err)
-					}
-				}
-			})
-		}
-	}
-}
-
 // BenchmarkClaimBuffered: under OverlapBufferOne, a first claim buffered behind a
 // held run, then its withdrawal (Finish by its token), so the cap is free again.
-// These are bursts: the lease marker each withdrawal or finish leaves is kept a
-// second, and until then costs every claim of the job's other slots two reads
-// (busySlots), as after any finish under an overlap-forbidding policy; so the
-// time per operation grows with the operations of the last second.
 //
 //	go test -run '^$' -bench 'Buffer' -benchtime 100x ./kvlease
 func BenchmarkClaimBuffered(b *testing.B) {

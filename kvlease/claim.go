@@ -7,22 +7,23 @@ import (
 	"time"
 
 	"github.com/anarchon/anarchon/backend"
+	"github.com/anarchon/anarchon/backend/machine"
 	"github.com/anarchon/anarchon/internal/backendutil"
 	"github.com/anarchon/anarchon/internal/natsutil"
 )
 
-// Claim decides the claim from the run's two keys and, on won, makes in.Token the
-// holder: first the lease key (created by compare-and-set from a revision that was not
-// a live lease), then the run record (compare-and-set from the revision read). Every
-// lost race reads both keys again and decides again. See the package documentation.
+// Claim reads the slot (and, when the machine needs them, the job key and the
+// slots it lists), asks machine.Claim, and writes its decision: a new lease's key
+// first, then the job key, then the run record, each by compare-and-set from the
+// revision read. A lost race reads and asks again. See the package documentation.
 //
 // The lease is in.Lease rounded up to whole seconds; it must be at least
-// backend.MinLease. Expires of a fresh win is estimated from the server's clock;
-// later answers read it from the stored lease.
+// backend.MinLease.
 func (s *Store) Claim(ctx context.Context, in backend.RunClaim) (backend.ClaimResult, error) {
 	if err := checkClaim(in); err != nil {
 		return backend.ClaimResult{}, err
 	}
+	in.Lease = natsutil.TTL(in.Lease)
 	ctx, cancel := s.callContext(ctx)
 	defer cancel()
 	select {
@@ -59,50 +60,31 @@ func checkClaim(in backend.RunClaim) error {
 	return nil
 }
 
-// claiming is one claim in progress: what was asked, the run's keys and bucket, and
-// the lease key the claim created, if any.
-type claiming struct {
-	s      *Store
-	b      *bucket
-	in     backend.RunClaim
-	k      runKeys
-	lease  time.Duration // in.Lease in whole seconds
-	keepMS int64         // the run record's keep_ms: in.Keep, or the default
-	// mine is the revision of a lease key this claim created (0: none): purged when
-	// the run turns out decided meanwhile.
-	mine uint64
-	// inFlightWaits counts the rounds spent waiting for earlier slots' claims in
-	// flight (cancelEarlier).
-	inFlightWaits int
-	// counted is the job's count key as this round read or wrote it (runlimit.go);
-	// last says the claim's slot is the MaxRuns-th counted.
-	counted *countEntry
-	last    bool
-}
-
-// claim decides in: from a finish the shared watcher saw, by a first claim's writes
-// sent before reading (blind.go), or by rounds of reading both keys and deciding,
-// until one is not a lost race.
+// claim answers from a finish the shared watcher saw, or by a blind first
+// claim, or by rounds of reading, asking and writing until one is not a lost race.
 func (s *Store) claim(ctx context.Context, b *bucket, in backend.RunClaim) (backend.ClaimResult, error) {
-	c := &claiming{s: s, b: b, in: in, k: keysFor(in.Job, in.Slot), lease: natsutil.TTL(in.Lease), keepMS: in.Keep.Milliseconds()}
-	if in.Keep == 0 {
-		c.keepMS = backend.DefaultRunKeep.Milliseconds()
+	k := keysFor(in.Job, in.Slot)
+	if run, ok := s.mem.finishedRun(k); ok {
+		if d := machine.Claim(run, in, machine.Job{}, s.clock.estimate(time.Now())); !d.Write {
+			return d.Result, nil
+		}
 	}
-	// A finish this store's shared watcher saw (the purge carries the finished
-	// record, stored before the purge was sent): done, without a read. A backup's
-	// claim after its watch fired on the holder's finish is this case.
-	// Not for a claim that may reopen a paused slot: that decides from the store.
-	if rec, ok := s.mem.finishedRun(c.k); ok && !mayReopen(in, rec) {
-		return decided(rec, in.Token), nil
-	}
-	if res, answered, err := c.blind(ctx); answered || err != nil {
+	if res, ok, err := s.blind(ctx, b, in, k); ok || err != nil {
 		return res, err
 	}
+	waits := 0
 	for try := 0; try < maxTries; try++ {
 		if err := backoff(ctx, try); err != nil {
 			return backend.ClaimResult{}, err
 		}
-		res, err := c.round(ctx)
+		res, err := s.round(ctx, b, in)
+		if errors.Is(err, errInFlight) && waits < maxInFlightWaits {
+			waits++
+			continue
+		}
+		if errors.Is(err, errInFlight) {
+			return res, nil
+		}
 		if !lostRace(err) {
 			return res, err
 		}
@@ -110,394 +92,276 @@ func (s *Store) claim(ctx context.Context, b *bucket, in backend.RunClaim) (back
 	return backend.ClaimResult{}, ErrContention
 }
 
+// errInFlight marks a running answer given because another token's claim of
+// the slot is between its writes, by a claim that reads the job key: such a
+// claim may still be undone by the job key's race, so the answer is read again,
+// up to maxInFlightWaits times.
+var errInFlight = errors.New("kvlease: a claim of the slot is in flight")
+
+const maxInFlightWaits = 8
+
 // lostRace reports whether err is a write that lost to another (errConflict) or
 // whose outcome is unknown (errUndecided): the claim reads and decides again.
 func lostRace(err error) bool { return errors.Is(err, errConflict) || errors.Is(err, errUndecided) }
 
-// round reads the run's two keys and decides by the first case that holds: the run
-// is decided (decidedRun); it waits for a stored retry whose window is not open, or
-// has closed (retryDue); another token holds the lease (running); this token holds
-// the lease and the run (wonAgain); this token holds the lease key alone (resume); no
-// lease is live (take). An error for which lostRace holds asks for another round.
-func (c *claiming) round(ctx context.Context) (backend.ClaimResult, error) {
+// round is one reading, decision and write of a claim.
+func (s *Store) round(ctx context.Context, b *bucket, in backend.RunClaim) (backend.ClaimResult, error) {
 	sent := time.Now()
-	c.counted, c.last = nil, false
-	run, ls, err := c.s.readBoth(ctx, c.b, c.k)
+	v, j, err := s.readView(ctx, b, in.Job, in.Slot, needsJob(in, machine.Run{}))
 	if err != nil {
 		return backend.ClaimResult{}, err
 	}
-	if run.rec != nil && run.rec.finished() {
-		reopen, err := c.reopens(ctx, run.rec)
-		switch {
-		case err != nil:
+	now, err := s.decisionTime(ctx, b, in, v)
+	if err != nil {
+		return backend.ClaimResult{}, err
+	}
+	cur, mine := v.runOf(in.Token, now)
+	if j == nil && needsJob(in, cur) { // a buffered slot: its job key too
+		if v, j, err = s.readView(ctx, b, in.Job, in.Slot, true); err != nil {
 			return backend.ClaimResult{}, err
-		case !reopen:
-			return c.decidedRun(ctx, run.rec), nil
 		}
-		// A paused slot catch-up asks for: taken below like an expired lease, from
-		// the lease key's last revision (readBoth skips the lease key of a decided
-		// run where it reads the keys one at a time).
-		if ls, err = c.s.readLease(ctx, c.b, c.k); err != nil {
+		cur, mine = v.runOf(in.Token, now)
+	}
+	var others []other
+	job := machine.Job{Fence: s.fence(now)}
+	if j != nil {
+		if others, err = s.others(ctx, b, in.Job, in.Slot, j, now); err != nil {
 			return backend.ClaimResult{}, err
+		}
+		job.Count = j.val.Count
+		for _, o := range others {
+			job.Others = append(job.Others, o.run)
 		}
 	}
-	if run.rec != nil && !run.rec.finished() && run.rec.cancelled() {
-		// A later slot asked the run to end: it is not taken over, nor retried.
-		if res, answered, err := c.cancelled(ctx, run, ls); answered || err != nil {
+	written := s.writePending(ctx, in.Job, v)
+	d := machine.Claim(cur, in, job, now)
+	w := decisionWrite{in: in, v: v, j: j, others: others, d: d, mine: mine, written: written}
+	if d.Result.Outcome == backend.OutcomeRunning && !d.Write {
+		s.mem.noteRunning(keysFor(in.Job, in.Slot), v, sent)
+		if j != nil && mine == 0 && v.lv != nil && (v.rv == nil || v.rv.Run.Token != v.lv.Token) {
+			res, err := s.apply(ctx, b, w)
+			if err == nil {
+				err = errInFlight
+			}
 			return res, err
 		}
 	}
-	if run.rec != nil && run.rec.retrying() {
-		// A stored retry: answered before and after its window whatever the lease
-		// key holds; within it, taken over below as the retry's attempt.
-		if res, answered, err := c.retryDue(ctx, run); answered || err != nil {
-			return res, err
-		}
-	}
-	if run.rec != nil && run.rec.buffered() {
-		return c.claimBuffered(ctx, run, ls, sent, nil)
-	}
-	if run.rec == nil && c.in.Overlap.Buffers() && (ls.rec == nil || ls.rec.Token == c.in.Token) {
-		return c.firstBuffered(ctx, run, ls, sent)
-	}
-	switch {
-	case ls.rec != nil && ls.rec.Token != c.in.Token:
-		return c.running(run, ls, sent), nil
-	case ls.rec != nil && run.rec != nil && run.rec.Token == c.in.Token && !run.rec.retrying():
-		return c.wonAgain(run, ls), nil
-	case ls.rec != nil:
-		return c.resume(ctx, run, ls)
-	}
-	return c.take(ctx, run, ls)
+	return s.apply(ctx, b, w)
 }
 
-// cancelled decides a claim of an unfinished run with a cancel request: while its
-// holder holds its lease, on to the cases below (answered false: running, or won
-// again); otherwise (its lease ended, or it stored a retry) the run is stored
-// finished cancelled (compare-and-set from the revision read, the request kept)
-// and the claim answered done. A lease key this claim holds is purged.
-func (c *claiming) cancelled(ctx context.Context, run runEntry, ls leaseEntry) (res backend.ClaimResult, answered bool, err error) {
-	if ls.rec != nil && ls.rec.Token == run.rec.Token && !run.rec.retrying() {
+// decisionWrite is a claim's decision and what it was made from.
+type decisionWrite struct {
+	in      backend.RunClaim
+	v       view
+	j       *jobRead
+	others  []other
+	d       machine.Decision
+	mine    uint64 // the lease key this claim holds, written by an earlier try
+	written bool   // the run record's records were written this round
+}
+
+// apply writes w's decision in order: the cancel requests on other slots, the
+// new lease's key, the job key, the run record and its records. It answers
+// w.d.Result, or an error matching errConflict when a write lost.
+func (s *Store) apply(ctx context.Context, b *bucket, w decisionWrite) (backend.ClaimResult, error) {
+	in, d := w.in, w.d
+	k := keysFor(in.Job, in.Slot)
+	if err := s.askToEnd(ctx, b, in.Job, w.others, d.Others); err != nil {
+		return backend.ClaimResult{}, err
+	}
+	grant := d.Write && d.Result.Outcome == backend.OutcomeWon
+	if !d.Write {
+		if w.mine != 0 && d.Result.Outcome != backend.OutcomeWon {
+			_ = s.purge(ctx, b, k.lease, w.mine) // this token's claim in flight: undone
+		}
+		s.clearPending(b, in.Job, w.v, w.written)
+		return d.Result, nil
+	}
+	leaseRev := w.mine
+	if grant && leaseRev == 0 {
+		rev, err := s.put(ctx, b, leaseWrite(k, in, w.v.lease.rev))
+		if err != nil {
+			return backend.ClaimResult{}, err
+		}
+		leaseRev = rev
+	}
+	if grant && s.died(in.Job, in.Slot, stepLease) {
+		return backend.ClaimResult{}, errDied
+	}
+	if w.j != nil {
+		if next, changed := jobWrite(w.j, w.others, in.Slot, d); changed {
+			if _, err := s.put(ctx, b, write{key: jobKey(in.Job), value: next, expect: w.j.rev}); err != nil {
+				return backend.ClaimResult{}, err
+			}
+			if s.died(in.Job, in.Slot, stepJob) {
+				return backend.ClaimResult{}, errDied
+			}
+		}
+	}
+	runRev, err := s.putRun(ctx, b, in.Job, w.v.run.rev, d.Run, d.Records, in.Retention)
+	if err != nil {
+		return backend.ClaimResult{}, err
+	}
+	if !grant && w.mine != 0 {
+		_ = s.purge(ctx, b, k.lease, w.mine)
+	}
+	if grant {
+		s.mem.remember(k, in.Token, held{leaseRev: leaseRev, lease: leaseValueOf(in), runRev: runRev, run: d.Run})
+	}
+	if err := s.records(ctx, b, in.Job, runRev, d.Run, d.Records, in.Retention); err != nil {
+		// Left in the run record, written by whoever reads it next.
+		s.mem.forget(k, in.Token)
+		if errors.Is(err, errDied) {
+			return backend.ClaimResult{}, err
+		}
+	}
+	return d.Result, nil
+}
+
+// leaseValueOf is the lease key's value for in's holder.
+func leaseValueOf(in backend.RunClaim) leaseValue {
+	return leaseValue{V: recordVersion, Token: in.Token, Instance: in.Instance, LeaseMS: in.Lease.Milliseconds()}
+}
+
+// leaseWrite is the write of in's lease key, from revision expect.
+func leaseWrite(k runKeys, in backend.RunClaim, expect uint64) write {
+	return write{key: k.lease, value: leaseValueOf(in), expect: expect, ttl: in.Lease}
+}
+
+// askToEnd stores, on each run of asked (the machine's d.Others), the cancel
+// request in its run record, then in its live lease key for its heartbeat. A
+// request found in a run record alone (an asker that died between the two) is
+// written into the lease key too. A claim in flight has no run record to store
+// it in: the asking claim waits for it and asks at its next reading.
+func (s *Store) askToEnd(ctx context.Context, b *bucket, job string, others []other, asked []machine.Run) error {
+	for _, o := range others {
+		var next *machine.Run
+		for i := range asked {
+			if asked[i].Slot.Equal(o.slot) {
+				next = &asked[i]
+			}
+		}
+		if next != nil && (o.rv == nil || o.rv.Run.Token != next.Token) {
+			next = nil // a claim in flight: asked once its run record is written
+		}
+		if next != nil {
+			rv := *o.rv
+			rv.Run = runJSON(*next)
+			if _, err := s.put(ctx, b, write{key: keysFor(job, o.slot).run, value: rv, expect: o.view.run.rev,
+				ttl: runTTL(*next, len(rv.Records) > 0, next.Changed)}); err != nil {
+				return err
+			}
+			if s.died(job, o.slot, stepAsked) {
+				return errDied
+			}
+			o.run.Cancel = next.Cancel
+		}
+		if o.run.Cancel != nil && o.lv != nil && o.lv.Token == o.run.Token && o.lv.Cancel == nil {
+			lv := *o.lv
+			lv.Cancel = o.run.Cancel
+			_, _ = s.put(ctx, b, write{key: keysFor(job, o.slot).lease, value: lv, expect: o.lease.rev, ttl: lv.lease()})
+		}
+	}
+	return nil
+}
+
+// decisionTime is the store's clock for a decision: the estimate of the server's
+// time, read again first when a deadline or retry window of the slot falls
+// within the estimate's uncertainty.
+func (s *Store) decisionTime(ctx context.Context, b *bucket, in backend.RunClaim, v view) (time.Time, error) {
+	times := []time.Time{in.Deadline}
+	if v.rv != nil {
+		times = append(times, v.rv.Run.RetryAt, v.rv.Run.RetryBy)
+	}
+	lo, hi, ok := s.clock.bounds(time.Now())
+	for _, t := range times {
+		if !t.IsZero() && (!ok || !t.Before(lo) && !t.After(hi)) {
+			if err := s.refreshClock(ctx, b); err != nil {
+				return time.Time{}, err
+			}
+			break
+		}
+	}
+	now, err := s.now(ctx, b)
+	if err != nil {
+		return time.Time{}, err
+	}
+	for _, e := range []entry{v.run, v.lease} {
+		if e.created.After(now) { // the server's clock was there already
+			now = e.created
+		}
+	}
+	return now, nil
+}
+
+// fence is the fence a new holder gets at least: the server's time in
+// nanoseconds, so fences grow across a bucket's deletion.
+func (s *Store) fence(now time.Time) uint64 { return uint64(max(now.UnixNano(), 1)) }
+
+// blind is a first claim written before reading: the machine's grant of a slot
+// with nothing stored, its lease key and run record created from revision 0 (one
+// round trip when chained, pair.go). It is tried only for a slot this store has
+// not answered before, by a claim that needs no job key and whose deadline the
+// cached clock shows ahead; when anything is stored a write loses and the claim
+// reads (ok false), keeping a lease key it did create.
+func (s *Store) blind(ctx context.Context, b *bucket, in backend.RunClaim, k runKeys) (res backend.ClaimResult, ok bool, err error) {
+	if !s.mem.firstSight(k) || in.TakeoverOnly || needsJob(in, machine.Run{}) {
 		return res, false, nil
 	}
-	if ls.rec != nil && ls.rec.Token == c.in.Token && c.mine == 0 {
-		c.mine = ls.rev // this token's claim in flight (resume's case)
+	lo, hi, fresh := s.clock.bounds(time.Now())
+	if !fresh || !in.Deadline.IsZero() && hi.After(in.Deadline) {
+		return res, false, nil
 	}
-	next := *run.rec
-	next.State, next.Status = stateFinished, backend.StatusCancelled
-	next.RetryDelayMS, next.RetryWithinMS = 0, 0
-	keep := keepFor(time.Duration(next.KeepMS)*time.Millisecond, time.Duration(next.LeaseMS)*time.Millisecond, true)
-	if _, err := c.s.put(ctx, c.b, write{key: c.k.run, value: next, expect: run.rev, ttl: keep}); err != nil {
-		return res, true, err // a lost race: the claim reads and decides again
+	d := machine.Claim(machine.Run{Slot: in.Slot}, in, machine.Job{Fence: s.fence(lo)}, lo)
+	if d.Result.Outcome != backend.OutcomeWon || !d.Write {
+		return res, false, nil
 	}
-	return c.decidedRun(ctx, &next), true, nil
-}
-
-// decidedRun answers a run stored decided: done with the stored status (see
-// decided). A lease key this claim created for it meanwhile is purged.
-func (c *claiming) decidedRun(ctx context.Context, rec *runRecord) backend.ClaimResult {
-	if c.mine != 0 {
-		_ = c.s.purge(ctx, c.b, c.k.lease, c.mine)
-	}
-	return decided(rec, c.in.Token)
-}
-
-// running answers a live lease of another token: running, with the holder's attempt
-// and fence when the run record is the holder's. The lease, read at sent, becomes the
-// baseline of the watch a backup starts next.
-func (c *claiming) running(run runEntry, ls leaseEntry, sent time.Time) backend.ClaimResult {
-	res := backend.ClaimResult{Outcome: backend.OutcomeRunning, Holder: ls.rec.Instance, Expires: ls.expires()}
-	if run.rec != nil && run.rec.Token == ls.rec.Token {
-		res.Attempt, res.Fence = run.rec.Attempt, run.rec.Fence
-	}
-	c.s.mem.noteRunning(c.k, ls, sent)
-	return res
-}
-
-// wonAgain answers the same token asking again while it holds the lease and the
-// run: won, with the same attempt and fence.
-func (c *claiming) wonAgain(run runEntry, ls leaseEntry) backend.ClaimResult {
-	c.s.mem.remember(c.k, c.in.Token, held{
-		leaseRev: ls.rev, lease: *ls.rec, runRev: run.rev, run: *run.rec, runWritten: c.s.localTime(run.created),
-	})
-	return wonResult(run.rec, ls.expires())
-}
-
-// resume completes a claim whose lease key this token holds without the run (an
-// earlier call by the token wrote it and then failed, or lost the run record's
-// race): it writes the run record, for a job that forbids overlap after the look at
-// its other slots that the earlier call may not have made (overlap.go).
-func (c *claiming) resume(ctx context.Context, run runEntry, ls leaseEntry) (backend.ClaimResult, error) {
-	if c.in.Overlap.Exclusive() {
-		if res, backedOff, err := c.backOff(ctx, run, ls.rev); err != nil || backedOff {
-			return res, err
-		}
-	}
-	if run.rec == nil {
-		c.mine = ls.rev
-		if limit, err := c.countRun(ctx); err != nil || limit {
-			if err != nil {
-				return backend.ClaimResult{}, err
-			}
-			return c.storeLimit(ctx, run)
-		}
-	}
-	return c.writeRun(ctx, run, ls.rev, ls.expires())
-}
-
-// take decides a run with no live lease: a first claim (no run record: nothing
-// stored, or a lease key whose claimer died before writing the run record) or a
-// takeover. A first claim may be decided without running (none, late, skipped),
-// stored before the claimer is answered; a takeover of a job that forbids overlap
-// waits while another slot of the job holds a live lease. Otherwise the claim
-// writes both keys: through the bucket's pair writer (pair.go), or apart for a job
-// that forbids overlap (takeApart).
-func (c *claiming) take(ctx context.Context, run runEntry, ls leaseEntry) (backend.ClaimResult, error) {
-	if run.rec != nil && c.in.Overlap.Exclusive() {
-		busy, err := c.otherBusy(ctx, true, 0)
-		if err != nil {
-			return backend.ClaimResult{}, err
-		}
-		if busy {
-			return waiting(run.rec), nil
-		}
-	}
-	if run.rec == nil {
-		if c.in.TakeoverOnly {
-			return backend.ClaimResult{Outcome: backend.OutcomeNone}, nil
-		}
-		status, res, answered, err := c.firstDecision(ctx)
-		if err != nil {
-			return backend.ClaimResult{}, err
-		}
-		if answered { // waits for earlier slots asked to end: nothing stored
-			c.purgeMine(ctx)
-			return res, nil
-		}
-		if status != "" {
-			// Stored before anyone acts on it; a lost race decides again from what won.
-			return c.storeDecision(ctx, run.rev, status)
-		}
-	}
-	if c.in.Overlap.Exclusive() {
-		return c.takeApart(ctx, run, ls)
-	}
-	if run.rec == nil {
-		if limit, err := c.countRun(ctx); err != nil || limit {
-			if err != nil {
-				return backend.ClaimResult{}, err
-			}
-			return c.storeLimit(ctx, run)
-		}
-	}
-	return c.writeBoth(ctx, run, ls.rev, false)
-}
-
-// takeApart is take's writes for a job that forbids overlap: the lease key alone,
-// then, once it is visible to the claims of the job's other slots, a second look at
-// them, and the run record. The first look and the lease key are two keys apart:
-// two slots of the job claimed at the same instant could both pass it. If another
-// slot holds the job at the second look, this claim backs off; in a tie the lease
-// key stored first goes on: exactly one runs (overlap.go).
-func (c *claiming) takeApart(ctx context.Context, run runEntry, ls leaseEntry) (backend.ClaimResult, error) {
-	if c.s.overlapHook != nil {
-		c.s.overlapHook(c.in.Job, c.in.Slot, false)
-	}
-	rev, err := c.s.put(ctx, c.b, c.leaseWrite(ls.rev))
+	p := pair{lease: leaseWrite(k, in, 0), token: in.Token}
+	p.run, err = s.runWrite(in.Job, 0, d.Run, nil, in.Retention)
 	if err != nil {
-		return backend.ClaimResult{}, err
+		return res, false, err
 	}
-	c.mine = rev
-	expires := c.s.clock.estimate(time.Now()).Add(c.lease)
-	if c.s.overlapHook != nil {
-		c.s.overlapHook(c.in.Job, c.in.Slot, true)
-	}
-	if res, backedOff, err := c.backOff(ctx, run, rev); err != nil || backedOff {
-		return res, err
-	}
-	if run.rec == nil {
-		if limit, err := c.countRun(ctx); err != nil || limit {
-			if err != nil {
-				return backend.ClaimResult{}, err
-			}
-			return c.storeLimit(ctx, run)
-		}
-	}
-	return c.writeRun(ctx, run, rev, expires)
-}
-
-// writeBoth makes this token the holder of a run with no live lease: the lease key
-// from revision leaseRev and the run record from the revision read, written by the
-// bucket's pair writer (pair.go). blind: a first claim's writes, sent before any
-// read. An error for which lostRace holds is a race lost, or a write left
-// unanswered.
-func (c *claiming) writeBoth(ctx context.Context, run runEntry, leaseRev uint64, blind bool) (backend.ClaimResult, error) {
-	next, err := c.nextRun(ctx, run.rec)
-	if err != nil {
-		return backend.ClaimResult{}, err
-	}
-	p := pair{lease: c.leaseWrite(leaseRev), run: c.runWrite(next, run.rev), token: c.in.Token, blind: blind}
-	leaseRev, runRev, err := c.b.pairs.writePair(ctx, p)
-	if leaseRev != 0 {
-		c.mine = leaseRev
-	}
-	if err != nil {
-		return backend.ClaimResult{}, err
-	}
-	return c.won(leaseRev, runRev, next, c.s.clock.estimate(time.Now()).Add(c.lease)), nil
-}
-
-// writeRun makes this token the run's holder once its lease key is stored at
-// leaseRev: the run record, by compare-and-set from the revision read. If the run
-// changed meanwhile (the old holder finished it, or another holder wrote it), the
-// error matches errConflict.
-func (c *claiming) writeRun(ctx context.Context, run runEntry, leaseRev uint64, expires time.Time) (backend.ClaimResult, error) {
-	next, err := c.nextRun(ctx, run.rec)
-	if err != nil {
-		return backend.ClaimResult{}, err
-	}
-	runRev, err := c.s.put(ctx, c.b, c.runWrite(next, run.rev))
-	if err != nil {
-		return backend.ClaimResult{}, err
-	}
-	return c.won(leaseRev, runRev, next, expires), nil
-}
-
-// won remembers the lease this claim took (its lease key at leaseRev, the run
-// record next at runRev) and answers won.
-func (c *claiming) won(leaseRev, runRev uint64, next runRecord, expires time.Time) backend.ClaimResult {
-	c.s.mem.remember(c.k, c.in.Token, held{leaseRev: leaseRev, lease: c.leaseRecord(), runRev: runRev, run: next, runWritten: time.Now()})
-	return wonResult(&next, expires)
-}
-
-// leaseRecord is the lease key's value for this claim.
-func (c *claiming) leaseRecord() leaseRecord {
-	return leaseRecord{V: recordVersion, Token: c.in.Token, Instance: c.in.Instance, LeaseMS: c.lease.Milliseconds()}
-}
-
-// leaseWrite is the write of this claim's lease key, from revision expect.
-func (c *claiming) leaseWrite(expect uint64) write {
-	return write{key: c.k.lease, value: c.leaseRecord(), expect: expect, ttl: c.lease}
-}
-
-// runWrite is the write of the run record next, from revision expect.
-func (c *claiming) runWrite(next runRecord, expect uint64) write {
-	return write{key: c.k.run, value: next, expect: expect, ttl: keepFor(c.in.Keep, c.lease, false)}
-}
-
-// nextRun is the run record that makes this token the holder of a run whose record
-// is prev (nil for a first claim): attempt 1, or attempt+1 naming the previous
-// holder on a takeover (marked retried when prev stored a retry), with the next
-// fence.
-func (c *claiming) nextRun(ctx context.Context, prev *runRecord) (runRecord, error) {
-	fence, err := c.s.nextFence(ctx, c.b, prev)
-	if err != nil {
-		return runRecord{}, err
-	}
-	next := runRecord{
-		V: recordVersion, Job: c.in.Job, SlotMS: c.in.Slot.UnixMilli(),
-		Token: c.in.Token, Instance: c.in.Instance, Attempt: 1, Fence: fence,
-		State: stateRunning, LeaseMS: c.lease.Milliseconds(), KeepMS: c.keepMS,
-		Buffer: c.in.Overlap.Buffers(), Last: c.last,
-	}
-	if prev != nil {
-		next.Last = prev.Last
-	}
+	leaseRev, runRev, err := b.pairs.writePair(ctx, p)
 	switch {
-	case prev != nil && prev.finished(): // a paused slot reopened (see reopens)
-		next.Attempt, next.Reopened = prev.Attempt+1, true
-	case prev != nil: // a takeover, or the retry a failed attempt stored
-		next.Attempt, next.Retried = prev.Attempt+1, prev.retrying()
-		next.Previous, next.PreviousToken = prev.Instance, prev.Token
+	case err == nil:
+		s.mem.remember(k, in.Token, held{leaseRev: leaseRev, lease: leaseValueOf(in), runRev: runRev, run: d.Run})
+		return d.Result, true, nil
+	case errors.Is(err, errConflict) && leaseRev == 0:
+		return s.holderRunning(ctx, b, in, k, storedRev(err))
+	case lostRace(err):
+		return res, false, nil // read and decide
 	}
-	return next, nil
+	return res, true, err
 }
 
-// reopens reports whether this claim may run the slot that rec stored finished: a
-// slot stored paused, claimed with ReopenPaused by another token before the claim's
-// deadline (by the server's clock).
-func (c *claiming) reopens(ctx context.Context, rec *runRecord) (bool, error) {
-	if !mayReopen(c.in, rec) {
-		return false, nil
-	}
-	late, err := c.s.pastDeadline(ctx, c.b, c.in.Deadline)
-	return !late, err
-}
-
-// mayReopen is what reopens decides without the server's clock.
-func mayReopen(in backend.RunClaim, rec *runRecord) bool {
-	return rec.State == stateFinished && in.MayReopen(rec.Status, rec.Token, rec.Attempt)
-}
-
-// firstDecision decides a first claim of a slot with nothing stored: late when the
-// server's clock is past the deadline, limit when the job's run limit is reached
-// (runlimit.go), skipped when the job forbids overlap and
-// another of its slots holds a live lease on an unfinished run, else "" (claim it).
-// Under OverlapCancelOther, when only earlier slots hold the job, it asks them to
-// end instead and answers running (answered: cancelEarlier).
-func (c *claiming) firstDecision(ctx context.Context) (status backend.Status, res backend.ClaimResult, answered bool, err error) {
-	late, err := c.s.pastDeadline(ctx, c.b, c.in.Deadline)
-	if err != nil || late {
-		return backend.StatusLate, res, false, err
-	}
-	if limit, err := c.limited(ctx); err != nil || limit {
-		return backend.StatusLimit, res, false, err
-	}
-	switch c.in.Overlap {
-	case backend.OverlapSkip:
-		busy, err := c.otherBusy(ctx, false, 0)
-		if err != nil || busy {
-			return backend.StatusSkipped, res, false, err
+// holderRunning answers a blind claim whose lease key write lost: a live lease
+// of another token, from the shared watcher (waiting up to watcherWait for the
+// write the claim lost to) or one read of the lease key, is a claim of another
+// token, running to this one. Anything else is left to a reading (ok false).
+func (s *Store) holderRunning(ctx context.Context, b *bucket, in backend.RunClaim, k runKeys, stored uint64) (backend.ClaimResult, bool, error) {
+	sent := time.Now()
+	v := view{slot: in.Slot}
+	if u, ok := s.mem.leaseSince(ctx, k.lease, stored, watcherWait); stored > 0 && ok {
+		v.lease, v.lv, sent = u.entry, u.lv, u.at
+	} else {
+		e, err := s.read(ctx, b, k.lease)
+		if err != nil {
+			return backend.ClaimResult{}, true, err
 		}
-	case backend.OverlapCancelOther:
-		found, err := c.busySlots(ctx, false, 0, true)
-		if err != nil || len(found) == 0 {
-			return "", res, false, err
+		if v.lv, err = decodeLease(e); err != nil {
+			return backend.ClaimResult{}, true, err
 		}
-		if res, answered, err := c.cancelEarlier(ctx, found); answered || err != nil {
-			return "", res, answered, err
-		}
-		return backend.StatusSkipped, res, false, nil
+		v.lease = e
 	}
-	return "", res, false, nil
+	if v.lv == nil || v.lv.Token == in.Token {
+		return backend.ClaimResult{}, false, nil
+	}
+	cur, _ := v.runOf(in.Token, s.clock.estimate(time.Now()))
+	d := machine.Claim(cur, in, machine.Job{}, s.clock.estimate(time.Now()))
+	s.mem.noteRunning(k, v, sent)
+	return d.Result, true, nil
 }
 
-// storeDecision stores the slot finished with status (skipped, late or limit) for this
-// token, by compare-and-set from the run record's revision runRev, and answers the
-// decision. A lost race returns an error matching errConflict.
-func (c *claiming) storeDecision(ctx context.Context, runRev uint64, status backend.Status) (backend.ClaimResult, error) {
-	rec := runRecord{
-		V: recordVersion, Job: c.in.Job, SlotMS: c.in.Slot.UnixMilli(), Token: c.in.Token, Instance: c.in.Instance,
-		Attempt: 1, State: stateFinished, Status: status, LeaseMS: c.lease.Milliseconds(), KeepMS: c.keepMS,
-	}
-	if _, err := c.s.put(ctx, c.b, write{key: c.k.run, value: rec, expect: runRev, ttl: keepFor(c.in.Keep, c.lease, true)}); err != nil {
-		return backend.ClaimResult{}, err
-	}
-	return decided(&rec, c.in.Token), nil
-}
-
-// waiting answers a takeover of an overlap-forbidden job's run while another slot
-// of the job holds a lease: running, until that one ends.
-func waiting(r *runRecord) backend.ClaimResult {
-	return backend.ClaimResult{Outcome: backend.OutcomeRunning, Attempt: r.Attempt, Fence: r.Fence, Holder: r.Instance}
-}
-
-// decided answers a claim of a finished run: the token that stored a skipped or late
-// decision is told it again (so its claim is repeat-safe), every other claim done,
-// with how the run ended. A state or status this version does not know reads as
-// done.
-func decided(r *runRecord, token string) backend.ClaimResult {
-	return backend.ClaimResult{Outcome: backend.DecidedOutcome(r.Status, r.Token == token && r.Fence == 0),
-		Attempt: r.Attempt, Fence: r.Fence, Holder: r.Instance, Status: r.Status}
-}
-
-func wonResult(r *runRecord, expires time.Time) backend.ClaimResult {
-	res := backend.ClaimResult{
-		Outcome: backend.OutcomeWon, Attempt: r.Attempt, Fence: r.Fence, Holder: r.Instance, Expires: expires,
-	}
-	if r.PreviousToken != "" {
-		res.Previous, res.PreviousToken, res.PreviousAttempt = r.Previous, r.PreviousToken, r.Attempt-1
-	}
-	res.Reopened, res.Retried, res.LimitReached = r.Reopened, r.Retried, r.Last
-	return res
-}
+// watcherWait bounds how long a lost blind claim waits for the shared watcher to
+// deliver the write it lost to, before reading the lease key instead.
+const watcherWait = 250 * time.Millisecond

@@ -2,7 +2,6 @@ package kvlease
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -23,6 +22,8 @@ type serverClock struct {
 	ok         bool
 	ts         time.Time
 	sent, recv time.Time
+	// last is the latest estimate given: estimates never go back.
+	last time.Time
 }
 
 const (
@@ -63,7 +64,25 @@ func (c *serverClock) estimate(now time.Time) time.Time {
 	if !ok {
 		return now
 	}
-	return lo.Add(hi.Sub(lo) / 2)
+	e := lo.Add(hi.Sub(lo) / 2)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e.Before(c.last) {
+		return c.last
+	}
+	c.last = e
+	return e
+}
+
+// now is the store's clock: the estimate of the server's time, read afresh
+// when the last reading is too old to use.
+func (s *Store) now(ctx context.Context, b *bucket) (time.Time, error) {
+	if _, _, ok := s.clock.bounds(time.Now()); !ok {
+		if err := s.refreshClock(ctx, b); err != nil {
+			return time.Time{}, err
+		}
+	}
+	return s.clock.estimate(time.Now()), nil
 }
 
 // localTime converts a server timestamp to the local clock, by the estimate.
@@ -87,55 +106,6 @@ func (s *Store) sampleClock(ctx context.Context, b *bucket, opts ...jetstream.St
 	}
 	s.clock.observe(info.TimeStamp, sent, time.Now())
 	return info, nil
-}
-
-// nextFence is the fence of a new holder of a run: the server's time in nanoseconds
-// (the low end of this store's estimate, read afresh when it has none), and always
-// above the previous holder's fence. So fences grow per run across takeovers, and
-// stay above the fences handed out before a bucket was recreated or a memory bucket
-// lost its contents in a restart (stream sequences, which would start again at 1),
-// as long as the server's clock does not go back by more than the time since.
-func (s *Store) nextFence(ctx context.Context, b *bucket, prev *runRecord) (uint64, error) {
-	lo, _, ok := s.clock.bounds(time.Now())
-	if !ok {
-		if err := s.refreshClock(ctx, b); err != nil {
-			return 0, err
-		}
-		lo = s.clock.estimate(time.Now())
-	}
-	fence := uint64(max(lo.UnixNano(), 1))
-	if prev != nil && fence <= prev.Fence {
-		fence = prev.Fence + 1
-	}
-	return fence, nil
-}
-
-// pastDeadline reports whether the server's clock is past deadline. It decides from
-// the cached estimate of the server's clock when that is unambiguous, and reads the
-// server's time (StreamInfo.TimeStamp) otherwise; when the deadline falls within the
-// reading's round trip, the middle of the round trip decides.
-func (s *Store) pastDeadline(ctx context.Context, b *bucket, deadline time.Time) (bool, error) {
-	if deadline.IsZero() {
-		return false, nil
-	}
-	for sampled := false; ; sampled = true {
-		lo, hi, ok := s.clock.bounds(time.Now())
-		if ok {
-			switch {
-			case lo.After(deadline):
-				return true, nil
-			case !hi.After(deadline):
-				return false, nil
-			case sampled:
-				return lo.Add(hi.Sub(lo) / 2).After(deadline), nil
-			}
-		} else if sampled {
-			return false, errors.New("kvlease: the server sent no timestamp")
-		}
-		if err := s.refreshClock(ctx, b); err != nil {
-			return false, err
-		}
-	}
 }
 
 // clockCall is a reading of the server's time in flight, shared by every claim

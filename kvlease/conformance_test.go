@@ -31,18 +31,6 @@ func TestConformanceR3(t *testing.T) {
 	runEntries(t, clusterJS, opts...)
 }
 
-// TestConformanceAtomicBatches runs the suite on stores that write a claim's and
-// a finish's two keys in one atomic batch (WithAtomicBatches).
-func TestConformanceAtomicBatches(t *testing.T) {
-	t.Parallel()
-	opts := []kvlease.Option{kvlease.WithBucket("conformance_atomic"), kvlease.WithAtomicBatches()}
-	newStore(t, singleJS(t), opts...)
-	backendtest.RunLeases(t, func(t *testing.T) backend.RunStore {
-		return newStore(t, singleJS(t), opts...)
-	})
-	runEntries(t, singleJS, opts...)
-}
-
 // runEntries runs the entry section of the suite on stores made with opts, each
 // on its own connection: the entries and the runs (Runs) are the store's, the
 // claims and history a memory backend's shared by the test's values.

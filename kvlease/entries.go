@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/anarchon/anarchon/backend"
@@ -348,33 +349,70 @@ func entriesOf(keys []string, found []entry) []backend.Entry {
 
 // WatchEntries watches the entry keys (a KV watch of entry.>): the stored
 // entries, then Synced, then every change, a purge marker (or a value this
-// version cannot read) as a removal. It returns nil when ctx ends, ErrClosed
-// when the store is closed, and an error when the watch stops otherwise.
+// version cannot read) as a removal. When the connection reconnects (a server
+// restart, a network cut) it says Resync, reads the entries again at once and
+// delivers what changed meanwhile, then Synced. It returns nil when ctx ends,
+// ErrClosed when the store is closed, and an error when a watch cannot start.
 func (s *Store) WatchEntries(ctx context.Context, fn func(backend.EntryChange)) error {
 	b, err := s.bucketFor(ctx)
 	if err != nil {
 		return err
 	}
+	var reconnected chan nats.Status
+	if nc := s.js.Conn(); nc != nil {
+		reconnected = nc.StatusChanged(nats.CONNECTED)
+		defer nc.RemoveStatusListener(reconnected)
+	}
+	known := map[string]uint64{} // entry key → revision delivered
+	for first := true; ; first = false {
+		if !first {
+			fn(backend.EntryChange{Resync: true})
+		}
+		err := s.watchEntries(ctx, b, known, reconnected, fn)
+		if !errors.Is(err, errResync) {
+			return err
+		}
+	}
+}
+
+// errResync ends one watch of WatchEntries: read the entries again.
+var errResync = errors.New("kvlease: the entry watch may have missed changes")
+
+// watchEntries is one watch of WatchEntries, delivering what differs from known
+// (and keeping it up to date), until ctx ends, the store closes, or the
+// connection reconnects (errResync).
+func (s *Store) watchEntries(ctx context.Context, b *bucket, known map[string]uint64, reconnected <-chan nats.Status, fn func(backend.EntryChange)) error {
 	w, err := b.kv.WatchFiltered(ctx, []string{entryPrefix + ">"})
 	if err != nil {
 		return fmt.Errorf("kvlease: watch entries: %w", err)
 	}
 	defer stopWatcher(w)
 	synced := false
+	seen := map[string]bool{}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-s.done.Done():
 			return ErrClosed
+		case <-reconnected:
+			return errResync
 		case kv, ok := <-w.Updates():
-			if !ok {
-				if ctx.Err() != nil {
-					return nil
+			switch {
+			case !ok && ctx.Err() != nil:
+				return nil
+			case !ok && (s.js.Conn() == nil || s.js.Conn().IsClosed()):
+				return errors.New("kvlease: the entry watch ended: the connection is closed")
+			case !ok:
+				return errResync
+			case kv == nil: // the stored entries have been delivered
+				for key, rev := range known {
+					if !seen[key] {
+						job, id, _ := parseEntryKey(key)
+						delete(known, key)
+						fn(backend.EntryChange{Entry: backend.Entry{Job: job, ID: id, Revision: rev}, Removed: true})
+					}
 				}
-				return errors.New("kvlease: the entry watch ended")
-			}
-			if kv == nil { // the stored entries have been delivered
 				synced = true
 				fn(backend.EntryChange{Synced: true})
 				continue
@@ -386,8 +424,13 @@ func (s *Store) WatchEntries(ctx context.Context, fn func(backend.EntryChange)) 
 			e, ok := decodeEntry(kv.Key(), entryFromKV(kv))
 			switch {
 			case ok:
-				fn(backend.EntryChange{Entry: e})
+				seen[kv.Key()] = true
+				if known[kv.Key()] != e.Revision {
+					known[kv.Key()] = e.Revision
+					fn(backend.EntryChange{Entry: e})
+				}
 			case synced: // before Synced, a marker is no stored entry
+				delete(known, kv.Key())
 				fn(backend.EntryChange{Entry: backend.Entry{Job: job, ID: id, Revision: kv.Revision()}, Removed: true})
 			}
 		}

@@ -22,6 +22,9 @@ var (
 	// ErrContention: a change kept losing compare-and-set races to other writers of
 	// the same run. Retrying later is safe.
 	ErrContention = errors.New("kvlease: too many concurrent changes to one run")
+	// ErrOlderLayout: Init found a bucket an earlier release set up, whose
+	// records this release cannot read. The error names the bucket and the way on.
+	ErrOlderLayout = errors.New("kvlease: the bucket was set up by an earlier release")
 	// ErrClosed: WatchRun after Close.
 	ErrClosed = errors.New("kvlease: store closed")
 )

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -18,7 +17,9 @@ import (
 // natsutil.LayoutKey. Raise it when a release changes what the bucket holds or how
 // its stream is configured: a bucket set up by a newer release is then left alone,
 // so that the releases of a rolling upgrade do not rewrite it back and forth.
-const layout = "1"
+// Layout 2 stores machine.Run in the run records and adds the job keys; Init
+// refuses a bucket of layout 1 (ErrOlderLayout).
+const layout = "2"
 
 // Init checks that the server has JetStream and creates the bucket, or brings an
 // existing one to the store's configuration. It is idempotent and safe to call
@@ -45,6 +46,9 @@ func (s *Store) Init(ctx context.Context) error {
 	if err := s.checkJetStream(ctx); err != nil {
 		return err
 	}
+	if err := s.checkOldRecords(ctx); err != nil {
+		return err
+	}
 	res, err := natsutil.EnsureStream(ctx, clockedStreams{s.js, &s.clock}, natsutil.StreamSetup{
 		Config:    s.streamConfig(),
 		Reconcile: s.reconcile,
@@ -68,31 +72,40 @@ func (s *Store) Init(ctx context.Context) error {
 	}
 	cfg := res.Stream.CachedInfo().Config
 	nb := &bucket{kv: kv, stream: res.Stream, prefix: "$KV." + s.opts.bucket + ".", direct: cfg.AllowDirect && cfg.Replicas <= 1, chain: cfg.Replicas <= 1}
-	nb.atomic.Store(cfg.AllowAtomicPublish && s.opts.batches)
 	nb.pairs = s.pairWriterFor(nb)
 	s.b.Store(nb)
 	return nil
 }
 
-// atomicServer reports whether the server the store is connected to takes atomic
-// batch publishes (nats-server 2.12 or later). Against an older server the bucket is
-// set up without them and every claim and finish writes its two keys one
-// compare-and-set at a time, as before: the same decisions, one round trip more.
-// Refusing older servers would buy nothing but an upgrade order; a stream whose
-// answered configuration lacks the setting (a cluster whose stream leader is older
-// than the server the store is connected to) falls back the same way.
-func (s *Store) atomicServer() bool {
-	nc := s.js.Conn()
-	if nc == nil {
-		return false
+// checkOldRecords notes whether an existing bucket of an older layout holds
+// leases or run records, which this release cannot read (reconcile refuses it).
+// An older bucket without them (entries and pauses only) is brought up to date.
+func (s *Store) checkOldRecords(ctx context.Context) error {
+	var st jetstream.Stream
+	_, err := natsutil.Retry(ctx, s.opts.attempt, natsutil.Unanswered, func(ctx context.Context) (err error) {
+		st, err = s.js.Stream(ctx, "KV_"+s.opts.bucket)
+		return err
+	})
+	if errors.Is(err, jetstream.ErrStreamNotFound) || err == nil && natsutil.CompareLayout(st.CachedInfo().Config.Metadata, layout) != natsutil.LayoutOlder {
+		return nil
 	}
-	v := strings.SplitN(strings.TrimPrefix(nc.ConnectedServerVersion(), "v"), ".", 3)
-	if len(v) < 2 {
-		return false
+	if err != nil {
+		return fmt.Errorf("kvlease: read bucket %q: %w", s.opts.bucket, err)
 	}
-	major, err1 := strconv.Atoi(v[0])
-	minor, err2 := strconv.Atoi(v[1])
-	return err1 == nil && err2 == nil && (major > 2 || major == 2 && minor >= 12)
+	for _, keys := range []string{runPrefix + ">", leasePrefix + ">"} {
+		var info *jetstream.StreamInfo
+		_, err := natsutil.Retry(ctx, s.opts.attempt, natsutil.Unanswered, func(ctx context.Context) (err error) {
+			info, err = st.Info(ctx, jetstream.WithSubjectFilter("$KV."+s.opts.bucket+"."+keys))
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("kvlease: read bucket %q: %w", s.opts.bucket, err)
+		}
+		if len(info.State.Subjects) > 0 {
+			s.oldRecords.Store(true)
+		}
+	}
+	return nil
 }
 
 // checkJetStream asks for the account's JetStream information until it gets an
@@ -139,7 +152,6 @@ func (s *Store) streamConfig() jetstream.StreamConfig {
 		AllowDirect:            s.opts.replicas == 1,
 		AllowMsgTTL:            true,
 		SubjectDeleteMarkerTTL: markerTTL,
-		AllowAtomicPublish:     s.atomicServer(),
 		Metadata:               map[string]string{natsutil.LayoutKey: layout},
 	}
 }
@@ -164,6 +176,11 @@ func (s *Store) reconcile(have jetstream.StreamConfig) (jetstream.StreamConfig, 
 	case have.Storage != want.Storage:
 		return have, nil, cannot(have.Storage.String()+" storage", "storage cannot change; delete the bucket or configure WithStorage("+have.Storage.String()+")")
 	}
+	if natsutil.CompareLayout(have.Metadata, layout) == natsutil.LayoutOlder && s.oldRecords.Load() {
+		return have, nil, fmt.Errorf("%w: bucket %q has layout %q, this release writes %q and cannot read it: "+
+			"stop every replica, then delete the bucket or purge its lease., run., buffer. and count. keys (docs/backends.md, Upgrading the lease bucket)",
+			ErrOlderLayout, s.opts.bucket, have.Metadata[natsutil.LayoutKey], layout)
+	}
 	if natsutil.CompareLayout(have.Metadata, layout) == natsutil.LayoutNewer {
 		if !slices.Contains(have.Subjects, want.Subjects[0]) || !have.AllowMsgTTL {
 			return have, nil, cannot("the layout "+strconv.Quote(have.Metadata[natsutil.LayoutKey])+" of a newer release without per-message TTLs on "+want.Subjects[0],
@@ -186,9 +203,6 @@ func (s *Store) reconcile(have jetstream.StreamConfig) (jetstream.StreamConfig, 
 	c.Match(&upd, have, want, natsutil.AllowMsgTTL)
 	c.Set("subject_delete_marker_ttl", have.SubjectDeleteMarkerTTL != want.SubjectDeleteMarkerTTL,
 		func() { upd.SubjectDeleteMarkerTTL = want.SubjectDeleteMarkerTTL })
-	// Atomic batches are turned on, never off: an older release of this package
-	// leaves the setting as it is, and writes one key at a time.
-	c.Set("allow_atomic", want.AllowAtomicPublish && !have.AllowAtomicPublish, func() { upd.AllowAtomicPublish = true })
 	c.Match(&upd, have, want, natsutil.Metadata)
 	return upd, c, nil
 }

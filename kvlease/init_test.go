@@ -114,7 +114,7 @@ func TestInitConcurrent(t *testing.T) {
 	}
 	cfg := bucketConfig(t, natstest.JetStream(t, natstest.Dial(t, c.Connect)), b)
 	assert.Equal(t, 3, cfg.Replicas)
-	assert.Equal(t, "1", cfg.Metadata[natsutil.LayoutKey])
+	assert.Equal(t, "2", cfg.Metadata[natsutil.LayoutKey])
 	slot := time.UnixMilli(1_900_000_000_000)
 	mustClaim(t, stores[0], claimOf("job", slot, token(), 5*time.Second), backend.OutcomeWon)
 	mustClaim(t, stores[n-1], claimOf("job", slot, token(), 5*time.Second), backend.OutcomeRunning)
@@ -125,7 +125,7 @@ func TestInitConcurrent(t *testing.T) {
 // with the newer instances during a rolling upgrade; the store still works on it.
 func TestInitLeavesNewerLayoutAlone(t *testing.T) {
 	// "10" is newer than "1" as a number, not as a string.
-	for _, newer := range []string{"2", "10"} {
+	for _, newer := range []string{"3", "10"} {
 		t.Run("layout "+newer, func(t *testing.T) {
 			t.Parallel()
 			js := singleJS(t)
@@ -159,7 +159,7 @@ func TestInitLeavesNewerLayoutAlone(t *testing.T) {
 // is brought up to this release's with one update, keeping other metadata; a bucket
 // whose settings drifted is brought back too.
 func TestInitUpgradesOlderLayout(t *testing.T) {
-	for _, older := range []string{"", "0", "x"} {
+	for _, older := range []string{"", "0", "x", "1"} {
 		t.Run("layout "+older, func(t *testing.T) {
 			t.Parallel()
 			js := singleJS(t)
@@ -179,10 +179,40 @@ func TestInitUpgradesOlderLayout(t *testing.T) {
 			s := newStore(t, counted, kvlease.WithBucket(b))
 			assert.EqualValues(t, 1, counted.updates.Load(), "one update")
 			cfg := bucketConfig(t, js, b)
-			assert.Equal(t, "1", cfg.Metadata[natsutil.LayoutKey])
+			assert.Equal(t, "2", cfg.Metadata[natsutil.LayoutKey])
 			assert.Equal(t, "kept", cfg.Metadata["operator.note"])
 			assert.Zero(t, cfg.MaxAge)
 			mustClaim(t, s, claimOf("job", time.UnixMilli(1_900_000_000_000), token(), 5*time.Second), backend.OutcomeWon)
 		})
 	}
+}
+
+// A bucket of layout 1 that holds leases or run records (written by the
+// previous release, in a format this one cannot read) is refused at Init with an
+// error naming the bucket and the way on; once they are purged, it is upgraded.
+func TestInitRefusesOlderRecords(t *testing.T) {
+	t.Parallel()
+	js := singleJS(t)
+	b := initBucket("layout1")
+	newStore(t, js, kvlease.WithBucket(b))
+	rewriteBucket(t, js, b, func(cfg *jetstream.StreamConfig) { cfg.Metadata[natsutil.LayoutKey] = "1" })
+	kv, err := js.KeyValue(t.Context(), b)
+	require.NoError(t, err)
+	_, err = kv.Put(t.Context(), "run.am9i.1900000000000", []byte(`{"v":1,"token":"t","attempt":1,"state":"running"}`))
+	require.NoError(t, err)
+
+	s, err := kvlease.New(js, kvlease.WithBucket(b))
+	require.NoError(t, err)
+	err = s.Init(t.Context())
+	require.ErrorIs(t, err, kvlease.ErrOlderLayout)
+	assert.ErrorContains(t, err, b)
+	assert.ErrorContains(t, err, "docs/backends.md")
+	assert.Equal(t, "1", bucketConfig(t, js, b).Metadata[natsutil.LayoutKey], "left as it is")
+
+	st, err := js.Stream(t.Context(), "KV_"+b)
+	require.NoError(t, err)
+	require.NoError(t, st.Purge(t.Context(), jetstream.WithPurgeSubject("$KV."+b+".run.>")))
+	s = newStore(t, js, kvlease.WithBucket(b))
+	assert.Equal(t, "2", bucketConfig(t, js, b).Metadata[natsutil.LayoutKey])
+	mustClaim(t, s, claimOf("job", time.UnixMilli(1_900_000_000_000), token(), 5*time.Second), backend.OutcomeWon)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/anarchon/anarchon/backend/machine"
 	"github.com/anarchon/anarchon/internal/natsutil"
 )
 
@@ -40,77 +41,42 @@ func (s *Store) read(ctx context.Context, b *bucket, key string) (entry, error) 
 	return entryOf(m.Sequence, m.Time, m.Header, m.Data), nil
 }
 
-func (s *Store) readLease(ctx context.Context, b *bucket, k runKeys) (leaseEntry, error) {
-	e, err := s.read(ctx, b, k.lease)
-	if err != nil {
-		return leaseEntry{}, err
-	}
-	return decodeLease(e)
-}
-
-// heldRun is the run record of a holder's write: the one remembered for it (h)
-// on the first try when cached, else the bucket's; cached is false after.
-func (s *Store) heldRun(ctx context.Context, b *bucket, k runKeys, h *held, cached *bool) (runEntry, error) {
-	if *cached {
-		*cached = false
-		return runEntry{entry: entry{rev: h.runRev}, rec: &h.run}, nil
-	}
-	return s.readRun(ctx, b, k)
-}
-
-func (s *Store) readRun(ctx context.Context, b *bucket, k runKeys) (runEntry, error) {
-	e, err := s.read(ctx, b, k.run)
-	if err != nil {
-		return runEntry{}, err
-	}
-	return decodeRun(e)
-}
-
-// readBoth returns the run's two keys: in one direct get of both subjects' last
-// messages when the bucket has a single replica (which is its leader, so the reading
-// is as fresh as a leader read), else with two leader reads, the run record first.
-// Replicated buckets answer no direct gets: a follower's answer could be behind an
-// acknowledged write, and these reads decide claims.
-func (s *Store) readBoth(ctx context.Context, b *bucket, k runKeys) (runEntry, leaseEntry, error) {
-	if b.direct {
+// readKeys returns the last message of each of keys (an entry with rev 0 for
+// nothing stored), from the stream leader: in one direct get of all of them when
+// the bucket has a single replica (its only replica is its leader), else one
+// leader read each. Replicated buckets answer no direct gets: a follower's answer
+// could be behind an acknowledged write, and these reads decide claims.
+func (s *Store) readKeys(ctx context.Context, b *bucket, keys ...string) (map[string]entry, error) {
+	out := make(map[string]entry, len(keys))
+	if b.direct && len(keys) > 1 {
+		subjects := make([]string, len(keys))
+		for i, k := range keys {
+			subjects[i] = b.subject(k)
+		}
 		var msgs []*jetstream.RawStreamMsg
-		leaseSubj, runSubj := b.subject(k.lease), b.subject(k.run)
 		err := s.attempt(ctx, func(ctx context.Context) (err error) {
-			msgs, err = s.direct.Batch(ctx, b.stream.CachedInfo().Config.Name, natsutil.GetRequest{MultiLast: []string{leaseSubj, runSubj}})
+			msgs, err = s.direct.Batch(ctx, b.stream.CachedInfo().Config.Name, natsutil.GetRequest{MultiLast: subjects})
 			return err
 		})
-		switch {
-		case errors.Is(err, natsutil.ErrReaderClosed):
-			// After Close: the two reads below.
-		case err != nil:
-			return runEntry{}, leaseEntry{}, fmt.Errorf("kvlease: read %s and %s: %w", k.run, k.lease, err)
-		default:
-			var run, lease entry
+		if err == nil {
 			for _, m := range msgs {
-				switch m.Subject {
-				case runSubj:
-					run = entryOf(m.Sequence, m.Time, m.Header, m.Data)
-				case leaseSubj:
-					lease = entryOf(m.Sequence, m.Time, m.Header, m.Data)
-				}
+				out[strings.TrimPrefix(m.Subject, b.prefix)] = msgEntry(m)
 			}
-			re, err := decodeRun(run)
-			if err != nil {
-				return runEntry{}, leaseEntry{}, err
-			}
-			le, err := decodeLease(lease)
-			return re, le, err
+			return out, nil
 		}
+		if !errors.Is(err, natsutil.ErrReaderClosed) {
+			return nil, fmt.Errorf("kvlease: read %s: %w", strings.Join(keys, ", "), err)
+		}
+		// After Close: one key at a time.
 	}
-	run, err := s.readRun(ctx, b, k)
-	if err != nil {
-		return runEntry{}, leaseEntry{}, err
+	for _, k := range keys {
+		e, err := s.read(ctx, b, k)
+		if err != nil {
+			return nil, err
+		}
+		out[k] = e
 	}
-	if run.rec != nil && run.rec.finished() {
-		return run, leaseEntry{}, nil // decided: the lease does not matter
-	}
-	ls, err := s.readLease(ctx, b, k)
-	return run, ls, err
+	return out, nil
 }
 
 // errConflict marks a compare-and-set that lost: the key's last revision was not
@@ -231,14 +197,25 @@ func (s *Store) purge(ctx context.Context, b *bucket, key string, rev uint64) er
 }
 
 // purgeNoWait purges a lease key written at revision rev with a publish that asks
-// for no answer: the finish it follows is stored already, and a purge is best effort
-// (a lease ends by its TTL anyway), so Finish does not wait a round trip for it. The
-// server still checks the revision: a lease key changed meanwhile is left alone.
-//
-// The purge carries the finished run record as its body: the backups' shared
-// watchers see it, and their next claim of the slot answers done without reading
-// (a finished record is final, and it was stored before this purge was sent).
-func (s *Store) purgeNoWait(b *bucket, key string, rev uint64, finished runRecord) {
-	body, _ := json.Marshal(finished)
+// for no answer: the lease ends by its TTL anyway. The server still checks the
+// revision: a lease key changed meanwhile is left alone. A finished run rides in
+// its body for the backups' shared watchers (final, stored before it was sent).
+func (s *Store) purgeNoWait(b *bucket, key string, rev uint64, finished *machine.Run) {
+	var body []byte
+	if finished != nil {
+		body, _ = json.Marshal(runJSON(*finished))
+	}
 	_ = s.js.Conn().PublishMsg(purgeMsg(b, key, rev, markerTTL, body))
 }
+
+// putNoWait stores w by compare-and-set without waiting for the answer.
+func (s *Store) putNoWait(b *bucket, w write) {
+	if m, err := putMsg(b, w); err == nil {
+		_ = s.js.Conn().PublishMsg(m)
+	}
+}
+
+const (
+	kvPurge     = "PURGE"
+	expectedSeq = "Nats-Expected-Last-Subject-Sequence"
+)

@@ -14,7 +14,11 @@ import (
 const (
 	leasePrefix = "lease."
 	runPrefix   = "run."
+	jobPrefix   = "job."
 )
+
+// jobKey is the job key of a run name (a job's, or an entry's).
+func jobKey(name string) string { return jobPrefix + jobToken(name) }
 
 // runKeys are the two keys of one (job, slot).
 type runKeys struct {

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/anarchon/anarchon/backend"
+	"github.com/anarchon/anarchon/backend/machine"
 )
 
 // validKey is nats.go's rule for KV keys.
@@ -79,18 +80,18 @@ func FuzzKeys(f *testing.F) {
 }
 
 func FuzzDecodeRecords(f *testing.F) {
-	f.Add([]byte(`{"v":1,"token":"t","instance":"i","lease_ms":1000}`))
-	f.Add([]byte(`{"v":1,"token":"t","attempt":1,"state":"running"}`))
+	f.Add([]byte(`{"v":2,"token":"t","instance":"i","lease_ms":1000}`))
+	f.Add([]byte(`{"v":2,"job":"j","run":{"slot":"2026-01-01T00:00:00Z","phase":2,"token":"t"}}`))
 	f.Add([]byte(`{`))
 	f.Add([]byte(`null`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		le, err := decodeLease(entry{rev: 1, put: true, value: data})
-		if err == nil && (le.rec == nil || le.rec.Token == "" || le.rec.LeaseMS <= 0) {
+		if err == nil && (le == nil || le.Token == "" || le.LeaseMS <= 0) {
 			t.Fatalf("accepted a lease without token or lease: %s", data)
 		}
 		re, err := decodeRun(entry{rev: 1, put: true, value: data})
-		if err == nil && (re.rec == nil || re.rec.Token == "" || re.rec.Attempt < 1) {
-			t.Fatalf("accepted a run without token or attempt: %s", data)
+		if err == nil && (re == nil || re.Run.Token == "" || re.V < recordVersion) {
+			t.Fatalf("accepted a run without token or of another layout: %s", data)
 		}
 	})
 }
@@ -122,11 +123,14 @@ func TestServerClockBounds(t *testing.T) {
 	assert.True(t, ok, "a zero timestamp is no sample and keeps the last one")
 }
 
-func TestKeepFor(t *testing.T) {
-	assert.Equal(t, 2*time.Second, keepFor(1500*time.Millisecond, time.Second, true), "whole seconds, rounded up")
-	assert.Equal(t, 90*time.Second, keepFor(time.Minute, 30*time.Second, false), "three leases while running")
-	assert.Equal(t, time.Minute, keepFor(time.Minute, 30*time.Second, true))
-	assert.Equal(t, 24*time.Hour, keepFor(0, time.Second, true))
+func TestRunTTL(t *testing.T) {
+	now := time.Now()
+	run := machine.Run{Phase: machine.Finished, Changed: now, Keep: 1500 * time.Millisecond}
+	assert.Equal(t, 2*time.Second, runTTL(run, false, now), "whole seconds, rounded up")
+	run.Phase, run.Lease, run.Keep = machine.Running, 30*time.Second, time.Minute
+	assert.Equal(t, 90*time.Second, runTTL(run, false, now), "three leases while running")
+	assert.Zero(t, runTTL(machine.Run{Phase: machine.Buffered}, false, now), "a buffered slot is kept")
+	assert.Zero(t, runTTL(run, true, now), "records to write are kept")
 }
 
 // TestEntryRunKeys: an entry's run keys carry one token more than its job's, so a
@@ -148,7 +152,7 @@ func TestEntryRunKeys(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, name, got)
 		assert.True(t, slot.Equal(s))
-		assert.Equal(t, bufferPrefix+nameToken(job)+"."+nameToken(id), bufferKey(name))
+		assert.Equal(t, jobPrefix+nameToken(job)+"."+nameToken(id), jobKey(name))
 		require.NotContains(t, seen, k.run)
 		seen[k.run] = id
 		j, i, ok := parseEntryKey(entryKey(job, id))

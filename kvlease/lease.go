@@ -7,228 +7,267 @@ import (
 	"time"
 
 	"github.com/anarchon/anarchon/backend"
-	"github.com/anarchon/anarchon/internal/backendutil"
+	"github.com/anarchon/anarchon/backend/machine"
 	"github.com/anarchon/anarchon/internal/natsutil"
 )
 
-// Heartbeat extends token's lease to lease (rounded up to whole seconds) from now by
-// the server's clock: a compare-and-set on the lease key's revision, carrying a new
-// TTL. It fails with an error matching backend.ErrLeaseLost when token does not
-// hold a live lease, expired ones included: the server judges expiry. While the run
-// is long, heartbeats also refresh the run record's TTL. A run a later slot's claim
-// asked to end (a request in the lease key, or in the run record read) has its
-// lease extended all the same, and gets a *backend.CancelError.
+var (
+	_ backend.Settler = (*Store)(nil)
+	_ backend.Retrier = (*Store)(nil)
+)
+
+// holding is a holder's call in progress: its slot, token and what it read or
+// remembers of the two keys.
+type holding struct {
+	s      *Store
+	b      *bucket
+	key    backend.RunKey
+	k      runKeys
+	h      held
+	cached bool // h is remembered, not read
+	v      view // the reading, when not cached
+}
+
+func (s *Store) holding(ctx context.Context, key backend.RunKey) (*holding, context.Context, context.CancelFunc, error) {
+	if err := backend.ValidateRunName(key.Job); err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, cancel := s.callContext(ctx)
+	b, err := s.bucketFor(ctx)
+	if err != nil {
+		cancel()
+		return nil, nil, nil, err
+	}
+	k := keysFor(key.Job, key.Slot)
+	h, cached := s.mem.recall(k, key.Token)
+	return &holding{s: s, b: b, key: key, k: k, h: h, cached: cached}, ctx, cancel, nil
+}
+
+// current is the run as the holder sees it at now: remembered on the first try,
+// else read (the records a reading finds left to write are written first).
+func (c *holding) current(ctx context.Context, try int, now time.Time) (machine.Run, bool, error) {
+	if c.cached && try == 0 {
+		c.v = view{slot: c.key.Slot, run: entry{rev: c.h.runRev, put: true}, lease: entry{rev: c.h.leaseRev}}
+		return c.h.run, false, nil
+	}
+	v, _, err := c.s.readView(ctx, c.b, c.key.Job, c.key.Slot, false)
+	if err != nil {
+		return machine.Run{}, false, err
+	}
+	c.v = v
+	cur, _ := v.runOf(c.key.Token, now)
+	c.h = held{runRev: v.run.rev, run: cur}
+	if v.lv != nil && v.lv.Token == c.key.Token {
+		c.h.leaseRev, c.h.lease = v.lease.rev, *v.lv
+	}
+	return cur, c.s.writePending(ctx, c.key.Job, v), nil
+}
+
+// Settle ends the attempt of st.Key as machine.Settle decides, and returns once
+// its record is written to the store's RecordWriter: the run record (with the
+// record) by compare-and-set, the record, then, without waiting, the run record
+// cleared of it and the lease key purged. A lost race reads and decides again.
+func (s *Store) Settle(ctx context.Context, st backend.Settlement) error {
+	return s.end(ctx, st.Key, st.Retention, func(cur machine.Run, now time.Time) machine.Decision {
+		return machine.Settle(cur, st, now)
+	})
+}
+
+// end ends key's attempt as decide decides (Settle's body).
+func (s *Store) end(ctx context.Context, key backend.RunKey, keep backend.Retention, decide func(machine.Run, time.Time) machine.Decision) error {
+	c, ctx, cancel, err := s.holding(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	for try := 0; try < maxTries; try++ {
+		if err := backoff(ctx, try); err != nil {
+			return err
+		}
+		now, err := s.now(ctx, c.b)
+		if err != nil {
+			return err
+		}
+		cur, written, err := c.current(ctx, try, now)
+		if err != nil {
+			return err
+		}
+		d := decide(cur, now)
+		if d.Err != nil || !d.Write {
+			s.clearPending(c.b, key.Job, c.v, written)
+			if d.Err != nil {
+				s.mem.forget(c.k, key.Token)
+			}
+			return d.Err
+		}
+		rev, err := s.putRun(ctx, c.b, key.Job, c.v.run.rev, d.Run, d.Records, keep)
+		if errors.Is(err, errConflict) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("kvlease: settle %s: %w", describe(key.Job, key.Slot), err)
+		}
+		s.mem.forget(c.k, key.Token)
+		if err := s.records(ctx, c.b, key.Job, rev, d.Run, d.Records, keep); err != nil {
+			return err
+		}
+		return c.endLease(ctx, d.Run, now)
+	}
+	return fmt.Errorf("kvlease: settle %s: %w", describe(key.Job, key.Slot), ErrContention)
+}
+
+// endLease purges the holder's lease key once run holds no live lease: without
+// waiting (its TTL ends it anyway), carrying a finished run for the watchers;
+// a hand-over waits, so that the backups take over at once.
+func (c *holding) endLease(ctx context.Context, run machine.Run, now time.Time) error {
+	if run.Live(now) {
+		return nil
+	}
+	if run.Phase == machine.Running {
+		return c.s.endLease(ctx, c.b, c.k, c.key.Token, c.h.leaseRev)
+	}
+	if c.h.leaseRev == 0 {
+		return nil // no lease key of this token was read: it ended already
+	}
+	var fin *machine.Run
+	if run.Phase == machine.Finished {
+		fin = &run
+	}
+	c.s.purgeNoWait(c.b, c.k.lease, c.h.leaseRev, fin)
+	return nil
+}
+
+// Finish is Settle with status alone (the seed's RunStore call).
+func (s *Store) Finish(ctx context.Context, key backend.RunKey, status backend.Status) error {
+	return s.end(ctx, key, backend.Retention{}, func(cur machine.Run, now time.Time) machine.Decision {
+		return machine.Finish(cur, key, status, now)
+	})
+}
+
+// Retry is Settle of a failed attempt that stores its retry (backend.Retrier).
+func (s *Store) Retry(ctx context.Context, key backend.RunKey, delay, within time.Duration) error {
+	return s.end(ctx, key, backend.Retention{}, func(cur machine.Run, now time.Time) machine.Decision {
+		return machine.Retry(cur, key, delay, within, now)
+	})
+}
+
+// Heartbeat extends token's lease to lease (rounded up to whole seconds) from now
+// by the server's clock, as machine.Heartbeat decides: a compare-and-set of the
+// lease key carrying a new TTL. The server judges expiry: an expired lease key's
+// last revision is its marker, so the write loses. While the run is long,
+// heartbeats also refresh the run record's TTL.
 func (s *Store) Heartbeat(ctx context.Context, key backend.RunKey, lease time.Duration) error {
-	job, slot, token := key.Job, key.Slot, key.Token
 	if lease < backend.MinLease {
 		return fmt.Errorf("%w: kvlease: heartbeat lease %v is below %v", backend.ErrInvalidClaim, lease, backend.MinLease)
 	}
-	ctx, cancel := s.callContext(ctx)
-	defer cancel()
-	b, err := s.bucketFor(ctx)
+	lease = natsutil.TTL(lease)
+	c, ctx, cancel, err := s.holding(ctx, key)
 	if err != nil {
 		return err
 	}
-	k := keysFor(job, slot)
-	ttl := natsutil.TTL(lease)
-	h, cached := s.mem.recall(k, token)
+	defer cancel()
 	for try := 0; try < maxTries; try++ {
 		if err := backoff(ctx, try); err != nil {
 			return err
 		}
-		if !cached {
-			ls, err := s.readLease(ctx, b, k)
-			if err != nil {
-				return err
-			}
-			if ls.rec == nil || ls.rec.Token != token {
-				s.mem.forget(k, token)
-				return fmt.Errorf("%w: %s", backend.ErrLeaseLost, backendutil.DescribeRun(job, slot))
-			}
-			h = held{leaseRev: ls.rev, lease: *ls.rec}
-		}
-		cached = false
-		rec := h.lease
-		rec.LeaseMS = ttl.Milliseconds()
-		rev, err := s.put(ctx, b, write{key: k.lease, value: rec, expect: h.leaseRev, ttl: ttl})
-		if errors.Is(err, errConflict) {
-			// Expired, taken over, a concurrent heartbeat, or a later slot's
-			// request written into the lease key (kept: the rewrite starts from
-			// the value read): read and judge.
-			continue
-		}
+		now, err := s.now(ctx, c.b)
 		if err != nil {
-			return fmt.Errorf("kvlease: heartbeat %s: %w", backendutil.DescribeRun(job, slot), err)
-		}
-		h.leaseRev, h.lease = rev, rec
-		s.refreshRun(ctx, b, k, token, &h)
-		s.mem.remember(k, token, h)
-		req := rec.request()
-		if req == nil && h.runRev != 0 && h.run.Token == token {
-			req = h.run.request()
-		}
-		if req != nil {
-			return &backend.CancelError{Job: job, Slot: slot, Request: *req}
-		}
-		return nil
-	}
-	return fmt.Errorf("kvlease: heartbeat %s: %w", backendutil.DescribeRun(job, slot), ErrContention)
-}
-
-// refreshRun rewrites the run record unchanged when half its TTL has passed, so a run
-// longer than its keep does not lose its record; only a running one (a stored
-// retry's window counts from its record's write). Best effort: a failure is noticed
-// at the next heartbeat, and a lost race means the run is no longer ours anyway.
-func (s *Store) refreshRun(ctx context.Context, b *bucket, k runKeys, token string, h *held) {
-	if h.runRev == 0 {
-		run, err := s.readRun(ctx, b, k)
-		if err != nil || run.rec == nil || run.rec.Token != token || run.rec.State != stateRunning {
-			return
-		}
-		h.runRev, h.run, h.runWritten = run.rev, *run.rec, s.localTime(run.created)
-	}
-	lease := time.Duration(h.run.LeaseMS) * time.Millisecond
-	ttl := keepFor(time.Duration(h.run.KeepMS)*time.Millisecond, lease, false)
-	if time.Since(h.runWritten) < ttl/2 {
-		return
-	}
-	rev, err := s.put(ctx, b, write{key: k.run, value: h.run, expect: h.runRev, ttl: ttl})
-	if err != nil {
-		h.runRev = 0
-		return
-	}
-	h.runRev, h.runWritten = rev, time.Now()
-}
-
-// Finish marks the run finished with status: a compare-and-set on the run record. It
-// is accepted from the token stored as the run's holder while the run is unfinished,
-// even if its lease expired or was released, as long as nobody took the run over and
-// it stored no retry; a repeat by that token is not an error. Any other token gets an error matching
-// backend.ErrStaleToken and changes nothing. The finished record lives for the
-// claim's Keep; the lease key is purged so that backups and overlap checks see the
-// end at once.
-func (s *Store) Finish(ctx context.Context, key backend.RunKey, status backend.Status) error {
-	job, slot, token := key.Job, key.Slot, key.Token
-	if !status.Finished() {
-		return fmt.Errorf("%w: kvlease: finish needs a final status, got %q", backend.ErrInvalidClaim, status)
-	}
-	ctx, cancel := s.callContext(ctx)
-	defer cancel()
-	b, err := s.bucketFor(ctx)
-	if err != nil {
-		return err
-	}
-	k := keysFor(job, slot)
-	h, cached := s.mem.recall(k, token)
-	cached = cached && h.runRev != 0
-	batch := cached
-	for try := 0; try < maxTries; try++ {
-		if err := backoff(ctx, try); err != nil {
 			return err
 		}
-		run, rerr := s.heldRun(ctx, b, k, &h, &cached)
-		if rerr != nil {
-			return rerr
+		cur, written, err := c.current(ctx, try, now)
+		if err != nil {
+			return err
 		}
-		switch {
-		case run.rec != nil && run.rec.Token == token && run.rec.buffered():
-			// The token that buffered the slot withdraws it.
-			if err := s.withdraw(ctx, b, k, key, run, status); err != nil {
-				return fmt.Errorf("kvlease: finish %s: %w", backendutil.DescribeRun(job, slot), err)
-			}
-			return nil
-		case run.rec == nil || run.rec.Token != token || run.rec.retrying() || run.rec.buffered():
-			// A run that stored a retry is no longer its failed attempt's to finish.
-			s.mem.forget(k, token)
-			return fmt.Errorf("%w: %s", backend.ErrStaleToken, backendutil.DescribeRun(job, slot))
-		case run.rec.finished():
-			s.mem.forget(k, token)
-			return nil
+		s.clearPending(c.b, key.Job, c.v, written)
+		if c.cached && try == 0 && !cur.Live(now) {
+			continue // remembered as ended: the server judges
 		}
-		next := *run.rec
-		next.State, next.Status = stateFinished, status
-		lease := time.Duration(next.LeaseMS) * time.Millisecond
-		keep := keepFor(time.Duration(next.KeepMS)*time.Millisecond, lease, true)
-		if batch && h.leaseRev != 0 && run.rev == h.runRev && b.atomic.Load() {
-			// The run record and the lease key's purge in one atomic batch, both
-			// compare-and-set. When the lease key moved (expired: the server's
-			// marker) the batch stores nothing, and the run record is written
-			// alone below: a holder may finish after its lease expired while nobody
-			// took over.
-			batch = false
-			_, err := s.putBatch(ctx, b, []write{
-				{key: k.run, value: next, expect: run.rev, ttl: keep},
-				{key: k.lease, expect: h.leaseRev, ttl: markerTTL},
-			})
-			if err == nil {
-				s.mem.forget(k, token)
-				return nil
-			}
-			if !errors.Is(err, errConflict) && !errors.Is(err, errNoBatch) {
-				return fmt.Errorf("kvlease: finish %s: %w", backendutil.DescribeRun(job, slot), err)
-			}
-			cached = false
-			continue // read the run record again: it may be finished, or another's
+		d := machine.Heartbeat(cur, key, lease, now)
+		if !d.Write {
+			s.mem.forget(c.k, key.Token)
+			return d.Err
 		}
-		_, err := s.put(ctx, b, write{key: k.run, value: next, expect: run.rev, ttl: keep})
+		lv := c.h.lease
+		lv.LeaseMS = lease.Milliseconds()
+		rev, err := s.put(ctx, c.b, write{key: c.k.lease, value: lv, expect: c.h.leaseRev, ttl: lease})
 		if errors.Is(err, errConflict) {
-			continue
+			continue // expired, taken over, or a cancel request written: read
 		}
 		if err != nil {
-			return fmt.Errorf("kvlease: finish %s: %w", backendutil.DescribeRun(job, slot), err)
+			return fmt.Errorf("kvlease: heartbeat %s: %w", describe(key.Job, key.Slot), err)
 		}
-		switch {
-		case next.cancelled():
-			// The request's claimer may have rewritten the lease key since this
-			// holder's last write: a purge that reads on a lost race.
-			_ = s.endLease(ctx, b, k, token, h.leaseRev) // best effort: it expires anyway
-		case h.leaseRev != 0:
-			s.purgeNoWait(b, k.lease, h.leaseRev, next)
-		default:
-			_ = s.endLease(ctx, b, k, token, 0) // best effort: it expires anyway
-		}
-		s.mem.forget(k, token)
-		return nil
+		c.h.leaseRev, c.h.lease, c.h.run = rev, lv, d.Run
+		s.refreshRun(ctx, c, now)
+		s.mem.remember(c.k, key.Token, c.h)
+		return d.Err
 	}
-	return fmt.Errorf("kvlease: finish %s: %w", backendutil.DescribeRun(job, slot), ErrContention)
+	return fmt.Errorf("kvlease: heartbeat %s: %w", describe(key.Job, key.Slot), ErrContention)
 }
 
-// Release ends token's live lease at once by purging the lease key at its revision.
-// The run record stays unfinished, so the next Claim by another token is a takeover.
-// Releasing a lease that token does not hold is not an error.
+// refreshRun rewrites the run record unchanged once half its TTL has passed, so a
+// run longer than its keep keeps its record. Best effort: a lost race means the
+// run is no longer the holder's anyway.
+func (s *Store) refreshRun(ctx context.Context, c *holding, now time.Time) {
+	ttl := runTTL(c.h.run, false, now)
+	if c.h.runWritten.IsZero() {
+		c.h.runWritten = time.Now()
+	}
+	if ttl == 0 || time.Since(c.h.runWritten) < ttl/2 {
+		return
+	}
+	rev, err := s.putRun(ctx, c.b, c.key.Job, c.h.runRev, c.h.run, nil, backend.Retention{})
+	if err != nil {
+		c.h.runRev = 0
+		return
+	}
+	c.h.runRev, c.h.runWritten = rev, time.Now()
+}
+
+// Release ends token's live lease at once, as machine.Release decides, by
+// purging the lease key at its revision: the run stays unfinished, and the next
+// claim takes it over. Releasing a lease token does not hold is not an error.
 func (s *Store) Release(ctx context.Context, key backend.RunKey) error {
-	job, slot, token := key.Job, key.Slot, key.Token
-	ctx, cancel := s.callContext(ctx)
-	defer cancel()
-	b, err := s.bucketFor(ctx)
+	c, ctx, cancel, err := s.holding(ctx, key)
 	if err != nil {
 		return err
 	}
-	k := keysFor(job, slot)
-	h, _ := s.mem.recall(k, token)
-	defer s.mem.forget(k, token)
-	if err := s.endLease(ctx, b, k, token, h.leaseRev); err != nil {
-		return fmt.Errorf("kvlease: release %s: %w", backendutil.DescribeRun(job, slot), err)
+	defer cancel()
+	defer s.mem.forget(c.k, key.Token)
+	now, err := s.now(ctx, c.b)
+	if err != nil {
+		return err
+	}
+	cur, written, err := c.current(ctx, 0, now)
+	if err != nil {
+		return err
+	}
+	s.clearPending(c.b, key.Job, c.v, written)
+	if d := machine.Release(cur, key, now); !d.Write {
+		return nil
+	}
+	if err := s.endLease(ctx, c.b, c.k, key.Token, c.h.leaseRev); err != nil {
+		return fmt.Errorf("kvlease: release %s: %w", describe(key.Job, key.Slot), err)
 	}
 	return nil
 }
 
-// endLease purges the lease key if token holds it, trying revision rev first when it
-// is known.
+// endLease purges the lease key if token holds it, trying revision rev first when
+// it is known.
 func (s *Store) endLease(ctx context.Context, b *bucket, k runKeys, token string, rev uint64) error {
 	for try := 0; try < maxTries; try++ {
 		if err := backoff(ctx, try); err != nil {
 			return err
 		}
 		if rev == 0 {
-			ls, err := s.readLease(ctx, b, k)
+			e, err := s.read(ctx, b, k.lease)
 			if err != nil {
 				return err
 			}
-			if ls.rec == nil || ls.rec.Token != token {
-				return nil
+			lv, err := decodeLease(e)
+			if err != nil || lv == nil || lv.Token != token {
+				return err
 			}
-			rev = ls.rev
+			rev = e.rev
 		}
 		err := s.purge(ctx, b, k.lease, rev)
 		if !errors.Is(err, errConflict) {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/anarchon/anarchon/backend/machine"
 )
 
 // memory is what a Store remembers between calls. All of it is a hint: a call that
@@ -46,15 +48,16 @@ type heldKey struct{ key, token string }
 // without reading first.
 type held struct {
 	leaseRev   uint64
-	lease      leaseRecord
+	lease      leaseValue
 	runRev     uint64 // 0 when unknown
-	run        runRecord
+	run        machine.Run
 	runWritten time.Time // local time of the run record's last write
 }
 
 // hint is a live lease as a claim read it, and when that read was sent.
 type hint struct {
-	lease leaseEntry
+	lease entry
+	lv    *leaseValue
 	sent  time.Time
 }
 
@@ -94,7 +97,10 @@ func (m *memory) forget(k runKeys, token string) {
 
 // noteRunning keeps the live lease a claim read (answering running), sent at sent,
 // as the baseline of the WatchRun a backup calls next.
-func (m *memory) noteRunning(k runKeys, ls leaseEntry, sent time.Time) {
+func (m *memory) noteRunning(k runKeys, v view, sent time.Time) {
+	if v.lv == nil {
+		return
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.hints == nil {
@@ -111,21 +117,21 @@ func (m *memory) noteRunning(k runKeys, ls leaseEntry, sent time.Time) {
 			clear(m.hints)
 		}
 	}
-	m.hints[k.lease] = hint{lease: ls, sent: sent}
+	m.hints[k.lease] = hint{lease: v.lease, lv: v.lv, sent: sent}
 }
 
 // takeHint returns (and forgets) the reading of k's lease a claim took, when it is
 // recent and was sent after the shared watcher started: every update newer than it
 // then reaches the watcher.
-func (m *memory) takeHint(k runKeys, started time.Time) (leaseEntry, bool) {
+func (m *memory) takeHint(k runKeys, started time.Time) (hint, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	h, ok := m.hints[k.lease]
 	delete(m.hints, k.lease)
 	if !ok || started.IsZero() || !h.sent.After(started) || time.Since(h.sent) > hintTTL {
-		return leaseEntry{}, false
+		return hint{}, false
 	}
-	return h.lease, true
+	return h, true
 }
 
 // firstSight reports whether this store answers a claim of k's slot for the first
@@ -156,7 +162,7 @@ func (m *memory) firstSight(k runKeys) bool {
 
 // finishedRun returns the finished run record of k's slot that a Finish's purge
 // carried to the shared watcher in the last hintTTL, if any.
-func (m *memory) finishedRun(k runKeys) (*runRecord, bool) { return m.hub.finishedRun(k) }
+func (m *memory) finishedRun(k runKeys) (machine.Run, bool) { return m.hub.finishedRun(k) }
 
 // leaseSince returns the newest update of a lease key the running shared watcher
 // delivered, if its revision is at least rev, waiting up to wait for it.

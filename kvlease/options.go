@@ -47,7 +47,6 @@ type options struct {
 	storage     jetstream.StorageType
 	callTimeout time.Duration
 	attempt     time.Duration
-	batches     bool
 	inFlight    int
 }
 
@@ -105,24 +104,11 @@ func WithAttemptTimeout(d time.Duration) Option {
 	return checked("WithAttemptTimeout", d, option.Positive, func(o *options, d time.Duration) { o.attempt = d })
 }
 
-// WithAtomicBatches makes a claim write its lease key and run record, and Finish its
-// run record and the lease key's purge, in one atomic batch publish each (nats-server
-// 2.12 or later; Init turns AllowAtomicPublish on for the bucket either way). Both
-// keys are then stored together or not at all: no claimer can die between them.
+// WithAtomicBatches changes nothing: a store writes one key at a time.
 //
-// It is off by default because it costs more than it saves on nats-server 2.15: one
-// server on file storage persists every batch to a store of its own and serialises
-// the batches, and on three replicas a batch saves its round trip alone but is
-// slower in a burst of concurrent claims (BenchmarkClaimBatch measures a first claim
-// and its finish, one at a time). Without it, a first claim writes the two keys one
-// after the other without reading first, and a claimer that dies between them
-// leaves a lease key that the next claim decides (package documentation).
-func WithAtomicBatches() Option {
-	return func(o *options) error {
-		o.batches = true
-		return nil
-	}
-}
+// Deprecated: atomic batches cost more than they saved on nats-server 2.15
+// (docs/backends.md); the option is kept so that programs keep compiling.
+func WithAtomicBatches() Option { return func(*options) error { return nil } }
 
 // WithMaxClaimsInFlight bounds how many claims the Store has at the server at once,
 // at least 1; the others wait in the Store, within their call's deadline. Defaults

@@ -24,11 +24,11 @@ const (
 	maxTries = 16
 )
 
-// Store is a backend.RunStore, backend.LeaseWatcher, backend.Retrier,
-// backend.OverlapCanceller and backend.OverlapBufferer on one JetStream KV bucket. The server judges every
-// lease: a lease is a key with a per-message TTL, every change is a compare-and-set on a key's last revision, and fences are the
-// server's time in nanoseconds, above the previous holder's. See the package
-// documentation for the layout and the transitions.
+// Store is a backend.RunStore and backend.Settler on one JetStream KV bucket,
+// with every optional capability of a run store. The server judges every lease:
+// a lease is a key with a per-message TTL, and every change is a compare-and-set
+// on a key's last revision. backend/machine makes every decision. See the
+// package documentation for the layout.
 //
 // A Store is safe for concurrent use. It owns no connection: only the watchers
 // WatchRun starts, which Close stops.
@@ -38,6 +38,8 @@ type Store struct {
 
 	initMu sync.Mutex
 	b      atomic.Pointer[bucket]
+	// oldRecords: Init found records of an older layout in the bucket.
+	oldRecords atomic.Bool
 
 	clock serverClock
 	// direct reads both keys of a run in one request (single-replica buckets).
@@ -56,30 +58,17 @@ type Store struct {
 	done   context.Context // canceled by Close
 	cancel context.CancelFunc
 
-	// overlapHook, when set (tests only), is called by a claim of an
-	// overlap-forbidden job after its first look at the job's other slots, before
-	// it writes its lease key (wrote false), and after it stored it, before it
-	// looks again (wrote true).
-	overlapHook func(job string, slot time.Time, wrote bool)
-	// requestHook, when set (tests only), is called by a claim under
-	// OverlapCancelOther once the request it asks of (job, slot)'s run is in the
-	// run record, before it writes the request into the lease key.
-	requestHook func(job string, slot time.Time)
-	// bufferHook, when set (tests only), is called between two writes of the
-	// buffer policies (bufferStep); true stops the call there, as if its
-	// process died.
-	bufferHook func(job string, slot time.Time, step string) bool
+	// writer is the history records are written into (UseRecords).
+	writer atomic.Pointer[backend.RecordWriter]
+	// stepHook, when set (tests only), is called between two writes of a call
+	// (the step* constants); true stops the call there, as if its process died.
+	stepHook func(job string, slot time.Time, step string) bool
 }
 
 var (
-	_ backend.RunStore         = (*Store)(nil)
-	_ backend.LeaseWatcher     = (*Store)(nil)
-	_ backend.OverlapCanceller = (*Store)(nil)
-	_ backend.OverlapBufferer  = (*Store)(nil)
+	_ backend.RunStore     = (*Store)(nil)
+	_ backend.LeaseWatcher = (*Store)(nil)
 )
-
-// CancelsOverlap reports that the store implements backend.OverlapCancelOther.
-func (s *Store) CancelsOverlap() bool { return true }
 
 // bucket is the initialized KV bucket.
 type bucket struct {
@@ -89,15 +78,11 @@ type bucket struct {
 	// direct: the bucket has one replica and answers direct gets, so a claim reads
 	// both of a run's keys in one request (its only replica is its leader).
 	direct bool
-	// chain: the bucket has one replica, so a first claim may send its two writes
-	// chained (pair.go). Never on a replicated bucket: nats-server 2.15.3 checks
-	// Nats-Expected-Last-Msg-Id there only when it applies the message, and a
-	// mismatch found then stops the stream from applying anything more (every
-	// request answers 10008 afterwards; TestReplicatedClaimsAreNotChained).
+	// chain: the bucket has one replica, so a blind claim may send its two
+	// writes chained (pair.go). Never on a replicated bucket: nats-server 2.15.3
+	// checks Nats-Expected-Last-Msg-Id there only when it applies the message,
+	// and a mismatch found then stops the stream.
 	chain bool
-	// atomic: the bucket's stream takes atomic batch publishes (claims and finishes
-	// write both keys in one batch). Turned off when the server refuses one.
-	atomic atomic.Bool
 	// pairs writes a claim's lease key and run record (pair.go), picked at Init.
 	pairs pairWriter
 }

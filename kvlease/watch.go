@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/anarchon/anarchon/backend"
+	"github.com/anarchon/anarchon/backend/machine"
 	"github.com/anarchon/anarchon/internal/backendutil"
 )
 
@@ -55,41 +56,43 @@ func (s *Store) WatchRun(ctx context.Context, job string, slot time.Time) (<-cha
 	if err != nil {
 		return nil, fmt.Errorf("kvlease: watch %s: %w", backendutil.DescribeRun(job, slot), err)
 	}
-	ls, ok := s.mem.takeHint(k, started)
-	var run runEntry
-	switch {
-	case ok:
-	case b.direct: // both keys in one request, as the lease key alone would cost
-		run, ls, err = s.readBoth(callCtx, b, k)
-	default:
-		ls, err = s.readLease(callCtx, b, k)
-		if err == nil && ls.rec == nil {
-			run, err = s.readRun(callCtx, b, k)
-		}
+	v := view{slot: slot}
+	if h, ok := s.mem.takeHint(k, started); ok {
+		v.lease, v.lv = h.lease, h.lv
+	} else if v, _, err = s.readView(callCtx, b, job, slot, false); err == nil {
+		s.clearPending(b, job, v, s.writePending(callCtx, job, v))
 	}
 	if err != nil {
 		s.mem.hub.remove(w)
 		return nil, fmt.Errorf("kvlease: watch %s: %w", backendutil.DescribeRun(job, slot), err)
 	}
-	if ls.rec == nil {
-		// No live lease: a claim may decide differently now, unless the slot is
-		// stored buffered. A buffered slot's watch fires on any newer write of
-		// its lease key (a claim taking it, or its withdrawal, which purges it),
-		// whichever key was read first: a claim between the two readings wrote
-		// the lease key after the reading of it, or the run record before the
-		// reading of that.
-		if run.rec == nil || !run.rec.buffered() {
-			s.mem.hub.fire(w)
-			return w.ch, nil
-		}
+	cur, _ := v.runOf("", s.clock.estimate(time.Now()))
+	switch {
+	case cur.Phase == machine.Buffered:
+		// A buffered slot's watch fires on any newer write of its lease key: a
+		// claim taking it, or its withdrawal, which purges it.
 		stopCtx := context.AfterFunc(ctx, func() { s.mem.hub.fire(w) })
-		s.mem.hub.arm(w, ls.rev, "", true, func() { stopCtx() })
-		return w.ch, nil
+		s.mem.hub.arm(w, v.lease.rev, "", true, func() { stopCtx() })
+	case v.lv == nil || !cur.Live(s.clock.estimate(time.Now())):
+		s.mem.hub.fire(w) // no live lease: a claim may decide differently now
+	default:
+		stopCtx := context.AfterFunc(ctx, func() { s.mem.hub.fire(w) })
+		end := time.AfterFunc(s.untilEnd(v), func() { s.mem.hub.fire(w) })
+		s.mem.hub.arm(w, v.lease.rev, watched(v.lv), false, func() { stopCtx(); end.Stop() })
 	}
-	stopCtx := context.AfterFunc(ctx, func() { s.mem.hub.fire(w) })
-	end := time.AfterFunc(s.untilEnd(ls), func() { s.mem.hub.fire(w) })
-	s.mem.hub.arm(w, ls.rev, ls.watched(), false, func() { stopCtx(); end.Stop() })
 	return w.ch, nil
+}
+
+// watched is what a watch of a lease waits to change: its holder's token, and
+// whether it carries a cancel request. A heartbeat changes neither.
+func watched(lv *leaseValue) string {
+	switch {
+	case lv == nil:
+		return ""
+	case lv.Cancel != nil:
+		return lv.Token + " cancel"
+	}
+	return lv.Token
 }
 
 // waiter is one WatchRun waiting for a lease key to change.
@@ -133,13 +136,15 @@ type watchHub struct {
 }
 
 type finishedRun struct {
-	rec runRecord
+	run machine.Run
 	at  time.Time
 }
 
+// lastSeen is an update of a lease key as its last message, and when it came.
 type lastSeen struct {
-	lease leaseEntry // the update as the lease key's last message
-	at    time.Time
+	entry
+	lv *leaseValue
+	at time.Time
 }
 
 // add registers w, starting the shared watcher when it is not running, and returns
@@ -186,7 +191,7 @@ func (h *watchHub) arm(w *waiter, rev uint64, token string, anyWrite bool, clean
 			changed = changed || (u.rev > rev && (anyWrite || u.token != token))
 		}
 		if u, ok := h.last[w.key]; ok { // delivered before w was registered
-			changed = changed || (u.lease.rev > rev && (anyWrite || u.lease.watched() != token))
+			changed = changed || (u.rev > rev && (anyWrite || watched(u.lv) != token))
 		}
 		w.early = nil
 	}
@@ -270,18 +275,20 @@ func (h *watchHub) run(s *Store, kw jetstream.KeyWatcher) {
 
 // deliver fires the waiters of e's key whose lease e ends or replaces.
 func (h *watchHub) deliver(e jetstream.KeyValueEntry) {
-	next, _ := decodeLease(entryFromKV(e)) // a value that is no lease ends the lease
-	holder := next.watched()
+	ent := entryFromKV(e)
+	next, _ := decodeLease(ent) // a value that is no lease ends the lease
+	holder := watched(next)
 	now := time.Now()
-	var done *runRecord
+	var done *machine.Run
 	if e.Operation() == jetstream.KeyValuePurge && len(e.Value()) > 0 {
-		var rec runRecord
-		if json.Unmarshal(e.Value(), &rec) == nil && rec.Token != "" && rec.Attempt >= 1 && rec.State != "" && rec.finished() {
-			done = &rec
+		var rec runJSON
+		if json.Unmarshal(e.Value(), &rec) == nil && rec.Token != "" && rec.Phase == machine.Finished {
+			r := machine.Run(rec)
+			done = &r
 		}
 	}
 	h.mu.Lock()
-	h.remember(e.Key(), lastSeen{next, now}, now)
+	h.remember(e.Key(), lastSeen{ent, next, now}, now)
 	for _, ch := range h.pending[e.Key()] {
 		close(ch)
 	}
@@ -322,7 +329,7 @@ func (h *watchHub) remember(key string, u lastSeen, now time.Time) {
 	if h.last == nil {
 		h.last = make(map[string]lastSeen)
 	}
-	if old, ok := h.last[key]; !ok || u.lease.rev > old.lease.rev {
+	if old, ok := h.last[key]; !ok || u.rev > old.rev {
 		h.last[key] = u
 	}
 	if now.After(h.nextGC) {
@@ -349,7 +356,7 @@ func (h *watchHub) leaseSince(ctx context.Context, key string, rev uint64, wait 
 	defer t.Stop()
 	for {
 		h.mu.Lock()
-		if u, ok := h.last[key]; ok && u.lease.rev >= rev {
+		if u, ok := h.last[key]; ok && u.rev >= rev {
 			h.mu.Unlock()
 			return u, true
 		}
@@ -384,23 +391,23 @@ func (h *watchHub) leaseSince(ctx context.Context, key string, rev uint64, wait 
 		}
 		u, ok := h.last[key]
 		h.mu.Unlock()
-		return u, ok && u.lease.rev >= rev
+		return u, ok && u.rev >= rev
 	}
 }
 
 // finishedRun returns the finished run record of k's slot that a Finish's purge
 // carried to the shared watcher in the last hintTTL, if any.
-func (h *watchHub) finishedRun(k runKeys) (*runRecord, bool) {
+func (h *watchHub) finishedRun(k runKeys) (machine.Run, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	f, ok := h.finished[k.lease]
 	if !ok || time.Since(f.at) > hintTTL {
-		return nil, false
+		return machine.Run{}, false
 	}
-	return &f.rec, true
+	return f.run, true
 }
 
 // untilEnd is the local wait until a little after lease's end by the server's clock.
-func (s *Store) untilEnd(lease leaseEntry) time.Duration {
-	return lease.expires().Sub(s.clock.estimate(time.Now())) + watchSlack
+func (s *Store) untilEnd(v view) time.Duration {
+	return v.lease.created.Add(v.lv.lease()).Sub(s.clock.estimate(time.Now())) + watchSlack
 }

@@ -48,8 +48,9 @@ type attempt struct {
 	// was sent (zero when every claim was answered): a lease won by a later
 	// claim of the same token counts from then.
 	unanswered time.Time
-	// answered is when the store last answered about the slot: it remembers the
-	// slot for rc.Keep after that, so a claim is asked again until then.
+	// answered is when the store last answered about the slot (the end of a
+	// retry's window it stored): it remembers the slot for rc.Keep after that,
+	// so a claim is asked again until then.
 	answered time.Time
 	// reclaimed says the last wait for the run named by WaitsFor found it ended
 	// at once and claimed again without waiting.

@@ -356,6 +356,11 @@ func (s pausedStore) Finish(ctx context.Context, key backend.RunKey, st backend.
 	return s.RunStore.Finish(ctx, key, st)
 }
 
+func (s pausedStore) Settle(ctx context.Context, st backend.Settlement) error {
+	s.p.wait()
+	return s.RunStore.Settle(ctx, st)
+}
+
 func (s pausedStore) Release(ctx context.Context, key backend.RunKey) error {
 	s.p.wait()
 	return s.RunStore.Release(ctx, key)

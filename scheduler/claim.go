@@ -40,6 +40,9 @@ func (s *Scheduler) decide(a *attempt) (backend.ClaimResult, error) {
 			return backend.ClaimResult{}, fmt.Errorf("%w: %q was removed from this instance", ErrJobNotFound, a.j.name)
 		}
 		res, err := s.ask(a)
+		if err == nil {
+			s.noteLimit(a, res)
+		}
 		if err != nil || !waits(res.Outcome) || a.man.taken(a, res) {
 			return res, err
 		}
@@ -97,7 +100,9 @@ func (s *Scheduler) ask(a *attempt) (backend.ClaimResult, error) {
 			a.unanswered = sent
 		}
 		if ctx.Err() != nil { // stopping, the job removed here, or RunNow's caller gone
-			s.askedLast(a)
+			if res, won := s.askedLast(a); won {
+				return res, nil
+			}
 			return backend.ClaimResult{}, fmt.Errorf("scheduler: claim of %q: %w", a.j.name, a.cause(ctx))
 		}
 		s.backendError(a.j, a.rc.Slot, "claim", err)
@@ -105,7 +110,9 @@ func (s *Scheduler) ask(a *attempt) (backend.ClaimResult, error) {
 			return backend.ClaimResult{}, err
 		}
 		if !s.sleepUntil(ctx, s.clock.Now().Add(retryDelay(try))) {
-			s.askedLast(a)
+			if res, won := s.askedLast(a); won {
+				return res, nil
+			}
 			return backend.ClaimResult{}, err
 		}
 	}
@@ -138,20 +145,26 @@ func (s *Scheduler) giveUp(a *attempt, err error) bool {
 
 // askedLast asks once more, with the same token, for a claim that Stop (or the
 // job's removal, or RunNow's caller) cut short after a send whose answer never
-// came: a lease the store gave it is handed over at once, so a backup takes the
-// slot without waiting for it to expire.
-func (s *Scheduler) askedLast(a *attempt) {
+// came: a lease the store gave it is followed like any other (Stop waits for the
+// handler), but for RunNow's, whose caller is gone: that one is ended unrun.
+func (s *Scheduler) askedLast(a *attempt) (backend.ClaimResult, bool) {
 	if a.unanswered.IsZero() {
-		return
+		return backend.ClaimResult{}, false
 	}
 	a.rc.TakeoverOnly = true
 	ctx, cancel := s.callCtx(context.Background())
 	res, err := s.store.claim(ctx, a)
 	cancel()
-	if err == nil && res.Outcome == backend.OutcomeWon {
-		a.res = res
-		s.abandon(a, "stopped before it started")
+	if err != nil || res.Outcome != backend.OutcomeWon {
+		return res, false
 	}
+	a.res = res
+	a.l = lease{dur: a.rc.Lease, sent: a.unanswered, previous: res.Previous}
+	if a.man != nil {
+		s.abandon(a, "its RunNow stopped waiting")
+		return res, false
+	}
+	return res, true
 }
 
 // prepare sets what a's next claim asks, at now by this instance's clock.
@@ -299,7 +312,10 @@ func (s *Scheduler) waitForChange(ctx context.Context, a *attempt, res backend.C
 	j := a.j
 	if res.Outcome == backend.OutcomeRetry {
 		at := s.clock.Now().Add(res.RetryIn)
-		return s.sleepUntil(ctx, at.Add(retryMargin(j, a.rc.Slot, at)))
+		if s.store.leased() { // a claim a moment early is answered retry again
+			at = at.Add(retryMargin(j, a.rc.Slot, at))
+		}
+		return s.sleepUntil(ctx, at)
 	}
 	watcher, _ := s.runs.(backend.LeaseWatcher)
 	poll := j.cfg.lease / 4
@@ -322,6 +338,11 @@ func (s *Scheduler) waitForChange(ctx context.Context, a *attempt, res backend.C
 				// The run it waits for ended since the answer: claim again, once.
 				a.reclaimed = true
 				return ctx.Err() == nil
+			}
+			if !res.WaitsFor.IsZero() {
+				// Its lease ended, and the run still holds the job until it is
+				// taken over or ended: look often, it is about to be.
+				poll = min(poll, max(j.cfg.lease/10, 100*time.Millisecond))
 			}
 		default:
 			a.reclaimed = false

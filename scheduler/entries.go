@@ -77,6 +77,7 @@ func (s *Scheduler) AddEntry(ctx context.Context, job, id string, spec EntrySpec
 	}
 	cctx, cancel := s.callCtx(ctx)
 	defer cancel()
+	e.Incarnation = newIncarnation()
 	rev, err := es.CreateEntry(cctx, e)
 	if errors.Is(err, ErrEntryExists) {
 		// A store client that resent a create whose answer was lost finds its
@@ -106,6 +107,16 @@ func (s *Scheduler) UpdateEntry(ctx context.Context, job, id string, spec EntryS
 	}
 	cctx, cancel := s.callCtx(ctx)
 	defer cancel()
+	// The change keeps the entry's incarnation: read at the revision it is
+	// based on (a removal and a new entry since would change the revision).
+	cur, err := es.GetEntry(cctx, job, id)
+	switch {
+	case err != nil:
+		return Entry{}, fmt.Errorf("scheduler: update entry %q of job %q: %w", id, job, err)
+	case rev != 0 && cur.Revision != rev:
+		return Entry{}, fmt.Errorf("scheduler: update entry %q of job %q: %w: it is at revision %d, not %d", id, job, ErrEntryConflict, cur.Revision, rev)
+	}
+	e.Incarnation = cur.Incarnation
 	rev, err = es.UpdateEntry(cctx, e, rev)
 	if err != nil {
 		return Entry{}, fmt.Errorf("scheduler: update entry %q of job %q: %w", id, job, err)
@@ -445,5 +456,16 @@ func newIncarnation() uint64 {
 func sameWrite(stored, e Entry) bool {
 	return stored.By == e.By && stored.Updated.Equal(e.Updated) && stored.Every == e.Every && stored.Cron == e.Cron &&
 		stored.Zone == e.Zone && stored.At.Equal(e.At) && stored.Start.Equal(e.Start) && stored.End.Equal(e.End) &&
-		stored.Paused == e.Paused && bytes.Equal(stored.Payload, e.Payload)
+		stored.Paused == e.Paused && bytes.Equal(stored.Payload, e.Payload) && stored.Incarnation == e.Incarnation
+}
+
+// newIncarnation draws an entry's incarnation: random, never zero.
+func newIncarnation() uint64 {
+	var b [8]byte
+	for {
+		_, _ = rand.Read(b[:])
+		if n := binary.BigEndian.Uint64(b[:]); n != 0 {
+			return n
+		}
+	}
 }

@@ -22,6 +22,9 @@ type entrySet struct {
 	// or, after a Start with no job, once the first job registered started
 	// the watch.
 	synced chan struct{}
+	// fresh is closed while the view follows the store; a watch that may have
+	// missed changes (EntryChange.Resync) replaces it until the next Synced.
+	fresh chan struct{}
 	// watching says the watch runs: from Start, or from the first job
 	// registered after a Start that had none.
 	watching bool
@@ -81,7 +84,10 @@ func (h *entryHeap) Pop() any {
 }
 
 func newEntrySet() *entrySet {
-	return &entrySet{byKey: map[entryKey]*entryState{}, wake: make(chan struct{}, 1), synced: make(chan struct{}), orphans: map[entryKey]orphan{}}
+	fresh := make(chan struct{})
+	close(fresh)
+	return &entrySet{byKey: map[entryKey]*entryState{}, wake: make(chan struct{}, 1), synced: make(chan struct{}),
+		fresh: fresh, orphans: map[entryKey]orphan{}}
 }
 
 // schedule (re)places st in the heap at its next slot after from.
@@ -139,6 +145,13 @@ func (s *Scheduler) watchEntries(store backend.EntryStore) {
 		// it finds then may have runs this instance never saw start.
 		reading := true
 		err := store.WatchEntries(s.loopCtx, func(c backend.EntryChange) {
+			if c.Resync {
+				// The view may be stale: no entry slot is claimed first until
+				// the store's changes are read again, as in a first reading.
+				s.entries.stale()
+				reading = true
+				return
+			}
 			if c.Synced {
 				s.entriesSynced(first, owed, loaded, started)
 				first, owed, reading = false, nil, false
@@ -188,8 +201,8 @@ func (s *Scheduler) entriesSynced(first bool, owed []adoption, loaded int, start
 	}
 	n, orphans := len(es.byKey), len(es.orphans)
 	es.mu.Unlock()
+	es.markSynced()
 	if first {
-		es.markSynced()
 		s.log.Info("schedule entries loaded", "entries", n, "orphaned", orphans, "read", loaded, "took", s.clock.Now().Sub(started))
 		if lister, ok := s.runs.(backend.EntryRunLister); ok {
 			s.besideIfRunning(func() { s.findRemovedEntries(lister, nil) })
@@ -394,13 +407,32 @@ func (s *Scheduler) dispatchEntries() {
 			s.handlers.Add(1)
 			go func() {
 				defer s.handlers.Done()
-				s.handleSlot(d.j, d.slot, claimScheduled)
+				if s.entrySlotStands(d.j) {
+					s.handleSlot(d.j, d.slot, claimScheduled)
+				}
 			}()
 		}
 		if !s.waitEntries(wait) {
 			return
 		}
 	}
+}
+
+// entrySlotStands waits, for a due slot of j's entry, until the view follows
+// the store again, and reports whether the entry is still followed in the
+// version j runs (a change read meanwhile replaced it, or removed it).
+func (s *Scheduler) entrySlotStands(j *job) bool {
+	select {
+	case <-s.entries.freshView():
+		return true
+	default:
+	}
+	select {
+	case <-s.entries.freshView():
+	case <-s.loopCtx.Done():
+		return false
+	}
+	return s.entries.follows(j)
 }
 
 // waitEntries waits d (forever when negative) or until the heap's head changes;
@@ -421,7 +453,34 @@ func (s *Scheduler) waitEntries(d time.Duration) bool {
 	return true
 }
 
-// markSynced says the stored entries were read, once.
+// stale marks the view stale until the next Synced.
+func (es *entrySet) stale() {
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	select {
+	case <-es.fresh:
+		es.fresh = make(chan struct{})
+	default:
+	}
+}
+
+// freshView returns a channel closed while the view follows the store.
+func (es *entrySet) freshView() <-chan struct{} {
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	return es.fresh
+}
+
+// follows reports whether j is the run view of an entry followed now.
+func (es *entrySet) follows(j *job) bool {
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	st, ok := es.byKey[entryKey{j.entry.job, j.entry.id}]
+	return ok && st.j == j
+}
+
+// markSynced says the stored entries were read, once, and that the view is
+// fresh again.
 func (es *entrySet) markSynced() {
 	es.mu.Lock()
 	defer es.mu.Unlock()
@@ -429,6 +488,11 @@ func (es *entrySet) markSynced() {
 	case <-es.synced:
 	default:
 		close(es.synced)
+	}
+	select {
+	case <-es.fresh:
+	default:
+		close(es.fresh)
 	}
 }
 

@@ -48,12 +48,11 @@ func (f *failingFinish) SaveResult(ctx context.Context, job string, r backend.St
 }
 
 func (f *failingFinish) Runs() backend.RunStore {
-	return finishRuns{LeaseWatcher: f.Backend.Runs().(*memory.RunStore), RunStore: f.Backend.Runs(), f: f}
+	return finishRuns{RunStore: f.Backend.Runs().(*memory.RunStore), f: f}
 }
 
 type finishRuns struct {
-	backend.RunStore
-	backend.LeaseWatcher
+	*memory.RunStore
 	f *failingFinish
 }
 
@@ -70,6 +69,16 @@ func (r finishRuns) Release(ctx context.Context, key backend.RunKey) error {
 		return err
 	}
 	return r.RunStore.Release(ctx, backend.RunKey{Job: job, Slot: slot, Token: token})
+}
+
+func (r finishRuns) Settle(ctx context.Context, st backend.Settlement) error {
+	if err := r.f.wait(ctx); err != nil {
+		return err
+	}
+	if st.Status == scheduler.StatusPaused && r.f.failPaused.Add(-1) >= 0 {
+		return errors.New("test: finish lost")
+	}
+	return r.RunStore.Settle(ctx, st)
 }
 
 func (r finishRuns) Finish(ctx context.Context, key backend.RunKey, status scheduler.Status) error {

@@ -81,6 +81,13 @@ func (r crashedRuns) Finish(ctx context.Context, key backend.RunKey, status back
 	return r.RunStore.Finish(ctx, key, status)
 }
 
+func (r crashedRuns) Settle(ctx context.Context, st backend.Settlement) error {
+	if err := r.c.err(); err != nil {
+		return err
+	}
+	return r.RunStore.(backend.Settler).Settle(ctx, st)
+}
+
 func (r crashedRuns) Release(ctx context.Context, key backend.RunKey) error {
 	if err := r.c.err(); err != nil {
 		return err

@@ -23,11 +23,11 @@ const (
 // backoff that doubles each time up to MaxBackoff, until Attempts attempts have run,
 // the handler marks its error NoRetry, or Retryable says no.
 //
-// A retry never starts after the job's next slot is due, while that slot is
-// ahead: a retry whose time would come after it is not made, and the slot ends
-// with its last failure. A past slot's retries (a backfill's, a catch-up's) are
-// bounded by the policy alone. A retry may start up to the job's max lateness
-// after its time, as a slot may.
+// A retry never starts after the job's next slot is due: a retry whose time
+// would come after it is not made, and the slot ends with its last failure. A
+// backfilled slot's retries are bounded by the policy alone, its next slot being
+// past. A retry may start up to the job's max lateness after its time, as a slot
+// may.
 //
 // With leases (a backend whose run store is a backend.Retrier) the failed attempt
 // is stored with its retry and its lease released: any instance may claim the next
@@ -185,9 +185,9 @@ func (p *retryPlan) window(now time.Time) *backend.RetryWindow {
 }
 
 // planRetry returns the retry of a's failed attempt, if the job's policy gives
-// one. A retry starts before the job's next slot while that is ahead; a past
-// slot's retries (a backfill, a catch-up) are bounded by the policy alone. Why
-// says why not, when there is none although the failure was retryable.
+// one. A retry starts before the job's next slot; a backfilled slot's, whose
+// next slot is past, are bounded by the policy alone. Why says why not, when
+// there is none although the failure was retryable.
 func (s *Scheduler) planRetry(a *attempt, status Status, err, cause error) (plan *retryPlan, ok bool, why string) {
 	j := a.j
 	p := j.cfg.retry
@@ -200,7 +200,7 @@ func (s *Scheduler) planRetry(a *attempt, status Status, err, cause error) (plan
 	}
 	now := s.clock.Now()
 	plan = &retryPlan{at: now.Add(p.delay(n)), within: j.cfg.maxLate}
-	if next := j.sched.Next(a.rc.Slot); next.After(now) {
+	if next := j.sched.Next(a.rc.Slot); !next.IsZero() && a.bf == nil && !a.res.Backfill {
 		left := next.Sub(plan.at)
 		if left <= 0 {
 			return nil, false, fmt.Sprintf("no retry: its time %s is not before the next slot %s", plan.at.UTC().Format(time.RFC3339), next.UTC().Format(time.RFC3339))

@@ -88,9 +88,9 @@ type retryAnswerLost struct {
 	lost *atomic.Bool
 }
 
-func (s retryAnswerLost) Retry(ctx context.Context, key backend.RunKey, delay, within time.Duration) error {
-	err := s.RunStore.Retry(ctx, key, delay, within)
-	if err == nil && s.lost.CompareAndSwap(false, true) {
+func (s retryAnswerLost) Settle(ctx context.Context, st backend.Settlement) error {
+	err := s.RunStore.Settle(ctx, st)
+	if err == nil && st.Retry != nil && s.lost.CompareAndSwap(false, true) {
 		return errors.New("retry answer lost")
 	}
 	return err

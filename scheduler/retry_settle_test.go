@@ -31,11 +31,11 @@ type lostRetries struct {
 	until time.Time
 }
 
-func (s lostRetries) Retry(ctx context.Context, key backend.RunKey, delay, within time.Duration) error {
-	if time.Now().Before(s.until) {
+func (s lostRetries) Settle(ctx context.Context, st backend.Settlement) error {
+	if st.Retry != nil && time.Now().Before(s.until) {
 		return errors.New("retry request lost")
 	}
-	return s.RunStore.Retry(ctx, key, delay, within)
+	return s.RunStore.Settle(ctx, st)
 }
 
 // A Retry sent again after failed tries asks for what is left of the window the

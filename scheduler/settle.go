@@ -39,6 +39,9 @@ func (s *Scheduler) settle(a *attempt, res execResult, plan *retryPlan) execResu
 		switch {
 		case err == nil:
 			res.retried = st.Retry != nil
+			if res.retried { // the store keeps the slot from its retry's window on
+				a.answered = s.clock.Now().Add(st.Retry.Delay + st.Retry.Within)
+			}
 			res.handedOver = st.HandOver && st.Retry == nil && !st.EntryGone
 			return res
 		case errors.Is(err, backend.ErrStaleToken), errors.Is(err, ErrLeaseLost):

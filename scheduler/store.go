@@ -58,6 +58,15 @@ func (st *settlerStore) claim(ctx context.Context, a *attempt) (backend.ClaimRes
 	rctx, cancel := context.WithTimeout(ctx, min(st.s.callTO, a.rc.Lease/3))
 	err = st.rec.RecordClaim(rctx, a.input(st.s))
 	cancel()
+	if err != nil && ctx.Err() != nil {
+		// Stopping before the record was stored: the lease is handed over unrun.
+		st.s.log.Info("stopping before the slot's claim was recorded; handing the lease over unrun", a.j.logAttr(), "slot", a.rc.Slot)
+		end := backend.Settlement{Key: a.key(), Status: StatusCancelled, Error: "not run: stopped before its claim was recorded",
+			HandOver: true, Retention: a.rc.Retention}
+		hctx, cancel := st.s.callCtx(context.WithoutCancel(ctx))
+		defer cancel()
+		return backend.ClaimResult{Outcome: backend.OutcomeDone}, st.settler.Settle(hctx, end)
+	}
 	if err != nil && !errors.Is(err, backend.ErrClaimedElsewhere) {
 		st.s.backendError(a.j, a.rc.Slot, "record_claim", err)
 		return res, nil

@@ -100,6 +100,13 @@ func (r pausedRuns) Finish(ctx context.Context, key backend.RunKey, status backe
 	return r.RunStore.Finish(ctx, backend.RunKey{Job: job, Slot: slot, Token: token}, status)
 }
 
+func (r pausedRuns) Settle(ctx context.Context, st backend.Settlement) error {
+	if st.Status == backend.StatusPaused && r.f.fail.Add(-1) >= 0 {
+		return errors.New("test: the finish was lost")
+	}
+	return r.RunStore.(backend.Settler).Settle(ctx, st)
+}
+
 func (r pausedRuns) WatchRun(ctx context.Context, job string, slot time.Time) (<-chan struct{}, error) {
 	return r.RunStore.(backend.LeaseWatcher).WatchRun(ctx, job, slot)
 }

@@ -27,7 +27,7 @@ func (b *Backend) CreateEntry(ctx context.Context, e backend.Entry) (uint64, err
 	if err := e.Check(); err != nil {
 		return 0, err
 	}
-	spec, err := json.Marshal(e.EntrySpec)
+	spec, err := json.Marshal(specColumn{e.EntrySpec, e.Incarnation})
 	if err != nil {
 		return 0, fmt.Errorf("%w: %w", backend.ErrInvalidEntry, err)
 	}
@@ -58,7 +58,7 @@ func (b *Backend) UpdateEntry(ctx context.Context, e backend.Entry, rev uint64) 
 	if err := e.Check(); err != nil {
 		return 0, err
 	}
-	spec, err := json.Marshal(e.EntrySpec)
+	spec, err := json.Marshal(specColumn{e.EntrySpec, e.Incarnation})
 	if err != nil {
 		return 0, fmt.Errorf("%w: %w", backend.ErrInvalidEntry, err)
 	}
@@ -286,6 +286,12 @@ func (b *Backend) listEntries(ctx context.Context, job, afterJob, afterID string
 // entryColumns are the columns scanEntries reads.
 const entryColumns = "job, id, spec, rev, updated, by_whom, removed"
 
+// specColumn is the spec column: the entry's spec and its incarnation, as JSON.
+type specColumn struct {
+	backend.EntrySpec
+	Incarnation uint64 `json:"incarnation,omitempty"`
+}
+
 // storedEntry is an entries row: an entry, or a tombstone.
 type storedEntry struct {
 	backend.Entry
@@ -307,9 +313,13 @@ func scanEntries(rows *sql.Rows) ([]storedEntry, error) {
 		}
 		e.Revision, e.Updated, e.removed = uint64(rev), timeOf(updated), removed != 0
 		if !e.removed {
-			if err := json.Unmarshal([]byte(spec), &e.EntrySpec); err != nil {
+			var col specColumn
+			if err := json.Unmarshal([]byte(spec), &col); err != nil {
 				return nil, fmt.Errorf("entry %q of job %q: stored spec: %w", e.ID, e.Job, err)
 			}
+			e.EntrySpec, e.Incarnation = col.EntrySpec, col.Incarnation
+		}
+		if !e.removed {
 		}
 		out = append(out, e)
 	}

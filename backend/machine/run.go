@@ -169,7 +169,7 @@ func (r Run) Active(now time.Time) (backend.ActiveRun, bool) {
 
 // answer is the answer to a claim from the run's state.
 func (r Run) answer(o backend.ClaimOutcome) backend.ClaimResult {
-	res := backend.ClaimResult{Outcome: o, Attempt: r.Attempt, Fence: r.Fence, Holder: r.Instance, Expires: r.Expires}
+	res := backend.ClaimResult{Outcome: o, Attempt: r.Attempt, Fence: r.Fence, Holder: r.Instance, Expires: r.Expires, Backfill: r.Backfill}
 	if r.Phase == Finished {
 		res.Status, res.Expires = r.Status, time.Time{}
 	}

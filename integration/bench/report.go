@@ -80,7 +80,7 @@ const (
 		"marked ❌ is a target not met, with the figure this run reached.\n\n" +
 		"Not on this page:\n\n" +
 		"- the hot paths as Go benchmarks: `go test -run '^$' -bench . ./scheduler/ ./jetstream/ ./kvlease/`;\n" +
-		"- kvlease's atomic batches against two compare-and-sets: `go test -run '^$' -bench ClaimBatch -benchtime 200x ./kvlease/`;\n" +
+		"- kvlease's requests per operation: `go test -run TestRoundTrips -v ./kvlease/`;\n" +
 		"- the status page: `go test -run '^$' -bench 'JobsPage$|JobPage$' -benchmem ./web/`, and over NATS\n" +
 		"  `go test -run '^$' -bench JobsPageNATS -benchtime 5x ./web/`;\n" +
 		"- the SQL backends on PostgreSQL and SQLite: `go run -C sqlbackend ./internal/bench`.\n\n" +

@@ -22,6 +22,7 @@ const module = "github.com/anarchon/anarchon"
 // the test, so a new one is placed on purpose.
 var floors = map[string]int{
 	"backend":                 0, // the contract
+	"backend/machine":         0, // the slot's state machine, which every store applies
 	"internal/option":         0,
 	"backend/memory":          1, // what implements the contract alone
 	"stepclock":               1,
