@@ -64,14 +64,12 @@ func (s *Scheduler) entryStore() (backend.EntryStore, error) {
 // checked here as a job is at registration (its schedule, bounds, the job's
 // jitter and lateness against the dedupe window) and refused with a clear error.
 // Its slots begin after it is stored: a slot before that is never run for it.
-// An entry with the same ID is ErrEntryExists. The entry gets a new random
-// Incarnation: a run of an entry removed and added again is not run again.
+// An entry with the same ID is ErrEntryExists.
 func (s *Scheduler) AddEntry(ctx context.Context, job, id string, spec EntrySpec) (Entry, error) {
 	e, es, err := s.checkEntry(job, id, spec)
 	if err != nil {
 		return Entry{}, err
 	}
-	e.Incarnation = newIncarnation()
 	if err := s.init(ctx); err != nil {
 		return Entry{}, err
 	}
@@ -438,17 +436,6 @@ func (j *job) logAttr() slog.Attr {
 		return slog.Group("", slog.String("job", j.entry.job), slog.String("entry", j.entry.id))
 	}
 	return slog.String("job", j.name)
-}
-
-// newIncarnation draws an entry's Incarnation: random, never zero.
-func newIncarnation() uint64 {
-	for {
-		var b [8]byte
-		_, _ = rand.Read(b[:])
-		if n := binary.BigEndian.Uint64(b[:]); n != 0 {
-			return n
-		}
-	}
 }
 
 // sameWrite reports whether stored is the write of e: the same writer, instant
