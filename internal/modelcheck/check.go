@@ -623,9 +623,9 @@ func (c *checker) retries() {
 				c.add("7-retry", []key{k}, "", "%s slot %s: attempt %d (%s) ended at %s and asked for its retry from %s, before its backoff of %v",
 					k.job, h.rel(k.slot), g.attempt, g.inst, at(hr.end), at(from), backoff(j.Retry, g.attempt))
 			}
-			// A past slot's retries (catch-up, backfill) are bounded by the
-			// policy alone: its next slot was behind when it failed.
-			if by, next := rt.call+rt.delay+rt.within, c.nextSlot(k)-hr.in.offset; c.firstNextSlot(k)-hr.in.offset > hr.end && by > next+slack {
+			// A backfilled slot's retries, and a past slot's, are bounded by
+			// the policy alone.
+			if by, next := rt.call+rt.delay+rt.within, c.nextSlot(k)-hr.in.offset; !g.backfill && c.firstNextSlot(k)-hr.in.offset > hr.end && by > next+slack {
 				c.add("7-retry", []key{k}, "", "%s slot %s: attempt %d (%s) asked at %s for a retry until %s, after the next slot (%s by its clock)",
 					k.job, h.rel(k.slot), g.attempt, g.inst, at(rt.call), at(by), at(next))
 			}

@@ -124,6 +124,59 @@ func (c *checker) entryRules() {
 	c.entryFollowed()
 	c.entryReached()
 	c.entryIncarnations()
+	c.entryStaleView()
+}
+
+// entryStaleView: 10f, an instance claims no entry's slot first while its view
+// of the entries may be stale: from its watch's end or Resync until its next
+// reading ends Synced (the slowest request allowed: a claim sent just before
+// may arrive after).
+func (c *checker) entryStaleView() {
+	h := c.h
+	slow := h.w.Faults.SlowMax
+	judged := map[entryClaim]bool{}
+	for _, cl := range c.rec.entryClaims {
+		f := entryClaim{in: cl.in, name: cl.name, slot: cl.slot}
+		if judged[f] || cl.takeoverOnly {
+			continue
+		}
+		judged[f] = true
+		if e := c.staleSince(cl.in, cl.at-slow); e != nil && !c.syncedBetween(cl.in, e.at, cl.at) {
+			why := "its watch ended"
+			if e.resync {
+				why = "its watch said Resync"
+			}
+			c.add("10f-entry-stale-view", []key{{cl.name, cl.slot}, watchKey}, cl.in.name, "%s: %s claimed slot %s first at %s while its view of the entries was stale (since %s: %s)",
+				cl.name, cl.in.name, h.rel(cl.slot), at(cl.at), at(e.at), why)
+		}
+	}
+}
+
+// staleSince returns the event since which in's view of the entries was stale
+// at t (its last watch event at or before t ended the watch or said Resync),
+// or nil.
+func (c *checker) staleSince(in *inst, t time.Duration) *watchEvent {
+	var last *watchEvent
+	for i := range c.rec.watches {
+		e := &c.rec.watches[i]
+		if e.in == in && e.at <= t && !e.disconnected {
+			last = e
+		}
+	}
+	if last == nil || last.synced {
+		return nil
+	}
+	return last
+}
+
+// syncedBetween reports whether a reading of in's watch ended Synced in (from, to].
+func (c *checker) syncedBetween(in *inst, from, to time.Duration) bool {
+	for _, e := range c.rec.watches {
+		if e.in == in && e.synced && e.at > from && e.at <= to {
+			return true
+		}
+	}
+	return false
 }
 
 // entryIncarnations: 10d, every attempt of an entry's slot is granted to a

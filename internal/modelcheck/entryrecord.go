@@ -39,6 +39,9 @@ type watchEvent struct {
 	in     *inst
 	at     time.Duration
 	synced bool
+	// resync: the watch said Resync (reading again, the view stale);
+	// disconnected: it misses changes without saying so yet.
+	resync, disconnected bool
 }
 
 // entryRace is one change of an entry through one or two instances on one
@@ -131,6 +134,10 @@ func (r *record) entrySeen(in *inst, c backend.EntryChange, reading map[string]b
 	}
 	name := c.Entry.RunName()
 	switch f, ok := cur[name]; {
+	case c.Resync:
+		r.watches = append(r.watches, watchEvent{in: in, at: now, resync: true})
+		r.appendLocked(entry{at: now, inst: in.name, key: watchKey, text: "entry watch: Resync (the view may be stale until Synced)"})
+		return
 	case c.Synced:
 		var gone []string
 		for name, f := range cur {
@@ -161,6 +168,16 @@ func (r *record) entrySeen(in *inst, c backend.EntryChange, reading map[string]b
 		r.follows[name] = append(r.follows[name], nf)
 	}
 	r.appendLocked(entry{at: now, inst: in.name, key: key{job: name}, text: fmt.Sprintf("entry watch: rev %d removed=%v every %v payload %q", c.Entry.Revision, c.Removed, c.Entry.Every, c.Entry.Payload)})
+}
+
+// watchDisconnected records that in's entry watch misses the store's changes
+// from now on, until its Resync: down, as far as 10c can tell.
+func (r *record) watchDisconnected(in *inst) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.now()
+	r.watches = append(r.watches, watchEvent{in: in, at: now, disconnected: true})
+	r.appendLocked(entry{at: now, inst: in.name, key: watchKey, text: "entry watch disconnected: the store's changes are missed until it reads them again"})
 }
 
 // watchEnded records that in's entry watch ended or could not begin.

@@ -429,7 +429,7 @@ func (r *record) claimApplied(in *inst, rc backend.RunClaim, res backend.ClaimRe
 		if g := r.grantFor(k, res.Fence); g == nil {
 			r.seq++
 			g = &grant{key: k, token: rc.Token, inst: in.name, fence: res.Fence, attempt: res.Attempt, at: now, atSeq: r.seq, sent: sent, retried: res.Retried,
-				reopened: res.Reopened, manual: rc.Manual, backfill: rc.Backfill, incarnation: rc.Incarnation}
+				reopened: res.Reopened, manual: rc.Manual, backfill: rc.Backfill || res.Backfill, incarnation: rc.Incarnation}
 			switch r.timing {
 			case Exact:
 				g.expiry = res.Expires.Sub(r.t0)
