@@ -147,6 +147,7 @@ func kmcNewPlan(seed uint64) *modelcheck.Plan {
 	p.AddReadds()
 	p.AddOutages()
 	p.AddBackfills()
+	p.AddRedeploys()
 	p.AddSkew(time.Second)
 	return p
 }

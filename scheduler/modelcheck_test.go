@@ -190,6 +190,7 @@ func mcNewPlan(seed uint64) *modelcheck.Plan {
 	p.AddReadds()
 	p.AddOutages()
 	p.AddBackfills()
+	p.AddRedeploys()
 	p.AddSkew(time.Second)
 	return p
 }

@@ -74,7 +74,8 @@ func (c *checker) buffers(records map[key][]backend.RunRecord) {
 			}
 		}
 		for i, a := range list {
-			if a.grantSeq == 0 || a.grantedPaused {
+			// A release that does not buffer claims a buffered slot at once.
+			if a.grantSeq == 0 || a.grantedPaused || !c.buffersAlways(job) {
 				continue
 			}
 			for _, b := range list[i+1:] {
@@ -130,6 +131,16 @@ func (c *checker) bufferDraining(j Job, a backend.ActiveRun) bool {
 	for _, hr := range c.rec.handlers {
 		if hr.key.job == j.Name && endOf(hr) >= since {
 			return true
+		}
+	}
+	return false
+}
+
+// buffersAlways reports whether every release of name's job buffers.
+func (c *checker) buffersAlways(name string) bool {
+	for _, j := range c.h.plan.Jobs {
+		if j.Name == backend.JobOf(name) {
+			return c.h.job(j).Buffer > 0 && c.h.job(j.Redeployed()).Buffer > 0
 		}
 	}
 	return false

@@ -90,7 +90,7 @@ func (h *Harness) Check(ctx context.Context, history backend.Backend, runs backe
 	defer r.mu.Unlock()
 	c := &checker{h: h, rec: r, seen: map[string]int{}, byKey: map[key][]*handlerRec{}, byJob: map[string][]*handlerRec{}, byParent: map[string][]*handlerRec{}, jobs: map[string]Job{}}
 	for _, j := range h.plan.Jobs {
-		c.jobs[j.Name] = h.job(j)
+		c.jobs[j.Name] = h.job(j).merged(h.job(j.Redeployed()))
 	}
 	c.addEntryJobs()
 	for _, hr := range r.handlers {
@@ -157,13 +157,23 @@ func (c *checker) oneHandler() {
 		}
 		for i, a := range hs {
 			for _, b := range hs[i+1:] {
-				if a.key != b.key && overlap(a, b) {
+				// b started second: its claim was to keep out of a's way, if
+				// its instance's release forbids overlap (a redeploy may
+				// change the policy).
+				if a.key != b.key && overlap(a, b) && c.exclusiveOn(b) {
 					c.add("1b-overlap-skip", []key{a.key, b.key}, "", "%s forbids overlap but slot %s (%s attempt %d, [%s, %s)) and slot %s (%s attempt %d, [%s, %s)) ran at once",
 						job, h.rel(a.key.slot), a.in.name, a.attempt, at(a.start), at(endOf(a)), h.rel(b.key.slot), b.in.name, b.attempt, at(b.start), at(endOf(b)))
 				}
 			}
 		}
 	}
+}
+
+// exclusiveOn reports whether hr's instance runs hr's job (its entry's
+// parent) one slot at a time.
+func (c *checker) exclusiveOn(hr *handlerRec) bool {
+	j, ok := hr.in.jobs[backend.JobOf(hr.key.job)]
+	return !ok || j.Exclusive()
 }
 
 // leasesExact: 2 and 5 from the store's grants as it applied them.

@@ -27,6 +27,8 @@ type Harness struct {
 	mu  sync.Mutex
 	cur []*inst // current incarnation per instance slot (nil before the first start)
 	gen []int
+	// redeployed says the instance slot runs the next release (Job.Next).
+	redeployed []bool
 	bg  sync.WaitGroup
 
 	quietAt, endAt time.Duration // since t0
@@ -73,6 +75,8 @@ func New(w *World, p *Plan, backend func(instance string) (Store, error)) *Harne
 		rec:     newRecord(time.Now(), w),
 		cur:     make([]*inst, p.Slots),
 		gen:     make([]int, p.Slots),
+
+		redeployed: make([]bool, p.Slots),
 	}
 	h.faultAt.Store(-1)
 	return h
@@ -160,6 +164,15 @@ func (h *Harness) act(a Action) error {
 	}
 	in := h.cur[a.Slot]
 	up := in != nil && !in.down && !in.dead.Load()
+	if a.Kind == ActRedeploy {
+		h.redeployed[a.Slot] = true
+		if !up {
+			return nil
+		}
+		h.rec.instLog(in, "REDEPLOY: stopped, and started again with the next release")
+		h.stopLocked(in, a.Dur, false)
+		return h.startLocked(a.Slot)
+	}
 	if !up {
 		if a.Kind == ActStart || a.Kind == ActRestart {
 			return h.startLocked(a.Slot)
@@ -237,7 +250,7 @@ func (h *Harness) startLocked(slot int) error {
 			}
 		}
 	}
-	in := &inst{h: h, slot: slot, name: name, offset: off, crashed: make(chan struct{}), calls: map[string]uint64{}}
+	in := &inst{h: h, slot: slot, name: name, offset: off, crashed: make(chan struct{}), calls: map[string]uint64{}, jobs: map[string]Job{}, release: h.redeployed[slot]}
 	h.tryAbsurd(in, store)
 	s, err := scheduler.New(scheduler.Config{
 		Backend:     faulty(in, store),
@@ -250,7 +263,11 @@ func (h *Harness) startLocked(slot int) error {
 		return fmt.Errorf("new scheduler %s: %w", name, err)
 	}
 	for _, j := range h.plan.Jobs {
+		if in.release {
+			j = j.Redeployed()
+		}
 		j = h.job(j)
+		in.jobs[j.Name] = j
 		opts := []scheduler.JobOption{
 			scheduler.WithLease(j.Lease), scheduler.WithMaxLate(j.MaxLate), scheduler.WithHistory(h.w.HistoryKeep, 0),
 		}
@@ -286,7 +303,7 @@ func (h *Harness) startLocked(slot int) error {
 	}
 	in.sched = s
 	h.cur[slot] = in
-	h.rec.instLog(in, "START (clock offset %v)", off)
+	h.rec.instLog(in, "START (clock offset %v, next release %v)", off, in.release)
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	if err := s.Start(ctx); err != nil {
@@ -380,6 +397,10 @@ type inst struct {
 	sched  *scheduler.Scheduler
 	offset time.Duration // of its clock from the harness's
 	down   bool          // Stop was called (under h.mu)
+	// release: it runs the jobs' next release; jobs are the jobs as it
+	// registered them.
+	release bool
+	jobs    map[string]Job
 
 	crashed chan struct{}
 	dead    atomic.Bool

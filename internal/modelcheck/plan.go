@@ -44,6 +44,31 @@ type Job struct {
 	// every Interval alone.
 	Entries  []EntryPlan
 	Declared bool
+	// Next is the job's options in the release a redeploy brings
+	// (ActRedeploy); nil: the same.
+	Next *Release
+}
+
+// Release is what a redeploy changes of a job's options: its lease, its max
+// lateness and its overlap policy (Skip, CancelOther and Buffer as in Job).
+type Release struct {
+	Lease, MaxLate    time.Duration
+	Skip, CancelOther bool
+	Buffer            int
+}
+
+// Redeployed is j as the next release registers it.
+func (j Job) Redeployed() Job {
+	if j.Next == nil {
+		return j
+	}
+	r := j.Next
+	j.Lease, j.MaxLate, j.Skip, j.CancelOther, j.Buffer = r.Lease, r.MaxLate, r.Skip, r.CancelOther, r.Buffer
+	if j.Buffer > 0 {
+		j.MaxRun = min(j.MaxRun, j.Interval/2)
+	}
+	j.Next = nil
+	return j
 }
 
 // Failing says which scheduled attempts of a job with a retry policy fail. Each
@@ -114,6 +139,10 @@ const (
 	// ActBackfill backfills Jobs[Job] through the instance over the Dur before
 	// its clock's now (Scheduler.Backfill), with BackfillRerun when Rerun.
 	ActBackfill ActKind = "backfill"
+	// ActRedeploy stops the instance (Stop with a deadline of Dur) and starts
+	// it at once with the next release of the jobs (Job.Next); an instance
+	// slot that is down starts with it next time.
+	ActRedeploy ActKind = "redeploy"
 	// ActCrashHolders crashes, like ActCrash, every instance up whose handler
 	// runs a slot of entry E.Entry of Jobs[Job] at that instant (Slot is
 	// unused): a holder that dies just after its entry was removed.
@@ -186,6 +215,55 @@ func (p *Plan) AddBackfills() {
 	p.SortActions()
 }
 
+// AddRedeploys gives, from a stream of its own (so that the rest of a seed's
+// plan stays what it was), a third of the plans a rolling redeploy in the fault
+// phase: every instance slot is redeployed once, one after the other, with a
+// next release of each job whose lease, max lateness or overlap policy change
+// (drawn for half the jobs, each at least one), while the runs of the old
+// release are remembered in the store.
+func (p *Plan) AddRedeploys() {
+	r := rand.New(rand.NewPCG(p.Seed^0x7265_6c65_6173, p.Seed))
+	if r.IntN(3) != 0 {
+		return
+	}
+	changed := false
+	for i := range p.Jobs {
+		j := &p.Jobs[i]
+		if r.IntN(2) == 0 && (changed || i < len(p.Jobs)-1) {
+			continue
+		}
+		changed = true
+		iv := int(j.Interval / time.Millisecond)
+		next := &Release{Lease: j.Lease, MaxLate: j.MaxLate, Skip: j.Skip, CancelOther: j.CancelOther, Buffer: j.Buffer}
+		switch r.IntN(3) {
+		case 0:
+			next.Lease = MS(1000 + r.IntN(2001))
+		case 1:
+			next.MaxLate = MS(200 + r.IntN(iv-199))
+		default:
+			next.Skip, next.CancelOther, next.Buffer = false, false, 0
+			switch r.IntN(5) {
+			case 1:
+				next.Skip = true
+			case 2:
+				next.CancelOther = true
+			case 3:
+				next.Buffer = 1
+			case 4:
+				next.Buffer = 2 + r.IntN(2)
+			}
+		}
+		j.Next = next
+	}
+	faultMS := int(p.FaultPhase / time.Millisecond)
+	at := MS(3000 + r.IntN(faultMS/4))
+	for s := range p.Slots {
+		p.Actions = append(p.Actions, Action{At: at, Kind: ActRedeploy, Slot: s, Dur: MS(r.IntN(2000))})
+		at += MS(300 + r.IntN(1500))
+	}
+	p.SortActions()
+}
+
 // AddOutages gives, from a stream of its own (so that the rest of a seed's
 // plan stays what it was), a third of the plans one outage of the store of
 // 1–4s in the fault phase: a server restart, as every instance sees it.
@@ -231,6 +309,9 @@ func (p *Plan) String() string {
 			}
 			b.WriteByte('\n')
 		}
+		if r := j.Next; r != nil {
+			fmt.Fprintf(&b, "    next release: lease %v, maxLate %v, overlap skip %v, cancel-other %v, buffer %d\n", r.Lease, r.MaxLate, r.Skip, r.CancelOther, r.Buffer)
+		}
 		if r := j.Retry; r != nil {
 			fmt.Fprintf(&b, "    retry: %d attempts, backoff %v, max backoff %v, timeout %v; fails p=%.2f, doomed slots p=%.2f, no-retry p=%.2f, hangs p=%.2f\n",
 				r.Attempts, r.Backoff, r.MaxBackoff, j.Timeout, j.Fail.P, j.Fail.Doomed, j.Fail.NoRetry, j.Fail.Hang)
@@ -247,6 +328,8 @@ func (p *Plan) String() string {
 			fmt.Fprintf(&b, " %s", p.Jobs[a.Job].Name)
 		case ActPauseJob:
 			fmt.Fprintf(&b, " %s for %v", p.Jobs[a.Job].Name, a.Dur)
+		case ActRedeploy:
+			fmt.Fprintf(&b, " (stop deadline %v)", a.Dur)
 		case ActBackfill:
 			fmt.Fprintf(&b, " %s over the last %v (rerun %v)", p.Jobs[a.Job].Name, a.Dur, a.Rerun)
 		case ActAddEntry, ActRemoveEntry, ActCrashHolders:
@@ -357,6 +440,17 @@ func Str(s string) uint64 {
 
 // Unit maps a hash to [0, 1).
 func Unit(h uint64) float64 { return float64(h>>11) / (1 << 53) }
+
+// merged is j judged with both of its releases (j and next): a policy holds
+// if one release has it, the longest lease, lateness and handler stand.
+func (j Job) merged(next Job) Job {
+	j.Skip = j.Skip || next.Skip
+	j.CancelOther = j.CancelOther || next.CancelOther
+	j.Buffer = max(j.Buffer, next.Buffer)
+	j.Lease, j.MaxLate, j.MaxRun = max(j.Lease, next.Lease), max(j.MaxLate, next.MaxLate), max(j.MaxRun, next.MaxRun)
+	j.Next = nil
+	return j
+}
 
 // Exclusive reports whether the job runs one slot at a time (OverlapSkip,
 // OverlapCancelOther or a buffer policy).
