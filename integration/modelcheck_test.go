@@ -148,6 +148,7 @@ func kmcNewPlan(seed uint64) *modelcheck.Plan {
 	p.AddOutages()
 	p.AddBackfills()
 	p.AddRedeploys()
+	p.AddFreezes()
 	p.AddSkew(time.Second)
 	return p
 }

@@ -191,6 +191,7 @@ func mcNewPlan(seed uint64) *modelcheck.Plan {
 	p.AddOutages()
 	p.AddBackfills()
 	p.AddRedeploys()
+	p.AddFreezes()
 	p.AddSkew(time.Second)
 	return p
 }

@@ -48,10 +48,6 @@ func endSeq(hr *handlerRec) uint64 {
 	return 1<<64 - 1
 }
 
-// overlap: one handler started before the other ended, in the order the record
-// saw them (which also orders what happened at one instant).
-func overlap(a, b *handlerRec) bool { return b.startSeq < endSeq(a) && a.startSeq < endSeq(b) }
-
 func sortHandlers(hs []*handlerRec) {
 	slices.SortStableFunc(hs, func(a, b *handlerRec) int {
 		if c := cmp.Compare(a.start, b.start); c != 0 {
@@ -113,6 +109,17 @@ func (h *Harness) Check(ctx context.Context, history backend.Backend, runs backe
 	for _, hs := range c.byParent {
 		sortHandlers(hs)
 	}
+	for _, hr := range r.handlers {
+		if _, _, ok := c.frozenEnd(hr); ok {
+			c.seen["handlers ended as their frozen process thawed"]++
+		}
+	}
+	for _, in := range c.instances() {
+		c.seen["process freezes"] += len(in.freezes())
+		if in.release {
+			c.seen["instances of a redeployed release"]++
+		}
+	}
 	c.oneHandler()
 	switch r.timing {
 	case Exact:
@@ -144,7 +151,7 @@ func (c *checker) oneHandler() {
 	for k, hs := range c.byKey {
 		for i, a := range hs {
 			for _, b := range hs[i+1:] {
-				if overlap(a, b) {
+				if c.overlap(a, b) {
 					c.add("1-one-handler", []key{k}, "", "%s slot %s: handlers overlap: %s attempt=%d fence=%d [%s, %s) and %s attempt=%d fence=%d [%s, %s)",
 						k.job, h.rel(k.slot), a.in.name, a.attempt, a.fence, at(a.start), at(endOf(a)), b.in.name, b.attempt, b.fence, at(b.start), at(endOf(b)))
 				}
@@ -160,7 +167,7 @@ func (c *checker) oneHandler() {
 				// b started second: its claim was to keep out of a's way, if
 				// its instance's release forbids overlap (a redeploy may
 				// change the policy).
-				if a.key != b.key && overlap(a, b) && c.exclusiveOn(b) {
+				if a.key != b.key && c.overlap(a, b) && c.exclusiveOn(b) {
 					c.add("1b-overlap-skip", []key{a.key, b.key}, "", "%s forbids overlap but slot %s (%s attempt %d, [%s, %s)) and slot %s (%s attempt %d, [%s, %s)) ran at once",
 						job, h.rel(a.key.slot), a.in.name, a.attempt, at(a.start), at(endOf(a)), h.rel(b.key.slot), b.in.name, b.attempt, at(b.start), at(endOf(b)))
 				}
@@ -194,7 +201,8 @@ func (c *checker) leasesExact() {
 	}
 	for k, hs := range c.byKey {
 		for _, hr := range hs {
-			if g := c.grantOf(hr); g != nil && g.token == hr.token && endOf(hr) > g.end() {
+			g := c.grantOf(hr)
+			if end, _ := c.effEnd(hr); g != nil && g.token == hr.token && end > g.end() {
 				c.add("2-lease-order", []key{k}, "", "%s slot %s: %s's handler (attempt %d, fence %d) ran until %s but its lease ended in the store at %s",
 					k.job, h.rel(k.slot), hr.in.name, hr.attempt, hr.fence, at(endOf(hr)), at(g.end()))
 			}
@@ -220,7 +228,7 @@ func (c *checker) leasesBounded() {
 					k.job, h.rel(k.slot), g.attempt, g.inst, at(g.at), prev.attempt, prev.inst, at(prev.endLo))
 			}
 			for _, hr := range c.byKey[k] {
-				if hr.fence == prev.fence && endSeq(hr) > g.atSeq {
+				if _, end := c.effEnd(hr); hr.fence == prev.fence && end > g.atSeq {
 					c.add("2-lease-order", []key{k}, "", "%s slot %s: %s's handler (attempt %d) still ran when %s's takeover (attempt %d) was answered at %s; it ended at %s",
 						k.job, h.rel(k.slot), hr.in.name, hr.attempt, g.inst, g.attempt, at(g.at), at(endOf(hr)))
 				}
@@ -740,4 +748,18 @@ func (c *checker) absurdRefused() {
 			c.add("11-absurd-refused", nil, a.inst, "%s: %s was accepted", a.inst, a.name)
 		}
 	}
+}
+
+// instances are every incarnation of every instance slot that ran a handler or
+// was started (under rec.mu: the handlers' and the stops').
+func (c *checker) instances() []*inst {
+	seen := map[*inst]bool{}
+	var out []*inst
+	for _, st := range c.rec.stops {
+		if !seen[st.in] {
+			seen[st.in] = true
+			out = append(out, st.in)
+		}
+	}
+	return out
 }

@@ -376,9 +376,14 @@ func (c *checker) entryFollowed() {
 }
 
 // watchUp reports whether in's entry watch was up from t to t+d: its last
-// event at or before t was a reading that ended Synced, and it did not end
-// before t+d.
+// event at or before t was a reading that ended Synced, it did not end before
+// t+d, and the process was not frozen meanwhile.
 func (c *checker) watchUp(in *inst, t, d time.Duration) bool {
+	for _, s := range in.freezes() {
+		if s.from < t+d && s.to > t {
+			return false // a frozen process reads nothing
+		}
+	}
 	up := false
 	for _, e := range c.rec.watches {
 		if e.in != in {

@@ -145,6 +145,7 @@ type entryWatch struct {
 // live delivers a change of the store's watch, unless the watch is
 // disconnected (the change is missed) or it is older than what was delivered.
 func (w *entryWatch) live(c backend.EntryChange) {
+	w.m.in.waitThaw()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	name := c.Entry.RunName()

@@ -451,6 +451,10 @@ func do[T any](in *inst, ctx context.Context, op, job string, slot time.Time, ap
 		wait(ctx, in.h.w.Faults.CrashHang)
 		return zero, fmt.Errorf("%w: %s %s", ErrCrashed, in.name, op)
 	}
+	in.waitThaw() // a frozen process sends nothing
+	if in.dead.Load() {
+		return zero, fmt.Errorf("%w: %s %s", ErrCrashed, in.name, op)
+	}
 	if op == "heartbeat" {
 		if until := in.paused(); until > in.h.now() {
 			rec.slotLog(in, job, slot, "heartbeat held by a pause until +%v", until.Round(time.Millisecond))
@@ -483,6 +487,7 @@ func do[T any](in *inst, ctx context.Context, op, job string, slot time.Time, ap
 		note = fmt.Sprintf(" (request delayed %v)", d)
 	}
 	observe(sent, v, err, note)
+	in.waitThaw() // nor reads an answer
 	if f == lostAnswer {
 		if !wait(ctx, d) {
 			return zero, fmt.Errorf("modelcheck: %s answer lost: %w", op, ctx.Err())

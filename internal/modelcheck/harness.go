@@ -29,7 +29,7 @@ type Harness struct {
 	gen []int
 	// redeployed says the instance slot runs the next release (Job.Next).
 	redeployed []bool
-	bg  sync.WaitGroup
+	bg         sync.WaitGroup
 
 	quietAt, endAt time.Duration // since t0
 	faultAt        atomic.Int64  // since t0; -1 before the fault phase
@@ -164,10 +164,15 @@ func (h *Harness) act(a Action) error {
 	}
 	in := h.cur[a.Slot]
 	up := in != nil && !in.down && !in.dead.Load()
+	if up && in.frozen() && a.Kind != ActCrash && a.Kind != ActPause && a.Kind != ActRedeploy {
+		// A frozen process hears nothing: what an operator asks waits.
+		h.rec.instLog(in, "%s not done: the process is frozen", a.Kind)
+		return nil
+	}
 	if a.Kind == ActRedeploy {
 		h.redeployed[a.Slot] = true
-		if !up {
-			return nil
+		if !up || in.frozen() {
+			return nil // the next start runs the next release
 		}
 		h.rec.instLog(in, "REDEPLOY: stopped, and started again with the next release")
 		h.stopLocked(in, a.Dur, false)
@@ -185,6 +190,8 @@ func (h *Harness) act(a Action) error {
 		h.stopLocked(in, 0, true) // reap the dead process's goroutines; its calls reach nothing
 	case ActPause:
 		in.pause(a.Dur)
+	case ActFreeze:
+		in.freeze(a.Dur)
 	case ActStop:
 		h.stopLocked(in, a.Dur, false)
 	case ActRunNow:
@@ -250,12 +257,12 @@ func (h *Harness) startLocked(slot int) error {
 			}
 		}
 	}
-	in := &inst{h: h, slot: slot, name: name, offset: off, crashed: make(chan struct{}), calls: map[string]uint64{}, jobs: map[string]Job{}, release: h.redeployed[slot]}
+	in := &inst{h: h, slot: slot, name: name, offset: off, crashed: make(chan struct{}), calls: map[string]uint64{}, jobs: map[string]Job{}, release: h.redeployed[slot], fr: newFreezer()}
 	h.tryAbsurd(in, store)
 	s, err := scheduler.New(scheduler.Config{
 		Backend:     faulty(in, store),
 		Instance:    name,
-		Clock:       backend.OffsetClock{Offset: off},
+		Clock:       freezeClock{in: in, offset: off},
 		OnEvent:     in.onEvent,
 		CallTimeout: h.plan.CallTimeout,
 	})
@@ -404,6 +411,7 @@ type inst struct {
 
 	crashed chan struct{}
 	dead    atomic.Bool
+	fr      *freezer
 
 	pauseMu    sync.Mutex
 	pauseUntil time.Duration
@@ -469,8 +477,24 @@ func (in *inst) handler(j Job) scheduler.Handler {
 			defer t.Stop()
 			timer = t.C
 		}
+		var cancelled, crashed bool
 		select {
 		case <-timer:
+		case <-ctx.Done():
+			cancelled = true
+		case <-in.crashed:
+			crashed = true
+		}
+		if !crashed {
+			// A frozen process's handler does nothing until it thaws.
+			select {
+			case <-in.thawCh():
+			case <-in.crashed:
+				crashed = true
+			}
+		}
+		switch {
+		case !cancelled && !crashed:
 			switch fate {
 			case FateError:
 				in.h.rec.handlerEnd(hr, endFailed, "failed after "+d.String())
@@ -481,14 +505,14 @@ func (in *inst) handler(j Job) scheduler.Handler {
 			}
 			in.h.rec.handlerEnd(hr, endOK, "returned after "+d.String())
 			return nil
-		case <-ctx.Done():
+		case cancelled:
 			how := endCancelled
 			if errors.Is(context.Cause(ctx), scheduler.ErrHandlerTimeout) {
 				how = endTimeout
 			}
 			in.h.rec.handlerEnd(hr, how, "cancelled: "+context.Cause(ctx).Error())
 			return context.Cause(ctx)
-		case <-in.crashed:
+		default:
 			in.h.rec.handlerEnd(hr, endCrashed, "gone with its crashed process")
 			return fmt.Errorf("%s crashed", in.name)
 		}

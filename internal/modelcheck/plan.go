@@ -120,6 +120,7 @@ const (
 	ActStart   ActKind = "start"   // start an instance if the slot has none up
 	ActCrash   ActKind = "crash"   // the process dies: its calls hang and fail, its handlers end
 	ActPause   ActKind = "pause"   // heartbeats are held for Dur
+	ActFreeze  ActKind = "freeze"  // the whole process stops for Dur (freeze.go)
 	ActStop    ActKind = "stop"    // Stop with a deadline of Dur
 	ActRestart ActKind = "restart" // like start
 	ActRunNow  ActKind = "runnow"  // RunNow of Jobs[Job]
@@ -264,6 +265,21 @@ func (p *Plan) AddRedeploys() {
 	p.SortActions()
 }
 
+// AddFreezes freezes, from a stream of its own (so that the rest of a seed's
+// plan stays what it was), in a third of the plans 1–2 instances for 1–4s in
+// the fault phase: often past their leases.
+func (p *Plan) AddFreezes() {
+	r := rand.New(rand.NewPCG(p.Seed^0x6672_6565_7a65, p.Seed))
+	if r.IntN(3) != 0 {
+		return
+	}
+	faultMS := int(p.FaultPhase / time.Millisecond)
+	for range 1 + r.IntN(2) {
+		p.Actions = append(p.Actions, Action{At: MS(1000 + r.IntN(faultMS-6000)), Kind: ActFreeze, Slot: r.IntN(p.Slots), Dur: MS(1000 + r.IntN(3000))})
+	}
+	p.SortActions()
+}
+
 // AddOutages gives, from a stream of its own (so that the rest of a seed's
 // plan stays what it was), a third of the plans one outage of the store of
 // 1–4s in the fault phase: a server restart, as every instance sees it.
@@ -322,6 +338,8 @@ func (p *Plan) String() string {
 		switch a.Kind {
 		case ActPause:
 			fmt.Fprintf(&b, " heartbeats for %v", a.Dur)
+		case ActFreeze:
+			fmt.Fprintf(&b, " the process for %v", a.Dur)
 		case ActStop:
 			fmt.Fprintf(&b, " with a %v deadline", a.Dur)
 		case ActRunNow:

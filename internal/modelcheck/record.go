@@ -184,6 +184,15 @@ type absurdTry struct {
 	err        error
 }
 
+// frozen records that in freezes for d, and returns the record's order of it.
+func (r *record) frozen(in *inst, d time.Duration) uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.seq++
+	r.appendLocked(entry{at: r.now(), inst: in.name, text: fmt.Sprintf("FREEZE for %v: the process does nothing, its clock stands still", d)})
+	return r.seq
+}
+
 // absurdTried records whether an absurd value was refused.
 func (r *record) absurdTried(in *inst, name string, err error) {
 	r.mu.Lock()
