@@ -70,6 +70,8 @@ type checker struct {
 	// jobs are the plan's jobs as registered, and each entry as a Job named by
 	// its run name (the job's policies, its latest interval).
 	jobs map[string]Job
+	// cov are the pairs of the matrix the seed met (coverage.go).
+	cov map[string]int
 }
 
 func (c *checker) add(inv string, keys []key, inst, format string, args ...any) {
@@ -139,8 +141,9 @@ func (h *Harness) Check(ctx context.Context, history backend.Backend, runs backe
 	c.stops()
 	c.entryRules()
 	c.absurdRefused()
+	c.coverage()
 	slices.SortStableFunc(c.vs, func(a, b Violation) int { return cmp.Compare(a.Inv, b.Inv) })
-	h.seen = c.seen
+	h.seen, h.cov = c.seen, c.cov
 	return c.vs
 }
 

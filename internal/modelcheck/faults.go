@@ -464,6 +464,9 @@ func do[T any](in *inst, ctx context.Context, op, job string, slot time.Time, ap
 		}
 	}
 	f, d := in.decide(op, job, slot)
+	if f != noFault {
+		rec.faultHit(job, f.name())
+	}
 	switch f {
 	case lostRequest:
 		rec.slotLog(in, job, slot, "%s REQUEST LOST (the store never sees it; error after %v)", op, d)

@@ -57,6 +57,7 @@ type Harness struct {
 	direct    backend.EntryStore
 
 	seen map[string]int // set by Check
+	cov  map[string]int // set by Check: the pairs of the matrix met
 }
 
 // Seen counts what Check met on its way (retries stored, granted, …): the

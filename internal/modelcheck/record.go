@@ -258,6 +258,8 @@ type record struct {
 	decisions []decision
 	// settles are the Settle calls the store answered.
 	settles []settleRec
+	// hits are the faults that struck each job's calls (coverage.go).
+	hits map[string]map[string]bool
 	// absurd are the absurd values tried at instance starts (rule 11).
 	absurd []absurdTry
 	// cancelAsked are the runs a later slot's claim asked to end

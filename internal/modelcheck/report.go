@@ -74,11 +74,12 @@ type Summary struct {
 	fails   map[string][]uint64 // invariant → seeds
 	example map[string]string   // invariant → one example
 	seen    map[string]int      // Harness.Seen, added up
+	cov     map[string]int      // the pairs of the matrix met, added up
 }
 
 // NewSummary starts the summary of a run of seeds in w.
 func NewSummary(w *World, seeds Seeds) *Summary {
-	return &Summary{w: w, seeds: seeds, fails: map[string][]uint64{}, example: map[string]string{}, seen: map[string]int{}}
+	return &Summary{w: w, seeds: seeds, fails: map[string][]uint64{}, example: map[string]string{}, seen: map[string]int{}, cov: map[string]int{}}
 }
 
 func (s *Summary) replay(seed uint64) string { return fmt.Sprintf(s.w.Replay, seed) }
@@ -90,6 +91,9 @@ func (s *Summary) Seed(t TB, h *Harness, vs []Violation) {
 	s.mu.Lock()
 	for k, n := range h.Seen() {
 		s.seen[k] += n
+	}
+	for k, n := range h.cov {
+		s.cov[k] += n
 	}
 	s.mu.Unlock()
 	full := s.seeds.Single
@@ -142,12 +146,12 @@ func (s *Summary) Report(t TB, took time.Duration) {
 	defer s.mu.Unlock()
 	seeds := len(s.seeds.List)
 	if len(s.failed) == 0 {
-		t.Logf("%s: %d seeds, no violation (%v)%s", s.w.Name, seeds, took.Round(time.Millisecond), s.seenText())
+		t.Logf("%s: %d seeds, no violation (%v)%s\n%s", s.w.Name, seeds, took.Round(time.Millisecond), s.seenText(), coverageText(s.cov))
 		return
 	}
 	var b strings.Builder
 	slices.Sort(s.failed)
-	fmt.Fprintf(&b, "%s: %d of %d seeds failed (%v)%s\n", s.w.Name, len(s.failed), seeds, took.Round(time.Millisecond), s.seenText())
+	fmt.Fprintf(&b, "%s: %d of %d seeds failed (%v)%s\n%s\n", s.w.Name, len(s.failed), seeds, took.Round(time.Millisecond), s.seenText(), coverageText(s.cov))
 	invs := make([]string, 0, len(s.fails))
 	for inv := range s.fails {
 		invs = append(invs, inv)
