@@ -717,3 +717,53 @@ func TestLife(t *testing.T) {
 	}
 	assert.Equal(t, []string{"lost", "error", "cancelled", "ok"}, got)
 }
+
+// The arrows only the answer or the record tells apart: each subtest catches
+// a mutant of the machine (internal/modelcheck's TestMachineMutants) that the
+// stores' callers cannot see.
+func TestArrowsOnlyTheAnswerShows(t *testing.T) {
+	t.Run("a claim without Keep keeps the run DefaultRunKeep, one with Keep its own", func(t *testing.T) {
+		in := claimOf()
+		in.Keep = 0
+		d := Claim(pending(10), in, Job{}, now)
+		assert.Equal(t, backend.DefaultRunKeep, d.Run.Keep)
+		in.Keep = 3 * time.Minute
+		d = Claim(pending(10), in, Job{}, now)
+		assert.Equal(t, 3*time.Minute, d.Run.Keep)
+	})
+	t.Run("a takeover gives a run stored without an incarnation the claim's, and keeps one stored", func(t *testing.T) {
+		d := Claim(ended(10, "a", 1, time.Second), claimOf(incarnation(5)), Job{}, now)
+		require.Equal(t, backend.OutcomeWon, d.Result.Outcome)
+		assert.Equal(t, uint64(5), d.Run.Incarnation)
+		cur := ended(10, "a", 1, time.Second)
+		cur.Incarnation = 5
+		d = Claim(cur, claimOf(), Job{}, now)
+		require.Equal(t, backend.OutcomeWon, d.Result.Outcome)
+		assert.Equal(t, uint64(5), d.Run.Incarnation, "a claim that names no incarnation keeps the run's")
+	})
+	t.Run("a late decision without the claimer's reason records the machine's", func(t *testing.T) {
+		d := Claim(pending(10), claimOf(pastDeadline), Job{}, now)
+		require.Len(t, d.Records, 1)
+		assert.Equal(t, WhyLate, d.Records[0].Error)
+	})
+	t.Run("a buffered slot waits with the expiry of the run it waits for, none behind a buffered slot", func(t *testing.T) {
+		run := live(9, "a", 1)
+		d := Claim(buffered(10, "c"), claimOf(policy(backend.OverlapBufferAll)), Job{Others: []Run{run}}, now)
+		require.Equal(t, backend.OutcomeBuffered, d.Result.Outcome)
+		assert.Equal(t, at(9), d.Result.WaitsFor)
+		assert.Equal(t, run.Expires, d.Result.Expires)
+		d = Claim(buffered(10, "c"), claimOf(policy(backend.OverlapBufferAll)), Job{Others: []Run{buffered(9, "b")}}, now)
+		require.Equal(t, backend.OutcomeBuffered, d.Result.Outcome)
+		assert.Equal(t, at(9), d.Result.WaitsFor)
+		assert.True(t, d.Result.Expires.IsZero())
+	})
+	t.Run("a settled record ends when its holder says, else at the store's now", func(t *testing.T) {
+		key := backend.RunKey{Job: "job", Slot: at(10), Token: "c"}
+		d := Settle(live(10, "c", 1), backend.Settlement{Key: key, Status: backend.StatusOK, FinishedAt: now.Add(-2 * time.Second)}, now)
+		require.Len(t, d.Records, 1)
+		assert.Equal(t, now.Add(-2*time.Second), d.Records[0].FinishedAt)
+		d = Settle(live(10, "c", 1), backend.Settlement{Key: key, Status: backend.StatusOK}, now)
+		require.Len(t, d.Records, 1)
+		assert.Equal(t, now, d.Records[0].FinishedAt)
+	})
+}
