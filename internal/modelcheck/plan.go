@@ -204,13 +204,12 @@ func (p *Plan) skew() time.Duration {
 // ran. Jobs declared for their entries only have no slot to backfill.
 func (p *Plan) AddBackfills() {
 	r := rand.New(rand.NewPCG(p.Seed^0x6266_696c_6c, p.Seed))
-	faultMS := int(p.FaultPhase / time.Millisecond)
 	for range r.IntN(3) {
 		i := r.IntN(len(p.Jobs))
 		if p.Jobs[i].Declared {
 			continue
 		}
-		p.Actions = append(p.Actions, Action{At: MS(5000 + r.IntN(faultMS-6000)), Kind: ActBackfill, Slot: r.IntN(p.Slots), Job: i,
+		p.Actions = append(p.Actions, Action{At: p.phaseAt(r, 0.25, 0.95), Kind: ActBackfill, Slot: r.IntN(p.Slots), Job: i,
 			Dur: time.Duration(2+r.IntN(5)) * p.Jobs[i].Interval, Rerun: r.IntN(4) == 0})
 	}
 	p.SortActions()
@@ -256,11 +255,10 @@ func (p *Plan) AddRedeploys() {
 		}
 		j.Next = next
 	}
-	faultMS := int(p.FaultPhase / time.Millisecond)
-	at := MS(3000 + r.IntN(faultMS/4))
+	at := p.phaseAt(r, 0.15, 0.3)
 	for s := range p.Slots {
 		p.Actions = append(p.Actions, Action{At: at, Kind: ActRedeploy, Slot: s, Dur: MS(r.IntN(2000))})
-		at += MS(300 + r.IntN(1500))
+		at += p.phaseAt(r, 0.02, 0.08)
 	}
 	p.SortActions()
 }
@@ -273,9 +271,8 @@ func (p *Plan) AddFreezes() {
 	if r.IntN(3) != 0 {
 		return
 	}
-	faultMS := int(p.FaultPhase / time.Millisecond)
 	for range 1 + r.IntN(2) {
-		p.Actions = append(p.Actions, Action{At: MS(1000 + r.IntN(faultMS-6000)), Kind: ActFreeze, Slot: r.IntN(p.Slots), Dur: MS(1000 + r.IntN(3000))})
+		p.Actions = append(p.Actions, Action{At: p.phaseAt(r, 0.05, 0.7), Kind: ActFreeze, Slot: r.IntN(p.Slots), Dur: MS(1000 + r.IntN(3000))})
 	}
 	p.SortActions()
 }
@@ -288,9 +285,8 @@ func (p *Plan) AddOutages() {
 	if r.IntN(3) != 0 {
 		return
 	}
-	faultMS := int(p.FaultPhase / time.Millisecond)
-	from := MS(1000 + r.IntN(faultMS-6000))
-	p.Outages = append(p.Outages, Window{From: from, To: from + MS(1000+r.IntN(3000)), P: 1})
+	from := p.phaseAt(r, 0.05, 0.65)
+	p.Outages = append(p.Outages, Window{From: from, To: from + min(MS(1000+r.IntN(3000)), p.FaultPhase*3/10), P: 1})
 }
 
 // AddSkew gives, from a stream of its own (so that the rest of a seed's plan
@@ -425,6 +421,13 @@ func (p *Plan) AddRetries() {
 			j.Fail.Hang = 0.3
 		}
 	}
+}
+
+// phaseAt draws a time in the fault phase, from its fraction from to its
+// fraction to.
+func (p *Plan) phaseAt(r *rand.Rand, from, to float64) time.Duration {
+	f := float64(p.FaultPhase)
+	return time.Duration(from*f + r.Float64()*(to-from)*f).Round(time.Millisecond)
 }
 
 // MS is n milliseconds.
