@@ -22,6 +22,9 @@ var (
 	MatrixFaults = []string{"request lost", "answer late", "applied, answer lost", "crash", "frozen past its lease",
 		"heartbeats held", "store restart", "watch cut", "watch reconnect (Resync)", "clock skew at the allowance",
 		"redeploy", "entry removed and added again"}
+	// optionalFaults are met only with a store that says where it writes
+	// twice (World.CrashBetweenWrites).
+	optionalFaults = []string{"crash between two writes"}
 )
 
 // faultHit records that a fault struck a call of in's about job (a run name;
@@ -208,6 +211,15 @@ func coverageText(cov map[string]int) string {
 	}
 	slices.Sort(missing)
 	txt := fmt.Sprintf("matrix: %d of %d policy × fault pairs and %d of %d pairs of policies met", hit, n, phit, pn)
+	for _, f := range optionalFaults {
+		met := 0
+		for _, a := range MatrixPolicies {
+			if cov[a+" × "+f] > 0 {
+				met++
+			}
+		}
+		txt += fmt.Sprintf("; %s met with %d of %d policies", f, met, len(MatrixPolicies))
+	}
 	if len(missing) > 0 {
 		txt += "; never met: " + strings.Join(missing, ", ")
 	}

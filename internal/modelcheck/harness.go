@@ -260,6 +260,9 @@ func (h *Harness) startLocked(slot int) error {
 	}
 	in := &inst{h: h, slot: slot, name: name, offset: off, crashed: make(chan struct{}), calls: map[string]uint64{}, jobs: map[string]Job{}, release: h.redeployed[slot], fr: newFreezer()}
 	h.tryAbsurd(in, store)
+	if h.w.CrashBetweenWrites != nil {
+		h.w.CrashBetweenWrites(store, in.crashBetweenWrites)
+	}
 	s, err := scheduler.New(scheduler.Config{
 		Backend:     faulty(in, store),
 		Instance:    name,
@@ -419,6 +422,29 @@ type inst struct {
 
 	callMu sync.Mutex
 	calls  map[string]uint64
+}
+
+// crashBetweenWrites decides whether in's process dies between two writes of
+// a store call (at step): now and then while in is flaky, drawn from the seed.
+// The process is reaped in the background: the store's call holds no lock of
+// the harness.
+func (in *inst) crashBetweenWrites(job string, slot time.Time, step string) bool {
+	f, _ := in.decide("step-"+step, job, slot)
+	if f != lostAnswer || in.dead.Load() {
+		return false
+	}
+	in.h.rec.slotLog(in, job, slot, "CRASH between two writes of the store (after step %q)", step)
+	in.h.rec.faultHit(job, "crash between two writes")
+	in.h.bg.Go(func() {
+		h := in.h
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if !in.dead.Load() {
+			in.crash()
+			h.stopLocked(in, 0, true)
+		}
+	})
+	return true
 }
 
 func (in *inst) crash() {

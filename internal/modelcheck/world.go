@@ -65,6 +65,11 @@ type World struct {
 	// instance whose watch is up may still follow what it replaced (the watch's
 	// delivery); zero: a second.
 	EntrySlack time.Duration
+	// CrashBetweenWrites, for a store that ends an attempt in more than one
+	// write, has store call crash between two writes of a call (step names
+	// the point); crash reporting true stops the call there, as if its
+	// process died. Nil: the store writes once, or cannot say.
+	CrashBetweenWrites func(store Store, crash func(job string, slot time.Time, step string) bool)
 }
 
 // Faults are the waits of an instance's faulty store calls.
