@@ -120,6 +120,15 @@ func smcRunSeed(w *modelcheck.World, seed uint64, open func() (*sql.DB, error), 
 		CallTimeout: time.Second, JobPrefix: "smc",
 	})
 	plan.AddEdges(2 * time.Second)
+	plan.AddRetries()
+	plan.AddEntries()
+	plan.AddHolderCrashes()
+	plan.AddReadds()
+	plan.AddOutages()
+	plan.AddSkew(time.Second)
+	plan.AddBackfills()
+	plan.AddRedeploys()
+	plan.AddFreezes()
 	h := modelcheck.New(w, plan, func(string) (modelcheck.Store, error) {
 		return newBackend()
 	})

@@ -220,6 +220,9 @@ func coverageText(cov map[string]int) string {
 		}
 		txt += fmt.Sprintf("; %s met with %d of %d policies", f, met, len(MatrixPolicies))
 	}
+	if len(missing) > 24 {
+		missing = append(missing[:24], fmt.Sprintf("… (%d more)", len(missing)-24))
+	}
 	if len(missing) > 0 {
 		txt += "; never met: " + strings.Join(missing, ", ")
 	}
