@@ -105,25 +105,28 @@
 // recorded a success of the job for 3 of its intervals, counted from its last
 // success or from when the replicas up now began following the job:
 //
-//	- alert: AnarchonJobNotSucceeding
-//	  expr: |
-//	    (
-//	      time()
-//	        - (
-//	          max by (job_name) (anarchon_last_success_timestamp_seconds)
-//	            or
-//	          min by (job_name) (anarchon_job_first_seen_timestamp_seconds)
-//	        )
-//	      > 3 * max by (job_name) (anarchon_job_interval_seconds)
-//	    )
-//	    and on (job_name)
-//	      max by (job_name) (anarchon_next_slot_timestamp_seconds)
-//	        > time() - max by (job_name) (anarchon_job_interval_seconds)
-//	    unless on (job_name)
-//	      max by (job_name) (anarchon_job_paused) == 1
-//	  for: 5m
-//	  labels:
-//	    severity: critical
+//	groups:
+//	  - name: anarchon
+//	    rules:
+//	      - alert: AnarchonJobNotSucceeding
+//	        expr: |
+//	          (
+//	            time()
+//	              - (
+//	                max by (job_name) (anarchon_last_success_timestamp_seconds)
+//	                  or
+//	                min by (job_name) (anarchon_job_first_seen_timestamp_seconds)
+//	              )
+//	            > 3 * max by (job_name) (anarchon_job_interval_seconds)
+//	          )
+//	          and on (job_name)
+//	            max by (job_name) (anarchon_next_slot_timestamp_seconds)
+//	              > time() - max by (job_name) (anarchon_job_interval_seconds)
+//	          unless on (job_name)
+//	            max by (job_name) (anarchon_job_paused) == 1
+//	        for: 5m
+//	        labels:
+//	          severity: critical
 //
 // The others: a slot failed for good (failed_slots_total, which retried
 // attempts and runs cancelled by a policy do not count), backend errors, late

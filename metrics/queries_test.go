@@ -229,10 +229,11 @@ func TestAlertRulesNameExportedMetrics(t *testing.T) {
 
 	doc, err := os.ReadFile("doc.go")
 	require.NoError(t, err)
-	var shown []alertRule
+	var shown alertRules
 	require.NoError(t, yaml.Unmarshal([]byte(docBlock(t, string(doc), "began following the job:\n//\n")), &shown))
-	require.Len(t, shown, 1)
-	for _, r := range shown {
+	require.Len(t, shown.Groups, 1)
+	require.Len(t, shown.Groups[0].Rules, 1)
+	for _, r := range shown.Groups[0].Rules {
 		checkRule(t, "doc.go", r, names)
 		assert.Equal(t, byName[r.Alert].Expr, r.Expr, "the package documentation shows %s as alerts.yml has it", r.Alert)
 		assert.Equal(t, byName[r.Alert].For, r.For, r.Alert)
