@@ -3,8 +3,10 @@ package web_test
 import (
 	"encoding/json"
 	"fmt"
+	"html"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -166,4 +168,33 @@ func TestCancelledByPolicyIsNoFailure(t *testing.T) {
 	stopped.Error = "scheduler: stopped"
 	_, _, body = serve(t, web.Config{Source: chartSource([]fleet.Run{stopped})}, "/anarchon/job/sync")
 	assert.Contains(t, body, `<tr class="run-row bad">`, "cancelled by Stop is no policy")
+}
+
+// TestHostileRunFields: every text of a run that a page renders (its instance,
+// who asked, its error, its token, a trace ID and link from Config.Trace) is
+// text on the job's page and the attempt's page, and a token of dots or
+// slashes still names one attempt.
+func TestHostileRunFields(t *testing.T) {
+	const evil = `"><script>alert(1)</script><img src=x onerror=alert(2)>`
+	for _, token := range []string{evil, "..", "a/b", "%2e%2e", "\u202eabc"} {
+		r := run(3, scheduler.StatusError, 5, 20)
+		r.Token, r.Instance, r.RequestedBy, r.Manual = token, evil, evil, true
+		r.Error = evil + strings.Repeat("x", 400) + evil
+		cfg := web.Config{Source: chartSource([]fleet.Run{r}),
+			Trace: func(fleet.Run) (string, string) { return evil, "https://x.example/" + evil }}
+		status, _, body := serve(t, cfg, "/anarchon/job/sync")
+		require.Equal(t, http.StatusOK, status, body)
+		assert.NotContains(t, body, "<script>", "token %q", token)
+		assert.NotContains(t, body, "<img", "token %q", token)
+		assert.Contains(t, body, "the whole error</a>", "a long error is cut in the table, with a link")
+		href := regexp.MustCompile(`<td><a href="([^"]+)"><time`).FindStringSubmatch(body)
+		require.Len(t, href, 2, "token %q", token)
+		path := html.UnescapeString(href[1])
+		status, _, body = serve(t, cfg, path)
+		require.Equal(t, http.StatusOK, status, "token %q: %s: %s", token, path, body)
+		assert.NotContains(t, body, "<script>", "token %q", token)
+		assert.NotContains(t, body, "<img", "token %q", token)
+		assert.Contains(t, body, "&lt;script&gt;alert(1)&lt;/script&gt;")
+		assert.Contains(t, body, `href="https://x.example/%22%3e%3cscript%3ealert%281%29%3c/script%3e%3cimg%20src=x%20onerror=alert%282%29%3e"`, "the link escaped as a URL")
+	}
 }
