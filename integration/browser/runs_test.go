@@ -1,9 +1,7 @@
 package browser
 
 import (
-	"context"
 	"fmt"
-	"os"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -120,6 +118,4 @@ func TestRunsAndAttemptsInChromium(t *testing.T) {
 	reqs.mu.Lock()
 	defer reqs.mu.Unlock()
 	assert.Empty(t, reqs.outside, "no request leaves 127.0.0.1")
-	_ = os.Getenv
-	_ = context.Background
 }
