@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -139,7 +140,7 @@ func anarchon(t *testing.T, args ...string) result {
 	defer cancel()
 	var out, errb bytes.Buffer
 	t0 := time.Now()
-	code := run(ctx, args, &out, &errb)
+	code := run(ctx, args, os.Getenv, &out, &errb)
 	r := result{code: code, stdout: out.String(), stderr: errb.String(), took: time.Since(t0)}
 	t.Logf("anarchon %s → %d\n%s%s", strings.Join(args, " "), code, r.stdout, r.stderr)
 	return r

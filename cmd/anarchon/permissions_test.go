@@ -110,7 +110,7 @@ func TestRolesThroughTheCommand(t *testing.T) {
 	require.Equal(t, exitOK, r.code, r.stderr)
 	wctx, wcancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	var wout, werr strings.Builder
-	assert.Equal(t, exitOK, run(wctx, append(viewer, "watch"), &wout, &werr), "a viewer may watch: %s", werr.String())
+	assert.Equal(t, exitOK, run(wctx, append(viewer, "watch"), os.Getenv, &wout, &werr), "a viewer may watch: %s", werr.String())
 	wcancel()
 
 	for _, args := range [][]string{
