@@ -160,7 +160,9 @@ never ran, each once across the fleet; --rerun also runs the slots that ran. A t
 RFC 3339 or a duration back from now (-2h, or 2h). --wait waits (within --timeout) for
 every slot to end and lists them. At most 1,000 slots per request; the backend needs
 leases.`,
-		Example:           `  anarchon backfill report --from 2026-06-01T00:00:00Z --to 2026-06-02T00:00:00Z --wait --timeout 10m`,
+		Example: `  anarchon backfill report --from -6h --to -1h
+  anarchon backfill report --from 2026-06-01T00:00:00Z --to 2026-06-02T00:00:00Z \
+    --wait --timeout 10m`,
 		Args:              oneJob,
 		ValidArgsFunction: c.completeJobs,
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -82,8 +82,8 @@ func (f *connFlags) origin(flag string) string {
 func (f *connFlags) check() error {
 	p := f.inboxPrefix
 	switch {
-	case f.noContext && f.context != "":
-		return usagef("give %s or --no-context, not both", f.origin("context"))
+	case f.noContext && f.context != "" && f.origin("context") == "--context":
+		return usagef("give --context or --no-context, not both")
 	case (f.tlsCert == "") != (f.tlsKey == ""):
 		return usagef("--tlscert and --tlskey go together: give both, or neither")
 	case p != "" && (!strings.HasPrefix(p, "_INBOX") || strings.ContainsAny(p, "*> \t\r\n") || strings.HasSuffix(p, ".")):

@@ -113,7 +113,8 @@ replica declares stay stored and are never run, and no replica answers for them.
 	add := &cobra.Command{
 		Use:   "add JOB ID (--every D | --cron E [--zone Z] | --at T)",
 		Short: "Store an entry",
-		Example: `  anarchon schedule add feeds eu-west --cron "0 9 * * *" --zone Europe/Athens --payload '{"region":"eu-west"}'
+		Example: `  anarchon schedule add feeds eu-west --cron "0 9 * * *" --zone Europe/Athens \
+    --payload '{"region":"eu-west"}'
   anarchon schedule add feeds once --at +10m`,
 		Args: entryArgs,
 		RunE: run("add"),
