@@ -93,8 +93,9 @@ replica, lag and duration, the last success, the last failure's error and the re
 		Short: "A job's recent runs, newest first",
 		Long: `history lists a job's recent runs, newest first: slot, status, replica, attempt, kind
 (scheduled, manual and by whom, backfill), start lag, duration and error. --status,
---since and --entry filter the newest runs the replica reads (1,000 at most when a
-filter is given); -n says how many of them to show.`,
+--since filter the newest runs the replica reads (1,000 at most when a filter is
+given); -n says how many of them to show. --entry shows one schedule entry's runs,
+which the job's own history does not hold.`,
 		Example: `  anarchon history report -n 50
   anarchon history report --status error,timeout --since 24h
   anarchon history feeds --entry eu-west`,
@@ -581,14 +582,30 @@ func (c *cli) sinceTime(now time.Time) (time.Time, error) {
 const historyScan = 1000
 
 func (c *cli) history(ctx context.Context, client *fleet.Client, job string, since time.Time) error {
-	filtered := len(c.status) > 0 || !since.IsZero() || c.entry != ""
+	filtered := len(c.status) > 0 || !since.IsZero()
 	limit := c.n
 	if filtered {
 		limit = historyScan
 	}
-	h, err := client.History(ctx, job, limit)
+	var h fleet.HistoryReply
+	var err error
+	if c.entry != "" {
+		// An entry's runs are the entry's own history, not the job's.
+		var e fleet.EntryReply
+		if limit == 0 {
+			limit = fleet.DefaultHistoryLimit
+		}
+		e, err = client.Entry(ctx, job, fleet.EntryRequest{ID: c.entry, History: limit})
+		h = fleet.HistoryReply{Job: job, Instance: e.Instance, Limit: e.History, Runs: e.Runs}
+	} else {
+		h, err = client.History(ctx, job, limit)
+	}
 	if err != nil {
-		return c.failed(ctx, client, fmt.Sprintf("history of job %q", job), job, err)
+		what := fmt.Sprintf("history of job %q", job)
+		if c.entry != "" {
+			what = fmt.Sprintf("history of entry %q of job %q", c.entry, job)
+		}
+		return c.failed(ctx, client, what, job, err)
 	}
 	if filtered {
 		read := len(h.Runs)
@@ -598,8 +615,7 @@ func (c *cli) history(ctx context.Context, client *fleet.Client, job string, sin
 		}
 		keep := h.Runs[:0]
 		for _, r := range h.Runs {
-			if (len(c.status) == 0 || slices.Contains(c.status, string(r.Status))) && (since.IsZero() || !r.Slot.Before(since)) &&
-				(c.entry == "" || r.Entry == c.entry) {
+			if (len(c.status) == 0 || slices.Contains(c.status, string(r.Status))) && (since.IsZero() || !r.Slot.Before(since)) {
 				keep = append(keep, r)
 			}
 		}

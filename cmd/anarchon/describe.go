@@ -109,8 +109,8 @@ func (d *Description) policies() ([]string, map[string]fieldVals) {
 	for _, db := range d.Declarations {
 		x := db.Declaration
 		for _, kv := range [][2]string{
-			{"overlap", x.Overlap},
-			{"catch-up", x.CatchUp},
+			{"overlap", explained(x.Overlap, overlapWords)},
+			{"catch-up", explained(x.CatchUp, catchUpWords)},
 			{"lease", msText(x.LeaseMS, "none: no backup takes over (no run store)")},
 			{"max lateness", msText(x.MaxLateMS, "none")},
 			{"jitter", msText(x.JitterMS, "none")},
@@ -124,6 +124,29 @@ func (d *Description) policies() ([]string, map[string]fieldVals) {
 		}
 	}
 	return order, vals
+}
+
+// overlapWords and catchUpWords say what each policy does.
+var (
+	overlapWords = map[string]string{
+		"allow":        "runs of the job may overlap",
+		"skip":         "a slot due while a run is in progress is recorded skipped",
+		"cancel-other": "a slot due while a run is in progress asks that run to end, then runs",
+		"buffer-one":   "one slot due while a run is in progress waits for it; the others are skipped",
+		"buffer-all":   "every slot due while a run is in progress waits its turn",
+	}
+	catchUpWords = map[string]string{
+		"none":   "slots missed while no replica could run them are recorded late",
+		"latest": "the newest missed slot runs, within the catch-up window",
+		"all":    "every missed slot runs, within the catch-up window",
+	}
+)
+
+func explained(v string, words map[string]string) string {
+	if w, ok := words[v]; ok {
+		return v + ": " + w
+	}
+	return v
 }
 
 func msText(v int64, zero string) string {
@@ -211,7 +234,21 @@ func (c *cli) describe(ctx context.Context, client *fleet.Client, job string) er
 	for _, w := range d.Warnings {
 		c.warn("%s", w)
 	}
+	c.warnDiffer(job, order, vals)
 	return nil
+}
+
+// warnDiffer warns when the replicas declare a job's policies differently.
+func (c *cli) warnDiffer(job string, order []string, vals map[string]fieldVals) {
+	var differ []string
+	for _, f := range order {
+		if len(vals[f]) > 1 {
+			differ = append(differ, f)
+		}
+	}
+	if len(differ) > 0 {
+		c.warn("replicas declare job %q with different %s: a rolling upgrade, or configurations that differ", job, strings.Join(differ, ", "))
+	}
 }
 
 func (c *cli) describeEntry(ctx context.Context, client *fleet.Client, job, id string) error {

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/anarchon/anarchon/backend"
+	"github.com/anarchon/anarchon/backend/backendtest"
+	"github.com/anarchon/anarchon/scheduler"
+)
+
+// TestTablesFitByDefault: with a job, a replica, an entry and an error of
+// hundreds of characters, every table fits 100 columns by default, one row a
+// line; -o wide prints them whole.
+func TestTablesFitByDefault(t *testing.T) {
+	long := "billing-" + strings.Repeat("reconcile-", 30)
+	instance := "replica-" + strings.Repeat("x", 120)
+	f := startFleet(t, func(string) []fleetJob { return []fleetJob{{long, time.Hour}, {"feeds", 0}} }, instance)
+	f.failWith.Store(new("upstream said: " + strings.Repeat("timeout while reading the ledger; ", 20)))
+	f.failNext.Store(true)
+	r := anarchon(t, "--server", f.url, "trigger", long, "--wait", "--by", "operator-"+strings.Repeat("y", 100))
+	require.Equal(t, exitFail, r.code)
+	r = anarchon(t, "--server", f.url, "pause", long, "--reason", strings.Repeat("because ", 40))
+	require.Equal(t, exitOK, r.code, r.stderr)
+	id := "tenant-" + strings.Repeat("z", 150)
+	_, err := f.scheds[0].AddEntry(t.Context(), "feeds", id, scheduler.EntrySpec{Cron: "0 9 * * MON-FRI", Zone: "America/Argentina/Buenos_Aires"})
+	require.NoError(t, err)
+	f.followed(t, 1)
+	_, err = f.backend.Runs().Claim(context.Background(), backend.RunClaim{Job: long, Slot: time.Now().Truncate(time.Hour),
+		Token: backendtest.Token(), Instance: instance, Lease: time.Hour})
+	require.NoError(t, err)
+
+	for _, args := range [][]string{
+		{"jobs", "--window", "200ms"},
+		{"history", long},
+		{"active"},
+		{"active", long},
+		{"schedule", "ls", "feeds"},
+	} {
+		r := anarchon(t, append([]string{"--server", f.url}, args...)...)
+		require.Equal(t, exitOK, r.code, "%q: %s", args, r.stderr)
+		assertFits(t, r.stdout)
+		assert.Contains(t, r.stdout, "…", "%q: something was cut", args)
+		header := strings.SplitN(r.stdout, "\n", 2)[0]
+		rows := strings.Count(r.stdout, "\n")
+
+		r = anarchon(t, append([]string{"--server", f.url, "-o", "wide"}, args...)...)
+		require.Equal(t, exitOK, r.code, "%q: %s", args, r.stderr)
+		assert.NotContains(t, r.stdout, "…", "%q: nothing cut", args)
+		assert.Equal(t, rows, strings.Count(r.stdout, "\n"), "%q: the same rows", args)
+		assert.NotEqual(t, header, "", "%q", args)
+		switch args[0] {
+		case "schedule":
+			assert.Contains(t, r.stdout, id)
+		case "history":
+			assert.Contains(t, r.stdout, instance)
+			assert.Contains(t, r.stdout, strings.TrimSpace(*f.failWith.Load()))
+		default:
+			assert.Contains(t, r.stdout, long)
+		}
+	}
+}
