@@ -191,6 +191,11 @@ func (c *cli) connect(ctx context.Context, onPermissions context.CancelCauseFunc
 		return nil, errors.New(strings.TrimPrefix(err.Error(), "connect: "))
 	case errors.Is(err, nats.ErrAuthorization), errors.Is(err, nats.ErrAuthExpired), errors.Is(err, nats.ErrAuthRevoked):
 		hint = "the server refused the credentials: give --creds FILE, --user and --password, --nkey FILE, or a --context that has them"
+	case strings.Contains(err.Error(), "tls: ") || strings.Contains(err.Error(), "x509: "):
+		hint = "the TLS handshake failed: check --tlsca, --tlscert and --tlskey (or the context's ca, cert and key)"
+	case (strings.HasPrefix(s.ServerURL(), "tls://") || s.CA != "" || s.Cert != "") && !s.TLSFirst &&
+		(errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "i/o timeout") || strings.HasSuffix(err.Error(), "EOF")):
+		hint = "no answer to the TLS handshake: give --tlsfirst if the server wants TLS first, and check that it serves TLS there"
 	case errors.Is(err, context.DeadlineExceeded):
 		hint = fmt.Sprintf("nothing answered within --timeout %v: is nats-server running there? give --server URL or --context NAME", c.timeout)
 	default:
