@@ -654,7 +654,7 @@ func (c *cli) runsTable(runs []fleet.Run) error {
 	if entries {
 		cols = append(cols, cut("ENTRY"))
 	}
-	cols = append(cols, fixed("STATUS"), cut("INSTANCE"), fixed("ATTEMPT"), cut("KIND"), fixed("LAG"), fixed("DURATION"), cut("ERROR"))
+	cols = append(cols, fixed("STATUS"), cut("INSTANCE"), fixed("ATTEMPT"), cut("KIND"), fixed("LAG"), fixed("DURATION"), cutFirst("ERROR"))
 	t := newTable(cols...)
 	for _, r := range runs {
 		kind := "scheduled"
@@ -1021,7 +1021,7 @@ func (c *cli) backfill(ctx context.Context, client *fleet.Client, job string, fr
 		fmt.Fprintf(c.stdout, "backfilling %q on %s (by %s): %s; %s shows how they end\n",
 			job, r.Instance, r.By, orDash(counts()), cmdline("history", []string{job}))
 	default:
-		t := newTable(fixed("SLOT"), cut("OUTCOME"), fixed("STATUS"), cut("INSTANCE"), fixed("ATTEMPT"), cut("ERROR"))
+		t := newTable(fixed("SLOT"), cut("OUTCOME"), fixed("STATUS"), cut("INSTANCE"), fixed("ATTEMPT"), cutFirst("ERROR"))
 		for _, s := range r.Slots {
 			attempt := "-"
 			if s.Attempt > 0 {

@@ -14,11 +14,18 @@ import (
 const maxWidth = 100
 
 // column is a table's column; a column that may shrink has its cells cut, with
-// an ellipsis, when the table would be wider than maxWidth.
+// an ellipsis, when the table would be wider than maxWidth. A column that
+// shrinks first (an error at the end of a row) gives up its width before the
+// others, down to firstMin.
 type column struct {
 	name   string
 	shrink bool
+	first  bool
 }
+
+// firstMin is the narrowest a column that shrinks first gets before the others
+// shrink.
+const firstMin = 24
 
 // table is rows of cells under a header, written with two spaces between
 // columns and no trailing space.
@@ -32,6 +39,9 @@ func newTable(cols ...column) *table { return &table{cols: cols} }
 // fixed and cut make columns.
 func fixed(name string) column { return column{name: name} }
 func cut(name string) column   { return column{name: name, shrink: true} }
+
+// cutFirst makes a column that shrinks before the others.
+func cutFirst(name string) column { return column{name: name, shrink: true, first: true} }
 
 func (t *table) add(cells ...string) { t.rows = append(t.rows, cells) }
 
@@ -53,16 +63,11 @@ func (t *table) write(w io.Writer, width int) error {
 			total += n
 		}
 		for total > width {
-			widest := -1
-			for i, c := range t.cols {
-				if c.shrink && widths[i] > max(runes(c.name), 6) && (widest < 0 || widths[i] > widths[widest]) {
-					widest = i
-				}
-			}
-			if widest < 0 {
+			i := t.narrowest(widths)
+			if i < 0 {
 				break
 			}
-			widths[widest]--
+			widths[i]--
 			total--
 		}
 	}
@@ -89,6 +94,27 @@ func (t *table) write(w io.Writer, width int) error {
 		line(r)
 	}
 	return nil
+}
+
+// narrowest picks the column to cut by one: the widest of those that shrink
+// first while one is wider than firstMin, else the widest that may shrink; -1
+// when none may.
+func (t *table) narrowest(widths []int) int {
+	best := -1
+	for i, c := range t.cols {
+		if c.first && widths[i] > max(runes(c.name), firstMin) && (best < 0 || widths[i] > widths[best]) {
+			best = i
+		}
+	}
+	if best >= 0 {
+		return best
+	}
+	for i, c := range t.cols {
+		if c.shrink && widths[i] > max(runes(c.name), 6) && (best < 0 || widths[i] > widths[best]) {
+			best = i
+		}
+	}
+	return best
 }
 
 // width is the table width the output asks for.

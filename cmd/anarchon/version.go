@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -12,15 +13,17 @@ import (
 
 // version is the command's release, set when a release is built
 // (-ldflags "-X main.version=1.2.3"). Unset, it is the module's version that
-// go install recorded (v1.2.3), or "devel" for a build from a clone.
+// go install recorded (v1.2.3 is printed 1.2.3), or "devel" for a build from a
+// clone. A release of the command has the number of the library release it is
+// built with (docs/development.md, Releases).
 var version = ""
 
 func commandVersion() string {
 	if version != "" {
-		return version
+		return strings.TrimPrefix(version, "v")
 	}
 	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
+		return strings.TrimPrefix(bi.Main.Version, "v")
 	}
 	return "devel"
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -64,4 +65,24 @@ func TestTablesFitByDefault(t *testing.T) {
 			assert.Contains(t, r.stdout, long)
 		}
 	}
+}
+
+// TestTableCutsTheErrorFirst: a row too wide loses the end of its error before
+// any other cell is cut, down to firstMin; then the widest cell that may shrink.
+func TestTableCutsTheErrorFirst(t *testing.T) {
+	tb := newTable(fixed("SLOT"), cut("KIND"), cutFirst("ERROR"))
+	tb.add(strings.Repeat("s", 20), "manual by someone@somewhere", strings.Repeat("e", 80))
+	var b strings.Builder
+	require.NoError(t, tb.write(&b, maxWidth))
+	row := strings.Split(b.String(), "\n")[1]
+	assert.Equal(t, maxWidth, utf8.RuneCountInString(row))
+	assert.Contains(t, row, "manual by someone@somewhere", "not cut while the error could be")
+
+	tb.add("s", strings.Repeat("k", 90), "e")
+	b.Reset()
+	require.NoError(t, tb.write(&b, maxWidth))
+	for _, l := range strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n") {
+		assert.LessOrEqual(t, utf8.RuneCountInString(l), maxWidth, l)
+	}
+	assert.Contains(t, b.String(), strings.Repeat("e", firstMin-1)+"…", "the error down to firstMin")
 }
