@@ -139,16 +139,23 @@ func fit(s string, n int) string {
 	return string(r[:n-1]) + "…"
 }
 
-// One time format everywhere: RFC 3339 in UTC, with milliseconds when a time has
-// any (a manual run's slot), and relative times in tables.
-const stampFormat = "2006-01-02T15:04:05.999Z07:00"
+// One time format everywhere: RFC 3339 in UTC, with three digits of
+// milliseconds when a time has any (a manual run's slot, an event), and relative
+// times in tables.
+const (
+	stampFormat   = "2006-01-02T15:04:05Z07:00"
+	stampMSFormat = "2006-01-02T15:04:05.000Z07:00"
+)
 
 // stamp writes a time in the one format; "-" for none.
 func stamp(t time.Time) string {
-	if t.IsZero() {
+	switch {
+	case t.IsZero():
 		return "-"
+	case t.Nanosecond() < int(time.Millisecond):
+		return t.UTC().Format(stampFormat)
 	}
-	return t.UTC().Format(stampFormat)
+	return t.UTC().Format(stampMSFormat)
 }
 
 // ago writes t relative to now: "12s ago", "in 3m", "now"; "-" for none.

@@ -86,3 +86,19 @@ func TestTableCutsTheErrorFirst(t *testing.T) {
 	}
 	assert.Contains(t, b.String(), strings.Repeat("e", firstMin-1)+"…", "the error down to firstMin")
 }
+
+func TestOneTimeFormat(t *testing.T) {
+	at := time.Date(2026, 12, 5, 20, 39, 50, 0, time.FixedZone("x", 3600))
+	assert.Equal(t, "2026-12-05T19:39:50Z", stamp(at), "UTC, no fraction for a whole second")
+	assert.Equal(t, "2026-12-05T19:39:50.110Z", stamp(at.Add(110*time.Millisecond)), "three digits, always")
+	assert.Equal(t, "2026-12-05T19:39:50Z", stamp(at.Add(500*time.Microsecond)), "milliseconds, not finer")
+	assert.Equal(t, "-", stamp(time.Time{}))
+	for d, want := range map[time.Duration]string{
+		0: "now", 500 * time.Millisecond: "now", 42 * time.Second: "in 42s", -42 * time.Second: "42s ago",
+		3*time.Minute + 12*time.Second: "in 3m12s", -5 * time.Minute: "5m ago", 5*time.Hour + 3*time.Minute: "in 5h3m",
+		-50 * time.Hour: "2d2h ago", 72 * time.Hour: "in 3d",
+	} {
+		assert.Equal(t, want, ago(at.Add(d), at), d)
+	}
+	assert.Equal(t, "2026-12-05T19:40:32Z (in 42s)", stampAgo(at.Add(42*time.Second), at))
+}
