@@ -133,7 +133,6 @@ It connects as the nats CLI does: --server or NATS_URL, --context or NATS_CONTEX
   anarchon schedule add feeds eu-west --cron "0 9 * * *" --zone Europe/Athens`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
-		Version:       versionText(),
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			c.cmd = cmd
 			if err := c.fromEnv(cmd.Flags()); err != nil {
@@ -146,11 +145,18 @@ It connects as the nats CLI does: --server or NATS_URL, --context or NATS_CONTEX
 			return nil
 		},
 	}
-	root.SetVersionTemplate("{{.Version}}\n")
 	root.Args = cobra.ArbitraryArgs
-	root.RunE = func(cmd *cobra.Command, args []string) error { return groupArgs(cmd, args) }
+	var showVersion bool
+	root.Flags().BoolVarP(&showVersion, "version", "v", false, "print the version (as anarchon version)")
+	root.RunE = func(cmd *cobra.Command, args []string) error {
+		if showVersion {
+			_, err := fmt.Fprintln(c.stdout, versionText())
+			return err
+		}
+		return groupArgs(cmd, args)
+	}
 	root.SetFlagErrorFunc(flagError)
-	root.SetUsageTemplate(usageTemplate)
+	root.SetUsageFunc(usage)
 	root.SetOut(stdoutLazy{stdout})
 	fs := root.PersistentFlags()
 	c.conn.register(fs)
@@ -169,28 +175,41 @@ type stdoutLazy struct{ w func() io.Writer }
 
 func (s stdoutLazy) Write(p []byte) (int, error) { return s.w().Write(p) }
 
-// usageTemplate is cobra's, with flags wrapped at 100 columns.
-const usageTemplate = `Usage:{{if .Runnable}}
-  {{.UseLine}}{{end}}{{if .HasAvailableSubCommands}}
-  {{.CommandPath}} [command]{{end}}{{if gt (len .Aliases) 0}}
-
-Aliases:
-  {{.NameAndAliases}}{{end}}{{if .HasExample}}
-
-Examples:
-{{.Example}}{{end}}{{if .HasAvailableSubCommands}}
-
-Commands:{{range .Commands}}{{if (or .IsAvailableCommand (eq .Name "help"))}}
-  {{rpad .Name .NamePadding }} {{.Short}}{{end}}{{end}}{{end}}{{if .HasAvailableLocalFlags}}
-
-Flags:
-{{.LocalFlags.FlagUsagesWrapped 100 | trimTrailingWhitespaces}}{{end}}{{if .HasAvailableInheritedFlags}}
-
-Global Flags:
-{{.InheritedFlags.FlagUsagesWrapped 100 | trimTrailingWhitespaces}}{{end}}{{if .HasAvailableSubCommands}}
-
-Use "{{.CommandPath}} [command] --help" for more about a command.{{end}}
-`
+// usage writes a command's usage as cobra's default does, with its flags
+// wrapped at 100 columns. It is a function, not a template: a template executed
+// through text/template keeps every method of the program in the binary.
+func usage(c *cobra.Command) error {
+	w := c.OutOrStdout()
+	fmt.Fprint(w, "Usage:")
+	if c.Runnable() {
+		fmt.Fprintf(w, "\n  %s", c.UseLine())
+	}
+	if c.HasAvailableSubCommands() {
+		fmt.Fprintf(w, "\n  %s [command]", c.CommandPath())
+	}
+	if c.HasExample() {
+		fmt.Fprintf(w, "\n\nExamples:\n%s", c.Example)
+	}
+	if c.HasAvailableSubCommands() {
+		fmt.Fprint(w, "\n\nCommands:")
+		for _, sub := range c.Commands() {
+			if sub.IsAvailableCommand() || sub.Name() == "help" {
+				fmt.Fprintf(w, "\n  %-*s %s", sub.NamePadding(), sub.Name(), sub.Short)
+			}
+		}
+	}
+	if c.HasAvailableLocalFlags() {
+		fmt.Fprintf(w, "\n\nFlags:\n%s", strings.TrimRight(c.LocalFlags().FlagUsagesWrapped(maxWidth), " \n"))
+	}
+	if c.HasAvailableInheritedFlags() {
+		fmt.Fprintf(w, "\n\nGlobal Flags:\n%s", strings.TrimRight(c.InheritedFlags().FlagUsagesWrapped(maxWidth), " \n"))
+	}
+	if c.HasAvailableSubCommands() {
+		fmt.Fprintf(w, "\n\nUse \"%s [command] --help\" for more about a command.", c.CommandPath())
+	}
+	fmt.Fprintln(w)
+	return nil
+}
 
 // checkCommon checks the flags every command takes, before any request.
 func (c *cli) checkCommon() error {
