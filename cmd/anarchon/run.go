@@ -37,22 +37,21 @@ type cli struct {
 	by      string
 
 	// Command flags.
-	window  time.Duration
-	n       int
-	wait    bool
-	from    string
-	to      string
-	rerun   bool
-	reason  string
-	forD    time.Duration
-	until   string
-	all     bool
-	status  []string
-	since   string
-	entry   string
-	perm    permissionsFlags
-	sched   scheduleFlags
-	dialled bool // a connection was made: errors after it are the fleet's
+	window time.Duration
+	n      int
+	wait   bool
+	from   string
+	to     string
+	rerun  bool
+	reason string
+	forD   time.Duration
+	until  string
+	all    bool
+	status []string
+	since  string
+	entry  string
+	perm   permissionsFlags
+	sched  scheduleFlags
 }
 
 // given reports whether a flag was given on the command line (or by its
