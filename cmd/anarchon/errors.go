@@ -59,12 +59,14 @@ func (c *cli) serviceError(se *fleet.ServiceError, job string) string {
 			words, at, cmdline("active", []string{job}))
 	case fleet.CodeTooManyManualRuns:
 		return fmt.Sprintf("nothing ran: %s%s; trigger it again once one of them ends", words, at)
+	// The replica's words for an entry repeat the job and the entry the
+	// operation already names: the sentinel's words are enough.
 	case fleet.CodeEntryNotFound:
-		return fmt.Sprintf("%s%s; %s lists the job's entries", words, at, cmdline("schedule ls", []string{job}))
+		return fmt.Sprintf("no schedule entry of job %q has that ID%s; %s lists the job's entries", job, at, cmdline("schedule ls", []string{job}))
 	case fleet.CodeEntryExists:
-		return fmt.Sprintf("%s%s; change it with anarchon schedule set, or remove it with anarchon schedule rm", words, at)
+		return fmt.Sprintf("a schedule entry with that ID exists%s; change it with anarchon schedule set, or remove it with anarchon schedule rm", at)
 	case fleet.CodeEntryConflict:
-		return fmt.Sprintf("%s%s; nothing was stored: read the entry again with anarchon schedule show", words, at)
+		return fmt.Sprintf("the schedule entry was changed by another writer since the revision this is based on%s; nothing was stored: read it again with anarchon schedule show", at)
 	case fleet.CodeNotSupported:
 		return fmt.Sprintf("%s%s: the replica's backend does not support it", words, at)
 	case fleet.CodeUnavailable:

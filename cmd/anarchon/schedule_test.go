@@ -56,7 +56,8 @@ func TestScheduleAddShowSetRemove(t *testing.T) {
 
 	r = anarchon(t, append(srv, "schedule", "add", "feeds", "eu-west", "--every", "1h")...)
 	oneErrorLine(t, r, `anarchon: schedule add "feeds" "eu-west": `)
-	assert.Contains(t, r.stderr, "schedule entry exists")
+	assert.Equal(t, `anarchon: schedule add "feeds" "eu-west": a schedule entry with that ID exists (replica `, r.stderr[:strings.Index(r.stderr, "(replica ")+len("(replica ")])
+	assert.Equal(t, 1, strings.Count(r.stderr, "eu-west"), "the entry named once: %s", r.stderr)
 
 	f.followed(t, 1)
 	r = anarchon(t, append(srv, "schedule", "ls", "feeds")...)
@@ -125,7 +126,8 @@ func TestScheduleAddShowSetRemove(t *testing.T) {
 	_, err = f.stored(t, "eu-west")
 	require.ErrorIs(t, err, backend.ErrEntryNotFound)
 	r = anarchon(t, append(srv, "schedule", "show", "feeds", "eu-west")...)
-	oneErrorLine(t, r, "schedule entry not found")
+	oneErrorLine(t, r, `anarchon: schedule show "feeds" "eu-west": no schedule entry of job "feeds" has that ID (replica `)
+	assert.Equal(t, 1, strings.Count(r.stderr, "eu-west"), "the entry named once: %s", r.stderr)
 	r = anarchon(t, append(srv, "schedule", "ls", "feeds")...)
 	assert.Equal(t, "no entries of \"feeds\"\n", r.stdout)
 }
