@@ -223,12 +223,12 @@ func (c *cli) describe(ctx context.Context, client *fleet.Client, job string) er
 		reps = append(reps, fmt.Sprintf("%s (%s, %s)", r.Instance, r.Version, r.Backend))
 	}
 	kv.add("replicas", orDash(strings.Join(reps, ", ")))
-	entries, orphaned := 0, 0
-	for _, r := range d.Replicas {
-		entries, orphaned = max(entries, r.Entries), max(orphaned, r.OrphanedEntries)
-	}
-	if entries > 0 {
-		kv.add("entries", fmt.Sprintf("%d stored on the job's replicas; %s lists them", entries, cmdline("schedule ls", []string{job})))
+	if n, more := c.entryCount(ctx, client, job); n > 0 {
+		count := fmt.Sprint(n)
+		if more {
+			count = fmt.Sprintf("more than %d", n)
+		}
+		kv.add("entries", fmt.Sprintf("%s; %s lists them", count, cmdline("schedule ls", []string{job})))
 	}
 	kv.write(c.stdout)
 	for _, w := range d.Warnings {
@@ -294,6 +294,16 @@ func (c *cli) describeEntry(ctx context.Context, client *fleet.Client, job, id s
 		c.warn("%s", w)
 	}
 	return nil
+}
+
+// entryCount counts a job's schedule entries, up to a page of them; none when
+// the replica cannot say (a backend without entries).
+func (c *cli) entryCount(ctx context.Context, client *fleet.Client, job string) (int, bool) {
+	r, err := client.Entries(ctx, job, fleet.EntriesRequest{Limit: fleet.MaxEntriesLimit})
+	if err != nil {
+		return 0, false
+	}
+	return len(r.Entries), r.Next != ""
 }
 
 // pairs are a key-value listing: the keys in a column, the values after them.

@@ -80,6 +80,14 @@ func TestDescribeAnEntry(t *testing.T) {
 	assert.Contains(t, r.stdout, "no runs recorded\n")
 	assertFits(t, r.stdout)
 
+	// The entries line counts the job's own entries: report has none.
+	r = anarchon(t, "--server", f.url, "describe", "feeds")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "entries       1; anarchon schedule ls feeds lists them\n")
+	r = anarchon(t, "--server", f.url, "describe", "report")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.NotContains(t, r.stdout, "entries")
+
 	r = anarchon(t, "--server", f.url, "describe", "feeds", "nope")
 	oneErrorLine(t, r, `anarchon: describe entry "nope" of job "feeds": `)
 	assert.Contains(t, r.stderr, "anarchon schedule ls feeds lists the job's entries")
