@@ -19,8 +19,7 @@ import (
 // jobs, never the subject tokens they travel under.
 func (c *cli) failed(ctx context.Context, client *fleet.Client, op, job string, err error) error {
 	if cause := context.Cause(ctx); errors.Is(cause, nats.ErrPermissionViolation) {
-		return fmt.Errorf("%s: the server refused: %s; this user may not do it (anarchon permissions operator prints an operator's permissions)",
-			op, plain(cause.Error()))
+		return fmt.Errorf("%s: %s", op, c.refused(cause))
 	}
 	var nr *fleet.NoReplicaError
 	var se *fleet.ServiceError
@@ -43,6 +42,27 @@ func (c *cli) failed(ctx context.Context, client *fleet.Client, op, job string, 
 			op, c.timeout)
 	}
 	return fmt.Errorf("%s: %s", op, plain(err.Error()))
+}
+
+// violation is the server's permissions violation: what was refused, on which
+// subject.
+var violation = regexp.MustCompile(`Permissions Violation for (Publish|Subscription) to "([^"]*)"`)
+
+// refused says a permissions violation: what this user may not do, and what
+// to do about it.
+func (c *cli) refused(err error) string {
+	m := violation.FindStringSubmatch(err.Error())
+	switch {
+	case m == nil:
+		return fmt.Sprintf("the server refused: %s; this user may not do it (anarchon permissions operator prints an operator's permissions)", plain(err.Error()))
+	case m[1] == "Subscription":
+		return fmt.Sprintf("the server refused this user a subscription to %q (permissions violation): connect with the inbox prefix its permissions allow (--inbox-prefix, or the context's inbox_prefix: anarchon permissions ROLE prints it)", m[2])
+	}
+	what := fmt.Sprintf("publishing to %q", m[2])
+	if p := subjects.FindStringSubmatch(m[2]); p != nil && p[0] == m[2] {
+		what = "sending " + plain(m[2])
+	}
+	return fmt.Sprintf("the server refused this user %s (permissions violation): this user's role may not do it (anarchon permissions operator prints an operator's permissions)", what)
 }
 
 // serviceError says a replica's refusal by its code, in the command's words,
