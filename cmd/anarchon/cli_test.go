@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -603,4 +604,18 @@ func TestActiveShowsABufferedSlot(t *testing.T) {
 	r = anarchon(t, "--server", f.url, "jobs", "--window", "200ms", "-o", "wide")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "B#1,buffered "+buffered)
+}
+
+// TestNoAnswerNamesTheJob: a request that something receives and never answers
+// times out with the job's name and what to do, never its subject token.
+func TestNoAnswerNamesTheJob(t *testing.T) {
+	srv := natstest.Server(t, embedded.Options{Listen: "127.0.0.1:0"})
+	nc := natstest.URL(t, srv.ClientURL())
+	sub, err := nc.Subscribe(fleet.DefaultPrefix+".TRIGGER.>", func(*nats.Msg) {}) // hears, never answers
+	require.NoError(t, err)
+	defer sub.Unsubscribe()
+	require.NoError(t, nc.Flush())
+	r := anarchon(t, "--server", srv.ClientURL(), "--timeout", "300ms", "trigger", "refresh")
+	oneErrorLine(t, r, `anarchon: trigger "refresh": no answer within --timeout 300ms; give a longer --timeout, or see whether the replicas are up with anarchon jobs`)
+	assert.NotContains(t, r.stderr, fleet.JobToken("refresh"))
 }
