@@ -104,6 +104,8 @@ func (c *cli) settings() (*connect.Settings, error) {
 		case err == nil:
 			s = loaded
 		case f.context == "" && errors.Is(err, connect.ErrNoContextSelected):
+		case errors.Is(err, connect.ErrContextNotFound) && f.context == "":
+			return nil, fmt.Errorf("%s (the selected context); select another with nats context select NAME, or give --no-context", strings.TrimPrefix(err.Error(), "connect: "))
 		case errors.Is(err, connect.ErrContextNotFound):
 			return nil, fmt.Errorf("%s (from %s); nats context ls lists them", strings.TrimPrefix(err.Error(), "connect: "), f.origin("context"))
 		default:

@@ -53,6 +53,13 @@ func TestTheNATSEnvironmentVariables(t *testing.T) {
 	r = program(t, "jobs", "--window", "200ms")
 	require.Equal(t, exitOK, r.code, r.stderr)
 
+	// A selection of a context that is gone says so, and what to do.
+	t.Setenv("NATS_URL", "")
+	require.NoError(t, os.WriteFile(filepath.Join(os.Getenv("XDG_CONFIG_HOME"), "nats", "context.txt"), []byte("gone"), 0o600))
+	r = anarchon(t, "jobs")
+	oneErrorLine(t, r, `anarchon: NATS context not found: "gone" is not in `)
+	assert.Contains(t, r.stderr, "(the selected context); select another with nats context select NAME, or give --no-context")
+
 	// NATS_CONTEXT names a context; --server wins over it.
 	t.Setenv("NATS_URL", "")
 	natsContext(t, "fleet", f.url, false)
