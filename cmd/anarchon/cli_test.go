@@ -547,7 +547,8 @@ func TestBackfill(t *testing.T) {
 	assert.Equal(t, ran, strings.Count(r.stdout, " backfill "), "history's KIND says backfill: %s", r.stdout)
 
 	r = anarchon(t, "--server", f.url, "backfill", "report", "--from", "-3h", "--to", time.Now().Add(time.Hour).UTC().Format(time.RFC3339))
-	oneErrorLine(t, r, `in the future`)
+	oneErrorLine(t, r, `anarchon: backfill "report": invalid option: to (`)
+	assert.Equal(t, 1, strings.Count(r.stderr, `backfill "report"`), "said once: %s", r.stderr)
 
 	for _, args := range [][]string{
 		{"backfill", "report"},

@@ -963,6 +963,30 @@ func eventLine(e fleet.Event) string {
 	return strings.Join(parts, "  ")
 }
 
+func sumCounts(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// noSlots says that a backfill found no slot in its range: a job of schedule
+// entries has none of its own, and backfilling its entries is not supported
+// yet, which is a failure; any other job just has no slot there.
+func (c *cli) noSlots(ctx context.Context, client *fleet.Client, job string, from, to time.Time) error {
+	regs, _, _ := client.Registry(ctx)
+	for _, r := range regs {
+		for _, d := range r.Jobs {
+			if d.Name == job && strings.HasPrefix(scheduler.DescribeSchedule(d.Schedule), "its schedule entries") {
+				return fmt.Errorf("backfill %q: a job of schedule entries has no slots of its own, and backfilling its entries is not supported yet: nothing ran", job)
+			}
+		}
+	}
+	fmt.Fprintf(c.stdout, "no slot of %q falls in [%s, %s): nothing to run\n", job, stamp(from), stamp(to))
+	return nil
+}
+
 // backfillRange reads --from and --to: RFC 3339 times, or durations back from
 // now ("-10m" and "10m" alike). Both are required, from before to.
 func (c *cli) backfillRange(now time.Time) (from, to time.Time, err error) {
@@ -1001,6 +1025,9 @@ func (c *cli) backfill(ctx context.Context, client *fleet.Client, job string, fr
 		if jerr := c.printJSON(r); jerr != nil {
 			return jerr
 		}
+	}
+	if total := sumCounts(r.Counts); total == 0 && err == nil && r.Error == "" && !c.jsonOut() {
+		return c.noSlots(ctx, client, job, from, to)
 	}
 	makeVisible(&r)
 	counts := func() string {

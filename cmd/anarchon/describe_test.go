@@ -142,3 +142,17 @@ func TestHistoryFilters(t *testing.T) {
 	r = anarchon(t, "--server", f.url, "history", "feeds", "--entry", "nope")
 	oneErrorLine(t, r, `anarchon: history of entry "nope" of job "feeds": `)
 }
+
+// TestBackfillOfAJobOfEntries: the job has no slots of its own and backfilling
+// its entries is not supported yet: a failure that says so, not an empty table
+// and exit 0.
+func TestBackfillOfAJobOfEntries(t *testing.T) {
+	f := feedsFleet(t)
+	r := anarchon(t, "--server", f.url, "schedule", "add", "feeds", "a", "--every", "1m")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	r = anarchon(t, "--server", f.url, "backfill", "feeds", "--from", "-1h", "--to", "-1s", "--wait")
+	oneErrorLine(t, r, `anarchon: backfill "feeds": a job of schedule entries has no slots of its own, and backfilling its entries is not supported yet: nothing ran`)
+	r = anarchon(t, "--server", f.url, "backfill", "report", "--from", "-1h", "--to", "-1s")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, `^no slot of "report" falls in \[\S+, \S+\): nothing to run\n$`, r.stdout, "report starts in an hour")
+}

@@ -36,7 +36,7 @@ func (c *cli) failed(ctx context.Context, client *fleet.Client, op, job string, 
 	case errors.As(err, &nr):
 		return fmt.Errorf("%s: no replica that declares job %q answered; anarchon jobs shows which replicas are up", op, job)
 	case errors.As(err, &se):
-		return fmt.Errorf("%s: %s", op, c.serviceError(se, job))
+		return fmt.Errorf("%s: %s", op, c.serviceError(se, op, job))
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
 		return fmt.Errorf("%s: no answer within --timeout %v; give a longer --timeout, or see whether the replicas are up with anarchon jobs",
 			op, c.timeout)
@@ -67,8 +67,8 @@ func (c *cli) refused(err error) string {
 
 // serviceError says a replica's refusal by its code, in the command's words,
 // with the replica's own words where they add something.
-func (c *cli) serviceError(se *fleet.ServiceError, job string) string {
-	words := plain(se.Description)
+func (c *cli) serviceError(se *fleet.ServiceError, op, job string) string {
+	words := strings.Replace(plain(se.Description), op+": ", "", 1) // said already
 	at := ""
 	if se.Instance != "" {
 		at = " (replica " + se.Instance + ")"
