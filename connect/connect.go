@@ -89,7 +89,7 @@ func ContextJetStream(name string, opts ...nats.Option) (*nats.Conn, jetstream.J
 // the connection's life too.)
 func (s *Settings) Dial(ctx context.Context, opts ...nats.Option) (*nats.Conn, error) {
 	fail := func(err error) error {
-		return fmt.Errorf("connect: through %s (%s): %w", s.what(), redactURLs(s.ServerURL()), err)
+		return fmt.Errorf("connect: through %s (%s): %w", s.what(), RedactURLs(s.ServerURL()), err)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fail(err)

@@ -153,7 +153,7 @@ func (c *cli) settings() (*connect.Settings, error) {
 
 // where says which server the command dials, and why that one.
 func (c *cli) where(s *connect.Settings) string {
-	url := redactURLs(s.ServerURL())
+	url := connect.RedactURLs(s.ServerURL())
 	switch {
 	case c.conn.server != "":
 		return fmt.Sprintf("%s (from %s)", url, c.conn.origin("server"))
@@ -213,27 +213,4 @@ func natsWords(err error) string {
 		msg = msg[i+3:]
 	}
 	return strings.TrimPrefix(msg, "nats: ")
-}
-
-// redactURLs hides the user information of every URL in a server list.
-func redactURLs(urls string) string {
-	parts := strings.Split(urls, ",")
-	for i, p := range parts {
-		p = strings.TrimSpace(p)
-		at := strings.LastIndex(p, "@")
-		if at < 0 {
-			parts[i] = p
-			continue
-		}
-		start := 0
-		if s := strings.Index(p, "://"); s >= 0 && s < at {
-			start = s + len("://")
-		}
-		user := "xxx" // a token
-		if name, _, ok := strings.Cut(p[start:at], ":"); ok {
-			user = name + ":xxx"
-		}
-		parts[i] = p[:start] + user + p[at:]
-	}
-	return strings.Join(parts, ",")
 }
