@@ -55,3 +55,59 @@ func (b *Backend) checkMode(job, stream string, meta map[string]string) error {
 		"without a claim this one would meet, so a slot would run twice; restart every instance with leases WithMixedFleet() first, "+
 		"then start the ones without leases (docs/backends.md, Mixed fleets)", ErrMixedFleet, job, own, stream, have)
 }
+
+// setMode takes the claim mode in meta, and reports whether it changed.
+func (st *streamState) setMode(meta map[string]string) bool {
+	m := meta[metaClaims]
+	old := st.mode.Swap(&m)
+	return old != nil && *old != m
+}
+
+// lastMode is the stream's claim mode as last read ("" without one).
+func (st *streamState) lastMode() string {
+	if m := st.mode.Load(); m != nil {
+		return *m
+	}
+	return ""
+}
+
+// arbitrates reports whether a leased backend records a won lease of job before
+// the handler: made WithMixedFleet, or while its stream's mode lets plain
+// instances in.
+func (b *Backend) arbitrates(job string) bool {
+	if b.cfg.mixedFleet {
+		return true
+	}
+	st := b.cached(job)
+	if st == nil {
+		return false
+	}
+	m := st.lastMode()
+	return m == modePlain || m == modeMixed
+}
+
+// claimRefusal refuses a plain claim on st once an instance with leases marked
+// it "leases": that instance records nothing a plain claim would meet.
+func (b *Backend) claimRefusal(st *jobStream) error {
+	if b.cfg.leased || st.lastMode() != modeLeases {
+		return nil
+	}
+	return fmt.Errorf("%w: job %q: stream %q changed to mode %q after this instance without leases started: an instance with leases "+
+		"started beside it without WithMixedFleet(); this one claims none of the job's slots while the mode stays (docs/backends.md, Mixed fleets)",
+		ErrMixedFleet, st.job, st.names.stream, modeLeases)
+}
+
+// modeChanged logs what st's new claim mode, set by another instance, means here.
+func (b *Backend) modeChanged(st *jobStream, old string) {
+	mode := st.lastMode()
+	log := b.cfg.log.With("job", st.job, "stream", st.names.stream, "mode", mode, "was", old, "own", b.claimMode())
+	switch {
+	case b.claimRefusal(st) != nil:
+		log.Error("jetstream: an instance with leases and without WithMixedFleet started on a job this instance claims without leases; " +
+			"this instance claims none of its slots while the mode stays")
+	case b.cfg.leased && !b.cfg.mixedFleet && b.arbitrates(st.job):
+		log.Warn("jetstream: a job stream's mode lets instances without leases in; each won lease is recorded before its handler while it stays")
+	default:
+		log.Info("jetstream: a job stream's claim mode changed")
+	}
+}

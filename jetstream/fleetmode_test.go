@@ -221,14 +221,24 @@ func (c *requestCounter) take() (int, error) {
 	return n, nil
 }
 
-// claimMarker is a kvlease store that calls mark as each claim starts.
+// claimMarker is a kvlease store that calls mark as the first claim of each
+// slot starts, and counts the claims of each slot.
 type claimMarker struct {
 	*kvlease.Store
 	mark func()
+
+	mu     sync.Mutex
+	claims map[int64]int
 }
 
-func (m claimMarker) Claim(ctx context.Context, in backend.RunClaim) (backend.ClaimResult, error) {
-	m.mark()
+func (m *claimMarker) Claim(ctx context.Context, in backend.RunClaim) (backend.ClaimResult, error) {
+	m.mu.Lock()
+	m.claims[in.Slot.UnixMilli()]++
+	first := m.claims[in.Slot.UnixMilli()] == 1
+	m.mu.Unlock()
+	if first {
+		m.mark()
+	}
 	return m.Store.Claim(ctx, in)
 }
 
@@ -254,24 +264,29 @@ func TestLeasedWinRoundTrips(t *testing.T) {
 			if c.kind == mixedKind {
 				opts = append(opts, WithMixedFleet())
 			}
-			lb, err := NewLeased(js, claimMarker{Store: store, mark: func() {
+			marker := &claimMarker{Store: store, claims: map[int64]int{}, mark: func() {
 				if _, err := spy.take(); err != nil {
 					t.Error(err)
 				}
-			}}, opts...)
+			}}
+			lb, err := NewLeased(js, marker, opts...)
 			require.NoError(t, err)
 			sc, err := scheduler.New(scheduler.Config{Backend: lb, Instance: "a"})
 			require.NoError(t, err)
 
+			type run struct {
+				slot int64
+				reqs int
+			}
 			var mu sync.Mutex
-			var counts []int
-			require.NoError(t, sc.Every(jobName("trips"), 200*time.Millisecond, func(context.Context, scheduler.Run) error {
+			var runs []run
+			require.NoError(t, sc.Every(jobName("trips"), 200*time.Millisecond, func(_ context.Context, r scheduler.Run) error {
 				n, err := spy.take()
 				if err != nil {
 					t.Error(err)
 				}
 				mu.Lock()
-				counts = append(counts, n)
+				runs = append(runs, run{r.Slot.UnixMilli(), n})
 				mu.Unlock()
 				return nil
 			}))
@@ -279,16 +294,26 @@ func TestLeasedWinRoundTrips(t *testing.T) {
 			require.Eventually(t, func() bool {
 				mu.Lock()
 				defer mu.Unlock()
-				return len(counts) >= 6
+				return len(runs) >= 6
 			}, 10*time.Second, 10*time.Millisecond)
 			require.NoError(t, sc.Stop(ctx))
 
 			mu.Lock()
 			defer mu.Unlock()
-			t.Logf("requests from each claim to its handler: %v (the first reads the server's clock and sets up)", counts)
-			for i, n := range counts[1:] {
-				assert.Equal(t, c.want, n, "slot %d", i+1)
+			marker.mu.Lock()
+			defer marker.mu.Unlock()
+			// The first claim reads the server's clock and sets up. A claim sent
+			// again (its answer lost or late on a loaded machine) is not the win
+			// path measured here.
+			measured := 0
+			for i, r := range runs {
+				t.Logf("slot %d: %d claims, %d requests from the first to the handler", i, marker.claims[r.slot], r.reqs)
+				if i > 0 && marker.claims[r.slot] == 1 {
+					measured++
+					assert.Equal(t, c.want, r.reqs, "slot %d", i)
+				}
 			}
+			assert.GreaterOrEqual(t, measured, 3, "slots claimed once")
 		})
 	}
 }

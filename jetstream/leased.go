@@ -34,11 +34,12 @@ var (
 	_ backend.RecordDecider = (*LeasedBackend)(nil)
 )
 
-// RecordDecides reports whether the record of a won lease decides the slot
-// (backend.RecordDecider): only when made WithMixedFleet. The scheduler then
-// writes it before the handler; otherwise a Settler run store's win is not
-// recorded by RecordClaim at all.
-func (b *LeasedBackend) RecordDecides(string) bool { return b.cfg.mixedFleet }
+// RecordDecides reports whether the record of a won lease of job decides the
+// slot (backend.RecordDecider): when made WithMixedFleet, or while the job's
+// stream is in mode "plain" or "mixed" (set by another instance since). The
+// scheduler then writes it before the handler; otherwise a Settler run store's
+// win is not recorded by RecordClaim at all.
+func (b *LeasedBackend) RecordDecides(job string) bool { return b.arbitrates(job) }
 
 // NewLeased returns a backend that keeps history in per-job streams on js, like New,
 // and leases in runs (for example a kvlease store). A runs that is a

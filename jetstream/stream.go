@@ -121,6 +121,7 @@ func (b *Backend) PrepareJob(ctx context.Context, job backend.JobLimits) error {
 	}
 	st.setWindow(info.Config.Duplicates)
 	st.direct.Store(info.Config.AllowDirect)
+	st.setMode(info.Config.Metadata)
 	b.remember(st)
 	return nil
 }
