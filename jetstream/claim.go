@@ -34,9 +34,9 @@ import (
 // same id and token, with bounded backoff, until it has an answer or ctx ends. Each
 // request is bounded by WithAttemptTimeout.
 //
-// A plain Backend refuses to claim, with an error matching ErrMixedFleet, while
-// the job's stream is in mode "leases": an instance with leases started beside it
-// out of the documented order.
+// A plain Backend refuses to claim while the job's stream is in mode "leases",
+// with an error matching ErrMixedFleet. An instance with leases started beside it
+// out of order.
 func (b *Backend) Claim(ctx context.Context, in backend.ClaimInput) (bool, error) {
 	return b.claim(ctx, in, false)
 }

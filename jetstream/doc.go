@@ -41,13 +41,13 @@
 //
 // Instances with and without leases share a job only during a rolling upgrade,
 // made WithMixedFleet. A lease winner's RecordClaim then publishes the claim with
-// the plain Claim's id before its handler. When a claim without the "leased" mark
-// is already stored, it fails with backend.ErrClaimedElsewhere and the scheduler
-// does not run the slot; a plain Claim that finds a leased claim loses. Without
-// the option a won lease writes nothing before the handler. The job stream's
-// metadata ("anarchon.claims") holds the claim mode of the last instance that
-// prepared it; PrepareJob refuses a mode that would run slots twice beside this
-// instance (ErrMixedFleet). docs/backends.md ("Mixed fleets") gives the steps.
+// the plain Claim's id before its handler. A plain claim stored first wins: the
+// record fails with backend.ErrClaimedElsewhere, and the slot is not run again.
+// A plain Claim that finds a leased claim loses. Without the option a won lease
+// writes nothing before the handler. The job stream's metadata
+// ("anarchon.claims") holds the claim mode of the last instance that prepared it.
+// PrepareJob refuses a mode that would run slots twice here (ErrMixedFleet).
+// docs/backends.md ("Mixed fleets") gives the steps.
 //
 // The job token is the job name with every byte outside [a-z0-9-] escaped as _xx, so
 // any name (dots, spaces, wildcards, slashes, upper case, unicode) is one valid token;

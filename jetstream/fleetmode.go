@@ -6,9 +6,8 @@ import (
 )
 
 // A job stream's metadata says which kinds of instance claim its slots: its
-// claim mode. PrepareJob refuses a mode that would run a slot twice beside this
-// instance, and writes its own; docs/backends.md ("Mixed fleets") gives the
-// reasoning and the steps of a rolling upgrade.
+// claim mode. PrepareJob refuses a mode that would run a slot twice here, and
+// writes its own. docs/backends.md ("Mixed fleets") gives the reasoning.
 const (
 	metaClaims = "anarchon.claims"
 	// modePlain: the last instance started claims without leases (New).

@@ -60,9 +60,9 @@ func setStreamMode(t *testing.T, js natsjs.JetStream, b *Backend, job, mode stri
 }
 
 // TestClaimModes: each kind of instance prepares a job in turn. An instance with
-// leases and no WithMixedFleet refuses a stream in mode "plain", a plain one a
-// stream in mode "leases", naming the job, both modes and the remedy; an
-// accepted instance leaves its own mode.
+// leases alone refuses a stream in mode "plain". A plain one refuses "leases".
+// The error names the job, both modes and the remedy. An accepted instance
+// leaves its own mode.
 func TestClaimModes(t *testing.T) {
 	s := natstest.Server(t, embedded.Options{})
 	js := natstest.JetStream(t, natstest.Conn(t, s))
@@ -170,9 +170,8 @@ func TestClaimModesOfConcurrentStarts(t *testing.T) {
 	}
 }
 
-// requestCounter counts the requests the server receives from conns on the
-// JetStream API, the KV buckets and the job streams: messages with a reply
-// subject, each one round trip for its sender.
+// requestCounter counts the requests the server receives from conns: messages
+// with a reply subject to the JetStream API, the KV buckets and the job streams.
 type requestCounter struct {
 	mu    sync.Mutex
 	conns []*nats.Conn
@@ -242,9 +241,9 @@ func (m *claimMarker) Claim(ctx context.Context, in backend.RunClaim) (backend.C
 	return m.Store.Claim(ctx, in)
 }
 
-// TestLeasedWinRoundTrips counts on the server the requests a scheduler's won
-// lease sends from its claim to its handler: the lease key and the run record by
-// default, and the slot's claim record too WithMixedFleet.
+// TestLeasedWinRoundTrips counts on the server the requests of a won lease, from
+// its claim to its handler. By default: the lease key and the run record.
+// WithMixedFleet: the slot's claim record too.
 func TestLeasedWinRoundTrips(t *testing.T) {
 	s := natstest.Server(t, embedded.Options{})
 	for _, c := range []struct {

@@ -35,10 +35,9 @@ var (
 )
 
 // RecordDecides reports whether the record of a won lease of job decides the
-// slot (backend.RecordDecider): when made WithMixedFleet, or while the job's
-// stream is in mode "plain" or "mixed" (set by another instance since). The
-// scheduler then writes it before the handler; otherwise a Settler run store's
-// win is not recorded by RecordClaim at all.
+// slot (backend.RecordDecider). It does when made WithMixedFleet, or while the
+// job's stream is in mode "plain" or "mixed". The scheduler then writes it
+// before the handler. Otherwise RecordClaim does not record a Settler's win.
 func (b *LeasedBackend) RecordDecides(job string) bool { return b.arbitrates(job) }
 
 // NewLeased returns a backend that keeps history in per-job streams on js, like New,

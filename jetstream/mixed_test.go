@@ -323,10 +323,9 @@ func TestHistoryOfLeasedRunsOneRecordPerAttempt(t *testing.T) {
 }
 
 // TestMixedFleetRunsEachSlotOnce follows the steps of docs/backends.md ("Mixed
-// fleets") in both directions, on one job and one server: the old kind alone,
-// then instances WithMixedFleet beside it, then the new kind beside those. Each
-// slot's handler runs exactly once, and the stream's mode refuses the old kind
-// at the end.
+// fleets") in both directions. The old kind runs alone, then instances
+// WithMixedFleet beside it, then the new kind beside those. Each slot's handler
+// runs exactly once. At the end the stream's mode refuses the old kind.
 func TestMixedFleetRunsEachSlotOnce(t *testing.T) {
 	s := natstest.Server(t, embedded.Options{})
 	t.Run("leases turned on", func(t *testing.T) { testRollingUpgrade(t, s, plainKind, leasedKind) })
@@ -467,9 +466,9 @@ func testRollingUpgrade(t *testing.T, s *embedded.Server, from, to fleetKind) {
 }
 
 // checkUpgradeHistory checks one ok record per slot that ran, by the instance
-// that ran it. The only other records are those of instances with leases: a
-// lease won and skipped for a plain claim, a claim too late (the lease store did
-// not know of a plain run), or one handed over unrun at Stop.
+// that ran it. Other records are of instances with leases. A lease won and
+// skipped for a plain claim. A claim too late: the lease store did not know of a
+// plain run. A lease handed over unrun at Stop.
 func checkUpgradeHistory(t *testing.T, sc *scheduler.Scheduler, job string, ran map[int64][]string) {
 	t.Helper()
 	hist, err := sc.History(ctxFor(t), job, 0)
