@@ -171,6 +171,8 @@ type StoredResult struct {
 	Instance string
 	Attempt  int
 	Manual   bool
+	// RequestedBy names who asked for a manual run, when known.
+	RequestedBy string
 	// Backfill says the attempt was run on request by Scheduler.Backfill.
 	Backfill   bool
 	Status     Status

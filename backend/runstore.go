@@ -245,7 +245,9 @@ type RunClaim struct {
 	MaxRuns int
 	// Manual marks a manual run's claim (Scheduler.RunNow), on a slot off the
 	// job's schedule: its run is never taken over to run again, but ended lost.
-	Manual bool
+	// RequestedBy names who asked for it.
+	Manual      bool
+	RequestedBy string
 	// PausedWhy, when set, says the job (or the entry) is paused: a claim that
 	// would start an attempt stores the slot finished StatusPaused instead,
 	// with this reason, and is answered OutcomePaused. A buffered slot stays
@@ -414,6 +416,8 @@ type ActiveRun struct {
 	Manual bool
 	// Backfill says the run was asked for by Scheduler.Backfill.
 	Backfill bool
+	// RequestedBy names who asked for a manual run.
+	RequestedBy string
 	// Claimed is when the store granted the current attempt, by its clock.
 	Claimed time.Time
 	// Incarnation is the entry's the run belongs to (RunClaim.Incarnation).
