@@ -30,7 +30,7 @@ func (s *store) Claim(in backend.RunClaim, now time.Time) backend.ClaimResult {
 		job.Others = s.others(in.Slot)
 	}
 	d := machine.Claim(cur, in, job, now)
-	s.apply(d)
+	s.apply(d) // history, run, others, count and fence, under the same lock
 	return d.Result
 }
 
