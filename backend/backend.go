@@ -227,9 +227,9 @@ type RunRecord struct {
 // where instances without leases may claim the same job (a fleet in a rolling
 // upgrade that turns leases on or off), whose claim the record meets. The scheduler
 // then writes the record before the handler starts and does not run the slot when
-// the record answers [ErrClaimedElsewhere]. When it reports false the record is not
-// written before the handler: with a Settler run store not at all (History shows
-// the running attempt from Active), with any other beside the handler. A
+// the record answers [ErrClaimedElsewhere]. When it reports false nothing is
+// written before the handler: a [Settler] run store's records stand for the claim
+// record, and a seed-shaped store's record is written beside the handler. A
 // ClaimRecorder without this method is treated as deciding.
 type RecordDecider interface {
 	RecordDecides(job string) bool
