@@ -56,8 +56,10 @@ type JobWindower interface {
 	WindowFor(job JobLimits) time.Duration
 }
 
-// ClaimRecorder is implemented by backends whose Claim does not already leave a
-// history record. RecordClaim is called after a won claim (and after a won lease).
+// ClaimRecorder is implemented by backends that record a won lease's claim in
+// their history. With a run store that is a Settler, RecordClaim is called only
+// where the record decides (RecordDecider), before the handler. With any other
+// run store it is called for every won attempt but a manual run.
 type ClaimRecorder interface {
 	RecordClaim(ctx context.Context, in ClaimInput) error
 }
