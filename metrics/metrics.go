@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/anarchon/anarchon/internal/option"
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,10 +33,23 @@ type Metrics struct {
 	retries       *prometheus.CounterVec   // job
 	failedSlots   *prometheus.CounterVec   // job
 	cancelAsked   *prometheus.CounterVec   // job
+	interval      *prometheus.GaugeVec     // job
+	firstSeen     *prometheus.GaugeVec     // job
+	entryRuns     *prometheus.CounterVec   // job, status
+	entryFailed   *prometheus.CounterVec   // job
+	entries       *prometheus.Desc         // state; read from an EntryCounter at collect
+	buildInfo     prometheus.Gauge         // version, goversion
 
 	all []prometheus.Collector
 
-	seen sync.Map // job name → struct{}: the job's series are initialised
+	slots slotGaps // the job's own last slot, for interval
+
+	entryMu  sync.Mutex
+	counters []EntryCounter // CountEntries
+
+	seen        sync.Map // job name → struct{}: the job's series are initialised
+	seenAt      sync.Map // job name → struct{}: its first_seen is set
+	seenEntries sync.Map // job name → struct{}: its entry series are initialised
 
 	pauseMu sync.Mutex
 	paused  map[string]bool // jobs paused on their own ("" : all jobs)
@@ -49,6 +63,7 @@ const (
 	labelStatus  = "status"
 	labelManual  = "manual"
 	labelOp      = "op"
+	labelState   = "state"
 )
 
 // New returns the collectors, not yet registered anywhere. An invalid option is an
@@ -107,13 +122,27 @@ func New(opts ...Option) (*Metrics, error) {
 			"Slots whose attempt on this instance failed (error or timeout) with no retry to follow: final failures, once per slot across the fleet.", labelJob),
 		cancelAsked: counter("cancel_requests_total",
 			"Runs on this instance that a later slot of their job asked to end (overlap policy cancel-other); their handlers' contexts were cancelled.", labelJob),
-		paused: map[string]bool{},
+		interval: gauge("job_interval_seconds",
+			"Seconds between the job's last two slots of its own schedule, as this instance's scheduler walked them: an Every job's interval, a cron job's gap before its next slot."),
+		firstSeen: gauge("job_first_seen_timestamp_seconds",
+			"Unix time this instance first reported an event of the job (at Start, or at the job's registration after it)."),
+		entryRuns: counter("entry_runs_total",
+			"Handler runs of the job's schedule entries on this instance that ended, by status (also counted in runs_total).",
+			labelJob, labelStatus),
+		entryFailed: counter("entry_failed_slots_total",
+			"Final failures of the job's schedule entries' slots on this instance (also counted in failed_slots_total).", labelJob),
+		entries: prometheus.NewDesc(prometheus.BuildFQName(ns, "", "entries"),
+			"Schedule entries this instance follows (followed) and stored entries of jobs it does not declare (orphaned), as the schedulers given to CountEntries say.",
+			[]string{labelState}, nil),
+		buildInfo: newBuildInfo(ns),
+		slots:     slotGaps{last: map[string]time.Time{}},
+		paused:    map[string]bool{},
 	}
 	m.all = []prometheus.Collector{
 		m.claims, m.runs, m.runDuration, m.slotLag, m.lateSlots, m.skippedSlots,
 		m.takeovers, m.leaseLosses, m.backendErrors, m.lastSuccess, m.nextSlot, m.running,
 		m.pausedSlots, m.jobPaused, m.jobConflict, m.retries, m.failedSlots,
-		m.cancelAsked,
+		m.cancelAsked, m.interval, m.firstSeen, m.entryRuns, m.entryFailed, m.buildInfo,
 	}
 	return m, nil
 }
@@ -161,6 +190,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, c := range m.all {
 		c.Describe(ch)
 	}
+	ch <- m.entries
 }
 
 // Collect implements prometheus.Collector.
@@ -168,4 +198,5 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	for _, c := range m.all {
 		c.Collect(ch)
 	}
+	m.collectEntries(ch)
 }

@@ -50,10 +50,16 @@ func exported(t *testing.T) map[string][]string {
 		{Kind: scheduler.EventPaused},
 		{Kind: scheduler.EventPauseChanged, Pause: &scheduler.Pause{Job: "job", Reason: "r"}},
 		{Kind: scheduler.EventJobConflict, Conflict: "schedules differ"},
+		{Kind: scheduler.EventScheduled, Next: at.Add(time.Minute)},
+		{Kind: scheduler.EventRetry},
+		{Kind: scheduler.EventFailed, Status: scheduler.StatusError},
+		{Kind: scheduler.EventCancelRequested},
+		{Kind: scheduler.EventFinished, Entry: "e", Status: scheduler.StatusOK},
 	} {
 		e.Job, e.At = "job", at
 		m.OnEvent(e)
 	}
+	m.CountEntries(entryCounts{followed: 3})
 	families, err := reg.Gather()
 	require.NoError(t, err)
 	out := map[string][]string{}
@@ -74,10 +80,15 @@ func exported(t *testing.T) map[string][]string {
 	return out
 }
 
-// The collectors export the 18 metrics the package documents.
+// entryCounts is an EntryCounter.
+type entryCounts struct{ followed, orphaned int }
+
+func (c entryCounts) EntryCounts() (followed, orphaned int) { return c.followed, c.orphaned }
+
+// The collectors export the 24 metrics the package documents.
 func TestExportedMetrics(t *testing.T) {
 	names := exported(t)
-	assert.Len(t, names, 16+3+3, "16 counters and gauges, 2 histograms of 3 series each")
+	assert.Len(t, names, 22+3+3, "22 counters and gauges, 2 histograms of 3 series each")
 	assert.ElementsMatch(t, []string{"job_name", "status", "manual"}, names["anarchon_runs_total"])
 	assert.ElementsMatch(t, []string{"job_name", "le"}, names["anarchon_slot_lag_seconds_bucket"])
 }
@@ -154,57 +165,91 @@ func TestDashboardQueriesNameExportedMetrics(t *testing.T) {
 // alertRules is a Prometheus rule file.
 type alertRules struct {
 	Groups []struct {
-		Name  string `yaml:"name"`
-		Rules []struct {
-			Alert       string            `yaml:"alert"`
-			Expr        string            `yaml:"expr"`
-			For         string            `yaml:"for"`
-			Annotations map[string]string `yaml:"annotations"`
-		} `yaml:"rules"`
+		Name  string      `yaml:"name"`
+		Rules []alertRule `yaml:"rules"`
 	} `yaml:"groups"`
 }
 
-func checkRules(t *testing.T, where string, data []byte, names map[string][]string) int {
+type alertRule struct {
+	Alert       string            `yaml:"alert"`
+	Expr        string            `yaml:"expr"`
+	For         string            `yaml:"for"`
+	Labels      map[string]string `yaml:"labels"`
+	Annotations map[string]string `yaml:"annotations"`
+}
+
+// checkRule checks one alert rule's names, its for and its severity.
+func checkRule(t *testing.T, where string, r alertRule, names map[string][]string) {
+	t.Helper()
+	assert.NotEmpty(t, r.Alert, "%s: every rule is an alert", where)
+	if r.For != "" {
+		_, err := time.ParseDuration(r.For)
+		assert.NoError(t, err, "%s: %s: for", where, r.Alert)
+	}
+	assert.NoError(t, checkQuery(r.Expr, names), "%s: %s", where, r.Alert)
+	assert.Contains(t, []string{"critical", "warning", "info"}, r.Labels["severity"], "%s: %s has a severity", where, r.Alert)
+}
+
+func checkRules(t *testing.T, where string, data []byte, names map[string][]string) []alertRule {
 	t.Helper()
 	var rules alertRules
 	require.NoError(t, yaml.Unmarshal(data, &rules), "%s is YAML", where)
-	n := 0
+	var all []alertRule
 	for _, g := range rules.Groups {
 		for _, r := range g.Rules {
-			n++
-			assert.NotEmpty(t, r.Alert, "%s: every rule is an alert", where)
-			if r.For != "" {
-				_, err := time.ParseDuration(r.For)
-				assert.NoError(t, err, "%s: %s: for", where, r.Alert)
-			}
-			assert.NoError(t, checkQuery(r.Expr, names), "%s: %s", where, r.Alert)
+			checkRule(t, where, r, names)
+			all = append(all, r)
 		}
 	}
-	return n
+	return all
 }
 
 // Every alert rule's expr names only metrics the collectors export, with labels
-// they have: in alerts.yml, in the package documentation (which shows alerts.yml
-// as it is), and in docs/operating.md's example.
+// they have, and holds for every job (no job's name or interval in it); every
+// alert has a severity and a runbook that docs/operating.md has. The package
+// documentation and docs/operating.md show rules of alerts.yml as they are.
 func TestAlertRulesNameExportedMetrics(t *testing.T) {
 	names := exported(t)
 	file, err := os.ReadFile(alertsFile)
 	require.NoError(t, err)
-	assert.Equal(t, 6, checkRules(t, alertsFile, file, names))
+	rules := checkRules(t, alertsFile, file, names)
+	assert.Len(t, rules, 8)
+	byName := map[string]alertRule{}
+	guide, err := os.ReadFile("../docs/operating.md")
+	require.NoError(t, err)
+	for _, r := range rules {
+		byName[r.Alert] = r
+		assert.NotContains(t, r.Expr, "job_name=", "%s holds for every job", r.Alert)
+		assert.NotContains(t, r.Expr, "600", "%s has no job's interval in it", r.Alert)
+		anchor := strings.ToLower(r.Alert)
+		assert.Equal(t, "https://github.com/anarchon/anarchon/blob/main/docs/operating.md#"+anchor, r.Annotations["runbook_url"], r.Alert)
+		assert.Contains(t, string(guide), "\n#### "+r.Alert+"\n", "docs/operating.md has the runbook of %s", r.Alert)
+		assert.NotEmpty(t, r.Annotations["summary"], r.Alert)
+	}
 
 	doc, err := os.ReadFile("doc.go")
 	require.NoError(t, err)
-	block := docBlock(t, string(doc), "a Grafana dashboard of every metric):\n//\n")
-	assert.Equal(t, withoutComments(string(file)), block, "the package documentation shows %s as it is", alertsFile)
+	var shown alertRules
+	require.NoError(t, yaml.Unmarshal([]byte(docBlock(t, string(doc), "began following the job:\n//\n")), &shown))
+	require.Len(t, shown.Groups, 1)
+	require.Len(t, shown.Groups[0].Rules, 1)
+	for _, r := range shown.Groups[0].Rules {
+		checkRule(t, "doc.go", r, names)
+		assert.Equal(t, byName[r.Alert].Expr, r.Expr, "the package documentation shows %s as alerts.yml has it", r.Alert)
+		assert.Equal(t, byName[r.Alert].For, r.For, r.Alert)
+		assert.Equal(t, byName[r.Alert].Labels, r.Labels, r.Alert)
+	}
 
-	guide, err := os.ReadFile("../docs/operating.md")
-	require.NoError(t, err)
 	_, after, ok := strings.Cut(string(guide), "## Metrics and alerts")
 	require.True(t, ok)
 	_, yml, ok := strings.Cut(after, "```yaml\n")
 	require.True(t, ok, "docs/operating.md has example rules")
 	yml, _, _ = strings.Cut(yml, "```")
-	assert.Equal(t, 3, checkRules(t, "docs/operating.md", []byte(yml), names))
+	example := checkRules(t, "docs/operating.md", []byte(yml), names)
+	assert.Len(t, example, 2)
+	for _, r := range example {
+		assert.Equal(t, byName[r.Alert].Expr, r.Expr, "docs/operating.md shows %s as alerts.yml has it", r.Alert)
+	}
 	assert.True(t, strings.Contains(after, "](../metrics/"+alertsFile+")"), "the guide links the rule file")
 	assert.True(t, strings.Contains(after, "](../metrics/"+dashboardFile+")"), "the guide links the dashboard")
 }
@@ -226,14 +271,6 @@ func docBlock(t *testing.T, doc, intro string) string {
 		}
 	}
 	return b.String()
-}
-
-// withoutComments drops a file's leading comment lines.
-func withoutComments(s string) string {
-	for strings.HasPrefix(s, "#") {
-		_, s, _ = strings.Cut(s, "\n")
-	}
-	return s
 }
 
 // The check itself finds what it is meant to find.

@@ -96,6 +96,9 @@ func TestScheduledRunSpan(t *testing.T) {
 		assert.Equal(t, anotel.KindScheduled, a[anotel.AttrKind].AsString())
 		assert.Equal(t, anotel.OutcomeOK, a[anotel.AttrOutcome].AsString())
 		assert.NotContains(t, a, anotel.AttrTakeoverOf, "a first attempt took nothing over")
+		assert.NotContains(t, a, anotel.AttrEntry, "a run of the job's own schedule")
+		assert.NotContains(t, a, anotel.AttrBackfill)
+		assert.NotContains(t, a, anotel.AttrErrorType, "no error.type on success")
 		assert.Equal(t, codes.Unset, run.Status().Code)
 
 		assert.Equal(t, run.SpanContext(), inHandler, "the handler's context carries the run's span")
@@ -119,18 +122,21 @@ func TestFailedRunSpans(t *testing.T) {
 		opts    []scheduler.JobOption
 		outcome string
 		message string // in the status and the recorded exception
+		errType string // error.type
 	}{
 		{
 			name:    "error",
 			handler: func(context.Context, scheduler.Run) error { return errors.New("disk full") },
 			outcome: anotel.OutcomeError,
 			message: "disk full",
+			errType: "*errors.errorString",
 		},
 		{
 			name:    "panic",
 			handler: func(context.Context, scheduler.Run) error { panic("nil map") },
 			outcome: anotel.OutcomeError,
 			message: "scheduler: handler panicked: nil map",
+			errType: anotel.ErrorTypePanic,
 		},
 		{
 			name: "timeout",
@@ -141,6 +147,7 @@ func TestFailedRunSpans(t *testing.T) {
 			opts:    []scheduler.JobOption{scheduler.WithTimeout(5 * time.Second)},
 			outcome: anotel.OutcomeTimeout,
 			message: "scheduler: handler timed out after 5s",
+			errType: anotel.ErrorTypeTimeout,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -158,6 +165,7 @@ func TestFailedRunSpans(t *testing.T) {
 				require.Len(t, spans, 1)
 				run := spans[0]
 				assert.Equal(t, tc.outcome, attrs(run)[anotel.AttrOutcome].AsString())
+				assert.Equal(t, tc.errType, attrs(run)["error.type"].AsString(), "error.type, by the semantic conventions' name")
 				assert.Equal(t, anotel.KindManual, attrs(run)[anotel.AttrKind].AsString())
 				assert.Equal(t, codes.Error, run.Status().Code)
 				assert.Equal(t, tc.outcome+": "+tc.message, run.Status().Description)

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/anarchon/anarchon/backend/memory"
@@ -24,6 +25,7 @@ import (
 // providers of their own, as two processes do). A trigger whose context has no
 // span starts a run whose span links to nothing.
 func TestTriggerLinksTheRunToTheCallersSpan(t *testing.T) {
+	setPropagator(t, propagation.TraceContext{})
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	ns := natstest.Server(t, embedded.Options{})
@@ -71,6 +73,7 @@ func TestTriggerLinksTheRunToTheCallersSpan(t *testing.T) {
 // Inject writes the W3C headers in lower case; Extract reads them in any case,
 // and ignores what does not parse.
 func TestInjectAndExtract(t *testing.T) {
+	setPropagator(t, propagation.TraceContext{})
 	tp, _ := recorder(t)
 	ctx, span := tp.Tracer("t").Start(context.Background(), "caller")
 	defer span.End()

@@ -112,6 +112,7 @@ func (s *Scheduler) newAttempt(j *job, slot time.Time, kind claimKind) *attempt 
 	case claimManual:
 		a.deadline = s.clock.Now().Add(s.maxSkew)
 		a.rc.Manual, a.rc.MaxRuns = true, 0
+		a.rc.RequestedBy = a.man.by()
 	}
 	a.local.Slot = slot
 	return a

@@ -52,6 +52,8 @@ type execResult struct {
 	// retried: the attempt failed and its retry was stored; handedOver: it was
 	// left unfinished for a backup (a lost lease, Stop).
 	retried, handedOver bool
+	// ended: a later slot asked the run to end (cancel-other): it is finished.
+	ended bool
 	// err is what the handler's failure is reported as in events.
 	err error
 }
@@ -101,6 +103,7 @@ func (s *Scheduler) execute(a *attempt) execResult {
 	settling.Store(true)
 	cause := context.Cause(ctx)
 	res.Status, res.Error = endOf(err, cause)
+	res.ended = errors.Is(cause, ErrOverlapCancelled)
 	res.err = err
 	if res.err == nil && errors.Is(cause, ErrLeaseLost) {
 		res.err = cause

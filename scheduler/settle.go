@@ -20,7 +20,7 @@ func (s *Scheduler) settle(a *attempt, res execResult, plan *retryPlan) execResu
 	j := a.j
 	st := backend.Settlement{Key: a.key(), Status: res.Status, StartedAt: res.StartedAt, FinishedAt: res.FinishedAt,
 		Error: backend.TruncateText(res.Error, MaxErrorText), Retention: a.rc.Retention,
-		HandOver: res.Status == StatusLost || res.Status == StatusCancelled}
+		HandOver: (res.Status == StatusLost || res.Status == StatusCancelled) && !res.ended}
 	st.Incarnation, st.EntryGone = s.entryFacts(j)
 	if st.FinishedAt.IsZero() {
 		st.FinishedAt = s.clock.Now()

@@ -44,6 +44,9 @@ func (h *Handler) act(w http.ResponseWriter, r *http.Request, rt route) {
 	}
 	// What is asked, for the messages: run "report", pause entry "acme" of "tenants".
 	what, of := fmt.Sprintf("%s %q", rt.action, rt.job), fmt.Sprintf("%s of %q", rt.action, rt.job)
+	if rt.action == actionAddEntry {
+		what, of = fmt.Sprintf("add an entry to %q", rt.job), fmt.Sprintf("adding an entry to %q", rt.job)
+	}
 	if rt.entry != "" {
 		what = fmt.Sprintf("%s entry %q of %q", rt.action, rt.entry, rt.job)
 		of = what
@@ -52,10 +55,14 @@ func (h *Handler) act(w http.ResponseWriter, r *http.Request, rt route) {
 		h.fail(w, r, http.StatusForbidden, "not allowed: the authorizer refused "+of)
 		return
 	}
-	in, err := readAction(w, r)
-	if err != nil {
-		h.failErr(w, r, rt.action, err)
-		return
+	form := rt.action == actionAddEntry || rt.action == actionUpdate || rt.action == actionRemove
+	var in actionInput
+	if !form {
+		var err error
+		if in, err = readAction(w, r); err != nil {
+			h.failErr(w, r, rt.action, err)
+			return
+		}
 	}
 	by := h.cfg.Who(r)
 	if len(by) > maxText {
@@ -64,9 +71,19 @@ func (h *Handler) act(w http.ResponseWriter, r *http.Request, rt route) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 	defer cancel()
-	var reply any
-	var done string
+	var (
+		reply any
+		done  string
+		err   error
+		back  string // the page to go back to, when not the job's or the entry's
+	)
 	switch {
+	case form:
+		reply, back, done, err = h.changeEntry(ctx, w, r, rt, by)
+		if errors.Is(err, fleet.ErrEntryNotFound) {
+			h.fail(w, r, http.StatusNotFound, fmt.Sprintf("%s: the job has no schedule entry with this ID (removed, or never added)", what))
+			return
+		}
 	case rt.entry != "":
 		reply, done, err = h.pauseEntry(ctx, rt, in.Rev, by)
 		if errors.Is(err, fleet.ErrEntryNotFound) {
@@ -99,9 +116,12 @@ func (h *Handler) act(w http.ResponseWriter, r *http.Request, rt route) {
 		return
 	}
 	// Post, redirect, get: a reload does not repeat the action.
-	back := jobPath(rt.job)
-	if rt.entry != "" {
+	switch {
+	case back != "":
+	case rt.entry != "":
 		back = entryPath(rt.job, rt.entry)
+	default:
+		back = jobPath(rt.job)
 	}
 	http.Redirect(w, r, h.cfg.Prefix+back+"?done="+done, http.StatusSeeOther)
 }

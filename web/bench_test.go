@@ -68,6 +68,14 @@ func (s *fixedSource) UpdateEntry(context.Context, string, fleet.UpdateEntryRequ
 	return fleet.EntryChangeReply{}, fleet.ErrNotSupported
 }
 
+func (s *fixedSource) AddEntry(context.Context, string, fleet.AddEntryRequest) (fleet.EntryChangeReply, error) {
+	return fleet.EntryChangeReply{}, fleet.ErrNotSupported
+}
+
+func (s *fixedSource) RemoveEntry(context.Context, string, fleet.RemoveEntryRequest) (fleet.RemoveEntryReply, error) {
+	return fleet.RemoveEntryReply{}, fleet.ErrNotSupported
+}
+
 // bigFleet is jobs jobs with runs runs each on three replicas, every tenth job
 // failing and every seventh paused, as a replica's answers summarise them.
 func bigFleet(jobs, runs int) *fixedSource {

@@ -94,7 +94,7 @@ func chartOf(runs []fleet.Run, now time.Time) *runChart {
 	for i, r := range shown {
 		lagH, durH := barHeight(r.LagMS, maxLag), barHeight(r.DurationMS, maxDur)
 		c.Marks = append(c.Marks, chartMark{
-			Status: string(r.Status), Class: statusClass(r.Status), Title: markTitle(r, now),
+			Status: string(r.Status), Class: runClass(r), Title: markTitle(r, now),
 			X:    num(float64((cols-len(shown)+i)*chartColumn) + (chartColumn-chartBar)/2.0),
 			LagY: num(chartLane - lagH), LagH: num(lagH),
 			DurY: num(chartHeight - durH), DurH: num(durH),

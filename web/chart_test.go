@@ -153,8 +153,8 @@ func TestJobPageMarksBackfillRuns(t *testing.T) {
 	bf.Backfill = true
 	status, _, body := serve(t, web.Config{Source: chartSource([]fleet.Run{bf, run(1, scheduler.StatusOK, 5, 20)})}, "/anarchon/job/sync")
 	require.Equal(t, http.StatusOK, status, body)
-	assert.Contains(t, body, `<tr class="ok backfill">`)
-	assert.Contains(t, body, "<td>backfill</td>")
+	assert.Contains(t, body, `<tr class="run-row ok backfill">`)
+	assert.Contains(t, body, `<td class="opt">backfill</td>`)
 	assert.Contains(t, body, "ok, backfill on replica-a")
 	assert.Contains(t, body, "ok, scheduled on replica-a")
 }

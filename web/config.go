@@ -50,7 +50,7 @@ type Config struct {
 	Prefix string
 
 	// Authorize decides whether a request may act (run now, pause, resume; an
-	// entry's pause and resume). It is asked on every action, and on every page
+	// entry's pause and resume; adding, changing and removing an entry). It is asked on every action, and on every page
 	// to decide whether to show the action controls. Nil: the pages are
 	// read-only and every action is refused with 403. Actions are POST only and
 	// pass Go's http.CrossOriginProtection and the Host check (Hosts) first, so
@@ -107,6 +107,12 @@ type Config struct {
 	// Now is the clock relative times ("in 3s", "5s ago") are shown against.
 	// Defaults to time.Now.
 	Now func() time.Time
+
+	// Trace returns the trace ID of a run's attempt, and a link to the trace in
+	// your tracing UI (http or https; anything else is not linked), when the
+	// program knows them; the attempt's page shows them. The run store keeps no
+	// trace ID in this version. Nil: the page says the trace is not known.
+	Trace func(run fleet.Run) (traceID, link string)
 }
 
 // withDefaults validates c and fills in its defaults.

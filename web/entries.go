@@ -120,6 +120,13 @@ type entryView struct {
 	Payload payloadPreview
 	// Done is the message of the action that led here.
 	Done string
+	// Filter is the runs table's status filter; Shown the runs it lets through.
+	Filter runFilter
+	Shown  shownRuns
+	// Form is the change form, filled with the entry as read; Remove where the
+	// removal posts.
+	Form   formFrame
+	Remove string
 }
 
 func (h *Handler) entryPage(ctx context.Context, w http.ResponseWriter, r *http.Request, rt route) {
@@ -130,6 +137,11 @@ func (h *Handler) entryPage(ctx context.Context, w http.ResponseWriter, r *http.
 	limit, asked, err := h.historyLimit(r)
 	if err != nil {
 		h.failErr(w, r, "history", err)
+		return
+	}
+	filter, err := readRunFilter(r, h.cfg.Prefix+entryPath(rt.job, rt.entry))
+	if err != nil {
+		h.failErr(w, r, "runs", err)
 		return
 	}
 	er, err := h.cfg.Source.Entry(ctx, rt.job, fleet.EntryRequest{ID: rt.entry, History: limit})
@@ -149,7 +161,10 @@ func (h *Handler) entryPage(ctx context.Context, w http.ResponseWriter, r *http.
 		return
 	}
 	h.render(w, http.StatusOK, "entry", entryView{pageBase: h.base(r, ""), EntryReply: er, Asked: asked, Limit: limit,
-		Payload: previewOf(er.Entry.Payload), Done: doneMessages[r.URL.Query().Get("done")]})
+		Payload: previewOf(er.Entry.Payload), Done: doneMessages[r.URL.Query().Get("done")], Filter: filter,
+		Shown:  shownRuns{Runs: filter.apply(er.Runs), Filter: filter.shownLabel()},
+		Form:   formFrame{entryForm: formOf(er.Entry.Entry), Action: h.cfg.Prefix + entryActionPath(rt.job, rt.entry, actionUpdate)},
+		Remove: h.cfg.Prefix + entryActionPath(rt.job, rt.entry, actionRemove)})
 }
 
 // entryState says whether an entry runs, as the replica that answered sees it.

@@ -220,7 +220,7 @@ func TestEntryPage(t *testing.T) {
 	assert.Contains(t, failure, `<span class="st bad">error</span>`)
 	assert.Contains(t, failure, "&lt;img src=x onerror=alert(2)&gt; &amp; &#34;quotes&#34;", "the error is text")
 	assert.Contains(t, r.body, "runs of the entry, newest first (at most 3;")
-	assert.Contains(t, r.body, `<tr class="bad">`, "its failed runs are listed")
+	assert.Contains(t, r.body, `<tr class="run-row bad">`, "its failed runs are listed")
 	assert.NotContains(t, r.body, "<img")
 
 	// The job page's row says the same.

@@ -31,7 +31,34 @@ func (h *Handler) funcs() template.FuncMap {
 		"entrySched": entrySchedule,
 		"entryState": entryState,
 		"visible":    visible,
+		"runClass":   runClass,
+		"statusText": statusText,
+		"runURL": func(r fleet.Run) string {
+			if p := attemptPath(r); p != "" {
+				return h.cfg.Prefix + p
+			}
+			return ""
+		},
+		"rowError": func(r fleet.Run) rowErr {
+			text, cut := rowError(r)
+			return rowErr{Text: text, Cut: cut}
+		},
+		"policy":        func(v any) bool { return cancelledByPolicy(asRun(v)) },
+		"dur":           short,
+		"maxSearchJobs": func() int { return maxSearchJobs },
 	}
+}
+
+// shownRuns are the runs a table shows after its status filter.
+type shownRuns struct {
+	Runs   []fleet.Run
+	Filter string // the filter's label in lower case; "" for all
+}
+
+// rowErr is a run's error as a runs table shows it.
+type rowErr struct {
+	Text string
+	Cut  bool
 }
 
 // frame is what a shared template ("head", "run", "pause", "runrows") gets: the
@@ -41,6 +68,9 @@ type frame struct {
 	Page string      // "head": the page's name in the title
 	Run  *fleet.Run  // "run"
 	Runs []fleet.Run // "runrows"
+	// Filter names the runs table's status filter ("runrows"; "" for all).
+	Filter string
+	Form   *formFrame // "entryform"
 	*fleet.PauseInfo
 }
 
@@ -56,6 +86,10 @@ func frameOf(p interface{ base() pageBase }, item any) (frame, error) {
 		f.PauseInfo = x
 	case []fleet.Run:
 		f.Runs = x
+	case shownRuns:
+		f.Runs, f.Filter = x.Runs, x.Filter
+	case formFrame:
+		f.Form = &x
 	default:
 		return f, fmt.Errorf("web: page: %T", item)
 	}

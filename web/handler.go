@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/anarchon/anarchon/fleet"
 )
 
 // Handler serves the status pages, their JSON and the actions under
@@ -39,19 +41,28 @@ func New(cfg Config) (*Handler, error) {
 
 // A route is what a request's path names, below the prefix.
 type route struct {
-	page   string // "jobs", "fleet", "job", "entry", "style" or "" (none)
-	job    string // for the job and entry pages and the actions
+	page   string // "jobs", "fleet", "job", "entry", "attempt", "search", "style" or "" (none)
+	job    string // for the job, entry and attempt pages and the actions
 	entry  string // for the entry page and its actions: the entry's ID
-	action string // "run", "pause", "resume" on a job; "pause", "resume" on an entry
+	token  string // for the attempt page: the attempt's token
+	action string // "run", "pause", "resume", "add-entry" on a job; "pause", "resume", "update", "remove" on an entry
 	api    bool   // under api/: always JSON
 }
 
-// Action names in paths: <prefix>job/<name>/<action>.
+// Action names in paths: <prefix>job/<name>/<action>,
+// <prefix>job/<name>/entry/<id>/<action>.
 const (
-	actionRun    = "run"
-	actionPause  = "pause"
-	actionResume = "resume"
+	actionRun      = "run"
+	actionPause    = "pause"
+	actionResume   = "resume"
+	actionAddEntry = "add-entry"
+	actionUpdate   = "update"
+	actionRemove   = "remove"
 )
+
+// runSegment names an attempt in paths: <prefix>job/<name>/run/<token>,
+// <prefix>job/<name>/entry/<id>/run/<token>.
+const runSegment = "run"
 
 // parseRoute reads the path below the prefix (escaped form, so a job name with
 // a slash, escaped as %2F, stays one segment).
@@ -76,13 +87,16 @@ func parseRoute(rest string) (route, bool) {
 	case "style.css":
 		rt.page = "style"
 		return rt, !rt.api
+	case "search":
+		rt.page = "search"
+		return rt, !rt.api
 	}
 	after, ok := strings.CutPrefix(rest, "job/")
 	if !ok {
 		return rt, false
 	}
 	segs := strings.Split(after, "/")
-	if len(segs) > 4 || segs[0] == "" {
+	if len(segs) > 5 || segs[0] == "" {
 		return rt, false
 	}
 	name, err := url.PathUnescape(segs[0])
@@ -90,30 +104,38 @@ func parseRoute(rest string) (route, bool) {
 		return rt, false
 	}
 	rt.page, rt.job = "job", name
+	segs = segs[1:]
+	// job/<name>/run/<token>: an attempt of the job's own.
+	if len(segs) == 2 && segs[0] == runSegment {
+		return rt.attempt(segs[1])
+	}
 	switch len(segs) {
-	case 2:
-		switch segs[1] {
-		case actionRun, actionPause, actionResume:
-			rt.action = segs[1]
+	case 0:
+	case 1:
+		switch segs[0] {
+		case actionRun, actionPause, actionResume, actionAddEntry:
+			rt.action = segs[0]
 		case "history", "active", "entries":
 			if !rt.api {
 				return rt, false
 			}
-			rt.page = segs[1]
+			rt.page = segs[0]
 		default:
 			return rt, false
 		}
-	case 3, 4: // job/<name>/entry/<id>, and its actions
-		id, err := url.PathUnescape(segs[2])
-		if segs[1] != "entry" || err != nil || id == "" {
+	default: // job/<name>/entry/<id>, its actions and its attempts
+		id, err := url.PathUnescape(segs[1])
+		if segs[0] != "entry" || err != nil || id == "" {
 			return rt, false
 		}
 		rt.page, rt.entry = "entry", id
-		if len(segs) == 4 {
-			if segs[3] != actionPause && segs[3] != actionResume {
-				return rt, false
-			}
-			rt.action = segs[3]
+		switch {
+		case len(segs) == 3 && (segs[2] == actionPause || segs[2] == actionResume || segs[2] == actionUpdate || segs[2] == actionRemove):
+			rt.action = segs[2]
+		case len(segs) == 4 && segs[2] == runSegment:
+			return rt.attempt(segs[3])
+		case len(segs) != 2:
+			return rt, false
 		}
 	}
 	return rt, true
@@ -159,7 +181,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if !isRead(r.Method) {
 		w.Header().Set("Allow", "GET, HEAD")
-		h.fail(w, r, http.StatusMethodNotAllowed, "this page is read with GET; actions are POSTs to job/<name>/run, pause or resume")
+		h.fail(w, r, http.StatusMethodNotAllowed, "this page is read with GET; actions are POSTs to job/<name>/run, pause, resume or add-entry, and job/<name>/entry/<id>/pause, resume, update or remove")
 		return
 	}
 	if rt.page == "style" {
@@ -179,6 +201,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.entryPage(ctx, w, r, rt)
 	case "history", "active", "entries":
 		h.jobAPI(ctx, w, r, rt)
+	case "attempt":
+		h.attemptPage(ctx, w, r, rt)
+	case "search":
+		h.searchPage(ctx, w, r)
 	}
 }
 
@@ -193,11 +219,35 @@ func setSecurityHeaders(w http.ResponseWriter) {
 	hd.Set("Referrer-Policy", "same-origin")
 }
 
+// attempt completes rt as the page of the attempt whose token is the escaped seg.
+func (rt route) attempt(seg string) (route, bool) {
+	token, err := url.PathUnescape(seg)
+	if err != nil || token == "" || len(token) > maxText {
+		return rt, false
+	}
+	rt.page, rt.token = "attempt", token
+	return rt, true
+}
+
 // jobPath is the escaped path of a job's page below the prefix.
 func jobPath(job string) string { return "job/" + pathSegment(job) }
 
 // entryPath is the escaped path of an entry's page below the prefix.
 func entryPath(job, id string) string { return jobPath(job) + "/entry/" + pathSegment(id) }
+
+// attemptPath is the escaped path of a run's attempt page below the prefix:
+// under its entry's page for a run of an entry. Empty for a run without a
+// token (none has a page).
+func attemptPath(r fleet.Run) string {
+	if r.Token == "" {
+		return ""
+	}
+	base := jobPath(r.Job)
+	if r.Entry != "" {
+		base = entryPath(r.Job, r.Entry)
+	}
+	return base + "/" + runSegment + "/" + pathSegment(r.Token)
+}
 
 // pathSegment escapes a job name or an entry ID as one path segment: a slash is
 // %2F, and a name "." or ".." has its dots escaped, so a mux that cleans paths

@@ -123,9 +123,10 @@ type jobRow struct {
 }
 
 // failed reports whether a run's status is a failure (as fleet's LastFailure
-// counts them).
+// counts them), but for a run a later slot cancelled: the cancel-other policy's
+// normal ending.
 func failed(r *fleet.Run) bool {
-	if r == nil {
+	if r == nil || cancelledByPolicy(*r) {
 		return false
 	}
 	switch r.Status {
@@ -240,6 +241,13 @@ type jobView struct {
 	Chart *runChart
 	// EntryList is the page of entries shown, and its links.
 	EntryList entryList
+	// Filter is the runs table's status filter; Shown the runs it lets through.
+	Filter runFilter
+	Shown  shownRuns
+	// AddEntry says the page offers the form that adds an entry (the backend
+	// keeps entries, and the request may act); AddForm is that form.
+	AddEntry bool
+	AddForm  formFrame
 }
 
 // doneMessages are the messages an action's redirect may ask for (?done=): a
@@ -256,6 +264,9 @@ var doneMessages = map[string]string{
 	"entry-paused":    "Paused: every replica follows within a second; no slot of the entry runs until it is resumed.",
 	"entry-resumed":   "Resumed: every replica follows within a second; the entry's slots run again from now on.",
 	"entry-unchanged": "The entry was already so: nothing changed.",
+	"entry-added":     "Added: every replica that declares the job follows it within a second.",
+	"entry-updated":   "Changed: every replica follows the new revision within a second.",
+	"entry-removed":   "The entry was removed: no replica runs it any more.",
 }
 
 // historyLimit reads ?limit=, the number of runs: absent is the configured
@@ -294,6 +305,11 @@ func (h *Handler) jobPage(ctx context.Context, w http.ResponseWriter, r *http.Re
 	ep, err := readEntryList(r, "entries")
 	if err != nil {
 		h.failErr(w, r, "entries", err)
+		return
+	}
+	filter, err := readRunFilter(r, h.cfg.Prefix+jobPath(rt.job))
+	if err != nil {
+		h.failErr(w, r, "runs", err)
 		return
 	}
 	// The four reads run together: the page costs the slowest, the jobs gather.
@@ -344,7 +360,10 @@ func (h *Handler) jobPage(ctx context.Context, w http.ResponseWriter, r *http.Re
 	base := h.base(r, "")
 	h.render(w, http.StatusOK, "job", jobView{pageBase: base, JobView: jv, Asked: asked, Limit: limit,
 		Done: doneMessages[r.URL.Query().Get("done")], Chart: chartOf(jv.History.Runs, base.Now),
-		EntryList: ep.of(h.cfg.Prefix+jobPath(rt.job), r, jv)})
+		EntryList: ep.of(h.cfg.Prefix+jobPath(rt.job), r, jv), Filter: filter,
+		Shown:    shownRuns{Runs: filter.apply(jv.History.Runs), Filter: filter.shownLabel()},
+		AddEntry: base.CanAct && jv.Entries != nil,
+		AddForm:  formFrame{Action: h.cfg.Prefix + entryActionPath(rt.job, "", actionAddEntry), Add: true}})
 }
 
 // jobAPI answers api/job/<name>/history, api/job/<name>/active and

@@ -87,7 +87,7 @@ func statusOf(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, fleet.ErrNotSupported):
 		return http.StatusNotImplemented
-	case errors.Is(err, fleet.ErrJobBusy), errors.Is(err, fleet.ErrEntryConflict):
+	case errors.Is(err, fleet.ErrJobBusy), errors.Is(err, fleet.ErrEntryConflict), errors.Is(err, fleet.ErrEntryExists):
 		return http.StatusConflict
 	case errors.Is(err, fleet.ErrTooManyManualRuns):
 		return http.StatusTooManyRequests

@@ -30,9 +30,14 @@ type Source interface {
 	// Entry is one schedule entry with its payload and recent runs: the entry
 	// page. An unknown entry is fleet.ErrEntryNotFound.
 	Entry(ctx context.Context, job string, in fleet.EntryRequest) (fleet.EntryReply, error)
-	// UpdateEntry is the entry page's pause and resume: the entry as read,
-	// Paused changed, stored on the revision the page showed.
+	// UpdateEntry is the entry page's pause and resume (the entry as read,
+	// Paused changed) and its change form, stored on the revision the page
+	// showed.
 	UpdateEntry(ctx context.Context, job string, in fleet.UpdateEntryRequest) (fleet.EntryChangeReply, error)
+	// AddEntry and RemoveEntry are the job page's and the entry page's forms
+	// that add an entry and remove one (on the revision the page showed).
+	AddEntry(ctx context.Context, job string, in fleet.AddEntryRequest) (fleet.EntryChangeReply, error)
+	RemoveEntry(ctx context.Context, job string, in fleet.RemoveEntryRequest) (fleet.RemoveEntryReply, error)
 }
 
 var _ Source = (*fleet.Client)(nil)

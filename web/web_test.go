@@ -108,7 +108,7 @@ func TestJobPage(t *testing.T) {
 	assert.Contains(t, r.body, `<h1 id="job-name">broken/one</h1>`)
 	assert.Contains(t, r.body, "The last 3 runs, newest first (at most 50;")
 	assert.Equal(t, 3, strings.Count(r.body, "manual by tester"))
-	assert.Equal(t, 3, strings.Count(r.body, `<tr class="bad manual">`), "three failed manual runs, marked")
+	assert.Equal(t, 3, strings.Count(r.body, `<tr class="run-row bad manual">`), "three failed manual runs, marked")
 	assert.Contains(t, r.body, "&lt;img src=x onerror=alert(2)&gt;")
 	assert.NotContains(t, r.body, "<img")
 	assert.Contains(t, r.body, "No unfinished run holds a lease")
@@ -395,7 +395,7 @@ func TestRunNowGoesOn(t *testing.T) {
 	assert.Equal(t, "/anarchon/job/slow?done=started", r.header.Get("Location"))
 	page := f.get(t, r.header.Get("Location"))
 	assert.Contains(t, page.body, "The manual run started and goes on")
-	assert.Contains(t, page.body, `<tr class="run manual">`, "listed, running")
+	assert.Contains(t, page.body, `<tr class="run-row run manual">`, "listed, running")
 
 	// A second one waits for the first: buffered, and the page says so.
 	r = f.post(t, jobURL(jobSlow)+"/run", nil)

@@ -8,11 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -55,16 +57,25 @@ func TestJobsTableAndJSON(t *testing.T) {
 	assert.Empty(t, r.stderr, "no warnings")
 	ls := lines(r.stdout)
 	require.Len(t, ls, 8)
-	assert.Equal(t, "JOB STATE SCHEDULE NEXT LAST RUN LAST SUCCESS LAST FAILURE RUNNING REPLICAS", ls[0])
-	from := regexp.QuoteMeta(", from " + f.startText())
-	// The next slot of nightly backup, a day or more away when the start is past
-	// today's last: with its date.
-	assert.Regexp(t, `^nightly backup active every 24h0m0s \(aligned to UTC\)`+from+` (\d{4}-\d\d-\d\d \d\d:\d\dZ|\d\d:\d\d:\d\dZ) - - - - A,B,C$`, ls[1])
-	assert.Regexp(t, `^report paused: migrating the table \(by ana, until \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\) every 1h0m0s \(aligned to UTC\)`+from+` \d\d:\d\d:\d\dZ - - - - A,B,C$`, ls[2])
+	assert.Equal(t, "JOB STATE SCHEDULE NEXT LAST RUN FAILED RUNNING", ls[0])
+	// Narrow: the pause's reason, the schedule without its bounds, the next slot
+	// from now.
+	assert.Regexp(t, `^nightly backup active every 24h in \d+h(\d+m)? - - -$`, ls[1])
+	assert.Regexp(t, `^report paused: migrating the table every 1h in (\d+h)?\d+m - - -$`, ls[2])
 	assert.Equal(t, "", ls[3])
 	assert.Equal(t, "REPLICA VERSION BACKEND PAUSES JOBS", ls[4])
 	assert.Equal(t, "A "+fleet.Version+" memory yes 2", ls[5])
 	assert.Equal(t, "C "+fleet.Version+" memory yes 2", ls[7])
+
+	r = anarchon(t, "jobs", "--server", f.url, "--window", "200ms", "-o", "wide")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	ls = lines(r.stdout)
+	require.Len(t, ls, 8)
+	assert.Equal(t, "JOB STATE SCHEDULE NEXT LAST RUN LAST SUCCESS LAST FAILURE RUNNING REPLICAS", ls[0])
+	from := regexp.QuoteMeta(", from " + f.startText())
+	stamp := `\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z`
+	assert.Regexp(t, `^nightly backup active every 24h0m0s \(aligned to UTC\)`+from+` `+stamp+` \(in \S+\) - - - - A,B,C$`, ls[1])
+	assert.Regexp(t, `^report paused: migrating the table \(by ana, until `+stamp+`\) every 1h0m0s \(aligned to UTC\)`+from+` `+stamp+` \(in \S+\) - - - - A,B,C$`, ls[2])
 
 	r = anarchon(t, "--server", f.url, "--json", "jobs", "--window", "200ms")
 	require.Equal(t, exitOK, r.code, r.stderr)
@@ -90,7 +101,7 @@ func TestJobsWarnsWhenReplicasDisagree(t *testing.T) {
 	})
 	r := anarchon(t, "--server", f.url, "jobs", "--window", "200ms")
 	require.Equal(t, exitOK, r.code)
-	assert.Regexp(t, `^report active \(replicas differ\) \d\d:\d\d:\d\dZ - - - - A,B,C$`, lines(r.stdout)[1])
+	assert.Regexp(t, `^report active \(replicas differ\) in \S+ - - -$`, lines(r.stdout)[1])
 	from := " from " + f.startText()
 	assert.Equal(t, `warning: job "report": replicas disagree on the schedule: every 1h0m0s`+from+` (A, B); every 2h0m0s`+from+` (C)`+"\n", r.stderr)
 
@@ -117,7 +128,7 @@ func TestJobsFailsOnANewerRegistryEntry(t *testing.T) {
 	r := anarchon(t, "--server", f.url, "jobs", "--window", "200ms")
 	assert.Equal(t, exitFail, r.code)
 	assert.Contains(t, r.stdout, "report")
-	assert.Equal(t, `anarchon: jobs: fleet: registry entry of a newer format: replica "next" (version 2.0.0) wrote format 3; this version (`+
+	assert.Equal(t, `anarchon: jobs: registry entry of a newer format: replica "next" (version 2.0.0) wrote format 3; this version (`+
 		fleet.Version+`) reads format 2: upgrade it`+"\n", r.stderr)
 }
 
@@ -146,9 +157,9 @@ func TestTriggerAndHistory(t *testing.T) {
 	require.Equal(t, exitOK, r.code, r.stderr)
 	ls := lines(r.stdout)
 	require.Len(t, ls, 3, "the header and two runs")
-	assert.Equal(t, "SLOT STATUS INSTANCE ATTEMPT KIND DURATION ERROR", ls[0])
-	assert.Regexp(t, `^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z error [ABC] 1 manual by \S+@\S+ \S+ disk full$`, ls[1])
-	assert.Regexp(t, ` ok [ABC] 1 manual by bo \S+$`, ls[2])
+	assert.Equal(t, "SLOT STATUS INSTANCE ATTEMPT KIND LAG DURATION ERROR", ls[0])
+	assert.Regexp(t, `^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,3})?Z error [ABC] 1 manual by \S+@\S+ \S+ \S+ disk full$`, ls[1])
+	assert.Regexp(t, ` ok [ABC] 1 manual by bo \S+ \S+$`, ls[2])
 
 	r = anarchon(t, "--server", f.url, "--json", "history", "nightly backup")
 	require.Equal(t, exitOK, r.code, r.stderr)
@@ -228,11 +239,11 @@ func TestBadInput(t *testing.T) {
 	past := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
 
 	r := anarchon(t, "--server", f.url, "pause", "report", "--reason", strings.Repeat("r", scheduler.MaxPauseText+1))
-	oneErrorLine(t, r, `anarchon: pause "report": bad request: reason must be valid UTF-8 of at most 1024 bytes`)
+	oneErrorLine(t, r, `anarchon: pause "report": reason must be valid UTF-8 of at most 1024 bytes`)
 	assert.Regexp(t, `\(replica [ABC]\)\n$`, r.stderr)
 
 	r = anarchon(t, "--server", f.url, "trigger", "nobody declares this", "--timeout", "10s")
-	oneErrorLine(t, r, `anarchon: trigger "nobody declares this": fleet: no replica declares job "nobody declares this" (replicas up: A, B, C)`)
+	oneErrorLine(t, r, `anarchon: trigger "nobody declares this": no replica declares job "nobody declares this" (replicas up: A, B, C); anarchon jobs lists the jobs`)
 	assert.Less(t, r.took, 2*time.Second, "no responders at once, not the timeout")
 
 	r = anarchon(t, "--server", f.url, "resume", "nope")
@@ -259,22 +270,27 @@ func TestBadInput(t *testing.T) {
 		{"resume"},
 		{"jobs", "extra"},
 		{"history", "report", "-n", "-1"},
-		{"--server", f.url, "--context", "x", "jobs"},
 		{"jobs", "--timeout", "0s"},
 		{"jobs", "--nope"},
 	} {
 		r := anarchon(t, append([]string{"--server", f.url}, args...)...)
 		assert.Equal(t, exitUsage, r.code, "%q", args)
 		assert.Equal(t, 1, strings.Count(r.stderr, "\n"), "%q: one line", args)
-		assert.Contains(t, r.stderr, "(anarchon help shows the usage)", "%q", args)
+		assert.Regexp(t, `\(anarchon [^)]+\)\n$`, r.stderr, "%q: what to do", args)
+		assert.NotContains(t, r.stderr, "anarchon: anarchon", "%q: no stutter", args)
 	}
 	r = anarchon(t, "help")
 	assert.Equal(t, exitOK, r.code)
-	assert.Contains(t, r.stdout, "anarchon [flags] pause JOB --reason R")
+	assert.Contains(t, r.stdout, "pause       Pause a job, or every job, on every replica")
 	r = anarchon(t, "history", "-h")
 	assert.Equal(t, exitOK, r.code)
 	r = anarchon(t, "version")
-	assert.Equal(t, "anarchon "+fleet.Version+"\n", r.stdout)
+	assert.Equal(t, "anarchon devel (library "+fleet.Version+", "+runtime.Version()+" "+runtime.GOOS+"/"+runtime.GOARCH+")\n", r.stdout)
+
+	// --server and --context together: the server given, the context's
+	// credentials, as the nats CLI; a context that is not there says so.
+	r = anarchon(t, "--server", f.url, "--context", "x", "jobs")
+	oneErrorLine(t, r, `anarchon: NATS context not found: "x" is not in `)
 }
 
 func TestJobNamedLikeAFlag(t *testing.T) {
@@ -306,8 +322,8 @@ func TestConnectThroughAContext(t *testing.T) {
 	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "report")
 
-	r = anarchon(t, "jobs")
-	oneErrorLine(t, r, "no NATS context selected")
+	r = anarchon(t, "jobs", "--timeout", "1s")
+	oneErrorLine(t, r, "anarchon: connect to nats://127.0.0.1:4222 (the default: no --server, NATS_URL or NATS context): ")
 
 	natsContext(t, "fleet", f.url, true)
 	r = anarchon(t, "jobs", "--window", "100ms")
@@ -323,11 +339,12 @@ func TestNoReplicaUp(t *testing.T) {
 	srv := natstest.Server(t, embedded.Options{Listen: "127.0.0.1:0"})
 	for _, args := range [][]string{{"trigger", "report"}, {"history", "report"}, {"resume", "report"}} {
 		r := anarchon(t, append([]string{"--server", srv.ClientURL()}, args...)...)
-		oneErrorLine(t, r, fmt.Sprintf(`anarchon: %s "report": fleet: no replica is up (no responders on anarchon.%s.`, args[0], strings.ToUpper(args[0])))
+		oneErrorLine(t, r, `: no replica is up: nothing answers under prefix "anarchon"; start one (fleet.Serve), or check --prefix and --server`)
 		assert.NotContains(t, r.stderr, "declares")
+		assert.NotContains(t, r.stderr, fleet.JobToken("report"), "the job's name, not its subject token")
 	}
 	r := anarchon(t, "--server", srv.ClientURL(), "jobs")
-	oneErrorLine(t, r, "anarchon: jobs: fleet: no replica answers: nothing serves anarchon.JOBS")
+	oneErrorLine(t, r, `anarchon: jobs: no replica is up: nothing answers under prefix "anarchon"`)
 }
 
 // TestTriggerRefusedSaysNothingRan: a trigger beyond the replica's bound of manual
@@ -345,7 +362,7 @@ func TestTriggerRefusedSaysNothingRan(t *testing.T) {
 		require.Equal(t, exitOK, r.code, r.stderr)
 	}
 	r := anarchon(t, "--server", f.url, "trigger", "busy", "--wait")
-	oneErrorLine(t, r, `trigger "busy": run "busy" now: scheduler: too many manual runs of the job in progress: 4 in progress on B, at most 4 (WithMaxManualRuns) (replica B); nothing ran: trigger it again once one of them ends`)
+	oneErrorLine(t, r, `anarchon: trigger "busy": nothing ran: run "busy" now: too many manual runs of the job in progress: 4 in progress on B, at most 4 (WithMaxManualRuns) (replica B); trigger it again once one of them ends`)
 	assert.EqualValues(t, scheduler.DefaultMaxManualRuns, f.manual.Load())
 }
 
@@ -360,7 +377,13 @@ func TestJobsShowsRuns(t *testing.T) {
 	r = anarchon(t, "--server", f.url, "jobs", "--window", "200ms")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	ls := lines(r.stdout)
-	assert.Regexp(t, `^report active every 1h0m0s \(aligned to UTC\)`+regexp.QuoteMeta(", from "+f.startText())+` \d\d:\d\d:\d\dZ \d\d:\d\d:\d\dZ error on A, lag \S+, took \S+, manual \d\d:\d\d:\d\dZ \d\d:\d\d:\d\dZ error: disk full - A$`, ls[2])
+	assert.Regexp(t, `^report active every 1h in \S+ error (now|\d+s ago) \(manual\) (now|\d+s ago) -$`, ls[2])
+	r = anarchon(t, "--server", f.url, "jobs", "--window", "200ms", "-o", "wide")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	ls = lines(r.stdout)
+	stamp := `\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z`
+	assert.Regexp(t, `^report active every 1h0m0s \(aligned to UTC\)`+regexp.QuoteMeta(", from "+f.startText())+` `+stamp+` \(in \S+\) `+
+		stamp+` \((now|\d+s ago)\) error on A, lag \S+, took \S+, manual `+stamp+` \(\S+( ago)?\) `+stamp+` \(\S+( ago)?\) error: disk full - A$`, ls[2])
 
 	r = anarchon(t, "--server", f.url, "--json", "jobs", "--window", "200ms")
 	var fl fleet.Fleet
@@ -412,8 +435,14 @@ func TestActiveShowsAStoredRetry(t *testing.T) {
 
 	r := anarchon(t, "--server", f.url, "active", "report")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	assert.Regexp(t, `report\s+\S+\s+B\s+1\s+\d+\s+retry at \S+\s+-\n`, r.stdout, "the failed attempt, when its retry comes, no lease")
+	assert.Regexp(t, `report\s+\S+\s+B\s+1\s+retry in \S+\s+-\n`, r.stdout, "the failed attempt, when its retry comes, no lease")
+	r = anarchon(t, "--server", f.url, "active", "report", "-o", "wide")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, `report\s+\S+\s+B\s+1\s+\d+\s+retry at \S+ \(in \S+\)\s+-\n`, r.stdout, "with the fence and the time")
 	r = anarchon(t, "--server", f.url, "jobs", "--window", "200ms")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, `\nreport .* 1\n`, r.stdout, "one run in progress")
+	r = anarchon(t, "--server", f.url, "jobs", "--window", "200ms", "-o", "wide")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "B#1 (failed, retry at ")
 }
@@ -425,7 +454,7 @@ func TestWatch(t *testing.T) {
 	defer cancel()
 	var out, errb syncBuffer
 	done := make(chan int, 1)
-	go func() { done <- run(ctx, []string{"--server", f.url, "watch", "report"}, &out, &errb) }()
+	go func() { done <- run(ctx, []string{"--server", f.url, "watch", "report"}, os.Getenv, &out, &errb) }()
 	for ctx.Err() == nil {
 		_, err := f.scheds[0].RunNow(context.Background(), "report", scheduler.RequestedBy("test"))
 		require.NoError(t, err)
@@ -472,13 +501,13 @@ func TestActiveSaysWhatTheViewLeftOut(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, scheduler.OutcomeWon, res.Outcome)
 	}
-	r := anarchon(t, "--server", f.url, "jobs", "--window", "200ms")
+	r := anarchon(t, "--server", f.url, "jobs", "--window", "200ms", "-o", "wide")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "A#1,+2")
 	r = anarchon(t, "--server", f.url, "active")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.Len(t, lines(r.stdout), 1+fleet.MaxViewRunning)
-	assert.Equal(t, "warning: 2 more unfinished runs of \"report\" than listed: anarchon active \"report\" lists them all\n", r.stderr)
+	assert.Equal(t, "warning: 2 more unfinished runs of \"report\" than listed: anarchon active report lists them all\n", r.stderr)
 	r = anarchon(t, "--server", f.url, "active", "report")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.Len(t, lines(r.stdout), 1+fleet.MaxViewRunning+2)
@@ -498,10 +527,10 @@ func TestBackfill(t *testing.T) {
 	ran := 0
 	for i, l := range ls[1:4] {
 		if i == 2 && !strings.Contains(l, "Z ran ok ") {
-			assert.Regexp(t, `^\d{4}-\d\d-\d\dT\d\d:00:00\.000Z (already ran|elsewhere) \S+ [ABC] 1$`, l, "the slot due at start")
+			assert.Regexp(t, `^\d{4}-\d\d-\d\dT\d\d:00:00Z (already ran|elsewhere) \S+ [ABC] 1$`, l, "the slot due at start")
 			continue
 		}
-		assert.Regexp(t, `^\d{4}-\d\d-\d\dT\d\d:00:00\.000Z ran ok [ABC] 1$`, l)
+		assert.Regexp(t, `^\d{4}-\d\d-\d\dT\d\d:00:00Z ran ok [ABC] 1$`, l)
 		ran++
 	}
 	assert.Regexp(t, fmt.Sprintf(`^backfilled "report" on [ABC] \(by ana\): (1 \S+( \S+)?, )?%d ran$`, ran), ls[4])
@@ -518,7 +547,8 @@ func TestBackfill(t *testing.T) {
 	assert.Equal(t, ran, strings.Count(r.stdout, " backfill "), "history's KIND says backfill: %s", r.stdout)
 
 	r = anarchon(t, "--server", f.url, "backfill", "report", "--from", "-3h", "--to", time.Now().Add(time.Hour).UTC().Format(time.RFC3339))
-	oneErrorLine(t, r, `in the future`)
+	oneErrorLine(t, r, `anarchon: backfill "report": invalid option: to (`)
+	assert.Equal(t, 1, strings.Count(r.stderr, `backfill "report"`), "said once: %s", r.stderr)
 
 	for _, args := range [][]string{
 		{"backfill", "report"},
@@ -529,7 +559,7 @@ func TestBackfill(t *testing.T) {
 	} {
 		r := anarchon(t, append([]string{"--server", f.url}, args...)...)
 		assert.Equal(t, exitUsage, r.code, "%q", args)
-		assert.Contains(t, r.stderr, "(anarchon help shows the usage)", "%q", args)
+		assert.Regexp(t, `\(anarchon [^)]+\)\n$`, r.stderr, "%q: what to do", args)
 	}
 	assert.Zero(t, f.manual.Load(), "a backfill is not a manual run")
 }
@@ -544,11 +574,14 @@ func TestActiveShowsACancelRequest(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, []scheduler.ClaimOutcome{scheduler.OutcomeWon, scheduler.OutcomeRunning}[i], res.Outcome)
 	}
-	asked := first.Add(time.Minute).UTC().Format("2006-01-02T15:04:05.000Z")
+	asked := first.Add(time.Minute).UTC().Format("2006-01-02T15:04:05Z")
 	r := anarchon(t, "--server", f.url, "active", "report")
 	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "cancelling (asked by B)")
+	r = anarchon(t, "--server", f.url, "active", "report", "-o", "wide")
+	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "cancelling for "+asked+" (asked by B)")
-	r = anarchon(t, "--server", f.url, "jobs", "--window", "200ms")
+	r = anarchon(t, "--server", f.url, "jobs", "--window", "200ms", "-o", "wide")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "B#1 (cancelling for "+asked+")")
 }
@@ -562,11 +595,28 @@ func TestActiveShowsABufferedSlot(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, []scheduler.ClaimOutcome{scheduler.OutcomeWon, scheduler.OutcomeBuffered}[i], res.Outcome)
 	}
-	buffered := first.Add(time.Minute).UTC().Format("2006-01-02T15:04:05.000Z")
+	buffered := first.Add(time.Minute).UTC().Format("2006-01-02T15:04:05Z")
 	r := anarchon(t, "--server", f.url, "active", "report")
 	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, buffered+` +B +0 +buffered +-`, r.stdout)
+	r = anarchon(t, "--server", f.url, "active", "report", "-o", "wide")
+	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.Regexp(t, buffered+` +B +0 +0 +buffered \(runs when the run before it ends\) +-`, r.stdout)
-	r = anarchon(t, "--server", f.url, "jobs", "--window", "200ms")
+	r = anarchon(t, "--server", f.url, "jobs", "--window", "200ms", "-o", "wide")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "B#1,buffered "+buffered)
+}
+
+// TestNoAnswerNamesTheJob: a request that something receives and never answers
+// times out with the job's name and what to do, never its subject token.
+func TestNoAnswerNamesTheJob(t *testing.T) {
+	srv := natstest.Server(t, embedded.Options{Listen: "127.0.0.1:0"})
+	nc := natstest.URL(t, srv.ClientURL())
+	sub, err := nc.Subscribe(fleet.DefaultPrefix+".TRIGGER.>", func(*nats.Msg) {}) // hears, never answers
+	require.NoError(t, err)
+	defer sub.Unsubscribe()
+	require.NoError(t, nc.Flush())
+	r := anarchon(t, "--server", srv.ClientURL(), "--timeout", "300ms", "trigger", "refresh")
+	oneErrorLine(t, r, `anarchon: trigger "refresh": no answer within --timeout 300ms; give a longer --timeout, or see whether the replicas are up with anarchon jobs`)
+	assert.NotContains(t, r.stderr, fleet.JobToken("refresh"))
 }

@@ -5,36 +5,278 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
+	"slices"
 	"sort"
 	"strings"
-	"text/tabwriter"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/anarchon/anarchon/fleet"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
-// timeFormat shows times in UTC at millisecond precision, the slots' precision.
-const timeFormat = "2006-01-02T15:04:05.000Z07:00"
-
-func (c *cli) printJSON(v any) error {
-	enc := json.NewEncoder(c.stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+// withClient connects, runs f with a client of the fleet within --timeout, and
+// closes the connection. A permissions violation ends ctx with its cause.
+func (c *cli) withClient(ctx context.Context, f func(ctx context.Context, client *fleet.Client) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	nc, err := c.connect(ctx, cancel)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	client, err := fleet.NewClient(nc, fleet.WithPrefix(c.prefix), fleet.WithTimeout(c.timeout), fleet.WithGatherWindow(c.window))
+	if err != nil {
+		return usagef("%v", err)
+	}
+	return f(ctx, client)
 }
 
-func (c *cli) table() *tabwriter.Writer { return tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0) }
+// request is withClient for one request: within --timeout.
+func (c *cli) request(ctx context.Context, f func(ctx context.Context, client *fleet.Client) error) error {
+	return c.withClient(ctx, func(ctx context.Context, client *fleet.Client) error {
+		rctx, cancel := context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+		return f(rctx, client)
+	})
+}
 
-func (c *cli) warn(format string, args ...any) {
-	fmt.Fprintf(c.stderr, "warning: "+format+"\n", args...)
+// oneJob is the Args of a command about one job.
+func oneJob(cmd *cobra.Command, args []string) error {
+	switch {
+	case len(args) == 0:
+		return usagef("%s needs a JOB (anarchon jobs lists them)", path(cmd))
+	case len(args) > 1:
+		return usagef("%s takes one JOB, got %d arguments (quote a name with spaces)", path(cmd), len(args))
+	}
+	return nil
+}
+
+// atMostOneJob is the Args of a command about one job or all.
+func atMostOneJob(cmd *cobra.Command, args []string) error {
+	if len(args) > 1 {
+		return usagef("%s takes at most one JOB, got %d arguments (quote a name with spaces)", path(cmd), len(args))
+	}
+	return nil
+}
+
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usagef("%s takes no arguments, got %q", path(cmd), args[0])
+	}
+	return nil
+}
+
+// commands are the commands about jobs.
+func (c *cli) commands() []*cobra.Command {
+	jobs := &cobra.Command{
+		Use:   "jobs",
+		Short: "List every job, its state, schedule, last and next run, and the replicas",
+		Long: `jobs lists every job the replicas declare: its state (active; paused with reason, who
+and until; ended), schedule, next slot, last run and last failure, and runs in progress,
+then the replicas. Every replica answers within --window. -o wide adds the last run's
+replica, lag and duration, the last success, the last failure's error and the replicas.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if c.window <= 0 {
+				return usagef("--window %v is not positive", c.window)
+			}
+			return c.request(cmd.Context(), c.jobs)
+		},
+	}
+	jobs.Flags().DurationVar(&c.window, "window", c.window, "how long to collect the replicas' answers")
+
+	history := &cobra.Command{
+		Use:   "history JOB",
+		Short: "A job's recent runs, newest first",
+		Long: `history lists a job's recent runs, newest first: slot, status, replica, attempt, kind
+(scheduled, manual and by whom, backfill), start lag, duration and error. --status,
+--since filter the newest runs the replica reads (1,000 at most when a filter is
+given); -n says how many of them to show. --entry shows one schedule entry's runs,
+which the job's own history does not hold.`,
+		Example: `  anarchon history report -n 50
+  anarchon history report --status error,timeout --since 24h
+  anarchon history feeds --entry eu-west`,
+		Args:              oneJob,
+		ValidArgsFunction: c.completeJobs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if c.n < 0 {
+				return usagef("-n %d is negative", c.n)
+			}
+			since, err := c.sinceTime(time.Now())
+			if err != nil {
+				return err
+			}
+			for _, s := range c.status {
+				if !knownStatus(s) {
+					return usagef("--status %q: the statuses are %s", s, strings.Join(statuses(), ", "))
+				}
+			}
+			return c.request(cmd.Context(), func(ctx context.Context, client *fleet.Client) error {
+				return c.history(ctx, client, args[0], since)
+			})
+		},
+	}
+	history.Flags().IntVarP(&c.n, "n", "n", 0, "how many runs (default 20, at most 1000)")
+	history.Flags().StringSliceVar(&c.status, "status", nil, "only runs of these statuses (ok,error,timeout,...)")
+	history.Flags().StringVar(&c.since, "since", "", "only slots since this time (RFC 3339, or a duration back: 24h)")
+	history.Flags().StringVar(&c.entry, "entry", "", "only the runs of this schedule entry")
+
+	active := &cobra.Command{
+		Use:               "active [JOB]",
+		Short:             "Unfinished runs (leases) of a job, or of every job",
+		Args:              atMostOneJob,
+		ValidArgsFunction: c.completeJobs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return c.request(cmd.Context(), func(ctx context.Context, client *fleet.Client) error {
+				return c.active(ctx, client, strings.Join(args, ""))
+			})
+		},
+	}
+
+	trigger := &cobra.Command{
+		Use:   "trigger JOB",
+		Short: "Run a job now, on one replica",
+		Long: `trigger runs the job now on one replica that declares it, recorded as a manual run with
+who asked (--by). It is answered once the run has started; --wait waits (within
+--timeout) for it to end and shows how it ended. A run that cannot start is refused and
+nothing runs.`,
+		Args:              oneJob,
+		ValidArgsFunction: c.completeJobs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return c.request(cmd.Context(), func(ctx context.Context, client *fleet.Client) error {
+				return c.trigger(ctx, client, args[0])
+			})
+		},
+	}
+	trigger.Flags().BoolVar(&c.wait, "wait", false, "wait for the run to end and show how it ended")
+
+	backfill := &cobra.Command{
+		Use:   "backfill JOB --from T --to T",
+		Short: "Run a job's slots of a past range that never ran, each once",
+		Long: `backfill runs, on one replica that declares the job, its slots in [--from, --to) that
+never ran, each once across the fleet; --rerun also runs the slots that ran. A time is
+RFC 3339 or a duration back from now (-2h, or 2h). --wait waits (within --timeout) for
+every slot to end and lists them. At most 1,000 slots per request; the backend needs
+leases.`,
+		Example: `  anarchon backfill report --from -6h --to -1h
+  anarchon backfill report --from 2026-06-01T00:00:00Z --to 2026-06-02T00:00:00Z \
+    --wait --timeout 10m`,
+		Args:              oneJob,
+		ValidArgsFunction: c.completeJobs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			from, to, err := c.backfillRange(time.Now())
+			if err != nil {
+				return err
+			}
+			return c.request(cmd.Context(), func(ctx context.Context, client *fleet.Client) error {
+				return c.backfill(ctx, client, args[0], from, to)
+			})
+		},
+	}
+	backfill.Flags().StringVar(&c.from, "from", "", "the range's start (RFC 3339, or a duration back from now)")
+	backfill.Flags().StringVar(&c.to, "to", "", "the range's end, not included")
+	backfill.Flags().BoolVar(&c.rerun, "rerun", false, "also run the slots that ran")
+	backfill.Flags().BoolVar(&c.wait, "wait", false, "wait for every slot to end and list them")
+
+	pause := &cobra.Command{
+		Use:   "pause JOB|--all --reason R [--for D | --until T]",
+		Short: "Pause a job, or every job, on every replica",
+		Long: `pause stores a pause in the backend, which every replica follows within a second. A
+pause without --for or --until has no end; a --for or --until that is given must end it
+in the future.`,
+		Example: `  anarchon pause report --reason "quarter close" --for 2h
+  anarchon pause --all --reason "freeze" --until 2026-12-24T18:00:00Z`,
+		Args:              c.jobOrAll,
+		ValidArgsFunction: c.completeJobs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			until, err := c.pauseEnd()
+			if err != nil {
+				return err
+			}
+			return c.request(cmd.Context(), func(ctx context.Context, client *fleet.Client) error {
+				return c.pause(ctx, client, strings.Join(args, ""), until)
+			})
+		},
+	}
+	pause.Flags().StringVar(&c.reason, "reason", "", "why (required)")
+	pause.Flags().DurationVar(&c.forD, "for", 0, "end the pause after this long")
+	pause.Flags().StringVar(&c.until, "until", "", "end the pause at this time (RFC 3339)")
+	pause.Flags().BoolVar(&c.all, "all", false, "pause every job (the all-jobs pause)")
+
+	resume := &cobra.Command{
+		Use:               "resume JOB|--all",
+		Short:             "End a job's pause, or the all-jobs pause",
+		Args:              c.jobOrAll,
+		ValidArgsFunction: c.completeJobs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return c.request(cmd.Context(), func(ctx context.Context, client *fleet.Client) error {
+				return c.resume(ctx, client, strings.Join(args, ""))
+			})
+		},
+	}
+	resume.Flags().BoolVar(&c.all, "all", false, "end the all-jobs pause (the pauses of single jobs stay)")
+
+	watch := &cobra.Command{
+		Use:   "watch [JOB]",
+		Short: "Print the replicas' events as they happen, until interrupted",
+		Long: `watch prints one line per scheduler event from every replica that publishes them
+(fleet.Events), until interrupted; --json prints one fleet.Event per line.`,
+		Args:              atMostOneJob,
+		ValidArgsFunction: c.completeJobs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return c.withClient(cmd.Context(), func(ctx context.Context, client *fleet.Client) error {
+				return c.watch(ctx, client, strings.Join(args, ""))
+			})
+		},
+	}
+	return []*cobra.Command{jobs, c.describeCommand(), history, active, trigger, backfill, pause, resume, watch}
+}
+
+// jobOrAll is the Args of pause and resume: one JOB, or --all and none.
+func (c *cli) jobOrAll(cmd *cobra.Command, args []string) error {
+	switch {
+	case c.all && len(args) > 0:
+		return usagef("%s --all takes no JOB", path(cmd))
+	case c.all:
+		return nil
+	}
+	return oneJob(cmd, args)
+}
+
+// completeJobs completes a JOB argument with the jobs the registry lists.
+func (c *cli) completeJobs(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+	if len(args) > 0 {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	var names []string
+	_ = c.withClient(cmd.Context(), func(ctx context.Context, client *fleet.Client) error {
+		ctx, cancel := context.WithTimeout(ctx, min(c.timeout, 2*time.Second))
+		defer cancel()
+		regs, _, err := client.Registry(ctx)
+		seen := map[string]bool{}
+		for _, r := range regs {
+			for _, d := range r.Jobs {
+				if !seen[d.Name] {
+					seen[d.Name] = true
+					names = append(names, d.Name)
+				}
+			}
+		}
+		return err
+	})
+	sort.Strings(names)
+	return names, cobra.ShellCompDirectiveNoFileComp
 }
 
 func (c *cli) jobs(ctx context.Context, client *fleet.Client) error {
 	f, err := client.Jobs(ctx)
 	if err != nil {
-		return fmt.Errorf("jobs: %w", err)
+		return c.failed(ctx, client, "jobs", "", err)
 	}
-	if c.json {
+	if c.jsonOut() {
 		if err := c.printJSON(f); err != nil {
 			return err
 		}
@@ -42,27 +284,39 @@ func (c *cli) jobs(ctx context.Context, client *fleet.Client) error {
 	}
 	makeVisible(f)
 	now := time.Now()
-	w := c.table()
-	fmt.Fprintln(w, "JOB\tSTATE\tSCHEDULE\tNEXT\tLAST RUN\tLAST SUCCESS\tLAST FAILURE\tRUNNING\tREPLICAS")
+	var t *table
+	if c.wide() {
+		t = newTable(fixed("JOB"), fixed("STATE"), fixed("SCHEDULE"), fixed("NEXT"), fixed("LAST RUN"), fixed("LAST SUCCESS"),
+			fixed("LAST FAILURE"), fixed("RUNNING"), fixed("REPLICAS"))
+	} else {
+		t = newTable(cut("JOB"), cut("STATE"), cut("SCHEDULE"), fixed("NEXT"), cut("LAST RUN"), fixed("FAILED"), fixed("RUNNING"))
+	}
 	for _, j := range f.Jobs {
 		sched := scheduler.DescribeSchedule(j.Schedule) // as the status page says it
 		if j.Schedules != nil {
 			sched = "(replicas differ)"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.Name, jobState(j), sched, when(j.Next, now),
-			lastRun(j.LastRun, now), lastAt(j.LastSuccess, now), lastFailure(j.LastFailure, now), running(j.Running)+more(j.RunningMore),
-			strings.Join(j.Replicas, ","))
+		if c.wide() {
+			t.add(j.Name, jobState(j), sched, stampAgo(j.Next, now), lastRunWide(j.LastRun, now), lastAt(j.LastSuccess, now),
+				lastFailure(j.LastFailure, now), running(j.Running)+more(j.RunningMore), strings.Join(j.Replicas, ","))
+			continue
+		}
+		t.add(j.Name, shortState(j), compactSchedule(sched), ago(j.Next, now), lastRun(j.LastRun, now), failedAgo(j.LastFailure, now),
+			count(len(j.Running)+j.RunningMore))
 	}
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "REPLICA\tVERSION\tBACKEND\tPAUSES\tJOBS")
+	if err := t.write(c.stdout, c.width()); err != nil {
+		return err
+	}
+	fmt.Fprintln(c.stdout)
+	rt := newTable(cut("REPLICA"), fixed("VERSION"), fixed("BACKEND"), fixed("PAUSES"), fixed("JOBS"))
 	for _, r := range f.Replicas {
 		pauses := "yes"
 		if !r.PauseSupported {
 			pauses = "no"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\n", r.Instance, r.Version, r.Backend, pauses, len(r.Jobs))
+		rt.add(r.Instance, r.Version, r.Backend, pauses, fmt.Sprint(len(r.Jobs)))
 	}
-	if err := w.Flush(); err != nil {
+	if err := rt.write(c.stdout, c.width()); err != nil {
 		return err
 	}
 	for _, warning := range f.Warnings {
@@ -70,7 +324,7 @@ func (c *cli) jobs(ctx context.Context, client *fleet.Client) error {
 	}
 	for _, j := range f.Jobs {
 		for _, warning := range j.Warnings {
-			c.warn("job \"%s\": %s", j.Name, warning)
+			c.warn("job %q: %s", j.Name, warning)
 		}
 	}
 	return unreadable(f)
@@ -83,9 +337,9 @@ func unreadable(f *fleet.Fleet) error {
 	case 0:
 		return nil
 	case 1:
-		return fmt.Errorf("jobs: %s", f.Unreadable[0])
+		return fmt.Errorf("jobs: %s", plain(f.Unreadable[0]))
 	default:
-		return fmt.Errorf("jobs: %s (and %d more registry entries not read)", f.Unreadable[0], n-1)
+		return fmt.Errorf("jobs: %s (and %d more registry entries not read)", plain(f.Unreadable[0]), n-1)
 	}
 }
 
@@ -111,24 +365,79 @@ func jobState(j fleet.JobSummary) string {
 	return state
 }
 
-// when writes a time for a table: the clock time in UTC when it is within a day of
-// now, else the date too.
-func when(t, now time.Time) string {
-	if t.IsZero() {
-		return "-"
+// shortState is jobState for the narrow table: a pause's reason without who
+// and until, which -o wide and describe show.
+func shortState(j fleet.JobSummary) string {
+	if j.Pause == nil {
+		return jobState(j)
 	}
-	if d := t.Sub(now); d > -24*time.Hour && d < 24*time.Hour {
-		return t.UTC().Format("15:04:05Z")
+	state := "paused: " + j.Pause.Reason
+	if on := pausedOn(j); on != "yes" {
+		state += " [" + on + "]"
 	}
-	return t.UTC().Format("2006-01-02 15:04Z")
+	return state
 }
 
-// lastRun: the slot, outcome, replica, start lag and duration.
+// compactSchedule is a schedule in words for the narrow tables: without its
+// bounds (", from T", ", until T") and the alignment of an interval, which -o
+// wide and describe show, and with durations written short (24h, not 24h0m0s).
+func compactSchedule(s string) string {
+	for _, b := range []string{", from ", ", until "} {
+		if i := strings.Index(s, b); i >= 0 {
+			s = s[:i]
+		}
+	}
+	s = strings.Replace(s, " (aligned to UTC)", "", 1)
+	return goDuration.ReplaceAllStringFunc(s, func(m string) string {
+		d, err := time.ParseDuration(m)
+		if err != nil {
+			return m
+		}
+		var b strings.Builder
+		for _, u := range []struct {
+			unit time.Duration
+			name string
+		}{{time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}} {
+			if n := d / u.unit; n > 0 {
+				fmt.Fprintf(&b, "%d%s", n, u.name)
+				d -= n * u.unit
+			}
+		}
+		if d > 0 || b.Len() == 0 {
+			return m
+		}
+		return b.String()
+	})
+}
+
+// goDuration is a Go duration with hours or minutes: 1h0m0s, 5m0s.
+var goDuration = regexp.MustCompile(`\b(\d+h)?\d+m\d+s\b`)
+
+func count(n int) string {
+	if n == 0 {
+		return "-"
+	}
+	return fmt.Sprint(n)
+}
+
+// lastRun, for the narrow table: the outcome and when ("ok 12s ago").
 func lastRun(r *fleet.Run, now time.Time) string {
 	if r == nil {
 		return "-"
 	}
-	s := fmt.Sprintf("%s %s on %s, lag %s", when(r.Slot, now), r.Status, orDash(r.Instance), ms(r.LagMS))
+	s := string(r.Status) + " " + ago(r.Slot, now)
+	if r.Manual {
+		s += " (manual)"
+	}
+	return s
+}
+
+// lastRunWide: the slot, outcome, replica, start lag and duration.
+func lastRunWide(r *fleet.Run, now time.Time) string {
+	if r == nil {
+		return "-"
+	}
+	s := fmt.Sprintf("%s %s on %s, lag %s", stampAgo(r.Slot, now), r.Status, orDash(r.Instance), ms(r.LagMS))
 	if r.DurationMS > 0 || r.Status.Finished() {
 		s += ", took " + ms(r.DurationMS)
 	}
@@ -142,20 +451,23 @@ func lastAt(r *fleet.Run, now time.Time) string {
 	if r == nil {
 		return "-"
 	}
-	return when(r.Slot, now)
+	return stampAgo(r.Slot, now)
+}
+
+func failedAgo(r *fleet.Run, now time.Time) string {
+	if r == nil {
+		return "-"
+	}
+	return ago(r.Slot, now)
 }
 
 func lastFailure(r *fleet.Run, now time.Time) string {
 	if r == nil {
 		return "-"
 	}
-	s := when(r.Slot, now) + " " + string(r.Status)
+	s := stampAgo(r.Slot, now) + " " + string(r.Status)
 	if r.Error != "" {
-		e := oneLine(r.Error)
-		if len(e) > 40 {
-			e = shorten(e, 37) + "..."
-		}
-		s += ": " + e
+		s += ": " + oneLine(r.Error)
 	}
 	return s
 }
@@ -169,11 +481,11 @@ func running(rs []fleet.ActiveRun) string {
 		p := fmt.Sprintf("%s#%d", r.Instance, r.Attempt)
 		switch {
 		case r.Buffered:
-			p = "buffered " + r.Slot.UTC().Format(timeFormat)
+			p = "buffered " + stamp(r.Slot)
 		case r.CancelBy != nil:
-			p += " (cancelling for " + r.CancelBy.Slot.UTC().Format(timeFormat) + ")"
+			p += " (cancelling for " + stamp(r.CancelBy.Slot) + ")"
 		case !r.RetryAt.IsZero():
-			p += " (failed, retry at " + r.RetryAt.UTC().Format(timeFormat) + ")"
+			p += " (failed, retry at " + stamp(r.RetryAt) + ")"
 		case !r.Live:
 			p += " (expired)"
 		}
@@ -225,7 +537,7 @@ func pauseText(p *fleet.PauseInfo) string {
 		about = append(about, "by "+p.By)
 	}
 	if !p.Until.IsZero() {
-		about = append(about, "until "+p.Until.UTC().Format(time.RFC3339))
+		about = append(about, "until "+stamp(p.Until))
 	}
 	if p.Job == "" {
 		about = append(about, "all jobs")
@@ -236,33 +548,114 @@ func pauseText(p *fleet.PauseInfo) string {
 	return p.Reason + " (" + strings.Join(about, ", ") + ")"
 }
 
-func orDash(s string) string {
-	if s == "" {
-		return "-"
+// statuses are the run statuses history's --status takes.
+func statuses() []string {
+	var out []string
+	for _, s := range []scheduler.Status{scheduler.StatusOK, scheduler.StatusError, scheduler.StatusTimeout,
+		scheduler.StatusCancelled, scheduler.StatusSkipped, scheduler.StatusLate, scheduler.StatusPaused,
+		scheduler.StatusLost, scheduler.StatusSuperseded, scheduler.StatusLimit, scheduler.StatusRunning} {
+		out = append(out, string(s))
 	}
-	return s
+	return out
 }
 
-func (c *cli) history(ctx context.Context, client *fleet.Client, job string) error {
-	h, err := client.History(ctx, job, c.n)
-	if err != nil {
-		return fmt.Errorf("history %q: %w", job, err)
+func knownStatus(s string) bool {
+	return slices.Contains(statuses(), s)
+}
+
+// sinceTime reads --since: RFC 3339, or a duration back from now.
+func (c *cli) sinceTime(now time.Time) (time.Time, error) {
+	if c.since == "" {
+		return time.Time{}, nil
 	}
-	if c.json {
+	if t, err := time.Parse(time.RFC3339Nano, c.since); err == nil {
+		return t, nil
+	}
+	d, err := time.ParseDuration(strings.TrimPrefix(c.since, "-"))
+	if err != nil || d <= 0 {
+		return time.Time{}, usagef("--since %q is neither an RFC 3339 time nor a duration back from now (24h)", c.since)
+	}
+	return now.Add(-d), nil
+}
+
+// historyScan is how many runs history reads when it filters them.
+const historyScan = 1000
+
+func (c *cli) history(ctx context.Context, client *fleet.Client, job string, since time.Time) error {
+	filtered := len(c.status) > 0 || !since.IsZero()
+	limit := c.n
+	if filtered {
+		limit = historyScan
+	}
+	var h fleet.HistoryReply
+	var err error
+	if c.entry != "" {
+		// An entry's runs are the entry's own history, not the job's.
+		var e fleet.EntryReply
+		if limit == 0 {
+			limit = fleet.DefaultHistoryLimit
+		}
+		e, err = client.Entry(ctx, job, fleet.EntryRequest{ID: c.entry, History: limit})
+		h = fleet.HistoryReply{Job: job, Instance: e.Instance, Limit: e.History, Runs: e.Runs}
+	} else {
+		h, err = client.History(ctx, job, limit)
+	}
+	if err != nil {
+		what := fmt.Sprintf("history of job %q", job)
+		if c.entry != "" {
+			what = fmt.Sprintf("history of entry %q of job %q", c.entry, job)
+		}
+		return c.failed(ctx, client, what, job, err)
+	}
+	if filtered {
+		read := len(h.Runs)
+		var oldest time.Time
+		if read > 0 {
+			oldest = h.Runs[read-1].Slot
+		}
+		keep := h.Runs[:0]
+		for _, r := range h.Runs {
+			if (len(c.status) == 0 || slices.Contains(c.status, string(r.Status))) && (since.IsZero() || !r.Slot.Before(since)) {
+				keep = append(keep, r)
+			}
+		}
+		n := c.n
+		if n == 0 {
+			n = fleet.DefaultHistoryLimit
+		}
+		h.Runs = keep[:min(len(keep), n)]
+		if read >= historyScan && len(keep) < n && (since.IsZero() || !oldest.Before(since)) {
+			c.warn("only the newest %d runs were read: older runs that match are not shown", read)
+		}
+	}
+	if c.jsonOut() {
 		return c.printJSON(h)
 	}
 	makeVisible(&h)
 	if len(h.Runs) == 0 {
-		fmt.Fprintf(c.stdout, "no runs of %q recorded\n", job)
+		if filtered {
+			fmt.Fprintf(c.stdout, "no runs of %q match\n", job)
+		} else {
+			fmt.Fprintf(c.stdout, "no runs of %q recorded\n", job)
+		}
 		return nil
 	}
 	return c.runsTable(h.Runs)
 }
 
-// runsTable prints runs, newest first, one a row.
+// runsTable prints runs, newest first, one a row; an ENTRY column when any run
+// is an entry's.
 func (c *cli) runsTable(runs []fleet.Run) error {
-	w := c.table()
-	fmt.Fprintln(w, "SLOT\tSTATUS\tINSTANCE\tATTEMPT\tKIND\tDURATION\tERROR")
+	entries := false
+	for _, r := range runs {
+		entries = entries || r.Entry != ""
+	}
+	cols := []column{fixed("SLOT")}
+	if entries {
+		cols = append(cols, cut("ENTRY"))
+	}
+	cols = append(cols, fixed("STATUS"), cut("INSTANCE"), fixed("ATTEMPT"), cut("KIND"), fixed("LAG"), fixed("DURATION"), cutFirst("ERROR"))
+	t := newTable(cols...)
 	for _, r := range runs {
 		kind := "scheduled"
 		switch {
@@ -273,10 +666,18 @@ func (c *cli) runsTable(runs []fleet.Run) error {
 		case r.Backfill:
 			kind = "backfill"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.Slot.UTC().Format(timeFormat), r.Status, orDash(r.Instance),
-			r.Attempt, kind, duration(r), oneLine(r.Error))
+		lag := "-"
+		if !r.StartedAt.IsZero() {
+			lag = ms(r.LagMS)
+		}
+		row := []string{stamp(r.Slot)}
+		if entries {
+			row = append(row, orDash(r.Entry))
+		}
+		row = append(row, string(r.Status), orDash(r.Instance), fmt.Sprint(r.Attempt), kind, lag, duration(r), oneLine(r.Error))
+		t.add(row...)
 	}
-	return w.Flush()
+	return t.write(c.stdout, c.width())
 }
 
 func duration(r fleet.Run) string {
@@ -289,32 +690,33 @@ func duration(r fleet.Run) string {
 func (c *cli) trigger(ctx context.Context, client *fleet.Client, job string) error {
 	r, err := client.Trigger(ctx, job, fleet.TriggerRequest{By: c.by, Wait: c.wait})
 	if err != nil {
-		return fmt.Errorf("trigger %q: %w", job, err)
+		return c.failed(ctx, client, fmt.Sprintf("trigger %q", job), job, err)
 	}
-	if c.json {
+	if c.jsonOut() {
 		if err := c.printJSON(r); err != nil {
 			return err
 		}
 	}
 	makeVisible(&r) // for the lines below and the error
+	hint := cmdline("history", []string{job})
 	switch {
-	case c.json:
+	case c.jsonOut():
 	case r.Run == nil && r.State == fleet.StateBuffered:
-		fmt.Fprintf(c.stdout, "triggered %q on %s (by %s): buffered behind the run in progress, it runs once that ends; anarchon history %q shows how it ends\n", job, r.Instance, r.By, job)
+		fmt.Fprintf(c.stdout, "triggered %q on %s (by %s): buffered behind the run in progress, it runs once that ends; %s shows how it ends\n", job, r.Instance, r.By, hint)
 	case r.Run == nil:
-		fmt.Fprintf(c.stdout, "triggered %q on %s (by %s); anarchon history %q shows how it ends\n", job, r.Instance, r.By, job)
+		fmt.Fprintf(c.stdout, "triggered %q on %s (by %s); %s shows how it ends\n", job, r.Instance, r.By, hint)
 	default:
 		fmt.Fprintf(c.stdout, "%q ran on %s (by %s): %s in %s\n", job, r.Instance, r.By, r.Run.Status, duration(*r.Run))
 	}
 	if r.Run != nil && r.Run.Status != scheduler.StatusOK {
-		return fmt.Errorf("trigger %q: the run on %s ended %s: %s", job, r.Instance, r.Run.Status, orDash(r.Run.Error))
+		return fmt.Errorf("trigger %q: the run on %s ended %s: %s", job, r.Instance, r.Run.Status, orDash(oneLine(r.Run.Error)))
 	}
 	return nil
 }
 
 func (c *cli) pause(ctx context.Context, client *fleet.Client, job string, until time.Time) error {
 	in := fleet.PauseRequest{Reason: c.reason, By: c.by, Until: until}
-	if c.given["for"] {
+	if c.given("for") {
 		in.For = c.forD.String()
 	}
 	var r fleet.PauseReply
@@ -327,14 +729,39 @@ func (c *cli) pause(ctx context.Context, client *fleet.Client, job string, until
 		r, err = client.Pause(ctx, job, in)
 	}
 	if err != nil {
-		return fmt.Errorf("pause %s: %w", what, err)
+		return c.failed(ctx, client, "pause "+what, job, err)
 	}
-	if c.json {
+	if c.jsonOut() {
 		return c.printJSON(r)
 	}
 	makeVisible(&r)
 	fmt.Fprintf(c.stdout, "paused %s: %s; every replica follows within a second\n", what, pauseText(&r.Pause))
 	return nil
+}
+
+// pauseEnd checks the pause flags before any request: a pause without --for and
+// --until has no end, so one that was given must end in the future (--for 0s, an
+// empty --until or one in the past by this machine's clock are refused, never read
+// as "no end"). The replica judges the time again on its own clock.
+func (c *cli) pauseEnd() (time.Time, error) {
+	switch {
+	case c.reason == "":
+		return time.Time{}, usagef("pause needs --reason")
+	case c.given("for") && c.given("until"):
+		return time.Time{}, usagef("give --for or --until, not both")
+	case c.given("for") && c.forD <= 0:
+		return time.Time{}, usagef("--for %v is not positive (a pause without --for or --until has no end)", c.forD)
+	case !c.given("until"):
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339, c.until)
+	if err != nil {
+		return time.Time{}, usagef("--until %q is not an RFC 3339 time such as 2026-03-01T18:00:00Z", c.until)
+	}
+	if now := time.Now(); !t.After(now) {
+		return time.Time{}, usagef("--until %s is in the past (this machine's clock says %s)", stamp(t), stamp(now.Truncate(time.Second)))
+	}
+	return t, nil
 }
 
 func (c *cli) resume(ctx context.Context, client *fleet.Client, job string) error {
@@ -348,11 +775,11 @@ func (c *cli) resume(ctx context.Context, client *fleet.Client, job string) erro
 	}
 	if err != nil {
 		if job == "" {
-			return fmt.Errorf("resume every job: %w", err)
+			return c.failed(ctx, client, "resume every job", job, err)
 		}
-		return fmt.Errorf("resume %q: %w", job, err)
+		return c.failed(ctx, client, fmt.Sprintf("resume %q", job), job, err)
 	}
-	if c.json {
+	if c.jsonOut() {
 		return c.printJSON(r)
 	}
 	makeVisible(&r)
@@ -387,9 +814,9 @@ func (c *cli) active(ctx context.Context, client *fleet.Client, job string) erro
 	if job != "" {
 		a, err := client.Active(ctx, job)
 		if err != nil {
-			return fmt.Errorf("active %q: %w", job, err)
+			return c.failed(ctx, client, fmt.Sprintf("active runs of job %q", job), job, err)
 		}
-		if c.json {
+		if c.jsonOut() {
 			return c.printJSON(a)
 		}
 		runs = a.Runs
@@ -397,17 +824,17 @@ func (c *cli) active(ctx context.Context, client *fleet.Client, job string) erro
 		// Every job's running runs are in the jobs reply: one scatter-gather.
 		f, err := client.Jobs(ctx)
 		if err != nil {
-			return fmt.Errorf("active: %w", err)
+			return c.failed(ctx, client, "active runs", "", err)
 		}
 		runs = []fleet.ActiveRun{}
 		for _, j := range f.Jobs {
 			runs = append(runs, j.Running...)
 			if j.RunningMore > 0 {
-				unlisted = append(unlisted, fmt.Sprintf("%d more unfinished runs of %q than listed: anarchon active %q lists them all",
-					j.RunningMore, j.Name, j.Name))
+				unlisted = append(unlisted, fmt.Sprintf("%d more unfinished runs of %q than listed: %s lists them all",
+					j.RunningMore, j.Name, cmdline("active", []string{j.Name})))
 			}
 		}
-		if c.json {
+		if c.jsonOut() {
 			return c.printJSON(struct {
 				Runs []fleet.ActiveRun `json:"runs"`
 			}{runs})
@@ -422,35 +849,47 @@ func (c *cli) active(ctx context.Context, client *fleet.Client, job string) erro
 		}
 		return nil
 	}
-	w := c.table()
-	fmt.Fprintln(w, "JOB\tSLOT\tINSTANCE\tATTEMPT\tFENCE\tLIVE\tEXPIRES")
+	now := time.Now()
+	var t *table
+	if c.wide() {
+		t = newTable(fixed("JOB"), fixed("SLOT"), fixed("INSTANCE"), fixed("ATTEMPT"), fixed("FENCE"), fixed("LIVE"), fixed("EXPIRES"))
+	} else {
+		t = newTable(cut("JOB"), fixed("SLOT"), cut("INSTANCE"), fixed("ATTEMPT"), cut("LIVE"), fixed("EXPIRES"))
+	}
 	for _, r := range runs {
-		live := "yes"
+		live, short := "yes", "yes"
 		switch {
 		case r.Buffered:
-			live = "buffered (runs when the run before it ends)"
+			live, short = "buffered (runs when the run before it ends)", "buffered"
 		case r.CancelBy != nil:
-			live = "cancelling for " + r.CancelBy.Slot.UTC().Format(timeFormat) + " (asked by " + r.CancelBy.Instance + ")"
+			live = "cancelling for " + stamp(r.CancelBy.Slot) + " (asked by " + r.CancelBy.Instance + ")"
+			short = "cancelling (asked by " + r.CancelBy.Instance + ")"
 		case !r.RetryAt.IsZero():
-			live = "retry at " + r.RetryAt.UTC().Format(timeFormat)
+			live, short = "retry at "+stampAgo(r.RetryAt, now), "retry "+ago(r.RetryAt, now)
 		case !r.Live:
-			live = "no"
+			live, short = "no", "no"
 		}
 		expires := "-" // a run waiting for its retry holds no lease
 		if !r.Expires.IsZero() && r.RetryAt.IsZero() {
-			expires = r.Expires.UTC().Format(timeFormat)
+			expires = ago(r.Expires, now)
+			if c.wide() {
+				expires = stampAgo(r.Expires, now)
+			}
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", r.Job, r.Slot.UTC().Format(timeFormat), r.Instance, r.Attempt,
-			r.Fence, live, expires)
+		if c.wide() {
+			t.add(r.Job, stamp(r.Slot), r.Instance, fmt.Sprint(r.Attempt), fmt.Sprint(r.Fence), live, expires)
+			continue
+		}
+		t.add(r.Job, stamp(r.Slot), r.Instance, fmt.Sprint(r.Attempt), short, expires)
 	}
-	return w.Flush()
+	return t.write(c.stdout, c.width())
 }
 
 // watch prints the replicas' events until ctx ends (an interrupt): one line each,
 // or one JSON object per line with --json.
 func (c *cli) watch(ctx context.Context, client *fleet.Client, job string) error {
 	enc := json.NewEncoder(c.stdout)
-	if !c.json {
+	if !c.jsonOut() {
 		what := "every job"
 		if job != "" {
 			what = fmt.Sprintf("%q", job)
@@ -458,7 +897,7 @@ func (c *cli) watch(ctx context.Context, client *fleet.Client, job string) error
 		fmt.Fprintf(c.stderr, "watching %s (replicas publish with fleet.Events); interrupt to stop\n", what)
 	}
 	err := client.Watch(ctx, job, func(e fleet.Event) {
-		if c.json {
+		if c.jsonOut() {
 			_ = enc.Encode(e)
 			return
 		}
@@ -466,10 +905,10 @@ func (c *cli) watch(ctx context.Context, client *fleet.Client, job string) error
 		fmt.Fprintln(c.stdout, eventLine(e))
 	})
 	if err != nil {
-		return fmt.Errorf("watch: %w", err)
+		return c.failed(ctx, client, "watch", job, err)
 	}
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) && !errors.Is(cause, context.DeadlineExceeded) {
-		return fmt.Errorf("watch: %w", cause)
+		return c.failed(ctx, client, "watch", job, cause)
 	}
 	return nil
 }
@@ -480,9 +919,9 @@ func eventLine(e fleet.Event) string {
 	if job == "" {
 		job = "(all jobs)"
 	}
-	parts := []string{e.At.UTC().Format(timeFormat), e.Instance, job, string(e.Kind)}
+	parts := []string{stamp(e.At), e.Instance, job, string(e.Kind)}
 	if !e.Slot.IsZero() {
-		parts = append(parts, "slot "+e.Slot.UTC().Format(timeFormat))
+		parts = append(parts, "slot "+stamp(e.Slot))
 	}
 	if e.Attempt > 0 {
 		parts = append(parts, fmt.Sprintf("attempt %d", e.Attempt))
@@ -506,7 +945,7 @@ func eventLine(e fleet.Event) string {
 		parts = append(parts, "lag "+ms(e.LagMS))
 	case scheduler.EventScheduled:
 		if !e.Next.IsZero() {
-			parts = append(parts, "next "+e.Next.UTC().Format(timeFormat))
+			parts = append(parts, "next "+stamp(e.Next))
 		}
 	case scheduler.EventPauseChanged:
 		if e.Pause != nil {
@@ -522,6 +961,30 @@ func eventLine(e fleet.Event) string {
 		parts = append(parts, "error: "+oneLine(e.Error))
 	}
 	return strings.Join(parts, "  ")
+}
+
+func sumCounts(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// noSlots says that a backfill found no slot in its range: a job of schedule
+// entries has none of its own, and backfilling its entries is not supported
+// yet, which is a failure; any other job just has no slot there.
+func (c *cli) noSlots(ctx context.Context, client *fleet.Client, job string, from, to time.Time) error {
+	regs, _, _ := client.Registry(ctx)
+	for _, r := range regs {
+		for _, d := range r.Jobs {
+			if d.Name == job && strings.HasPrefix(scheduler.DescribeSchedule(d.Schedule), "its schedule entries") {
+				return fmt.Errorf("backfill %q: a job of schedule entries has no slots of its own, and backfilling its entries is not supported yet: nothing ran", job)
+			}
+		}
+	}
+	fmt.Fprintf(c.stdout, "no slot of %q falls in [%s, %s): nothing to run\n", job, stamp(from), stamp(to))
+	return nil
 }
 
 // backfillRange reads --from and --to: RFC 3339 times, or durations back from
@@ -547,20 +1010,24 @@ func (c *cli) backfillRange(now time.Time) (from, to time.Time, err error) {
 		return from, to, err
 	}
 	if !from.Before(to) {
-		return from, to, usagef("--from %s is not before --to %s", from.Format(time.RFC3339), to.Format(time.RFC3339))
+		return from, to, usagef("--from %s is not before --to %s", stamp(from), stamp(to))
 	}
 	return from, to, nil
 }
 
 func (c *cli) backfill(ctx context.Context, client *fleet.Client, job string, from, to time.Time) error {
 	r, err := client.Backfill(ctx, job, fleet.BackfillRequest{From: from, To: to, Rerun: c.rerun, By: c.by, Wait: c.wait})
+	op := fmt.Sprintf("backfill %q", job)
 	if err != nil && r.State == "" {
-		return fmt.Errorf("backfill %q: %w", job, err)
+		return c.failed(ctx, client, op, job, err)
 	}
-	if c.json {
+	if c.jsonOut() {
 		if jerr := c.printJSON(r); jerr != nil {
 			return jerr
 		}
+	}
+	if total := sumCounts(r.Counts); total == 0 && err == nil && r.Error == "" && !c.jsonOut() {
+		return c.noSlots(ctx, client, job, from, to)
 	}
 	makeVisible(&r)
 	counts := func() string {
@@ -576,31 +1043,29 @@ func (c *cli) backfill(ctx context.Context, client *fleet.Client, job string, fr
 		return strings.Join(parts, ", ")
 	}
 	switch {
-	case c.json:
+	case c.jsonOut():
 	case r.State != fleet.StateFinished:
-		fmt.Fprintf(c.stdout, "backfilling %q on %s (by %s): %s; anarchon history %q shows how they end\n",
-			job, r.Instance, r.By, orDash(counts()), job)
+		fmt.Fprintf(c.stdout, "backfilling %q on %s (by %s): %s; %s shows how they end\n",
+			job, r.Instance, r.By, orDash(counts()), cmdline("history", []string{job}))
 	default:
-		w := c.table()
-		fmt.Fprintln(w, "SLOT\tOUTCOME\tSTATUS\tINSTANCE\tATTEMPT\tERROR")
+		t := newTable(fixed("SLOT"), cut("OUTCOME"), fixed("STATUS"), cut("INSTANCE"), fixed("ATTEMPT"), cutFirst("ERROR"))
 		for _, s := range r.Slots {
 			attempt := "-"
 			if s.Attempt > 0 {
 				attempt = fmt.Sprint(s.Attempt)
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Slot.UTC().Format(timeFormat), strings.ReplaceAll(s.Outcome, "_", " "),
-				orDash(string(s.Status)), orDash(s.Instance), attempt, oneLine(s.Error))
+			t.add(stamp(s.Slot), strings.ReplaceAll(s.Outcome, "_", " "), orDash(string(s.Status)), orDash(s.Instance), attempt, oneLine(s.Error))
 		}
-		if werr := w.Flush(); werr != nil {
+		if werr := t.write(c.stdout, c.width()); werr != nil {
 			return werr
 		}
 		fmt.Fprintf(c.stdout, "backfilled %q on %s (by %s): %s\n", job, r.Instance, r.By, orDash(counts()))
 	}
 	if err != nil {
-		return fmt.Errorf("backfill %q: %w", job, err)
+		return c.failed(ctx, client, op, job, err)
 	}
 	if r.Error != "" {
-		return fmt.Errorf("backfill %q on %s: %s", job, r.Instance, r.Error)
+		return fmt.Errorf("%s on %s: %s", op, r.Instance, plain(r.Error))
 	}
 	return nil
 }

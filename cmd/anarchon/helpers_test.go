@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -35,6 +36,8 @@ type testFleet struct {
 	// slot of the hourly and daily jobs runs during a test, whatever the time of
 	// day: the runs a test sees are the ones it triggers.
 	start time.Time
+	// jobOpts, when set, gives the options of each job on each replica.
+	jobOpts func(instance, job string) []scheduler.JobOption
 	// past: the jobs have no start, so that their past slots exist (backfill); a
 	// slot due when the replicas start may then run.
 	past bool
@@ -86,6 +89,9 @@ func (f *testFleet) startReplicas(t *testing.T, dial func(...nats.Option) (*nats
 				continue
 			}
 			var opts []scheduler.JobOption
+			if f.jobOpts != nil {
+				opts = f.jobOpts(id, j.name)
+			}
 			if !f.past {
 				opts = append(opts, scheduler.WithStartAt(f.start))
 			}
@@ -139,7 +145,7 @@ func anarchon(t *testing.T, args ...string) result {
 	defer cancel()
 	var out, errb bytes.Buffer
 	t0 := time.Now()
-	code := run(ctx, args, &out, &errb)
+	code := run(ctx, args, os.Getenv, &out, &errb)
 	r := result{code: code, stdout: out.String(), stderr: errb.String(), took: time.Since(t0)}
 	t.Logf("anarchon %s → %d\n%s%s", strings.Join(args, " "), code, r.stdout, r.stderr)
 	return r

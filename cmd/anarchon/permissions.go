@@ -2,8 +2,10 @@ package main
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/anarchon/anarchon/fleet"
 	"github.com/anarchon/anarchon/jetstream"
@@ -19,7 +21,28 @@ type permissionsFlags struct {
 	leaseBucket   string
 }
 
-func (p *permissionsFlags) register(fs *flag.FlagSet) {
+func (c *cli) permissionsCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "permissions viewer|operator|replica",
+		Short: "Print a role's NATS permissions as a nats-server configuration block",
+		Long: `permissions prints the NATS permissions of a role (fleet.Permissions) as a nats-server
+configuration block, or as JSON with --json, with the inbox prefix its users connect
+with. It needs no server. --prefix and --inbox-prefix apply.`,
+		Example:   "  anarchon permissions operator --inbox-prefix _INBOX_ana",
+		ValidArgs: []string{string(fleet.RoleViewer), string(fleet.RoleOperator), string(fleet.RoleReplica)},
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usagef("%s takes one ROLE: viewer, operator or replica", path(cmd))
+			}
+			return nil
+		},
+		RunE: func(_ *cobra.Command, args []string) error { return c.permissions(args[0]) },
+	}
+	c.perm.register(cmd.Flags())
+	return cmd
+}
+
+func (p *permissionsFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&p.registry, "registry-bucket", fleet.DefaultRegistryBucket, "the registry's bucket")
 	fs.StringVar(&p.subjectPrefix, "subject-prefix", jetstream.DefaultSubjectPrefix, "replica: the JetStream backend's subject prefix")
 	fs.StringVar(&p.streamPrefix, "stream-prefix", jetstream.DefaultStreamPrefix, "replica: the JetStream backend's stream prefix")
@@ -28,12 +51,9 @@ func (p *permissionsFlags) register(fs *flag.FlagSet) {
 
 // permissions prints a role's NATS permissions (fleet.Permissions) as a
 // nats-server configuration block, or as JSON; it needs no server.
-func (c *cli) permissions(args []string) error {
-	if len(args) != 1 {
-		return usagef("permissions takes one ROLE: viewer, operator or replica")
-	}
-	role := fleet.Role(args[0])
-	cfg := fleet.PermissionsConfig{Prefix: c.prefix, RegistryBucket: c.perm.registry, InboxPrefix: c.inboxPrefix}
+func (c *cli) permissions(arg string) error {
+	role := fleet.Role(arg)
+	cfg := fleet.PermissionsConfig{Prefix: c.prefix, RegistryBucket: c.perm.registry, InboxPrefix: c.conn.inboxPrefix}
 	if role == fleet.RoleReplica {
 		js, err := jetstream.Permissions(jetstream.WithSubjectPrefix(c.perm.subjectPrefix), jetstream.WithStreamPrefix(c.perm.streamPrefix))
 		if err != nil {
@@ -49,7 +69,7 @@ func (c *cli) permissions(args []string) error {
 	if err != nil {
 		return usagef("%v", err)
 	}
-	if c.json {
+	if c.jsonOut() {
 		enc := json.NewEncoder(c.stdout)
 		enc.SetIndent("", "  ")
 		enc.SetEscapeHTML(false) // subjects hold '>'

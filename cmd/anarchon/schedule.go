@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +10,9 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/fleet"
@@ -28,110 +30,149 @@ type scheduleFlags struct {
 	limit                             int
 }
 
-func (p *scheduleFlags) register(fs *flag.FlagSet) {
+// specFlags registers the flags of an entry's spec (add and set).
+func (p *scheduleFlags) specFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&p.every, "every", "", "run on the multiples of this interval (a Go duration: 90m)")
 	fs.StringVar(&p.cron, "cron", "", "run on this cron expression (5 fields, or 6 with seconds)")
 	fs.StringVar(&p.zone, "zone", "", "the IANA time zone of --cron (default UTC)")
 	fs.StringVar(&p.at, "at", "", "run once at this time (RFC 3339, or +D from now)")
 	fs.StringVar(&p.start, "start", "", "no slot before this time (RFC 3339, or +D from now; empty: none)")
 	fs.StringVar(&p.end, "end", "", "no slot after this time (RFC 3339, or +D from now; empty: none)")
-	fs.StringVar(&p.payload, "payload", "", "the payload handed to every run")
+	fs.StringVar(&p.payload, "payload", "", "the payload handed to every run (at most 16 KiB)")
 	fs.StringVar(&p.payloadFile, "payload-file", "", "read the payload from this file (- for stdin)")
 	fs.BoolVar(&p.paused, "paused", false, "store the entry paused (set: --paused=false resumes it)")
-	fs.Uint64Var(&p.rev, "rev", 0, "the revision the change is based on (set, rm)")
-	fs.StringVar(&p.after, "after", "", "list the entries after this ID (ls)")
-	fs.IntVar(&p.limit, "limit", 0, "how many entries (ls; default 50, at most 100)")
 }
 
-// registerSchedule registers the schedule command's flags, -n (show's recent
-// runs) among them.
-func (c *cli) registerSchedule(fs *flag.FlagSet) {
-	c.sched.register(fs)
-	fs.IntVar(&c.n, "n", c.n, "how many recent runs (show)")
+// specNames are the flags of an entry's spec.
+var specNames = []string{"every", "cron", "zone", "at", "start", "end", "payload", "payload-file", "paused"}
+
+// entryArgs is the Args of a schedule action about one entry.
+func entryArgs(cmd *cobra.Command, args []string) error {
+	switch {
+	case len(args) < 2:
+		return usagef("%s needs a JOB and an entry ID", path(cmd))
+	case len(args) > 2:
+		return usagef("%s takes a JOB and an entry ID, got %d arguments (quote a name with spaces)", path(cmd), len(args))
+	}
+	if err := backend.ValidateEntryID(args[1]); err != nil {
+		return usagef("entry ID %q: %v", args[1], errors.Unwrap(err))
+	}
+	return nil
 }
 
-// The schedule command's actions and the flags each takes.
-var scheduleActions = map[string][]string{
-	"ls":   {"after", "limit"},
-	"show": {"n"},
-	"add":  {"every", "cron", "zone", "at", "start", "end", "payload", "payload-file", "paused"},
-	"set":  {"every", "cron", "zone", "at", "start", "end", "payload", "payload-file", "paused", "rev"},
-	"rm":   {"rev"},
-}
-
-// commonFlags are the flags every command takes.
-var commonFlags = map[string]bool{"context": true, "server": true, "prefix": true, "json": true, "timeout": true,
-	"by": true, "inbox-prefix": true}
-
-// scheduleArgs checks a schedule command line before any request: the action,
-// JOB and ID, and that each flag given applies to the action.
-func (c *cli) scheduleArgs(args []string) (action, job, id string, err error) {
-	if len(args) == 0 {
-		return "", "", "", usagef("schedule needs an action: ls, show, add, set or rm")
+func (c *cli) scheduleCommand() *cobra.Command {
+	group := &cobra.Command{
+		Use:   "schedule",
+		Short: "A job's schedule entries: ls, show, add, set, rm",
+		Long: `schedule operates a job's schedule entries: schedules stored in the backend at runtime
+and run by every replica that declares the job, each slot once. The entries of a job no
+replica declares stay stored and are never run, and no replica answers for them.`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error { return groupArgs(cmd, args) },
 	}
-	action = args[0]
-	allowed, ok := scheduleActions[action]
-	if !ok {
-		return "", "", "", usagef("schedule %q: the actions are ls, show, add, set and rm", action)
-	}
-	want := 2 // JOB ID
-	if action == "ls" {
-		want = 1
-	}
-	switch rest := args[1:]; {
-	case len(rest) < want && want == 1:
-		return "", "", "", usagef("schedule ls needs a JOB")
-	case len(rest) < want:
-		return "", "", "", usagef("schedule %s needs a JOB and an entry ID", action)
-	case len(rest) > want:
-		return "", "", "", usagef("schedule %s takes %d arguments, got %d (quote a name with spaces)", action, want, len(rest))
-	case want == 2:
-		job, id = rest[0], rest[1]
-	default:
-		job = rest[0]
-	}
-	for name := range c.given {
-		if !commonFlags[name] && !slices.Contains(allowed, name) {
-			return "", "", "", usagef("schedule %s does not take --%s", action, name)
+	run := func(action string) func(*cobra.Command, []string) error {
+		return func(cmd *cobra.Command, args []string) error {
+			if err := c.checkSpec(action); err != nil {
+				return err
+			}
+			id := ""
+			if len(args) > 1 {
+				id = args[1]
+			}
+			return c.request(cmd.Context(), func(ctx context.Context, client *fleet.Client) error {
+				return c.schedule(ctx, client, action, args[0], id)
+			})
 		}
 	}
-	if action != "ls" {
-		if err := backend.ValidateEntryID(id); err != nil {
-			return "", "", "", usagef("entry ID %q: %v", id, errors.Unwrap(err))
+	ls := &cobra.Command{
+		Use:               "ls JOB",
+		Short:             "List a page of a job's entries, ordered by ID",
+		Args:              oneJob,
+		ValidArgsFunction: c.completeJobs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if c.sched.limit < 0 {
+				return usagef("--limit %d is negative", c.sched.limit)
+			}
+			return run("ls")(cmd, args)
+		},
+	}
+	ls.Flags().StringVar(&c.sched.after, "after", "", "list the entries after this ID (the next page)")
+	ls.Flags().IntVar(&c.sched.limit, "limit", 0, "how many entries (default 50, at most 100)")
+	show := &cobra.Command{
+		Use:   "show JOB ID",
+		Short: "One entry with its payload and recent runs",
+		Args:  entryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if c.n < 0 {
+				return usagef("-n %d is negative", c.n)
+			}
+			return run("show")(cmd, args)
+		},
+	}
+	show.Flags().IntVarP(&c.n, "n", "n", 0, "how many recent runs")
+	add := &cobra.Command{
+		Use:   "add JOB ID (--every D | --cron E [--zone Z] | --at T)",
+		Short: "Store an entry",
+		Example: `  anarchon schedule add feeds eu-west --cron "0 9 * * *" --zone Europe/Athens \
+    --payload '{"region":"eu-west"}'
+  anarchon schedule add feeds once --at +10m`,
+		Args: entryArgs,
+		RunE: run("add"),
+	}
+	c.sched.specFlags(add.Flags())
+	set := &cobra.Command{
+		Use:   "set JOB ID [--rev N] [the flags of add that change]",
+		Short: "Change the flags given on an entry, stored only if nobody changed it since",
+		Long: `set changes the flags given on the entry as read (an empty --start or --end removes the
+bound) and stores it only if nobody changed it since it was read, or since --rev N: a
+conflict stores nothing and says so.`,
+		Example: `  anarchon schedule set feeds eu-west --paused
+  anarchon schedule set feeds eu-west --every 30m --rev 4`,
+		Args: entryArgs,
+		RunE: run("set"),
+	}
+	c.sched.specFlags(set.Flags())
+	set.Flags().Uint64Var(&c.sched.rev, "rev", 0, "the revision the change is based on")
+	rm := &cobra.Command{
+		Use:   "rm JOB ID [--rev N]",
+		Short: "Remove an entry",
+		Args:  entryArgs,
+		RunE:  run("rm"),
+	}
+	rm.Flags().Uint64Var(&c.sched.rev, "rev", 0, "remove it only if its revision is this")
+	group.AddCommand(ls, show, add, set, rm)
+	return group
+}
+
+// checkSpec checks the spec flags of add and set before any request.
+func (c *cli) checkSpec(action string) error {
+	if action != "add" && action != "set" {
+		return nil
+	}
+	var kinds []string
+	for _, k := range []string{"every", "cron", "at"} {
+		if c.given(k) {
+			kinds = append(kinds, "--"+k)
 		}
 	}
 	switch {
-	case action == "ls" && c.sched.limit < 0:
-		return "", "", "", usagef("--limit %d is negative", c.sched.limit)
-	case action == "show" && c.n < 0:
-		return "", "", "", usagef("-n %d is negative", c.n)
-	case c.given["payload"] && c.given["payload-file"]:
-		return "", "", "", usagef("give --payload or --payload-file, not both")
+	case len(kinds) > 1:
+		return usagef("%s conflict: an entry has one schedule, give one of --every, --cron and --at", strings.Join(kinds, " and "))
+	case action == "add" && len(kinds) == 0:
+		return usagef("schedule add needs a schedule: one of --every, --cron and --at")
+	case c.given("zone") && !c.given("cron") && action == "add":
+		return usagef("--zone is the time zone of --cron; give --cron too")
+	case c.given("payload") && c.given("payload-file"):
+		return usagef("give --payload or --payload-file, not both")
 	case action == "set" && !c.specGiven():
-		return "", "", "", usagef("schedule set changes nothing without a flag: give the schedule, bounds, payload or --paused to change")
+		return usagef("schedule set changes nothing without a flag: give the schedule, bounds, payload or --paused to change")
 	}
-	if action == "add" {
-		kinds := 0
-		for _, k := range []string{"every", "cron", "at"} {
-			if c.given[k] {
-				kinds++
-			}
-		}
-		if kinds != 1 {
-			return "", "", "", usagef("schedule add needs one of --every, --cron and --at")
-		}
-	}
-	return action, job, id, nil
+	return nil
 }
 
 // specGiven reports whether a flag of the entry's spec was given.
 func (c *cli) specGiven() bool {
-	for _, name := range scheduleActions["add"] {
-		if c.given[name] {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(specNames, c.given)
 }
 
 // entryTime reads a time flag: RFC 3339, or +D (a duration from now).
@@ -158,24 +199,24 @@ func entryTime(name, v string, now time.Time) (time.Time, error) {
 // given), an empty --start or --end removes the bound.
 func (c *cli) applySpec(spec fleet.EntrySpec, now time.Time) (fleet.EntrySpec, error) {
 	p, g := &c.sched, c.given
-	if g["every"] || g["cron"] || g["at"] {
+	if g("every") || g("cron") || g("at") {
 		zone := spec.Zone
 		spec.Every, spec.Cron, spec.Zone, spec.At = "", "", "", time.Time{}
-		if g["cron"] && !g["every"] && !g["at"] {
+		if g("cron") && !g("every") && !g("at") {
 			spec.Zone = zone
 		}
 	}
-	if g["every"] {
+	if g("every") {
 		spec.Every = p.every
 	}
-	if g["cron"] {
+	if g("cron") {
 		spec.Cron = p.cron
 	}
-	if g["zone"] {
+	if g("zone") {
 		spec.Zone = p.zone
 	}
 	var err error
-	if g["at"] {
+	if g("at") {
 		if p.at == "" {
 			return spec, usagef("--at needs a time")
 		}
@@ -183,20 +224,20 @@ func (c *cli) applySpec(spec fleet.EntrySpec, now time.Time) (fleet.EntrySpec, e
 			return spec, err
 		}
 	}
-	if g["start"] {
+	if g("start") {
 		if spec.Start, err = entryTime("start", p.start, now); err != nil {
 			return spec, err
 		}
 	}
-	if g["end"] {
+	if g("end") {
 		if spec.End, err = entryTime("end", p.end, now); err != nil {
 			return spec, err
 		}
 	}
 	switch {
-	case g["payload"]:
+	case g("payload"):
 		spec.Payload = []byte(p.payload)
-	case g["payload-file"]:
+	case g("payload-file"):
 		var data []byte
 		if p.payloadFile == "-" {
 			data, err = readAllLimited(os.Stdin)
@@ -211,7 +252,7 @@ func (c *cli) applySpec(spec fleet.EntrySpec, now time.Time) (fleet.EntrySpec, e
 	if len(spec.Payload) > backend.MaxEntryPayload {
 		return spec, usagef("a payload of %d bytes: at most %d", len(spec.Payload), backend.MaxEntryPayload)
 	}
-	if g["paused"] {
+	if g("paused") {
 		spec.Paused = p.paused
 	}
 	return spec, nil
@@ -254,7 +295,7 @@ func (c *cli) schedule(ctx context.Context, client *fleet.Client, action, job, i
 		}
 		r, err := client.AddEntry(ctx, job, fleet.AddEntryRequest{ID: id, EntrySpec: spec, By: c.by})
 		if err != nil {
-			return fmt.Errorf("schedule add %q %q: %w", job, id, err)
+			return c.failed(ctx, client, fmt.Sprintf("schedule add %q %q", job, id), job, err)
 		}
 		return c.entryChanged("added", r)
 	case "set":
@@ -262,27 +303,27 @@ func (c *cli) schedule(ctx context.Context, client *fleet.Client, action, job, i
 		// changed it since (its revision, or --rev when given).
 		cur, err := client.Entry(ctx, job, fleet.EntryRequest{ID: id, History: 1})
 		if err != nil {
-			return fmt.Errorf("schedule set %q %q: %w", job, id, err)
+			return c.failed(ctx, client, fmt.Sprintf("schedule set %q %q", job, id), job, err)
 		}
 		spec, err := c.applySpec(cur.Entry.EntrySpec, now)
 		if err != nil {
 			return err
 		}
 		rev := cur.Entry.Revision
-		if c.given["rev"] {
+		if c.given("rev") {
 			rev = c.sched.rev
 		}
 		r, err := client.UpdateEntry(ctx, job, fleet.UpdateEntryRequest{ID: id, Rev: rev, EntrySpec: spec, By: c.by})
 		if err != nil {
-			return fmt.Errorf("schedule set %q %q: %w", job, id, err)
+			return c.failed(ctx, client, fmt.Sprintf("schedule set %q %q", job, id), job, err)
 		}
 		return c.entryChanged("updated", r)
 	default:
 		r, err := client.RemoveEntry(ctx, job, fleet.RemoveEntryRequest{ID: id, Rev: c.sched.rev, By: c.by})
 		if err != nil {
-			return fmt.Errorf("schedule rm %q %q: %w", job, id, err)
+			return c.failed(ctx, client, fmt.Sprintf("schedule rm %q %q", job, id), job, err)
 		}
-		if c.json {
+		if c.jsonOut() {
 			return c.printJSON(r)
 		}
 		makeVisible(&r)
@@ -292,7 +333,7 @@ func (c *cli) schedule(ctx context.Context, client *fleet.Client, action, job, i
 }
 
 func (c *cli) entryChanged(what string, r fleet.EntryChangeReply) error {
-	if c.json {
+	if c.jsonOut() {
 		return c.printJSON(r)
 	}
 	makeVisible(&r)
@@ -319,15 +360,15 @@ func entrySchedule(e fleet.Entry) string {
 	case e.Cron != "":
 		s = scheduler.DescribeSchedule(e.Cron)
 	case !e.At.IsZero():
-		s = "once at " + e.At.UTC().Format(timeFormat)
+		s = "once at " + stamp(e.At)
 	default:
 		s = "-"
 	}
 	if !e.Start.IsZero() {
-		s += ", from " + e.Start.UTC().Format(timeFormat)
+		s += ", from " + stamp(e.Start)
 	}
 	if !e.End.IsZero() {
-		s += ", until " + e.End.UTC().Format(timeFormat)
+		s += ", until " + stamp(e.End)
 	}
 	return s
 }
@@ -350,13 +391,15 @@ func (c *cli) scheduleList(ctx context.Context, client *fleet.Client, job string
 	if err != nil {
 		var nr *fleet.NoReplicaError
 		if errors.As(err, &nr) && len(nr.Up) > 0 {
-			return fmt.Errorf("schedule ls %q: %w; the entries of a job no replica declares stay stored and never run: declare the job on a replica to list, change or remove them (anarchon jobs --json counts them per replica, orphaned_entries)", job, err)
+			return fmt.Errorf("schedule ls %q: no replica declares job %q (replicas up: %s); the entries of a job no replica declares stay stored and never run: declare the job on a replica to list, change or remove them (anarchon jobs --json counts them per replica, orphaned_entries)",
+				job, job, upList(nr.Up))
 		}
-		return fmt.Errorf("schedule ls %q: %w", job, err)
+		return c.failed(ctx, client, fmt.Sprintf("schedule ls %q", job), job, err)
 	}
-	if c.json {
+	if c.jsonOut() {
 		return c.printJSON(r)
 	}
+	next := r.Next // IDs have no control characters: visible leaves them as they are
 	makeVisible(&r)
 	if len(r.Entries) == 0 {
 		if c.sched.after != "" {
@@ -367,21 +410,35 @@ func (c *cli) scheduleList(ctx context.Context, client *fleet.Client, job string
 		return nil
 	}
 	now := time.Now()
-	w := c.table()
-	fmt.Fprintln(w, "ID\tSCHEDULE\tSTATE\tNEXT\tLAST RUN\tLAST SUCCESS\tLAST FAILURE\tPAYLOAD\tREV")
+	var t *table
+	if c.wide() {
+		t = newTable(fixed("ID"), fixed("SCHEDULE"), fixed("STATE"), fixed("NEXT"), fixed("LAST RUN"), fixed("LAST SUCCESS"),
+			fixed("LAST FAILURE"), fixed("PAYLOAD"), fixed("REV"), fixed("BY"))
+	} else {
+		t = newTable(cut("ID"), cut("SCHEDULE"), fixed("STATE"), fixed("NEXT"), cut("LAST RUN"), fixed("FAILED"), fixed("REV"))
+	}
 	for _, e := range r.Entries {
 		state := entryState(e)
 		if !e.Paused && !e.Followed {
 			state = "not followed"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", e.ID, entrySchedule(e.Entry), state, when(e.Next, now),
-			lastRun(e.LastRun, now), lastAt(e.LastSuccess, now), lastFailure(e.LastFailure, now), size(e.PayloadSize), e.Revision)
+		if c.wide() {
+			t.add(e.ID, entrySchedule(e.Entry), state, stampAgo(e.Next, now), lastRunWide(e.LastRun, now), lastAt(e.LastSuccess, now),
+				lastFailure(e.LastFailure, now), size(e.PayloadSize), fmt.Sprint(e.Revision), orDash(e.By))
+			continue
+		}
+		t.add(e.ID, compactSchedule(entrySchedule(e.Entry)), state, ago(e.Next, now), lastRun(e.LastRun, now), failedAgo(e.LastFailure, now),
+			fmt.Sprint(e.Revision))
 	}
-	if err := w.Flush(); err != nil {
+	if err := t.write(c.stdout, c.width()); err != nil {
 		return err
 	}
-	if r.Next != "" {
-		fmt.Fprintf(c.stdout, "more: anarchon schedule ls %q --after %q\n", job, r.Next)
+	if next != "" {
+		flags := []string{"after", next}
+		if c.sched.limit > 0 {
+			flags = append(flags, "limit", fmt.Sprint(c.sched.limit))
+		}
+		fmt.Fprintf(c.stdout, "more: %s\n", cmdline("schedule ls", []string{job}, flags...))
 	}
 	return nil
 }
@@ -400,26 +457,24 @@ const maxPayloadShown = 512
 func (c *cli) scheduleShow(ctx context.Context, client *fleet.Client, job, id string) error {
 	r, err := client.Entry(ctx, job, fleet.EntryRequest{ID: id, History: c.n})
 	if err != nil {
-		return fmt.Errorf("schedule show %q %q: %w", job, id, err)
+		return c.failed(ctx, client, fmt.Sprintf("schedule show %q %q", job, id), job, err)
 	}
-	if c.json {
+	if c.jsonOut() {
 		return c.printJSON(r)
 	}
 	makeVisible(&r)
 	e, now := r.Entry, time.Now()
-	w := c.table()
-	fmt.Fprintf(w, "entry\t%s of %s\n", e.ID, e.Job)
-	fmt.Fprintf(w, "schedule\t%s\n", entrySchedule(e.Entry))
-	fmt.Fprintf(w, "state\t%s\n", entryState(e))
-	fmt.Fprintf(w, "next\t%s (on %s)\n", when(e.Next, now), r.Instance)
-	fmt.Fprintf(w, "payload\t%s\n", payloadText(e.Payload))
-	fmt.Fprintf(w, "revision\t%d, written %s by %s\n", e.Revision, e.Updated.UTC().Format(timeFormat), orDash(e.By))
-	fmt.Fprintf(w, "last run\t%s\n", lastRun(e.LastRun, now))
-	fmt.Fprintf(w, "last success\t%s\n", lastAt(e.LastSuccess, now))
-	fmt.Fprintf(w, "last failure\t%s\n", lastFailure(e.LastFailure, now))
-	if err := w.Flush(); err != nil {
-		return err
-	}
+	kv := &pairs{}
+	kv.add("entry", e.ID+" of "+e.Job)
+	kv.add("schedule", entrySchedule(e.Entry))
+	kv.add("state", entryState(e))
+	kv.add("next", fmt.Sprintf("%s (on %s)", stampAgo(e.Next, now), r.Instance))
+	kv.add("payload", payloadText(e.Payload))
+	kv.add("revision", fmt.Sprintf("%d, written %s by %s", e.Revision, stampAgo(e.Updated, now), orDash(e.By)))
+	kv.add("last run", lastRunWide(e.LastRun, now))
+	kv.add("last success", lastAt(e.LastSuccess, now))
+	kv.add("last failure", lastFailure(e.LastFailure, now))
+	kv.write(c.stdout)
 	fmt.Fprintln(c.stdout)
 	if len(r.Runs) == 0 {
 		fmt.Fprintln(c.stdout, "no runs recorded")

@@ -56,15 +56,21 @@ func TestScheduleAddShowSetRemove(t *testing.T) {
 
 	r = anarchon(t, append(srv, "schedule", "add", "feeds", "eu-west", "--every", "1h")...)
 	oneErrorLine(t, r, `anarchon: schedule add "feeds" "eu-west": `)
-	assert.Contains(t, r.stderr, "schedule entry exists")
+	assert.Equal(t, `anarchon: schedule add "feeds" "eu-west": a schedule entry with that ID exists (replica `, r.stderr[:strings.Index(r.stderr, "(replica ")+len("(replica ")])
+	assert.Equal(t, 1, strings.Count(r.stderr, "eu-west"), "the entry named once: %s", r.stderr)
 
 	f.followed(t, 1)
 	r = anarchon(t, append(srv, "schedule", "ls", "feeds")...)
 	require.Equal(t, exitOK, r.code, r.stderr)
 	ls := lines(r.stdout)
 	require.Len(t, ls, 2, r.stdout)
-	assert.Equal(t, "ID SCHEDULE STATE NEXT LAST RUN LAST SUCCESS LAST FAILURE PAYLOAD REV", ls[0])
-	assert.Regexp(t, `^eu-west at 09:00 every day \(Europe/Athens\), from \S+ active \S+( \S+)? - - - 7B `+strconv.FormatUint(first.Revision, 10)+`$`, ls[1])
+	assert.Equal(t, "ID SCHEDULE STATE NEXT LAST RUN FAILED REV", ls[0])
+	assert.Regexp(t, `^eu-west at 09:00 every day \(Europe/Athens\) active in \S+ - - `+strconv.FormatUint(first.Revision, 10)+`$`, ls[1])
+	r = anarchon(t, append(srv, "schedule", "ls", "feeds", "-o", "wide")...)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	ls = lines(r.stdout)
+	assert.Equal(t, "ID SCHEDULE STATE NEXT LAST RUN LAST SUCCESS LAST FAILURE PAYLOAD REV BY", ls[0])
+	assert.Regexp(t, `^eu-west at 09:00 every day \(Europe/Athens\), from \S+ active \S+ \(in \S+\) - - - 7B `+strconv.FormatUint(first.Revision, 10)+` [ABC]$`, ls[1])
 
 	r = anarchon(t, append(srv, "schedule", "show", "feeds", "eu-west")...)
 	require.Equal(t, exitOK, r.code, r.stderr)
@@ -120,7 +126,8 @@ func TestScheduleAddShowSetRemove(t *testing.T) {
 	_, err = f.stored(t, "eu-west")
 	require.ErrorIs(t, err, backend.ErrEntryNotFound)
 	r = anarchon(t, append(srv, "schedule", "show", "feeds", "eu-west")...)
-	oneErrorLine(t, r, "schedule entry not found")
+	oneErrorLine(t, r, `anarchon: schedule show "feeds" "eu-west": no schedule entry of job "feeds" has that ID (replica `)
+	assert.Equal(t, 1, strings.Count(r.stderr, "eu-west"), "the entry named once: %s", r.stderr)
 	r = anarchon(t, append(srv, "schedule", "ls", "feeds")...)
 	assert.Equal(t, "no entries of \"feeds\"\n", r.stdout)
 }
@@ -137,9 +144,9 @@ func TestScheduleListPages(t *testing.T) {
 	require.Equal(t, exitOK, r.code, r.stderr)
 	ls := lines(r.stdout)
 	require.Len(t, ls, 4, r.stdout)
-	assert.Regexp(t, `^a every 1h0m0s \(aligned to UTC\) `, ls[1])
+	assert.Regexp(t, `^a every 1h active `, ls[1])
 	assert.Regexp(t, `^b `, ls[2])
-	assert.Equal(t, `more: anarchon schedule ls "feeds" --after "b"`, ls[3])
+	assert.Equal(t, `more: anarchon schedule ls feeds --after=b --limit=2`, ls[3])
 	r = anarchon(t, "--server", f.url, "schedule", "ls", "feeds", "--after", "b")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	ls = lines(r.stdout)
@@ -154,7 +161,7 @@ func TestScheduleOfAnUndeclaredJob(t *testing.T) {
 	_, err := f.backend.CreateEntry(context.Background(), backend.Entry{Job: "ghost", ID: "a", EntrySpec: backend.EntrySpec{Every: time.Hour}})
 	require.NoError(t, err)
 	r := anarchon(t, "--server", f.url, "schedule", "ls", "ghost")
-	oneErrorLine(t, r, `anarchon: schedule ls "ghost": fleet: no replica declares job "ghost" (replicas up: A, B, C); the entries of a job no replica declares stay stored and never run`)
+	oneErrorLine(t, r, `anarchon: schedule ls "ghost": no replica declares job "ghost" (replicas up: A, B, C); the entries of a job no replica declares stay stored and never run`)
 }
 
 func TestScheduleBadInput(t *testing.T) {
@@ -184,14 +191,19 @@ func TestScheduleBadInput(t *testing.T) {
 		r := anarchon(t, append(srv, args...)...)
 		assert.Equal(t, exitUsage, r.code, "%q", args)
 		assert.Equal(t, 1, strings.Count(r.stderr, "\n"), "%q: one line", args)
-		assert.Contains(t, r.stderr, "(anarchon help shows the usage)", "%q", args)
+		assert.Regexp(t, `\(anarchon [^)]+\)\n$`, r.stderr, "%q: what to do", args)
 	}
-	r := anarchon(t, append(srv, "schedule", "add", "feeds", "x", "--every", "1h", "--payload-file", big)...)
+	// A schedule given twice is a conflict, not a missing schedule.
+	r := anarchon(t, append(srv, "schedule", "add", "feeds", "x", "--cron", "* * * * *", "--at", "+1h")...)
+	assert.Equal(t, exitUsage, r.code)
+	assert.Equal(t, "anarchon: --cron and --at conflict: an entry has one schedule, give one of --every, --cron and --at (anarchon schedule add --help shows the usage)\n", r.stderr)
+	r = anarchon(t, append(srv, "schedule", "add", "feeds", "x", "--every", "1h", "--payload-file", big)...)
 	oneErrorLine(t, r, "--payload-file: more than 16384 bytes")
 
 	// What the replica refuses: 400, nothing stored.
 	r = anarchon(t, append(srv, "schedule", "add", "feeds", "x", "--cron", "61 * * * *")...)
-	oneErrorLine(t, r, `anarchon: schedule add "feeds" "x": scheduler: invalid schedule entry: entry "x" of job "feeds": scheduler: invalid schedule: cron "61 * * * *"`)
+	oneErrorLine(t, r, `anarchon: schedule add "feeds" "x": invalid schedule entry: entry "x" of job "feeds": invalid schedule: cron "61 * * * *"`)
+	assert.NotContains(t, r.stderr, "scheduler: ", "no stutter")
 	assert.Regexp(t, `\(replica [ABC]\)\n$`, r.stderr)
 	r = anarchon(t, append(srv, "schedule", "add", "feeds", "x", "--at", time.Now().Add(-time.Hour).Format(time.RFC3339))...)
 	oneErrorLine(t, r, "no slot after now")
@@ -210,6 +222,6 @@ func TestScheduleBadInput(t *testing.T) {
 	assert.Equal(t, "from a file", string(e.Payload))
 	assert.WithinDuration(t, time.Now().Add(time.Hour), e.At, time.Minute)
 
-	r = anarchon(t, "help")
-	assert.Contains(t, r.stdout, "anarchon [flags] schedule add JOB ID")
+	r = anarchon(t, "help", "schedule", "add")
+	assert.Contains(t, r.stdout, "anarchon schedule add JOB ID (--every D | --cron E [--zone Z] | --at T)")
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -183,10 +184,16 @@ func TestHostileTextIsShownNotObeyed(t *testing.T) {
 	assert.Contains(t, r.stderr, `ended error: `+hostileShown+"\n")
 	assert.Equal(t, 1, strings.Count(r.stderr, "\n"))
 
-	// history: the error, the instance and who asked, in one row.
+	// history: the error, the instance and who asked, in one row: cut to fit
+	// 100 columns, whole with -o wide.
 	r = cmd("history", "report")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	ls := lines(r.stdout)
+	require.Len(t, ls, 2, "the header and one row")
+	assertFits(t, r.stdout)
+	r = cmd("history", "report", "-o", "wide")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	ls = lines(r.stdout)
 	require.Len(t, ls, 2, "the header and one row")
 	assert.Contains(t, ls[1], " error A"+hostileShown+" 1 manual by ana"+hostileShown+" ")
 	assert.True(t, strings.HasSuffix(ls[1], " "+hostileShown), ls[1])
@@ -210,10 +217,14 @@ func TestHostileTextIsShownNotObeyed(t *testing.T) {
 	// jobs: the pause, the last failure, the replica, the bidi job name; one row each.
 	r = cmd("jobs", "--window", "200ms")
 	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Len(t, lines(r.stdout), 6, "a header, two jobs, a blank line, a header, one replica")
+	assertFits(t, r.stdout)
+	r = cmd("jobs", "--window", "200ms", "-o", "wide")
+	require.Equal(t, exitOK, r.code, r.stderr)
 	ls = lines(r.stdout)
 	require.Len(t, ls, 6, "a header, two jobs, a blank line, a header, one replica")
 	assert.Contains(t, ls[1], `report paused: why`+hostileShown+` (by bo`+hostileShown+`, until `)
-	assert.Contains(t, ls[1], ` error: \x1b]52;c;cGF5bG9hZA==\x07\x1b]0;pwne...`, "the last failure, cut")
+	assert.Contains(t, ls[1], ` error: `+hostileShown+" ", "the last failure")
 	assert.True(t, strings.HasSuffix(ls[1], " A"+hostileShown), ls[1])
 	assert.True(t, strings.HasPrefix(ls[2], `report\u202egpj.exe active `), ls[2])
 	assert.True(t, strings.HasPrefix(ls[5], "A"+hostileShown+" "), ls[5])
@@ -252,7 +263,7 @@ func TestHostileTextIsShownNotObeyed(t *testing.T) {
 	_, err := f.backend.Runs().Claim(ctx, backend.RunClaim{Job: "report", Slot: slot, Token: backendtest.Token(),
 		Instance: "B" + hostile, Lease: time.Hour})
 	require.NoError(t, err)
-	for _, args := range [][]string{{"active"}, {"active", "report"}} {
+	for _, args := range [][]string{{"active", "-o", "wide"}, {"active", "report", "-o", "wide"}} {
 		r = cmd(args...)
 		require.Equal(t, exitOK, r.code, r.stderr)
 		ls = lines(r.stdout)
@@ -265,7 +276,7 @@ func TestHostileTextIsShownNotObeyed(t *testing.T) {
 	defer wcancel()
 	var out, errb syncBuffer
 	done := make(chan int, 1)
-	go func() { done <- run(wctx, append(srv, "watch", bidiJob), &out, &errb) }()
+	go func() { done <- run(wctx, append(srv, "watch", bidiJob), os.Getenv, &out, &errb) }()
 	require.Eventually(t, func() bool {
 		f.failNext.Store(true)
 		_, err := f.scheds[0].RunNow(context.Background(), bidiJob)
@@ -278,4 +289,13 @@ func TestHostileTextIsShownNotObeyed(t *testing.T) {
 	assertInert(t, errb.String())
 	assert.Regexp(t, `(?m)^\S+Z  A\\x1b\]52;c;\S+  report\\u202egpj\.exe  finished  .*  error: \\x1b\]52;c;cGF5bG9hZA==\\x07.*row back$`, out.String())
 	assert.Contains(t, errb.String(), `watching "report\u202egpj.exe"`, "the job named on the command line, quoted with %q")
+}
+
+// assertFits checks a table printed by default: no line wider than 100 columns.
+func assertFits(t *testing.T, out string) {
+	t.Helper()
+	for l := range strings.Lines(out) {
+		l = strings.TrimSuffix(l, "\n")
+		assert.LessOrEqual(t, utf8.RuneCountInString(l), maxWidth, "wider than %d columns: %q", maxWidth, l)
+	}
 }

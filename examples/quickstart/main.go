@@ -19,7 +19,7 @@
 // the quickstart runs; it prints the command to point at its server:
 //
 //	quickstart: status page at http://127.0.0.1:PORT/anarchon/
-//	quickstart: fleet service up; in another terminal: anarchon --server nats://127.0.0.1:PORT jobs (install it: go install ./cmd/anarchon)
+//	quickstart: fleet service up; in another terminal: anarchon --server nats://127.0.0.1:PORT jobs (install it: go install -C cmd/anarchon .)
 //	quickstart: embedded JetStream server at nats://127.0.0.1:PORT, store /tmp/…
 //	quickstart: 3 instances share job "quickstart-tick" every 1s, until interrupted (Ctrl-C)
 //	slot 10:41:07 ran on instance-b (attempt 1)

@@ -89,7 +89,7 @@ func TestQuickstartUntilInterrupted(t *testing.T) {
 	lines := strings.Split(read(), "\n")
 	require.Greater(t, len(lines), 5)
 	assert.Regexp(t, `^quickstart: status page at http://127\.0\.0\.1:\d+/anarchon/$`, lines[0])
-	assert.Regexp(t, `^quickstart: fleet service up; in another terminal: anarchon --server nats://127\.0\.0\.1:\d+ jobs \(install it: go install \./cmd/anarchon\)$`, lines[1])
+	assert.Regexp(t, `^quickstart: fleet service up; in another terminal: anarchon --server nats://127\.0\.0\.1:\d+ jobs \(install it: go install -C cmd/anarchon \.\)$`, lines[1])
 	assert.Regexp(t, `^quickstart: embedded JetStream server at nats://127\.0\.0\.1:\d+, store `, lines[2])
 	assert.Equal(t, `quickstart: 3 instances share job "quickstart-tick" every 1s, until interrupted (Ctrl-C)`, lines[3])
 	assert.Regexp(t, `^slot \S+ ran on instance-[abc] \(attempt 1\)$`, lines[4], "then the runs")

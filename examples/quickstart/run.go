@@ -227,7 +227,7 @@ func run(ctx context.Context, args []string, w io.Writer) error {
 	if webURL != "" {
 		fmt.Fprintf(out, "quickstart: status page at %s\n", webURL)
 	}
-	fmt.Fprintf(out, "quickstart: fleet service up; in another terminal: anarchon --server %s jobs (install it: go install ./cmd/anarchon)\n", url)
+	fmt.Fprintf(out, "quickstart: fleet service up; in another terminal: anarchon --server %s jobs (install it: go install -C cmd/anarchon .)\n", url)
 	fmt.Fprintf(out, "quickstart: %s\n", serverLine)
 	until := "until interrupted (Ctrl-C)"
 	if cfg.duration > 0 {

@@ -27,7 +27,7 @@ func register(s *scheduler.Scheduler, c config, log *slog.Logger) error {
 	// slot may start up to 5 s late; past that it is recorded as late. (The default,
 	// a minute, would make a replica that starts run every slot of the last minute.)
 	err = s.Cron("report", c.cron, func(ctx context.Context, run scheduler.Run) error {
-		log.Info("report", "instance", run.Instance, "local_slot", run.Slot.In(c.zone).Format("2006-01-02 15:04:05 MST"))
+		log.InfoContext(ctx, "report", "instance", run.Instance, "local_slot", run.Slot.In(c.zone).Format("2006-01-02 15:04:05 MST"))
 		return work(ctx, 10*time.Millisecond)
 	}, scheduler.WithLocation(c.zone), scheduler.WithMaxLate(5*time.Second))
 	if err != nil {
@@ -108,7 +108,7 @@ func register(s *scheduler.Scheduler, c config, log *slog.Logger) error {
 	// stored in the backend and run by whichever replica claims each slot. The run
 	// says which entry it is and carries the entry's payload.
 	err = s.Declare("tenants", func(ctx context.Context, run scheduler.Run) error {
-		log.Debug("tenant run", "entry", run.Entry, "payload", string(run.Payload))
+		log.DebugContext(ctx, "tenant run", "entry", run.Entry, "payload", string(run.Payload))
 		return work(ctx, 10*time.Millisecond)
 	}, scheduler.WithMaxLate(5*time.Second), scheduler.WithJitter(time.Second))
 	if err != nil {

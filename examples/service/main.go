@@ -26,16 +26,28 @@
 //
 // Usage:
 //
-//	go run ./examples/service [-url nats://127.0.0.1:4222 | -context NAME] [-instance NAME]
+//	go run -C examples/service . [-url nats://127.0.0.1:4222 | -context NAME] [-instance NAME]
 //	    [-metrics-addr 127.0.0.1:9464 | -metrics-addr ""] [-web 127.0.0.1:8080 [-web-actions] [-web-hosts NAMES]]
-//	    [-log-format text|json] [-log-level info]
+//	    [-otel log|otlp] [-log-format text|json] [-log-level info]
 //	    [-interval 5s] [-cron '*/10 * * * * *'] [-zone Europe/Athens]
 //	    [-stop-timeout 10s] [-duration 0] [-replicas 1] [-history 5]
 //
 // To see it work, start a JetStream server (nats-server -js) and two replicas:
 //
-//	go run ./examples/service -instance a
-//	go run ./examples/service -instance b -web 127.0.0.1:8080
+//	go run -C examples/service . -instance a
+//	go run -C examples/service . -instance b -web 127.0.0.1:8080 -otel log
+//
+// With -otel every attempt of every job is a span (package otel's middleware),
+// a trigger from the status page or the anarchon command is linked to its run,
+// and log lines a job makes with its run's context carry the trace_id: -otel log
+// prints the spans on stderr, -otel otlp sends them to the OpenTelemetry
+// collector that OTEL_EXPORTER_OTLP_ENDPOINT names. Metrics and tracing are
+// wired as a service of yours would wire them: see run.go, metrics.go and
+// tracing.go.
+//
+// This directory is a Go module of its own (so the library's users download no
+// OpenTelemetry); run it from the repository's root with go run -C
+// examples/service . (flags after the dot).
 //
 // Each serves /metrics on a free loopback port unless -metrics-addr names one, and
 // logs where ("serving metrics" addr=127.0.0.1:PORT), so any number of replicas run
@@ -88,6 +100,7 @@ type config struct {
 	web         string
 	webActions  bool
 	webHosts    []string
+	otel        string
 	logFormat   string
 	logLevel    slog.Level
 	interval    time.Duration
@@ -127,6 +140,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		}
 		return nil
 	})
+	fs.StringVar(&c.otel, "otel", "", "trace every run with OpenTelemetry: log (spans as JSON on stderr) or otlp (to the collector OTEL_EXPORTER_OTLP_ENDPOINT names); log lines made in a run carry its trace_id")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format on stderr: text or json")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log `level`: debug, info, warn or error")
 	fs.DurationVar(&c.interval, "interval", 5*time.Second, "interval of the tick, flaky and compact jobs")

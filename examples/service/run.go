@@ -19,6 +19,7 @@ import (
 	"github.com/anarchon/anarchon/fleet"
 	"github.com/anarchon/anarchon/jetstream"
 	"github.com/anarchon/anarchon/kvlease"
+	anotel "github.com/anarchon/anarchon/otel"
 	"github.com/anarchon/anarchon/scheduler"
 )
 
@@ -31,6 +32,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	log := newLogger(c, stderr)
+
+	// Tracing (-otel): every attempt a span, triggers linked over NATS, and log
+	// records made with a run's context carry its trace ID.
+	middleware, shutdownTracing, err := setupTracing(ctx, c.otel, c.instance, stderr)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := shutdownTracing(sctx); err != nil {
+			log.Warn("spans not flushed", "err", err)
+		}
+	}()
+	if c.otel != "" {
+		log = traced(log)
+	}
 
 	nc, js, err := dial(c, log)
 	if err != nil {
@@ -56,8 +74,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer backend.Close(context.WithoutCancel(ctx))
 
 	onEvent := scheduler.LogEvents(log)
+	var ms *metricsServer
 	if c.metricsAddr != "" {
-		ms, err := serveMetrics(c.metricsAddr, log)
+		ms, err = serveMetrics(c.metricsAddr, log)
 		if err != nil {
 			return err
 		}
@@ -76,9 +95,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	onEvent = scheduler.Chain(onEvent, events)
 
-	s, err := scheduler.New(scheduler.Config{Backend: backend, Instance: c.instance, Logger: log, OnEvent: onEvent})
+	s, err := scheduler.New(scheduler.Config{Backend: backend, Instance: c.instance, Logger: log, OnEvent: onEvent,
+		Middleware: middleware})
 	if err != nil {
 		return err
+	}
+	if ms != nil {
+		ms.m.CountEntries(s) // anarchon_entries{state="followed"|"orphaned"}
 	}
 	if err := register(s, c, log); err != nil {
 		return err
@@ -114,7 +137,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	// The fleet service answers the anarchon command and the status page, for
 	// every job this replica declares; it stops before the scheduler.
-	svc, err := fleet.Serve(ctx, nc, s, fleet.WithLogger(log))
+	svc, err := fleet.Serve(ctx, nc, s, fleet.WithLogger(log), anotel.ServeOption())
 	if err != nil {
 		stop(nil)
 		return startErr(ctx, log, fmt.Errorf("serve the fleet service: %w", err))

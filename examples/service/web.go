@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/anarchon/anarchon/fleet"
+	anotel "github.com/anarchon/anarchon/otel"
 	"github.com/anarchon/anarchon/web"
 )
 
@@ -23,7 +24,7 @@ const webPrefix = "/anarchon/"
 // with none it answers any Host and allows actions for a loopback one only. A
 // taken port is an error here; with port 0 the log tells the URL.
 func serveWeb(addr string, actions bool, hosts []string, nc *nats.Conn, log *slog.Logger) (*httpServer, error) {
-	client, err := fleet.NewClient(nc)
+	client, err := fleet.NewClient(nc, anotel.ClientOption()) // run now carries the page's trace context
 	if err != nil {
 		return nil, err
 	}

@@ -366,7 +366,7 @@ func readChart(t *testing.T, ctx context.Context) chart {
 		const box = svg.getBoundingClientRect();
 		return {
 			Marks: marks.length,
-			Rows: document.querySelectorAll('#runs tbody tr').length,
+			Rows: document.querySelectorAll('#runs tbody tr.run-row').length,
 			Classes: classes, Fills: fills,
 			Title: svg.querySelector(':scope > title').textContent,
 			Desc: svg.querySelector(':scope > desc').textContent,
@@ -496,7 +496,7 @@ func TestHostileNamesInChromium(t *testing.T) {
 	h1, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#job-name")))
 	require.NoError(t, err)
 	assert.Equal(t, name, h1)
-	errText, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#runs tbody td.err")))
+	errText, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#runs tbody .err")))
 	require.NoError(t, err)
 	assert.Equal(t, fail, errText)
 	elems, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('main img, main script').length`))

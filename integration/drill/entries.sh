@@ -25,7 +25,7 @@ if [ -z "${NATS_SERVER:-}" ]; then
 	GOBIN="$WORK/bin" go install github.com/nats-io/nats-server/v2@v2.15.3
 	NATS_SERVER="$WORK/bin/nats-server"
 fi
-go build -C "$ROOT" -o "$WORK/service" ./examples/service
+go build -C "$ROOT/examples/service" -o "$WORK/service" .
 
 routes="nats://127.0.0.1:16222,nats://127.0.0.1:16223,nats://127.0.0.1:16224"
 for i in 0 1 2; do
