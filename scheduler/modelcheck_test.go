@@ -4,23 +4,25 @@ package scheduler_test
 // name.
 //
 // Every seed builds a small world under testing/synctest (virtual time): 3–5
-// scheduler instances sharing one memory.Backend and its memory.RunStore, each with its
-// own clock offset (±500 ms) and its own faulty view of the store (lost answers, lost
-// requests, slow requests, crashes, paused heartbeats), running 1–3 Every jobs with
-// leases, some with a retry policy whose handlers fail some attempts, some run
-// through schedule entries that are added, changed and removed while faults
-// strike (the instances running a removed entry's slot crash just after, now
-// and then). A plan drawn from the seed crashes, pauses, stops and restarts instances
-// and calls RunNow during a fault phase; a quiet phase follows in which every
-// instance slot is up and healthy, and then every instance is stopped with a
-// generous deadline. The harness, the faults, the record and the invariants it is
-// checked against (the lease rules of backend.RunStore) are internal/modelcheck's,
-// shared with integration's TestModelCheckKV; with virtual time and a store in memory
-// the record knows exactly when the store applied each call (modelcheck.Exact).
+// scheduler instances sharing one memory.Backend and its memory.RunStore (a
+// backend.Settler), each with its own clock offset and its own faulty view of the
+// store. The plan crosses every policy (overlap, retries, run limits, pauses,
+// catch-up, backfills, manual runs, schedule entries) with every fault: lost,
+// late and unanswered calls, crashes, held heartbeats, frozen processes, store
+// restarts, cut and reconnecting entry watches, skewed clocks, a rolling
+// redeploy that changes the jobs' options, entries removed and added again, and
+// absurd option values. A quiet phase follows in which every instance slot is
+// up and healthy, and then every instance is stopped with a generous deadline.
+// The harness, the faults, the record and the invariants are
+// internal/modelcheck's (its package doc lists them), shared with integration's
+// TestModelCheckKV and sqlbackend's TestModelCheckSQL; with virtual time and a
+// store in memory the record knows exactly when the store applied each call
+// (modelcheck.Exact).
 //
 // Seeds: ANARCHON_MODEL_SEEDS=N runs seeds 1..N (default 500, from
 // ANARCHON_MODEL_SEED_FROM), ANARCHON_MODEL_SEED=K runs seed K alone and prints its
-// whole trace on failure (ANARCHON_MODEL_TRACE=1 prints it always).
+// whole trace on failure (ANARCHON_MODEL_TRACE=1 prints it always);
+// ANARCHON_MODEL_SKIP=inv,… leaves invariants out.
 
 import (
 	"context"

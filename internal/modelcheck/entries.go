@@ -108,12 +108,12 @@ func (p *Plan) AddHolderCrashes() {
 	p.SortActions()
 }
 
-// AddReadds removes, from a stream of its own (so that the rest of a seed's
-// plan stays what it was), a third of p's entries at once while one of their
-// slots runs and adds each again with the same ID (a new incarnation, a new
-// payload): the instances running the entry's slot crash just before, now
-// and then, so that the run of the removed incarnation is left for a takeover
-// that must end it cancelled, never run it again. Call it after AddEntries.
+// AddReadds removes a third of p's entries while one of their slots runs, and
+// adds each again at once with the same ID: a new incarnation, a new payload.
+// Now and then the instances running the slot crash just before. The run of
+// the removed incarnation is then left for a takeover, which must end it
+// cancelled, never run it again. It draws from a stream of its own, so that
+// the rest of a seed's plan stays what it was. Call it after AddEntries.
 func (p *Plan) AddReadds() {
 	r := rand.New(rand.NewPCG(p.Seed^0x7265_6164_6473, p.Seed))
 	faultMS := int(p.FaultPhase / time.Millisecond)

@@ -228,11 +228,10 @@ type watchBreak struct {
 	gap       time.Duration // a reconnect's: how long changes are missed
 }
 
-// watchBreak is when (since t0) and how the entry watch in begins now breaks:
-// at the start of an outage of the store (a reconnect when the outage ends, or
-// a cut), or at a time drawn from the seed in one of in's flaky windows still
-// to come, with the window's probability (a cut, or a reconnect 0.1–1.5s
-// later).
+// watchBreak is when (since t0) and how the entry watch in begins now breaks.
+// At the start of an outage of the store it is cut, or it reconnects when the
+// outage ends. In one of in's flaky windows still to come, with the window's
+// probability, it is cut or reconnects 0.1–1.5s later.
 func (in *inst) watchBreak() watchBreak {
 	start := in.h.faultStart()
 	if start < 0 {

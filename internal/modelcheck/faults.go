@@ -13,10 +13,9 @@ import (
 var ErrCrashed = errors.New("modelcheck: instance crashed")
 
 // faulty is in's view of its store: a Backend and LeaseBackend whose store
-// calls go through in's faults, with the store's JobWindower, JobChecker,
-// ClaimRecorder and RecordDecider (or what the scheduler does without them),
-// and an EntryStore when the store is one (the scheduler finds it by type
-// assertion).
+// calls go through in's faults. It has the store's JobWindower, JobChecker,
+// ClaimRecorder and RecordDecider, or does what the scheduler does without
+// them. It is an EntryStore when the store is one.
 func faulty(in *inst, s Store) backend.Backend {
 	b := &faultyBackend{in: in, b: s}
 	if es, ok := s.(backend.EntryStore); ok {

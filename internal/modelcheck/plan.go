@@ -198,10 +198,10 @@ func (p *Plan) skew() time.Duration {
 	return p.Skew
 }
 
-// AddBackfills adds, from a stream of its own (so that the rest of a seed's
-// plan stays what it was), 0–2 backfills of a job in the fault phase, over the
-// last 2–6 intervals before the call, now and then rerunning the slots that
-// ran. Jobs declared for their entries only have no slot to backfill.
+// AddBackfills adds 0–2 backfills of a job in the fault phase, over the last
+// 2–6 intervals before the call, now and then rerunning the slots that ran.
+// Jobs declared for their entries only have no slot to backfill. It draws from
+// a stream of its own, so that the rest of a seed's plan stays what it was.
 func (p *Plan) AddBackfills() {
 	r := rand.New(rand.NewPCG(p.Seed^0x6266_696c_6c, p.Seed))
 	for range r.IntN(3) {
@@ -215,12 +215,11 @@ func (p *Plan) AddBackfills() {
 	p.SortActions()
 }
 
-// AddRedeploys gives, from a stream of its own (so that the rest of a seed's
-// plan stays what it was), a third of the plans a rolling redeploy in the fault
-// phase: every instance slot is redeployed once, one after the other, with a
-// next release of each job whose lease, max lateness or overlap policy change
-// (drawn for half the jobs, each at least one), while the runs of the old
-// release are remembered in the store.
+// AddRedeploys gives a third of the plans a rolling redeploy in the fault
+// phase: every instance slot is redeployed once, one after the other. The next
+// release changes the lease, the max lateness or the overlap policy of half
+// the jobs (one at least). The runs of the old release stay in the store. It
+// draws from a stream of its own, so that the rest of a seed's plan stays.
 func (p *Plan) AddRedeploys() {
 	r := rand.New(rand.NewPCG(p.Seed^0x7265_6c65_6173, p.Seed))
 	if r.IntN(3) != 0 {
@@ -370,11 +369,11 @@ func (p *Plan) String() string {
 	return b.String()
 }
 
-// AddEdges adds to p, from a stream of its own (so that the rest of a seed's plan
-// stays what it was), the faults at the edges of the state machine: pauses of a
-// job in the fault phase (whose Finish may fail like any call), and now and then
-// every instance started at the same instant, so that their first claims (a
-// catch-up slot and the slot just due, of a job that forbids overlap) tie.
+// AddEdges adds to p the faults at the edges of the state machine: pauses of a
+// job in the fault phase, and now and then every instance started at the same
+// instant. Their first claims then tie: a catch-up slot and the slot just due,
+// of a job that forbids overlap. It draws from a stream of its own, so that
+// the rest of a seed's plan stays what it was.
 func (p *Plan) AddEdges(maxPause time.Duration) {
 	r := rand.New(rand.NewPCG(p.Seed^0x7061_7573_6564, p.Seed))
 	faultMS := int(p.FaultPhase / time.Millisecond)
@@ -477,11 +476,11 @@ func (j Job) merged(next Job) Job {
 // OverlapCancelOther or a buffer policy).
 func (j Job) Exclusive() bool { return j.Skip || j.CancelOther || j.Buffer > 0 }
 
-// MixOverlap turns, drawn apart from the plan's generator with Mix, half of the
-// jobs that skip overlap into jobs that cancel the other run, and a third of
-// those left into jobs that buffer (one, or all with a cap of 2 or 3, their
-// handlers at most half their interval long so that a buffer drains). i is the
-// job's index in the plan.
+// MixOverlap turns half of the jobs that skip overlap into jobs that cancel
+// the other run, and a third of those left into jobs that buffer: one, or all
+// with a cap of 2 or 3. Their handlers run at most half their interval, so
+// that a buffer drains. It draws apart from the plan's generator, with Mix. i
+// is the job's index in the plan.
 func (j *Job) MixOverlap(seed uint64, i int) {
 	if !j.Skip {
 		return

@@ -21,11 +21,11 @@ type RealTime struct {
 	JobPrefix string
 }
 
-// RealTimePlan draws seed's plan for a real store: 1–2 jobs every 1–2s with leases
-// of 1–2s (some forbidding overlap, some catching up), each instance started in the
-// first 300ms, and at random crashed, paused, stopped (and restarted), asked for a
-// RunNow, and given flaky windows during the fault phase. The same seed gives the
-// same plan.
+// RealTimePlan draws seed's plan for a real store: 1–2 jobs every 1–2s with
+// leases of 1–2s, some forbidding overlap, some catching up. Each instance
+// starts in the first 300ms. In the fault phase instances are crashed, paused,
+// stopped and restarted, asked for a RunNow, and given flaky windows. The same
+// seed gives the same plan.
 func RealTimePlan(seed uint64, o RealTime) *Plan {
 	r := rand.New(rand.NewPCG(seed, seed^0x6b76_6d6f_6465_6c21))
 	ms := MS
