@@ -112,7 +112,7 @@ func (h *Harness) Check(ctx context.Context, history backend.Backend, runs backe
 		sortHandlers(hs)
 	}
 	for _, hr := range r.handlers {
-		if _, _, ok := c.frozenEnd(hr); ok {
+		if _, _, ok, _ := c.frozenEnd(hr); ok {
 			c.seen["handlers ended as their frozen process thawed"]++
 		}
 	}
@@ -205,7 +205,7 @@ func (c *checker) leasesExact() {
 	for k, hs := range c.byKey {
 		for _, hr := range hs {
 			g := c.grantOf(hr)
-			if end, _ := c.effEnd(hr); g != nil && g.token == hr.token && end > g.end() {
+			if end, _ := c.effEnd(hr); g != nil && g.token == hr.token && end > g.end() && !c.thawedOnly(hr) {
 				c.add("2-lease-order", []key{k}, "", "%s slot %s: %s's handler (attempt %d, fence %d) ran until %s but its lease ended in the store at %s",
 					k.job, h.rel(k.slot), hr.in.name, hr.attempt, hr.fence, at(endOf(hr)), at(g.end()))
 			}
@@ -231,7 +231,7 @@ func (c *checker) leasesBounded() {
 					k.job, h.rel(k.slot), g.attempt, g.inst, at(g.at), prev.attempt, prev.inst, at(prev.endLo))
 			}
 			for _, hr := range c.byKey[k] {
-				if _, end := c.effEnd(hr); hr.fence == prev.fence && end > g.atSeq {
+				if _, end := c.effEnd(hr); hr.fence == prev.fence && end > g.atSeq && !c.thawedOnly(hr) {
 					c.add("2-lease-order", []key{k}, "", "%s slot %s: %s's handler (attempt %d) still ran when %s's takeover (attempt %d) was answered at %s; it ended at %s",
 						k.job, h.rel(k.slot), hr.in.name, hr.attempt, g.inst, g.attempt, at(g.at), at(endOf(hr)))
 				}

@@ -445,6 +445,7 @@ func wait(ctx context.Context, d time.Duration) bool {
 func do[T any](in *inst, ctx context.Context, op, job string, slot time.Time, apply func(context.Context) (T, error), observe func(sent time.Duration, v T, err error, fault string)) (T, error) {
 	var zero T
 	rec := in.h.rec
+	defer in.waitThaw() // a frozen process reads no answer, not even an error
 	if in.dead.Load() {
 		// A dead process: the call hangs until the caller gives up.
 		wait(ctx, in.h.w.Faults.CrashHang)
@@ -489,7 +490,6 @@ func do[T any](in *inst, ctx context.Context, op, job string, slot time.Time, ap
 		note = fmt.Sprintf(" (request delayed %v)", d)
 	}
 	observe(sent, v, err, note)
-	in.waitThaw() // nor reads an answer
 	if f == lostAnswer {
 		if !wait(ctx, d) {
 			return zero, fmt.Errorf("modelcheck: %s answer lost: %w", op, ctx.Err())

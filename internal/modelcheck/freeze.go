@@ -155,31 +155,50 @@ func (t *freezeTimer) Stop() bool {
 	return stopped
 }
 
-// frozenEnd is hr's effective end, with its order: a handler of a process
-// frozen while it ran that ended as the process thawed (within CancelSlack)
-// did nothing after the freeze began, which is then its end.
-func (c *checker) frozenEnd(hr *handlerRec) (time.Duration, uint64, bool) {
+// frozenEnd is hr's effective end, with its order, for a handler its
+// process's freeze reached: one that ended as the process thawed (within
+// CancelSlack of the thaw) did nothing after the freeze began. One that began
+// then, its process frozen between the scheduler's last look at its lease and
+// its start, did nothing at all (thawed: true). Fencing, not the scheduler,
+// guards against such a process (the GC pause of the lease literature).
+func (c *checker) frozenEnd(hr *handlerRec) (end time.Duration, seq uint64, ok, thawed bool) {
 	for _, s := range hr.in.freezes() {
-		if hr.ended && hr.start < s.from && hr.end > s.from && hr.end <= s.to+c.h.w.CancelSlack {
-			return s.from, s.fromSeq, true
+		if !hr.ended || hr.end < s.from || hr.end > s.to+c.h.w.CancelSlack {
+			continue
+		}
+		switch {
+		case hr.start < s.from:
+			return s.from, s.fromSeq, true, false
+		case hr.start <= s.to+c.h.w.CancelSlack:
+			return hr.start, hr.startSeq, true, true
 		}
 	}
-	return 0, 0, false
+	return 0, 0, false, false
 }
 
 // effEnd is hr's end as the rules of leases judge it (frozenEnd), with its
 // order.
 func (c *checker) effEnd(hr *handlerRec) (time.Duration, uint64) {
-	if at, seq, ok := c.frozenEnd(hr); ok {
+	if at, seq, ok, _ := c.frozenEnd(hr); ok {
 		return at, seq
 	}
 	return endOf(hr), endSeq(hr)
+}
+
+// thawedOnly reports whether hr began only as its frozen process thawed and
+// ended at once: it did nothing (frozenEnd).
+func (c *checker) thawedOnly(hr *handlerRec) bool {
+	_, _, ok, thawed := c.frozenEnd(hr)
+	return ok && thawed
 }
 
 // overlap: one handler started before the other ended, in the order the record
 // saw them (which also orders what happened at one instant); a frozen
 // handler's end as effEnd has it.
 func (c *checker) overlap(a, b *handlerRec) bool {
+	if c.thawedOnly(a) || c.thawedOnly(b) {
+		return false
+	}
 	_, aEnd := c.effEnd(a)
 	_, bEnd := c.effEnd(b)
 	return b.startSeq < aEnd && a.startSeq < bEnd

@@ -474,6 +474,7 @@ func (in *inst) paused() time.Duration {
 func (in *inst) handler(j Job) scheduler.Handler {
 	w := in.h.w
 	return func(ctx context.Context, r scheduler.Run) error {
+		in.waitThaw() // a frozen process starts nothing
 		if in.dead.Load() {
 			return fmt.Errorf("%s is dead", in.name)
 		}
