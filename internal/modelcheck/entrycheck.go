@@ -197,7 +197,7 @@ func (c *checker) entryIncarnations() {
 				c.add("10d-entry-incarnation", []key{k, {k.job, 0}}, "", "%s slot %s: attempt %d (%s) was granted to a claim of incarnation %d; attempt %d (%s) was of incarnation %d",
 					k.job, h.rel(k.slot), g.attempt, g.inst, g.incarnation, first.attempt, first.inst, first.incarnation)
 			}
-			if c.unfollowedBefore(g, g.sent-h.w.Faults.SlowMax) {
+			if c.unfollowed(g, g.sent-h.w.Faults.SlowMax, g.sent) {
 				c.add("10e-entry-removed-run", []key{k, {k.job, 0}, watchKey}, "", "%s slot %s: attempt %d was granted to %s at %s, which had seen the entry removed and followed it no more",
 					k.job, h.rel(k.slot), g.attempt, g.inst, at(g.at))
 			}
@@ -208,10 +208,10 @@ func (c *checker) entryIncarnations() {
 	}
 }
 
-// unfollowedBefore reports whether g's instance followed g's entry once, and
-// had stopped following it (saw it removed) before t, following no version at
-// t.
-func (c *checker) unfollowedBefore(g *grant, t time.Duration) bool {
+// unfollowed reports whether g's instance followed g's entry once, had
+// stopped following it (saw it removed) before from, and followed no version
+// of it from then until to: whenever it prepared its claim.
+func (c *checker) unfollowed(g *grant, from, to time.Duration) bool {
 	var inst *inst
 	ended := false
 	for _, f := range c.rec.follows[g.key.job] {
@@ -219,10 +219,10 @@ func (c *checker) unfollowedBefore(g *grant, t time.Duration) bool {
 			continue
 		}
 		inst = f.in
-		if f.from <= t && t < f.to {
+		if f.from <= to && from < f.to {
 			return false
 		}
-		ended = ended || f.to <= t
+		ended = ended || f.to <= from
 	}
 	return inst != nil && ended
 }
