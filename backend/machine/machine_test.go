@@ -767,3 +767,17 @@ func TestArrowsOnlyTheAnswerShows(t *testing.T) {
 		assert.Equal(t, now, d.Records[0].FinishedAt)
 	})
 }
+
+// A holder's Settle of its failed attempt whose retry was stored, sent again
+// without its retry once the window has passed (its answers were lost), is
+// this token's own: not stale. Answered stale, the scheduler takes the attempt
+// superseded and stands by for nothing; the slot stays retrying, unfinished
+// (the model check, seed 4578: ANARCHON_MODEL_SEED=4578 go test -race -run
+// 'TestModelCheck$' ./scheduler/).
+func TestSettleRetryRepeatedWithoutItsWindow(t *testing.T) {
+	key := backend.RunKey{Job: "job", Slot: at(10), Token: "c"}
+	cur := retrying(10, "c", 2, -2*time.Second, -time.Second) // its window has passed
+	d := Settle(cur, backend.Settlement{Key: key, Status: backend.StatusError, Error: "boom"}, now)
+	assert.NoError(t, d.Err, "the holder's own retry, repeated without it")
+	assert.Empty(t, d.Records, "its record is stored already")
+}

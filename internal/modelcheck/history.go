@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/backend/machine"
@@ -79,7 +80,7 @@ func (c *checker) stored(ctx context.Context, history backend.Backend, runs back
 			}
 		}
 		for _, a := range active {
-			if c.retryPendingAtEnd(j, a) || draining[a.Slot.UnixMilli()] {
+			if c.retryPendingAtEnd(j, a) || draining[a.Slot.UnixMilli()] || c.waitingAtEnd(j, a) {
 				continue
 			}
 			c.add("4-terminal", []key{{j.Name, a.Slot.UnixMilli()}}, "", "%s slot %s is still unfinished in the run store after every instance stopped (attempt %d by %s, live %v, buffered %v, retry at %v): never taken over",
@@ -261,6 +262,27 @@ func (c *checker) retryKept(k key, token string) bool {
 			continue
 		}
 		if g.retry.stored || i+1 < len(gs) && gs[i+1].retried {
+			return true
+		}
+	}
+	return false
+}
+
+// waitingAtEnd reports whether a, an unfinished run whose lease ended, of a
+// job that runs one slot at a time, waited for another run of the job (a
+// manual one too) that still ran less than a lease and a second before the
+// final Stop: its takeover waits for that run to end.
+//
+// So does one of a job that catches up, one slot at a time: a starting
+// instance adopts the runs it finds in the queue of its catch-up.
+func (c *checker) waitingAtEnd(j Job, a backend.ActiveRun) bool {
+	if a.Live || !j.Exclusive() && j.CatchUp == backend.CatchUpNone {
+		return false
+	}
+	since := c.h.endAt - j.Lease - time.Second
+	for _, hr := range c.rec.handlers {
+		if hr.key.job == j.Name && hr.key.slot != a.Slot.UnixMilli() && endOf(hr) >= since {
+			c.seen["runs left waiting at the end for another run of their job"]++
 			return true
 		}
 	}

@@ -98,6 +98,14 @@ func TestMachineMutants(t *testing.T) {
 		return
 	}
 	dir := t.TempDir()
+	// The machine's tests that fail unchanged (rows added for a bug still
+	// open) judge no mutant.
+	out, _ := run(root, nil, 10*time.Minute, "go", "test", "-count=1", "-v", "./backend/machine/")
+	tableArgs := []string{"test", "-count=1"}
+	if failing := topFailures(out); len(failing) > 0 {
+		tableArgs = append(tableArgs, "-skip", "^("+strings.Join(failing, "|")+")$")
+		t.Logf("the machine's tests that fail unchanged judge no mutant: %s", strings.Join(failing, ", "))
+	}
 	base := map[string]bool{}
 	for range 2 {
 		out, _ := modelCheck(root, "", seeds)
@@ -132,7 +140,7 @@ func TestMachineMutants(t *testing.T) {
 			continue
 		}
 		if !modelOnly {
-			out, err = run(root, nil, 10*time.Minute, "go", "test", "-overlay", overlay, "-count=1", "./backend/machine/")
+			out, err = run(root, nil, 10*time.Minute, "go", append(tableArgs, "-overlay", overlay, "./backend/machine/")...)
 			if err != nil {
 				report("TABLE    %s: %s (%v)", m.name, firstFailure(out), time.Since(start).Round(time.Second))
 				continue
@@ -322,6 +330,15 @@ func failures(out []byte) map[string]bool {
 		}
 	}
 	return got
+}
+
+// topFailures are the top-level tests out reports failed.
+func topFailures(out []byte) []string {
+	var names []string
+	for _, m := range regexp.MustCompile(`(?m)^--- FAIL: (Test\w+)`).FindAllSubmatch(out, -1) {
+		names = append(names, string(m[1]))
+	}
+	return names
 }
 
 // summarize names the invariants of pairs, with how many seeds each.
