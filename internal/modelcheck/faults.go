@@ -12,6 +12,10 @@ import (
 // ErrCrashed is the error of every store call of a crashed instance.
 var ErrCrashed = errors.New("modelcheck: instance crashed")
 
+// errCutMidCall marks the error of a store call during which its process
+// died: the store may have applied part of it, which it completes itself.
+var errCutMidCall = errors.New("modelcheck: the process died during the call")
+
 // faulty is in's view of its store: a Backend and LeaseBackend whose store
 // calls go through in's faults. It has the store's JobWindower, JobChecker,
 // ClaimRecorder and RecordDecider, or does what the scheduler does without
@@ -482,6 +486,11 @@ func do[T any](in *inst, ctx context.Context, op, job string, slot time.Time, ap
 	}
 	sent := in.h.now()
 	v, err := apply(ctx)
+	if err != nil && in.dead.Load() {
+		// The process died during the call, maybe between two of the
+		// store's writes (World.CrashBetweenWrites): some may be applied.
+		err = fmt.Errorf("%w: %w", errCutMidCall, err)
+	}
 	note := ""
 	switch f {
 	case lostAnswer:

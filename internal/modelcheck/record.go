@@ -420,6 +420,12 @@ func (r *record) claimApplied(in *inst, rc backend.RunClaim, res backend.ClaimRe
 	if err == nil && res.Outcome == backend.OutcomeRunning && !res.WaitsFor.IsZero() && rc.Overlap == backend.OverlapCancelOther {
 		r.cancelAsked[key{rc.Job, res.WaitsFor.UnixMilli()}] = true
 	}
+	if errors.Is(err, errCutMidCall) {
+		// A lease it may have written is completed, and recorded, by the
+		// store: its token is an attempt's.
+		r.seq++
+		r.decisions = append(r.decisions, decision{key: k, inst: in.name, token: rc.Token, at: now, seq: r.seq})
+	}
 	switch res.Outcome {
 	case backend.OutcomeOverlap, backend.OutcomeLate, backend.OutcomeLimit, backend.OutcomePaused, backend.OutcomeBuffered:
 		if err == nil {
@@ -575,10 +581,13 @@ func (r *record) settleApplied(in *inst, s backend.Settlement, seen settleSeen, 
 	case s.HandOver:
 		op, txt = "release", " hand-over"
 	}
-	if g := r.tokenGrant(k, s.Key.Token); seen.err == nil && g != nil && s.Retry != nil && g.retry == nil {
+	// A settle cut by its process's death may be applied: the store
+	// completes it (the next grant tells whether the retry was kept).
+	applied := seen.err == nil || errors.Is(seen.err, errCutMidCall)
+	if g := r.tokenGrant(k, s.Key.Token); applied && g != nil && s.Retry != nil && g.retry == nil {
 		g.retry = &retryRec{call: seen.call, sent: seen.sent, seen: now, delay: s.Retry.Delay, within: s.Retry.Within, stored: seen.retryStored}
 	}
-	if seen.err == nil {
+	if applied {
 		r.endLocked(k, s.Key.Token, op, now, seen.sent)
 	}
 	r.seq++
