@@ -375,6 +375,17 @@ func (c *checker) entryFollowed() {
 	}
 }
 
+// writtenAfter reports whether version e of an entry was written after the
+// write at index i of the record (an entry added again after its removal).
+func (c *checker) writtenAfter(e backend.Entry, i int) bool {
+	for _, w := range c.rec.entryWrites[i+1:] {
+		if w.err == nil && w.op != "delete" && w.e.RunName() == e.RunName() && w.e.Revision == e.Revision {
+			return true
+		}
+	}
+	return false
+}
+
 // watchUp reports whether in's entry watch was up from t to t+d: its last
 // event at or before t was a reading that ended Synced, it did not end before
 // t+d, and the process was not frozen meanwhile.
@@ -406,14 +417,14 @@ func (c *checker) watchUp(in *inst, t, d time.Duration) bool {
 // claimed first by an instance whose watch was up.
 func (c *checker) entryReached() {
 	slack := c.h.w.entrySlack()
-	for _, w := range c.rec.entryWrites {
+	for i, w := range c.rec.entryWrites {
 		if w.err != nil || w.op == "create" {
 			continue
 		}
 		name := w.e.RunName()
 		c.seen["entry changes and removals"]++
 		for _, fw := range c.rec.follows[name] {
-			if fw.from > w.at || fw.to <= w.at+slack || w.op == "update" && fw.e.Revision >= w.e.Revision {
+			if fw.from > w.at || fw.to <= w.at+slack || w.op == "update" && fw.e.Revision >= w.e.Revision || c.writtenAfter(fw.e, i) {
 				continue
 			}
 			if !c.watchUp(fw.in, w.at, slack) {
