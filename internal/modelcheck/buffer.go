@@ -3,6 +3,7 @@ package modelcheck
 import (
 	"cmp"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/anarchon/anarchon/backend"
@@ -94,6 +95,7 @@ func (c *checker) buffers(records map[key][]backend.RunRecord) {
 			}
 		}
 	}
+	c.bufferCap(all)
 	slack := h.w.StoreSlack
 	seen := map[key]bool{}
 	for _, d := range c.rec.skips {
@@ -144,4 +146,31 @@ func (c *checker) buffersAlways(name string) bool {
 		}
 	}
 	return false
+}
+
+// bufferCap: 8d, no more slots of a job are buffered at once than its cap
+// (one for OverlapBufferOne): a slot counts from its first answer buffered to
+// its first grant (a slot withdrawn without a grant is left out: the record
+// cannot tell when).
+func (c *checker) bufferCap(all map[string][]*buffered) {
+	for job, list := range all {
+		limit := c.jobs[job].Buffer
+		if limit == 0 {
+			continue
+		}
+		for _, b := range list {
+			n := 1
+			var with []string
+			for _, a := range list {
+				if a != b && a.fromSeq < b.fromSeq && a.grantSeq > b.fromSeq {
+					n++
+					with = append(with, c.h.rel(a.key.slot))
+				}
+			}
+			if n > limit {
+				c.add("8d-buffer-cap", []key{b.key}, "", "%s slot %s was buffered at %s while %d other slots were (%s): over the cap of %d",
+					job, c.h.rel(b.key.slot), at(b.from), n-1, strings.Join(with, ", "), limit)
+			}
+		}
+	}
 }

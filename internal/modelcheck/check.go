@@ -123,6 +123,7 @@ func (h *Harness) Check(ctx context.Context, history backend.Backend, runs backe
 		}
 	}
 	c.oneHandler()
+	c.notAgain()
 	switch r.timing {
 	case Exact:
 		c.leasesExact()
@@ -765,4 +766,36 @@ func (c *checker) instances() []*inst {
 		}
 	}
 	return out
+}
+
+// notAgain: 1c, a manual run is never granted again (its takeover ends it
+// lost); 1d, a run a later slot asked to end (cancel-other) is never granted
+// again, but reopened by a backfill.
+func (c *checker) notAgain() {
+	h := c.h
+	for k, gs := range c.rec.grants {
+		if len(gs) == 0 {
+			continue
+		}
+		if gs[0].manual && len(gs) > 1 {
+			c.add("1c-manual-once", []key{k}, "", "%s manual slot %s: attempt %d was granted to %s after %s's manual run",
+				k.job, h.rel(k.slot), gs[1].attempt, gs[1].inst, gs[0].inst)
+		}
+		asked, ok := c.rec.cancelAsked[k]
+		if !ok {
+			continue
+		}
+		reopened := false // a backfill's reopen carries no request of the run before
+		for _, g := range gs {
+			after := g.atSeq > asked.seq
+			if c.rec.timing == Bounded {
+				after = g.sent > asked.at
+			}
+			reopened = reopened || after && g.reopened
+			if after && !reopened {
+				c.add("1d-asked-to-end", []key{k}, "", "%s slot %s: attempt %d was granted to %s at %s, after a later slot asked its run to end",
+					k.job, h.rel(k.slot), g.attempt, g.inst, at(g.at))
+			}
+		}
+	}
 }

@@ -58,6 +58,9 @@
 //	1   at most one live handler per (job, slot) at any instant, retries included
 //	1b  a job (an entry) that runs one slot at a time never has two live
 //	    handlers at once; the later one's release decides
+//	1c  a manual run is never granted again
+//	1d  a run a later slot asked to end (cancel-other) is never granted
+//	    again, but reopened by a backfill
 //	2   Exact: an attempt is granted only after the previous lease ended in
 //	    the store; a holder's handler returns before its lease ends.
 //	    Bounded: a takeover is answered only after the previous handler
@@ -79,6 +82,8 @@
 //	    a cancel-other run whose holder was killed.
 //	4b  a write that ends an attempt and failed is written again while its
 //	    instance lives
+//	4c  a slot due in the quiet phase is not recorded late (but for
+//	    cancel-other), nor paused while no pause of its job was in force
 //	5   fences and attempt numbers strictly grow per slot
 //	6   Stop cancels handlers when its context ends and returns soon after
 //	7   a retry is stored only after a retryable failure below the policy's
@@ -88,13 +93,15 @@
 //	    fits is stored and granted
 //	8   buffer policies: a buffered slot is never late or skipped (8a), is
 //	    first granted oldest first (8b), a slot is skipped only while another
-//	    was buffered (8c); a buffered slot left at the end only while draining
+//	    was buffered (8c); no more slots are buffered at once than the cap
+//	    (8d); a buffered slot left at the end only while draining
 //	9   run limits: at most MaxRuns slots counted (9a), no limit answer before
 //	    MaxRuns were counted but for claims that failed (9b)
 //	10  schedule entries: one change applied per revision (10a); a slot is
 //	    claimed first only on a version its instance followed (10b); a watch
 //	    that is up sees a change within EntrySlack (10c); every attempt of a
-//	    slot is of one incarnation (10d); no takeover by an instance that saw
+//	    slot is of one incarnation, the one it was buffered for (10d); no
+//	    takeover by an instance that saw
 //	    the entry removed (10e); no slot claimed first while the view may be
 //	    stale, from a watch's end or Resync to Synced (10f)
 //	11  an absurd option value is refused at registration

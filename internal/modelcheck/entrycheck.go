@@ -205,6 +205,14 @@ func (c *checker) entryIncarnations() {
 		if first.incarnation != 0 && len(gs) > 1 {
 			c.seen["entry slots with more than one attempt"]++
 		}
+		// A slot buffered for one incarnation is run for that one only.
+		for _, b := range c.rec.buffers {
+			if b.key == k && b.incarnation != 0 && first.incarnation != 0 && b.incarnation != first.incarnation && first.atSeq > b.seq {
+				c.add("10d-entry-incarnation", []key{k, {k.job, 0}}, "", "%s slot %s: buffered for incarnation %d (by %s), its first attempt was granted to %s for incarnation %d",
+					k.job, h.rel(k.slot), b.incarnation, b.inst, first.inst, first.incarnation)
+				break
+			}
+		}
 	}
 }
 

@@ -77,6 +77,8 @@ func (c *checker) stored(ctx context.Context, history backend.Backend, runs back
 			case !terminal[rr.Status] && rr.Status != backend.StatusPaused && rr.Status != backend.StatusCancelled:
 				c.add("4-terminal", []key{{j.Name, slot}}, "", "%s slot %s, due in the quiet phase, ends with attempt %d by %s recorded %s, not an outcome",
 					j.Name, c.h.rel(slot), rr.Attempt, rr.Instance, rr.Status)
+			default:
+				c.quietDecided(j, slot, rr)
 			}
 		}
 		for _, a := range active {
@@ -233,7 +235,7 @@ func (c *checker) endsDecided(j Job, k key, rr backend.RunRecord) {
 	switch {
 	case c.h.noSettler && rr.Status == backend.StatusSuperseded:
 		return // the seed's shape: the run's last attempt wrote its own record beside
-	case rr.Status == backend.StatusLost && (c.rec.cancelAsked[k] || c.entryGone(j.Name)):
+	case rr.Status == backend.StatusLost && (c.asked(k) || c.entryGone(j.Name)):
 		c.seen["runs ended lost, asked to end or their entry gone"]++
 		return
 	}
@@ -287,4 +289,26 @@ func (c *checker) waitingAtEnd(j Job, a backend.ActiveRun) bool {
 		}
 	}
 	return false
+}
+
+// asked reports whether k's run was asked to end (cancel-other).
+func (c *checker) asked(k key) bool {
+	_, ok := c.rec.cancelAsked[k]
+	return ok
+}
+
+// quietDecided: 4c, a slot due in the quiet phase, every instance up and
+// healthy, is not recorded late (but for a job that cancels the other run:
+// one that holds on past the new slot's lateness makes it late), nor paused
+// while no pause of its job was in force around it.
+func (c *checker) quietDecided(j Job, slot int64, rr backend.RunRecord) {
+	due := time.UnixMilli(slot).Sub(c.rec.t0)
+	switch {
+	case rr.Status == backend.StatusLate && !j.CancelOther:
+		c.add("4c-quiet-decided", []key{{j.Name, slot}}, "", "%s slot %s, due in the quiet phase, is recorded late by %s: %s",
+			j.Name, c.h.rel(slot), rr.Instance, rr.Error)
+	case rr.Status == backend.StatusPaused && !c.pausedBetween(j.Name, due-time.Second, due+time.Second):
+		c.add("4c-quiet-decided", []key{{j.Name, slot}}, "", "%s slot %s, due in the quiet phase, is recorded paused by %s while no pause of the job was in force: %s",
+			j.Name, c.h.rel(slot), rr.Instance, rr.Error)
+	}
 }

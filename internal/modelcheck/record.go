@@ -163,6 +163,8 @@ type skipRec struct {
 	// overlap is the claim's policy (a backfill's claim keeps out of the
 	// way as OverlapSkip does, whatever the job's).
 	overlap backend.OverlapPolicy
+	// incarnation is the claim's entry incarnation.
+	incarnation uint64
 }
 
 // limitObs is a store's answer to a claim that counts runs.
@@ -182,6 +184,20 @@ type limitObs struct {
 type absurdTry struct {
 	inst, name string
 	err        error
+}
+
+// askedLocked notes that k's run was asked to end, the first time. Under r.mu.
+func (r *record) askedLocked(k key) {
+	if _, ok := r.cancelAsked[k]; !ok {
+		r.seq++
+		r.cancelAsked[k] = seen{at: r.now(), seq: r.seq}
+	}
+}
+
+// seen is when the record saw something, with its order.
+type seen struct {
+	at  time.Duration
+	seq uint64
 }
 
 // frozen records that in freezes for d, and returns the record's order of it.
@@ -263,15 +279,16 @@ type record struct {
 	// absurd are the absurd values tried at instance starts (rule 11).
 	absurd []absurdTry
 	// cancelAsked are the runs a later slot's claim asked to end
-	// (OverlapCancelOther), or whose heartbeat was answered so.
-	cancelAsked map[key]bool
+	// (OverlapCancelOther), or whose heartbeat was answered so: the first
+	// time the record saw that, and its order.
+	cancelAsked map[key]seen
 	stops       []*stop
 
 	entryRecord
 }
 
 func newRecord(t0 time.Time, w *World) *record {
-	return &record{t0: t0, timing: w.Timing, ttl: w.leaseTTL, grants: map[key][]*grant{}, cancelAsked: map[key]bool{}, entryRecord: newEntryRecord()}
+	return &record{t0: t0, timing: w.Timing, ttl: w.leaseTTL, grants: map[key][]*grant{}, cancelAsked: map[key]seen{}, entryRecord: newEntryRecord()}
 }
 
 func (r *record) now() time.Duration { return time.Since(r.t0) }
@@ -415,10 +432,10 @@ func (r *record) claimApplied(in *inst, rc backend.RunClaim, res backend.ClaimRe
 	}
 	if err == nil && res.Outcome == backend.OutcomeBuffered {
 		r.seq++
-		r.buffers = append(r.buffers, skipRec{key: k, inst: in.name, sent: sent, at: now, seq: r.seq})
+		r.buffers = append(r.buffers, skipRec{key: k, inst: in.name, sent: sent, at: now, seq: r.seq, overlap: rc.Overlap, incarnation: rc.Incarnation})
 	}
 	if err == nil && res.Outcome == backend.OutcomeRunning && !res.WaitsFor.IsZero() && rc.Overlap == backend.OverlapCancelOther {
-		r.cancelAsked[key{rc.Job, res.WaitsFor.UnixMilli()}] = true
+		r.askedLocked(key{rc.Job, res.WaitsFor.UnixMilli()})
 	}
 	if errors.Is(err, errCutMidCall) {
 		// A lease it may have written is completed, and recorded, by the
@@ -488,7 +505,7 @@ func (r *record) heartbeatApplied(in *inst, job string, slot time.Time, token st
 	// A heartbeat answered a cancel request extended the lease too.
 	extended := err == nil || errors.Is(err, backend.ErrCancelRequested)
 	if errors.Is(err, backend.ErrCancelRequested) {
-		r.cancelAsked[k] = true
+		r.askedLocked(k)
 	}
 	if g := r.tokenGrant(k, token); extended && g != nil {
 		switch r.timing {
