@@ -438,6 +438,14 @@ func (j *job) logAttr() slog.Attr {
 	return slog.String("job", j.name)
 }
 
+// quoted names the job in an error: "report", or entry "acme" of "tenants".
+func (j *job) quoted() string {
+	if j.entry != nil {
+		return fmt.Sprintf("entry %q of %q", j.entry.id, j.entry.job)
+	}
+	return fmt.Sprintf("%q", j.name)
+}
+
 // sameWrite reports whether stored is the write of e: the same writer, instant
 // and content.
 func sameWrite(stored, e Entry) bool {

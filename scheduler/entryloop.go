@@ -471,6 +471,17 @@ func (es *entrySet) freshView() <-chan struct{} {
 	return es.fresh
 }
 
+// view returns the run view of entry id of job, if it is followed.
+func (es *entrySet) view(job, id string) (*job, bool) {
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	st, ok := es.byKey[entryKey{job, id}]
+	if !ok {
+		return nil, false
+	}
+	return st.j, true
+}
+
 // follows reports whether j is the run view of an entry followed now.
 func (es *entrySet) follows(j *job) bool {
 	es.mu.Lock()
