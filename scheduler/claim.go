@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -247,7 +248,11 @@ func (s *Scheduler) follow(a *attempt, res backend.ClaimResult) {
 		a.bf.decided(BackfillPaused, StatusPaused)
 	default: // limit, done, none, and outcomes this version does not know
 		e.Kind = EventLost
-		a.bf.elsewhere(res)
+		if res.Outcome == backend.OutcomeNone && a.rc.EntryGone {
+			a.bf.notRun(errors.New("the schedule entry was removed"))
+		} else {
+			a.bf.elsewhere(res)
+		}
 		if a.retryMissed(res) {
 			s.log.Warn("retry not run: nobody claimed it before its window closed", j.logAttr(), "slot", a.rc.Slot, "attempt", a.failed.attempt+1)
 			s.finalFailure(a, a.failed.attempt, a.failed.err)

@@ -4,6 +4,8 @@ import (
 	"container/heap"
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -472,14 +474,28 @@ func (es *entrySet) freshView() <-chan struct{} {
 }
 
 // view returns the run view of entry id of job, if it is followed.
-func (es *entrySet) view(job, id string) (*job, bool) {
+func (es *entrySet) view(name, id string) (*job, bool) {
 	es.mu.Lock()
 	defer es.mu.Unlock()
-	st, ok := es.byKey[entryKey{job, id}]
+	st, ok := es.byKey[entryKey{name, id}]
 	if !ok {
 		return nil, false
 	}
 	return st.j, true
+}
+
+// views returns the run views of the entries of job followed now, by ID.
+func (es *entrySet) views(name string) []*job {
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	var out []*job
+	for k, st := range es.byKey {
+		if k.job == name {
+			out = append(out, st.j)
+		}
+	}
+	slices.SortFunc(out, func(a, b *job) int { return strings.Compare(a.entry.id, b.entry.id) })
+	return out
 }
 
 // follows reports whether j is the run view of an entry followed now.

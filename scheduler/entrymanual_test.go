@@ -2,6 +2,7 @@ package scheduler_test
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -133,5 +134,94 @@ func TestRunEntryNowWaitsForTheViewToFollowANewEntry(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, "i1", rec.Instance)
 		assert.Equal(t, "x", runs.payloads["new"])
+	})
+}
+
+// Backfill of one entry, and of every entry, runs the slots the entries missed
+// while no instance was up, each once across two instances that backfill at the
+// same time; the slots that ran are reported already run, and each slot names
+// its entry.
+func TestBackfillEntries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := memory.New()
+		runs := newEntryRuns()
+		declare := func(s *scheduler.Scheduler) {
+			require.NoError(t, s.Declare("tenants", runs.handler))
+			require.NoError(t, s.Every("own", time.Minute, func(context.Context, scheduler.Run) error { return nil }))
+		}
+		first := startFleet(t, b, 1, declare)
+		time.Sleep(time.Second)
+		added := time.Now()
+		for _, e := range []struct {
+			id    string
+			every time.Duration
+		}{{"a", time.Minute}, {"b", 2 * time.Minute}} {
+			_, err := first[0].AddEntry(t.Context(), "tenants", e.id, scheduler.EntrySpec{Every: e.every, Payload: []byte("p-" + e.id)})
+			require.NoError(t, err)
+		}
+		time.Sleep(4 * time.Minute) // a ran 00:01 to 00:04, b 00:02 and 00:04
+		require.NoError(t, first[0].Stop(t.Context()))
+		time.Sleep(6 * time.Minute) // nobody up: a misses 00:05 to 00:09, b 00:06 and 00:08
+		fleet := startFleet(t, b, 2, declare)
+		to := time.Now().Truncate(time.Minute)
+
+		_, err := fleet[0].Backfill(t.Context(), "tenants", added, to)
+		assert.ErrorIs(t, err, scheduler.ErrInvalidOption, "a job of entries has no slots of its own")
+		assert.ErrorContains(t, err, "BackfillAllEntries")
+		_, err = fleet[0].Backfill(t.Context(), "tenants", added, to, scheduler.BackfillEntry("nobody"))
+		assert.ErrorIs(t, err, scheduler.ErrEntryNotFound)
+		_, err = fleet[0].Backfill(t.Context(), "tenants", added, to, scheduler.BackfillEntry("a"), scheduler.BackfillAllEntries())
+		assert.ErrorIs(t, err, scheduler.ErrInvalidOption)
+
+		one, err := fleet[0].Backfill(t.Context(), "tenants", added, to, scheduler.BackfillEntry("b"))
+		require.NoError(t, err)
+		assert.Equal(t, "b", one.Entry)
+		assert.Equal(t, 2, one.Count(scheduler.BackfillRan), "%+v", one.Slots)
+		assert.Equal(t, 2, one.Count(scheduler.BackfillAlreadyRan))
+		for _, sl := range one.Slots {
+			assert.Equal(t, "b", sl.Entry)
+		}
+
+		var wg sync.WaitGroup
+		results := make([]scheduler.BackfillResult, 2)
+		for i, s := range fleet {
+			wg.Go(func() {
+				var err error
+				results[i], err = s.Backfill(t.Context(), "tenants", added, to, scheduler.BackfillAllEntries(), scheduler.BackfillConcurrency(4))
+				assert.NoError(t, err)
+			})
+		}
+		wg.Wait()
+		ran, already := 0, 0
+		for _, r := range results {
+			assert.True(t, r.AllEntries)
+			require.Len(t, r.Slots, 13, "a: 9 slots, b: 4")
+			for i, sl := range r.Slots {
+				assert.Contains(t, []string{"a", "b"}, sl.Entry)
+				if i > 0 {
+					assert.False(t, sl.Slot.Before(r.Slots[i-1].Slot), "oldest first")
+				}
+			}
+			ran += r.Count(scheduler.BackfillRan)
+			already += r.Count(scheduler.BackfillAlreadyRan)
+		}
+		assert.Equal(t, 5, ran, "a's 5 missed slots ran once, on one of the two")
+		assert.GreaterOrEqual(t, already, 2*8, "a's 4 and b's 4 slots that ran, on both")
+		for _, id := range []string{"a", "b"} {
+			for slot, on := range runs.slots(id) {
+				assert.Len(t, on, 1, "entry %s slot %v ran once", id, time.UnixMilli(slot))
+			}
+		}
+		assert.Len(t, runs.slots("a"), 10, "9 in the range, and 00:10, due as the two started")
+		assert.Len(t, runs.slots("b"), 5)
+		hist, err := fleet[1].EntryHistory(t.Context(), "tenants", "a", 0)
+		require.NoError(t, err)
+		backfilled := 0
+		for _, r := range hist {
+			if r.Backfill {
+				backfilled++
+			}
+		}
+		assert.Equal(t, 5, backfilled)
 	})
 }
