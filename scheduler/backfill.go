@@ -167,8 +167,8 @@ type BackfillResult struct {
 	Entry      string
 	AllEntries bool
 	From, To   time.Time
-	Rerun    bool
-	Slots    []BackfillSlot
+	Rerun      bool
+	Slots      []BackfillSlot
 }
 
 // Count returns how many slots ended with outcome o.
