@@ -487,6 +487,7 @@ func (s *Scheduler) entryViews(ctx context.Context, entries []Entry) ([]EntryVie
 		}
 		l.Job = e.Job
 		out[i].Last = l
+		s.seen.noteLast(l)
 	}
 	return out, nil
 }

@@ -2,8 +2,11 @@ package scheduler_test
 
 import (
 	"context"
+	"errors"
 	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -56,4 +59,72 @@ func TestWhoChangedAnEntryIsStoredWithIt(t *testing.T) {
 	_, err = s.GetEntry(t.Context(), "tenants", "bad")
 	assert.ErrorIs(t, err, scheduler.ErrEntryNotFound, "nothing was stored")
 	require.NoError(t, s.RemoveEntry(t.Context(), "tenants", "acme", 0, scheduler.ChangedBy("bo")))
+}
+
+// A job of entries sums them up: counts by state, the earliest next slot, the
+// newest runs, and the failing entries, checked in the shared history: an entry
+// that failed on one instance and ran well since on another is not failing.
+func TestEntriesSummary(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := memory.New()
+		var broken sync.Map
+		broken.Store("a", true)
+		handler := func(ctx context.Context, r scheduler.Run) error {
+			if v, _ := broken.Load(r.Entry); v == true {
+				return errors.New("tenant a is broken")
+			}
+			return nil
+		}
+		fleet := startFleet(t, b, 2, func(s *scheduler.Scheduler) {
+			require.NoError(t, s.Declare("tenants", handler))
+		})
+		s0, s1 := fleet[0], fleet[1]
+		add := func(id string, spec scheduler.EntrySpec) {
+			_, err := s0.AddEntry(t.Context(), "tenants", id, spec)
+			require.NoError(t, err)
+		}
+		time.Sleep(time.Second)
+		add("a", scheduler.EntrySpec{Every: time.Minute})
+		add("b", scheduler.EntrySpec{Every: 2 * time.Minute})
+		add("c", scheduler.EntrySpec{Every: time.Minute, Paused: true})
+		add("d", scheduler.EntrySpec{At: time.Now().Add(30 * time.Second)})
+		time.Sleep(2*time.Minute + 10*time.Second)
+		synctest.Wait()
+
+		states := s1.EntryStates()["tenants"]
+		assert.Equal(t, scheduler.EntryStateCounts{Active: 2, Paused: 1, Ended: 1}, states)
+		// Each instance knows the runs it ran; together they know them all.
+		var newest *scheduler.RunRecord
+		failing := 0
+		for _, s := range fleet {
+			sum, err := s.EntriesSummary(t.Context(), "tenants")
+			require.NoError(t, err)
+			assert.Equal(t, states, sum.EntryStateCounts)
+			assert.True(t, time.Now().Truncate(time.Minute).Add(time.Minute).Equal(sum.Next), "a's next slot: %v", sum.Next)
+			assert.False(t, sum.Unchecked)
+			if r := sum.Last.Run; r != nil && (newest == nil || r.Slot.After(newest.Slot)) {
+				newest = r
+			}
+			if sum.Last.Failure != nil {
+				assert.Equal(t, "a", sum.Last.Failure.Entry)
+				assert.Equal(t, "tenants", sum.Last.Failure.Job)
+				assert.Equal(t, []string{"a"}, sum.Failing, "checked in the history: a failed last")
+				failing++
+			}
+		}
+		require.NotNil(t, newest)
+		assert.True(t, time.Now().Truncate(time.Minute).Equal(newest.Slot), "the newest slot: %v", newest.Slot)
+		assert.Positive(t, failing)
+
+		broken.Delete("a")
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		for _, s := range fleet {
+			sum, err := s.EntriesSummary(t.Context(), "tenants")
+			require.NoError(t, err)
+			assert.Empty(t, sum.Failing, "a ran well since, on whichever instance")
+		}
+		_, err := s0.EntriesSummary(t.Context(), "nojob")
+		assert.ErrorIs(t, err, scheduler.ErrJobNotFound)
+	})
 }

@@ -96,6 +96,9 @@ func (s *Scheduler) execute(a *attempt) execResult {
 	started := s.clock.Now()
 	s.emit(Event{Kind: EventStarted, Job: j.name, Slot: a.rc.Slot, Token: a.rc.Token, Attempt: run.Attempt, Manual: run.Manual, Backfill: run.Backfill,
 		Lag: started.Sub(a.rc.Slot)})
+	seen := RunRecord{Job: run.Job, Entry: run.Entry, Slot: run.Slot, Instance: s.instance, Token: run.Token, Attempt: run.Attempt,
+		Manual: run.Manual, Backfill: run.Backfill, Status: StatusRunning, StartedAt: started, Fence: run.Fence}
+	s.seen.note(seen)
 	err := s.callHandler(ctx, j.handler, run)
 	res := execResult{StartedAt: started, FinishedAt: s.clock.Now()}
 	settling.Store(true)
@@ -114,6 +117,10 @@ func (s *Scheduler) execute(a *attempt) execResult {
 	}
 	s.logFailure(run, res, err)
 	out := s.settle(a, res, plan)
+	if !out.retried {
+		seen.Status, seen.FinishedAt, seen.Duration, seen.Error = out.Status, res.FinishedAt, res.FinishedAt.Sub(started), res.Error
+		s.seen.note(seen)
+	}
 	s.emit(Event{Kind: EventFinished, Job: j.name, Slot: a.rc.Slot, Token: a.rc.Token, Attempt: run.Attempt, Manual: run.Manual, Backfill: run.Backfill,
 		Status: out.Status, Duration: res.FinishedAt.Sub(res.StartedAt), Err: res.err})
 	switch {

@@ -58,6 +58,8 @@ type Scheduler struct {
 	jobs map[string]*job
 	// entries are the schedule entries this instance follows.
 	entries *entrySet
+	// seen is what this instance saw of its entries' runs (EntriesSummary).
+	seen seenRuns
 	order   []*job
 	state   int // stateNew, stateStarting, stateStarted, stateStopped
 	// jobsChanged is closed at the next registration or removal (JobsChanged).
