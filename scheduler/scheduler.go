@@ -59,9 +59,9 @@ type Scheduler struct {
 	// entries are the schedule entries this instance follows.
 	entries *entrySet
 	// seen is what this instance saw of its entries' runs (EntriesSummary).
-	seen seenRuns
-	order   []*job
-	state   int // stateNew, stateStarting, stateStarted, stateStopped
+	seen  seenRuns
+	order []*job
+	state int // stateNew, stateStarting, stateStarted, stateStopped
 	// jobsChanged is closed at the next registration or removal (JobsChanged).
 	jobsChanged chan struct{}
 	// checks refuse a registration (AddJobCheck), in the order added.
