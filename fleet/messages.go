@@ -61,6 +61,19 @@ type TriggerRequest struct {
 	Wait bool `json:"wait,omitempty"`
 }
 
+// TriggerEntryRequest is the body of <prefix>.ENTRIES.<job>.TRIGGER: run one
+// schedule entry of the job now, with its payload (Scheduler.RunEntryNow).
+type TriggerEntryRequest struct {
+	// V is the request format, RequestVersion; Client sets it when zero.
+	V int `json:"v"`
+	// ID is the entry's.
+	ID string `json:"id"`
+	// By names who asked; it is recorded with the run (Run.RequestedBy).
+	By string `json:"by,omitempty"`
+	// Wait asks for a second reply when the run has finished.
+	Wait bool `json:"wait,omitempty"`
+}
+
 // Trigger reply states.
 const (
 	// StateAccepted: the replica recorded the manual run and its handler starts.
@@ -80,8 +93,10 @@ const (
 // start is answered with an error instead, and nothing ran: 409 (ErrJobBusy), 429
 // (ErrTooManyManualRuns), 503, 404.
 type TriggerReply struct {
-	State    string `json:"state"`
-	Job      string `json:"job"`
+	State string `json:"state"`
+	Job   string `json:"job"`
+	// Entry is the schedule entry run, for a trigger of one (TriggerEntry).
+	Entry    string `json:"entry,omitempty"`
 	Instance string `json:"instance"`
 	By       string `json:"by,omitempty"`
 	// At is when the run started, by the replica's clock.
@@ -103,6 +118,11 @@ type BackfillRequest struct {
 	Rerun bool `json:"rerun,omitempty"`
 	// Concurrency runs that many slots at once (BackfillConcurrency); 0 is 1.
 	Concurrency int `json:"concurrency,omitempty"`
+	// Entry backfills this schedule entry of the job instead of the job's own
+	// slots (BackfillEntry); AllEntries every entry of it (BackfillAllEntries).
+	// A job of entries has no slots of its own: one of them is needed.
+	Entry      string `json:"entry,omitempty"`
+	AllEntries bool   `json:"all_entries,omitempty"`
 	// By names who asked; it is in the replies and the replica's log.
 	By string `json:"by,omitempty"`
 	// Wait asks for the finished reply once every taken slot has ended.
@@ -115,8 +135,11 @@ type BackfillRequest struct {
 // slot, in parts (Part of Parts) when they do not fit in one message. A backfill
 // that cannot start is answered with an error instead, and nothing ran.
 type BackfillReply struct {
-	State    string    `json:"state"`
-	Job      string    `json:"job"`
+	State string `json:"state"`
+	Job   string `json:"job"`
+	// Entry and AllEntries are the request's: which entries were backfilled.
+	Entry      string    `json:"entry,omitempty"`
+	AllEntries bool      `json:"all_entries,omitempty"`
 	Instance string    `json:"instance"`
 	By       string    `json:"by,omitempty"`
 	At       time.Time `json:"at"`
@@ -134,6 +157,8 @@ type BackfillReply struct {
 
 // BackfillSlot is one slot of a finished backfill (scheduler.BackfillSlot).
 type BackfillSlot struct {
+	// Entry is the schedule entry the slot is of ("" for the job's own).
+	Entry    string           `json:"entry,omitempty"`
 	Slot     time.Time        `json:"slot"`
 	Outcome  string           `json:"outcome"`
 	Status   scheduler.Status `json:"status,omitempty"`

@@ -225,7 +225,7 @@ func (f *Service) serveJob(job string) error {
 	subject := f.subj.job(verbEntries, job) + ".*"
 	reads := map[string]handler{opList: f.handle(f.entries(job)), opGet: f.handle(f.entry(job))}
 	changes := map[string]handler{opAdd: f.handle(f.addEntry(job)), opUpdate: f.handle(f.updateEntry(job)),
-		opRemove: f.handle(f.removeEntry(job))}
+		opRemove: f.handle(f.removeEntry(job)), opTrigger: f.triggerEntry(job)}
 	f.routesMu.Lock()
 	f.readRoutes[subject] = f.byOp(reads, nil)
 	f.routesMu.Unlock()
