@@ -140,12 +140,12 @@ type BackfillReply struct {
 	// Entry and AllEntries are the request's: which entries were backfilled.
 	Entry      string    `json:"entry,omitempty"`
 	AllEntries bool      `json:"all_entries,omitempty"`
-	Instance string    `json:"instance"`
-	By       string    `json:"by,omitempty"`
-	At       time.Time `json:"at"`
-	From     time.Time `json:"from"`
-	To       time.Time `json:"to"`
-	Rerun    bool      `json:"rerun,omitempty"`
+	Instance   string    `json:"instance"`
+	By         string    `json:"by,omitempty"`
+	At         time.Time `json:"at"`
+	From       time.Time `json:"from"`
+	To         time.Time `json:"to"`
+	Rerun      bool      `json:"rerun,omitempty"`
 	// Counts is the number of slots by outcome (scheduler.BackfillOutcome).
 	Counts map[string]int `json:"counts"`
 	// Error says why the wait ended before every slot did (the slots go on).
