@@ -227,7 +227,14 @@ func (c *Client) ResumeAll(ctx context.Context, in ResumeRequest) (ResumeReply, 
 // HistoryRequest), read from every part of the reply: a reply whose parts did not
 // all arrive before ctx ended (or the client's timeout) is an error that says so.
 func (c *Client) History(ctx context.Context, job string, limit int) (HistoryReply, error) {
-	out, err := gatherParts(ctx, c, c.subj.job(verbHistory, job), job, HistoryRequest{V: RequestVersion, Limit: limit},
+	return c.HistoryOf(ctx, job, HistoryRequest{Limit: limit})
+}
+
+// HistoryOf is History as in asks it: one entry's runs (in.Entry), those of some
+// statuses (in.Status) or since a time (in.Since), filtered by the replica.
+func (c *Client) HistoryOf(ctx context.Context, job string, in HistoryRequest) (HistoryReply, error) {
+	in.V = versioned(in.V)
+	out, err := gatherParts(ctx, c, c.subj.job(verbHistory, job), job, in,
 		func(r *HistoryReply) (int, int, *[]Run) { return r.Part, r.Parts, &r.Runs })
 	out.Part = 0
 	return out, err

@@ -2,6 +2,7 @@ package fleet_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -186,4 +187,51 @@ func TestBackfillEntryOverTheFleet(t *testing.T) {
 	assert.Equal(t, len(one.Slots), seen["a"])
 	assert.Positive(t, seen["b"])
 	assert.Positive(t, all.Counts[string(scheduler.BackfillRan)], "b's slots ran: %+v", all.Counts)
+}
+
+// A history request filters on the replica: the one error among the newest
+// 1,100 records is found (the CLI once filtered the newest 1,000 itself), an
+// entry's runs are read by the same request, and a status no run can have is a
+// bad request.
+func TestHistoryFiltersOnTheReplica(t *testing.T) {
+	keep := backend.Retention{Size: 2000}
+	f := startFleet(t, fleetSetup{quiet: true, instances: []string{"A"}, jobs: func(string) []testJob {
+		j := every(jobReport, time.Hour)
+		j.Opts = []scheduler.JobOption{scheduler.WithHistory(keep.Size, 0)}
+		return []testJob{j, {Name: jobFeeds}}
+	}})
+	ctx := requestCtx(t)
+	base := time.Now().Add(-48 * time.Hour).Truncate(time.Hour)
+	save := func(job string, i int, status scheduler.Status) {
+		slot := base.Add(time.Duration(i) * time.Minute)
+		require.NoError(t, f.backend.SaveResult(ctx, job, backend.StoredResult{Slot: slot, Token: fmt.Sprint("t", i), Instance: "A", Attempt: 1,
+			Status: status, StartedAt: slot, FinishedAt: slot.Add(time.Second)}, keep))
+	}
+	save(jobReport, 0, scheduler.StatusError)
+	for i := 1; i <= 1100; i++ {
+		save(jobReport, i, scheduler.StatusOK)
+	}
+	h, err := f.client.HistoryOf(ctx, jobReport, fleet.HistoryRequest{Status: []scheduler.Status{scheduler.StatusError}})
+	require.NoError(t, err)
+	require.Len(t, h.Runs, 1, "the error older than the newest 1,000")
+	assert.True(t, base.Equal(h.Runs[0].Slot))
+	assert.Equal(t, 1101, h.Scanned)
+	assert.False(t, h.ScanLimited)
+
+	h, err = f.client.HistoryOf(ctx, jobReport, fleet.HistoryRequest{Since: base.Add(1095 * time.Minute), Limit: 3})
+	require.NoError(t, err)
+	require.Len(t, h.Runs, 3)
+	assert.True(t, base.Add(1100*time.Minute).Equal(h.Runs[0].Slot), "newest first")
+
+	save(backend.EntryRunName(jobFeeds, "eu-west"), 1, scheduler.StatusTimeout)
+	h, err = f.client.HistoryOf(ctx, jobFeeds, fleet.HistoryRequest{Entry: "eu-west", Status: []scheduler.Status{scheduler.StatusTimeout}})
+	require.NoError(t, err)
+	require.Len(t, h.Runs, 1)
+	assert.Equal(t, "eu-west", h.Runs[0].Entry)
+	assert.Equal(t, "eu-west", h.Entry)
+
+	_, err = f.client.HistoryOf(ctx, jobReport, fleet.HistoryRequest{Status: []scheduler.Status{"exploded"}})
+	assert.ErrorIs(t, err, fleet.ErrBadRequest)
+	_, err = f.client.HistoryOf(ctx, jobFeeds, fleet.HistoryRequest{Entry: "a\x00b"})
+	assert.ErrorIs(t, err, fleet.ErrBadRequest)
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -432,9 +434,37 @@ func (f *Service) history(job string) func(context.Context, []byte) (any, error)
 		if err != nil {
 			return nil, err
 		}
-		recs, err := f.s.History(ctx, job, limit)
+		if in.Entry != "" {
+			if err := checkEntryID(in.Entry); err != nil {
+				return nil, err
+			}
+		}
+		for _, st := range in.Status {
+			if !knownStatus(st) {
+				return nil, badRequest("status %q: the statuses are %s", oneLine(string(st)), strings.Join(statusNames(), ", "))
+			}
+		}
+		filtered := len(in.Status) > 0 || !in.Since.IsZero()
+		read := limit
+		if filtered {
+			read = MaxHistoryScan
+		}
+		var recs []scheduler.RunRecord
+		if in.Entry != "" {
+			recs, err = f.s.EntryHistory(ctx, job, in.Entry, read)
+		} else {
+			recs, err = f.s.History(ctx, job, read)
+		}
 		if err != nil {
 			return nil, err
+		}
+		out := HistoryReply{Job: job, Entry: in.Entry, Instance: f.s.Instance(), Limit: limit}
+		if filtered {
+			out.Scanned = len(recs)
+			recs = filterRuns(recs, in.Status, in.Since)
+			out.ScanLimited = out.Scanned >= read && len(recs) < limit &&
+				(in.Since.IsZero() || len(recs) == 0 || !recs[len(recs)-1].Slot.Before(in.Since))
+			recs = recs[:min(len(recs), limit)]
 		}
 		runs := make([]Run, 0, len(recs))
 		for _, r := range recs {
@@ -444,7 +474,6 @@ func (f *Service) history(job string) func(context.Context, []byte) (any, error)
 		if err != nil {
 			return nil, err
 		}
-		out := HistoryReply{Job: job, Instance: f.s.Instance(), Limit: limit}
 		return parted{items: items, field: "runs", envelope: func(part, parts int) any {
 			out := out
 			out.Part, out.Parts = part, parts
@@ -454,6 +483,33 @@ func (f *Service) history(job string) func(context.Context, []byte) (any, error)
 			}{HistoryReply: out}
 		}}, nil
 	}
+}
+
+// filterRuns keeps, in order, the records of the statuses given (any when none)
+// whose slot is at or after since (any when zero).
+func filterRuns(recs []scheduler.RunRecord, statuses []scheduler.Status, since time.Time) []scheduler.RunRecord {
+	out := recs[:0:0]
+	for _, r := range recs {
+		if (len(statuses) == 0 || slices.Contains(statuses, r.Status)) && (since.IsZero() || !r.Slot.Before(since)) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// statuses are the run statuses a history request filters by.
+var statuses = []scheduler.Status{scheduler.StatusOK, scheduler.StatusError, scheduler.StatusTimeout,
+	scheduler.StatusCancelled, scheduler.StatusSkipped, scheduler.StatusLate, scheduler.StatusPaused,
+	scheduler.StatusLost, scheduler.StatusSuperseded, scheduler.StatusLimit, scheduler.StatusRunning}
+
+func knownStatus(s scheduler.Status) bool { return slices.Contains(statuses, s) }
+
+func statusNames() []string {
+	out := make([]string, len(statuses))
+	for i, s := range statuses {
+		out[i] = string(s)
+	}
+	return out
 }
 
 // acceptRun decodes a request that starts runs into in and checks it (check:

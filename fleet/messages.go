@@ -220,15 +220,34 @@ type HistoryRequest struct {
 	// Limit is how many runs, newest first: 0 means DefaultHistoryLimit, more than
 	// MaxHistoryLimit is clamped to it, a negative limit is a bad request.
 	Limit int `json:"limit,omitempty"`
+	// Entry asks for the runs of this schedule entry of the job, which the
+	// job's own history does not hold.
+	Entry string `json:"entry,omitempty"`
+	// Status keeps the runs of these statuses only; Since those of slots at or
+	// after it. The replica reads at most MaxHistoryScan of the newest records
+	// to find Limit that match (HistoryReply.Scanned, ScanLimited).
+	Status []scheduler.Status `json:"status,omitempty"`
+	Since  time.Time          `json:"since,omitzero"`
 }
+
+// MaxHistoryScan bounds the records a replica reads for a history request with
+// a filter (HistoryRequest.Status, Since).
+const MaxHistoryScan = 10_000
 
 // HistoryReply answers a history request.
 type HistoryReply struct {
 	Job      string `json:"job"`
 	Instance string `json:"instance"`
+	// Entry is the request's: the runs are that entry's.
+	Entry string `json:"entry,omitempty"`
 	// Limit is the limit applied (after the default and the clamp).
 	Limit int   `json:"limit"`
 	Runs  []Run `json:"runs"`
+	// Scanned is how many records the replica read to filter them (a request
+	// with Status or Since); ScanLimited says it stopped at MaxHistoryScan
+	// with fewer than Limit found: older runs that match may exist.
+	Scanned     int  `json:"scanned,omitempty"`
+	ScanLimited bool `json:"scan_limited,omitempty"`
 	// Part and Parts number this message among the messages of one reply (Part 1
 	// to Parts). A reply that would not fit in one message is sent in as many as
 	// it takes, each with some of the runs, in order. Client reads every part and
