@@ -2,6 +2,7 @@ package fleet_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -234,4 +235,46 @@ func TestHistoryFiltersOnTheReplica(t *testing.T) {
 	assert.ErrorIs(t, err, fleet.ErrBadRequest)
 	_, err = f.client.HistoryOf(ctx, jobFeeds, fleet.HistoryRequest{Entry: "a\x00b"})
 	assert.ErrorIs(t, err, fleet.ErrBadRequest)
+}
+
+// A job of entries has a row like any job's: its entries by state, the failing
+// ones, the newest run of any entry (whichever replica ran it) and the earliest
+// next slot, instead of nothing.
+func TestJobsRowOfAJobOfEntries(t *testing.T) {
+	f := startFleet(t, fleetSetup{jobs: declareFeeds, instances: []string{"A", "B"}, handler: func(_ context.Context, run scheduler.Run) error {
+		if run.Entry == "broken" {
+			return errors.New("tenant broken")
+		}
+		return nil
+	}})
+	ctx, c := requestCtx(t), f.client
+	for _, e := range []fleet.AddEntryRequest{
+		{ID: "broken", EntrySpec: fleet.EntrySpec{Every: "200ms"}},
+		{ID: "fine", EntrySpec: fleet.EntrySpec{Every: "300ms"}},
+		{ID: "held", EntrySpec: fleet.EntrySpec{Every: "200ms", Paused: true}},
+	} {
+		_, err := c.AddEntry(ctx, jobFeeds, e)
+		require.NoError(t, err)
+	}
+	var row fleet.JobSummary
+	require.Eventually(t, func() bool {
+		fl, err := c.Jobs(ctx)
+		require.NoError(t, err)
+		for _, j := range fl.Jobs {
+			if j.Name == jobFeeds {
+				row = j
+			}
+		}
+		return row.Entries != nil && len(row.Entries.Failing) == 1 && row.LastSuccess != nil && row.LastFailure != nil
+	}, 10*time.Second, 100*time.Millisecond)
+	assert.True(t, row.EntriesOnly)
+	assert.Equal(t, fleet.EntriesState{Active: 2, Paused: 1, Failing: []string{"broken"}}, *row.Entries)
+	assert.Equal(t, fleet.JobActive, row.State)
+	require.NotNil(t, row.LastRun)
+	assert.NotEmpty(t, row.LastRun.Entry, "the newest run is an entry's")
+	assert.WithinDuration(t, time.Now(), row.LastRun.Slot, 2*time.Second)
+	assert.Equal(t, "broken", row.LastFailure.Entry)
+	assert.Equal(t, "fine", row.LastSuccess.Entry)
+	assert.False(t, row.Next.IsZero(), "its entries' next slot")
+	assert.WithinDuration(t, time.Now(), row.Next, time.Second)
 }

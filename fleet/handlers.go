@@ -235,7 +235,24 @@ func (f *Service) jobState(ctx context.Context, j scheduler.JobInfo, last map[st
 	} else if j.Next.IsZero() && !j.EntriesOnly {
 		st.State = JobEnded
 	}
+	st.EntriesOnly = j.EntriesOnly
 	l, read := last[j.Job]
+	if states := f.s.EntryStates()[j.Job]; states.Total() > 0 || j.EntriesOnly {
+		sum, err := f.s.EntriesSummary(ctx, j.Job)
+		if err != nil {
+			f.log.Debug("fleet jobs: the failing entries not all checked", "job", j.Job, "err", err)
+		}
+		st.Entries = &EntriesState{Active: sum.Active, Paused: sum.Paused, Ended: sum.Ended,
+			Failing: sum.Failing, FailingMore: sum.FailingMore, Unchecked: sum.Unchecked}
+		if j.EntriesOnly {
+			if st.Pause == nil {
+				st.Next = sum.Next
+			}
+			// Its own runs (RunNow) and its entries': the newest of each kind.
+			l.Run, l.Success, l.Failure = newestOf(l.Run, sum.Last.Run), newestOf(l.Success, sum.Last.Success), newestOf(l.Failure, sum.Last.Failure)
+			read = read || l.Run != nil
+		}
+	}
 	if lastErr != nil && !read { // the other jobs' last runs were read
 		st.ViewError = shortText("last runs: " + lastErr.Error())
 		return st
@@ -254,6 +271,19 @@ func (f *Service) jobState(ctx context.Context, j scheduler.JobInfo, last map[st
 		st.Running = append(st.Running, activeRunOf(j.Job, a))
 	}
 	return st
+}
+
+// newestOf is the later run of a and b (either may be nil).
+func newestOf(a, b *scheduler.RunRecord) *scheduler.RunRecord {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	case b.Slot.After(a.Slot), b.Slot.Equal(a.Slot) && b.StartedAt.After(a.StartedAt):
+		return b
+	}
+	return a
 }
 
 // runPtr is r as the jobs view shows it: its error cut at MaxViewError.

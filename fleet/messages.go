@@ -341,7 +341,32 @@ type JobState struct {
 	// come from the backend are then absent. The errors of the view (here and in
 	// its runs) are at most MaxViewError bytes.
 	ViewError string `json:"view_error,omitempty"`
+	// EntriesOnly says the job has no schedule of its own (scheduler.Declare):
+	// Next is then its entries' earliest next slot, and the last runs are its
+	// entries' newest that this replica knows (it ran them, or read them).
+	EntriesOnly bool `json:"entries_only,omitempty"`
+	// Entries sums up the job's schedule entries, for a job that has any (and
+	// every job of entries).
+	Entries *EntriesState `json:"entries,omitempty"`
 }
+
+// EntriesState sums up a job's schedule entries (scheduler.EntriesSummary).
+type EntriesState struct {
+	// Active, Paused and Ended count the entries the replica follows by state.
+	Active int `json:"active"`
+	Paused int `json:"paused"`
+	Ended  int `json:"ended"`
+	// Failing are the entries whose newest run that ended failed, as the
+	// replica saw them fail and checked in the shared history, by ID: at most
+	// scheduler.MaxSummaryFailing, FailingMore counts the others. Unchecked
+	// says the history could not be read to check them all.
+	Failing     []string `json:"failing,omitempty"`
+	FailingMore int      `json:"failing_more,omitempty"`
+	Unchecked   bool     `json:"unchecked,omitempty"`
+}
+
+// Total is how many entries are counted.
+func (e EntriesState) Total() int { return e.Active + e.Paused + e.Ended }
 
 // ActiveRun is an unfinished run, as the active endpoint and JobState.Running show
 // it: a lease held (Live) or left behind by an instance that stopped renewing it.
