@@ -780,6 +780,9 @@ func PolicyText(field string, d Declaration) string {
 	dur := func(ms int64) string { return (time.Duration(ms) * time.Millisecond).String() }
 	switch field {
 	case "catch-up window":
+		if p.CatchUpWindowMS == 0 {
+			return "none"
+		}
 		return dur(p.CatchUpWindowMS)
 	case "dedupe window":
 		if p.DedupeWindowMS == ForeverMS {
