@@ -23,9 +23,10 @@ func (c *cli) describeCommand() *cobra.Command {
 policy and limit its replicas declare in the registry (overlap, catch-up and its window,
 lease, lateness, jitter, timeout, retry, run limit, manual runs, pause after failures,
 buffer cap, dedupe window, retention), per replica where they differ; then its last
-runs, runs in progress, replicas and schedule entries. With an ENTRY, the entry: its schedule, bounds,
-state, payload, revision and who wrote it, its runs, and the job's policies it runs
-under. --json prints what it read: the job's summary and its declarations.`,
+runs, runs in progress, replicas and schedule entries. With an ENTRY, the entry: its
+schedule, bounds, state, payload, revision and who changed it (the --by given, the NATS
+user, the replica), its runs, and the job's policies it runs under. --json prints what it
+read: the job's summary and its declarations.`,
 		Example: `  anarchon describe report
   anarchon describe feeds eu-west`,
 		Args: func(cmd *cobra.Command, args []string) error {
