@@ -187,7 +187,24 @@ func (f *Service) jobsReply(ctx context.Context, data []byte) (any, error) {
 	r.Entries, r.OrphanedEntries = f.s.EntryCounts()
 	ctx, cancel := context.WithTimeout(ctx, viewBudget)
 	defer cancel()
+	// The jobs with entries are summed up in one pass, beside the last runs.
+	states := f.s.EntryStates()
+	var withEntries []string
+	for _, j := range infos {
+		if states[j.Job].Total() > 0 || j.EntriesOnly {
+			withEntries = append(withEntries, j.Job)
+		}
+	}
+	sums := make(chan map[string]scheduler.EntriesSummary, 1)
+	go func() {
+		sum, err := f.s.EntriesSummaries(ctx, withEntries...)
+		if err != nil {
+			f.log.Debug("fleet jobs: the failing entries not all checked", "err", err)
+		}
+		sums <- sum
+	}()
 	last, lastErr := f.s.LastRuns(ctx)
+	summaries := <-sums
 	jobs := make([]JobState, len(infos))
 	next := make(chan int, len(infos))
 	for i := range infos {
@@ -198,7 +215,7 @@ func (f *Service) jobsReply(ctx context.Context, data []byte) (any, error) {
 	for range min(viewConcurrency, len(infos)) {
 		wg.Go(func() {
 			for i := range next {
-				jobs[i] = f.jobState(ctx, infos[i], last, lastErr)
+				jobs[i] = f.jobState(ctx, infos[i], last, lastErr, summaries)
 			}
 		})
 	}
@@ -226,9 +243,11 @@ type replicaPart struct {
 const viewConcurrency = 16
 
 // jobState is the replica's view of one job: its pause and next slot, its last
-// runs (from one LastRuns read for every job: batched when the backend can) and
-// one read of its unfinished runs.
-func (f *Service) jobState(ctx context.Context, j scheduler.JobInfo, last map[string]scheduler.LastRuns, lastErr error) JobState {
+// runs (from one LastRuns read for every job: batched when the backend can), its
+// entries summed up (sums, of the jobs with entries) and one read of its
+// unfinished runs.
+func (f *Service) jobState(ctx context.Context, j scheduler.JobInfo, last map[string]scheduler.LastRuns, lastErr error,
+	sums map[string]scheduler.EntriesSummary) JobState {
 	st := JobState{Name: j.Job, Schedule: j.Schedule, State: JobActive, Next: j.Next, MaxRuns: j.MaxRuns, LimitReached: j.LimitReached}
 	if p, ok := f.s.Paused(j.Job); ok {
 		st.State, st.Pause = JobPaused, pauseInfo(p)
@@ -237,11 +256,7 @@ func (f *Service) jobState(ctx context.Context, j scheduler.JobInfo, last map[st
 	}
 	st.EntriesOnly = j.EntriesOnly
 	l, read := last[j.Job]
-	if states := f.s.EntryStates()[j.Job]; states.Total() > 0 || j.EntriesOnly {
-		sum, err := f.s.EntriesSummary(ctx, j.Job)
-		if err != nil {
-			f.log.Debug("fleet jobs: the failing entries not all checked", "job", j.Job, "err", err)
-		}
+	if sum, ok := sums[j.Job]; ok {
 		st.Entries = &EntriesState{Active: sum.Active, Paused: sum.Paused, Ended: sum.Ended,
 			Failing: sum.Failing, FailingMore: sum.FailingMore, Unchecked: sum.Unchecked}
 		if j.EntriesOnly {

@@ -1,7 +1,9 @@
 package scheduler
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"maps"
 	"slices"
 	"strings"
@@ -167,53 +169,102 @@ func (s *Scheduler) EntriesSummary(ctx context.Context, job string) (EntriesSumm
 	if _, err := s.declared(job); err != nil {
 		return EntriesSummary{}, err
 	}
-	out := EntriesSummary{Job: job, EntryStateCounts: s.EntryStates()[job]}
-	followed := map[string]bool{}
-	s.entries.mu.Lock()
-	for k, st := range s.entries.byKey {
-		if k.job != job {
+	out, err := s.EntriesSummaries(ctx, job)
+	return out[job], err
+}
+
+// EntriesSummaries is EntriesSummary of each job named, in one pass over the
+// entries followed and one read of the history for them all. A job not declared
+// here is left out, with an error matching ErrJobNotFound beside the others.
+func (s *Scheduler) EntriesSummaries(ctx context.Context, jobs ...string) (map[string]EntriesSummary, error) {
+	out := make(map[string]EntriesSummary, len(jobs))
+	var undeclared error
+	declared := jobs[:0:0]
+	for _, job := range jobs {
+		if _, err := s.declared(job); err != nil {
+			undeclared = cmp.Or(undeclared, err)
 			continue
 		}
-		followed[k.id] = true
-		if !st.next.IsZero() && (out.Next.IsZero() || st.next.Before(out.Next)) {
-			out.Next = st.next
+		out[job] = EntriesSummary{Job: job}
+		declared = append(declared, job)
+	}
+	jobs = declared
+	acc := make(map[string]*EntriesSummary, len(jobs))
+	for _, job := range jobs {
+		acc[job] = &EntriesSummary{Job: job}
+	}
+	s.entries.mu.Lock()
+	for k, st := range s.entries.byKey {
+		sum := acc[k.job]
+		if sum == nil {
+			continue
+		}
+		switch {
+		case st.e.Paused:
+			sum.Paused++
+		case st.next.IsZero():
+			sum.Ended++
+		default:
+			sum.Active++
+		}
+		if !st.next.IsZero() && (sum.Next.IsZero() || st.next.Before(sum.Next)) {
+			sum.Next = st.next
 		}
 	}
+	for job, sum := range acc {
+		out[job] = *sum
+	}
+
+	// The entries seen failing, newest failure first, each job's at most
+	// maxFailingChecked of them read from the history.
+	candidates := map[string][]string{}
+	var check []entryKey
+	s.seen.mu.Lock() // after s.entries.mu, never before
+	for _, job := range jobs {
+		seen := s.seen.of(job)
+		sum := out[job]
+		sum.Last = LastRuns{Job: job, Run: copyRun(seen.last.Run), Success: copyRun(seen.last.Success), Failure: copyRun(seen.last.Failure)}
+		out[job] = sum
+		for id := range seen.failing {
+			if _, ok := s.entries.byKey[entryKey{job, id}]; !ok {
+				delete(seen.failing, id) // removed, or its job removed here
+			}
+		}
+		ids := slices.Collect(maps.Keys(seen.failing))
+		slices.SortFunc(ids, func(a, b string) int {
+			switch {
+			case newerRun(seen.failing[a], seen.failing[b]):
+				return -1
+			case newerRun(seen.failing[b], seen.failing[a]):
+				return 1
+			}
+			return strings.Compare(a, b)
+		})
+		candidates[job] = ids
+		for _, id := range ids[:min(len(ids), maxFailingChecked)] {
+			check = append(check, entryKey{job, id})
+		}
+	}
+	s.seen.mu.Unlock()
 	s.entries.mu.Unlock()
 
-	s.seen.mu.Lock()
-	seen := s.seen.of(job)
-	out.Last = LastRuns{Job: job, Run: copyRun(seen.last.Run), Success: copyRun(seen.last.Success), Failure: copyRun(seen.last.Failure)}
-	for id := range seen.failing {
-		if !followed[id] {
-			delete(seen.failing, id) // removed, or its job removed here
-		}
-	}
-	candidates := slices.Collect(maps.Keys(seen.failing))
-	slices.SortFunc(candidates, func(a, b string) int {
-		if newerRun(seen.failing[a], seen.failing[b]) {
-			return -1
-		}
-		if newerRun(seen.failing[b], seen.failing[a]) {
-			return 1
-		}
-		return strings.Compare(a, b)
-	})
-	s.seen.mu.Unlock()
-
-	check := candidates[:min(len(candidates), maxFailingChecked)]
-	failing := candidates
-	var err error
+	var (
+		last map[string]LastRuns
+		err  error
+	)
 	if len(check) > 0 {
 		names := make([]string, len(check))
-		for i, id := range check {
-			names[i] = backend.EntryRunName(job, id)
+		for i, k := range check {
+			names[i] = backend.EntryRunName(k.job, k.id)
 		}
-		var last map[string]LastRuns
 		last, err = s.lastRunsOf(ctx, names)
-		failing = failing[:0:0]
-		for i, id := range check {
-			l, read := last[names[i]]
+	}
+	for _, job := range jobs {
+		ids := candidates[job]
+		checked := ids[:min(len(ids), maxFailingChecked)]
+		failing := slices.Clone(ids[len(checked):])
+		for _, id := range checked {
+			l, read := last[backend.EntryRunName(job, id)]
 			if !read {
 				failing = append(failing, id)
 				continue
@@ -228,13 +279,14 @@ func (s *Scheduler) EntriesSummary(ctx context.Context, job string) (EntriesSumm
 				failing = append(failing, id)
 			}
 		}
-		failing = append(failing, candidates[len(check):]...)
-		out.Unchecked = err != nil || len(candidates) > len(check)
+		slices.Sort(failing)
+		sum := out[job]
+		sum.Failing = failing[:min(len(failing), MaxSummaryFailing)]
+		sum.FailingMore = len(failing) - len(sum.Failing)
+		sum.Unchecked = len(ids) > len(checked) || err != nil && len(checked) > 0
+		out[job] = sum
 	}
-	slices.Sort(failing)
-	out.Failing = failing[:min(len(failing), MaxSummaryFailing)]
-	out.FailingMore = len(failing) - len(out.Failing)
-	return out, err
+	return out, errors.Join(undeclared, err)
 }
 
 func copyRun(r *RunRecord) *RunRecord {
