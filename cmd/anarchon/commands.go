@@ -676,6 +676,12 @@ func (c *cli) history(ctx context.Context, client *fleet.Client, job string, sin
 		in.Status = append(in.Status, scheduler.Status(st))
 	}
 	h, err := client.HistoryOf(ctx, job, in)
+	if olderReplica(err) && (filtered || c.entry != "") {
+		// A replica of an earlier version filters nothing: read its newest runs
+		// and filter them here, as this command once did.
+		c.warn("the replica that answered predates filters on the replica: the newest %d runs were read and filtered here", historyScan)
+		h, err = c.historyHere(ctx, client, job, in)
+	}
 	if err != nil {
 		what := fmt.Sprintf("history of job %q", job)
 		if c.entry != "" {
@@ -684,7 +690,7 @@ func (c *cli) history(ctx context.Context, client *fleet.Client, job string, sin
 		return c.failed(ctx, client, what, job, err)
 	}
 	if h.ScanLimited {
-		c.warn("the replica searched the newest %d runs only: older runs that match are not shown", h.Scanned)
+		c.warn("only the newest %d runs were searched: older runs that match are not shown", h.Scanned)
 	}
 	if c.jsonOut() {
 		return c.printJSON(h)
@@ -709,6 +715,49 @@ func (c *cli) history(ctx context.Context, client *fleet.Client, job string, sin
 		return nil
 	}
 	return c.runsTable(h.Runs)
+}
+
+// historyScan is how many runs history reads from a replica of an earlier
+// version to filter them itself.
+const historyScan = 1000
+
+// olderReplica reports whether err is a replica's refusal of a request field it
+// does not know: it runs an earlier version.
+func olderReplica(err error) bool {
+	return errors.Is(err, fleet.ErrBadRequest) && strings.Contains(err.Error(), "unknown field")
+}
+
+// historyHere reads the newest runs as a replica of an earlier version serves
+// them (an entry's through its entry request) and filters them as in asks.
+func (c *cli) historyHere(ctx context.Context, client *fleet.Client, job string, in fleet.HistoryRequest) (fleet.HistoryReply, error) {
+	var (
+		h   fleet.HistoryReply
+		err error
+	)
+	if in.Entry != "" {
+		var e fleet.EntryReply
+		e, err = client.Entry(ctx, job, fleet.EntryRequest{ID: in.Entry, History: historyScan})
+		h = fleet.HistoryReply{Job: job, Entry: in.Entry, Instance: e.Instance, Limit: e.History, Runs: e.Runs}
+	} else {
+		h, err = client.History(ctx, job, historyScan)
+	}
+	if err != nil {
+		return h, err
+	}
+	read := len(h.Runs)
+	keep := h.Runs[:0]
+	for _, r := range h.Runs {
+		if (len(in.Status) == 0 || slices.Contains(in.Status, r.Status)) && (in.Since.IsZero() || !r.Slot.Before(in.Since)) {
+			keep = append(keep, r)
+		}
+	}
+	n := in.Limit
+	if n == 0 {
+		n = fleet.DefaultHistoryLimit
+	}
+	h.Runs, h.Limit, h.Scanned = keep[:min(len(keep), n)], n, read
+	h.ScanLimited = read >= historyScan && len(keep) < n
+	return h, nil
 }
 
 // runsTable prints runs, newest first, one a row; an ENTRY column when any run

@@ -2,14 +2,21 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/anarchon/anarchon/embedded"
+	"github.com/anarchon/anarchon/fleet"
+	"github.com/anarchon/anarchon/internal/natstest"
 )
 
 // hostileID is an entry ID an operator may choose: a bidi override and shell
@@ -118,4 +125,41 @@ func TestJobsRowOfAJobOfEntries(t *testing.T) {
 	assertInert(t, r.stdout)
 	assert.Regexp(t, `(?m)^entries +2 active, 1 paused; anarchon schedule ls feeds lists them$`, r.stdout)
 	assert.Regexp(t, `(?m)^failing entries +broken\\u202e$`, r.stdout)
+}
+
+// TestHistoryFiltersWithAnOlderReplica: a replica of an earlier version refuses
+// the filters' fields; the command then reads the newest runs and filters them
+// itself, saying so.
+func TestHistoryFiltersWithAnOlderReplica(t *testing.T) {
+	srv := natstest.Server(t, embedded.Options{Listen: "127.0.0.1:0"})
+	nc := natstest.Dial(t, srv.Connect)
+	now := time.Now().UTC().Truncate(time.Second)
+	runs := []fleet.Run{
+		{Job: "report", Slot: now, Instance: "old", Attempt: 1, Status: "ok"},
+		{Job: "report", Slot: now.Add(-time.Minute), Instance: "old", Attempt: 1, Status: "error", Error: "disk full"},
+	}
+	sub, err := nc.Subscribe("anarchon.HISTORY."+fleet.JobToken("report"), func(m *nats.Msg) {
+		var in map[string]any
+		_ = json.Unmarshal(m.Data, &in)
+		for k := range in {
+			if k != "v" && k != "limit" {
+				_ = m.RespondMsg(&nats.Msg{Data: []byte(`{"code":400}`), Header: nats.Header{
+					"Nats-Service-Error-Code": {"400"},
+					"Nats-Service-Error":      {fmt.Sprintf(`bad request: invalid JSON: json: unknown field %q`, k)}}})
+				return
+			}
+		}
+		data, _ := json.Marshal(fleet.HistoryReply{Job: "report", Instance: "old", Limit: 1000, Runs: runs})
+		_ = m.Respond(data)
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	require.NoError(t, nc.Flush())
+
+	r := anarchon(t, "--server", srv.ClientURL(), "history", "report", "--status", "error")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	ls := lines(r.stdout)
+	require.Len(t, ls, 2, r.stdout)
+	assert.Contains(t, ls[1], " error old 1 scheduled ")
+	assert.Equal(t, "warning: the replica that answered predates filters on the replica: the newest 1000 runs were read and filtered here\n", r.stderr)
 }
