@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/scheduler"
 )
@@ -223,5 +224,60 @@ func TestBackfillEntries(t *testing.T) {
 			}
 		}
 		assert.Equal(t, 5, backfilled)
+	})
+}
+
+// An entry's manual run buffered behind the entry's long run, whose process
+// then dies (its RunEntryNow never claims the slot again): the entry is not
+// wedged by it. The store says the buffered slot is manual (an entry's manual
+// slot cannot be told from its schedule, which may have changed): it is ended,
+// never run, and the entry's later slots run once each.
+func TestRedteamBufferedEntryManualSlotOfADeadRequester(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := memory.New()
+		var mu sync.Mutex
+		starts := map[int64]int{}
+		t0 := time.Now()
+		first := t0.Add(time.Minute).Truncate(time.Minute)
+		handler := func(ctx context.Context, r scheduler.Run) error {
+			mu.Lock()
+			starts[r.Slot.UnixMilli()]++
+			mu.Unlock()
+			if r.Slot.Equal(first) {
+				time.Sleep(20 * time.Second)
+			}
+			return nil
+		}
+		fleet := startFleet(t, b, 2, func(s *scheduler.Scheduler) {
+			require.NoError(t, s.Declare("tenants", handler, scheduler.WithOverlap(scheduler.OverlapBufferOne), scheduler.WithJitter(0)))
+		})
+		e, err := fleet[0].AddEntry(t.Context(), "tenants", "e", scheduler.EntrySpec{Every: time.Minute})
+		require.NoError(t, err)
+		time.Sleep(time.Until(first) + time.Second) // the entry's first slot runs for 20s
+
+		// What a RunEntryNow on instance Z stored before Z died: the entry's
+		// manual slot, buffered behind its first slot.
+		manual := first.Add(time.Second + 7*time.Millisecond)
+		res, err := b.Runs().Claim(t.Context(), backend.RunClaim{
+			Job: backend.EntryRunName("tenants", "e"), Slot: manual, Token: "z-token", Instance: "Z", Lease: 3 * time.Second,
+			Manual: true, Incarnation: e.Incarnation, Deadline: time.Now().Add(2 * time.Second), Overlap: backend.OverlapBufferOne,
+			Keep: time.Hour,
+		})
+		require.NoError(t, err)
+		require.Equal(t, backend.OutcomeBuffered, res.Outcome, "%+v", res)
+
+		time.Sleep(4*time.Minute + 10*time.Second)
+		synctest.Wait()
+		active, err := b.Runs().Active(t.Context(), backend.EntryRunName("tenants", "e"))
+		require.NoError(t, err)
+		mu.Lock()
+		defer mu.Unlock()
+		for k := 2; k <= 4; k++ {
+			assert.Equal(t, 1, starts[first.Add(time.Duration(k)*time.Minute).UnixMilli()], "slot +%dm runs once", k)
+		}
+		assert.Zero(t, starts[manual.UnixMilli()], "the dead requester's slot is not run by another instance")
+		for _, r := range active {
+			assert.False(t, r.Buffered, "a buffered slot left behind for ever: %+v", r)
+		}
 	})
 }
