@@ -236,6 +236,9 @@ def analyze(a):
             m = " <- killed" if mark and s == mark else ""
             print(f"    {hms(s / 1000)[:-4]}  {recs}   | started: {st}{m}")
 
+    limits = [s for s, rs in hist.get("warmup", {}).items() if any(r["status"] == "limit" for r in rs)]
+    warmup_end = min(limits) if limits else float("inf")
+
     print("== timeline (UTC)")
     for t, step, kv in tl:
         print(f"  {hms(t)}  {step:9s} " + " ".join(f"{k}={v}" for k, v in kv.items()))
@@ -256,6 +259,10 @@ def analyze(a):
             print("   no handler started for this slot after the kill")
         recs = hist.get(name, {}).get(s, [])
         print("   history of the slot: " + (" / ".join(cell(r) for r in recs) or "NO RECORD"))
+        for r in recs:
+            if r.get("attempt") == att and r.get("finished_at"):
+                print(f"   the killed attempt was recorded {r['status']} {ts(r['finished_at']) - t:.1f} s after the kill, "
+                      f"{ts(r['finished_at']) - float(kv['started']):.1f} s after it started (lease {LEASE:.0f} s)")
         nxt = [t2 for t2, k2 in steps["snapshot"] if t2 > t]
         table(name, t - 2 * periods.get(job, entry_every), nxt[0] if nxt else end, mark=s)
         if job == "tenants":
@@ -266,19 +273,22 @@ def analyze(a):
                                 + ", ".join(f"attempt {a2} on {i2} at {hms(t2)}" for (t2, i2, a2) in again))
 
     for t, kv in steps["server-stop"]:
+        t = float(kv.get("sent", t))
         back = [t2 for t2, k2 in steps["server-up"] if t2 > t][0]
         print(f"\n-- {hms(t)}: SIGTERM to nats-server {kv['server']} ({kv.get('why', '')}); exited {float(kv.get('exited', t)) - t:.1f} s later, "
               f"started again on its store, healthy at {hms(back)}")
         lo, hi = t - 10, back + 30
         for e in logs:
-            if lo <= e["_t"] <= hi and (e.get("level") in ("WARN", "ERROR") or "connect" in e["msg"]):
+            if lo <= e["_t"] <= hi and (e.get("level") in ("WARN", "ERROR") or "connect" in e["msg"]) and e["msg"] != "run failed":
                 print(f"   {hms(e['_t'])} {e['_replica']} {e['level']} {e['msg']}" + (f": {e.get('err')}" if e.get("err") else ""))
         for name in sorted(set(periods) | {entry_name}):
+            if name == "warmup" and warmup_end < lo * 1000:
+                print(f"  warmup: ended by its run limit (slot {hms(warmup_end / 1000)} recorded limit): no slot due")
+                continue
             table(name, lo, hi)
 
     # Checks over every slot of the drill.
     lo, hi = up + 2 * interval, end - LEASE - 15
-    warmup_end = min([s for s, rs in hist.get("warmup", {}).items() if any(r["status"] == "limit" for r in rs)] or [hi * 1000])
     for name in sorted(set(periods) | {entry_name}):
         for s in grid(name, lo, hi):
             if name == "warmup" and s > warmup_end:
@@ -323,8 +333,16 @@ def analyze(a):
     st = steps.get("stop")
     if st:
         print("\n== SIGTERM to every replica after every nats-server was killed")
+        t0 = st[0][0]
         for t, kv in steps["stopped"]:
-            print(f"  {kv['instance']}: " + (f"exited {float(kv['after']):.1f} s after SIGTERM" if kv.get("after") != "-" else f"still running after {kv['waited']} s: {kv.get('then', '')}"))
+            r = kv["instance"]
+            print(f"  {r}: " + (f"exited {float(kv['after']):.1f} s after SIGTERM" if kv.get("after") != "-" else f"still running after {float(kv['waited']):.1f} s: {kv.get('then', '')}"))
+            for e in logs:
+                if e["_replica"] == r and e["_t"] >= t0 - 1 and e["msg"] in (
+                        "shutting down", "stop the fleet service", "scheduler stopped", "running jobs did not finish in time: cancelled, and their leases released for another replica",
+                        "records that complete a slot were not stored before Stop returned", "run finished"):
+                    what = e["msg"] + (f" ({e.get('job')} {hm(ts(e['slot']))} {e.get('status')})" if e["msg"] == "run finished" else "")
+                    print(f"     +{e['_t'] - t0:5.1f} s  {what}")
     return 0
 
 
