@@ -152,7 +152,7 @@ func (s *Scheduler) askedLast(a *attempt) (backend.ClaimResult, bool) {
 		return backend.ClaimResult{}, false
 	}
 	a.rc.TakeoverOnly = true
-	ctx, cancel := s.callCtx(context.Background())
+	ctx, cancel := s.writeCtx()
 	res, err := s.store.claim(ctx, a)
 	cancel()
 	if err != nil || res.Outcome != backend.OutcomeWon {

@@ -75,7 +75,7 @@ func (s *Scheduler) complete(j *job, slot time.Time, op string, until time.Time,
 		s.later(j, slot, op, until, write)
 		return
 	}
-	ctx, cancel := s.callCtx(context.Background())
+	ctx, cancel := s.writeCtx()
 	err := write(ctx)
 	cancel()
 	if err == nil {
