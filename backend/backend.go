@@ -56,8 +56,10 @@ type JobWindower interface {
 	WindowFor(job JobLimits) time.Duration
 }
 
-// ClaimRecorder is implemented by backends whose Claim does not already leave a
-// history record. RecordClaim is called after a won claim (and after a won lease).
+// ClaimRecorder is implemented by backends that record a won lease's claim in
+// their history. With a run store that is a Settler, RecordClaim is called only
+// where the record decides (RecordDecider), before the handler. With any other
+// run store it is called for every won attempt but a manual run.
 type ClaimRecorder interface {
 	RecordClaim(ctx context.Context, in ClaimInput) error
 }
@@ -200,6 +202,8 @@ type StoredResult struct {
 	Instance string
 	Attempt  int
 	Manual   bool
+	// RequestedBy names who asked for a manual run, when known.
+	RequestedBy string
 	// Backfill says the attempt was run on request by Scheduler.Backfill.
 	Backfill   bool
 	Status     Status
@@ -254,9 +258,10 @@ type RunRecord struct {
 // where instances without leases may claim the same job (a fleet in a rolling
 // upgrade that turns leases on or off), whose claim the record meets. The scheduler
 // then writes the record before the handler starts and does not run the slot when
-// the record answers [ErrClaimedElsewhere]. When it reports false the record is
-// written beside the handler, one round trip less before every run. A ClaimRecorder
-// without this method is treated as deciding.
+// the record answers [ErrClaimedElsewhere]. When it reports false nothing is
+// written before the handler: a [Settler] run store's records stand for the claim
+// record, and a seed-shaped store's record is written beside the handler. A
+// ClaimRecorder without this method is treated as deciding.
 type RecordDecider interface {
 	RecordDecides(job string) bool
 }

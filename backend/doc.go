@@ -8,40 +8,46 @@
 // # The contract
 //
 // A backend implements Backend. Claim must return true for exactly one token per
-// (job, slot), however many instances try and however often they retry, and true
-// again when the winning token repeats the claim. Everything else is optional and
-// found by type assertion, so a wrapper keeps only the capabilities of the value
-// it embeds:
+// (job, slot), however many instances try and however often they retry. It
+// returns true again when the winning token repeats the claim. Everything else is
+// optional and found by type assertion, so a wrapper keeps only the capabilities
+// of the value it embeds:
 //
 //	Capability         Implemented by      Gives the scheduler
 //	Backend            every backend       claims, results, history (required)
 //	LeaseBackend       the backend         a RunStore: leases, backups and takeover,
 //	                                       OverlapSkip, catch-up, hand-over at Stop
+//	Settler            the RunStore        one record per attempt, stored with the
+//	                                       state (else written beside, SaveResult)
+//	RecordsUser        the Settler         a history it writes into (RecordWriter)
+//	RecordWriter       the backend         the history a RecordsUser writes into
 //	LeaseWatcher       the RunStore        backups woken when a lease ends (else polled)
 //	ActiveLister       the RunStore        every job's unfinished runs in one reading at Start
+//	EntryRunLister     the RunStore        runs of removed entries ended at Start
 //	Retrier            the RunStore        retries any instance may claim (else in-process)
 //	OverlapCanceller   the RunStore        OverlapCancelOther (else refused at registration)
 //	OverlapBufferer    the RunStore        OverlapBufferOne/All (else refused at registration)
 //	RunCounter         the RunStore        a fleet-wide run limit, WithMaxRuns (else refused)
 //	BufferedRunCounter the RunStore        a run limit together with a buffer policy
-//	ClaimRecorder      the backend         a leased attempt's claim in History
+//	ClaimRecorder      the backend         a won lease's claim in History
 //	RecordDecider      the ClaimRecorder   whether that record decides (mixed fleets)
+//	EntryStore         the backend         schedule entries (else refused)
 //	JobChecker         the backend         a job refused at registration, not at Start
 //	JobWindower        the backend         a dedupe window per job
 //	Pauser             the backend         stored pauses every instance honours
 //	LastRunsReader     the backend         the last runs of many jobs in a few reads
 //
-// A RunStore keeps one stored decision per (job, slot): every transition (won,
-// skipped for overlap, late, finished, taken over) is a compare-and-set written
-// before the claimer acts on it; RunStore's documentation draws the state machine.
-// Lease times are judged by the store's clock, never by comparing instance clocks.
+// A RunStore keeps one stored decision per (job, slot), written before the
+// claimer acts on it. Package backend/machine decides every transition; a store
+// reads, asks the machine and writes the decision conditionally. Lease times are
+// judged by the store's clock, never by comparing instance clocks.
 //
 // # Records and helpers
 //
 // ClaimInput and RunClaim are what an instance sends; StoredResult, ClaimRecord
 // and Pause what a backend stores; RunRecord and ActiveRun what it reads back.
-// BuildHistory merges claims and results into History's records, SummarizeRuns
-// picks a job's last runs, ValidateJobName and TruncateText bound what is stored,
+// BuildHistory merges claims and results into History's records. SummarizeRuns
+// picks a job's last runs. ValidateJobName and TruncateText bound what is stored.
 // DecidedOutcome answers a claim of a finished slot. The errors a backend returns
 // (ErrInvalidClaim, ErrLeaseLost, ErrStaleToken, ErrClaimedElsewhere) are matched
 // with errors.Is.
@@ -58,7 +64,9 @@
 //		backendtest.RunLeases(t, func(t *testing.T) backend.RunStore { return newRunStore(t) })
 //	}
 //
-// [Writing your own backend] walks through a complete one.
+// RunLeases checks a Settler's records too. A Settler whose history is its own
+// backend's runs RunLeasesWithHistory instead. [Writing your own backend] walks
+// through a complete backend and a run store on the machine.
 //
 // [Writing your own backend]: https://github.com/anarchon/anarchon/blob/main/docs/backends.md#writing-your-own-backend
 package backend

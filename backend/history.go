@@ -55,6 +55,9 @@ func BuildHistory(job string, claims []ClaimRecord, results []StoredResult, limi
 		}
 		rec.Attempt = max(rec.Attempt, 1)
 		rec.Manual = rec.Manual || r.Manual
+		if r.RequestedBy != "" {
+			rec.RequestedBy = r.RequestedBy
+		}
 		rec.Backfill = rec.Backfill || r.Backfill
 		rec.Status = r.Status
 		rec.StartedAt = r.StartedAt

@@ -5,45 +5,34 @@ import (
 	"time"
 )
 
-// RunStore keeps leases: time-limited rights to run one (job, slot), each held by one
-// token. Lease times are judged by the store's clock, never by comparing instance
-// clocks. Every change is atomic in the store (a compare-and-set, a transaction).
+// RunStore keeps leases: time-limited rights to run one (job, slot), each held by
+// one token. Lease times are judged by the store's clock, never by an instance's.
+// Every change is atomic in the store (a compare-and-set, a transaction).
 //
 // # One stored decision per slot
 //
-// For each (job, slot) the store holds one state machine:
+// For each (job, slot) the store keeps one state, a machine.Run. Package
+// backend/machine draws its transitions and decides every one of them. A store
+// reads the slot, asks the machine, and writes the decision conditionally on
+// what it read. It keeps no rule of its own.
 //
-//	pending ──won──▶ running(token, attempt, fence, expiry) ──Finish──▶ finished(status)
-//	   │                 ▲        │ lease expired or released
-//	   │                 └────────┘ takeover: attempt+1, new token, bigger fence
-//	   │                 ▲        │ Retry(delay, within) (Retrier)
-//	   │                 │        ▼
-//	   │                 └── retry(at, by) ──claimed after by──▶ finished(error)
-//	   │         claimed in [at, by]: attempt+1, new token, bigger fence
-//	   ├──overlap──▶ finished(skipped)
-//	   └──late─────▶ finished(late)
+// The rules that follow from it:
+//   - A decision is stored before the claimer acts on it.
+//   - A slot stored skipped, late, limit or paused never runs, unless a
+//     catch-up or backfill claim reopens it (RunClaim.MayReopen).
+//   - The deciding token is told its decision again when it repeats its claim;
+//     every other claim is told done (DecidedOutcome).
+//   - A store may forget a run once it holds nothing and RunClaim.Keep has
+//     passed (machine.Run.Forgotten).
+//   - A Settler stores each terminal record in the step that stores its state.
 //
-//	pending ──another slot busy (OverlapBufferOne/All, under the cap)──▶ buffered(token)
-//	pending ──another slot busy, the cap of buffered slots reached──▶ finished(skipped)
-//	buffered ──claimed once no other slot holds the job, oldest first──▶ running(attempt 1)
-//	buffered(token) ──Finish by token (withdrawn)──▶ finished(status)
-//
-//	running(token) ──a later slot's claim (OverlapCancelOther)──▶ running(token, cancel)
-//	running(token, cancel) ──Finish──▶ finished(status), the request kept
-//	running(token, cancel) ──lease ended, or a retry claimed──▶ finished(cancelled)
-//
-// Every transition is a compare-and-set written before the claimer acts on it: a
-// claim answered overlap or late has stored that decision (for the deciding token,
-// which is answered the same again when it repeats the claim), so an instance that
-// claims the slot later is answered done and never runs it, and catch-up never
-// runs it either. Nothing about a slot's fate lives only in one process's memory.
-// A store may forget a finished slot once RunClaim.Keep has passed.
+// docs/concepts.md ("A slot's life") gives the reasons.
 type RunStore interface {
-	// Claim decides between won, running, done, overlap, late and none (and
-	// retry, buffered, limit with the capabilities) from the stored state of the
-	// run, and on won stores a live lease for in.Token; on overlap, late and
-	// limit it stores the slot as finished skipped, late or limit. Invalid
-	// claims fail with an error matching ErrInvalidClaim.
+	// Claim decides in from the stored state of the run (machine.Claim) and
+	// stores the decision. It answers won, running, done, overlap, late or
+	// none; retry, buffered, limit and paused where the claim asks for them.
+	// On won it stores a live lease for in.Token. Invalid claims fail with an
+	// error matching ErrInvalidClaim.
 	Claim(ctx context.Context, in RunClaim) (ClaimResult, error)
 	// Heartbeat extends the lease only if key.Token still holds it. Otherwise it
 	// returns an error matching ErrLeaseLost.
@@ -106,38 +95,27 @@ type LeaseWatcher interface {
 // instance for a retry (RetryPolicy with leases). Without it the scheduler retries
 // in the process that ran the failed attempt.
 type Retrier interface {
-	// Retry ends key's attempt as failed and releases its lease, storing that the
-	// slot's next attempt may be claimed once delay has passed and until delay +
-	// within has, by the store's clock. A claim by key.Token itself (a late
-	// repeat) is answered done, StatusError: a token never takes its own retry.
-	// For any other token, before that a Claim is answered
-	// OutcomeRetry with RetryIn; in time, won, as a takeover (attempt + 1, a bigger
-	// fence) with Retried set; after it, done: the store finishes the slot with
-	// StatusError, the last attempt's failure standing. The run is remembered for
-	// delay + within + its Keep. Accepted like Finish: only from the token that
-	// holds the run, repeat-safe (also once its retry was claimed: the run's
-	// attempt is then Retried, taken from key.Token, and a repeat changes
-	// nothing); another token gets ErrStaleToken.
+	// Retry ends key's attempt as failed and ends its lease; a Settler stores
+	// its record. The slot's next attempt may be claimed from delay to delay +
+	// within after now, by the store's clock. Before that a claim is answered
+	// OutcomeRetry with RetryIn. In the window another token wins attempt + 1,
+	// with Retried set. After it, the slot is finished StatusError: the last
+	// failure stands. A claim by the failed token is answered done, StatusError.
+	// The run is remembered for delay + within + Keep. Retry is accepted like
+	// Finish and is repeat-safe, also once the retry was claimed.
 	Retry(ctx context.Context, key RunKey, delay, within time.Duration) error
 }
 
 // OverlapCanceller is implemented by run stores that support OverlapCancelOther.
-// A store without it refuses nothing: the scheduler refuses the policy at
-// registration.
+// Without it the scheduler refuses the policy at registration.
 //
-// A claim with OverlapCancelOther of a slot nobody has started decides like
-// OverlapSkip, except for the runs of earlier slots of the job: a claim that finds
-// one unfinished and busy (a live lease, or one that ended less than a lease ago)
-// stores on it a CancelRequest naming the claim (unless one is stored already) and
-// is answered running, with WaitsFor the newest such slot; its own slot stays
-// unstored, so its deadline still holds. A later slot's busy run makes it skipped,
-// as OverlapSkip does: an older slot never cancels a newer one. A run with a
-// cancel request:
-//   - Heartbeat extends its lease as usual and returns a *CancelError (matching
-//     ErrCancelRequested) naming the request; the holder ends the run and
-//     finishes it (the request stays stored with the run);
-//   - a claim that would take it over (its lease ended unfinished, or it stored a
-//     retry, due or not) finishes it StatusCancelled instead and is answered done;
+// A first claim under OverlapCancelOther stores a CancelRequest on each busy run
+// of an earlier slot (machine.Run.Busy) that has none. It is answered running,
+// with WaitsFor the newest of them. Its own slot stays unstored, so its deadline
+// still holds. A busy run of a later slot makes the claim skipped: an older slot
+// never cancels a newer one. A run with a cancel request:
+//   - Heartbeat extends its lease and returns a *CancelError (ErrCancelRequested);
+//   - a claim that would take it over, or run its retry, finishes it cancelled;
 //   - Active lists it with Cancel set.
 type OverlapCanceller interface {
 	// CancelsOverlap reports whether the store implements OverlapCancelOther.
@@ -145,29 +123,22 @@ type OverlapCanceller interface {
 }
 
 // OverlapBufferer is implemented by run stores that support OverlapBufferOne and
-// OverlapBufferAll. A store without it refuses nothing: the scheduler refuses the
-// policies at registration.
+// OverlapBufferAll. Without it the scheduler refuses the policies at registration.
 //
-// Under a buffer policy a slot's run holds the job (blocks) while it is unfinished
-// and its lease is live or ended less than a lease ago, or its last attempt
-// stored a retry that is still pending. A first claim of a slot while another
-// slot blocks, or while another slot is stored buffered, stores its slot
-// buffered (for the claim's token and instance, no lease, attempt 0) when fewer
-// than RunClaim.BufferCap slots of the job are, and is answered OutcomeBuffered;
-// otherwise it stores the slot finished skipped (answered overlap, as
-// OverlapSkip). A buffered slot keeps no deadline: it is a stored decision to run
-// it. Any claim of a buffered slot (any token, TakeoverOnly too, past its
-// Deadline too):
-//   - is answered OutcomeBuffered while another slot blocks or an earlier slot
-//     is buffered, with WaitsFor the newest slot that blocks, else the oldest
-//     earlier buffered one (Holder and Expires that run's);
-//   - otherwise, and at once under OverlapAllow (a paused job's claims ask it:
-//     the slot is finished paused, never run), is won as a first claim would
-//     be (attempt 1, a new fence).
+// A first claim under a buffer policy, while another slot of the job is busy
+// (machine.Run.Busy) or buffered, stores its slot buffered: no lease, attempt 0.
+// With RunClaim.Buffers() slots buffered already, it stores the slot skipped. A
+// buffered slot keeps no deadline: it is a stored decision to run. A claim of it
+// is answered OutcomeBuffered, with WaitsFor, while:
+//   - another slot of the job is busy, or an earlier one is buffered (under
+//     any policy but OverlapAllow);
+//   - the job is paused (RunClaim.PausedWhy);
+//   - the slot is a manual one and the claim's token is not its own.
 //
-// Finish by the token that stored a slot buffered withdraws it (finished with
-// the status given); Heartbeat, Release and Retry of a buffered slot hold no
-// lease (ErrLeaseLost, nothing, ErrStaleToken). Active lists buffered slots with
+// Otherwise the claim wins attempt 1. An adoption (TakeoverOnly) of a manual
+// slot ends it lost instead. Finish or Settle by the buffering token withdraws
+// the slot. Heartbeat, Release and Retry of a buffered slot hold no lease:
+// ErrLeaseLost, nothing, ErrStaleToken. Active lists buffered slots with
 // Buffered set. WatchRun of a buffered slot closes once it is claimed or
 // finished.
 type OverlapBufferer interface {
@@ -220,16 +191,15 @@ type RunClaim struct {
 	TakeoverOnly bool
 	// Keep is how long a finished run is remembered, so late instances see done.
 	Keep time.Duration
-	// ReopenPaused lets the claim run a slot stored finished paused (catch-up once
-	// the job's pause has ended, when its catch-up policy asks): before Deadline
-	// the slot is taken like an expired lease (attempt + 1, a bigger fence) and the
-	// answer is won with Reopened set. A store that ignores it answers done: the
-	// paused slot stays paused, never run twice.
+	// ReopenPaused lets the claim run a slot stored finished paused, before
+	// Deadline: catch-up once the pause has ended. The claim wins attempt + 1,
+	// with a bigger fence and Reopened set. A store that ignores it answers done:
+	// the slot stays paused, never run twice.
 	ReopenPaused bool
-	// Backfill lets the claim run, before Deadline, a slot stored finished late,
-	// skipped, limit or paused by another token (Scheduler.Backfill: a slot that never
-	// ran), taken like ReopenPaused's (Reopened set). A store that ignores it
-	// answers done.
+	// Backfill lets the claim run, before Deadline, a slot another token stored
+	// finished late, skipped, limit or paused: a slot that never ran
+	// (Scheduler.Backfill). It is won as with ReopenPaused. A store that ignores
+	// it answers done.
 	Backfill bool
 	// Rerun, with Backfill, also lets the claim run a slot that did run (finished
 	// with any other status), but only while the stored attempt is RerunAttempt:
@@ -244,21 +214,23 @@ type RunClaim struct {
 	// finished StatusLimit. Zero: no limit, nothing counted.
 	MaxRuns int
 	// Manual marks a manual run's claim (Scheduler.RunNow), on a slot off the
-	// job's schedule: its run is never taken over to run again, but ended lost.
-	Manual bool
-	// PausedWhy, when set, says the job (or the entry) is paused: a claim that
-	// would start an attempt stores the slot finished StatusPaused instead,
-	// with this reason, and is answered OutcomePaused. A buffered slot stays
-	// buffered.
+	// job's schedule. Its run is never taken over: once its lease ends, a claim
+	// ends it lost. A refused manual claim is answered, not stored. RequestedBy
+	// names who asked for it.
+	Manual      bool
+	RequestedBy string
+	// PausedWhy, when set, says the job (or the entry) is paused. A claim that
+	// would start an attempt stores it finished StatusPaused instead, with this
+	// reason, and is answered OutcomePaused. A buffered slot stays buffered.
 	PausedWhy string
 	// LateWhy is the reason a slot this claim stores late is recorded with;
 	// empty for the store's own.
 	LateWhy string
-	// Incarnation identifies the version of the entry the claimer follows
-	// (Entry.Incarnation): a run stored by another incarnation of the entry is
-	// of an entry that was removed (and maybe added again), and is ended
-	// cancelled, never run. EntryGone says the claimer sees the entry removed.
-	// Zero and false for a job's own runs.
+	// Incarnation is the incarnation of the entry the claimer follows
+	// (Entry.Incarnation). A run stored by another incarnation belongs to an
+	// entry that was removed, maybe added again: it is ended cancelled, never
+	// run. EntryGone says the claimer sees the entry removed. Both are zero for
+	// a job's own runs.
 	Incarnation uint64
 	EntryGone   bool
 	// Retention bounds the history of the job the records of this claim's
@@ -307,10 +279,9 @@ const (
 )
 
 // DecidedOutcome is the outcome a store answers a claim of a finished slot with.
-// The token that stored a skipped, late, limit or paused decision (decider: the
-// claim's token is the stored one) is told that decision again, so that its claim
-// is repeat-safe; every other claim is told done, with the stored status in
-// ClaimResult.Status.
+// The token that stored a skipped, late, limit or paused decision is the decider.
+// It is told that decision again, so that its claim is repeat-safe. Every other
+// claim is told done, with the stored status in ClaimResult.Status.
 func DecidedOutcome(status Status, decider bool) ClaimOutcome {
 	if decider {
 		switch status {
@@ -330,10 +301,11 @@ func DecidedOutcome(status Status, decider bool) ClaimOutcome {
 // Key is the claim's run key.
 func (in RunClaim) Key() RunKey { return RunKey{Job: in.Job, Slot: in.Slot, Token: in.Token} }
 
-// MayReopen reports whether in may take a slot stored finished with status by
-// token as attempt: claimed by another token, a paused slot with ReopenPaused or
-// Backfill, a late, skipped or limit one with Backfill, any other with Rerun while the
-// attempt is RerunAttempt. The store also checks in.Deadline by its own clock.
+// MayReopen reports whether in may run again a slot that token stored finished
+// with status as attempt. The token must be another one. A paused slot needs
+// ReopenPaused or Backfill; a late, skipped or limit one needs Backfill. Any
+// other needs Rerun, while the stored attempt is RerunAttempt. The store also
+// checks in.Deadline by its own clock.
 func (in RunClaim) MayReopen(status Status, token string, attempt int) bool {
 	if token == in.Token || !status.Finished() {
 		return false
@@ -361,13 +333,13 @@ type ClaimResult struct {
 	Expires time.Time
 	// Previous is the instance whose lease was taken over, on a takeover.
 	Previous string
-	// PreviousToken is the token whose lease was taken over, on a takeover; the
-	// scheduler records that attempt as lost.
+	// PreviousToken is the token whose lease was taken over, on a takeover. A
+	// Settler records that attempt lost in the same claim.
 	PreviousToken string
 	// PreviousAttempt is the attempt number that was taken over.
 	PreviousAttempt int
-	// Status is the slot's final status on done: how it ended (ok, error, ...), or
-	// skipped, late or limit when that was the stored decision. Empty when unknown.
+	// Status is the slot's final status on done: how it ended (ok, error, ...),
+	// or the stored decision (skipped, late, limit, paused). Empty when unknown.
 	Status Status
 	// Reopened says the won run was a slot stored finished, reopened by a claim
 	// with ReopenPaused or Backfill (and by its repeats).
@@ -378,11 +350,11 @@ type ClaimResult struct {
 	// RetryIn is, on OutcomeRetry, how long until the retry may be claimed, by the
 	// store's clock.
 	RetryIn time.Duration
-	// WaitsFor is, on OutcomeRunning, the slot of another run of the job that the
-	// claim waits for (OverlapCancelOther asked it to end), and on
-	// OutcomeBuffered the slot of the run that keeps the buffered slot waiting;
-	// Holder and Expires are then that run's. Zero when the claim's own slot is
-	// held, or when the store does not say.
+	// WaitsFor is the slot of the run the claim waits for. On OutcomeRunning it
+	// is an earlier run that OverlapCancelOther asked to end. On OutcomeBuffered
+	// it is the run that keeps the buffered slot waiting. Holder and Expires are
+	// then that run's. It is zero when the claim's own slot is held, or when the
+	// store does not say.
 	WaitsFor time.Time
 	// LimitReached says, on won or buffered, that the slot was the MaxRuns-th
 	// the store counted (RunCounter): the job runs no further scheduled slot.
@@ -414,6 +386,8 @@ type ActiveRun struct {
 	Manual bool
 	// Backfill says the run was asked for by Scheduler.Backfill.
 	Backfill bool
+	// RequestedBy names who asked for a manual run.
+	RequestedBy string
 	// Claimed is when the store granted the current attempt, by its clock.
 	Claimed time.Time
 	// Incarnation is the entry's the run belongs to (RunClaim.Incarnation).

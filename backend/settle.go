@@ -6,26 +6,28 @@ import (
 )
 
 // Settler is implemented by run stores that keep the history of the runs they
-// decide: every terminal record of an attempt is stored in the same step as the
-// decision it records. Such a store writes the record of each slot it decides
-// skipped, late, limit or paused in Claim, the record of an attempt it takes
-// over from (lost) or ends (cancelled) in the Claim that does it, and the record
-// of an attempt its holder ends in Settle. The backend's History returns them.
-// The scheduler then writes no history record of its own for the runs of that
-// store.
+// decide. Every terminal record of an attempt is stored in the same step as the
+// decision it records:
+//   - Claim stores the record of a slot it decides skipped, late, limit or
+//     paused, of an attempt it takes over (lost), and of one it ends
+//     (cancelled, or lost for a manual run);
+//   - Settle stores the record of the attempt its holder ends.
 //
-// A store without it is driven through Finish, Release and Retry, with the
-// records written by the scheduler beside them (SaveResult): a process that dies
-// between the two writes leaves the attempt without its record.
+// The backend's History returns those records. The scheduler writes no
+// terminal record of its own for such a store, and adds the running attempts
+// from Active.
 //
-// Package backend/machine holds the decisions; a store reads, asks the machine
-// and writes what it returns conditionally.
+// A store without it is driven through Finish, Release and Retry. The scheduler
+// then writes the records beside them (SaveResult), so a process that dies
+// between the two writes leaves an attempt without its record.
+//
+// Package backend/machine holds the decisions and returns the records.
 type Settler interface {
-	// Settle ends s.Key's attempt as s says and stores its record. Like
-	// Finish it is accepted only from the token that holds the run (also after
-	// its lease expired, while nobody took the run over), and repeat-safe:
-	// settling again an attempt settled by the same token changes nothing and
-	// returns nil. Another token gets ErrStaleToken.
+	// Settle ends s.Key's attempt as s says and stores its record. Like Finish
+	// it is accepted only from the token that holds the run, also after its
+	// lease expired while nobody took the run over. It is repeat-safe: the same
+	// token settling again changes nothing and gets nil. Another token gets
+	// ErrStaleToken.
 	Settle(ctx context.Context, s Settlement) error
 }
 
@@ -63,9 +65,9 @@ type RetryWindow struct {
 	Delay, Within time.Duration
 }
 
-// RecordWriter is a history a run store writes its records into, for a store
-// that keeps none of its own (a Settler on a KV bucket, whose history is a
-// backend's stream). Its History returns them.
+// RecordWriter is a history a run store writes its records into. It serves a
+// store that keeps no history of its own, such as a Settler on a KV bucket
+// whose history is a backend's stream. Its History returns the records.
 type RecordWriter interface {
 	// WriteRecords appends recs, the terminal records of attempts of job, to its
 	// history, keeping what keep allows. It is repeat-safe: a record written

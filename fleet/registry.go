@@ -874,7 +874,8 @@ func (f *Service) Conflicts() map[string]string {
 func (r *registry) stop(ctx context.Context) error {
 	r.cancel()
 	<-r.done
-	ctx, cancel := backendutil.CallContext(ctx, DefaultTimeout)
+	// Best effort: an entry left behind expires three heartbeats on.
+	ctx, cancel := context.WithTimeout(ctx, stopWriteTimeout)
 	defer cancel()
 	keys := []string{r.key}
 	for n := range r.parts {

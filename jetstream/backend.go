@@ -252,6 +252,8 @@ type streamState struct {
 	window, claimTTL atomic.Int64
 	// direct: the stream answers direct gets (History reads in batches).
 	direct atomic.Bool
+	// mode is the stream's claim mode as last read ("" without one).
+	mode atomic.Pointer[string]
 	// lastSeq is the highest sequence of the stream this backend has seen (its
 	// own publishes' acknowledgements, History's stream state): where History's
 	// first window is read from while the stream state is asked for.
@@ -362,6 +364,7 @@ func (b *Backend) lookup(ctx context.Context, job string) (*jobStream, error) {
 	st := &jobStream{names: n, job: job, stream: s, streamState: &streamState{ours: ours, size: info.Config.MaxMsgsPerSubject, maxMsg: info.Config.MaxMsgSize}}
 	st.setWindow(info.Config.Duplicates)
 	st.direct.Store(info.Config.AllowDirect)
+	st.setMode(info.Config.Metadata)
 	b.remember(st)
 	return st, nil
 }

@@ -33,6 +33,10 @@ import (
 // responders or a leaderless stream are not answers: Claim publishes again, with the
 // same id and token, with bounded backoff, until it has an answer or ctx ends. Each
 // request is bounded by WithAttemptTimeout.
+//
+// A plain Backend refuses to claim while the job's stream is in mode "leases",
+// with an error matching ErrMixedFleet. An instance with leases started beside it
+// out of order.
 func (b *Backend) Claim(ctx context.Context, in backend.ClaimInput) (bool, error) {
 	return b.claim(ctx, in, false)
 }
@@ -46,6 +50,9 @@ func (b *Backend) claim(ctx context.Context, in backend.ClaimInput, leased bool)
 	now := time.Now()
 	st, err := b.claimStream(ctx, in.Job, "claim")
 	if err != nil {
+		return false, err
+	}
+	if err := b.claimRefusal(st); err != nil {
 		return false, err
 	}
 	slot := in.Slot.UnixMilli()

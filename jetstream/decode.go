@@ -40,7 +40,7 @@ func strictResult(data []byte, r *resultRecord) bool {
 	return readStrict(data, []strictField{
 		{"v", &r.V}, {"job", &r.Job}, {"slot_ms", &r.Slot}, {"token", &r.Token}, {"instance", &r.Instance},
 		{"attempt", &r.Attempt}, {"manual", &r.Manual}, {"status", &r.Status}, {"started_at", &r.StartedAt},
-		{"finished_at", &r.FinishedAt}, {"error", &r.Error}, {"fence", &r.Fence}, {"backfill", &r.Backfill},
+		{"finished_at", &r.FinishedAt}, {"error", &r.Error}, {"fence", &r.Fence}, {"backfill", &r.Backfill}, {"by", &r.By},
 	})
 }
 

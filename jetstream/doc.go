@@ -13,9 +13,9 @@
 // listening on <subject prefix>.<job token>.> (default prefix "anarchon"):
 //
 //	anarchon.<token>.claim.<slot unix ms>  scheduled claims; Nats-Msg-Id = <token>:<slot ms>;
-//	                                       Nats-TTL >= the duplicate window; also the first
-//	                                       attempt of a won lease (LeasedBackend.RecordClaim),
-//	                                       marked "leased"
+//	                                       Nats-TTL >= the duplicate window; also, made
+//	                                       WithMixedFleet, the first attempt of a won lease
+//	                                       (LeasedBackend.RecordClaim), marked "leased"
 //	anarchon.<token>.result                results; the newest history-size kept
 //	                                       (MaxMsgsPerSubject), Nats-TTL = history TTL if set
 //	anarchon.<token>.manual                RunNow runs, no de-duplication, bounded like results
@@ -39,15 +39,15 @@
 // predates entries reads an entry's record in its job's stream as foreign
 // (skipped, logged, counted in SkippedRecords).
 //
-// Instances with and without leases share a job safely (a rolling upgrade that turns
-// leases on or off): both decide a slot's first run through its one claim. A lease
-// winner's RecordClaim publishes the claim with the same id as a plain Claim; when a
-// claim without the "leased" mark is already stored, it fails with
-// backend.ErrClaimedElsewhere and the scheduler does not run the slot, and a plain
-// Claim that finds a leased claim loses. A takeover (attempt > 1) is not checked
-// against the claim: the lease store alone decides it. A leased fleet writes no more
-// messages for this than before: a first attempt's record moved from the lease
-// subject to the claim subject.
+// Instances with and without leases share a job only during a rolling upgrade,
+// made WithMixedFleet. A lease winner's RecordClaim then publishes the claim with
+// the plain Claim's id before its handler. A plain claim stored first wins: the
+// record fails with backend.ErrClaimedElsewhere, and the slot is not run again.
+// A plain Claim that finds a leased claim loses. Without the option a won lease
+// writes nothing before the handler. The job stream's metadata
+// ("anarchon.claims") holds the claim mode of the last instance that prepared it.
+// PrepareJob refuses a mode that would run slots twice here (ErrMixedFleet).
+// docs/backends.md ("Mixed fleets") gives the steps.
 //
 // The job token is the job name with every byte outside [a-z0-9-] escaped as _xx, so
 // any name (dots, spaces, wildcards, slashes, upper case, unicode) is one valid token;

@@ -30,6 +30,10 @@ var (
 	// ErrUndecided: the server answered that a slot was claimed, but the winning
 	// claim is no longer stored, so whether it was this token cannot be told.
 	ErrUndecided = errors.New("jetstream: claim undecided")
+	// ErrMixedFleet: PrepareJob found the job's stream in the claim mode of
+	// instances that would run its slots twice beside this one (with leases
+	// beside without). The message names the job, both modes and the remedy.
+	ErrMixedFleet = errors.New("jetstream: instances with and without leases on one job")
 	// ErrClosed: the backend was closed.
 	ErrClosed = errors.New("jetstream: backend closed")
 )

@@ -15,7 +15,10 @@ import (
 
 // LeasedBackend is a Backend with leases: it implements backend.LeaseBackend, so
 // the scheduler claims through its RunStore (backups, overlap protection, catch-up,
-// hand-over) and records each won lease with RecordClaim (backend.ClaimRecorder).
+// hand-over). A run store that keeps its records (kvlease, a backend.Settler)
+// writes them into this backend; a won lease needs no record before the handler.
+// Made WithMixedFleet, it records each won lease on the slot's claim subject
+// first (RecordClaim), which instances without leases meet.
 //
 // Leases are a separate type, rather than an option of New, so that the type
 // assertion b.(backend.LeaseBackend) is true exactly when there is a RunStore:
@@ -31,11 +34,11 @@ var (
 	_ backend.RecordDecider = (*LeasedBackend)(nil)
 )
 
-// RecordDecides reports whether the record of a won lease may decide the slot
-// (backend.RecordDecider): true unless the backend was made WithLeasedFleet, so
-// the scheduler writes the record before the handler only where instances without
-// leases may share the job.
-func (b *LeasedBackend) RecordDecides(string) bool { return !b.cfg.leasedFleet }
+// RecordDecides reports whether the record of a won lease of job decides the
+// slot (backend.RecordDecider). It does when made WithMixedFleet, or while the
+// job's stream is in mode "plain" or "mixed". The scheduler then writes it
+// before the handler. Otherwise RecordClaim does not record a Settler's win.
+func (b *LeasedBackend) RecordDecides(job string) bool { return b.arbitrates(job) }
 
 // NewLeased returns a backend that keeps history in per-job streams on js, like New,
 // and leases in runs (for example a kvlease store). A runs that is a
@@ -49,6 +52,7 @@ func NewLeased(js natsjs.JetStream, runs backend.RunStore, opts ...Option) (*Lea
 	if err != nil {
 		return nil, err
 	}
+	b.cfg.leased = true
 	if u, ok := runs.(backend.RecordsUser); ok {
 		u.UseRecords(b)
 	}
@@ -67,17 +71,17 @@ func (b *LeasedBackend) Claim(ctx context.Context, in backend.ClaimInput) (bool,
 	return b.claim(ctx, in, true)
 }
 
-// RecordClaim stores the claim of a won lease as a history record and makes it the
-// slot's one decision shared with instances without leases.
+// RecordClaim stores the claim of a won lease as a history record. Made
+// WithMixedFleet, it makes it the slot's one decision shared with instances
+// without leases.
 //
-// An attempt is published like a plain claim (Claim): to the slot's claim subject,
-// with the same Nats-Msg-Id (job + slot) and Nats-TTL, and marked as leased. So in a mixed fleet (a rolling upgrade that turns leases on or
-// off) the slot has one claim, and whichever instance publishes it first decides:
+// A first attempt is published like a plain claim (Claim): to the slot's claim
+// subject, with the same Nats-Msg-Id (job + slot) and Nats-TTL, marked as leased.
+// Whichever instance publishes the slot's claim first decides:
 //   - stored, or a duplicate whose stored claim is ours (a retried record): nil;
 //   - a duplicate whose stored claim is leased with another token: nil, because the
-//     lease store already chose the holder and that claim came from an instance
-//     that follows it; this attempt's own record then goes to the lease subject, as
-//     for a takeover, so that History shows it;
+//     lease store already chose the holder; this attempt's own record then goes
+//     to the lease subject, as a takeover's does;
 //   - a duplicate whose stored claim is not leased: an instance without leases won
 //     the slot and runs it; the error wraps backend.ErrClaimedElsewhere and the
 //     caller must not run the slot.
@@ -86,22 +90,15 @@ func (b *LeasedBackend) Claim(ctx context.Context, in backend.ClaimInput) (bool,
 // timeouts, no responders, a leaderless stream) are sent again with the same id and
 // token, like Claim.
 //
-// A takeover (in.Attempt > 1) meets the slot's claim the same way, because the
-// lease's first holder may have died before its record reached the claim subject,
-// leaving the slot to an instance without leases: it is stored there when no claim
-// is (the slot's claim is then this attempt's), it fails with ErrClaimedElsewhere
-// when the stored claim is not leased, and when the stored claim is another leased
-// attempt's, its own record is written to the job's lease subject. Made
-// WithLeasedFleet, where no instance claims without leases, a takeover goes to
-// the lease subject at once. A lease subject record's Nats-Msg-Id (job + slot +
-// token) only makes a retried write store it once; it is kept like the results:
-// the newest history-size records, for in.HistoryTTL when set.
+// Made WithMixedFleet, a takeover (in.Attempt > 1) meets the slot's claim the
+// same way: the first holder may have died before its record was stored. Without
+// it, a takeover's record goes to the lease subject at once. A lease subject
+// record's Nats-Msg-Id (job + slot + token) stores a retried write once; it is
+// kept like the results.
 //
-// Cost: the won lease of a first attempt writes exactly one message, on the claim
-// subject, so a fleet with leases adds nothing to the stream for the shared
-// decision; a takeover's duplicate costs one leader read more. Like a plain claim, it is stored for the
-// claim's lifetime (the duplicate window, or the job's timeout if longer) rather
-// than bounded by the history size.
+// A first attempt writes one message, on the claim subject; a takeover's
+// duplicate costs one leader read more. The claim is stored for the claim's
+// lifetime (the duplicate window, or the job's timeout if longer).
 func (b *LeasedBackend) RecordClaim(ctx context.Context, in backend.ClaimInput) error {
 	if err := backendutil.CheckClaim("jetstream", in.Job, in.Token); err != nil {
 		return err
@@ -110,7 +107,7 @@ func (b *LeasedBackend) RecordClaim(ctx context.Context, in backend.ClaimInput) 
 	if err != nil {
 		return err
 	}
-	if in.Attempt > 1 && b.cfg.leasedFleet {
+	if in.Attempt > 1 && !b.cfg.mixedFleet {
 		return b.recordLease(ctx, st, in)
 	}
 	slot := in.Slot.UnixMilli()

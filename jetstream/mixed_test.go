@@ -3,6 +3,8 @@ package jetstream
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -19,17 +21,17 @@ import (
 	"github.com/anarchon/anarchon/scheduler"
 )
 
-// A mixed fleet: instances built with New and with NewLeased on one job, as during a
-// rolling upgrade that turns leases on or off. Both decide a first attempt through
-// the slot's one claim.
+// A mixed fleet: instances built with New and with NewLeased WithMixedFleet on one
+// job, as during a rolling upgrade that turns leases on or off. Both decide a first
+// attempt through the slot's one claim.
 
-// mixedPair returns a plain and a leased backend on their own connections to s, and
-// a prepared job.
+// mixedPair returns a plain and a leased backend (WithMixedFleet) on their own
+// connections to s, and a prepared job.
 func mixedPair(t *testing.T, s *embedded.Server, prefix string, opts ...Option) (*Backend, *LeasedBackend, string) {
 	t.Helper()
 	ctx := ctxFor(t)
 	plain := newBackend(t, natstest.JetStream(t, natstest.Conn(t, s)), opts...)
-	lb, err := NewLeased(natstest.JetStream(t, natstest.Conn(t, s)), memory.NewRunStore(backend.SystemClock{}), opts...)
+	lb, err := NewLeased(natstest.JetStream(t, natstest.Conn(t, s)), memory.NewRunStore(backend.SystemClock{}), append(opts, WithMixedFleet())...)
 	require.NoError(t, err)
 	require.NoError(t, lb.Init(ctx))
 	t.Cleanup(func() { _ = lb.Close(context.Background()) })
@@ -187,13 +189,17 @@ func TestMixedTakeoverMeetsThePlainClaim(t *testing.T) {
 	assert.EqualValues(t, 1, counts[st.claimSubject(slot(1).UnixMilli())])
 	assert.Zero(t, counts[st.leases])
 
-	// Made WithLeasedFleet, a takeover goes to the lease subject at once.
-	_, fleetOnly, job2 := mixedPair(t, s, "takeover-leased-fleet", WithLeasedFleet())
+	// Without WithMixedFleet, a takeover goes to the lease subject at once.
+	fleetOnly, err := NewLeased(natstest.JetStream(t, natstest.Conn(t, s)), memory.NewRunStore(backend.SystemClock{}))
+	require.NoError(t, err)
+	job2 := jobName("takeover-leased-fleet")
+	require.NoError(t, fleetOnly.PrepareJob(ctx, limits(job2)))
 	take = claimIn(job2, slot(0), token(), "backup")
 	take.Attempt = 2
 	require.NoError(t, fleetOnly.RecordClaim(ctx, take))
 	counts = subjectCounts(t, fleetOnly.Backend, job2)
 	assert.EqualValues(t, 1, counts[fleetOnly.cached(job2).leases])
+	assert.Zero(t, counts[fleetOnly.cached(job2).claimSubject(slot(0).UnixMilli())])
 }
 
 // TestMixedFirstPublishUnacknowledged: the leased record reached the stream but its
@@ -208,7 +214,7 @@ func TestMixedFirstPublishUnacknowledged(t *testing.T) {
 	in := claimIn(job, slot(0), token(), "leased")
 	_, err := js.PublishMsg(ctx, st.claimMsg(in, true, time.Now()))
 	require.NoError(t, err)
-	lb2, err := NewLeased(natstest.JetStream(t, natstest.Conn(t, s)), memory.NewRunStore(backend.SystemClock{}))
+	lb2, err := NewLeased(natstest.JetStream(t, natstest.Conn(t, s)), memory.NewRunStore(backend.SystemClock{}), WithMixedFleet())
 	require.NoError(t, err)
 	require.NoError(t, lb2.PrepareJob(ctx, limits(job)))
 	require.NoError(t, lb2.RecordClaim(ctx, in))
@@ -316,83 +322,135 @@ func TestHistoryOfLeasedRunsOneRecordPerAttempt(t *testing.T) {
 	assert.EqualValues(t, 3, counts[st.results])
 }
 
-// TestMixedFleetRunsEachSlotOnce runs two schedulers on one job and one server, one
-// built with New and one with NewLeased and a kvlease store, through both directions
-// of a rolling upgrade: each slot's handler runs exactly once.
-//
-// It needs the scheduler to call RecordClaim before it starts a first attempt and
-// to leave a slot alone on backend.ErrClaimedElsewhere.
+// TestMixedFleetRunsEachSlotOnce follows the steps of docs/backends.md ("Mixed
+// fleets") in both directions. The old kind runs alone, then instances
+// WithMixedFleet beside it, then the new kind beside those. Each slot's handler
+// runs exactly once. At the end the stream's mode refuses the old kind.
 func TestMixedFleetRunsEachSlotOnce(t *testing.T) {
 	s := natstest.Server(t, embedded.Options{})
-	t.Run("leases turned on", func(t *testing.T) { testMixedFleet(t, s, false) })
-	t.Run("leases turned off", func(t *testing.T) { testMixedFleet(t, s, true) })
+	t.Run("leases turned on", func(t *testing.T) { testRollingUpgrade(t, s, plainKind, leasedKind) })
+	t.Run("leases turned off", func(t *testing.T) { testRollingUpgrade(t, s, leasedKind, plainKind) })
 }
 
-// testMixedFleet starts the old instance, then the new one beside it, then stops the
-// old one. leasedFirst says which kind is the old one.
-func testMixedFleet(t *testing.T, s *embedded.Server, leasedFirst bool) {
+// fleetKind is how an instance of a rolling upgrade claims.
+type fleetKind int
+
+const (
+	plainKind  fleetKind = iota // New
+	mixedKind                   // NewLeased WithMixedFleet
+	leasedKind                  // NewLeased
+)
+
+func (k fleetKind) String() string { return [...]string{"plain", "mixed", "leased"}[k] }
+
+// mode is the claim mode an instance of kind k writes.
+func (k fleetKind) mode() string { return [...]string{modePlain, modeMixed, modeLeases}[k] }
+
+// fleetBackend returns a backend of kind k on its own connection to s: a
+// leased kind has a kvlease store.
+func fleetBackend(t *testing.T, s *embedded.Server, k fleetKind) backend.Backend {
+	t.Helper()
+	js := natstest.JetStream(t, natstest.Conn(t, s))
+	if k == plainKind {
+		return newBackend(t, js)
+	}
+	store, err := kvlease.New(js)
+	require.NoError(t, err)
+	require.NoError(t, store.Init(ctxFor(t)))
+	t.Cleanup(store.Close)
+	var opts []Option
+	if k == mixedKind {
+		opts = append(opts, WithMixedFleet())
+	}
+	lb, err := NewLeased(js, store, opts...)
+	require.NoError(t, err)
+	return lb
+}
+
+// upgradeRig runs instances of every kind on one job and notes who ran each slot.
+type upgradeRig struct {
+	t        *testing.T
+	s        *embedded.Server
+	job      string
+	interval time.Duration
+	started  map[fleetKind]int
+
+	mu  sync.Mutex
+	ran map[int64][]string
+}
+
+// newScheduler returns a scheduler of kind k on the rig's job, not started.
+func (r *upgradeRig) newScheduler(k fleetKind) *scheduler.Scheduler {
+	r.t.Helper()
+	r.started[k]++
+	inst := fmt.Sprintf("%s-%d", k, r.started[k])
+	sc, err := scheduler.New(scheduler.Config{Backend: fleetBackend(r.t, r.s, k), Instance: inst, MaxClockSkew: r.interval})
+	require.NoError(r.t, err)
+	require.NoError(r.t, sc.Every(r.job, r.interval, func(_ context.Context, run scheduler.Run) error {
+		r.mu.Lock()
+		r.ran[run.Slot.UnixMilli()] = append(r.ran[run.Slot.UnixMilli()], run.Instance)
+		r.mu.Unlock()
+		return nil
+	}, scheduler.WithJitter(30*time.Millisecond)))
+	return sc
+}
+
+// start starts an instance of kind k and checks the mode it left on the stream.
+func (r *upgradeRig) start(k fleetKind) *scheduler.Scheduler {
+	r.t.Helper()
+	sc := r.newScheduler(k)
+	require.NoError(r.t, sc.Start(ctxFor(r.t)), "an instance %s starts", k)
+	st := sc.Backend().(interface{ cached(string) *jobStream }).cached(r.job)
+	info, err := st.stream.Info(ctxFor(r.t))
+	require.NoError(r.t, err)
+	assert.Equal(r.t, k.mode(), info.Config.Metadata[metaClaims], "the mode an instance %s leaves", k)
+	return sc
+}
+
+func (r *upgradeRig) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.ran)
+}
+
+// waitSlots waits until n more slots ran.
+func (r *upgradeRig) waitSlots(n int, why string) {
+	r.t.Helper()
+	target := r.count() + n
+	require.Eventually(r.t, func() bool { return r.count() >= target }, 15*time.Second, 5*time.Millisecond, why)
+}
+
+// testRollingUpgrade turns a fleet of kind from into one of kind to by the
+// documented steps, one instance each.
+func testRollingUpgrade(t *testing.T, s *embedded.Server, from, to fleetKind) {
 	ctx := ctxFor(t)
-	job := jobName("mixed")
-	const interval = 100 * time.Millisecond
+	r := &upgradeRig{t: t, s: s, job: jobName("upgrade"), interval: 100 * time.Millisecond,
+		started: map[fleetKind]int{}, ran: map[int64][]string{}}
 
-	var mu sync.Mutex
-	ran := map[int64][]string{}
-	count := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(ran)
+	old := r.start(from)
+	r.waitSlots(2, "the old kind runs slots alone")
+	for _, k := range []fleetKind{mixedKind, to} {
+		next := r.start(k)
+		r.waitSlots(6, fmt.Sprintf("%s beside the instance before it", k))
+		require.NoError(t, old.Stop(ctx))
+		// Past the claim reach (jitter + max lateness + clock skew: 230ms) of
+		// the slots the stopped instance ran.
+		r.waitSlots(3, fmt.Sprintf("%s alone", k))
+		old = next
 	}
-
-	newSched := func(leased bool) *scheduler.Scheduler {
-		t.Helper()
-		js := natstest.JetStream(t, natstest.Conn(t, s))
-		var b backend.Backend
-		inst := "plain"
-		if leased {
-			inst = "leased"
-			store, err := kvlease.New(js)
-			require.NoError(t, err)
-			require.NoError(t, store.Init(ctx))
-			t.Cleanup(store.Close)
-			lb, err := NewLeased(js, store)
-			require.NoError(t, err)
-			b = lb
-		} else {
-			pb, err := New(js)
-			require.NoError(t, err)
-			b = pb
-		}
-		sc, err := scheduler.New(scheduler.Config{Backend: b, Instance: inst})
-		require.NoError(t, err)
-		require.NoError(t, sc.Every(job, interval, func(_ context.Context, r scheduler.Run) error {
-			mu.Lock()
-			ran[r.Slot.UnixMilli()] = append(ran[r.Slot.UnixMilli()], r.Instance)
-			mu.Unlock()
-			return nil
-		}, scheduler.WithJitter(30*time.Millisecond)))
-		return sc
+	// The old kind, started again by mistake, is refused.
+	err := r.newScheduler(from).Start(ctx)
+	require.ErrorIs(t, err, ErrMixedFleet)
+	for _, want := range []string{strconv.Quote(r.job), strconv.Quote(from.mode()), strconv.Quote(to.mode()), "WithMixedFleet"} {
+		assert.Contains(t, err.Error(), want)
 	}
-	waitSlots := func(n int, why string) {
-		t.Helper()
-		target := count() + n
-		require.Eventually(t, func() bool { return count() >= target }, 15*time.Second, 5*time.Millisecond, why)
-	}
-
-	old := newSched(leasedFirst)
-	require.NoError(t, old.Start(ctx))
-	waitSlots(2, "the old instance runs slots alone")
-
-	upgraded := newSched(!leasedFirst)
-	require.NoError(t, upgraded.Start(ctx))
-	waitSlots(8, "both instances run the job")
+	r.waitSlots(1, "the new kind still runs")
 	require.NoError(t, old.Stop(ctx))
-	waitSlots(2, "the new instance runs slots alone")
-	require.NoError(t, upgraded.Stop(ctx))
 
-	mu.Lock()
-	defer mu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	first, last := int64(-1), int64(-1)
-	for slot, by := range ran {
+	for slot, by := range r.ran {
 		assert.Len(t, by, 1, "slot %d ran on %v", slot, by)
 		if first < 0 || slot < first {
 			first = slot
@@ -401,25 +459,107 @@ func testMixedFleet(t *testing.T, s *embedded.Server, leasedFirst bool) {
 	}
 	// No slot between the first and the last was left unrun: an instance with
 	// leases refused a slot only because one without leases had claimed it.
-	for slot := first; slot <= last; slot += interval.Milliseconds() {
-		assert.Contains(t, ran, slot, "slot %d ran nowhere", slot)
+	for slot := first; slot <= last; slot += r.interval.Milliseconds() {
+		assert.Contains(t, r.ran, slot, "slot %d ran nowhere", slot)
 	}
+	checkUpgradeHistory(t, old, r.job, r.ran)
+}
 
-	// History: one record per slot that ran, finished, by the instance that ran it.
-	hist, err := upgraded.History(ctx, job, 100)
+// checkUpgradeHistory checks one ok record per slot that ran, by the instance
+// that ran it. Other records are of instances with leases. A lease won and
+// skipped for a plain claim. A claim too late: the lease store did not know of a
+// plain run. A lease handed over unrun at Stop.
+func checkUpgradeHistory(t *testing.T, sc *scheduler.Scheduler, job string, ran map[int64][]string) {
+	t.Helper()
+	hist, err := sc.History(ctxFor(t), job, 0)
 	require.NoError(t, err)
 	recs := map[int64][]backend.RunRecord{}
 	for _, r := range hist {
 		recs[r.Slot.UnixMilli()] = append(recs[r.Slot.UnixMilli()], r)
 	}
+	others := map[backend.Status]int{}
 	for slot, by := range ran {
-		rs := recs[slot]
-		if !assert.Len(t, rs, 1, "slot %d: History %+v", slot, rs) {
-			continue
+		var ok []backend.RunRecord
+		for _, r := range recs[slot] {
+			if r.Status == backend.StatusOK {
+				ok = append(ok, r)
+				continue
+			}
+			others[r.Status]++
+			assert.NotContains(t, r.Instance, plainKind.String(), "slot %d: %+v", slot, r)
+			switch r.Status {
+			case backend.StatusLate:
+			case backend.StatusCancelled:
+				assert.Contains(t, r.Error, "not run", "slot %d", slot)
+			default:
+				assert.Equal(t, backend.StatusSkipped, r.Status, "slot %d: %+v", slot, r)
+				assert.Contains(t, r.Error, backend.ErrClaimedElsewhere.Error(), "slot %d", slot)
+			}
 		}
-		assert.Equal(t, backend.StatusOK, rs[0].Status, "slot %d", slot)
-		assert.Equal(t, by[0], rs[0].Instance, "slot %d", slot)
+		if assert.Len(t, ok, 1, "slot %d: History %+v", slot, recs[slot]) {
+			assert.Equal(t, by[0], ok[0].Instance, "slot %d", slot)
+		}
 	}
+	t.Logf("%d slots ran; records of instances with leases beside plain runs: %v", len(ran), others)
+}
+
+// TestMixedFleetOutOfOrder: the second step of an upgrade taken while an
+// instance of the old kind still runs, which the start check does not see. Each
+// instance follows the mode the other sets: once it did, each slot runs once.
+func TestMixedFleetOutOfOrder(t *testing.T) {
+	s := natstest.Server(t, embedded.Options{})
+	newRig := func(t *testing.T) *upgradeRig {
+		return &upgradeRig{t: t, s: s, job: jobName("out-of-order"), interval: 100 * time.Millisecond,
+			started: map[fleetKind]int{}, ran: map[int64][]string{}}
+	}
+	seen := func(r *upgradeRig, sc *scheduler.Scheduler) string {
+		return sc.Backend().(interface{ cached(string) *jobStream }).cached(r.job).lastMode()
+	}
+	onceFrom := func(r *upgradeRig, from time.Time) {
+		r.t.Helper()
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		twice := 0
+		for slot, by := range r.ran {
+			if time.UnixMilli(slot).Before(from) {
+				twice += map[bool]int{true: 1}[len(by) > 1]
+				continue
+			}
+			assert.Len(r.t, by, 1, "slot %d ran on %v", slot, by)
+		}
+		r.t.Logf("slots run twice before every instance read the mode: %d", twice)
+	}
+
+	t.Run("leases without the option beside a plain instance", func(t *testing.T) {
+		ctx := ctxFor(t)
+		r := newRig(t)
+		plain := r.start(plainKind)
+		mixed := r.start(mixedKind)
+		leased := r.start(leasedKind) // before the plain instance stopped
+		require.Eventually(t, func() bool { return seen(r, plain) == modeLeases }, 5*time.Second, time.Millisecond)
+		from := time.Now()
+		r.waitSlots(8, "all three run the job")
+		for _, sc := range []*scheduler.Scheduler{plain, mixed, leased} {
+			require.NoError(t, sc.Stop(ctx))
+		}
+		onceFrom(r, from)
+	})
+	t.Run("a plain instance beside leases without the option", func(t *testing.T) {
+		ctx := ctxFor(t)
+		r := newRig(t)
+		leased := r.start(leasedKind)
+		mixed := r.start(mixedKind)
+		require.Eventually(t, func() bool { return seen(r, leased) == modeMixed }, 5*time.Second, time.Millisecond)
+		// The slots the instance with leases ran before then are recorded nowhere
+		// a plain claim meets: the plain instance may claim them within their reach.
+		from := time.Now()
+		plain := r.start(plainKind) // before the instance with leases alone was restarted
+		r.waitSlots(8, "all three run the job")
+		for _, sc := range []*scheduler.Scheduler{plain, mixed, leased} {
+			require.NoError(t, sc.Stop(ctx))
+		}
+		onceFrom(r, from)
+	})
 }
 
 // dyingRecorder is a LeasedBackend whose records of won leases never arrive until
@@ -452,16 +592,7 @@ func TestMixedFleetTakeoverRunsTheSlotOnce(t *testing.T) {
 		mu.Unlock()
 		return nil
 	}
-	leased := func() *LeasedBackend {
-		js := natstest.JetStream(t, natstest.Conn(t, s))
-		store, err := kvlease.New(js)
-		require.NoError(t, err)
-		require.NoError(t, store.Init(ctx))
-		t.Cleanup(store.Close)
-		lb, err := NewLeased(js, store)
-		require.NoError(t, err)
-		return lb
-	}
+	leased := func() *LeasedBackend { return fleetBackend(t, s, mixedKind).(*LeasedBackend) }
 	sched := func(b backend.Backend, inst string) *scheduler.Scheduler {
 		sc, err := scheduler.New(scheduler.Config{Backend: b, Instance: inst})
 		require.NoError(t, err)
@@ -496,13 +627,20 @@ func TestMixedFleetTakeoverRunsTheSlotOnce(t *testing.T) {
 	assert.Equal(t, []string{"plain"}, ran[slot.UnixMilli()], "the slot runs once, on the instance without leases")
 	hist, err := plain.History(ctx, job, 10)
 	require.NoError(t, err)
-	var terminal []backend.RunRecord
+	// One record per attempt: the plain run, the dying holder's lease taken over,
+	// the backup's takeover skipped for the plain claim.
+	got := map[string]backend.RunRecord{}
 	for _, r := range hist {
-		if r.Slot.Equal(slot) && r.Status.Finished() && r.Status != backend.StatusLost {
-			terminal = append(terminal, r)
+		if r.Slot.Equal(slot) {
+			assert.NotContains(t, got, r.Instance, "%+v", hist)
+			got[r.Instance] = r
 		}
 	}
-	require.Len(t, terminal, 1, "%+v", hist)
-	assert.Equal(t, backend.StatusOK, terminal[0].Status)
-	assert.Equal(t, "plain", terminal[0].Instance)
+	require.Len(t, got, 3, "%+v", hist)
+	assert.Equal(t, backend.StatusOK, got["plain"].Status)
+	assert.Equal(t, backend.StatusLost, got["dying"].Status)
+	assert.Equal(t, backend.StatusSkipped, got["backup"].Status)
+	assert.Equal(t, 2, got["backup"].Attempt)
+	assert.Contains(t, got["backup"].Error, backend.ErrClaimedElsewhere.Error())
+	assert.Contains(t, got["backup"].Error, `"plain"`, "the record names the instance that ran the slot")
 }

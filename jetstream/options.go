@@ -63,7 +63,8 @@ type config struct {
 	callTimeout    time.Duration
 	attemptTimeout time.Duration
 	verifyAll      bool
-	leasedFleet    bool
+	mixedFleet     bool
+	leased         bool // set by NewLeased
 	log            *slog.Logger
 }
 
@@ -195,20 +196,29 @@ func WithVerifyEveryDuplicate() Option {
 	}
 }
 
-// WithLeasedFleet declares that every instance sharing these jobs claims through
-// leases (NewLeased), also during rolling upgrades: no instance claims a slot by the
-// plain claim alone. The history record of a won lease (LeasedBackend.RecordClaim)
-// then decides nothing, and the scheduler writes it beside the handler instead of
-// before it: the leased win path is the lease store's claim alone, one round trip
-// less before every run. Without it the record is written first, because in a
-// fleet where some instances run without leases it is what keeps both kinds from
-// running one slot. It has no effect on New.
-func WithLeasedFleet() Option {
+// WithMixedFleet makes a LeasedBackend fit for a rolling upgrade, in which
+// instances with leases (NewLeased) and without (New) share jobs. It records each
+// won lease on the slot's claim subject before the handler (RecordClaim, one
+// round trip more), so whichever kind claims a slot first runs it. Its PrepareJob
+// marks each job's stream "mixed", which instances of either kind accept.
+//
+// Without it a LeasedBackend writes no record before the handler, marks the
+// stream "leases", and refuses a stream marked "plain". A plain Backend marks it
+// "plain" and refuses "leases"; on New the option changes nothing, as a plain
+// claim is always the one the others meet. docs/backends.md ("Mixed fleets")
+// gives the steps of an upgrade in either direction.
+func WithMixedFleet() Option {
 	return func(c *config) error {
-		c.leasedFleet = true
+		c.mixedFleet = true
 		return nil
 	}
 }
+
+// WithLeasedFleet changes nothing: a LeasedBackend without WithMixedFleet
+// writes no record before the handler.
+//
+// Deprecated: leave it out; WithMixedFleet is the option of a rolling upgrade.
+func WithLeasedFleet() Option { return nil }
 
 // WithLogger sets the logger for warnings (skipped foreign records, stream updates).
 // Defaults to a logger that discards everything.

@@ -57,6 +57,8 @@ type resultRecord struct {
 	Fence      uint64    `json:"fence,omitempty"`
 	// Backfill marks an attempt run by Scheduler.Backfill. Older readers ignore it.
 	Backfill bool `json:"backfill,omitempty"`
+	// By names who asked for a manual run. Older readers ignore it.
+	By string `json:"by,omitempty"`
 }
 
 func encodeClaim(in backend.ClaimInput, manual bool, now time.Time) []byte {
@@ -133,7 +135,7 @@ func encodeResult(job string, r backend.StoredResult) []byte {
 		V: recordVersion, Job: job, Slot: &ms, Token: r.Token, Instance: r.Instance,
 		Attempt: r.Attempt, Manual: r.Manual, Status: string(r.Status),
 		StartedAt: utc(r.StartedAt), FinishedAt: utc(r.FinishedAt), Error: r.Error, Fence: r.Fence,
-		Backfill: r.Backfill,
+		Backfill: r.Backfill, By: r.RequestedBy,
 	})
 	return data
 }
@@ -217,17 +219,18 @@ func decodeResult(job string, data []byte) (backend.StoredResult, error) {
 		return backend.StoredResult{}, fmt.Errorf("%w: no status", errNotOurs)
 	}
 	return backend.StoredResult{
-		Slot:       time.UnixMilli(*r.Slot),
-		Token:      r.Token,
-		Instance:   r.Instance,
-		Attempt:    r.Attempt,
-		Manual:     r.Manual,
-		Status:     backend.Status(r.Status),
-		StartedAt:  local(r.StartedAt),
-		FinishedAt: local(r.FinishedAt),
-		Error:      r.Error,
-		Fence:      r.Fence,
-		Backfill:   r.Backfill,
+		Slot:        time.UnixMilli(*r.Slot),
+		Token:       r.Token,
+		Instance:    r.Instance,
+		Attempt:     r.Attempt,
+		Manual:      r.Manual,
+		Status:      backend.Status(r.Status),
+		StartedAt:   local(r.StartedAt),
+		FinishedAt:  local(r.FinishedAt),
+		Error:       r.Error,
+		Fence:       r.Fence,
+		Backfill:    r.Backfill,
+		RequestedBy: r.By,
 	}, nil
 }
 

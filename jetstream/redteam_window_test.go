@@ -40,7 +40,7 @@ func TestRedTeamMixedFleetCatchUpPastFittedWindow(t *testing.T) {
 	ctx := ctxFor(t)
 	plain := newBackend(t, natstest.JetStream(t, natstest.Conn(t, s)))
 	runs := memory.NewRunStore(backend.SystemClock{})
-	lb, err := NewLeased(natstest.JetStream(t, natstest.Conn(t, s)), runs)
+	lb, err := NewLeased(natstest.JetStream(t, natstest.Conn(t, s)), runs, WithMixedFleet())
 	require.NoError(t, err)
 	require.NoError(t, lb.Init(ctx))
 	t.Cleanup(func() { _ = lb.Close(context.Background()) })

@@ -55,7 +55,7 @@ func TestMixedFleetHistoryKeepsAPlainRunRunning(t *testing.T) {
 		t.Fatal("the plain instance did not run a slot")
 	}
 
-	lb, err := NewLeased(natstest.JetStream(t, natstest.Conn(t, s)), memory.NewRunStore(backend.SystemClock{}))
+	lb, err := NewLeased(natstest.JetStream(t, natstest.Conn(t, s)), memory.NewRunStore(backend.SystemClock{}), WithMixedFleet())
 	require.NoError(t, err)
 	leased, err := scheduler.New(scheduler.Config{Backend: lb, Instance: "leased", CallTimeout: time.Second})
 	require.NoError(t, err)

@@ -18,15 +18,16 @@ import (
 
 // TestSchedulersRunEachSlotOnce runs three schedulers, each with its own connection
 // and backend, on one job: every slot runs on exactly one of them. With leases the
-// claims go through a shared run store and the history through RecordClaim.
+// claims go through a shared run store, which writes the records: a won lease
+// writes no claim record, so History has no ClaimedAt for it.
 func TestSchedulersRunEachSlotOnce(t *testing.T) {
 	s := natstest.Server(t, embedded.Options{})
 	t.Run("claims", func(t *testing.T) {
-		testSchedulers(t, func() backend.Backend { return newBackend(t, natstest.JetStream(t, natstest.Conn(t, s))) })
+		testSchedulers(t, true, func() backend.Backend { return newBackend(t, natstest.JetStream(t, natstest.Conn(t, s))) })
 	})
 	t.Run("leases", func(t *testing.T) {
 		runs := memory.NewRunStore(backend.SystemClock{})
-		testSchedulers(t, func() backend.Backend {
+		testSchedulers(t, false, func() backend.Backend {
 			b, err := NewLeased(natstest.JetStream(t, natstest.Conn(t, s)), runs)
 			require.NoError(t, err)
 			return b
@@ -34,7 +35,8 @@ func TestSchedulersRunEachSlotOnce(t *testing.T) {
 	})
 }
 
-func testSchedulers(t *testing.T, newBackend func() backend.Backend) {
+// testSchedulers runs them; claimed says History has the claims' times.
+func testSchedulers(t *testing.T, claimed bool, newBackend func() backend.Backend) {
 	ctx := ctxFor(t)
 	job := jobName("tick")
 
@@ -74,6 +76,7 @@ func testSchedulers(t *testing.T, newBackend func() backend.Backend) {
 	require.NotEmpty(t, hist)
 	for _, r := range hist {
 		assert.Contains(t, []string{"a", "b", "c"}, r.Instance)
-		assert.False(t, r.ClaimedAt.IsZero(), "the claim is part of the record")
+		assert.Equal(t, claimed, !r.ClaimedAt.IsZero(), "the claim is part of the record")
+		assert.False(t, r.StartedAt.IsZero())
 	}
 }

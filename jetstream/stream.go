@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -42,6 +43,11 @@ const (
 // anarchon did not create; otherwise PrepareJob returns a *StreamConflictError
 // naming the setting. Settings that cannot change (storage, retention, a mirror, a
 // seal) give the same error for anarchon's own streams.
+//
+// The stream's metadata "anarchon.claims" holds its claim mode: "plain",
+// "leases" or "mixed" (WithMixedFleet). PrepareJob refuses a stream in the other
+// kind's mode with an error matching ErrMixedFleet, and writes its own mode
+// into a stream it may change. A stream without a mode is taken for its own.
 func (b *Backend) PrepareJob(ctx context.Context, job backend.JobLimits) error {
 	if b.closed.Load() {
 		return ErrClosed
@@ -55,14 +61,27 @@ func (b *Backend) PrepareJob(ctx context.Context, job backend.JobLimits) error {
 	n := b.cfg.namesFor(job.Job)
 	window, fitted := b.windowFor(job)
 	want := b.streamConfig(job.Job, n, window, historySize(job.Retention.Size))
+	modeSent := false // the claim mode is written once: no fight with a concurrent start
 	res, err := natsutil.EnsureStream(ctx, b.js, natsutil.StreamSetup{
 		Config: want,
 		Reconcile: func(have natsjs.StreamConfig) (natsjs.StreamConfig, []string, error) {
 			mine, err := b.checkStream(job.Job, n, &have, window)
+			if err == nil {
+				err = b.checkMode(job.Job, n.stream, have.Metadata)
+			}
 			if err != nil || !mine {
 				return have, nil, err
 			}
-			upd, changes := b.reconcile(have, want, fitted)
+			w := want
+			if modeSent {
+				w.Metadata = maps.Clone(want.Metadata)
+				w.Metadata[metaClaims] = have.Metadata[metaClaims]
+				if _, set := have.Metadata[metaClaims]; !set {
+					delete(w.Metadata, metaClaims)
+				}
+			}
+			modeSent = modeSent || have.Metadata[metaClaims] != want.Metadata[metaClaims]
+			upd, changes := b.reconcile(have, w, fitted)
 			return upd, changes, nil
 		},
 		Attempt: b.cfg.attemptTimeout,
@@ -72,7 +91,7 @@ func (b *Backend) PrepareJob(ctx context.Context, job backend.JobLimits) error {
 		},
 	})
 	if err != nil {
-		if conflict := (*StreamConflictError)(nil); errors.As(err, &conflict) {
+		if conflict := (*StreamConflictError)(nil); errors.As(err, &conflict) || errors.Is(err, ErrMixedFleet) {
 			return err
 		}
 		return fmt.Errorf("jetstream: prepare stream %q for job %q: %w", n.stream, job.Job, err)
@@ -102,6 +121,7 @@ func (b *Backend) PrepareJob(ctx context.Context, job backend.JobLimits) error {
 	}
 	st.setWindow(info.Config.Duplicates)
 	st.direct.Store(info.Config.AllowDirect)
+	st.setMode(info.Config.Metadata)
 	b.remember(st)
 	return nil
 }
@@ -148,7 +168,7 @@ func (b *Backend) streamConfig(job string, n names, window time.Duration, size i
 		Duplicates:        window,
 		AllowMsgTTL:       true,
 		AllowDirect:       true,
-		Metadata:          map[string]string{metaJob: job, metaLayout: layout},
+		Metadata:          map[string]string{metaJob: job, metaLayout: layout, metaClaims: b.claimMode()},
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 // Another instance may widen a job's stream after this one prepared it (another
 // release, other options, catch-up beside instances without leases): claims must
 // then be stored for the wider window, or a server restart inside it forgets them.
+// Another instance may change its claim mode too (fleetmode.go).
 // The server announces every stream update on StreamUpdatedSubject; the backend
 // follows those of the streams it caches and reads each updated stream's window
 // again, one stream every updatePace.
@@ -111,8 +112,8 @@ func (b *Backend) rereadUpdated() {
 	}
 }
 
-// reread reads st's stream again and takes its duplicate window. A failed read
-// keeps the window known before.
+// reread reads st's stream again and takes its duplicate window and claim
+// mode. A failed read keeps those known before.
 func (b *Backend) reread(st *jobStream) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.callTimeout)
 	defer cancel()
@@ -124,6 +125,9 @@ func (b *Backend) reread(st *jobStream) {
 	if w := info.Config.Duplicates; w != st.dupWindow() {
 		st.setWindow(w)
 		b.cfg.log.Info("jetstream: a job stream's duplicate window changed", "job", st.job, "window", w, "claims stored for", st.ttl())
+	}
+	if old := st.lastMode(); st.setMode(info.Config.Metadata) {
+		b.modeChanged(st, old)
 	}
 }
 

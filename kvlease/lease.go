@@ -108,22 +108,30 @@ func (s *Store) end(ctx context.Context, key backend.RunKey, keep backend.Retent
 			return fmt.Errorf("kvlease: settle %s: %w", describe(key.Job, key.Slot), err)
 		}
 		s.mem.forget(c.k, key.Token)
-		if err := s.records(ctx, c.b, key.Job, rev, d.Run, d.Records, keep); err != nil {
-			return err
+		if d.Run.Phase == machine.Finished {
+			if err := s.records(ctx, c.b, key.Job, rev, d.Run, d.Records, keep); err != nil {
+				return err
+			}
+			return c.endLease(ctx, d.Run, now)
 		}
-		return c.endLease(ctx, d.Run, now)
+		// A retry or a hand-over: a backup may take the run over at once, so
+		// the lease key goes before Settle returns, beside the record's write.
+		ended := make(chan error, 1)
+		go func() { ended <- c.endLease(ctx, d.Run, now) }()
+		err = s.records(ctx, c.b, key.Job, rev, d.Run, d.Records, keep)
+		return errors.Join(err, <-ended)
 	}
 	return fmt.Errorf("kvlease: settle %s: %w", describe(key.Job, key.Slot), ErrContention)
 }
 
 // endLease purges the holder's lease key once run holds no live lease: without
 // waiting (its TTL ends it anyway), carrying a finished run for the watchers;
-// a hand-over waits, so that the backups take over at once.
+// a hand-over and a retry wait, so that the backups take over at once.
 func (c *holding) endLease(ctx context.Context, run machine.Run, now time.Time) error {
 	if run.Live(now) {
 		return nil
 	}
-	if run.Phase == machine.Running {
+	if run.Phase == machine.Running || run.Phase == machine.Retrying {
 		return c.s.endLease(ctx, c.b, c.k, c.key.Token, c.h.leaseRev)
 	}
 	if c.h.leaseRev == 0 {

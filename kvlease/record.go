@@ -55,6 +55,7 @@ type runJSON struct {
 	HandedOver    bool                   `json:"handed_over,omitempty"`
 	Manual        bool                   `json:"manual,omitempty"`
 	Backfill      bool                   `json:"backfill,omitempty"`
+	RequestedBy   string                 `json:"requested_by,omitempty"`
 	Incarnation   uint64                 `json:"incarnation,omitempty"`
 	Recorded      bool                   `json:"recorded,omitempty"`
 	Claimed       time.Time              `json:"claimed,omitzero"`

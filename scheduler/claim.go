@@ -51,7 +51,7 @@ func (s *Scheduler) decide(a *attempt) (backend.ClaimResult, error) {
 		if !standing {
 			standing = true
 			s.emit(Event{Kind: EventStandby, Job: a.j.name, Slot: a.rc.Slot, Token: a.rc.Token, Outcome: res.Outcome, Attempt: res.Attempt,
-				Manual: a.man != nil, Backfill: a.bf != nil})
+				Manual: a.man != nil, Backfill: a.backfill()})
 		}
 		if !res.WaitsFor.IsZero() && res.Outcome == backend.OutcomeRunning {
 			a.rc.LateWhy = "the run of slot " + res.WaitsFor.UTC().Format(time.RFC3339Nano) +
@@ -139,7 +139,7 @@ func (s *Scheduler) giveUp(a *attempt, err error) bool {
 		return false
 	}
 	if a.kind != claimAdopt {
-		s.emit(Event{Kind: EventLate, Job: a.j.name, Slot: a.rc.Slot, Token: a.rc.Token, Outcome: backend.OutcomeLate, Backfill: a.bf != nil, Err: err})
+		s.emit(Event{Kind: EventLate, Job: a.j.name, Slot: a.rc.Slot, Token: a.rc.Token, Outcome: backend.OutcomeLate, Backfill: a.backfill(), Err: err})
 	}
 	return true
 }
@@ -153,7 +153,7 @@ func (s *Scheduler) askedLast(a *attempt) (backend.ClaimResult, bool) {
 		return backend.ClaimResult{}, false
 	}
 	a.rc.TakeoverOnly = true
-	ctx, cancel := s.callCtx(context.Background())
+	ctx, cancel := s.writeCtx()
 	res, err := s.store.claim(ctx, a)
 	cancel()
 	if err != nil || res.Outcome != backend.OutcomeWon {
@@ -232,7 +232,7 @@ func pausedWhy(p Pause) string {
 // decision and its record; this instance reports it.
 func (s *Scheduler) follow(a *attempt, res backend.ClaimResult) {
 	j := a.j
-	e := Event{Job: j.name, Slot: a.rc.Slot, Token: a.rc.Token, Outcome: res.Outcome, Backfill: a.bf != nil}
+	e := Event{Job: j.name, Slot: a.rc.Slot, Token: a.rc.Token, Outcome: res.Outcome, Backfill: a.backfill()}
 	switch res.Outcome {
 	case backend.OutcomeOverlap:
 		e.Kind = EventSkipped

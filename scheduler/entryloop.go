@@ -294,7 +294,7 @@ func (s *Scheduler) entryChangedLocked(c backend.EntryChange, p *job, reading bo
 	case e.Paused:
 		// A paused entry catches nothing up, and its loop claims nothing: every
 		// unfinished run of it is adopted, so that one whose holder died is
-		// taken over and finished paused, not left unfinished (entryHeld).
+		// taken over and finished paused, not left unfinished.
 		return adoption{j: j, before: lastMillis}, true, nil, ""
 	}
 	return s.recoverWith(j, now, s.queueCatchUp), true, nil, ""

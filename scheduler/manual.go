@@ -161,7 +161,7 @@ func (s *Scheduler) runManual(j *job, m *manualCall) (RunRecord, error) {
 	}
 	for try := 0; ok && try < maxManualSlotTries; try++ {
 		a := s.newAttempt(j, slot, claimManual)
-		a.man = m
+		a.man, a.rc.RequestedBy = m, m.cfg.by
 		res, err := s.decide(a)
 		if err != nil {
 			return RunRecord{}, fmt.Errorf("scheduler: run %s now: %w", j.quoted(), err)

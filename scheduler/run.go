@@ -17,7 +17,7 @@ import (
 func (s *Scheduler) run(a *attempt) bool {
 	j, res := a.j, a.res
 	s.emit(Event{Kind: EventClaimed, Job: j.name, Slot: a.rc.Slot, Token: a.rc.Token, Attempt: res.Attempt, Outcome: res.Outcome,
-		Manual: a.man != nil, Backfill: a.bf != nil})
+		Manual: a.man != nil, Backfill: a.backfill()})
 	takeover := res.Attempt > 1 && !res.Reopened && !res.Retried
 	switch {
 	case res.Reopened:
@@ -26,7 +26,7 @@ func (s *Scheduler) run(a *attempt) bool {
 		s.log.Info("retries a failed run", j.logAttr(), "slot", a.rc.Slot, "attempt", res.Attempt, "previous", res.Previous)
 	case takeover:
 		s.log.Info("took over a run", j.logAttr(), "slot", a.rc.Slot, "attempt", res.Attempt, "previous", res.Previous)
-		s.emit(Event{Kind: EventTakeover, Job: j.name, Slot: a.rc.Slot, Token: a.rc.Token, Attempt: res.Attempt, Outcome: res.Outcome, Backfill: a.bf != nil})
+		s.emit(Event{Kind: EventTakeover, Job: j.name, Slot: a.rc.Slot, Token: a.rc.Token, Attempt: res.Attempt, Outcome: res.Outcome, Backfill: a.backfill()})
 	}
 	out := s.execute(a)
 	a.bf.ran(out.Status, res.Attempt, s.instance, out.Error)
@@ -52,6 +52,8 @@ type execResult struct {
 	// retried: the attempt failed and its retry was stored; handedOver: it was
 	// left unfinished for a backup (a lost lease, Stop).
 	retried, handedOver bool
+	// ended: a later slot asked the run to end (cancel-other): it is finished.
+	ended bool
 	// err is what the handler's failure is reported as in events.
 	err error
 }
@@ -73,7 +75,7 @@ func (s *Scheduler) execute(a *attempt) execResult {
 	}
 	if why := s.pausedWhy(a, s.clock.Now()); why != "" && a.man == nil {
 		// A pause or an entry's change that came while the claim was answered.
-		s.emit(Event{Kind: EventPaused, Job: j.name, Slot: a.rc.Slot, Token: a.rc.Token, Status: StatusPaused, Backfill: a.bf != nil})
+		s.emit(Event{Kind: EventPaused, Job: j.name, Slot: a.rc.Slot, Token: a.rc.Token, Status: StatusPaused, Backfill: a.backfill()})
 		return s.settle(a, execResult{Status: StatusPaused, Error: why}, nil)
 	}
 	if _, gone := s.entryFacts(j); gone {
@@ -88,7 +90,7 @@ func (s *Scheduler) execute(a *attempt) execResult {
 	defer stopHeartbeat()
 
 	run := Run{Job: j.name, Slot: a.rc.Slot, Instance: s.instance, Token: a.rc.Token, Fence: a.res.Fence, Attempt: max(a.res.Attempt, 1),
-		Manual: a.man != nil, Backfill: a.bf != nil, Previous: a.l.previous}
+		Manual: a.man != nil, Backfill: a.backfill(), Previous: a.l.previous}
 	if j.entry != nil {
 		run.Job, run.Entry, run.Payload = j.entry.job, j.entry.id, j.entry.payload
 	}
@@ -104,6 +106,7 @@ func (s *Scheduler) execute(a *attempt) execResult {
 	settling.Store(true)
 	cause := context.Cause(ctx)
 	res.Status, res.Error = endOf(err, cause)
+	res.ended = errors.Is(cause, ErrOverlapCancelled)
 	res.err = err
 	if res.err == nil && errors.Is(cause, ErrLeaseLost) {
 		res.err = cause
@@ -142,7 +145,7 @@ func (s *Scheduler) execute(a *attempt) execResult {
 func (s *Scheduler) finalFailure(a *attempt, attempt int, err error) {
 	j := a.j
 	s.emit(Event{Kind: EventFailed, Job: j.name, Slot: a.rc.Slot, Token: a.rc.Token, Attempt: max(attempt, 1), Manual: a.man != nil,
-		Backfill: a.bf != nil, Status: StatusError, Err: err})
+		Backfill: a.backfill(), Status: StatusError, Err: err})
 	if a.man == nil && j.cfg.pauseAfter > 0 {
 		s.beside(func() { s.pauseIfFailing(j) })
 	}

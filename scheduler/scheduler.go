@@ -75,6 +75,10 @@ type Scheduler struct {
 	hardCtx    context.Context
 	hardCancel context.CancelCauseFunc
 
+	// writesBy, once Stop has a deadline, bounds the writes after the handlers
+	// (Unix nanoseconds; 0: none).
+	writesBy atomic.Int64
+
 	pauses pauses // the stored pauses, as the backend's watch last told them
 	out    outbox // records that complete a slot, to write again
 	// adopting: the runs being taken over beside a caller (under mu).

@@ -20,7 +20,7 @@ func (s *Scheduler) settle(a *attempt, res execResult, plan *retryPlan) execResu
 	j := a.j
 	st := backend.Settlement{Key: a.key(), Status: res.Status, StartedAt: res.StartedAt, FinishedAt: res.FinishedAt,
 		Error: backend.TruncateText(res.Error, MaxErrorText), Retention: a.rc.Retention,
-		HandOver: res.Status == StatusLost || res.Status == StatusCancelled}
+		HandOver: (res.Status == StatusLost || res.Status == StatusCancelled) && !res.ended}
 	st.Incarnation, st.EntryGone = s.entryFacts(j)
 	if st.FinishedAt.IsZero() {
 		st.FinishedAt = s.clock.Now()
@@ -33,7 +33,7 @@ func (s *Scheduler) settle(a *attempt, res execResult, plan *retryPlan) execResu
 			s.log.Warn("retry not stored in time: the failure stands", j.logAttr(), "slot", a.rc.Slot, "attempt", a.res.Attempt)
 			plan = nil
 		}
-		ctx, cancel := s.callCtx(context.Background())
+		ctx, cancel := s.writeCtx()
 		err := s.store.settle(ctx, a, st)
 		cancel()
 		switch {

@@ -209,7 +209,7 @@ func (c *claim) first() {
 		return
 	}
 	r := Run{Slot: in.Slot, Token: in.Token, Instance: in.Instance, Attempt: 1,
-		Manual: in.Manual, Backfill: in.Backfill, Incarnation: in.Incarnation}
+		Manual: in.Manual, RequestedBy: in.RequestedBy, Backfill: in.Backfill, Incarnation: in.Incarnation}
 	switch {
 	case c.pastDeadline():
 		why := in.LateWhy

@@ -73,8 +73,10 @@ type Run struct {
 	// HandedOver says the attempt taken over had handed the run over: its
 	// record is its own.
 	HandedOver bool
-	// Manual and Backfill say who asked for the run.
+	// Manual and Backfill say who asked for the run; RequestedBy names who
+	// asked for a manual one.
 	Manual, Backfill bool
+	RequestedBy      string
 	// Incarnation is the entry's the run belongs to (0 for a job's own run).
 	Incarnation uint64
 	// Recorded says the current attempt's terminal record is stored.
@@ -154,6 +156,7 @@ func (r Run) Active(now time.Time) (backend.ActiveRun, bool) {
 		Buffered:    r.Phase == Buffered,
 		Manual:      r.Manual,
 		Backfill:    r.Backfill,
+		RequestedBy: r.RequestedBy,
 		Claimed:     r.Claimed,
 		Incarnation: r.Incarnation,
 	}
@@ -186,16 +189,17 @@ func (r Run) answer(o backend.ClaimOutcome) backend.ClaimResult {
 // at now for why.
 func (r Run) record(status backend.Status, why string, now time.Time) backend.StoredResult {
 	return backend.StoredResult{
-		Slot:       r.Slot,
-		Token:      r.Token,
-		Instance:   r.Instance,
-		Attempt:    max(r.Attempt, 1),
-		Manual:     r.Manual,
-		Backfill:   r.Backfill,
-		Status:     status,
-		StartedAt:  r.Claimed,
-		FinishedAt: now,
-		Error:      backend.TruncateText(why, backend.MaxErrorText),
-		Fence:      r.Fence,
+		Slot:        r.Slot,
+		Token:       r.Token,
+		Instance:    r.Instance,
+		Attempt:     max(r.Attempt, 1),
+		Manual:      r.Manual,
+		RequestedBy: r.RequestedBy,
+		Backfill:    r.Backfill,
+		Status:      status,
+		StartedAt:   r.Claimed,
+		FinishedAt:  now,
+		Error:       backend.TruncateText(why, backend.MaxErrorText),
+		Fence:       r.Fence,
 	}
 }

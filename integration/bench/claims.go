@@ -414,12 +414,11 @@ type claimResult struct {
 	win       *op
 	lose      *op
 	leased    []*op // nil without leases
-	// leasedPath is a won lease as the scheduler takes it: Store.Claim then
-	// RecordClaim, summed per slot.
-	leasedPath *op
-	// leasedFleet is the same path when the record goes beside the handler: the
-	// lease claim alone.
-	leasedFleet   *op
+	// mixedPath is a won lease as the scheduler takes it WithMixedFleet:
+	// Store.Claim then RecordClaim, summed per slot.
+	mixedPath *op
+	// leasedPath is the default path: the lease claim alone before the handler.
+	leasedPath    *op
 	lloseRun, fin *op
 	history       []*op
 	lastRuns      *op
@@ -482,8 +481,8 @@ func measureClaims(ctx context.Context, cfg config) (*claimResult, error) {
 		rtry = &op{name: "failed attempt stores its retry: `Store.Retry` (lease released, retry due at once)", conn: r.lwin.nc}
 		rtake = &op{name: "retry claimed by another replica: `Store.Claim` → won, attempt 2 (compare: lease claim won)", conn: r.llose.nc}
 		res.leased = []*op{lwin, lrec, lloseRun, hb, fin, lloseDone, rtry, rtake}
-		res.leasedPath = &op{name: "leased win path, record before the handler (a fleet that may mix instances without leases): Claim + RecordClaim"}
-		res.leasedFleet = &op{name: "leased win path, record beside the handler (`WithLeasedFleet`): Claim alone before the handler"}
+		res.mixedPath = &op{name: "leased win path `WithMixedFleet` (a rolling upgrade): Claim + RecordClaim before the handler"}
+		res.leasedPath = &op{name: "leased win path, default options: Claim alone before the handler"}
 		leased = func(record bool) error {
 			slot := r.nextSlot()
 			tok := newToken()
@@ -532,8 +531,8 @@ func measureClaims(ctx context.Context, cfg config) (*claimResult, error) {
 			}
 			if record && lwin.spy == nil {
 				n := lwin.n() - 1
-				res.leasedPath.lat = append(res.leasedPath.lat, lwin.lat[n]+lrec.lat[n])
-				res.leasedFleet.lat = append(res.leasedFleet.lat, lwin.lat[n])
+				res.mixedPath.lat = append(res.mixedPath.lat, lwin.lat[n]+lrec.lat[n])
+				res.leasedPath.lat = append(res.leasedPath.lat, lwin.lat[n])
 			}
 			return nil
 		}
@@ -567,8 +566,8 @@ func measureClaims(ctx context.Context, cfg config) (*claimResult, error) {
 	all := append([]*op{res.raw, res.rawDedupe, res.win, res.lose}, res.leased...)
 	timed := append(slices.Clone(all), res.history...)
 	timed = append(timed, res.lastRuns)
-	if res.leasedPath != nil {
-		timed = append(timed, res.leasedPath, res.leasedFleet)
+	if res.mixedPath != nil {
+		timed = append(timed, res.mixedPath, res.leasedPath)
 	}
 	res.trials = cfg.claimTrials
 	warm := firstWarmup(cfg.samples)
@@ -619,11 +618,11 @@ func measureClaims(ctx context.Context, cfg config) (*claimResult, error) {
 	for _, o := range all {
 		o.spy = nil
 	}
-	if res.leasedPath != nil {
-		res.leasedPath.msgs = lwin.msgs.add(lrec.msgs)
-		res.leasedPath.reqs, res.leasedPath.reqN = lwin.reqs+lrec.reqs, lwin.reqN
-		res.leasedFleet.msgs = lwin.msgs
-		res.leasedFleet.reqs, res.leasedFleet.reqN = lwin.reqs, lwin.reqN
+	if res.mixedPath != nil {
+		res.mixedPath.msgs = lwin.msgs.add(lrec.msgs)
+		res.mixedPath.reqs, res.mixedPath.reqN = lwin.reqs+lrec.reqs, lwin.reqN
+		res.leasedPath.msgs = lwin.msgs
+		res.leasedPath.reqs, res.leasedPath.reqN = lwin.reqs, lwin.reqN
 		res.lloseRun, res.fin = lloseRun, fin
 	}
 	for _, rd := range reads {
@@ -732,13 +731,13 @@ func (c *claimResult) winGoalMet() bool {
 	return r.n > 0 && r.med <= 1.05
 }
 
-// leasedRatio is the leased win path's p50 before the handler (record beside it)
-// over a raw publish's, per trial.
+// leasedRatio is the default leased win path's p50 before the handler over a
+// raw publish's, per trial.
 func (c *claimResult) leasedRatio() spread {
-	if c.leasedFleet == nil {
+	if c.leasedPath == nil {
 		return spread{}
 	}
-	return trialRatios(c.leasedFleet, c.raw, 50)
+	return trialRatios(c.leasedPath, c.raw, 50)
 }
 
 // leasedGoalMet: the leased win path before the handler within twice a raw publish,
@@ -788,9 +787,9 @@ func (c *claimResult) markdown() string {
 			row(o, "")
 		}
 	}
-	if c.leasedPath != nil {
-		row(c.leasedPath, "")
-		row(c.leasedFleet, fmt.Sprintf("%s ≤ 2 round trips; %s p50 ≤ 2 × raw: %s", mark(c.leasedFleet.roundTrips() <= 2), mark(c.leasedGoalMet()), c.leasedRatio().withTrials()))
+	if c.mixedPath != nil {
+		row(c.mixedPath, "")
+		row(c.leasedPath, fmt.Sprintf("%s ≤ 2 round trips; %s p50 ≤ 2 × raw: %s", mark(c.leasedPath.roundTrips() <= 2), mark(c.leasedGoalMet()), c.leasedRatio().withTrials()))
 	}
 	for _, o := range c.history {
 		goal := ""

@@ -276,9 +276,9 @@ func newInstance(ctx context.Context, srv *embedded.Server, id string, leases bo
 			c.nc.Close()
 			return nil, err
 		}
-		// Every instance of the fleet uses leases: the history record of a won
-		// lease decides nothing and is written beside the handler.
-		b, err = jetstream.NewLeased(c.js, in.store, jetstream.WithLeasedFleet())
+		// Every instance of the fleet uses leases: a won lease records nothing
+		// before the handler.
+		b, err = jetstream.NewLeased(c.js, in.store)
 	} else {
 		b, err = jetstream.New(c.js)
 	}

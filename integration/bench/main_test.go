@@ -56,13 +56,13 @@ func TestQuick(t *testing.T) {
 	// The samples are split over the -quick default of trials, and every ratio the
 	// goals judge is a median of one ratio per trial.
 	require.Equal(t, quickDefaults.claimTrials, rep.claims.trials)
-	for _, o := range []*op{rep.claims.raw, rep.claims.rawDedupe, rep.claims.win, rep.claims.leasedFleet, rep.claims.history[1], rep.claims.lastRuns} {
+	for _, o := range []*op{rep.claims.raw, rep.claims.rawDedupe, rep.claims.win, rep.claims.leasedPath, rep.claims.history[1], rep.claims.lastRuns} {
 		require.Len(t, o.starts, rep.claims.trials, "%s: one start per trial", o.name)
 		for i := range rep.claims.trials {
 			assert.NotEmpty(t, o.trial(i), "%s: samples in trial %d", o.name, i)
 		}
 	}
-	assert.Len(t, rep.claims.leasedFleet.lat, 50, "the leased path has a sample per round")
+	assert.Len(t, rep.claims.leasedPath.lat, 50, "the leased path has a sample per round")
 	assert.Equal(t, rep.claims.trials, rep.claims.winRatio().n, "a won claim's ratio in every trial")
 	assert.Equal(t, rep.claims.trials, rep.claims.leasedRatio().n, "the leased path's ratio in every trial")
 	assert.Contains(t, text, fmt.Sprintf(", %d trials)", rep.claims.trials), "the goals print the ratios with their trials")
@@ -70,7 +70,7 @@ func TestQuick(t *testing.T) {
 	// Request counts are not timings: they hold on any machine.
 	assert.Equal(t, 1.0, rep.claims.win.roundTrips(), "a plain claim won is one request")
 	assert.Equal(t, 1.0, rep.claims.lose.roundTrips(), "a plain claim lost is one request")
-	assert.Equal(t, 2.0, rep.claims.leasedFleet.roundTrips(), "a leased claim won: the lease key and the run record (chained), no read")
+	assert.Equal(t, 2.0, rep.claims.leasedPath.roundTrips(), "a leased claim won: the lease key and the run record (chained), no read")
 	// A backup's lost claim: its two chained writes lose, and its shared watcher has
 	// delivered the holder's lease (a read only when the watcher is 250 ms late).
 	assert.GreaterOrEqual(t, rep.claims.lloseRun.roundTrips(), 2.0, "a leased claim lost to a running holder")

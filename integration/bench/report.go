@@ -160,7 +160,7 @@ func (r *report) sections() string {
 	case r.fleet == nil:
 		b.WriteString(r.fleetErr)
 	default:
-		fmt.Fprintf(&b, "Like section 2 with leases (every instance `WithLeasedFleet`), on a fresh server: every job `Every(%v)`%s, "+
+		fmt.Fprintf(&b, "Like section 2 with leases (every instance `NewLeased` with the default options), on a fresh server: every job `Every(%v)`%s, "+
 			"max lateness %v; one stream per job, so Start creates %d streams. The baseline for the next step in scale.\n\n", c.fleetInterval, jitterNote(c.fleetJitter), c.fleetInterval, c.fleetJobs)
 		b.WriteString(fleetMarkdown(r.fleet))
 	}
@@ -184,8 +184,8 @@ func (r *report) goals() string {
 		t.add("plain claim won p50 ≤ 1.05 × the claim-shaped raw publish p50", fmt.Sprintf("%s %s", mark(cl.winGoalMet()), cl.winRatio().withTrials()))
 		t.add("plain claim, one round trip won", fmt.Sprintf("%s %.2f", mark(cl.win.roundTrips() == 1), cl.win.roundTrips()))
 		t.add("plain claim, one round trip lost", fmt.Sprintf("%s %.2f", mark(cl.lose.roundTrips() == 1), cl.lose.roundTrips()))
-		if cl.leasedFleet != nil {
-			t.add("leased claim won: ≤ 2 round trips before the handler (record beside it)", fmt.Sprintf("%s %.2f", mark(cl.leasedFleet.roundTrips() <= 2), cl.leasedFleet.roundTrips()))
+		if cl.leasedPath != nil {
+			t.add("leased claim won, default options: ≤ 2 round trips before the handler", fmt.Sprintf("%s %.2f", mark(cl.leasedPath.roundTrips() <= 2), cl.leasedPath.roundTrips()))
 			t.add("leased claim won: p50 ≤ 2 × raw publish", fmt.Sprintf("%s %s", mark(cl.leasedGoalMet()), cl.leasedRatio().withTrials()))
 			t.add("leased claim lost (holder running): ≤ 2 round trips", fmt.Sprintf("%s %.2f", mark(cl.lloseRun.roundTrips() <= 2), cl.lloseRun.roundTrips()))
 			t.add("lease Finish: 1 round trip", fmt.Sprintf("%s %.2f", mark(cl.fin.roundTrips() == 1), cl.fin.roundTrips()))
