@@ -24,12 +24,12 @@ const serviceReplyPrefix = "_R_."
 // The server sets that header on a request that crossed a service import into
 // the replicas' account (the user only when the import says share: true) and
 // replaces any the sender wrote. Within one account it sets none, and a client
-// may write its own: set this only where every user who may send the fleet's
-// requests and is not trusted to name itself is in another account, reaching
-// the fleet through an import. The replica then also answers requests that came
-// through an import (their reply subject begins with _R_.). The user is stored
-// with the schedule entries it adds or changes (Entry.User) and logged with
-// every change; see docs/operating.md for the accounts' configuration.
+// may write its own. So set this only where every user not trusted to name
+// itself reaches the fleet from another account, through an import. The
+// replica then also answers requests that came through an import (their reply
+// subject begins with _R_.). The user is stored with the schedule entries it
+// adds or changes (Entry.User) and logged with every change. docs/operating.md
+// shows the accounts' configuration.
 func WithRequestInfo() Option {
 	return func(c *config) error {
 		if err := c.only(roleService, "WithRequestInfo"); err != nil {

@@ -71,9 +71,9 @@ type EntriesSummary struct {
 	// view takes the newest of all.
 	Last LastRuns
 	// Failing are the entries whose newest run that ended failed, by ID: those
-	// this instance saw fail since it started, each checked in the shared history
-	// as the summary is made (an entry that ran well since elsewhere is not one).
-	// At most MaxSummaryFailing; FailingMore counts the others.
+	// this instance saw fail since it started, each checked in the shared
+	// history as the summary is made. An entry that ran well since elsewhere is
+	// not one. At most MaxSummaryFailing; FailingMore counts the others.
 	Failing     []string
 	FailingMore int
 	// Unchecked says the history could not be read to check them (or not every

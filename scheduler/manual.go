@@ -44,14 +44,13 @@ func (s *Scheduler) RunNow(ctx context.Context, name string, opts ...RunNowOptio
 }
 
 // RunEntryNow runs schedule entry id of job at once on this instance, as RunNow
-// runs a job: a manual run with the entry's payload (Run.Entry and Run.Payload
-// set), claimed and recorded under the entry's run name (EntryHistory shows it),
-// with the job's handler and its policies as they apply to the entry's slots
-// (overlap is the entry's own). The entry must be followed here: it is read
-// again from the store, and waited for until the view has it, when it is stored
-// but not followed yet (ErrEntryNotFound when it is not stored). A paused entry
-// runs, as a paused job's RunNow does. The manual runs of a job's entries count
-// against the job's WithMaxManualRuns.
+// runs a job. The run is a manual run with the entry's payload (Run.Entry and
+// Run.Payload set), recorded under the entry's run name (EntryHistory). It has
+// the job's handler and policies as they apply to the entry (overlap is the
+// entry's own). An entry stored but not followed here yet is waited for, for a
+// moment; one not stored is ErrEntryNotFound. A paused entry runs, as a paused
+// job's RunNow does. The manual runs of a job's entries count against the
+// job's WithMaxManualRuns.
 func (s *Scheduler) RunEntryNow(ctx context.Context, job, id string, opts ...RunNowOption) (RunRecord, error) {
 	if err := backend.ValidateEntryID(id); err != nil {
 		return RunRecord{}, err
