@@ -281,3 +281,32 @@ func TestRedteamBufferedEntryManualSlotOfADeadRequester(t *testing.T) {
 		}
 	})
 }
+
+// Six instances run one entry now at the same instant: each run is its own
+// manual slot, run once, none lost to another's.
+func TestRunEntryNowAtTheSameInstantOnSixInstances(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := memory.New()
+		runs := newEntryRuns()
+		fleet := startFleet(t, b, 6, func(s *scheduler.Scheduler) {
+			require.NoError(t, s.Declare("tenants", runs.handler))
+		})
+		_, err := fleet[0].AddEntry(t.Context(), "tenants", "e", scheduler.EntrySpec{Every: time.Hour})
+		require.NoError(t, err)
+		synctest.Wait()
+		var wg sync.WaitGroup
+		for _, s := range fleet {
+			wg.Go(func() {
+				rec, err := s.RunEntryNow(context.Background(), "tenants", "e")
+				assert.NoError(t, err)
+				assert.Equal(t, s.Instance(), rec.Instance)
+			})
+		}
+		wg.Wait()
+		slots := runs.slots("e")
+		assert.Len(t, slots, 6, "six manual slots")
+		for slot, on := range slots {
+			assert.Len(t, on, 1, "slot %d ran once", slot)
+		}
+	})
+}
