@@ -352,17 +352,28 @@ func (s failOneClaim) Claim(ctx context.Context, in backend.RunClaim) (backend.C
 	return s.RunStore.Claim(ctx, in)
 }
 
-// A stand-by behind a run eight slots long whose store fails to answer one
-// claim of the buffered slot, past that slot's deadline: the buffered slot
-// still runs once the run ends, never recorded late, and the slots after the
-// long run run too: the store's state, not a local timer, says what is still
-// possible.
+// The long run of the lost answer's test, and when after the buffered slot its
+// claim goes unanswered: past the slot's deadline (1 s) and its keep (1 min
+// + lease 2 s + max lateness 1 s).
+const (
+	lostAnswerRun   = 70 * time.Second
+	lostAnswerAfter = 66 * time.Second
+)
+
+// A stand-by behind a run over a minute long whose store fails to answer one
+// claim of the buffered slot, past that slot's deadline and the keep after it
+// (a minute, the lease and max lateness: the previous design gave up there):
+// the buffered slot still runs once the run ends, never recorded late, and the
+// slots after the long run run too. The store's state, not a local timer, says
+// what is still possible.
 func TestOneLostAnswerInALongWaitDecidesNothingSQL(t *testing.T) {
+	t.Parallel() // it mostly waits
 	onBoth(t, "lostanswer", testOneLostAnswerInALongWait)
 }
 
 func testOneLostAnswerInALongWait(t *testing.T, open opener) {
-	ctx := backendtest.Context(t)
+	ctx, cancel := context.WithTimeout(t.Context(), lostAnswerRun+time.Minute)
+	defer cancel()
 	const job, every = "waits", time.Second
 	log := newStartTimes()
 	buffered := func() (time.Time, bool) {
@@ -379,17 +390,17 @@ func testOneLostAnswerInALongWait(t *testing.T, open opener) {
 	wrap := func(s *sqlbackend.RunStore) backend.RunStore {
 		return failOneClaim{RunStore: s, slot: buffered, done: done, at: func() time.Time {
 			b, _ := buffered()
-			return b.Add(4 * every) // past the buffered slot's deadline
+			return b.Add(lostAnswerAfter)
 		}}
 	}
 	s, _ := replicas{open: open, wrap: wrap}.replica(t, "a")
-	require.NoError(t, s.Every(job, every, longFirstRun(log, 8*every), scheduler.WithLease(3*time.Second),
+	require.NoError(t, s.Every(job, every, longFirstRun(log, lostAnswerRun), scheduler.WithLease(2*time.Second),
 		scheduler.WithOverlap(scheduler.OverlapBufferOne), scheduler.WithJitter(0)))
 	require.NoError(t, s.Start(ctx))
 	first := log.firstRun(t, 15*time.Second).Slot
 	require.Eventually(t, func() bool {
-		return len(log.of(first.Add(every))) > 0 && log.slotsAfter(first.Add(8*every)) >= 3
-	}, 25*time.Second, 20*time.Millisecond, "the buffered slot ran, and the slots after the long run: %s", log)
+		return len(log.of(first.Add(every))) > 0 && log.slotsAfter(first.Add(lostAnswerRun)) >= 3
+	}, lostAnswerRun+20*time.Second, 20*time.Millisecond, "the buffered slot ran, and the slots after the long run: %s", log)
 	require.NoError(t, s.Stop(ctx))
 	require.True(t, done.Load(), "a claim of the buffered slot went unanswered")
 
