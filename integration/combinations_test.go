@@ -392,7 +392,7 @@ func TestOneLostAnswerInALongWaitDecidesNothingNATS(t *testing.T) {
 	first := log.firstRun(t, 15*time.Second).Slot
 	require.Eventually(t, func() bool {
 		return len(log.of(first.Add(every))) > 0 && log.slotsAfter(first.Add(lostAnswerRun)) >= 3
-	}, lostAnswerRun+20*time.Second, 20*time.Millisecond, "the buffered slot ran, and the slots after the long run")
+	}, lostAnswerRun+20*time.Second, 20*time.Millisecond, "the buffered slot ran, and the slots after the long run: %s", log)
 	require.NoError(t, s.Stop(ctxT(t, 10*time.Second)))
 	require.True(t, done.Load(), "a claim of the buffered slot went unanswered")
 
