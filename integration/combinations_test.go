@@ -21,12 +21,11 @@ import (
 	"github.com/anarchon/anarchon/scheduler"
 )
 
-// The combinations of policies and faults a review found broken (the
-// scheduler's combinations_test.go and records_test.go, on memory), on a real
-// server with kvlease, in real time.
+// The combinations of policies and faults a review found broken, in real time.
+// The scheduler's combinations_test.go and records_test.go hold them on memory.
 
-// node is how a test's instances reach the server: its URLs, the replicas of
-// the bucket and streams, a wrapper of the lease store, and an event hook.
+// node is how a test's instances reach the server. It holds the URLs, the
+// replicas of the bucket and streams, a lease store wrapper and an event hook.
 type node struct {
 	url      string
 	replicas int
@@ -50,8 +49,8 @@ func onR1AndR3(t *testing.T, fn func(t *testing.T, n node)) {
 	t.Run("R3", func(t *testing.T) { fn(t, clusterNode(t)) })
 }
 
-// open returns a scheduler named instance on a connection of its own, and its
-// kill: the lease store and the connection close under it (no Stop).
+// open returns a scheduler on a connection of its own, and its kill. A kill
+// closes the lease store and the connection under it, with no Stop.
 func (n node) open(t *testing.T, instance string) (*scheduler.Scheduler, func()) {
 	t.Helper()
 	nc := dial(t, n.url)
@@ -208,8 +207,8 @@ func (l *startTimes) duplicates() []scheduler.Run {
 	return out
 }
 
-// longFirstRun is a handler whose first start lasts d (or until its context
-// ends); every other start returns at once.
+// longFirstRun is a handler whose first start lasts d, or until its context
+// ends. Every other start returns at once.
 func longFirstRun(l *startTimes, d time.Duration) scheduler.Handler {
 	return func(ctx context.Context, r scheduler.Run) error {
 		if !l.add(r) {
@@ -238,8 +237,8 @@ func recordsBySlot(t *testing.T, s *scheduler.Scheduler, job string) map[int64][
 
 var errAttemptFailed = errors.New("test: attempt failed")
 
-// A backfilled slot whose attempts fail is retried as the job's policy says:
-// its next slot is long past, and does not bound its retries.
+// A backfilled slot whose attempts fail is retried as the job's policy says.
+// Its next slot is long past, and does not bound its retries.
 func TestBackfilledSlotIsRetriedNATS(t *testing.T) {
 	n := singleNode(t)
 	events := &eventTally{}
@@ -280,10 +279,10 @@ func TestBackfilledSlotIsRetriedNATS(t *testing.T) {
 	assert.Len(t, events.of(kind(scheduler.EventFailed)), 2, "one final failure of each slot")
 }
 
-// Buffer-one on two instances: the slot after the first is buffered behind its
-// run, which lasts five slots; a pause from the middle of the third slot to the
-// middle of the seventh holds it, and it runs once the pause ends, as the slots
-// the pause held do (catch-up all).
+// Buffer-one on two instances. The slot after the first is buffered behind
+// its run, which lasts five slots. A pause from the middle of the third slot
+// to the middle of the seventh holds it. It runs once the pause ends, as the
+// slots the pause held do (catch-up all).
 func TestBufferedSlotCaughtByAPauseRunsAfterItNATS(t *testing.T) {
 	n := singleNode(t)
 	const job, every = "buffered", time.Second
@@ -333,8 +332,8 @@ func TestBufferedSlotCaughtByAPauseRunsAfterItNATS(t *testing.T) {
 	assert.GreaterOrEqual(t, held, 3, "the pause held slots 3 (or 4) to 6: %+v", recs)
 }
 
-// failOneClaimNATS is a kvlease store that fails one claim of a slot (the
-// slot buffered behind the first run), once it is past the time given.
+// failOneClaimNATS is a kvlease store that fails one claim of a slot, once
+// past a time. The slot is the one buffered behind the first run.
 type failOneClaimNATS struct {
 	*kvlease.Store
 	slot func() (time.Time, bool) // the slot, once known
@@ -349,20 +348,19 @@ func (s failOneClaimNATS) Claim(ctx context.Context, in backend.RunClaim) (backe
 	return s.Store.Claim(ctx, in)
 }
 
-// The long run of the lost answer's test, and when after the buffered slot its
-// claim goes unanswered: past the slot's deadline (1 s) and its keep (1 min
-// + lease 2 s + max lateness 1 s).
+// The lost answer's long run, and when its buffered slot's claim goes
+// unanswered. That is past the slot's deadline (1 s) and its keep (1 min, the
+// lease of 2 s and max lateness of 1 s).
 const (
 	lostAnswerRun   = 70 * time.Second
 	lostAnswerAfter = 66 * time.Second
 )
 
-// A stand-by behind a run over a minute long whose store fails to answer one
-// claim of the buffered slot, past that slot's deadline and the keep after it
-// (a minute, the lease and max lateness: the previous design gave up there):
-// the buffered slot still runs once the run ends, never recorded late, and the
-// slots after the long run run too. The store's state, not a local timer, says
-// what is still possible.
+// A stand-by waits behind a run over a minute long. Its store fails to answer
+// one claim of the buffered slot, past the slot's deadline and its keep (where
+// the previous design gave up). The buffered slot still runs once the run ends,
+// and is not recorded late. The slots after the long run run too: the store's
+// state, not a local timer, says what is still possible.
 func TestOneLostAnswerInALongWaitDecidesNothingNATS(t *testing.T) {
 	t.Parallel() // it mostly waits
 	n := singleNode(t)
@@ -403,10 +401,10 @@ func TestOneLostAnswerInALongWaitDecidesNothingNATS(t *testing.T) {
 	}
 }
 
-// The holder of entry x's slot dies; x is removed and at once added again with
-// the same ID. The slot belongs to the removed incarnation: it is ended
-// cancelled, never run again, neither by the instance that stood by for it nor
-// by one started after the re-add, which adopts the run (the new x in its view).
+// The holder of entry x's slot dies; x is removed and added again at once.
+// The slot belongs to the removed incarnation: it is ended cancelled, never run
+// again. The instance that stood by for it does not run it. Nor does one
+// started after the re-add, which adopts the run with the new x in its view.
 func TestReAddedEntryDoesNotRunItsOldSlotNATS(t *testing.T) {
 	n := singleNode(t)
 	events := &eventTally{}

@@ -16,10 +16,10 @@ import (
 	"github.com/anarchon/anarchon/scheduler"
 )
 
-// After a server restart (the same store, the same port) each replica follows
-// the changes of entries at once: an every-second entry removed by one of them
-// runs no slot more than about a second after the removal, on either (nats.go's
-// ordered consumer alone noticed its loss only at its 10 s activity check).
+// A server restarts on its store and port. Each replica then follows the
+// changes of entries at once. An every-second entry removed by one of them runs
+// no slot more than about a second after the removal, on either. (nats.go's
+// ordered consumer alone noticed its loss only at its 10 s activity check.)
 func TestEntriesFollowedAtOnceAfterServerRestart(t *testing.T) {
 	dir := t.TempDir()
 	srv := natstest.Server(t, embedded.Options{StoreDir: dir, Listen: "127.0.0.1:0"})

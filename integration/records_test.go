@@ -12,9 +12,8 @@ import (
 	"github.com/anarchon/anarchon/scheduler"
 )
 
-// killFirst is a handler whose first start kills its own instance (the lease
-// store and the connection close under it) and hangs until its context ends;
-// every other start returns at once.
+// killFirst is a handler whose first start kills its own instance, then hangs
+// until its context ends. Every other start returns at once.
 type killFirst struct {
 	log   *startTimes
 	mu    sync.Mutex
@@ -41,8 +40,8 @@ func (k *killFirst) open(t *testing.T, n node, instance string) *scheduler.Sched
 	return s
 }
 
-// A holder that dies mid-run leaves its attempt running in History (read from
-// the run store's Active) until a backup takes it over, which records it lost
+// A holder dies mid-run. History shows its attempt running, from the run
+// store's Active, until a backup takes it over. The takeover records it lost
 // in the same step: one record per attempt, written by no reader.
 func TestDeadHolderRecordedLostByTheTakeoverNATS(t *testing.T) {
 	onR1AndR3(t, testDeadHolderRecordedLost)
@@ -93,9 +92,9 @@ func testDeadHolderRecordedLost(t *testing.T, n node) {
 	assert.Contains(t, recs[1].Error, "taken over by b")
 }
 
-// A cancel-other run whose holder is killed: the next slot asks it to end, and
-// once its lease has expired the next claim ends it cancelled with its record.
-// Its slot stays in History; nobody has to read History in time.
+// A cancel-other run's holder is killed. The next slot asks the run to end.
+// Once its lease has expired, the next claim ends it cancelled, with its
+// record. Its slot stays in History: nobody has to read History in time.
 func TestCancelOtherHolderKilledStaysInHistoryNATS(t *testing.T) {
 	onR1AndR3(t, func(t *testing.T, n node) {
 		first, bySlot := cancelOtherHolderKilled(t, n)
@@ -117,12 +116,11 @@ func TestCancelOtherHolderKilledStaysInHistoryNATS(t *testing.T) {
 const cancelEvery = 4500 * time.Millisecond
 
 // cancelOtherHolderKilled runs a cancel-other job on two instances until the
-// slot after next of the first has run; the first's holder kills itself. It
+// slot after next of the first has run. The first's holder kills itself. It
 // returns the first run and the job's records by slot.
 //
-// The lease is longer than the interval, as in the scenario: the next slot asks
-// a live run to end. Its max lateness leaves a second and a half after the
-// dead lease's end for it to run.
+// The lease is longer than the interval: the next slot asks a live run to end.
+// Its max lateness leaves it 1.5 s after the dead lease's end.
 func cancelOtherHolderKilled(t *testing.T, n node) (scheduler.Run, map[int64][]scheduler.RunRecord) {
 	const job = "refresh"
 	events := &eventTally{}

@@ -19,12 +19,11 @@ import (
 	"github.com/anarchon/anarchon/sqlbackend"
 )
 
-// The combinations of policies and faults a review found broken (the
-// scheduler's combinations_test.go and records_test.go, on memory), on
-// PostgreSQL and SQLite, in real time.
+// The combinations of policies and faults a review found broken, in real time.
+// The scheduler's combinations_test.go and records_test.go hold them on memory.
 
-// replicas opens the instances of a test on one database, each on its own
-// pool, with an event hook and a wrapper of the run store.
+// replicas opens a test's instances on one database, each on its own pool.
+// It holds a run store wrapper and an event hook.
 type replicas struct {
 	open    opener
 	wrap    func(*sqlbackend.RunStore) backend.RunStore
@@ -39,8 +38,8 @@ type wrapped struct {
 
 func (b wrapped) Runs() backend.RunStore { return b.runs }
 
-// replica returns a scheduler named instance and its kill: its pool closes
-// under it (no Stop).
+// replica returns a scheduler on a pool of its own, and its kill. A kill
+// closes the pool under it, with no Stop.
 func (r replicas) replica(t *testing.T, instance string) (*scheduler.Scheduler, func()) {
 	t.Helper()
 	db, b := r.open(t)
@@ -208,8 +207,8 @@ func (l *startTimes) duplicates() []scheduler.Run {
 	return out
 }
 
-// longFirstRun is a handler whose first start lasts d (or until its context
-// ends); every other start returns at once.
+// longFirstRun is a handler whose first start lasts d, or until its context
+// ends. Every other start returns at once.
 func longFirstRun(l *startTimes, d time.Duration) scheduler.Handler {
 	return func(ctx context.Context, r scheduler.Run) error {
 		if !l.add(r) {
@@ -238,8 +237,8 @@ func recordsBySlot(t *testing.T, s *scheduler.Scheduler, job string) map[int64][
 
 var errAttemptFailed = errors.New("test: attempt failed")
 
-// A backfilled slot whose attempts fail is retried as the job's policy says:
-// its next slot is long past, and does not bound its retries.
+// A backfilled slot whose attempts fail is retried as the job's policy says.
+// Its next slot is long past, and does not bound its retries.
 func TestBackfilledSlotIsRetriedSQL(t *testing.T) {
 	onBoth(t, "bfretry", testBackfilledSlotIsRetried)
 }
@@ -279,10 +278,10 @@ func testBackfilledSlotIsRetried(t *testing.T, open opener) {
 	assert.Len(t, events.of(kind(scheduler.EventFailed)), 2, "one final failure of each slot")
 }
 
-// Buffer-one on two replicas: the slot after the first is buffered behind its
-// run, which lasts five slots; a pause from the middle of the third slot to the
-// middle of the seventh holds it, and it runs once the pause ends, as the slots
-// the pause held do (catch-up all).
+// Buffer-one on two replicas. The slot after the first is buffered behind
+// its run, which lasts five slots. A pause from the middle of the third slot
+// to the middle of the seventh holds it. It runs once the pause ends, as the
+// slots the pause held do (catch-up all).
 func TestBufferedSlotCaughtByAPauseRunsAfterItSQL(t *testing.T) {
 	onBoth(t, "bufpause", testBufferedSlotCaughtByAPause)
 }
@@ -336,8 +335,8 @@ func testBufferedSlotCaughtByAPause(t *testing.T, open opener) {
 	assert.GreaterOrEqual(t, held, 3, "the pause held slots 3 (or 4) to 6: %+v", recs)
 }
 
-// failOneClaim is a run store that fails one claim of a slot (the slot
-// buffered behind the first run), once it is past the time given.
+// failOneClaim is a run store that fails one claim of a slot, once past a
+// time. The slot is the one buffered behind the first run.
 type failOneClaim struct {
 	*sqlbackend.RunStore
 	slot func() (time.Time, bool) // the slot, once known
@@ -352,20 +351,19 @@ func (s failOneClaim) Claim(ctx context.Context, in backend.RunClaim) (backend.C
 	return s.RunStore.Claim(ctx, in)
 }
 
-// The long run of the lost answer's test, and when after the buffered slot its
-// claim goes unanswered: past the slot's deadline (1 s) and its keep (1 min
-// + lease 2 s + max lateness 1 s).
+// The lost answer's long run, and when its buffered slot's claim goes
+// unanswered. That is past the slot's deadline (1 s) and its keep (1 min, the
+// lease of 2 s and max lateness of 1 s).
 const (
 	lostAnswerRun   = 70 * time.Second
 	lostAnswerAfter = 66 * time.Second
 )
 
-// A stand-by behind a run over a minute long whose store fails to answer one
-// claim of the buffered slot, past that slot's deadline and the keep after it
-// (a minute, the lease and max lateness: the previous design gave up there):
-// the buffered slot still runs once the run ends, never recorded late, and the
-// slots after the long run run too. The store's state, not a local timer, says
-// what is still possible.
+// A stand-by waits behind a run over a minute long. Its store fails to answer
+// one claim of the buffered slot, past the slot's deadline and its keep (where
+// the previous design gave up). The buffered slot still runs once the run ends,
+// and is not recorded late. The slots after the long run run too: the store's
+// state, not a local timer, says what is still possible.
 func TestOneLostAnswerInALongWaitDecidesNothingSQL(t *testing.T) {
 	t.Parallel() // it mostly waits
 	onBoth(t, "lostanswer", testOneLostAnswerInALongWait)
@@ -411,10 +409,10 @@ func testOneLostAnswerInALongWait(t *testing.T, open opener) {
 	}
 }
 
-// The holder of entry x's slot dies; x is removed and at once added again with
-// the same ID. The slot belongs to the removed incarnation: it is ended
-// cancelled, never run again, neither by the replica that stood by for it nor
-// by one started after the re-add, which adopts the run (the new x in its view).
+// The holder of entry x's slot dies; x is removed and added again at once.
+// The slot belongs to the removed incarnation: it is ended cancelled, never run
+// again. The replica that stood by for it does not run it. Nor does one
+// started after the re-add, which adopts the run with the new x in its view.
 func TestReAddedEntryDoesNotRunItsOldSlotSQL(t *testing.T) {
 	onBoth(t, "readded", testReAddedEntry)
 }

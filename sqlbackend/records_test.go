@@ -13,9 +13,8 @@ import (
 	"github.com/anarchon/anarchon/scheduler"
 )
 
-// killFirst is a handler whose first start kills its own replica (its pool
-// closes under it) and hangs until its context ends; every other start returns
-// at once.
+// killFirst is a handler whose first start kills its own replica, then hangs
+// until its context ends. Every other start returns at once.
 type killFirst struct {
 	log   *startTimes
 	mu    sync.Mutex
@@ -42,8 +41,8 @@ func (k *killFirst) replica(t *testing.T, r replicas, instance string) *schedule
 	return s
 }
 
-// A holder that dies mid-run leaves its attempt running in History (read from
-// the run store's Active) until a backup takes it over, which records it lost
+// A holder dies mid-run. History shows its attempt running, from the run
+// store's Active, until a backup takes it over. The takeover records it lost
 // in the same step: one record per attempt, written by no reader.
 func TestDeadHolderRecordedLostByTheTakeoverSQL(t *testing.T) {
 	onBoth(t, "deadholder", testDeadHolderRecordedLost)
@@ -96,15 +95,13 @@ func testDeadHolderRecordedLost(t *testing.T, open opener) {
 	assert.Contains(t, recs[1].Error, "taken over by b")
 }
 
-// A cancel-other run whose holder is killed: the next slot asks it to end, and
-// once its lease has expired the next claim ends it cancelled with its record,
-// and the asking slot runs. The killed holder's slot stays in History; nobody
-// has to read History in time.
+// A cancel-other run's holder is killed. The next slot asks the run to end.
+// Once its lease has expired, the next claim ends it cancelled, with its
+// record, and the asking slot runs. The killed holder's slot stays in History:
+// nobody has to read History in time.
 //
-// The lease is longer than the interval, as in the scenario: the next slot asks
-// a live run to end. Its max lateness leaves a second and a half after the
-// dead lease's end (seen at a stand-by's next look, every half lease) for it
-// to run.
+// The lease is longer than the interval: the next slot asks a live run to end.
+// Its max lateness leaves it 1.5 s after the dead lease's end.
 func TestCancelOtherHolderKilledStaysInHistorySQL(t *testing.T) {
 	onBoth(t, "cancelkilled", testCancelOtherHolderKilled)
 }
