@@ -112,6 +112,16 @@ func TestCancelOtherHolderKilledStaysInHistoryNATS(t *testing.T) {
 	})
 }
 
+// The slot that asked a killed holder's run to end runs once that run's lease
+// has ended. The request does not lengthen the lease. (It fails on kvlease: the
+// request rewrites the lease key with a whole new TTL.)
+func TestCancelRequestKeepsADeadLeasesEndNATS(t *testing.T) {
+	first, bySlot := cancelOtherHolderKilled(t, singleNode(t))
+	if rs := bySlot[first.Slot.Add(cancelEvery).UnixMilli()]; assert.Len(t, rs, 1, "%+v", bySlot) {
+		assert.Equal(t, scheduler.StatusOK, rs[0].Status, "the asking slot runs at the dead lease's end: %+v", rs[0])
+	}
+}
+
 // cancelEvery is the interval of cancelOtherHolderKilled's job.
 const cancelEvery = 4500 * time.Millisecond
 
