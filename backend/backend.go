@@ -136,6 +136,35 @@ type JobLimits struct {
 	// MaxRuns is the most scheduled slots the job runs, counted fleet-wide by
 	// the run store (RunCounter); zero for no limit.
 	MaxRuns int
+	// Retry is the job's retry policy; nil for none.
+	Retry *RetryLimits
+	// MaxManual is how many manual runs of the job may be in progress at once
+	// on one instance.
+	MaxManual int
+	// PauseAfter pauses the job after that many failed slots in a row; zero
+	// for never.
+	PauseAfter int
+	// BufferCap is how many slots OverlapBufferAll keeps buffered; zero for
+	// the default.
+	BufferCap int
+	// Window is the dedupe window that applies to the job: the backend's for
+	// it (JobWindower), Forever when it remembers every slot. The scheduler
+	// sets it once the backend has said it, before CheckJob.
+	Window time.Duration
+}
+
+// RetryLimits is a job's retry policy as numbers: what a backend or a fleet
+// view can tell of it.
+type RetryLimits struct {
+	// Attempts is how many attempts a slot may have in all.
+	Attempts int
+	// Backoff is the delay before the first retry, doubling up to MaxBackoff
+	// (zero: no cap but the next slot), with up to Jitter of it added.
+	Backoff    time.Duration
+	MaxBackoff time.Duration
+	Jitter     float64
+	// Filtered says a function of the job decides which failures are retried.
+	Filtered bool
 }
 
 // Status says how a run ended, or that it is still running.

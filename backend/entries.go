@@ -29,7 +29,7 @@ const (
 	MaxEntryIDLen = 256
 	// MaxEntryPayload is the largest payload an entry carries to its handler.
 	MaxEntryPayload = 16 << 10
-	// MaxEntryText bounds an entry's cron expression, zone and By.
+	// MaxEntryText bounds an entry's cron expression, zone, By and User.
 	MaxEntryText = 256
 )
 
@@ -100,9 +100,16 @@ type Entry struct {
 	// The scheduler draws it at creation; a store keeps it through updates. Its
 	// runs carry it (RunClaim.Incarnation).
 	Incarnation uint64 `json:"incarnation,omitempty"`
-	// Updated is when the entry was last written and By who wrote it.
+	// Updated is when the entry was last written, and By who asked for the
+	// write: the name the caller gave (an operator's --by), the writing
+	// instance's when none was given.
 	Updated time.Time `json:"updated,omitzero"`
 	By      string    `json:"by,omitempty"`
+	// User is who the caller's transport authenticated, when it says (the
+	// fleet: the NATS user the server named for the request); empty otherwise.
+	User string `json:"user,omitempty"`
+	// Instance is the instance that wrote the entry.
+	Instance string `json:"instance,omitempty"`
 }
 
 // RunName is the name the entry's runs are stored under.
@@ -133,8 +140,10 @@ func (e Entry) Check() error {
 		return fmt.Errorf("%w: entry %q of job %q: a zone applies to Cron only", ErrInvalidEntry, e.ID, e.Job)
 	case len(e.Payload) > MaxEntryPayload:
 		return fmt.Errorf("%w: entry %q of job %q: payload of %d bytes, at most %d", ErrInvalidEntry, e.ID, e.Job, len(e.Payload), MaxEntryPayload)
-	case len(e.Cron) > MaxEntryText || len(e.Zone) > MaxEntryText || len(e.By) > MaxEntryText:
-		return fmt.Errorf("%w: entry %q of job %q: cron, zone and by are at most %d bytes each", ErrInvalidEntry, e.ID, e.Job, MaxEntryText)
+	case len(e.Cron) > MaxEntryText || len(e.Zone) > MaxEntryText || len(e.By) > MaxEntryText || len(e.User) > MaxEntryText:
+		return fmt.Errorf("%w: entry %q of job %q: cron, zone, by and user are at most %d bytes each", ErrInvalidEntry, e.ID, e.Job, MaxEntryText)
+	case len(e.Instance) > MaxJobNameLen:
+		return fmt.Errorf("%w: entry %q of job %q: instance is at most %d bytes", ErrInvalidEntry, e.ID, e.Job, MaxJobNameLen)
 	case !e.End.IsZero() && !e.Start.IsZero() && e.End.Before(e.Start):
 		return fmt.Errorf("%w: entry %q of job %q: end %v is before start %v", ErrInvalidEntry, e.ID, e.Job, e.End, e.Start)
 	}

@@ -61,7 +61,7 @@ func NewClient(nc *nats.Conn, opts ...Option) (*Client, error) {
 // "history", "active", "events", in either case) of job under the client's
 // prefix: <prefix>.<VERB>.<JobToken(job)>. A job's schedule entries are at its
 // "entries" subject followed by the operation: .LIST, .GET, .ADD, .UPDATE,
-// .REMOVE.
+// .REMOVE, .TRIGGER.
 func (c *Client) Subject(verb, job string) string { return c.subj.job(strings.ToUpper(verb), job) }
 
 // Trigger runs job now on one replica that declares it (a manual run). It returns
@@ -70,10 +70,24 @@ func (c *Client) Subject(verb, job string) string { return c.subj.job(strings.To
 // and when ctx ends first it returns the accepted or buffered reply with an
 // error: the run goes on.
 func (c *Client) Trigger(ctx context.Context, job string, in TriggerRequest) (TriggerReply, error) {
-	subject := c.subj.job(verbTrigger, job)
+	in.V = versioned(in.V)
+	return c.trigger(ctx, c.subj.job(verbTrigger, job), job, fmt.Sprintf("trigger %q", job), in, in.Wait)
+}
+
+// TriggerEntry runs schedule entry in.ID of job now, with its payload, on one
+// replica that declares the job (a manual run of the entry, in its history), as
+// Trigger runs a job: accepted, or buffered, then finished with in.Wait. An
+// entry the replicas do not store is an error matching ErrEntryNotFound.
+func (c *Client) TriggerEntry(ctx context.Context, job string, in TriggerEntryRequest) (TriggerReply, error) {
+	in.V = versioned(in.V)
+	return c.trigger(ctx, c.subj.entry(opTrigger, job), job, fmt.Sprintf("trigger entry %q of %q", in.ID, job), in, in.Wait)
+}
+
+// trigger sends a trigger request in on subject and reads its replies: one, or
+// with wait until the finished one. what names it in errors.
+func (c *Client) trigger(ctx context.Context, subject, job, what string, in any, wait bool) (TriggerReply, error) {
 	ctx, cancel := backendutil.CallContext(ctx, c.timeout)
 	defer cancel()
-	in.V = versioned(in.V)
 	data, err := json.Marshal(in)
 	if err != nil {
 		return TriggerReply{}, err
@@ -81,11 +95,11 @@ func (c *Client) Trigger(ctx context.Context, job string, in TriggerRequest) (Tr
 	// Its own inbox: a trigger that waits gets two replies.
 	sub, err := c.nc.SubscribeSync(c.nc.NewInbox())
 	if err != nil {
-		return TriggerReply{}, fmt.Errorf("fleet: trigger %q: %w", job, err)
+		return TriggerReply{}, fmt.Errorf("fleet: %s: %w", what, err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 	if err := c.nc.PublishMsg(c.message(ctx, subject, sub.Subject, data)); err != nil {
-		return TriggerReply{}, fmt.Errorf("fleet: trigger %q: %w", job, err)
+		return TriggerReply{}, fmt.Errorf("fleet: %s: %w", what, err)
 	}
 	var out TriggerReply
 	for {
@@ -94,16 +108,16 @@ func (c *Client) Trigger(ctx context.Context, job string, in TriggerRequest) (Tr
 			err = c.callError(ctx, subject, job, err)
 			switch out.State {
 			case StateAccepted:
-				return out, fmt.Errorf("fleet: trigger %q accepted by %s, not finished yet (the run goes on): %w", job, out.Instance, err)
+				return out, fmt.Errorf("fleet: %s accepted by %s, not finished yet (the run goes on): %w", what, out.Instance, err)
 			case StateBuffered:
-				return out, fmt.Errorf("fleet: trigger %q buffered by %s behind the run in progress, not started yet (it runs once that run ends): %w", job, out.Instance, err)
+				return out, fmt.Errorf("fleet: %s buffered by %s behind the run in progress, not started yet (it runs once that run ends): %w", what, out.Instance, err)
 			}
 			return out, err
 		}
 		if err := parseReply(subject, m, &out); err != nil {
 			return out, err
 		}
-		if !in.Wait || out.State == StateFinished {
+		if !wait || out.State == StateFinished {
 			return out, nil
 		}
 	}
@@ -213,7 +227,14 @@ func (c *Client) ResumeAll(ctx context.Context, in ResumeRequest) (ResumeReply, 
 // HistoryRequest), read from every part of the reply: a reply whose parts did not
 // all arrive before ctx ended (or the client's timeout) is an error that says so.
 func (c *Client) History(ctx context.Context, job string, limit int) (HistoryReply, error) {
-	out, err := gatherParts(ctx, c, c.subj.job(verbHistory, job), job, HistoryRequest{V: RequestVersion, Limit: limit},
+	return c.HistoryOf(ctx, job, HistoryRequest{Limit: limit})
+}
+
+// HistoryOf is History as in asks it: one entry's runs (in.Entry), those of some
+// statuses (in.Status) or since a time (in.Since), filtered by the replica.
+func (c *Client) HistoryOf(ctx context.Context, job string, in HistoryRequest) (HistoryReply, error) {
+	in.V = versioned(in.V)
+	out, err := gatherParts(ctx, c, c.subj.job(verbHistory, job), job, in,
 		func(r *HistoryReply) (int, int, *[]Run) { return r.Part, r.Parts, &r.Runs })
 	out.Part = 0
 	return out, err

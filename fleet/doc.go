@@ -64,6 +64,7 @@
 //	<prefix>.ENTRIES.<job>.UPDATE replaces an entry if its revision is still the
 //	                              one given (Scheduler.UpdateEntry)
 //	<prefix>.ENTRIES.<job>.REMOVE removes an entry (Scheduler.RemoveEntry)
+//	<prefix>.ENTRIES.<job>.TRIGGER runs one entry now (Scheduler.RunEntryNow)
 //	<prefix>.EVENTS.<job>    published by replicas (Events), not a request: one
 //	                         message per scheduler event; <job> is "-" for an
 //	                         event of no single job (the all-jobs pause)
@@ -122,7 +123,8 @@
 //	           JobState {"name","schedule","state":"active"|"paused"|"ended","pause":{...},
 //	                     "next","last_run":{Run},"last_success":{Run},
 //	                     "last_failure":{Run},"running":[ActiveRun],"running_more",
-//	                     "view_error"}
+//	                     "view_error","entries_only","entries":{"active","paused",
+//	                     "ended","failing":["<id>"],"failing_more","unchecked"}}
 //	trigger    request  TriggerRequest {"v":1,"by":"ana","wait":true}
 //	           replies  TriggerReply   {"state":"accepted","job","instance","by","at",
 //	                                    "slot","token"}
@@ -134,8 +136,10 @@
 //	resume     request  ResumeRequest {"v":1,"by":"ana"}
 //	resumeall  reply    ResumeReply   {"job","instance","still_paused":{...},
 //	                                   "not_paused":true}
-//	history    request  HistoryRequest {"v":1,"limit":50}
-//	           reply    HistoryReply   {"job","instance","limit","part","parts","runs":[Run]}
+//	history    request  HistoryRequest {"v":1,"limit":50,"entry":"<id>","status":["error"],
+//	                                    "since":T}
+//	           reply    HistoryReply   {"job","entry","instance","limit","part","parts",
+//	                                    "runs":[Run],"scanned","scan_limited"}
 //	active     request  ActiveRequest {"v":1}
 //	           reply    ActiveReply    {"job","instance","part","parts","runs":[ActiveRun]}
 //	Run        {"job","entry","slot","instance","token","attempt","fence","manual",
@@ -152,12 +156,15 @@
 //	           reply    EntryChangeReply {"job","instance","by","entry":Entry}
 //	entries.REMOVE request RemoveEntryRequest {"v":1,"id":"<id>","rev":7,"by"}
 //	           reply    RemoveEntryReply {"job","instance","id","by"}
+//	entries.TRIGGER request TriggerEntryRequest {"v":1,"id":"<id>","by":"ana","wait":true}
+//	           replies  TriggerReply {"state",...,"entry":"<id>"} as a trigger's
 //	EntrySpec  "every":"90m" | "cron":"0 9 * * *","zone":"Europe/Athens" | "at":T,
 //	           "start","end","payload":"<base64>","paused"
-//	Entry      {"job","id",<EntrySpec>,"payload_size","revision","updated","by"}
+//	Entry      {"job","id",<EntrySpec>,"payload_size","revision","updated","by","user",
+//	            "instance"}
 //	EntryView  {<Entry>,"followed","next","last_run","last_success","last_failure"}
 //	ActiveRun  {"job","slot","instance","token","attempt","fence","expires","live"}
-//	events     Event {"kind","job","instance","at","slot","token","attempt","manual",
+//	events     Event {"kind","job","entry","instance","at","slot","token","attempt","manual",
 //	                  "outcome","status","duration_ms","lag_ms","next","op","error",
 //	                  "pause"}
 //
@@ -268,7 +275,8 @@
 //	          subscribe <its inbox prefix>.>, <prefix>.EVENTS.* (for watch)
 //	operator  as a viewer, and publish <prefix>.TRIGGER.*, <prefix>.BACKFILL.*,
 //	          <prefix>.PAUSE.*, <prefix>.RESUME.*, <prefix>.PAUSEALL, <prefix>.RESUMEALL,
-//	          <prefix>.ENTRIES.*.ADD, <prefix>.ENTRIES.*.UPDATE, <prefix>.ENTRIES.*.REMOVE
+//	          <prefix>.ENTRIES.*.ADD, <prefix>.ENTRIES.*.UPDATE, <prefix>.ENTRIES.*.REMOVE,
+//	          <prefix>.ENTRIES.*.TRIGGER
 //	replica   subscribe every endpoint, $SRV.*, $SRV.*.anarchon,
 //	          $SRV.*.anarchon.*, <its inbox prefix>.>
 //	          publish   <prefix>.EVENTS.*, the registry's bucket API and its own

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/scheduler"
@@ -84,14 +85,20 @@ type Entry struct {
 	PayloadSize int `json:"payload_size,omitempty"`
 	// Revision is the stored revision: the base of an update or removal.
 	Revision uint64 `json:"revision"`
-	// Updated is when the entry was last written, By the instance that wrote it.
-	Updated time.Time `json:"updated,omitzero"`
-	By      string    `json:"by,omitempty"`
+	// Updated is when the entry was last written; By who asked for it (the
+	// request's by, or the replica's name when none was given); User the NATS
+	// user the server named for the request (a replica served WithRequestInfo,
+	// for a request through a service import); Instance the replica that
+	// stored it.
+	Updated  time.Time `json:"updated,omitzero"`
+	By       string    `json:"by,omitempty"`
+	User     string    `json:"user,omitempty"`
+	Instance string    `json:"instance,omitempty"`
 }
 
 func entryOf(e scheduler.Entry, payload bool) Entry {
 	out := Entry{Job: e.Job, ID: e.ID, EntrySpec: entrySpecOf(e.EntrySpec), PayloadSize: len(e.Payload),
-		Revision: e.Revision, Updated: e.Updated, By: e.By}
+		Revision: e.Revision, Updated: e.Updated, By: e.By, User: e.User, Instance: e.Instance}
 	if !payload {
 		out.Payload = nil
 	}
@@ -177,8 +184,8 @@ type AddEntryRequest struct {
 	V  int    `json:"v"`
 	ID string `json:"id"`
 	EntrySpec
-	// By names who asked, for the replies and the replica's log (the entry
-	// records the instance that stored it).
+	// By names who asked: stored with the entry (Entry.By), at most
+	// backend.MaxEntryText bytes.
 	By string `json:"by,omitempty"`
 }
 
@@ -344,11 +351,11 @@ func (f *Service) addEntry(job string) func(context.Context, []byte) (any, error
 		if err != nil {
 			return nil, err
 		}
-		e, err := f.s.AddEntry(ctx, job, in.ID, spec)
+		e, err := f.s.AddEntry(ctx, job, in.ID, spec, changedBy(ctx, in.By)...)
 		if err != nil {
 			return nil, err
 		}
-		f.log.Info("fleet entry added", "job", job, "entry", in.ID, "by", in.By, "rev", e.Revision)
+		f.log.Info("fleet entry added", "job", job, "entry", in.ID, "by", in.By, "user", userOf(ctx), "rev", e.Revision)
 		return EntryChangeReply{Job: job, Instance: f.s.Instance(), By: in.By, Entry: entryOf(e, false)}, nil
 	}
 }
@@ -366,11 +373,11 @@ func (f *Service) updateEntry(job string) func(context.Context, []byte) (any, er
 		if in.Rev == 0 {
 			return nil, badRequest("an update needs rev, the revision it is based on (the entry's revision as read)")
 		}
-		e, err := f.s.UpdateEntry(ctx, job, in.ID, spec, in.Rev)
+		e, err := f.s.UpdateEntry(ctx, job, in.ID, spec, in.Rev, changedBy(ctx, in.By)...)
 		if err != nil {
 			return nil, err
 		}
-		f.log.Info("fleet entry updated", "job", job, "entry", in.ID, "by", in.By, "from_rev", in.Rev, "rev", e.Revision)
+		f.log.Info("fleet entry updated", "job", job, "entry", in.ID, "by", in.By, "user", userOf(ctx), "from_rev", in.Rev, "rev", e.Revision)
 		return EntryChangeReply{Job: job, Instance: f.s.Instance(), By: in.By, Entry: entryOf(e, false)}, nil
 	}
 }
@@ -384,13 +391,13 @@ func (f *Service) removeEntry(job string) func(context.Context, []byte) (any, er
 		if err := checkEntryID(in.ID); err != nil {
 			return nil, err
 		}
-		if err := checkText("by", in.By); err != nil {
+		if err := checkEntryBy(in.By); err != nil {
 			return nil, err
 		}
-		if err := f.s.RemoveEntry(ctx, job, in.ID, in.Rev); err != nil {
+		if err := f.s.RemoveEntry(ctx, job, in.ID, in.Rev, changedBy(ctx, in.By)...); err != nil {
 			return nil, err
 		}
-		f.log.Info("fleet entry removed", "job", job, "entry", in.ID, "by", in.By, "rev", in.Rev)
+		f.log.Info("fleet entry removed", "job", job, "entry", in.ID, "by", in.By, "user", userOf(ctx), "rev", in.Rev)
 		return RemoveEntryReply{Job: job, Instance: f.s.Instance(), ID: in.ID, By: in.By}, nil
 	}
 }
@@ -401,10 +408,31 @@ func checkEntryChange(id, by string, s EntrySpec) (scheduler.EntrySpec, error) {
 	if err := checkEntryID(id); err != nil {
 		return scheduler.EntrySpec{}, err
 	}
-	if err := checkText("by", by); err != nil {
+	if err := checkEntryBy(by); err != nil {
 		return scheduler.EntrySpec{}, err
 	}
 	return s.spec()
+}
+
+// checkEntryBy refuses a by an entry cannot store.
+func checkEntryBy(by string) error {
+	if !utf8.ValidString(by) || len(by) > backend.MaxEntryText {
+		return badRequest("by must be valid UTF-8 of at most %d bytes for an entry", backend.MaxEntryText)
+	}
+	return nil
+}
+
+// changedBy are the options that record who changed an entry: the request's
+// by, and the NATS user the server named (WithRequestInfo).
+func changedBy(ctx context.Context, by string) []scheduler.EntryChangeOption {
+	var opts []scheduler.EntryChangeOption
+	if by != "" {
+		opts = append(opts, scheduler.ChangedBy(by))
+	}
+	if user := userOf(ctx); user != "" {
+		opts = append(opts, scheduler.ChangedByUser(user))
+	}
+	return opts
 }
 
 // Entries returns a page of job's schedule entries, ordered by ID, from one

@@ -241,7 +241,7 @@ func TestEntriesBadInput(t *testing.T) {
 		{"entries.LIST", `{"v":1,"limit":-1}`, "negative"},
 		{"entries.GET", `{"v":1}`, "empty ID"},
 		{"entries.REMOVE", `{"v":1,"id":""}`, "empty ID"},
-		{"entries.DROP", `{"v":1,"id":"ok"}`, "ADD, REMOVE, UPDATE, GET, LIST"},
+		{"entries.DROP", `{"v":1,"id":"ok"}`, "ADD, REMOVE, TRIGGER, UPDATE, GET, LIST"},
 	} {
 		verb, op, _ := strings.Cut(tc.verb, ".")
 		m, err := f.nc.Request(c.Subject(verb, jobFeeds)+"."+op, []byte(tc.body), 5*time.Second)

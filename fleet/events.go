@@ -19,9 +19,12 @@ const AllJobsToken = "-"
 // <prefix>.EVENTS.<JobToken(job)> (AllJobsToken when Job is ""): the fields of
 // scheduler.Event, durations in milliseconds and the error as text.
 type Event struct {
-	Kind     scheduler.EventKind `json:"kind"`
-	Job      string              `json:"job"`
-	Instance string              `json:"instance"`
+	Kind scheduler.EventKind `json:"kind"`
+	Job  string              `json:"job"`
+	// Entry is the schedule entry of the job the event is of: an entry's run
+	// and the job's own run of the same slot are two runs.
+	Entry    string `json:"entry,omitempty"`
+	Instance string `json:"instance"`
 	// At is when it happened, by the instance's clock.
 	At      time.Time `json:"at"`
 	Slot    time.Time `json:"slot,omitzero"`
@@ -48,7 +51,7 @@ type Event struct {
 
 func eventOf(e scheduler.Event) Event {
 	out := Event{
-		Kind: e.Kind, Job: e.Job, Instance: e.Instance, At: e.At, Slot: e.Slot, Token: e.Token,
+		Kind: e.Kind, Job: e.Job, Entry: e.Entry, Instance: e.Instance, At: e.At, Slot: e.Slot, Token: e.Token,
 		Attempt: e.Attempt, Manual: e.Manual, Backfill: e.Backfill, Outcome: e.Outcome, Status: e.Status,
 		DurationMS: ms(e.Duration), LagMS: ms(e.Lag), Next: e.Next, Op: e.Op,
 	}

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,7 +29,7 @@ func (f *Service) handle(fn func(ctx context.Context, data []byte) (any, error))
 			return
 		}
 		defer f.inflight.Done()
-		out, err := fn(f.requestContext(req), req.Data())
+		out, err := fn(withUser(f.requestContext(req), f.requestUser(req)), req.Data())
 		if err != nil {
 			f.fail(req, err)
 			return
@@ -121,25 +121,11 @@ func (f *Service) ignored(req request) bool {
 		f.log.Debug("fleet ignored a message JetStream sent", "subject", req.Subject(), "reply", req.Reply(), "why", why)
 		return true
 	}
-	if err := replyAddress(req.Reply()); err != nil {
+	if err := f.replyAddress(req.Reply()); err != nil {
 		f.log.Debug("fleet ignored a request", "subject", req.Subject(), "err", err)
 		return true
 	}
 	return false
-}
-
-// replyAddress accepts the reply subject of a request a replica answers: none (a
-// request that wants no answer), or an inbox, whose first token begins with
-// _INBOX (nats.go's default, the roles' InboxPrefix). A replica answers with
-// nats-server's allow_responses, which lets it publish on whatever subject a
-// request names as its reply: another application's, a stream's, the registry's
-// keys, the JetStream API. It answers on inboxes only.
-func replyAddress(reply string) error {
-	first, _, _ := strings.Cut(reply, ".")
-	if reply == "" || strings.HasPrefix(first, "_INBOX") && !strings.ContainsAny(reply, "*> \t\r\n") {
-		return nil
-	}
-	return fmt.Errorf("fleet: the reply subject %q is no inbox (_INBOX…): not answered", reply)
 }
 
 // decode reads a request body into v: one JSON object of the request format
@@ -201,7 +187,24 @@ func (f *Service) jobsReply(ctx context.Context, data []byte) (any, error) {
 	r.Entries, r.OrphanedEntries = f.s.EntryCounts()
 	ctx, cancel := context.WithTimeout(ctx, viewBudget)
 	defer cancel()
+	// The jobs with entries are summed up in one pass, beside the last runs.
+	states := f.s.EntryStates()
+	var withEntries []string
+	for _, j := range infos {
+		if states[j.Job].Total() > 0 || j.EntriesOnly {
+			withEntries = append(withEntries, j.Job)
+		}
+	}
+	sums := make(chan map[string]scheduler.EntriesSummary, 1)
+	go func() {
+		sum, err := f.s.EntriesSummaries(ctx, withEntries...)
+		if err != nil {
+			f.log.Debug("fleet jobs: the failing entries not all checked", "err", err)
+		}
+		sums <- sum
+	}()
 	last, lastErr := f.s.LastRuns(ctx)
+	summaries := <-sums
 	jobs := make([]JobState, len(infos))
 	next := make(chan int, len(infos))
 	for i := range infos {
@@ -212,7 +215,7 @@ func (f *Service) jobsReply(ctx context.Context, data []byte) (any, error) {
 	for range min(viewConcurrency, len(infos)) {
 		wg.Go(func() {
 			for i := range next {
-				jobs[i] = f.jobState(ctx, infos[i], last, lastErr)
+				jobs[i] = f.jobState(ctx, infos[i], last, lastErr, summaries)
 			}
 		})
 	}
@@ -240,16 +243,31 @@ type replicaPart struct {
 const viewConcurrency = 16
 
 // jobState is the replica's view of one job: its pause and next slot, its last
-// runs (from one LastRuns read for every job: batched when the backend can) and
-// one read of its unfinished runs.
-func (f *Service) jobState(ctx context.Context, j scheduler.JobInfo, last map[string]scheduler.LastRuns, lastErr error) JobState {
+// runs (from one LastRuns read for every job: batched when the backend can), its
+// entries summed up (sums, of the jobs with entries) and one read of its
+// unfinished runs.
+func (f *Service) jobState(ctx context.Context, j scheduler.JobInfo, last map[string]scheduler.LastRuns, lastErr error,
+	sums map[string]scheduler.EntriesSummary) JobState {
 	st := JobState{Name: j.Job, Schedule: j.Schedule, State: JobActive, Next: j.Next, MaxRuns: j.MaxRuns, LimitReached: j.LimitReached}
 	if p, ok := f.s.Paused(j.Job); ok {
 		st.State, st.Pause = JobPaused, pauseInfo(p)
 	} else if j.Next.IsZero() && !j.EntriesOnly {
 		st.State = JobEnded
 	}
+	st.EntriesOnly = j.EntriesOnly
 	l, read := last[j.Job]
+	if sum, ok := sums[j.Job]; ok {
+		st.Entries = &EntriesState{Active: sum.Active, Paused: sum.Paused, Ended: sum.Ended,
+			Failing: sum.Failing, FailingMore: sum.FailingMore, Unchecked: sum.Unchecked}
+		if j.EntriesOnly {
+			if st.Pause == nil {
+				st.Next = sum.Next
+			}
+			// Its own runs (RunNow) and its entries': the newest of each kind.
+			l.Run, l.Success, l.Failure = newestOf(l.Run, sum.Last.Run), newestOf(l.Success, sum.Last.Success), newestOf(l.Failure, sum.Last.Failure)
+			read = read || l.Run != nil
+		}
+	}
 	if lastErr != nil && !read { // the other jobs' last runs were read
 		st.ViewError = shortText("last runs: " + lastErr.Error())
 		return st
@@ -268,6 +286,19 @@ func (f *Service) jobState(ctx context.Context, j scheduler.JobInfo, last map[st
 		st.Running = append(st.Running, activeRunOf(j.Job, a))
 	}
 	return st
+}
+
+// newestOf is the later run of a and b (either may be nil).
+func newestOf(a, b *scheduler.RunRecord) *scheduler.RunRecord {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	case b.Slot.After(a.Slot), b.Slot.Equal(a.Slot) && b.StartedAt.After(a.StartedAt):
+		return b
+	}
+	return a
 }
 
 // runPtr is r as the jobs view shows it: its error cut at MaxViewError.
@@ -371,7 +402,7 @@ func (f *Service) storePause(ctx context.Context, job string, data []byte) (any,
 	if opts.By == "" {
 		opts.By = f.s.Instance() // the scheduler's default
 	}
-	f.log.Info("fleet pause", "job", job, "reason", opts.Reason, "by", opts.By, "until", opts.Until)
+	f.log.Info("fleet pause", "job", job, "reason", opts.Reason, "by", opts.By, "user", userOf(ctx), "until", opts.Until)
 	return PauseReply{Instance: f.s.Instance(), Pause: PauseInfo{Job: job, Reason: opts.Reason, By: opts.By, At: now, Until: opts.Until}}, nil
 }
 
@@ -403,7 +434,7 @@ func (f *Service) clearPause(ctx context.Context, job string, data []byte) (any,
 	if err != nil {
 		return nil, err
 	}
-	f.log.Info("fleet resume", "job", job, "by", in.By, "not_paused", notPaused)
+	f.log.Info("fleet resume", "job", job, "by", in.By, "user", userOf(ctx), "not_paused", notPaused)
 	out := ResumeReply{Job: job, Instance: f.s.Instance(), NotPaused: notPaused}
 	if job != "" {
 		if p, ok := f.s.Paused(job); ok && p.Job == "" {
@@ -448,9 +479,37 @@ func (f *Service) history(job string) func(context.Context, []byte) (any, error)
 		if err != nil {
 			return nil, err
 		}
-		recs, err := f.s.History(ctx, job, limit)
+		if in.Entry != "" {
+			if err := checkEntryID(in.Entry); err != nil {
+				return nil, err
+			}
+		}
+		for _, st := range in.Status {
+			if !knownStatus(st) {
+				return nil, badRequest("status %q: the statuses are %s", oneLine(string(st)), strings.Join(statusNames(), ", "))
+			}
+		}
+		filtered := len(in.Status) > 0 || !in.Since.IsZero()
+		read := limit
+		if filtered {
+			read = MaxHistoryScan
+		}
+		var recs []scheduler.RunRecord
+		if in.Entry != "" {
+			recs, err = f.s.EntryHistory(ctx, job, in.Entry, read)
+		} else {
+			recs, err = f.s.History(ctx, job, read)
+		}
 		if err != nil {
 			return nil, err
+		}
+		out := HistoryReply{Job: job, Entry: in.Entry, Instance: f.s.Instance(), Limit: limit}
+		if filtered {
+			out.Scanned = len(recs)
+			recs = filterRuns(recs, in.Status, in.Since)
+			out.ScanLimited = out.Scanned >= read && len(recs) < limit &&
+				(in.Since.IsZero() || len(recs) == 0 || !recs[len(recs)-1].Slot.Before(in.Since))
+			recs = recs[:min(len(recs), limit)]
 		}
 		runs := make([]Run, 0, len(recs))
 		for _, r := range recs {
@@ -460,7 +519,6 @@ func (f *Service) history(job string) func(context.Context, []byte) (any, error)
 		if err != nil {
 			return nil, err
 		}
-		out := HistoryReply{Job: job, Instance: f.s.Instance(), Limit: limit}
 		return parted{items: items, field: "runs", envelope: func(part, parts int) any {
 			out := out
 			out.Part, out.Parts = part, parts
@@ -472,13 +530,41 @@ func (f *Service) history(job string) func(context.Context, []byte) (any, error)
 	}
 }
 
-// acceptRun decodes a request that starts runs into in and checks who asks (by),
-// then takes a place among the requests in flight (release it with
-// f.inflight.Done). False when it answered the request with why not: nothing ran.
-func (f *Service) acceptRun(req request, in any, by func() string) bool {
+// filterRuns keeps, in order, the records of the statuses given (any when none)
+// whose slot is at or after since (any when zero).
+func filterRuns(recs []scheduler.RunRecord, statuses []scheduler.Status, since time.Time) []scheduler.RunRecord {
+	out := recs[:0:0]
+	for _, r := range recs {
+		if (len(statuses) == 0 || slices.Contains(statuses, r.Status)) && (since.IsZero() || !r.Slot.Before(since)) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// statuses are the run statuses a history request filters by.
+var statuses = []scheduler.Status{scheduler.StatusOK, scheduler.StatusError, scheduler.StatusTimeout,
+	scheduler.StatusCancelled, scheduler.StatusSkipped, scheduler.StatusLate, scheduler.StatusPaused,
+	scheduler.StatusLost, scheduler.StatusSuperseded, scheduler.StatusLimit, scheduler.StatusRunning}
+
+func knownStatus(s scheduler.Status) bool { return slices.Contains(statuses, s) }
+
+func statusNames() []string {
+	out := make([]string, len(statuses))
+	for i, s := range statuses {
+		out[i] = string(s)
+	}
+	return out
+}
+
+// acceptRun decodes a request that starts runs into in and checks it (check:
+// who asks, an entry's ID), then takes a place among the requests in flight
+// (release it with f.inflight.Done). False when it answered the request with why
+// not: nothing ran.
+func (f *Service) acceptRun(req request, in any, check func() error) bool {
 	err := decode(req.Data(), in)
 	if err == nil {
-		err = checkText("by", by())
+		err = check()
 	}
 	switch {
 	case err != nil:
@@ -503,48 +589,80 @@ func (f *Service) trigger(job string) handler {
 			return
 		}
 		var in TriggerRequest
-		if !f.acceptRun(req, &in, func() string { return in.By }) {
+		if !f.acceptRun(req, &in, func() error { return checkText("by", in.By) }) {
 			return
 		}
-		go func() {
-			defer f.inflight.Done()
-			var accepted TriggerReply
-			started := false
-			onStart := scheduler.OnStart(func(run scheduler.Run) {
-				started = true
-				accepted = TriggerReply{State: StateAccepted, Job: job, Instance: f.s.Instance(), By: in.By,
-					At: f.s.Clock().Now(), Slot: run.Slot, Token: run.Token}
-				f.respond(req, accepted)
-				f.log.Info("fleet trigger", "job", job, "by", in.By, "token", run.Token)
-			})
-			// Buffered behind the run in progress, it may wait long: the
-			// requester is told at once that it is stored and will run.
-			onBuffered := scheduler.OnBuffered(func(run scheduler.Run) {
-				started = true
-				accepted = TriggerReply{State: StateBuffered, Job: job, Instance: f.s.Instance(), By: in.By,
-					At: f.s.Clock().Now(), Slot: run.Slot, Token: run.Token}
-				f.respond(req, accepted)
-				f.log.Info("fleet trigger buffered", "job", job, "by", in.By, "token", run.Token)
-			})
-			// The run is the scheduler's: a requester that gives up does not cancel it.
-			rec, err := f.s.RunNow(context.WithoutCancel(f.requestContext(req)), job, scheduler.RequestedBy(in.By), onBuffered, onStart)
-			if err != nil {
-				if !started || in.Wait {
-					f.fail(req, err)
-				}
-				f.log.Warn("fleet trigger failed", "job", job, "by", in.By, "started", started, "err", err)
-				return
-			}
-			f.log.Info("fleet triggered run ended", "job", job, "by", in.By, "status", rec.Status, "token", rec.Token)
-			if !in.Wait {
-				return
-			}
-			run := runOf(rec, scheduler.MaxErrorText)
-			finished := accepted
-			finished.State, finished.Run = StateFinished, &run
-			f.respond(req, finished)
-		}()
+		go f.runManual(req, job, "", in.By, in.Wait)
 	}
+}
+
+// triggerEntry runs one schedule entry of the job on this replica
+// (RunEntryNow), answered as trigger is.
+func (f *Service) triggerEntry(job string) handler {
+	return func(req request) {
+		if f.ignored(req) {
+			return
+		}
+		var in TriggerEntryRequest
+		check := func() error {
+			if err := checkEntryID(in.ID); err != nil {
+				return err
+			}
+			return checkText("by", in.By)
+		}
+		if !f.acceptRun(req, &in, check) {
+			return
+		}
+		go f.runManual(req, job, in.ID, in.By, in.Wait)
+	}
+}
+
+// runManual runs job (entry id of it, when id is not "") now, for a trigger
+// accepted: it answers accepted (or buffered) when the run starts, the error
+// that kept it from starting, and finished when wait asks for it. It releases
+// the request's place in flight.
+func (f *Service) runManual(req request, job, id, by string, wait bool) {
+	defer f.inflight.Done()
+	user := f.requestUser(req)
+	var accepted TriggerReply
+	started := false
+	reply := func(state string, run scheduler.Run) {
+		started = true
+		accepted = TriggerReply{State: state, Job: job, Entry: id, Instance: f.s.Instance(), By: by,
+			At: f.s.Clock().Now(), Slot: run.Slot, Token: run.Token}
+		f.respond(req, accepted)
+		f.log.Info("fleet trigger", "job", job, "entry", id, "by", by, "user", user, "state", state, "token", run.Token)
+	}
+	onStart := scheduler.OnStart(func(run scheduler.Run) { reply(StateAccepted, run) })
+	// Buffered behind the run in progress, it may wait long: the requester is
+	// told at once that it is stored and will run.
+	onBuffered := scheduler.OnBuffered(func(run scheduler.Run) { reply(StateBuffered, run) })
+	// The run is the scheduler's: a requester that gives up does not cancel it.
+	ctx := context.WithoutCancel(f.requestContext(req))
+	var (
+		rec scheduler.RunRecord
+		err error
+	)
+	if id == "" {
+		rec, err = f.s.RunNow(ctx, job, scheduler.RequestedBy(by), onBuffered, onStart)
+	} else {
+		rec, err = f.s.RunEntryNow(ctx, job, id, scheduler.RequestedBy(by), onBuffered, onStart)
+	}
+	if err != nil {
+		if !started || wait {
+			f.fail(req, err)
+		}
+		f.log.Warn("fleet trigger failed", "job", job, "entry", id, "by", by, "started", started, "err", err)
+		return
+	}
+	f.log.Info("fleet triggered run ended", "job", job, "entry", id, "by", by, "status", rec.Status, "token", rec.Token)
+	if !wait {
+		return
+	}
+	run := runOf(rec, scheduler.MaxErrorText)
+	finished := accepted
+	finished.State, finished.Run = StateFinished, &run
+	f.respond(req, finished)
 }
 
 // maxBackfillError bounds the error text of each slot of a finished backfill
@@ -562,7 +680,18 @@ func (f *Service) backfill(job string) handler {
 			return
 		}
 		var in BackfillRequest
-		if !f.acceptRun(req, &in, func() string { return in.By }) {
+		check := func() error {
+			switch {
+			case in.Entry != "" && in.AllEntries:
+				return badRequest("give entry or all_entries, not both")
+			case in.Entry != "":
+				if err := checkEntryID(in.Entry); err != nil {
+					return err
+				}
+			}
+			return checkText("by", in.By)
+		}
+		if !f.acceptRun(req, &in, check) {
 			return
 		}
 		go func() {
@@ -571,17 +700,23 @@ func (f *Service) backfill(job string) handler {
 			started := false
 			opts := []scheduler.BackfillOption{scheduler.BackfillOnStart(func(res scheduler.BackfillResult) {
 				started = true
-				accepted = BackfillReply{State: StateAccepted, Job: job, Instance: f.s.Instance(), By: in.By,
-					At: f.s.Clock().Now(), From: res.From, To: res.To, Rerun: res.Rerun, Counts: backfillCounts(res)}
+				accepted = BackfillReply{State: StateAccepted, Job: job, Entry: res.Entry, AllEntries: res.AllEntries, Instance: f.s.Instance(),
+					By: in.By, At: f.s.Clock().Now(), From: res.From, To: res.To, Rerun: res.Rerun, Counts: backfillCounts(res)}
 				f.respond(req, accepted)
-				f.log.Info("fleet backfill", "job", job, "by", in.By, "from", res.From, "to", res.To, "rerun", res.Rerun,
-					"taken", res.Count(scheduler.BackfillPending))
+				f.log.Info("fleet backfill", "job", job, "entry", in.Entry, "all_entries", in.AllEntries, "by", in.By,
+					"user", f.requestUser(req), "from", res.From, "to", res.To, "rerun", res.Rerun, "taken", res.Count(scheduler.BackfillPending))
 			})}
 			if in.Rerun {
 				opts = append(opts, scheduler.BackfillRerun())
 			}
 			if in.Concurrency != 0 {
 				opts = append(opts, scheduler.BackfillConcurrency(in.Concurrency))
+			}
+			switch {
+			case in.Entry != "":
+				opts = append(opts, scheduler.BackfillEntry(in.Entry))
+			case in.AllEntries:
+				opts = append(opts, scheduler.BackfillAllEntries())
 			}
 			// The runs are the scheduler's: a requester that gives up does not end them.
 			res, err := f.s.Backfill(context.WithoutCancel(f.requestContext(req)), job, in.From, in.To, opts...)
@@ -601,7 +736,7 @@ func (f *Service) backfill(job string) handler {
 			}
 			slots := make([]BackfillSlot, len(res.Slots))
 			for i, s := range res.Slots {
-				slots[i] = BackfillSlot{Slot: s.Slot, Outcome: string(s.Outcome), Status: s.Status, Attempt: s.Attempt,
+				slots[i] = BackfillSlot{Entry: s.Entry, Slot: s.Slot, Outcome: string(s.Outcome), Status: s.Status, Attempt: s.Attempt,
 					Instance: s.Instance, Error: backend.TruncateText(s.Error, maxBackfillError)}
 			}
 			items, merr := marshalEach(slots)

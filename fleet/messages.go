@@ -61,6 +61,19 @@ type TriggerRequest struct {
 	Wait bool `json:"wait,omitempty"`
 }
 
+// TriggerEntryRequest is the body of <prefix>.ENTRIES.<job>.TRIGGER: run one
+// schedule entry of the job now, with its payload (Scheduler.RunEntryNow).
+type TriggerEntryRequest struct {
+	// V is the request format, RequestVersion; Client sets it when zero.
+	V int `json:"v"`
+	// ID is the entry's.
+	ID string `json:"id"`
+	// By names who asked; it is recorded with the run (Run.RequestedBy).
+	By string `json:"by,omitempty"`
+	// Wait asks for a second reply when the run has finished.
+	Wait bool `json:"wait,omitempty"`
+}
+
 // Trigger reply states.
 const (
 	// StateAccepted: the replica recorded the manual run and its handler starts.
@@ -80,8 +93,10 @@ const (
 // start is answered with an error instead, and nothing ran: 409 (ErrJobBusy), 429
 // (ErrTooManyManualRuns), 503, 404.
 type TriggerReply struct {
-	State    string `json:"state"`
-	Job      string `json:"job"`
+	State string `json:"state"`
+	Job   string `json:"job"`
+	// Entry is the schedule entry run, for a trigger of one (TriggerEntry).
+	Entry    string `json:"entry,omitempty"`
 	Instance string `json:"instance"`
 	By       string `json:"by,omitempty"`
 	// At is when the run started, by the replica's clock.
@@ -103,6 +118,11 @@ type BackfillRequest struct {
 	Rerun bool `json:"rerun,omitempty"`
 	// Concurrency runs that many slots at once (BackfillConcurrency); 0 is 1.
 	Concurrency int `json:"concurrency,omitempty"`
+	// Entry backfills this schedule entry of the job instead of the job's own
+	// slots (BackfillEntry); AllEntries every entry of it (BackfillAllEntries).
+	// A job of entries has no slots of its own: one of them is needed.
+	Entry      string `json:"entry,omitempty"`
+	AllEntries bool   `json:"all_entries,omitempty"`
 	// By names who asked; it is in the replies and the replica's log.
 	By string `json:"by,omitempty"`
 	// Wait asks for the finished reply once every taken slot has ended.
@@ -115,14 +135,17 @@ type BackfillRequest struct {
 // slot, in parts (Part of Parts) when they do not fit in one message. A backfill
 // that cannot start is answered with an error instead, and nothing ran.
 type BackfillReply struct {
-	State    string    `json:"state"`
-	Job      string    `json:"job"`
-	Instance string    `json:"instance"`
-	By       string    `json:"by,omitempty"`
-	At       time.Time `json:"at"`
-	From     time.Time `json:"from"`
-	To       time.Time `json:"to"`
-	Rerun    bool      `json:"rerun,omitempty"`
+	State string `json:"state"`
+	Job   string `json:"job"`
+	// Entry and AllEntries are the request's: which entries were backfilled.
+	Entry      string    `json:"entry,omitempty"`
+	AllEntries bool      `json:"all_entries,omitempty"`
+	Instance   string    `json:"instance"`
+	By         string    `json:"by,omitempty"`
+	At         time.Time `json:"at"`
+	From       time.Time `json:"from"`
+	To         time.Time `json:"to"`
+	Rerun      bool      `json:"rerun,omitempty"`
 	// Counts is the number of slots by outcome (scheduler.BackfillOutcome).
 	Counts map[string]int `json:"counts"`
 	// Error says why the wait ended before every slot did (the slots go on).
@@ -134,6 +157,8 @@ type BackfillReply struct {
 
 // BackfillSlot is one slot of a finished backfill (scheduler.BackfillSlot).
 type BackfillSlot struct {
+	// Entry is the schedule entry the slot is of ("" for the job's own).
+	Entry    string           `json:"entry,omitempty"`
 	Slot     time.Time        `json:"slot"`
 	Outcome  string           `json:"outcome"`
 	Status   scheduler.Status `json:"status,omitempty"`
@@ -195,15 +220,34 @@ type HistoryRequest struct {
 	// Limit is how many runs, newest first: 0 means DefaultHistoryLimit, more than
 	// MaxHistoryLimit is clamped to it, a negative limit is a bad request.
 	Limit int `json:"limit,omitempty"`
+	// Entry asks for the runs of this schedule entry of the job, which the
+	// job's own history does not hold.
+	Entry string `json:"entry,omitempty"`
+	// Status keeps the runs of these statuses only; Since those of slots at or
+	// after it. The replica reads at most MaxHistoryScan of the newest records
+	// to find Limit that match (HistoryReply.Scanned, ScanLimited).
+	Status []scheduler.Status `json:"status,omitempty"`
+	Since  time.Time          `json:"since,omitzero"`
 }
+
+// MaxHistoryScan bounds the records a replica reads for a history request with
+// a filter (HistoryRequest.Status, Since).
+const MaxHistoryScan = 10_000
 
 // HistoryReply answers a history request.
 type HistoryReply struct {
 	Job      string `json:"job"`
 	Instance string `json:"instance"`
+	// Entry is the request's: the runs are that entry's.
+	Entry string `json:"entry,omitempty"`
 	// Limit is the limit applied (after the default and the clamp).
 	Limit int   `json:"limit"`
 	Runs  []Run `json:"runs"`
+	// Scanned is how many records the replica read to filter them (a request
+	// with Status or Since); ScanLimited says it stopped at MaxHistoryScan
+	// with fewer than Limit found: older runs that match may exist.
+	Scanned     int  `json:"scanned,omitempty"`
+	ScanLimited bool `json:"scan_limited,omitempty"`
 	// Part and Parts number this message among the messages of one reply (Part 1
 	// to Parts). A reply that would not fit in one message is sent in as many as
 	// it takes, each with some of the runs, in order. Client reads every part and
@@ -297,7 +341,32 @@ type JobState struct {
 	// come from the backend are then absent. The errors of the view (here and in
 	// its runs) are at most MaxViewError bytes.
 	ViewError string `json:"view_error,omitempty"`
+	// EntriesOnly says the job has no schedule of its own (scheduler.Declare):
+	// Next is then its entries' earliest next slot, and the last runs are its
+	// entries' newest that this replica knows (it ran them, or read them).
+	EntriesOnly bool `json:"entries_only,omitempty"`
+	// Entries sums up the job's schedule entries, for a job that has any (and
+	// every job of entries).
+	Entries *EntriesState `json:"entries,omitempty"`
 }
+
+// EntriesState sums up a job's schedule entries (scheduler.EntriesSummary).
+type EntriesState struct {
+	// Active, Paused and Ended count the entries the replica follows by state.
+	Active int `json:"active"`
+	Paused int `json:"paused"`
+	Ended  int `json:"ended"`
+	// Failing are the entries whose newest run that ended failed, as the
+	// replica saw them fail and checked in the shared history, by ID: at most
+	// scheduler.MaxSummaryFailing, FailingMore counts the others. Unchecked
+	// says the history could not be read to check them all.
+	Failing     []string `json:"failing,omitempty"`
+	FailingMore int      `json:"failing_more,omitempty"`
+	Unchecked   bool     `json:"unchecked,omitempty"`
+}
+
+// Total is how many entries are counted.
+func (e EntriesState) Total() int { return e.Active + e.Paused + e.Ended }
 
 // ActiveRun is an unfinished run, as the active endpoint and JobState.Running show
 // it: a lease held (Live) or left behind by an instance that stopped renewing it.

@@ -48,6 +48,8 @@ type config struct {
 	// Headers: what NewClient adds to its requests, and what Serve makes of them.
 	headers func(context.Context, nats.Header)
 	reqCtx  func(context.Context, nats.Header) context.Context
+	// requestInfo trusts the server's Nats-Request-Info header (WithRequestInfo).
+	requestInfo bool
 }
 
 func newConfig(r role, opts []Option) (*config, error) {

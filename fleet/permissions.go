@@ -21,7 +21,7 @@ const (
 	// registry. It changes nothing and answers nothing.
 	RoleViewer Role = "viewer"
 	// RoleOperator is a viewer that also triggers, backfills, pauses and resumes,
-	// and adds, updates and removes schedule entries.
+	// and adds, updates, removes and triggers schedule entries.
 	RoleOperator Role = "operator"
 	// RoleReplica serves the fleet (Serve, Events) and runs the jobs: it answers
 	// requests on their reply subjects, and its scheduler backend needs
@@ -103,7 +103,7 @@ func (r Responses) MarshalJSON() ([]byte, error) {
 //     micro's $SRV subjects: micro answers them on any reply subject, which would
 //     let a viewer have a replica publish where it names.
 //   - operator: a viewer that also requests trigger, backfill, pause, resume,
-//     pauseall, resumeall, and adds, updates and removes entries.
+//     pauseall, resumeall, and adds, updates, removes and triggers entries.
 //   - replica: subscribe to every endpoint, $SRV, its inboxes and the stream
 //     update advisories (the JetStream backend follows them); publish events,
 //     its registry entry and what the registry and c.Backend need; answer
@@ -145,7 +145,8 @@ func Permissions(role Role, c PermissionsConfig) (RolePermissions, error) {
 		if role == RoleOperator {
 			out.Publish = append(out.Publish, p.fleet(verbTrigger)+".*", p.fleet(verbBackfill)+".*", p.fleet(verbPause)+".*", p.fleet(verbResume)+".*",
 				p.fleet(verbPauseAll), p.fleet(verbResumeAll),
-				p.fleet(verbEntries)+".*."+opAdd, p.fleet(verbEntries)+".*."+opUpdate, p.fleet(verbEntries)+".*."+opRemove)
+				p.fleet(verbEntries)+".*."+opAdd, p.fleet(verbEntries)+".*."+opUpdate, p.fleet(verbEntries)+".*."+opRemove,
+				p.fleet(verbEntries)+".*."+opTrigger)
 		}
 		out.Subscribe = []string{inbox, p.fleet(verbEvents) + ".*"}
 	case RoleReplica:

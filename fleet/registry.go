@@ -104,13 +104,67 @@ type Declaration struct {
 	TimeoutMS int64  `json:"timeout_ms,omitempty"`
 	// MaxRuns is the job's fleet-wide run limit (scheduler.WithMaxRuns); 0: none.
 	MaxRuns int `json:"max_runs,omitempty"`
+	// Policies are the job's other policies and limits; nil from a replica of
+	// an earlier version, which does not declare them.
+	Policies *Policies `json:"policies,omitempty"`
+}
+
+// Policies are the policies and limits of a declared job beyond the
+// Declaration's own fields.
+type Policies struct {
+	// CatchUpWindowMS bounds how far back catch-up looks.
+	CatchUpWindowMS int64 `json:"catch_up_window_ms,omitempty"`
+	// DedupeWindowMS is the dedupe window that applies to the job (the
+	// backend's for it); ForeverMS when the backend remembers every slot.
+	DedupeWindowMS int64 `json:"dedupe_window_ms"`
+	// HistorySize is how many records of the job (and of each of its entries)
+	// are kept, HistoryTTLMS for how long (0: no limit).
+	HistorySize  int   `json:"history_size,omitempty"`
+	HistoryTTLMS int64 `json:"history_ttl_ms,omitempty"`
+	// Retry is the retry policy (scheduler.WithRetry); nil: none.
+	Retry *RetryPolicy `json:"retry,omitempty"`
+	// MaxManual is how many manual runs of the job may be in progress at once
+	// on one replica (scheduler.WithMaxManualRuns).
+	MaxManual int `json:"max_manual"`
+	// PauseAfter pauses the job after that many failed slots in a row
+	// (scheduler.WithPauseAfterFailures); 0: never.
+	PauseAfter int `json:"pause_after,omitempty"`
+	// BufferCap is how many slots overlap policy buffer-all keeps buffered
+	// (scheduler.WithBufferCap); 0: the default.
+	BufferCap int `json:"buffer_cap,omitempty"`
+}
+
+// ForeverMS is Policies.DedupeWindowMS of a backend that remembers every slot.
+const ForeverMS = -1
+
+// RetryPolicy is a job's retry policy (scheduler.RetryPolicy) in numbers.
+type RetryPolicy struct {
+	// Attempts is how many attempts a slot may have in all.
+	Attempts int `json:"attempts"`
+	// BackoffMS is the first retry's delay, doubling up to MaxBackoffMS (0: no
+	// cap but the next slot), with up to Jitter of it added at random.
+	BackoffMS    int64   `json:"backoff_ms"`
+	MaxBackoffMS int64   `json:"max_backoff_ms,omitempty"`
+	Jitter       float64 `json:"jitter,omitempty"`
+	// Filtered says the job's code decides which failures are retried.
+	Filtered bool `json:"filtered,omitempty"`
 }
 
 func declarationOf(j backend.JobLimits) Declaration {
+	p := &Policies{CatchUpWindowMS: j.CatchUpWindow.Milliseconds(), DedupeWindowMS: j.Window.Milliseconds(),
+		HistorySize: j.Retention.Size, HistoryTTLMS: j.Retention.TTL.Milliseconds(), MaxManual: j.MaxManual,
+		PauseAfter: j.PauseAfter, BufferCap: j.BufferCap}
+	if j.Window == backend.Forever {
+		p.DedupeWindowMS = ForeverMS
+	}
+	if r := j.Retry; r != nil {
+		p.Retry = &RetryPolicy{Attempts: r.Attempts, BackoffMS: r.Backoff.Milliseconds(), MaxBackoffMS: r.MaxBackoff.Milliseconds(),
+			Jitter: r.Jitter, Filtered: r.Filtered}
+	}
 	return Declaration{
 		Name: j.Job, Schedule: j.Schedule, Overlap: j.Overlap.String(), CatchUp: j.CatchUp.String(),
 		LeaseMS: j.Lease.Milliseconds(), MaxLateMS: j.MaxLate.Milliseconds(),
-		JitterMS: j.Jitter.Milliseconds(), TimeoutMS: j.Timeout.Milliseconds(), MaxRuns: j.MaxRuns,
+		JitterMS: j.Jitter.Milliseconds(), TimeoutMS: j.Timeout.Milliseconds(), MaxRuns: j.MaxRuns, Policies: p,
 	}
 }
 
@@ -675,8 +729,12 @@ func conflictOf(job string, mine Declaration, me string, entries map[string]*reg
 	if len(decls) < 2 {
 		return ""
 	}
+	fields := declarationFields
+	if allHavePolicies(decls) {
+		fields = append(slices.Clip(fields), policyFields...)
+	}
 	var parts []string
-	for _, field := range declarationFields {
+	for _, field := range fields {
 		byValue := map[string][]string{}
 		for inst, d := range decls {
 			v := fieldValue(field, d)
@@ -694,8 +752,80 @@ func conflictOf(job string, mine Declaration, me string, entries map[string]*reg
 	return strings.Join(parts, " | ")
 }
 
-// declarationFields are the fields of a Declaration that replicas must agree on.
-var declarationFields = []string{"schedule", "overlap", "catch-up", "lease", "max lateness", "jitter", "timeout", "max runs"}
+// declarationFields are the fields of a Declaration that replicas must agree on;
+// policyFields those of its Policies, compared once every replica declares them
+// (a rolling upgrade from a version without them is no conflict).
+var (
+	declarationFields = []string{"schedule", "overlap", "catch-up", "lease", "max lateness", "jitter", "timeout", "max runs"}
+	policyFields      = []string{"catch-up window", "dedupe window", "retention", "retry", "manual runs", "pause after", "buffer cap"}
+)
+
+func allHavePolicies(decls map[string]Declaration) bool {
+	for _, d := range decls {
+		if d.Policies == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// PolicyText is a policy of d in words, as conflicts and describe say it:
+// "catch-up window", "dedupe window", "retention", "retry", "manual runs",
+// "pause after", "buffer cap". Empty when d declares no Policies.
+func PolicyText(field string, d Declaration) string {
+	p := d.Policies
+	if p == nil {
+		return ""
+	}
+	dur := func(ms int64) string { return (time.Duration(ms) * time.Millisecond).String() }
+	switch field {
+	case "catch-up window":
+		if p.CatchUpWindowMS == 0 {
+			return "none"
+		}
+		return dur(p.CatchUpWindowMS)
+	case "dedupe window":
+		if p.DedupeWindowMS == ForeverMS {
+			return "forever"
+		}
+		return dur(p.DedupeWindowMS)
+	case "retention":
+		s := strconv.Itoa(p.HistorySize) + " records"
+		if p.HistoryTTLMS > 0 {
+			s += " for " + dur(p.HistoryTTLMS)
+		}
+		return s
+	case "retry":
+		r := p.Retry
+		if r == nil {
+			return "none"
+		}
+		s := fmt.Sprintf("%d attempts, backoff %s", r.Attempts, dur(r.BackoffMS))
+		if r.MaxBackoffMS > 0 {
+			s += " up to " + dur(r.MaxBackoffMS)
+		}
+		if r.Jitter > 0 {
+			s += fmt.Sprintf(", jitter %g", r.Jitter)
+		}
+		if r.Filtered {
+			s += ", some failures only"
+		}
+		return s
+	case "manual runs":
+		return fmt.Sprintf("%d at once per replica", p.MaxManual)
+	case "pause after":
+		if p.PauseAfter == 0 {
+			return "never"
+		}
+		return fmt.Sprintf("%d failed slots in a row", p.PauseAfter)
+	case "buffer cap":
+		if p.BufferCap == 0 {
+			return "default"
+		}
+		return strconv.Itoa(p.BufferCap)
+	}
+	return ""
+}
 
 func fieldValue(field string, d Declaration) string {
 	switch field {
@@ -719,7 +849,7 @@ func fieldValue(field string, d Declaration) string {
 		}
 		return strconv.Itoa(d.MaxRuns)
 	}
-	return ""
+	return PolicyText(field, d)
 }
 
 // Conflicts returns, by job, how the registered replicas declare this replica's
@@ -744,7 +874,8 @@ func (f *Service) Conflicts() map[string]string {
 func (r *registry) stop(ctx context.Context) error {
 	r.cancel()
 	<-r.done
-	ctx, cancel := backendutil.CallContext(ctx, DefaultTimeout)
+	// Best effort: an entry left behind expires three heartbeats on.
+	ctx, cancel := context.WithTimeout(ctx, stopWriteTimeout)
 	defer cancel()
 	keys := []string{r.key}
 	for n := range r.parts {

@@ -92,3 +92,29 @@ func TestRegistryInParts(t *testing.T) {
 	assert.ErrorContains(t, bad[0], `registry entry of "big": part 2 of`)
 	assert.ErrorContains(t, bad[0], "is missing (the replica stopped, or is writing it: ask again)")
 }
+
+// The policies are compared only while every replica declares them: a replica
+// of an earlier version (no Policies) is no conflict about them, and the
+// fields it does declare are still compared.
+func TestConflictsOfPoliciesDuringAnUpgrade(t *testing.T) {
+	mine := Declaration{Name: "report", Schedule: "every 1h0m0s", Overlap: "allow", CatchUp: "none",
+		Policies: &Policies{MaxManual: 4, Retry: &RetryPolicy{Attempts: 3, BackoffMS: 1000}}}
+	old := mine
+	old.Policies = nil
+	other := mine
+	other.Policies = &Policies{MaxManual: 2, Retry: &RetryPolicy{Attempts: 3, BackoffMS: 1000}}
+	entries := func(ds map[string]Declaration) map[string]*regEntry {
+		out := map[string]*regEntry{}
+		for inst, d := range ds {
+			out[inst] = &regEntry{reg: Registration{Instance: inst}, byName: map[string]Declaration{d.Name: d}}
+		}
+		return out
+	}
+	assert.Empty(t, conflictOf("report", mine, "A", entries(map[string]Declaration{"old": old})))
+	assert.Equal(t, `manual runs: "2 at once per replica" on B; "4 at once per replica" on A`,
+		conflictOf("report", mine, "A", entries(map[string]Declaration{"B": other})))
+	assert.Empty(t, conflictOf("report", mine, "A", entries(map[string]Declaration{"B": other, "old": old})),
+		"not while a replica declares none")
+	old.Overlap = "skip"
+	assert.Equal(t, `overlap: "allow" on A; "skip" on old`, conflictOf("report", mine, "A", entries(map[string]Declaration{"old": old})))
+}

@@ -157,3 +157,31 @@ func TestJobsEndsWhenEveryRegisteredReplicaAnswered(t *testing.T) {
 	assert.Len(t, fl.Registered, 3)
 	assert.Empty(t, fl.Warnings)
 }
+
+// A job's policies beyond schedule and overlap are declared too: describe shows
+// them, and replicas that declare them differently are a conflict.
+func TestRegistryDeclaresEveryPolicy(t *testing.T) {
+	f := startFleet(t, fleetSetup{jobs: func(instance string) []testJob {
+		j := every(jobReport, time.Hour)
+		attempts := 3
+		if instance == "C" {
+			attempts = 4
+		}
+		j.Opts = []scheduler.JobOption{scheduler.WithRetry(scheduler.RetryPolicy{Attempts: attempts, Backoff: time.Second}),
+			scheduler.WithMaxManualRuns(2), scheduler.WithHistory(30, 48*time.Hour), scheduler.WithCatchUp(scheduler.CatchUpLatest, 2*time.Hour)}
+		return []testJob{j}
+	}})
+	a := f.replicas[0]
+	f.waitConflict(t, a, jobReport, `retry: "3 attempts, backoff 1s" on A, B; "4 attempts, backoff 1s" on C`, 5*time.Second)
+	fl, err := f.client.Jobs(requestCtx(t))
+	require.NoError(t, err)
+	require.Len(t, fl.Registered, 3)
+	d := fl.Registered[0].Jobs[0]
+	require.NotNil(t, d.Policies)
+	assert.Equal(t, fleet.Policies{CatchUpWindowMS: (2 * time.Hour).Milliseconds(), DedupeWindowMS: fleet.ForeverMS, HistorySize: 30,
+		HistoryTTLMS: (48 * time.Hour).Milliseconds(), MaxManual: 2,
+		Retry: &fleet.RetryPolicy{Attempts: 3, BackoffMS: 1000}}, *d.Policies)
+	assert.Equal(t, "30 records for 48h0m0s", fleet.PolicyText("retention", d))
+	assert.Equal(t, "forever", fleet.PolicyText("dedupe window", d))
+
+}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
@@ -225,7 +226,7 @@ func (f *Service) serveJob(job string) error {
 	subject := f.subj.job(verbEntries, job) + ".*"
 	reads := map[string]handler{opList: f.handle(f.entries(job)), opGet: f.handle(f.entry(job))}
 	changes := map[string]handler{opAdd: f.handle(f.addEntry(job)), opUpdate: f.handle(f.updateEntry(job)),
-		opRemove: f.handle(f.removeEntry(job))}
+		opRemove: f.handle(f.removeEntry(job)), opTrigger: f.triggerEntry(job)}
 	f.routesMu.Lock()
 	f.readRoutes[subject] = f.byOp(reads, nil)
 	f.routesMu.Unlock()
@@ -325,6 +326,10 @@ func (f *Service) syncJobs() {
 // the handlers' backend calls and returns ctx's error. A triggered run belongs to
 // the scheduler: it goes on until it ends or the scheduler's Stop cancels it, so
 // stop the service first, then the scheduler. A second Stop returns nil.
+// stopWriteTimeout bounds each write of Stop: a server that is gone must not
+// hold the stop of the scheduler that follows.
+const stopWriteTimeout = time.Second
+
 func (f *Service) Stop(ctx context.Context) error {
 	f.mu.Lock()
 	if f.stopped {
@@ -344,7 +349,7 @@ func (f *Service) Stop(ctx context.Context) error {
 	}
 	// Once the server has the unsubscriptions, a request sent after Stop returns
 	// goes to another replica (or gets no-responders), never to this one.
-	fctx, cancel := backendutil.CallContext(ctx, DefaultTimeout)
+	fctx, cancel := context.WithTimeout(ctx, stopWriteTimeout)
 	defer cancel()
 	if ferr := f.nc.FlushWithContext(fctx); ferr != nil && !errors.Is(ferr, nats.ErrConnectionClosed) {
 		err = errors.Join(err, fmt.Errorf("fleet: stop: flush the unsubscriptions: %w", ferr))

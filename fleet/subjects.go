@@ -35,6 +35,8 @@ const (
 	opAdd       = "ADD"
 	opUpdate    = "UPDATE"
 	opRemove    = "REMOVE"
+	// opTrigger runs one entry now: an operator's, as a change is.
+	opTrigger = "TRIGGER"
 )
 
 // JobToken encodes a job name as one subject token: base64url without padding, so

@@ -66,6 +66,13 @@ type JobSummary struct {
 	Running     []ActiveRun `json:"running,omitempty"`
 	RunningMore int         `json:"running_more,omitempty"`
 	ViewFrom    string      `json:"view_from,omitempty"`
+	// EntriesOnly says the job has no schedule of its own: Next is its
+	// entries' earliest next slot, and the last runs are the newest that any
+	// replica knows of its entries (each knows the runs it ran).
+	EntriesOnly bool `json:"entries_only,omitempty"`
+	// Entries sums up the job's schedule entries: the counts as the first
+	// replica (by instance) sees them, the failing entries of every replica.
+	Entries *EntriesState `json:"entries,omitempty"`
 	// Warnings say how the replicas disagree: schedules, pause views, or replicas
 	// that do not declare the job.
 	Warnings []string `json:"warnings,omitempty"`
@@ -101,7 +108,11 @@ func summarize(replicas []Replica) *Fleet {
 			if s.ViewFrom == "" && j.ViewError == "" {
 				s.LastRun, s.LastSuccess, s.LastFailure, s.Running, s.RunningMore = j.LastRun, j.LastSuccess, j.LastFailure, j.Running, j.RunningMore
 				s.ViewFrom = r.Instance
+			} else if j.EntriesOnly && j.ViewError == "" {
+				s.LastRun, s.LastSuccess, s.LastFailure = newerOf(s.LastRun, j.LastRun), newerOf(s.LastSuccess, j.LastSuccess), newerOf(s.LastFailure, j.LastFailure)
 			}
+			s.EntriesOnly = s.EntriesOnly || j.EntriesOnly
+			s.Entries = mergeEntries(s.Entries, j.Entries)
 			s.Replicas = append(s.Replicas, r.Instance)
 			s.Schedules[j.Schedule] = append(s.Schedules[j.Schedule], r.Instance)
 			if j.Pause != nil {
@@ -150,6 +161,42 @@ func summarize(replicas []Replica) *Fleet {
 		f.Jobs = append(f.Jobs, *s)
 	}
 	return f
+}
+
+// newerOf is the later run of a and b (either may be nil).
+func newerOf(a, b *Run) *Run {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	case b.Slot.After(a.Slot), b.Slot.Equal(a.Slot) && b.StartedAt.After(a.StartedAt):
+		return b
+	}
+	return a
+}
+
+// mergeEntries adds a replica's view of a job's entries to the summary's: the
+// first replica's counts, and the failing entries of all (each replica checked
+// those it saw fail).
+func mergeEntries(have, next *EntriesState) *EntriesState {
+	switch {
+	case next == nil:
+		return have
+	case have == nil:
+		c := *next
+		c.Failing = slices.Clone(next.Failing)
+		return &c
+	}
+	for _, id := range next.Failing {
+		if !slices.Contains(have.Failing, id) {
+			have.Failing = append(have.Failing, id)
+		}
+	}
+	slices.Sort(have.Failing)
+	have.FailingMore = max(have.FailingMore, next.FailingMore)
+	have.Unchecked = have.Unchecked || next.Unchecked
+	return have
 }
 
 func viewErrors(replicas []Replica, job string) string {

@@ -205,10 +205,12 @@ func entryFromKV(e jetstream.KeyValueEntry) entry {
 }
 
 // stopWatcher stops w and drains its channel until nats.go closes it, so that its
-// delivery callback is never left blocked on a full channel.
+// delivery callback is never left blocked on a full channel. It does not wait:
+// stopping deletes a consumer, which a server that is gone answers only by a
+// timeout.
 func stopWatcher(w jetstream.KeyWatcher) {
-	_ = w.Stop()
 	go func() {
+		_ = w.Stop()
 		for range w.Updates() {
 		}
 	}()

@@ -257,9 +257,14 @@ func (s *Store) askToEnd(ctx context.Context, b *bucket, job string, others []ot
 			o.run.Cancel = next.Cancel
 		}
 		if o.run.Cancel != nil && o.lv != nil && o.lv.Token == o.run.Token && o.lv.Cancel == nil {
+			// The holder's lease key carries the request; its lease keeps its end.
+			left := o.lease.created.Add(o.lv.lease()).Sub(s.clock.estimate(time.Now()))
+			if left <= 0 {
+				continue
+			}
 			lv := *o.lv
 			lv.Cancel = o.run.Cancel
-			_, _ = s.put(ctx, b, write{key: keysFor(job, o.slot).lease, value: lv, expect: o.lease.rev, ttl: lv.lease()})
+			_, _ = s.put(ctx, b, write{key: keysFor(job, o.slot).lease, value: lv, expect: o.lease.rev, ttl: left})
 		}
 	}
 	return nil

@@ -50,6 +50,7 @@
 //	anarchon_entry_runs_total                counter    job_name, status            runs of the job's schedule entries that ended (in runs_total too)
 //	anarchon_entry_failed_slots_total        counter    job_name                    final failures of the job's entries' slots (in failed_slots_total too)
 //	anarchon_entries                         gauge      state                       entries followed and orphaned (CountEntries)
+//	anarchon_job_entries                     gauge      job_name, state             a job's entries active, paused and ended (CountEntries)
 //	anarchon_build_info                      gauge      version, goversion          always 1: the anarchon module's version and Go's
 //
 // The prefix is "anarchon" unless WithNamespace says otherwise. Label values:

@@ -1,6 +1,8 @@
 package metrics_test
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -8,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/metrics"
 	"github.com/anarchon/anarchon/scheduler"
 )
@@ -129,4 +132,43 @@ func TestBuildInfo(t *testing.T) {
 		return
 	}
 	t.Fatal("no anarchon_build_info")
+}
+
+// A scheduler given to CountEntries exports its entries by job and state: one
+// series per job and state, none per entry.
+func TestCountEntriesByJobAndState(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := metrics.Wire(reg)
+	require.NoError(t, err)
+	s, err := scheduler.New(scheduler.Config{Backend: memory.New(), Instance: "A", OnEvent: m.OnEvent})
+	require.NoError(t, err)
+	noop := func(context.Context, scheduler.Run) error { return nil }
+	require.NoError(t, s.Declare("tenants", noop))
+	require.NoError(t, s.Declare("feeds", noop))
+	require.NoError(t, s.Start(t.Context()))
+	defer func() { require.NoError(t, s.Stop(context.Background())) }()
+	m.CountEntries(s)
+	for i := range 5 {
+		_, err := s.AddEntry(t.Context(), "tenants", fmt.Sprint("t", i), scheduler.EntrySpec{Every: time.Hour, Paused: i == 4})
+		require.NoError(t, err)
+	}
+	_, err = s.AddEntry(t.Context(), "feeds", "f", scheduler.EntrySpec{Every: time.Hour})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { n, _ := s.EntryCounts(); return n == 6 }, 5*time.Second, 5*time.Millisecond)
+	assert.Equal(t, 4.0, value(t, reg, "anarchon_job_entries", "job_name", "tenants", "state", "active"))
+	assert.Equal(t, 1.0, value(t, reg, "anarchon_job_entries", "job_name", "tenants", "state", "paused"))
+	assert.Equal(t, 0.0, value(t, reg, "anarchon_job_entries", "job_name", "tenants", "state", "ended"))
+	assert.Equal(t, 1.0, value(t, reg, "anarchon_job_entries", "job_name", "feeds", "state", "active"))
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		for _, metric := range mf.GetMetric() {
+			for _, l := range metric.GetLabel() {
+				assert.NotEqual(t, "entry", l.GetName(), "%s has a series per entry", mf.GetName())
+			}
+		}
+		if mf.GetName() == "anarchon_job_entries" {
+			assert.Len(t, mf.GetMetric(), 6, "two jobs, three states")
+		}
+	}
 }

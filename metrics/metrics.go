@@ -38,6 +38,7 @@ type Metrics struct {
 	entryRuns     *prometheus.CounterVec   // job, status
 	entryFailed   *prometheus.CounterVec   // job
 	entries       *prometheus.Desc         // state; read from an EntryCounter at collect
+	jobEntries    *prometheus.Desc         // job, state; read from an EntryStater at collect
 	buildInfo     prometheus.Gauge         // version, goversion
 
 	all []prometheus.Collector
@@ -134,6 +135,9 @@ func New(opts ...Option) (*Metrics, error) {
 		entries: prometheus.NewDesc(prometheus.BuildFQName(ns, "", "entries"),
 			"Schedule entries this instance follows (followed) and stored entries of jobs it does not declare (orphaned), as the schedulers given to CountEntries say.",
 			[]string{labelState}, nil),
+		jobEntries: prometheus.NewDesc(prometheus.BuildFQName(ns, "", "job_entries"),
+			"The job's schedule entries this instance follows, by state (active, paused, ended): one series per job and state, none per entry.",
+			[]string{labelJob, labelState}, nil),
 		buildInfo: newBuildInfo(ns),
 		slots:     slotGaps{last: map[string]time.Time{}},
 		paused:    map[string]bool{},
@@ -191,6 +195,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 		c.Describe(ch)
 	}
 	ch <- m.entries
+	ch <- m.jobEntries
 }
 
 // Collect implements prometheus.Collector.

@@ -59,7 +59,7 @@ func exported(t *testing.T) map[string][]string {
 		e.Job, e.At = "job", at
 		m.OnEvent(e)
 	}
-	m.CountEntries(entryCounts{followed: 3})
+	m.CountEntries(entryStates{entryCounts{followed: 3}})
 	families, err := reg.Gather()
 	require.NoError(t, err)
 	out := map[string][]string{}
@@ -85,10 +85,18 @@ type entryCounts struct{ followed, orphaned int }
 
 func (c entryCounts) EntryCounts() (followed, orphaned int) { return c.followed, c.orphaned }
 
-// The collectors export the 24 metrics the package documents.
+// entryStates is an EntryCounter and an EntryStater.
+type entryStates struct{ entryCounts }
+
+func (c entryStates) EntryStates() map[string]scheduler.EntryStateCounts {
+	return map[string]scheduler.EntryStateCounts{"tenants": {Active: c.followed}}
+}
+
+// The collectors export the 25 metrics the package documents.
 func TestExportedMetrics(t *testing.T) {
 	names := exported(t)
-	assert.Len(t, names, 22+3+3, "22 counters and gauges, 2 histograms of 3 series each")
+	assert.Len(t, names, 23+3+3, "23 counters and gauges, 2 histograms of 3 series each")
+	assert.ElementsMatch(t, []string{"job_name", "state"}, names["anarchon_job_entries"])
 	assert.ElementsMatch(t, []string{"job_name", "status", "manual"}, names["anarchon_runs_total"])
 	assert.ElementsMatch(t, []string{"job_name", "le"}, names["anarchon_slot_lag_seconds_bucket"])
 }

@@ -112,7 +112,6 @@ func (s *Scheduler) newAttempt(j *job, slot time.Time, kind claimKind) *attempt 
 	case claimManual:
 		a.deadline = s.clock.Now().Add(s.maxSkew)
 		a.rc.Manual, a.rc.MaxRuns = true, 0
-		a.rc.RequestedBy = a.man.by()
 	}
 	a.local.Slot = slot
 	return a
@@ -129,6 +128,10 @@ func (a *attempt) again() {
 	a.kind = claimAdopt
 }
 
+// backfill reports whether a's run was asked for by Backfill: its own, or the
+// one it took over.
+func (a *attempt) backfill() bool { return a.bf != nil || a.res.Backfill }
+
 // key is the attempt's hold on the run.
 func (a *attempt) key() backend.RunKey { return a.rc.Key() }
 
@@ -136,7 +139,7 @@ func (a *attempt) key() backend.RunKey { return a.rc.Key() }
 func (a *attempt) input(s *Scheduler) backend.ClaimInput {
 	return backend.ClaimInput{
 		Job: a.j.name, Slot: a.rc.Slot, Token: a.rc.Token, Instance: s.instance, Attempt: max(a.res.Attempt, 1),
-		Manual: a.kind == claimManual, RequestedBy: a.man.by(), Backfill: a.bf != nil, At: s.clock.Now(),
+		Manual: a.kind == claimManual, RequestedBy: a.man.by(), Backfill: a.backfill(), At: s.clock.Now(),
 		HistorySize: a.j.cfg.historySize, HistoryTTL: a.j.cfg.historyTTL,
 	}
 }

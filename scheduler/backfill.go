@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,6 +30,41 @@ type backfillConfig struct {
 	rerun       bool
 	concurrency int
 	onStart     func(BackfillResult)
+	// entry is the one entry to backfill; allEntries asks for every entry.
+	entry      string
+	allEntries bool
+}
+
+// BackfillEntry backfills schedule entry id of the job instead of the job's own
+// slots: the entry's slots in the range, claimed and recorded under the entry's
+// run name, each once across the fleet. The entry must be followed by this
+// instance (RunEntryNow says how it is waited for). Its slots begin after it was
+// last stored: a slot of its schedule before a change is not backfilled.
+func BackfillEntry(id string) BackfillOption {
+	return func(c *backfillConfig) error {
+		if err := backend.ValidateEntryID(id); err != nil {
+			return err
+		}
+		if c.allEntries {
+			return optErr("BackfillEntry and BackfillAllEntries exclude each other")
+		}
+		c.entry = id
+		return nil
+	}
+}
+
+// BackfillAllEntries backfills every schedule entry of the job this instance
+// follows (as BackfillEntry each), not the job's own slots. MaxBackfillSlots
+// bounds the slots of all the entries together; each slot in the result names
+// its entry.
+func BackfillAllEntries() BackfillOption {
+	return func(c *backfillConfig) error {
+		if c.entry != "" {
+			return optErr("BackfillEntry and BackfillAllEntries exclude each other")
+		}
+		c.allEntries = true
+		return nil
+	}
 }
 
 // BackfillOnStart calls fn once the range is checked and its slots are sorted,
@@ -43,7 +80,9 @@ func BackfillOnStart(fn func(BackfillResult)) BackfillOption {
 
 func (c *backfillConfig) started(res BackfillResult) {
 	if c.onStart != nil {
-		c.onStart(BackfillResult{Job: res.Job, From: res.From, To: res.To, Rerun: res.Rerun, Slots: append([]BackfillSlot(nil), res.Slots...)})
+		out := res
+		out.Slots = append([]BackfillSlot(nil), res.Slots...)
+		c.onStart(out)
 	}
 }
 
@@ -107,6 +146,8 @@ const (
 
 // BackfillSlot is one slot of a Backfill range and what happened to it.
 type BackfillSlot struct {
+	// Entry is the schedule entry the slot is of ("" for the job's own).
+	Entry   string
 	Slot    time.Time
 	Outcome BackfillOutcome
 	// Status is the slot's status as the outcome says (zero when unknown).
@@ -120,10 +161,14 @@ type BackfillSlot struct {
 
 // BackfillResult is what a Backfill did: every slot of its range, oldest first.
 type BackfillResult struct {
-	Job      string
-	From, To time.Time
-	Rerun    bool
-	Slots    []BackfillSlot
+	Job string
+	// Entry is the entry BackfillEntry named; AllEntries says
+	// BackfillAllEntries asked for every entry.
+	Entry      string
+	AllEntries bool
+	From, To   time.Time
+	Rerun      bool
+	Slots      []BackfillSlot
 }
 
 // Count returns how many slots ended with outcome o.
@@ -199,29 +244,34 @@ func (s *Scheduler) Backfill(ctx context.Context, name string, from, to time.Tim
 	if s.runs == nil {
 		return BackfillResult{}, fmt.Errorf("backfill %q: %w: the %s backend has no run store to claim past slots through", name, ErrBackfillNotSupported, s.backend.Name())
 	}
-	slots, err := s.backfillSlots(j, from, to)
+	targets, err := s.backfillTargets(ctx, j, o)
 	if err != nil {
 		return BackfillResult{}, err
 	}
-	res := BackfillResult{Job: name, From: from, To: to, Rerun: o.rerun, Slots: make([]BackfillSlot, len(slots))}
+	slots, err := s.backfillSlots(name, targets, from, to)
+	if err != nil {
+		return BackfillResult{}, err
+	}
+	res := BackfillResult{Job: name, Entry: o.entry, AllEntries: o.allEntries, From: from, To: to, Rerun: o.rerun,
+		Slots: make([]BackfillSlot, len(slots))}
 	if len(slots) == 0 {
 		o.started(res)
 		return res, nil
 	}
-	hist, err := s.History(ctx, name, 0)
+	hist, err := s.backfillHistory(ctx, slots)
 	if err != nil {
-		return BackfillResult{}, fmt.Errorf("scheduler: backfill %q: read its history: %w", name, err)
+		return BackfillResult{}, err
 	}
-	newest := newestRecords(hist)
 	var taken []*backfillSlot
-	for i, slot := range slots {
-		res.Slots[i] = BackfillSlot{Slot: slot, Outcome: BackfillPending}
-		if r, ran := newest.ran(slot); ran && !o.rerun {
-			res.Slots[i] = BackfillSlot{Slot: slot, Outcome: BackfillAlreadyRan, Status: r.Status, Attempt: r.Attempt, Instance: r.Instance}
+	for i, ts := range slots {
+		res.Slots[i] = BackfillSlot{Entry: ts.entry(), Slot: ts.slot, Outcome: BackfillPending}
+		newest := hist[ts.j]
+		if r, ran := newest.ran(ts.slot); ran && !o.rerun {
+			res.Slots[i] = BackfillSlot{Entry: ts.entry(), Slot: ts.slot, Outcome: BackfillAlreadyRan, Status: r.Status, Attempt: r.Attempt, Instance: r.Instance}
 			continue
 		}
-		bf := &backfillSlot{index: i, rerun: o.rerun, out: res.Slots[i]}
-		if r := newest.newest(slot); r != nil {
+		bf := &backfillSlot{j: ts.j, index: i, rerun: o.rerun, out: res.Slots[i]}
+		if r := newest.newest(ts.slot); r != nil {
 			bf.rerunAttempt = r.Attempt
 		}
 		taken = append(taken, bf)
@@ -230,13 +280,14 @@ func (s *Scheduler) Backfill(ctx context.Context, name string, from, to time.Tim
 	if len(taken) == 0 {
 		return res, nil
 	}
-	s.log.Info("backfill", "job", name, "from", from, "to", to, "slots", len(slots), "taken", len(taken), "rerun", o.rerun)
+	s.log.Info("backfill", "job", name, "entry", o.entry, "all_entries", o.allEntries, "from", from, "to", to,
+		"slots", len(slots), "taken", len(taken), "rerun", o.rerun)
 	done := make(chan struct{})
 	handed = true
 	go func() {
 		defer s.handlers.Done()
 		defer close(done)
-		s.backfill(j, taken, o.concurrency)
+		s.backfill(taken, o.concurrency)
 	}()
 	select {
 	case <-done:
@@ -254,37 +305,122 @@ func (s *Scheduler) Backfill(ctx context.Context, name string, from, to time.Tim
 	}
 }
 
-// backfillSlots lists, oldest first, the job's slots in [from, to), after
-// checking the range.
-func (s *Scheduler) backfillSlots(j *job, from, to time.Time) ([]time.Time, error) {
+// backfillTargets are the run views a Backfill of p claims slots of: p's own,
+// one entry's, or every entry's that this instance follows (by ID).
+func (s *Scheduler) backfillTargets(ctx context.Context, p *job, o backfillConfig) ([]*job, error) {
+	switch {
+	case o.entry != "":
+		j, err := s.followedEntry(ctx, p, o.entry)
+		if err != nil {
+			return nil, fmt.Errorf("scheduler: backfill entry %q of %q: %w", o.entry, p.name, err)
+		}
+		return []*job{j}, nil
+	case o.allEntries:
+		if err := s.EntriesLoaded(ctx); err != nil {
+			return nil, fmt.Errorf("scheduler: backfill the entries of %q: %w", p.name, err)
+		}
+		return s.entries.views(p.name), nil
+	case p.sched == Schedule(noSchedule{}):
+		return nil, optErr("backfill %q: the job has no schedule of its own: backfill its entries (BackfillEntry, BackfillAllEntries)", p.name)
+	}
+	return []*job{p}, nil
+}
+
+// targetSlot is one slot of a backfill's range and the run view it is of.
+type targetSlot struct {
+	j    *job
+	slot time.Time
+}
+
+func (t targetSlot) entry() string {
+	if t.j.entry == nil {
+		return ""
+	}
+	return t.j.entry.id
+}
+
+// backfillSlots lists, oldest first (then by entry), the targets' slots in
+// [from, to), after checking the range.
+func (s *Scheduler) backfillSlots(name string, targets []*job, from, to time.Time) ([]targetSlot, error) {
 	now := s.clock.Now()
 	switch {
 	case from.IsZero() || to.IsZero():
-		return nil, optErr("backfill %q: from and to must both be set", j.name)
+		return nil, optErr("backfill %q: from and to must both be set", name)
 	case !from.Before(to):
-		return nil, optErr("backfill %q: from (%s) must be before to (%s)", j.name, from.Format(time.RFC3339Nano), to.Format(time.RFC3339Nano))
+		return nil, optErr("backfill %q: from (%s) must be before to (%s)", name, from.Format(time.RFC3339Nano), to.Format(time.RFC3339Nano))
 	case to.After(now):
-		return nil, optErr("backfill %q: to (%s) is in the future (now is %s): only past slots are backfilled", j.name, to.Format(time.RFC3339Nano), now.Format(time.RFC3339Nano))
+		return nil, optErr("backfill %q: to (%s) is in the future (now is %s): only past slots are backfilled", name, to.Format(time.RFC3339Nano), now.Format(time.RFC3339Nano))
 	}
-	var slots []time.Time
+	what := "the range"
+	if len(targets) > 1 || len(targets) == 1 && targets[0].entry != nil {
+		what = "the range, across the entries,"
+	}
+	var slots []targetSlot
 	n := 0
-	for t := j.sched.Next(from.Add(-time.Nanosecond)); !t.IsZero() && t.Before(to); t = j.sched.Next(t) {
-		if n++; n > maxBackfillCount {
-			return nil, optErr("backfill %q: the range holds more than %d slots, at most %d per request: narrow the range", j.name, maxBackfillCount, MaxBackfillSlots)
-		}
-		if n <= MaxBackfillSlots {
-			slots = append(slots, t)
+	for _, j := range targets {
+		for t := j.sched.Next(from.Add(-time.Nanosecond)); !t.IsZero() && t.Before(to); t = j.sched.Next(t) {
+			if n++; n > maxBackfillCount {
+				return nil, optErr("backfill %q: %s holds more than %d slots, at most %d per request: narrow the range", name, what, maxBackfillCount, MaxBackfillSlots)
+			}
+			if n <= MaxBackfillSlots {
+				slots = append(slots, targetSlot{j, t})
+			}
 		}
 	}
 	if n > MaxBackfillSlots {
-		return nil, optErr("backfill %q: the range holds %d slots, at most %d per request: narrow the range", j.name, n, MaxBackfillSlots)
+		return nil, optErr("backfill %q: %s holds %d slots, at most %d per request: narrow the range", name, what, n, MaxBackfillSlots)
 	}
+	slices.SortStableFunc(slots, func(a, b targetSlot) int {
+		if c := a.slot.Compare(b.slot); c != 0 {
+			return c
+		}
+		return strings.Compare(a.entry(), b.entry())
+	})
 	return slots, nil
+}
+
+// backfillHistoryReads bounds the history reads of one Backfill in flight.
+const backfillHistoryReads = 8
+
+// backfillHistory reads the history of each run view the slots are of.
+func (s *Scheduler) backfillHistory(ctx context.Context, slots []targetSlot) (map[*job]slotRecords, error) {
+	var views []*job
+	out := map[*job]slotRecords{}
+	for _, ts := range slots {
+		if _, ok := out[ts.j]; !ok {
+			out[ts.j] = nil
+			views = append(views, ts.j)
+		}
+	}
+	var (
+		mu    sync.Mutex
+		first error
+		wg    sync.WaitGroup
+		sem   = make(chan struct{}, backfillHistoryReads)
+	)
+	for _, j := range views {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			hist, err := s.history(ctx, j.name, 0)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if first == nil {
+					first = fmt.Errorf("scheduler: backfill %s: read its history: %w", j.quoted(), err)
+				}
+				return
+			}
+			out[j] = newestRecords(hist)
+		})
+	}
+	wg.Wait()
+	return out, first
 }
 
 // backfill claims the taken slots oldest first, at most concurrency at a time.
 // The slots not claimed before Stop are not run.
-func (s *Scheduler) backfill(j *job, taken []*backfillSlot, concurrency int) {
+func (s *Scheduler) backfill(taken []*backfillSlot, concurrency int) {
 	sem := make(chan struct{}, concurrency)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -301,7 +437,7 @@ func (s *Scheduler) backfill(j *job, taken []*backfillSlot, concurrency int) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			a := s.newAttempt(j, bf.out.Slot, claimBackfill)
+			a := s.newAttempt(bf.j, bf.out.Slot, claimBackfill)
 			a.bf = bf
 			s.drive(a)
 			bf.notRun(errors.New("the claim ended without an answer")) // only if nothing was said
@@ -356,6 +492,7 @@ func (h slotRecords) ran(slot time.Time) (*RunRecord, bool) {
 // claim that handles it (and by the retries and takeovers this instance stands
 // by for after it), read by Backfill.
 type backfillSlot struct {
+	j     *job // the run view claimed: the job's, or an entry's
 	index int
 	rerun bool
 	// rerunAttempt is the slot's newest attempt in history, the one a rerun

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -50,7 +51,7 @@ func (s *Scheduler) decide(a *attempt) (backend.ClaimResult, error) {
 		if !standing {
 			standing = true
 			s.emit(Event{Kind: EventStandby, Job: a.j.name, Slot: a.rc.Slot, Token: a.rc.Token, Outcome: res.Outcome, Attempt: res.Attempt,
-				Manual: a.man != nil, Backfill: a.bf != nil})
+				Manual: a.man != nil, Backfill: a.backfill()})
 		}
 		if !res.WaitsFor.IsZero() && res.Outcome == backend.OutcomeRunning {
 			a.rc.LateWhy = "the run of slot " + res.WaitsFor.UTC().Format(time.RFC3339Nano) +
@@ -138,7 +139,7 @@ func (s *Scheduler) giveUp(a *attempt, err error) bool {
 		return false
 	}
 	if a.kind != claimAdopt {
-		s.emit(Event{Kind: EventLate, Job: a.j.name, Slot: a.rc.Slot, Token: a.rc.Token, Outcome: backend.OutcomeLate, Backfill: a.bf != nil, Err: err})
+		s.emit(Event{Kind: EventLate, Job: a.j.name, Slot: a.rc.Slot, Token: a.rc.Token, Outcome: backend.OutcomeLate, Backfill: a.backfill(), Err: err})
 	}
 	return true
 }
@@ -152,7 +153,7 @@ func (s *Scheduler) askedLast(a *attempt) (backend.ClaimResult, bool) {
 		return backend.ClaimResult{}, false
 	}
 	a.rc.TakeoverOnly = true
-	ctx, cancel := s.callCtx(context.Background())
+	ctx, cancel := s.writeCtx()
 	res, err := s.store.claim(ctx, a)
 	cancel()
 	if err != nil || res.Outcome != backend.OutcomeWon {
@@ -231,7 +232,7 @@ func pausedWhy(p Pause) string {
 // decision and its record; this instance reports it.
 func (s *Scheduler) follow(a *attempt, res backend.ClaimResult) {
 	j := a.j
-	e := Event{Job: j.name, Slot: a.rc.Slot, Token: a.rc.Token, Outcome: res.Outcome, Backfill: a.bf != nil}
+	e := Event{Job: j.name, Slot: a.rc.Slot, Token: a.rc.Token, Outcome: res.Outcome, Backfill: a.backfill()}
 	switch res.Outcome {
 	case backend.OutcomeOverlap:
 		e.Kind = EventSkipped
@@ -247,7 +248,11 @@ func (s *Scheduler) follow(a *attempt, res backend.ClaimResult) {
 		a.bf.decided(BackfillPaused, StatusPaused)
 	default: // limit, done, none, and outcomes this version does not know
 		e.Kind = EventLost
-		a.bf.elsewhere(res)
+		if res.Outcome == backend.OutcomeNone && a.rc.EntryGone {
+			a.bf.notRun(errors.New("the schedule entry was removed"))
+		} else {
+			a.bf.elsewhere(res)
+		}
 		if a.retryMissed(res) {
 			s.log.Warn("retry not run: nobody claimed it before its window closed", j.logAttr(), "slot", a.rc.Slot, "attempt", a.failed.attempt+1)
 			s.finalFailure(a, a.failed.attempt, a.failed.err)

@@ -39,6 +39,9 @@
 //
 // RunNow runs a job at once on this instance: a manual run, recorded as such.
 // History reads a job's recent runs from the backend, as every replica sees them.
+// A job's schedule entries (AddEntry, docs/entries.md) are stored schedules of the
+// job: RunEntryNow runs one at once, Backfill with BackfillEntry or
+// BackfillAllEntries runs their past slots, and EntriesSummary sums them up.
 //
 // # A real fleet
 //

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+	"unicode/utf8"
 
 	"github.com/anarchon/anarchon/backend"
 )
@@ -65,8 +66,8 @@ func (s *Scheduler) entryStore() (backend.EntryStore, error) {
 // jitter and lateness against the dedupe window) and refused with a clear error.
 // Its slots begin after it is stored: a slot before that is never run for it.
 // An entry with the same ID is ErrEntryExists.
-func (s *Scheduler) AddEntry(ctx context.Context, job, id string, spec EntrySpec) (Entry, error) {
-	e, es, err := s.checkEntry(job, id, spec)
+func (s *Scheduler) AddEntry(ctx context.Context, job, id string, spec EntrySpec, opts ...EntryChangeOption) (Entry, error) {
+	e, es, err := s.checkEntry(job, id, spec, opts)
 	if err != nil {
 		return Entry{}, err
 	}
@@ -95,8 +96,8 @@ func (s *Scheduler) AddEntry(ctx context.Context, job, id string, spec EntrySpec
 // rev (the Revision of the Entry it was read as): when another writer changed it
 // first, nothing is stored and the error matches ErrEntryConflict. A run of the
 // entry in progress finishes; the new schedule's slots begin after the change.
-func (s *Scheduler) UpdateEntry(ctx context.Context, job, id string, spec EntrySpec, rev uint64) (Entry, error) {
-	e, es, err := s.checkEntry(job, id, spec)
+func (s *Scheduler) UpdateEntry(ctx context.Context, job, id string, spec EntrySpec, rev uint64, opts ...EntryChangeOption) (Entry, error) {
+	e, es, err := s.checkEntry(job, id, spec, opts)
 	if err != nil {
 		return Entry{}, err
 	}
@@ -126,11 +127,16 @@ func (s *Scheduler) UpdateEntry(ctx context.Context, job, id string, spec EntryS
 // RemoveEntry removes entry id of job if its stored revision is rev (whatever it
 // is when rev is 0). A run of it in progress finishes; no slot of it starts
 // after every instance has seen the removal. Its history stays until the job's
-// retention drops it.
-func (s *Scheduler) RemoveEntry(ctx context.Context, job, id string, rev uint64) error {
+// retention drops it. Who asked (ChangedBy, ChangedByUser) is logged, as nothing
+// of the entry stays to store it with.
+func (s *Scheduler) RemoveEntry(ctx context.Context, job, id string, rev uint64, opts ...EntryChangeOption) error {
 	es, err := s.entryStore()
 	if err != nil {
 		return err
+	}
+	c, err := entryChangeOf(opts)
+	if err != nil {
+		return fmt.Errorf("scheduler: remove entry %q of job %q: %w", id, job, err)
 	}
 	if err := s.init(ctx); err != nil {
 		return err
@@ -140,7 +146,53 @@ func (s *Scheduler) RemoveEntry(ctx context.Context, job, id string, rev uint64)
 	if err := es.DeleteEntry(cctx, job, id, rev); err != nil {
 		return fmt.Errorf("scheduler: remove entry %q of job %q: %w", id, job, err)
 	}
+	s.log.Info("schedule entry removed", "job", job, "entry", id, "rev", rev, "by", c.by, "user", c.user)
 	return nil
+}
+
+// EntryChangeOption changes one AddEntry, UpdateEntry or RemoveEntry call. An
+// invalid value is an error wrapping ErrInvalidOption, and nothing is stored.
+type EntryChangeOption func(*entryChange) error
+
+type entryChange struct{ by, user string }
+
+// ChangedBy records who asks for the change with the entry (Entry.By): an
+// operator, a service, a CLI's --by. Defaults to the instance's name. At most
+// backend.MaxEntryText bytes of UTF-8.
+func ChangedBy(who string) EntryChangeOption {
+	return func(c *entryChange) error {
+		if !utf8.ValidString(who) || len(who) > backend.MaxEntryText {
+			return optErr("ChangedBy must be valid UTF-8 of at most %d bytes", backend.MaxEntryText)
+		}
+		c.by = who
+		return nil
+	}
+}
+
+// ChangedByUser records who the caller's transport authenticated with the entry
+// (Entry.User): for the fleet, the NATS user the server named. At most
+// backend.MaxEntryText bytes of UTF-8.
+func ChangedByUser(user string) EntryChangeOption {
+	return func(c *entryChange) error {
+		if !utf8.ValidString(user) || len(user) > backend.MaxEntryText {
+			return optErr("ChangedByUser must be valid UTF-8 of at most %d bytes", backend.MaxEntryText)
+		}
+		c.user = user
+		return nil
+	}
+}
+
+func entryChangeOf(opts []EntryChangeOption) (entryChange, error) {
+	var c entryChange
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(&c); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
 }
 
 // GetEntry reads entry id of job from the backend.
@@ -209,16 +261,24 @@ func (s *Scheduler) EntryHistory(ctx context.Context, job, id string, limit int)
 
 // checkEntry builds the entry to store and checks it against the job declared
 // here, as registration checks a job.
-func (s *Scheduler) checkEntry(job, id string, spec EntrySpec) (Entry, backend.EntryStore, error) {
+func (s *Scheduler) checkEntry(job, id string, spec EntrySpec, opts []EntryChangeOption) (Entry, backend.EntryStore, error) {
 	es, err := s.entryStore()
 	if err != nil {
 		return Entry{}, nil, err
+	}
+	c, err := entryChangeOf(opts)
+	if err != nil {
+		return Entry{}, nil, fmt.Errorf("entry %q of job %q: %w", id, job, err)
+	}
+	if c.by == "" {
+		c.by = backend.TruncateText(s.instance, backend.MaxEntryText)
 	}
 	p, err := s.declared(job)
 	if err != nil {
 		return Entry{}, nil, fmt.Errorf("%w (an entry is added on an instance that declares its job)", err)
 	}
-	e := Entry{Job: job, ID: id, EntrySpec: spec, Updated: s.clock.Now().UTC().Truncate(time.Millisecond), By: s.instance}
+	e := Entry{Job: job, ID: id, EntrySpec: spec, Updated: s.clock.Now().UTC().Truncate(time.Millisecond),
+		By: c.by, User: c.user, Instance: s.instance}
 	if err := e.Check(); err != nil {
 		return Entry{}, nil, err
 	}
@@ -336,7 +396,8 @@ func (s *Scheduler) pauseFailingEntry(ctx context.Context, j *job, streak int, r
 		if err != nil || e.Paused {
 			return
 		}
-		e.Paused, e.Updated, e.By = true, s.clock.Now().UTC().Truncate(time.Millisecond), s.instance
+		e.Paused, e.Updated = true, s.clock.Now().UTC().Truncate(time.Millisecond)
+		e.By, e.User, e.Instance = backend.TruncateText(s.instance, backend.MaxEntryText), "", s.instance
 		if _, err = es.UpdateEntry(ctx, e, e.Revision); err == nil {
 			s.log.Warn("schedule entry paused after failed slots", "job", e.Job, "entry", e.ID, "failed_slots", streak, "reason", reason)
 			return
@@ -426,6 +487,7 @@ func (s *Scheduler) entryViews(ctx context.Context, entries []Entry) ([]EntryVie
 		}
 		l.Job = e.Job
 		out[i].Last = l
+		s.seen.noteLast(l)
 	}
 	return out, nil
 }
@@ -438,10 +500,18 @@ func (j *job) logAttr() slog.Attr {
 	return slog.String("job", j.name)
 }
 
+// quoted names the job in an error: "report", or entry "acme" of "tenants".
+func (j *job) quoted() string {
+	if j.entry != nil {
+		return fmt.Sprintf("entry %q of %q", j.entry.id, j.entry.job)
+	}
+	return fmt.Sprintf("%q", j.name)
+}
+
 // sameWrite reports whether stored is the write of e: the same writer, instant
 // and content.
 func sameWrite(stored, e Entry) bool {
-	return stored.By == e.By && stored.Updated.Equal(e.Updated) && stored.Every == e.Every && stored.Cron == e.Cron &&
+	return stored.By == e.By && stored.User == e.User && stored.Instance == e.Instance && stored.Updated.Equal(e.Updated) && stored.Every == e.Every && stored.Cron == e.Cron &&
 		stored.Zone == e.Zone && stored.At.Equal(e.At) && stored.Start.Equal(e.Start) && stored.End.Equal(e.End) &&
 		stored.Paused == e.Paused && bytes.Equal(stored.Payload, e.Payload) && stored.Incarnation == e.Incarnation
 }

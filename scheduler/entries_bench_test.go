@@ -51,3 +51,27 @@ func heap() int64 {
 	runtime.ReadMemStats(&m)
 	return int64(m.HeapAlloc)
 }
+
+// BenchmarkEntriesSummary100k sums up a job of 100,000 entries followed (the
+// row of a job of entries in a jobs reply, with nothing failing to read).
+func BenchmarkEntriesSummary100k(b *testing.B) {
+	mem := memory.New()
+	ctx := context.Background()
+	for i := range 100_000 {
+		_, err := mem.CreateEntry(ctx, backend.Entry{Job: "report", ID: fmt.Sprintf("tenant-%07d", i),
+			EntrySpec: backend.EntrySpec{Every: 10 * time.Minute, Paused: i%10 == 0}, Updated: time.Now()})
+		require.NoError(b, err)
+	}
+	s, err := scheduler.New(scheduler.Config{Backend: mem, Instance: "bench"})
+	require.NoError(b, err)
+	require.NoError(b, s.Declare("report", func(context.Context, scheduler.Run) error { return nil }))
+	require.NoError(b, s.Start(ctx))
+	defer func() { require.NoError(b, s.Stop(ctx)) }()
+	require.NoError(b, s.EntriesLoaded(ctx))
+	b.ResetTimer()
+	for b.Loop() {
+		sum, err := s.EntriesSummary(ctx, "report")
+		require.NoError(b, err)
+		require.Equal(b, 90_000, sum.Active)
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"container/heap"
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -292,7 +294,7 @@ func (s *Scheduler) entryChangedLocked(c backend.EntryChange, p *job, reading bo
 	case e.Paused:
 		// A paused entry catches nothing up, and its loop claims nothing: every
 		// unfinished run of it is adopted, so that one whose holder died is
-		// taken over and finished paused, not left unfinished (entryHeld).
+		// taken over and finished paused, not left unfinished.
 		return adoption{j: j, before: lastMillis}, true, nil, ""
 	}
 	return s.recoverWith(j, now, s.queueCatchUp), true, nil, ""
@@ -469,6 +471,31 @@ func (es *entrySet) freshView() <-chan struct{} {
 	es.mu.Lock()
 	defer es.mu.Unlock()
 	return es.fresh
+}
+
+// view returns the run view of entry id of job, if it is followed.
+func (es *entrySet) view(name, id string) (*job, bool) {
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	st, ok := es.byKey[entryKey{name, id}]
+	if !ok {
+		return nil, false
+	}
+	return st.j, true
+}
+
+// views returns the run views of the entries of job followed now, by ID.
+func (es *entrySet) views(name string) []*job {
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	var out []*job
+	for k, st := range es.byKey {
+		if k.job == name {
+			out = append(out, st.j)
+		}
+	}
+	slices.SortFunc(out, func(a, b *job) int { return strings.Compare(a.entry.id, b.entry.id) })
+	return out
 }
 
 // follows reports whether j is the run view of an entry followed now.

@@ -167,7 +167,7 @@ func (s *Scheduler) cancelAsked(a *attempt, settling *atomic.Bool, cancel contex
 	s.log.Info("a later slot asked the run to end; cancelling the handler", a.j.logAttr(), "slot", a.rc.Slot,
 		"asked_by_slot", ce.Request.Slot, "asked_by", ce.Request.Instance)
 	s.emit(Event{Kind: EventCancelRequested, Job: a.j.name, Slot: a.rc.Slot, Token: a.rc.Token, Attempt: a.res.Attempt,
-		Manual: a.man != nil, Backfill: a.bf != nil, Next: ce.Request.Slot, Err: cause})
+		Manual: a.man != nil, Backfill: a.backfill(), Next: ce.Request.Slot, Err: cause})
 	cancel(cause)
 }
 

@@ -176,8 +176,9 @@ func (s *Scheduler) init(ctx context.Context) error {
 
 // Stop stops claiming new slots and stand-by backups, lets running handlers finish
 // until ctx is done, then cancels them (context.Cause is ErrStopped) and waits for them
-// to return. With leases, runs that did not finish are released so a backup takes
-// over at once.
+// to return. With leases, runs that did not finish are handed over so a backup takes
+// over at once. Writes left are tried until a grace after ctx ends (at most a
+// second); those not stored make Stop return an error matching ErrNotStored.
 //
 // Stop before Start and a second Stop have nothing to stop: they return nil and
 // say so in the log (Stop before Start at info level, as the scheduler can no
@@ -196,6 +197,10 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 		return nil
 	}
 	s.state = stateStopped
+	// Writes after the handlers (settles, the outbox) end soon after ctx does.
+	if deadline, ok := ctx.Deadline(); ok {
+		s.writesBy.Store(deadline.Add(s.stopGrace()).UnixNano())
+	}
 	s.mu.Unlock()
 
 	s.stopLoops()
@@ -219,26 +224,36 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 	return err
 }
 
-// drainOutbox writes the records still waiting in the outbox until ctx ends: for
-// 2 × CallTimeout when ctx has no deadline, for one CallTimeout when it has ended
-// already. It returns how many were left.
+// drainOutbox writes the records still waiting in the outbox: for 2 ×
+// CallTimeout when ctx has no deadline, else until a grace after it (a write
+// that began later had a grace of its own). It returns how many were left.
 func (s *Scheduler) drainOutbox(ctx context.Context) int {
-	var bound time.Duration
-	switch _, ok := ctx.Deadline(); {
-	case ctx.Err() != nil:
-		bound = s.callTO
-	case !ok:
-		bound = 2 * s.callTO
+	deadline, ok := ctx.Deadline()
+	if ok {
+		deadline = deadline.Add(s.stopGrace())
+	} else {
+		deadline = time.Now().Add(2 * s.callTO)
 	}
-	if bound > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), bound)
-		defer cancel()
-	}
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	defer cancel()
 	n := s.out.drain(ctx)
 	if n > 0 {
 		s.log.Error("records that complete a slot were not stored before Stop returned", "records", n)
 		s.emit(Event{Kind: EventBackendError, Op: "save_result", Err: fmt.Errorf("scheduler: %d records not stored at Stop", n)})
 	}
 	return n
+}
+
+// stopGrace is how long after Stop's context ends its last writes may take.
+func (s *Scheduler) stopGrace() time.Duration { return min(s.callTO, time.Second) }
+
+// writeCtx is the context of one write that completes a slot: bounded by the
+// call timeout, and once Stop has a deadline by that deadline and a grace (a
+// write that begins later has the grace).
+func (s *Scheduler) writeCtx() (context.Context, context.CancelFunc) {
+	d := s.callTO
+	if by := s.writesBy.Load(); by != 0 {
+		d = min(d, max(time.Until(time.Unix(0, by)), s.stopGrace()))
+	}
+	return context.WithTimeout(context.Background(), d)
 }

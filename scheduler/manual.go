@@ -40,11 +40,35 @@ const (
 // tells the caller when its handler starts; an error returned before that ran
 // nothing.
 func (s *Scheduler) RunNow(ctx context.Context, name string, opts ...RunNowOption) (RunRecord, error) {
+	return s.runNow(ctx, name, "", opts)
+}
+
+// RunEntryNow runs schedule entry id of job at once on this instance, as RunNow
+// runs a job. The run is a manual run with the entry's payload (Run.Entry and
+// Run.Payload set), recorded under the entry's run name (EntryHistory). It has
+// the job's handler and policies as they apply to the entry (overlap is the
+// entry's own). An entry stored but not followed here yet is waited for, for a
+// moment; one not stored is ErrEntryNotFound. A paused entry runs, as a paused
+// job's RunNow does. The manual runs of a job's entries count against the
+// job's WithMaxManualRuns.
+func (s *Scheduler) RunEntryNow(ctx context.Context, job, id string, opts ...RunNowOption) (RunRecord, error) {
+	if err := backend.ValidateEntryID(id); err != nil {
+		return RunRecord{}, err
+	}
+	return s.runNow(ctx, job, id, opts)
+}
+
+// runNow is RunNow, of entry id of job name when id is not "".
+func (s *Scheduler) runNow(ctx context.Context, name, id string, opts []RunNowOption) (RunRecord, error) {
 	var o runNowConfig
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&o)
 		}
+	}
+	what := fmt.Sprintf("run %q now", name)
+	if id != "" {
+		what = fmt.Sprintf("run entry %q of %q now", id, name)
 	}
 	if !utf8.ValidString(o.by) || len(o.by) > MaxPauseText {
 		return RunRecord{}, fmt.Errorf("%w: RequestedBy must be valid UTF-8 of at most %d bytes", ErrInvalidOption, MaxPauseText)
@@ -61,17 +85,24 @@ func (s *Scheduler) RunNow(ctx context.Context, name string, opts ...RunNowOptio
 	}
 	switch state {
 	case stateNew, stateStarting:
-		return RunRecord{}, fmt.Errorf("run %q now: %w: call Start first", name, ErrNotStarted)
+		return RunRecord{}, fmt.Errorf("%s: %w: call Start first", what, ErrNotStarted)
 	case stateStopped:
-		return RunRecord{}, fmt.Errorf("run %q now: %w: the scheduler was stopped", name, ErrNotStarted)
+		return RunRecord{}, fmt.Errorf("%s: %w: the scheduler was stopped", what, ErrNotStarted)
 	}
 	defer s.handlers.Done()
-	if n := j.manual.Add(1); int(n) > j.cfg.maxManual {
-		j.manual.Add(-1)
-		return RunRecord{}, fmt.Errorf("run %q now: %w: %d in progress on %s, at most %d (WithMaxManualRuns)",
-			name, ErrTooManyManualRuns, n-1, s.instance, j.cfg.maxManual)
+	p := j // the job whose manual runs are counted
+	if id != "" {
+		var err error
+		if j, err = s.followedEntry(ctx, p, id); err != nil {
+			return RunRecord{}, fmt.Errorf("scheduler: %s: %w", what, err)
+		}
 	}
-	defer j.manual.Add(-1)
+	if n := p.manual.Add(1); int(n) > p.cfg.maxManual {
+		p.manual.Add(-1)
+		return RunRecord{}, fmt.Errorf("%s: %w: %d in progress on %s, at most %d (WithMaxManualRuns)",
+			what, ErrTooManyManualRuns, n-1, s.instance, p.cfg.maxManual)
+	}
+	defer p.manual.Add(-1)
 	// The handler's context carries the caller's values (a trigger's trace
 	// context, say) and ends with the caller's or with a hard stop.
 	hctx, hcancel := context.WithCancelCause(context.WithoutCancel(ctx))
@@ -79,7 +110,45 @@ func (s *Scheduler) RunNow(ctx context.Context, name string, opts ...RunNowOptio
 	defer context.AfterFunc(s.hardCtx, func() { hcancel(context.Cause(s.hardCtx)) })()
 	defer context.AfterFunc(ctx, func() { hcancel(context.Cause(ctx)) })()
 	m := &manualCall{ctx: ctx, handlerCtx: hctx, cfg: o}
-	return s.runManual(j, m)
+	rec, err := s.runManual(j, m)
+	if err == nil && j.entry != nil {
+		rec.Job, rec.Entry = j.entry.job, j.entry.id
+	}
+	return rec, err
+}
+
+// maxEntryWait bounds how long RunEntryNow waits for the view to follow an entry
+// it finds stored, and entryPoll how often it looks.
+const (
+	maxEntryWait = 2 * time.Second
+	entryPoll    = 20 * time.Millisecond
+)
+
+// followedEntry returns the run view of entry id of p, waiting (within ctx and
+// maxEntryWait) for this instance to follow it when the store has it.
+func (s *Scheduler) followedEntry(ctx context.Context, p *job, id string) (*job, error) {
+	if err := s.EntriesLoaded(ctx); err != nil {
+		return nil, err
+	}
+	if j, ok := s.entries.view(p.name, id); ok {
+		return j, nil
+	}
+	if _, err := s.GetEntry(ctx, p.name, id); err != nil {
+		return nil, err
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	deadline := s.clock.Now().Add(maxEntryWait)
+	for s.clock.Now().Before(deadline) {
+		if !s.sleepUntil(wctx, s.clock.Now().Add(entryPoll)) {
+			return nil, context.Cause(ctx)
+		}
+		if j, ok := s.entries.view(p.name, id); ok {
+			return j, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: entry %q of job %q is stored but not followed by %s (it cannot run its schedule here: see its log)",
+		ErrInvalidEntry, id, p.name, s.instance)
 }
 
 // runManual claims a slot off j's schedule for m and runs it, trying the next
@@ -91,10 +160,10 @@ func (s *Scheduler) runManual(j *job, m *manualCall) (RunRecord, error) {
 	}
 	for try := 0; ok && try < maxManualSlotTries; try++ {
 		a := s.newAttempt(j, slot, claimManual)
-		a.man = m
+		a.man, a.rc.RequestedBy = m, m.cfg.by
 		res, err := s.decide(a)
 		if err != nil {
-			return RunRecord{}, fmt.Errorf("scheduler: run %q now: %w", j.name, err)
+			return RunRecord{}, fmt.Errorf("scheduler: run %s now: %w", j.quoted(), err)
 		}
 		switch res.Outcome {
 		case backend.OutcomeWon:
@@ -106,22 +175,22 @@ func (s *Scheduler) runManual(j *job, m *manualCall) (RunRecord, error) {
 			}, nil
 		case backend.OutcomeOverlap:
 			if j.cfg.overlap.Buffers() {
-				return RunRecord{}, fmt.Errorf("run %q now: %w: another run of it holds its lease and %d are buffered already (overlap policy %s)",
-					j.name, ErrJobBusy, a.rc.Buffers(), j.cfg.overlap)
+				return RunRecord{}, fmt.Errorf("run %s now: %w: another run of it holds its lease and %d are buffered already (overlap policy %s)",
+					j.quoted(), ErrJobBusy, a.rc.Buffers(), j.cfg.overlap)
 			}
-			return RunRecord{}, fmt.Errorf("run %q now: %w: another run of it holds its lease", j.name, ErrJobBusy)
+			return RunRecord{}, fmt.Errorf("run %s now: %w: another run of it holds its lease", j.quoted(), ErrJobBusy)
 		case backend.OutcomeLate:
-			return RunRecord{}, fmt.Errorf("scheduler: run %q now: the run store's clock is more than the clock skew allowance (%v) ahead of this instance's", j.name, s.maxSkew)
+			return RunRecord{}, fmt.Errorf("scheduler: run %s now: the run store's clock is more than the clock skew allowance (%v) ahead of this instance's", j.quoted(), s.maxSkew)
 		}
 		// The millisecond is taken: another instance's manual run has it. Its
 		// later ones may follow it closely, so skip a random stretch.
 		slot, ok = j.manualSlot(slot.Add(time.Duration(1+rand.N(maxManualSkip)) * time.Millisecond))
 	}
 	if !ok {
-		return RunRecord{}, fmt.Errorf("run %q now: %w: every millisecond is one of its slots, and with leases a manual run holds a lease on an instant that is not (an interval of at least 2ms)",
-			j.name, ErrInvalidOption)
+		return RunRecord{}, fmt.Errorf("run %s now: %w: every millisecond is one of its slots, and with leases a manual run holds a lease on an instant that is not (an interval of at least 2ms)",
+			j.quoted(), ErrInvalidOption)
 	}
-	return RunRecord{}, fmt.Errorf("scheduler: run %q now: %d slots in a row were taken by other manual runs", j.name, maxManualSlotTries)
+	return RunRecord{}, fmt.Errorf("scheduler: run %s now: %d slots in a row were taken by other manual runs", j.quoted(), maxManualSlotTries)
 }
 
 // manualCall is a RunNow call: the caller's context and options.
@@ -162,7 +231,11 @@ func (m *manualCall) buffered(a *attempt, res backend.ClaimResult) {
 	}
 	m.toldBuffer = true
 	if m.cfg.onBuffered != nil {
-		m.cfg.onBuffered(Run{Job: a.j.name, Slot: a.rc.Slot, Instance: a.rc.Instance, Token: a.rc.Token, Manual: true})
+		run := Run{Job: a.j.name, Slot: a.rc.Slot, Instance: a.rc.Instance, Token: a.rc.Token, Manual: true}
+		if a.j.entry != nil {
+			run.Job, run.Entry, run.Payload = a.j.entry.job, a.j.entry.id, a.j.entry.payload
+		}
+		m.cfg.onBuffered(run)
 	}
 }
 
@@ -179,7 +252,9 @@ func (j *job) onSchedule(t time.Time) bool {
 }
 
 // manualAt reports whether t is the slot of a manual run of the job: one that is
-// not one of its slots. An entry has no manual runs.
+// not one of its slots. For an entry it cannot tell (a slot of its schedule
+// before a change is off its schedule now): false; the store's ActiveRun.Manual
+// says.
 func (j *job) manualAt(t time.Time) bool {
 	return j.entry == nil && !j.onSchedule(t)
 }

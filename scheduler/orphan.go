@@ -63,13 +63,15 @@ func (s *Scheduler) orphanHead(j *job) (head backend.ActiveRun, ok bool) {
 			head, ok = r, true
 		}
 	}
-	return head, ok && j.manualAt(head.Slot)
+	return head, ok && (head.Manual || j.manualAt(head.Slot))
 }
 
 // behindManual reports whether res, a claim's answer, is buffered behind a
-// manual slot that is itself buffered (no expiry: it holds no lease).
+// manual slot that is itself buffered (no expiry: it holds no lease). For an
+// entry, behind any buffered slot: orphanHead reads whether it is manual.
 func (j *job) behindManual(res backend.ClaimResult) bool {
-	return res.Outcome == backend.OutcomeBuffered && !res.WaitsFor.IsZero() && res.Expires.IsZero() && j.manualAt(res.WaitsFor)
+	return res.Outcome == backend.OutcomeBuffered && !res.WaitsFor.IsZero() && res.Expires.IsZero() &&
+		(j.entry != nil || j.manualAt(res.WaitsFor))
 }
 
 // onceBeside runs f, which takes over j's run of slot, beside the caller while

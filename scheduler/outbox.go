@@ -10,14 +10,12 @@ import (
 	"github.com/anarchon/anarchon/backend"
 )
 
-// The outbox keeps the records that complete a slot (a run's result, the record of
-// a slot that did not run, a takeover's note that the attempt before it was lost)
-// whose first write failed, and writes them again until the backend stores them:
-// oldest first per job, with a growing delay between tries, while the scheduler
-// runs and while Stop drains it. A record is given up only when the backend would
-// no longer show it (its history TTL has passed), when the backend refuses it as
-// invalid, or when MaxPendingRecords are waiting already; each of those is logged
-// and reported as a backend error.
+// The outbox keeps the writes that complete a slot whose first try failed (a
+// settle; the records a store without Settler gets beside it) and sends them
+// again until stored: oldest first per job, with a growing delay, while the
+// scheduler runs and while Stop drains it. A write is given up past its
+// history TTL, when the backend refuses it as invalid, or when
+// MaxPendingRecords wait already; each is logged and reported.
 
 // MaxPendingRecords bounds the records one scheduler keeps to write again. Past it,
 // a record whose write fails is dropped (and reported), so that a store down for a
@@ -77,7 +75,7 @@ func (s *Scheduler) complete(j *job, slot time.Time, op string, until time.Time,
 		s.later(j, slot, op, until, write)
 		return
 	}
-	ctx, cancel := s.callCtx(context.Background())
+	ctx, cancel := s.writeCtx()
 	err := write(ctx)
 	cancel()
 	if err == nil {

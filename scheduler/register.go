@@ -161,11 +161,16 @@ func (s *Scheduler) add(name string, sched Schedule, interval time.Duration, h H
 		CallTimeout:   s.callTO,
 		Retention:     backend.Retention{Size: cfg.historySize, TTL: cfg.historyTTL},
 		MaxRuns:       cfg.maxRuns,
+		Retry:         cfg.retry.limits(),
+		MaxManual:     cfg.maxManual,
+		PauseAfter:    cfg.pauseAfter,
+		BufferCap:     cfg.bufferCap,
 	}
 	window := s.backend.DedupeWindow()
 	if w, ok := s.backend.(backend.JobWindower); ok {
 		window = w.WindowFor(limits)
 	}
+	limits.Window = window
 	if reach := cfg.jitter + cfg.maxLate + s.maxSkew; window != backend.Forever && reach >= window {
 		return fmt.Errorf("job %q: %w: jitter %v + max lateness %v + clock skew allowance %v = %v is not below the %s backend's dedupe window %v; a claim that late could run the slot again (lower them, raise the window, or lower Config.MaxClockSkew)",
 			name, ErrWindowTooShort, cfg.jitter, cfg.maxLate, s.maxSkew, reach, s.backend.Name(), window)

@@ -8,26 +8,15 @@ import (
 	"github.com/anarchon/anarchon/backend"
 )
 
-// Runs of removed schedule entries. A run of an entry in progress when the entry
-// is removed finishes on its holder (settle finishes it rather than hand it
-// over), and a retry or takeover of it is recorded cancelled, not run
-// (entryHeld). When the holder dies instead, the run's lease expires with
-// nobody to take it over unless an instance happened to stand by for that slot:
-// no instance follows the entry any more, and one that starts later never knew
-// it. Yet every due slot ends with one terminal record, so a live instance ends
-// such a run: once its lease has ended it takes the run over as a backup would
-// (a takeover-only claim: attempt + 1, a bigger fence, never while the holder's
-// lease lives), records the attempt it took over lost, and finishes the run
-// cancelled, never running the handler.
+// Runs of removed schedule entries. A removed entry's run finishes on its
+// holder. When the holder dies, no instance follows the entry to take it over.
+// So an instance that sees the removal, or starts after it, claims the entry's
+// unfinished runs saying the entry is gone: the machine ends each cancelled,
+// with its record, once no lease holds it.
 //
-// Which runs: an instance that sees an entry of a job it declares removed (its
-// watch says so, or a new reading no longer lists it) looks at that entry's
-// unfinished runs; an instance that starts asks a run store that is a
-// backend.EntryRunLister, once it has read the stored entries, which entries of
-// its jobs hold runs, and looks at those it does not follow. It ends only the
-// runs of an entry the entry store no longer holds when asked after the runs
-// were read: a run read before that belongs to a removed entry, even when an
-// entry of the same ID was added again since.
+// An instance that starts asks a backend.EntryRunLister which entries of its
+// jobs hold runs, and looks at those it does not follow. It ends only the runs
+// of entries the entry store no longer holds.
 
 // removedSchedule is the schedule of a removed entry's run view: no slot comes.
 type removedSchedule struct{}

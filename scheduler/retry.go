@@ -95,6 +95,19 @@ func WithRetry(p RetryPolicy) JobOption {
 
 // checkRetry refuses a retry policy whose first retry, with its jitter, comes at or
 // after the next slot of a job whose slots are gap apart.
+// limits is p in numbers, its defaults filled in; nil for none.
+func (p *RetryPolicy) limits() *backend.RetryLimits {
+	if p == nil {
+		return nil
+	}
+	backoff := p.Backoff
+	if backoff == 0 {
+		backoff = DefaultRetryBackoff
+	}
+	return &backend.RetryLimits{Attempts: p.Attempts, Backoff: backoff, MaxBackoff: p.MaxBackoff, Jitter: p.Jitter,
+		Filtered: p.Retryable != nil}
+}
+
 func (p *RetryPolicy) check(gap time.Duration) error {
 	if p == nil || gap <= 0 {
 		return nil

@@ -17,7 +17,7 @@ import (
 func (s *Scheduler) run(a *attempt) bool {
 	j, res := a.j, a.res
 	s.emit(Event{Kind: EventClaimed, Job: j.name, Slot: a.rc.Slot, Token: a.rc.Token, Attempt: res.Attempt, Outcome: res.Outcome,
-		Manual: a.man != nil, Backfill: a.bf != nil})
+		Manual: a.man != nil, Backfill: a.backfill()})
 	takeover := res.Attempt > 1 && !res.Reopened && !res.Retried
 	switch {
 	case res.Reopened:
@@ -26,7 +26,7 @@ func (s *Scheduler) run(a *attempt) bool {
 		s.log.Info("retries a failed run", j.logAttr(), "slot", a.rc.Slot, "attempt", res.Attempt, "previous", res.Previous)
 	case takeover:
 		s.log.Info("took over a run", j.logAttr(), "slot", a.rc.Slot, "attempt", res.Attempt, "previous", res.Previous)
-		s.emit(Event{Kind: EventTakeover, Job: j.name, Slot: a.rc.Slot, Token: a.rc.Token, Attempt: res.Attempt, Outcome: res.Outcome, Backfill: a.bf != nil})
+		s.emit(Event{Kind: EventTakeover, Job: j.name, Slot: a.rc.Slot, Token: a.rc.Token, Attempt: res.Attempt, Outcome: res.Outcome, Backfill: a.backfill()})
 	}
 	out := s.execute(a)
 	a.bf.ran(out.Status, res.Attempt, s.instance, out.Error)
@@ -75,7 +75,7 @@ func (s *Scheduler) execute(a *attempt) execResult {
 	}
 	if why := s.pausedWhy(a, s.clock.Now()); why != "" && a.man == nil {
 		// A pause or an entry's change that came while the claim was answered.
-		s.emit(Event{Kind: EventPaused, Job: j.name, Slot: a.rc.Slot, Token: a.rc.Token, Status: StatusPaused, Backfill: a.bf != nil})
+		s.emit(Event{Kind: EventPaused, Job: j.name, Slot: a.rc.Slot, Token: a.rc.Token, Status: StatusPaused, Backfill: a.backfill()})
 		return s.settle(a, execResult{Status: StatusPaused, Error: why}, nil)
 	}
 	if _, gone := s.entryFacts(j); gone {
@@ -90,7 +90,7 @@ func (s *Scheduler) execute(a *attempt) execResult {
 	defer stopHeartbeat()
 
 	run := Run{Job: j.name, Slot: a.rc.Slot, Instance: s.instance, Token: a.rc.Token, Fence: a.res.Fence, Attempt: max(a.res.Attempt, 1),
-		Manual: a.man != nil, Backfill: a.bf != nil, Previous: a.l.previous}
+		Manual: a.man != nil, Backfill: a.backfill(), Previous: a.l.previous}
 	if j.entry != nil {
 		run.Job, run.Entry, run.Payload = j.entry.job, j.entry.id, j.entry.payload
 	}
@@ -98,6 +98,9 @@ func (s *Scheduler) execute(a *attempt) execResult {
 	started := s.clock.Now()
 	s.emit(Event{Kind: EventStarted, Job: j.name, Slot: a.rc.Slot, Token: a.rc.Token, Attempt: run.Attempt, Manual: run.Manual, Backfill: run.Backfill,
 		Lag: started.Sub(a.rc.Slot)})
+	seen := RunRecord{Job: run.Job, Entry: run.Entry, Slot: run.Slot, Instance: s.instance, Token: run.Token, Attempt: run.Attempt,
+		Manual: run.Manual, Backfill: run.Backfill, Status: StatusRunning, StartedAt: started, Fence: run.Fence}
+	s.seen.note(seen)
 	err := s.callHandler(ctx, j.handler, run)
 	res := execResult{StartedAt: started, FinishedAt: s.clock.Now()}
 	settling.Store(true)
@@ -117,6 +120,10 @@ func (s *Scheduler) execute(a *attempt) execResult {
 	}
 	s.logFailure(run, res, err)
 	out := s.settle(a, res, plan)
+	if !out.retried {
+		seen.Status, seen.FinishedAt, seen.Duration, seen.Error = out.Status, res.FinishedAt, res.FinishedAt.Sub(started), res.Error
+		s.seen.note(seen)
+	}
 	s.emit(Event{Kind: EventFinished, Job: j.name, Slot: a.rc.Slot, Token: a.rc.Token, Attempt: run.Attempt, Manual: run.Manual, Backfill: run.Backfill,
 		Status: out.Status, Duration: res.FinishedAt.Sub(res.StartedAt), Err: res.err})
 	switch {
@@ -138,7 +145,7 @@ func (s *Scheduler) execute(a *attempt) execResult {
 func (s *Scheduler) finalFailure(a *attempt, attempt int, err error) {
 	j := a.j
 	s.emit(Event{Kind: EventFailed, Job: j.name, Slot: a.rc.Slot, Token: a.rc.Token, Attempt: max(attempt, 1), Manual: a.man != nil,
-		Backfill: a.bf != nil, Status: StatusError, Err: err})
+		Backfill: a.backfill(), Status: StatusError, Err: err})
 	if a.man == nil && j.cfg.pauseAfter > 0 {
 		s.beside(func() { s.pauseIfFailing(j) })
 	}

@@ -58,8 +58,10 @@ type Scheduler struct {
 	jobs map[string]*job
 	// entries are the schedule entries this instance follows.
 	entries *entrySet
-	order   []*job
-	state   int // stateNew, stateStarting, stateStarted, stateStopped
+	// seen is what this instance saw of its entries' runs (EntriesSummary).
+	seen  seenRuns
+	order []*job
+	state int // stateNew, stateStarting, stateStarted, stateStopped
 	// jobsChanged is closed at the next registration or removal (JobsChanged).
 	jobsChanged chan struct{}
 	// checks refuse a registration (AddJobCheck), in the order added.
@@ -72,6 +74,10 @@ type Scheduler struct {
 	handlers   sync.WaitGroup // running slots (claims, handlers, results)
 	hardCtx    context.Context
 	hardCancel context.CancelCauseFunc
+
+	// writesBy, once Stop has a deadline, bounds the writes after the handlers
+	// (Unix nanoseconds; 0: none).
+	writesBy atomic.Int64
 
 	pauses pauses // the stored pauses, as the backend's watch last told them
 	out    outbox // records that complete a slot, to write again

@@ -33,7 +33,7 @@ func (s *Scheduler) settle(a *attempt, res execResult, plan *retryPlan) execResu
 			s.log.Warn("retry not stored in time: the failure stands", j.logAttr(), "slot", a.rc.Slot, "attempt", a.res.Attempt)
 			plan = nil
 		}
-		ctx, cancel := s.callCtx(context.Background())
+		ctx, cancel := s.writeCtx()
 		err := s.store.settle(ctx, a, st)
 		cancel()
 		switch {

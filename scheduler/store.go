@@ -31,8 +31,14 @@ func (s *Scheduler) newSlotStore() slotStore {
 	case s.runs == nil:
 		return &plainStore{s: s}
 	case ok:
-		rec, _ := s.backend.(backend.ClaimRecorder)
-		return &settlerStore{s: s, settler: set, rec: rec}
+		st := &settlerStore{s: s, settler: set}
+		if rec, ok := s.backend.(interface {
+			backend.ClaimRecorder
+			backend.RecordDecider
+		}); ok {
+			st.rec = rec
+		}
+		return st
 	}
 	return &seedStore{s: s}
 }
@@ -41,16 +47,19 @@ func (s *Scheduler) newSlotStore() slotStore {
 type settlerStore struct {
 	s       *Scheduler
 	settler backend.Settler
-	// rec, when the backend's claim record decides (a fleet that mixes
+	// rec, when the backend says its claim record decides (a fleet that mixes
 	// instances without leases), is written before a won attempt runs.
-	rec backend.ClaimRecorder
+	rec interface {
+		backend.ClaimRecorder
+		backend.RecordDecider
+	}
 }
 
 func (st *settlerStore) leased() bool { return true }
 
 func (st *settlerStore) claim(ctx context.Context, a *attempt) (backend.ClaimResult, error) {
 	res, err := st.s.runs.Claim(ctx, a.rc)
-	if err != nil || res.Outcome != backend.OutcomeWon || st.rec == nil || !recordDecides(st.s.backend, a.j.name) {
+	if err != nil || res.Outcome != backend.OutcomeWon || st.rec == nil || !st.rec.RecordDecides(a.j.name) {
 		return res, err
 	}
 	// Bounded so that the lease is still good when the handler starts; a record
@@ -155,11 +164,16 @@ func (st *seedStore) claim(ctx context.Context, a *attempt) (backend.ClaimResult
 			})
 		}
 	}
-	// What the machine stores for a Settler, said with Finish.
-	if a.rc.PausedWhy != "" || a.rc.EntryGone {
+	// What the machine stores for a Settler, said with Finish (a store that
+	// ignores the claim's newer fields).
+	manual := a.kind == claimAdopt && a.j.manualAt(a.rc.Slot)
+	if a.rc.PausedWhy != "" || a.rc.EntryGone || manual {
 		status, why, out := StatusPaused, a.rc.PausedWhy, backend.OutcomePaused
-		if a.rc.EntryGone {
+		switch {
+		case a.rc.EntryGone:
 			status, why, out = StatusCancelled, machine.WhyEntryRemoved, backend.OutcomeDone
+		case manual:
+			status, why, out = StatusLost, machine.WhyManualStopped, backend.OutcomeDone
 		}
 		if err := s.runs.Finish(ctx, a.key(), status); err != nil {
 			return res, err
@@ -209,7 +223,7 @@ func (st *seedStore) settle(ctx context.Context, a *attempt, end backend.Settlem
 		return err
 	}
 	r := backend.StoredResult{Slot: a.rc.Slot, Token: a.rc.Token, Instance: s.instance, Attempt: max(a.res.Attempt, 1),
-		Manual: a.kind == claimManual, Backfill: a.bf != nil, Status: end.Status, StartedAt: end.StartedAt,
+		Manual: a.kind == claimManual, Backfill: a.backfill(), Status: end.Status, StartedAt: end.StartedAt,
 		FinishedAt: end.FinishedAt, Error: end.Error, Fence: a.res.Fence}
 	st.record(a, r)
 	if r.Status == StatusSuperseded {

@@ -27,7 +27,7 @@ func (b *Backend) CreateEntry(ctx context.Context, e backend.Entry) (uint64, err
 	if err := e.Check(); err != nil {
 		return 0, err
 	}
-	spec, err := json.Marshal(specColumn{e.EntrySpec, e.Incarnation})
+	spec, err := json.Marshal(specColumn{e.EntrySpec, e.Incarnation, e.User, e.Instance})
 	if err != nil {
 		return 0, fmt.Errorf("%w: %w", backend.ErrInvalidEntry, err)
 	}
@@ -58,7 +58,7 @@ func (b *Backend) UpdateEntry(ctx context.Context, e backend.Entry, rev uint64) 
 	if err := e.Check(); err != nil {
 		return 0, err
 	}
-	spec, err := json.Marshal(specColumn{e.EntrySpec, e.Incarnation})
+	spec, err := json.Marshal(specColumn{e.EntrySpec, e.Incarnation, e.User, e.Instance})
 	if err != nil {
 		return 0, fmt.Errorf("%w: %w", backend.ErrInvalidEntry, err)
 	}
@@ -290,6 +290,9 @@ const entryColumns = "job, id, spec, rev, updated, by_whom, removed"
 type specColumn struct {
 	backend.EntrySpec
 	Incarnation uint64 `json:"incarnation,omitempty"`
+	// User and Instance are the entry's (the by_whom column holds By).
+	User     string `json:"user,omitempty"`
+	Instance string `json:"instance,omitempty"`
 }
 
 // storedEntry is an entries row: an entry, or a tombstone.
@@ -317,7 +320,7 @@ func scanEntries(rows *sql.Rows) ([]storedEntry, error) {
 			if err := json.Unmarshal([]byte(spec), &col); err != nil {
 				return nil, fmt.Errorf("entry %q of job %q: stored spec: %w", e.ID, e.Job, err)
 			}
-			e.EntrySpec, e.Incarnation = col.EntrySpec, col.Incarnation
+			e.EntrySpec, e.Incarnation, e.User, e.Instance = col.EntrySpec, col.Incarnation, col.User, col.Instance
 		}
 		if !e.removed {
 		}

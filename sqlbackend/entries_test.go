@@ -290,6 +290,8 @@ func TestSchemaMigratesVersion5(t *testing.T) {
 			_, err := old.DB().ExecContext(ctx, "ALTER TABLE "+old.TablePrefix()+"runs DROP COLUMN "+col)
 			require.NoError(t, err)
 		}
+		_, err = old.DB().ExecContext(ctx, "ALTER TABLE "+old.TablePrefix()+"results DROP COLUMN requested_by")
+		require.NoError(t, err)
 		_, err = old.DB().ExecContext(ctx, "UPDATE "+old.TablePrefix()+"schema SET version = 5 WHERE id = 1")
 		require.NoError(t, err)
 

@@ -37,10 +37,10 @@ func (b *Backend) saveResult(ctx context.Context, job string, r backend.StoredRe
 // to keep.
 func (b *Backend) storeResults(ctx context.Context, tx *sql.Tx, job string, recs []backend.StoredResult, keep backend.Retention) error {
 	for _, r := range recs {
-		if _, err := tx.ExecContext(ctx, b.q(0, `INSERT INTO {p}results (job, slot, token, instance, attempt, manual, status, started, finished, error, fence, expires, backfill)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {now} + ?, ?)`),
+		if _, err := tx.ExecContext(ctx, b.q(0, `INSERT INTO {p}results (job, slot, token, instance, attempt, manual, status, started, finished, error, fence, expires, backfill, requested_by)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {now} + ?, ?, ?)`),
 			job, r.Slot.UnixMilli(), r.Token, r.Instance, max(r.Attempt, 1), boolInt(r.Manual), string(r.Status),
-			msOf(r.StartedAt), msOf(r.FinishedAt), r.Error, int64(r.Fence), ttlMs(keep.TTL), boolInt(r.Backfill)); err != nil {
+			msOf(r.StartedAt), msOf(r.FinishedAt), r.Error, int64(r.Fence), ttlMs(keep.TTL), boolInt(r.Backfill), r.RequestedBy); err != nil {
 			return err
 		}
 	}
@@ -109,7 +109,7 @@ const historyRows = `WITH h AS (
 	FROM {p}records r
 	WHERE r.job = ? AND (r.expires IS NULL OR r.expires > {now})
 	UNION ALL
-	SELECT 2, s.id, s.slot, s.token, s.instance, s.attempt, s.manual, '', 0,
+	SELECT 2, s.id, s.slot, s.token, s.instance, s.attempt, s.manual, s.requested_by, 0,
 		s.status, s.started, s.finished, s.error, s.fence, s.backfill
 	FROM {p}results s
 	WHERE s.job = ? AND (s.expires IS NULL OR s.expires > {now})
@@ -164,7 +164,7 @@ func scanHistory(rows *sql.Rows) ([]backend.ClaimRecord, []backend.StoredResult,
 		}
 		results = append(results, backend.StoredResult{
 			Slot: timeOf(slot), Token: token, Instance: instance, Attempt: int(attempt), Manual: manual != 0,
-			Status: backend.Status(status), StartedAt: timeOf(started), FinishedAt: timeOf(finished),
+			RequestedBy: requestedBy, Status: backend.Status(status), StartedAt: timeOf(started), FinishedAt: timeOf(finished),
 			Error: errText, Fence: uint64(fence), Backfill: backfill != 0,
 		})
 	}
@@ -203,7 +203,7 @@ func (b *Backend) LastRuns(ctx context.Context, jobs []string) (map[string]backe
 	)
 	SELECT s.job, s.started <> 0 AND s.n_run = 1, s.status = 'ok' AND s.n_kind = 1, s.status IN (` + failed + `) AND s.n_kind = 1,
 		s.slot, s.token, s.instance, s.attempt, s.manual, s.status, s.started, s.finished, s.error, s.fence, s.backfill,
-		COALESCE(c.at_ms, r.at_ms, 0), COALESCE(c.requested_by, r.requested_by, '')
+		COALESCE(c.at_ms, r.at_ms, 0), COALESCE(NULLIF(s.requested_by, ''), c.requested_by, r.requested_by, '')
 	FROM s
 	LEFT JOIN {p}claims c ON c.job = s.job AND c.slot = s.slot AND c.token = s.token
 	LEFT JOIN {p}records r ON r.job = s.job AND r.slot = s.slot AND r.token = s.token

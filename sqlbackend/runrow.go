@@ -31,7 +31,7 @@ const neverMs int64 = 1 << 62
 // order of row.dest and columnsOf.
 const runColumns = `slot, token, instance, attempt, prev_instance, prev_token, fence, lease_ms, expires, status,
 	keep_ms, changed, reopened, retried, retry_at, retry_by, cancel_slot, cancel_instance, cancel_token,
-	counted_last, manual, backfill, incarnation, recorded, claimed, counted, handed_over`
+	counted_last, manual, backfill, incarnation, recorded, claimed, counted, handed_over, requested_by`
 
 // runColumnsAs is runColumns, each named with prefix (a table alias and a dot).
 func runColumnsAs(prefix string) string {
@@ -60,6 +60,7 @@ type row struct {
 	reopened, retried, retryAt, retryBy, cancelSlot                               sql.NullInt64
 	last, manual, backfill, incarnation, recorded, claimed, counted, handedOver   sql.NullInt64
 	token, instance, prevInstance, prevToken, status, cancelInstance, cancelToken sql.NullString
+	requestedBy                                                                   sql.NullString
 }
 
 // dest is where Scan puts runColumns.
@@ -67,7 +68,7 @@ func (r *row) dest() []any {
 	return []any{&r.slot, &r.token, &r.instance, &r.attempt, &r.prevInstance, &r.prevToken, &r.fence, &r.leaseMs,
 		&r.expires, &r.status, &r.keepMs, &r.changed, &r.reopened, &r.retried, &r.retryAt, &r.retryBy,
 		&r.cancelSlot, &r.cancelInstance, &r.cancelToken, &r.last, &r.manual, &r.backfill, &r.incarnation,
-		&r.recorded, &r.claimed, &r.counted, &r.handedOver}
+		&r.recorded, &r.claimed, &r.counted, &r.handedOver, &r.requestedBy}
 }
 
 // run is the row's run; false when there is no row.
@@ -84,7 +85,7 @@ func (r *row) run() (machine.Run, bool) {
 		Reopened: r.reopened.Int64 != 0, Retried: r.retried.Int64 != 0, Last: r.last.Int64 != 0,
 		Manual: r.manual.Int64 != 0, Backfill: r.backfill.Int64 != 0, Incarnation: uint64(r.incarnation.Int64),
 		Recorded: r.recorded.Int64 != 0, Claimed: timeOf(r.claimed.Int64), Keep: ms(r.keepMs.Int64),
-		Counted: r.counted.Int64 != 0, HandedOver: r.handedOver.Int64 != 0,
+		Counted: r.counted.Int64 != 0, HandedOver: r.handedOver.Int64 != 0, RequestedBy: r.requestedBy.String,
 	}
 	if r.changed.Int64 != neverMs {
 		run.Changed = timeOf(r.changed.Int64)
@@ -127,7 +128,7 @@ func columnsOf(r machine.Run) []any {
 	return []any{r.Slot.UnixMilli(), r.Token, r.Instance, r.Attempt, r.Previous, r.PreviousToken, int64(r.Fence),
 		r.Lease.Milliseconds(), msOf(r.Expires), status, r.Keep.Milliseconds(), changed, boolInt(r.Reopened),
 		boolInt(r.Retried), msOf(r.RetryAt), msOf(r.RetryBy), msOf(c.Slot), c.Instance, c.Token, boolInt(r.Last),
-		boolInt(r.Manual), boolInt(r.Backfill), int64(r.Incarnation), boolInt(r.Recorded), msOf(r.Claimed), boolInt(r.Counted), boolInt(r.HandedOver), forget}
+		boolInt(r.Manual), boolInt(r.Backfill), int64(r.Incarnation), boolInt(r.Recorded), msOf(r.Claimed), boolInt(r.Counted), boolInt(r.HandedOver), r.RequestedBy, forget}
 }
 
 func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }

@@ -34,10 +34,10 @@ var schema = []string{
 	`CREATE TABLE IF NOT EXISTS {p}results (id {autoid}, job {text} NOT NULL, slot {int} NOT NULL, token {text} NOT NULL,
 		instance {text} NOT NULL, attempt {int} NOT NULL, manual {int} NOT NULL, status {text} NOT NULL,
 		started {int} NOT NULL, finished {int} NOT NULL, error {text} NOT NULL, fence {int} NOT NULL, expires {int},
-		backfill {int} NOT NULL DEFAULT 0)`,
+		backfill {int} NOT NULL DEFAULT 0, requested_by {text} NOT NULL DEFAULT '')`,
 	`CREATE INDEX IF NOT EXISTS {p}results_job ON {p}results (job, slot)`,
 	// The lease store: a machine.Run per (job, slot), mapped in runrow.go. The
-	// retry, cancel, counted_last and machine columns (manual to handed_over) are
+	// retry, cancel, counted_last and machine columns (manual to requested_by) are
 	// those migrations[1], [3], [4] and [6] add, defaults included, so that
 	// created and migrated tables are alike.
 	`CREATE TABLE IF NOT EXISTS {p}runs (job {text} NOT NULL, slot {int} NOT NULL, token {text} NOT NULL,
@@ -48,7 +48,8 @@ var schema = []string{
 		cancel_slot {int} NOT NULL DEFAULT 0, cancel_instance {text} NOT NULL DEFAULT '', cancel_token {text} NOT NULL DEFAULT '',
 		counted_last {int} NOT NULL DEFAULT 0, manual {int} NOT NULL DEFAULT 0, backfill {int} NOT NULL DEFAULT 0,
 		incarnation {int} NOT NULL DEFAULT 0, recorded {int} NOT NULL DEFAULT 0, claimed {int} NOT NULL DEFAULT 0,
-		counted {int} NOT NULL DEFAULT 1, handed_over {int} NOT NULL DEFAULT 0, PRIMARY KEY (job, slot))`,
+		counted {int} NOT NULL DEFAULT 1, handed_over {int} NOT NULL DEFAULT 0, requested_by {text} NOT NULL DEFAULT '',
+		PRIMARY KEY (job, slot))`,
 	// forget_at is machine.Run.ForgetAt: the sweep deletes by it, by index.
 	`CREATE INDEX IF NOT EXISTS {p}runs_forget ON {p}runs (forget_at)`,
 	// WithClaimRetention deletes a job's claims by their age.
@@ -129,6 +130,8 @@ var migrations = map[int][]string{
 		`ALTER TABLE {p}runs ADD COLUMN claimed {int} NOT NULL DEFAULT 0`,
 		`ALTER TABLE {p}runs ADD COLUMN counted {int} NOT NULL DEFAULT 1`,
 		`ALTER TABLE {p}runs ADD COLUMN handed_over {int} NOT NULL DEFAULT 0`,
+		`ALTER TABLE {p}runs ADD COLUMN requested_by {text} NOT NULL DEFAULT ''`,
+		`ALTER TABLE {p}results ADD COLUMN requested_by {text} NOT NULL DEFAULT ''`,
 	},
 }
 

@@ -349,6 +349,9 @@ func atSchema(t *testing.T, ctx context.Context, b *sqlbackend.Backend, version 
 		require.NoError(t, err, q)
 	}
 	exec("DROP TABLE {p}runs")
+	if version <= 6 {
+		exec("ALTER TABLE {p}results DROP COLUMN requested_by")
+	}
 	if version <= 4 {
 		exec("DROP TABLE {p}jobs")
 		exec(jobsV4)
@@ -360,7 +363,7 @@ func atSchema(t *testing.T, ctx context.Context, b *sqlbackend.Backend, version 
 }
 
 // runsV7Columns are the runs table's columns migrations[6] adds.
-var runsV7Columns = []string{"manual", "backfill", "incarnation", "recorded", "claimed", "counted", "handed_over"}
+var runsV7Columns = []string{"manual", "backfill", "incarnation", "recorded", "claimed", "counted", "handed_over", "requested_by"}
 
 // runsV6 is the runs table as schema versions 5 and 6 created it (before the
 // machine's columns).

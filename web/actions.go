@@ -84,6 +84,12 @@ func (h *Handler) act(w http.ResponseWriter, r *http.Request, rt route) {
 			h.fail(w, r, http.StatusNotFound, fmt.Sprintf("%s: the job has no schedule entry with this ID (removed, or never added)", what))
 			return
 		}
+	case rt.entry != "" && rt.action == actionRun:
+		reply, done, err = h.triggerEntry(ctx, rt, by)
+		if errors.Is(err, fleet.ErrEntryNotFound) {
+			h.fail(w, r, http.StatusNotFound, fmt.Sprintf("%s: the job has no schedule entry with this ID (removed, or never added)", what))
+			return
+		}
 	case rt.entry != "":
 		reply, done, err = h.pauseEntry(ctx, rt, in.Rev, by)
 		if errors.Is(err, fleet.ErrEntryNotFound) {
@@ -160,13 +166,33 @@ func (h *Handler) pauseEntry(ctx context.Context, rt route, rev uint64, by strin
 
 // trigger asks for a manual run and waits up to TriggerWait for it to end.
 func (h *Handler) trigger(ctx context.Context, job, by string) (fleet.TriggerReply, string, error) {
+	return h.waitRun(ctx, func(ctx context.Context, wait bool) (fleet.TriggerReply, error) {
+		return h.cfg.Source.Trigger(ctx, job, fleet.TriggerRequest{By: by, Wait: wait})
+	})
+}
+
+// triggerEntry asks for a manual run of entry rt.entry of rt.job, as trigger
+// does for a job; a Source that cannot (no EntryTriggerer) refuses it.
+func (h *Handler) triggerEntry(ctx context.Context, rt route, by string) (fleet.TriggerReply, string, error) {
+	et, ok := h.cfg.Source.(EntryTriggerer)
+	if !ok {
+		return fleet.TriggerReply{}, "", fmt.Errorf("%w: the status page's source cannot run one entry (web.EntryTriggerer)", fleet.ErrNotSupported)
+	}
+	return h.waitRun(ctx, func(ctx context.Context, wait bool) (fleet.TriggerReply, error) {
+		return et.TriggerEntry(ctx, rt.job, fleet.TriggerEntryRequest{ID: rt.entry, By: by, Wait: wait})
+	})
+}
+
+// waitRun asks for a manual run with ask and waits up to TriggerWait for it to
+// end.
+func (h *Handler) waitRun(ctx context.Context, ask func(ctx context.Context, wait bool) (fleet.TriggerReply, error)) (fleet.TriggerReply, string, error) {
 	if h.cfg.TriggerWait < 0 {
-		r, err := h.cfg.Source.Trigger(ctx, job, fleet.TriggerRequest{By: by})
+		r, err := ask(ctx, false)
 		return r, goesOn(r), err
 	}
 	wctx, cancel := context.WithTimeout(ctx, h.cfg.TriggerWait)
 	defer cancel()
-	r, err := h.cfg.Source.Trigger(wctx, job, fleet.TriggerRequest{By: by, Wait: true})
+	r, err := ask(wctx, true)
 	if err != nil && (r.State == fleet.StateAccepted || r.State == fleet.StateBuffered) && ctx.Err() == nil && wctx.Err() != nil {
 		return r, goesOn(r), nil // the run goes on past the wait
 	}

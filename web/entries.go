@@ -127,6 +127,9 @@ type entryView struct {
 	// removal posts.
 	Form   formFrame
 	Remove string
+	// CanRun says the page shows Run now: it may act, and its source runs one
+	// entry (EntryTriggerer).
+	CanRun bool
 }
 
 func (h *Handler) entryPage(ctx context.Context, w http.ResponseWriter, r *http.Request, rt route) {
@@ -160,7 +163,9 @@ func (h *Handler) entryPage(ctx context.Context, w http.ResponseWriter, r *http.
 		writeJSON(w, http.StatusOK, er) // as `anarchon schedule show JOB ID --json` prints it
 		return
 	}
-	h.render(w, http.StatusOK, "entry", entryView{pageBase: h.base(r, ""), EntryReply: er, Asked: asked, Limit: limit,
+	base := h.base(r, "")
+	_, runs := h.cfg.Source.(EntryTriggerer)
+	h.render(w, http.StatusOK, "entry", entryView{pageBase: base, CanRun: base.CanAct && runs, EntryReply: er, Asked: asked, Limit: limit,
 		Payload: previewOf(er.Entry.Payload), Done: doneMessages[r.URL.Query().Get("done")], Filter: filter,
 		Shown:  shownRuns{Runs: filter.apply(er.Runs), Filter: filter.shownLabel()},
 		Form:   formFrame{entryForm: formOf(er.Entry.Entry), Action: h.cfg.Prefix + entryActionPath(rt.job, rt.entry, actionUpdate)},

@@ -481,7 +481,7 @@ func TestEntryActions(t *testing.T) {
 		{entryURL(jobTenants, id) + "/pause", nil, http.StatusBadRequest, "an entry&#39;s pause needs rev"},
 		{entryURL(jobTenants, id) + "/pause", url.Values{"rev": {"x"}}, http.StatusBadRequest, "rev=&#34;x&#34;: an entry&#39;s revision"},
 		{entryURL(jobTenants, "nope") + "/pause", rev, http.StatusNotFound, "pause entry &#34;nope&#34; of &#34;tenants&#34;: the job has no schedule entry with this ID"},
-		{entryURL(jobTenants, id) + "/run", rev, http.StatusNotFound, "no such page"},
+		{entryURL(jobTenants, "nope") + "/run", rev, http.StatusNotFound, "run entry &#34;nope&#34; of &#34;tenants&#34;: the job has no schedule entry with this ID"},
 	} {
 		r := f.post(t, c.path, c.form)
 		assert.Equal(t, c.status, r.status, "%s %v", c.path, c.form)

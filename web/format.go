@@ -43,10 +43,51 @@ func (h *Handler) funcs() template.FuncMap {
 			text, cut := rowError(r)
 			return rowErr{Text: text, Cut: cut}
 		},
-		"policy":        func(v any) bool { return cancelledByPolicy(asRun(v)) },
-		"dur":           short,
-		"maxSearchJobs": func() int { return maxSearchJobs },
+		"policy":         func(v any) bool { return cancelledByPolicy(asRun(v)) },
+		"dur":            short,
+		"maxSearchJobs":  func() int { return maxSearchJobs },
+		"entryCounts":    entryCounts,
+		"failingEntries": failingEntries,
 	}
+}
+
+// entryCounts says a job's entries by state: "2 active, 1 paused".
+func entryCounts(e *fleet.EntriesState) string {
+	if e == nil {
+		return ""
+	}
+	var parts []string
+	for _, c := range []struct {
+		n    int
+		what string
+	}{{e.Active, "active"}, {e.Paused, "paused"}, {e.Ended, "ended"}} {
+		if c.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", c.n, c.what))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// failingEntries names a job's failing entries, "" when none.
+func failingEntries(e *fleet.EntriesState) string {
+	if e == nil || len(e.Failing) == 0 && e.FailingMore == 0 {
+		return ""
+	}
+	ids := make([]string, len(e.Failing))
+	for i, id := range e.Failing {
+		ids[i] = visible(id)
+	}
+	s := strings.Join(ids, ", ")
+	if e.FailingMore > 0 {
+		s += fmt.Sprintf(" and %d more", e.FailingMore)
+	}
+	if e.Unchecked {
+		s += " (not all checked)"
+	}
+	return s
 }
 
 // shownRuns are the runs a table shows after its status filter.

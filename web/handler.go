@@ -45,7 +45,7 @@ type route struct {
 	job    string // for the job, entry and attempt pages and the actions
 	entry  string // for the entry page and its actions: the entry's ID
 	token  string // for the attempt page: the attempt's token
-	action string // "run", "pause", "resume", "add-entry" on a job; "pause", "resume", "update", "remove" on an entry
+	action string // "run", "pause", "resume", "add-entry" on a job; "run", "pause", "resume", "update", "remove" on an entry
 	api    bool   // under api/: always JSON
 }
 
@@ -130,7 +130,8 @@ func parseRoute(rest string) (route, bool) {
 		}
 		rt.page, rt.entry = "entry", id
 		switch {
-		case len(segs) == 3 && (segs[2] == actionPause || segs[2] == actionResume || segs[2] == actionUpdate || segs[2] == actionRemove):
+		case len(segs) == 3 && (segs[2] == actionPause || segs[2] == actionResume || segs[2] == actionUpdate || segs[2] == actionRemove ||
+			segs[2] == actionRun):
 			rt.action = segs[2]
 		case len(segs) == 4 && segs[2] == runSegment:
 			return rt.attempt(segs[3])
@@ -181,7 +182,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if !isRead(r.Method) {
 		w.Header().Set("Allow", "GET, HEAD")
-		h.fail(w, r, http.StatusMethodNotAllowed, "this page is read with GET; actions are POSTs to job/<name>/run, pause, resume or add-entry, and job/<name>/entry/<id>/pause, resume, update or remove")
+		h.fail(w, r, http.StatusMethodNotAllowed, "this page is read with GET; actions are POSTs to job/<name>/run, pause, resume or add-entry, and job/<name>/entry/<id>/run, pause, resume, update or remove")
 		return
 	}
 	if rt.page == "style" {

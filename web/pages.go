@@ -118,7 +118,8 @@ func newJobsLinks(prefix, show, refresh string, reloads bool, defaultSecs int) j
 // jobRow is a job of the jobs page.
 type jobRow struct {
 	fleet.JobSummary
-	// Failing: the job's last run ended in a failure.
+	// Failing: the job's last run ended in a failure, or one of its entries
+	// fails.
 	Failing bool
 }
 
@@ -160,7 +161,7 @@ func (h *Handler) jobsPage(ctx context.Context, w http.ResponseWriter, r *http.R
 		Links: newJobsLinks(h.cfg.Prefix, show, asked, refresh > 0, int(max(h.cfg.Refresh, 0)/time.Second))}
 	v.Refresh = refresh
 	for _, j := range f.Jobs {
-		row := jobRow{JobSummary: j, Failing: failed(j.LastRun)}
+		row := jobRow{JobSummary: j, Failing: failed(j.LastRun) || failingEntries(j.Entries) != ""}
 		if row.Failing {
 			v.Failing++
 		}

@@ -41,3 +41,11 @@ type Source interface {
 }
 
 var _ Source = (*fleet.Client)(nil)
+
+// EntryTriggerer is a Source that also runs one schedule entry now: the entry
+// page's Run now, shown only when the Source is one. *fleet.Client is one.
+type EntryTriggerer interface {
+	TriggerEntry(ctx context.Context, job string, in fleet.TriggerEntryRequest) (fleet.TriggerReply, error)
+}
+
+var _ EntryTriggerer = (*fleet.Client)(nil)

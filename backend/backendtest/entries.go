@@ -3,6 +3,7 @@ package backendtest
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -59,7 +60,8 @@ type entryFixture struct {
 }
 
 func (f *entryFixture) entry(id string) backend.Entry {
-	return backend.Entry{Job: f.job, ID: id, EntrySpec: backend.EntrySpec{Every: time.Minute, Payload: []byte("p:" + id)}, By: "suite"}
+	return backend.Entry{Job: f.job, ID: id, EntrySpec: backend.EntrySpec{Every: time.Minute, Payload: []byte("p:" + id)},
+		By: "suite", User: "ops-1 (account OPS)", Instance: "replica-" + id}
 }
 
 func (f *entryFixture) create(s backend.EntryStore, e backend.Entry) uint64 {
@@ -84,6 +86,8 @@ func same(t *testing.T, want, got backend.Entry, msg string) {
 	assert.Equal(t, string(want.Payload), string(got.Payload), msg)
 	assert.Equal(t, want.Paused, got.Paused, msg)
 	assert.Equal(t, want.By, got.By, msg)
+	assert.Equal(t, want.User, got.User, msg)
+	assert.Equal(t, want.Instance, got.Instance, msg)
 }
 
 func testEntryCreateGet(t *testing.T, f *entryFixture) {
@@ -192,6 +196,8 @@ func testEntryInvalid(t *testing.T, f *entryFixture) {
 		"end before":     func(e *backend.Entry) { e.Start, e.End = time.Unix(100, 0), time.Unix(50, 0) },
 		"zone, no cron":  func(e *backend.Entry) { e.Zone = "UTC" },
 		"negative every": func(e *backend.Entry) { e.Every = -time.Second },
+		"long user":      func(e *backend.Entry) { e.User = strings.Repeat("u", backend.MaxEntryText+1) },
+		"long instance":  func(e *backend.Entry) { e.Instance = strings.Repeat("i", backend.MaxJobNameLen+1) },
 	} {
 		e := f.entry("bad")
 		edit(&e)
@@ -274,12 +280,16 @@ func testEntryWatch(t *testing.T, f *entryFixture) {
 	assert.Equal(t, "x", c.Entry.ID)
 	assert.Equal(t, rev, c.Entry.Revision)
 	assert.Equal(t, "p:x", string(c.Entry.Payload))
+	assert.Equal(t, "ops-1 (account OPS)", c.Entry.User, "who changed it is stored with it")
 	e := f.entry("x")
-	e.Paused = true
+	e.Paused, e.By, e.User, e.Instance = true, "bo", "", "replica-2"
 	rev, err := f.ea.UpdateEntry(f.ctx, e, rev)
 	require.NoError(t, err)
 	c = next("a changed entry")
 	assert.True(t, c.Entry.Paused)
+	assert.Equal(t, "bo", c.Entry.By)
+	assert.Empty(t, c.Entry.User, "a change without a user keeps none of the one before")
+	assert.Equal(t, "replica-2", c.Entry.Instance)
 	assert.Equal(t, rev, c.Entry.Revision)
 	require.NoError(t, f.ea.DeleteEntry(f.ctx, f.job, "x", rev))
 	c = next("a removed entry")

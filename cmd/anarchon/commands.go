@@ -92,10 +92,10 @@ replica, lag and duration, the last success, the last failure's error and the re
 		Use:   "history JOB",
 		Short: "A job's recent runs, newest first",
 		Long: `history lists a job's recent runs, newest first: slot, status, replica, attempt, kind
-(scheduled, manual and by whom, backfill), start lag, duration and error. --status,
---since filter the newest runs the replica reads (1,000 at most when a filter is
-given); -n says how many of them to show. --entry shows one schedule entry's runs,
-which the job's own history does not hold.`,
+(scheduled, manual and by whom, backfill), start lag, duration and error. --status and
+--since filter on the replica, which searches the newest 10,000 runs (and says when
+older ones were not searched); -n says how many to show. --entry shows one schedule
+entry's runs, which the job's own history does not hold.`,
 		Example: `  anarchon history report -n 50
   anarchon history report --status error,timeout --since 24h
   anarchon history feeds --entry eu-west`,
@@ -137,12 +137,15 @@ which the job's own history does not hold.`,
 	}
 
 	trigger := &cobra.Command{
-		Use:   "trigger JOB",
-		Short: "Run a job now, on one replica",
+		Use:   "trigger JOB [--entry ID]",
+		Short: "Run a job, or one of its schedule entries, now, on one replica",
 		Long: `trigger runs the job now on one replica that declares it, recorded as a manual run with
-who asked (--by). It is answered once the run has started; --wait waits (within
---timeout) for it to end and shows how it ended. A run that cannot start is refused and
-nothing runs.`,
+who asked (--by). --entry runs one of its schedule entries instead, with the entry's
+payload, recorded in the entry's history. It is answered once the run has started; --wait
+waits (within --timeout) for it to end and shows how it ended. A run that cannot start is
+refused and nothing runs.`,
+		Example: `  anarchon trigger report --wait
+  anarchon trigger tenants --entry acme --by ana`,
 		Args:              oneJob,
 		ValidArgsFunction: c.completeJobs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -152,21 +155,29 @@ nothing runs.`,
 		},
 	}
 	trigger.Flags().BoolVar(&c.wait, "wait", false, "wait for the run to end and show how it ended")
+	trigger.Flags().StringVar(&c.entry, "entry", "", "run this schedule entry of the job, with its payload")
 
 	backfill := &cobra.Command{
-		Use:   "backfill JOB --from T --to T",
-		Short: "Run a job's slots of a past range that never ran, each once",
+		Use:   "backfill JOB --from T --to T [--entry ID | --all-entries]",
+		Short: "Run a job's (or its entries') slots of a past range that never ran, each once",
 		Long: `backfill runs, on one replica that declares the job, its slots in [--from, --to) that
-never ran, each once across the fleet; --rerun also runs the slots that ran. A time is
-RFC 3339 or a duration back from now (-2h, or 2h). --wait waits (within --timeout) for
-every slot to end and lists them. At most 1,000 slots per request; the backend needs
-leases.`,
+never ran, each once across the fleet; --rerun also runs the slots that ran. --entry
+backfills one schedule entry of the job instead, --all-entries every entry (a job of
+entries has no slots of its own). An entry's slots begin when it was last stored. A time
+is RFC 3339 or a duration back from now (-2h, or 2h). --wait waits (within --timeout) for
+every slot to end and lists them. At most 1,000 slots per request, the entries' together;
+the backend needs leases.`,
 		Example: `  anarchon backfill report --from -6h --to -1h
   anarchon backfill report --from 2026-06-01T00:00:00Z --to 2026-06-02T00:00:00Z \
-    --wait --timeout 10m`,
+    --wait --timeout 10m
+  anarchon backfill tenants --entry acme --from -2h --to -1h
+  anarchon backfill tenants --all-entries --from -2h --to -1h --wait`,
 		Args:              oneJob,
 		ValidArgsFunction: c.completeJobs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if c.entry != "" && c.allEntries {
+				return usagef("give --entry or --all-entries, not both")
+			}
 			from, to, err := c.backfillRange(time.Now())
 			if err != nil {
 				return err
@@ -180,6 +191,8 @@ leases.`,
 	backfill.Flags().StringVar(&c.to, "to", "", "the range's end, not included")
 	backfill.Flags().BoolVar(&c.rerun, "rerun", false, "also run the slots that ran")
 	backfill.Flags().BoolVar(&c.wait, "wait", false, "wait for every slot to end and list them")
+	backfill.Flags().StringVar(&c.entry, "entry", "", "backfill this schedule entry of the job")
+	backfill.Flags().BoolVar(&c.allEntries, "all-entries", false, "backfill every schedule entry of the job")
 
 	pause := &cobra.Command{
 		Use:   "pause JOB|--all --reason R [--for D | --until T]",
@@ -223,15 +236,21 @@ in the future.`,
 		Use:   "watch [JOB]",
 		Short: "Print the replicas' events as they happen, until interrupted",
 		Long: `watch prints one line per scheduler event from every replica that publishes them
-(fleet.Events), until interrupted; --json prints one fleet.Event per line.`,
+(fleet.Events), until interrupted; --json prints one fleet.Event per line. An event of a
+schedule entry names it ("tenants entry acme"): an entry's run and the job's own run of
+the same slot are two runs. --entry shows one entry's events only.`,
 		Args:              atMostOneJob,
 		ValidArgsFunction: c.completeJobs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if c.entry != "" && len(args) == 0 {
+				return usagef("watch --entry needs the entry's JOB")
+			}
 			return c.withClient(cmd.Context(), func(ctx context.Context, client *fleet.Client) error {
 				return c.watch(ctx, client, strings.Join(args, ""))
 			})
 		},
 	}
+	watch.Flags().StringVar(&c.entry, "entry", "", "only the events of this schedule entry of JOB")
 	return []*cobra.Command{jobs, c.describeCommand(), history, active, trigger, backfill, pause, resume, watch}
 }
 
@@ -293,15 +312,34 @@ func (c *cli) jobs(ctx context.Context, client *fleet.Client) error {
 	}
 	for _, j := range f.Jobs {
 		sched := scheduler.DescribeSchedule(j.Schedule) // as the status page says it
+		short := compactSchedule(sched)
 		if j.Schedules != nil {
-			sched = "(replicas differ)"
+			sched, short = "(replicas differ)", "(replicas differ)"
+		}
+		failed, lastFail := failedAgo(j.LastFailure, now), lastFailure(j.LastFailure, now)
+		if e := j.Entries; e != nil {
+			if j.EntriesOnly && j.Schedules == nil {
+				short = "entries: " + entriesText(e)
+				sched += ": " + entriesText(e)
+			}
+			if n := failingCount(e); n > 0 {
+				failed = fmt.Sprintf("%d entries", n)
+				if n == 1 {
+					failed = "1 entry"
+				}
+				if lastFail == "-" {
+					lastFail = "failing: " + failingText(e)
+				} else {
+					lastFail += "; failing: " + failingText(e)
+				}
+			}
 		}
 		if c.wide() {
 			t.add(j.Name, jobState(j), sched, stampAgo(j.Next, now), lastRunWide(j.LastRun, now), lastAt(j.LastSuccess, now),
-				lastFailure(j.LastFailure, now), running(j.Running)+more(j.RunningMore), strings.Join(j.Replicas, ","))
+				lastFail, running(j.Running)+more(j.RunningMore), strings.Join(j.Replicas, ","))
 			continue
 		}
-		t.add(j.Name, shortState(j), compactSchedule(sched), ago(j.Next, now), lastRun(j.LastRun, now), failedAgo(j.LastFailure, now),
+		t.add(j.Name, shortState(j), short, ago(j.Next, now), lastRun(j.LastRun, now), failed,
 			count(len(j.Running)+j.RunningMore))
 	}
 	if err := t.write(c.stdout, c.width()); err != nil {
@@ -420,16 +458,63 @@ func count(n int) string {
 	return fmt.Sprint(n)
 }
 
-// lastRun, for the narrow table: the outcome and when ("ok 12s ago").
+// lastRun, for the narrow table: the outcome and when ("ok 12s ago"), and the
+// entry it is of.
 func lastRun(r *fleet.Run, now time.Time) string {
 	if r == nil {
 		return "-"
 	}
 	s := string(r.Status) + " " + ago(r.Slot, now)
-	if r.Manual {
+	switch {
+	case r.Entry != "" && r.Manual:
+		s += " (" + r.Entry + ", manual)"
+	case r.Entry != "":
+		s += " (" + r.Entry + ")"
+	case r.Manual:
 		s += " (manual)"
 	}
 	return s
+}
+
+// entriesText counts a job's entries by state: "2 active, 1 paused".
+func entriesText(e *fleet.EntriesState) string {
+	var parts []string
+	for _, c := range []struct {
+		n    int
+		what string
+	}{{e.Active, "active"}, {e.Paused, "paused"}, {e.Ended, "ended"}} {
+		if c.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", c.n, c.what))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// failingText names a job's failing entries, "" when none: "acme, bolt and 3
+// more".
+func failingText(e *fleet.EntriesState) string {
+	if e == nil || len(e.Failing) == 0 && e.FailingMore == 0 {
+		return ""
+	}
+	s := strings.Join(e.Failing, ", ")
+	if e.FailingMore > 0 {
+		s += fmt.Sprintf(" and %d more", e.FailingMore)
+	}
+	if e.Unchecked {
+		s += " (not all checked in the history: some may have run well since)"
+	}
+	return s
+}
+
+// failingCount is how many of a job's entries fail, for the narrow table.
+func failingCount(e *fleet.EntriesState) int {
+	if e == nil {
+		return 0
+	}
+	return len(e.Failing) + e.FailingMore
 }
 
 // lastRunWide: the slot, outcome, replica, start lag and duration.
@@ -440,6 +525,9 @@ func lastRunWide(r *fleet.Run, now time.Time) string {
 	s := fmt.Sprintf("%s %s on %s, lag %s", stampAgo(r.Slot, now), r.Status, orDash(r.Instance), ms(r.LagMS))
 	if r.DurationMS > 0 || r.Status.Finished() {
 		s += ", took " + ms(r.DurationMS)
+	}
+	if r.Entry != "" {
+		s += ", entry " + r.Entry
 	}
 	if r.Manual {
 		s += ", manual"
@@ -466,6 +554,9 @@ func lastFailure(r *fleet.Run, now time.Time) string {
 		return "-"
 	}
 	s := stampAgo(r.Slot, now) + " " + string(r.Status)
+	if r.Entry != "" {
+		s += " (entry " + r.Entry + ")"
+	}
 	if r.Error != "" {
 		s += ": " + oneLine(r.Error)
 	}
@@ -578,27 +669,18 @@ func (c *cli) sinceTime(now time.Time) (time.Time, error) {
 	return now.Add(-d), nil
 }
 
-// historyScan is how many runs history reads when it filters them.
-const historyScan = 1000
-
 func (c *cli) history(ctx context.Context, client *fleet.Client, job string, since time.Time) error {
 	filtered := len(c.status) > 0 || !since.IsZero()
-	limit := c.n
-	if filtered {
-		limit = historyScan
+	in := fleet.HistoryRequest{Limit: c.n, Entry: c.entry, Since: since}
+	for _, st := range c.status {
+		in.Status = append(in.Status, scheduler.Status(st))
 	}
-	var h fleet.HistoryReply
-	var err error
-	if c.entry != "" {
-		// An entry's runs are the entry's own history, not the job's.
-		var e fleet.EntryReply
-		if limit == 0 {
-			limit = fleet.DefaultHistoryLimit
-		}
-		e, err = client.Entry(ctx, job, fleet.EntryRequest{ID: c.entry, History: limit})
-		h = fleet.HistoryReply{Job: job, Instance: e.Instance, Limit: e.History, Runs: e.Runs}
-	} else {
-		h, err = client.History(ctx, job, limit)
+	h, err := client.HistoryOf(ctx, job, in)
+	if olderReplica(err) && (filtered || c.entry != "") {
+		// A replica of an earlier version filters nothing: read its newest runs
+		// and filter them here, as this command once did.
+		c.warn("the replica that answered predates filters on the replica: the newest %d runs were read and filtered here", historyScan)
+		h, err = c.historyHere(ctx, client, job, in)
 	}
 	if err != nil {
 		what := fmt.Sprintf("history of job %q", job)
@@ -607,40 +689,75 @@ func (c *cli) history(ctx context.Context, client *fleet.Client, job string, sin
 		}
 		return c.failed(ctx, client, what, job, err)
 	}
-	if filtered {
-		read := len(h.Runs)
-		var oldest time.Time
-		if read > 0 {
-			oldest = h.Runs[read-1].Slot
-		}
-		keep := h.Runs[:0]
-		for _, r := range h.Runs {
-			if (len(c.status) == 0 || slices.Contains(c.status, string(r.Status))) && (since.IsZero() || !r.Slot.Before(since)) {
-				keep = append(keep, r)
-			}
-		}
-		n := c.n
-		if n == 0 {
-			n = fleet.DefaultHistoryLimit
-		}
-		h.Runs = keep[:min(len(keep), n)]
-		if read >= historyScan && len(keep) < n && (since.IsZero() || !oldest.Before(since)) {
-			c.warn("only the newest %d runs were read: older runs that match are not shown", read)
-		}
+	if h.ScanLimited {
+		c.warn("only the newest %d runs were searched: older runs that match are not shown", h.Scanned)
 	}
 	if c.jsonOut() {
 		return c.printJSON(h)
 	}
 	makeVisible(&h)
+	if len(h.Runs) == 0 && c.entry != "" {
+		// No runs of an entry that is not stored: a misspelt ID, most likely.
+		if _, err := client.Entry(ctx, job, fleet.EntryRequest{ID: c.entry, History: 1}); errors.Is(err, fleet.ErrEntryNotFound) {
+			return c.failed(ctx, client, fmt.Sprintf("history of entry %q of job %q", c.entry, job), job, err)
+		}
+	}
 	if len(h.Runs) == 0 {
+		of := fmt.Sprintf("%q", job)
+		if c.entry != "" {
+			of = fmt.Sprintf("entry %q of %q", c.entry, job)
+		}
 		if filtered {
-			fmt.Fprintf(c.stdout, "no runs of %q match\n", job)
+			fmt.Fprintf(c.stdout, "no runs of %s match\n", visible(of))
 		} else {
-			fmt.Fprintf(c.stdout, "no runs of %q recorded\n", job)
+			fmt.Fprintf(c.stdout, "no runs of %s recorded\n", visible(of))
 		}
 		return nil
 	}
 	return c.runsTable(h.Runs)
+}
+
+// historyScan is how many runs history reads from a replica of an earlier
+// version to filter them itself.
+const historyScan = 1000
+
+// olderReplica reports whether err is a replica's refusal of a request field it
+// does not know: it runs an earlier version.
+func olderReplica(err error) bool {
+	return errors.Is(err, fleet.ErrBadRequest) && strings.Contains(err.Error(), "unknown field")
+}
+
+// historyHere reads the newest runs as a replica of an earlier version serves
+// them (an entry's through its entry request) and filters them as in asks.
+func (c *cli) historyHere(ctx context.Context, client *fleet.Client, job string, in fleet.HistoryRequest) (fleet.HistoryReply, error) {
+	var (
+		h   fleet.HistoryReply
+		err error
+	)
+	if in.Entry != "" {
+		var e fleet.EntryReply
+		e, err = client.Entry(ctx, job, fleet.EntryRequest{ID: in.Entry, History: historyScan})
+		h = fleet.HistoryReply{Job: job, Entry: in.Entry, Instance: e.Instance, Limit: e.History, Runs: e.Runs}
+	} else {
+		h, err = client.History(ctx, job, historyScan)
+	}
+	if err != nil {
+		return h, err
+	}
+	read := len(h.Runs)
+	keep := h.Runs[:0]
+	for _, r := range h.Runs {
+		if (len(in.Status) == 0 || slices.Contains(in.Status, r.Status)) && (in.Since.IsZero() || !r.Slot.Before(in.Since)) {
+			keep = append(keep, r)
+		}
+	}
+	n := in.Limit
+	if n == 0 {
+		n = fleet.DefaultHistoryLimit
+	}
+	h.Runs, h.Limit, h.Scanned = keep[:min(len(keep), n)], n, read
+	h.ScanLimited = read >= historyScan && len(keep) < n
+	return h, nil
 }
 
 // runsTable prints runs, newest first, one a row; an ENTRY column when any run
@@ -688,9 +805,19 @@ func duration(r fleet.Run) string {
 }
 
 func (c *cli) trigger(ctx context.Context, client *fleet.Client, job string) error {
-	r, err := client.Trigger(ctx, job, fleet.TriggerRequest{By: c.by, Wait: c.wait})
+	what, hint := fmt.Sprintf("%q", job), cmdline("history", []string{job})
+	var (
+		r   fleet.TriggerReply
+		err error
+	)
+	if c.entry != "" {
+		what, hint = fmt.Sprintf("entry %q of %q", c.entry, job), cmdline("history", []string{job}, "entry", c.entry)
+		r, err = client.TriggerEntry(ctx, job, fleet.TriggerEntryRequest{ID: c.entry, By: c.by, Wait: c.wait})
+	} else {
+		r, err = client.Trigger(ctx, job, fleet.TriggerRequest{By: c.by, Wait: c.wait})
+	}
 	if err != nil {
-		return c.failed(ctx, client, fmt.Sprintf("trigger %q", job), job, err)
+		return c.failed(ctx, client, "trigger "+what, job, err)
 	}
 	if c.jsonOut() {
 		if err := c.printJSON(r); err != nil {
@@ -698,18 +825,18 @@ func (c *cli) trigger(ctx context.Context, client *fleet.Client, job string) err
 		}
 	}
 	makeVisible(&r) // for the lines below and the error
-	hint := cmdline("history", []string{job})
+	what = visible(what)
 	switch {
 	case c.jsonOut():
 	case r.Run == nil && r.State == fleet.StateBuffered:
-		fmt.Fprintf(c.stdout, "triggered %q on %s (by %s): buffered behind the run in progress, it runs once that ends; %s shows how it ends\n", job, r.Instance, r.By, hint)
+		fmt.Fprintf(c.stdout, "triggered %s on %s (by %s): buffered behind the run in progress, it runs once that ends; %s shows how it ends\n", what, r.Instance, r.By, hint)
 	case r.Run == nil:
-		fmt.Fprintf(c.stdout, "triggered %q on %s (by %s); %s shows how it ends\n", job, r.Instance, r.By, hint)
+		fmt.Fprintf(c.stdout, "triggered %s on %s (by %s); %s shows how it ends\n", what, r.Instance, r.By, hint)
 	default:
-		fmt.Fprintf(c.stdout, "%q ran on %s (by %s): %s in %s\n", job, r.Instance, r.By, r.Run.Status, duration(*r.Run))
+		fmt.Fprintf(c.stdout, "%s ran on %s (by %s): %s in %s\n", what, r.Instance, r.By, r.Run.Status, duration(*r.Run))
 	}
 	if r.Run != nil && r.Run.Status != scheduler.StatusOK {
-		return fmt.Errorf("trigger %q: the run on %s ended %s: %s", job, r.Instance, r.Run.Status, orDash(oneLine(r.Run.Error)))
+		return fmt.Errorf("trigger %s: the run on %s ended %s: %s", what, r.Instance, r.Run.Status, orDash(oneLine(r.Run.Error)))
 	}
 	return nil
 }
@@ -897,6 +1024,9 @@ func (c *cli) watch(ctx context.Context, client *fleet.Client, job string) error
 		fmt.Fprintf(c.stderr, "watching %s (replicas publish with fleet.Events); interrupt to stop\n", what)
 	}
 	err := client.Watch(ctx, job, func(e fleet.Event) {
+		if c.entry != "" && e.Entry != c.entry {
+			return
+		}
 		if c.jsonOut() {
 			_ = enc.Encode(e)
 			return
@@ -918,6 +1048,9 @@ func eventLine(e fleet.Event) string {
 	job := e.Job
 	if job == "" {
 		job = "(all jobs)"
+	}
+	if e.Entry != "" {
+		job += " entry " + e.Entry
 	}
 	parts := []string{stamp(e.At), e.Instance, job, string(e.Kind)}
 	if !e.Slot.IsZero() {
@@ -971,19 +1104,16 @@ func sumCounts(m map[string]int) int {
 	return n
 }
 
-// noSlots says that a backfill found no slot in its range: a job of schedule
-// entries has none of its own, and backfilling its entries is not supported
-// yet, which is a failure; any other job just has no slot there.
-func (c *cli) noSlots(ctx context.Context, client *fleet.Client, job string, from, to time.Time) error {
-	regs, _, _ := client.Registry(ctx)
-	for _, r := range regs {
-		for _, d := range r.Jobs {
-			if d.Name == job && strings.HasPrefix(scheduler.DescribeSchedule(d.Schedule), "its schedule entries") {
-				return fmt.Errorf("backfill %q: a job of schedule entries has no slots of its own, and backfilling its entries is not supported yet: nothing ran", job)
-			}
-		}
+// noSlots says that a backfill found no slot in its range.
+func (c *cli) noSlots(job string, from, to time.Time) error {
+	of := fmt.Sprintf("%q", job)
+	switch {
+	case c.entry != "":
+		of = fmt.Sprintf("entry %q of %q", c.entry, job)
+	case c.allEntries:
+		of = fmt.Sprintf("the entries of %q", job)
 	}
-	fmt.Fprintf(c.stdout, "no slot of %q falls in [%s, %s): nothing to run\n", job, stamp(from), stamp(to))
+	fmt.Fprintf(c.stdout, "no slot of %s falls in [%s, %s): nothing to run\n", visible(of), stamp(from), stamp(to))
 	return nil
 }
 
@@ -1016,8 +1146,15 @@ func (c *cli) backfillRange(now time.Time) (from, to time.Time, err error) {
 }
 
 func (c *cli) backfill(ctx context.Context, client *fleet.Client, job string, from, to time.Time) error {
-	r, err := client.Backfill(ctx, job, fleet.BackfillRequest{From: from, To: to, Rerun: c.rerun, By: c.by, Wait: c.wait})
-	op := fmt.Sprintf("backfill %q", job)
+	in := fleet.BackfillRequest{From: from, To: to, Rerun: c.rerun, By: c.by, Wait: c.wait, Entry: c.entry, AllEntries: c.allEntries}
+	r, err := client.Backfill(ctx, job, in)
+	op, hint := fmt.Sprintf("backfill %q", job), cmdline("history", []string{job})
+	switch {
+	case c.entry != "":
+		op, hint = fmt.Sprintf("backfill entry %q of %q", c.entry, job), cmdline("history", []string{job}, "entry", c.entry)
+	case c.allEntries:
+		op, hint = fmt.Sprintf("backfill the entries of %q", job), cmdline("schedule ls", []string{job})
+	}
 	if err != nil && r.State == "" {
 		return c.failed(ctx, client, op, job, err)
 	}
@@ -1027,9 +1164,10 @@ func (c *cli) backfill(ctx context.Context, client *fleet.Client, job string, fr
 		}
 	}
 	if total := sumCounts(r.Counts); total == 0 && err == nil && r.Error == "" && !c.jsonOut() {
-		return c.noSlots(ctx, client, job, from, to)
+		return c.noSlots(job, from, to)
 	}
 	makeVisible(&r)
+	what := visible(strings.TrimPrefix(op, "backfill "))
 	counts := func() string {
 		keys := make([]string, 0, len(r.Counts))
 		for k := range r.Counts {
@@ -1045,21 +1183,34 @@ func (c *cli) backfill(ctx context.Context, client *fleet.Client, job string, fr
 	switch {
 	case c.jsonOut():
 	case r.State != fleet.StateFinished:
-		fmt.Fprintf(c.stdout, "backfilling %q on %s (by %s): %s; %s shows how they end\n",
-			job, r.Instance, r.By, orDash(counts()), cmdline("history", []string{job}))
+		fmt.Fprintf(c.stdout, "backfilling %s on %s (by %s): %s; %s shows how they end\n", what, r.Instance, r.By, orDash(counts()), hint)
 	default:
-		t := newTable(fixed("SLOT"), cut("OUTCOME"), fixed("STATUS"), cut("INSTANCE"), fixed("ATTEMPT"), cutFirst("ERROR"))
+		entries := false
+		for _, s := range r.Slots {
+			entries = entries || s.Entry != ""
+		}
+		cols := []column{fixed("SLOT")}
+		if entries {
+			cols = append(cols, cut("ENTRY"))
+		}
+		cols = append(cols, cut("OUTCOME"), fixed("STATUS"), cut("INSTANCE"), fixed("ATTEMPT"), cutFirst("ERROR"))
+		t := newTable(cols...)
 		for _, s := range r.Slots {
 			attempt := "-"
 			if s.Attempt > 0 {
 				attempt = fmt.Sprint(s.Attempt)
 			}
-			t.add(stamp(s.Slot), strings.ReplaceAll(s.Outcome, "_", " "), orDash(string(s.Status)), orDash(s.Instance), attempt, oneLine(s.Error))
+			row := []string{stamp(s.Slot)}
+			if entries {
+				row = append(row, orDash(s.Entry))
+			}
+			row = append(row, strings.ReplaceAll(s.Outcome, "_", " "), orDash(string(s.Status)), orDash(s.Instance), attempt, oneLine(s.Error))
+			t.add(row...)
 		}
 		if werr := t.write(c.stdout, c.width()); werr != nil {
 			return werr
 		}
-		fmt.Fprintf(c.stdout, "backfilled %q on %s (by %s): %s\n", job, r.Instance, r.By, orDash(counts()))
+		fmt.Fprintf(c.stdout, "backfilled %s on %s (by %s): %s\n", what, r.Instance, r.By, orDash(counts()))
 	}
 	if err != nil {
 		return c.failed(ctx, client, op, job, err)

@@ -20,11 +20,13 @@ func (c *cli) describeCommand() *cobra.Command {
 		Use:   "describe JOB [ENTRY]",
 		Short: "Everything about a job, or one of its schedule entries: state, policies, limits, runs",
 		Long: `describe shows a job as the fleet knows it: its state, schedule, next slot, and every
-policy and limit its replicas declare in the registry (overlap, catch-up, lease,
-lateness, jitter, timeout, run limit), per replica where they differ; then its last
-runs, runs in progress and replicas. With an ENTRY, the entry: its schedule, bounds,
-state, payload, revision and who wrote it, its runs, and the job's policies it runs
-under. --json prints what it read: the job's summary and its declarations.`,
+policy and limit its replicas declare in the registry (overlap, catch-up and its window,
+lease, lateness, jitter, timeout, retry, run limit, manual runs, pause after failures,
+buffer cap, dedupe window, retention), per replica where they differ; then its last
+runs, runs in progress, replicas and schedule entries. With an ENTRY, the entry: its
+schedule, bounds, state, payload, revision and who changed it (the --by given, the NATS
+user, the replica), its runs, and the job's policies it runs under. --json prints what it
+read: the job's summary and its declarations.`,
 		Example: `  anarchon describe report
   anarchon describe feeds eu-west`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -104,11 +106,12 @@ func (c *cli) find(ctx context.Context, client *fleet.Client, job string) (*Desc
 // policies are the declared policies and limits in words, each with the replicas
 // that declare each value.
 func (d *Description) policies() ([]string, map[string]fieldVals) {
-	order := []string{"overlap", "catch-up", "lease", "max lateness", "jitter", "timeout", "run limit"}
+	order := []string{"overlap", "catch-up", "catch-up window", "lease", "max lateness", "jitter", "timeout", "retry",
+		"run limit", "manual runs", "pause after", "buffer cap", "dedupe window", "retention"}
 	vals := map[string]fieldVals{}
 	for _, db := range d.Declarations {
 		x := db.Declaration
-		for _, kv := range [][2]string{
+		pairs := [][2]string{
 			{"overlap", explained(x.Overlap, overlapWords)},
 			{"catch-up", explained(x.CatchUp, catchUpWords)},
 			{"lease", msText(x.LeaseMS, "none: no backup takes over (no run store)")},
@@ -116,7 +119,15 @@ func (d *Description) policies() ([]string, map[string]fieldVals) {
 			{"jitter", msText(x.JitterMS, "none")},
 			{"timeout", msText(x.TimeoutMS, "none")},
 			{"run limit", runLimit(x.MaxRuns)},
-		} {
+		}
+		for _, f := range []string{"catch-up window", "retry", "manual runs", "pause after", "buffer cap", "dedupe window", "retention"} {
+			v := fleet.PolicyText(f, x)
+			if v == "" {
+				v = "not declared (an earlier version)"
+			}
+			pairs = append(pairs, [2]string{f, v})
+		}
+		for _, kv := range pairs {
 			if vals[kv[0]] == nil {
 				vals[kv[0]] = fieldVals{}
 			}
@@ -223,7 +234,12 @@ func (c *cli) describe(ctx context.Context, client *fleet.Client, job string) er
 		reps = append(reps, fmt.Sprintf("%s (%s, %s)", r.Instance, r.Version, r.Backend))
 	}
 	kv.add("replicas", orDash(strings.Join(reps, ", ")))
-	if n, more := c.entryCount(ctx, client, job); n > 0 {
+	if e := j.Entries; e != nil {
+		kv.add("entries", fmt.Sprintf("%s; %s lists them", entriesText(e), cmdline("schedule ls", []string{job})))
+		if f := failingText(e); f != "" {
+			kv.add("failing entries", f)
+		}
+	} else if n, more := c.entryCount(ctx, client, job); n > 0 {
 		count := fmt.Sprint(n)
 		if more {
 			count = fmt.Sprintf("more than %d", n)
@@ -273,7 +289,8 @@ func (c *cli) describeEntry(ctx context.Context, client *fleet.Client, job, id s
 	kv.add("state", entryState(e))
 	kv.add("next", fmt.Sprintf("%s (on %s)", stampAgo(e.Next, now), d.Entry.Instance))
 	kv.add("payload", payloadText(e.Payload))
-	kv.add("revision", fmt.Sprintf("%d, written %s by %s", e.Revision, stampAgo(e.Updated, now), orDash(e.By)))
+	kv.add("revision", fmt.Sprintf("%d, written %s", e.Revision, stampAgo(e.Updated, now)))
+	kv.add("changed by", changedBy(e.Entry))
 	order, vals := d.policies()
 	for _, f := range order {
 		if v, ok := vals[f]; ok {

@@ -28,7 +28,9 @@ func TestDescribeShowsEveryDeclaredPolicy(t *testing.T) {
 		}
 		return []scheduler.JobOption{scheduler.WithLease(20 * time.Second), scheduler.WithOverlap(scheduler.OverlapSkip),
 			scheduler.WithCatchUp(scheduler.CatchUpLatest, time.Hour), scheduler.WithMaxLate(time.Minute),
-			scheduler.WithJitter(time.Second), scheduler.WithTimeout(timeout), scheduler.WithMaxRuns(7)}
+			scheduler.WithJitter(time.Second), scheduler.WithTimeout(timeout), scheduler.WithMaxRuns(7),
+			scheduler.WithRetry(scheduler.RetryPolicy{Attempts: 3, Backoff: 2 * time.Second, MaxBackoff: time.Minute}),
+			scheduler.WithMaxManualRuns(2), scheduler.WithHistory(40, 72*time.Hour), scheduler.WithPauseAfterFailures(5)}
 	}}
 	f.startReplicas(t, srv.Connect, func(string) []fleetJob { return []fleetJob{{"report", time.Hour}} })
 	r := anarchon(t, "--server", f.url, "describe", "report")
@@ -49,6 +51,14 @@ func TestDescribeShowsEveryDeclaredPolicy(t *testing.T) {
 	assert.Equal(t, "1s", kv["jitter"])
 	assert.Equal(t, "1m0s (A, B); 2m0s (C)  [replicas differ]", kv["timeout"])
 	assert.Equal(t, "7 runs, counted fleet-wide", kv["run limit"])
+	assert.Equal(t, "1h0m0s", kv["catch-up window"])
+	assert.Equal(t, "3 attempts, backoff 2s up to 1m0s", kv["retry"])
+	assert.Equal(t, "2 at once per replica", kv["manual runs"])
+	assert.Equal(t, "5 failed slots in a row", kv["pause after"])
+	assert.Equal(t, "default", kv["buffer cap"])
+	assert.Equal(t, "forever", kv["dedupe window"], "the memory backend forgets no slot")
+	assert.Equal(t, "40 records for 72h0m0s", kv["retention"])
+	assertFits(t, r.stdout)
 	assert.Equal(t, "A ("+fleet.Version+", memory), B ("+fleet.Version+", memory), C ("+fleet.Version+", memory)", kv["replicas"])
 	assert.Equal(t, "warning: replicas declare job \"report\" with different timeout: a rolling upgrade, or configurations that differ\n", r.stderr)
 
@@ -72,18 +82,19 @@ func TestDescribeAnEntry(t *testing.T) {
 	f.followed(t, 1)
 	r = anarchon(t, "--server", f.url, "describe", "feeds", "eu-west")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	assert.Contains(t, r.stdout, "entry         eu-west\n")
-	assert.Contains(t, r.stdout, "job           feeds\n")
+	assert.Regexp(t, `(?m)^entry +eu-west\n`, r.stdout)
+	assert.Regexp(t, `(?m)^job +feeds\n`, r.stdout)
 	assert.Regexp(t, `schedule +every 1h0m0s \(aligned to UTC\), from \S+\n`, r.stdout)
-	assert.Contains(t, r.stdout, "payload       2 bytes: hi\n")
-	assert.Contains(t, r.stdout, "overlap       allow: runs of the job may overlap (the job's)\n")
+	assert.Regexp(t, `(?m)^payload +2 bytes: hi\n`, r.stdout)
+	assert.Regexp(t, `(?m)^overlap +allow: runs of the job may overlap \(the job's\)\n`, r.stdout)
+	assert.Regexp(t, `(?m)^changed by +ana, through replica [ABC]\n`, r.stdout)
 	assert.Contains(t, r.stdout, "no runs recorded\n")
 	assertFits(t, r.stdout)
 
 	// The entries line counts the job's own entries: report has none.
 	r = anarchon(t, "--server", f.url, "describe", "feeds")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	assert.Contains(t, r.stdout, "entries       1; anarchon schedule ls feeds lists them\n")
+	assert.Regexp(t, `(?m)^entries +1 active; anarchon schedule ls feeds lists them\n`, r.stdout)
 	r = anarchon(t, "--server", f.url, "describe", "report")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.NotContains(t, r.stdout, "entries")
@@ -138,20 +149,53 @@ func TestHistoryFilters(t *testing.T) {
 	assert.Regexp(t, `^\S+ b ok A 1 scheduled \S+ \S+$`, ls[1])
 	r = anarchon(t, "--server", f.url, "history", "feeds", "--entry", "b", "--status", "error")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	assert.Equal(t, "no runs of \"feeds\" match\n", r.stdout)
+	assert.Equal(t, "no runs of entry \"b\" of \"feeds\" match\n", r.stdout)
 	r = anarchon(t, "--server", f.url, "history", "feeds", "--entry", "nope")
 	oneErrorLine(t, r, `anarchon: history of entry "nope" of job "feeds": `)
 }
 
-// TestBackfillOfAJobOfEntries: the job has no slots of its own and backfilling
-// its entries is not supported yet: a failure that says so, not an empty table
-// and exit 0.
+// TestBackfillOfAJobOfEntries: the job has no slots of its own: a backfill of
+// it says to backfill its entries, and --entry and --all-entries backfill them.
 func TestBackfillOfAJobOfEntries(t *testing.T) {
 	f := feedsFleet(t)
-	r := anarchon(t, "--server", f.url, "schedule", "add", "feeds", "a", "--every", "1m")
+	for _, id := range []string{"a", "b"} {
+		r := anarchon(t, "--server", f.url, "schedule", "add", "feeds", id, "--every", "300ms")
+		require.Equal(t, exitOK, r.code, r.stderr)
+	}
+	f.followed(t, 2)
+	r := anarchon(t, "--server", f.url, "backfill", "feeds", "--from", "-1h", "--to", "-1s", "--wait")
+	oneErrorLine(t, r, `anarchon: backfill "feeds": invalid option: the job has no schedule of its own: backfill its entries (BackfillEntry, BackfillAllEntries) (replica `)
+	r = anarchon(t, "--server", f.url, "backfill", "feeds", "--entry", "a", "--all-entries", "--from", "-1h", "--to", "-1s")
+	assert.Equal(t, exitUsage, r.code)
+
+	// The job's pause holds the entries' slots: they are recorded paused, then
+	// backfilled.
+	r = anarchon(t, "--server", f.url, "pause", "feeds", "--reason", "hold")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	r = anarchon(t, "--server", f.url, "backfill", "feeds", "--from", "-1h", "--to", "-1s", "--wait")
-	oneErrorLine(t, r, `anarchon: backfill "feeds": a job of schedule entries has no slots of its own, and backfilling its entries is not supported yet: nothing ran`)
+	require.Eventually(t, func() bool { all, _ := f.paused("feeds"); return all }, 5*time.Second, 5*time.Millisecond)
+	from := time.Now()
+	time.Sleep(1500 * time.Millisecond)
+	to := time.Now()
+	r = anarchon(t, "--server", f.url, "resume", "feeds")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	rng := []string{"--from", from.UTC().Format(time.RFC3339Nano), "--to", to.UTC().Format(time.RFC3339Nano)}
+
+	r = anarchon(t, append([]string{"--server", f.url, "backfill", "feeds", "--entry", "a", "--wait", "--by", "ana"}, rng...)...)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	ls := lines(r.stdout)
+	assert.Equal(t, "SLOT ENTRY OUTCOME STATUS INSTANCE ATTEMPT ERROR", ls[0])
+	for _, l := range ls[1 : len(ls)-1] {
+		assert.Regexp(t, `^\S+ a ran ok [ABC] 2$`, l, "attempt 1 was recorded paused")
+	}
+	assert.Regexp(t, `^backfilled entry "a" of "feeds" on [ABC] \(by ana\): \d+ ran$`, ls[len(ls)-1])
+	assertFits(t, r.stdout)
+
+	r = anarchon(t, append([]string{"--server", f.url, "backfill", "feeds", "--all-entries", "--wait"}, rng...)...)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^\S+ +a +already ran +ok`, r.stdout)
+	assert.Regexp(t, `(?m)^\S+ +b +ran +ok`, r.stdout)
+	assert.Regexp(t, `backfilled the entries of "feeds" on [ABC] \(by \S+\): \d+ already ran, \d+ ran\n$`, r.stdout)
+
 	r = anarchon(t, "--server", f.url, "backfill", "report", "--from", "-1h", "--to", "-1s")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.Regexp(t, `^no slot of "report" falls in \[\S+, \S+\): nothing to run\n$`, r.stdout, "report starts in an hour")

@@ -22,12 +22,13 @@ import (
 // testFleet is replicas sharing a memory backend, each serving the fleet endpoints
 // on its own connection to one server, which the command reaches at url.
 type testFleet struct {
-	url      string
-	backend  *memory.Backend
-	scheds   []*scheduler.Scheduler
-	manual   atomic.Int32
-	failNext atomic.Bool            // the next run returns an error
-	failWith atomic.Pointer[string] // that error's text, when not errDisk
+	url       string
+	backend   *memory.Backend
+	scheds    []*scheduler.Scheduler
+	manual    atomic.Int32
+	failNext  atomic.Bool            // the next run returns an error
+	failWith  atomic.Pointer[string] // that error's text, when not errDisk
+	failEntry atomic.Pointer[string] // every run of this entry fails (errDisk)
 	// block, when set, holds every manual run until it is closed (or the run's
 	// context ends).
 	block chan struct{}
@@ -115,6 +116,9 @@ func (f *testFleet) handler(ctx context.Context, run scheduler.Run) error {
 			case <-ctx.Done():
 			}
 		}
+	}
+	if id := f.failEntry.Load(); id != nil && run.Entry == *id {
+		return errDisk
 	}
 	if f.failNext.CompareAndSwap(true, false) {
 		if text := f.failWith.Load(); text != nil {

@@ -146,3 +146,36 @@ func TestRolesThroughTheCommand(t *testing.T) {
 	r = anarchon(t, "--server", withUser(url, "viewer", "wrong"), "jobs")
 	oneErrorLine(t, r, "connect to nats://viewer:xxx@")
 }
+
+// TestEntryRolesThroughTheCommand: on a server configured from `anarchon
+// permissions`, a viewer is refused triggering and backfilling an entry at
+// once, and nothing runs; an operator does both.
+func TestEntryRolesThroughTheCommand(t *testing.T) {
+	url := startAuthServer(t)
+	f := &testFleet{url: url, backend: memory.New()}
+	f.startReplicas(t, func(opts ...nats.Option) (*nats.Conn, error) {
+		return nats.Connect(url, append(opts, nats.UserInfo("replica", "replica"), nats.CustomInboxPrefix(fleet.InboxPrefix(fleet.RoleReplica)))...)
+	}, func(string) []fleetJob { return []fleetJob{{"feeds", 0}} })
+	viewer := []string{"--server", withUser(url, "viewer", "viewer"), "--inbox-prefix", fleet.InboxPrefix(fleet.RoleViewer), "--timeout", "10s"}
+	operator := []string{"--server", withUser(url, "operator", "operator"), "--inbox-prefix", fleet.InboxPrefix(fleet.RoleOperator)}
+	r := anarchon(t, append(operator, "schedule", "add", "feeds", "acme", "--every", "1h", "--start", "+1h", "--by", "ana")...)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	f.followed(t, 1)
+	for _, args := range [][]string{
+		{"trigger", "feeds", "--entry", "acme", "--wait"},
+		{"backfill", "feeds", "--entry", "acme", "--from", "-1h", "--to", "-1s"},
+		{"backfill", "feeds", "--all-entries", "--from", "-1h", "--to", "-1s"},
+	} {
+		r := anarchon(t, append(viewer, args...)...)
+		oneErrorLine(t, r, "(permissions violation): this user's role may not do it")
+		assert.NotContains(t, r.stderr, fleet.JobToken("feeds"), "the job, not its token")
+		assert.Less(t, r.took, 5*time.Second, "refused at once, not at the timeout")
+	}
+	assert.Zero(t, f.manual.Load(), "nothing ran")
+	r = anarchon(t, append(operator, "trigger", "feeds", "--entry", "acme", "--wait")...)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.EqualValues(t, 1, f.manual.Load())
+	r = anarchon(t, append(operator, "backfill", "feeds", "--all-entries", "--from", "-1h", "--to", "-1s")...)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.True(t, strings.HasPrefix(r.stdout, `no slot of the entries of "feeds" falls in [`), r.stdout)
+}

@@ -50,8 +50,10 @@ type cli struct {
 	status []string
 	since  string
 	entry  string
-	perm   permissionsFlags
-	sched  scheduleFlags
+	// allEntries is backfill's --all-entries.
+	allEntries bool
+	perm       permissionsFlags
+	sched      scheduleFlags
 }
 
 // given reports whether a flag was given on the command line (or by its

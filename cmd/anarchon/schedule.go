@@ -443,6 +443,19 @@ func (c *cli) scheduleList(ctx context.Context, client *fleet.Client, job string
 	return nil
 }
 
+// changedBy says who made an entry's last change: the by given, the NATS user
+// the server named, the replica that stored it.
+func changedBy(e fleet.Entry) string {
+	parts := []string{orDash(e.By)}
+	if e.User != "" {
+		parts = append(parts, "NATS user "+e.User)
+	}
+	if e.Instance != "" && e.Instance != e.By {
+		parts = append(parts, "through replica "+e.Instance)
+	}
+	return strings.Join(parts, ", ")
+}
+
 // size writes a payload's size.
 func size(n int) string {
 	if n == 0 {
@@ -470,7 +483,8 @@ func (c *cli) scheduleShow(ctx context.Context, client *fleet.Client, job, id st
 	kv.add("state", entryState(e))
 	kv.add("next", fmt.Sprintf("%s (on %s)", stampAgo(e.Next, now), r.Instance))
 	kv.add("payload", payloadText(e.Payload))
-	kv.add("revision", fmt.Sprintf("%d, written %s by %s", e.Revision, stampAgo(e.Updated, now), orDash(e.By)))
+	kv.add("revision", fmt.Sprintf("%d, written %s", e.Revision, stampAgo(e.Updated, now)))
+	kv.add("changed by", changedBy(e.Entry))
 	kv.add("last run", lastRunWide(e.LastRun, now))
 	kv.add("last success", lastAt(e.LastSuccess, now))
 	kv.add("last failure", lastFailure(e.LastFailure, now))

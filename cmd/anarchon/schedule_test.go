@@ -70,13 +70,14 @@ func TestScheduleAddShowSetRemove(t *testing.T) {
 	require.Equal(t, exitOK, r.code, r.stderr)
 	ls = lines(r.stdout)
 	assert.Equal(t, "ID SCHEDULE STATE NEXT LAST RUN LAST SUCCESS LAST FAILURE PAYLOAD REV BY", ls[0])
-	assert.Regexp(t, `^eu-west at 09:00 every day \(Europe/Athens\), from \S+ active \S+ \(in \S+\) - - - 7B `+strconv.FormatUint(first.Revision, 10)+` [ABC]$`, ls[1])
+	assert.Regexp(t, `^eu-west at 09:00 every day \(Europe/Athens\), from \S+ active \S+ \(in \S+\) - - - 7B `+strconv.FormatUint(first.Revision, 10)+` ana$`, ls[1], "BY is who asked")
 
 	r = anarchon(t, append(srv, "schedule", "show", "feeds", "eu-west")...)
 	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "entry         eu-west of feeds\n")
 	assert.Contains(t, r.stdout, `payload       7 bytes: {"r":1}`)
 	assert.Contains(t, r.stdout, "state         active\n")
+	assert.Regexp(t, `(?m)^changed by    ana, through replica [ABC]$`, r.stdout)
 	assert.Contains(t, r.stdout, "no runs recorded\n")
 
 	// set changes what it is given on the entry as read.

@@ -50,7 +50,12 @@ func register(s *scheduler.Scheduler, c config, log *slog.Logger) error {
 	// retried: every 6 intervals, a slot whose first two attempts fail; the third
 	// succeeds. Each retry is stored: any replica may run it, also when the replica
 	// that failed is gone.
+	// -retried-run makes every attempt work that long first, so that an attempt
+	// can be caught mid-run.
 	err = s.Every("retried", 6*c.interval, func(ctx context.Context, run scheduler.Run) error {
+		if err := work(ctx, c.retriedRun); err != nil {
+			return err
+		}
 		if run.Attempt < 3 {
 			return fmt.Errorf("attempt %d fails on purpose", run.Attempt)
 		}
@@ -109,7 +114,7 @@ func register(s *scheduler.Scheduler, c config, log *slog.Logger) error {
 	// says which entry it is and carries the entry's payload.
 	err = s.Declare("tenants", func(ctx context.Context, run scheduler.Run) error {
 		log.DebugContext(ctx, "tenant run", "entry", run.Entry, "payload", string(run.Payload))
-		return work(ctx, 10*time.Millisecond)
+		return work(ctx, c.tenantRun)
 	}, scheduler.WithMaxLate(5*time.Second), scheduler.WithJitter(time.Second))
 	if err != nil {
 		return err

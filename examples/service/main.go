@@ -31,6 +31,7 @@
 //	    [-otel log|otlp] [-log-format text|json] [-log-level info]
 //	    [-interval 5s] [-cron '*/10 * * * * *'] [-zone Europe/Athens]
 //	    [-stop-timeout 10s] [-duration 0] [-replicas 1] [-history 5]
+//	    [-retried-run 0] [-tenant-run 10ms]
 //
 // To see it work, start a JetStream server (nats-server -js) and two replicas:
 //
@@ -115,6 +116,9 @@ type config struct {
 	// seedEntries tenants' entries, every entryEvery, are added at start.
 	seedEntries int
 	entryEvery  time.Duration
+	// retriedRun and tenantRun are how long a run of retried and tenants works.
+	retriedRun time.Duration
+	tenantRun  time.Duration
 }
 
 // DefaultMetricsAddr is where /metrics is served unless -metrics-addr says
@@ -152,6 +156,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.history, "history", 5, "on exit, print each job's last N runs (from all replicas) to stdout; 0 = none")
 	fs.IntVar(&c.seedEntries, "seed-entries", 0, "at start, add this many schedule entries (tenant-0000001, …) to the tenants job, keeping those already stored")
 	fs.DurationVar(&c.entryEvery, "entry-every", 10*time.Minute, "interval of the entries -seed-entries adds, spread over it (entry i at second i mod 60, and minute i/60 mod the interval's minutes)")
+	fs.DurationVar(&c.retriedRun, "retried-run", 0, "how long each attempt of the retried job works before it fails or succeeds (0: the failing attempts fail at once)")
+	fs.DurationVar(&c.tenantRun, "tenant-run", 10*time.Millisecond, "how long a run of the tenants job works")
 	fs.Func("extra-jobs", "comma-separated `NAMES` of more jobs to declare (every interval, short work): any name, a fleet verb such as history included", func(s string) error {
 		for name := range strings.SplitSeq(s, ",") {
 			c.extra = append(c.extra, strings.TrimSpace(name))
@@ -182,8 +188,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if c.interval < 20*time.Millisecond {
 		return c, fmt.Errorf("-interval %v: at least 20ms (the jobs' jitter and timeout are fractions of it)", c.interval)
 	}
-	if c.stopTimeout < 0 || c.duration < 0 || c.history < 0 {
-		return c, errors.New("-stop-timeout, -duration and -history cannot be negative")
+	if c.stopTimeout < 0 || c.duration < 0 || c.history < 0 || c.retriedRun < 0 || c.tenantRun < 0 {
+		return c, errors.New("-stop-timeout, -duration, -history, -retried-run and -tenant-run cannot be negative")
 	}
 	loc, err := time.LoadLocation(zone)
 	if err != nil {

@@ -287,6 +287,8 @@ func TestInvalidInput(t *testing.T) {
 		{"-interval", "1ms"},
 		{"-zone", "Nowhere/Special"},
 		{"-duration", "-1s"},
+		{"-tenant-run", "-1s"},
+		{"-retried-run", "-1s"},
 		{"extra"},
 		{"-nope"},
 		{"-web-actions"},

@@ -418,7 +418,7 @@ type claimResult struct {
 	// Store.Claim then RecordClaim, summed per slot.
 	mixedPath *op
 	// leasedPath is the default path: the lease claim alone before the handler.
-	leasedPath *op
+	leasedPath    *op
 	lloseRun, fin *op
 	history       []*op
 	lastRuns      *op
