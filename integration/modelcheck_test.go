@@ -75,8 +75,9 @@ func TestModelCheckKV(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := natstest.Server(t, embedded.Options{})
+	prefix := modelcheck.RunPrefix("kmc") // -count runs on the same server
 	modelcheck.RunSeeds(t, kmcWorld, seeds, kmcConcurrent, func(seed uint64) (*modelcheck.Harness, []modelcheck.Violation, error) {
-		r := kmcRunSeed(srv, seed)
+		r := kmcRunSeed(srv, prefix, seed)
 		return r.h, r.vs, r.err
 	})
 }
@@ -89,8 +90,8 @@ type kmcResult struct {
 
 // kmcRunSeed runs one seed in a bucket of its own. Every instance, and the observer
 // that reads History and Active for the check, has its own connection and stores.
-func kmcRunSeed(srv *embedded.Server, seed uint64) (res kmcResult) {
-	bucket := fmt.Sprintf("kmc_%d", seed)
+func kmcRunSeed(srv *embedded.Server, prefix string, seed uint64) (res kmcResult) {
+	bucket := fmt.Sprintf("%s_%d", prefix, seed)
 	var clean []func()
 	defer func() {
 		for i := len(clean) - 1; i >= 0; i-- {
@@ -115,7 +116,7 @@ func kmcRunSeed(srv *embedded.Server, seed uint64) (res kmcResult) {
 		b, err := jetstream.NewLeased(j, store, jetstream.WithStorage(natsjs.MemoryStorage))
 		return b, store, err
 	}
-	res.h = modelcheck.New(kmcWorld, kmcNewPlan(seed), func(string) (modelcheck.Store, error) {
+	res.h = modelcheck.New(kmcWorld, kmcNewPlan(prefix, seed), func(string) (modelcheck.Store, error) {
 		b, _, err := open()
 		return b, err
 	})
@@ -135,10 +136,10 @@ func kmcRunSeed(srv *embedded.Server, seed uint64) (res kmcResult) {
 }
 
 // kmcNewPlan draws seed's plan: 3 instances, 1–2 jobs, and what befalls them.
-func kmcNewPlan(seed uint64) *modelcheck.Plan {
+func kmcNewPlan(prefix string, seed uint64) *modelcheck.Plan {
 	p := modelcheck.RealTimePlan(seed, modelcheck.RealTime{
 		Instances: kmcInstances, FaultPhase: kmcFaultPhase, QuietPhase: kmcQuietPhase,
-		CallTimeout: kmcCallTimeout, JobPrefix: "kmc",
+		CallTimeout: kmcCallTimeout, JobPrefix: prefix,
 	})
 	p.AddEdges(3 * time.Second)
 	p.AddRetries()

@@ -58,16 +58,17 @@ func TestModelCheckCrashBetweenWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := singleServer(t)
+	prefix := modelcheck.RunPrefix("kcw") // -count runs on the same server
 	modelcheck.RunSeeds(t, crashWorld, seeds, 4, func(seed uint64) (*modelcheck.Harness, []modelcheck.Violation, error) {
-		return crashSeed(srv, seed)
+		return crashSeed(srv, prefix, seed)
 	})
 }
 
 // crashSeed runs one seed in a bucket of its own. Every instance, and the
 // observer that reads History and Active for the check, has its own
 // connection and stores.
-func crashSeed(srv *embedded.Server, seed uint64) (*modelcheck.Harness, []modelcheck.Violation, error) {
-	bucket := fmt.Sprintf("kcw_%d", seed)
+func crashSeed(srv *embedded.Server, prefix string, seed uint64) (*modelcheck.Harness, []modelcheck.Violation, error) {
+	bucket := fmt.Sprintf("%s_%d", prefix, seed)
 	var clean []func()
 	defer func() {
 		for i := len(clean) - 1; i >= 0; i-- {
@@ -94,7 +95,7 @@ func crashSeed(srv *embedded.Server, seed uint64) (*modelcheck.Harness, []modelc
 	}
 	plan := modelcheck.RealTimePlan(seed, modelcheck.RealTime{
 		Instances: 3, FaultPhase: 5 * time.Second, QuietPhase: 5 * time.Second,
-		CallTimeout: time.Second, JobPrefix: "kcw",
+		CallTimeout: time.Second, JobPrefix: prefix,
 	})
 	plan.AddEdges(3 * time.Second)
 	plan.AddRetries()

@@ -47,6 +47,11 @@ type Config struct {
 // DefaultCallTimeout bounds a backend call made without a deadline.
 const DefaultCallTimeout = 10 * time.Second
 
+// MaxDuration bounds every duration a Config or a job option sets: ten years.
+// The times the scheduler and its stores compute add several of them to a slot;
+// longer values would overflow those sums.
+const MaxDuration = 10 * 365 * 24 * time.Hour
+
 // DefaultMaxClockSkew is the clock skew allowance when Config gives none: clocks
 // kept by NTP agree within milliseconds, so two seconds leave room for a replica
 // whose clock is badly kept without weakening the checks much.
@@ -68,6 +73,14 @@ func New(cfg Config) (*Scheduler, error) {
 	}
 	if cfg.MaxClockSkew == 0 {
 		cfg.MaxClockSkew = DefaultMaxClockSkew
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"CallTimeout", cfg.CallTimeout}, {"MaxClockSkew", cfg.MaxClockSkew}} {
+		if d.v > MaxDuration {
+			return nil, fmt.Errorf("%w: %s %v is above MaxDuration (%v)", ErrInvalidConfig, d.name, d.v, MaxDuration)
+		}
 	}
 	for i, m := range cfg.Middleware {
 		if m == nil {

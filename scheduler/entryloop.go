@@ -176,6 +176,7 @@ func (s *Scheduler) watchEntries(store backend.EntryStore) {
 		if err == nil {
 			err = errors.New("the watch ended")
 		}
+		s.entries.stale() // changes go unread until the next watch is synced
 		s.log.Warn("backend call failed", "op", "watch_entries", "err", err)
 		s.emit(Event{Kind: EventBackendError, Op: "watch_entries", Err: err})
 		if !s.sleepUntil(s.loopCtx, s.clock.Now().Add(retryDelay(max(attempt, 0)))) {

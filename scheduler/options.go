@@ -24,6 +24,25 @@ const (
 	DefaultMaxManualRuns = 4
 )
 
+// checkDurations refuses a duration above MaxDuration.
+func (c *jobConfig) checkDurations() error {
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"jitter", c.jitter}, {"max lateness", c.maxLate}, {"timeout", c.timeout}, {"lease", c.lease},
+		{"catch-up window", c.catchUpWindow}, {"dedupe window", c.window}, {"history TTL", c.historyTTL},
+	} {
+		if d.v > MaxDuration {
+			return fmt.Errorf("%w: %s %v is above MaxDuration (%v)", ErrInvalidOption, d.name, d.v, MaxDuration)
+		}
+	}
+	if c.retry != nil && (c.retry.Backoff > MaxDuration || c.retry.MaxBackoff > MaxDuration) {
+		return fmt.Errorf("%w: retry backoff %v or max backoff %v is above MaxDuration (%v)", ErrInvalidOption, c.retry.Backoff, c.retry.MaxBackoff, MaxDuration)
+	}
+	return nil
+}
+
 // JobOption changes one job's settings at registration. An invalid value is an error
 // wrapping ErrInvalidOption, returned by Every or Cron.
 type JobOption func(*jobConfig) error

@@ -102,6 +102,9 @@ func (s *Scheduler) add(name string, sched Schedule, interval time.Duration, h H
 	if !cfg.maxLateSet {
 		cfg.maxLate = min(DefaultMaxLate, shortestGap(sched, interval))
 	}
+	if err := cfg.checkDurations(); err != nil {
+		return fmt.Errorf("job %q: %w", name, err)
+	}
 	if sched, err = cfg.bound(sched); err != nil {
 		return fmt.Errorf("job %q: %w", name, err)
 	}

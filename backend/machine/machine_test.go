@@ -780,4 +780,10 @@ func TestSettleRetryRepeatedWithoutItsWindow(t *testing.T) {
 	d := Settle(cur, backend.Settlement{Key: key, Status: backend.StatusError, Error: "boom"}, now)
 	assert.NoError(t, d.Err, "the holder's own retry, repeated without it")
 	assert.Empty(t, d.Records, "its record is stored already")
+	assert.True(t, d.Write)
+	assert.Equal(t, Finished, d.Run.Phase, "the run ends: nobody will take the retry")
+	assert.Equal(t, backend.StatusError, d.Run.Status)
+	d = Settle(d.Run, backend.Settlement{Key: key, Status: backend.StatusError, Error: "boom"}, now)
+	assert.NoError(t, d.Err)
+	assert.False(t, d.Write, "a further repeat changes nothing")
 }

@@ -37,7 +37,9 @@ func Heartbeat(cur Run, key backend.RunKey, lease time.Duration, now time.Time) 
 //
 // A manual run, a run a later slot asked to end and a run of a removed entry are
 // finished, neither retried nor handed over. A repeat by the same token changes
-// nothing and is answered nil; any other token gets backend.ErrStaleToken.
+// nothing and is answered nil, but a stored retry repeated without its window
+// once that window has passed finishes the run; any other token gets
+// backend.ErrStaleToken.
 func Settle(cur Run, s backend.Settlement, now time.Time) Decision {
 	d := Decision{Run: cur}
 	tok := s.Key.Token
@@ -54,6 +56,12 @@ func Settle(cur Run, s backend.Settlement, now time.Time) Decision {
 	case cur.Token == tok && cur.Phase == Running && cur.Recorded:
 		return d // handed over already: a repeat
 	case cur.Token == tok && cur.Phase == Running:
+	case cur.Token == tok && cur.Phase == Retrying && s.Retry == nil && !now.Before(cur.RetryBy):
+		// The holder gave its retry up, its window past, after the answer
+		// storing it was lost: the run ends as its record, stored then, says.
+		cur.Phase, cur.Status, cur.Changed = Finished, s.Status, now
+		d.Run, d.Write = cur, true
+		return d
 	case cur.Token == tok && (cur.Phase == Finished || cur.Phase == Retrying && s.Retry != nil),
 		cur.Retried && cur.PreviousToken == tok && s.Retry != nil,
 		cur.HandedOver && cur.PreviousToken == tok && s.HandOver:

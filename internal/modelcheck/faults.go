@@ -486,7 +486,7 @@ func do[T any](in *inst, ctx context.Context, op, job string, slot time.Time, ap
 	}
 	sent := in.h.now()
 	v, err := apply(ctx)
-	if err != nil && in.dead.Load() {
+	if err != nil && (in.dead.Load() || in.cut.Load()) {
 		// The process died during the call, maybe between two of the
 		// store's writes (World.CrashBetweenWrites): some may be applied.
 		err = fmt.Errorf("%w: %w", errCutMidCall, err)

@@ -415,7 +415,10 @@ type inst struct {
 
 	crashed chan struct{}
 	dead    atomic.Bool
-	fr      *freezer
+	// cut is set when the process dies between two writes of a call, before
+	// it is reaped: that call's error says it may be applied in part.
+	cut atomic.Bool
+	fr  *freezer
 
 	pauseMu    sync.Mutex
 	pauseUntil time.Duration
@@ -433,6 +436,7 @@ func (in *inst) crashBetweenWrites(job string, slot time.Time, step string) bool
 	if f != lostAnswer || in.dead.Load() {
 		return false
 	}
+	in.cut.Store(true)
 	in.h.rec.slotLog(in, job, slot, "CRASH between two writes of the store (after step %q)", step)
 	in.h.rec.faultHit(job, "crash between two writes")
 	in.h.bg.Go(func() {

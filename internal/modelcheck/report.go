@@ -255,3 +255,24 @@ func (h *Harness) traceText(keys []key, inst string, limit int) string {
 	}
 	return "trace (" + clock + " time since the seed began; instance; job and slot):\n" + strings.Join(lines, "\n") + "\n"
 }
+
+var runPrefixes struct {
+	sync.Mutex
+	n map[string]int
+}
+
+// RunPrefix is prefix at its first call in the process and prefix with a run
+// number after: a test run again (go test -count) on the same server names
+// its buckets and jobs apart.
+func RunPrefix(prefix string) string {
+	runPrefixes.Lock()
+	defer runPrefixes.Unlock()
+	if runPrefixes.n == nil {
+		runPrefixes.n = map[string]int{}
+	}
+	runPrefixes.n[prefix]++
+	if n := runPrefixes.n[prefix]; n > 1 {
+		return fmt.Sprintf("%s%dr", prefix, n)
+	}
+	return prefix
+}
