@@ -410,7 +410,7 @@ func (s *Scheduler) dispatchEntries() {
 			s.handlers.Add(1)
 			go func() {
 				defer s.handlers.Done()
-				if s.entrySlotStands(d.j) {
+				if s.entrySlotStands(d.j, d.slot) {
 					s.handleSlot(d.j, d.slot, claimScheduled)
 				}
 			}()
@@ -421,17 +421,26 @@ func (s *Scheduler) dispatchEntries() {
 	}
 }
 
-// entrySlotStands waits, for a due slot of j's entry, until the view follows
-// the store again, and reports whether the entry is still followed in the
-// version j runs (a change read meanwhile replaced it, or removed it).
-func (s *Scheduler) entrySlotStands(j *job) bool {
+// entrySlotStands waits, for j's entry slot due, until the view follows the
+// store again, and reports whether the entry is still followed in the version
+// j runs (a change read meanwhile replaced it, or removed it). A view still
+// stale at the slot's start deadline gives the slot up here, reported late: an
+// instance that follows the store records it.
+func (s *Scheduler) entrySlotStands(j *job, slot time.Time) bool {
 	select {
 	case <-s.entries.freshView():
 		return true
 	default:
 	}
+	t := s.clock.NewTimer(slot.Add(j.cfg.maxLate).Sub(s.clock.Now()))
+	defer t.Stop()
 	select {
 	case <-s.entries.freshView():
+	case <-t.C():
+		err := errors.New("the schedule entries were not read again before the slot's start deadline")
+		s.log.Warn("entry slot given up", j.logAttr(), "slot", slot, "err", err)
+		s.emit(Event{Kind: EventLate, Job: j.name, Slot: slot, Outcome: backend.OutcomeLate, Err: err})
+		return false
 	case <-s.loopCtx.Done():
 		return false
 	}
