@@ -134,7 +134,7 @@ func TestMachineMutants(t *testing.T) {
 			t.Fatal(err)
 		}
 		start := time.Now()
-		out, err := run(root, nil, 10*time.Minute, "go", "build", "-overlay", overlay, "./backend/machine/")
+		_, err = run(root, nil, 10*time.Minute, "go", "build", "-overlay", overlay, "./backend/machine/")
 		if err != nil {
 			report("INVALID  %s (does not build)", m.name)
 			continue
