@@ -136,9 +136,9 @@ func (a *attempt) backfill() bool { return a.bf != nil || a.res.Backfill }
 func (a *attempt) key() backend.RunKey { return a.rc.Key() }
 
 // input is the attempt as History and the handler know it.
-func (a *attempt) input(s *Scheduler) backend.ClaimInput {
+func (a *attempt) input(s *Scheduler, attempt int) backend.ClaimInput {
 	return backend.ClaimInput{
-		Job: a.j.name, Slot: a.rc.Slot, Token: a.rc.Token, Instance: s.instance, Attempt: max(a.res.Attempt, 1),
+		Job: a.j.name, Slot: a.rc.Slot, Token: a.rc.Token, Instance: s.instance, Attempt: max(attempt, 1),
 		Manual: a.kind == claimManual, RequestedBy: a.man.by(), Backfill: a.backfill(), At: s.clock.Now(),
 		HistorySize: a.j.cfg.historySize, HistoryTTL: a.j.cfg.historyTTL,
 	}

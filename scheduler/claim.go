@@ -80,6 +80,11 @@ func (s *Scheduler) ask(a *attempt) (backend.ClaimResult, error) {
 		defer context.AfterFunc(a.man.ctx, cancel)()
 	}
 	for try := 0; ; try++ {
+		if a.j.entry != nil && !a.rc.TakeoverOnly {
+			if err := s.entryViewHolds(ctx, a.j, a.rc.Slot, a.deadline); err != nil {
+				return backend.ClaimResult{}, fmt.Errorf("scheduler: claim of %q: %w", a.j.name, err)
+			}
+		}
 		sent := s.clock.Now()
 		if s.store.leased() && !a.unanswered.IsZero() && !sent.Before(a.unanswered.Add(a.rc.Lease)) {
 			a.rc.Token, a.unanswered = newToken(), time.Time{}

@@ -422,29 +422,35 @@ func (s *Scheduler) dispatchEntries() {
 }
 
 // entrySlotStands waits, for j's entry slot due, until the view follows the
-// store again, and reports whether the entry is still followed in the version
-// j runs (a change read meanwhile replaced it, or removed it). A view still
-// stale at the slot's start deadline gives the slot up here, reported late: an
-// instance that follows the store records it.
+// store again (entryViewHolds), and reports whether the entry is still followed
+// in the version j runs (a change read meanwhile replaced it, or removed it).
 func (s *Scheduler) entrySlotStands(j *job, slot time.Time) bool {
+	return s.entryViewHolds(s.loopCtx, j, slot, slot.Add(j.cfg.maxLate)) == nil && s.entries.follows(j)
+}
+
+// entryViewHolds waits, before a claim of j's entry slot that is not a
+// takeover, until the view of the entries follows the store. A view still
+// stale at by gives the slot up here, reported late (an instance that follows
+// the store records it); the error says why.
+func (s *Scheduler) entryViewHolds(ctx context.Context, j *job, slot, by time.Time) error {
 	select {
 	case <-s.entries.freshView():
-		return true
+		return nil
 	default:
 	}
-	t := s.clock.NewTimer(slot.Add(j.cfg.maxLate).Sub(s.clock.Now()))
+	t := s.clock.NewTimer(by.Sub(s.clock.Now()))
 	defer t.Stop()
 	select {
 	case <-s.entries.freshView():
+		return nil
 	case <-t.C():
-		err := errors.New("the schedule entries were not read again before the slot's start deadline")
+		err := errors.New("scheduler: the schedule entries were not read again before the slot's start deadline")
 		s.log.Warn("entry slot given up", j.logAttr(), "slot", slot, "err", err)
 		s.emit(Event{Kind: EventLate, Job: j.name, Slot: slot, Outcome: backend.OutcomeLate, Err: err})
-		return false
-	case <-s.loopCtx.Done():
-		return false
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	return s.entries.follows(j)
 }
 
 // waitEntries waits d (forever when negative) or until the heap's head changes;

@@ -65,16 +65,14 @@ func (st *settlerStore) claim(ctx context.Context, a *attempt) (backend.ClaimRes
 	// Bounded so that the lease is still good when the handler starts; a record
 	// that fails otherwise than ErrClaimedElsewhere does not hold the run.
 	rctx, cancel := context.WithTimeout(ctx, min(st.s.callTO, a.rc.Lease/3))
-	err = st.rec.RecordClaim(rctx, a.input(st.s))
+	err = st.rec.RecordClaim(rctx, a.input(st.s, res.Attempt))
 	cancel()
 	if err != nil && ctx.Err() != nil {
-		// Stopping before the record was stored: the lease is handed over unrun.
-		st.s.log.Info("stopping before the slot's claim was recorded; handing the lease over unrun", a.j.logAttr(), "slot", a.rc.Slot)
-		end := backend.Settlement{Key: a.key(), Status: StatusCancelled, Error: "not run: stopped before its claim was recorded",
-			HandOver: true, Retention: a.rc.Retention}
-		hctx, cancel := st.s.callCtx(context.WithoutCancel(ctx))
-		defer cancel()
-		return backend.ClaimResult{Outcome: backend.OutcomeDone}, st.settler.Settle(hctx, end)
+		// The call ended (Stop, or its time) before the record was answered:
+		// the lease is handed over unrun, the hand-over sent until answered.
+		st.s.log.Info("the slot's claim record was not answered in time; handing the lease over unrun", a.j.logAttr(), "slot", a.rc.Slot)
+		st.s.abandon(a, "its claim record was not answered in time")
+		return backend.ClaimResult{Outcome: backend.OutcomeDone}, nil
 	}
 	if err != nil && !errors.Is(err, backend.ErrClaimedElsewhere) {
 		st.s.backendError(a.j, a.rc.Slot, "record_claim", err)
@@ -144,8 +142,7 @@ func (st *seedStore) claim(ctx context.Context, a *attempt) (backend.ClaimResult
 		st.record(a, backend.StoredResult{Slot: a.rc.Slot, Token: res.PreviousToken, Instance: res.Previous, Attempt: res.PreviousAttempt,
 			Status: StatusLost, FinishedAt: now, Error: machine.WhyTakenOver + s.instance})
 	}
-	in := a.input(s)
-	in.Attempt = max(res.Attempt, 1)
+	in := a.input(s, res.Attempt)
 	if a.kind == claimManual {
 		if _, err := s.backend.RecordManualRun(ctx, in); err != nil {
 			return res, err
@@ -247,7 +244,7 @@ func (st *plainStore) leased() bool { return false }
 func (st *plainStore) claim(ctx context.Context, a *attempt) (backend.ClaimResult, error) {
 	s := st.s
 	if a.local.Phase == machine.Pending {
-		in := a.input(s)
+		in := a.input(s, 1)
 		switch {
 		case a.kind == claimManual:
 			slot, err := s.backend.RecordManualRun(ctx, in)
