@@ -62,13 +62,20 @@ func TestRetryHugeBackoffRefused(t *testing.T) {
 	s := newScheduler(t, memory.New(), "A")
 	noop := func(context.Context, scheduler.Run) error { return nil }
 	for i, p := range []scheduler.RetryPolicy{
-		{Attempts: 2, Backoff: math.MaxInt64, Jitter: 0.5},
-		{Attempts: 2, Backoff: 1 << 62, Jitter: 1},
-		{Attempts: scheduler.MaxRetryAttempts, Backoff: math.MaxInt64 / 2, MaxBackoff: math.MaxInt64, Jitter: 1},
+		{Attempts: scheduler.MaxRetryAttempts, Backoff: scheduler.MaxDuration, Jitter: 1},
+		{Attempts: scheduler.MaxRetryAttempts, Backoff: scheduler.MaxDuration / 2, MaxBackoff: scheduler.MaxDuration, Jitter: 1},
 	} {
 		err := s.Every(fmt.Sprint("j", i), time.Minute, noop, scheduler.WithRetry(p))
 		assert.ErrorIs(t, err, scheduler.ErrInvalidOption, "%+v", p)
 		assert.ErrorContains(t, err, "not before the next slot", "%+v", p)
+	}
+	for i, p := range []scheduler.RetryPolicy{
+		{Attempts: 2, Backoff: math.MaxInt64, Jitter: 0.5},
+		{Attempts: 2, Backoff: time.Minute, MaxBackoff: math.MaxInt64, Jitter: 1},
+	} {
+		err := s.Every(fmt.Sprint("k", i), time.Minute, noop, scheduler.WithRetry(p))
+		assert.ErrorIs(t, err, scheduler.ErrInvalidOption, "%+v", p)
+		assert.ErrorContains(t, err, "above MaxDuration", "%+v", p)
 	}
 }
 

@@ -435,7 +435,15 @@ func (r *record) claimApplied(in *inst, rc backend.RunClaim, res backend.ClaimRe
 		r.buffers = append(r.buffers, skipRec{key: k, inst: in.name, sent: sent, at: now, seq: r.seq, overlap: rc.Overlap, incarnation: rc.Incarnation})
 	}
 	if err == nil && res.Outcome == backend.OutcomeRunning && !res.WaitsFor.IsZero() && rc.Overlap == backend.OverlapCancelOther {
-		r.askedLocked(key{rc.Job, res.WaitsFor.UnixMilli()})
+		// The answer names the newest run asked to end; every busy run of an
+		// earlier slot was asked too: those granted before are marked.
+		waits := res.WaitsFor.UnixMilli()
+		r.askedLocked(key{rc.Job, waits})
+		for g := range r.grants {
+			if g.job == rc.Job && g.slot < waits && len(r.grants[g]) > 0 {
+				r.askedLocked(g)
+			}
+		}
 	}
 	if errors.Is(err, errCutMidCall) {
 		// A lease it may have written is completed, and recorded, by the
