@@ -32,3 +32,20 @@ func TestRedteamRetryRepeatAfterTwoRetries(t *testing.T) {
 	require.Equal(t, 3, r.Attempt)
 	assert.NoError(t, Settle(r, retry("a"), now).Err, "a's repeat, two retries later")
 }
+
+// A slot reopened (a paused slot run by catch-up, a backfill) starts like a
+// first claim under a policy that runs one slot at a time: not while another
+// slot is busy, its stored retry pending or its lease ended less than a lease
+// ago (a backup about to take it over).
+func TestRedteamReopenWaitsForABusySlot(t *testing.T) {
+	t.Skip("finding: claim.finished checks otherLive, not busy; using busy breaks TestCancelOtherPausedSlotCancelsNothing (scheduler), so the fix is not small")
+	for name, other := range map[string]Run{
+		"a pending retry":            retrying(9, "b", 1, -time.Second, time.Minute),
+		"a lease ended a second ago": ended(9, "b", 1, time.Second),
+	} {
+		d := Claim(finished(10, "a", 1, backend.StatusPaused), claimOf(reopenPaused, policy(backend.OverlapSkip)),
+			Job{Others: []Run{other}}, now)
+		assert.Equal(t, backend.OutcomeRunning, d.Result.Outcome, name)
+		assert.False(t, d.Write, name)
+	}
+}
