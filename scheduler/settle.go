@@ -15,7 +15,9 @@ import (
 // run; once Stop has begun it is left to the outbox, which Stop drains. A
 // retry asks for what is left of its window each time, and is dropped once the
 // window has passed or the outbox takes over: the attempt is finished instead.
-// It returns res as settled.
+// A retry whose answer was lost may be stored, its window ending by the store's
+// clock: a settle without it answered stale asks once more with it, and a
+// stored retry answers as a repeat. It returns res as settled.
 func (s *Scheduler) settle(a *attempt, res execResult, plan *retryPlan) execResult {
 	j := a.j
 	st := backend.Settlement{Key: a.key(), Status: res.Status, StartedAt: res.StartedAt, FinishedAt: res.FinishedAt,
@@ -27,6 +29,8 @@ func (s *Scheduler) settle(a *attempt, res execResult, plan *retryPlan) execResu
 	}
 	giveUp := s.clock.Now().Add(j.keep())
 	hard, stopping := s.hardCtx.Done(), s.loopCtx.Done() // either ends a wait between tries
+	// unanswered is the last retry sent whose answer was lost: maybe stored.
+	var unanswered *backend.RetryWindow
 	for try := 0; ; try++ {
 		st.Retry = plan.window(s.clock.Now())
 		if plan != nil && st.Retry == nil {
@@ -36,6 +40,22 @@ func (s *Scheduler) settle(a *attempt, res execResult, plan *retryPlan) execResu
 		ctx, cancel := s.writeCtx()
 		err := s.store.settle(ctx, a, st)
 		cancel()
+		if st.Retry == nil && unanswered != nil && errors.Is(err, backend.ErrStaleToken) {
+			// Its retry may be stored: the store's window ends by its own
+			// clock. Asked again, a stored retry answers as a repeat.
+			st.Retry = unanswered
+			ctx, cancel := s.writeCtx()
+			if s.store.settle(ctx, a, st) != nil {
+				st.Retry = nil
+			}
+			cancel()
+			if st.Retry != nil {
+				err = nil
+			}
+		}
+		if st.Retry != nil && err != nil {
+			unanswered = st.Retry
+		}
 		switch {
 		case err == nil:
 			res.retried = st.Retry != nil
