@@ -198,9 +198,9 @@ func (p *retryPlan) window(now time.Time) *backend.RetryWindow {
 	return &backend.RetryWindow{Delay: delay, Within: by.Sub(now.Add(delay))}
 }
 
-// planRetry returns the retry of a's failed attempt, if the job's policy gives
-// one. A retry starts before the job's next slot. The retries of a backfilled
-// slot, whose next slot is past, are bounded by the policy alone. Why says why not, when
+// planRetry returns the retry of a's failed attempt, if the job's policy gives one.
+// A retry starts before the job's next slot. The retries of a backfilled slot,
+// whose next slot is past, are bounded by the policy alone. Why says why not, when
 // there is none although the failure was retryable.
 func (s *Scheduler) planRetry(a *attempt, status Status, err, cause error) (plan *retryPlan, ok bool, why string) {
 	j := a.j
