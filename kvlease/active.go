@@ -28,11 +28,11 @@ func (s *Store) Active(ctx context.Context, job string) ([]backend.ActiveRun, er
 	return out[job], err
 }
 
-// ActiveJobs is Active of each of jobs in one reading: on a single-replica
-// bucket, one batched direct get of the jobs' run records and job keys and one
-// of the unfinished runs' lease keys, whatever the number of jobs; on a
-// replicated one, a listing and one leader read per key. A job whose runs could
-// not be read is left out of the map and named in the error.
+// ActiveJobs is Active of each of jobs in one reading. On a single-replica bucket,
+// that is one batched direct get of the jobs' run records and job keys, and one of
+// the unfinished runs' lease keys, whatever the number of jobs. On a replicated
+// one, it is a listing and one leader read per key. A job whose runs could not be
+// read is left out of the map and named in the error.
 func (s *Store) ActiveJobs(ctx context.Context, jobs []string) (map[string][]backend.ActiveRun, error) {
 	for _, job := range jobs {
 		if err := backend.ValidateRunName(job); err != nil {

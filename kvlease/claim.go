@@ -12,10 +12,11 @@ import (
 	"github.com/anarchon/anarchon/internal/natsutil"
 )
 
-// Claim reads the slot (and, when the machine needs them, the job key and the
-// slots it lists), asks machine.Claim, and writes its decision: a new lease's key
-// first, then the job key, then the run record, each by compare-and-set from the
-// revision read. A lost race reads and asks again. See the package documentation.
+// Claim reads the slot (and, when the machine needs them, the job key and the slots
+// it lists), asks machine.Claim, and writes its decision. It writes a new lease's
+// key first, then the job key, then the run record. Each write is a compare-and-set
+// from the revision read. A lost race reads and asks again. See the package
+// documentation.
 //
 // The lease is in.Lease rounded up to whole seconds; it must be at least
 // backend.MinLease.
@@ -92,10 +93,10 @@ func (s *Store) claim(ctx context.Context, b *bucket, in backend.RunClaim) (back
 	return backend.ClaimResult{}, ErrContention
 }
 
-// errInFlight marks a running answer given because another token's claim of
-// the slot is between its writes, by a claim that reads the job key: such a
-// claim may still be undone by the job key's race, so the answer is read again,
-// up to maxInFlightWaits times.
+// errInFlight marks a running answer given, by a claim that reads the job key,
+// because another token's claim of the slot is between its writes. That claim
+// may still be undone by the job key's race. So the answer is read again, up to
+// maxInFlightWaits times.
 var errInFlight = errors.New("kvlease: a claim of the slot is in flight")
 
 const maxInFlightWaits = 8
@@ -307,7 +308,7 @@ func (s *Store) fence(now time.Time) uint64 { return uint64(max(now.UnixNano(), 
 // with nothing stored, its lease key and run record created from revision 0 (one
 // round trip when chained, pair.go). It is tried only for a slot this store has
 // not answered before, by a claim that needs no job key and whose deadline the
-// cached clock shows ahead; when anything is stored a write loses and the claim
+// cached clock shows ahead. When anything is stored a write loses and the claim
 // reads (ok false), keeping a lease key it did create.
 func (s *Store) blind(ctx context.Context, b *bucket, in backend.RunClaim, k runKeys) (res backend.ClaimResult, ok bool, err error) {
 	if !s.mem.firstSight(k) || in.TakeoverOnly || needsJob(in, machine.Run{}) {
@@ -339,10 +340,11 @@ func (s *Store) blind(ctx context.Context, b *bucket, in backend.RunClaim, k run
 	return res, true, err
 }
 
-// holderRunning answers a blind claim whose lease key write lost: a live lease
-// of another token, from the shared watcher (waiting up to watcherWait for the
-// write the claim lost to) or one read of the lease key, is a claim of another
-// token, running to this one. Anything else is left to a reading (ok false).
+// holderRunning answers a blind claim whose lease key write lost. It finds the
+// lease from the shared watcher (waiting up to watcherWait for the write the claim
+// lost to) or one read of the lease key. A live lease of another token is a claim
+// of another token, running to this one. Anything else is left to a reading (ok
+// false).
 func (s *Store) holderRunning(ctx context.Context, b *bucket, in backend.RunClaim, k runKeys, stored uint64) (backend.ClaimResult, bool, error) {
 	sent := time.Now()
 	v := view{slot: in.Slot}

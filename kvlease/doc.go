@@ -1,5 +1,5 @@
 // Package kvlease is a backend.RunStore and backend.Settler on one NATS
-// JetStream key-value bucket, with every optional capability of a run store:
+// JetStream key-value bucket. It has every optional capability of a run store:
 // backups that take over when a holder dies, retries any instance may run, the
 // overlap policies (skip, cancel the other, buffer), run limits, catch-up and
 // hand-over. Package backend/machine makes every decision; this package reads
@@ -41,11 +41,11 @@
 //  1. Every write is a compare-and-set on the key's last revision, carrying its
 //     TTL. A lost race reads again and asks the machine again.
 //  2. A lease is live exactly while its key holds a value; the server expires it.
-//  3. A slot's machine.Run is read in one place (view.runOf): the run record;
-//     a live lease key of its token makes its lease live; a live lease key of
-//     another token is a claim between its writes, running to others, and to
-//     its own token the state before it; with no record, a slot the job key
-//     lists buffered is buffered.
+//  3. A slot's machine.Run is read in one place (view.runOf). It is the run
+//     record, and a live lease key of its token makes its lease live. A live
+//     lease key of another token is a claim between its writes. It is running
+//     to others, and to its own token the state before it. With no record, a
+//     slot the job key lists buffered is buffered.
 //  4. The machine's now is the server's time, estimated from its readings,
 //     read again when a deadline or window is too close to call.
 //  5. A new lease writes its lease key, then the job key (when read), then the
@@ -88,10 +88,15 @@
 //
 // # Requests
 //
-// On one server, counted by TestRoundTrips: a first claim won 2 (written before
-// reading, chained in one round trip), lost to a running holder 2, a heartbeat
-// 1, Settle 2 (the run record and the record), a claim after a finish the
-// shared watcher saw 0, a retry claimed 5, a claim under a buffer policy 4.
+// Round trips to one server, as TestRoundTrips counts them:
+//
+//   - A first claim won: 2 (written before reading, chained in one round trip).
+//   - A claim lost to a running holder: 2.
+//   - A heartbeat: 1.
+//   - Settle: 2 (the run record and the record).
+//   - A claim after a finish the shared watcher saw: 0.
+//   - A retry claimed: 5.
+//   - A claim under a buffer policy: 4.
 //
 // # Watching
 //

@@ -227,11 +227,11 @@ func (s *Store) GetEntry(ctx context.Context, job, id string) (backend.Entry, er
 	return e, nil
 }
 
-// ListEntries returns a page of entries ordered by job then ID. It lists the
-// entry keys (of job, or of every job) with one stream information request,
-// sorts those after the cursor, and reads the page's values: one batched direct
-// get on a single-replica bucket, leader reads (up to 16 at once) on a
-// replicated one. Every page lists every key, so the cost of a page grows with
+// ListEntries returns a page of entries ordered by job then ID. It lists the entry
+// keys (of job, or of every job) with one stream information request, sorts those
+// after the cursor, and reads the page's values. It reads them in one batched
+// direct get on a single-replica bucket, and by leader reads (up to 16 at once) on
+// a replicated one. Every page lists every key, so the cost of a page grows with
 // the entries stored, not with limit.
 func (s *Store) ListEntries(ctx context.Context, job, afterJob, afterID string, limit int) ([]backend.Entry, error) {
 	if limit <= 0 {

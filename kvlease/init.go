@@ -15,8 +15,8 @@ import (
 
 // layout is the version of the bucket's set-up, kept in its stream's metadata under
 // natsutil.LayoutKey. Raise it when a release changes what the bucket holds or how
-// its stream is configured: a bucket set up by a newer release is then left alone,
-// so that the releases of a rolling upgrade do not rewrite it back and forth.
+// its stream is configured. A bucket set up by a newer release is left alone, so
+// the releases of a rolling upgrade do not rewrite it back and forth.
 // Layout 2 stores machine.Run in the run records and adds the job keys; Init
 // refuses a bucket of layout 1 (ErrOlderLayout).
 const layout = "2"
@@ -29,7 +29,7 @@ const layout = "2"
 //
 // A request that gets no answer (a timeout, no responders, a cluster with no leader
 // yet) or that meets a concurrent create or update is sent again, with backoff,
-// until ctx ends; Init returns only once a stream information request shows the
+// until ctx ends. Init returns only once a stream information request shows the
 // bucket configured as the store needs. It sends no update when the bucket already
 // is, and it leaves alone a bucket set up by a newer release of this package.
 func (s *Store) Init(ctx context.Context) error {
@@ -129,8 +129,8 @@ func (s *Store) checkJetStream(ctx context.Context) error {
 
 // streamConfig is the bucket's stream: a KV bucket (one message per key, rollups for
 // purges) with per-message TTLs and expiry markers. Replicated, it has no direct
-// gets, so that every read is answered by the stream leader and is never behind a
-// write already acknowledged (followers answering direct gets can be); a single
+// gets, so every read is answered by the stream leader. Such a read is never behind
+// a write already acknowledged; followers answering direct gets can be. A single
 // replica answers direct gets, which are consistent there and about three times
 // faster.
 func (s *Store) streamConfig() jetstream.StreamConfig {

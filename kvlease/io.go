@@ -42,8 +42,8 @@ func (s *Store) read(ctx context.Context, b *bucket, key string) (entry, error) 
 }
 
 // readKeys returns the last message of each of keys (an entry with rev 0 for
-// nothing stored), from the stream leader: in one direct get of all of them when
-// the bucket has a single replica (its only replica is its leader), else one
+// nothing stored), from the stream leader. It uses one direct get of all of them
+// when the bucket has a single replica (its only replica is its leader), else one
 // leader read each. Replicated buckets answer no direct gets: a follower's answer
 // could be behind an acknowledged write, and these reads decide claims.
 func (s *Store) readKeys(ctx context.Context, b *bucket, keys ...string) (map[string]entry, error) {

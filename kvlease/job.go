@@ -10,12 +10,11 @@ import (
 )
 
 // The job key (job.<run name>) holds what a run name's slots share: the slots
-// listed unfinished by the decisions that read it, and the run count. Every
-// claim that needs the job's other runs or its count reads it, and a decision
-// that starts a lease, buffers a slot or counts writes it by compare-and-set
-// from the revision read: of two such decisions made on the same reading, one
-// is stored. The slots' own keys are the truth of each slot; the list only says
-// which to read.
+// listed unfinished by the decisions that read it, and the run count. Every claim
+// that needs the job's other runs or its count reads it. A decision that starts a
+// lease, buffers a slot or counts writes it by compare-and-set from the revision
+// read. Of two such decisions made on the same reading, one is stored. The slots'
+// own keys are the truth of each slot; the list only says which to read.
 
 var (
 	_ backend.RunCounter         = (*Store)(nil)

@@ -63,10 +63,11 @@ func (c *holding) current(ctx context.Context, try int, now time.Time) (machine.
 	return cur, c.s.writePending(ctx, c.key.Job, v), nil
 }
 
-// Settle ends the attempt of st.Key as machine.Settle decides, and returns once
-// its record is written to the store's RecordWriter: the run record (with the
-// record) by compare-and-set, the record, then, without waiting, the run record
-// cleared of it and the lease key purged. A lost race reads and decides again.
+// Settle ends the attempt of st.Key as machine.Settle decides. It returns once its
+// record is written to the store's RecordWriter. It writes the run record (with the
+// record) by compare-and-set, then the record. Then, without waiting, it clears the
+// record from the run record and purges the lease key. A lost race reads and
+// decides again.
 func (s *Store) Settle(ctx context.Context, st backend.Settlement) error {
 	return s.end(ctx, st.Key, st.Retention, func(cur machine.Run, now time.Time) machine.Decision {
 		return machine.Settle(cur, st, now)
@@ -124,9 +125,9 @@ func (s *Store) end(ctx context.Context, key backend.RunKey, keep backend.Retent
 	return fmt.Errorf("kvlease: settle %s: %w", describe(key.Job, key.Slot), ErrContention)
 }
 
-// endLease purges the holder's lease key once run holds no live lease: without
-// waiting (its TTL ends it anyway), carrying a finished run for the watchers;
-// a hand-over and a retry wait, so that the backups take over at once.
+// endLease purges the holder's lease key once run holds no live lease. The purge
+// carries a finished run for the watchers. It is not waited for (the key's TTL
+// ends it anyway), but a hand-over and a retry wait, so backups take over at once.
 func (c *holding) endLease(ctx context.Context, run machine.Run, now time.Time) error {
 	if run.Live(now) {
 		return nil

@@ -12,13 +12,13 @@ import (
 // acts on it still writes by compare-and-set, and one that finds it wrong reads the
 // keys and decides from them. It holds:
 //
-//   - the leases won through the store (remember, recall, forget), so that their
-//     heartbeats and finishes need no read first;
-//   - the live leases claims answered running with (noteRunning, takeHint): the
-//     baselines of the watches that backups start next;
-//   - the slots the store answered claims of (firstSight), whose later claims read
-//     before they write;
-//   - the shared watcher (hub, watch.go): the waiters of WatchRun, and what it
+//   - The leases won through the store (remember, recall, forget), so that their
+//     heartbeats and finishes need no read first.
+//   - The live leases claims answered running with (noteRunning, takeHint): the
+//     baselines of the watches that backups start next.
+//   - The slots the store answered claims of (firstSight), whose later claims read
+//     before they write.
+//   - The shared watcher (hub, watch.go): the waiters of WatchRun, and what it
 //     delivered, which claims read (finishedRun, leaseSince).
 type memory struct {
 	mu      sync.Mutex

@@ -25,9 +25,10 @@ const (
 	// Deprecated: use DefaultCallTimeout.
 	DefaultTimeout = DefaultCallTimeout
 	// DefaultAttemptTimeout bounds one request to the server inside a call. A request
-	// left unanswered (a leader stepping down or dying with it in flight; nats.go does
-	// not fail pending requests on reconnect) is sent again after it, while the call's
-	// context allows: every write is a compare-and-set, so sending it again is safe.
+	// left unanswered is sent again after it, while the call's context allows. That
+	// happens when a leader steps down or dies with it in flight; nats.go does not
+	// fail pending requests on reconnect. Every write is a compare-and-set, so
+	// sending it again is safe.
 	DefaultAttemptTimeout = time.Second
 	// MaxReplicas is the most replicas JetStream allows.
 	MaxReplicas = natsutil.MaxReplicas
@@ -116,9 +117,9 @@ func WithAtomicBatches() Option { return func(*options) error { return nil } }
 //
 // A burst of claims larger than the server answers within the attempt timeout (a
 // fleet with thousands of jobs on one schedule and no jitter) would otherwise time
-// out at the back of the server's queue, be sent again, and read again once
-// retried: the server then spends the next slots on requests nobody waits for any
-// more. Waiting in the Store costs the same time without the repeats.
+// out at the back of the server's queue. Each would be sent again, and read again
+// once retried. The server would then spend the next slots on requests nobody
+// waits for any more. Waiting in the Store costs the same time without the repeats.
 func WithMaxClaimsInFlight(n int) Option {
 	return checked("WithMaxClaimsInFlight", n, func(n int) error {
 		if n < 1 {

@@ -55,9 +55,9 @@ func (r pauseRecord) pause() backend.Pause {
 
 // SetPause stores p under its job's pause key in the bucket, replacing the pause
 // there. A pause with Until expires by itself (a per-message TTL a little past
-// Until); one without lives until ClearPause, and so does one whose Until is
-// further than a TTL can reach (natsutil.MaxTTL, a century): every reader ends it
-// at Until all the same (backend.Pause.InForce), the key stays.
+// Until). One without lives until ClearPause. So does one whose Until is further
+// than a TTL can reach (natsutil.MaxTTL, a century): its key stays, but every
+// reader ends the pause at Until all the same (backend.Pause.InForce).
 func (s *Store) SetPause(ctx context.Context, p backend.Pause) error {
 	if p.Job != "" {
 		if err := backend.ValidateJobName(p.Job); err != nil {

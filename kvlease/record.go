@@ -159,8 +159,9 @@ func decodeJob(e entry) (*jobValue, error) {
 }
 
 // runTTL is how long a run record lives once written at now: until the machine
-// may forget the run; while running, at least three leases, which heartbeats
-// refresh; a buffered slot's and a record with records to write, for ever.
+// may forget the run. While running, it is at least three leases, which
+// heartbeats refresh. A buffered slot's record, and one with records to write,
+// live for ever (0).
 func runTTL(r machine.Run, pending bool, now time.Time) time.Duration {
 	at := r.ForgetAt()
 	if at.IsZero() || pending {

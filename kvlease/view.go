@@ -23,13 +23,13 @@ type view struct {
 // token ("" for a look at another slot), at now by the store's clock. It is the
 // one place where the layout's states meet the machine's:
 //
-//   - the run record is the slot's run; with none, a slot the job key lists
-//     buffered is buffered (its record follows the job key);
-//   - a lease key that holds the run's token makes the run's lease live;
-//   - a live lease key of another token is a claim between its writes: running
-//     to others, and to its own token the state before it (mine, its revision,
-//     says the lease key is the claimer's own);
-//   - otherwise the run's lease ended, at the lease key's marker or earlier.
+//   - The run record is the slot's run. With none, a slot the job key lists
+//     buffered is buffered (its record follows the job key).
+//   - A lease key that holds the run's token makes the run's lease live.
+//   - A live lease key of another token is a claim between its writes. It is
+//     running to others, and to its own token the state before it. Then mine,
+//     its revision, says the lease key is the claimer's own.
+//   - Otherwise the run's lease ended, at the lease key's marker or earlier.
 func (v view) runOf(token string, now time.Time) (cur machine.Run, mine uint64) {
 	cur = machine.Run{Slot: v.slot}
 	switch {

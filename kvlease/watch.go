@@ -20,11 +20,11 @@ import (
 const watchSlack = time.Second
 
 // WatchRun returns a channel closed when a new Claim of (job, slot) could decide
-// differently: its lease is released, expires (the server's marker), changes holder,
-// or ends with the run finished, or the lease comes to carry a cancel request
-// (OverlapCancelOther). A heartbeat by the holder does not close it. When no
-// lease is live at the start the channel closes at once. It also closes when ctx is
-// done or the store is closed.
+// differently. That is when its lease is released, expires (the server's marker),
+// changes holder, or ends with the run finished. It is also when the lease comes to
+// carry a cancel request (OverlapCancelOther). A heartbeat by the holder does not
+// close it. When no lease is live at the start the channel closes at once. It also
+// closes when ctx is done or the store is closed.
 //
 // All watches of a Store share ONE watcher on the bucket's lease keys (one consumer
 // on the server however many backups wait), started by the first WatchRun. A waiter
@@ -32,8 +32,8 @@ const watchSlack = time.Second
 // just read it (answering running) when that reading was sent after the shared
 // watcher started, else a read from the stream leader. The shared watcher's updates
 // count only when newer than the baseline (a watcher's consumer may be served by a
-// replica a little behind the leader); every update newer than a reading sent after
-// the watcher started reaches the watcher, and the updates it delivered before the
+// replica a little behind the leader). Every update newer than a reading sent after
+// the watcher started reaches the watcher. The updates it delivered before the
 // waiter was registered are kept for a while by key. So a backup that stands by
 // right after its claim costs no read of its own: one shared watch, no read per
 // slot.

@@ -87,11 +87,11 @@ func (c *backfillConfig) started(res BackfillResult) {
 }
 
 // BackfillRerun also takes the slots that ran (a record ok, error, timeout,
-// cancelled, lost, superseded or running), each as a new attempt: the one after
-// the slot's newest attempt in History, taken only while the run store holds
-// that attempt, so that of several reruns that read the same attempt one runs the
-// slot (and a slot whose attempt moved on meanwhile is reported
-// BackfillElsewhere). A rerun that reads History after another one ended runs the
+// cancelled, lost, superseded or running), each as a new attempt. That attempt
+// follows the slot's newest attempt in History. It is taken only while the run
+// store holds that newest attempt, so of several reruns that read it, one runs
+// the slot. A slot whose attempt moved on meanwhile is reported
+// BackfillElsewhere. A rerun that reads History after another one ended runs the
 // slot again, as a further attempt.
 func BackfillRerun() BackfillOption {
 	return func(c *backfillConfig) error {
@@ -191,10 +191,10 @@ func (r BackfillResult) Count(o BackfillOutcome) int {
 // (ErrInvalidOption). A range holding more than MaxBackfillSlots slots is
 // refused, with how many it holds, before anything runs.
 //
-// Each slot taken is claimed through the run store like a catch-up slot, so it
+// Each slot taken is claimed through the run store like a catch-up slot. So it
 // runs once across the fleet, whoever else backfills or catches up on it at the
-// same time: with a lease, backups and takeovers, the job's retries, and its
-// pause (a paused job's slots are finished paused). It may start now (its
+// same time. It runs with a lease, backups and takeovers, the job's retries, and
+// its pause (a paused job's slots are finished paused). It may start now (its
 // deadline is now + the job's max lateness); a slot stored late, skipped or
 // paused is reopened as the next attempt. A slot the run store no longer
 // remembers (older than it keeps finished runs) is claimed afresh: its attempt

@@ -69,9 +69,9 @@ func WithStartAt(t time.Time) JobOption {
 
 // WithEndAt gives the job no slot at or after t: once its last slot before t is
 // claimed, its loop ends (a run in progress finishes). An end already past is
-// accepted (the job then does nothing, and Jobs shows no next slot: a service
-// redeployed after a campaign ended), but bounds that can never hold a slot (an
-// end not after the start, or before a one-time job's instant) are refused.
+// accepted: the job then does nothing, and Jobs shows no next slot. Bounds that
+// can never hold a slot are refused: an end not after the start, or before a
+// one-time job's instant.
 // RunNow still runs an ended job, as a manual run.
 func WithEndAt(t time.Time) JobOption {
 	return func(c *jobConfig) error {

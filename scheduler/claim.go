@@ -71,7 +71,7 @@ func waits(o backend.ClaimOutcome) bool {
 
 // ask sends a's claim until the store answers. It asks again with the same
 // token (a claim is repeat-safe) for as long as the store still remembers the
-// slot, counted from its last answer; a token whose unanswered claim may have
+// slot, counted from its last answer. A token whose unanswered claim may have
 // won a lease that has ended since is replaced by a new one.
 func (s *Scheduler) ask(a *attempt) (backend.ClaimResult, error) {
 	ctx, cancel := s.jobCtx(a.j)
@@ -149,10 +149,10 @@ func (s *Scheduler) giveUp(a *attempt, err error) bool {
 	return true
 }
 
-// askedLast asks once more, with the same token, for a claim that Stop (or the
-// job's removal, or RunNow's caller) cut short after a send whose answer never
-// came: a lease the store gave it is followed like any other (Stop waits for the
-// handler), but for RunNow's, whose caller is gone: that one is ended unrun.
+// askedLast asks once more, with the same token, for a claim cut short after a
+// send whose answer never came. Stop, the job's removal or RunNow's caller cut
+// it short. A lease the store gave it is followed like any other (Stop waits for
+// the handler). A RunNow's lease is ended unrun, since its caller is gone.
 func (s *Scheduler) askedLast(a *attempt) (backend.ClaimResult, bool) {
 	if a.unanswered.IsZero() {
 		return backend.ClaimResult{}, false
@@ -203,9 +203,10 @@ func (s *Scheduler) prepare(a *attempt, now time.Time) {
 	}
 }
 
-// pausedWhy says why a's slot is not to run, as this instance sees it at now: a
-// pause in force, a pause that held the slot when it fell (not for catch-up and
-// backfills, which run paused slots once the pause is over), or a paused entry.
+// pausedWhy says why a's slot is not to run, as this instance sees it at now.
+// That is a pause in force, a paused entry, or a pause that held the slot when
+// it fell. The last does not stop catch-up and backfills, which run paused slots
+// once the pause is over.
 func (s *Scheduler) pausedWhy(a *attempt, now time.Time) string {
 	if a.kind == claimManual {
 		return ""
@@ -267,8 +268,8 @@ func (s *Scheduler) follow(a *attempt, res backend.ClaimResult) {
 }
 
 // noteLimit ends a's job's loop on this instance when res says the job's run
-// limit was reached: the win or buffering of the last counted slot, a slot this
-// claim stored limit, or a loop's slot another instance stored limit.
+// limit was reached. That is the win or buffering of the last counted slot, a
+// slot this claim stored limit, or a loop's slot another instance stored limit.
 func (s *Scheduler) noteLimit(a *attempt, res backend.ClaimResult) {
 	j := a.j
 	if a.rc.MaxRuns == 0 {

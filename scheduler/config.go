@@ -33,10 +33,10 @@ type Config struct {
 	CallTimeout time.Duration
 	// MaxClockSkew is how far apart the instances' clocks, and the store's, may be
 	// while every slot still runs once. Lateness is judged on each instance's own
-	// clock; a run store refuses a first claim later than max lateness plus
-	// MaxClockSkew after the slot by its own clock (late, and stored so); a backend
-	// without leases needs jitter + max lateness + MaxClockSkew below its dedupe
-	// window, checked at registration. Defaults to DefaultMaxClockSkew.
+	// clock. A run store refuses, as late, a first claim later than max lateness
+	// plus MaxClockSkew after the slot by its own clock. A backend without leases
+	// needs jitter + max lateness + MaxClockSkew below its dedupe window, checked
+	// at registration. Defaults to DefaultMaxClockSkew.
 	MaxClockSkew time.Duration
 	// Middleware wraps every job's handler, for scheduled and manual runs alike,
 	// the first outermost: Middleware[0] sees the attempt first and its error

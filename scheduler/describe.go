@@ -6,9 +6,9 @@ import (
 )
 
 // DescribeSchedule says a schedule in words, with the zone its slots are computed
-// in, from the text its String method writes (JobLimits.Schedule, JobInfo's, and
-// the fleet's "schedule" field): "every 10s" is "every 10s (aligned to UTC)",
-// "CRON_TZ=Europe/Athens 0 9 * * MON-FRI" is "at 09:00 on MON-FRI
+// in. It reads the text the schedule's String method writes (JobLimits.Schedule,
+// JobInfo's, and the fleet's "schedule" field). "every 10s" is "every 10s (aligned
+// to UTC)"; "CRON_TZ=Europe/Athens 0 9 * * MON-FRI" is "at 09:00 on MON-FRI
 // (Europe/Athens)". An expression it cannot put in words is shown as it is, with
 // its zone: "cron 0 */2 * * * (UTC)"; an empty schedule is "–". Bounds follow the
 // words (", from T until T"), and a one-time job is "once at T".

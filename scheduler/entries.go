@@ -58,14 +58,14 @@ func (s *Scheduler) entryStore() (backend.EntryStore, error) {
 	return es, nil
 }
 
-// AddEntry stores a schedule entry of job, declared on this instance: every
-// instance that declares the job runs its slots (each once across the fleet, with
-// the job's leases, overlap per entry, catch-up, retries and pauses) within a
-// second, and its handler's Run carries the entry's ID and payload. The entry is
-// checked here as a job is at registration (its schedule, bounds, the job's
-// jitter and lateness against the dedupe window) and refused with a clear error.
-// Its slots begin after it is stored: a slot before that is never run for it.
-// An entry with the same ID is ErrEntryExists.
+// AddEntry stores a schedule entry of job, declared on this instance. Within a
+// second, every instance that declares the job runs its slots. Each slot runs once
+// across the fleet, with the job's leases, overlap per entry, catch-up, retries and
+// pauses. Its handler's Run carries the entry's ID and payload. The entry is
+// checked here as a job is at registration (its schedule, bounds, the job's jitter
+// and lateness against the dedupe window) and refused with a clear error. Its slots
+// begin after it is stored: a slot before that is never run for it. An entry with
+// the same ID is ErrEntryExists.
 func (s *Scheduler) AddEntry(ctx context.Context, job, id string, spec EntrySpec, opts ...EntryChangeOption) (Entry, error) {
 	e, es, err := s.checkEntry(job, id, spec, opts)
 	if err != nil {
@@ -93,7 +93,7 @@ func (s *Scheduler) AddEntry(ctx context.Context, job, id string, spec EntrySpec
 }
 
 // UpdateEntry replaces entry id of job with spec, if its stored revision is still
-// rev (the Revision of the Entry it was read as): when another writer changed it
+// rev (the Revision of the Entry it was read as). When another writer changed it
 // first, nothing is stored and the error matches ErrEntryConflict. A run of the
 // entry in progress finishes; the new schedule's slots begin after the change.
 func (s *Scheduler) UpdateEntry(ctx context.Context, job, id string, spec EntrySpec, rev uint64, opts ...EntryChangeOption) (Entry, error) {

@@ -24,7 +24,7 @@ type entrySet struct {
 	// or, after a Start with no job, once the first job registered started
 	// the watch.
 	synced chan struct{}
-	// fresh is closed while the view follows the store; a watch that may have
+	// fresh is closed while the view follows the store. A watch that may have
 	// missed changes (EntryChange.Resync) replaces it until the next Synced.
 	fresh chan struct{}
 	// watching says the watch runs: from Start, or from the first job
@@ -570,9 +570,9 @@ func (s *Scheduler) EntryCounts() (followed, orphaned int) {
 	return len(s.entries.byKey), len(s.entries.orphans)
 }
 
-// entryFacts is this instance's view of j's entry, for its claims and settles:
-// the incarnation it follows, or gone when it follows the entry no more (zero
-// and false for a job's own runs, and once the job was removed here).
+// entryFacts is this instance's view of j's entry, for its claims and settles.
+// It is the incarnation it follows, or gone when it follows the entry no more.
+// It is zero and false for a job's own runs, and once the job was removed here.
 func (s *Scheduler) entryFacts(j *job) (incarnation uint64, gone bool) {
 	if j.entry == nil || j.gone.Err() != nil {
 		return 0, false

@@ -23,7 +23,7 @@ var (
 	ErrJobBusy = errors.New("scheduler: a run of the job is in progress and the job forbids overlap")
 	// ErrOverlapCancelled is the cause (context.Cause) of a handler's context
 	// cancelled because a later slot of its job asked the run to end
-	// (OverlapCancelOther); the run ends StatusCancelled, its error naming the
+	// (OverlapCancelOther). The run ends StatusCancelled, its error naming the
 	// slot and the instance that asked.
 	ErrOverlapCancelled = errors.New("scheduler: cancelled by a later slot of the job (overlap policy cancel-other)")
 	// ErrNotStored: Stop returned with records that complete a slot (results, the

@@ -49,10 +49,10 @@ const (
 	// EventRetry: the attempt failed and its retry is planned at Event.Next (stored
 	// in the run store with leases, for any instance to run).
 	EventRetry EventKind = "retry"
-	// EventFailed: the attempt failed (error or timeout) and no retry follows: the
-	// slot's final failure, sent once per slot by the instance whose attempt it was
-	// (also when the retry it stored closed unclaimed: once that instance finds the
-	// window closed, if it is still up).
+	// EventFailed: the attempt failed (error or timeout) and no retry follows. It
+	// is the slot's final failure, sent once per slot by the instance whose attempt
+	// it was. It is also sent when the retry that instance stored closed unclaimed,
+	// once it finds the window closed, if it is still up.
 	EventFailed EventKind = "failed"
 	// EventCancelRequested: a later slot of the job (Event.Next) asked this
 	// instance's run of Event.Slot to end (OverlapCancelOther); the handler's

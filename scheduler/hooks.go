@@ -5,12 +5,12 @@ import (
 	"log/slog"
 )
 
-// Chain returns a hook that calls each non-nil hook in order, for example metrics
-// and logging on one scheduler:
+// Chain returns a hook that calls each non-nil hook in order. For example, it
+// feeds metrics and logging on one scheduler:
 //
 //	OnEvent: scheduler.Chain(m.OnEvent, scheduler.LogEvents(logger))
 //
-// A hook that panics does not keep the later hooks from seeing the event: Chain
+// A hook that panics does not keep the later hooks from seeing the event. Chain
 // calls them all, then re-panics with the first panic so the scheduler logs it.
 // Chain never returns nil; with no non-nil hook it returns a hook that does nothing.
 func Chain(hooks ...func(Event)) func(Event) {
@@ -46,16 +46,17 @@ func callHook(h func(Event), e Event) (p any) {
 }
 
 // LogEvents returns an event hook that logs what this instance does with each slot
-// to log: at info level runs started and finished (whatever their status) and
-// slots skipped, at warn level slots late, and at debug level claims, slots lost
-// to another instance (which ran or runs them), stand-bys and the next slot.
+// to log. At info level it logs runs started and finished (whatever their
+// status) and slots skipped. At warn level it logs slots late. At debug level it
+// logs claims, slots lost to another instance (which ran or runs them),
+// stand-bys and the next slot.
 //
 // What went wrong is not repeated: the scheduler logs it itself through
-// Config.Logger, so give it the same logger. A handler's error or timeout is
-// "run failed" at warn level, a handler's panic "handler panicked" at error level
-// with its stack (once), a lost lease, a superseded result, a takeover and a failed
-// backend call each at the level it deserves. The hook only formats a line, as a
-// hook must return quickly.
+// Config.Logger, so give it the same logger. A handler's error or timeout is "run
+// failed" at warn level. A handler's panic is "handler panicked" at error level,
+// with its stack (once). A lost lease, a superseded result, a takeover and a failed
+// backend call are each logged at the level it deserves. The hook only formats a
+// line, as a hook must return quickly.
 func LogEvents(log *slog.Logger) func(Event) {
 	if log == nil {
 		return func(Event) {}

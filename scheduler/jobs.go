@@ -12,11 +12,11 @@ import (
 type JobInfo struct {
 	backend.JobLimits
 	// Next is the job's first slot after now that will run, by this instance's
-	// clock and its view of the pauses: while a pause with an end holds the job, the
-	// first slot at or after that end (a job with catch-up also runs the slots the
-	// pause held, within its window, when the pause ends). Zero when the schedule
-	// has no further slot, once the job's run limit was reached, or while a pause
-	// without an end holds the job.
+	// clock and its view of the pauses. While a pause with an end holds the job, it
+	// is the first slot at or after that end. A job with catch-up also runs the
+	// slots the pause held, within its window, when the pause ends. Zero when the
+	// schedule has no further slot, once the job's run limit was reached, or while
+	// a pause without an end holds the job.
 	Next time.Time
 	// LimitReached says a claim told this instance that the job's run limit
 	// (WithMaxRuns, JobLimits.MaxRuns) was reached: its loop ended.
@@ -30,8 +30,8 @@ type JobInfo struct {
 // most its own pause and the all-jobs pause.
 const maxPauseSteps = 4
 
-// nextRun is j's first slot after now that no pause in this instance's view holds;
-// zero when there is none (the schedule ends, or a pause has no end).
+// nextRun is j's first slot after now that no pause in this instance's view holds.
+// Zero when there is none (the schedule ends, or a pause has no end).
 func (s *Scheduler) nextRun(j *job, now time.Time) time.Time {
 	if j.ended.Err() != nil {
 		return time.Time{}

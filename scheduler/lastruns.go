@@ -8,10 +8,10 @@ import (
 )
 
 // LastRuns returns the newest run, success and failure of each named job (every
-// declared job when none is named), read from the backend the replicas share:
-// in one batched read when it implements [backend.LastRunsReader], else from each job's
-// last [LastRunsDepth] history records. With an error, the jobs it could read
-// are in the map and those it could not are left out.
+// declared job when none is named). It reads them from the backend the replicas
+// share. That is one batched read when it implements [backend.LastRunsReader], else
+// each job's last [LastRunsDepth] history records. With an error, the jobs it could
+// read are in the map and those it could not are left out.
 func (s *Scheduler) LastRuns(ctx context.Context, jobs ...string) (map[string]LastRuns, error) {
 	if len(jobs) == 0 {
 		for _, j := range s.Jobs() {

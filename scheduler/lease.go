@@ -22,10 +22,11 @@ type lease struct {
 }
 
 // heartbeat extends the lease every lease/3 until done. It cancels the handler as
-// soon as the store says the lease is lost, or when no heartbeat has succeeded for
-// long enough that the store may expire the lease: a lease/10 margin before one lease
-// after the last successful heartbeat was sent (the store's expiry comes after that
-// instant, so a backup never starts while this handler still thinks it holds the run).
+// soon as the store says the lease is lost. It also cancels it when no heartbeat
+// has succeeded for long enough that the store may expire the lease. It does so a
+// lease/10 margin before one lease after the last successful heartbeat was sent.
+// The store's expiry comes after that instant, so a backup never starts while
+// this handler still thinks it holds the run.
 // Once the handler has returned (settling), a loss is not reported: Finish decides.
 func (s *Scheduler) heartbeat(done context.Context, a *attempt, settling *atomic.Bool, cancel context.CancelCauseFunc) {
 	j, slot, l := a.j, a.rc.Slot, &a.l
@@ -109,11 +110,11 @@ func (s *Scheduler) leaseLost(a *attempt, settling *atomic.Bool, cancel context.
 }
 
 // watchOwnRun returns a channel that receives when the stored state of a's run
-// may have changed, for a job whose runs a later slot may ask to end
-// (OverlapCancelOther) on a store that watches runs: the holder then learns of
+// may have changed. It serves a job whose runs a later slot may ask to end
+// (OverlapCancelOther) on a store that watches runs. The holder then learns of
 // a request at once, not at its next heartbeat. Nil (never ready) otherwise. It
 // receives once the first watch is taken, and after each change, the watch taken
-// again first; a watch that closes at once is taken at most every watchOwnEvery.
+// again first. A watch that closes at once is taken at most every watchOwnEvery.
 func (s *Scheduler) watchOwnRun(done context.Context, a *attempt) <-chan struct{} {
 	w, ok := s.runs.(backend.LeaseWatcher)
 	if !ok || a.j.cfg.overlap != OverlapCancelOther {
@@ -172,7 +173,7 @@ func (s *Scheduler) cancelAsked(a *attempt, settling *atomic.Bool, cancel contex
 }
 
 // freshLease makes sure a won lease has most of its time left before a handler
-// starts under it: a win whose claim was first sent long ago (its answer lost, or
+// starts under it. A win whose claim was first sent long ago (its answer lost, or
 // the store slow) is renewed by one heartbeat first. False when it cannot be.
 func (s *Scheduler) freshLease(a *attempt) bool {
 	l := &a.l

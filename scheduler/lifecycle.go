@@ -178,11 +178,11 @@ func (s *Scheduler) init(ctx context.Context) error {
 // until ctx is done, then cancels them (context.Cause is ErrStopped) and waits for them
 // to return. With leases, runs that did not finish are handed over so a backup takes
 // over at once. Writes left are tried until a grace after ctx ends (at most a
-// second); those not stored make Stop return an error matching ErrNotStored.
+// second). Those not stored make Stop return an error matching ErrNotStored.
 //
 // Stop before Start and a second Stop have nothing to stop: they return nil and
-// say so in the log (Stop before Start at info level, as the scheduler can no
-// longer start: Start then returns ErrStopped, and Every and Cron too).
+// say so in the log. Stop before Start logs at info level, as the scheduler can
+// no longer start: Start then returns ErrStopped, and Every and Cron too.
 func (s *Scheduler) Stop(ctx context.Context) error {
 	s.mu.Lock()
 	switch s.state {

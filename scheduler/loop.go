@@ -113,9 +113,9 @@ type adoption struct {
 	claimed map[int64]bool
 }
 
-// adoptAll reads the unfinished runs of the starting jobs and adopts them: in one
-// reading of the run store when it is an ActiveLister, so that the reads at
-// start-up do not grow with the number of jobs, else job by job. A failed read is
+// adoptAll reads the unfinished runs of the starting jobs and adopts them. It
+// reads the run store once when it is an ActiveLister, else job by job. So the
+// reads at start-up need not grow with the number of jobs. A failed read is
 // asked again until it is answered: a run nobody stands by for (a manual run, a
 // hand-over) has no other taker.
 func (s *Scheduler) adoptAll(owed []adoption) {

@@ -10,12 +10,11 @@ import (
 	"github.com/anarchon/anarchon/backend"
 )
 
-// Manual runs. With leases a manual run holds a lease of its own, on a slot of
-// the job that is not on its schedule (the trigger's instant, moved on by a
-// millisecond while it is one), so that every instance sees it running
-// (Active), a job that forbids overlap refuses it while another run holds the
-// job (ErrJobBusy), and a manual run whose instance died is ended lost, never
-// run again.
+// Manual runs. With leases a manual run holds a lease of its own, so every
+// instance sees it running (Active). Its slot is the trigger's instant, moved on
+// by a millisecond while that is one of the job's scheduled slots. A job that
+// forbids overlap refuses it while another run holds the job (ErrJobBusy). A
+// manual run whose instance died is ended lost, never run again.
 
 // maxManualSlotTries bounds the slots a manual claim tries when the one it picked
 // is taken (another instance's manual run claimed the same millisecond), and
@@ -35,7 +34,7 @@ const (
 // with leases it holds a lease like any run (see Active), and a job that forbids
 // overlap refuses it while another of its runs, on any instance, holds a lease
 // (ErrJobBusy). A job whose overlap policy is OverlapCancelOther asks the run in
-// progress to end instead, and RunNow waits for it to end (for as long as ctx
+// progress to end instead. RunNow waits for it to end (for as long as ctx
 // allows) before its run starts; the request stands when ctx ends first. OnStart
 // tells the caller when its handler starts; an error returned before that ran
 // nothing.
@@ -306,9 +305,9 @@ func RequestedBy(who string) RunNowOption { return func(c *runNowConfig) { c.by 
 // return quickly.
 func OnStart(fn func(Run)) RunNowOption { return func(c *runNowConfig) { c.onStart = fn } }
 
-// OnBuffered calls fn once, from RunNow's goroutine, when the manual run is
-// stored buffered behind the job's run in progress (a buffer overlap policy) and
-// waits for it to end: the run starts later (OnStart), or, if ctx ends first, is
-// withdrawn. Run names the buffered slot and its token; Attempt is 0. fn must
-// return quickly.
+// OnBuffered calls fn once, from RunNow's goroutine, when the manual run is stored
+// buffered behind the job's run in progress (a buffer overlap policy). RunNow then
+// waits for that run to end. The manual run starts later (OnStart), or, if ctx ends
+// first, is withdrawn. Run names the buffered slot and its token; Attempt is 0. fn
+// must return quickly.
 func OnBuffered(fn func(Run)) RunNowOption { return func(c *runNowConfig) { c.onBuffered = fn } }

@@ -7,8 +7,8 @@ import (
 
 // Middleware wraps a job's handler: it returns the handler that runs in its place,
 // which usually calls next. Config.Middleware applies a list of them to every job's
-// handler, scheduled and manual runs alike, so a plug-in (tracing, logging, a
-// limiter) sees every attempt without the jobs knowing of it:
+// handler, for scheduled and manual runs alike. A plug-in (tracing, logging, a
+// limiter) thus sees every attempt without the jobs knowing of it:
 //
 //	func logRuns(next scheduler.Handler) scheduler.Handler {
 //		return func(ctx context.Context, run scheduler.Run) error {
@@ -18,10 +18,10 @@ import (
 //		}
 //	}
 //
-// A middleware gets the handler's context (cancelled as the handler's is; see
-// Handler) and returns the error the run ends with: the scheduler decides the
+// A middleware gets the handler's context, cancelled as the handler's is (see
+// Handler). It returns the error the run ends with. The scheduler decides the
 // run's status from that error and the context's cause, as for a handler. A panic
-// of the handler reaches a middleware as an error matching ErrHandlerPanic; a
+// of the handler reaches a middleware as an error matching ErrHandlerPanic. A
 // panic of a middleware is recovered like a handler's.
 type Middleware func(next Handler) Handler
 

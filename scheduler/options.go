@@ -136,10 +136,10 @@ func WithLease(d time.Duration) JobOption {
 // (backend.OverlapBufferer).
 //
 // With OverlapCancelOther a slot due while an earlier one runs, on any instance,
-// asks that run to end: its holder learns it at once through its watch of the run
+// asks that run to end. Its holder learns it at once through its watch of the run
 // (backend.LeaseWatcher), else at its next heartbeat (within a third of the
-// lease), and cancels the handler's context with a cause matching
-// ErrOverlapCancelled; the new slot starts once the old run finished, or its lease
+// lease). It then cancels the handler's context with a cause matching
+// ErrOverlapCancelled. The new slot starts once the old run finished, or its lease
 // ended. A handler that ignores its context keeps its run, and the new slot, still
 // unstarted at its max lateness, is recorded late. A slot due while a later one
 // runs (a catch-up slot) is skipped. A slot that falls while the job is paused
@@ -147,7 +147,7 @@ func WithLease(d time.Duration) JobOption {
 // another run's way as with OverlapSkip.
 //
 // With OverlapBufferOne a slot due while another slot of the job runs (on any
-// instance, its retries included) is stored buffered and runs once that run has
+// instance, its retries included) is stored buffered. It runs once that run has
 // ended, whenever that is: a buffered slot is not late. One slot at most is
 // buffered; a further slot due meanwhile is skipped. OverlapBufferAll buffers up
 // to WithBufferCap slots (DefaultBufferCap by default), run oldest first.
@@ -181,22 +181,23 @@ func WithBufferCap(n int) JobOption {
 }
 
 // WithMaxRuns runs at most n scheduled slots of the job, counted fleet-wide by the
-// run store (backend.RunCounter), not per process: every instance declaring the
-// job claims against one count. Each slot won first counts (catch-up slots too,
-// and a slot won while the job is paused, which only CatchUpAll runs once the
-// pause ends: otherwise a pause uses up runs); so does a slot stored buffered (OverlapBufferOne, OverlapBufferAll),
-// which the fleet decided to run. Retries, takeovers, manual runs (RunNow) and
-// Backfill do not count, nor do slots skipped or late. Once n are counted every
-// later slot is recorded StatusLimit, a stored decision like skipped or late,
-// and the job's loop ends on every instance (EventLimitReached, once per
-// instance; Jobs shows no next slot). RunNow still runs an ended job, as a
-// manual run, and Backfill still runs its past slots. A store may count a slot
-// that never ran, after a crash (kvlease counts before it creates the run), never
-// fewer than ran. A bigger n declared later lets slots run again.
+// run store (backend.RunCounter), not per process: every instance declaring the job
+// claims against one count. Each slot won first counts, catch-up slots too. So does
+// a slot won while the job is paused; only CatchUpAll runs it once the pause ends,
+// so otherwise a pause uses up runs. So does a slot stored buffered
+// (OverlapBufferOne, OverlapBufferAll), which the fleet decided to run. Retries,
+// takeovers, manual runs (RunNow) and Backfill do not count, nor do slots skipped
+// or late. Once n are counted every later slot is recorded StatusLimit, a stored
+// decision like skipped or late, and the job's loop ends on every instance
+// (EventLimitReached, once per instance; Jobs shows no next slot). RunNow still
+// runs an ended job, as a manual run, and Backfill still runs its past slots. A
+// store may count a slot that never ran, after a crash (kvlease counts before it
+// creates the run), never fewer than ran. A bigger n declared later lets slots run
+// again.
 //
 // n must be at least 1, and the job needs a backend with leases whose run store
-// counts runs (backend.RunCounter); with a buffer policy, one that counts a
-// buffered slot as it stores it (backend.BufferedRunCounter: not kvlease).
+// counts runs (backend.RunCounter). With a buffer policy, the run store must
+// count a buffered slot as it stores it (backend.BufferedRunCounter: not kvlease).
 func WithMaxRuns(n int) JobOption {
 	return func(c *jobConfig) error {
 		if n < 1 {

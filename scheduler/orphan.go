@@ -9,16 +9,17 @@ import (
 // A RunNow under a buffer policy stores its manual slot buffered while another
 // run of the job runs, and only that RunNow claims it: no other instance stands
 // by for a manual slot. When its process dies while it waits, the slot stays
-// buffered with no one to claim it, first in line ahead of every later slot of
-// the job: under OverlapBufferOne they are all skipped, under OverlapBufferAll
-// they all wait, until an instance starts and adopts it.
+// buffered with no one to claim it. It stays first in line, ahead of every later
+// slot of the job. Under OverlapBufferOne those are all skipped, under
+// OverlapBufferAll they all wait, until an instance starts and adopts it.
 //
 // So an instance whose claim of a slot is skipped under a buffer policy, or
-// buffered behind a manual slot, looks at the job's unfinished runs: a manual
-// slot first in line with nothing else of the job unfinished (nothing can keep it
-// waiting) is one its RunNow claims at once, as it watches the run before it.
-// Still so a lease later, that RunNow is gone, and the slot is adopted: ended
-// like a manual run whose instance stopped (finished lost, never run).
+// buffered behind a manual slot, looks at the job's unfinished runs. A manual
+// slot first in line with nothing else of the job unfinished cannot be kept
+// waiting. Its RunNow watches the run before it, so it claims such a slot at
+// once. If the slot is still so a lease later, that RunNow is gone, and the slot
+// is adopted: ended like a manual run whose instance stopped (finished lost,
+// never run).
 
 // checkOrphan looks, beside the caller and once at a time per job, for a
 // buffered manual slot of j that no RunNow claims, and adopts it.

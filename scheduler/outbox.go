@@ -10,12 +10,12 @@ import (
 	"github.com/anarchon/anarchon/backend"
 )
 
-// The outbox keeps the writes that complete a slot whose first try failed (a
-// settle; the records a store without Settler gets beside it) and sends them
-// again until stored: oldest first per job, with a growing delay, while the
-// scheduler runs and while Stop drains it. A write is given up past its
-// history TTL, when the backend refuses it as invalid, or when
-// MaxPendingRecords wait already; each is logged and reported.
+// The outbox keeps the writes that complete a slot whose first try failed: a
+// settle, or the records a store without Settler gets beside it. It sends them
+// again until stored, oldest first per job, with a growing delay. It retries while
+// the scheduler runs and while Stop drains it. A write is given up past its history
+// TTL, when the backend refuses it as invalid, or when MaxPendingRecords wait
+// already. Each is logged and reported.
 
 // MaxPendingRecords bounds the records one scheduler keeps to write again. Past it,
 // a record whose write fails is dropped (and reported), so that a store down for a

@@ -333,10 +333,10 @@ func (s *Scheduler) checkResumes() {
 }
 
 // pausedSlots lists, oldest first, the slots that catch-up runs once a pause that
-// began at since ended at now: those of the catch-up window that fell since the
-// pause began, as the job's policy picks them (catchUpSlots; those past the cap stay
-// paused). Each is claimed with ReopenPaused: the store runs those recorded paused,
-// once.
+// began at since ended at now. They are the slots of the catch-up window that fell
+// since the pause began, as the job's policy picks them (catchUpSlots). Those past
+// the cap stay paused. Each is claimed with ReopenPaused: the store runs those
+// recorded paused, once.
 func (j *job) pausedSlots(since, now time.Time) []time.Time {
 	from := since.Add(-j.cfg.maxLate)
 	if w := now.Add(-j.cfg.catchUpWindow); from.Before(w) {

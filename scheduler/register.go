@@ -253,10 +253,10 @@ func (s *Scheduler) insert(j *job) error {
 	return nil
 }
 
-// RemoveJob removes a job from this instance, before or after Start: it no
+// RemoveJob removes a job from this instance, before or after Start. It no
 // longer claims the job's slots, its schedule entries' or its runs' takeovers,
-// stands by for none, and answers RunNow, Backfill and pauses with
-// ErrJobNotFound. Slots it is running finish, and are recorded as usual; a slot
+// and stands by for none. It answers RunNow, Backfill and pauses with
+// ErrJobNotFound. Slots it is running finish, and are recorded as usual. A slot
 // whose claim this instance won as RemoveJob was called may still start. The job's
 // records, pauses and schedule entries stay stored: the instances that still
 // declare it go on running it, and its entries are orphaned here (EntryCounts)
@@ -299,8 +299,8 @@ func (s *Scheduler) notifyJobsLocked() {
 }
 
 // shortestGap is the interval of an Every job, or the shortest gap between the next
-// few slots of a cron job: the default max lateness never spans two slots, so a
-// (re)started instance never claims a burst of past slots.
+// few slots of a cron job. It caps the default max lateness, so that never spans
+// two slots and a (re)started instance never claims a burst of past slots.
 func shortestGap(sched Schedule, interval time.Duration) time.Duration {
 	if interval > 0 {
 		return interval

@@ -155,11 +155,11 @@ func (s *Scheduler) findRemovedEntriesOf(jobs []*job) {
 	}()
 }
 
-// findRemovedEntries asks lister which entries of jobs (nil: every job
-// declared here), once this instance has read the stored entries, hold runs,
-// and looks at those it does not follow: a run of an entry removed while no
-// instance that followed it was up has no other taker. It asks until answered,
-// or until the loops stop.
+// findRemovedEntries asks lister which entries of jobs hold runs (nil jobs: every
+// job declared here). It asks once this instance has read the stored entries, and
+// looks at the entries it does not follow. A run of an entry removed while no
+// instance that followed it was up has no other taker. It asks until answered, or
+// until the loops stop.
 func (s *Scheduler) findRemovedEntries(lister backend.EntryRunLister, jobs []string) {
 	if jobs == nil {
 		s.mu.Lock()

@@ -20,8 +20,9 @@ const (
 
 // RetryPolicy says how a failed slot of a job is tried again (WithRetry). A slot's
 // attempt that ends error or timeout (a panic is an error) is retried after a
-// backoff that doubles each time up to MaxBackoff, until Attempts attempts have run,
-// the handler marks its error NoRetry, or Retryable says no.
+// backoff. The backoff doubles each time up to MaxBackoff. Retries stop once
+// Attempts attempts have run, the handler marks its error NoRetry, or Retryable
+// says no.
 //
 // A retry never starts after the job's next slot is due: a retry whose time
 // would come after it is not made, and the slot ends with its last failure. A
@@ -30,7 +31,7 @@ const (
 // may.
 //
 // With leases (a backend whose run store is a backend.Retrier) the failed attempt
-// is stored with its retry and its lease released: any instance may claim the next
+// is stored with its retry and its lease released. Any instance may claim the next
 // attempt at its time, so a retry survives the death of the instance that failed.
 // Without one, the instance that ran the slot retries it in its own process, and a
 // retry dies with it. Manual runs (RunNow) are not retried.
@@ -157,8 +158,8 @@ func (p *RetryPolicy) base(n int) time.Duration {
 }
 
 // failedOnItsOwn reports whether a run that ended with st failed on its own (its
-// handler's error or timeout), not by a lease, a stop or another attempt: the
-// failures that are retried, logged at warn and counted as a slot's failure.
+// handler's error or timeout), not by a lease, a stop or another attempt. Only
+// such failures are retried, logged at warn and counted as a slot's failure.
 func failedOnItsOwn(st Status) bool { return st == StatusError || st == StatusTimeout }
 
 // retryable reports whether an attempt that ended with status, its handler having
@@ -197,9 +198,9 @@ func (p *retryPlan) window(now time.Time) *backend.RetryWindow {
 	return &backend.RetryWindow{Delay: delay, Within: by.Sub(now.Add(delay))}
 }
 
-// planRetry returns the retry of a's failed attempt, if the job's policy gives
-// one. A retry starts before the job's next slot; a backfilled slot's, whose
-// next slot is past, are bounded by the policy alone. Why says why not, when
+// planRetry returns the retry of a's failed attempt, if the job's policy gives one.
+// A retry starts before the job's next slot. The retries of a backfilled slot,
+// whose next slot is past, are bounded by the policy alone. Why says why not, when
 // there is none although the failure was retryable.
 func (s *Scheduler) planRetry(a *attempt, status Status, err, cause error) (plan *retryPlan, ok bool, why string) {
 	j := a.j

@@ -35,9 +35,9 @@ func (s *Scheduler) run(a *attempt) bool {
 		a.failed = &failedAttempt{attempt: res.Attempt, status: out.Status, err: out.err}
 		return true
 	case out.handedOver && a.man == nil && s.store.leased():
-		// The lease was lost with the run unfinished: after a lease, in which the
-		// backups that wait for it take it over first, this instance stands by
-		// for it too, so that it is taken over even when nobody else waits.
+		// The lease was lost with the run unfinished. Backups that wait for it
+		// take it over first. After a lease this instance stands by for it too,
+		// so it is taken over even when nobody else waits.
 		return s.sleepUntil(s.loopCtx, s.clock.Now().Add(j.cfg.lease))
 	}
 	return false
@@ -206,7 +206,7 @@ func endOf(err, cause error) (Status, string) {
 }
 
 // logFailure logs a run that failed on its own, a handler's error or its timeout,
-// at warn level; a panic is logged at error level, with its stack, by
+// at warn level. A panic is logged at error level, with its stack, by
 // callHandler.
 func (s *Scheduler) logFailure(run Run, res execResult, err error) {
 	if !failedOnItsOwn(res.Status) || errors.Is(err, ErrHandlerPanic) {
@@ -217,7 +217,7 @@ func (s *Scheduler) logFailure(run Run, res execResult, err error) {
 }
 
 // callHandler runs h, turning a panic into an error matching ErrHandlerPanic that
-// carries the panic's value; the stack trace goes to the log, not to history.
+// carries the panic's value. The stack trace goes to the log, not to history.
 func (s *Scheduler) callHandler(ctx context.Context, h Handler, run Run) (err error) {
 	defer func() {
 		if r := recover(); r != nil {

@@ -67,12 +67,12 @@ func (s IntervalSchedule) String() string { return "every " + s.Interval.String(
 //
 // Daylight saving time, in a zone that has it (parsing by
 // github.com/netresearch/go-cron; tested in TestCronDaylightSaving):
-//   - spring forward: a time inside the skipped hour (02:30 when clocks jump from 02:00
-//     to 03:00) fires once, shifted by the jump (03:30 local, the instant 02:30 would
-//     have been);
-//   - fall back: a time inside the repeated hour fires once, on its first occurrence
-//     (the earlier UTC instant), never twice. go-cron alone fires it twice; Next skips
-//     the second occurrence.
+//   - Spring forward: a time inside the skipped hour fires once, shifted by the
+//     jump. When clocks jump from 02:00 to 03:00, 02:30 fires at 03:30 local, the
+//     instant 02:30 would have been.
+//   - Fall back: a time inside the repeated hour fires once, on its first
+//     occurrence (the earlier UTC instant), never twice. go-cron alone fires it
+//     twice; Next skips the second occurrence.
 //
 // So every calendar day gives each listed time exactly one slot. Use UTC for jobs that
 // must keep exact spacing.

@@ -8,16 +8,16 @@ import (
 	"github.com/anarchon/anarchon/backend"
 )
 
-// settle ends a's attempt with one call to the store: finished as res says,
-// its retry stored (plan), or left for a backup (a lost lease, Stop). The call
-// is repeat-safe, so one whose answer is lost is sent again while the
-// heartbeats keep the lease alive, until the store would have forgotten the
-// run; once Stop has begun it is left to the outbox, which Stop drains. A
-// retry asks for what is left of its window each time, and is dropped once the
-// window has passed or the outbox takes over: the attempt is finished instead.
-// A retry whose answer was lost may be stored, its window ending by the store's
-// clock: a settle without it answered stale asks once more with it, and a
-// stored retry answers as a repeat. It returns res as settled.
+// settle ends a's attempt with one call to the store: finished as res says, its
+// retry stored (plan), or left for a backup (a lost lease, Stop). The call is
+// repeat-safe. One whose answer is lost is sent again while the heartbeats keep the
+// lease alive, until the store would have forgotten the run. Once Stop has begun it
+// is left to the outbox, which Stop drains. A retry asks for what is left of its
+// window each time, and is dropped once the window has passed or the outbox takes
+// over: the attempt is finished instead. A retry whose answer was lost may be
+// stored, its window ending by the store's clock. A settle without it answered
+// stale then asks once more with it; a stored retry answers as a repeat. It
+// returns res as settled.
 func (s *Scheduler) settle(a *attempt, res execResult, plan *retryPlan) execResult {
 	j := a.j
 	st := backend.Settlement{Key: a.key(), Status: res.Status, StartedAt: res.StartedAt, FinishedAt: res.FinishedAt,
