@@ -45,12 +45,10 @@ func (s *Scheduler) settle(a *attempt, res execResult, plan *retryPlan) execResu
 			// clock. Asked again, a stored retry answers as a repeat.
 			st.Retry = unanswered
 			ctx, cancel := s.writeCtx()
-			if s.store.settle(ctx, a, st) != nil {
-				st.Retry = nil
-			}
+			err = s.store.settle(ctx, a, st)
 			cancel()
-			if st.Retry != nil {
-				err = nil
+			if errors.Is(err, backend.ErrStaleToken) {
+				st.Retry = nil
 			}
 		}
 		if st.Retry != nil && err != nil {

@@ -235,7 +235,7 @@ func (c *checker) endsDecided(j Job, k key, rr backend.RunRecord) {
 	switch {
 	case c.h.noSettler && rr.Status == backend.StatusSuperseded:
 		return // the seed's shape: the run's last attempt wrote its own record beside
-	case rr.Status == backend.StatusLost && (c.asked(k) || c.entryGone(j.Name)):
+	case rr.Status == backend.StatusLost && (c.asked(k) || c.rec.mayBeAsked[k] || c.entryGone(j.Name)):
 		c.seen["runs ended lost, asked to end or their entry gone"]++
 		return
 	}

@@ -282,13 +282,16 @@ type record struct {
 	// (OverlapCancelOther), or whose heartbeat was answered so: the first
 	// time the record saw that, and its order.
 	cancelAsked map[key]seen
+	// mayBeAsked are the runs of earlier slots a claim that asked cancelAsked's
+	// to end may have asked too: a run that ends lost may end so.
+	mayBeAsked map[key]bool
 	stops       []*stop
 
 	entryRecord
 }
 
 func newRecord(t0 time.Time, w *World) *record {
-	return &record{t0: t0, timing: w.Timing, ttl: w.leaseTTL, grants: map[key][]*grant{}, cancelAsked: map[key]seen{}, entryRecord: newEntryRecord()}
+	return &record{t0: t0, timing: w.Timing, ttl: w.leaseTTL, grants: map[key][]*grant{}, cancelAsked: map[key]seen{}, mayBeAsked: map[key]bool{}, entryRecord: newEntryRecord()}
 }
 
 func (r *record) now() time.Duration { return time.Since(r.t0) }
@@ -435,13 +438,13 @@ func (r *record) claimApplied(in *inst, rc backend.RunClaim, res backend.ClaimRe
 		r.buffers = append(r.buffers, skipRec{key: k, inst: in.name, sent: sent, at: now, seq: r.seq, overlap: rc.Overlap, incarnation: rc.Incarnation})
 	}
 	if err == nil && res.Outcome == backend.OutcomeRunning && !res.WaitsFor.IsZero() && rc.Overlap == backend.OverlapCancelOther {
-		// The answer names the newest run asked to end; every busy run of an
-		// earlier slot was asked too: those granted before are marked.
+		// The answer names the newest run asked to end; any busy run of an
+		// earlier slot may have been asked too.
 		waits := res.WaitsFor.UnixMilli()
 		r.askedLocked(key{rc.Job, waits})
 		for g := range r.grants {
-			if g.job == rc.Job && g.slot < waits && len(r.grants[g]) > 0 {
-				r.askedLocked(g)
+			if g.job == rc.Job && g.slot < waits {
+				r.mayBeAsked[g] = true
 			}
 		}
 	}
