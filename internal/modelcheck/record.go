@@ -285,7 +285,7 @@ type record struct {
 	// mayBeAsked are the runs of earlier slots a claim that asked cancelAsked's
 	// to end may have asked too: a run that ends lost may end so.
 	mayBeAsked map[key]bool
-	stops       []*stop
+	stops      []*stop
 
 	entryRecord
 }
