@@ -18,6 +18,13 @@ import (
 	"github.com/anarchon/anarchon/internal/backendutil"
 )
 
+// An endpoint is a request's subject and the job it is about; job is empty on
+// the fleet's own subjects.
+type endpoint struct {
+	subject string
+	job     string
+}
+
 // Client asks a fleet's replicas over NATS: the Go side of the protocol the
 // anarchon command uses. It holds no subscription between calls and is safe for
 // concurrent use.
@@ -71,7 +78,7 @@ func (c *Client) Subject(verb, job string) string { return c.subj.job(strings.To
 // error: the run goes on.
 func (c *Client) Trigger(ctx context.Context, job string, in TriggerRequest) (TriggerReply, error) {
 	in.V = versioned(in.V)
-	return c.trigger(ctx, c.subj.job(verbTrigger, job), job, fmt.Sprintf("trigger %q", job), in, in.Wait)
+	return c.trigger(ctx, endpoint{c.subj.job(verbTrigger, job), job}, fmt.Sprintf("trigger %q", job), in, in.Wait)
 }
 
 // TriggerEntry runs schedule entry in.ID of job now, with its payload, on one
@@ -80,12 +87,12 @@ func (c *Client) Trigger(ctx context.Context, job string, in TriggerRequest) (Tr
 // entry the replicas do not store is an error matching ErrEntryNotFound.
 func (c *Client) TriggerEntry(ctx context.Context, job string, in TriggerEntryRequest) (TriggerReply, error) {
 	in.V = versioned(in.V)
-	return c.trigger(ctx, c.subj.entry(opTrigger, job), job, fmt.Sprintf("trigger entry %q of %q", in.ID, job), in, in.Wait)
+	return c.trigger(ctx, endpoint{c.subj.entry(opTrigger, job), job}, fmt.Sprintf("trigger entry %q of %q", in.ID, job), in, in.Wait)
 }
 
-// trigger sends a trigger request in on subject and reads its replies: one, or
-// with wait until the finished one. what names it in errors.
-func (c *Client) trigger(ctx context.Context, subject, job, what string, in any, wait bool) (TriggerReply, error) {
+// trigger sends a trigger request in to at and reads its replies: one, or with
+// wait until the finished one. what names it in errors.
+func (c *Client) trigger(ctx context.Context, at endpoint, what string, in any, wait bool) (TriggerReply, error) {
 	ctx, cancel := backendutil.CallContext(ctx, c.timeout)
 	defer cancel()
 	data, err := json.Marshal(in)
@@ -98,14 +105,14 @@ func (c *Client) trigger(ctx context.Context, subject, job, what string, in any,
 		return TriggerReply{}, fmt.Errorf("fleet: %s: %w", what, err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	if err := c.nc.PublishMsg(c.message(ctx, subject, sub.Subject, data)); err != nil {
+	if err := c.nc.PublishMsg(c.message(ctx, at.subject, sub.Subject, data)); err != nil {
 		return TriggerReply{}, fmt.Errorf("fleet: %s: %w", what, err)
 	}
 	var out TriggerReply
 	for {
 		m, err := sub.NextMsgWithContext(ctx)
 		if err != nil {
-			err = c.callError(ctx, subject, job, err)
+			err = c.callError(ctx, at, err)
 			switch out.State {
 			case StateAccepted:
 				return out, fmt.Errorf("fleet: %s accepted by %s, not finished yet (the run goes on): %w", what, out.Instance, err)
@@ -114,7 +121,7 @@ func (c *Client) trigger(ctx context.Context, subject, job, what string, in any,
 			}
 			return out, err
 		}
-		if err := parseReply(subject, m, &out); err != nil {
+		if err := parseReply(at.subject, m, &out); err != nil {
 			return out, err
 		}
 		if !wait || out.State == StateFinished {
@@ -152,7 +159,7 @@ func (c *Client) Backfill(ctx context.Context, job string, in BackfillRequest) (
 	for {
 		m, err := sub.NextMsgWithContext(ctx)
 		if err != nil {
-			err = c.callError(ctx, subject, job, err)
+			err = c.callError(ctx, endpoint{subject, job}, err)
 			if out.State != "" {
 				return out, fmt.Errorf("fleet: backfill %q accepted by %s, not finished yet (the backfill goes on): %w", job, out.Instance, err)
 			}
@@ -199,28 +206,28 @@ func (c *Client) message(ctx context.Context, subject, reply string, data []byte
 func (c *Client) Pause(ctx context.Context, job string, in PauseRequest) (PauseReply, error) {
 	var out PauseReply
 	in.V = versioned(in.V)
-	return out, c.request(ctx, c.subj.job(verbPause, job), job, in, &out)
+	return out, c.request(ctx, endpoint{c.subj.job(verbPause, job), job}, in, &out)
 }
 
 // PauseAll pauses every job of the fleet.
 func (c *Client) PauseAll(ctx context.Context, in PauseRequest) (PauseReply, error) {
 	var out PauseReply
 	in.V = versioned(in.V)
-	return out, c.request(ctx, c.subj.fleet(verbPauseAll), "", in, &out)
+	return out, c.request(ctx, endpoint{subject: c.subj.fleet(verbPauseAll)}, in, &out)
 }
 
 // Resume removes job's own pause (not the all-jobs pause: see ResumeReply).
 func (c *Client) Resume(ctx context.Context, job string, in ResumeRequest) (ResumeReply, error) {
 	var out ResumeReply
 	in.V = versioned(in.V)
-	return out, c.request(ctx, c.subj.job(verbResume, job), job, in, &out)
+	return out, c.request(ctx, endpoint{c.subj.job(verbResume, job), job}, in, &out)
 }
 
 // ResumeAll removes the all-jobs pause.
 func (c *Client) ResumeAll(ctx context.Context, in ResumeRequest) (ResumeReply, error) {
 	var out ResumeReply
 	in.V = versioned(in.V)
-	return out, c.request(ctx, c.subj.fleet(verbResumeAll), "", in, &out)
+	return out, c.request(ctx, endpoint{subject: c.subj.fleet(verbResumeAll)}, in, &out)
 }
 
 // History returns job's recent runs across the fleet, newest first (limit: see
@@ -234,7 +241,7 @@ func (c *Client) History(ctx context.Context, job string, limit int) (HistoryRep
 // statuses (in.Status) or since a time (in.Since), filtered by the replica.
 func (c *Client) HistoryOf(ctx context.Context, job string, in HistoryRequest) (HistoryReply, error) {
 	in.V = versioned(in.V)
-	out, err := gatherParts(ctx, c, c.subj.job(verbHistory, job), job, in,
+	out, err := gatherParts(ctx, c, endpoint{c.subj.job(verbHistory, job), job}, in,
 		func(r *HistoryReply) (int, int, *[]Run) { return r.Part, r.Parts, &r.Runs })
 	out.Part = 0
 	return out, err
@@ -243,10 +250,10 @@ func (c *Client) HistoryOf(ctx context.Context, job string, in HistoryRequest) (
 // gatherParts sends one request and joins the items of every part of its reply:
 // the last part's reply, with the items of them all (never nil) where parts
 // points. A reply whose parts did not all arrive is an error.
-func gatherParts[R, T any](ctx context.Context, c *Client, subject, job string, req any, parts func(*R) (int, int, *[]T)) (R, error) {
+func gatherParts[R, T any](ctx context.Context, c *Client, at endpoint, req any, parts func(*R) (int, int, *[]T)) (R, error) {
 	var out R
 	all := []T{}
-	err := c.requestParts(ctx, subject, job, req, func(subject string, m *nats.Msg) (int, int, error) {
+	err := c.requestParts(ctx, at, req, func(subject string, m *nats.Msg) (int, int, error) {
 		var r R
 		if err := parseReply(subject, m, &r); err != nil {
 			return 0, 0, err
@@ -267,7 +274,8 @@ func gatherParts[R, T any](ctx context.Context, c *Client, subject, job string, 
 
 // requestParts sends one request and reads the parts of its reply, in order,
 // handing each to part, which returns the part's number and the number of parts.
-func (c *Client) requestParts(ctx context.Context, subject, job string, in any, part func(string, *nats.Msg) (int, int, error)) error {
+func (c *Client) requestParts(ctx context.Context, at endpoint, in any, part func(string, *nats.Msg) (int, int, error)) error {
+	subject := at.subject
 	ctx, cancel := backendutil.CallContext(ctx, c.timeout)
 	defer cancel()
 	data, err := json.Marshal(in)
@@ -286,7 +294,7 @@ func (c *Client) requestParts(ctx context.Context, subject, job string, in any, 
 	for got < parts {
 		m, err := sub.NextMsgWithContext(ctx)
 		if err != nil {
-			err = c.callError(ctx, subject, job, err)
+			err = c.callError(ctx, at, err)
 			if got > 0 {
 				return fmt.Errorf("fleet: %s: %d of the %d parts of the reply arrived: %w", subject, got, parts, err)
 			}
@@ -396,7 +404,7 @@ gather:
 			timer.Reset(c.window)
 		case <-ctx.Done():
 			if len(g.done) == 0 && g.pending() == 0 {
-				return nil, c.callError(ctx, subject, "", ctx.Err())
+				return nil, c.callError(ctx, endpoint{subject: subject}, ctx.Err())
 			}
 			break gather // the caller's deadline cut it short
 		}
@@ -518,33 +526,33 @@ func versioned(v int) int {
 	return v
 }
 
-// request sends one request and decodes its one reply into out.
-func (c *Client) request(ctx context.Context, subject, job string, in, out any) error {
+// request sends one request to at and decodes its one reply into out.
+func (c *Client) request(ctx context.Context, at endpoint, in, out any) error {
 	ctx, cancel := backendutil.CallContext(ctx, c.timeout)
 	defer cancel()
 	data, err := json.Marshal(in)
 	if err != nil {
 		return err
 	}
-	m, err := c.nc.RequestMsgWithContext(ctx, c.message(ctx, subject, "", data))
+	m, err := c.nc.RequestMsgWithContext(ctx, c.message(ctx, at.subject, "", data))
 	if err != nil {
-		return c.callError(ctx, subject, job, err)
+		return c.callError(ctx, at, err)
 	}
-	return parseReply(subject, m, out)
+	return parseReply(at.subject, m, out)
 }
 
-// callError explains a request that got no reply. No responders on a job's
-// subject is a *NoReplicaError that says who is up.
-func (c *Client) callError(ctx context.Context, subject, job string, err error) error {
+// callError explains a request to at that got no reply. No responders on a
+// job's subject is a *NoReplicaError that says who is up.
+func (c *Client) callError(ctx context.Context, at endpoint, err error) error {
 	switch {
-	case errors.Is(err, nats.ErrNoResponders) && job != "":
-		return c.noDeclarer(ctx, subject, job)
+	case errors.Is(err, nats.ErrNoResponders) && at.job != "":
+		return c.noDeclarer(ctx, at.subject, at.job)
 	case errors.Is(err, nats.ErrNoResponders):
-		return fmt.Errorf("%w: none is up (no responders on %s)", ErrNoReplica, subject)
+		return fmt.Errorf("%w: none is up (no responders on %s)", ErrNoReplica, at.subject)
 	case ctx.Err() != nil:
-		return fmt.Errorf("fleet: no answer on %s: %w", subject, context.Cause(ctx))
+		return fmt.Errorf("fleet: no answer on %s: %w", at.subject, context.Cause(ctx))
 	}
-	return fmt.Errorf("fleet: %s: %w", subject, err)
+	return fmt.Errorf("fleet: %s: %w", at.subject, err)
 }
 
 // noDeclarer is the error of a request about job that nothing answered on

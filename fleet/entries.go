@@ -442,7 +442,7 @@ func changedBy(ctx context.Context, by string) []scheduler.EntryChangeOption {
 func (c *Client) Entries(ctx context.Context, job string, in EntriesRequest) (EntriesReply, error) {
 	var out EntriesReply
 	in.V = versioned(in.V)
-	err := c.request(ctx, c.subj.entry(opList, job), job, in, &out)
+	err := c.request(ctx, endpoint{c.subj.entry(opList, job), job}, in, &out)
 	if out.Entries == nil {
 		out.Entries = []EntryView{}
 	}
@@ -453,7 +453,7 @@ func (c *Client) Entries(ctx context.Context, job string, in EntriesRequest) (En
 // newest first (in.History), read from every part of the reply.
 func (c *Client) Entry(ctx context.Context, job string, in EntryRequest) (EntryReply, error) {
 	in.V = versioned(in.V)
-	out, err := gatherParts(ctx, c, c.subj.entry(opGet, job), job, in,
+	out, err := gatherParts(ctx, c, endpoint{c.subj.entry(opGet, job), job}, in,
 		func(r *EntryReply) (int, int, *[]Run) { return r.Part, r.Parts, &r.Runs })
 	out.Part = 0
 	return out, err
@@ -466,7 +466,7 @@ func (c *Client) Entry(ctx context.Context, job string, in EntryRequest) (EntryR
 func (c *Client) AddEntry(ctx context.Context, job string, in AddEntryRequest) (EntryChangeReply, error) {
 	var out EntryChangeReply
 	in.V = versioned(in.V)
-	return out, c.request(ctx, c.subj.entry(opAdd, job), job, in, &out)
+	return out, c.request(ctx, endpoint{c.subj.entry(opAdd, job), job}, in, &out)
 }
 
 // UpdateEntry replaces entry in.ID of job with in's spec if its stored revision
@@ -475,7 +475,7 @@ func (c *Client) AddEntry(ctx context.Context, job string, in AddEntryRequest) (
 func (c *Client) UpdateEntry(ctx context.Context, job string, in UpdateEntryRequest) (EntryChangeReply, error) {
 	var out EntryChangeReply
 	in.V = versioned(in.V)
-	return out, c.request(ctx, c.subj.entry(opUpdate, job), job, in, &out)
+	return out, c.request(ctx, endpoint{c.subj.entry(opUpdate, job), job}, in, &out)
 }
 
 // RemoveEntry removes entry in.ID of job if its stored revision is in.Rev
@@ -484,5 +484,5 @@ func (c *Client) UpdateEntry(ctx context.Context, job string, in UpdateEntryRequ
 func (c *Client) RemoveEntry(ctx context.Context, job string, in RemoveEntryRequest) (RemoveEntryReply, error) {
 	var out RemoveEntryReply
 	in.V = versioned(in.V)
-	return out, c.request(ctx, c.subj.entry(opRemove, job), job, in, &out)
+	return out, c.request(ctx, endpoint{c.subj.entry(opRemove, job), job}, in, &out)
 }

@@ -142,7 +142,7 @@ func (c *Client) Watch(ctx context.Context, job string, fn func(Event)) error {
 // declares the job reads them from the run store, from every part of the reply
 // (see History).
 func (c *Client) Active(ctx context.Context, job string) (ActiveReply, error) {
-	out, err := gatherParts(ctx, c, c.subj.job(verbActive, job), job, ActiveRequest{V: RequestVersion},
+	out, err := gatherParts(ctx, c, endpoint{c.subj.job(verbActive, job), job}, ActiveRequest{V: RequestVersion},
 		func(r *ActiveReply) (int, int, *[]ActiveRun) { return r.Part, r.Parts, &r.Runs })
 	out.Part = 0
 	return out, err

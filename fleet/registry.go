@@ -418,7 +418,10 @@ type regEntry struct {
 	byName map[string]Declaration // its jobs
 }
 
-func startRegistry(ctx context.Context, nc *nats.Conn, s *scheduler.Scheduler, p subjects, c *config, log *slog.Logger) (*registry, error) {
+// startRegistry writes s's entry in the registry under c's prefix and bucket,
+// and watches the others'.
+func startRegistry(ctx context.Context, nc *nats.Conn, s *scheduler.Scheduler, c *config, log *slog.Logger) (*registry, error) {
+	p := subjects(c.prefix)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("fleet: registry: %w", err)

@@ -38,7 +38,7 @@ func TestRegistryInParts(t *testing.T) {
 	c, err := newConfig(roleService, nil)
 	require.NoError(t, err)
 	t0 := time.Now()
-	r, err := startRegistry(ctx, nc, s, subjects(DefaultPrefix), c, slog.New(slog.DiscardHandler))
+	r, err := startRegistry(ctx, nc, s, c, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	t.Logf("layout and first write: %v", time.Since(t0))
 	t.Cleanup(func() { require.NoError(t, r.stop(context.Background())) })

@@ -142,7 +142,7 @@ func Serve(ctx context.Context, nc *nats.Conn, s *scheduler.Scheduler, opts ...O
 		return nil, fmt.Errorf("fleet: flush the subscriptions: %w", err)
 	}
 	if !c.noRegistry {
-		if f.reg, err = startRegistry(fctx, nc, s, f.subj, c, f.log); err != nil {
+		if f.reg, err = startRegistry(fctx, nc, s, c, f.log); err != nil {
 			f.abort()
 			return nil, err
 		}

@@ -59,9 +59,9 @@ func (b *Backend) claim(ctx context.Context, in backend.ClaimInput, leased bool)
 	key := st.slotKey(slot)
 	sentBefore := b.memo.send(key, in.Token, now, st.ttl())
 
-	ans, err := b.publishClaim(ctx, st, in.Job, slot, st.claimMsg(in, leased, now), func(seq uint64) bool {
+	ans, err := b.publishClaim(ctx, st, claimSend{msg: st.claimMsg(in, leased, now), slot: slot, op: "claim"}, func(seq uint64) bool {
 		return b.cfg.verifyAll || sentBefore || b.memo.mayHold(key, in.Token, seq)
-	}, "claim")
+	})
 	if err != nil {
 		return false, err // the claim may be stored: the memo keeps it as sent
 	}
@@ -95,10 +95,18 @@ func (a claimAnswer) won(token string) bool {
 	return a.stored || a.held != nil && a.held.Token == token
 }
 
-// publishClaim sends a claim until it has an answer: error 10158 (the same id in
-// flight on a replicated stream), a timeout, no responders or a leaderless stream are
-// not answers, so it publishes again, with the same id and token, with bounded
-// backoff, until ctx ends. Each request is bounded by WithAttemptTimeout. A duplicate
+// A claimSend is a claim on its way: its message, the slot it claims (Unix ms),
+// and the call that sends it, named in errors and logs.
+type claimSend struct {
+	msg  *nats.Msg
+	slot int64
+	op   string
+}
+
+// publishClaim sends claim c of st's job until it has an answer: error 10158 (the
+// same id in flight on a replicated stream), a timeout, no responders or a
+// leaderless stream are not answers, so it publishes again, with the same id and
+// token, with bounded backoff, until ctx ends. Each request is bounded by WithAttemptTimeout. A duplicate
 // at sequence seq is read back from the stream leader when readBack(seq) says so,
 // and always after an undecided attempt (the message may have been stored by it).
 //
@@ -106,44 +114,44 @@ func (a claimAnswer) won(token string) bool {
 // none. The first attempt runs on one context bounded by the attempt timeout; the
 // call's context is made only when an attempt was undecided, so the common claim
 // costs one context, as a bare publish does.
-func (b *Backend) publishClaim(ctx context.Context, st *jobStream, job string, slot int64, msg *nats.Msg, readBack func(seq uint64) bool, op string) (claimAnswer, error) {
+func (b *Backend) publishClaim(ctx context.Context, st *jobStream, c claimSend, readBack func(seq uint64) bool) (claimAnswer, error) {
 	start := time.Now()
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		deadline = start.Add(b.cfg.callTimeout)
 	}
 	actx, cancel := context.WithDeadline(ctx, attemptDeadline(start, deadline, b.cfg.attemptTimeout))
-	ans, err := b.claimOnce(actx, st, msg, readBack)
+	ans, err := b.claimOnce(actx, st, c.msg, readBack)
 	cancel()
 	switch {
 	case err == nil:
 		return ans, nil
 	case !retryable(err) || ctx.Err() != nil:
-		return claimAnswer{}, fmt.Errorf("jetstream: %s job %q slot %d on stream %q: %w", op, job, slot, st.names.stream, err)
+		return claimAnswer{}, fmt.Errorf("jetstream: %s job %q slot %d on stream %q: %w", c.op, st.job, c.slot, st.names.stream, err)
 	}
 	undecided := 1
-	b.cfg.log.Debug("jetstream: claim undecided, sending it again", "op", op, "job", job, "slot", slot, "attempt", undecided, "error", err)
+	b.cfg.log.Debug("jetstream: claim undecided, sending it again", "op", c.op, "job", st.job, "slot", c.slot, "attempt", undecided, "error", err)
 	ctx, cancel = context.WithDeadline(ctx, deadline)
 	defer cancel()
 	if werr := natsutil.ClaimBackoff.Wait(ctx, 1); werr != nil {
 		return claimAnswer{}, fmt.Errorf("jetstream: %s job %q slot %d on stream %q: no definite answer before the deadline (last: %w): %w",
-			op, job, slot, st.names.stream, err, werr)
+			c.op, st.job, c.slot, st.names.stream, err, werr)
 	}
 	_, err = natsutil.ClaimBackoff.Retry(ctx, b.cfg.attemptTimeout, func(err error) bool {
 		if !retryable(err) {
 			return false
 		}
 		undecided++
-		b.cfg.log.Debug("jetstream: claim undecided, sending it again", "op", op, "job", job, "slot", slot, "attempt", undecided, "error", err)
+		b.cfg.log.Debug("jetstream: claim undecided, sending it again", "op", c.op, "job", st.job, "slot", c.slot, "attempt", undecided, "error", err)
 		return true
 	}, func(ctx context.Context) (err error) {
 		// After an undecided attempt the message may have been stored: from then on
 		// a duplicate may be ours.
-		ans, err = b.claimOnce(ctx, st, msg, func(seq uint64) bool { return undecided > 0 || readBack(seq) })
+		ans, err = b.claimOnce(ctx, st, c.msg, func(seq uint64) bool { return undecided > 0 || readBack(seq) })
 		return err
 	})
 	if err != nil {
-		return claimAnswer{}, fmt.Errorf("jetstream: %s job %q slot %d on stream %q: %w", op, job, slot, st.names.stream, err)
+		return claimAnswer{}, fmt.Errorf("jetstream: %s job %q slot %d on stream %q: %w", c.op, st.job, c.slot, st.names.stream, err)
 	}
 	return ans, nil
 }

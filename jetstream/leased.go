@@ -114,7 +114,7 @@ func (b *LeasedBackend) RecordClaim(ctx context.Context, in backend.ClaimInput) 
 	now := time.Now()
 	key := st.slotKey(slot)
 	b.memo.send(key, in.Token, now, st.ttl())
-	ans, err := b.publishClaim(ctx, st, in.Job, slot, st.claimMsg(in, true, now), func(uint64) bool { return true }, "record claim")
+	ans, err := b.publishClaim(ctx, st, claimSend{msg: st.claimMsg(in, true, now), slot: slot, op: "record claim"}, func(uint64) bool { return true })
 	if err == nil {
 		b.memo.answered(key, in.Token, ans, time.Now(), st.ttl())
 	}

@@ -126,7 +126,7 @@ func (s *Store) round(ctx context.Context, b *bucket, in backend.RunClaim) (back
 	var others []other
 	job := machine.Job{Fence: s.fence(now)}
 	if j != nil {
-		if others, err = s.others(ctx, b, in.Job, in.Slot, j, now); err != nil {
+		if others, err = s.others(ctx, b, in, j, now); err != nil {
 			return backend.ClaimResult{}, err
 		}
 		job.Count = j.val.Count
@@ -199,7 +199,8 @@ func (s *Store) apply(ctx context.Context, b *bucket, w decisionWrite) (backend.
 			}
 		}
 	}
-	runRev, err := s.putRun(ctx, b, in.Job, w.v.run.rev, d.Run, d.Records, in.Retention)
+	rec := runRecord{job: in.Job, run: d.Run, recs: d.Records, keep: in.Retention}
+	runRev, err := s.putRun(ctx, b, rec, w.v.run.rev)
 	if err != nil {
 		return backend.ClaimResult{}, err
 	}
@@ -209,7 +210,7 @@ func (s *Store) apply(ctx context.Context, b *bucket, w decisionWrite) (backend.
 	if grant {
 		s.mem.remember(k, in.Token, held{leaseRev: leaseRev, lease: leaseValueOf(in), runRev: runRev, run: d.Run})
 	}
-	if err := s.records(ctx, b, in.Job, runRev, d.Run, d.Records, in.Retention); err != nil {
+	if err := s.records(ctx, b, rec, runRev); err != nil {
 		// Left in the run record, written by whoever reads it next.
 		s.mem.forget(k, in.Token)
 		if errors.Is(err, errDied) {
@@ -323,7 +324,7 @@ func (s *Store) blind(ctx context.Context, b *bucket, in backend.RunClaim, k run
 		return res, false, nil
 	}
 	p := pair{lease: leaseWrite(k, in, 0), token: in.Token}
-	p.run, err = s.runWrite(in.Job, 0, d.Run, nil, in.Retention)
+	p.run, err = s.runWrite(runRecord{job: in.Job, run: d.Run, keep: in.Retention}, 0)
 	if err != nil {
 		return res, false, err
 	}

@@ -46,9 +46,10 @@ type other struct {
 	run machine.Run
 }
 
-// others reads the slots j lists other than the claim's own, and maps each to its
-// run; slots that hold nothing any more (finished, or never stored) are left out.
-func (s *Store) others(ctx context.Context, b *bucket, job string, own time.Time, j *jobRead, now time.Time) ([]other, error) {
+// others reads the slots j lists other than in's own, and maps each to its run;
+// slots that hold nothing any more (finished, or never stored) are left out.
+func (s *Store) others(ctx context.Context, b *bucket, in backend.RunClaim, j *jobRead, now time.Time) ([]other, error) {
+	job, own := in.Job, in.Slot
 	var keys []string
 	for _, e := range j.val.Runs {
 		if e.SlotMS != own.UnixMilli() {

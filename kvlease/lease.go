@@ -101,7 +101,8 @@ func (s *Store) end(ctx context.Context, key backend.RunKey, keep backend.Retent
 			}
 			return d.Err
 		}
-		rev, err := s.putRun(ctx, c.b, key.Job, c.v.run.rev, d.Run, d.Records, keep)
+		rec := runRecord{job: key.Job, run: d.Run, recs: d.Records, keep: keep}
+		rev, err := s.putRun(ctx, c.b, rec, c.v.run.rev)
 		if errors.Is(err, errConflict) {
 			continue
 		}
@@ -110,7 +111,7 @@ func (s *Store) end(ctx context.Context, key backend.RunKey, keep backend.Retent
 		}
 		s.mem.forget(c.k, key.Token)
 		if d.Run.Phase == machine.Finished {
-			if err := s.records(ctx, c.b, key.Job, rev, d.Run, d.Records, keep); err != nil {
+			if err := s.records(ctx, c.b, rec, rev); err != nil {
 				return err
 			}
 			return c.endLease(ctx, d.Run, now)
@@ -119,7 +120,7 @@ func (s *Store) end(ctx context.Context, key backend.RunKey, keep backend.Retent
 		// the lease key goes before Settle returns, beside the record's write.
 		ended := make(chan error, 1)
 		go func() { ended <- c.endLease(ctx, d.Run, now) }()
-		err = s.records(ctx, c.b, key.Job, rev, d.Run, d.Records, keep)
+		err = s.records(ctx, c.b, rec, rev)
 		return errors.Join(err, <-ended)
 	}
 	return fmt.Errorf("kvlease: settle %s: %w", describe(key.Job, key.Slot), ErrContention)
@@ -224,7 +225,7 @@ func (s *Store) refreshRun(ctx context.Context, c *holding, now time.Time) {
 	if ttl == 0 || time.Since(c.h.runWritten) < ttl/2 {
 		return
 	}
-	rev, err := s.putRun(ctx, c.b, c.key.Job, c.h.runRev, c.h.run, nil, backend.Retention{})
+	rev, err := s.putRun(ctx, c.b, runRecord{job: c.key.Job, run: c.h.run}, c.h.runRev)
 	if err != nil {
 		c.h.runRev = 0
 		return

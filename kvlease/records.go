@@ -24,42 +24,52 @@ func (s *Store) recordWriter() backend.RecordWriter {
 	return nil
 }
 
-// runWrite is the write of run, with recs to write, over a run record at
-// revision expect. Without a RecordWriter, recs are not kept.
-func (s *Store) runWrite(job string, expect uint64, run machine.Run, recs []backend.StoredResult, keep backend.Retention) (write, error) {
-	if s.recordWriter() == nil {
-		recs = nil
-	}
-	v := runValue{V: recordVersion, Job: job, Run: runJSON(run), Records: recs, Keep: keep}
-	return write{key: keysFor(job, run.Slot).run, value: v, expect: expect, ttl: runTTL(run, len(recs) > 0, run.Changed)}, nil
+// runRecord is what a run record holds: job's run, and the records of its
+// attempts still to be written, kept as keep.
+type runRecord struct {
+	job  string
+	run  machine.Run
+	recs []backend.StoredResult
+	keep backend.Retention
 }
 
-// putRun stores run and recs over the run record at revision expect.
-func (s *Store) putRun(ctx context.Context, b *bucket, job string, expect uint64, run machine.Run, recs []backend.StoredResult, keep backend.Retention) (uint64, error) {
-	w, err := s.runWrite(job, expect, run, recs, keep)
+// runWrite is the write of r over a run record at revision expect. Without a
+// RecordWriter, r.recs are not kept.
+func (s *Store) runWrite(r runRecord, expect uint64) (write, error) {
+	if s.recordWriter() == nil {
+		r.recs = nil
+	}
+	v := runValue{V: recordVersion, Job: r.job, Run: runJSON(r.run), Records: r.recs, Keep: r.keep}
+	return write{key: keysFor(r.job, r.run.Slot).run, value: v, expect: expect, ttl: runTTL(r.run, len(r.recs) > 0, r.run.Changed)}, nil
+}
+
+// putRun stores r over the run record at revision expect.
+func (s *Store) putRun(ctx context.Context, b *bucket, r runRecord, expect uint64) (uint64, error) {
+	w, err := s.runWrite(r, expect)
 	if err != nil {
 		return 0, err
 	}
 	return s.put(ctx, b, w)
 }
 
-// records writes recs, stored with run at revision rev, to the store's
+// records writes r.recs, stored with r.run at revision rev, to the store's
 // RecordWriter, then clears them from the run record without waiting.
-func (s *Store) records(ctx context.Context, b *bucket, job string, rev uint64, run machine.Run, recs []backend.StoredResult, keep backend.Retention) error {
+func (s *Store) records(ctx context.Context, b *bucket, r runRecord, rev uint64) error {
 	wr := s.recordWriter()
-	if len(recs) == 0 || wr == nil {
+	if len(r.recs) == 0 || wr == nil {
 		return nil
 	}
-	if s.died(job, run.Slot, stepStored) {
+	if s.died(r.job, r.run.Slot, stepStored) {
 		return errDied
 	}
-	if err := wr.WriteRecords(ctx, job, recs, keep); err != nil {
-		return fmt.Errorf("kvlease: write the records of %s: %w", describe(job, run.Slot), err)
+	if err := wr.WriteRecords(ctx, r.job, r.recs, r.keep); err != nil {
+		return fmt.Errorf("kvlease: write the records of %s: %w", describe(r.job, r.run.Slot), err)
 	}
-	if s.died(job, run.Slot, stepWritten) {
+	if s.died(r.job, r.run.Slot, stepWritten) {
 		return errDied
 	}
-	if w, err := s.runWrite(job, rev, run, nil, keep); err == nil {
+	r.recs = nil
+	if w, err := s.runWrite(r, rev); err == nil {
 		s.putNoWait(b, w)
 	}
 	return nil
@@ -82,7 +92,7 @@ func (s *Store) clearPending(b *bucket, job string, v view, written bool) {
 	if !written {
 		return
 	}
-	if w, err := s.runWrite(job, v.run.rev, v.rv.run(), nil, v.rv.Keep); err == nil {
+	if w, err := s.runWrite(runRecord{job: job, run: v.rv.run(), keep: v.rv.Keep}, v.run.rev); err == nil {
 		s.putNoWait(b, w)
 	}
 }

@@ -261,7 +261,11 @@ func (s *RunStore) WatchRun(ctx context.Context, job string, slot time.Time) (<-
 		close(out)
 		return out, nil
 	}
-	go s.watch(ctx, k, r, now, sub, unsubscribe, out)
+	go func() {
+		defer close(out)
+		defer unsubscribe()
+		s.watch(ctx, k, r, now, sub)
+	}()
 	return out, nil
 }
 
@@ -272,10 +276,9 @@ func waits(r machine.Run, now time.Time) bool {
 	return ok && (a.Live || a.Buffered)
 }
 
-// watch closes out once the run changes from was (read at now), as WatchRun says.
-func (s *RunStore) watch(ctx context.Context, k runKey, was machine.Run, now time.Time, sub chan struct{}, unsubscribe func(), out chan<- struct{}) {
-	defer close(out)
-	defer unsubscribe()
+// watch returns once the run changes from was (read at now), as WatchRun says;
+// sub wakes it on a write.
+func (s *RunStore) watch(ctx context.Context, k runKey, was machine.Run, now time.Time, sub chan struct{}) {
 	r := was
 	for {
 		wait := s.b.opts.poll

@@ -359,17 +359,18 @@ func (s *RunStore) WatchRun(ctx context.Context, job string, slot time.Time) (<-
 			}
 		}()
 	case a.Live:
-		go s.watch(ctx, job, ms, a.Token, a.Cancel != nil, out)
+		go s.watch(ctx, job, ms, a, out)
 	default:
 		close(out)
 	}
 	return out, nil
 }
 
-// watch closes out once token's lease of (job, ms) ends, or a cancel request
-// is stored on it when none was (asked), or ctx is done.
-func (s *RunStore) watch(ctx context.Context, job string, ms int64, token string, asked bool, out chan<- struct{}) {
+// watch closes out once seen's lease of (job, ms) ends, or a cancel request
+// is stored on it when seen had none, or ctx is done.
+func (s *RunStore) watch(ctx context.Context, job string, ms int64, seen backend.ActiveRun, out chan<- struct{}) {
 	defer close(out)
+	token, asked := seen.Token, seen.Cancel != nil
 	for {
 		s.mu.Lock()
 		now := s.clock.Now()

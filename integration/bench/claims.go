@@ -208,16 +208,17 @@ func (r *claimRig) claim(ctx context.Context, b *jetstream.Backend, slot time.Ti
 	return nil
 }
 
-func (r *claimRig) leaseClaim(ctx context.Context, st *kvlease.Store, slot time.Time, token, instance string, want backend.ClaimOutcome) error {
+// leaseClaim claims run for instance on st and checks the outcome is want.
+func (r *claimRig) leaseClaim(ctx context.Context, st *kvlease.Store, run backend.RunKey, instance string, want backend.ClaimOutcome) error {
 	res, err := st.Claim(ctx, backend.RunClaim{
-		Job: leaseJob, Slot: slot, Token: token, Instance: instance, Lease: benchLease,
+		Job: run.Job, Slot: run.Slot, Token: run.Token, Instance: instance, Lease: benchLease,
 		Deadline: time.Now().Add(time.Hour), Keep: 2 * time.Minute,
 	})
 	if err != nil {
 		return err
 	}
 	if res.Outcome != want {
-		return fmt.Errorf("lease claim of slot %s by %s: %s, want %s", slot.Format(time.StampMilli), instance, res.Outcome, want)
+		return fmt.Errorf("lease claim of slot %s by %s: %s, want %s", run.Slot.Format(time.StampMilli), instance, res.Outcome, want)
 	}
 	return nil
 }
@@ -486,42 +487,44 @@ func measureClaims(ctx context.Context, cfg config) (*claimResult, error) {
 		leased = func(record bool) error {
 			slot := r.nextSlot()
 			tok := newToken()
+			run := backend.RunKey{Job: leaseJob, Slot: slot, Token: tok}
 			steps := []struct {
 				o *op
 				f func() error
 			}{
-				{lwin, func() error { return r.leaseClaim(ctx, r.swin, slot, tok, "bench-win", backend.OutcomeWon) }},
+				{lwin, func() error { return r.leaseClaim(ctx, r.swin, run, "bench-win", backend.OutcomeWon) }},
 				{lrec, func() error {
 					in := claimInput(leaseJob, slot, tok, "bench-win")
 					return r.leased.RecordClaim(ctx, in)
 				}},
 				{lloseRun, func() error {
-					return r.leaseClaim(ctx, r.slose, slot, newToken(), "bench-lose", backend.OutcomeRunning)
+					return r.leaseClaim(ctx, r.slose, backend.RunKey{Job: leaseJob, Slot: slot, Token: newToken()}, "bench-lose", backend.OutcomeRunning)
 				}},
 				{hb, func() error {
-					return r.swin.Heartbeat(ctx, backend.RunKey{Job: leaseJob, Slot: slot, Token: tok}, benchLease)
+					return r.swin.Heartbeat(ctx, run, benchLease)
 				}},
 				{fin, func() error {
-					return r.swin.Finish(ctx, backend.RunKey{Job: leaseJob, Slot: slot, Token: tok}, scheduler.StatusOK)
+					return r.swin.Finish(ctx, run, scheduler.StatusOK)
 				}},
 				{lloseDone, func() error {
-					return r.leaseClaim(ctx, r.slose, slot, newToken(), "bench-lose", backend.OutcomeDone)
+					return r.leaseClaim(ctx, r.slose, backend.RunKey{Job: leaseJob, Slot: slot, Token: newToken()}, "bench-lose", backend.OutcomeDone)
 				}},
 			}
 			// A second slot whose first attempt fails: its retry, claimed by the backup.
-			rslot, rtok := r.nextSlot(), newToken()
+			rslot := r.nextSlot()
+			retried := backend.RunKey{Job: leaseJob, Slot: rslot, Token: newToken()}
 			steps = append(steps, []struct {
 				o *op
 				f func() error
 			}{
 				{rtry, func() error {
-					return r.swin.Retry(ctx, backend.RunKey{Job: leaseJob, Slot: rslot, Token: rtok}, 0, time.Minute)
+					return r.swin.Retry(ctx, retried, 0, time.Minute)
 				}},
 				{rtake, func() error {
-					return r.leaseClaim(ctx, r.slose, rslot, newToken(), "bench-lose", backend.OutcomeWon)
+					return r.leaseClaim(ctx, r.slose, backend.RunKey{Job: leaseJob, Slot: rslot, Token: newToken()}, "bench-lose", backend.OutcomeWon)
 				}},
 			}...)
-			if err := r.leaseClaim(ctx, r.swin, rslot, rtok, "bench-win", backend.OutcomeWon); err != nil {
+			if err := r.leaseClaim(ctx, r.swin, retried, "bench-win", backend.OutcomeWon); err != nil {
 				return err
 			}
 			for _, s := range steps {

@@ -121,11 +121,14 @@ func (l *loadResult) cpuPerSlot() time.Duration {
 	return l.cpu / time.Duration(l.slotsDue)
 }
 
-// observe measures a window of cfg.duration starting at the next whole second after
-// lead, with the tally open from then, while the instances run. It returns when the
-// window's last slot is past its deadline plus settle.
-func observe(ctx context.Context, srv *embedded.Server, conns []*nats.Conn, t *tally, lead, settle time.Duration, res *loadResult) error {
-	from := time.Now().Add(lead).Truncate(t.interval).Add(t.interval)
+// A span places a measured window: it opens lead from now, at the next slot, and
+// is read settle after its last slot.
+type span struct{ lead, settle time.Duration }
+
+// observe measures t's window, placed by w, into l while the instances run. It
+// returns when the window's last slot is past its deadline plus w.settle.
+func (l *loadResult) observe(ctx context.Context, srv *embedded.Server, conns []*nats.Conn, t *tally, w span) error {
+	from := time.Now().Add(w.lead).Truncate(t.interval).Add(t.interval)
 	t.open(from)
 	to := from.Add(time.Duration(t.slots) * t.interval)
 	sniff, err := sniffAPI(srv)
@@ -149,7 +152,7 @@ func observe(ctx context.Context, srv *embedded.Server, conns []*nats.Conn, t *t
 		return err
 	}
 	p1 := readProc()
-	res.api, res.apiSeen = sniff.snapshot()
+	l.api, l.apiSeen = sniff.snapshot()
 	m1 := sumCounters(conns)
 	v1, err := srv.NATS().Varz(nil)
 	if err != nil {
@@ -157,43 +160,43 @@ func observe(ctx context.Context, srv *embedded.Server, conns []*nats.Conn, t *t
 		return err
 	}
 	// The last slot may start until its deadline (slot + max lateness = the interval).
-	err = waitUntil(ctx, to.Add(settle))
-	res.rssPeak, res.rssByMinute = sampler.Stop()
+	err = waitUntil(ctx, to.Add(w.settle))
+	l.rssPeak, l.rssByMinute = sampler.Stop()
 	if err != nil {
 		return err
 	}
 	p2 := readProc()
 
-	res.wall = p1.at.Sub(p0.at)
-	res.cpu = p1.cpu - p0.cpu
-	res.clientMsgs = m1.sub(m0)
+	l.wall = p1.at.Sub(p0.at)
+	l.cpu = p1.cpu - p0.cpu
+	l.clientMsgs = m1.sub(m0)
 	// The sniffer's own copies of the API requests are not the load's.
-	res.serverIn, res.serverOut = v1.InMsgs-v0.InMsgs, v1.OutMsgs-v0.OutMsgs-res.apiSeen
-	res.rssStart, res.rssEnd = p0.rss, p2.rss
-	res.heapEnd, res.goroutines = p2.heapInuse, p2.goroutines
+	l.serverIn, l.serverOut = v1.InMsgs-v0.InMsgs, v1.OutMsgs-v0.OutMsgs-l.apiSeen
+	l.rssStart, l.rssEnd = p0.rss, p2.rss
+	l.heapEnd, l.goroutines = p2.heapInuse, p2.goroutines
 
-	res.slotsDue = len(t.counts)
-	res.runsByCount = map[int]int{}
+	l.slotsDue = len(t.counts)
+	l.runsByCount = map[int]int{}
 	for i := range t.counts {
 		n := int(t.counts[i].Load())
-		res.runs += n
+		l.runs += n
 		switch {
 		case n == 0:
-			res.missed++
+			l.missed++
 		case n == 1:
-			res.once++
+			l.once++
 		default:
-			res.dups += n - 1
-			res.runsByCount[n]++
+			l.dups += n - 1
+			l.runsByCount[n]++
 		}
 		if n > 0 {
 			lag := time.Duration(t.lags[i].Load())
-			res.lag = append(res.lag, lag)
+			l.lag = append(l.lag, lag)
 			m := int(time.Duration(i%t.slots) * t.interval / time.Minute)
-			for len(res.lagByMinute) <= m {
-				res.lagByMinute = append(res.lagByMinute, nil)
+			for len(l.lagByMinute) <= m {
+				l.lagByMinute = append(l.lagByMinute, nil)
 			}
-			res.lagByMinute[m] = append(res.lagByMinute[m], lag)
+			l.lagByMinute[m] = append(l.lagByMinute[m], lag)
 		}
 	}
 	return nil
@@ -336,7 +339,7 @@ func backendName(leases bool) string {
 // runLoad is section 2: cfg.jobs jobs every second on three anarchon instances,
 // with kvlease leases or on the plain JetStream backend.
 func runLoad(ctx context.Context, cfg config, leases bool) (*loadResult, error) {
-	return runFleet(ctx, cfg, fleet{jobs: cfg.jobs, interval: loadInterval, window: cfg.duration, lead: cfg.warmup, settle: cfg.warmup, entries: cfg.entries && leases}, leases)
+	return runFleet(ctx, cfg, fleet{jobs: cfg.jobs, interval: loadInterval, window: cfg.duration, span: span{lead: cfg.warmup, settle: cfg.warmup}, entries: cfg.entries && leases}, leases)
 }
 
 // fleet is the shape of one load run: jobs every interval, measured for window
@@ -344,8 +347,8 @@ func runLoad(ctx context.Context, cfg config, leases bool) (*loadResult, error) 
 type fleet struct {
 	jobs             int
 	interval, window time.Duration
-	lead, settle     time.Duration
-	jitter           time.Duration // of every job (0: cfg's)
+	span
+	jitter time.Duration // of every job (0: cfg's)
 	// entries makes the jobs schedule entries of one declared job.
 	entries bool
 }
@@ -430,7 +433,7 @@ func runFleet(ctx context.Context, cfg config, f fleet, leases bool) (*loadResul
 	}
 	// Warm-up before the window: the first slots after Start pay for cold caches and
 	// stream look-ups.
-	obsErr := observe(ctx, srv, conns, t, f.lead, f.settle, res)
+	obsErr := res.observe(ctx, srv, conns, t, f.span)
 	res.events, res.errSample = ev.snapshot()
 	if cfg.memProfile != "" {
 		writeHeapProfile(cfg, fmt.Sprintf("%s-%s-%djobs", cfg.memProfile, strings.ReplaceAll(backendName(leases), " ", ""), f.jobs))

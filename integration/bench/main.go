@@ -342,7 +342,7 @@ func run(ctx context.Context, args []string, out, progress io.Writer) (*report, 
 		done = step("6. larger fleet")
 		rep.fleet, err = runFleet(ctx, cfg, fleet{
 			jobs: cfg.fleetJobs, interval: cfg.fleetInterval, window: cfg.fleetDuration,
-			lead: cfg.warmup, settle: cfg.fleetInterval, jitter: cfg.fleetJitter,
+			span: span{lead: cfg.warmup, settle: cfg.fleetInterval}, jitter: cfg.fleetJitter,
 		}, true)
 		if err != nil {
 			rep.fleetErr = fail("larger fleet", err)

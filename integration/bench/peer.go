@@ -133,7 +133,7 @@ func runPeer(ctx context.Context, cfg config) (*loadResult, error) {
 	}
 	res.startup = time.Since(setup)
 	lead := time.Until(startAt) + cfg.warmup // the window opens a warm-up after the first runs
-	obsErr := observe(ctx, srv, conns, t, lead, cfg.warmup, res)
+	obsErr := res.observe(ctx, srv, conns, t, span{lead: lead, settle: cfg.warmup})
 	res.events = map[string]int64{
 		"lock refused (key exists)": stats.refused.Load(),
 		"lock error":                stats.failed.Load(),

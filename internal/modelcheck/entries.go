@@ -223,7 +223,7 @@ func (h *Harness) writeDirect(es backend.EntryStore, op string, e backend.Entry,
 	case "delete":
 		err = es.DeleteEntry(ctx, e.Job, e.ID, rev)
 	}
-	h.rec.entryWritten(harnessName, op, e, rev, err, sent, "")
+	h.rec.entryWritten(entryWrite{inst: harnessName, op: op, e: e, base: rev, err: err, sent: sent}, "")
 	return err
 }
 
@@ -286,15 +286,16 @@ func (h *Harness) entryAct(a Action) error {
 		if a.E.Racer >= 0 && a.E.Racer != a.Slot {
 			racer = up(a.E.Racer)
 		}
-		h.bg.Go(func() { h.updateEntry(es, in, racer, j.Name, ep.ID, a.E) })
+		h.bg.Go(func() { h.updateEntry(es, backend.Entry{Job: j.Name, ID: ep.ID}, a.E, in, racer) })
 	}
 	return nil
 }
 
-// updateEntry reads the entry's revision from the store and changes it through
-// in and, at the same instant, through racer when it is not nil: both on that
-// revision.
-func (h *Harness) updateEntry(es backend.EntryStore, in, racer *inst, job, id string, act *EntryAct) {
+// updateEntry reads the revision of the entry ref names (its Job and ID) from
+// the store and changes it as act says through in and, at the same instant,
+// through racer when it is not nil: both on that revision.
+func (h *Harness) updateEntry(es backend.EntryStore, ref backend.Entry, act *EntryAct, in, racer *inst) {
+	job, id := ref.Job, ref.ID
 	ctx, cancel := context.WithTimeout(context.Background(), h.plan.CallTimeout)
 	cur, err := es.GetEntry(ctx, job, id)
 	cancel()

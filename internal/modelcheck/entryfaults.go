@@ -24,40 +24,40 @@ type faultyEntries struct {
 var _ backend.EntryStore = (*faultyEntries)(nil)
 
 func (m *faultyEntries) CreateEntry(ctx context.Context, e backend.Entry) (uint64, error) {
-	return do(m.in, ctx, "create-entry", e.RunName(), time.Time{}, func(ctx context.Context) (uint64, error) {
+	return do(m.in, ctx, storeCall{op: "create-entry", job: e.RunName()}, func(ctx context.Context) (uint64, error) {
 		return m.es.CreateEntry(ctx, e)
 	}, func(sent time.Duration, rev uint64, err error, fault string) {
 		e.Revision = rev
-		m.in.h.rec.entryWritten(m.in.name, "create", e, 0, err, sent, fault)
+		m.in.h.rec.entryWritten(entryWrite{inst: m.in.name, op: "create", e: e, err: err, sent: sent}, fault)
 	})
 }
 
 func (m *faultyEntries) UpdateEntry(ctx context.Context, e backend.Entry, base uint64) (uint64, error) {
-	return do(m.in, ctx, "update-entry", e.RunName(), time.Time{}, func(ctx context.Context) (uint64, error) {
+	return do(m.in, ctx, storeCall{op: "update-entry", job: e.RunName()}, func(ctx context.Context) (uint64, error) {
 		return m.es.UpdateEntry(ctx, e, base)
 	}, func(sent time.Duration, rev uint64, err error, fault string) {
 		e.Revision = rev
-		m.in.h.rec.entryWritten(m.in.name, "update", e, base, err, sent, fault)
+		m.in.h.rec.entryWritten(entryWrite{inst: m.in.name, op: "update", e: e, base: base, err: err, sent: sent}, fault)
 	})
 }
 
 func (m *faultyEntries) DeleteEntry(ctx context.Context, job, id string, base uint64) error {
-	_, err := do(m.in, ctx, "delete-entry", backend.EntryRunName(job, id), time.Time{}, func(ctx context.Context) (struct{}, error) {
+	_, err := do(m.in, ctx, storeCall{op: "delete-entry", job: backend.EntryRunName(job, id)}, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, m.es.DeleteEntry(ctx, job, id, base)
 	}, func(sent time.Duration, _ struct{}, err error, fault string) {
-		m.in.h.rec.entryWritten(m.in.name, "delete", backend.Entry{Job: job, ID: id}, base, err, sent, fault)
+		m.in.h.rec.entryWritten(entryWrite{inst: m.in.name, op: "delete", e: backend.Entry{Job: job, ID: id}, base: base, err: err, sent: sent}, fault)
 	})
 	return err
 }
 
 func (m *faultyEntries) GetEntry(ctx context.Context, job, id string) (backend.Entry, error) {
-	return do(m.in, ctx, "get-entry", backend.EntryRunName(job, id), time.Time{}, func(ctx context.Context) (backend.Entry, error) {
+	return do(m.in, ctx, storeCall{op: "get-entry", job: backend.EntryRunName(job, id)}, func(ctx context.Context) (backend.Entry, error) {
 		return m.es.GetEntry(ctx, job, id)
 	}, func(time.Duration, backend.Entry, error, string) {})
 }
 
 func (m *faultyEntries) ListEntries(ctx context.Context, job, afterJob, afterID string, limit int) ([]backend.Entry, error) {
-	return do(m.in, ctx, "list-entries", job, time.Time{}, func(ctx context.Context) ([]backend.Entry, error) {
+	return do(m.in, ctx, storeCall{op: "list-entries", job: job}, func(ctx context.Context) ([]backend.Entry, error) {
 		return m.es.ListEntries(ctx, job, afterJob, afterID, limit)
 	}, func(time.Duration, []backend.Entry, error, string) {})
 }

@@ -88,25 +88,26 @@ var watchKey = key{job: "entry watch"}
 // isEntryRun reports whether name is an entry's run name.
 func isEntryRun(name string) bool { return strings.Contains(name, backend.EntrySep) }
 
-// entryWritten records an entry write the store answered.
-func (r *record) entryWritten(inst, op string, e backend.Entry, base uint64, err error, sent time.Duration, fault string) {
+// entryWritten records an entry write w the store answered; the record sets
+// w.at, and w.lost from the fault's note.
+func (r *record) entryWritten(w entryWrite, fault string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	now := r.now()
-	r.entryWrites = append(r.entryWrites, entryWrite{inst: inst, op: op, e: e, base: base, err: err, sent: sent, at: now, lost: strings.Contains(fault, "ANSWER LOST")})
-	txt := fmt.Sprintf("store %s entry", op)
-	if op != "delete" {
-		txt += fmt.Sprintf(" every %v payload %q updated %s by %s", e.Every, e.Payload, at(e.Updated.Sub(r.t0)), e.By)
+	w.at, w.lost = r.now(), strings.Contains(fault, "ANSWER LOST")
+	r.entryWrites = append(r.entryWrites, w)
+	txt := fmt.Sprintf("store %s entry", w.op)
+	if w.op != "delete" {
+		txt += fmt.Sprintf(" every %v payload %q updated %s by %s", w.e.Every, w.e.Payload, at(w.e.Updated.Sub(r.t0)), w.e.By)
 	}
-	if base != 0 || op == "update" {
-		txt += fmt.Sprintf(" on rev %d", base)
+	if w.base != 0 || w.op == "update" {
+		txt += fmt.Sprintf(" on rev %d", w.base)
 	}
-	if err == nil && op != "delete" {
-		txt += fmt.Sprintf(" → rev %d", e.Revision)
+	if w.err == nil && w.op != "delete" {
+		txt += fmt.Sprintf(" → rev %d", w.e.Revision)
 	} else {
-		txt += " → " + errText(err)
+		txt += " → " + errText(w.err)
 	}
-	r.appendLocked(entry{at: now, inst: inst, key: key{job: e.RunName()}, text: txt + fault})
+	r.appendLocked(entry{at: w.at, inst: w.inst, key: key{job: w.e.RunName()}, text: txt + fault})
 }
 
 // raceCall records what a caller of a change was told.

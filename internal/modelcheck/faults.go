@@ -120,12 +120,12 @@ func (m *faultyBackend) History(ctx context.Context, job string, limit int) ([]b
 }
 
 func (m *faultyBackend) Claim(ctx context.Context, in backend.ClaimInput) (bool, error) {
-	won, err := do(m.in, ctx, "history-claim", in.Job, in.Slot, func(ctx context.Context) (bool, error) {
+	won, err := do(m.in, ctx, storeCall{"history-claim", in.Job, in.Slot}, func(ctx context.Context) (bool, error) {
 		return m.b.Claim(ctx, in)
 	}, func(_ time.Duration, won bool, err error, fault string) {
 		m.in.h.rec.slotLog(m.in, in.Job, in.Slot, "history claim tok=%s (to record a slot that did not run) → won=%v %v%s", tok(in.Token), won, errText(err), fault)
 	})
-	m.in.h.rec.writeCalled(m.in, "history-claim", in.Job, in.Slot, in.Token, "", err)
+	m.in.h.rec.writeCalled(m.in, "history-claim", backend.RunKey{Job: in.Job, Slot: in.Slot, Token: in.Token}, "", err)
 	return won, err
 }
 
@@ -136,7 +136,7 @@ func (m *faultyBackend) RecordClaim(ctx context.Context, in backend.ClaimInput) 
 	if !ok {
 		return nil
 	}
-	_, err := do(m.in, ctx, "record-claim", in.Job, in.Slot, func(ctx context.Context) (struct{}, error) {
+	_, err := do(m.in, ctx, storeCall{"record-claim", in.Job, in.Slot}, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, rec.RecordClaim(ctx, in)
 	}, func(_ time.Duration, _ struct{}, err error, fault string) {
 		m.in.h.rec.slotLog(m.in, in.Job, in.Slot, "history record-claim tok=%s attempt=%d → %v%s", tok(in.Token), in.Attempt, errText(err), fault)
@@ -155,7 +155,7 @@ func (m *faultyBackend) RecordDecides(job string) bool {
 }
 
 func (m *faultyBackend) RecordManualRun(ctx context.Context, in backend.ClaimInput) (time.Time, error) {
-	return do(m.in, ctx, "manual-run", in.Job, in.Slot, func(ctx context.Context) (time.Time, error) {
+	return do(m.in, ctx, storeCall{"manual-run", in.Job, in.Slot}, func(ctx context.Context) (time.Time, error) {
 		return m.b.RecordManualRun(ctx, in)
 	}, func(_ time.Duration, _ time.Time, err error, fault string) {
 		m.in.h.rec.slotLog(m.in, in.Job, time.Time{}, "history manual run tok=%s → %v%s", tok(in.Token), errText(err), fault)
@@ -163,12 +163,12 @@ func (m *faultyBackend) RecordManualRun(ctx context.Context, in backend.ClaimInp
 }
 
 func (m *faultyBackend) SaveResult(ctx context.Context, job string, r backend.StoredResult, keep backend.Retention) error {
-	_, err := do(m.in, ctx, "save", job, r.Slot, func(ctx context.Context) (struct{}, error) {
+	_, err := do(m.in, ctx, storeCall{"save", job, r.Slot}, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, m.b.SaveResult(ctx, job, r, keep)
 	}, func(_ time.Duration, _ struct{}, err error, fault string) {
 		m.in.h.rec.saveApplied(m.in, job, r, err, fault)
 	})
-	m.in.h.rec.writeCalled(m.in, "save", job, r.Slot, r.Token, r.Status, err)
+	m.in.h.rec.writeCalled(m.in, "save", backend.RunKey{Job: job, Slot: r.Slot, Token: r.Token}, r.Status, err)
 	return err
 }
 
@@ -179,39 +179,36 @@ type faultyRuns struct {
 }
 
 func (r *faultyRuns) Claim(ctx context.Context, rc backend.RunClaim) (backend.ClaimResult, error) {
-	return do(r.in, ctx, "claim", rc.Job, rc.Slot, func(ctx context.Context) (backend.ClaimResult, error) {
+	return do(r.in, ctx, storeCall{"claim", rc.Job, rc.Slot}, func(ctx context.Context) (backend.ClaimResult, error) {
 		return r.s.Claim(ctx, rc)
 	}, func(sent time.Duration, res backend.ClaimResult, err error, fault string) {
-		r.in.h.rec.claimApplied(r.in, rc, res, err, sent, fault)
+		r.in.h.rec.claimApplied(r.in, rc, res, answer{err, sent, fault})
 	})
 }
 
 func (r *faultyRuns) Heartbeat(ctx context.Context, key backend.RunKey, lease time.Duration) error {
-	job, slot, token := key.Job, key.Slot, key.Token
-	_, err := do(r.in, ctx, "heartbeat", job, slot, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, r.s.Heartbeat(ctx, backend.RunKey{Job: job, Slot: slot, Token: token}, lease)
+	_, err := do(r.in, ctx, storeCall{"heartbeat", key.Job, key.Slot}, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, r.s.Heartbeat(ctx, key, lease)
 	}, func(sent time.Duration, _ struct{}, err error, fault string) {
-		r.in.h.rec.heartbeatApplied(r.in, job, slot, token, lease, err, sent, fault)
+		r.in.h.rec.heartbeatApplied(r.in, key, lease, answer{err, sent, fault})
 	})
 	return err
 }
 
 func (r *faultyRuns) Finish(ctx context.Context, key backend.RunKey, status backend.Status) error {
-	job, slot, token := key.Job, key.Slot, key.Token
-	_, err := do(r.in, ctx, "finish", job, slot, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, r.s.Finish(ctx, backend.RunKey{Job: job, Slot: slot, Token: token}, status)
+	_, err := do(r.in, ctx, storeCall{"finish", key.Job, key.Slot}, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, r.s.Finish(ctx, key, status)
 	}, func(sent time.Duration, _ struct{}, err error, fault string) {
-		r.in.h.rec.endApplied(r.in, "finish", job, slot, token, status, err, sent, fault)
+		r.in.h.rec.endApplied(r.in, "finish", key, status, answer{err, sent, fault})
 	})
 	return err
 }
 
 func (r *faultyRuns) Release(ctx context.Context, key backend.RunKey) error {
-	job, slot, token := key.Job, key.Slot, key.Token
-	_, err := do(r.in, ctx, "release", job, slot, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, r.s.Release(ctx, backend.RunKey{Job: job, Slot: slot, Token: token})
+	_, err := do(r.in, ctx, storeCall{"release", key.Job, key.Slot}, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, r.s.Release(ctx, key)
 	}, func(sent time.Duration, _ struct{}, err error, fault string) {
-		r.in.h.rec.endApplied(r.in, "release", job, slot, token, "", err, sent, fault)
+		r.in.h.rec.endApplied(r.in, "release", key, "", answer{err, sent, fault})
 	})
 	return err
 }
@@ -229,11 +226,11 @@ func (r *faultyRetrier) Retry(ctx context.Context, key backend.RunKey, delay, wi
 
 func (r *faultyRuns) retry(ctx context.Context, rt backend.Retrier, key backend.RunKey, delay, within time.Duration) error {
 	call := r.in.h.now()
-	_, err := do(r.in, ctx, "retry", key.Job, key.Slot, func(ctx context.Context) (struct{}, error) {
+	_, err := do(r.in, ctx, storeCall{"retry", key.Job, key.Slot}, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, rt.Retry(ctx, key, delay, within)
 	}, func(sent time.Duration, _ struct{}, err error, fault string) {
 		stored := err == nil && r.retryStored(ctx, key)
-		r.in.h.rec.retryApplied(r.in, key, delay, within, settleSeen{err: err, call: call, sent: sent, retryStored: stored}, fault)
+		r.in.h.rec.retryApplied(r.in, key, backend.RetryWindow{Delay: delay, Within: within}, settleSeen{err: err, call: call, sent: sent, retryStored: stored}, fault)
 	})
 	return err
 }
@@ -250,7 +247,7 @@ type faultySettler struct {
 // later slot asked it to end or its entry is gone.
 func (r *faultySettler) Settle(ctx context.Context, s backend.Settlement) error {
 	call := r.in.h.now()
-	_, err := do(r.in, ctx, "settle", s.Key.Job, s.Key.Slot, func(ctx context.Context) (struct{}, error) {
+	_, err := do(r.in, ctx, storeCall{"settle", s.Key.Job, s.Key.Slot}, func(ctx context.Context) (struct{}, error) {
 		err := r.st.Settle(ctx, s)
 		return struct{}{}, err
 	}, func(sent time.Duration, _ struct{}, err error, fault string) {
@@ -260,7 +257,7 @@ func (r *faultySettler) Settle(ctx context.Context, s backend.Settlement) error 
 		}
 		r.in.h.rec.settleApplied(r.in, s, settleSeen{err: err, call: call, sent: sent, retryStored: stored}, fault)
 	})
-	r.in.h.rec.writeCalled(r.in, "settle", s.Key.Job, s.Key.Slot, s.Key.Token, s.Status, settledFor(err))
+	r.in.h.rec.writeCalled(r.in, "settle", s.Key, s.Status, settledFor(err))
 	return err
 }
 
@@ -301,7 +298,7 @@ func (r *faultySettlerRetrier) Retry(ctx context.Context, key backend.RunKey, de
 }
 
 func (r *faultyRuns) Active(ctx context.Context, job string) ([]backend.ActiveRun, error) {
-	return do(r.in, ctx, "active", job, time.Time{}, func(ctx context.Context) ([]backend.ActiveRun, error) {
+	return do(r.in, ctx, storeCall{op: "active", job: job}, func(ctx context.Context) ([]backend.ActiveRun, error) {
 		return r.s.Active(ctx, job)
 	}, func(_ time.Duration, runs []backend.ActiveRun, err error, fault string) {
 		r.in.h.rec.slotLog(r.in, job, time.Time{}, "store active → %d runs %v%s", len(runs), errText(err), fault)
@@ -311,7 +308,7 @@ func (r *faultyRuns) Active(ctx context.Context, job string) ([]backend.ActiveRu
 // ActiveJobs goes through in's faults as one call: the store's own ActiveJobs when
 // it is a backend.ActiveLister, else its Active job by job.
 func (r *faultyRuns) ActiveJobs(ctx context.Context, jobs []string) (map[string][]backend.ActiveRun, error) {
-	return do(r.in, ctx, "active", "", time.Time{}, func(ctx context.Context) (map[string][]backend.ActiveRun, error) {
+	return do(r.in, ctx, storeCall{op: "active"}, func(ctx context.Context) (map[string][]backend.ActiveRun, error) {
 		if l, ok := r.s.(backend.ActiveLister); ok {
 			return l.ActiveJobs(ctx, jobs)
 		}
@@ -335,7 +332,7 @@ func (r *faultyRuns) ActiveJobs(ctx context.Context, jobs []string) (map[string]
 // a backend.EntryRunLister; a store that is not one lists nothing, and the
 // scheduler finds what it would without the capability.
 func (r *faultyRuns) EntryRunNames(ctx context.Context, jobs []string) ([]string, error) {
-	return do(r.in, ctx, "entry-run-names", "", time.Time{}, func(ctx context.Context) ([]string, error) {
+	return do(r.in, ctx, storeCall{op: "entry-run-names"}, func(ctx context.Context) ([]string, error) {
 		if l, ok := r.s.(backend.EntryRunLister); ok {
 			return l.EntryRunNames(ctx, jobs)
 		}
@@ -443,45 +440,53 @@ func wait(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// do runs one store call of in through its faults. apply is the real call;
+// A storeCall is one call of an instance's store as its faults see it: the
+// operation, and the job and slot it is about (zero when none).
+type storeCall struct {
+	op   string
+	job  string
+	slot time.Time
+}
+
+// do runs one store call c of in through its faults. apply is the real call;
 // observe records what the store answered, with when the call was sent, and is not
 // called when the store never saw the call.
-func do[T any](in *inst, ctx context.Context, op, job string, slot time.Time, apply func(context.Context) (T, error), observe func(sent time.Duration, v T, err error, fault string)) (T, error) {
+func do[T any](in *inst, ctx context.Context, c storeCall, apply func(context.Context) (T, error), observe func(sent time.Duration, v T, err error, fault string)) (T, error) {
 	var zero T
 	rec := in.h.rec
 	defer in.waitThaw() // a frozen process reads no answer, not even an error
 	if in.dead.Load() {
 		// A dead process: the call hangs until the caller gives up.
 		wait(ctx, in.h.w.Faults.CrashHang)
-		return zero, fmt.Errorf("%w: %s %s", ErrCrashed, in.name, op)
+		return zero, fmt.Errorf("%w: %s %s", ErrCrashed, in.name, c.op)
 	}
 	in.waitThaw() // a frozen process sends nothing
 	if in.dead.Load() {
-		return zero, fmt.Errorf("%w: %s %s", ErrCrashed, in.name, op)
+		return zero, fmt.Errorf("%w: %s %s", ErrCrashed, in.name, c.op)
 	}
-	if op == "heartbeat" {
+	if c.op == "heartbeat" {
 		if until := in.paused(); until > in.h.now() {
-			rec.slotLog(in, job, slot, "heartbeat held by a pause until +%v", until.Round(time.Millisecond))
+			rec.slotLog(in, c.job, c.slot, "heartbeat held by a pause until +%v", until.Round(time.Millisecond))
 			if !wait(ctx, until-in.h.now()) {
 				return zero, fmt.Errorf("modelcheck: %s paused, heartbeat not sent: %w", in.name, ctx.Err())
 			}
 		}
 	}
-	f, d := in.decide(op, job, slot)
+	f, d := in.decide(c.op, c.job, c.slot)
 	if f != noFault {
-		rec.faultHit(job, f.name())
+		rec.faultHit(c.job, f.name())
 	}
 	switch f {
 	case lostRequest:
-		rec.slotLog(in, job, slot, "%s REQUEST LOST (the store never sees it; error after %v)", op, d)
+		rec.slotLog(in, c.job, c.slot, "%s REQUEST LOST (the store never sees it; error after %v)", c.op, d)
 		if !wait(ctx, d) {
-			return zero, fmt.Errorf("modelcheck: %s request lost: %w", op, ctx.Err())
+			return zero, fmt.Errorf("modelcheck: %s request lost: %w", c.op, ctx.Err())
 		}
-		return zero, fmt.Errorf("modelcheck: %s request lost, no answer in %v", op, d)
+		return zero, fmt.Errorf("modelcheck: %s request lost, no answer in %v", c.op, d)
 	case slow:
 		if !wait(ctx, d) {
-			rec.slotLog(in, job, slot, "%s slow request abandoned by the caller before it reached the store", op)
-			return zero, fmt.Errorf("modelcheck: %s slow: %w", op, ctx.Err())
+			rec.slotLog(in, c.job, c.slot, "%s slow request abandoned by the caller before it reached the store", c.op)
+			return zero, fmt.Errorf("modelcheck: %s slow: %w", c.op, ctx.Err())
 		}
 	}
 	sent := in.h.now()
@@ -501,9 +506,9 @@ func do[T any](in *inst, ctx context.Context, op, job string, slot time.Time, ap
 	observe(sent, v, err, note)
 	if f == lostAnswer {
 		if !wait(ctx, d) {
-			return zero, fmt.Errorf("modelcheck: %s answer lost: %w", op, ctx.Err())
+			return zero, fmt.Errorf("modelcheck: %s answer lost: %w", c.op, ctx.Err())
 		}
-		return zero, fmt.Errorf("modelcheck: %s answer lost, no answer in %v", op, d)
+		return zero, fmt.Errorf("modelcheck: %s answer lost, no answer in %v", c.op, d)
 	}
 	return v, err
 }

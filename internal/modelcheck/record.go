@@ -404,7 +404,16 @@ func (r *record) tokenGrant(k key, token string) *grant {
 // their answer came (Bounded, with when they were sent), whatever the caller was
 // told afterwards.
 
-func (r *record) claimApplied(in *inst, rc backend.RunClaim, res backend.ClaimResult, err error, sent time.Duration, fault string) {
+// answer is how a store call came back through the faults: the store's error,
+// when the call was sent, and the fault's note for the trace.
+type answer struct {
+	err   error
+	sent  time.Duration
+	fault string
+}
+
+func (r *record) claimApplied(in *inst, rc backend.RunClaim, res backend.ClaimResult, a answer) {
+	err, sent, fault := a.err, a.sent, a.fault
 	k := key{rc.Job, rc.Slot.UnixMilli()}
 	var txt string
 	if err != nil {
@@ -508,8 +517,9 @@ func (r *record) grantFor(k key, fence uint64) *grant {
 	return found
 }
 
-func (r *record) heartbeatApplied(in *inst, job string, slot time.Time, token string, lease time.Duration, err error, sent time.Duration, fault string) {
-	k := key{job, slot.UnixMilli()}
+func (r *record) heartbeatApplied(in *inst, run backend.RunKey, lease time.Duration, a answer) {
+	token, err := run.Token, a.err
+	k := key{run.Job, run.Slot.UnixMilli()}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.now()
@@ -523,28 +533,28 @@ func (r *record) heartbeatApplied(in *inst, job string, slot time.Time, token st
 		case Exact:
 			g.expiry = now + lease
 		case Bounded:
-			g.endLo = max(g.endLo, sent+r.ttl(lease))
+			g.endLo = max(g.endLo, a.sent+r.ttl(lease))
 		}
 	}
-	r.appendLocked(entry{at: now, inst: in.name, key: k, text: fmt.Sprintf("store heartbeat tok=%s → %v%s", tok(token), errText(err), fault)})
+	r.appendLocked(entry{at: now, inst: in.name, key: k, text: fmt.Sprintf("store heartbeat tok=%s → %v%s", tok(token), errText(err), a.fault)})
 }
 
-// endApplied records a release, a finish or a retry (op) that ended token's lease.
+// endApplied records a release, a finish or a retry (op) that ended run's lease.
 // A retry ends the lease like a release (the store keeps the slot unfinished for
 // the retry, see retryApplied).
-func (r *record) endApplied(in *inst, op string, job string, slot time.Time, token string, status backend.Status, err error, sent time.Duration, fault string) {
-	k := key{job, slot.UnixMilli()}
+func (r *record) endApplied(in *inst, op string, run backend.RunKey, status backend.Status, a answer) {
+	k := key{run.Job, run.Slot.UnixMilli()}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.now()
-	if err == nil {
-		r.endLocked(k, token, op, now, sent)
+	if a.err == nil {
+		r.endLocked(k, run.Token, op, now, a.sent)
 	}
-	txt := fmt.Sprintf("store %s tok=%s", op, tok(token))
+	txt := fmt.Sprintf("store %s tok=%s", op, tok(run.Token))
 	if op == "finish" {
 		txt += " status=" + string(status)
 	}
-	r.appendLocked(entry{at: now, inst: in.name, key: k, text: fmt.Sprintf("%s → %v%s", txt, errText(err), fault)})
+	r.appendLocked(entry{at: now, inst: in.name, key: k, text: fmt.Sprintf("%s → %v%s", txt, errText(a.err), a.fault)})
 }
 
 // endLocked notes that the store applied op (release, finish, retry) of token's
@@ -573,18 +583,18 @@ func (r *record) endLocked(k key, token, op string, now, sent time.Duration) {
 	}
 }
 
-// retryApplied records a Retry of token's lease that the store applied (a
-// repeat changes nothing: the first stands), called at call, and ends the lease
+// retryApplied records a Retry of run's lease in window w that the store
+// applied (a repeat changes nothing: the first stands), and ends the lease
 // like a release.
-func (r *record) retryApplied(in *inst, key0 backend.RunKey, delay, within time.Duration, seen settleSeen, fault string) {
-	job, slot, token, err, call, sent := key0.Job, key0.Slot, key0.Token, seen.err, seen.call, seen.sent
-	k := key{job, slot.UnixMilli()}
+func (r *record) retryApplied(in *inst, run backend.RunKey, w backend.RetryWindow, seen settleSeen, fault string) {
+	k := key{run.Job, run.Slot.UnixMilli()}
 	r.mu.Lock()
-	if g := r.tokenGrant(k, token); err == nil && g != nil && g.retry == nil {
-		g.retry = &retryRec{call: call, sent: sent, seen: r.now(), delay: delay, within: within, stored: seen.retryStored}
+	if g := r.tokenGrant(k, run.Token); seen.err == nil && g != nil && g.retry == nil {
+		g.retry = &retryRec{call: seen.call, sent: seen.sent, seen: r.now(), delay: w.Delay, within: w.Within, stored: seen.retryStored}
 	}
 	r.mu.Unlock()
-	r.endApplied(in, "retry", job, slot, token, "", err, sent, fmt.Sprintf(" (delay %v, within %v; stored %v)%s", delay, within, seen.retryStored, fault))
+	r.endApplied(in, "retry", run, "", answer{err: seen.err, sent: seen.sent,
+		fault: fmt.Sprintf(" (delay %v, within %v; stored %v)%s", w.Delay, w.Within, seen.retryStored, fault)})
 }
 
 // settleSeen is what the faulty view saw of one Settle the store answered.
@@ -644,10 +654,10 @@ func errText(err error) string {
 
 // writeCalled records a call of a write that completes a slot, as its caller saw
 // it: ok, or failed (whatever the store applied).
-func (r *record) writeCalled(in *inst, op, job string, slot time.Time, token string, status backend.Status, err error) {
+func (r *record) writeCalled(in *inst, op string, run backend.RunKey, status backend.Status, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.writes = append(r.writes, writeCall{in: in, op: op, key: key{job, slot.UnixMilli()}, token: token, status: status, at: r.now(), ok: err == nil})
+	r.writes = append(r.writes, writeCall{in: in, op: op, key: key{run.Job, run.Slot.UnixMilli()}, token: run.Token, status: status, at: r.now(), ok: err == nil})
 }
 
 // pauseStored records a pause asked for at called, stored when err is nil.

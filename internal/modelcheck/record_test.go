@@ -32,11 +32,11 @@ func TestBoundedReleaseSeenAfterTakeover(t *testing.T) {
 				return backend.ClaimResult{Outcome: backend.OutcomeWon, Fence: fence, Attempt: attempt}
 			}
 			r := h.rec
-			r.claimApplied(a, claim("ta"), won(1, 1), nil, 0, "")
-			r.heartbeatApplied(a, "j", slot, "ta", time.Second, nil, 0, "")
-			r.claimApplied(b, claim("tb"), won(2, 2), nil, 0, "")
+			r.claimApplied(a, claim("ta"), won(1, 1), answer{})
+			r.heartbeatApplied(a, backend.RunKey{Job: "j", Slot: slot, Token: "ta"}, time.Second, answer{})
+			r.claimApplied(b, claim("tb"), won(2, 2), answer{})
 			if tc.released {
-				r.endApplied(a, "release", "j", slot, "ta", "", nil, 0, "")
+				r.endApplied(a, "release", backend.RunKey{Job: "j", Slot: slot, Token: "ta"}, "", answer{})
 			}
 			c := &checker{h: h, rec: r, byKey: map[key][]*handlerRec{}}
 			c.leasesBounded()
@@ -75,17 +75,17 @@ func TestExactReleaseRecordedAfterTakeover(t *testing.T) {
 				won := func(fence uint64, attempt int) backend.ClaimResult {
 					return backend.ClaimResult{Outcome: backend.OutcomeWon, Fence: fence, Attempt: attempt, Expires: time.Now().Add(time.Second)}
 				}
-				r.claimApplied(a, claim("ta"), won(1, 1), nil, 0, "")
+				r.claimApplied(a, claim("ta"), won(1, 1), answer{})
 				fence := uint64(1)
 				if tc.rewon {
 					time.Sleep(time.Second)
 					fence++
-					r.claimApplied(a, claim("ta"), won(fence, int(fence)), nil, 0, "")
+					r.claimApplied(a, claim("ta"), won(fence, int(fence)), answer{})
 				}
 				time.Sleep(100 * time.Millisecond)
-				r.claimApplied(b, claim("tb"), won(fence+1, int(fence)+1), nil, 0, "")
+				r.claimApplied(b, claim("tb"), won(fence+1, int(fence)+1), answer{})
 				time.Sleep(tc.delay)
-				r.endApplied(a, "release", "j", slot, "ta", "", nil, 0, "")
+				r.endApplied(a, "release", backend.RunKey{Job: "j", Slot: slot, Token: "ta"}, "", answer{})
 				c := &checker{h: h, rec: r, byKey: map[key][]*handlerRec{}}
 				c.leasesExact()
 				if len(c.vs) != tc.want {
@@ -117,12 +117,12 @@ func TestExactRetryEndsTheLease(t *testing.T) {
 				claim := func(tok string) backend.RunClaim {
 					return backend.RunClaim{Job: "j", Slot: slot, Token: tok, Lease: time.Second}
 				}
-				r.claimApplied(a, claim("ta"), backend.ClaimResult{Outcome: backend.OutcomeWon, Fence: 1, Attempt: 1, Expires: time.Now().Add(time.Second)}, nil, 0, "")
+				r.claimApplied(a, claim("ta"), backend.ClaimResult{Outcome: backend.OutcomeWon, Fence: 1, Attempt: 1, Expires: time.Now().Add(time.Second)}, answer{})
 				time.Sleep(100 * time.Millisecond)
 				r.settleApplied(a, backend.Settlement{Key: backend.RunKey{Job: "j", Slot: slot, Token: "ta"}, Status: backend.StatusError,
 					Retry: &backend.RetryWindow{Delay: 200 * time.Millisecond, Within: time.Second}}, settleSeen{call: r.now(), sent: r.now(), retryStored: true}, "")
 				time.Sleep(tc.after)
-				r.claimApplied(b, claim("tb"), backend.ClaimResult{Outcome: backend.OutcomeWon, Fence: 2, Attempt: 2, Retried: true, Expires: time.Now().Add(time.Second)}, nil, 0, "")
+				r.claimApplied(b, claim("tb"), backend.ClaimResult{Outcome: backend.OutcomeWon, Fence: 2, Attempt: 2, Retried: true, Expires: time.Now().Add(time.Second)}, answer{})
 				c := &checker{h: h, rec: r, byKey: map[key][]*handlerRec{}}
 				c.leasesExact()
 				if len(c.vs) != 0 {

@@ -61,12 +61,13 @@ func run(n int, withPG, withSQLite bool, jobs, seconds int) error {
 			return err
 		}
 		defer srv.Stop()
-		open := func() (*sql.DB, error) { return sql.Open("pgx", srv.DSN("")) }
-		if err := measure(ctx, "PostgreSQL", sqlbackend.Postgres, open, n, "SELECT version()"); err != nil {
+		pg := database{name: "PostgreSQL", dialect: sqlbackend.Postgres, versionQuery: "SELECT version()",
+			open: func() (*sql.DB, error) { return sql.Open("pgx", srv.DSN("")) }}
+		if err := measure(ctx, pg, n); err != nil {
 			return err
 		}
 		if jobs > 0 {
-			r, err := load(ctx, sqlbackend.Postgres, open, jobs, seconds)
+			r, err := load(ctx, pg.dialect, pg.open, jobs, seconds)
 			if err != nil {
 				return fmt.Errorf("load on PostgreSQL: %w", err)
 			}
@@ -80,12 +81,13 @@ func run(n int, withPG, withSQLite bool, jobs, seconds int) error {
 		}
 		defer os.RemoveAll(dir)
 		path := filepath.Join(dir, "bench.db")
-		open := func() (*sql.DB, error) { return sqlbackend.OpenSQLite(path) }
-		if err := measure(ctx, "SQLite", sqlbackend.SQLite, open, n, "SELECT 'SQLite ' || sqlite_version()"); err != nil {
+		lite := database{name: "SQLite", dialect: sqlbackend.SQLite, versionQuery: "SELECT 'SQLite ' || sqlite_version()",
+			open: func() (*sql.DB, error) { return sqlbackend.OpenSQLite(path) }}
+		if err := measure(ctx, lite, n); err != nil {
 			return err
 		}
 		if jobs > 0 {
-			r, err := load(ctx, sqlbackend.SQLite, open, jobs, seconds)
+			r, err := load(ctx, lite.dialect, lite.open, jobs, seconds)
 			if err != nil {
 				return fmt.Errorf("load on SQLite: %w", err)
 			}
@@ -108,7 +110,18 @@ type op struct {
 
 const benchLease = 5 * time.Minute
 
-func measure(ctx context.Context, title string, d sqlbackend.Dialect, open func() (*sql.DB, error), n int, versionQuery string) error {
+// database is one database measured: its name, its dialect, how to open a
+// pool on it, and the query that reads its server's version.
+type database struct {
+	name         string
+	dialect      sqlbackend.Dialect
+	open         func() (*sql.DB, error)
+	versionQuery string
+}
+
+// measure times n samples of each operation on target.
+func measure(ctx context.Context, target database, n int) error {
+	d := target.dialect
 	// One pool per role, as separate replicas: the winner, the loser, the raw insert.
 	var dbs []*sql.DB
 	defer func() {
@@ -117,7 +130,7 @@ func measure(ctx context.Context, title string, d sqlbackend.Dialect, open func(
 		}
 	}()
 	newBackend := func() (*sqlbackend.Backend, error) {
-		db, err := open()
+		db, err := target.open()
 		if err != nil {
 			return nil, err
 		}
@@ -138,7 +151,7 @@ func measure(ctx context.Context, title string, d sqlbackend.Dialect, open func(
 	}
 	raw := win.DB()
 	var version string
-	if err := raw.QueryRowContext(ctx, versionQuery).Scan(&version); err != nil {
+	if err := raw.QueryRowContext(ctx, target.versionQuery).Scan(&version); err != nil {
 		return err
 	}
 	if _, err := raw.ExecContext(ctx, "CREATE TABLE bench_raw (id "+d.BigInt+" PRIMARY KEY, v "+d.Text+" NOT NULL)"); err != nil {
@@ -246,7 +259,7 @@ func measure(ctx context.Context, title string, d sqlbackend.Dialect, open func(
 		}
 	}
 
-	fmt.Printf("\n#### %s\n\n- server: %s\n\n", title, strings.TrimSpace(version))
+	fmt.Printf("\n#### %s\n\n- server: %s\n\n", target.name, strings.TrimSpace(version))
 	fmt.Println("| operation | p50 | p99 | p50 / raw | p99 / raw | statements |")
 	fmt.Println("| --- | --- | --- | --- | --- | --- |")
 	rawP50, rawP99 := pct(ops[0].samples, 50), pct(ops[0].samples, 99)
