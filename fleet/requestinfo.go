@@ -48,13 +48,20 @@ type requestInfo struct {
 
 // requestUser is who sent req as the server names them ("ops-1 (account OPS)"),
 // with WithRequestInfo; "" without it, or when the header is absent or unread.
+// The server's header is the last: it removes the sender's on lines ended with
+// CRLF, not one on a line ended with LF alone, which nats.go reads as another.
 func (f *Service) requestUser(req request) string {
 	if !f.cfg.requestInfo {
 		return ""
 	}
-	raw := req.Header().Get(RequestInfoHeader)
-	if raw == "" {
+	values := req.Header().Values(RequestInfoHeader)
+	if len(values) == 0 || values[len(values)-1] == "" {
 		return ""
+	}
+	raw := values[len(values)-1]
+	if len(values) > 1 {
+		f.log.Warn("fleet: a request carried more than one request info header; the server's, the last, is read",
+			"subject", req.Subject(), "headers", len(values))
 	}
 	var ci requestInfo
 	if err := json.Unmarshal([]byte(raw), &ci); err != nil {
