@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -304,4 +305,25 @@ func TestDialHonoursTheContext(t *testing.T) {
 		_, err := connect.Dial(callCtx(t), "nope")
 		assert.ErrorIs(t, err, connect.ErrContextNotFound)
 	})
+}
+
+// TestHugeContextFiles: a context file and a selection file (context.txt) of
+// more than a context could be are refused with a short error, read no further
+// than the bound.
+func TestHugeContextFiles(t *testing.T) {
+	dir := configHome(t)
+	huge := strings.Repeat("a", 2<<20)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "nats", "context", "huge.json"),
+		[]byte(`{"url":"`+huge+`"}`), 0o600))
+	_, err := connect.Load("huge")
+	require.ErrorIs(t, err, connect.ErrInvalidContext)
+	assert.Less(t, len(err.Error()), 4096, "a short error")
+
+	selectContext(t, dir, huge)
+	_, err = connect.Selected()
+	require.ErrorIs(t, err, connect.ErrInvalidContext, "no context has so long a name")
+	assert.Less(t, len(err.Error()), 4096, "a short error")
+	_, err = connect.Load("")
+	require.ErrorIs(t, err, connect.ErrInvalidContext)
+	assert.Less(t, len(err.Error()), 4096, "a short error")
 }

@@ -57,6 +57,9 @@ type Settings struct {
 // maxContextFile bounds a context file: what the nats CLI writes is under 2 KiB.
 const maxContextFile = 1 << 20
 
+// maxSelectedFile bounds context.txt: a context's name, a file's.
+const maxSelectedFile = 4 << 10
+
 // ConfigDir is where the nats CLI keeps its contexts: $XDG_CONFIG_HOME/nats, or
 // ~/.config/nats when XDG_CONFIG_HOME is unset.
 func ConfigDir() (string, error) {
@@ -86,7 +89,7 @@ func Selected() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	data, err := os.ReadFile(filepath.Join(dir, "context.txt"))
+	data, err := readLimited(filepath.Join(dir, "context.txt"), maxSelectedFile)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return "", nil
@@ -153,7 +156,7 @@ func Load(name string) (*Settings, error) {
 		return nil, err
 	}
 	path := filepath.Join(dir, name+".json")
-	data, err := readLimited(path)
+	data, err := readLimited(path, maxContextFile)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("%w: %q is not in %s (known: %s)", ErrContextNotFound, name, dir, known())
@@ -181,15 +184,16 @@ func Parse(data []byte) (*Settings, error) {
 	return &s, nil
 }
 
-func readLimited(path string) ([]byte, error) {
+// readLimited reads the file at path, refusing one of more than limit bytes.
+func readLimited(path string, limit int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxContextFile+1))
-	if err == nil && len(data) > maxContextFile {
-		err = fmt.Errorf("larger than %d bytes: not a context file", maxContextFile)
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err == nil && int64(len(data)) > limit {
+		err = fmt.Errorf("%s is larger than %d bytes: not what the nats CLI writes", path, limit)
 	}
 	return data, err
 }
