@@ -33,7 +33,6 @@ type slowRetryStore struct {
 	first bool
 	up    time.Time
 	sent  []backend.Settlement
-	errs  []error
 }
 
 func (s *slowRetryStore) Settle(ctx context.Context, st backend.Settlement) error {
