@@ -1,6 +1,8 @@
 package fleet
 
 import (
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/anarchon/anarchon/backend"
@@ -367,6 +369,23 @@ type EntriesState struct {
 
 // Total is how many entries are counted.
 func (e EntriesState) Total() int { return e.Active + e.Paused + e.Ended }
+
+// Counts says the entries by state, "2 active, 1 paused", or "none".
+func (e EntriesState) Counts() string {
+	var parts []string
+	for _, c := range []struct {
+		n    int
+		what string
+	}{{e.Active, "active"}, {e.Paused, "paused"}, {e.Ended, "ended"}} {
+		if c.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", c.n, c.what))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
 
 // ActiveRun is an unfinished run, as the active endpoint and JobState.Running show
 // it: a lease held (Live) or left behind by an instance that stopped renewing it.

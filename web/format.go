@@ -51,24 +51,12 @@ func (h *Handler) funcs() template.FuncMap {
 	}
 }
 
-// entryCounts says a job's entries by state: "2 active, 1 paused".
+// entryCounts says a job's entries by state (EntriesState.Counts), "" for none.
 func entryCounts(e *fleet.EntriesState) string {
 	if e == nil {
 		return ""
 	}
-	var parts []string
-	for _, c := range []struct {
-		n    int
-		what string
-	}{{e.Active, "active"}, {e.Paused, "paused"}, {e.Ended, "ended"}} {
-		if c.n > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s", c.n, c.what))
-		}
-	}
-	if len(parts) == 0 {
-		return "none"
-	}
-	return strings.Join(parts, ", ")
+	return e.Counts()
 }
 
 // failingEntries names a job's failing entries, "" when none.

@@ -319,8 +319,8 @@ func (c *cli) jobs(ctx context.Context, client *fleet.Client) error {
 		failed, lastFail := failedAgo(j.LastFailure, now), lastFailure(j.LastFailure, now)
 		if e := j.Entries; e != nil {
 			if j.EntriesOnly && j.Schedules == nil {
-				short = "entries: " + entriesText(e)
-				sched += ": " + entriesText(e)
+				short = "entries: " + e.Counts()
+				sched += ": " + e.Counts()
 			}
 			if n := failingCount(e); n > 0 {
 				failed = fmt.Sprintf("%d entries", n)
@@ -474,23 +474,6 @@ func lastRun(r *fleet.Run, now time.Time) string {
 		s += " (manual)"
 	}
 	return s
-}
-
-// entriesText counts a job's entries by state: "2 active, 1 paused".
-func entriesText(e *fleet.EntriesState) string {
-	var parts []string
-	for _, c := range []struct {
-		n    int
-		what string
-	}{{e.Active, "active"}, {e.Paused, "paused"}, {e.Ended, "ended"}} {
-		if c.n > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s", c.n, c.what))
-		}
-	}
-	if len(parts) == 0 {
-		return "none"
-	}
-	return strings.Join(parts, ", ")
 }
 
 // failingText names a job's failing entries, "" when none: "acme, bolt and 3

@@ -235,7 +235,7 @@ func (c *cli) describe(ctx context.Context, client *fleet.Client, job string) er
 	}
 	kv.add("replicas", orDash(strings.Join(reps, ", ")))
 	if e := j.Entries; e != nil {
-		kv.add("entries", fmt.Sprintf("%s; %s lists them", entriesText(e), cmdline("schedule ls", []string{job})))
+		kv.add("entries", fmt.Sprintf("%s; %s lists them", e.Counts(), cmdline("schedule ls", []string{job})))
 		if f := failingText(e); f != "" {
 			kv.add("failing entries", f)
 		}
