@@ -92,14 +92,16 @@ func (b *Backend) windowFor(job backend.JobLimits) (time.Duration, bool) {
 	return FitWindow(job), true
 }
 
-// FitWindow returns the duplicate window fitted to a job's timing: jitter + max
-// lateness + the clock skew allowance (every claim of a slot is sent within them)
-// + the lease (a takeover in a fleet where some instances have no leases meets the
-// slot's claim up to a lease later) + the call timeout (a claim's record is written
-// up to a call later), rounded up to a second, and at least MinFittedWindow. A job
-// with catch-up claims slots up to its catch-up window old, so its window covers
-// the catch-up window in place of jitter and max lateness: in a fleet where some
-// instances have no leases, the claim of a slot they ran still decides.
+// FitWindow returns the duplicate window fitted to a job's timing. It is the sum
+// of jitter, max lateness, the clock skew allowance, the lease and the call
+// timeout, rounded up to a second, and at least MinFittedWindow. Every claim of a
+// slot is sent within jitter, max lateness and clock skew. The lease is there
+// because a takeover in a fleet where some instances have no leases meets the
+// slot's claim up to a lease later. The call timeout is there because a claim's
+// record is written up to a call later. A job with catch-up claims slots up to its
+// catch-up window old. So its window covers the catch-up window in place of jitter
+// and max lateness: in a fleet where some instances have no leases, the claim of a
+// slot they ran still decides.
 func FitWindow(job backend.JobLimits) time.Duration {
 	reach := job.Jitter + job.MaxLate
 	if job.CatchUp != backend.CatchUpNone {
@@ -369,11 +371,12 @@ func (b *Backend) lookup(ctx context.Context, job string) (*jobStream, error) {
 	return st, nil
 }
 
-// claimTTL is how long a claim is stored: at least the duplicate window (the server
-// rebuilds its duplicate table from stored messages after a restart, so a claim
-// evicted inside the window would be forgotten), and at least the job's timeout so a
-// running run stays visible in History. Message TTLs are whole seconds; one more
-// second covers the server's lazy expiry of duplicate-table entries.
+// claimTTL is how long a claim is stored. It is at least the duplicate window: the
+// server rebuilds its duplicate table from stored messages after a restart, so a
+// claim evicted inside the window would be forgotten. It is also at least the job's
+// timeout, so a running run stays visible in History. Message TTLs are whole
+// seconds; one more second covers the server's lazy expiry of duplicate-table
+// entries.
 func claimTTL(window, timeout time.Duration) time.Duration {
 	d := max(window, min(timeout, 24*time.Hour))
 	return natsutil.TTL(d) + time.Second

@@ -17,21 +17,22 @@ import (
 // Claim publishes the claim of (job, slot) to the slot's subject with
 // Nats-Msg-Id = job+slot and reports whether this token won:
 //
-//   - a normal acknowledgement: the message was stored, the token won;
-//   - a duplicate acknowledgement: the slot was claimed before, and the ack carries
-//     the stored claim's sequence. Claim reads that message from the stream leader,
-//     and wins when the stored token is its own, only when the token may be the
-//     stored one by what this Backend has seen (see claimMemo): it published the
-//     token before (a repeated claim whose first answer was lost), or it already
-//     answered another token of the slot (so this one is not the scheduler's first
-//     and only token for the slot, but a repeat from another process). Otherwise the
-//     claim is lost with no second request: the slot's first answer on this
-//     Backend, won or lost, costs one round trip. WithVerifyEveryDuplicate reads
+//   - A normal acknowledgement: the message was stored, the token won.
+//   - A duplicate acknowledgement: the slot was claimed before, and the ack carries
+//     the stored claim's sequence. Claim reads that message from the stream leader
+//     only when the token may be the stored one by what this Backend has seen (see
+//     claimMemo). It wins when the stored token is its own. The token may be the
+//     stored one when this Backend published it before (a repeated claim whose first
+//     answer was lost). It may also be the stored one when this Backend already
+//     answered another token of the slot: then this one is not the scheduler's
+//     first and only token for the slot, but a repeat from another process.
+//     Otherwise the claim is lost with no second request: the slot's first answer
+//     on this Backend, won or lost, costs one round trip. WithVerifyEveryDuplicate reads
 //     every duplicate back.
 //
 // Error 10158 (the same id in flight on a replicated stream), a timeout, no
-// responders or a leaderless stream are not answers: Claim publishes again, with the
-// same id and token, with bounded backoff, until it has an answer or ctx ends. Each
+// responders or a leaderless stream are not answers. Claim then publishes again, with
+// the same id and token and bounded backoff, until it has an answer or ctx ends. Each
 // request is bounded by WithAttemptTimeout.
 //
 // A plain Backend refuses to claim while the job's stream is in mode "leases",
@@ -103,12 +104,13 @@ type claimSend struct {
 	op   string
 }
 
-// publishClaim sends claim c of st's job until it has an answer: error 10158 (the
+// publishClaim sends claim c of st's job until it has an answer. Error 10158 (the
 // same id in flight on a replicated stream), a timeout, no responders or a
-// leaderless stream are not answers, so it publishes again, with the same id and
-// token, with bounded backoff, until ctx ends. Each request is bounded by WithAttemptTimeout. A duplicate
-// at sequence seq is read back from the stream leader when readBack(seq) says so,
-// and always after an undecided attempt (the message may have been stored by it).
+// leaderless stream are not answers. It then publishes again, with the same id and
+// token and bounded backoff, until ctx ends. Each request is bounded by
+// WithAttemptTimeout. A duplicate at sequence seq is read back from the stream
+// leader when readBack(seq) says so, and always after an undecided attempt (the
+// message may have been stored by it).
 //
 // The call is bounded by ctx's deadline, or by the call timeout from now when ctx has
 // none. The first attempt runs on one context bounded by the attempt timeout; the

@@ -9,10 +9,11 @@ import (
 
 // A strict reader of the record bodies this package writes (encodeClaimAs's bytes,
 // json.Marshal's of a resultRecord). It reads a body only when it is exactly such
-// bytes: one JSON object without white space, its keys some of the record's fields
-// in the order the encoder writes them, each at most once; strings of valid UTF-8
-// without escapes or control bytes, integers without fraction, exponent or leading
-// zero, true or false, times as time.Time's UnmarshalJSON reads them. Anything
+// bytes. That is one JSON object without white space, its keys some of the record's
+// fields in the order the encoder writes them, each at most once. Its values are
+// strings of valid UTF-8 without escapes or control bytes, integers without
+// fraction, exponent or leading zero, true or false, and times as time.Time's
+// UnmarshalJSON reads them. Anything
 // else (an unknown field, another order, an escape, null) reports false and is left
 // to encoding/json. What it reads is the record json.Unmarshal gives for the same
 // bytes (FuzzDecodeRecords checks it).

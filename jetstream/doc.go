@@ -10,7 +10,7 @@
 // # Layout
 //
 // Each job has one stream, <stream prefix>_<job token> (default prefix "ANARCHON"),
-// listening on <subject prefix>.<job token>.> (default prefix "anarchon"):
+// listening on <subject prefix>.<job token>.> (default prefix "anarchon").
 //
 //	anarchon.<token>.claim.<slot unix ms>  scheduled claims; Nats-Msg-Id = <token>:<slot ms>;
 //	                                       Nats-TTL >= the duplicate window; also, made
@@ -24,15 +24,15 @@
 //	                                       like results; Nats-Msg-Id = <token>:<slot ms>:<run token>
 //
 // The runs of a schedule entry (backend.EntryRunName(job, id)) are recorded in
-// their job's stream, on the same four subjects under the entry's own token:
+// their job's stream, on the same four subjects under the entry's own token.
 //
 //	anarchon.<token>.entry.<entry token>.claim.<slot unix ms>   Nats-Msg-Id = <token>.entry.<entry token>:<slot ms>
 //	anarchon.<token>.entry.<entry token>.result                  (and .manual, .lease)
 //
 // The entry token is the ID escaped as job names are, never cut. So an entry has
-// no stream of its own: its claims are stored for its job's duplicate window, its
-// history is bounded by the job's history size, per entry (per subject), and
-// History of the job or of an entry reads only its own records. The entries
+// no stream of its own. Its claims are stored for its job's duplicate window. Its
+// history is bounded by the job's history size, per entry (per subject). History
+// of the job or of an entry reads only its own records. The entries
 // themselves are the run store's (LeasedBackend implements backend.EntryStore
 // when its run store does: kvlease.Store keeps them in its bucket); a plain
 // Backend stores none, but records an entry's runs all the same. A release that
@@ -49,20 +49,21 @@
 // PrepareJob refuses a mode that would run slots twice here (ErrMixedFleet).
 // docs/backends.md ("Mixed fleets") gives the steps.
 //
-// The job token is the job name with every byte outside [a-z0-9-] escaped as _xx, so
-// any name (dots, spaces, wildcards, slashes, upper case, unicode) is one valid token;
-// a name whose token would make the stream name longer than nats-server's 255 bytes
-// is cut and ends with "_h" and a SHA-256 hash. The real name is in the stream's
-// metadata ("anarchon.job") and in every record, which are JSON with a version field.
+// The job token is the job name with every byte outside [a-z0-9-] escaped as _xx.
+// So any name (dots, spaces, wildcards, slashes, upper case, unicode) is one valid
+// token. A name whose token would make the stream name longer than nats-server's
+// 255 bytes is cut and ends with "_h" and a SHA-256 hash. The real name is in the
+// stream's metadata ("anarchon.job") and in every record, which are JSON with a
+// version field.
 //
 // # Why one stream per job
 //
 // A stream's duplicate window, per-subject limit and replicas apply to the whole
-// stream, so a stream per job is what lets each job have its own dedupe window and
-// history size, and keeps one job's traffic from evicting another's history. The
-// price is paid on the server, in memory and goroutines per stream, where one shared
-// stream with a subject per job would cost far less: per-job streams suit the usual
-// tens to hundreds of jobs; for thousands, size the server for them (the benchmark's
+// stream. So a stream per job is what lets each job have its own dedupe window and
+// history size. It also keeps one job's traffic from evicting another's history.
+// The price is paid on the server, in memory and goroutines per stream. One shared
+// stream with a subject per job would cost far less. Per-job streams suit the usual
+// tens to hundreds of jobs. For thousands, size the server for them (the benchmark's
 // stream-layout section, docs/benchmarks.md, measures it).
 //
 // # Guarantees and their limits
@@ -75,8 +76,8 @@
 //     read from the stream leader and its token compared).
 //   - Reads that decide ownership never use direct gets, which a lagging follower
 //     of a replicated stream may answer. History and LastRuns do: job streams
-//     answer direct gets (AllowDirect), and a history read is one stream state
-//     request and one or two batched direct gets; on R3 it may be a few
+//     answer direct gets (AllowDirect). A history read is one stream state
+//     request and one or two batched direct gets. On R3 it may be a few
 //     milliseconds behind the leader, which a history may be.
 //   - History records older than a claim's lifetime (the window, or the job's
 //     timeout if longer) are built from the result alone, without ClaimedAt; a

@@ -23,31 +23,31 @@ import (
 // its claim is still stored for the window.
 //
 // It asks for the stream's state (one request: first and last sequence, the
-// server's clock), then reads the stream backwards from its last message in
-// windows that double, each window ONE direct get request for all of the job's
-// messages in it (a batch read, nats-server ≥ 2.11), and stops when it holds limit
+// server's clock). It then reads the stream backwards from its last message in
+// windows that double. Each window is ONE direct get request for all of the job's
+// messages in it (a batch read, nats-server ≥ 2.11). It stops when it holds limit
 // runs whose claims it has seen, or after 4*limit+32 messages, or at the start of
 // the stream. A history of up to about limit runs with one claim and one result
 // each is three requests. The first window is read at the same time as the state
 // is asked for, from the last sequence this Backend has seen (its own publishes,
-// its last History); what the state then shows past that read is read after it,
-// and a read that does not fit the state is not used. So a History that follows
+// its last History). What the state then shows past that read is read after it.
+// A read that does not fit the state is not used. So a History that follows
 // the Backend's own writes, or another History, costs two requests sent together:
 // one round trip. A stream that answers no direct gets (set up by an older
 // release, or not by anarchon) is read one message at a time from the leader, as
 // before. Runs are found by arrival: a slot claimed much later than newer slots
 // (catch-up) may be missed when limit is small.
 //
-// Direct gets may be answered by any replica of the stream, on a replicated stream
-// a follower a few milliseconds behind the leader included: History may then miss
-// the newest record, or show a run as running that has just finished. That is the
+// Direct gets may be answered by any replica of the stream. On a replicated stream
+// that includes a follower a few milliseconds behind the leader. History may then
+// miss the newest record, or show a run as running that has just finished. That is the
 // nature of a history read taken a moment earlier, and History decides nothing;
 // every read that decides a claim goes to the stream leader.
 //
-// A run with leases is one record per attempt: the first attempt's claim is the
-// slot's claim (LeasedBackend.RecordClaim), a takeover's is on the lease subject,
-// each with the attempt's own token, which its result carries too; a claim stored
-// twice (a retried write) is one record.
+// A run with leases is one record per attempt. The first attempt's claim is the
+// slot's claim (LeasedBackend.RecordClaim); a takeover's is on the lease subject.
+// Each carries the attempt's own token, which its result carries too. A claim
+// stored twice (a retried write) is one record.
 //
 // A message on the job's subjects that is not an anarchon record (foreign, corrupt,
 // for another job) is skipped, logged at warn level and counted in SkippedRecords.
@@ -258,8 +258,9 @@ func (a *ahead) wait() {
 }
 
 // use waits for the read and reports whether it can stand for the first window of
-// a stream holding [first, last] whose window would start at lo: it read without
-// error, from no later than lo, some of the stream's messages up to last. It then
+// a stream holding [first, last] whose window would start at lo. It can when it
+// read without error, from no later than lo, some of the stream's messages up to
+// last. It then
 // holds every message of the job in [from, to], the sequences it returns; messages
 // stored after the stream's state was taken are dropped.
 func (a *ahead) use(first, last, lo uint64) (from, to uint64, ok bool) {
@@ -345,10 +346,11 @@ func (h *historyScan) add(st *jobStream, m *natsjs.RawStreamMsg) error {
 }
 
 // build merges what the scan read into History's records. Once the scan has read
-// as many results as the job keeps (the results subject is full), a claim with no
-// result that was stored before every result kept is left out: its result, if it
-// had one, was dropped for newer ones (a result written twice, a lost note beside
-// a late result), so the run is past the history the job keeps, not running.
+// as many results as the job keeps (the results subject is full), some claims are
+// left out. These are the claims with no result that were stored before every
+// result kept. Such a claim's result, if it had one, was dropped for newer ones (a
+// result written twice, a lost note beside a late result). So the run is past the
+// history the job keeps, not running.
 func (h *historyScan) build(limit int) []backend.RunRecord {
 	claims := h.claims
 	if h.size > 0 && int64(len(h.results)) >= h.size {
@@ -378,9 +380,9 @@ func (h *historyScan) beforeResults(i int) bool {
 }
 
 // unsure reports whether a claim with no result, stored before every result read,
-// is in recs while fewer results were read than the job keeps: its result may be
-// among those not read yet, or dropped for newer ones, which only reading the
-// whole result subject tells (build).
+// is in recs while fewer results were read than the job keeps. Its result may be
+// among those not read yet, or dropped for newer ones. Only reading the whole
+// result subject tells which (build).
 func (h *historyScan) unsure(recs []backend.RunRecord) bool {
 	if h.size <= 0 || int64(len(h.results)) >= h.size || h.firstResult == 0 {
 		return false

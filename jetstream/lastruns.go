@@ -14,15 +14,16 @@ const lastRunsParallel = 32
 var _ backend.LastRunsReader = (*Backend)(nil)
 
 // LastRuns returns the newest run, success and failure of each job in jobs (an
-// empty entry for a job with no run or no stream), read from each job's recent
-// history (backend.LastRunsDepth runs) with every job's reads in flight at once,
-// up to 32 at a time.
+// empty entry for a job with no run or no stream). It reads them from each job's
+// recent history (backend.LastRunsDepth runs), with every job's reads in flight at
+// once, up to 32 at a time.
 //
 // Cost: the layout keeps each job in its own stream, and a direct get reads one
-// stream, so a job costs History's requests: one stream state request and one
+// stream. So a job costs History's requests: one stream state request and one
 // batched read (two when its last runs hold more than one claim and one result
-// each), on the connection at the same time as the other jobs'. The wall time of
-// LastRuns is therefore about the slowest job's two round trips, not the sum.
+// each). They go on the connection at the same time as the other jobs'. The wall
+// time of LastRuns is therefore about the slowest job's two round trips, not the
+// sum.
 func (b *Backend) LastRuns(ctx context.Context, jobs []string) (map[string]backend.LastRuns, error) {
 	ctx, cancel := b.callContext(ctx)
 	defer cancel()

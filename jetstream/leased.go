@@ -64,8 +64,8 @@ func (b *LeasedBackend) Runs() backend.RunStore { return b.runs }
 
 // Claim is Backend.Claim with the record marked as written by an instance with
 // leases. The scheduler calls Claim on a backend with leases only to record, from
-// one instance, a slot its lease store decided not to run (skipped, late); marking
-// it keeps a lease winner's RecordClaim from taking it for the claim of an instance
+// one instance, a slot its lease store decided not to run (skipped, late). The mark
+// keeps a lease winner's RecordClaim from taking it for the claim of an instance
 // without leases.
 func (b *LeasedBackend) Claim(ctx context.Context, in backend.ClaimInput) (bool, error) {
 	return b.claim(ctx, in, true)
@@ -78,12 +78,12 @@ func (b *LeasedBackend) Claim(ctx context.Context, in backend.ClaimInput) (bool,
 // A first attempt is published like a plain claim (Claim): to the slot's claim
 // subject, with the same Nats-Msg-Id (job + slot) and Nats-TTL, marked as leased.
 // Whichever instance publishes the slot's claim first decides:
-//   - stored, or a duplicate whose stored claim is ours (a retried record): nil;
-//   - a duplicate whose stored claim is leased with another token: nil, because the
-//     lease store already chose the holder; this attempt's own record then goes
-//     to the lease subject, as a takeover's does;
-//   - a duplicate whose stored claim is not leased: an instance without leases won
-//     the slot and runs it; the error wraps backend.ErrClaimedElsewhere and the
+//   - Stored, or a duplicate whose stored claim is ours (a retried record): nil.
+//   - A duplicate whose stored claim is leased with another token: nil, because the
+//     lease store already chose the holder. This attempt's own record then goes
+//     to the lease subject, as a takeover's does.
+//   - A duplicate whose stored claim is not leased: an instance without leases won
+//     the slot and runs it. The error wraps backend.ErrClaimedElsewhere, and the
 //     caller must not run the slot.
 //
 // A duplicate is always read back from the stream leader. Undecided answers (10158,

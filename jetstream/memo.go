@@ -14,15 +14,15 @@ import (
 // to one attempt (the contract), and the scheduler sends one token per slot through
 // its Backend (repeating it, never another one, when an answer is lost). So:
 //
-//   - a token this Backend published before and that may be stored (won, or sent
-//     without an answer) is read back: the answer that was lost may have been ours;
-//   - when this Backend knows the stored claim's token (it stored it, or read it
-//     back), that decides a loss without a second request; a match is still read
-//     back, so that a memo never wins a slot by itself;
-//   - the first token of a slot on this Backend that it did not publish before is
-//     the common lost claim: lost, one round trip, no read back;
-//   - another token of a slot this Backend has already answered that way is not the
-//     scheduler's one token for the slot, so it is a repeat from elsewhere (another
+//   - A token this Backend published before and that may be stored (won, or sent
+//     without an answer) is read back: the answer that was lost may have been ours.
+//   - When this Backend knows the stored claim's token (it stored it, or read it
+//     back), that decides a loss without a second request. A match is still read
+//     back, so that a memo never wins a slot by itself.
+//   - The first token of a slot on this Backend that it did not publish before is
+//     the common lost claim: lost, one round trip, no read back.
+//   - Another token of a slot this Backend has already answered that way is not the
+//     scheduler's one token for the slot. So it is a repeat from elsewhere (another
 //     process retrying its claim, a test): it is read back, and the holder learned.
 //
 // The memo belongs to one Backend, not to the process: a token first published

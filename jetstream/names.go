@@ -29,9 +29,9 @@ var b32 = base32.StdEncoding.WithPadding(base32.NoPadding)
 // "_52eport_2ev2"). Upper case is escaped too, because a file-backed stream is a
 // directory and "A" and "a" are one directory on case-insensitive file systems. The
 // escaped form is injective. When it is longer than budget, it is cut and ends with
-// "_h" and 26 base32 characters of the name's SHA-256 instead: still one token per
-// name in practice, and PrepareJob checks the stream's metadata so that a collision
-// is an error, never two jobs in one stream.
+// "_h" and 26 base32 characters of the name's SHA-256 instead. That is still one
+// token per name in practice. PrepareJob checks the stream's metadata, so that a
+// collision is an error, never two jobs in one stream.
 func encodeJob(job string, budget int) string {
 	var b strings.Builder
 	b.Grow(len(job))

@@ -39,7 +39,7 @@ func (b *Backend) RecordManualRun(ctx context.Context, in backend.ClaimInput) (t
 
 // SaveResult stores r on the job's result subject. The stream keeps the newest
 // keep.Size results (its per-subject limit, set by PrepareJob and updated here when
-// keep.Size changes on a stream anarchon created); with keep.TTL each result also
+// keep.Size changes on a stream anarchon created). With keep.TTL each result also
 // expires after keep.TTL (a per-message TTL, in whole seconds, at least one).
 func (b *Backend) SaveResult(ctx context.Context, job string, r backend.StoredResult, keep backend.Retention) error {
 	if keep.Size < 0 || keep.TTL < 0 {
@@ -66,8 +66,8 @@ func (b *Backend) SaveResult(ctx context.Context, job string, r backend.StoredRe
 const recordRoom = 1024
 
 // fitResult encodes r so that it fits in a message of st's stream and of the
-// connection: an error whose encoding is larger than the room (JSON escapes make a
-// text up to six times longer) is cut further, with the mark TruncateText leaves.
+// connection. An error whose encoding is larger than the room is cut further, with
+// the mark TruncateText leaves. JSON escapes make a text up to six times longer.
 func (b *Backend) fitResult(st *jobStream, job string, r backend.StoredResult) []byte {
 	limit := int(b.js.Conn().MaxPayload()) - recordRoom
 	if st.maxMsg > 0 {
@@ -92,10 +92,10 @@ func (b *Backend) fitResult(st *jobStream, job string, r backend.StoredResult) [
 	return encodeResult(job, r)
 }
 
-// publish sends a record to st's stream and waits for its acknowledgement, again
-// after no responders as nats.go's PublishMsg does by default (a stream whose leader
-// is being elected), through the client's lean path (natsutil.Publish), and notes
-// the stored sequence for History's read ahead.
+// publish sends a record to st's stream through the client's lean path
+// (natsutil.Publish) and waits for its acknowledgement. It sends again after no
+// responders (a stream whose leader is being elected), as nats.go's PublishMsg does
+// by default. It notes the stored sequence for History's read ahead.
 func (b *Backend) publish(ctx context.Context, st *jobStream, msg *nats.Msg) error {
 	ack, err := natsutil.PublishRetry(ctx, b.js.Conn(), msg, natsjs.DefaultPubRetryAttempts, natsjs.DefaultPubRetryWait)
 	if err != nil {
@@ -142,7 +142,7 @@ var _ backend.RecordWriter = (*Backend)(nil)
 // WriteRecords stores recs, terminal records of attempts of job, on the job's
 // result subject (backend.RecordWriter), kept as SaveResult keeps them. Each
 // carries a Nats-Msg-Id of the job, slot and token, so a record written again
-// within the stream's duplicate window is stored once; one that finished longer
+// within the stream's duplicate window is stored once. One that finished longer
 // ago than half the window is written only when the job's history lacks it.
 func (b *Backend) WriteRecords(ctx context.Context, job string, recs []backend.StoredResult, keep backend.Retention) error {
 	if keep.Size < 0 || keep.TTL < 0 {

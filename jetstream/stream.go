@@ -17,9 +17,9 @@ import (
 )
 
 // Stream metadata that marks a stream as anarchon's: the job it holds and the layout
-// of its subjects and records. Raise layout when a release changes either: streams
-// of an older layout are brought up to it, streams of a newer one are left as they
-// are (so that the releases of a rolling upgrade do not rewrite them back and forth)
+// of its subjects and records. Raise layout when a release changes either. Streams
+// of an older layout are brought up to it. Streams of a newer one are left as they
+// are, so that the releases of a rolling upgrade do not rewrite them back and forth,
 // and used when they can be.
 const (
 	metaJob    = "anarchon.job"
@@ -30,11 +30,12 @@ const (
 // PrepareJob creates the job's stream, or updates it when it exists: the stream is
 // one per job, named <stream prefix>_<encoded job>, listening on
 // <subject prefix>.<encoded job>.>. It is idempotent and safe to call from every
-// instance at once: a request that gets no answer (a timeout, no responders, a
-// cluster or stream with no leader yet), a create that meets a concurrent create and
-// an update that meets a concurrent one are followed by a fresh read and decision,
-// with backoff, until ctx ends. It returns once a stream information request shows
-// a stream it can use, and it never sends an update that would change nothing.
+// instance at once. A request that gets no answer (a timeout, no responders, a
+// cluster or stream with no leader yet) is followed by a fresh read and decision,
+// with backoff, until ctx ends. So is a create that meets a concurrent create, and
+// an update that meets a concurrent one. It returns once a stream information
+// request shows a stream it can use, and it never sends an update that would
+// change nothing.
 //
 // A stream this backend created (its metadata names the job) has its duplicate
 // window, history size, replicas and limits brought to what job asks for, and its
@@ -136,19 +137,19 @@ func historySize(size int) int64 {
 
 // streamConfig is the configuration of a new job stream.
 //
-// All of the job's records share the stream; the per-subject limit bounds history:
-//   - <p>.<job>.claim.<slot ms>: the claims of one slot, de-duplicated by Nats-Msg-Id
-//     (one subject per slot, so the per-subject limit never evicts a claim; each
-//     claim expires by its own Nats-TTL, at least the duplicate window);
+// All of the job's records share the stream. The per-subject limit bounds history:
+//   - <p>.<job>.claim.<slot ms>: the claims of one slot, de-duplicated by Nats-Msg-Id.
+//     There is one subject per slot, so the per-subject limit never evicts a claim.
+//     Each claim expires by its own Nats-TTL, at least the duplicate window.
 //   - <p>.<job>.result: stored results, the newest MaxMsgsPerSubject kept, each
-//     with Nats-TTL = the history TTL when there is one;
+//     with Nats-TTL = the history TTL when there is one.
 //   - <p>.<job>.manual and <p>.<job>.lease: manual runs and lease-won claims, bounded
-//     like results;
+//     like results.
 //   - <p>.<job>.entry.<entry>.>: the same subjects for each of the job's entries.
 //
 // No stream-wide MaxAge: it would expire claims and results alike. AllowDirect is
-// on, for History's batched reads (one request for many messages); a direct get
-// may be served by a follower that has not applied the latest claim yet, so the
+// on, for History's batched reads (one request for many messages). A direct get
+// may be served by a follower that has not applied the latest claim yet. So the
 // read back of a claim goes to the leader (STREAM.MSG.GET), never direct. An older
 // release turns AllowDirect off again when it prepares the job (same layout):
 // History then reads one message at a time, as that release does.

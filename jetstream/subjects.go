@@ -34,12 +34,12 @@ func (b *LeasedBackend) Subjects(jobs []string) []string {
 }
 
 // Permissions returns the subjects a backend made with opts publishes to (NATS
-// publish permissions), on an account with the default JetStream API prefix: the
-// account information, the job streams' API (any stream name: a permission cannot
-// name the streams that begin with the stream prefix) and the job subjects it
-// writes: claims, results, manual runs and lease records, of jobs and of their
-// entries. Its only subscriptions
-// are inboxes. A leased backend needs its run store's too (kvlease.Permissions).
+// publish permissions), on an account with the default JetStream API prefix. They
+// are the account information, the job streams' API and the job subjects it writes.
+// The API is for any stream name: a permission cannot name the streams that begin
+// with the stream prefix. The job subjects are claims, results, manual runs and
+// lease records, of jobs and of their entries. Its only subscriptions are inboxes.
+// A leased backend needs its run store's too (kvlease.Permissions).
 func Permissions(opts ...Option) ([]string, error) {
 	cfg := defaultConfig()
 	if err := option.Apply(&cfg, opts); err != nil {

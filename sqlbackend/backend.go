@@ -45,11 +45,12 @@ var (
 // records it and migrates tables of an older version to it; a database whose
 // tables a newer version of this package created is refused with ErrSchemaTooNew.
 //
-// Version 2 added the runs table's retry columns (backend.Retrier), version 3 the
-// history's backfill columns, version 4 the runs table's cancel request columns
-// (backend.OverlapCanceller), version 5 the count of runs (backend.RunCounter),
-// version 6 the schedule entries (backend.EntryStore), version 7 the runs
-// table's columns of the machine's fields (backend/machine).
+// Version 2 added the runs table's retry columns (backend.Retrier). Version 3
+// added the history's backfill columns. Version 4 added the runs table's cancel
+// request columns (backend.OverlapCanceller). Version 5 added the count of runs
+// (backend.RunCounter). Version 6 added the schedule entries (backend.EntryStore).
+// Version 7 added the runs table's columns of the machine's fields
+// (backend/machine).
 const SchemaVersion = 7
 
 // New returns a backend on db (which it does not close) speaking dialect. Nothing
@@ -149,9 +150,9 @@ func (b *Backend) PrepareJob(ctx context.Context, job backend.JobLimits) error {
 }
 
 // Claim stores the first token to claim (job, slot) and reports whether in's token
-// is the stored one: one insert that does nothing on a conflict, and, when it
-// stored nothing, a read of the token that is stored (a repeated claim by the
-// winner, whose first answer was lost, wins again). The claim is also the run's
+// is the stored one. It is one insert that does nothing on a conflict. When it
+// stored nothing, a read of the token that is stored follows: a repeated claim by
+// the winner, whose first answer was lost, wins again. The claim is also the run's
 // history record.
 func (b *Backend) Claim(ctx context.Context, in backend.ClaimInput) (bool, error) {
 	ctx, cancel := b.callCtx(ctx)

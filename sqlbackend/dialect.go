@@ -51,9 +51,9 @@ type Dialect struct {
 	//	SELECT fence FROM <prefix>jobs WHERE job = ?<ForUpdate>
 	//
 	// so that two claims of one job run one after the other while other jobs
-	// claim in parallel: " FOR UPDATE" on PostgreSQL (a row lock; the lock is its
-	// own statement, and the run is read by the next one, which in READ COMMITTED
-	// sees what the previous claim committed). Unused when Serialize is set.
+	// claim in parallel. On PostgreSQL it is " FOR UPDATE", a row lock. The lock
+	// is its own statement, and the run is read by the next one, which in READ
+	// COMMITTED sees what the previous claim committed. Unused when Serialize is set.
 	ForUpdate string
 	// Serialize, when set, replaces that locking statement, with the job's name as
 	// its one parameter: it must make a second claim of the same job wait until

@@ -8,25 +8,29 @@
 // # What it gives
 //
 // New returns a *Backend: a backend.Backend with leases (backend.LeaseBackend),
-// so the scheduler gets backups, overlap protection, catch-up and hand-over; it
-// also stores pauses (backend.Pauser), stores a failed attempt's retry for any
-// replica to claim (backend.Retrier), stores a later slot's request that an
-// earlier run end (OverlapCancelOther, backend.OverlapCanceller), stores the
-// slots due while another runs to run them after it (OverlapBufferOne and
-// OverlapBufferAll, backend.OverlapBufferer), and reads the last runs of many
-// jobs in one query (backend.LastRunsReader). Held to the same contract as the JetStream
-// backend, it passes the same conformance suite (backend/backendtest).
+// so the scheduler gets backups, overlap protection, catch-up and hand-over. It
+// also:
+//   - stores pauses (backend.Pauser).
+//   - stores a failed attempt's retry for any replica to claim (backend.Retrier).
+//   - stores a later slot's request that an earlier run end (OverlapCancelOther,
+//     backend.OverlapCanceller).
+//   - stores the slots due while another runs, to run them after it
+//     (OverlapBufferOne and OverlapBufferAll, backend.OverlapBufferer).
+//   - reads the last runs of many jobs in one query (backend.LastRunsReader).
+//
+// Held to the same contract as the JetStream backend, it passes the same
+// conformance suite (backend/backendtest).
 //
 //   - A claim is one INSERT that does nothing on a conflict (the slot's first token
-//     is stored, the primary key de-duplicates), and when it stored nothing, a read
-//     of the stored token: a repeated claim of the winner wins again. Claims are
-//     kept forever (DedupeWindow is backend.Forever) unless WithClaimRetention
-//     says otherwise.
+//     is stored, the primary key de-duplicates). When it stored nothing, a read
+//     of the stored token follows: a repeated claim of the winner wins again.
+//     Claims are kept forever (DedupeWindow is backend.Forever) unless
+//     WithClaimRetention says otherwise.
 //   - The run store (Backend.Runs) applies backend/machine, which decides every
-//     slot's fate: each call is one transaction that first locks the job (a row
-//     lock on PostgreSQL, the write lock on SQLite), reads the slot's row (and,
-//     for a policy that runs one slot at a time, the job's unfinished rows), asks
-//     the machine with the database server's clock (Dialect.NowMs), and writes
+//     slot's fate. Each call is one transaction. It first locks the job (a row
+//     lock on PostgreSQL, the write lock on SQLite). It reads the slot's row (and,
+//     for a policy that runs one slot at a time, the job's unfinished rows). It asks
+//     the machine with the database server's clock (Dialect.NowMs). It then writes
 //     what it decided: the run, the cancel requests on other runs, the job's
 //     fence and run count, and the records of the attempts it ended.
 //   - It is a backend.Settler: a record goes into the results table in the
@@ -81,10 +85,10 @@
 //	err = s.Every("reconcile", time.Minute, reconcile)
 //	// s.Start(ctx) … s.Stop(ctx); backend.Close(ctx); db.Close()
 //
-// Bound the pool you give it (SetMaxOpenConns): a scheduler claims every job due at
-// a slot at once, and an unbounded pool opens a connection per concurrent claim,
-// past the server's max_connections when many jobs share a schedule, and the claims
-// that cannot connect fail. A few connections per replica serve a slot's claims in
+// Bound the pool you give it (SetMaxOpenConns). A scheduler claims every job due at
+// a slot at once. An unbounded pool opens a connection per concurrent claim, past
+// the server's max_connections when many jobs share a schedule. The claims that
+// cannot connect then fail. A few connections per replica serve a slot's claims in
 // turn (go run -C sqlbackend ./internal/bench runs such a load).
 //
 // With SQLite, open the file with OpenSQLite (write-ahead log, a busy timeout,

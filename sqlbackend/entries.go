@@ -14,8 +14,8 @@ import (
 
 // Schedule entries (backend.EntryStore) live in one table, a row per entry keyed
 // by (job, id). Every write takes the next revision of the store-wide counter row
-// (entry_seq) first, in its own transaction: the counter's lock makes entry
-// writes commit one after the other in revision order, so a watcher that read
+// (entry_seq) first, in its own transaction. The counter's lock makes entry
+// writes commit one after the other in revision order. So a watcher that read
 // the changes up to a revision never sees an earlier one commit later.
 
 // entryPageSize is how many rows a watch reads at a time.
@@ -235,9 +235,9 @@ func (b *Backend) GetEntry(ctx context.Context, job, id string) (backend.Entry, 
 }
 
 // ListEntries returns at most limit entries of job (every job's when job is "")
-// after (afterJob, afterID), ordered by job then ID as the database orders text
-// (byte by byte on SQLite, and on PostgreSQL in a database of the C collation):
-// a range of the primary key's index.
+// after (afterJob, afterID). They are ordered by job then ID as the database
+// orders text (byte by byte on SQLite, and on PostgreSQL in a database of the C
+// collation). The read is a range of the primary key's index.
 func (b *Backend) ListEntries(ctx context.Context, job, afterJob, afterID string, limit int) ([]backend.Entry, error) {
 	ctx, cancel := b.callCtx(ctx)
 	defer cancel()

@@ -142,10 +142,10 @@ func (w *entryWatch) report(e storedEntry) {
 	w.fn(backend.EntryChange{Entry: e.Entry})
 }
 
-// resync lists every entry, reports those that are new or changed, then, as
-// removed, those known that were not listed, and goes on from the revision read
-// before the list: a change made while it listed is read again after (and
-// reported once).
+// resync lists every entry and reports those that are new or changed. It then
+// reports, as removed, those known that were not listed. It goes on from the
+// revision read before the list: a change made while it listed is read again
+// after (and reported once).
 func (w *entryWatch) resync(ctx context.Context) error {
 	rev, _, err := w.seq(ctx)
 	if err != nil {

@@ -171,10 +171,10 @@ func scanHistory(rows *sql.Rows) ([]backend.ClaimRecord, []backend.StoredResult,
 	return claims, results, rows.Err()
 }
 
-// LastRuns returns the newest run, success and failure of each job in one query:
-// the newest result of each kind per job (a window function over the results
-// still shown), with the claim's time and requester from the slot's claim or
-// record.
+// LastRuns returns the newest run, success and failure of each job in one query.
+// It reads the newest result of each kind per job (a window function over the
+// results still shown). The claim's time and requester come from the slot's claim
+// or record.
 func (b *Backend) LastRuns(ctx context.Context, jobs []string) (map[string]backend.LastRuns, error) {
 	ctx, cancel := b.callCtx(ctx)
 	defer cancel()

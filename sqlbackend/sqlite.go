@@ -23,9 +23,9 @@ const SQLiteBusyTimeout = 10 * time.Second
 
 // OpenSQLite opens the SQLite database file at path (created if missing) with the
 // pure-Go driver modernc.org/sqlite, set up so that several processes can share
-// it: write-ahead logging, a busy timeout of SQLiteBusyTimeout on every connection,
-// transactions that take the write lock when they begin (BEGIN IMMEDIATE), and at
-// most SQLiteMaxOpenConns connections.
+// it. It sets write-ahead logging and a busy timeout of SQLiteBusyTimeout on every
+// connection. Its transactions take the write lock when they begin (BEGIN
+// IMMEDIATE). It opens at most SQLiteMaxOpenConns connections.
 // It switches the file to write-ahead logging before it returns (a setting the
 // file keeps), waiting up to SQLiteBusyTimeout while other processes open it at
 // the same moment. Close the *sql.DB when done.

@@ -310,8 +310,8 @@ func (c *claim) bufferedOthers() int {
 }
 
 // buffered decides a claim of r, a buffered slot (any token, takeover-only and
-// past its deadline too): it waits while another slot is busy or an earlier one
-// is buffered, and while the job is paused; otherwise it is won as attempt 1.
+// past its deadline too). It waits while another slot is busy or an earlier one
+// is buffered, and while the job is paused. Otherwise it is won as attempt 1.
 func (c *claim) buffered(r Run) {
 	if c.stale(r) {
 		c.end(r, backend.StatusCancelled, WhyEntryRemoved, backend.OutcomeDone)

@@ -22,10 +22,10 @@
 // holder's calls. Finish and Retry are Settle for the seed's RunStore methods.
 // Each returns a Decision:
 //
-//   - Run, and Write when it changed: the slot's next state;
-//   - Others: other runs of the job it changed (cancel requests);
-//   - Count, and Counted when it changed: the job's run count;
-//   - Records: the terminal records of the attempts it ended;
+//   - Run, and Write when it changed: the slot's next state.
+//   - Others: other runs of the job it changed (cancel requests).
+//   - Count, and Counted when it changed: the job's run count.
+//   - Records: the terminal records of the attempts it ended.
 //   - Result (Claim) or Err (the others): the answer.
 //
 // Claim and Settle list their transitions in their documentation.

@@ -98,8 +98,9 @@ func (r Run) Unfinished() bool {
 }
 
 // Busy reports whether the run holds its job at now under a policy that runs one
-// slot at a time: its lease is live or ended less than a lease ago (a backup is
-// about to take it over), or its stored retry is pending.
+// slot at a time. It does while its lease is live or ended less than a lease ago
+// (a backup is about to take it over). It also does while its stored retry is
+// pending.
 func (r Run) Busy(now time.Time) bool {
 	switch r.Phase {
 	case Running:
