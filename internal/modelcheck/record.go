@@ -176,6 +176,10 @@ type limitObs struct {
 	// (catch-up), or a buffered answer; limit: answered limit, or done with StatusLimit; failed: an error
 	// or a late decision (the store may have counted the slot and not run it).
 	counted, limit, failed bool
+	// cut: the claim's process died during the call. A store that writes a
+	// claim in more than one write may have counted the slot and lost the
+	// count's mark, so its next claim counts the slot again.
+	cut bool
 	// reached: the answer said LimitReached.
 	reached bool
 }
@@ -477,7 +481,8 @@ func (r *record) claimApplied(in *inst, rc backend.RunClaim, res backend.ClaimRe
 			// was counted before: the slots are counted once each).
 			counted: err == nil && (res.Outcome == backend.OutcomeBuffered || res.Outcome == backend.OutcomeWon && !res.Retried && (res.Attempt == 1 || res.Reopened)),
 			limit:   err == nil && (res.Outcome == backend.OutcomeLimit || res.Outcome == backend.OutcomeDone && res.Status == backend.StatusLimit),
-			failed:  err != nil || res.Outcome == backend.OutcomeLate, reached: err == nil && res.LimitReached})
+			failed:  err != nil || res.Outcome == backend.OutcomeLate, reached: err == nil && res.LimitReached,
+			cut: errors.Is(err, errCutMidCall)})
 	}
 	if err == nil && res.Outcome == backend.OutcomeWon {
 		if g := r.grantFor(k, res.Fence); g == nil {

@@ -24,7 +24,9 @@ func (c *checker) limitReached(job string) bool {
 //	    and won by a counting one (an adopting instance's) is not counted
 //	9b  no slot is answered limit before MaxRuns slots were counted, but for
 //	    the slots whose counting claim failed or was answered late (a store may
-//	    count a slot it did not run: kvlease after a crash between two writes)
+//	    count a slot it did not run: kvlease after a crash between two writes),
+//	    and for the slots whose claim was cut by its process's death (kvlease
+//	    may count such a slot once more when it is claimed again)
 func (c *checker) runLimits() {
 	h := c.h
 	for _, j := range c.checked() {
@@ -34,6 +36,7 @@ func (c *checker) runLimits() {
 		entry := isEntryRun(j.Name)
 		counted := map[int64]bool{}
 		failed := map[int64]bool{}
+		cut := map[int64]bool{}
 		var order []string
 		judged := false
 		for _, o := range c.rec.limits {
@@ -47,12 +50,20 @@ func (c *checker) runLimits() {
 			case o.failed:
 				failed[o.key.slot] = true
 			}
+			if o.cut {
+				cut[o.key.slot] = true
+			}
 			if o.limit && !judged {
 				judged = true
 				c.seen["limit reached"]++
 				slack := 0
 				for slot := range failed {
 					if !counted[slot] {
+						slack++
+					}
+				}
+				for slot := range cut {
+					if counted[slot] {
 						slack++
 					}
 				}
