@@ -185,6 +185,10 @@ const (
 	StatusSuperseded Status = "superseded"
 	// StatusLate is a slot nobody started before its deadline.
 	StatusLate Status = "late"
+	// StatusMissed is a slot due while no instance could claim it (every one
+	// down, paused or cut off from the store), recorded once one could
+	// (RunClaim.Missed): not run.
+	StatusMissed Status = "missed"
 	// StatusPaused is a slot that fell while its job was paused: not run.
 	StatusPaused Status = "paused"
 	// StatusLimit is a slot not run because the job's run limit
@@ -194,6 +198,16 @@ const (
 
 // Finished reports whether s is a final status.
 func (s Status) Finished() bool { return s != StatusRunning && s != "" }
+
+// NotRun reports whether s is a slot's decision not to run it: late, missed,
+// skipped, paused or limit.
+func (s Status) NotRun() bool {
+	switch s {
+	case StatusLate, StatusMissed, StatusSkipped, StatusPaused, StatusLimit:
+		return true
+	}
+	return false
+}
 
 // StoredResult is how one attempt at a run ended, as stored by SaveResult.
 type StoredResult struct {

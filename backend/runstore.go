@@ -197,7 +197,7 @@ type RunClaim struct {
 	// the slot stays paused, never run twice.
 	ReopenPaused bool
 	// Backfill lets the claim run, before Deadline, a slot another token stored
-	// finished late, skipped, limit or paused: a slot that never ran
+	// finished late, missed, skipped, limit or paused: a slot that never ran
 	// (Scheduler.Backfill). It is won as with ReopenPaused. A store that ignores
 	// it answers done.
 	Backfill bool
@@ -226,6 +226,13 @@ type RunClaim struct {
 	// LateWhy is the reason a slot this claim stores late is recorded with;
 	// empty for the store's own.
 	LateWhy string
+	// Missed marks the claim of a slot due while no instance could claim it,
+	// sent once one can, with Deadline past. A slot nobody decided is stored
+	// finished StatusMissed (with LateWhy), not late; while the job is paused
+	// it is stored paused, and once MaxRuns were counted nothing is stored: the
+	// claim is answered OutcomeNone with LimitReached. A store that ignores it
+	// stores late.
+	Missed bool
 	// Incarnation is the incarnation of the entry the claimer follows
 	// (Entry.Incarnation). A run stored by another incarnation belongs to an
 	// entry that was removed, maybe added again: it is ended cancelled, never
@@ -279,7 +286,7 @@ const (
 )
 
 // DecidedOutcome is the outcome a store answers a claim of a finished slot with.
-// The token that stored a skipped, late, limit or paused decision is the decider.
+// The token that stored a skipped, late, missed, limit or paused decision is the decider.
 // It is told that decision again, so that its claim is repeat-safe. Every other
 // claim is told done, with the stored status in ClaimResult.Status.
 func DecidedOutcome(status Status, decider bool) ClaimOutcome {
@@ -287,7 +294,7 @@ func DecidedOutcome(status Status, decider bool) ClaimOutcome {
 		switch status {
 		case StatusSkipped:
 			return OutcomeOverlap
-		case StatusLate:
+		case StatusLate, StatusMissed:
 			return OutcomeLate
 		case StatusLimit:
 			return OutcomeLimit
@@ -303,7 +310,7 @@ func (in RunClaim) Key() RunKey { return RunKey{Job: in.Job, Slot: in.Slot, Toke
 
 // MayReopen reports whether in may run again a slot that token stored finished
 // with status as attempt. The token must be another one. A paused slot needs
-// ReopenPaused or Backfill; a late, skipped or limit one needs Backfill. Any
+// ReopenPaused or Backfill; a late, missed, skipped or limit one needs Backfill. Any
 // other needs Rerun, while the stored attempt is RerunAttempt. The store also
 // checks in.Deadline by its own clock.
 func (in RunClaim) MayReopen(status Status, token string, attempt int) bool {
@@ -313,7 +320,7 @@ func (in RunClaim) MayReopen(status Status, token string, attempt int) bool {
 	switch status {
 	case StatusPaused:
 		return in.ReopenPaused || in.Backfill
-	case StatusLate, StatusSkipped, StatusLimit:
+	case StatusLate, StatusMissed, StatusSkipped, StatusLimit:
 		return in.Backfill
 	}
 	return in.Backfill && in.Rerun && attempt == in.RerunAttempt

@@ -47,6 +47,9 @@ func (m *Metrics) OnEvent(e scheduler.Event) {
 	case scheduler.EventLate:
 		m.claims.WithLabelValues(job, outcomeLabel(e)).Inc()
 		m.lateSlots.WithLabelValues(job).Inc()
+	case scheduler.EventMissed:
+		m.claims.WithLabelValues(job, outcomeLabel(e)).Inc()
+		m.missedSlots.WithLabelValues(job).Add(float64(max(e.Count, 1)))
 	case scheduler.EventSkipped:
 		m.claims.WithLabelValues(job, outcomeLabel(e)).Inc()
 		m.skippedSlots.WithLabelValues(job).Inc()
@@ -140,6 +143,7 @@ func (m *Metrics) initJob(job string, at time.Time) {
 	m.runs.WithLabelValues(job, string(scheduler.StatusOK), "false")
 	m.runs.WithLabelValues(job, string(scheduler.StatusError), "false")
 	m.lateSlots.WithLabelValues(job)
+	m.missedSlots.WithLabelValues(job)
 	m.skippedSlots.WithLabelValues(job)
 	m.takeovers.WithLabelValues(job)
 	m.leaseLosses.WithLabelValues(job)
@@ -191,7 +195,7 @@ func outcomeLabel(e scheduler.Event) string {
 			o = scheduler.OutcomeDone
 		case scheduler.EventSkipped:
 			o = scheduler.OutcomeOverlap
-		case scheduler.EventLate:
+		case scheduler.EventLate, scheduler.EventMissed:
 			o = scheduler.OutcomeLate
 		}
 	}
@@ -209,7 +213,7 @@ func statusLabel(s scheduler.Status) string {
 	switch s {
 	case scheduler.StatusOK, scheduler.StatusError, scheduler.StatusTimeout, scheduler.StatusCancelled,
 		scheduler.StatusLost, scheduler.StatusSuperseded, scheduler.StatusSkipped, scheduler.StatusLate,
-		scheduler.StatusRunning, scheduler.StatusPaused, scheduler.StatusLimit:
+		scheduler.StatusMissed, scheduler.StatusRunning, scheduler.StatusPaused, scheduler.StatusLimit:
 		return string(s)
 	}
 	return "other"

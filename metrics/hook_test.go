@@ -87,8 +87,11 @@ func TestSyntheticEvents(t *testing.T) {
 		with(ev(scheduler.EventFinished), func(e *scheduler.Event) {
 			e.Status, e.Duration, e.At = scheduler.StatusOK, 2*time.Second, t0.Add(2500*time.Millisecond)
 		}),
-		// other slots: lost, stood by, late, skipped
+		// other slots: lost, stood by, late, missed (a record of three), skipped
 		with(ev(scheduler.EventLost), func(e *scheduler.Event) { e.Outcome = scheduler.OutcomeDone }),
+		with(ev(scheduler.EventMissed), func(e *scheduler.Event) {
+			e.Outcome, e.Status, e.Count = scheduler.OutcomeLate, scheduler.StatusMissed, 3
+		}),
 		with(ev(scheduler.EventStandby), func(e *scheduler.Event) { e.Outcome = scheduler.OutcomeRunning }),
 		with(ev(scheduler.EventLate), func(e *scheduler.Event) { e.Outcome = scheduler.OutcomeLate }),
 		with(ev(scheduler.EventSkipped), func(e *scheduler.Event) { e.Outcome = scheduler.OutcomeOverlap }),
@@ -142,7 +145,7 @@ anarchon_cancel_requests_total{job_name="sync"} 1
 # HELP anarchon_claims_total Slots this instance tried to claim, by claim outcome (won, running, done, overlap, late, none, retry, other).
 # TYPE anarchon_claims_total counter
 anarchon_claims_total{job_name="sync",outcome="done"} 1
-anarchon_claims_total{job_name="sync",outcome="late"} 1
+anarchon_claims_total{job_name="sync",outcome="late"} 2
 anarchon_claims_total{job_name="sync",outcome="overlap"} 1
 anarchon_claims_total{job_name="sync",outcome="running"} 1
 anarchon_claims_total{job_name="sync",outcome="won"} 2
@@ -172,6 +175,10 @@ anarchon_late_slots_total{job_name="sync"} 1
 # TYPE anarchon_lease_losses_total counter
 anarchon_lease_losses_total{job_name="idle"} 0
 anarchon_lease_losses_total{job_name="sync"} 1
+# HELP anarchon_missed_slots_total Slots this instance recorded missed: due while no instance could claim them (every one down, paused or cut off from the run store).
+# TYPE anarchon_missed_slots_total counter
+anarchon_missed_slots_total{job_name="idle"} 0
+anarchon_missed_slots_total{job_name="sync"} 3
 # HELP anarchon_next_slot_timestamp_seconds Unix time of the job's next slot, as this instance's scheduler computed it.
 # TYPE anarchon_next_slot_timestamp_seconds gauge
 anarchon_next_slot_timestamp_seconds{job_name="idle"} 1.70406727e+09
@@ -343,6 +350,7 @@ func TestLabelCardinality(t *testing.T) {
 		"anarchon_next_slot_timestamp_seconds":      {"job_name"},
 		"anarchon_running_handlers":                 {"job_name"},
 		"anarchon_paused_slots_total":               {"job_name"},
+		"anarchon_missed_slots_total":               {"job_name"},
 		"anarchon_job_paused":                       {"job_name"},
 		"anarchon_job_conflict":                     {"job_name"},
 		"anarchon_retries_total":                    {"job_name"},

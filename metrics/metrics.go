@@ -20,6 +20,7 @@ type Metrics struct {
 	runDuration   *prometheus.HistogramVec // job
 	slotLag       *prometheus.HistogramVec // job
 	lateSlots     *prometheus.CounterVec   // job
+	missedSlots   *prometheus.CounterVec   // job
 	skippedSlots  *prometheus.CounterVec   // job
 	takeovers     *prometheus.CounterVec   // job
 	leaseLosses   *prometheus.CounterVec   // job
@@ -97,6 +98,8 @@ func New(opts ...Option) (*Metrics, error) {
 			"Start time minus slot time of scheduled runs on this instance (jitter included).", cfg.lagBuckets),
 		lateSlots: counter("late_slots_total",
 			"Slots this instance did not start because their start deadline (slot + max lateness) had passed.", labelJob),
+		missedSlots: counter("missed_slots_total",
+			"Slots this instance recorded missed: due while no instance could claim them (every one down, paused or cut off from the run store).", labelJob),
 		skippedSlots: counter("skipped_slots_total",
 			"Slots skipped because an earlier slot still held its lease and the job forbids overlap.", labelJob),
 		takeovers: counter("takeovers_total",
@@ -143,7 +146,7 @@ func New(opts ...Option) (*Metrics, error) {
 		paused:    map[string]bool{},
 	}
 	m.all = []prometheus.Collector{
-		m.claims, m.runs, m.runDuration, m.slotLag, m.lateSlots, m.skippedSlots,
+		m.claims, m.runs, m.runDuration, m.slotLag, m.lateSlots, m.missedSlots, m.skippedSlots,
 		m.takeovers, m.leaseLosses, m.backendErrors, m.lastSuccess, m.nextSlot, m.running,
 		m.pausedSlots, m.jobPaused, m.jobConflict, m.retries, m.failedSlots,
 		m.cancelAsked, m.interval, m.firstSeen, m.entryRuns, m.entryFailed, m.buildInfo,

@@ -41,7 +41,7 @@ func promtool(t *testing.T) string {
 func TestPromtoolChecksTheRules(t *testing.T) {
 	out, err := exec.Command(promtool(t), "check", "rules", alertsFile).CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	require.Contains(t, string(out), "SUCCESS: 8 rules found")
+	require.Contains(t, string(out), "SUCCESS: 9 rules found")
 }
 
 // The rules, run by promtool's rule engine on the metrics a real scheduler
@@ -81,7 +81,65 @@ func TestPromtoolRunsTheRulesOnLiveMetrics(t *testing.T) {
 		require.NoError(t, s.Stop(t.Context()))
 	})
 
-	// The series as Prometheus would have scraped them, with the labels it adds.
+	series := seriesOf(samples, start)
+	notSucceeding := func(job, since string) map[string]any { // since: as humanizeDuration writes it
+		return map[string]any{
+			"exp_labels": map[string]string{"job_name": job, "severity": "critical"},
+			"exp_annotations": map[string]string{
+				"summary":     "Job " + job + " has not succeeded for 3 of its intervals",
+				"description": "No replica has recorded a successful run of " + job + " for " + since + " (since its last success, or since the replicas up now started).",
+				"runbook_url": "https://github.com/anarchon/anarchon/blob/main/docs/operating.md#anarchonjobnotsucceeding",
+			},
+		}
+	}
+	slotFailed := func(job string) map[string]any {
+		return map[string]any{
+			"exp_labels": map[string]string{"job_name": job, "severity": "warning"},
+			"exp_annotations": map[string]string{
+				"summary":     "A slot of " + job + " failed after its last attempt",
+				"runbook_url": "https://github.com/anarchon/anarchon/blob/main/docs/operating.md#anarchonslotfailed",
+			},
+		}
+	}
+	at := func(d time.Duration, alert string, exp ...map[string]any) map[string]any {
+		if exp == nil {
+			exp = []map[string]any{}
+		}
+		return map[string]any{"eval_time": d.String(), "alertname": alert, "exp_alerts": exp}
+	}
+	runPromtool(t, scrape, series, len(samples), []map[string]any{
+		at(time.Minute+45*time.Second, "AnarchonJobNotSucceeding"),
+		at(time.Minute+45*time.Second, "AnarchonSlotFailed"),
+		at(3*time.Minute, "AnarchonSlotFailed", slotFailed("fast"), slotFailed("slow")),
+		// fast: last success 1m50s; 30 s later the rule holds, 5 m
+		// later it fires. slow: last success 1m; it holds from 4m.
+		at(7*time.Minute, "AnarchonJobNotSucceeding"),
+		at(8*time.Minute, "AnarchonJobNotSucceeding", notSucceeding("fast", "6m 10s")),
+		at(8*time.Minute+45*time.Second, "AnarchonJobNotSucceeding", notSucceeding("fast", "6m 55s")),
+		at(9*time.Minute+15*time.Second, "AnarchonJobNotSucceeding",
+			notSucceeding("fast", "7m 25s"), notSucceeding("slow", "8m 15s")),
+		// No other rule fires on these jobs.
+		at(10*time.Minute, "AnarchonBackendErrors"),
+		at(10*time.Minute, "AnarchonLateSlots"),
+		at(10*time.Minute, "AnarchonMissedSlots"),
+		at(10*time.Minute, "AnarchonLeaseLost"),
+		at(10*time.Minute, "AnarchonSlotLagHigh"),
+		at(10*time.Minute, "AnarchonJobDeclaredDifferently"),
+		at(10*time.Minute, "AnarchonJobPausedLong"),
+	})
+}
+
+// at is an alert_rule_test of promtool: at d, alert fires with exp (none: it does not fire).
+func at(d time.Duration, alert string, exp ...map[string]any) map[string]any {
+	if exp == nil {
+		exp = []map[string]any{}
+	}
+	return map[string]any{"eval_time": d.String(), "alertname": alert, "exp_alerts": exp}
+}
+
+// seriesOf is samples, scraped every interval from start, as promtool's input
+// series: each series with the labels a scrape adds.
+func seriesOf(samples []map[string]float64, start time.Time) []map[string]string {
 	names := map[string]bool{}
 	for _, s := range samples {
 		for k := range s {
@@ -111,71 +169,95 @@ func TestPromtoolRunsTheRulesOnLiveMetrics(t *testing.T) {
 		}
 		series = append(series, map[string]string{"series": name, "values": strings.Join(vals, " ")})
 	}
+	return series
+}
 
+// runPromtool runs promtool's rule tests of alerts.yml on series, scraped every
+// scrape (scrapes of them), with tests.
+func runPromtool(t *testing.T, scrape time.Duration, series []map[string]string, scrapes int, tests []map[string]any) {
+	t.Helper()
 	abs, err := filepath.Abs(alertsFile)
 	require.NoError(t, err)
-	notSucceeding := func(job, since string) map[string]any { // since: as humanizeDuration writes it
-		return map[string]any{
-			"exp_labels": map[string]string{"job_name": job, "severity": "critical"},
-			"exp_annotations": map[string]string{
-				"summary":     "Job " + job + " has not succeeded for 3 of its intervals",
-				"description": "No replica has recorded a successful run of " + job + " for " + since + " (since its last success, or since the replicas up now started).",
-				"runbook_url": "https://github.com/anarchon/anarchon/blob/main/docs/operating.md#anarchonjobnotsucceeding",
-			},
-		}
-	}
-	slotFailed := func(job string) map[string]any {
-		return map[string]any{
-			"exp_labels": map[string]string{"job_name": job, "severity": "warning"},
-			"exp_annotations": map[string]string{
-				"summary":     "A slot of " + job + " failed after its last attempt",
-				"runbook_url": "https://github.com/anarchon/anarchon/blob/main/docs/operating.md#anarchonslotfailed",
-			},
-		}
-	}
-	at := func(d time.Duration, alert string, exp ...map[string]any) map[string]any {
-		if exp == nil {
-			exp = []map[string]any{}
-		}
-		return map[string]any{"eval_time": d.String(), "alertname": alert, "exp_alerts": exp}
-	}
-	tests := map[string]any{
+	file := map[string]any{
 		"rule_files":          []string{abs},
 		"evaluation_interval": scrape.String(),
 		"tests": []map[string]any{{
-			"interval":     scrape.String(),
-			"input_series": series,
-			"alert_rule_test": []map[string]any{
-				at(time.Minute+45*time.Second, "AnarchonJobNotSucceeding"),
-				at(time.Minute+45*time.Second, "AnarchonSlotFailed"),
-				at(3*time.Minute, "AnarchonSlotFailed", slotFailed("fast"), slotFailed("slow")),
-				// fast: last success 1m50s; 30 s later the rule holds, 5 m
-				// later it fires. slow: last success 1m; it holds from 4m.
-				at(7*time.Minute, "AnarchonJobNotSucceeding"),
-				at(8*time.Minute, "AnarchonJobNotSucceeding", notSucceeding("fast", "6m 10s")),
-				at(8*time.Minute+45*time.Second, "AnarchonJobNotSucceeding", notSucceeding("fast", "6m 55s")),
-				at(9*time.Minute+15*time.Second, "AnarchonJobNotSucceeding",
-					notSucceeding("fast", "7m 25s"), notSucceeding("slow", "8m 15s")),
-				// No other rule fires on these jobs.
-				at(10*time.Minute, "AnarchonBackendErrors"),
-				at(10*time.Minute, "AnarchonLateSlots"),
-				at(10*time.Minute, "AnarchonLeaseLost"),
-				at(10*time.Minute, "AnarchonSlotLagHigh"),
-				at(10*time.Minute, "AnarchonJobDeclaredDifferently"),
-				at(10*time.Minute, "AnarchonJobPausedLong"),
-			},
+			"interval":        scrape.String(),
+			"input_series":    series,
+			"alert_rule_test": tests,
 		}},
 	}
-	data, err := yaml.Marshal(tests)
+	data, err := yaml.Marshal(file)
 	require.NoError(t, err)
-	file := filepath.Join(t.TempDir(), "alerts_test.yml")
-	require.NoError(t, os.WriteFile(file, data, 0o644))
-	out, err := exec.Command(promtool(t), "test", "rules", file).CombinedOutput()
+	path := filepath.Join(t.TempDir(), "alerts_test.yml")
+	require.NoError(t, os.WriteFile(path, data, 0o644))
+	out, err := exec.Command(promtool(t), "test", "rules", path).CombinedOutput()
 	if err != nil && os.Getenv("ANARCHON_PROMTOOL_DUMP") != "" {
 		t.Logf("the test file:\n%s", data)
 	}
 	require.NoError(t, err, "promtool test rules:\n%s", out)
-	t.Logf("promtool: %s (%d series, %d scrapes)", strings.TrimSpace(string(out)), len(series), len(samples))
+	t.Logf("promtool: %s (%d series, %d scrapes)", strings.TrimSpace(string(out)), len(series), scrapes)
+}
+
+// A replica that starts after every replica was down for two minutes records
+// the slots of a job every 10 s that fell meanwhile missed: AnarchonMissedSlots
+// fires on its metrics, with their count.
+func TestPromtoolFiresMissedSlots(t *testing.T) {
+	const scrape = 15 * time.Second
+	var (
+		start   time.Time
+		samples []map[string]float64
+		nMissed int
+	)
+	synctest.Test(t, func(t *testing.T) {
+		b := memory.New()
+		ok := func(context.Context, scheduler.Run) error { return nil }
+		first, err := scheduler.New(scheduler.Config{Backend: b, Instance: "replica-0"})
+		require.NoError(t, err)
+		require.NoError(t, first.Every("fast", 10*time.Second, ok))
+		require.NoError(t, first.Start(t.Context()))
+		time.Sleep(time.Minute)
+		require.NoError(t, first.Stop(t.Context()))
+		time.Sleep(2 * time.Minute) // 1:10 … 2:50 fall with no replica up; 3:00 is the loop's
+
+		reg := prometheus.NewRegistry()
+		m, err := metrics.Wire(reg)
+		require.NoError(t, err)
+		s, err := scheduler.New(scheduler.Config{Backend: b, Instance: "replica-1", OnEvent: m.OnEvent})
+		require.NoError(t, err)
+		require.NoError(t, s.Every("fast", 10*time.Second, ok))
+		start = time.Now()
+		samples = append(samples, scrapeOnce(t, reg))
+		require.NoError(t, s.Start(t.Context()))
+		for range 12 {
+			time.Sleep(scrape)
+			synctest.Wait()
+			samples = append(samples, scrapeOnce(t, reg))
+		}
+		require.NoError(t, s.Stop(t.Context()))
+		hist, err := s.History(t.Context(), "fast", 100)
+		require.NoError(t, err)
+		for _, r := range hist {
+			if r.Status == scheduler.StatusMissed {
+				nMissed++
+			}
+		}
+	})
+	require.Equal(t, 11, nMissed)
+	missed := func(value string) map[string]any {
+		return map[string]any{
+			"exp_labels": map[string]string{"job_name": "fast", "severity": "critical"},
+			"exp_annotations": map[string]string{
+				"summary":     "Slots of fast were missed: no replica could claim them",
+				"description": value + " slots of fast were recorded missed in the last 30 minutes.",
+				"runbook_url": "https://github.com/anarchon/anarchon/blob/main/docs/operating.md#anarchonmissedslots",
+			},
+		}
+	}
+	runPromtool(t, scrape, seriesOf(samples, start), len(samples), []map[string]any{
+		at(0, "AnarchonMissedSlots"),
+		at(2*time.Minute, "AnarchonMissedSlots", missed("11")),
+	})
 }
 
 // scrapeOnce is reg's series as a scrape of instance replica-1 of the scrape

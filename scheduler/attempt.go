@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"strconv"
 	"time"
 
 	"github.com/anarchon/anarchon/backend"
@@ -21,9 +20,9 @@ const (
 	// claimAdopt: an unfinished run found unattended; it may be taken over, never
 	// created.
 	claimAdopt
-	// claimLate: a slot that may no longer start (past the catch-up cap); the claim
-	// stores it late unless a decision is stored already.
-	claimLate
+	// claimMissed: a slot due while no instance could claim it, found at Start
+	// (missed.go); the claim stores it missed unless a decision is stored already.
+	claimMissed
 	// claimBackfill: a past slot Backfill asks for; it may start now and may
 	// reopen a slot stored late, skipped or paused.
 	claimBackfill
@@ -48,6 +47,8 @@ type attempt struct {
 	// was sent (zero when every claim was answered): a lease won by a later
 	// claim of the same token counts from then.
 	unanswered time.Time
+	// sendFailed says a claim of the slot failed (its answer never came).
+	sendFailed bool
 	// answered is when the store last answered about the slot (the end of a
 	// retry's window it stored): it remembers the slot for rc.Keep after that,
 	// so a claim is asked again until then.
@@ -61,6 +62,8 @@ type attempt struct {
 	man *manualCall
 	// failed is this instance's failed attempt whose stored retry it stands by for.
 	failed *failedAttempt
+	// stands is, for a missed slot recorded for a range of them, how many.
+	stands int
 	// local is the slot's state on a store that keeps none (no leases): the
 	// machine decides retries and pauses in this process.
 	local machine.Run
@@ -100,9 +103,8 @@ func (s *Scheduler) newAttempt(j *job, slot time.Time, kind claimKind) *attempt 
 		if j.manualAt(slot) {
 			a.rc.MaxRuns = 0 // a manual slot is not counted
 		}
-	case claimLate:
+	case claimMissed:
 		a.deadline = lateDeadline
-		a.rc.LateWhy = "missed while no instance was up, past the catch-up limit of " + strconv.Itoa(MaxCatchUpSlots) + " slots per job"
 	case claimBackfill:
 		// A backfilled slot may start now, and runs once across the fleet: a
 		// slot stored late, skipped or paused is reopened.

@@ -445,15 +445,9 @@ func (s *Scheduler) backfill(taken []*backfillSlot, concurrency int) {
 	}
 }
 
-// ran reports whether a slot with status ran, or may have: anything but late,
-// paused, skipped and limit (a status this version does not know included).
-func ran(status Status) bool {
-	switch status {
-	case StatusLate, StatusPaused, StatusSkipped, StatusLimit:
-		return false
-	}
-	return status != ""
-}
+// ran reports whether a slot with status ran, or may have: anything but a
+// decision not to run it (a status this version does not know included).
+func ran(status Status) bool { return status != "" && !status.NotRun() }
 
 // slotRecords is a job's history by slot (Unix ms): for each slot, the newest
 // record, and the newest that ran.

@@ -105,6 +105,7 @@ func (s *Scheduler) ask(a *attempt) (backend.ClaimResult, error) {
 		if a.unanswered.IsZero() {
 			a.unanswered = sent
 		}
+		a.sendFailed = true
 		if ctx.Err() != nil { // stopping, the job removed here, or RunNow's caller gone
 			if res, won := s.askedLast(a); won {
 				return res, nil
@@ -190,11 +191,15 @@ func (s *Scheduler) prepare(a *attempt, now time.Time) {
 		rc.Deadline = a.deadline.Add(s.maxSkew)
 	case a.kind == claimManual:
 		rc.Deadline = now.Add(s.maxSkew)
-	case a.kind == claimLate || now.After(a.deadline):
+	case a.kind == claimMissed || now.After(a.deadline):
 		rc.Deadline = lateDeadline
 	default:
 		rc.Deadline = a.deadline.Add(s.maxSkew)
 	}
+	// Its claims failed until past its deadline: cut off from the store, no
+	// instance could claim the slot. (One sent late on its own is late.)
+	rc.Missed = a.kind == claimMissed ||
+		a.kind == claimScheduled && !rc.TakeoverOnly && a.answered.IsZero() && a.sendFailed && now.After(a.deadline)
 	rc.PausedWhy = s.pausedWhy(a, now)
 	rc.ReopenPaused = a.kind == claimCatchUp && rc.PausedWhy == ""
 	rc.Incarnation, rc.EntryGone = s.entryFacts(a.j)
@@ -248,6 +253,9 @@ func (s *Scheduler) follow(a *attempt, res backend.ClaimResult) {
 		}
 	case backend.OutcomeLate:
 		e.Kind = EventLate
+		if res.Status == StatusMissed {
+			e.Kind, e.Status, e.Count = EventMissed, StatusMissed, max(a.stands, 1)
+		}
 		a.bf.decided(BackfillLate, StatusLate)
 	case backend.OutcomePaused:
 		e.Kind, e.Status = EventPaused, StatusPaused

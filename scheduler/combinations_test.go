@@ -30,6 +30,7 @@ func TestBackfilledSlotIsRetried(t *testing.T) {
 			scheduler.WithRetry(scheduler.RetryPolicy{Attempts: 3, Backoff: time.Second})))
 		time.Sleep(3*time.Hour + 30*time.Minute)
 		require.NoError(t, s.Start(t.Context()))
+		synctest.Wait() // Start read the job's history: none, nothing missed
 		base := time.Date(2000, 1, 1, 1, 0, 0, 0, time.UTC)
 		res, err := s.Backfill(t.Context(), "hourly", base, base.Add(2*time.Hour))
 		require.NoError(t, err)

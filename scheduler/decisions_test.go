@@ -336,7 +336,7 @@ func TestLateSlotNeverRunsByCatchUp(t *testing.T) {
 			}
 		}
 		require.Len(t, at, 1, "one record for 01:00: %+v", hist)
-		assert.Equal(t, scheduler.StatusLate, at[0].Status)
+		assert.Equal(t, scheduler.StatusMissed, at[0].Status, "its only instance was cut off from the store past its deadline: %+v", at[0])
 	})
 }
 
@@ -489,7 +489,7 @@ func TestCatchUpAllAfterLongOutage(t *testing.T) {
 		// Slots 01:00:01 … 01:59:59 were missed: 3599 of them.
 		assert.Equal(t, 3599, len(seen), "every missed slot in the window is recorded: %v", byStatus)
 		assert.Equal(t, scheduler.MaxCatchUpSlots, byStatus[scheduler.StatusOK])
-		assert.Equal(t, 3599-scheduler.MaxCatchUpSlots, byStatus[scheduler.StatusLate])
+		assert.Equal(t, 3599-scheduler.MaxCatchUpSlots, byStatus[scheduler.StatusMissed])
 	})
 }
 

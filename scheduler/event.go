@@ -20,6 +20,12 @@ const (
 	EventLost EventKind = "lost"
 	// EventLate: the slot's start deadline passed before this instance claimed it.
 	EventLate EventKind = "late"
+	// EventMissed: this instance recorded the slot missed: it was due while no
+	// instance could claim it (every one down, paused or cut off from the run
+	// store). Sent once per record across the fleet; Event.Count says how many
+	// slots the record stands for (more than one for the oldest of a long outage,
+	// recorded as one, its error text naming the range).
+	EventMissed EventKind = "missed"
 	// EventSkipped: an earlier slot still held its lease and the job forbids overlap.
 	EventSkipped EventKind = "skipped"
 	// EventStarted: the handler started; Event.Lag is start time − slot time.
@@ -90,6 +96,8 @@ type Event struct {
 	Lag time.Duration
 	// Next is the next slot, on scheduled.
 	Next time.Time
+	// Count is how many slots a missed record stands for, on missed.
+	Count int
 	// Op names the failed call on backend_error ("claim", "save_result", "heartbeat"…).
 	Op  string
 	Err error

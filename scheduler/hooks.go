@@ -88,6 +88,9 @@ func LogEvents(log *slog.Logger) func(Event) {
 			level, msg = slog.LevelInfo, "slot skipped: another run of the job holds its lease"
 		case EventLate:
 			level, msg = slog.LevelWarn, "slot late: its deadline passed before it was claimed"
+		case EventMissed:
+			level, msg = slog.LevelWarn, "slot missed: it was due while no instance could claim it; recorded missed"
+			attrs = append(attrs, slog.Int("slots", max(e.Count, 1)))
 		case EventStandby:
 			msg = "standing by as a backup"
 			attrs = append(attrs, slog.Int("attempt", e.Attempt))

@@ -73,15 +73,21 @@ func (s *Scheduler) recoverWith(j *job, now time.Time, start func(catchUp func()
 	for _, t := range append(missed, capped...) {
 		claimed[t.UnixMilli()] = true
 	}
-	if len(missed)+len(capped) > 0 {
-		start(func() { s.catchUp(j, missed, capped) })
+	switch {
+	case j.entry == nil:
+		start(func() { s.recoverJob(j, now, missed, capped) })
+	case len(missed)+len(capped) > 0:
+		start(func() {
+			s.recordMissed(j, now, missed, capped, time.Time{})
+			s.catchUp(j, missed)
+		})
 	}
 	return adoption{j: j, before: now.Add(-j.cfg.maxLate), claimed: claimed}
 }
 
-// missedSlots lists, oldest first, the slots catch-up runs and the older ones it
-// records late (past MaxCatchUpSlots). The loop claims the slots after now - max
-// lateness itself.
+// missedSlots lists, oldest first, the slots catch-up runs and the older ones of
+// its window past MaxCatchUpSlots (recorded missed). The loop claims the slots
+// after now - max lateness itself.
 func (j *job) missedSlots(now time.Time) (run, capped []time.Time) {
 	return j.catchUpSlots(now.Add(-j.cfg.catchUpWindow), now.Add(-j.cfg.maxLate))
 }
@@ -221,17 +227,11 @@ func (s *Scheduler) adoptRuns(a adoption, active []ActiveRun) {
 }
 
 // catchUp claims missed slots oldest first, at most the job's catch-up concurrency
-// at a time (1 by default: one after the other), after recording the capped ones
-// late. Each is claimed like any slot, so it still runs once.
-func (s *Scheduler) catchUp(j *job, missed, capped []time.Time) {
+// at a time (1 by default: one after the other). Each is claimed like any slot,
+// so it still runs once.
+func (s *Scheduler) catchUp(j *job, missed []time.Time) {
 	ctx, cancel := s.jobCtx(j)
 	defer cancel()
-	for _, slot := range capped {
-		if ctx.Err() != nil {
-			return
-		}
-		s.handleSlot(j, slot, claimLate)
-	}
 	sem := make(chan struct{}, j.cfg.catchUpConcurrency)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -251,7 +251,7 @@ func (s *Scheduler) catchUp(j *job, missed, capped []time.Time) {
 }
 
 // MaxCatchUpSlots bounds how many missed slots of one job a Start runs. Older missed
-// slots in the catch-up window are recorded late (with the reason), not dropped.
+// slots in the catch-up window are recorded missed (with the reason), not dropped.
 const MaxCatchUpSlots = 1000
 
 // sleepUntil waits until t by the scheduler's clock; false if ctx ended first.

@@ -327,7 +327,7 @@ func (s *Scheduler) checkResumes() {
 		s.handlers.Add(1)
 		go func() {
 			defer s.handlers.Done()
-			s.catchUp(e.j, slots, nil)
+			s.catchUp(e.j, slots)
 		}()
 	}
 }

@@ -102,7 +102,7 @@ func failedStreak(recs []RunRecord) (streak int, lastErr string) {
 				lastErr = fmt.Sprintf("%s at %s: %s", e.status, time.UnixMilli(k).UTC().Format(time.RFC3339), pauseReasonText(e.err))
 			}
 			streak++
-		case e.status == StatusSkipped || e.status == StatusLate || e.status == StatusPaused || e.status == StatusLimit:
+		case e.status.NotRun():
 		default:
 			return streak, lastErr
 		}

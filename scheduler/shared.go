@@ -44,6 +44,7 @@ const (
 	StatusLost       = backend.StatusLost
 	StatusSuperseded = backend.StatusSuperseded
 	StatusLate       = backend.StatusLate
+	StatusMissed     = backend.StatusMissed
 	StatusPaused     = backend.StatusPaused
 	// StatusLimit: the slot fell after the job's run limit was reached (WithMaxRuns).
 	StatusLimit = backend.StatusLimit

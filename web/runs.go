@@ -79,11 +79,7 @@ func matchStatus(f string, r fleet.Run) bool {
 	case "failed":
 		return failed(&r)
 	case "not-run":
-		switch r.Status {
-		case scheduler.StatusSkipped, scheduler.StatusLate, scheduler.StatusPaused, scheduler.StatusLimit:
-			return true
-		}
-		return false
+		return r.Status.NotRun()
 	}
 	return string(r.Status) == f
 }

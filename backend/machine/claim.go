@@ -44,6 +44,7 @@ type Decision struct {
 // Reasons recorded with the decisions the machine makes.
 const (
 	WhyLate          = "nobody started the slot before its deadline"
+	WhyMissed        = "due while no instance could claim it"
 	WhySkipped       = "another slot of the job held its lease (overlap forbidden)"
 	WhyLaterRuns     = "a later slot of the job held its lease (overlap policy cancel-other: an earlier slot never ends a later one)"
 	WhyLimit         = "the job's run limit was reached"
@@ -57,6 +58,7 @@ const (
 // when nothing is stored) at now, by the store's clock.
 //
 //	pending  ──TakeoverOnly, EntryGone──▶ (none)
+//	pending  ──Missed: PausedWhy / MaxRuns counted / otherwise──▶ finished paused / (none, limit reached) / finished missed
 //	pending  ──past Deadline──▶ finished late
 //	pending  ──PausedWhy──▶ finished paused
 //	pending  ──MaxRuns counted──▶ finished limit
@@ -211,6 +213,17 @@ func (c *claim) first() {
 	r := Run{Slot: in.Slot, Token: in.Token, Instance: in.Instance, Attempt: 1,
 		Manual: in.Manual, RequestedBy: in.RequestedBy, Backfill: in.Backfill, Incarnation: in.Incarnation}
 	switch {
+	case in.Missed && in.PausedWhy != "":
+		c.decide(r, backend.StatusPaused, in.PausedWhy)
+	case in.Missed && in.Counts() && c.job.Count >= in.MaxRuns:
+		// The job had ended: nothing was owed.
+		c.d.Result = backend.ClaimResult{Outcome: backend.OutcomeNone, LimitReached: true}
+	case in.Missed:
+		why := in.LateWhy
+		if why == "" {
+			why = WhyMissed
+		}
+		c.decide(r, backend.StatusMissed, why)
 	case c.pastDeadline():
 		why := in.LateWhy
 		if why == "" {

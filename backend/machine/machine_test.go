@@ -72,6 +72,7 @@ var (
 	reopenPaused = func(in *backend.RunClaim) { in.ReopenPaused = true }
 	backfill     = func(in *backend.RunClaim) { in.Backfill = true }
 	manual       = func(in *backend.RunClaim) { in.Manual = true }
+	missed       = func(in *backend.RunClaim) { in.Missed, in.Deadline = true, time.Unix(1, 0) }
 )
 
 func limit(n int) func(*backend.RunClaim) { return func(in *backend.RunClaim) { in.MaxRuns = n } }
@@ -137,6 +138,25 @@ func TestClaim(t *testing.T) {
 		{name: "pending: past its deadline, late", cur: pending(10), in: claimOf(pastDeadline, paused, limit(1)), count: 1,
 			want: want{outcome: backend.OutcomeLate, phase: Finished, status: backend.StatusLate, attempt: 1, token: "c", write: true,
 				records: []backend.Status{backend.StatusLate}}},
+		{name: "pending: missed", cur: pending(10), in: claimOf(missed, limit(2)), count: 1,
+			want: want{outcome: backend.OutcomeLate, phase: Finished, status: backend.StatusMissed, attempt: 1, token: "c", write: true,
+				records: []backend.Status{backend.StatusMissed}}},
+		{name: "pending: missed is missed before its deadline too", cur: pending(10), in: claimOf(missed, func(in *backend.RunClaim) { in.Deadline = now.Add(time.Hour) }),
+			want: want{outcome: backend.OutcomeLate, phase: Finished, status: backend.StatusMissed, attempt: 1, token: "c", write: true,
+				records: []backend.Status{backend.StatusMissed}}},
+		{name: "pending: missed while paused, paused", cur: pending(10), in: claimOf(missed, paused),
+			want: want{outcome: backend.OutcomePaused, phase: Finished, status: backend.StatusPaused, attempt: 1, token: "c", write: true,
+				records: []backend.Status{backend.StatusPaused}}},
+		{name: "pending: missed after the run limit, nothing stored", cur: pending(10), in: claimOf(missed, limit(2)), count: 2,
+			want: want{outcome: backend.OutcomeNone}},
+		{name: "running: a missed claim of a live run stands by", cur: live(10, "a", 1), in: claimOf(missed),
+			want: want{outcome: backend.OutcomeRunning, phase: Running, attempt: 1, token: "a"}},
+		{name: "finished: a missed claim of a slot that ran is told done", cur: finished(10, "a", 1, backend.StatusOK), in: claimOf(missed),
+			want: want{outcome: backend.OutcomeDone, phase: Finished, status: backend.StatusOK, attempt: 1, token: "a"}},
+		{name: "finished missed: its decider is told late again", cur: finished(10, "c", 1, backend.StatusMissed), in: claimOf(missed),
+			want: want{outcome: backend.OutcomeLate, phase: Finished, status: backend.StatusMissed, attempt: 1, token: "c"}},
+		{name: "finished missed: backfill reopens it", cur: finished(10, "a", 1, backend.StatusMissed), in: claimOf(backfill),
+			want: want{outcome: backend.OutcomeWon, phase: Running, attempt: 2, token: "c", write: true}},
 		{name: "pending: paused", cur: pending(10), in: claimOf(paused, limit(1)), count: 1,
 			want: want{outcome: backend.OutcomePaused, phase: Finished, status: backend.StatusPaused, attempt: 1, token: "c", write: true,
 				records: []backend.Status{backend.StatusPaused}}},

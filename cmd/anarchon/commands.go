@@ -626,7 +626,7 @@ func pauseText(p *fleet.PauseInfo) string {
 func statuses() []string {
 	var out []string
 	for _, s := range []scheduler.Status{scheduler.StatusOK, scheduler.StatusError, scheduler.StatusTimeout,
-		scheduler.StatusCancelled, scheduler.StatusSkipped, scheduler.StatusLate, scheduler.StatusPaused,
+		scheduler.StatusCancelled, scheduler.StatusSkipped, scheduler.StatusLate, scheduler.StatusMissed, scheduler.StatusPaused,
 		scheduler.StatusLost, scheduler.StatusSuperseded, scheduler.StatusLimit, scheduler.StatusRunning} {
 		out = append(out, string(s))
 	}

@@ -66,7 +66,7 @@ func (c *checker) buffers(records map[key][]backend.RunRecord) {
 			if len(rs) == 0 {
 				continue
 			}
-			if rr := rs[len(rs)-1]; rr.Status == backend.StatusLate || rr.Status == backend.StatusSkipped {
+			if rr := rs[len(rs)-1]; rr.Status == backend.StatusLate || rr.Status == backend.StatusMissed || rr.Status == backend.StatusSkipped {
 				c.add("8a-buffered-runs", []key{b.key}, "", "%s slot %s was answered buffered (to %s at %s) yet is recorded %s: %s",
 					job, h.rel(b.key.slot), b.firstAnswerInst, at(b.from), rr.Status, rr.Error)
 			}

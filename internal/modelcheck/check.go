@@ -24,6 +24,7 @@ type Violation struct {
 var terminal = map[backend.Status]bool{
 	backend.StatusOK: true, backend.StatusError: true, backend.StatusTimeout: true,
 	backend.StatusSkipped: true, backend.StatusLate: true, backend.StatusLimit: true,
+	backend.StatusMissed: true,
 }
 
 // at formats a time since t0.
@@ -272,8 +273,8 @@ func (c *checker) handlerFences() {
 	}
 }
 
-// oneFate: 3, a slot runs, or is recorded skipped or late, never two of these
-// (a backfill runs a slot stored skipped, late or limit: its handlers are not
+// oneFate: 3, a slot runs, or is recorded skipped, late or missed, never two of
+// these (a backfill runs a slot stored skipped, late or limit: its handlers are not
 // a second fate).
 func (c *checker) oneFate() {
 	h := c.h
@@ -304,13 +305,16 @@ func (c *checker) oneFate() {
 		}
 	}
 	for _, s := range c.rec.saves {
-		if !s.manual && (s.status == backend.StatusSkipped || s.status == backend.StatusLate || s.status == backend.StatusLimit) {
+		if !s.manual && (s.status == backend.StatusSkipped || s.status == backend.StatusLate || s.status == backend.StatusMissed || s.status == backend.StatusLimit) {
 			note(s.key, string(s.status), s.at)
 		}
 	}
 	fateOf := map[backend.ClaimOutcome]backend.Status{backend.OutcomeOverlap: backend.StatusSkipped, backend.OutcomeLate: backend.StatusLate, backend.OutcomeLimit: backend.StatusLimit}
 	for _, d := range c.rec.decisions {
 		if st, ok := fateOf[d.outcome]; ok {
+			if d.status == backend.StatusMissed {
+				st = d.status
+			}
 			note(d.key, string(st), d.at)
 		}
 	}
@@ -325,7 +329,7 @@ func (c *checker) oneFate() {
 		sort.Strings(parts)
 		msg := fmt.Sprintf("%s slot %s has more than one fate: %s", k.job, h.rel(k.slot), strings.Join(parts, ", "))
 		if run, ok := m["run"]; ok {
-			for _, f := range []string{"skipped", "late", "limit"} {
+			for _, f := range []string{"skipped", "late", "missed", "limit"} {
 				if t, ok := m[f]; ok && t <= run {
 					msg += fmt.Sprintf(" (it ran after being recorded %s)", f)
 				}

@@ -66,7 +66,7 @@
 //	    Bounded: a takeover is answered only after the previous handler
 //	    returned, and not before the previous lease could end in the store.
 //	    A frozen handler that ends as its process thaws ended at the freeze.
-//	3   a slot runs, or is recorded skipped, late or limit, never two of these;
+//	3   a slot runs, or is recorded skipped, late, missed or limit, never two of these;
 //	    a backfill's run of such a slot is no second fate
 //	3b  a slot is stored skipped only while another slot of the job was busy
 //	3c  no scheduled handler starts while a pause of its job is in force

@@ -299,13 +299,16 @@ func (c *checker) asked(k key) bool {
 
 // quietDecided: 4c, a slot due in the quiet phase, every instance up and
 // healthy, is not recorded late (but for a job that cancels the other run:
-// one that holds on past the new slot's lateness makes it late), nor paused
-// while no pause of its job was in force around it.
+// one that holds on past the new slot's lateness makes it late), nor missed,
+// nor paused while no pause of its job was in force around it.
 func (c *checker) quietDecided(j Job, slot int64, rr backend.RunRecord) {
 	due := time.UnixMilli(slot).Sub(c.rec.t0)
 	switch {
 	case rr.Status == backend.StatusLate && !j.CancelOther:
 		c.add("4c-quiet-decided", []key{{j.Name, slot}}, "", "%s slot %s, due in the quiet phase, is recorded late by %s: %s",
+			j.Name, c.h.rel(slot), rr.Instance, rr.Error)
+	case rr.Status == backend.StatusMissed:
+		c.add("4c-quiet-decided", []key{{j.Name, slot}}, "", "%s slot %s, due in the quiet phase, is recorded missed by %s: %s",
 			j.Name, c.h.rel(slot), rr.Instance, rr.Error)
 	case rr.Status == backend.StatusPaused && !c.pausedBetween(j.Name, due-time.Second, due+time.Second):
 		c.add("4c-quiet-decided", []key{{j.Name, slot}}, "", "%s slot %s, due in the quiet phase, is recorded paused by %s while no pause of the job was in force: %s",

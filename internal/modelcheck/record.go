@@ -237,8 +237,10 @@ type decision struct {
 	inst    string
 	token   string
 	outcome backend.ClaimOutcome
-	at      time.Duration
-	seq     uint64
+	// status is the answer's (late or missed for OutcomeLate).
+	status backend.Status
+	at     time.Duration
+	seq    uint64
 }
 
 type stop struct {
@@ -471,7 +473,7 @@ func (r *record) claimApplied(in *inst, rc backend.RunClaim, res backend.ClaimRe
 	case backend.OutcomeOverlap, backend.OutcomeLate, backend.OutcomeLimit, backend.OutcomePaused, backend.OutcomeBuffered:
 		if err == nil {
 			r.seq++
-			r.decisions = append(r.decisions, decision{key: k, inst: in.name, token: rc.Token, outcome: res.Outcome, at: now, seq: r.seq})
+			r.decisions = append(r.decisions, decision{key: k, inst: in.name, token: rc.Token, outcome: res.Outcome, status: res.Status, at: now, seq: r.seq})
 		}
 	}
 	if rc.Counts() {

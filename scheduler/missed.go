@@ -1,0 +1,178 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// MaxMissedRecords bounds how many missed slots of one job a Start records one
+// by one: the newest ones. The older missed slots are recorded as one record, at
+// the oldest, whose error names the range and how many slots it holds.
+const MaxMissedRecords = 100
+
+// missedScanLimit bounds how many slots of a job a Start counts for the record of
+// a long outage's oldest missed slots; past it the record says "at least".
+const missedScanLimit = 100_000
+
+// missedMarkDepth is how many of a job's newest records a Start reads to find the
+// newest slot recorded (a backfill may record an old slot last).
+const missedMarkDepth = 20
+
+// missed is what a Start records missed for a job: each slot one by one, and the
+// older ones as one record at older.first.
+type missed struct {
+	each  []time.Time
+	older missedRange
+}
+
+// missedRange is a run of missed slots recorded as one: from first up to, not
+// including, until; count of them, at least count when more.
+type missedRange struct {
+	first, until time.Time
+	count        int
+	more         bool
+}
+
+// recoverJob reads the newest slot j's history records, then runs catch-up
+// (run) beside recording missed the slots nobody ran since (recordMissed). The
+// reading comes first: catch-up's own records would hide what it skips.
+func (s *Scheduler) recoverJob(j *job, now time.Time, run, capped []time.Time) {
+	ctx, cancel := s.jobCtx(j)
+	defer cancel()
+	mark := s.newestRecorded(ctx, j, now.Add(-j.cfg.maxLate))
+	if ctx.Err() != nil {
+		return
+	}
+	if len(run) > 0 {
+		s.handlers.Add(1)
+		go func() {
+			defer s.handlers.Done()
+			s.catchUp(j, run)
+		}()
+	}
+	s.recordMissed(j, now, run, capped, mark)
+}
+
+// recordMissed records missed the slots of j due while no instance could claim
+// them: those after mark (the newest slot its history records; zero: none, a new
+// job owes nothing), up to now minus the max lateness, that catch-up does not
+// run (run), and the slots of the catch-up window past MaxCatchUpSlots
+// (capped). Each claim stores missed only a slot nobody decided, so every
+// instance may ask.
+func (s *Scheduler) recordMissed(j *job, now time.Time, run, capped []time.Time, mark time.Time) {
+	ctx, cancel := s.jobCtx(j)
+	defer cancel()
+	var m missed
+	if !mark.IsZero() {
+		skip := make(map[int64]bool, len(run)+len(capped))
+		for _, t := range append(run, capped...) {
+			skip[t.UnixMilli()] = true
+		}
+		m = j.missedSince(mark, now.Add(-j.cfg.maxLate), skip)
+	}
+	if m.older.count > 0 {
+		s.claimMissed(ctx, j, m.older.first, m.older.count, m.older.why())
+	}
+	for _, slot := range capped {
+		s.claimMissed(ctx, j, slot, 1, "due while no instance was up, past the catch-up limit of "+strconv.Itoa(MaxCatchUpSlots)+" slots per job")
+	}
+	for _, slot := range m.each {
+		s.claimMissed(ctx, j, slot, 1, "")
+	}
+}
+
+// claimMissed claims slot as missed (standing for count slots, recorded with
+// why), once no instance may still start it: after its deadline and twice the
+// clock skew allowance.
+func (s *Scheduler) claimMissed(ctx context.Context, j *job, slot time.Time, count int, why string) {
+	if j.limitHit.Load() || !s.sleepUntil(ctx, slot.Add(j.cfg.maxLate+2*s.maxSkew)) {
+		return // the job had ended: nothing was owed
+	}
+	a := s.newAttempt(j, slot, claimMissed)
+	a.rc.LateWhy, a.stands = why, count
+	s.drive(a)
+}
+
+// newestRecorded reads the newest slot of j's schedule up to last that its
+// history records (manual runs are off the schedule), zero when none. It asks
+// again until answered or ctx ends.
+func (s *Scheduler) newestRecorded(ctx context.Context, j *job, last time.Time) time.Time {
+	for try := 0; ; try++ {
+		cctx, cancel := s.callCtx(ctx)
+		recs, err := s.backend.History(cctx, j.name, missedMarkDepth)
+		cancel()
+		if err == nil {
+			var mark time.Time
+			for _, r := range recs {
+				if !r.Manual && r.Slot.After(mark) && !r.Slot.After(last) {
+					mark = r.Slot
+				}
+			}
+			return mark
+		}
+		s.backendError(j, time.Time{}, "history", err)
+		if !s.sleepUntil(ctx, s.clock.Now().Add(retryDelay(try))) {
+			return time.Time{}
+		}
+	}
+}
+
+// missedSince lists the slots of j after mark and up to last, but those in skip:
+// the newest MaxMissedRecords each, oldest first, and the older ones as a range.
+func (j *job) missedSince(mark, last time.Time, skip map[int64]bool) missed {
+	first := j.sched.Next(mark)
+	if first.IsZero() || first.After(last) {
+		return missed{}
+	}
+	// The newest slots, from a span back from last that grows until it holds
+	// enough of them or reaches mark.
+	step := time.Second
+	if second := j.sched.Next(first); !second.IsZero() && second.After(first) {
+		step = second.Sub(first)
+	}
+	span := step * time.Duration(MaxMissedRecords+len(skip)+1)
+	var each []time.Time
+	for {
+		from := last.Add(-span)
+		if !from.After(mark) || span <= 0 {
+			from = mark
+		}
+		each = each[:0]
+		for t := j.sched.Next(from); !t.IsZero() && !t.After(last); t = j.sched.Next(t) {
+			if !skip[t.UnixMilli()] {
+				each = append(each, t)
+			}
+		}
+		if len(each) > MaxMissedRecords || from.Equal(mark) {
+			break
+		}
+		span *= 4
+	}
+	if len(each) <= MaxMissedRecords {
+		return missed{each: each}
+	}
+	until := each[len(each)-MaxMissedRecords]
+	m := missed{each: each[len(each)-MaxMissedRecords:], older: missedRange{first: first, until: until}}
+	for t := first; !t.IsZero() && t.Before(until); t = j.sched.Next(t) {
+		if m.older.count == missedScanLimit {
+			m.older.more = true
+			break
+		}
+		if !skip[t.UnixMilli()] {
+			m.older.count++
+		}
+	}
+	return m
+}
+
+// why is the error text of the range's record.
+func (r missedRange) why() string {
+	n := strconv.Itoa(r.count)
+	if r.more {
+		n = "at least " + n
+	}
+	return fmt.Sprintf("one record for %s slots due from %s until %s while no instance could claim them (past %d per job, the older missed slots are recorded as one)",
+		n, r.first.UTC().Format(time.RFC3339), r.until.UTC().Format(time.RFC3339), MaxMissedRecords)
+}
