@@ -88,6 +88,7 @@ func runLeases(t *testing.T, newStore func(t *testing.T) (backend.RunStore, Hist
 		{"Overlap", testLeaseOverlap},
 		{"OverlapRace", testLeaseOverlapRace},
 		{"Late", testLeaseLate},
+		{"Missed", testLeaseMissed},
 		{"SkippedAndLateAreFinal", testLeaseDecisionsFinal},
 		{"ReopenPaused", testLeaseReopenPaused},
 		{"BackfillReopens", testLeaseBackfillReopens},
@@ -474,6 +475,37 @@ func testLeaseOverlap(t *testing.T, f *leaseFixture) {
 	for _, r := range runs {
 		assert.False(t, r.Slot.Equal(leaseSlot(2)) || r.Slot.Equal(leaseSlot(0)), "a skipped slot is not active: %+v", r)
 	}
+}
+
+// A claim with Missed stores a slot nobody decided finished missed, with its
+// LateWhy; it is a decision like late. A slot that ran, or runs, is told so and
+// kept.
+func testLeaseMissed(t *testing.T, f *leaseFixture) {
+	missed := func(token string) backend.RunClaim {
+		in := f.rc(token, "a", leaseLong)
+		in.Missed, in.Deadline, in.LateWhy = true, time.Unix(1, 0), "due while no instance could claim it (test)"
+		return in
+	}
+	decider := missed(Token())
+	res := f.outcome(decider, backend.OutcomeLate)
+	assert.Equal(t, backend.StatusMissed, res.Status)
+	f.outcome(decider, backend.OutcomeLate) // repeat-safe: the same token is told again
+	for _, in := range []backend.RunClaim{f.rc(Token(), "b", leaseLong), missed(Token())} {
+		res := f.outcome(in, backend.OutcomeDone)
+		assert.Equal(t, backend.StatusMissed, res.Status)
+	}
+	runs, err := f.s.Active(f.ctx, f.job)
+	require.NoError(t, err)
+	assert.Empty(t, runs, "a missed slot is not active")
+
+	f.slot = leaseSlot(2)
+	holder := Token()
+	f.won(holder, "a", leaseLong)
+	res = f.outcome(missed(Token()), backend.OutcomeRunning)
+	assert.Equal(t, "a", res.Holder, "a running slot is kept")
+	require.NoError(t, f.finish(holder, backend.StatusOK))
+	res = f.outcome(missed(Token()), backend.OutcomeDone)
+	assert.Equal(t, backend.StatusOK, res.Status, "a slot that ran is kept")
 }
 
 func testLeaseLate(t *testing.T, f *leaseFixture) {
