@@ -110,6 +110,7 @@ func New(cfg Config) (*Scheduler, error) {
 		entries:  newEntrySet(),
 		// closed and replaced at each change of the jobs
 		jobsChanged: make(chan struct{}),
+		marks:       make(chan struct{}, maxMarkReads),
 
 		middleware: append([]Middleware(nil), cfg.Middleware...),
 	}

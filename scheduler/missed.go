@@ -16,6 +16,10 @@ const MaxMissedRecords = 100
 // a long outage's oldest missed slots; past it the record says "at least".
 const missedScanLimit = 100_000
 
+// maxMarkReads bounds how many history reads of starting jobs are in flight at
+// once, so that a Start of many jobs does not send them all together.
+const maxMarkReads = 8
+
 // missedMarkDepth is how many of a job's newest records a Start reads to find the
 // newest slot recorded (a backfill may record an old slot last).
 const missedMarkDepth = 20
@@ -99,6 +103,12 @@ func (s *Scheduler) claimMissed(ctx context.Context, j *job, slot time.Time, cou
 // history records (manual runs are off the schedule), zero when none. It asks
 // again until answered or ctx ends.
 func (s *Scheduler) newestRecorded(ctx context.Context, j *job, last time.Time) time.Time {
+	select {
+	case s.marks <- struct{}{}:
+		defer func() { <-s.marks }()
+	case <-ctx.Done():
+		return time.Time{}
+	}
 	for try := 0; ; try++ {
 		cctx, cancel := s.callCtx(ctx)
 		recs, err := s.backend.History(cctx, j.name, missedMarkDepth)

@@ -51,6 +51,8 @@ type Scheduler struct {
 	onEvent  func(Event)
 	callTO   time.Duration
 	maxSkew  time.Duration
+	// marks bounds the history reads of starting jobs in flight (missed.go).
+	marks chan struct{}
 	// middleware wraps every job's handler at registration (Config.Middleware).
 	middleware []Middleware
 

@@ -51,6 +51,9 @@ func (c *checker) stored(ctx context.Context, history backend.Backend, runs back
 			if !rr.Manual {
 				bySlot[rr.Slot.UnixMilli()] = append(bySlot[rr.Slot.UnixMilli()], rr)
 			}
+			if rr.Status == backend.StatusMissed {
+				c.seen["slots recorded missed"]++
+			}
 		}
 		last := map[int64]backend.RunRecord{}
 		for slot, rs := range bySlot {
