@@ -100,8 +100,9 @@ func (s *Scheduler) claimMissed(ctx context.Context, j *job, slot time.Time, cou
 }
 
 // newestRecorded reads the newest slot of j's schedule up to last that its
-// history records (manual runs are off the schedule), zero when none. It asks
-// again until answered or ctx ends.
+// history records, zero when none: a slot its replicas followed (manual runs are
+// off the schedule; a backfill may run slots from before the job existed). It
+// asks again until answered or ctx ends.
 func (s *Scheduler) newestRecorded(ctx context.Context, j *job, last time.Time) time.Time {
 	select {
 	case s.marks <- struct{}{}:
@@ -116,7 +117,7 @@ func (s *Scheduler) newestRecorded(ctx context.Context, j *job, last time.Time) 
 		if err == nil {
 			var mark time.Time
 			for _, r := range recs {
-				if !r.Manual && r.Slot.After(mark) && !r.Slot.After(last) {
+				if !r.Manual && !r.Backfill && r.Slot.After(mark) && !r.Slot.After(last) {
 					mark = r.Slot
 				}
 			}
