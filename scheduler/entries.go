@@ -356,6 +356,10 @@ func (s *Scheduler) entryJob(p *job, e Entry) (*job, error) {
 	} else {
 		sched = noSchedule{} // bounds that hold no slot (an end already past): it does nothing
 	}
+	name := backend.EntryRunName(e.Job, e.ID)
+	if sched, err = cfg.spread(name, sched, interval); err != nil {
+		return nil, bad(err)
+	}
 	if cfg.jitter > 0 && cfg.jitter >= cfg.maxLate {
 		return nil, bad(fmt.Errorf("%w: the job's jitter %v must be below the entry's max lateness %v (the gap between its slots)", ErrInvalidOption, cfg.jitter, cfg.maxLate))
 	}
@@ -364,7 +368,6 @@ func (s *Scheduler) entryJob(p *job, e Entry) (*job, error) {
 			return nil, bad(err)
 		}
 	}
-	name := backend.EntryRunName(e.Job, e.ID)
 	limits := p.limits
 	limits.Job, limits.Schedule, limits.Interval, limits.MaxLate = name, sched.String(), interval, cfg.maxLate
 	j := &job{name: name, sched: sched, handler: p.handler, cfg: cfg, limits: limits, interval: interval,

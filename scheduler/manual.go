@@ -230,7 +230,7 @@ func (m *manualCall) buffered(a *attempt, res backend.ClaimResult) {
 	}
 	m.toldBuffer = true
 	if m.cfg.onBuffered != nil {
-		run := Run{Job: a.j.name, Slot: a.rc.Slot, Instance: a.rc.Instance, Token: a.rc.Token, Manual: true}
+		run := Run{Job: a.j.name, Slot: a.rc.Slot, Nominal: a.rc.Slot, Instance: a.rc.Instance, Token: a.rc.Token, Manual: true}
 		if a.j.entry != nil {
 			run.Job, run.Entry, run.Payload = a.j.entry.job, a.j.entry.id, a.j.entry.payload
 		}

@@ -32,6 +32,7 @@ func (c *jobConfig) checkDurations() error {
 	}{
 		{"jitter", c.jitter}, {"max lateness", c.maxLate}, {"timeout", c.timeout}, {"lease", c.lease},
 		{"catch-up window", c.catchUpWindow}, {"dedupe window", c.window}, {"history TTL", c.historyTTL},
+		{"spread window", c.spreadWindow},
 	} {
 		if d.v > MaxDuration {
 			return fmt.Errorf("%w: %s %v is above MaxDuration (%v)", ErrInvalidOption, d.name, d.v, MaxDuration)
@@ -56,6 +57,8 @@ type jobConfig struct {
 	overlap       OverlapPolicy
 	catchUp       CatchUpPolicy
 	catchUpWindow time.Duration
+	// spreadWindow moves each slot by an offset within it (WithSpread).
+	spreadWindow time.Duration
 	// catchUpConcurrency is how many missed slots catch-up runs at once.
 	catchUpConcurrency int
 	window             time.Duration

@@ -90,7 +90,10 @@ func (s *Scheduler) execute(a *attempt) execResult {
 	defer stopHeartbeat()
 
 	run := Run{Job: j.name, Slot: a.rc.Slot, Instance: s.instance, Token: a.rc.Token, Fence: a.res.Fence, Attempt: max(a.res.Attempt, 1),
-		Manual: a.man != nil, Backfill: a.backfill(), Previous: a.l.previous}
+		Manual: a.man != nil, Backfill: a.backfill(), Previous: a.l.previous, Nominal: a.rc.Slot}
+	if a.kind != claimManual && j.onSchedule(a.rc.Slot) {
+		run.Nominal = j.nominal(a.rc.Slot)
+	}
 	if j.entry != nil {
 		run.Job, run.Entry, run.Payload = j.entry.job, j.entry.id, j.entry.payload
 	}

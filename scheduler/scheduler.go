@@ -16,8 +16,11 @@ type Handler func(ctx context.Context, run Run) error
 
 // Run is what a handler is told about the run it executes.
 type Run struct {
-	Job      string
-	Slot     time.Time
+	Job  string
+	Slot time.Time
+	// Nominal is the slot before WithSpread moved it: Slot, without a spread
+	// and for a manual run.
+	Nominal  time.Time
 	Instance string
 	// Token is unique to this attempt. With Fence it is the fencing token: pass it to
 	// systems you write to, so they can refuse a holder that has been replaced.
