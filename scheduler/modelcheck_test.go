@@ -151,6 +151,7 @@ func mcNewPlan(seed uint64) *modelcheck.Plan {
 		// drawn apart from r so that every seed's other draws stay as they were.
 		j.MixOverlap(seed, i)
 		j.MixLimit(seed, i)
+		j.MixSpread(seed, i)
 		p.Jobs = append(p.Jobs, j)
 	}
 	faultMS := int(mcFaultPhase / time.Millisecond)

@@ -574,7 +574,7 @@ func (c *checker) nextSlot(k key) time.Duration {
 	if vs := c.versions(k.job); len(vs) > 0 {
 		var next int64
 		for _, v := range vs {
-			next = max(next, nextOn(v.e, k.slot))
+			next = max(next, nextOn(v.e, k.slot, c.jobs[k.job].offset()))
 		}
 		return time.UnixMilli(next).Sub(c.rec.t0)
 	}
@@ -586,7 +586,7 @@ func (c *checker) nextSlot(k key) time.Duration {
 func (c *checker) firstNextSlot(k key) time.Duration {
 	next := c.nextSlot(k)
 	for _, v := range c.versions(k.job) {
-		next = min(next, time.UnixMilli(nextOn(v.e, k.slot)).Sub(c.rec.t0))
+		next = min(next, time.UnixMilli(nextOn(v.e, k.slot, c.jobs[k.job].offset())).Sub(c.rec.t0))
 	}
 	return next
 }

@@ -79,15 +79,17 @@ func (c *checker) removed(name string) bool {
 
 // onEntry reports whether slot (unix ms) is a slot of version e: on its grid
 // and after it was written.
-func onEntry(e backend.Entry, slot int64) bool {
+func onEntry(e backend.Entry, slot, off int64) bool {
+	slot -= off // the nominal slot, which the bounds hold
 	return slot%e.Every.Milliseconds() == 0 && slot > e.Updated.UnixMilli()
 }
 
-// nextOn is the first slot of version e after slot (unix ms).
-func nextOn(e backend.Entry, slot int64) int64 {
+// nextOn is the first slot of version e after slot (unix ms), its slots moved
+// by off (a spread).
+func nextOn(e backend.Entry, slot, off int64) int64 {
 	iv := e.Every.Milliseconds()
-	from := max(slot, e.Updated.UnixMilli())
-	return (from/iv + 1) * iv
+	from := max(slot-off, e.Updated.UnixMilli())
+	return (from/iv+1)*iv + off
 }
 
 // quietSlots are j's slots due in the quiet phase that must end with a terminal
@@ -112,7 +114,8 @@ func (c *checker) quietSlots(j Job) []int64 {
 		iv = w.e.Every.Milliseconds()
 	}
 	var out []int64
-	for slot := (from + iv - 1) / iv * iv; slot <= to; slot += iv {
+	off := j.offset()
+	for slot := (from-off+iv-1)/iv*iv + off; slot <= to; slot += iv {
 		out = append(out, slot)
 	}
 	return out
@@ -357,7 +360,7 @@ func (c *checker) entryFollowed() {
 			}
 			had = append(had, fmt.Sprintf("rev %d every %v updated %s from %s to %s", fw.e.Revision, fw.e.Every, at(fw.e.Updated.Sub(c.rec.t0)), at(fw.from), at(fw.to)))
 			due := time.UnixMilli(cl.slot).Sub(c.rec.t0) - cl.in.offset // by the harness's clock
-			if onEntry(fw.e, cl.slot) && due <= fw.to+slack {
+			if onEntry(fw.e, cl.slot, c.jobs[cl.name].offset()) && due <= fw.to+slack {
 				ok = true
 				break
 			}

@@ -298,6 +298,9 @@ func (h *Harness) startLocked(slot int) error {
 		if j.MaxRuns > 0 {
 			opts = append(opts, scheduler.WithMaxRuns(j.MaxRuns))
 		}
+		if j.Spread > 0 {
+			opts = append(opts, scheduler.WithSpread(j.Spread))
+		}
 		if j.Retry != nil {
 			opts = append(opts, scheduler.WithRetry(*j.Retry))
 			if j.Timeout > 0 {

@@ -37,6 +37,9 @@ type Job struct {
 	// MaxRuns is the job's run limit (WithMaxRuns) on stores that count runs
 	// (backend.RunCounter); 0: none.
 	MaxRuns int
+	// Spread is the job's spread window (WithSpread); 0: none. Its slots, and
+	// each entry's, are moved by scheduler.SpreadOffset of their run name.
+	Spread time.Duration
 	// Entries are the job's schedule entries (AddEntries), run with its
 	// handler and policies on stores that keep entries (backend.EntryStore);
 	// Declared jobs have no slots of their own (scheduler.Declare), the others
@@ -493,6 +496,20 @@ func (j *Job) MixOverlap(seed uint64, i int) {
 		j.Skip, j.Buffer = false, int(b)+1
 		j.MaxRun = min(j.MaxRun, j.Interval/2)
 	}
+}
+
+// MixSpread gives, drawn apart from the plan's generator with Mix, a quarter of
+// the jobs a spread window of 100ms to 1s (at most the shortest interval of a
+// job or an entry). i is the job's index in the plan.
+func (j *Job) MixSpread(seed uint64, i int) {
+	if b := Mix(seed, 0x7370_7264, uint64(i)) % 36; b < 9 {
+		j.Spread = time.Duration(100+b*100) * time.Millisecond
+	}
+}
+
+// offset is the spread offset of the run name's slots (0 without a spread).
+func (j Job) offset() int64 {
+	return scheduler.SpreadOffset(j.Name, j.Spread).Milliseconds()
 }
 
 // MixLimit gives, drawn apart from the plan's generator with Mix, a third of the

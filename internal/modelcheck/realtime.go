@@ -52,6 +52,7 @@ func RealTimePlan(seed uint64, o RealTime) *Plan {
 		// drawn apart from r so that every seed's other draws stay as they were.
 		j.MixOverlap(seed, i)
 		j.MixLimit(seed, i)
+		j.MixSpread(seed, i)
 		p.Jobs = append(p.Jobs, j)
 	}
 	faultMS := int(o.FaultPhase / time.Millisecond)

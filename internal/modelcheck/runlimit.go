@@ -40,7 +40,7 @@ func (c *checker) runLimits() {
 		var order []string
 		judged := false
 		for _, o := range c.rec.limits {
-			if o.key.job != j.Name || !entry && o.key.slot%j.Interval.Milliseconds() != 0 {
+			if o.key.job != j.Name || !entry && (o.key.slot-j.offset())%j.Interval.Milliseconds() != 0 {
 				continue
 			}
 			switch {
