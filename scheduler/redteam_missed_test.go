@@ -236,3 +236,60 @@ func TestRedteamMissedHistoryFailureBlocksCatchUp(t *testing.T) {
 		}
 	})
 }
+
+// cutOff is a memory backend whose run store fails every claim while down is
+// set: every replica cut off from the run store.
+type cutOff struct {
+	*memory.Backend
+	down *atomic.Bool
+}
+
+func (b cutOff) Runs() backend.RunStore {
+	return cutOffRuns{b.Backend.Runs().(*memory.RunStore), b.down}
+}
+
+type cutOffRuns struct {
+	*memory.RunStore
+	down *atomic.Bool
+}
+
+func (s cutOffRuns) Claim(ctx context.Context, in backend.RunClaim) (backend.ClaimResult, error) {
+	if s.down.Load() {
+		return backend.ClaimResult{}, errors.New("run store unreachable")
+	}
+	return s.RunStore.Claim(ctx, in)
+}
+
+// Two replicas stay up while the run store is unreachable from 0:04:30 to
+// 0:15:30 (no replica restarts). Each slot's claim is sent, fails, and is sent
+// again; but a claim is given up once the store would have forgotten the slot
+// (slot + keep: max lateness + lease + 1 min, about 2.5 min here), with only a
+// local EventLate. So slots 0:05 … 0:12 end with no record at all once the
+// store is back, and no Start ever comes to record them: a silent gap the
+// docs' "cut off from the run store" case promises never happens. Only 0:13
+// and 0:14, whose claims were still being sent, are recorded missed.
+func TestRedteamMissedLongCutOffLeavesNoRecord(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var down atomic.Bool
+		b := cutOff{memory.New(), &down}
+		base := time.Now()
+		var fleet []*scheduler.Scheduler
+		for _, name := range []string{"A", "B"} {
+			s := newScheduler(t, b, name)
+			require.NoError(t, s.Every("job", time.Minute, okHandler))
+			require.NoError(t, s.Start(t.Context()))
+			fleet = append(fleet, s)
+		}
+		time.Sleep(4*time.Minute + 30*time.Second)
+		down.Store(true)
+		time.Sleep(11 * time.Minute)
+		down.Store(false) // 0:15:30
+		time.Sleep(2 * time.Minute)
+		for _, s := range fleet {
+			require.NoError(t, s.Stop(t.Context()))
+		}
+		assertOneRecordEach(t, fleet[0], base, 0, 4, scheduler.StatusOK)
+		assertOneRecordEach(t, fleet[0], base, 5, 14, scheduler.StatusMissed)
+		assertOneRecordEach(t, fleet[0], base, 15, 17, scheduler.StatusOK)
+	})
+}
