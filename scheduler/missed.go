@@ -20,9 +20,14 @@ const missedScanLimit = 100_000
 // once, so that a Start of many jobs does not send them all together.
 const maxMarkReads = 8
 
-// missedMarkDepth is how many of a job's newest records a Start reads to find the
-// newest slot recorded (a backfill may record an old slot last).
-const missedMarkDepth = 20
+// markDepths are how many of a job's newest records a Start reads, one reading
+// after the other, to find the newest slot its replicas recorded: manual runs,
+// backfills and missed records do not count, and may fill the newest ones.
+var markDepths = []int{20, 200, 2000}
+
+// markTries bounds the readings of a job's history at Start: past them the
+// missed slots go unrecorded (the failures are reported), and catch-up runs.
+const markTries = 5
 
 // missed is what a Start records missed for a job: each slot one by one, and the
 // older ones as one record at older.first.
@@ -61,26 +66,26 @@ func (s *Scheduler) recoverJob(j *job, now time.Time, run, capped []time.Time) {
 
 // recordMissed records missed the slots of j due while no instance could claim
 // them: those after mark (the newest slot its history records; zero: none, a new
-// job owes nothing), up to now minus the max lateness, that catch-up does not
-// run (run), and the slots of the catch-up window past MaxCatchUpSlots
-// (capped). Each claim stores missed only a slot nobody decided, so every
-// instance may ask.
+// job owes nothing but the capped slots), up to now minus the max lateness, that
+// catch-up does not run (run). The slots of the catch-up window past
+// MaxCatchUpSlots (capped) are among them. Each claim stores missed only a slot
+// nobody decided, so every instance may ask.
 func (s *Scheduler) recordMissed(j *job, now time.Time, run, capped []time.Time, mark time.Time) {
 	ctx, cancel := s.jobCtx(j)
 	defer cancel()
-	var m missed
-	if !mark.IsZero() {
-		skip := make(map[int64]bool, len(run)+len(capped))
-		for _, t := range append(run, capped...) {
-			skip[t.UnixMilli()] = true
-		}
-		m = j.missedSince(mark, now.Add(-j.cfg.maxLate), skip)
+	if mark.IsZero() && len(capped) > 0 {
+		mark = capped[0].Add(-time.Millisecond)
 	}
+	if mark.IsZero() {
+		return
+	}
+	skip := make(map[int64]bool, len(run))
+	for _, t := range run {
+		skip[t.UnixMilli()] = true
+	}
+	m := j.missedSince(mark, now.Add(-j.cfg.maxLate), skip)
 	if m.older.count > 0 {
 		s.claimMissed(ctx, j, m.older.first, m.older.count, m.older.why())
-	}
-	for _, slot := range capped {
-		s.claimMissed(ctx, j, slot, 1, "due while no instance was up, past the catch-up limit of "+strconv.Itoa(MaxCatchUpSlots)+" slots per job")
 	}
 	for _, slot := range m.each {
 		s.claimMissed(ctx, j, slot, 1, "")
@@ -100,9 +105,10 @@ func (s *Scheduler) claimMissed(ctx context.Context, j *job, slot time.Time, cou
 }
 
 // newestRecorded reads the newest slot of j's schedule up to last that its
-// history records, zero when none: a slot its replicas followed (manual runs are
-// off the schedule; a backfill may run slots from before the job existed). It
-// asks again until answered or ctx ends.
+// history records, zero when none: a slot its replicas followed. Manual runs are
+// off the schedule, a backfill may run slots from before the job existed, and a
+// missed record says nobody followed it. It reads deeper while the records it
+// read hold none, and gives up after markTries failed readings.
 func (s *Scheduler) newestRecorded(ctx context.Context, j *job, last time.Time) time.Time {
 	select {
 	case s.marks <- struct{}{}:
@@ -110,24 +116,40 @@ func (s *Scheduler) newestRecorded(ctx context.Context, j *job, last time.Time) 
 	case <-ctx.Done():
 		return time.Time{}
 	}
-	for try := 0; ; try++ {
-		cctx, cancel := s.callCtx(ctx)
-		recs, err := s.backend.History(cctx, j.name, missedMarkDepth)
-		cancel()
-		if err == nil {
-			var mark time.Time
-			for _, r := range recs {
-				if !r.Manual && !r.Backfill && r.Slot.After(mark) && !r.Slot.After(last) {
-					mark = r.Slot
+	failed := 0
+	for _, depth := range markDepths {
+		for {
+			cctx, cancel := s.callCtx(ctx)
+			recs, err := s.backend.History(cctx, j.name, depth)
+			cancel()
+			if err == nil {
+				if mark := newest(recs, last); !mark.IsZero() || len(recs) < depth {
+					return mark // zero: the whole history holds none
 				}
+				break
 			}
-			return mark
-		}
-		s.backendError(j, time.Time{}, "history", err)
-		if !s.sleepUntil(ctx, s.clock.Now().Add(retryDelay(try))) {
-			return time.Time{}
+			s.backendError(j, time.Time{}, "history", err)
+			if failed++; failed >= markTries {
+				s.log.Warn("missed slots not recorded: the job's history could not be read", j.logAttr(), "err", err)
+				return time.Time{}
+			}
+			if !s.sleepUntil(ctx, s.clock.Now().Add(retryDelay(failed))) {
+				return time.Time{}
+			}
 		}
 	}
+	return time.Time{}
+}
+
+// newest is the newest slot up to last of recs that a replica followed.
+func newest(recs []RunRecord, last time.Time) time.Time {
+	var mark time.Time
+	for _, r := range recs {
+		if !r.Manual && !r.Backfill && r.Status != StatusMissed && r.Slot.After(mark) && !r.Slot.After(last) {
+			mark = r.Slot
+		}
+	}
+	return mark
 }
 
 // missedSince lists the slots of j after mark and up to last, but those in skip:
