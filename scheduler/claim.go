@@ -100,6 +100,7 @@ func (s *Scheduler) ask(a *attempt) (backend.ClaimResult, error) {
 			}
 			a.answered, a.unanswered, a.res = s.clock.Now(), time.Time{}, res
 			a.l = lease{dur: a.rc.Lease, sent: from, previous: res.Previous}
+			s.payOwed(a.j)
 			return res, nil
 		}
 		if a.unanswered.IsZero() {
@@ -122,6 +123,9 @@ func (s *Scheduler) ask(a *attempt) (backend.ClaimResult, error) {
 			}
 			return backend.ClaimResult{}, err
 		}
+		if s.giveUp(a, err) { // the store may have forgotten the slot meanwhile
+			return backend.ClaimResult{}, err
+		}
 	}
 }
 
@@ -141,11 +145,15 @@ func (s *Scheduler) giveUp(a *attempt, err error) bool {
 	if a.answered.After(from) {
 		from = a.answered
 	}
-	if !now.After(from.Add(a.rc.Keep)) {
+	// The store's clock may be ahead of this instance's by the allowance.
+	if !now.After(from.Add(a.rc.Keep - s.maxSkew)) {
 		return false
 	}
 	if a.kind != claimAdopt {
 		s.emit(Event{Kind: EventLate, Job: a.j.name, Slot: a.rc.Slot, Token: a.rc.Token, Outcome: backend.OutcomeLate, Backfill: a.backfill(), Err: err})
+	}
+	if a.kind == claimScheduled {
+		a.j.owe(a.rc.Slot)
 	}
 	return true
 }

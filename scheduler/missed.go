@@ -156,6 +156,9 @@ func newest(recs []RunRecord, last time.Time) time.Time {
 // the newest MaxMissedRecords each, oldest first, and the older ones as a range.
 func (j *job) missedSince(mark, last time.Time, skip map[int64]bool) missed {
 	first := j.sched.Next(mark)
+	for !first.IsZero() && skip[first.UnixMilli()] {
+		first = j.sched.Next(first)
+	}
 	if first.IsZero() || first.After(last) {
 		return missed{}
 	}
@@ -208,4 +211,73 @@ func (r missedRange) why() string {
 	}
 	return fmt.Sprintf("one record for %s slots due from %s until %s while no instance could claim them (past %d per job, the older missed slots are recorded as one)",
 		n, r.first.UTC().Format(time.RFC3339), r.until.UTC().Format(time.RFC3339), MaxMissedRecords)
+}
+
+// owe notes slot, a slot of j this instance gave up claiming.
+func (j *job) owe(slot time.Time) {
+	ms := slot.UnixMilli()
+	for {
+		cur := j.owedFrom.Load()
+		if cur != 0 && cur <= ms || j.owedFrom.CompareAndSwap(cur, ms) {
+			return
+		}
+	}
+}
+
+// payOwed records, once the store answers j's claims again, the slots j gave
+// up claiming meanwhile (recordOwed), in the background.
+func (s *Scheduler) payOwed(j *job) {
+	from := j.owedFrom.Swap(0)
+	if from == 0 {
+		return
+	}
+	s.handlers.Add(1)
+	go func() {
+		defer s.handlers.Done()
+		s.recordOwed(j, time.UnixMilli(from))
+	}()
+}
+
+// recordOwed records missed the slots of j from first up to now minus the max
+// lateness that have no record in j's history: this instance gave them up, cut
+// off from the store for longer than it remembers a slot, so the store can no
+// longer tell whether another instance ran them; the history can. Slots older
+// than the history read reaches are left unrecorded.
+func (s *Scheduler) recordOwed(j *job, first time.Time) {
+	ctx, cancel := s.jobCtx(j)
+	defer cancel()
+	depth := markDepths[len(markDepths)-1]
+	var recs []RunRecord
+	for try := 0; ; try++ {
+		cctx, cc := s.callCtx(ctx)
+		var err error
+		recs, err = s.backend.History(cctx, j.name, depth)
+		cc()
+		if err == nil {
+			break
+		}
+		s.backendError(j, first, "history", err)
+		if try+1 >= markTries || !s.sleepUntil(ctx, s.clock.Now().Add(retryDelay(try))) {
+			return
+		}
+	}
+	recorded := make(map[int64]bool, len(recs))
+	from := first.Add(-time.Millisecond)
+	oldest := time.Time{}
+	for _, r := range recs {
+		recorded[r.Slot.UnixMilli()] = true
+		if oldest.IsZero() || r.Slot.Before(oldest) {
+			oldest = r.Slot
+		}
+	}
+	if len(recs) == depth && oldest.After(from) {
+		from = oldest // the history read does not reach the older slots
+	}
+	m := j.missedSince(from, s.clock.Now().Add(-j.cfg.maxLate), recorded)
+	if m.older.count > 0 {
+		s.claimMissed(ctx, j, m.older.first, m.older.count, m.older.why())
+	}
+	for _, slot := range m.each {
+		s.claimMissed(ctx, j, slot, 1, "")
+	}
 }

@@ -123,6 +123,10 @@ type job struct {
 	// limitHit is set by the first claim that told this instance the job's
 	// run limit was reached.
 	limitHit atomic.Bool
+	// owedFrom is the oldest slot (Unix ms) this instance gave up claiming, the
+	// store unreachable for longer than it remembers a slot; 0: none. The next
+	// answer of the store records what it owes (recordOwed).
+	owedFrom atomic.Int64
 	// entry is set on the run view of a schedule entry (entryJob): name is
 	// then the entry's run name.
 	entry *entryRef
