@@ -785,3 +785,41 @@ func TestManualRunRecordsWhoAsked(t *testing.T) {
 	assert.True(t, hist[0].Manual)
 	assert.Equal(t, "alice@example.com", hist[0].RequestedBy)
 }
+
+// TestWriteRecordsRaceAcrossNodes writes the same records from connections to
+// every node of a 3-node cluster at once, as a settler and a replica completing
+// its half-done write do: the same message id in flight (10158) is sent again
+// and answered a duplicate, never an error, and each record is stored once.
+func TestWriteRecordsRaceAcrossNodes(t *testing.T) {
+	c := natstest.Cluster(t, embedded.ClusterOptions{Nodes: 3})
+	ctx := ctxFor(t)
+	var backends []*Backend
+	for _, url := range c.ClientURLs() {
+		js := natstest.JetStream(t, natstest.URL(t, url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond)))
+		backends = append(backends, newBackend(t, js, WithReplicas(3)))
+	}
+	job := jobName("recs")
+	for _, b := range backends {
+		require.NoError(t, b.PrepareJob(ctx, limits(job)))
+	}
+	const rounds, perNode = 30, 3
+	for round := range rounds {
+		rec := backend.StoredResult{Slot: slot(round), Token: token(), Instance: "a", Attempt: 1,
+			Status: backend.StatusOK, FinishedAt: time.Now()}
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for _, b := range backends {
+			for range perNode {
+				wg.Go(func() {
+					<-start
+					assert.NoError(t, b.WriteRecords(ctx, job, []backend.StoredResult{rec}, backend.Retention{Size: 1000}))
+				})
+			}
+		}
+		close(start)
+		wg.Wait()
+	}
+	hist, err := backends[0].History(ctx, job, 0)
+	require.NoError(t, err)
+	assert.Len(t, hist, rounds, "each record stored once")
+}

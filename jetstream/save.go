@@ -98,6 +98,14 @@ func (b *Backend) fitResult(st *jobStream, job string, r backend.StoredResult) [
 // by default. It notes the stored sequence for History's read ahead.
 func (b *Backend) publish(ctx context.Context, st *jobStream, msg *nats.Msg) error {
 	ack, err := natsutil.PublishRetry(ctx, b.js.Conn(), msg, natsjs.DefaultPubRetryAttempts, natsjs.DefaultPubRetryWait)
+	// The same message id in flight (another writer of the same record, on a
+	// replicated stream): sent again, it is answered a duplicate.
+	for n := 1; natsutil.HasCode(err, natsutil.ErrCodeDuplicateInProcess); n++ {
+		if natsutil.ClaimBackoff.Wait(ctx, n) != nil {
+			return err
+		}
+		ack, err = natsutil.PublishRetry(ctx, b.js.Conn(), msg, natsjs.DefaultPubRetryAttempts, natsjs.DefaultPubRetryWait)
+	}
 	if err != nil {
 		return err
 	}
