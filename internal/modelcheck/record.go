@@ -92,8 +92,8 @@ type grant struct {
 	// release or finish that ended it.
 	endLo time.Duration
 
-	// finished is when a Finish of this lease was applied (Exact) or sent
-	// (Bounded); 0: none.
+	// finished is when a Finish of this lease was applied (Exact) or answered
+	// (Bounded: applied by then); 0: none.
 	finished time.Duration
 
 	// retried: the store answered the won claim Retried (the previous attempt
@@ -576,9 +576,6 @@ func (r *record) endLocked(k key, token, op string, now, sent time.Duration) {
 	}
 	if op == "finish" && g.finished == 0 {
 		g.finished = now
-		if r.timing == Bounded {
-			g.finished = sent
-		}
 	}
 	switch {
 	case r.timing == Bounded:
