@@ -9,8 +9,9 @@ import (
 
 // MaxMissedRecords bounds how many missed slots of one job a Start records one
 // by one: the newest ones. The older missed slots are recorded as one record, at
-// the oldest, whose error names the range and how many slots it holds.
-const MaxMissedRecords = 100
+// the oldest, whose error names the range and how many slots it holds. It is well
+// below DefaultHistorySize, so that a job's history still shows what came before.
+const MaxMissedRecords = 20
 
 // missedScanLimit bounds how many slots of a job a Start counts for the record of
 // a long outage's oldest missed slots; past it the record says "at least".

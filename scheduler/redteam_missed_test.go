@@ -100,7 +100,7 @@ func TestRedteamMissedStopBeforeTheNewestIsRecorded(t *testing.T) {
 // 3 h: catch-up runs the newest MaxCatchUpSlots (1000); the ~9,800 older slots
 // of the window (capped) are claimed and recorded missed one by one, outside
 // the MaxMissedRecords bound that the same outage honours under CatchUpNone (a
-// record each for the newest 100, one record for the rest). Claims, records
+// record each for the newest MaxMissedRecords, one record for the rest). Claims, records
 // and EventMissed grow with the outage.
 func TestRedteamMissedCappedCatchUpIsUnbounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -153,7 +153,7 @@ func (s slowRunClaimStore) Claim(ctx context.Context, in backend.RunClaim) (back
 // Two replicas back from a 2 h outage of a job every second, C starting 1.5 ms
 // after B on a store whose claims take 1 ms. B records the range of the oldest
 // slots (one record at the first slot nobody ran, count N) and then, one claim
-// later, its newest 100 one by one. C reads the history between those two
+// later, its newest MaxMissedRecords one by one. C reads the history between those two
 // claims: its newest recorded slot is B's range record, so C records a second
 // range record, from the next slot, for N-1 slots. The older slots are counted
 // twice (EventMissed Count, anarchon_missed_slots_total) and two records claim
