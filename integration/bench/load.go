@@ -22,7 +22,8 @@ import (
 // loadInterval is the interval of every job of the load sections.
 const loadInterval = time.Second
 
-// instances is the number of replicas in the load, takeover and peer sections.
+// instances is the number of replicas in the takeover and peer sections, and
+// the load sections' by default (-instances).
 const instances = 3
 
 // tally counts, for every (job, slot) of the measured window, how many handlers ran
@@ -90,6 +91,7 @@ type loadResult struct {
 	duration   time.Duration
 	interval   time.Duration
 	jitter     time.Duration
+	instances  int
 	startup    time.Duration // until every instance had started (all jobs prepared)
 	rssStarted int64         // process RSS growth over Start
 
@@ -366,7 +368,7 @@ func runFleet(ctx context.Context, cfg config, f fleet, leases bool) (*loadResul
 	slots := int(f.window / f.interval)
 	t := newTally(names, slots, f.interval)
 	ev := &eventCounter{t: t, counts: map[string]int64{}}
-	res := &loadResult{name: "anarchon, " + backendName(leases), jobs: f.jobs, duration: f.window, interval: f.interval, jitter: f.jitter}
+	res := &loadResult{name: "anarchon, " + backendName(leases), jobs: f.jobs, duration: f.window, interval: f.interval, jitter: f.jitter, instances: cfg.instances}
 	if f.entries {
 		res.name += ", schedule entries of one job"
 	}
@@ -385,8 +387,8 @@ func runFleet(ctx context.Context, cfg config, f fleet, leases bool) (*loadResul
 			in.close()
 		}
 	})
-	for i := range instances {
-		in, err := newInstance(ctx, srv, fmt.Sprintf("instance-%c", 'a'+i), leases, ev.on)
+	for i := range cfg.instances {
+		in, err := newInstance(ctx, srv, fmt.Sprintf("instance-%02d", i+1), leases, ev.on)
 		if err != nil {
 			return nil, err
 		}
@@ -494,7 +496,7 @@ func pctOf(n, of int) string {
 // loadMarkdown is section 2's table: one column per run.
 func loadMarkdown(runs []*loadResult) string {
 	t, row := runColumns("metric", runs)
-	row("start-up: Start of 3 instances in parallel (each prepares every job)", func(l *loadResult) string { return dur(l.startup) })
+	row("start-up: Start of the instances in parallel (each prepares every job)", func(l *loadResult) string { return dur(l.startup) })
 	row("window measured", func(l *loadResult) string { return dur(l.wall) })
 	row("slots due", func(l *loadResult) string { return fmt.Sprint(l.slotsDue) })
 	row("runs", func(l *loadResult) string { return fmt.Sprint(l.runs) })
@@ -508,7 +510,7 @@ func loadMarkdown(runs []*loadResult) string {
 		}
 		return fmt.Sprintf("%s / %s / %s", dur(l.lag.pct(50)), dur(l.lag.pct(99)), dur(l.lag.max()))
 	})
-	row("CPU per slot (whole process: server + 3 instances)", func(l *loadResult) string { return dur(l.cpuPerSlot()) })
+	row("CPU per slot (whole process: server + the instances)", func(l *loadResult) string { return dur(l.cpuPerSlot()) })
 	row("CPU used (of 2 cores on the reference machine)", func(l *loadResult) string {
 		return fmt.Sprintf("%.2f cores", l.cpu.Seconds()/l.wall.Seconds())
 	})
@@ -627,8 +629,8 @@ func (l *loadResult) apiLine() string {
 // fleetMarkdown is section 6's table.
 func fleetMarkdown(l *loadResult) string {
 	t := newTable("metric", l.name)
-	t.add("jobs × instances", fmt.Sprintf("%d every %v × %d (%.0f slots/s), jitter %v", l.jobs, l.interval, instances, float64(l.jobs)/l.interval.Seconds(), l.jitter))
-	t.add("start-up: Start of 3 instances in parallel (each prepares every job)", dur(l.startup))
+	t.add("jobs × instances", fmt.Sprintf("%d every %v × %d (%.0f slots/s), jitter %v", l.jobs, l.interval, l.instances, float64(l.jobs)/l.interval.Seconds(), l.jitter))
+	t.add("start-up: Start of the instances in parallel (each prepares every job)", dur(l.startup))
 	t.add("process RSS growth over Start / at window start / peak", fmt.Sprintf("%s / %s / %s", mib(l.rssStarted), mib(l.rssStart), mib(l.rssPeak)))
 	t.add("window measured / slots due / runs", fmt.Sprintf("%s / %d / %d", dur(l.wall), l.slotsDue, l.runs))
 	t.add("duplicates (must be 0)", fmt.Sprintf("%s %s", l.dupLine(), mark(l.dups == 0)))

@@ -76,11 +76,12 @@ func main() {
 
 // config is what the flags say.
 type config struct {
-	args     []string
-	jobs     int
-	duration time.Duration
-	quick    bool
-	leases   bool
+	args      []string
+	jobs      int
+	instances int
+	duration  time.Duration
+	quick     bool
+	leases    bool
 	// entries runs the load's jobs as schedule entries of one declared job.
 	entries bool
 	plain   bool
@@ -138,6 +139,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.IntVar(&c.jobs, "jobs", fullDefaults.jobs, "jobs every second in the load and peer sections")
+	fs.IntVar(&c.instances, "instances", instances, "instances (replicas) of the load and larger-fleet sections")
 	fs.DurationVar(&c.duration, "duration", fullDefaults.duration, "measured window of the load and peer sections (whole seconds)")
 	fs.BoolVar(&c.quick, "quick", false, "a smoke test: small defaults, finishes in under a minute")
 	fs.BoolVar(&c.leases, "leases", true, "run anarchon with kvlease leases (false: the plain JetStream backend; no takeover section)")
@@ -206,6 +208,8 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	switch {
 	case c.jobs < 1:
 		return c, fmt.Errorf("-jobs must be at least 1, got %d", c.jobs)
+	case c.instances < 1 || c.instances > 100:
+		return c, fmt.Errorf("-instances must be from 1 to 100, got %d", c.instances)
 	case c.duration < 2*time.Second || c.duration%time.Second != 0:
 		return c, fmt.Errorf("-duration must be whole seconds, at least 2s, got %v", c.duration)
 	case c.samples < 10:

@@ -120,6 +120,8 @@ func TestQuick(t *testing.T) {
 func TestFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"-jobs", "0"},
+		{"-instances", "0"},
+		{"-instances", "101"},
 		{"-duration", "1s"},
 		{"-duration", "2500ms"},
 		{"-samples", "5"},
@@ -141,6 +143,7 @@ func TestFlags(t *testing.T) {
 	c, err = parseFlags(nil, io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, 1000, c.jobs)
+	assert.Equal(t, 3, c.instances)
 	assert.Equal(t, fullDefaults.duration, c.duration)
 	assert.Equal(t, fullDefaults.claimTrials, c.claimTrials)
 }

@@ -113,7 +113,7 @@ func (r *report) sections() string {
 		b.WriteString(r.claimsErr)
 	}
 
-	fmt.Fprintf(&b, "\n%s: %d jobs every second × %d instances × %v\n\n", headLoad, c.jobs, instances, c.duration)
+	fmt.Fprintf(&b, "\n%s: %d jobs every second × %d instances × %v\n\n", headLoad, c.jobs, c.instances, c.duration)
 	b.WriteString(r.loadErr)
 	if len(r.loads) > 0 {
 		fmt.Fprintf(&b, "Every job `Every(1s)`%s, max lateness 1s (the default for a 1s job); the handler records the run and returns. "+
@@ -153,7 +153,7 @@ func (r *report) sections() string {
 		b.WriteString(peerMarkdown(r.loads, r.peer))
 	}
 
-	fmt.Fprintf(&b, "\n%s: %d jobs every %v × %d instances with leases × %v\n\n", headFleet, c.fleetJobs, c.fleetInterval, instances, c.fleetDuration)
+	fmt.Fprintf(&b, "\n%s: %d jobs every %v × %d instances with leases × %v\n\n", headFleet, c.fleetJobs, c.fleetInterval, c.instances, c.fleetDuration)
 	switch {
 	case c.fleetJobs == 0 || !c.leases:
 		b.WriteString("not run (-fleet-jobs 0 or -leases=false)\n")
