@@ -514,7 +514,7 @@ func loadMarkdown(runs []*loadResult) string {
 	row("CPU used (of 2 cores on the reference machine)", func(l *loadResult) string {
 		return fmt.Sprintf("%.2f cores", l.cpu.Seconds()/l.wall.Seconds())
 	})
-	row("client messages per slot, out / in (3 connections)", func(l *loadResult) string {
+	row("client messages per slot, out / in (every instance's connection)", func(l *loadResult) string {
 		return perOp(l.clientMsgs.out, l.slotsDue) + " / " + perOp(l.clientMsgs.in, l.slotsDue)
 	})
 	row("JetStream API requests per slot, by kind (publishes not counted)", func(l *loadResult) string { return l.apiLine() })
