@@ -145,8 +145,10 @@ func (s *Scheduler) giveUp(a *attempt, err error) bool {
 	if a.answered.After(from) {
 		from = a.answered
 	}
-	// The store's clock may be ahead of this instance's by the allowance.
-	if !now.After(from.Add(a.rc.Keep - s.maxSkew)) {
+	// The store's clock may be ahead of this instance's by the allowance (at
+	// most a quarter of the keep: an allowance larger than the keep would give
+	// every claim up at its first failure).
+	if !now.After(from.Add(a.rc.Keep - min(s.maxSkew, a.rc.Keep/4))) {
 		return false
 	}
 	if a.kind != claimAdopt {
