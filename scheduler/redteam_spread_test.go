@@ -3,6 +3,7 @@ package scheduler_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -188,4 +189,25 @@ func TestRedteamSpreadDescribeSchedule(t *testing.T) {
 	require.NoError(t, err)
 	got = scheduler.DescribeSchedule(scheduler.SpreadSchedule{Schedule: every, Offset: 5 * time.Minute, Window: 15 * time.Minute}.String())
 	assert.True(t, strings.HasPrefix(got, "every 1h0m0s (aligned to UTC)"), "described: %q", got)
+}
+
+// At refuses an instant outside the range of slots (milliseconds since 1970 in
+// 64 bits). A spread must not move the one slot out of that range: the slot's
+// millisecond (its identity in claims and history) would wrap around.
+func TestRedteamSpreadMovesSlotOutOfRange(t *testing.T) {
+	s := newScheduler(t, memory.New(), "A")
+	last := time.UnixMilli(math.MaxInt64 - 1).UTC()
+	at := last.Add(-time.Hour)
+	window := scheduler.MaxDuration
+	name := "far"
+	require.Greater(t, scheduler.SpreadOffset(name, window), time.Hour)
+	err := s.At(name, at, okHandler, scheduler.WithSpread(window))
+	if err != nil {
+		return // refused: fine
+	}
+	jobs := s.Jobs()
+	require.Len(t, jobs, 1)
+	next := jobs[0].Next
+	assert.True(t, next.IsZero() || time.UnixMilli(next.UnixMilli()).Equal(next),
+		"the moved slot %v has a millisecond in range (UnixMilli %d)", next, next.UnixMilli())
 }
