@@ -148,6 +148,8 @@ func isOnce(sched Schedule) bool {
 		return true
 	case BoundedSchedule:
 		return isOnce(s.Schedule)
+	case SpreadSchedule:
+		return isOnce(s.Schedule)
 	}
 	return false
 }

@@ -21,6 +21,9 @@ func DescribeSchedule(s string) string {
 		return "–"
 	}
 	s, bounds := describeBounds(s)
+	if inner, spread, ok := strings.Cut(s, spreadText); ok {
+		s, bounds = inner, spreadText+spread+bounds
+	}
 	if s == noSchedule.String(noSchedule{}) {
 		return "its schedule entries" + bounds
 	}

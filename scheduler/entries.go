@@ -351,14 +351,14 @@ func (s *Scheduler) entryJob(p *job, e Entry) (*job, error) {
 	if !e.End.IsZero() && (cfg.end.IsZero() || e.End.Before(cfg.end)) {
 		cfg.end = ceilMillis(e.End)
 	}
+	name := backend.EntryRunName(e.Job, e.ID)
+	if sched, err = cfg.spread(name, sched, interval); err != nil {
+		return nil, bad(err)
+	}
 	if bounded, err := cfg.bound(sched); err == nil {
 		sched = bounded
 	} else {
 		sched = noSchedule{} // bounds that hold no slot (an end already past): it does nothing
-	}
-	name := backend.EntryRunName(e.Job, e.ID)
-	if sched, err = cfg.spread(name, sched, interval); err != nil {
-		return nil, bad(err)
 	}
 	if cfg.jitter > 0 && cfg.jitter >= cfg.maxLate {
 		return nil, bad(fmt.Errorf("%w: the job's jitter %v must be below the entry's max lateness %v (the gap between its slots)", ErrInvalidOption, cfg.jitter, cfg.maxLate))

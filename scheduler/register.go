@@ -105,10 +105,10 @@ func (s *Scheduler) add(name string, sched Schedule, interval time.Duration, h H
 	if err := cfg.checkDurations(); err != nil {
 		return fmt.Errorf("job %q: %w", name, err)
 	}
-	if sched, err = cfg.bound(sched); err != nil {
+	if sched, err = cfg.spread(name, sched, interval); err != nil {
 		return fmt.Errorf("job %q: %w", name, err)
 	}
-	if sched, err = cfg.spread(name, sched, interval); err != nil {
+	if sched, err = cfg.bound(sched); err != nil {
 		return fmt.Errorf("job %q: %w", name, err)
 	}
 	if cfg.jitter > 0 && cfg.jitter >= cfg.maxLate {

@@ -80,15 +80,14 @@ func (c *checker) removed(name string) bool {
 // onEntry reports whether slot (unix ms) is a slot of version e: on its grid
 // and after it was written.
 func onEntry(e backend.Entry, slot, off int64) bool {
-	slot -= off // the nominal slot, which the bounds hold
-	return slot%e.Every.Milliseconds() == 0 && slot > e.Updated.UnixMilli()
+	return (slot-off)%e.Every.Milliseconds() == 0 && slot > e.Updated.UnixMilli()
 }
 
 // nextOn is the first slot of version e after slot (unix ms), its slots moved
 // by off (a spread).
 func nextOn(e backend.Entry, slot, off int64) int64 {
 	iv := e.Every.Milliseconds()
-	from := max(slot-off, e.Updated.UnixMilli())
+	from := max(slot, e.Updated.UnixMilli()) - off
 	return (from/iv+1)*iv + off
 }
 
