@@ -114,8 +114,8 @@ func (c jobConfig) bound(sched Schedule) (Schedule, error) {
 		return nil, optErr("start %s is not before end %s", c.start.Format(boundsLayout), c.end.Format(boundsLayout))
 	}
 	from := c.start
-	if once, ok := sched.(OnceSchedule); ok && (from.IsZero() || once.At.Before(from)) {
-		from = once.At // a one-time job's one slot is known: probe it whatever the bounds
+	if at, ok := onceAt(sched); ok && (from.IsZero() || at.Before(from)) {
+		from = at // a one-time job's one slot is known: probe it whatever the bounds
 	}
 	if !from.IsZero() && b.Next(from.Add(-time.Nanosecond)).IsZero() {
 		return nil, fmt.Errorf("%w: %s has no slot within its bounds", ErrInvalidSchedule, b)
@@ -142,6 +142,18 @@ func describeBounds(s string) (inner, bounds string) {
 }
 
 // isOnce reports whether sched has at most one slot: a one-time job, bounded or not.
+// onceAt is the one slot of a one-time schedule (moved by its spread).
+func onceAt(sched Schedule) (time.Time, bool) {
+	switch s := sched.(type) {
+	case OnceSchedule:
+		return s.At, true
+	case SpreadSchedule:
+		at, ok := onceAt(s.Schedule)
+		return at.Add(s.Offset), ok
+	}
+	return time.Time{}, false
+}
+
 func isOnce(sched Schedule) bool {
 	switch s := sched.(type) {
 	case OnceSchedule:

@@ -134,3 +134,17 @@ func TestSpreadRefusesBadWindows(t *testing.T) {
 	_, err = s.AddEntry(t.Context(), "tenants", "hourly", scheduler.EntrySpec{Every: time.Hour})
 	require.NoError(t, err)
 }
+
+// A one-time job whose spread moves its slot past its end bound has no slot: it
+// is refused at registration, not left to never run.
+func TestSpreadOnceJobMovedPastItsEndIsRefused(t *testing.T) {
+	s := newScheduler(t, memory.New(), "A")
+	ok := func(context.Context, scheduler.Run) error { return nil }
+	const window = time.Hour
+	off := scheduler.SpreadOffset("once", window)
+	require.Greater(t, off, time.Minute)
+	at := time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC)
+	err := s.At("once", at, ok, scheduler.WithSpread(window), scheduler.WithEndAt(at.Add(off-time.Second)))
+	assert.ErrorIs(t, err, scheduler.ErrInvalidSchedule)
+	require.NoError(t, s.At("once", at, ok, scheduler.WithSpread(window), scheduler.WithEndAt(at.Add(off+time.Second))))
+}
