@@ -205,16 +205,32 @@ func entryFromKV(e jetstream.KeyValueEntry) entry {
 }
 
 // stopWatcher stops w and drains its channel until nats.go closes it, so that its
-// delivery callback is never left blocked on a full channel. It does not wait:
-// stopping deletes a consumer, which a server that is gone answers only by a
-// timeout.
+// delivery callback is never left blocked on a full channel; or until nothing
+// came for watcherDrainIdle (a watcher whose connection closed under it is never
+// closed, and delivers nothing more). It does not wait: stopping deletes a
+// consumer, which a server that is gone answers only by a timeout.
 func stopWatcher(w jetstream.KeyWatcher) {
 	go func() {
 		_ = w.Stop()
-		for range w.Updates() {
+		idle := time.NewTimer(watcherDrainIdle)
+		defer idle.Stop()
+		for {
+			select {
+			case _, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				idle.Reset(watcherDrainIdle)
+			case <-idle.C:
+				return
+			}
 		}
 	}()
 }
+
+// watcherDrainIdle is how long a stopped watcher's channel is drained with
+// nothing coming before the drain ends.
+const watcherDrainIdle = time.Second
 
 // EntryRunNames lists the entries of jobs whose run keys or job key the bucket
 // holds (backend.EntryRunLister): removed entries' too, and entries whose runs
