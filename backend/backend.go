@@ -3,6 +3,7 @@ package backend
 import (
 	"context"
 	"math"
+	"strconv"
 	"time"
 )
 
@@ -194,6 +195,11 @@ const (
 	// StatusLimit is a slot not run because the job's run limit
 	// (RunClaim.MaxRuns) was reached.
 	StatusLimit Status = "limit"
+	// StatusDeadline is a slot not ended ok by its deadline (the job's or
+	// entry's Deadline after the slot): a judgement of the slot, stored once
+	// (DeadlineRecord), beside the records of its attempts. The slot may still
+	// end ok later.
+	StatusDeadline Status = "deadline"
 )
 
 // Finished reports whether s is a final status.
@@ -207,6 +213,28 @@ func (s Status) NotRun() bool {
 		return true
 	}
 	return false
+}
+
+// DeadlineToken is the token of the deadline record of the slot at slot: one
+// per slot, so that every instance judging it writes the same record.
+func DeadlineToken(slot time.Time) string {
+	return "deadline-" + strconv.FormatInt(slot.UnixMilli(), 10)
+}
+
+// OnceRecorder is implemented by backends that can tell the first of several
+// writers of a record from the others. Instances that judge the same slot (a
+// deadline) write the same record; the one that stored it reports the judgement.
+// Without it the scheduler reads the history first and writes with SaveResult, so
+// two instances judging at the same instant may both report it (the history still
+// shows one record: records of the same token are one).
+type OnceRecorder interface {
+	// RecordOnce stores rec in job's history, keeping what keep allows, unless
+	// a record of the same slot and token is stored already; it reports whether
+	// this call stored it. Writes of the same record race to one winner.
+	// A store may forget a record it no longer holds (retention) or, for
+	// a store that deduplicates by time, one written longer ago than its
+	// DedupeWindow: a caller reads the history first.
+	RecordOnce(ctx context.Context, job string, rec StoredResult, keep Retention) (bool, error)
 }
 
 // StoredResult is how one attempt at a run ended, as stored by SaveResult.

@@ -86,6 +86,10 @@ type EntrySpec struct {
 	Payload []byte `json:"payload,omitempty"`
 	// Paused entries keep their place but run no slot.
 	Paused bool `json:"paused,omitempty"`
+	// Deadline, when set, is how long after each slot the entry's run must
+	// have ended ok; a slot that has not is recorded StatusDeadline. Zero: the
+	// job's deadline (scheduler.WithDeadline), if any.
+	Deadline time.Duration `json:"deadline,omitempty"`
 }
 
 // Entry is a stored schedule entry of a job.
@@ -136,6 +140,8 @@ func (e Entry) Check() error {
 		return fmt.Errorf("%w: entry %q of job %q: set exactly one of Every, Cron and At", ErrInvalidEntry, e.ID, e.Job)
 	case e.Every < 0:
 		return fmt.Errorf("%w: entry %q of job %q: interval %v is negative", ErrInvalidEntry, e.ID, e.Job, e.Every)
+	case e.Deadline < 0:
+		return fmt.Errorf("%w: entry %q of job %q: deadline %v is negative", ErrInvalidEntry, e.ID, e.Job, e.Deadline)
 	case e.Zone != "" && e.Cron == "":
 		return fmt.Errorf("%w: entry %q of job %q: a zone applies to Cron only", ErrInvalidEntry, e.ID, e.Job)
 	case len(e.Payload) > MaxEntryPayload:
