@@ -237,6 +237,11 @@ type OnceRecorder interface {
 	RecordOnce(ctx context.Context, job string, rec StoredResult, keep Retention) (bool, error)
 }
 
+// Judgement reports whether s is a judgement of a slot (a deadline record)
+// rather than the record of an attempt or of a decision about the slot: what
+// reads a slot's fate from its records passes it over.
+func (s Status) Judgement() bool { return s == StatusDeadline }
+
 // StoredResult is how one attempt at a run ended, as stored by SaveResult.
 type StoredResult struct {
 	Slot     time.Time

@@ -44,6 +44,9 @@ type EntrySpec struct {
 	Payload []byte `json:"payload,omitempty"`
 	// Paused entries keep their place but run no slot.
 	Paused bool `json:"paused,omitempty"`
+	// Deadline is a Go duration ("30m"): how long after each slot the entry's
+	// run must have ended ok; empty: the job's deadline, if any.
+	Deadline string `json:"deadline,omitempty"`
 }
 
 // entrySpecOf is s as the wire carries it.
@@ -51,6 +54,9 @@ func entrySpecOf(s scheduler.EntrySpec) EntrySpec {
 	out := EntrySpec{Cron: s.Cron, Zone: s.Zone, At: s.At, Start: s.Start, End: s.End, Payload: s.Payload, Paused: s.Paused}
 	if s.Every != 0 {
 		out.Every = s.Every.String()
+	}
+	if s.Deadline != 0 {
+		out.Deadline = s.Deadline.String()
 	}
 	return out
 }
@@ -68,6 +74,16 @@ func (s EntrySpec) spec() (scheduler.EntrySpec, error) {
 			return out, badRequest("every %s is not positive", s.Every)
 		}
 		out.Every = d
+	}
+	if s.Deadline != "" {
+		d, err := time.ParseDuration(s.Deadline)
+		if err != nil {
+			return out, badRequest("deadline: %v", err)
+		}
+		if d <= 0 {
+			return out, badRequest("deadline %s is not positive", s.Deadline)
+		}
+		out.Deadline = d
 	}
 	if len(s.Payload) > backend.MaxEntryPayload {
 		return out, badRequest("a payload of %d bytes: at most %d", len(s.Payload), backend.MaxEntryPayload)

@@ -33,6 +33,7 @@
 //	anarchon_slot_lag_seconds                histogram  job_name                    start time − slot time of scheduled runs
 //	anarchon_late_slots_total                counter    job_name                    slots not started: their deadline (slot + max lateness) had passed
 //	anarchon_missed_slots_total              counter    job_name                    slots recorded missed here: due while no instance could claim them
+//	anarchon_deadline_missed_total           counter    job_name                    slots recorded here as not ended ok by their deadline (WithDeadline)
 //	anarchon_skipped_slots_total             counter    job_name                    slots skipped: an earlier slot held its lease and overlap is forbidden
 //	anarchon_takeovers_total                 counter    job_name                    runs this instance took over from an expired or released lease
 //	anarchon_lease_losses_total              counter    job_name                    runs whose lease was lost while the handler ran

@@ -50,6 +50,8 @@ func (m *Metrics) OnEvent(e scheduler.Event) {
 	case scheduler.EventMissed:
 		m.claims.WithLabelValues(job, outcomeLabel(e)).Inc()
 		m.missedSlots.WithLabelValues(job).Add(float64(max(e.Count, 1)))
+	case scheduler.EventDeadlineMissed:
+		m.deadlines.WithLabelValues(job).Inc()
 	case scheduler.EventSkipped:
 		m.claims.WithLabelValues(job, outcomeLabel(e)).Inc()
 		m.skippedSlots.WithLabelValues(job).Inc()
@@ -144,6 +146,7 @@ func (m *Metrics) initJob(job string, at time.Time) {
 	m.runs.WithLabelValues(job, string(scheduler.StatusError), "false")
 	m.lateSlots.WithLabelValues(job)
 	m.missedSlots.WithLabelValues(job)
+	m.deadlines.WithLabelValues(job)
 	m.skippedSlots.WithLabelValues(job)
 	m.takeovers.WithLabelValues(job)
 	m.leaseLosses.WithLabelValues(job)

@@ -351,6 +351,7 @@ func TestLabelCardinality(t *testing.T) {
 		"anarchon_running_handlers":                 {"job_name"},
 		"anarchon_paused_slots_total":               {"job_name"},
 		"anarchon_missed_slots_total":               {"job_name"},
+		"anarchon_deadline_missed_total":            {"job_name"},
 		"anarchon_job_paused":                       {"job_name"},
 		"anarchon_job_conflict":                     {"job_name"},
 		"anarchon_retries_total":                    {"job_name"},

@@ -21,6 +21,7 @@ type Metrics struct {
 	slotLag       *prometheus.HistogramVec // job
 	lateSlots     *prometheus.CounterVec   // job
 	missedSlots   *prometheus.CounterVec   // job
+	deadlines     *prometheus.CounterVec   // job
 	skippedSlots  *prometheus.CounterVec   // job
 	takeovers     *prometheus.CounterVec   // job
 	leaseLosses   *prometheus.CounterVec   // job
@@ -100,6 +101,8 @@ func New(opts ...Option) (*Metrics, error) {
 			"Slots this instance did not start because their start deadline (slot + max lateness) had passed.", labelJob),
 		missedSlots: counter("missed_slots_total",
 			"Slots this instance recorded missed: due while no instance could claim them (every one down, paused or cut off from the run store).", labelJob),
+		deadlines: counter("deadline_missed_total",
+			"Slots this instance recorded past their deadline (WithDeadline): not ended ok by then.", labelJob),
 		skippedSlots: counter("skipped_slots_total",
 			"Slots skipped because an earlier slot still held its lease and the job forbids overlap.", labelJob),
 		takeovers: counter("takeovers_total",
@@ -146,7 +149,7 @@ func New(opts ...Option) (*Metrics, error) {
 		paused:    map[string]bool{},
 	}
 	m.all = []prometheus.Collector{
-		m.claims, m.runs, m.runDuration, m.slotLag, m.lateSlots, m.missedSlots, m.skippedSlots,
+		m.claims, m.runs, m.runDuration, m.slotLag, m.lateSlots, m.missedSlots, m.deadlines, m.skippedSlots,
 		m.takeovers, m.leaseLosses, m.backendErrors, m.lastSuccess, m.nextSlot, m.running,
 		m.pausedSlots, m.jobPaused, m.jobConflict, m.retries, m.failedSlots,
 		m.cancelAsked, m.interval, m.firstSeen, m.entryRuns, m.entryFailed, m.buildInfo,

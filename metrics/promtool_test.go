@@ -41,7 +41,7 @@ func promtool(t *testing.T) string {
 func TestPromtoolChecksTheRules(t *testing.T) {
 	out, err := exec.Command(promtool(t), "check", "rules", alertsFile).CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	require.Contains(t, string(out), "SUCCESS: 9 rules found")
+	require.Contains(t, string(out), "SUCCESS: 10 rules found")
 }
 
 // The rules, run by promtool's rule engine on the metrics a real scheduler
@@ -122,6 +122,7 @@ func TestPromtoolRunsTheRulesOnLiveMetrics(t *testing.T) {
 		at(10*time.Minute, "AnarchonBackendErrors"),
 		at(10*time.Minute, "AnarchonLateSlots"),
 		at(10*time.Minute, "AnarchonMissedSlots"),
+		at(10*time.Minute, "AnarchonDeadlineMissed"),
 		at(10*time.Minute, "AnarchonLeaseLost"),
 		at(10*time.Minute, "AnarchonSlotLagHigh"),
 		at(10*time.Minute, "AnarchonJobDeclaredDifferently"),
@@ -257,6 +258,56 @@ func TestPromtoolFiresMissedSlots(t *testing.T) {
 	runPromtool(t, scrape, seriesOf(samples, start), len(samples), []map[string]any{
 		at(0, "AnarchonMissedSlots"),
 		at(2*time.Minute, "AnarchonMissedSlots", missed("12")),
+	})
+}
+
+// A job every 10 s whose slots from 0:40 on run 30 s, past their 20 s
+// deadline: AnarchonDeadlineMissed fires once the first is judged, with the
+// count of slots judged so far, and not before.
+func TestPromtoolFiresDeadlineMissed(t *testing.T) {
+	const scrape = 15 * time.Second
+	var (
+		start   time.Time
+		samples []map[string]float64
+	)
+	synctest.Test(t, func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		m, err := metrics.Wire(reg)
+		require.NoError(t, err)
+		s, err := scheduler.New(scheduler.Config{Backend: memory.New(), Instance: "replica-1", OnEvent: m.OnEvent})
+		require.NoError(t, err)
+		start = time.Now()
+		require.NoError(t, s.Every("slow", 10*time.Second, func(ctx context.Context, r scheduler.Run) error {
+			if !r.Slot.Before(start.Add(40 * time.Second)) {
+				time.Sleep(30 * time.Second)
+			}
+			return nil
+		}, scheduler.WithDeadline(20*time.Second), scheduler.WithMaxLate(5*time.Second)))
+		samples = append(samples, scrapeOnce(t, reg))
+		require.NoError(t, s.Start(t.Context()))
+		for range 8 {
+			time.Sleep(scrape)
+			synctest.Wait()
+			samples = append(samples, scrapeOnce(t, reg))
+		}
+		require.NoError(t, s.Stop(t.Context()))
+	})
+	late := func(value string) map[string]any {
+		return map[string]any{
+			"exp_labels": map[string]string{"job_name": "slow", "severity": "critical"},
+			"exp_annotations": map[string]string{
+				"summary":     "Slots of slow had not ended ok by their deadline",
+				"description": value + " slots of slow were recorded past their deadline in the last 30 minutes.",
+				"runbook_url": "https://github.com/anarchon/anarchon/blob/main/docs/operating.md#anarchondeadlinemissed",
+			},
+		}
+	}
+	// 0:40's deadline is 1:00, judged at 1:02; 0:50's at 1:12; by the scrape
+	// at 1:45, 0:40 … 1:20 are judged.
+	runPromtool(t, scrape, seriesOf(samples, start), len(samples), []map[string]any{
+		at(time.Minute, "AnarchonDeadlineMissed"),
+		at(time.Minute+15*time.Second, "AnarchonDeadlineMissed", late("2")),
+		at(time.Minute+45*time.Second, "AnarchonDeadlineMissed", late("5")),
 	})
 }
 

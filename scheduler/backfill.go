@@ -457,7 +457,7 @@ func newestRecords(hist []RunRecord) slotRecords {
 	out := make(slotRecords)
 	for i := range hist {
 		r := &hist[i]
-		if r.Manual {
+		if r.Manual || r.Status.Judgement() {
 			continue
 		}
 		k := r.Slot.UnixMilli()

@@ -339,6 +339,9 @@ func (s *Scheduler) entryJob(p *job, e Entry) (*job, error) {
 		return nil, bad(err)
 	}
 	cfg := p.cfg
+	if e.Deadline > 0 {
+		cfg.deadline = e.Deadline
+	}
 	if !cfg.maxLateSet {
 		cfg.maxLate = min(p.cfg.maxLate, shortestGap(sched, interval))
 	}
@@ -359,6 +362,12 @@ func (s *Scheduler) entryJob(p *job, e Entry) (*job, error) {
 		sched = bounded
 	} else {
 		sched = noSchedule{} // bounds that hold no slot (an end already past): it does nothing
+	}
+	if e.Deadline > MaxDuration {
+		return nil, bad(fmt.Errorf("%w: deadline %v is above MaxDuration (%v)", ErrInvalidOption, e.Deadline, MaxDuration))
+	}
+	if err := cfg.checkDeadline(sched, interval, s.maxSkew); err != nil {
+		return nil, bad(err)
 	}
 	if cfg.jitter > 0 && cfg.jitter >= cfg.maxLate {
 		return nil, bad(fmt.Errorf("%w: the job's jitter %v must be below the entry's max lateness %v (the gap between its slots)", ErrInvalidOption, cfg.jitter, cfg.maxLate))

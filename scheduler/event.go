@@ -70,6 +70,12 @@ const (
 	// that claim's outcome (won or buffered: the last counted slot; limit or
 	// done: a slot stored limit).
 	EventLimitReached EventKind = "limit_reached"
+	// EventDeadlineMissed: this instance recorded the slot past its deadline
+	// (WithDeadline): it had not ended ok by then. Sent once per slot across the
+	// fleet (by every judge on a backend without backend.OnceRecorder that
+	// judges at the same instant); Event.Err says what the slot had come to,
+	// Event.Next is the deadline.
+	EventDeadlineMissed EventKind = "deadline_missed"
 )
 
 // Event is what the scheduler reports to Config.OnEvent.

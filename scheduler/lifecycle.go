@@ -80,6 +80,8 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		s.loops.Add(1)
 		go s.watchPauses(pauser)
 	}
+	s.loops.Add(1)
+	go s.judgeDeadlines()
 	// The jobs registered now, those registered during Start included (their
 	// registration prepared them).
 	s.startJobsLocked(s.order, s.clock.Now())

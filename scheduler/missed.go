@@ -55,6 +55,12 @@ func (s *Scheduler) recoverJob(j *job, now time.Time, run, capped []time.Time) {
 	if ctx.Err() != nil {
 		return
 	}
+	if d := j.cfg.deadline; d > 0 && !mark.IsZero() {
+		// The slots whose judgement a stop of the whole fleet may have cut off.
+		for t := j.sched.Next(mark.Add(-d - s.maxSkew)); !t.IsZero() && !t.After(mark); t = j.sched.Next(t) {
+			s.judgeLater(j, t)
+		}
+	}
 	if len(run) > 0 {
 		s.handlers.Add(1)
 		go func() {
@@ -90,6 +96,7 @@ func (s *Scheduler) recordMissed(j *job, now time.Time, run, capped []time.Time,
 	}
 	for _, slot := range m.each {
 		s.claimMissed(ctx, j, slot, 1, "")
+		s.judgeLater(j, slot) // once recorded missed
 	}
 }
 
@@ -146,7 +153,7 @@ func (s *Scheduler) newestRecorded(ctx context.Context, j *job, last time.Time) 
 func newest(recs []RunRecord, last time.Time) time.Time {
 	var mark time.Time
 	for _, r := range recs {
-		if !r.Manual && !r.Backfill && r.Status != StatusMissed && r.Slot.After(mark) && !r.Slot.After(last) {
+		if !r.Manual && !r.Backfill && r.Status != StatusMissed && !r.Status.Judgement() && r.Slot.After(mark) && !r.Slot.After(last) {
 			mark = r.Slot
 		}
 	}
@@ -266,6 +273,9 @@ func (s *Scheduler) recordOwed(j *job, first time.Time) {
 	from := first.Add(-time.Millisecond)
 	oldest := time.Time{}
 	for _, r := range recs {
+		if r.Status.Judgement() {
+			continue
+		}
 		recorded[r.Slot.UnixMilli()] = true
 		if oldest.IsZero() || r.Slot.Before(oldest) {
 			oldest = r.Slot

@@ -32,7 +32,7 @@ func (c *jobConfig) checkDurations() error {
 	}{
 		{"jitter", c.jitter}, {"max lateness", c.maxLate}, {"timeout", c.timeout}, {"lease", c.lease},
 		{"catch-up window", c.catchUpWindow}, {"dedupe window", c.window}, {"history TTL", c.historyTTL},
-		{"spread window", c.spreadWindow},
+		{"spread window", c.spreadWindow}, {"deadline", c.deadline},
 	} {
 		if d.v > MaxDuration {
 			return fmt.Errorf("%w: %s %v is above MaxDuration (%v)", ErrInvalidOption, d.name, d.v, MaxDuration)
@@ -77,6 +77,9 @@ type jobConfig struct {
 	bufferCap int
 	// maxRuns is the job's fleet-wide run limit (WithMaxRuns); 0: none.
 	maxRuns int
+	// deadline is how long after its slot a slot must have ended ok
+	// (WithDeadline); 0: none.
+	deadline time.Duration
 }
 
 func optErr(format string, args ...any) error {

@@ -80,7 +80,7 @@ func failedStreak(recs []RunRecord) (streak int, lastErr string) {
 	bySlot := map[int64]slotEnd{}
 	var order []int64
 	for _, r := range recs {
-		if r.Manual {
+		if r.Manual || r.Status.Judgement() {
 			continue
 		}
 		k := r.Slot.UnixMilli()

@@ -111,6 +111,9 @@ func (s *Scheduler) add(name string, sched Schedule, interval time.Duration, h H
 	if sched, err = cfg.bound(sched); err != nil {
 		return fmt.Errorf("job %q: %w", name, err)
 	}
+	if err := cfg.checkDeadline(sched, interval, s.maxSkew); err != nil {
+		return fmt.Errorf("job %q: %w", name, err)
+	}
 	if cfg.jitter > 0 && cfg.jitter >= cfg.maxLate {
 		return fmt.Errorf("job %q: %w: jitter %v must be below max lateness %v, or every slot could start late", name, ErrInvalidOption, cfg.jitter, cfg.maxLate)
 	}

@@ -123,6 +123,9 @@ func (s *Scheduler) execute(a *attempt) execResult {
 	}
 	s.logFailure(run, res, err)
 	out := s.settle(a, res, plan)
+	if out.Status == StatusOK && !run.Manual {
+		s.sawOK(j, a.rc.Slot, res.FinishedAt)
+	}
 	if !out.retried {
 		seen.Status, seen.FinishedAt, seen.Duration, seen.Error = out.Status, res.FinishedAt, res.FinishedAt.Sub(started), res.Error
 		s.seen.note(seen)

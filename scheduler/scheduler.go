@@ -86,6 +86,8 @@ type Scheduler struct {
 
 	pauses pauses // the stored pauses, as the backend's watch last told them
 	out    outbox // records that complete a slot, to write again
+	// judged are the slots' deadlines this instance will judge (deadline.go).
+	judged judgements
 	// adopting: the runs being taken over beside a caller (under mu).
 	adopting map[adoptKey]bool
 }

@@ -48,6 +48,8 @@ const (
 	StatusPaused     = backend.StatusPaused
 	// StatusLimit: the slot fell after the job's run limit was reached (WithMaxRuns).
 	StatusLimit = backend.StatusLimit
+	// StatusDeadline: the slot had not ended ok by its deadline (WithDeadline).
+	StatusDeadline = backend.StatusDeadline
 )
 
 // Claim outcomes; see [backend.ClaimOutcome].

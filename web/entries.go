@@ -212,7 +212,11 @@ func entrySchedule(e fleet.Entry) string {
 	if !e.End.IsZero() {
 		s += " until " + e.End.UTC().Format(boundsLayout)
 	}
-	return scheduler.DescribeSchedule(s)
+	s = scheduler.DescribeSchedule(s)
+	if e.Deadline != "" {
+		s += ", deadline " + e.Deadline
+	}
+	return s
 }
 
 // maxPreview is how much of a payload the entry page shows; its JSON carries

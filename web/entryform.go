@@ -21,6 +21,7 @@ const maxEntryForm = 3*backend.MaxEntryPayload + maxActionBody
 // entryForm is the form that adds or changes an entry, as the page fills it.
 type entryForm struct {
 	ID, Every, Cron, Zone, At, Start, End string
+	Deadline                              string
 	Payload                               string
 	// Binary: the stored payload is not text; the form keeps it as it is.
 	Binary bool
@@ -40,7 +41,7 @@ type formFrame struct {
 const formTime = time.RFC3339Nano
 
 func formOf(e fleet.Entry) entryForm {
-	f := entryForm{ID: e.ID, Every: e.Every, Cron: e.Cron, Zone: e.Zone, Paused: e.Paused, Rev: e.Revision}
+	f := entryForm{ID: e.ID, Every: e.Every, Cron: e.Cron, Zone: e.Zone, Deadline: e.Deadline, Paused: e.Paused, Rev: e.Revision}
 	for _, t := range []struct {
 		at  time.Time
 		out *string
@@ -79,6 +80,7 @@ func readEntryForm(w http.ResponseWriter, r *http.Request) (id string, spec flee
 	spec.Every = strings.TrimSpace(f.Get("every"))
 	spec.Cron = strings.TrimSpace(f.Get("cron"))
 	spec.Zone = strings.TrimSpace(f.Get("zone"))
+	spec.Deadline = strings.TrimSpace(f.Get("deadline"))
 	for _, t := range []struct {
 		name string
 		out  *time.Time

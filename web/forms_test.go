@@ -86,7 +86,7 @@ func TestEntryForms(t *testing.T) {
 
 	const id = "eu/acme"
 	r := f.post(t, jobURL(jobTenants)+"/add-entry", entryForm(id, "cron", "0 9 * * MON-FRI", "zone", "Europe/Athens",
-		"start", "2090-01-01T00:00:00Z", "payload", "{\"tenant\":\"acme\"}\r\nline 2", "paused", "1"))
+		"start", "2090-01-01T00:00:00Z", "payload", "{\"tenant\":\"acme\"}\r\nline 2", "paused", "1", "deadline", "45m"))
 	require.Equal(t, http.StatusSeeOther, r.status, r.body)
 	assert.Equal(t, entryURL(jobTenants, id)+"?done=entry-added", r.header.Get("Location"))
 	e := f.storedEntry(t, jobTenants, id)
@@ -94,8 +94,11 @@ func TestEntryForms(t *testing.T) {
 	assert.Equal(t, "Europe/Athens", e.Zone)
 	assert.Equal(t, "{\"tenant\":\"acme\"}\nline 2", string(e.Payload), "the payload as typed, with its line ends")
 	assert.True(t, e.Paused)
+	assert.Equal(t, "45m0s", e.Deadline)
 
 	page := f.get(t, r.header.Get("Location"))
+	assert.Contains(t, page.body, `name="deadline" maxlength="32" placeholder="30m, optional: the job's" value="45m0s"`, "the change form keeps the deadline")
+	assert.Contains(t, page.body, `(Europe/Athens), from 2090-01-01T00:00:00.000Z, deadline 45m0s <code>`, "the schedule says it")
 	assert.Contains(t, page.body, "Added: every replica")
 	assert.Contains(t, page.body, `value="0 9 * * MON-FRI"`, "the change form holds the entry as read")
 	assert.Contains(t, page.body, fmt.Sprintf(`<input type="hidden" name="rev" value="%d">`, e.Revision))
@@ -112,6 +115,7 @@ func TestEntryForms(t *testing.T) {
 	assert.Empty(t, changed.Cron)
 	assert.False(t, changed.Paused, "unticked: resumed")
 	assert.Equal(t, "v2", string(changed.Payload))
+	assert.Empty(t, changed.Deadline, "emptied: the job's")
 
 	r = f.post(t, entryURL(jobTenants, id)+"/update", entryForm("", "every", "2h", "rev", rev))
 	assert.Equal(t, http.StatusConflict, r.status, r.body)
@@ -139,6 +143,7 @@ func TestEntryForms(t *testing.T) {
 		{jobURL(jobTenants) + "/add-entry", entryForm("a\x01b", "every", "1h"), "id=&#34;a\\x01b&#34;"},
 		{jobURL(jobTenants) + "/add-entry", entryForm("x", "every", "1h", "payload", strings.Repeat("p", backend.MaxEntryPayload+1)), "payload of 16385 bytes"},
 		{jobURL(jobTenants) + "/add-entry", entryForm("x", "every", "1h", "paused", "maybe"), "paused=&#34;maybe&#34;"},
+		{jobURL(jobTenants) + "/add-entry", entryForm("x", "every", "1h", "deadline", "soon"), "deadline: time: invalid duration"},
 		{jobURL(jobTenants) + "/add-entry", url.Values{"id": {"x", "y"}, "every": {"1h"}}, "id given 2 times"},
 		{entryURL(jobTenants, "x") + "/update", entryForm("", "every", "1h"), "a change needs rev"},
 		{entryURL(jobTenants, "x") + "/remove", nil, "a removal needs rev"},

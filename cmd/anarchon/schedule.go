@@ -23,7 +23,7 @@ import (
 // and set, the revision for set and rm, the page for ls.
 type scheduleFlags struct {
 	every, cron, zone, at, start, end string
-	payload, payloadFile              string
+	payload, payloadFile, deadline    string
 	paused                            bool
 	rev                               uint64
 	after                             string
@@ -41,10 +41,11 @@ func (p *scheduleFlags) specFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&p.payload, "payload", "", "the payload handed to every run (at most 16 KiB)")
 	fs.StringVar(&p.payloadFile, "payload-file", "", "read the payload from this file (- for stdin)")
 	fs.BoolVar(&p.paused, "paused", false, "store the entry paused (set: --paused=false resumes it)")
+	fs.StringVar(&p.deadline, "deadline", "", "each slot must have ended ok this long after its time, or is recorded deadline (a Go duration: 30m; empty: the job's)")
 }
 
 // specNames are the flags of an entry's spec.
-var specNames = []string{"every", "cron", "zone", "at", "start", "end", "payload", "payload-file", "paused"}
+var specNames = []string{"every", "cron", "zone", "at", "start", "end", "payload", "payload-file", "paused", "deadline"}
 
 // entryArgs is the Args of a schedule action about one entry.
 func entryArgs(cmd *cobra.Command, args []string) error {
@@ -255,6 +256,16 @@ func (c *cli) applySpec(spec fleet.EntrySpec, now time.Time) (fleet.EntrySpec, e
 	if g("paused") {
 		spec.Paused = p.paused
 	}
+	if g("deadline") {
+		spec.Deadline = ""
+		if p.deadline != "" {
+			d, err := time.ParseDuration(p.deadline)
+			if err != nil || d <= 0 {
+				return spec, usagef("--deadline %q: a positive Go duration (30m), or empty for the job's", p.deadline)
+			}
+			spec.Deadline = d.String()
+		}
+	}
 	return spec, nil
 }
 
@@ -369,6 +380,9 @@ func entrySchedule(e fleet.Entry) string {
 	}
 	if !e.End.IsZero() {
 		s += ", until " + stamp(e.End)
+	}
+	if e.Deadline != "" {
+		s += ", deadline " + e.Deadline
 	}
 	return s
 }

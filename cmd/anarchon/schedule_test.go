@@ -188,6 +188,8 @@ func TestScheduleBadInput(t *testing.T) {
 		{"schedule", "rm", "feeds", "x", "--every", "1h"},
 		{"schedule", "set", "feeds", "x"},
 		{"schedule", "set", "feeds", "x", "--rev", "2"},
+		{"schedule", "add", "feeds", "x", "--every", "1h", "--deadline", "soon"},
+		{"schedule", "add", "feeds", "x", "--every", "1h", "--deadline", "-5m"},
 	} {
 		r := anarchon(t, append(srv, args...)...)
 		assert.Equal(t, exitUsage, r.code, "%q", args)
@@ -222,6 +224,21 @@ func TestScheduleBadInput(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "from a file", string(e.Payload))
 	assert.WithinDuration(t, time.Now().Add(time.Hour), e.At, time.Minute)
+
+	// A deadline of its own; the replica refuses one its history cannot judge.
+	r = anarchon(t, append(srv, "schedule", "add", "feeds", "daily", "--cron", "0 9 * * *", "--deadline", "30m")...)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "at 09:00 every day (UTC), deadline 30m0s, revision")
+	e, err = f.stored(t, "daily")
+	require.NoError(t, err)
+	assert.Equal(t, 30*time.Minute, e.Deadline)
+	r = anarchon(t, append(srv, "schedule", "set", "feeds", "daily", "--deadline", "")...)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	e, err = f.stored(t, "daily")
+	require.NoError(t, err)
+	assert.Zero(t, e.Deadline, "an empty --deadline: the job's")
+	r = anarchon(t, append(srv, "schedule", "add", "feeds", "fast", "--every", "1s", "--deadline", "1h")...)
+	oneErrorLine(t, r, "the job's history must keep at least")
 
 	r = anarchon(t, "help", "schedule", "add")
 	assert.Contains(t, r.stdout, "anarchon schedule add JOB ID (--every D | --cron E [--zone Z] | --at T)")

@@ -1,0 +1,314 @@
+package scheduler
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/anarchon/anarchon/backend"
+	"github.com/anarchon/anarchon/backend/machine"
+)
+
+// WithDeadline says each slot of the job must have ended ok within d of its
+// time: a slot that has not is recorded StatusDeadline in the job's history
+// (once, by the first instance to judge it), with an EventDeadlineMissed.
+// Each schedule entry of the job has the same deadline, unless it sets its own
+// (EntrySpec.Deadline). The deadline counts from the slot's schedule time, before
+// a spread window moves it (Run.Nominal), and must exceed that window.
+//
+// Every instance that follows the job judges each slot d plus the clock skew
+// allowance after it, from the slot's records: a slot it ran and saw end ok
+// costs nothing; the others cost a read of the job's history. A slot is judged
+// also when nobody started it (every replica down or cut off: its missed
+// record). The slot's records must still be in the history when it is judged:
+// the history must hold four records for each slot the deadline spans, and its
+// TTL must exceed d, checked at registration.
+//
+// Paused slots and slots past the run limit are not judged: they were decided
+// not to run. The first instance back after the whole fleet was down judges
+// the slots due while it was down, up to MaxMissedRecords of them (the older
+// ones are recorded missed as one record), and the slots just before, whose
+// judgement the stop may have cut off (with leases).
+func WithDeadline(d time.Duration) JobOption {
+	return func(c *jobConfig) error {
+		if d <= 0 {
+			return optErr("deadline %v must be positive", d)
+		}
+		c.deadline = d
+		return nil
+	}
+}
+
+// checkDeadline refuses a deadline whose slots' records could be gone from the
+// history when it is judged, or that a spread window reaches.
+func (c jobConfig) checkDeadline(sched Schedule, interval, skew time.Duration) error {
+	d := c.deadline
+	if d == 0 {
+		return nil
+	}
+	if c.spreadWindow > 0 && d <= c.spreadWindow {
+		return optErr("deadline %v must exceed the spread window %v: a slot could be moved past its deadline", d, c.spreadWindow)
+	}
+	if c.historyTTL > 0 && c.historyTTL <= d+skew {
+		return optErr("deadline %v: the history TTL %v must exceed it and the clock skew allowance %v, or a slot's records could be gone when it is judged", d, c.historyTTL, skew)
+	}
+	if isOnce(sched) {
+		return nil
+	}
+	if _, none := sched.(noSchedule); none {
+		return nil
+	}
+	gap := max(spreadGap(sched, interval), time.Millisecond)
+	spans := int((d+skew)/gap) + 1
+	if need := deadlineRecords * spans; c.historySize < need {
+		return optErr("deadline %v spans up to %d slots (one every %v): the job's history must keep at least %d records (WithHistory), it keeps %d", d, spans, gap, need, c.historySize)
+	}
+	return nil
+}
+
+// deadlineRecords is how many records per slot a judged deadline counts on
+// finding in the history: attempts, a judgement, a manual run now and then.
+const deadlineRecords = 4
+
+// judgement is a slot's deadline this instance will judge.
+type judgement struct {
+	j *job
+	// slot is the slot (moved by a spread), due its deadline, at when to judge
+	// it: the deadline plus the clock skew allowance.
+	slot, due, at time.Time
+	// ok says this instance saw the slot end ok by its deadline.
+	ok    bool
+	index int
+}
+
+type judgeKey struct {
+	name string
+	slot int64
+}
+
+// judgements are the deadlines this instance will judge, soonest first.
+type judgements struct {
+	mu    sync.Mutex
+	queue judgeQueue
+	byKey map[judgeKey]*judgement
+	wake  chan struct{}
+}
+
+type judgeQueue []*judgement
+
+func (q judgeQueue) Len() int           { return len(q) }
+func (q judgeQueue) Less(a, b int) bool { return q[a].at.Before(q[b].at) }
+func (q judgeQueue) Swap(a, b int) {
+	q[a], q[b] = q[b], q[a]
+	q[a].index, q[b].index = a, b
+}
+func (q *judgeQueue) Push(x any) {
+	g := x.(*judgement)
+	g.index = len(*q)
+	*q = append(*q, g)
+}
+func (q *judgeQueue) Pop() any {
+	old := *q
+	g := old[len(old)-1]
+	old[len(old)-1] = nil
+	*q = old[:len(old)-1]
+	return g
+}
+
+// judgeLater plans the judgement of slot of j, a job or entry with a deadline.
+func (s *Scheduler) judgeLater(j *job, slot time.Time) {
+	if j.cfg.deadline <= 0 {
+		return
+	}
+	due := j.nominal(slot).Add(j.cfg.deadline)
+	js := &s.judged
+	js.mu.Lock()
+	k := judgeKey{j.name, slot.UnixMilli()}
+	if _, ok := js.byKey[k]; ok {
+		js.mu.Unlock()
+		return
+	}
+	if js.byKey == nil {
+		js.byKey = map[judgeKey]*judgement{}
+		js.wake = make(chan struct{}, 1)
+	}
+	g := &judgement{j: j, slot: slot, due: due, at: due.Add(s.maxSkew)}
+	js.byKey[k] = g
+	heap.Push(&js.queue, g)
+	first := js.queue[0] == g
+	js.mu.Unlock()
+	if first {
+		select {
+		case js.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// sawOK notes that this instance saw slot of j end ok at end: its judgement,
+// if any, reads nothing when end is by the deadline.
+func (s *Scheduler) sawOK(j *job, slot, end time.Time) {
+	js := &s.judged
+	js.mu.Lock()
+	defer js.mu.Unlock()
+	if g := js.byKey[judgeKey{j.name, slot.UnixMilli()}]; g != nil && !end.After(g.due) {
+		g.ok = true
+	}
+}
+
+// judgeDeadlines judges the planned deadlines as they come due, until the
+// loops stop. Those due together are judged with one history read per job.
+func (s *Scheduler) judgeDeadlines() {
+	defer s.loops.Done()
+	js := &s.judged
+	js.mu.Lock()
+	if js.wake == nil {
+		js.byKey, js.wake = map[judgeKey]*judgement{}, make(chan struct{}, 1)
+	}
+	wake := js.wake
+	js.mu.Unlock()
+	for {
+		now := s.clock.Now()
+		js.mu.Lock()
+		var due []*judgement
+		for len(js.queue) > 0 && !js.queue[0].at.After(now) {
+			g := heap.Pop(&js.queue).(*judgement)
+			delete(js.byKey, judgeKey{g.j.name, g.slot.UnixMilli()})
+			due = append(due, g)
+		}
+		var next time.Time
+		if len(js.queue) > 0 {
+			next = js.queue[0].at
+		}
+		js.mu.Unlock()
+		s.judgeAll(due)
+		var timer Timer
+		var fire <-chan time.Time
+		if !next.IsZero() {
+			timer = s.clock.NewTimer(next.Sub(s.clock.Now()))
+			fire = timer.C()
+		}
+		select {
+		case <-s.loopCtx.Done():
+			if timer != nil {
+				timer.Stop()
+			}
+			return
+		case <-wake:
+		case <-fire:
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+	}
+}
+
+// judgeAll judges gs, grouped by job (or entry).
+func (s *Scheduler) judgeAll(gs []*judgement) {
+	byJob := map[*job][]*judgement{}
+	var order []*job
+	for _, g := range gs {
+		if g.ok || g.j.gone.Err() != nil {
+			continue
+		}
+		if byJob[g.j] == nil {
+			order = append(order, g.j)
+		}
+		byJob[g.j] = append(byJob[g.j], g)
+	}
+	for _, j := range order {
+		s.judge(j, byJob[j])
+	}
+}
+
+// judge judges gs, deadlines of j's slots, from one read of j's history.
+func (s *Scheduler) judge(j *job, gs []*judgement) {
+	ctx, cancel := s.jobCtx(j)
+	defer cancel()
+	oldest := gs[0].slot
+	for _, g := range gs {
+		if g.slot.Before(oldest) {
+			oldest = g.slot
+		}
+	}
+	var recs []RunRecord
+	for try := 0; ; try++ {
+		var err error
+		if recs, err = s.history(ctx, j.name, j.cfg.historySize); err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		s.backendError(j, oldest, "history", err)
+		if try+1 >= markTries || !s.sleepUntil(ctx, s.clock.Now().Add(retryDelay(try))) {
+			s.log.Warn("deadlines not judged: the history could not be read", j.logAttr(), "slot", oldest, "slots", len(gs), "err", err)
+			return
+		}
+	}
+	for _, g := range gs {
+		if len(recs) == j.cfg.historySize && !reaches(recs, g.slot) {
+			s.log.Warn("deadline not judged: the slot's records are no longer in the history", j.logAttr(), "slot", g.slot, "history", j.cfg.historySize)
+			continue
+		}
+		why, missed := machine.Deadline(recs, g.slot, g.due)
+		if !missed {
+			continue
+		}
+		s.recordDeadline(ctx, j, g, why)
+	}
+}
+
+// reaches reports whether recs, a full read of a history, newest first, holds
+// every record of slot: its oldest record is older.
+func reaches(recs []RunRecord, slot time.Time) bool {
+	return len(recs) > 0 && recs[len(recs)-1].Slot.Before(slot)
+}
+
+// recordDeadline stores the judgement that g's slot missed its deadline, and
+// reports it when this instance stored it first.
+func (s *Scheduler) recordDeadline(ctx context.Context, j *job, g *judgement, why string) {
+	now := s.clock.Now()
+	text := fmt.Sprintf("not ended ok by its deadline %s (%v after the slot): %s",
+		g.due.UTC().Format(time.RFC3339Nano), j.cfg.deadline, why)
+	rec := backend.StoredResult{
+		Slot:       g.slot,
+		Token:      backend.DeadlineToken(g.slot),
+		Instance:   s.instance,
+		Attempt:    1,
+		Status:     StatusDeadline,
+		FinishedAt: now,
+		Error:      backend.TruncateText(text, backend.MaxErrorText),
+	}
+	keep := backend.Retention{Size: j.cfg.historySize, TTL: j.cfg.historyTTL}
+	first := true
+	for try := 0; ; try++ {
+		cctx, cancel := s.callCtx(ctx)
+		var err error
+		if once, ok := s.backend.(backend.OnceRecorder); ok {
+			first, err = once.RecordOnce(cctx, j.name, rec, keep)
+		} else {
+			err = s.backend.SaveResult(cctx, j.name, rec, keep)
+		}
+		cancel()
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		s.backendError(j, g.slot, "record_deadline", err)
+		if try+1 >= markTries || !s.sleepUntil(ctx, s.clock.Now().Add(retryDelay(try))) {
+			s.log.Warn("deadline missed, not recorded: the store did not answer", j.logAttr(), "slot", g.slot, "deadline", g.due, "why", why, "err", err)
+			return
+		}
+	}
+	if !first {
+		return
+	}
+	s.log.Warn("deadline missed: the slot had not ended ok by its deadline", j.logAttr(), "slot", g.slot, "deadline", g.due, "why", why)
+	s.emit(Event{Kind: EventDeadlineMissed, Job: j.name, Slot: g.slot, Status: StatusDeadline, Next: g.due, Err: errors.New(text)})
+}
