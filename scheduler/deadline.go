@@ -28,7 +28,7 @@ import (
 // TTL must exceed d, checked at registration.
 //
 // Paused slots and slots past the run limit are not judged: they were decided
-// not to run. The first instance back after the whole fleet was down judges
+// not to run; nor are the slots of an entry removed before their deadline. The first instance back after the whole fleet was down judges
 // the slots due while it was down, up to MaxMissedRecords of them (the older
 // ones are recorded missed as one record), and the slots just before, whose
 // judgement the stop may have cut off (with leases).
@@ -80,8 +80,12 @@ type judgement struct {
 	// it: the deadline plus the clock skew allowance.
 	slot, due, at time.Time
 	// ok says this instance saw the slot end ok by its deadline.
-	ok    bool
-	index int
+	ok bool
+	// incarnation is the entry's this instance followed when the slot came
+	// due: a slot of an entry removed since (or removed and added again) is
+	// not judged.
+	incarnation uint64
+	index       int
 }
 
 type judgeKey struct {
@@ -135,7 +139,8 @@ func (s *Scheduler) judgeLater(j *job, slot time.Time) {
 		js.byKey = map[judgeKey]*judgement{}
 		js.wake = make(chan struct{}, 1)
 	}
-	g := &judgement{j: j, slot: slot, due: due, at: due.Add(s.maxSkew)}
+	inc, _ := s.entryFacts(j)
+	g := &judgement{j: j, slot: slot, due: due, at: due.Add(s.maxSkew), incarnation: inc}
 	js.byKey[k] = g
 	heap.Push(&js.queue, g)
 	first := js.queue[0] == g
@@ -213,6 +218,9 @@ func (s *Scheduler) judgeAll(gs []*judgement) {
 	for _, g := range gs {
 		if g.ok || g.j.gone.Err() != nil {
 			continue
+		}
+		if inc, gone := s.entryFacts(g.j); gone || inc != g.incarnation {
+			continue // the entry was removed: an operator ended its slots
 		}
 		if byJob[g.j] == nil {
 			order = append(order, g.j)

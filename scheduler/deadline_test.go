@@ -286,3 +286,35 @@ func TestDeadlineWithPauseAfterFailures(t *testing.T) {
 		assert.Len(t, recs, 3, "paused slots are not judged: %v", recs)
 	})
 }
+
+// The slots of an entry removed before their deadline are not judged: an
+// operator ended them.
+func TestDeadlineOfARemovedEntry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := memory.New()
+		events := newEventLog(scheduler.EventDeadlineMissed)
+		s := newScheduler(t, b, "A", func(c *scheduler.Config) { c.OnEvent = events.hook })
+		require.NoError(t, s.Declare("tenants", func(ctx context.Context, r scheduler.Run) error {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(20 * time.Second):
+				return nil
+			}
+		}, scheduler.WithDeadline(10*time.Second)))
+		require.NoError(t, s.Start(t.Context()))
+		_, err := s.AddEntry(t.Context(), "tenants", "gone", scheduler.EntrySpec{Every: time.Minute})
+		require.NoError(t, err)
+		_, err = s.AddEntry(t.Context(), "tenants", "kept", scheduler.EntrySpec{Every: time.Minute})
+		require.NoError(t, err)
+		time.Sleep(time.Until(time.Now().Truncate(time.Minute).Add(time.Minute + 5*time.Second))) // both run
+		require.NoError(t, s.RemoveEntry(t.Context(), "tenants", "gone", 0))
+		time.Sleep(time.Minute)
+		require.NoError(t, s.Stop(t.Context()))
+		assert.Empty(t, deadlineRecords(t, s, backend.EntryRunName("tenants", "gone")))
+		assert.NotEmpty(t, deadlineRecords(t, s, backend.EntryRunName("tenants", "kept")))
+		for _, e := range events.of(scheduler.EventDeadlineMissed) {
+			assert.Equal(t, "kept", e.Entry)
+		}
+	})
+}
