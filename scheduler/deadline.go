@@ -43,8 +43,9 @@ func WithDeadline(d time.Duration) JobOption {
 }
 
 // checkDeadline refuses a deadline whose slots' records could be gone from the
-// history when it is judged, or that a spread window reaches.
-func (c jobConfig) checkDeadline(sched Schedule, interval, skew time.Duration) error {
+// history when it is judged, or that a spread window reaches. It notes the
+// schedule's shortest gap, which bounds the history a judgement reads.
+func (c *jobConfig) checkDeadline(sched Schedule, interval, skew time.Duration) error {
 	d := c.deadline
 	if d == 0 {
 		return nil
@@ -55,6 +56,7 @@ func (c jobConfig) checkDeadline(sched Schedule, interval, skew time.Duration) e
 	if c.historyTTL > 0 && c.historyTTL <= d+skew {
 		return optErr("deadline %v: the history TTL %v must exceed it and the clock skew allowance %v, or a slot's records could be gone when it is judged", d, c.historyTTL, skew)
 	}
+	c.deadlineGap = MaxDuration // one slot
 	if isOnce(sched) {
 		return nil
 	}
@@ -62,6 +64,7 @@ func (c jobConfig) checkDeadline(sched Schedule, interval, skew time.Duration) e
 		return nil
 	}
 	gap := max(spreadGap(sched, interval), time.Millisecond)
+	c.deadlineGap = gap
 	spans := int((d+skew)/gap) + 1
 	if need := deadlineRecords * spans; c.historySize < need {
 		return optErr("deadline %v spans up to %d slots (one every %v): the job's history must keep at least %d records (WithHistory), it keeps %d", d, spans, gap, need, c.historySize)
@@ -243,22 +246,27 @@ func (s *Scheduler) judge(j *job, gs []*judgement) {
 		}
 	}
 	var recs []RunRecord
-	for try := 0; ; try++ {
+	depth := j.judgeDepth(oldest, s.clock.Now())
+	for try := 0; ; {
 		var err error
-		if recs, err = s.history(ctx, j.name, j.cfg.historySize); err == nil {
-			break
+		if recs, err = s.history(ctx, j.name, depth); err == nil {
+			if len(recs) < depth || reaches(recs, oldest) || depth == j.cfg.historySize {
+				break
+			}
+			depth = min(4*depth, j.cfg.historySize) // manual runs filled the newest
+			continue
 		}
 		if ctx.Err() != nil {
 			return
 		}
 		s.backendError(j, oldest, "history", err)
-		if try+1 >= markTries || !s.sleepUntil(ctx, s.clock.Now().Add(retryDelay(try))) {
+		if try++; try >= markTries || !s.sleepUntil(ctx, s.clock.Now().Add(retryDelay(try))) {
 			s.log.Warn("deadlines not judged: the history could not be read", j.logAttr(), "slot", oldest, "slots", len(gs), "err", err)
 			return
 		}
 	}
 	for _, g := range gs {
-		if len(recs) == j.cfg.historySize && !reaches(recs, g.slot) {
+		if len(recs) == depth && !reaches(recs, g.slot) {
 			s.log.Warn("deadline not judged: the slot's records are no longer in the history", j.logAttr(), "slot", g.slot, "history", j.cfg.historySize)
 			continue
 		}
@@ -268,6 +276,15 @@ func (s *Scheduler) judge(j *job, gs []*judgement) {
 		}
 		s.recordDeadline(ctx, j, g, why)
 	}
+}
+
+// judgeDepth is how many of j's newest records hold every record of its slots
+// from oldest on, at now: deadlineRecords for each slot since, at most the
+// history j keeps.
+func (j *job) judgeDepth(oldest, now time.Time) int {
+	gap := max(j.cfg.deadlineGap, time.Millisecond)
+	slots := int64(max(now.Sub(oldest), 0)/gap) + 2
+	return int(min(int64(j.cfg.historySize), deadlineRecords*slots+16))
 }
 
 // reaches reports whether recs, a full read of a history, newest first, holds

@@ -80,6 +80,9 @@ type jobConfig struct {
 	// deadline is how long after its slot a slot must have ended ok
 	// (WithDeadline); 0: none.
 	deadline time.Duration
+	// deadlineGap is the schedule's shortest gap, for a job with a deadline
+	// (checkDeadline); MaxDuration for a one-time schedule.
+	deadlineGap time.Duration
 }
 
 func optErr(format string, args ...any) error {
