@@ -152,6 +152,7 @@ func mcNewPlan(seed uint64) *modelcheck.Plan {
 		j.MixOverlap(seed, i)
 		j.MixLimit(seed, i)
 		j.MixSpread(seed, i)
+		j.MixDeadline(seed, i)
 		p.Jobs = append(p.Jobs, j)
 	}
 	faultMS := int(mcFaultPhase / time.Millisecond)

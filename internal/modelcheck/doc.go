@@ -105,6 +105,9 @@
 //	    the entry removed (10e); no slot claimed first while the view may be
 //	    stale, from a watch's end or Resync to Synced (10f)
 //	11  an absurd option value is refused at registration
+//	12  deadlines: at most one deadline record per slot (12a), told at most
+//	    once, by a replica that stored it (12b); a quiet slot is judged past
+//	    its deadline exactly when it did not end ok by it (12c)
 //
 // [Timing] says what the record can know. Under synctest with a store in
 // memory a call is applied at the instant the record sees it ([Exact]). Over a

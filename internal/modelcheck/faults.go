@@ -162,6 +162,21 @@ func (m *faultyBackend) RecordManualRun(ctx context.Context, in backend.ClaimInp
 	})
 }
 
+// RecordOnce is the store's (backend.OnceRecorder) through the faults; a store
+// without it is asked as the scheduler asks one: SaveResult, told it stored.
+func (m *faultyBackend) RecordOnce(ctx context.Context, job string, r backend.StoredResult, keep backend.Retention) (bool, error) {
+	once, ok := m.b.(backend.OnceRecorder)
+	first, err := do(m.in, ctx, storeCall{"record-once", job, r.Slot}, func(ctx context.Context) (bool, error) {
+		if !ok {
+			return true, m.b.SaveResult(ctx, job, r, keep)
+		}
+		return once.RecordOnce(ctx, job, r, keep)
+	}, func(_ time.Duration, first bool, err error, fault string) {
+		m.in.h.rec.slotLog(m.in, job, r.Slot, "history record-once %s tok=%s → first=%v %v%s", r.Status, tok(r.Token), first, errText(err), fault)
+	})
+	return first, err
+}
+
 func (m *faultyBackend) SaveResult(ctx context.Context, job string, r backend.StoredResult, keep backend.Retention) error {
 	_, err := do(m.in, ctx, storeCall{"save", job, r.Slot}, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, m.b.SaveResult(ctx, job, r, keep)

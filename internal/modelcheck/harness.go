@@ -301,6 +301,9 @@ func (h *Harness) startLocked(slot int) error {
 		if j.Spread > 0 {
 			opts = append(opts, scheduler.WithSpread(j.Spread))
 		}
+		if j.Deadline > 0 {
+			opts = append(opts, scheduler.WithDeadline(j.Deadline))
+		}
 		if j.Retry != nil {
 			opts = append(opts, scheduler.WithRetry(*j.Retry))
 			if j.Timeout > 0 {
@@ -588,6 +591,9 @@ func (in *inst) onEvent(e scheduler.Event) {
 	name := e.Job
 	if e.Entry != "" {
 		name = backend.EntryRunName(e.Job, e.Entry)
+	}
+	if e.Kind == scheduler.EventDeadlineMissed {
+		in.h.rec.deadlineTold(name, e.Slot, in.name)
 	}
 	in.h.rec.slotLog(in, name, e.Slot, "%s", b.String())
 }

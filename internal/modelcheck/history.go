@@ -43,6 +43,7 @@ func (c *checker) stored(ctx context.Context, history backend.Backend, runs back
 		for _, a := range active {
 			unfinished[a.Slot.UnixMilli()] = a
 		}
+		recs = c.deadlines(j, recs)
 		if !c.h.noSettler {
 			c.onePerAttempt(j, recs, unfinished)
 		}

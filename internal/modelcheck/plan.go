@@ -40,6 +40,9 @@ type Job struct {
 	// Spread is the job's spread window (WithSpread); 0: none. Its slots, and
 	// each entry's, are moved by scheduler.SpreadOffset of their run name.
 	Spread time.Duration
+	// Deadline is the job's deadline (WithDeadline); 0: none. Its entries
+	// have it too.
+	Deadline time.Duration
 	// Entries are the job's schedule entries (AddEntries), run with its
 	// handler and policies on stores that keep entries (backend.EntryStore);
 	// Declared jobs have no slots of their own (scheduler.Declare), the others
@@ -504,6 +507,16 @@ func (j *Job) MixOverlap(seed uint64, i int) {
 func (j *Job) MixSpread(seed uint64, i int) {
 	if b := Mix(seed, 0x7370_7264, uint64(i)) % 36; b < 9 {
 		j.Spread = time.Duration(100+b*100) * time.Millisecond
+	}
+}
+
+// MixDeadline gives, drawn apart from the plan's generator with Mix, a quarter
+// of the jobs a deadline of a half to three intervals after the slot (past its
+// spread window): handlers that run up to MaxRun end on both sides of it. i is
+// the job's index in the plan.
+func (j *Job) MixDeadline(seed uint64, i int) {
+	if b := Mix(seed, 0x646c_696e, uint64(i)) % 40; b < 10 {
+		j.Deadline = max(j.Interval/2+time.Duration(b)*j.Interval/4, j.Spread+100*time.Millisecond)
 	}
 }
 

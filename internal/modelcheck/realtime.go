@@ -53,6 +53,7 @@ func RealTimePlan(seed uint64, o RealTime) *Plan {
 		j.MixOverlap(seed, i)
 		j.MixLimit(seed, i)
 		j.MixSpread(seed, i)
+		j.MixDeadline(seed, i)
 		p.Jobs = append(p.Jobs, j)
 	}
 	faultMS := int(o.FaultPhase / time.Millisecond)

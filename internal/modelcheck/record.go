@@ -280,6 +280,8 @@ type record struct {
 	decisions []decision
 	// settles are the Settle calls the store answered.
 	settles []settleRec
+	// told counts the EventDeadlineMissed of each slot, by instance.
+	told map[key]map[string]int
 	// hits are the faults that struck each job's calls (coverage.go).
 	hits map[string]map[string]bool
 	// absurd are the absurd values tried at instance starts (rule 11).
@@ -673,4 +675,18 @@ func (r *record) pauseStored(in *inst, job string, called, until time.Duration, 
 		r.pauses = append(r.pauses, pauseRec{job: job, from: now, until: until})
 	}
 	r.appendLocked(entry{at: now, inst: in.name, text: fmt.Sprintf("PAUSE JOB %s (called at %s) until %s → %v", job, at(called), at(until), errText(err))})
+}
+
+// deadlineTold notes inst's EventDeadlineMissed of job's slot.
+func (r *record) deadlineTold(job string, slot time.Time, inst string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.told == nil {
+		r.told = map[key]map[string]int{}
+	}
+	k := key{job, slot.UnixMilli()}
+	if r.told[k] == nil {
+		r.told[k] = map[string]int{}
+	}
+	r.told[k][inst]++
 }
