@@ -87,3 +87,17 @@ func runEntriesConformance(t *testing.T, js func(t *testing.T) natsjs.JetStream,
 		return b
 	})
 }
+
+// TestDeadlinesPlain: deadlines judged by a fleet without leases, its claims
+// de-duplicated publishes.
+func TestDeadlinesPlain(t *testing.T) {
+	s := natstest.Server(t, embedded.Options{})
+	js := natstest.JetStream(t, natstest.Conn(t, s))
+	backendtest.RunDeadlines(t, func(t *testing.T) backend.Backend {
+		b, err := New(js)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	})
+}

@@ -65,3 +65,15 @@ func TestEntriesSQLite(t *testing.T) {
 	path := sqliteFile(t)
 	backendtest.RunEntries(t, func(t *testing.T) backend.Backend { return newSQLite(t, path) })
 }
+
+func TestDeadlinesPostgres(t *testing.T) {
+	t.Parallel()
+	p := prefix("deadline")
+	backendtest.RunDeadlines(t, func(t *testing.T) backend.Backend { return newPG(t, p) })
+}
+
+func TestDeadlinesSQLite(t *testing.T) {
+	t.Parallel()
+	path := sqliteFile(t)
+	backendtest.RunDeadlines(t, func(t *testing.T) backend.Backend { return newSQLite(t, path) })
+}
