@@ -157,6 +157,29 @@ func (b *Backend) WriteRecords(ctx context.Context, job string, recs []backend.S
 	return nil
 }
 
+// RecordOnce appends rec to job's results as SaveResult does, unless they hold
+// a result of its slot and token already (backend.OnceRecorder); it reports
+// whether it appended it. One mutex makes concurrent calls take turns, so the
+// first one stores it. A result trimmed by keep is forgotten. A record without
+// a token is refused (backend.ErrInvalidClaim).
+func (b *Backend) RecordOnce(ctx context.Context, job string, rec backend.StoredResult, keep backend.Retention) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	if err := backendutil.CheckClaim("memory", job, rec.Token); err != nil {
+		return false, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, r := range b.results[job] {
+		if r.Token == rec.Token && r.Slot.Equal(rec.Slot) {
+			return false, nil
+		}
+	}
+	b.saveLocked(job, rec, keep)
+	return true, nil
+}
+
 // storedLocked reports whether job's results hold r's slot, token and status.
 func (b *Backend) storedLocked(job string, r backend.StoredResult) bool {
 	rs := b.results[job]

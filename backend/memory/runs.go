@@ -52,6 +52,7 @@ var (
 	_ backend.EntryRunLister     = (*RunStore)(nil)
 	_ backend.LeaseBackend       = (*Backend)(nil)
 	_ backend.RecordWriter       = (*Backend)(nil)
+	_ backend.OnceRecorder       = (*Backend)(nil)
 )
 
 // storedRun is what the store keeps per (run name, slot).
