@@ -17,7 +17,9 @@
 //	                                       WithMixedFleet, the first attempt of a won lease
 //	                                       (LeasedBackend.RecordClaim), marked "leased"
 //	anarchon.<token>.result                results; the newest history-size kept
-//	                                       (MaxMsgsPerSubject), Nats-TTL = history TTL if set
+//	                                       (MaxMsgsPerSubject), Nats-TTL = history TTL if set;
+//	                                       WriteRecords' and RecordOnce's with Nats-Msg-Id =
+//	                                       <token>:<slot ms>:<run token>:result
 //	anarchon.<token>.manual                RunNow runs, no de-duplication, bounded like results
 //	anarchon.<token>.lease                 takeovers of leased runs (attempt > 1), and a first
 //	                                       attempt that found another lease's claim; bounded
