@@ -39,6 +39,7 @@ var (
 	_ backend.Pauser         = (*Backend)(nil)
 	_ backend.LastRunsReader = (*Backend)(nil)
 	_ backend.EntryStore     = (*Backend)(nil)
+	_ backend.OnceRecorder   = (*Backend)(nil)
 )
 
 // SchemaVersion is the version of the tables this package creates and reads. Init

@@ -17,6 +17,8 @@
 //   - stores the slots due while another runs, to run them after it
 //     (OverlapBufferOne and OverlapBufferAll, backend.OverlapBufferer).
 //   - reads the last runs of many jobs in one query (backend.LastRunsReader).
+//   - stores a record once and tells its one writer (backend.OnceRecorder): a
+//     check and an insert in one transaction that holds the job's lock.
 //
 // Held to the same contract as the JetStream backend, it passes the same
 // conformance suite (backend/backendtest).

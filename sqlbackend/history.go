@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/anarchon/anarchon/backend"
+	"github.com/anarchon/anarchon/internal/backendutil"
 )
 
 // SaveResult stores how a run ended and trims the job's results to keep: the newest
@@ -27,6 +28,80 @@ func (b *Backend) SaveResult(ctx context.Context, job string, r backend.StoredRe
 		return fmt.Errorf("sqlbackend: save result %s: %w", describe(job, r.Slot), err)
 	}
 	return nil
+}
+
+// RecordOnce stores rec as SaveResult does, unless job's results hold a result
+// of its slot and token still shown (not expired); it reports whether it stored
+// it (backend.OnceRecorder). The check and the insert are one transaction that
+// holds the job's lock, the lock of the run store's calls (lockJob), so of
+// concurrent writers from any replica the first stores the record and the
+// others find it. A result trimmed by keep is forgotten. A record without a
+// token is refused (backend.ErrInvalidClaim).
+func (b *Backend) RecordOnce(ctx context.Context, job string, rec backend.StoredResult, keep backend.Retention) (bool, error) {
+	ctx, cancel := b.callCtx(ctx)
+	defer cancel()
+	if err := backendutil.CheckClaim("sqlbackend", job, rec.Token); err != nil {
+		return false, err
+	}
+	if err := b.Init(ctx); err != nil {
+		return false, err
+	}
+	stored := false
+	err := b.inTx(ctx, func(tx *sql.Tx) error {
+		stored = false
+		if err := b.lockJob(ctx, tx, job); err != nil {
+			return err
+		}
+		var n int
+		if err := tx.QueryRowContext(ctx, b.q(0, `SELECT COUNT(*) FROM {p}results
+			WHERE job = ? AND slot = ? AND token = ? AND (expires IS NULL OR expires > {now})`),
+			job, rec.Slot.UnixMilli(), rec.Token).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			return nil
+		}
+		stored = true
+		return b.storeResults(ctx, tx, job, []backend.StoredResult{rec}, keep)
+	})
+	if err != nil {
+		return false, fmt.Errorf("sqlbackend: record once %s: %w", describe(job, rec.Slot), err)
+	}
+	return stored, nil
+}
+
+// lockJob serialises tx with the job's other locked calls (the run store's,
+// RecordOnce): Dialect.Serialize, or a SELECT with Dialect.ForUpdate, on the
+// job's row, stored first when there is none. A statement after it sees what
+// the call before committed.
+func (b *Backend) lockJob(ctx context.Context, tx *sql.Tx, job string) error {
+	for attempt := 0; ; attempt++ {
+		if _, err := tx.ExecContext(ctx, b.q(0, b.lockSQL()), job); err != nil {
+			return err
+		}
+		var n int
+		if err := tx.QueryRowContext(ctx, b.q(0, "SELECT COUNT(*) FROM {p}jobs WHERE job = ?"), job).Scan(&n); err != nil {
+			return err
+		}
+		switch {
+		case n > 0:
+			return nil
+		case attempt > 0:
+			return fmt.Errorf("the row of job %q in %sjobs is gone", job, b.opts.prefix)
+		}
+		if _, err := tx.ExecContext(ctx, b.q(ignore, "INSERT INTO {p}jobs (job, fence, hist_floor) VALUES (?, 0, 0)"), job); err != nil {
+			return err
+		}
+	}
+}
+
+// lockSQL is the statement that locks a job's row (its one parameter):
+// Dialect.Serialize, or a SELECT with Dialect.ForUpdate.
+func (b *Backend) lockSQL() string {
+	if b.dialect.Serialize != "" {
+		return b.dialect.Serialize
+	}
+	return "SELECT fence FROM {p}jobs WHERE job = ?" + b.dialect.ForUpdate
 }
 
 func (b *Backend) saveResult(ctx context.Context, job string, r backend.StoredResult, keep backend.Retention) error {

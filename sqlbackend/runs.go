@@ -217,13 +217,9 @@ func (s *RunStore) write(ctx context.Context, st *slotState, d machine.Decision,
 // what the call before committed, reads the job's fence and count, the
 // database's now and the slot's run. A job with no row yet gets one first.
 func (s *RunStore) lockAndRead(ctx context.Context, tx *sql.Tx, job string, slot time.Time) (*slotState, error) {
-	lock := s.b.dialect.Serialize
-	if lock == "" {
-		lock = "SELECT fence FROM {p}jobs WHERE job = ?" + s.b.dialect.ForUpdate
-	}
 	st := &slotState{tx: tx, job: job, slot: slot.UnixMilli()}
 	for attempt := 0; ; attempt++ {
-		if _, err := tx.ExecContext(ctx, s.b.q(0, lock), job); err != nil {
+		if _, err := tx.ExecContext(ctx, s.b.q(0, s.b.lockSQL()), job); err != nil {
 			return nil, err
 		}
 		var (
