@@ -15,7 +15,8 @@
 // The suite checks the contract's rules, not a store's internals: the race (one winner
 // among many concurrent claims of a slot, each from its own backend value), repeat
 // safety, history (order, limit, retention by size and TTL, takeover attempts),
-// manual runs, invalid claims and the reported window; and, for run stores, the
+// manual runs, invalid claims and the reported window, a backend.OnceRecorder's one
+// stored record of concurrent writers; and, for run stores, the
 // lease rules and the one stored decision per slot.
 //
 // For a run store that is a backend.Settler the lease section also checks the
@@ -85,6 +86,7 @@ func RunWithOptions(t *testing.T, newBackend func(t *testing.T) backend.Backend,
 	t.Run("RetentionSize", func(t *testing.T) { testRetentionSize(t, newBackend) })
 	t.Run("RetentionTTL", func(t *testing.T) { testRetentionTTL(t, newBackend) })
 	t.Run("TakeoverAttemptsInHistory", func(t *testing.T) { testTakeoverHistory(t, newBackend) })
+	t.Run("RecordOnce", func(t *testing.T) { testRecordOnce(t, newBackend) })
 	t.Run("InvalidClaims", func(t *testing.T) { testInvalidClaims(t, newBackend) })
 }
 
