@@ -21,6 +21,8 @@
 //	                                       state (else written beside, SaveResult)
 //	RecordsUser        the Settler         a history it writes into (RecordWriter)
 //	RecordWriter       the backend         the history a RecordsUser writes into
+//	OnceRecorder       the backend         a record stored once, its one writer told
+//	                                       (a deadline's event fired by one instance)
 //	LeaseWatcher       the RunStore        backups woken when a lease ends (else polled)
 //	ActiveLister       the RunStore        every job's unfinished runs in one reading at Start
 //	EntryRunLister     the RunStore        runs of removed entries ended at Start
