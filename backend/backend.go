@@ -197,7 +197,7 @@ const (
 	StatusLimit Status = "limit"
 	// StatusDeadline is a slot not ended ok by its deadline (the job's or
 	// entry's Deadline after the slot): a judgement of the slot, stored once
-	// (DeadlineRecord), beside the records of its attempts. The slot may still
+	// (OnceRecorder, DeadlineToken), beside the records of its attempts. The slot may still
 	// end ok later.
 	StatusDeadline Status = "deadline"
 )
