@@ -230,7 +230,10 @@ func DeadlineToken(slot time.Time) string {
 type OnceRecorder interface {
 	// RecordOnce stores rec in job's history, keeping what keep allows, unless
 	// a record of the same slot and token is stored already; it reports whether
-	// this call stored it. Writes of the same record race to one winner.
+	// this call stored it. Writes of the same record from several instances
+	// race to one winner. A retry of a write whose answer was lost is told
+	// what the lost answer said: a store tells it by the record's Instance, or
+	// by a mark of its own.
 	// A store may forget a record it no longer holds (retention) or, for
 	// a store that deduplicates by time, one written longer ago than its
 	// DedupeWindow: a caller reads the history first.

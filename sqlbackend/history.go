@@ -52,14 +52,15 @@ func (b *Backend) RecordOnce(ctx context.Context, job string, rec backend.Stored
 		if err := b.lockJob(ctx, tx, job); err != nil {
 			return err
 		}
-		var n int
-		if err := tx.QueryRowContext(ctx, b.q(0, `SELECT COUNT(*) FROM {p}results
-			WHERE job = ? AND slot = ? AND token = ? AND (expires IS NULL OR expires > {now})`),
-			job, rec.Slot.UnixMilli(), rec.Token).Scan(&n); err != nil {
-			return err
-		}
-		if n > 0 {
+		var by string
+		switch err := tx.QueryRowContext(ctx, b.q(0, `SELECT instance FROM {p}results
+			WHERE job = ? AND slot = ? AND token = ? AND (expires IS NULL OR expires > {now}) LIMIT 1`),
+			job, rec.Slot.UnixMilli(), rec.Token).Scan(&by); {
+		case err == nil:
+			stored = rec.Instance != "" && by == rec.Instance // a retry of its own write, whose commit went unanswered
 			return nil
+		case !errors.Is(err, sql.ErrNoRows):
+			return err
 		}
 		stored = true
 		return b.storeResults(ctx, tx, job, []backend.StoredResult{rec}, keep)

@@ -56,9 +56,10 @@ func testRecordOnce(t *testing.T, newBackend func(t *testing.T) backend.Backend)
 	stored, err := once.RecordOnce(ctx, job, first, l.Retention)
 	require.NoError(t, err)
 	require.True(t, stored, "the first write of a record stores it")
-	stored, err = once.RecordOnce(ctx, job, first, l.Retention)
+	// The same writer again may be told either: a store may take it for a
+	// retry whose answer was lost (RecordOnce).
+	_, err = once.RecordOnce(ctx, job, first, l.Retention)
 	require.NoError(t, err)
-	assert.False(t, stored, "the same record again is stored already")
 	other := setup(t, newBackend)
 	stored, err = other.(backend.OnceRecorder).RecordOnce(ctx, job, deadlineRecord(slotAt(0), "judge-b"), l.Retention)
 	require.NoError(t, err)

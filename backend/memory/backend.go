@@ -173,7 +173,7 @@ func (b *Backend) RecordOnce(ctx context.Context, job string, rec backend.Stored
 	defer b.mu.Unlock()
 	for _, r := range b.results[job] {
 		if r.Token == rec.Token && r.Slot.Equal(rec.Slot) {
-			return false, nil
+			return rec.Instance != "" && r.Instance == rec.Instance, nil // a retry of its own write
 		}
 	}
 	b.saveLocked(job, rec, keep)
