@@ -48,7 +48,7 @@ type mutant struct {
 }
 
 // machineFiles are the machine's files whose cases are broken.
-var machineFiles = []string{"backend/machine/claim.go", "backend/machine/settle.go"}
+var machineFiles = []string{"backend/machine/claim.go", "backend/machine/settle.go", "backend/machine/deadline.go"}
 
 // equivalent are the mutants that change no answer and no stored state: the
 // case they break decides nothing the cases before it left open.
