@@ -122,6 +122,7 @@ func runLeases(t *testing.T, newStore func(t *testing.T) (backend.RunStore, Hist
 		{"LimitRace", testLimitRace},
 		{"LimitBuffered", testLimitBuffered},
 		{"LimitSkipped", testLimitSkipped},
+		{"RunCount", testRunCount},
 		{"SettleDecisionsRecorded", testSettleDecisions},
 		{"SettleTakeoverRecordsLost", testSettleTakeover},
 		{"SettleEndsRecorded", testSettleEnds},
