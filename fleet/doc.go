@@ -57,6 +57,8 @@
 //	<prefix>.RESUME.<job>    one replica that declares the job: removes the job's pause
 //	<prefix>.HISTORY.<job>   one replica that declares the job: the job's recent runs
 //	<prefix>.ACTIVE.<job>    one replica that declares the job: its unfinished runs
+//	<prefix>.PREVIEW.<job>   one replica that declares the job: its next slots, each
+//	                         with what the fleet will do with it (Scheduler.Preview)
 //	<prefix>.ENTRIES.<job>.LIST   one replica that declares the job: a page of its
 //	                              schedule entries (Scheduler.EntryViews)
 //	<prefix>.ENTRIES.<job>.GET    one entry, with its payload and recent runs
@@ -270,7 +272,7 @@
 // `anarchon permissions ROLE` prints them as a nats-server configuration block:
 //
 //	viewer    publish   <prefix>.JOBS, <prefix>.HISTORY.*, <prefix>.ACTIVE.*,
-//	                    <prefix>.ENTRIES.*.LIST, <prefix>.ENTRIES.*.GET,
+//	                    <prefix>.PREVIEW.*, <prefix>.ENTRIES.*.LIST, <prefix>.ENTRIES.*.GET,
 //	                    $JS.API.DIRECT.GET.KV_<registry bucket>
 //	          subscribe <its inbox prefix>.>, <prefix>.EVENTS.* (for watch)
 //	operator  as a viewer, and publish <prefix>.TRIGGER.*, <prefix>.BACKFILL.*,

@@ -204,7 +204,7 @@ func (f *Service) addEndpoints() error {
 	return nil
 }
 
-// serveJob subscribes the seven endpoints of job.
+// serveJob subscribes the eight endpoints of job.
 func (f *Service) serveJob(job string) error {
 	for _, e := range []struct {
 		verb  string
@@ -217,6 +217,7 @@ func (f *Service) serveJob(job string) error {
 		{verbResume, f.controls, f.handle(f.resume(job))},
 		{verbHistory, f.reads, f.handle(f.history(job))},
 		{verbActive, f.reads, f.handle(f.active(job))},
+		{verbPreview, f.reads, f.handle(f.preview(job))},
 	} {
 		subject := f.subj.job(e.verb, job)
 		if err := f.subscribeJob(job, subject, e.queue, e.h); err != nil {

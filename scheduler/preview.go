@@ -422,18 +422,21 @@ func (st *previewState) paused(ps *PreviewSlot) bool {
 		}
 		end = q.Until
 	}
-	why := pausedWhy(p)
-	if end.IsZero() {
-		ps.Runs = false
-		ps.add(PreviewPaused, "recorded paused, not run: %s (until resumed)", why)
-		return true
+	who := "job paused"
+	if p.Job == "" {
+		who = "all jobs paused"
 	}
-	if st.caughtUp(p, end)[ps.Slot.UnixMilli()] {
-		ps.add(PreviewCatchUp, "paused (%s, until %s); catch-up runs it when the pause ends", why, stamp(end))
+	until := "until resumed"
+	if !end.IsZero() {
+		until = "until " + stamp(end)
+	}
+	why := fmt.Sprintf("%s by %s %s: %s", who, p.By, until, p.Reason)
+	if !end.IsZero() && st.caughtUp(p, end)[ps.Slot.UnixMilli()] {
+		ps.add(PreviewCatchUp, "catch-up runs it when the pause ends (%s)", why)
 		return true
 	}
 	ps.Runs = false
-	ps.add(PreviewPaused, "recorded paused, not run: %s, until %s", why, stamp(end))
+	ps.add(PreviewPaused, "recorded paused, not run: %s", why)
 	return true
 }
 
