@@ -31,7 +31,7 @@
 //	OverlapBufferer    the RunStore        OverlapBufferOne/All (else refused at registration)
 //	RunCounter         the RunStore        a fleet-wide run limit, WithMaxRuns (else refused)
 //	BufferedRunCounter the RunStore        a run limit together with a buffer policy
-//	RunCountReader     the RunStore        the runs a run limit leaves, in Preview
+//	RunCountReader     the RunStore        the runs a run limit leaves, exact in Preview
 //	ClaimRecorder      the backend         a won lease's claim in History
 //	RecordDecider      the ClaimRecorder   whether that record decides (mixed fleets)
 //	EntryStore         the backend         schedule entries (else refused)
