@@ -33,7 +33,7 @@ func TestPreview(t *testing.T) {
 		assert.True(t, s.Runs)
 	}
 	require.Len(t, p.Slots[0].Notes, 1)
-	assert.Equal(t, string(scheduler.PreviewFirst), p.Slots[0].Notes[0].Kind, "the start bound")
+	assert.Equal(t, string(scheduler.PreviewStartBound), p.Slots[0].Notes[0].Kind, "the start bound")
 
 	p, err = f.client.Preview(ctx, jobBackup, fleet.PreviewRequest{})
 	require.NoError(t, err)

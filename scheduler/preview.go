@@ -67,8 +67,8 @@ const (
 	// PreviewDSTRepeated: the cron time happens twice that day, as the clocks
 	// fall back; the slot fires at the first, once.
 	PreviewDSTRepeated PreviewKind = "dst-repeated"
-	// PreviewFirst: the start bound leaves no slot before this one.
-	PreviewFirst PreviewKind = "start-bound"
+	// PreviewStartBound: the start bound leaves no slot before this one.
+	PreviewStartBound PreviewKind = "start-bound"
 	// PreviewLast: no slot follows: the end bound, or the schedule ends.
 	PreviewLast PreviewKind = "last"
 	// PreviewPast: the slot is due by now; History says what became of it.
@@ -174,7 +174,7 @@ func (s *Scheduler) previewEntry(ctx context.Context, p *job, id string) (*job, 
 func previewSchedule(sched Schedule, from time.Time, n int) []PreviewSlot {
 	spread, spreads := spreadOf(sched)
 	bounds, _ := boundsOf(sched)
-	cron := cronOf(sched)
+	cs := cronOf(sched)
 	var out []PreviewSlot
 	prev := from.Add(-time.Nanosecond)
 	for len(out) < n {
@@ -189,11 +189,11 @@ func previewSchedule(sched Schedule, from time.Time, n int) []PreviewSlot {
 				ps.add(PreviewSpread, "moved %v later, from %s, by the spread window %s", spread.Offset, stamp(ps.Nominal), shortDuration(spread.Window))
 			}
 		}
-		if cron != nil {
-			ps.Notes = append(ps.Notes, cron.dstNotes(ps.Nominal)...)
+		if cs != nil {
+			ps.Notes = append(ps.Notes, cs.dstNotes(ps.Nominal)...)
 		}
 		if len(out) == 0 && !bounds.Start.IsZero() && from.Before(bounds.Start) {
-			ps.add(PreviewFirst, "the first slot: the start bound %s leaves none before it", stamp(bounds.Start))
+			ps.add(PreviewStartBound, "the first slot: the start bound %s leaves none before it", stamp(bounds.Start))
 		}
 		out = append(out, ps)
 		prev = t

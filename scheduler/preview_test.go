@@ -81,7 +81,7 @@ func TestPreviewAgreesWithHistory(t *testing.T) {
 		require.Len(t, agree, 28, "the slots from 00:02 to 00:29: the end bound stops the list")
 		offset := scheduler.SpreadOffset("agree", 20*time.Second)
 		require.Positive(t, offset, "the test needs a spread that moves the slots")
-		assert.Equal(t, []scheduler.PreviewKind{scheduler.PreviewSpread, scheduler.PreviewFirst, scheduler.PreviewPaused}, kinds(agree[0]))
+		assert.Equal(t, []scheduler.PreviewKind{scheduler.PreviewSpread, scheduler.PreviewStartBound, scheduler.PreviewPaused}, kinds(agree[0]))
 		assert.Equal(t, "recorded paused, not run: job paused by ops until 2000-01-01T00:06:30Z: migration", agree[0].Notes[2].Text)
 		last := agree[len(agree)-1]
 		require.Contains(t, kinds(last), scheduler.PreviewLast)
