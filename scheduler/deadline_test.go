@@ -318,3 +318,38 @@ func TestDeadlineOfARemovedEntry(t *testing.T) {
 		}
 	})
 }
+
+// Preview says each slot's deadline, counted from its schedule time, and says
+// none for a slot a pause holds: it is not judged.
+func TestPreviewShowsDeadlines(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScheduler(t, memory.New(), "A")
+		noop := func(context.Context, scheduler.Run) error { return nil }
+		require.NoError(t, s.Every("job", time.Hour, noop, scheduler.WithSpread(time.Minute), scheduler.WithDeadline(30*time.Minute)))
+		require.NoError(t, s.Start(t.Context()))
+		defer func() { require.NoError(t, s.Stop(context.Background())) }()
+		out, err := s.Preview(t.Context(), "job", scheduler.PreviewOptions{N: 3})
+		require.NoError(t, err)
+		require.Len(t, out, 3)
+		for _, ps := range out {
+			var texts []string
+			for _, n := range ps.Notes {
+				if n.Kind == scheduler.PreviewDeadline {
+					texts = append(texts, n.Text)
+				}
+			}
+			require.Len(t, texts, 1, "%+v", ps.Notes)
+			assert.Contains(t, texts[0], ps.Nominal.Add(30*time.Minute).Format("15:04:05"))
+		}
+		require.NoError(t, s.Pause(t.Context(), "job", scheduler.PauseOptions{Reason: "maintenance"}))
+		synctest.Wait() // the pause reaches this instance's view
+		out, err = s.Preview(t.Context(), "job", scheduler.PreviewOptions{N: 3})
+		require.NoError(t, err)
+		for _, ps := range out {
+			assert.False(t, ps.Runs)
+			for _, n := range ps.Notes {
+				assert.NotEqual(t, scheduler.PreviewDeadline, n.Kind, "a paused slot is not judged: %+v", ps.Notes)
+			}
+		}
+	})
+}

@@ -94,6 +94,9 @@ const (
 	// PreviewMayCancel: a run in progress may still hold the job then; the
 	// slot would ask it to end (OverlapCancelOther) and start once it has.
 	PreviewMayCancel PreviewKind = "may-cancel"
+	// PreviewDeadline: the slot must have ended ok by its deadline
+	// (WithDeadline), or is recorded past it.
+	PreviewDeadline PreviewKind = "deadline"
 )
 
 // Preview lists the next o.N slots of job, or of its schedule entry o.Entry,
@@ -145,6 +148,9 @@ func (s *Scheduler) Preview(ctx context.Context, job string, o PreviewOptions) (
 	}
 	for i := range out {
 		st.note(&out[i], entry)
+		if d := j.cfg.deadline; d > 0 && out[i].Runs {
+			out[i].add(PreviewDeadline, "must have ended ok by %s (%s after the slot), or is recorded past its deadline", stamp(out[i].Nominal.Add(d)), shortDuration(d))
+		}
 	}
 	return out, nil
 }
