@@ -627,25 +627,46 @@ func (l *loadResult) apiLine() string {
 }
 
 // fleetMarkdown is section 6's table.
-func fleetMarkdown(l *loadResult) string {
-	t := newTable("metric", l.name)
-	t.add("jobs × instances", fmt.Sprintf("%d every %v × %d (%.0f slots/s), jitter %v", l.jobs, l.interval, l.instances, float64(l.jobs)/l.interval.Seconds(), l.jitter))
-	t.add("start-up: Start of the instances in parallel (each prepares every job)", dur(l.startup))
-	t.add("process RSS growth over Start / at window start / peak", fmt.Sprintf("%s / %s / %s", mib(l.rssStarted), mib(l.rssStart), mib(l.rssPeak)))
-	t.add("window measured / slots due / runs", fmt.Sprintf("%s / %d / %d", dur(l.wall), l.slotsDue, l.runs))
-	t.add("duplicates (must be 0)", fmt.Sprintf("%s %s", l.dupLine(), mark(l.dups == 0)))
-	t.add("missed (must be 0)", fmt.Sprintf("%d%s %s", l.missed, pctOf(l.missed, l.slotsDue), mark(l.missed == 0)))
-	lag := "n/a (nothing ran)"
-	if len(l.lag) > 0 {
-		lag = fmt.Sprintf("%s / %s / %s", dur(l.lag.pct(50)), dur(l.lag.pct(99)), dur(l.lag.max()))
+// fleetMarkdown is section 6's table: a column per run of the same slots.
+func fleetMarkdown(ls ...*loadResult) string {
+	head := []string{"metric"}
+	for _, l := range ls {
+		head = append(head, l.name)
 	}
-	t.add("slot lag p50 / p99 / max", lag)
-	t.add("CPU per slot (whole process)", dur(l.cpuPerSlot()))
-	t.add("client messages per slot, out / in", perOp(l.clientMsgs.out, l.slotsDue)+" / "+perOp(l.clientMsgs.in, l.slotsDue))
-	t.add("JetStream API requests per slot", l.apiLine())
-	t.add("scheduler events of the window's slots", l.eventsLine())
-	t.add("first error seen", truncate(l.errSample, 240))
-	t.add("notes", truncate(strings.Join(l.notes, "; "), 240))
+	t := newTable(head...)
+	row := func(name string, cell func(l *loadResult) string) {
+		cells := []string{name}
+		for _, l := range ls {
+			cells = append(cells, cell(l))
+		}
+		t.add(cells...)
+	}
+	row("jobs × instances", func(l *loadResult) string {
+		return fmt.Sprintf("%d every %v × %d (%.0f slots/s), jitter %v", l.jobs, l.interval, l.instances, float64(l.jobs)/l.interval.Seconds(), l.jitter)
+	})
+	row("start-up: Start of the instances in parallel (each prepares every job); the schedules stored", func(l *loadResult) string { return dur(l.startup) })
+	row("process RSS growth over Start / at window start / peak", func(l *loadResult) string {
+		return fmt.Sprintf("%s / %s / %s", mib(l.rssStarted), mib(l.rssStart), mib(l.rssPeak))
+	})
+	row("window measured / slots due / runs", func(l *loadResult) string { return fmt.Sprintf("%s / %d / %d", dur(l.wall), l.slotsDue, l.runs) })
+	row("duplicates (must be 0)", func(l *loadResult) string { return fmt.Sprintf("%s %s", l.dupLine(), mark(l.dups == 0)) })
+	row("missed (must be 0)", func(l *loadResult) string {
+		return fmt.Sprintf("%d%s %s", l.missed, pctOf(l.missed, l.slotsDue), mark(l.missed == 0))
+	})
+	row("slot lag p50 / p99 / max", func(l *loadResult) string {
+		if len(l.lag) == 0 {
+			return "n/a (nothing ran)"
+		}
+		return fmt.Sprintf("%s / %s / %s", dur(l.lag.pct(50)), dur(l.lag.pct(99)), dur(l.lag.max()))
+	})
+	row("CPU per slot (whole process)", func(l *loadResult) string { return dur(l.cpuPerSlot()) })
+	row("client messages per slot, out / in", func(l *loadResult) string {
+		return perOp(l.clientMsgs.out, l.slotsDue) + " / " + perOp(l.clientMsgs.in, l.slotsDue)
+	})
+	row("JetStream API requests per slot", func(l *loadResult) string { return l.apiLine() })
+	row("scheduler events of the window's slots", func(l *loadResult) string { return l.eventsLine() })
+	row("first error seen", func(l *loadResult) string { return truncate(l.errSample, 240) })
+	row("notes", func(l *loadResult) string { return truncate(strings.Join(l.notes, "; "), 240) })
 	return t.String()
 }
 

@@ -99,6 +99,8 @@ type config struct {
 	fleetInterval time.Duration
 	fleetDuration time.Duration
 	fleetJitter   time.Duration
+	// msgSchedules runs section 6's slots as NATS message schedules too.
+	msgSchedules bool
 	// warmup is how long the instances run before a load window opens.
 	warmup time.Duration
 	// progress receives progress lines (stderr for the command).
@@ -154,6 +156,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.IntVar(&c.fleetJobs, "fleet-jobs", fullDefaults.fleetJobs, "jobs of the larger-fleet section (0: not run)")
 	fs.DurationVar(&c.fleetInterval, "fleet-interval", fullDefaults.fleetInterval, "interval of every job of the larger-fleet section")
 	fs.DurationVar(&c.fleetDuration, "fleet-duration", fullDefaults.fleetDuration, "measured window of the larger-fleet section (whole intervals)")
+	fs.BoolVar(&c.msgSchedules, "msg-schedules", true, "run the larger fleet's slots as NATS's own message schedules too, side by side")
 	fs.DurationVar(&c.fleetJitter, "fleet-jitter", 0, "jitter of every job of the larger-fleet section (0: every instance claims at the slot)")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (server and instances) to this file")
 	fs.StringVar(&c.memProfile, "memprofile", "", "write a heap profile at the end of each load window (server and instances, before they stop) to this file name with the section's backend and job count appended")
@@ -353,6 +356,18 @@ func run(ctx context.Context, args []string, out, progress io.Writer) (*report, 
 		}
 		done()
 		settledProc()
+		if cfg.msgSchedules {
+			done = step("6. larger fleet, NATS message schedules")
+			rep.schedules, err = runMsgSchedules(ctx, cfg, fleet{
+				jobs: cfg.fleetJobs, interval: cfg.fleetInterval, window: cfg.fleetDuration,
+				span: span{lead: cfg.warmup, settle: cfg.fleetInterval},
+			})
+			if err != nil {
+				rep.schedulesErr = fail("NATS message schedules", err)
+			}
+			done()
+			settledProc()
+		}
 	}
 
 	if cfg.leases && cfg.trials > 0 {

@@ -82,6 +82,10 @@ func TestQuick(t *testing.T) {
 	require.NotNil(t, rep.fleet, "larger fleet measured")
 	assert.Equal(t, 20*2, rep.fleet.slotsDue, "20 jobs × 2 slots of 2s in 4s")
 	assert.Zero(t, rep.fleet.dups, "the larger fleet ran no slot twice")
+	require.NotNil(t, rep.schedules, "NATS message schedules measured beside it")
+	assert.Equal(t, 20*2, rep.schedules.slotsDue)
+	assert.Zero(t, rep.schedules.dups, "a fire per schedule and slot")
+	assert.Contains(t, text, "| NATS message schedules (server-side) |")
 
 	require.Len(t, rep.loads, 1, "load measured on the leased backend")
 	require.Same(t, rep.loads[0], rep.load, "the goals judge the leased run")

@@ -21,7 +21,9 @@ type report struct {
 	peer                                     *loadResult
 	takeover                                 []takeoverTrial
 	scale                                    *scaleResult
-	fleet                                    *loadResult  // section 6
+	fleet                                    *loadResult // section 6
+	schedules                                *loadResult // section 6: NATS's own message schedules
+	schedulesErr                             string
 	windows                                  []*windowJob // section 7
 	claimsErr, loadErr, peerErr, takeoverErr string
 	fleetErr, windowErr                      string
@@ -162,7 +164,17 @@ func (r *report) sections() string {
 	default:
 		fmt.Fprintf(&b, "Like section 2 with leases (every instance `NewLeased` with the default options), on a fresh server: every job `Every(%v)`%s, "+
 			"max lateness %v; one stream per job, so Start creates %d streams. The baseline for the next step in scale.\n\n", c.fleetInterval, jitterNote(c.fleetJitter), c.fleetInterval, c.fleetJobs)
-		b.WriteString(fleetMarkdown(r.fleet))
+		fleets := []*loadResult{r.fleet}
+		switch {
+		case r.schedules != nil:
+			fmt.Fprintf(&b, "Beside it, the substrate's limit: the same %d slots every %v as NATS's own message schedules (ADR-51) on one stream of a fresh server, "+
+				"each a cron `*/%d * * * * *` with a target subject of its own, every fire taken by one ordered consumer and counted at arrival; "+
+				"a fire's slot is its `Nats-Schedule-Next` less the interval.\n\n", c.fleetJobs, c.fleetInterval, int(c.fleetInterval/time.Second))
+			fleets = append(fleets, r.schedules)
+		case r.schedulesErr != "":
+			b.WriteString("NATS message schedules: " + r.schedulesErr + "\n")
+		}
+		b.WriteString(fleetMarkdown(fleets...))
 	}
 
 	b.WriteString("\n" + headWindow + "\n\n")
