@@ -29,6 +29,7 @@ var floors = map[string]int{
 	"scheduler":               2, // the engine
 	"backend/backendtest":     3, // the conformance suite and the model check run schedulers
 	"internal/modelcheck":     3,
+	"anarchontest":            3, // a fleet of schedulers on the memory store, for users' tests
 	"internal/retrytest":      3, // a retried job's handler and checks, for the backends' tests
 	"internal/natsutil":       4, // plug-ins: backends, metrics, servers
 	"internal/backendutil":    1,
