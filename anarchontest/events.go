@@ -65,9 +65,9 @@ func (f *Fleet) WaitEvents(ctx context.Context, n int, match func(scheduler.Even
 	}
 }
 
-// Kind returns a match for Events and WaitEvents: the events of one of kinds,
+// Match returns a match for Events and WaitEvents: the events of one of kinds,
 // of job too unless job is empty.
-func Kind(job string, kinds ...scheduler.EventKind) func(scheduler.Event) bool {
+func Match(job string, kinds ...scheduler.EventKind) func(scheduler.Event) bool {
 	return func(e scheduler.Event) bool {
 		return (job == "" || e.Job == job) && slices.Contains(kinds, e.Kind)
 	}

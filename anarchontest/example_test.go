@@ -52,7 +52,7 @@ func TestTakeover(t *testing.T) {
 		assert.Equal(t, 2, runs[1].Attempt)
 		assert.NotEqual(t, holder.Name(), runs[1].Instance)
 		// The last heartbeat was at 0:20: the lease expired at 0:35.
-		takeovers := f.Events(anarchontest.Kind("report", scheduler.EventTakeover))
+		takeovers := f.Events(anarchontest.Match("report", scheduler.EventTakeover))
 		require.Len(t, takeovers, 1)
 		assert.Equal(t, slot.Add(35*time.Second), takeovers[0].At)
 		f.AssertRanOnce(t, "report", slot)
@@ -84,7 +84,7 @@ func Example() {
 	slots := []time.Time{noon, noon.Add(time.Minute)}
 	for i, slot := range slots {
 		clock.AdvanceTo(slot, 3) // once the three replicas wait for the slot
-		if _, err := f.WaitEvents(ctx, i+1, anarchontest.Kind("report", scheduler.EventFinished)); err != nil {
+		if _, err := f.WaitEvents(ctx, i+1, anarchontest.Match("report", scheduler.EventFinished)); err != nil {
 			panic(err)
 		}
 	}

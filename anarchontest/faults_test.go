@@ -85,7 +85,7 @@ func recordsOf(t *testing.T, f *anarchontest.Fleet, job, name string) []schedule
 
 // from returns a match of the events of kind reported by instance.
 func from(instance string, kinds ...scheduler.EventKind) func(scheduler.Event) bool {
-	k := anarchontest.Kind("", kinds...)
+	k := anarchontest.Match("", kinds...)
 	return func(e scheduler.Event) bool { return e.Instance == instance && k(e) }
 }
 
@@ -115,7 +115,7 @@ func TestKillTakesOverAtLeaseExpiry(t *testing.T) {
 		assert.Same(t, holder, f.Holder("job", slot), "the dead holder keeps its lease until it expires")
 
 		anarchontest.AdvanceTo(expires)
-		takeovers := f.Events(anarchontest.Kind("job", scheduler.EventTakeover))
+		takeovers := f.Events(anarchontest.Match("job", scheduler.EventTakeover))
 		require.Len(t, takeovers, 1)
 		assert.Equal(t, expires, takeovers[0].At, "taken over at the lease's expiry")
 		assert.NotEqual(t, holder.Name(), takeovers[0].Instance)
@@ -171,7 +171,7 @@ func TestSkewWithinAllowanceRunsOnce(t *testing.T) {
 
 		anarchontest.Advance(10*time.Minute + 30*time.Second)
 		f.AssertRanOnce(t, "job", minutes(first, 11)...)
-		assert.Empty(t, f.Events(anarchontest.Kind("job", scheduler.EventLate, scheduler.EventMissed)))
+		assert.Empty(t, f.Events(anarchontest.Match("job", scheduler.EventLate, scheduler.EventMissed)))
 	})
 }
 
@@ -187,7 +187,7 @@ func TestLostClaimAnswersRunOnce(t *testing.T) {
 		}
 		anarchontest.AdvanceTo(slot.Add(30 * time.Second))
 
-		lost := f.Events(anarchontest.Kind("job", scheduler.EventBackendError))
+		lost := f.Events(anarchontest.Match("job", scheduler.EventBackendError))
 		require.Len(t, lost, 3, "each replica's first claim")
 		for _, e := range lost {
 			assert.Equal(t, "claim", e.Op)
@@ -214,7 +214,7 @@ func TestLostWriteAnswersRunOnce(t *testing.T) {
 			anarchontest.Advance(time.Duration(10+i*7) * time.Second)
 		}
 		anarchontest.Advance(5 * time.Minute)
-		assert.NotEmpty(t, f.Events(anarchontest.Kind("job", scheduler.EventBackendError)))
+		assert.NotEmpty(t, f.Events(anarchontest.Match("job", scheduler.EventBackendError)))
 		f.AssertRanOnce(t, "job", minutes(first, 5)...)
 	})
 }
@@ -258,7 +258,7 @@ func TestFrozenHolderLosesItsRun(t *testing.T) {
 
 		anarchontest.Advance(40 * time.Second)
 		assert.Equal(t, frozenAt, holder.Scheduler().Clock().Now(), "its clock stands still")
-		takeovers := f.Events(anarchontest.Kind("job", scheduler.EventTakeover))
+		takeovers := f.Events(anarchontest.Match("job", scheduler.EventTakeover))
 		require.Len(t, takeovers, 1)
 		assert.Equal(t, slot.Add(40*time.Second), takeovers[0].At, "at the expiry of the lease its last heartbeat (0:10) renewed")
 		assert.Empty(t, c.of(holder.Name()), "a frozen process sees nothing")
@@ -293,7 +293,7 @@ func TestStopHandsOverAndRestartRejoins(t *testing.T) {
 		assert.ErrorIs(t, holder.Stop(now), context.DeadlineExceeded, "its handler was cancelled")
 		assert.False(t, holder.Up())
 		synctest.Wait()
-		takeovers := f.Events(anarchontest.Kind("job", scheduler.EventTakeover))
+		takeovers := f.Events(anarchontest.Match("job", scheduler.EventTakeover))
 		require.Len(t, takeovers, 1)
 		assert.Equal(t, slot.Add(5*time.Second), takeovers[0].At, "at once")
 
