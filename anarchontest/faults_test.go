@@ -3,6 +3,10 @@ package anarchontest_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -392,4 +396,78 @@ func TestWatchesFollowTheStore(t *testing.T) {
 			assert.Equal(t, 1, ran[slot.UnixMilli()], "slot %s:\n%s", slot, anarchontest.Describe(recs))
 		}
 	})
+}
+
+// A killed process neither logs nor calls the configuration's OnEvent.
+func TestKilledReplicaIsSilent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var logged strings.Builder
+		events := 0
+		f := anarchontest.Start(t, anarchontest.Config{Replicas: 1, Setup: quickly(), Scheduler: scheduler.Config{
+			Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &logged}, &slog.HandlerOptions{Level: slog.LevelDebug})),
+			OnEvent: func(scheduler.Event) {
+				mu.Lock()
+				defer mu.Unlock()
+				events++
+			},
+		}})
+		anarchontest.Advance(90 * time.Second)
+		mu.Lock()
+		before, seen := logged.Len(), events
+		mu.Unlock()
+		require.NotZero(t, before, "it logs while it lives")
+		require.NotZero(t, seen)
+
+		f.Replica(0).Kill()
+		anarchontest.Advance(5 * time.Minute)
+		require.NoError(t, f.Replica(0).Stop(t.Context())) // reaps it
+		mu.Lock()
+		defer mu.Unlock()
+		assert.Equal(t, before, logged.Len(), "nothing logged by the dead process, its reaping included")
+		assert.Equal(t, seen, events)
+	})
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// A scenario run again comes to the same records at the same instants,
+// whichever replicas win. (The events of the backups that lost may differ: a
+// backup that watches a run as it ends at that instant learns of it at its
+// next poll.)
+func TestSameInstantsEveryRun(t *testing.T) {
+	scenario := func(t *testing.T) []string {
+		var seen []string
+		synctest.Test(t, func(t *testing.T) {
+			slot := time.Now()
+			f := anarchontest.Start(t, anarchontest.Config{Setup: setupReport})
+			anarchontest.Advance(20 * time.Second)
+			f.Holder("report", slot).Kill()
+			anarchontest.Advance(3 * time.Minute)
+			recs, err := f.History(t.Context(), "report")
+			require.NoError(t, err)
+			for _, r := range recs {
+				seen = append(seen, fmt.Sprintf("%s attempt %d %s claimed %s started %s finished %s", r.Slot.Format(time.TimeOnly), r.Attempt, r.Status,
+					r.ClaimedAt.Format(time.TimeOnly), r.StartedAt.Format(time.TimeOnly), r.FinishedAt.Format(time.TimeOnly)))
+			}
+			for _, e := range f.Events(anarchontest.Match("report", scheduler.EventClaimed, scheduler.EventStarted, scheduler.EventFinished, scheduler.EventTakeover)) {
+				seen = append(seen, fmt.Sprintf("%s %s attempt %d %s", e.At.Format(time.TimeOnly), e.Kind, e.Attempt, e.Slot.Format(time.TimeOnly)))
+			}
+		})
+		return seen
+	}
+	first := scenario(t)
+	require.NotEmpty(t, first)
+	for range 5 {
+		assert.ElementsMatch(t, first, scenario(t))
+	}
 }
