@@ -7,7 +7,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/anarchon/anarchon/backend"
 	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/scheduler"
 )
@@ -31,7 +30,7 @@ type Config struct {
 	// fleet inside synctest.Test and move the time with Advance. A clock of
 	// one's own (a stepclock.Clock) serves where a bubble cannot, such as a
 	// runnable example; Freeze then thaws as that clock moves.
-	Clock backend.Clock
+	Clock scheduler.Clock
 }
 
 // DefaultReplicas is how many replicas a fleet runs when Config.Replicas is
@@ -43,7 +42,7 @@ const DefaultReplicas = 3
 // ...), faults on demand and the fleet's record of their events.
 type Fleet struct {
 	cfg      Config
-	clock    backend.Clock
+	clock    scheduler.Clock
 	mem      *memory.Backend
 	reader   *scheduler.Scheduler // reads the store past every fault
 	replicas []*Replica

@@ -114,8 +114,9 @@ func (r *Replica) LoseAnswers(n int, ops ...Op) {
 }
 
 // Stop stops the replica's process gracefully (scheduler.Stop with ctx): its
-// unfinished runs are handed over, and backups take them over at once. A
-// killed process is reaped instead; a stopped one is left as it is.
+// handlers have until ctx ends to finish, and the runs they leave unfinished
+// are handed over for backups to take over at once. A killed process is
+// reaped instead; a stopped one is left as it is.
 func (r *Replica) Stop(ctx context.Context) error {
 	return r.current().stop(ctx)
 }
