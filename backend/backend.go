@@ -148,6 +148,9 @@ type JobLimits struct {
 	// BufferCap is how many slots OverlapBufferAll keeps buffered; zero for
 	// the default.
 	BufferCap int
+	// Concurrency is how many of the job's slots may run at once under
+	// OverlapSkip or a buffer policy; 0 or 1: one.
+	Concurrency int
 	// Window is the dedupe window that applies to the job: the backend's for
 	// it (JobWindower), Forever when it remembers every slot. The scheduler
 	// sets it once the backend has said it, before CheckJob.

@@ -209,6 +209,12 @@ type RunClaim struct {
 	// BufferCap is, under OverlapBufferAll, the most slots of the job stored
 	// buffered at once (DefaultBufferCap when zero); OverlapBufferOne keeps one.
 	BufferCap int
+	// Concurrency is, under OverlapSkip or a buffer policy, how many of the
+	// job's slots may hold a run at once across the fleet (0 and 1: one): a
+	// slot is skipped or buffered once that many others are busy, and a
+	// buffered slot runs, oldest first, once fewer are. A store that ignores
+	// it runs one at a time (ConcurrencyCapper).
+	Concurrency int
 	// MaxRuns is the most first wins of the job's slots the store counts
 	// (RunCounter); once it has counted MaxRuns, a first claim stores its slot
 	// finished StatusLimit. Zero: no limit, nothing counted.
@@ -243,6 +249,26 @@ type RunClaim struct {
 	// Retention bounds the history of the job the records of this claim's
 	// decisions join (Settler).
 	Retention Retention
+}
+
+// Slots returns how many of the job's slots in's policy lets hold a run at
+// once when it runs one slot at a time or a few (Overlap.Exclusive): one
+// unless Concurrency says more under OverlapSkip or a buffer policy, at most
+// MaxConcurrency.
+func (in RunClaim) Slots() int {
+	if in.Overlap != OverlapSkip && !in.Overlap.Buffers() {
+		return 1
+	}
+	return min(max(in.Concurrency, 1), MaxConcurrency)
+}
+
+// MaxConcurrency is the most RunClaim.Concurrency a claim may ask.
+const MaxConcurrency = 1000
+
+// ConcurrencyCapper is implemented by run stores that apply
+// RunClaim.Concurrency (every store that decides with package machine).
+type ConcurrencyCapper interface {
+	CapsConcurrency() bool
 }
 
 // Buffers returns how many slots of the job in's policy keeps buffered at

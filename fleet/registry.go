@@ -132,6 +132,9 @@ type Policies struct {
 	// BufferCap is how many slots overlap policy buffer-all keeps buffered
 	// (scheduler.WithBufferCap); 0: the default.
 	BufferCap int `json:"buffer_cap,omitempty"`
+	// Concurrency is how many of the job's slots may run at once under overlap
+	// policy skip or a buffer policy (scheduler.WithConcurrency); 0: one.
+	Concurrency int `json:"concurrency,omitempty"`
 }
 
 // ForeverMS is Policies.DedupeWindowMS of a backend that remembers every slot.
@@ -153,7 +156,7 @@ type RetryPolicy struct {
 func declarationOf(j backend.JobLimits) Declaration {
 	p := &Policies{CatchUpWindowMS: j.CatchUpWindow.Milliseconds(), DedupeWindowMS: j.Window.Milliseconds(),
 		HistorySize: j.Retention.Size, HistoryTTLMS: j.Retention.TTL.Milliseconds(), MaxManual: j.MaxManual,
-		PauseAfter: j.PauseAfter, BufferCap: j.BufferCap}
+		PauseAfter: j.PauseAfter, BufferCap: j.BufferCap, Concurrency: j.Concurrency}
 	if j.Window == backend.Forever {
 		p.DedupeWindowMS = ForeverMS
 	}
@@ -760,7 +763,7 @@ func conflictOf(job string, mine Declaration, me string, entries map[string]*reg
 // (a rolling upgrade from a version without them is no conflict).
 var (
 	declarationFields = []string{"schedule", "overlap", "catch-up", "lease", "max lateness", "jitter", "timeout", "max runs"}
-	policyFields      = []string{"catch-up window", "dedupe window", "retention", "retry", "manual runs", "pause after", "buffer cap"}
+	policyFields      = []string{"catch-up window", "dedupe window", "retention", "retry", "manual runs", "pause after", "buffer cap", "concurrency"}
 )
 
 func allHavePolicies(decls map[string]Declaration) bool {
@@ -774,7 +777,8 @@ func allHavePolicies(decls map[string]Declaration) bool {
 
 // PolicyText is a policy of d in words, as conflicts and describe say it:
 // "catch-up window", "dedupe window", "retention", "retry", "manual runs",
-// "pause after", "buffer cap". Empty when d declares no Policies.
+// "pause after", "buffer cap", "concurrency". Empty when d declares no
+// Policies.
 func PolicyText(field string, d Declaration) string {
 	p := d.Policies
 	if p == nil {
@@ -826,6 +830,11 @@ func PolicyText(field string, d Declaration) string {
 			return "default"
 		}
 		return strconv.Itoa(p.BufferCap)
+	case "concurrency":
+		if p.Concurrency <= 1 {
+			return "one slot at a time under skip and the buffer policies"
+		}
+		return fmt.Sprintf("up to %d slots at once", p.Concurrency)
 	}
 	return ""
 }

@@ -35,6 +35,9 @@ func (s *Store) CancelsOverlap() bool { return true }
 // BuffersOverlap reports that the store implements the buffer policies.
 func (s *Store) BuffersOverlap() bool { return true }
 
+// CapsConcurrency reports that the store applies RunClaim.Concurrency.
+func (s *Store) CapsConcurrency() bool { return true }
+
 // needsJob reports whether a claim of cur needs the job's other runs or count.
 func needsJob(in backend.RunClaim, cur machine.Run) bool {
 	return in.Overlap.Exclusive() || in.Counts() || cur.Phase == machine.Buffered

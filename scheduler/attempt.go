@@ -84,16 +84,17 @@ type failedAttempt struct {
 func (s *Scheduler) newAttempt(j *job, slot time.Time, kind claimKind) *attempt {
 	a := &attempt{j: j, kind: kind, deadline: slot.Add(j.cfg.maxLate)}
 	a.rc = backend.RunClaim{
-		Job:       j.name,
-		Slot:      slot,
-		Token:     newToken(),
-		Instance:  s.instance,
-		Lease:     j.cfg.lease,
-		Overlap:   j.cfg.overlap,
-		BufferCap: j.cfg.bufferCap,
-		MaxRuns:   j.cfg.maxRuns,
-		Keep:      j.keep(),
-		Retention: backend.Retention{Size: j.cfg.historySize, TTL: j.cfg.historyTTL},
+		Job:         j.name,
+		Slot:        slot,
+		Token:       newToken(),
+		Instance:    s.instance,
+		Lease:       j.cfg.lease,
+		Overlap:     j.cfg.overlap,
+		BufferCap:   j.cfg.bufferCap,
+		Concurrency: j.cfg.concurrency,
+		MaxRuns:     j.cfg.maxRuns,
+		Keep:        j.keep(),
+		Retention:   backend.Retention{Size: j.cfg.historySize, TTL: j.cfg.historyTTL},
 	}
 	switch kind {
 	case claimCatchUp:

@@ -153,6 +153,7 @@ func mcNewPlan(seed uint64) *modelcheck.Plan {
 		j.MixLimit(seed, i)
 		j.MixSpread(seed, i)
 		j.MixDeadline(seed, i)
+		j.MixConcurrency(seed, i)
 		p.Jobs = append(p.Jobs, j)
 	}
 	faultMS := int(mcFaultPhase / time.Millisecond)

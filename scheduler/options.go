@@ -3,6 +3,8 @@ package scheduler
 import (
 	"fmt"
 	"time"
+
+	"github.com/anarchon/anarchon/backend"
 )
 
 // Job defaults. Each can be changed per job with an option.
@@ -75,6 +77,9 @@ type jobConfig struct {
 	// bufferCap is how many slots OverlapBufferAll keeps buffered (WithBufferCap);
 	// 0: backend.DefaultBufferCap.
 	bufferCap int
+	// concurrency is how many of the job's slots may run at once under
+	// OverlapSkip or a buffer policy (WithConcurrency); 0: one.
+	concurrency int
 	// maxRuns is the job's fleet-wide run limit (WithMaxRuns); 0: none.
 	maxRuns int
 	// deadline is how long after its slot a slot must have ended ok
@@ -185,6 +190,23 @@ func WithBufferCap(n int) JobOption {
 			return optErr("buffer cap %d must be 1 to %d", n, MaxBufferCap)
 		}
 		c.bufferCap = n
+		return nil
+	}
+}
+
+// WithConcurrency lets up to n of the job's slots run at once across the
+// fleet under OverlapSkip or a buffer policy (WithOverlap), instead of one: a
+// slot that finds n others still running is skipped, or buffered and run once
+// fewer are, oldest slot first. Each schedule entry of the job has its own n.
+// n is 1 to backend.MaxConcurrency; above 1 it needs OverlapSkip,
+// OverlapBufferOne or OverlapBufferAll, and a run store that applies it
+// (backend.ConcurrencyCapper).
+func WithConcurrency(n int) JobOption {
+	return func(c *jobConfig) error {
+		if n < 1 || n > backend.MaxConcurrency {
+			return optErr("concurrency %d must be 1 to %d", n, backend.MaxConcurrency)
+		}
+		c.concurrency = n
 		return nil
 	}
 }

@@ -356,6 +356,7 @@ func (st *previewState) needsLead() bool { return st.limited || st.held }
 func (st *previewState) holding(active []ActiveRun) {
 	j := st.j
 	timeout := j.cfg.timeout
+	running := 0
 	for _, r := range active {
 		if r.Buffered {
 			st.buffered++
@@ -378,6 +379,7 @@ func (st *previewState) holding(active []ActiveRun) {
 				}
 			}
 		}
+		running++
 		switch {
 		case !st.held:
 			st.held, st.hold, st.holdEnd = true, r, end
@@ -385,6 +387,9 @@ func (st *previewState) holding(active []ActiveRun) {
 		case end.IsZero() || end.After(st.holdEnd):
 			st.hold, st.holdEnd = r, end
 		}
+	}
+	if slots := (backend.RunClaim{Overlap: j.cfg.overlap, Concurrency: j.cfg.concurrency}).Slots(); running < slots {
+		st.held = false // fewer runs in progress than may run at once (WithConcurrency)
 	}
 	if st.held && !st.holdEnd.IsZero() && st.buffered > 0 {
 		st.holdEnd = st.holdEnd.Add(time.Duration(st.buffered) * timeout)

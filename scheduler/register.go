@@ -140,6 +140,12 @@ func (s *Scheduler) add(name string, sched Schedule, interval time.Duration, h H
 	if c, ok := s.runs.(backend.BufferedRunCounter); cfg.maxRuns > 0 && cfg.overlap.Buffers() && s.runs != nil && (!ok || !c.CountsBufferedRuns()) {
 		return fmt.Errorf("job %q: %w: WithMaxRuns with overlap policy %s needs a run store that counts a buffered slot as it stores it (backend.BufferedRunCounter); the %s backend's does not", name, ErrInvalidOption, cfg.overlap, s.backend.Name())
 	}
+	if cfg.concurrency > 1 && cfg.overlap != OverlapSkip && !cfg.overlap.Buffers() {
+		return fmt.Errorf("job %q: %w: WithConcurrency(%d) needs overlap policy skip, buffer-one or buffer-all, not %s", name, ErrInvalidOption, cfg.concurrency, cfg.overlap)
+	}
+	if c, ok := s.runs.(backend.ConcurrencyCapper); cfg.concurrency > 1 && s.runs != nil && (!ok || !c.CapsConcurrency()) {
+		return fmt.Errorf("job %q: %w: WithConcurrency needs a run store that applies it (backend.ConcurrencyCapper); the %s backend's does not", name, ErrInvalidOption, s.backend.Name())
+	}
 	if cfg.bufferCap > 0 && cfg.overlap != OverlapBufferAll {
 		return fmt.Errorf("job %q: %w: WithBufferCap needs overlap policy buffer-all, not %s", name, ErrInvalidOption, cfg.overlap)
 	}
@@ -174,6 +180,7 @@ func (s *Scheduler) add(name string, sched Schedule, interval time.Duration, h H
 		MaxManual:     cfg.maxManual,
 		PauseAfter:    cfg.pauseAfter,
 		BufferCap:     cfg.bufferCap,
+		Concurrency:   cfg.concurrency,
 	}
 	window := s.backend.DedupeWindow()
 	if w, ok := s.backend.(backend.JobWindower); ok {

@@ -293,6 +293,9 @@ func (s *RunStore) CancelsOverlap() bool { return true }
 // BuffersOverlap reports that the store implements the buffer policies.
 func (s *RunStore) BuffersOverlap() bool { return true }
 
+// CapsConcurrency reports that the store applies RunClaim.Concurrency.
+func (s *RunStore) CapsConcurrency() bool { return true }
+
 // CountsRuns reports that the store counts runs for RunClaim.MaxRuns: in the
 // job's row, under the job's lock.
 func (s *RunStore) CountsRuns() bool { return true }

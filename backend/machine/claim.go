@@ -62,19 +62,19 @@ const (
 //	pending  ──past Deadline──▶ finished late
 //	pending  ──PausedWhy──▶ finished paused
 //	pending  ──MaxRuns counted──▶ finished limit
-//	pending  ──skip, another slot busy──▶ finished skipped
+//	pending  ──skip, Slots() other slots busy──▶ finished skipped
 //	pending  ──cancel-other, a later slot busy──▶ finished skipped
 //	pending  ──cancel-other, earlier slots busy──▶ (a cancel request on each; running)
-//	pending  ──buffer, another slot busy or buffered, under the cap──▶ buffered
+//	pending  ──buffer, Slots() other slots busy or one buffered, under the cap──▶ buffered
 //	pending  ──buffer, the cap reached──▶ finished skipped
 //	pending  ──otherwise──▶ running (attempt 1)
-//	buffered ──another slot busy, or an earlier one buffered; or PausedWhy──▶ (buffered)
+//	buffered ──Slots() other slots busy, or an earlier one buffered; or PausedWhy──▶ (buffered)
 //	buffered ──a manual slot: another token waits, an adoption ends it──▶ (buffered) / finished lost
 //	buffered ──otherwise──▶ running (attempt 1)
 //	running  ──lease live──▶ (won for its token, running for others)
 //	running  ──lease ended: entry removed / cancel asked / manual──▶ finished cancelled / cancelled / lost
 //	running  ──lease ended, PausedWhy──▶ finished paused (attempt+1)
-//	running  ──lease ended, one slot at a time and another slot live──▶ (running)
+//	running  ──lease ended, one slot at a time (or Slots()) and as many others live──▶ (running)
 //	running  ──lease ended──▶ running (attempt+1: a takeover)
 //	retrying ──a cancel request stored──▶ finished cancelled
 //	retrying ──before RetryAt──▶ (retry)   ──after RetryBy──▶ finished error
@@ -234,13 +234,13 @@ func (c *claim) first() {
 		c.decide(r, backend.StatusPaused, in.PausedWhy)
 	case in.Counts() && c.job.Count >= in.MaxRuns:
 		c.decide(r, backend.StatusLimit, WhyLimit)
-	case in.Overlap == backend.OverlapSkip && c.busy(anySlot) != nil:
+	case in.Overlap == backend.OverlapSkip && c.full():
 		c.decide(r, backend.StatusSkipped, WhySkipped)
 	case in.Overlap == backend.OverlapCancelOther && c.busy(laterSlot) != nil:
 		c.decide(r, backend.StatusSkipped, WhyLaterRuns)
 	case in.Overlap == backend.OverlapCancelOther && c.busy(earlierSlot) != nil:
 		c.cancelEarlier()
-	case in.Overlap.Buffers() && (c.busy(anySlot) != nil || c.bufferedOthers() > 0):
+	case in.Overlap.Buffers() && (c.full() || c.bufferedOthers() > 0):
 		if c.bufferedOthers() >= in.Buffers() {
 			c.decide(r, backend.StatusSkipped, fmt.Sprintf("another slot of the job ran and %d were buffered already (overlap policy %s)", in.Buffers(), in.Overlap))
 			return
@@ -301,14 +301,40 @@ func (c *claim) busy(pos int) *Run {
 	return found
 }
 
-// otherLive reports whether another slot of the job holds a live lease.
-func (c *claim) otherLive() bool {
-	for _, o := range c.job.Others {
-		if !o.Slot.Equal(c.in.Slot) && o.Live(c.now) {
-			return true
+// oldestBusy returns the oldest other slot of the job that is busy, or nil.
+func (c *claim) oldestBusy() *Run {
+	var found *Run
+	for i := range c.job.Others {
+		o := &c.job.Others[i]
+		if !o.Slot.Equal(c.in.Slot) && o.Busy(c.now) && (found == nil || o.Slot.Before(found.Slot)) {
+			found = o
 		}
 	}
-	return false
+	return found
+}
+
+// full reports whether as many other slots of the job are busy as the
+// claim's policy lets hold a run at once (RunClaim.Slots).
+func (c *claim) full() bool {
+	n := 0
+	for _, o := range c.job.Others {
+		if !o.Slot.Equal(c.in.Slot) && o.Busy(c.now) {
+			n++
+		}
+	}
+	return n >= c.in.Slots()
+}
+
+// otherLive reports whether as many other slots of the job hold a live lease
+// as the claim's policy lets hold a run at once (RunClaim.Slots).
+func (c *claim) otherLive() bool {
+	n := 0
+	for _, o := range c.job.Others {
+		if !o.Slot.Equal(c.in.Slot) && o.Live(c.now) {
+			n++
+		}
+	}
+	return n >= c.in.Slots()
 }
 
 // bufferedOthers counts the job's other buffered slots.
@@ -343,8 +369,13 @@ func (c *claim) buffered(r Run) {
 		return
 	}
 	if c.in.Overlap != backend.OverlapAllow {
-		blocker := c.busy(anySlot)
-		if blocker == nil {
+		var blocker *Run
+		switch {
+		case c.full() && c.in.Slots() > 1:
+			blocker = c.oldestBusy() // of a few at once, the oldest likely ends first
+		case c.full():
+			blocker = c.busy(anySlot)
+		default:
 			blocker = c.oldestBufferedBefore()
 		}
 		if blocker != nil {

@@ -79,6 +79,7 @@ func limit(n int) func(*backend.RunClaim) { return func(in *backend.RunClaim) { 
 func incarnation(n uint64) func(*backend.RunClaim) {
 	return func(in *backend.RunClaim) { in.Incarnation = n }
 }
+func slots(n int) func(*backend.RunClaim) { return func(in *backend.RunClaim) { in.Concurrency = n } }
 func bufferCap(n int) func(*backend.RunClaim) {
 	return func(in *backend.RunClaim) { in.Overlap, in.BufferCap = backend.OverlapBufferAll, n }
 }
@@ -189,6 +190,45 @@ func TestClaim(t *testing.T) {
 		{name: "skip: a finished slot does not", cur: pending(10),
 			others: []Run{finished(9, "a", 1, backend.StatusOK)}, in: claimOf(policy(backend.OverlapSkip)),
 			want: want{outcome: backend.OutcomeWon, phase: Running, attempt: 1, token: "c", write: true}},
+
+		// Concurrency: a few slots at once under skip and the buffer policies.
+		{name: "skip, 2 at once: one other slot busy runs", cur: pending(10), others: []Run{live(9, "a", 1)},
+			in:   claimOf(policy(backend.OverlapSkip), slots(2)),
+			want: want{outcome: backend.OutcomeWon, phase: Running, attempt: 1, token: "c", write: true}},
+		{name: "skip, 2 at once: two other slots busy skips", cur: pending(10), others: []Run{live(8, "a", 1), retrying(9, "b", 1, time.Second, 5*time.Second)},
+			in: claimOf(policy(backend.OverlapSkip), slots(2)),
+			want: want{outcome: backend.OutcomeOverlap, phase: Finished, status: backend.StatusSkipped, attempt: 1, token: "c", write: true,
+				records: []backend.Status{backend.StatusSkipped}}},
+		{name: "allow ignores Concurrency", cur: pending(10), others: []Run{live(8, "a", 1), live(9, "b", 1)}, in: claimOf(slots(1)),
+			want: want{outcome: backend.OutcomeWon, phase: Running, attempt: 1, token: "c", write: true}},
+		{name: "cancel-other ignores Concurrency", cur: pending(10), others: []Run{live(9, "a", 1)},
+			in:   claimOf(policy(backend.OverlapCancelOther), slots(3)),
+			want: want{outcome: backend.OutcomeRunning, phase: Pending, others: []time.Time{at(9)}, waitsFor: at(9)}},
+		{name: "buffer-one, 2 at once: one other slot busy runs", cur: pending(10), others: []Run{live(9, "a", 1)},
+			in:   claimOf(policy(backend.OverlapBufferOne), slots(2)),
+			want: want{outcome: backend.OutcomeWon, phase: Running, attempt: 1, token: "c", write: true}},
+		{name: "buffer-all, 2 at once: two busy buffers, waiting for the oldest", cur: pending(10), others: []Run{live(8, "a", 1), live(9, "b", 1)},
+			in:   claimOf(bufferCap(3), slots(2)),
+			want: want{outcome: backend.OutcomeBuffered, phase: Buffered, token: "c", write: true, waitsFor: at(8)}},
+		{name: "buffer-all, 2 at once: one busy and an earlier slot buffered waits its turn", cur: pending(10), others: []Run{live(8, "a", 1), buffered(9, "b")},
+			in:   claimOf(bufferCap(3), slots(2)),
+			want: want{outcome: backend.OutcomeBuffered, phase: Buffered, token: "c", write: true, waitsFor: at(9)}},
+		{name: "buffered, 2 at once: one other busy, none buffered before: runs", cur: buffered(10, "b"), others: []Run{live(9, "a", 1), buffered(11, "e")},
+			in:   claimOf(bufferCap(3), slots(2)),
+			want: want{outcome: backend.OutcomeWon, phase: Running, attempt: 1, token: "c", write: true}},
+		{name: "buffered, 2 at once: two busy waits for the oldest", cur: buffered(10, "b"), others: []Run{live(8, "a", 1), live(9, "d", 1)},
+			in:   claimOf(bufferCap(3), slots(2)),
+			want: want{outcome: backend.OutcomeBuffered, phase: Buffered, token: "b", waitsFor: at(8)}},
+		{name: "running, 2 at once: one other slot live: taken over", cur: ended(10, "a", 1, time.Second), others: []Run{live(11, "b", 1)},
+			in: claimOf(policy(backend.OverlapSkip), slots(2)),
+			want: want{outcome: backend.OutcomeWon, phase: Running, attempt: 2, token: "c", write: true,
+				records: []backend.Status{backend.StatusLost}}},
+		{name: "running, 2 at once: two other slots live: waits", cur: ended(10, "a", 1, time.Second), others: []Run{live(11, "b", 1), live(9, "d", 1)},
+			in:   claimOf(policy(backend.OverlapSkip), slots(2)),
+			want: want{outcome: backend.OutcomeRunning, phase: Running, attempt: 1, token: "a"}},
+		{name: "retrying, 2 at once: one other slot live: the retry runs", cur: retrying(10, "a", 1, -time.Second, time.Second),
+			others: []Run{live(11, "b", 1)}, in: claimOf(policy(backend.OverlapBufferOne), slots(2)),
+			want: want{outcome: backend.OutcomeWon, phase: Running, attempt: 2, token: "c", write: true}},
 
 		// OverlapCancelOther.
 		{name: "cancel-other: a later slot busy skips", cur: pending(10), others: []Run{live(11, "a", 1)},

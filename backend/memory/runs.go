@@ -260,6 +260,9 @@ func slotOf(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
 // OverlapBufferAll.
 func (s *RunStore) BuffersOverlap() bool { return true }
 
+// CapsConcurrency reports that the store applies RunClaim.Concurrency.
+func (s *RunStore) CapsConcurrency() bool { return true }
+
 // CancelsOverlap reports that the store implements OverlapCancelOther.
 func (s *RunStore) CancelsOverlap() bool { return true }
 

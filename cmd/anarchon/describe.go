@@ -107,7 +107,7 @@ func (c *cli) find(ctx context.Context, client *fleet.Client, job string) (*Desc
 // that declare each value.
 func (d *Description) policies() ([]string, map[string]fieldVals) {
 	order := []string{"overlap", "catch-up", "catch-up window", "lease", "max lateness", "jitter", "timeout", "retry",
-		"run limit", "manual runs", "pause after", "buffer cap", "dedupe window", "retention"}
+		"run limit", "manual runs", "pause after", "buffer cap", "concurrency", "dedupe window", "retention"}
 	vals := map[string]fieldVals{}
 	for _, db := range d.Declarations {
 		x := db.Declaration
@@ -120,7 +120,7 @@ func (d *Description) policies() ([]string, map[string]fieldVals) {
 			{"timeout", msText(x.TimeoutMS, "none")},
 			{"run limit", runLimit(x.MaxRuns)},
 		}
-		for _, f := range []string{"catch-up window", "retry", "manual runs", "pause after", "buffer cap", "dedupe window", "retention"} {
+		for _, f := range []string{"catch-up window", "retry", "manual runs", "pause after", "buffer cap", "concurrency", "dedupe window", "retention"} {
 			v := fleet.PolicyText(f, x)
 			if v == "" {
 				v = "not declared (an earlier version)"

@@ -167,18 +167,37 @@ func (c *checker) oneHandler() {
 		if !c.jobs[job].Exclusive() {
 			continue
 		}
-		for i, a := range hs {
-			for _, b := range hs[i+1:] {
-				// b started second: its claim was to keep out of a's way, if
-				// its instance's release forbids overlap (a redeploy may
-				// change the policy).
-				if a.key != b.key && c.overlap(a, b) && c.exclusiveOn(b) {
-					c.add("1b-overlap-skip", []key{a.key, b.key}, "", "%s forbids overlap but slot %s (%s attempt %d, [%s, %s)) and slot %s (%s attempt %d, [%s, %s)) ran at once",
-						job, h.rel(a.key.slot), a.in.name, a.attempt, at(a.start), at(endOf(a)), h.rel(b.key.slot), b.in.name, b.attempt, at(b.start), at(endOf(b)))
+		n := c.slotsOf(job)
+		for i, b := range hs {
+			// b started after hs[:i]: its claim was to keep out of their way
+			// once n of them held the job, if its instance's release forbids
+			// overlap (a redeploy may change the policy).
+			var with []*handlerRec
+			for _, a := range hs[:i] {
+				if a.key != b.key && c.overlap(a, b) && !slices.ContainsFunc(with, func(w *handlerRec) bool { return w.key == a.key }) {
+					with = append(with, a)
 				}
 			}
+			if n > 1 && len(with) > 0 {
+				c.seen["handlers run beside others under WithConcurrency"]++
+			}
+			if len(with) < n || !c.exclusiveOn(b) {
+				continue
+			}
+			a := with[len(with)-1]
+			c.add("1b-overlap-skip", []key{a.key, b.key}, "", "%s runs %d slot(s) at once, but slot %s (%s attempt %d, [%s, %s)) ran beside %d others, slot %s (%s attempt %d, [%s, %s)) the last",
+				job, n, h.rel(b.key.slot), b.in.name, b.attempt, at(b.start), at(endOf(b)), len(with), h.rel(a.key.slot), a.in.name, a.attempt, at(a.start), at(endOf(a)))
 		}
 	}
+}
+
+// slotsOf is how many slots of the job (or entry) job may run at once.
+func (c *checker) slotsOf(job string) int {
+	j, ok := c.jobs[job]
+	if !ok {
+		j = c.jobs[backend.JobOf(job)]
+	}
+	return j.slots()
 }
 
 // exclusiveOn reports whether hr's instance runs hr's job (its entry's
@@ -435,7 +454,7 @@ func (c *checker) skippedForSomething() {
 			continue
 		}
 		seen[d.key] = true
-		busy := false
+		busy := 0
 		for k, gs := range c.rec.grants {
 			if k.job != d.key.job || k.slot == d.key.slot {
 				continue
@@ -456,13 +475,12 @@ func (c *checker) skippedForSomething() {
 				}
 			}
 			if last != nil && (last.finished == 0 || last.finished >= d.sent) {
-				busy = true
-				break
+				busy++
 			}
 		}
-		if !busy {
-			c.add("3b-skipped-for-nothing", []key{d.key}, "", "%s slot %s was stored skipped (claim sent %s, answered %s to %s) while no other slot of the job held a lease",
-				d.key.job, h.rel(d.key.slot), at(d.sent), at(d.at), d.inst)
+		if n := c.slotsOf(d.key.job); busy < n {
+			c.add("3b-skipped-for-nothing", []key{d.key}, "", "%s slot %s was stored skipped (claim sent %s, answered %s to %s) while %d other slots of the job held a lease, of %d that may run at once",
+				d.key.job, h.rel(d.key.slot), at(d.sent), at(d.at), d.inst, busy, n)
 		}
 	}
 }

@@ -17,7 +17,7 @@ import (
 var (
 	// MatrixPolicies are a job's, as registered (either release of a redeploy).
 	MatrixPolicies = []string{"allow", "skip", "cancel-other", "buffer-one", "buffer-all", "retries", "run limit",
-		"catch-up", "entries", "pause", "manual runs", "backfill", "spread", "deadline"}
+		"catch-up", "entries", "pause", "manual runs", "backfill", "spread", "deadline", "concurrency"}
 	// MatrixFaults are what befalls a job's calls, its instances or the store.
 	MatrixFaults = []string{"request lost", "answer late", "applied, answer lost", "crash", "frozen past its lease",
 		"heartbeats held", "store restart", "watch cut", "watch reconnect (Resync)", "clock skew at the allowance",
@@ -148,6 +148,7 @@ func (c *checker) policies(j Job) []string {
 		set["entries"] = set["entries"] || len(r.Entries) > 0
 		set["spread"] = set["spread"] || r.Spread > 0
 		set["deadline"] = set["deadline"] || r.Deadline > 0
+		set["concurrency"] = set["concurrency"] || r.slots() > 1
 	}
 	for _, a := range c.h.plan.Actions {
 		if a.Kind == ActPauseJob || a.Kind == ActRunNow || a.Kind == ActBackfill {

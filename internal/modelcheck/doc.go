@@ -56,8 +56,8 @@
 // hold per run name: a job's, or each of its entries' apart.
 //
 //	1   at most one live handler per (job, slot) at any instant, retries included
-//	1b  a job (an entry) that runs one slot at a time never has two live
-//	    handlers at once; the later one's release decides
+//	1b  a job (an entry) that runs one slot at a time (or n: WithConcurrency)
+//	    never has more live handlers at once; the later one's release decides
 //	1c  a manual run is never granted again
 //	1d  a run a later slot asked to end (cancel-other) is never granted
 //	    again, but reopened by a backfill
@@ -69,6 +69,7 @@
 //	3   a slot runs, or is recorded skipped, late, missed or limit, never two of these;
 //	    a backfill's run of such a slot is no second fate
 //	3b  a slot is stored skipped only while another slot of the job was busy
+//	    (n others, for a job that runs n at once)
 //	3c  no scheduled handler starts while a pause of its job is in force
 //	4   every attempt the store granted or decided has exactly one record in
 //	    History, and every record is such an attempt's (Settler stores);

@@ -45,6 +45,7 @@ var (
 	_ backend.EntryRunLister     = (*faultyRuns)(nil)
 	_ backend.OverlapCanceller   = (*faultyRuns)(nil)
 	_ backend.OverlapBufferer    = (*faultyRuns)(nil)
+	_ backend.ConcurrencyCapper  = (*faultyRuns)(nil)
 	_ backend.RunCounter         = (*faultyRuns)(nil)
 	_ backend.BufferedRunCounter = (*faultyRuns)(nil)
 	_ backend.Retrier            = (*faultyRetrier)(nil)
@@ -533,6 +534,13 @@ func do[T any](in *inst, ctx context.Context, c storeCall, apply func(context.Co
 func (r *faultyRuns) BuffersOverlap() bool {
 	b, ok := r.s.(backend.OverlapBufferer)
 	return ok && b.BuffersOverlap()
+}
+
+// CapsConcurrency is the store's (backend.ConcurrencyCapper): the view adds
+// no capability.
+func (r *faultyRuns) CapsConcurrency() bool {
+	c, ok := r.s.(backend.ConcurrencyCapper)
+	return ok && c.CapsConcurrency()
 }
 
 // CancelsOverlap is the store's (backend.OverlapCanceller): the view adds no

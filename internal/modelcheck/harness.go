@@ -304,6 +304,9 @@ func (h *Harness) startLocked(slot int) error {
 		if j.Deadline > 0 {
 			opts = append(opts, scheduler.WithDeadline(j.Deadline))
 		}
+		if j.slots() > 1 {
+			opts = append(opts, scheduler.WithConcurrency(j.slots()))
+		}
 		if j.Retry != nil {
 			opts = append(opts, scheduler.WithRetry(*j.Retry))
 			if j.Timeout > 0 {

@@ -43,6 +43,9 @@ type Job struct {
 	// Deadline is the job's deadline (WithDeadline); 0: none. Its entries
 	// have it too.
 	Deadline time.Duration
+	// Concurrency is, with Skip or Buffer, how many of its slots may run at
+	// once (WithConcurrency); 0: one. Each entry has its own.
+	Concurrency int
 	// Entries are the job's schedule entries (AddEntries), run with its
 	// handler and policies on stores that keep entries (backend.EntryStore);
 	// Declared jobs have no slots of their own (scheduler.Declare), the others
@@ -508,6 +511,26 @@ func (j *Job) MixSpread(seed uint64, i int) {
 	if b := Mix(seed, 0x7370_7264, uint64(i)) % 36; b < 9 {
 		j.Spread = time.Duration(100+b*100) * time.Millisecond
 	}
+}
+
+// MixConcurrency lets, drawn apart from the plan's generator with Mix, a
+// third of the jobs that skip or buffer run two or three slots at once. i is
+// the job's index in the plan.
+func (j *Job) MixConcurrency(seed uint64, i int) {
+	if !j.Skip && j.Buffer == 0 {
+		return
+	}
+	if b := Mix(seed, 0x636f_6e63, uint64(i)) % 6; b < 2 {
+		j.Concurrency = int(b) + 2
+	}
+}
+
+// slots is how many of the job's slots may run at once.
+func (j Job) slots() int {
+	if j.Concurrency > 1 && (j.Skip || j.Buffer > 0) {
+		return j.Concurrency
+	}
+	return 1
 }
 
 // MixDeadline gives, drawn apart from the plan's generator with Mix, a quarter

@@ -54,6 +54,7 @@ func RealTimePlan(seed uint64, o RealTime) *Plan {
 		j.MixLimit(seed, i)
 		j.MixSpread(seed, i)
 		j.MixDeadline(seed, i)
+		j.MixConcurrency(seed, i)
 		p.Jobs = append(p.Jobs, j)
 	}
 	faultMS := int(o.FaultPhase / time.Millisecond)
