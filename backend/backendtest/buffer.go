@@ -255,3 +255,35 @@ func testBufferWatch(t *testing.T, f *leaseFixture) {
 	f.outcome(f.bufferClaim(2, "b"+Token(), one, 0), backend.OutcomeWon)
 	leaseRequireFires(t, ch, leaseWatchBound, "the watch of the buffered slot, once claimed")
 }
+
+// With RunClaim.Concurrency 2, two slots run at once: a third that finds both
+// running is skipped under OverlapSkip, buffered under a buffer policy, and runs
+// once one of them ended.
+func testConcurrency(t *testing.T, f *leaseFixture) {
+	if c, ok := f.s.(backend.ConcurrencyCapper); !ok || !c.CapsConcurrency() {
+		t.Skipf("%T does not apply RunClaim.Concurrency: nothing to check", f.s)
+	}
+	claim := func(k int, token string, p backend.OverlapPolicy) backend.RunClaim {
+		in := f.bufferClaim(k, token, p, 0)
+		in.Concurrency = 2
+		return in
+	}
+	skip := backend.OverlapSkip
+	t1, t2 := "t1"+Token(), "t2"+Token()
+	f.outcome(claim(1, t1, skip), backend.OutcomeWon)
+	f.outcome(claim(2, t2, skip), backend.OutcomeWon)
+	d := f.outcome(claim(3, "t3"+Token(), skip), backend.OutcomeOverlap)
+	assert.Equal(t, backend.StatusSkipped, d.Status, "a third slot while two run")
+	require.NoError(t, f.finishAt(1, t1, backend.StatusOK))
+	f.outcome(claim(4, "t4"+Token(), skip), backend.OutcomeWon)
+
+	if b, ok := f.s.(backend.OverlapBufferer); !ok || !b.BuffersOverlap() {
+		return
+	}
+	all := backend.OverlapBufferAll
+	t5 := "t5" + Token()
+	w := f.claim(claim(5, t5, all))
+	assert.Equal(t, backend.OutcomeBuffered, w.Outcome, "slot 5 while 2 and 4 run")
+	require.NoError(t, f.finishAt(2, t2, backend.StatusOK))
+	f.outcome(claim(5, t5, all), backend.OutcomeWon)
+}

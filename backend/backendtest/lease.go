@@ -117,6 +117,7 @@ func runLeases(t *testing.T, newStore func(t *testing.T) (backend.RunStore, Hist
 		{"BufferBehindRetry", testBufferBehindRetry},
 		{"BufferRace", testBufferRace},
 		{"BufferWatch", testBufferWatch},
+		{"Concurrency", testConcurrency},
 		{"LimitReached", testLimitReached},
 		{"LimitUncounted", testLimitUncounted},
 		{"LimitRace", testLimitRace},
