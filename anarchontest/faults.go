@@ -48,6 +48,7 @@ const (
 	OpPauses          Op = "Pauses"
 	OpActive          Op = "Active"
 	OpEntryRunNames   Op = "EntryRunNames"
+	OpRunCount        Op = "RunCount"
 	OpGetEntry        Op = "GetEntry"
 	OpListEntries     Op = "ListEntries"
 	OpWatchRun        Op = "WatchRun"
@@ -58,7 +59,7 @@ const (
 // Write reports whether op changes the store.
 func (op Op) Write() bool {
 	switch op {
-	case OpInit, OpPrepareJob, OpHistory, OpPauses, OpActive, OpEntryRunNames, OpGetEntry, OpListEntries,
+	case OpInit, OpPrepareJob, OpHistory, OpPauses, OpActive, OpEntryRunNames, OpRunCount, OpGetEntry, OpListEntries,
 		OpWatchRun, OpWatchPauses, OpWatchEntries:
 		return false
 	}

@@ -52,6 +52,8 @@ type memRuns interface {
 	backend.OverlapBufferer
 	backend.RunCounter
 	backend.BufferedRunCounter
+	backend.RunCountReader
+	backend.ConcurrencyCapper
 }
 
 func (v *view) Name() string                { return v.mem.Name() }
@@ -209,6 +211,11 @@ func (r *runsView) CancelsOverlap() bool     { return r.rs.CancelsOverlap() }
 func (r *runsView) BuffersOverlap() bool     { return r.rs.BuffersOverlap() }
 func (r *runsView) CountsRuns() bool         { return r.rs.CountsRuns() }
 func (r *runsView) CountsBufferedRuns() bool { return r.rs.CountsBufferedRuns() }
+func (r *runsView) CapsConcurrency() bool    { return r.rs.CapsConcurrency() }
+
+func (r *runsView) RunCount(ctx context.Context, job string) (int, error) {
+	return do(r.p, ctx, OpRunCount, func(ctx context.Context) (int, error) { return r.rs.RunCount(ctx, job) })
+}
 
 // errorf wraps a fault's sentinel with the call it cut.
 func errorf(sentinel error, p *proc, op Op) error {

@@ -41,6 +41,8 @@ var capabilities = map[string]reflect.Type{
 	"OverlapBufferer":    reflect.TypeFor[backend.OverlapBufferer](),
 	"RunCounter":         reflect.TypeFor[backend.RunCounter](),
 	"BufferedRunCounter": reflect.TypeFor[backend.BufferedRunCounter](),
+	"RunCountReader":     reflect.TypeFor[backend.RunCountReader](),
+	"ConcurrencyCapper":  reflect.TypeFor[backend.ConcurrencyCapper](),
 }
 
 // notCapabilities are the interfaces of package backend that a store does not
@@ -82,6 +84,7 @@ func TestViewKeepsTheStoresCapabilities(t *testing.T) {
 	assert.Equal(t, runs.BuffersOverlap(), view.BuffersOverlap())
 	assert.Equal(t, runs.CountsRuns(), view.CountsRuns())
 	assert.Equal(t, runs.CountsBufferedRuns(), view.CountsBufferedRuns())
+	assert.Equal(t, runs.CapsConcurrency(), view.CapsConcurrency())
 }
 
 // backendInterfaces returns the names of the interfaces package backend

@@ -363,8 +363,9 @@ func (s *Scheduler) waitForChange(ctx context.Context, a *attempt, res backend.C
 		}
 		select {
 		case <-ch:
-			if !res.WaitsFor.IsZero() && !a.reclaimed {
-				// The run it waits for ended since the answer: claim again, once.
+			if !a.reclaimed {
+				// The run it waits for ended, or its lease did, since the
+				// answer: claim again, once.
 				a.reclaimed = true
 				return ctx.Err() == nil
 			}
