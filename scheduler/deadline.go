@@ -24,14 +24,17 @@ import (
 // costs nothing; the others cost a read of the job's history. A slot is judged
 // also when nobody started it (every replica down or cut off: its missed
 // record). The slot's records must still be in the history when it is judged:
-// the history must hold four records for each slot the deadline spans, and its
+// the history must hold four records for each slot the deadline spans (a job
+// that retries: its attempts plus two, as each attempt is a record), and its
 // TTL must exceed d, checked at registration.
 //
 // Paused slots and slots past the run limit are not judged: they were decided
 // not to run; nor are the slots of an entry removed before their deadline. The first instance back after the whole fleet was down judges
 // the slots due while it was down, up to MaxMissedRecords of them (the older
 // ones are recorded missed as one record), and the slots just before, whose
-// judgement the stop may have cut off (with leases).
+// judgement the stop may have cut off (with leases), those that have a record.
+// A judgement the store does not answer is made again later, from the records
+// the store holds once it answers.
 func WithDeadline(d time.Duration) JobOption {
 	return func(c *jobConfig) error {
 		if d <= 0 {
@@ -66,15 +69,27 @@ func (c *jobConfig) checkDeadline(sched Schedule, interval, skew time.Duration) 
 	gap := max(spreadGap(sched, interval), time.Millisecond)
 	c.deadlineGap = gap
 	spans := int((d+skew)/gap) + 1
-	if need := deadlineRecords * spans; c.historySize < need {
-		return optErr("deadline %v spans up to %d slots (one every %v): the job's history must keep at least %d records (WithHistory), it keeps %d", d, spans, gap, need, c.historySize)
+	if need := c.recordsPerSlot() * spans; c.historySize < need {
+		return optErr("deadline %v spans up to %d slots (one every %v, up to %d records each): the job's history must keep at least %d records (WithHistory), it keeps %d",
+			d, spans, gap, c.recordsPerSlot(), need, c.historySize)
 	}
 	return nil
 }
 
 // deadlineRecords is how many records per slot a judged deadline counts on
-// finding in the history: attempts, a judgement, a manual run now and then.
+// finding in the history, at least: attempts, a judgement, a manual run now and
+// then.
 const deadlineRecords = 4
+
+// recordsPerSlot is how many records per slot a judged deadline counts on
+// finding in the job's history: deadlineRecords, or, for a job that retries,
+// one per attempt (each is a record of its own), a judgement and a manual run.
+func (c *jobConfig) recordsPerSlot() int {
+	if c.retry == nil {
+		return deadlineRecords
+	}
+	return max(deadlineRecords, c.retry.Attempts+2)
+}
 
 // judgement is a slot's deadline this instance will judge.
 type judgement struct {
@@ -88,7 +103,18 @@ type judgement struct {
 	// due: a slot of an entry removed since (or removed and added again) is
 	// not judged.
 	incarnation uint64
-	index       int
+	// recovered says only a Start planned it, for a slot before the newest
+	// recorded one whose judgement a stop may have cut off: a slot with no
+	// record was never followed (before the job existed, or a schedule changed
+	// since) and is not judged.
+	recovered bool
+	// unanswered says a write of its judgement may have been stored unanswered:
+	// a judgement stored under this instance's name is then this instance's to
+	// tell.
+	unanswered bool
+	// tries counts the judgements that could not be made or stored.
+	tries int
+	index int
 }
 
 type judgeKey struct {
@@ -126,7 +152,14 @@ func (q *judgeQueue) Pop() any {
 }
 
 // judgeLater plans the judgement of slot of j, a job or entry with a deadline.
-func (s *Scheduler) judgeLater(j *job, slot time.Time) {
+func (s *Scheduler) judgeLater(j *job, slot time.Time) { s.planJudgement(j, slot, false) }
+
+// judgeRecovered plans the judgement of slot of j, a slot before the newest
+// one its history records, whose judgement a stop may have cut off: a slot
+// with no record is not judged.
+func (s *Scheduler) judgeRecovered(j *job, slot time.Time) { s.planJudgement(j, slot, true) }
+
+func (s *Scheduler) planJudgement(j *job, slot time.Time, recovered bool) {
 	if j.cfg.deadline <= 0 {
 		return
 	}
@@ -134,26 +167,81 @@ func (s *Scheduler) judgeLater(j *job, slot time.Time) {
 	js := &s.judged
 	js.mu.Lock()
 	k := judgeKey{j.name, slot.UnixMilli()}
-	if _, ok := js.byKey[k]; ok {
+	inc, _ := s.entryFacts(j)
+	if g, ok := js.byKey[k]; ok {
+		switch {
+		case g.j != j && g.j.gone.Err() != nil:
+			// The job was removed here and registered again: the slot is
+			// the new registration's to judge.
+			g.j, g.due, g.at, g.incarnation, g.ok, g.recovered = j, due, due.Add(s.maxSkew), inc, false, recovered
+			heap.Fix(&js.queue, g.index)
+		case !recovered:
+			g.recovered = false // followed: judged whatever its records
+		}
+		first := js.queue[0] == g
 		js.mu.Unlock()
+		if first {
+			js.poke()
+		}
 		return
 	}
 	if js.byKey == nil {
 		js.byKey = map[judgeKey]*judgement{}
 		js.wake = make(chan struct{}, 1)
 	}
-	inc, _ := s.entryFacts(j)
-	g := &judgement{j: j, slot: slot, due: due, at: due.Add(s.maxSkew), incarnation: inc}
+	g := &judgement{j: j, slot: slot, due: due, at: due.Add(s.maxSkew), incarnation: inc, recovered: recovered}
 	js.byKey[k] = g
 	heap.Push(&js.queue, g)
 	first := js.queue[0] == g
 	js.mu.Unlock()
 	if first {
-		select {
-		case js.wake <- struct{}{}:
-		default:
-		}
+		js.poke()
 	}
+}
+
+// poke wakes the judging loop to look at the queue again.
+func (js *judgements) poke() {
+	select {
+	case js.wake <- struct{}{}:
+	default:
+	}
+}
+
+// judgeAgain plans gs again, judgements that could not be made or stored (the
+// store did not answer), after a delay that grows with their tries: the slot
+// is decided by the store's records once it answers, not dropped by a timer.
+// Past MaxPendingRecords judgements waiting, a judgement is dropped and logged.
+func (s *Scheduler) judgeAgain(gs []*judgement) {
+	js := &s.judged
+	now := s.clock.Now()
+	var dropped []*judgement
+	js.mu.Lock()
+	for _, g := range gs {
+		k := judgeKey{g.j.name, g.slot.UnixMilli()}
+		if cur, ok := js.byKey[k]; ok {
+			cur.unanswered = cur.unanswered || g.unanswered
+			continue
+		}
+		if len(js.queue) >= MaxPendingRecords {
+			dropped = append(dropped, g)
+			continue
+		}
+		g.tries++
+		g.at = now.Add(judgeAgainDelay(g.tries))
+		js.byKey[k] = g
+		heap.Push(&js.queue, g)
+	}
+	js.mu.Unlock()
+	js.poke()
+	for _, g := range dropped {
+		s.log.Warn("deadline not judged: too many judgements wait for the store", g.j.logAttr(), "slot", g.slot, "deadline", g.due)
+	}
+}
+
+// judgeAgainDelay is the delay before the try after tries failed judgements:
+// doubling from a second up to a minute.
+func judgeAgainDelay(tries int) time.Duration {
+	return min(time.Second<<min(tries, 6), time.Minute)
 }
 
 // sawOK notes that this instance saw slot of j end ok at end: its judgement,
@@ -261,7 +349,11 @@ func (s *Scheduler) judge(j *job, gs []*judgement) {
 		}
 		s.backendError(j, oldest, "history", err)
 		if try++; try >= markTries || !s.sleepUntil(ctx, s.clock.Now().Add(retryDelay(try))) {
-			s.log.Warn("deadlines not judged: the history could not be read", j.logAttr(), "slot", oldest, "slots", len(gs), "err", err)
+			if ctx.Err() != nil {
+				return
+			}
+			s.log.Warn("deadlines not judged yet: the history could not be read; judged again later", j.logAttr(), "slot", oldest, "slots", len(gs), "err", err)
+			s.judgeAgain(gs)
 			return
 		}
 	}
@@ -269,6 +361,17 @@ func (s *Scheduler) judge(j *job, gs []*judgement) {
 		if len(recs) == depth && !reaches(recs, g.slot) {
 			s.log.Warn("deadline not judged: the slot's records are no longer in the history", j.logAttr(), "slot", g.slot, "history", j.cfg.historySize)
 			continue
+		}
+		if g.unanswered {
+			if r, ok := judgedIn(recs, g.slot); ok {
+				if r.Instance == s.instance { // this instance's write, its answer lost
+					s.tellDeadline(j, g, r.Error)
+				}
+				continue
+			}
+		}
+		if g.recovered && !recorded(recs, g.slot) {
+			continue // never followed: nothing was owed
 		}
 		why, missed := machine.Deadline(recs, g.slot, g.due)
 		if !missed {
@@ -278,13 +381,33 @@ func (s *Scheduler) judge(j *job, gs []*judgement) {
 	}
 }
 
+// judgedIn finds the judgement of slot in recs.
+func judgedIn(recs []RunRecord, slot time.Time) (RunRecord, bool) {
+	for _, r := range recs {
+		if r.Status.Judgement() && r.Slot.Equal(slot) {
+			return r, true
+		}
+	}
+	return RunRecord{}, false
+}
+
+// recorded reports whether recs hold a record of slot, a manual run's aside.
+func recorded(recs []RunRecord, slot time.Time) bool {
+	for _, r := range recs {
+		if !r.Manual && r.Slot.Equal(slot) {
+			return true
+		}
+	}
+	return false
+}
+
 // judgeDepth is how many of j's newest records hold every record of its slots
-// from oldest on, at now: deadlineRecords for each slot since, at most the
+// from oldest on, at now: recordsPerSlot for each slot since, at most the
 // history j keeps.
 func (j *job) judgeDepth(oldest, now time.Time) int {
 	gap := max(j.cfg.deadlineGap, time.Millisecond)
 	slots := int64(max(now.Sub(oldest), 0)/gap) + 2
-	return int(min(int64(j.cfg.historySize), deadlineRecords*slots+16))
+	return int(min(int64(j.cfg.historySize), int64(j.cfg.recordsPerSlot())*slots+16))
 }
 
 // reaches reports whether recs, a full read of a history, newest first, holds
@@ -322,18 +445,34 @@ func (s *Scheduler) recordDeadline(ctx context.Context, j *job, g *judgement, wh
 		if err == nil {
 			break
 		}
+		// The write may have been stored, its answer lost.
+		g.unanswered = true
 		if ctx.Err() != nil {
 			return
 		}
 		s.backendError(j, g.slot, "record_deadline", err)
 		if try+1 >= markTries || !s.sleepUntil(ctx, s.clock.Now().Add(retryDelay(try))) {
-			s.log.Warn("deadline missed, not recorded: the store did not answer", j.logAttr(), "slot", g.slot, "deadline", g.due, "why", why, "err", err)
+			if ctx.Err() != nil {
+				return
+			}
+			s.log.Warn("deadline missed, not recorded yet: the store did not answer; judged again later", j.logAttr(), "slot", g.slot, "deadline", g.due, "why", why, "err", err)
+			s.judgeAgain([]*judgement{g})
 			return
 		}
 	}
 	if !first {
+		if g.unanswered {
+			// A try before may have stored it: the history tells whose it is.
+			s.judgeAgain([]*judgement{g})
+		}
 		return
 	}
-	s.log.Warn("deadline missed: the slot had not ended ok by its deadline", j.logAttr(), "slot", g.slot, "deadline", g.due, "why", why)
+	s.tellDeadline(j, g, backend.TruncateText(text, backend.MaxErrorText))
+}
+
+// tellDeadline reports the judgement this instance stored that g's slot
+// missed its deadline, text its record's error.
+func (s *Scheduler) tellDeadline(j *job, g *judgement, text string) {
+	s.log.Warn("deadline missed: the slot had not ended ok by its deadline", j.logAttr(), "slot", g.slot, "deadline", g.due, "why", text)
 	s.emit(Event{Kind: EventDeadlineMissed, Job: j.name, Slot: g.slot, Status: StatusDeadline, Next: g.due, Err: errors.New(text)})
 }

@@ -58,7 +58,7 @@ func (s *Scheduler) recoverJob(j *job, now time.Time, run, capped []time.Time) {
 	if d := j.cfg.deadline; d > 0 && !mark.IsZero() {
 		// The slots whose judgement a stop of the whole fleet may have cut off.
 		for t := j.sched.Next(mark.Add(-d - s.maxSkew)); !t.IsZero() && !t.After(mark); t = j.sched.Next(t) {
-			s.judgeLater(j, t)
+			s.judgeRecovered(j, t)
 		}
 	}
 	if len(run) > 0 {

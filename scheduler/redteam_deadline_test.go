@@ -102,13 +102,16 @@ func TestRedteamDeadlineRetriesOutgrowTheCheckedHistory(t *testing.T) {
 		b := memory.New()
 		base := time.Now().UTC()
 		s := newScheduler(t, b, "A")
-		err := s.Every("job", time.Minute, func(context.Context, scheduler.Run) error { return errors.New("boom") },
-			scheduler.WithDeadline(10*time.Minute), scheduler.WithHistory(44, 0),
-			scheduler.WithRetry(scheduler.RetryPolicy{Attempts: 5, Backoff: time.Second, MaxBackoff: time.Second}))
+		failing := func(context.Context, scheduler.Run) error { return errors.New("boom") }
+		opts := []scheduler.JobOption{scheduler.WithDeadline(10 * time.Minute),
+			scheduler.WithRetry(scheduler.RetryPolicy{Attempts: 5, Backoff: time.Second, MaxBackoff: time.Second})}
+		err := s.Every("job", time.Minute, failing, append(opts, scheduler.WithHistory(44, 0))...)
 		if err != nil {
-			// Refused at registration: the check counted the attempts. Good.
+			// Refused at registration: the check counted the attempts; the
+			// history it asks for (7 records × 11 slots) holds each slot.
 			require.ErrorIs(t, err, scheduler.ErrInvalidOption)
-			return
+			require.ErrorContains(t, err, "at least 77 records")
+			require.NoError(t, s.Every("job", time.Minute, failing, append(opts, scheduler.WithHistory(77, 0))...))
 		}
 		require.NoError(t, s.Start(t.Context()))
 		time.Sleep(15*time.Minute + 30*time.Second)
