@@ -416,7 +416,8 @@ func (h *historyScan) enough(limit int) ([]backend.RunRecord, bool) {
 		return recs, true
 	}
 	for _, r := range recs {
-		if r.Token != "" && !h.claimed[r.Token] {
+		// A judgement (a deadline record) is a result that never has a claim.
+		if r.Token != "" && !h.claimed[r.Token] && !r.Status.Judgement() {
 			return nil, false
 		}
 	}
