@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/anarchon/anarchon/backend"
+	"github.com/anarchon/anarchon/backend/machine"
 )
 
 // A deadline record is a result without a claim, so a History whose newest
@@ -47,4 +48,28 @@ func TestRedteamDeadlineRecordWidensHistoryReads(t *testing.T) {
 		assert.LessOrEqual(t, judged.reqs, plain.reqs, "History(%d): a deadline record costs no more requests", limit)
 		assert.Less(t, judged.bytes, plain.bytes*3/2, "History(%d): a deadline record does not widen the read", limit)
 	}
+}
+
+// Probe (passes; the store behaviour behind the scheduler's
+// TestRedteamDeadlineJudgeReadMissesTheSlotBehindABackfill): History finds runs
+// by arrival, so 40 runs of old slots (a Backfill of last week's failures)
+// written after slot 9 ended ok fill a read of 28 (the judge's depth for a slot
+// one deadline back): it holds old slots and not slot 9. The deadline judge took
+// such a read as holding every record of slot 9 (its oldest record is older)
+// and judged it "not started"; a deeper read finds it.
+func TestRedteamDeadlineHistoryByArrivalHidesTheSlotBehindABackfill(t *testing.T) {
+	_, b, l, ctx := retainedJob(t, "backfilled", backend.Retention{Size: 200})
+	runsOf(t, b, l, "a", 0, 10, func(int) backend.Status { return backend.StatusOK }) // slot 9 ended ok
+	runsOf(t, b, l, "a", -1000, -960, func(int) backend.Status { return backend.StatusOK })
+	judged := slot(9)
+	recs, err := b.History(ctx, l.Job, 28)
+	require.NoError(t, err)
+	require.Len(t, recs, 28)
+	assert.True(t, recs[len(recs)-1].Slot.Before(judged), "the read holds slots older than 9")
+	why, missed := machine.Deadline(recs, judged, judged.Add(time.Minute))
+	assert.True(t, missed, "and none of slot 9's records: %s", why)
+	recs, err = b.History(ctx, l.Job, 200)
+	require.NoError(t, err)
+	_, missed = machine.Deadline(recs, judged, judged.Add(time.Minute))
+	assert.False(t, missed, "a deeper read holds slot 9's ok record")
 }

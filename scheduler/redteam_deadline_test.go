@@ -3,6 +3,8 @@ package scheduler_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -653,5 +655,65 @@ func TestRedteamDeadlineReRegisteredJobLosesThePendingJudgement(t *testing.T) {
 		require.NoError(t, s.Stop(t.Context()))
 		recs := deadlineRecords(t, s, "job")
 		assert.Contains(t, recs, base.Add(time.Minute), "the failed slot 0:01 is judged")
+	})
+}
+
+// byArrival is the memory store whose History(limit) finds runs by arrival,
+// as the JetStream backend does ("runs are found by arrival: a slot claimed
+// much later than newer slots may be missed when limit is small"): the limit
+// runs written last, newest slot first.
+type byArrival struct{ *memory.Backend }
+
+func (a byArrival) History(ctx context.Context, job string, limit int) ([]backend.RunRecord, error) {
+	all, err := a.Backend.History(ctx, job, 0)
+	if err != nil || limit <= 0 || len(all) <= limit {
+		return all, err
+	}
+	arrived := func(r backend.RunRecord) time.Time {
+		if r.FinishedAt.After(r.ClaimedAt) {
+			return r.FinishedAt
+		}
+		return r.ClaimedAt
+	}
+	recs := slices.Clone(all)
+	slices.SortStableFunc(recs, func(x, y backend.RunRecord) int { return arrived(y).Compare(arrived(x)) })
+	recs = recs[:limit]
+	slices.SortStableFunc(recs, func(x, y backend.RunRecord) int { return y.Slot.Compare(x.Slot) })
+	return recs, nil
+}
+
+// Slot 0:01 ends ok at once; ten seconds later 40 records of last week's
+// slots are written (a Backfill of old failures). The judge of 0:01 on the
+// replica that did not run it reads 28 runs (judgeDepth), by arrival on
+// JetStream: the backfill's and 0:02's, not 0:01's. The read's oldest record
+// is older than 0:01, so the judge takes it as holding every record of 0:01
+// (reaches) and records it "not started", though it ended ok in time.
+func TestRedteamDeadlineJudgeReadMissesTheSlotBehindABackfill(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.New()
+		b := byArrival{mem}
+		base := time.Now().UTC()
+		var fleet []*scheduler.Scheduler
+		for _, name := range []string{"A", "B"} {
+			s := newScheduler(t, b, name)
+			require.NoError(t, s.Every("job", time.Minute, okHandler, scheduler.WithDeadline(90*time.Second)))
+			require.NoError(t, s.Start(t.Context()))
+			fleet = append(fleet, s)
+		}
+		time.Sleep(time.Minute + 10*time.Second)
+		for k := range 40 {
+			old := base.Add(-7*24*time.Hour + time.Duration(k)*time.Minute)
+			require.NoError(t, mem.SaveResult(t.Context(), "job", backend.StoredResult{
+				Slot: old, Token: fmt.Sprintf("backfill-%d", k), Instance: "A", Attempt: 2, Backfill: true,
+				Status: backend.StatusOK, StartedAt: time.Now(), FinishedAt: time.Now(),
+			}, backend.Retention{Size: scheduler.DefaultHistorySize}))
+		}
+		time.Sleep(2 * time.Minute)
+		for _, s := range fleet {
+			require.NoError(t, s.Stop(t.Context()))
+		}
+		recs := deadlineRecords(t, fleet[0], "job")
+		r, judged := recs[base.Add(time.Minute)]
+		assert.False(t, judged, "slot 0:01 ended ok at once: %s", r.Error)
 	})
 }
