@@ -338,10 +338,13 @@ func (s *Scheduler) judge(j *job, gs []*judgement) {
 	for try := 0; ; {
 		var err error
 		if recs, err = s.history(ctx, j.name, depth); err == nil {
-			if len(recs) < depth || reaches(recs, oldest) || depth == j.cfg.historySize {
+			if len(recs) < depth || depth == j.cfg.historySize || reaches(recs, oldest) && eachRecorded(recs, gs) {
 				break
 			}
-			depth = min(4*depth, j.cfg.historySize) // manual runs filled the newest
+			// Manual runs filled the newest; or a store that finds runs by
+			// arrival (JetStream) filled them with records of older slots
+			// written since (a backfill), and a slot of gs has none in the read.
+			depth = min(4*depth, j.cfg.historySize)
 			continue
 		}
 		if ctx.Err() != nil {
@@ -391,6 +394,16 @@ func judgedIn(recs []RunRecord, slot time.Time) (RunRecord, bool) {
 	return RunRecord{}, false
 }
 
+// eachRecorded reports whether recs hold a record of each slot of gs.
+func eachRecorded(recs []RunRecord, gs []*judgement) bool {
+	for _, g := range gs {
+		if !recorded(recs, g.slot) {
+			return false
+		}
+	}
+	return true
+}
+
 // recorded reports whether recs hold a record of slot, a manual run's aside.
 func recorded(recs []RunRecord, slot time.Time) bool {
 	for _, r := range recs {
@@ -411,7 +424,9 @@ func (j *job) judgeDepth(oldest, now time.Time) int {
 }
 
 // reaches reports whether recs, a full read of a history, newest first, holds
-// every record of slot: its oldest record is older.
+// every record of slot: its oldest record is older. (A store that finds runs by
+// arrival may hold older slots' records written later and not slot's: judge
+// reads deeper while a judged slot has no record in the read.)
 func reaches(recs []RunRecord, slot time.Time) bool {
 	return len(recs) > 0 && recs[len(recs)-1].Slot.Before(slot)
 }
