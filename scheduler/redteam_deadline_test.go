@@ -717,3 +717,65 @@ func TestRedteamDeadlineJudgeReadMissesTheSlotBehindABackfill(t *testing.T) {
 		assert.False(t, judged, "slot 0:01 ended ok at once: %s", r.Error)
 	})
 }
+
+// judgeCutOff is a replica's view of the memory store that can be cut off from it
+// entirely: the crashable view, its history reads and once-writes too.
+type judgeCutOff struct{ *crashable }
+
+func (c judgeCutOff) History(ctx context.Context, job string, limit int) ([]backend.RunRecord, error) {
+	if err := c.err(); err != nil {
+		return nil, err
+	}
+	return c.Backend.History(ctx, job, limit)
+}
+
+func (c judgeCutOff) RecordOnce(ctx context.Context, job string, rec backend.StoredResult, keep backend.Retention) (bool, error) {
+	if err := c.err(); err != nil {
+		return false, err
+	}
+	return c.Backend.RecordOnce(ctx, job, rec, keep)
+}
+
+// Fails on a31cbbe (each judge gave up after ~1.5 s of failed reads), passes
+// with the judgements planned again (8dce995): every replica is cut off
+// from the store for five minutes, past the deadlines of the slots due
+// meanwhile (WithDeadline: "a slot is judged also when nobody started it
+// (every replica down or cut off)"). Once the store answers, each of those
+// slots is judged, once.
+func TestRedteamDeadlineFleetCutOffFromTheStore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memory.New()
+		base := time.Now().UTC()
+		events := newEventLog(scheduler.EventDeadlineMissed)
+		var views []*crashable
+		var fleet []*scheduler.Scheduler
+		for _, name := range []string{"A", "B", "C"} {
+			v := &crashable{Backend: mem}
+			views = append(views, v)
+			s := newScheduler(t, judgeCutOff{v}, name, func(c *scheduler.Config) { c.OnEvent = events.hook })
+			require.NoError(t, s.Every("job", time.Minute, okHandler, scheduler.WithDeadline(30*time.Second)))
+			require.NoError(t, s.Start(t.Context()))
+			fleet = append(fleet, s)
+		}
+		time.Sleep(time.Minute + 30*time.Second)
+		for _, v := range views {
+			v.dead.Store(true)
+		}
+		time.Sleep(5 * time.Minute) // 0:02 … 0:06 fall cut off
+		for _, v := range views {
+			v.dead.Store(false)
+		}
+		time.Sleep(5 * time.Minute)
+		for _, s := range fleet {
+			require.NoError(t, s.Stop(t.Context()))
+		}
+		recs := deadlineRecords(t, fleet[0], "job")
+		for m := 2; m <= 5; m++ {
+			assert.Contains(t, recs, base.Add(time.Duration(m)*time.Minute), "slot 0:%02d, due while the fleet was cut off", m)
+		}
+		for m := 8; m <= 10; m++ {
+			assert.NotContains(t, recs, base.Add(time.Duration(m)*time.Minute), "slot 0:%02d ran in time", m)
+		}
+		assert.Len(t, events.of(scheduler.EventDeadlineMissed), len(recs))
+	})
+}
