@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 	"unicode/utf8"
 
@@ -286,6 +287,9 @@ func (s *Scheduler) checkEntry(job, id string, spec EntrySpec, opts []EntryChang
 	if err != nil {
 		return Entry{}, nil, err
 	}
+	if j.deadlineDropped != nil {
+		return Entry{}, nil, j.deadlineDropped
+	}
 	if j.sched.Next(e.Updated).IsZero() && !spec.Paused {
 		return Entry{}, nil, fmt.Errorf("%w: entry %q of job %q: %s has no slot after now (its instant or end is past)", ErrInvalidEntry, id, job, j.sched)
 	}
@@ -366,8 +370,14 @@ func (s *Scheduler) entryJob(p *job, e Entry) (*job, error) {
 	if e.Deadline > MaxDuration {
 		return nil, bad(fmt.Errorf("%w: deadline %v is above MaxDuration (%v)", ErrInvalidOption, e.Deadline, MaxDuration))
 	}
+	var deadlineDropped error
 	if err := cfg.checkDeadline(sched, interval, s.maxSkew); err != nil {
-		return nil, bad(err)
+		if e.Deadline > 0 {
+			return nil, bad(err)
+		}
+		// The job's deadline does not fit this entry's schedule: the entry
+		// runs, unjudged, rather than not at all; AddEntry refuses it.
+		deadlineDropped, cfg.deadline = bad(err), 0
 	}
 	if cfg.jitter > 0 && cfg.jitter >= cfg.maxLate {
 		return nil, bad(fmt.Errorf("%w: the job's jitter %v must be below the entry's max lateness %v (the gap between its slots)", ErrInvalidOption, cfg.jitter, cfg.maxLate))
@@ -381,6 +391,8 @@ func (s *Scheduler) entryJob(p *job, e Entry) (*job, error) {
 	limits.Job, limits.Schedule, limits.Interval, limits.MaxLate = name, sched.String(), interval, cfg.maxLate
 	j := &job{name: name, sched: sched, handler: p.handler, cfg: cfg, limits: limits, interval: interval,
 		entry: &entryRef{job: e.Job, id: e.ID, payload: e.Payload}}
+	j.deadlineDropped = deadlineDropped
+	j.judgedSince.Store(math.MaxInt64) // an entry's history is not read at Start
 	// The entry's run limit is its own (limitHit ends its slots): the job's
 	// own slots reaching the job's limit do not end it.
 	j.ended, j.end = context.Background(), func() {}

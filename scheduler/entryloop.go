@@ -282,6 +282,9 @@ func (s *Scheduler) entryChangedLocked(c backend.EntryChange, p *job, reading bo
 		}
 		return adoption{}, false, &Event{Kind: EventBackendError, Job: e.Job, Entry: e.ID, Op: "entry", Err: err}, ""
 	}
+	if j.deadlineDropped != nil {
+		s.log.Warn("schedule entry runs without its job's deadline: its slots are not judged", "job", e.Job, "entry", e.ID, "err", j.deadlineDropped)
+	}
 	st := &entryState{j: j, e: e, idx: -1, gen: es.gen}
 	if known {
 		es.removeLocked(k)

@@ -273,7 +273,7 @@ func (s *Scheduler) sleepUntil(ctx context.Context, t time.Time) bool {
 
 // handleSlot claims one slot of kind and follows it (claim.go).
 func (s *Scheduler) handleSlot(j *job, slot time.Time, kind claimKind) {
-	if kind == claimScheduled || kind == claimCatchUp {
+	if kind == claimScheduled || kind == claimCatchUp && slot.UnixMilli() > j.judgedSince.Load() {
 		s.judgeLater(j, slot)
 	}
 	s.drive(s.newAttempt(j, slot, kind))

@@ -55,6 +55,9 @@ func (s *Scheduler) recoverJob(j *job, now time.Time, run, capped []time.Time) {
 	if ctx.Err() != nil {
 		return
 	}
+	if !mark.IsZero() {
+		j.judgedSince.Store(mark.UnixMilli()) // catch-up's slots after it are judged
+	}
 	if d := j.cfg.deadline; d > 0 && !mark.IsZero() {
 		// The slots whose judgement a stop of the whole fleet may have cut off.
 		for t := j.sched.Next(mark.Add(-d - s.maxSkew)); !t.IsZero() && !t.After(mark); t = j.sched.Next(t) {

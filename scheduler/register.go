@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -197,6 +198,7 @@ func (s *Scheduler) add(name string, sched Schedule, interval time.Duration, h H
 		}
 	}
 	j := &job{name: name, sched: sched, handler: h, cfg: cfg, limits: limits, interval: interval}
+	j.judgedSince.Store(math.MaxInt64)
 	j.ended, j.end = context.WithCancel(context.Background())
 	j.gone, j.remove = context.WithCancel(context.Background())
 	for _, check := range s.jobChecks() {

@@ -132,6 +132,13 @@ type job struct {
 	// entry is set on the run view of a schedule entry (entryJob): name is
 	// then the entry's run name.
 	entry *entryRef
+	// judgedSince is the newest slot (Unix ms) of the job's history at Start:
+	// catch-up's slots after it are judged (WithDeadline), earlier ones, and
+	// all of a new job's, are not (math.MaxInt64 until Start reads it).
+	judgedSince atomic.Int64
+	// deadlineDropped says why an entry runs without its job's deadline: it
+	// does not fit the entry's schedule (checkDeadline).
+	deadlineDropped error
 }
 
 // Instance returns this scheduler's instance ID.

@@ -15,9 +15,10 @@ import (
 // slot had come to, when it has not ended ok by due.
 //
 // A slot is not judged (false) when it ended ok by due (by the finishing
-// instance's clock), when it was judged already (a StatusDeadline record), and
-// when its newest record decided it not to run on purpose: paused, or past the
-// run limit. Every other state misses the deadline: nothing recorded (not
+// instance's clock), when it was judged already (a StatusDeadline record), when
+// it was decided paused (catch-up may run it once the pause ends, late by the
+// operator's choice), and when its newest record decided it not to run on
+// purpose: past the run limit. Every other state misses the deadline: nothing recorded (not
 // started), running, failed (its retry may be pending), ended ok after due,
 // late, missed, skipped, cancelled, lost. Manual runs are off the schedule and do
 // not count.
@@ -28,8 +29,8 @@ func Deadline(recs []backend.RunRecord, slot, due time.Time) (why string, missed
 			continue
 		}
 		switch {
-		case r.Status == backend.StatusDeadline:
-			return "", false
+		case r.Status == backend.StatusDeadline, r.Status == backend.StatusPaused:
+			return "", false // judged already; or paused: its later run, if any, is the operator's
 		case r.Status == backend.StatusOK && !r.FinishedAt.IsZero() && !r.FinishedAt.After(due):
 			return "", false
 		}
