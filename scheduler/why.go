@@ -32,9 +32,6 @@ type WhyReport struct {
 	// Steps say what was decided for the slot and by whom, oldest first, then
 	// what is still open. There is always at least one.
 	Steps []WhyStep
-	// Records are the slot's records in the history, oldest first: what the
-	// steps were built from.
-	Records []RunRecord
 	// Open says the slot's fate is not settled yet: an attempt runs, the slot
 	// is buffered, a retry is stored, or the slot is not decided yet.
 	Open bool
@@ -58,6 +55,9 @@ type WhyStep struct {
 	// decision was stored, when a lease expires, when a retry may be claimed.
 	// Zero when none.
 	At time.Time
+	// Record is the record the step was built from; nil for a step about the
+	// slot as a whole or about a run the run store holds.
+	Record *RunRecord
 }
 
 // WhyKind says what a WhyStep is about.
@@ -307,7 +307,6 @@ func (w *why) explain() {
 	if len(w.mine) == 0 && !w.out.Open {
 		w.nothing()
 	}
-	w.out.Records = w.mine
 }
 
 // what names the job or entry in a sentence.
@@ -323,7 +322,7 @@ func (w *why) step(st WhyStep) { w.out.Steps = append(w.out.Steps, st) }
 // attempt says what the record r of an attempt tells, after prev, the attempt
 // before it (nil for the first).
 func (w *why) attempt(r RunRecord, prev *RunRecord) {
-	st := WhyStep{Attempt: r.Attempt, Instance: r.Instance, Status: r.Status, At: recordTime(r)}
+	st := WhyStep{Attempt: r.Attempt, Instance: r.Instance, Status: r.Status, At: recordTime(r), Record: &r}
 	by := fmt.Sprintf(" (decided by %s at %s)", r.Instance, stamp(r.FinishedAt))
 	switch r.Status {
 	case StatusSkipped:
@@ -471,7 +470,7 @@ func (w *why) holder(r RunRecord) string {
 
 // judgement says what the deadline record r tells.
 func (w *why) judgement(r RunRecord) {
-	w.step(WhyStep{Kind: WhyDeadline, Attempt: r.Attempt, Instance: r.Instance, Status: r.Status, At: r.FinishedAt,
+	w.step(WhyStep{Kind: WhyDeadline, Attempt: r.Attempt, Instance: r.Instance, Status: r.Status, At: r.FinishedAt, Record: &r,
 		Text: fmt.Sprintf("deadline missed, judged by %s at %s: %s", r.Instance, stamp(r.FinishedAt), r.Error)})
 }
 
@@ -582,7 +581,7 @@ func (w *why) missedRange() (WhyStep, bool) {
 		if !ok || w.slot.Before(from) || !w.slot.Before(until) {
 			continue
 		}
-		return WhyStep{Kind: WhyMissed, Attempt: r.Attempt, Instance: r.Instance, Status: r.Status, At: r.FinishedAt,
+		return WhyStep{Kind: WhyMissed, Attempt: r.Attempt, Instance: r.Instance, Status: r.Status, At: r.FinishedAt, Record: &r,
 			Text: fmt.Sprintf("missed: the record of slot %s stands for it: %s (recorded by %s at %s, once it could claim)", stamp(r.Slot), r.Error, r.Instance, stamp(r.FinishedAt))}, true
 	}
 	return WhyStep{}, false

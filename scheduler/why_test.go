@@ -88,7 +88,10 @@ func TestWhyTakeover(t *testing.T) {
 		assert.Equal(t, scheduler.StatusOK, r.Steps[1].Status)
 		assert.Equal(t, 2, r.Steps[1].Attempt)
 		assert.Contains(t, r.Steps[1].Text, "ran on "+backup+" as attempt 2 after the lease of "+first+" ended (attempt 1 recorded ")
-		assert.Len(t, r.Records, 2)
+		for _, st := range r.Steps {
+			require.NotNil(t, st.Record, "each step is a record")
+			assert.Equal(t, st.Attempt, st.Record.Attempt)
+		}
 	})
 }
 
@@ -188,7 +191,8 @@ func TestWhyMissedAndBackfill(t *testing.T) {
 		assert.Regexp(t, `^missed: due while no instance could claim it \(recorded by B at \S+, once it could claim\)$`, r.Steps[0].Text)
 		r = whyOf(t, s, "job", m(10))
 		require.Equal(t, []scheduler.WhyKind{scheduler.WhyMissed}, whyKinds(r), "%+v", r.Steps)
-		assert.Empty(t, r.Records, "the slot has no record of its own")
+		require.NotNil(t, r.Steps[0].Record)
+		assert.True(t, m(5).Equal(r.Steps[0].Record.Slot), "the slot has no record of its own: %v", r.Steps[0].Record.Slot)
 		assert.Contains(t, r.Steps[0].Text, "missed: the record of slot "+stamp(m(5))+" stands for it: one record for 15 slots due from")
 
 		res, err := s.Backfill(t.Context(), "job", m(30), m(31))
@@ -303,7 +307,7 @@ func TestWhyManualAndNothingStored(t *testing.T) {
 		r = whyOf(t, s, "tenants", m(9), "acme")
 		require.Equal(t, []scheduler.WhyKind{scheduler.WhyRan}, whyKinds(r), "%+v", r.Steps)
 		assert.Equal(t, "acme", r.Entry)
-		assert.Equal(t, "acme", r.Records[0].Entry)
+		assert.Equal(t, "acme", r.Steps[0].Record.Entry)
 		r = whyOf(t, s, "job", m(1))
 		require.Equal(t, []scheduler.WhyKind{scheduler.WhyBeyondHistory}, whyKinds(r), "%+v", r.Steps)
 		assert.Contains(t, r.Steps[0].Text, "no record in the 5 newest records, which reach back to slot ")
