@@ -59,6 +59,8 @@
 //	<prefix>.ACTIVE.<job>    one replica that declares the job: its unfinished runs
 //	<prefix>.PREVIEW.<job>   one replica that declares the job: its next slots, each
 //	                         with what the fleet will do with it (Scheduler.Preview)
+//	<prefix>.WHY.<job>       one replica that declares the job: what was decided for
+//	                         one slot and by whom, and what is still open (Scheduler.Why)
 //	<prefix>.ENTRIES.<job>.LIST   one replica that declares the job: a page of its
 //	                              schedule entries (Scheduler.EntryViews)
 //	<prefix>.ENTRIES.<job>.GET    one entry, with its payload and recent runs
@@ -272,7 +274,8 @@
 // `anarchon permissions ROLE` prints them as a nats-server configuration block:
 //
 //	viewer    publish   <prefix>.JOBS, <prefix>.HISTORY.*, <prefix>.ACTIVE.*,
-//	                    <prefix>.PREVIEW.*, <prefix>.ENTRIES.*.LIST, <prefix>.ENTRIES.*.GET,
+//	                    <prefix>.PREVIEW.*, <prefix>.WHY.*, <prefix>.ENTRIES.*.LIST,
+//	                    <prefix>.ENTRIES.*.GET,
 //	                    $JS.API.DIRECT.GET.KV_<registry bucket>
 //	          subscribe <its inbox prefix>.>, <prefix>.EVENTS.* (for watch)
 //	operator  as a viewer, and publish <prefix>.TRIGGER.*, <prefix>.BACKFILL.*,

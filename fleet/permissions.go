@@ -136,7 +136,7 @@ func Permissions(role Role, c PermissionsConfig) (RolePermissions, error) {
 	api := jetstream.DefaultAPIPrefix
 	srv := []string{"$SRV.*." + ServiceName, "$SRV.*." + ServiceName + ".*"}
 	inbox := c.InboxPrefix + ".>"
-	reads := []string{p.fleet(verbJobs), p.fleet(verbHistory) + ".*", p.fleet(verbActive) + ".*", p.fleet(verbPreview) + ".*",
+	reads := []string{p.fleet(verbJobs), p.fleet(verbHistory) + ".*", p.fleet(verbActive) + ".*", p.fleet(verbPreview) + ".*", p.fleet(verbWhy) + ".*",
 		p.fleet(verbEntries) + ".*." + opList, p.fleet(verbEntries) + ".*." + opGet}
 	out := RolePermissions{Role: role, InboxPrefix: c.InboxPrefix}
 	switch role {
@@ -159,7 +159,7 @@ func Permissions(role Role, c PermissionsConfig) (RolePermissions, error) {
 		}
 		out.Subscribe = []string{p.fleet(verbJobs), p.fleet(verbPauseAll), p.fleet(verbResumeAll),
 			p.fleet(verbTrigger) + ".*", p.fleet(verbBackfill) + ".*", p.fleet(verbPause) + ".*", p.fleet(verbResume) + ".*",
-			p.fleet(verbHistory) + ".*", p.fleet(verbActive) + ".*", p.fleet(verbPreview) + ".*",
+			p.fleet(verbHistory) + ".*", p.fleet(verbActive) + ".*", p.fleet(verbPreview) + ".*", p.fleet(verbWhy) + ".*",
 			p.fleet(verbEntries) + ".*.*", "$SRV.*", srv[0], srv[1], inbox,
 			// The JetStream backend follows its job streams' updates (another
 			// replica widening a duplicate window): jetstream.StreamUpdatedSubject.

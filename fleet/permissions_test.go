@@ -232,6 +232,8 @@ func TestRolesOnARealServer(t *testing.T) {
 				require.NoError(t, err)
 				_, err = c.Active(ctx, job)
 				require.NoError(t, err)
+				_, err = c.Why(ctx, job, fleet.WhyRequest{Slot: time.Now().Truncate(time.Hour)})
+				require.NoError(t, err)
 			} else {
 				v.refused(t, "Publish", "anarchon.JOBS")
 				_, err = c.History(short(t), job, 5)

@@ -204,7 +204,7 @@ func (f *Service) addEndpoints() error {
 	return nil
 }
 
-// serveJob subscribes the eight endpoints of job.
+// serveJob subscribes the nine endpoints of job.
 func (f *Service) serveJob(job string) error {
 	for _, e := range []struct {
 		verb  string
@@ -218,6 +218,7 @@ func (f *Service) serveJob(job string) error {
 		{verbHistory, f.reads, f.handle(f.history(job))},
 		{verbActive, f.reads, f.handle(f.active(job))},
 		{verbPreview, f.reads, f.handle(f.preview(job))},
+		{verbWhy, f.reads, f.handle(f.why(job))},
 	} {
 		subject := f.subj.job(e.verb, job)
 		if err := f.subscribeJob(job, subject, e.queue, e.h); err != nil {

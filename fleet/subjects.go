@@ -26,6 +26,7 @@ const (
 	verbHistory   = "HISTORY"
 	verbActive    = "ACTIVE"
 	verbPreview   = "PREVIEW"
+	verbWhy       = "WHY"
 	verbEvents    = "EVENTS"
 	// A job's schedule entries: <prefix>.ENTRIES.<job>.<op>, one subscription
 	// per job whatever the op; the op (the last token) names what is asked, so
@@ -61,7 +62,7 @@ func (p subjects) entry(op, job string) string { return p.job(verbEntries, job) 
 // patterns: every endpoint of every job, and micro's own.
 func (p subjects) all() []string {
 	out := []string{p.fleet(verbJobs), p.fleet(verbPauseAll), p.fleet(verbResumeAll)}
-	for _, verb := range []string{verbTrigger, verbBackfill, verbPause, verbResume, verbHistory, verbActive, verbPreview, verbEvents} {
+	for _, verb := range []string{verbTrigger, verbBackfill, verbPause, verbResume, verbHistory, verbActive, verbPreview, verbWhy, verbEvents} {
 		out = append(out, p.fleet(verb)+".*")
 	}
 	out = append(out, p.fleet(verbEntries)+".*.*")

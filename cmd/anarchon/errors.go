@@ -127,7 +127,7 @@ func upList(up []string) string {
 var prefixes = regexp.MustCompile(`\b(fleet|scheduler|backend|jetstream|kvlease|sqlbackend|nats|connect): `)
 
 // subjects are fleet subjects with a job token in them.
-var subjects = regexp.MustCompile(`\b[A-Za-z0-9_-]+\.(TRIGGER|BACKFILL|PAUSE|RESUME|HISTORY|ACTIVE|PREVIEW|ENTRIES|EVENTS)\.([A-Za-z0-9_-]+)((\.[A-Z]+)?)`)
+var subjects = regexp.MustCompile(`\b[A-Za-z0-9_-]+\.(TRIGGER|BACKFILL|PAUSE|RESUME|HISTORY|ACTIVE|PREVIEW|WHY|ENTRIES|EVENTS)\.([A-Za-z0-9_-]+)((\.[A-Z]+)?)`)
 
 // plain is an error's text without the package prefixes it repeats, a
 // "bad request: " prefix, or a job's subject token: the job's name is said.
