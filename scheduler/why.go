@@ -422,8 +422,8 @@ func ending(r RunRecord) string {
 	case StatusRunning:
 		return "not ended yet"
 	case StatusOK:
-		if r.Duration > 0 {
-			return "ended ok in " + shortDuration(r.Duration.Round(time.Millisecond))
+		if d := r.Duration.Round(time.Millisecond); d > 0 {
+			return "ended ok in " + shortDuration(d)
 		}
 		return "ended ok"
 	case StatusError:
