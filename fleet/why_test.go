@@ -49,7 +49,7 @@ func TestWhy(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, w.Steps, 1)
 	assert.Equal(t, string(scheduler.WhyNotASlot), w.Steps[0].Kind)
-	assert.Contains(t, w.Steps[0].Text, "the nearest slot is "+first.UTC().Format(time.RFC3339), "the start bound leaves none before")
+	assert.Contains(t, w.Steps[0].Text, "the nearest slot is "+first.UTC().Format(time.RFC3339)+" (the start bound ")
 
 	_, err = f.client.AddEntry(ctx, jobFeeds, fleet.AddEntryRequest{ID: "eu-west", EntrySpec: fleet.EntrySpec{Every: "1h"}})
 	require.NoError(t, err)

@@ -618,6 +618,9 @@ func (w *why) notASlot() {
 	switch len(near) {
 	case 1:
 		st.Text += "; the nearest slot is " + near[0]
+		if b, ok := boundsOf(w.j.sched); ok && before.IsZero() && !b.Start.IsZero() && w.slot.Before(b.Start) {
+			st.Text += " (the start bound " + stamp(b.Start) + " leaves none before it)"
+		}
 	case 2:
 		st.Text += "; the nearest slots are " + near[0] + " and " + near[1]
 	default:
