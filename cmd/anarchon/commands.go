@@ -251,7 +251,7 @@ the same slot are two runs. --entry shows one entry's events only.`,
 		},
 	}
 	watch.Flags().StringVar(&c.entry, "entry", "", "only the events of this schedule entry of JOB")
-	return []*cobra.Command{jobs, c.describeCommand(), c.previewCommand(), history, active, trigger, backfill, pause, resume, watch}
+	return []*cobra.Command{jobs, c.describeCommand(), c.previewCommand(), history, c.whyCommand(), active, trigger, backfill, pause, resume, watch}
 }
 
 // jobOrAll is the Args of pause and resume: one JOB, or --all and none.
