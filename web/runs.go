@@ -176,6 +176,8 @@ type attemptView struct {
 	// them.
 	Trace, TraceLink string
 	Timings          []timing
+	// Why is what was decided for the attempt's slot (nil: the Source cannot say).
+	Why *whySection
 }
 
 // timing is a line of the attempt's timings.
@@ -254,7 +256,7 @@ func (h *Handler) attemptPage(ctx context.Context, w http.ResponseWriter, r *htt
 		return
 	}
 	v := attemptView{pageBase: h.base(r, ""), Job: rt.job, Entry: rt.entry, Run: run, ReadBy: readBy, Among: len(runs),
-		Payload: payload, Timings: timingsOf(run)}
+		Payload: payload, Timings: timingsOf(run), Why: h.whyOf(ctx, rt.job, rt.entry, run)}
 	if h.cfg.Trace != nil {
 		v.Trace, v.TraceLink = h.cfg.Trace(run)
 		if u, err := url.Parse(v.TraceLink); err != nil || (u.Scheme != "https" && u.Scheme != "http") {
