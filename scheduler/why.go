@@ -158,15 +158,15 @@ func (s *Scheduler) Why(ctx context.Context, job string, o WhyOptions) (WhyRepor
 	if err != nil {
 		return WhyReport{}, err
 	}
-	j := p
+	j, entry := p, (*Entry)(nil)
 	if o.Entry != "" {
-		if j, _, err = s.previewEntry(ctx, p, o.Entry); err != nil {
+		if j, entry, err = s.previewEntry(ctx, p, o.Entry); err != nil {
 			return WhyReport{}, err
 		}
 	}
 	slot := time.UnixMilli(o.Slot.UnixMilli()).UTC()
 	now := s.clock.Now()
-	w := &why{s: s, j: j, slot: slot, now: now, out: WhyReport{Job: job, Entry: o.Entry, Slot: slot}}
+	w := &why{s: s, j: j, entry: entry, slot: slot, now: now, out: WhyReport{Job: job, Entry: o.Entry, Slot: slot}}
 	if err := w.read(ctx); err != nil {
 		return WhyReport{}, fmt.Errorf("scheduler: why of %s slot %s: %w", j.quoted(), stamp(slot), err)
 	}
@@ -176,11 +176,12 @@ func (s *Scheduler) Why(ctx context.Context, job string, o WhyOptions) (WhyRepor
 
 // why is one Why in the making.
 type why struct {
-	s    *Scheduler
-	j    *job
-	slot time.Time
-	now  time.Time
-	out  WhyReport
+	s     *Scheduler
+	j     *job
+	entry *Entry // as stored now, for an entry's slot
+	slot  time.Time
+	now   time.Time
+	out   WhyReport
 
 	// all are the records read, newest first; mine the slot's, oldest first.
 	all  []RunRecord
@@ -515,6 +516,8 @@ func (w *why) open() {
 	paused := ""
 	if p, ok := w.s.pauses.of(j.name, w.now); ok {
 		paused = fmt.Sprintf("; the job is paused now (%s): unless it is resumed by then, the slot is recorded paused", pausedWhy(p))
+	} else if w.entry != nil && w.entry.Paused {
+		paused = fmt.Sprintf("; the schedule entry is paused now (changed by %s at %s): unless it is resumed by then, the slot is recorded paused", w.entry.By, stamp(w.entry.Updated))
 	}
 	switch deadline := w.slot.Add(j.cfg.maxLate); {
 	case w.slot.After(w.now):
