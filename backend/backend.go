@@ -151,6 +151,9 @@ type JobLimits struct {
 	// Concurrency is how many of the job's slots may run at once under
 	// OverlapSkip or a buffer policy; 0 or 1: one.
 	Concurrency int
+	// DST is the daylight saving time policy of a cron schedule, its defaults
+	// filled in (DSTPolicy.Normal); nil for other schedules.
+	DST *DSTPolicy
 	// Window is the dedupe window that applies to the job: the backend's for
 	// it (JobWindower), Forever when it remembers every slot. The scheduler
 	// sets it once the backend has said it, before CheckJob.

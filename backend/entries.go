@@ -90,6 +90,9 @@ type EntrySpec struct {
 	// have ended ok; a slot that has not is recorded StatusDeadline. Zero: the
 	// job's deadline (scheduler.WithDeadline), if any.
 	Deadline time.Duration `json:"deadline,omitempty"`
+	// DST is Cron's daylight saving time policy in Zone; zero: the defaults.
+	// A zone that never changes its clocks (UTC) takes none.
+	DST DSTPolicy `json:"dst,omitzero"`
 }
 
 // Entry is a stored schedule entry of a job.
@@ -144,6 +147,8 @@ func (e Entry) Check() error {
 		return fmt.Errorf("%w: entry %q of job %q: deadline %v is negative", ErrInvalidEntry, e.ID, e.Job, e.Deadline)
 	case e.Zone != "" && e.Cron == "":
 		return fmt.Errorf("%w: entry %q of job %q: a zone applies to Cron only", ErrInvalidEntry, e.ID, e.Job)
+	case e.DST != (DSTPolicy{}) && e.Cron == "":
+		return fmt.Errorf("%w: entry %q of job %q: a DST policy applies to Cron only", ErrInvalidEntry, e.ID, e.Job)
 	case len(e.Payload) > MaxEntryPayload:
 		return fmt.Errorf("%w: entry %q of job %q: payload of %d bytes, at most %d", ErrInvalidEntry, e.ID, e.Job, len(e.Payload), MaxEntryPayload)
 	case len(e.Cron) > MaxEntryText || len(e.Zone) > MaxEntryText || len(e.By) > MaxEntryText || len(e.User) > MaxEntryText:
@@ -152,6 +157,9 @@ func (e Entry) Check() error {
 		return fmt.Errorf("%w: entry %q of job %q: instance is at most %d bytes", ErrInvalidEntry, e.ID, e.Job, MaxJobNameLen)
 	case !e.End.IsZero() && !e.Start.IsZero() && e.End.Before(e.Start):
 		return fmt.Errorf("%w: entry %q of job %q: end %v is before start %v", ErrInvalidEntry, e.ID, e.Job, e.End, e.Start)
+	}
+	if err := e.DST.Check(); err != nil {
+		return fmt.Errorf("%w: entry %q of job %q: %w", ErrInvalidEntry, e.ID, e.Job, err)
 	}
 	return nil
 }

@@ -88,13 +88,15 @@ func same(t *testing.T, want, got backend.Entry, msg string) {
 	assert.Equal(t, want.By, got.By, msg)
 	assert.Equal(t, want.User, got.User, msg)
 	assert.Equal(t, want.Instance, got.Instance, msg)
+	assert.Equal(t, want.DST, got.DST, msg)
 }
 
 func testEntryCreateGet(t *testing.T, f *entryFixture) {
 	at := time.UnixMilli(1_900_000_000_123).UTC()
 	for _, e := range []backend.Entry{
 		f.entry("every"),
-		{Job: f.job, ID: "cron ✓ a.b/c *", EntrySpec: backend.EntrySpec{Cron: "0 9 * * MON-FRI", Zone: "Europe/Athens", Start: at, End: at.Add(time.Hour), Paused: true}},
+		{Job: f.job, ID: "cron ✓ a.b/c *", EntrySpec: backend.EntrySpec{Cron: "0 9 * * MON-FRI", Zone: "Europe/Athens", Start: at, End: at.Add(time.Hour), Paused: true,
+			DST: backend.DSTPolicy{Repeated: backend.DSTBoth, Missing: backend.DSTSkip}}},
 		{Job: f.job, ID: "at", EntrySpec: backend.EntrySpec{At: at, Payload: make([]byte, backend.MaxEntryPayload)}},
 	} {
 		rev := f.create(f.ea, e)
