@@ -10,8 +10,10 @@ import (
 // JobInfo's, and the fleet's "schedule" field). "every 10s" is "every 10s (aligned
 // to UTC)"; "CRON_TZ=Europe/Athens 0 9 * * MON-FRI" is "at 09:00 on MON-FRI
 // (Europe/Athens)". An expression it cannot put in words is shown as it is, with
-// its zone: "cron 0 */2 * * * (UTC)"; an empty schedule is "–". Bounds follow the
-// words (", from T until T"), and a one-time job is "once at T".
+// its zone: "cron 0 */2 * * * (UTC)"; an empty schedule is "–". A DST policy
+// other than the default follows the zone ("(America/New_York; DST
+// repeated=both)"), bounds follow the words (", from T until T"), and a one-time
+// job is "once at T".
 //
 // It is the one description of a schedule: the anarchon command's jobs table,
 // the status page and the fleet's JSON ("schedule_text") all use it, while the
@@ -39,6 +41,9 @@ func DescribeSchedule(s string) string {
 			zone, s, _ = strings.Cut(rest, " ")
 			break
 		}
+	}
+	if inner, dst, ok := strings.Cut(s, dstText); ok {
+		s, zone = inner, zone+dstText+dst
 	}
 	return cronWords(strings.TrimSpace(s)) + " (" + zone + ")" + bounds
 }

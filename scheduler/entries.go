@@ -331,7 +331,7 @@ func (s *Scheduler) entryJob(p *job, e Entry) (*job, error) {
 				return nil, bad(fmt.Errorf("zone %q: %w", e.Zone, err))
 			}
 		}
-		sched, err = ParseCron(e.Cron, loc)
+		sched, err = ParseCronDST(e.Cron, loc, e.DST)
 	default:
 		at := time.UnixMilli(e.At.UnixMilli()).UTC()
 		if e.At.Before(firstMillis) || e.At.After(lastMillis) {
@@ -389,6 +389,10 @@ func (s *Scheduler) entryJob(p *job, e Entry) (*job, error) {
 	}
 	limits := p.limits
 	limits.Job, limits.Schedule, limits.Interval, limits.MaxLate = name, sched.String(), interval, cfg.maxLate
+	limits.DST = nil
+	if e.Cron != "" {
+		limits.DST = new(e.DST.Normal())
+	}
 	j := &job{name: name, sched: sched, handler: p.handler, cfg: cfg, limits: limits, interval: interval,
 		entry: &entryRef{job: e.Job, id: e.ID, payload: e.Payload}}
 	j.deadlineDropped = deadlineDropped
@@ -537,7 +541,8 @@ func (j *job) quoted() string {
 func sameWrite(stored, e Entry) bool {
 	return stored.By == e.By && stored.User == e.User && stored.Instance == e.Instance && stored.Updated.Equal(e.Updated) && stored.Every == e.Every && stored.Cron == e.Cron &&
 		stored.Zone == e.Zone && stored.At.Equal(e.At) && stored.Start.Equal(e.Start) && stored.End.Equal(e.End) &&
-		stored.Paused == e.Paused && bytes.Equal(stored.Payload, e.Payload) && stored.Incarnation == e.Incarnation
+		stored.Paused == e.Paused && bytes.Equal(stored.Payload, e.Payload) && stored.Incarnation == e.Incarnation &&
+		stored.DST == e.DST
 }
 
 // newIncarnation draws an entry's incarnation: random, never zero.

@@ -88,6 +88,9 @@ type jobConfig struct {
 	// deadlineGap is the schedule's shortest gap, for a job with a deadline
 	// (checkDeadline); MaxDuration for a one-time schedule.
 	deadlineGap time.Duration
+	// dst is the cron schedule's DST policy (WithDST); dstSet says it was given.
+	dst    DSTPolicy
+	dstSet bool
 }
 
 func optErr(format string, args ...any) error {

@@ -62,10 +62,10 @@ const (
 	// PreviewSpread: the spread window moved the slot later than Nominal.
 	PreviewSpread PreviewKind = "spread"
 	// PreviewDSTShifted: the cron time does not exist that day, as the clocks
-	// jump forward; the slot fires at the instant it would have been.
+	// jump forward; the slot fires at the instant it would have been (DSTShift).
 	PreviewDSTShifted PreviewKind = "dst-shifted"
 	// PreviewDSTRepeated: the cron time happens twice that day, as the clocks
-	// fall back; the slot fires at the first, once.
+	// fall back; the job's DST policy says which occurrences fire.
 	PreviewDSTRepeated PreviewKind = "dst-repeated"
 	// PreviewStartBound: the start bound leaves no slot before this one.
 	PreviewStartBound PreviewKind = "start-bound"
@@ -540,31 +540,48 @@ func (st *previewState) limit(ps *PreviewSlot) {
 	}
 }
 
-// dstNotes says what daylight saving does to the slot n, one of the schedule's:
-// a time the clocks skip fires shifted by the jump; a time they repeat fires
-// at its first occurrence.
+// dstNotes says what daylight saving does to the slot n, one of the schedule's,
+// under its policy: a time the clocks skip fires later by the jump (DSTShift,
+// DSTSkip gives it no slot); a time they repeat fires at its first, its second
+// or both occurrences.
 func (s *CronSchedule) dstNotes(n time.Time) []PreviewNote {
+	if s.fixed {
+		return nil
+	}
 	local := n.In(s.loc)
 	day := local.Format("Mon 2 Jan 2006")
+	z := periodAt(n, s.loc)
 	var out []PreviewNote
-	if spec, ok := s.sched.(*cron.SpecSchedule); ok && !wallMatches(spec, local) {
-		_, before := n.Add(-maxJump).In(s.loc).Zone()
-		if _, after := local.Zone(); after > before {
-			jump := time.Duration(after-before) * time.Second
-			wall := time.Date(2000, 1, 1, local.Hour(), local.Minute(), local.Second(), 0, time.UTC).Add(-jump)
-			out = append(out, PreviewNote{Kind: PreviewDSTShifted, Text: fmt.Sprintf(
-				"%s does not exist on %s in %s (the clocks jump forward %s): shifted by the jump to %s %s, the instant it would have been",
-				clockText(wall), day, s.loc, shortDuration(jump), clockText(local), zoneName(local))})
-		}
+	if jump := time.Duration(z.off-z.prev) * time.Second; jump > 0 && n.Before(z.start.Add(jump)) && !wallMatches(s.spec, local) {
+		wall := time.Date(2000, 1, 1, local.Hour(), local.Minute(), local.Second(), 0, time.UTC).Add(-jump)
+		out = append(out, PreviewNote{Kind: PreviewDSTShifted, Text: fmt.Sprintf(
+			"%s does not exist on %s in %s (the clocks jump forward %s): shifted by the jump to %s %s, the instant it would have been",
+			clockText(wall), day, s.loc, shortDuration(jump), clockText(local), zoneName(local))})
 	}
-	for _, d := range []time.Duration{30 * time.Minute, time.Hour, 2 * time.Hour} {
-		later := n.Add(d).In(s.loc)
-		if later.Hour() == local.Hour() && later.Minute() == local.Minute() && later.Second() == local.Second() && later.YearDay() == local.YearDay() {
-			out = append(out, PreviewNote{Kind: PreviewDSTRepeated, Text: fmt.Sprintf(
-				"%s happens twice on %s in %s (the clocks fall back %s): it fires once, at the first (%s %s)",
-				clockText(local), day, s.loc, shortDuration(d), clockText(local), zoneName(local))})
-			break
+	var back time.Duration
+	first, second := n, n
+	if d := time.Duration(z.off-z.after) * time.Second; d > 0 && !n.Before(z.end.Add(-d)) {
+		back, second = d, n.Add(d) // n is the first occurrence
+	} else if d := time.Duration(z.prev-z.off) * time.Second; d > 0 && n.Before(z.start.Add(d)) {
+		back, first = d, n.Add(-d) // n is the second
+	}
+	if back > 0 {
+		var fires string
+		switch s.dst.Normal().Repeated {
+		case DSTLast:
+			fires = "it fires once, at the second (" + clockText(local) + " " + zoneName(second.In(s.loc)) + ")"
+		case DSTBoth:
+			which := "the first"
+			if n.Equal(second) {
+				which = "the second"
+			}
+			fires = fmt.Sprintf("it fires at both (%s %s, %s %s); this is %s", clockText(local), zoneName(first.In(s.loc)),
+				clockText(local), zoneName(second.In(s.loc)), which)
+		default:
+			fires = "it fires once, at the first (" + clockText(local) + " " + zoneName(first.In(s.loc)) + ")"
 		}
+		out = append(out, PreviewNote{Kind: PreviewDSTRepeated, Text: fmt.Sprintf(
+			"%s happens twice on %s in %s (the clocks fall back %s): %s", clockText(local), day, s.loc, shortDuration(back), fires)})
 	}
 	return out
 }

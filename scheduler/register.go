@@ -65,7 +65,7 @@ func (s *Scheduler) Cron(name, expr string, h Handler, opts ...JobOption) error 
 			return fmt.Errorf("job %q: %w", name, err)
 		}
 	}
-	sched, err := ParseCron(expr, cfg.location)
+	sched, err := ParseCronDST(expr, cfg.location, cfg.dst)
 	if err != nil {
 		return fmt.Errorf("job %q: %w", name, err)
 	}
@@ -99,6 +99,10 @@ func (s *Scheduler) add(name string, sched Schedule, interval time.Duration, h H
 		if err := o(&cfg); err != nil {
 			return fmt.Errorf("job %q: %w", name, err)
 		}
+	}
+	cron, isCron := sched.(*CronSchedule)
+	if cfg.dstSet && !isCron {
+		return fmt.Errorf("job %q: %w: WithDST applies to a Cron job's schedule; this job's is %s (an entry carries its own policy, EntrySpec.DST)", name, ErrInvalidOption, sched)
 	}
 	if !cfg.maxLateSet {
 		cfg.maxLate = min(DefaultMaxLate, shortestGap(sched, interval))
@@ -182,6 +186,9 @@ func (s *Scheduler) add(name string, sched Schedule, interval time.Duration, h H
 		PauseAfter:    cfg.pauseAfter,
 		BufferCap:     cfg.bufferCap,
 		Concurrency:   cfg.concurrency,
+	}
+	if isCron {
+		limits.DST = new(cron.DST().Normal())
 	}
 	window := s.backend.DedupeWindow()
 	if w, ok := s.backend.(backend.JobWindower); ok {

@@ -65,35 +65,52 @@ func (s IntervalSchedule) String() string { return "every " + s.Interval.String(
 // different zones agree). When both day-of-month and day-of-week are restricted, a
 // day matches if either does, as in Vixie cron and Kubernetes CronJob.
 //
-// Daylight saving time, in a zone that has it (parsing by
-// github.com/netresearch/go-cron; tested in TestCronDaylightSaving):
-//   - Spring forward: a time inside the skipped hour fires once, shifted by the
-//     jump. When clocks jump from 02:00 to 03:00, 02:30 fires at 03:30 local, the
-//     instant 02:30 would have been.
-//   - Fall back: a time inside the repeated hour fires once, on its first
-//     occurrence (the earlier UTC instant), never twice. go-cron alone fires it
-//     twice; Next skips the second occurrence.
+// The expression lists wall-clock times. Where the zone changes its clocks
+// (daylight saving time), its DSTPolicy decides the slots; by default:
+//   - Fall back (DSTFirst): a time inside the repeated hour fires once, on its
+//     first occurrence (the earlier instant), never twice.
+//   - Spring forward (DSTShift): a time inside the skipped hour fires once,
+//     shifted by the jump. When clocks jump from 02:00 to 03:00, 02:30 fires at
+//     03:30 local, the instant 02:30 would have been.
 //
-// So every calendar day gives each listed time exactly one slot. Use UTC for jobs that
-// must keep exact spacing.
+// So by default every calendar day gives each listed time exactly one slot. DSTLast
+// and DSTBoth take the second or both occurrences of a repeated time, DSTSkip gives
+// a skipped time no slot. Any change of the zone's offset is treated alike, of any
+// size (30 minutes on Lord Howe Island) and at any hour (midnight in Santiago).
+// Use UTC for jobs that must keep exact spacing.
 type CronSchedule struct {
-	expr  string
-	loc   *time.Location
-	sched cron.Schedule
+	expr string
+	loc  *time.Location
+	dst  DSTPolicy
+	spec *cron.SpecSchedule
+	// fixed says the zone never changes its offset (UTC): no policy applies.
+	fixed bool
 }
 
 var cronParser = cron.MustNewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom |
 	cron.Month | cron.Dow | cron.Descriptor | cron.DowOrDom)
 
-// ParseCron parses expr in loc (UTC when nil; a CRON_TZ= prefix must agree with loc). It fails on a malformed expression, an
+// ParseCron parses expr in loc (UTC when nil; a CRON_TZ= prefix must agree with
+// loc), with the default DST policy. It fails on a malformed expression, an
 // unknown zone and an expression that never fires (such as 30 February).
 func ParseCron(expr string, loc *time.Location) (*CronSchedule, error) {
+	return ParseCronDST(expr, loc, DSTPolicy{})
+}
+
+// ParseCronDST is ParseCron with the DST policy p. It also refuses an unknown
+// policy, and any policy but the zero value in a zone that never changes its
+// clocks (such as UTC), where it could have no effect; both errors match
+// ErrInvalidSchedule and ErrInvalidOption.
+func ParseCronDST(expr string, loc *time.Location, p DSTPolicy) (*CronSchedule, error) {
 	trimmed := strings.TrimSpace(expr)
 	if trimmed == "" {
 		return nil, fmt.Errorf("%w: empty cron expression", ErrInvalidSchedule)
 	}
 	if strings.HasPrefix(trimmed, "@every") {
 		return nil, fmt.Errorf("%w: cron %q: use Every for fixed intervals", ErrInvalidSchedule, expr)
+	}
+	if err := p.Check(); err != nil {
+		return nil, fmt.Errorf("%w: cron %q: %w", ErrInvalidSchedule, expr, err)
 	}
 	hasTZ := strings.HasPrefix(trimmed, "TZ=") || strings.HasPrefix(trimmed, "CRON_TZ=")
 	s, err := cronParser.Parse(trimmed)
@@ -115,95 +132,55 @@ func ParseCron(expr string, loc *time.Location) (*CronSchedule, error) {
 	default:
 		spec.Location = loc
 	}
-	cs := &CronSchedule{expr: trimmed, loc: loc, sched: spec}
+	cs := &CronSchedule{expr: trimmed, loc: loc, dst: p, spec: spec, fixed: fixedZone(loc)}
+	if cs.fixed && p != (DSTPolicy{}) {
+		return nil, fmt.Errorf("%w: cron %q: %w: zone %s never changes its clocks, a DST policy has no effect there (name the zone with WithLocation or CRON_TZ=)", ErrInvalidSchedule, expr, ErrInvalidOption, loc)
+	}
 	if cs.Next(time.Now()).IsZero() {
 		return nil, fmt.Errorf("%w: cron %q never fires", ErrInvalidSchedule, expr)
 	}
 	return cs, nil
 }
 
-// Next returns the first slot after t, truncated to the millisecond. A wall-clock time
-// that occurs twice (the hour repeated when clocks fall back) gives a slot only on its
-// first occurrence; one skipped by a jump forward gives its slot shifted by the jump,
-// whatever t is.
+// Next returns the first slot after t, truncated to the millisecond, under the
+// schedule's DST policy.
 func (s *CronSchedule) Next(t time.Time) time.Time {
-	n := s.next(t)
-	if c := s.shifted(t); !c.IsZero() && (n.IsZero() || c.Before(n)) {
-		return c
+	var n time.Time
+	if s.fixed {
+		n = s.spec.Next(t)
+	} else {
+		n = s.next(t)
 	}
-	return n
-}
-
-// maxJump bounds how far a jump forward of the zone's clocks (and the slot it
-// shifts) can lie before t.
-const maxJump = 3 * time.Hour
-
-// shifted is the slot after t that a jump forward of the clocks shifted, found
-// from before the jump: the expression's parser finds a time inside the skipped
-// hour (shifted by the jump) only when it starts before the jump. Zero when no jump
-// lies in the maxJump before t.
-func (s *CronSchedule) shifted(t time.Time) time.Time {
-	lo, hi := t.Add(-maxJump), t
-	_, before := lo.In(s.loc).Zone()
-	if _, after := hi.In(s.loc).Zone(); after <= before {
-		return time.Time{}
+	if n.IsZero() {
+		return n
 	}
-	for hi.Sub(lo) > time.Second { // the jump's instant, to the second
-		mid := lo.Add(hi.Sub(lo) / 2)
-		if _, off := mid.In(s.loc).Zone(); off == before {
-			lo = mid
-		} else {
-			hi = mid
-		}
-	}
-	// The parser finds the shifted time from a minute before the jump, not from
-	// within that minute; slots before t are stepped past (a few: a frequent
-	// expression has slots after t that Next finds without this).
-	c := s.next(lo.Truncate(time.Minute).Add(-time.Minute))
-	for range 16 {
-		if c.IsZero() || c.After(t) {
-			return c
-		}
-		c = s.next(c)
-	}
-	return time.Time{}
-}
-
-// next is the first slot after t the parser gives, past repeated wall times.
-func (s *CronSchedule) next(t time.Time) time.Time {
-	for range 4 {
-		n := s.sched.Next(t)
-		if n.IsZero() {
-			return n
-		}
-		if !s.repeatedWallTime(n) {
-			return time.UnixMilli(n.UnixMilli()).UTC()
-		}
-		t = n
-	}
-	return time.Time{}
-}
-
-// repeatedWallTime reports whether the wall-clock time of n in the schedule's zone
-// already happened a little earlier (a DST fall-back repeats an hour, or 30 minutes
-// in a few zones).
-func (s *CronSchedule) repeatedWallTime(n time.Time) bool {
-	local := n.In(s.loc)
-	for _, d := range []time.Duration{30 * time.Minute, time.Hour, 2 * time.Hour} {
-		p := n.Add(-d).In(s.loc)
-		if p.Hour() == local.Hour() && p.Minute() == local.Minute() && p.Second() == local.Second() && p.YearDay() == local.YearDay() {
-			return true
-		}
-	}
-	return false
+	return time.UnixMilli(n.UnixMilli()).UTC()
 }
 
 // Location is the zone the expression is read in.
 func (s *CronSchedule) Location() *time.Location { return s.loc }
 
+// DST is the schedule's DST policy, as given.
+func (s *CronSchedule) DST() DSTPolicy { return s.dst }
+
+// String is the expression with its zone, and its DST policy when not the
+// default: "CRON_TZ=America/New_York 30 1 * * *; DST repeated=both".
 func (s *CronSchedule) String() string {
-	if strings.HasPrefix(s.expr, "TZ=") || strings.HasPrefix(s.expr, "CRON_TZ=") {
-		return s.expr
+	return CronText(s.expr, s.loc.String(), s.dst)
+}
+
+// CronText is the String of a cron schedule of expr in zone (UTC when empty)
+// with the DST policy p, without parsing it: what DescribeSchedule reads.
+func CronText(expr, zone string, p DSTPolicy) string {
+	expr = strings.TrimSpace(expr)
+	if !strings.HasPrefix(expr, "TZ=") && !strings.HasPrefix(expr, "CRON_TZ=") {
+		if zone == "" {
+			zone = "UTC"
+		}
+		expr = "CRON_TZ=" + zone + " " + expr
 	}
-	return "CRON_TZ=" + s.loc.String() + " " + s.expr
+	if d := p.String(); d != "" {
+		expr += dstText + d
+	}
+	return expr
 }

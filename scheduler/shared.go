@@ -23,6 +23,12 @@ type (
 	OverlapPolicy = backend.OverlapPolicy
 	// CatchUpPolicy says which slots missed while no instance was up run at Start.
 	CatchUpPolicy = backend.CatchUpPolicy
+	// DSTPolicy says which slots a cron schedule has where its zone changes its
+	// clocks (WithDST, EntrySpec.DST): [backend.DSTPolicy].
+	DSTPolicy = backend.DSTPolicy
+	// DSTRepeated and DSTMissing are its two choices.
+	DSTRepeated = backend.DSTRepeated
+	DSTMissing  = backend.DSTMissing
 	// Clock is the scheduler's source of time.
 	Clock = backend.Clock
 	// Timer is a timer made by a Clock.
@@ -80,6 +86,15 @@ const (
 	CatchUpNone      = backend.CatchUpNone
 	CatchUpLatest    = backend.CatchUpLatest
 	CatchUpAll       = backend.CatchUpAll
+)
+
+// DST policies; see [backend.DSTPolicy] and WithDST.
+const (
+	DSTFirst = backend.DSTFirst
+	DSTLast  = backend.DSTLast
+	DSTBoth  = backend.DSTBoth
+	DSTShift = backend.DSTShift
+	DSTSkip  = backend.DSTSkip
 )
 
 const (
