@@ -163,7 +163,8 @@
 //	entries.TRIGGER request TriggerEntryRequest {"v":1,"id":"<id>","by":"ana","wait":true}
 //	           replies  TriggerReply {"state",...,"entry":"<id>"} as a trigger's
 //	EntrySpec  "every":"90m" | "cron":"0 9 * * *","zone":"Europe/Athens" | "at":T,
-//	           "start","end","payload":"<base64>","paused"
+//	           "start","end","payload":"<base64>","paused","deadline":"30m",
+//	           "dst_repeated":"first"|"last"|"both","dst_missing":"shift"|"skip"
 //	Entry      {"job","id",<EntrySpec>,"payload_size","revision","updated","by","user",
 //	            "instance"}
 //	EntryView  {<Entry>,"followed","next","last_run","last_success","last_failure"}

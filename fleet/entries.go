@@ -47,11 +47,17 @@ type EntrySpec struct {
 	// Deadline is a Go duration ("30m"): how long after each slot the entry's
 	// run must have ended ok; empty: the job's deadline, if any.
 	Deadline string `json:"deadline,omitempty"`
+	// DSTRepeated ("first", "last", "both") and DSTMissing ("shift", "skip")
+	// are Cron's daylight saving time policy in Zone (scheduler.DSTPolicy);
+	// empty: the defaults, first and shift.
+	DSTRepeated string `json:"dst_repeated,omitempty"`
+	DSTMissing  string `json:"dst_missing,omitempty"`
 }
 
 // entrySpecOf is s as the wire carries it.
 func entrySpecOf(s scheduler.EntrySpec) EntrySpec {
-	out := EntrySpec{Cron: s.Cron, Zone: s.Zone, At: s.At, Start: s.Start, End: s.End, Payload: s.Payload, Paused: s.Paused}
+	out := EntrySpec{Cron: s.Cron, Zone: s.Zone, At: s.At, Start: s.Start, End: s.End, Payload: s.Payload, Paused: s.Paused,
+		DSTRepeated: string(s.DST.Repeated), DSTMissing: string(s.DST.Missing)}
 	if s.Every != 0 {
 		out.Every = s.Every.String()
 	}
@@ -64,7 +70,8 @@ func entrySpecOf(s scheduler.EntrySpec) EntrySpec {
 // spec is s as the scheduler takes it; an interval that is no duration is a bad
 // request. The scheduler checks the rest.
 func (s EntrySpec) spec() (scheduler.EntrySpec, error) {
-	out := scheduler.EntrySpec{Cron: s.Cron, Zone: s.Zone, At: s.At, Start: s.Start, End: s.End, Payload: s.Payload, Paused: s.Paused}
+	out := scheduler.EntrySpec{Cron: s.Cron, Zone: s.Zone, At: s.At, Start: s.Start, End: s.End, Payload: s.Payload, Paused: s.Paused,
+		DST: scheduler.DSTPolicy{Repeated: scheduler.DSTRepeated(s.DSTRepeated), Missing: scheduler.DSTMissing(s.DSTMissing)}}
 	if s.Every != "" {
 		d, err := time.ParseDuration(s.Every)
 		if err != nil {

@@ -114,6 +114,42 @@ func TestEntriesOverTheFleet(t *testing.T) {
 	require.ErrorIs(t, err, fleet.ErrEntryNotFound)
 }
 
+// TestEntryDSTOverTheFleet: an entry's DST policy travels to the store and back,
+// in a page and alone, and a change that leaves it out returns it to the default.
+func TestEntryDSTOverTheFleet(t *testing.T) {
+	f := startFleet(t, fleetSetup{instances: []string{"A"}, quiet: true, jobs: declareFeeds})
+	ctx, c := requestCtx(t), f.client
+	spec := fleet.EntrySpec{Cron: "30 1 * * *", Zone: "America/New_York", DSTRepeated: "both", DSTMissing: "skip"}
+	added, err := c.AddEntry(ctx, jobFeeds, fleet.AddEntryRequest{ID: "ny", EntrySpec: spec})
+	require.NoError(t, err)
+	assert.Equal(t, spec, added.Entry.EntrySpec)
+	stored := storedEntries(t, f.backend, jobFeeds)
+	require.Len(t, stored, 1)
+	assert.Equal(t, scheduler.DSTPolicy{Repeated: scheduler.DSTBoth, Missing: scheduler.DSTSkip}, stored[0].DST)
+
+	one, err := c.Entry(ctx, jobFeeds, fleet.EntryRequest{ID: "ny"})
+	require.NoError(t, err)
+	assert.Equal(t, "both", one.Entry.DSTRepeated)
+	assert.Equal(t, "skip", one.Entry.DSTMissing)
+	page, err := c.Entries(ctx, jobFeeds, fleet.EntriesRequest{})
+	require.NoError(t, err)
+	require.Len(t, page.Entries, 1)
+	assert.Equal(t, spec, page.Entries[0].EntrySpec)
+
+	b, err := json.Marshal(spec)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"cron":"30 1 * * *","zone":"America/New_York","dst_repeated":"both","dst_missing":"skip"}`, string(b))
+
+	upd, err := c.UpdateEntry(ctx, jobFeeds, fleet.UpdateEntryRequest{ID: "ny", Rev: added.Entry.Revision,
+		EntrySpec: fleet.EntrySpec{Cron: "30 1 * * *", Zone: "America/New_York", DSTRepeated: "last"}})
+	require.NoError(t, err)
+	assert.Equal(t, "last", upd.Entry.DSTRepeated)
+	assert.Empty(t, upd.Entry.DSTMissing)
+	stored = storedEntries(t, f.backend, jobFeeds)
+	require.Len(t, stored, 1)
+	assert.Equal(t, scheduler.DSTPolicy{Repeated: scheduler.DSTLast}, stored[0].DST, "an update replaces the spec")
+}
+
 // TestEntryRunsShowInItsView: an entry's run (its slot every 100ms) shows in its
 // page as its last run and in its own history, with the entry named.
 func TestEntryRunsShowInItsView(t *testing.T) {
@@ -203,6 +239,10 @@ func TestEntriesBadInput(t *testing.T) {
 		{"bad cron", "cron", fleet.EntrySpec{Cron: "61 * * * *"}, "x"},
 		{"bad zone", "Mars/Olympus", fleet.EntrySpec{Cron: "0 9 * * *", Zone: "Mars/Olympus"}, "x"},
 		{"zone without cron", "zone", fleet.EntrySpec{Every: "1h", Zone: "UTC"}, "x"},
+		{"unknown DST repeated", `DST policy for a repeated wall time "twice": want first, last or both`, fleet.EntrySpec{Cron: "30 1 * * *", Zone: "America/New_York", DSTRepeated: "twice"}, "x"},
+		{"unknown DST missing", `DST policy for a missing wall time "later": want shift or skip`, fleet.EntrySpec{Cron: "30 1 * * *", Zone: "America/New_York", DSTMissing: "later"}, "x"},
+		{"DST without cron", "a DST policy applies to Cron only", fleet.EntrySpec{Every: "1h", DSTMissing: "skip"}, "x"},
+		{"DST in UTC", "zone UTC never changes its clocks", fleet.EntrySpec{Cron: "30 1 * * *", DSTRepeated: "both"}, "x"},
 		{"instant past", "no slot after now", fleet.EntrySpec{At: past}, "x"},
 		{"end before start", "before start", fleet.EntrySpec{Every: "1h", Start: time.Now().Add(2 * time.Hour), End: time.Now().Add(time.Hour)}, "x"},
 		{"huge payload", "payload", fleet.EntrySpec{Every: "1h", Payload: make([]byte, backend.MaxEntryPayload+1)}, "x"},

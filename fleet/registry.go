@@ -135,6 +135,10 @@ type Policies struct {
 	// Concurrency is how many of the job's slots may run at once under overlap
 	// policy skip or a buffer policy (scheduler.WithConcurrency); 0: one.
 	Concurrency int `json:"concurrency,omitempty"`
+	// DST is the daylight saving time policy of the job's cron schedule
+	// (scheduler.WithDST), defaults filled in; nil for a job with no cron
+	// schedule of its own. The schedule's text says it when not the default.
+	DST *scheduler.DSTPolicy `json:"dst,omitempty"`
 }
 
 // ForeverMS is Policies.DedupeWindowMS of a backend that remembers every slot.
@@ -156,7 +160,7 @@ type RetryPolicy struct {
 func declarationOf(j backend.JobLimits) Declaration {
 	p := &Policies{CatchUpWindowMS: j.CatchUpWindow.Milliseconds(), DedupeWindowMS: j.Window.Milliseconds(),
 		HistorySize: j.Retention.Size, HistoryTTLMS: j.Retention.TTL.Milliseconds(), MaxManual: j.MaxManual,
-		PauseAfter: j.PauseAfter, BufferCap: j.BufferCap, Concurrency: j.Concurrency}
+		PauseAfter: j.PauseAfter, BufferCap: j.BufferCap, Concurrency: j.Concurrency, DST: j.DST}
 	if j.Window == backend.Forever {
 		p.DedupeWindowMS = ForeverMS
 	}
@@ -760,7 +764,8 @@ func conflictOf(job string, mine Declaration, me string, entries map[string]*reg
 
 // declarationFields are the fields of a Declaration that replicas must agree on;
 // policyFields those of its Policies, compared once every replica declares them
-// (a rolling upgrade from a version without them is no conflict).
+// (a rolling upgrade from a version without them is no conflict). The DST
+// policy is compared as part of the schedule.
 var (
 	declarationFields = []string{"schedule", "overlap", "catch-up", "lease", "max lateness", "jitter", "timeout", "max runs"}
 	policyFields      = []string{"catch-up window", "dedupe window", "retention", "retry", "manual runs", "pause after", "buffer cap", "concurrency"}
@@ -777,8 +782,8 @@ func allHavePolicies(decls map[string]Declaration) bool {
 
 // PolicyText is a policy of d in words, as conflicts and describe say it:
 // "catch-up window", "dedupe window", "retention", "retry", "manual runs",
-// "pause after", "buffer cap", "concurrency". Empty when d declares no
-// Policies.
+// "pause after", "buffer cap", "concurrency", "daylight saving". Empty when d
+// declares no Policies.
 func PolicyText(field string, d Declaration) string {
 	p := d.Policies
 	if p == nil {
@@ -835,9 +840,37 @@ func PolicyText(field string, d Declaration) string {
 			return "one slot at a time under skip and the buffer policies"
 		}
 		return fmt.Sprintf("up to %d slots at once", p.Concurrency)
+	case "daylight saving":
+		return dstText(d)
 	}
 	return ""
 }
+
+// dstText says the DST policy of d's cron schedule.
+func dstText(d Declaration) string {
+	dst := d.Policies.DST
+	if dst == nil {
+		if !strings.HasPrefix(d.Schedule, "CRON_TZ=") && !strings.HasPrefix(d.Schedule, "TZ=") {
+			return "none: no cron schedule of its own"
+		}
+		dst = &scheduler.DSTPolicy{} // a replica of an earlier version: the default was the only policy
+	}
+	n := dst.Normal()
+	return fmt.Sprintf("repeated %s, missing %s: a wall time clocks repeat runs %s; one they skip %s",
+		n.Repeated, n.Missing, repeatedWords[n.Repeated], missingWords[n.Missing])
+}
+
+var (
+	repeatedWords = map[scheduler.DSTRepeated]string{
+		scheduler.DSTFirst: "once, at its first occurrence",
+		scheduler.DSTLast:  "once, at its second occurrence",
+		scheduler.DSTBoth:  "at both occurrences",
+	}
+	missingWords = map[scheduler.DSTMissing]string{
+		scheduler.DSTShift: "runs later by the jump",
+		scheduler.DSTSkip:  "does not run",
+	}
+)
 
 func fieldValue(field string, d Declaration) string {
 	switch field {

@@ -185,3 +185,45 @@ func TestRegistryDeclaresEveryPolicy(t *testing.T) {
 	assert.Equal(t, "forever", fleet.PolicyText("dedupe window", d))
 
 }
+
+// A cron job's DST policy is declared: describe says it, and replicas that
+// declare different policies conflict on the schedule.
+func TestRegistryDeclaresDSTPolicy(t *testing.T) {
+	ny, err := time.LoadLocation("America/New_York")
+	require.NoError(t, err)
+	f := startFleet(t, fleetSetup{jobs: func(instance string) []testJob {
+		p := scheduler.DSTPolicy{Repeated: scheduler.DSTBoth}
+		if instance == "C" {
+			p = scheduler.DSTPolicy{Repeated: scheduler.DSTLast}
+		}
+		cron := testJob{Name: jobBackup, Schedule: backupSchedule(t), Opts: []scheduler.JobOption{scheduler.WithLocation(ny), scheduler.WithDST(p)}}
+		return []testJob{every(jobReport, time.Hour), cron}
+	}})
+	f.waitConflict(t, f.replicas[0], jobBackup, `schedule: "CRON_TZ=America/New_York 0 3 * * *; DST repeated=both" on A, B; "CRON_TZ=America/New_York 0 3 * * *; DST repeated=last" on C`, 5*time.Second)
+	fl, err := f.client.Jobs(requestCtx(t))
+	require.NoError(t, err)
+	decls := map[string]map[string]fleet.Declaration{}
+	for _, r := range fl.Registered {
+		decls[r.Instance] = map[string]fleet.Declaration{}
+		for _, d := range r.Jobs {
+			decls[r.Instance][d.Name] = d
+		}
+	}
+	a, c := decls["A"][jobBackup], decls["C"][jobBackup]
+	require.NotNil(t, a.Policies)
+	assert.Equal(t, &scheduler.DSTPolicy{Repeated: scheduler.DSTBoth, Missing: scheduler.DSTShift}, a.Policies.DST)
+	assert.Equal(t, "repeated both, missing shift: a wall time clocks repeat runs at both occurrences; one they skip runs later by the jump",
+		fleet.PolicyText("daylight saving", a))
+	assert.Equal(t, "repeated last, missing shift: a wall time clocks repeat runs once, at its second occurrence; one they skip runs later by the jump",
+		fleet.PolicyText("daylight saving", c))
+	report := decls["A"][jobReport]
+	assert.Nil(t, report.Policies.DST)
+	assert.Equal(t, "none: no cron schedule of its own", fleet.PolicyText("daylight saving", report))
+	assert.Empty(t, f.replicas[0].svc.Conflicts()[jobReport])
+
+	// A replica of an earlier version declares no DST policy: its cron job had the default.
+	old := a
+	old.Schedule, old.Policies = "CRON_TZ=America/New_York 0 3 * * *", &fleet.Policies{}
+	assert.Equal(t, "repeated first, missing shift: a wall time clocks repeat runs once, at its first occurrence; one they skip runs later by the jump",
+		fleet.PolicyText("daylight saving", old))
+}
