@@ -20,10 +20,10 @@ func (c *cli) describeCommand() *cobra.Command {
 		Use:   "describe JOB [ENTRY]",
 		Short: "Everything about a job, or one of its schedule entries: state, policies, limits, runs",
 		Long: `describe shows a job as the fleet knows it: its state, schedule, next slot, and every
-policy and limit its replicas declare in the registry (overlap, catch-up and its window,
-lease, lateness, jitter, timeout, retry, run limit, manual runs, pause after failures,
-buffer cap, dedupe window, retention), per replica where they differ; then its last
-runs, runs in progress, replicas and schedule entries. With an ENTRY, the entry: its
+policy and limit its replicas declare in the registry (daylight saving, overlap, catch-up
+and its window, lease, lateness, jitter, timeout, retry, run limit, manual runs, pause
+after failures, buffer cap, dedupe window, retention), per replica where they differ;
+then its last runs, runs in progress, replicas and schedule entries. With an ENTRY, the entry: its
 schedule, bounds, state, payload, revision and who changed it (the --by given, the NATS
 user, the replica), its runs, and the job's policies it runs under. --json prints what it
 read: the job's summary and its declarations.`,
@@ -106,7 +106,7 @@ func (c *cli) find(ctx context.Context, client *fleet.Client, job string) (*Desc
 // policies are the declared policies and limits in words, each with the replicas
 // that declare each value.
 func (d *Description) policies() ([]string, map[string]fieldVals) {
-	order := []string{"overlap", "catch-up", "catch-up window", "lease", "max lateness", "jitter", "timeout", "retry",
+	order := []string{"daylight saving", "overlap", "catch-up", "catch-up window", "lease", "max lateness", "jitter", "timeout", "retry",
 		"run limit", "manual runs", "pause after", "buffer cap", "concurrency", "dedupe window", "retention"}
 	vals := map[string]fieldVals{}
 	for _, db := range d.Declarations {
@@ -120,7 +120,10 @@ func (d *Description) policies() ([]string, map[string]fieldVals) {
 			{"timeout", msText(x.TimeoutMS, "none")},
 			{"run limit", runLimit(x.MaxRuns)},
 		}
-		for _, f := range []string{"catch-up window", "retry", "manual runs", "pause after", "buffer cap", "concurrency", "dedupe window", "retention"} {
+		for _, f := range []string{"daylight saving", "catch-up window", "retry", "manual runs", "pause after", "buffer cap", "concurrency", "dedupe window", "retention"} {
+			if f == "daylight saving" && !strings.HasPrefix(x.Schedule, "CRON_TZ=") && !strings.HasPrefix(x.Schedule, "TZ=") {
+				continue // only a cron schedule has one
+			}
 			v := fleet.PolicyText(f, x)
 			if v == "" {
 				v = "not declared (an earlier version)"
@@ -293,7 +296,7 @@ func (c *cli) describeEntry(ctx context.Context, client *fleet.Client, job, id s
 	kv.add("changed by", changedBy(e.Entry))
 	order, vals := d.policies()
 	for _, f := range order {
-		if v, ok := vals[f]; ok {
+		if v, ok := vals[f]; ok && f != "daylight saving" { // an entry's is its own, in its schedule
 			kv.add(f, valueText(v)+" (the job's)")
 		}
 	}

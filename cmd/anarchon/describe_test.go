@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -58,6 +59,7 @@ func TestDescribeShowsEveryDeclaredPolicy(t *testing.T) {
 	assert.Equal(t, "default", kv["buffer cap"])
 	assert.Equal(t, "forever", kv["dedupe window"], "the memory backend forgets no slot")
 	assert.Equal(t, "40 records for 72h0m0s", kv["retention"])
+	assert.NotContains(t, kv, "daylight saving", "an Every job has no DST policy")
 	assertFits(t, r.stdout)
 	assert.Equal(t, "A ("+fleet.Version+", memory), B ("+fleet.Version+", memory), C ("+fleet.Version+", memory)", kv["replicas"])
 	assert.Equal(t, "warning: replicas declare job \"report\" with different timeout: a rolling upgrade, or configurations that differ\n", r.stderr)
@@ -75,6 +77,45 @@ func TestDescribeShowsEveryDeclaredPolicy(t *testing.T) {
 	oneErrorLine(t, r, `anarchon: describe job "reprot": no replica declares job "reprot" (replicas up: A, B, C); did you mean "report"?`)
 }
 
+// TestDescribeShowsTheDSTPolicy: a cron job's DST policy is in its schedule and
+// its own line; replicas that declare different policies differ on both.
+func TestDescribeShowsTheDSTPolicy(t *testing.T) {
+	srv := natstest.Server(t, embedded.Options{Listen: "127.0.0.1:0"})
+	ny, err := time.LoadLocation("America/New_York")
+	require.NoError(t, err)
+	f := &testFleet{url: srv.ClientURL(), backend: memory.New(), more: func(t *testing.T, id string, s *scheduler.Scheduler) {
+		p := scheduler.DSTPolicy{Repeated: scheduler.DSTBoth, Missing: scheduler.DSTSkip}
+		require.NoError(t, s.Cron("night", "30 1 * * *", func(context.Context, scheduler.Run) error { return nil },
+			scheduler.WithLocation(ny), scheduler.WithDST(p)))
+		if id == "C" {
+			p.Repeated = scheduler.DSTLast
+		}
+		require.NoError(t, s.Cron("shift", "30 2 * * *", func(context.Context, scheduler.Run) error { return nil },
+			scheduler.WithLocation(ny), scheduler.WithDST(p)))
+	}}
+	f.startReplicas(t, srv.Connect, func(string) []fleetJob { return []fleetJob{{"report", time.Hour}} })
+	describe := func(job string) (map[string]string, string) {
+		r := anarchon(t, "--server", f.url, "describe", job)
+		require.Equal(t, exitOK, r.code, r.stderr)
+		kv := map[string]string{}
+		for l := range strings.Lines(r.stdout) {
+			k, v, _ := strings.Cut(strings.TrimSuffix(l, "\n"), "  ")
+			kv[k] = strings.TrimSpace(v)
+		}
+		return kv, r.stderr
+	}
+	kv, stderr := describe("night")
+	assert.Equal(t, "at 01:30 every day (America/New_York; DST repeated=both missing=skip)", kv["schedule"])
+	assert.Equal(t, "repeated both, missing skip: a wall time clocks repeat runs at both occurrences; one they skip does not run", kv["daylight saving"])
+	assert.Empty(t, stderr)
+
+	kv, stderr = describe("shift")
+	assert.Equal(t, "at 02:30 every day (America/New_York; DST repeated=both missing=skip) (A, B); at 02:30 every day (America/New_York; DST repeated=last missing=skip) (C)  [replicas differ]", kv["schedule"])
+	assert.Equal(t, "repeated both, missing skip: a wall time clocks repeat runs at both occurrences; one they skip does not run (A, B); "+
+		"repeated last, missing skip: a wall time clocks repeat runs once, at its second occurrence; one they skip does not run (C)  [replicas differ]", kv["daylight saving"])
+	assert.Contains(t, stderr, `replicas declare job "shift" with different daylight saving: a rolling upgrade, or configurations that differ`)
+}
+
 func TestDescribeAnEntry(t *testing.T) {
 	f := feedsFleet(t)
 	r := anarchon(t, "--server", f.url, "schedule", "add", "feeds", "eu-west", "--every", "1h", "--payload", "hi", "--by", "ana", "--start", "+1h")
@@ -88,6 +129,7 @@ func TestDescribeAnEntry(t *testing.T) {
 	assert.Regexp(t, `(?m)^payload +2 bytes: hi\n`, r.stdout)
 	assert.Regexp(t, `(?m)^overlap +allow: runs of the job may overlap \(the job's\)\n`, r.stdout)
 	assert.Regexp(t, `(?m)^changed by +ana, through replica [ABC]\n`, r.stdout)
+	assert.NotContains(t, r.stdout, "daylight saving", "an entry's DST policy is its own, in its schedule")
 	assert.Contains(t, r.stdout, "no runs recorded\n")
 	assertFits(t, r.stdout)
 

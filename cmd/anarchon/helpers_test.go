@@ -42,6 +42,8 @@ type testFleet struct {
 	// past: the jobs have no start, so that their past slots exist (backfill); a
 	// slot due when the replicas start may then run.
 	past bool
+	// more, when set, registers more jobs on each replica, after its jobs.
+	more func(t *testing.T, instance string, s *scheduler.Scheduler)
 }
 
 // startText is start as a schedule's bound is written ("every 1h0m0s from T").
@@ -97,6 +99,9 @@ func (f *testFleet) startReplicas(t *testing.T, dial func(...nats.Option) (*nats
 				opts = append(opts, scheduler.WithStartAt(f.start))
 			}
 			require.NoError(t, s.Every(j.name, j.interval, f.handler, opts...))
+		}
+		if f.more != nil {
+			f.more(t, id, s)
 		}
 		require.NoError(t, s.Start(ctx))
 		t.Cleanup(func() { require.NoError(t, s.Stop(context.Background())) })

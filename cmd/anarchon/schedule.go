@@ -24,6 +24,7 @@ import (
 type scheduleFlags struct {
 	every, cron, zone, at, start, end string
 	payload, payloadFile, deadline    string
+	dstRepeated, dstMissing           string
 	paused                            bool
 	rev                               uint64
 	after                             string
@@ -42,10 +43,12 @@ func (p *scheduleFlags) specFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&p.payloadFile, "payload-file", "", "read the payload from this file (- for stdin)")
 	fs.BoolVar(&p.paused, "paused", false, "store the entry paused (set: --paused=false resumes it)")
 	fs.StringVar(&p.deadline, "deadline", "", "each slot must have ended ok this long after its time, or is recorded deadline (a Go duration: 30m; empty: the job's)")
+	fs.StringVar(&p.dstRepeated, "dst-repeated", "", "a --cron time that clocks repeat (fall back) runs at its first, last or both occurrences: first|last|both (empty: first)")
+	fs.StringVar(&p.dstMissing, "dst-missing", "", "a --cron time that clocks skip (spring forward) runs later by the jump, or not: shift|skip (empty: shift)")
 }
 
 // specNames are the flags of an entry's spec.
-var specNames = []string{"every", "cron", "zone", "at", "start", "end", "payload", "payload-file", "paused", "deadline"}
+var specNames = []string{"every", "cron", "zone", "at", "start", "end", "payload", "payload-file", "paused", "deadline", "dst-repeated", "dst-missing"}
 
 // entryArgs is the Args of a schedule action about one entry.
 func entryArgs(cmd *cobra.Command, args []string) error {
@@ -112,10 +115,11 @@ replica declares stay stored and are never run, and no replica answers for them.
 	}
 	show.Flags().IntVarP(&c.n, "n", "n", 0, "how many recent runs")
 	add := &cobra.Command{
-		Use:   "add JOB ID (--every D | --cron E [--zone Z] | --at T)",
+		Use:   "add JOB ID (--every D | --cron E [--zone Z] [--dst-repeated R] [--dst-missing M] | --at T)",
 		Short: "Store an entry",
 		Example: `  anarchon schedule add feeds eu-west --cron "0 9 * * *" --zone Europe/Athens \
     --payload '{"region":"eu-west"}'
+  anarchon schedule add feeds ny-night --cron "30 1 * * *" --zone America/New_York --dst-repeated both
   anarchon schedule add feeds once --at +10m`,
 		Args: entryArgs,
 		RunE: run("add"),
@@ -163,12 +167,28 @@ func (c *cli) checkSpec(action string) error {
 		return usagef("schedule add needs a schedule: one of --every, --cron and --at")
 	case c.given("zone") && !c.given("cron") && action == "add":
 		return usagef("--zone is the time zone of --cron; give --cron too")
+	case c.givenDST() != "" && !c.given("cron") && (action == "add" || len(kinds) > 0):
+		return usagef("--%s is the daylight saving time policy of --cron; give --cron too", c.givenDST())
+	case !slices.Contains([]string{"", "first", "last", "both"}, c.sched.dstRepeated):
+		return usagef("--dst-repeated %q: want first, last or both", c.sched.dstRepeated)
+	case !slices.Contains([]string{"", "shift", "skip"}, c.sched.dstMissing):
+		return usagef("--dst-missing %q: want shift or skip", c.sched.dstMissing)
 	case c.given("payload") && c.given("payload-file"):
 		return usagef("give --payload or --payload-file, not both")
 	case action == "set" && !c.specGiven():
 		return usagef("schedule set changes nothing without a flag: give the schedule, bounds, payload or --paused to change")
 	}
 	return nil
+}
+
+// givenDST is the first DST flag given, "" when none is.
+func (c *cli) givenDST() string {
+	for _, f := range []string{"dst-repeated", "dst-missing"} {
+		if c.given(f) {
+			return f
+		}
+	}
+	return ""
 }
 
 // specGiven reports whether a flag of the entry's spec was given.
@@ -196,15 +216,16 @@ func entryTime(name, v string, now time.Time) (time.Time, error) {
 }
 
 // applySpec changes spec by the flags given: a schedule flag replaces the
-// schedule (a new --cron keeps the zone of a cron schedule unless --zone is
-// given), an empty --start or --end removes the bound.
+// schedule (a new --cron keeps the zone and DST policy of a cron schedule
+// unless --zone or --dst-* are given), an empty --start or --end removes the
+// bound, an empty --dst-* returns to the default.
 func (c *cli) applySpec(spec fleet.EntrySpec, now time.Time) (fleet.EntrySpec, error) {
 	p, g := &c.sched, c.given
 	if g("every") || g("cron") || g("at") {
-		zone := spec.Zone
-		spec.Every, spec.Cron, spec.Zone, spec.At = "", "", "", time.Time{}
+		zone, repeated, missing := spec.Zone, spec.DSTRepeated, spec.DSTMissing
+		spec.Every, spec.Cron, spec.Zone, spec.At, spec.DSTRepeated, spec.DSTMissing = "", "", "", time.Time{}, "", ""
 		if g("cron") && !g("every") && !g("at") {
-			spec.Zone = zone
+			spec.Zone, spec.DSTRepeated, spec.DSTMissing = zone, repeated, missing
 		}
 	}
 	if g("every") {
@@ -215,6 +236,12 @@ func (c *cli) applySpec(spec fleet.EntrySpec, now time.Time) (fleet.EntrySpec, e
 	}
 	if g("zone") {
 		spec.Zone = p.zone
+	}
+	if g("dst-repeated") {
+		spec.DSTRepeated = p.dstRepeated
+	}
+	if g("dst-missing") {
+		spec.DSTMissing = p.dstMissing
 	}
 	var err error
 	if g("at") {
@@ -366,10 +393,9 @@ func entrySchedule(e fleet.Entry) string {
 	switch {
 	case e.Every != "":
 		s = scheduler.DescribeSchedule("every " + e.Every)
-	case e.Cron != "" && e.Zone != "":
-		s = scheduler.DescribeSchedule("CRON_TZ=" + e.Zone + " " + e.Cron)
 	case e.Cron != "":
-		s = scheduler.DescribeSchedule(e.Cron)
+		dst := scheduler.DSTPolicy{Repeated: scheduler.DSTRepeated(e.DSTRepeated), Missing: scheduler.DSTMissing(e.DSTMissing)}
+		s = scheduler.DescribeSchedule(scheduler.CronText(e.Cron, e.Zone, dst))
 	case !e.At.IsZero():
 		s = "once at " + stamp(e.At)
 	default:

@@ -241,5 +241,75 @@ func TestScheduleBadInput(t *testing.T) {
 	oneErrorLine(t, r, "the job's history must keep at least")
 
 	r = anarchon(t, "help", "schedule", "add")
-	assert.Contains(t, r.stdout, "anarchon schedule add JOB ID (--every D | --cron E [--zone Z] | --at T)")
+	assert.Contains(t, r.stdout, "anarchon schedule add JOB ID (--every D | --cron E [--zone Z] [--dst-repeated R] [--dst-missing M] | --at T)")
+}
+
+// TestScheduleDST: an entry's DST policy is stored, shown in its schedule, kept
+// by a change that does not name it, and refused when it is no policy.
+func TestScheduleDST(t *testing.T) {
+	f := feedsFleet(t)
+	srv := []string{"--server", f.url}
+	dst := func(id string) scheduler.DSTPolicy {
+		t.Helper()
+		e, err := f.stored(t, id)
+		require.NoError(t, err)
+		return e.DST
+	}
+	r := anarchon(t, append(srv, "schedule", "add", "feeds", "ny", "--cron", "30 1 * * *", "--zone", "America/New_York",
+		"--dst-repeated", "both", "--dst-missing", "skip")...)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, ": at 01:30 every day (America/New_York; DST repeated=both missing=skip), revision")
+	assert.Equal(t, scheduler.DSTPolicy{Repeated: scheduler.DSTBoth, Missing: scheduler.DSTSkip}, dst("ny"))
+
+	f.followed(t, 1)
+	r = anarchon(t, append(srv, "schedule", "ls", "feeds", "-o", "wide")...)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	ls := lines(r.stdout)
+	require.Len(t, ls, 2, r.stdout)
+	assert.True(t, strings.HasPrefix(ls[1], "ny at 01:30 every day (America/New_York; DST repeated=both missing=skip) active "), ls[1])
+	r = anarchon(t, append(srv, "schedule", "show", "feeds", "ny")...)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "schedule      at 01:30 every day (America/New_York; DST repeated=both missing=skip)\n")
+	r = anarchon(t, append(srv, "describe", "feeds", "ny")...)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^schedule +at 01:30 every day \(America/New_York; DST repeated=both missing=skip\)$`, r.stdout)
+
+	// A change that does not name the policy keeps it: a pause, a new expression.
+	r = anarchon(t, append(srv, "schedule", "set", "feeds", "ny", "--paused")...)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	r = anarchon(t, append(srv, "schedule", "set", "feeds", "ny", "--cron", "30 2 * * *")...)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Equal(t, scheduler.DSTPolicy{Repeated: scheduler.DSTBoth, Missing: scheduler.DSTSkip}, dst("ny"))
+	// An empty value returns to the default; one given changes it.
+	r = anarchon(t, append(srv, "schedule", "set", "feeds", "ny", "--dst-missing", "", "--dst-repeated", "last")...)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "(America/New_York; DST repeated=last) (paused)")
+	assert.Equal(t, scheduler.DSTPolicy{Repeated: scheduler.DSTLast}, dst("ny"))
+	// A schedule that is no cron drops it.
+	r = anarchon(t, append(srv, "schedule", "set", "feeds", "ny", "--every", "1h")...)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Zero(t, dst("ny"))
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"schedule", "add", "feeds", "x", "--cron", "30 1 * * *", "--zone", "America/New_York", "--dst-repeated", "twice"},
+			`anarchon: --dst-repeated "twice": want first, last or both (anarchon schedule add --help shows the usage)`},
+		{[]string{"schedule", "add", "feeds", "x", "--cron", "30 1 * * *", "--zone", "America/New_York", "--dst-missing", "later"},
+			`anarchon: --dst-missing "later": want shift or skip (anarchon schedule add --help shows the usage)`},
+		{[]string{"schedule", "add", "feeds", "x", "--every", "1h", "--dst-missing", "skip"},
+			`anarchon: --dst-missing is the daylight saving time policy of --cron; give --cron too (anarchon schedule add --help shows the usage)`},
+		{[]string{"schedule", "set", "feeds", "ny", "--at", "+1h", "--dst-repeated", "both"},
+			`anarchon: --dst-repeated is the daylight saving time policy of --cron; give --cron too (anarchon schedule set --help shows the usage)`},
+	} {
+		r := anarchon(t, append(srv, tc.args...)...)
+		assert.Equal(t, exitUsage, r.code, "%q", tc.args)
+		assert.Equal(t, tc.want+"\n", r.stderr, "%q", tc.args)
+	}
+	// What the replica refuses: a policy in a zone that never changes its clocks.
+	r = anarchon(t, append(srv, "schedule", "add", "feeds", "x", "--cron", "30 1 * * *", "--dst-repeated", "both")...)
+	oneErrorLine(t, r, `anarchon: schedule add "feeds" "x": invalid schedule entry: entry "x" of job "feeds": invalid schedule: cron "30 1 * * *": invalid option: zone UTC never changes its clocks`)
+	_, err := f.stored(t, "x")
+	assert.ErrorIs(t, err, backend.ErrEntryNotFound)
 }
