@@ -197,10 +197,8 @@ func entrySchedule(e fleet.Entry) string {
 	switch {
 	case e.Every != "":
 		s = "every " + e.Every
-	case e.Cron != "" && e.Zone != "":
-		s = "CRON_TZ=" + e.Zone + " " + e.Cron
 	case e.Cron != "":
-		s = e.Cron
+		s = scheduler.CronText(e.Cron, e.Zone, scheduler.DSTPolicy{Repeated: scheduler.DSTRepeated(e.DSTRepeated), Missing: scheduler.DSTMissing(e.DSTMissing)})
 	case !e.At.IsZero():
 		s = "once at " + e.At.UTC().Format(boundsLayout)
 	default:

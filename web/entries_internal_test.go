@@ -24,6 +24,8 @@ func TestEntrySchedule(t *testing.T) {
 		{fleet.EntrySpec{At: at}, "once at 2027-03-01T07:30:00.000Z"},
 		{fleet.EntrySpec{Every: "10m0s", Start: at, End: end}, "every 10m0s (aligned to UTC), from 2027-03-01T07:30:00.000Z until 2027-06-01T00:00:00.000Z"},
 		{fleet.EntrySpec{Cron: "0 9 * * *", End: end}, "at 09:00 every day (UTC), until 2027-06-01T00:00:00.000Z"},
+		{fleet.EntrySpec{Cron: "30 1 * * *", Zone: "America/New_York", DSTRepeated: "both", DSTMissing: "skip"}, "at 01:30 every day (America/New_York; DST repeated=both missing=skip)"},
+		{fleet.EntrySpec{Cron: "30 1 * * *", Zone: "America/New_York", DSTRepeated: "first", DSTMissing: "shift"}, "at 01:30 every day (America/New_York)"},
 		{fleet.EntrySpec{}, "–"},
 	} {
 		assert.Equal(t, c.want, entrySchedule(fleet.Entry{EntrySpec: c.spec}), "%+v", c.spec)
@@ -60,4 +62,36 @@ func TestEntryState(t *testing.T) {
 	} {
 		assert.Equal(t, want, entryState(e))
 	}
+}
+
+// TestDSTChoices: the DST selects hold the stored value selected, once; one
+// this version does not know (a newer writer's) is an option of its own, so a
+// change form keeps it rather than the default.
+func TestDSTChoices(t *testing.T) {
+	selected := func(cs []choice) []string {
+		var out []string
+		for _, c := range cs {
+			if c.Selected {
+				out = append(out, c.Value+": "+c.Label)
+			}
+		}
+		return out
+	}
+	for _, c := range []struct {
+		stored string
+		want   []string
+		n      int
+	}{
+		{"", []string{": once, the first time (default)"}, 3},
+		{"both", []string{"both: twice"}, 3},
+		{"first", []string{"first: once, the first time"}, 4},
+		{"nearest", []string{"nearest: nearest (as stored)"}, 4},
+	} {
+		cs := entryForm{DSTRepeated: c.stored}.RepeatedChoices()
+		assert.Equal(t, c.want, selected(cs), c.stored)
+		assert.Len(t, cs, c.n, c.stored)
+	}
+	assert.Equal(t, []string{"shift: later by the jump"}, selected(entryForm{DSTMissing: "shift"}.MissingChoices()))
+	assert.True(t, dstRepeatedSelect.valid("first"))
+	assert.False(t, dstRepeatedSelect.valid("nearest"))
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -22,6 +23,7 @@ const maxEntryForm = 3*backend.MaxEntryPayload + maxActionBody
 type entryForm struct {
 	ID, Every, Cron, Zone, At, Start, End string
 	Deadline                              string
+	DSTRepeated, DSTMissing               string
 	Payload                               string
 	// Binary: the stored payload is not text; the form keeps it as it is.
 	Binary bool
@@ -41,7 +43,8 @@ type formFrame struct {
 const formTime = time.RFC3339Nano
 
 func formOf(e fleet.Entry) entryForm {
-	f := entryForm{ID: e.ID, Every: e.Every, Cron: e.Cron, Zone: e.Zone, Deadline: e.Deadline, Paused: e.Paused, Rev: e.Revision}
+	f := entryForm{ID: e.ID, Every: e.Every, Cron: e.Cron, Zone: e.Zone, Deadline: e.Deadline, Paused: e.Paused, Rev: e.Revision,
+		DSTRepeated: e.DSTRepeated, DSTMissing: e.DSTMissing}
 	for _, t := range []struct {
 		at  time.Time
 		out *string
@@ -57,6 +60,55 @@ func formOf(e fleet.Entry) entryForm {
 	}
 	return f
 }
+
+// choice is an option of a select of the form.
+type choice struct {
+	Value, Label string
+	Selected     bool
+}
+
+// dstSelect is a select of an entry's DST policy: the values it offers with
+// their words, the default (empty) first, and the default spelled out, which
+// it accepts and shows when stored.
+type dstSelect struct {
+	name, want string
+	offered    [][2]string
+	spelled    [2]string
+}
+
+var (
+	dstRepeatedSelect = dstSelect{name: "dst_repeated", want: "first, last or both",
+		offered: [][2]string{{"", "once, the first time (default)"}, {"last", "once, the second time"}, {"both", "twice"}},
+		spelled: [2]string{"first", "once, the first time"}}
+	dstMissingSelect = dstSelect{name: "dst_missing", want: "shift or skip",
+		offered: [][2]string{{"", "later by the jump (default)"}, {"skip", "not at all"}},
+		spelled: [2]string{"shift", "later by the jump"}}
+)
+
+func (d dstSelect) valid(v string) bool {
+	return v == d.spelled[0] || slices.ContainsFunc(d.offered, func(o [2]string) bool { return o[0] == v })
+}
+
+// choices are the options with stored selected; a stored value not offered
+// (spelled out, or unknown) is an option of its own, so that a change keeps it.
+func (d dstSelect) choices(stored string) []choice {
+	out := make([]choice, 0, len(d.offered)+1)
+	for _, o := range d.offered {
+		out = append(out, choice{Value: o[0], Label: o[1], Selected: o[0] == stored})
+	}
+	if !slices.ContainsFunc(d.offered, func(o [2]string) bool { return o[0] == stored }) {
+		label := stored + " (as stored)"
+		if stored == d.spelled[0] {
+			label = d.spelled[1]
+		}
+		out = append(out, choice{Value: stored, Label: label, Selected: true})
+	}
+	return out
+}
+
+// RepeatedChoices and MissingChoices are the options of the DST selects.
+func (f entryForm) RepeatedChoices() []choice { return dstRepeatedSelect.choices(f.DSTRepeated) }
+func (f entryForm) MissingChoices() []choice  { return dstMissingSelect.choices(f.DSTMissing) }
 
 // readEntryForm reads an entry's form (or its JSON, fleet's AddEntryRequest
 // fields) into its ID, spec and base revision. keep is the stored payload a
@@ -81,6 +133,8 @@ func readEntryForm(w http.ResponseWriter, r *http.Request) (id string, spec flee
 	spec.Cron = strings.TrimSpace(f.Get("cron"))
 	spec.Zone = strings.TrimSpace(f.Get("zone"))
 	spec.Deadline = strings.TrimSpace(f.Get("deadline"))
+	spec.DSTRepeated = strings.TrimSpace(f.Get("dst_repeated"))
+	spec.DSTMissing = strings.TrimSpace(f.Get("dst_missing"))
 	for _, t := range []struct {
 		name string
 		out  *time.Time
@@ -106,6 +160,17 @@ func readEntryForm(w http.ResponseWriter, r *http.Request) (id string, spec flee
 	}
 	if spec.Zone != "" && spec.Cron == "" {
 		return "", spec, 0, false, fmt.Errorf("%w: zone is for a cron schedule", errBadInput)
+	}
+	for _, d := range []struct {
+		dstSelect
+		v string
+	}{{dstRepeatedSelect, spec.DSTRepeated}, {dstMissingSelect, spec.DSTMissing}} {
+		switch {
+		case !d.valid(d.v):
+			return "", spec, 0, false, fmt.Errorf("%w: %s=%q: %s, or empty for the default", errBadInput, d.name, d.v, d.want)
+		case d.v != "" && spec.Cron == "":
+			return "", spec, 0, false, fmt.Errorf("%w: %s is for a cron schedule: leave it at the default", errBadInput, d.name)
+		}
 	}
 	if p := f.Get("payload"); p != "" {
 		// A textarea sends CRLF line ends: the payload is what was typed.

@@ -156,6 +156,62 @@ func TestEntryForms(t *testing.T) {
 	assert.ErrorIs(t, err, fleet.ErrEntryNotFound, "no bad form stored anything")
 }
 
+// TestEntryFormDST: the form sets an entry's DST policy, the entry's page says
+// it, and its change form holds the stored values (a default spelled out too),
+// so a change that does not touch them keeps them. A value that is no policy
+// is refused.
+func TestEntryFormDST(t *testing.T) {
+	f := startFleetWith(t, web.Config{Authorize: allow}, declareTenants)
+	r := f.post(t, jobURL(jobTenants)+"/add-entry", entryForm("ny", "cron", "30 1 * * *", "zone", "America/New_York",
+		"dst_repeated", "both", "dst_missing", "skip", "start", "2090-01-01T00:00:00Z"))
+	require.Equal(t, http.StatusSeeOther, r.status, r.body)
+	e := f.storedEntry(t, jobTenants, "ny")
+	assert.Equal(t, "both", e.DSTRepeated)
+	assert.Equal(t, "skip", e.DSTMissing)
+	page := f.get(t, entryURL(jobTenants, "ny"))
+	assert.Contains(t, page.body, "at 01:30 every day (America/New_York; DST repeated=both missing=skip), from 2090-01-01T00:00:00.000Z")
+	assert.Contains(t, page.body, `<option value="both" selected>twice</option>`)
+	assert.Contains(t, page.body, `<option value="skip" selected>not at all</option>`)
+	assert.NotContains(t, page.body, `<option value="" selected>`, "no default selected over the stored values")
+
+	// A change of the pause posts the selects as the page holds them: kept.
+	r = f.post(t, entryURL(jobTenants, "ny")+"/update", entryForm("", "cron", "30 1 * * *", "zone", "America/New_York",
+		"dst_repeated", "both", "dst_missing", "skip", "start", "2090-01-01T00:00:00Z", "paused", "1", "rev", fmt.Sprint(e.Revision)))
+	require.Equal(t, http.StatusSeeOther, r.status, r.body)
+	changed := f.storedEntry(t, jobTenants, "ny")
+	assert.True(t, changed.Paused)
+	assert.Equal(t, e.EntrySpec.DSTRepeated, changed.DSTRepeated)
+	assert.Equal(t, e.EntrySpec.DSTMissing, changed.DSTMissing)
+
+	// Values the form does not offer, stored by another writer, are shown
+	// selected rather than replaced by the default.
+	f.addEntry(t, jobTenants, "spelled", fleet.EntrySpec{Cron: "30 1 * * *", Zone: "America/New_York", DSTRepeated: "first", DSTMissing: "shift"})
+	page = f.get(t, entryURL(jobTenants, "spelled"))
+	assert.Contains(t, page.body, `<option value="first" selected>once, the first time</option>`)
+	assert.Contains(t, page.body, `<option value="shift" selected>later by the jump</option>`)
+	plain := f.addEntry(t, jobTenants, "plain", fleet.EntrySpec{Cron: "30 1 * * *", Zone: "America/New_York"})
+	page = f.get(t, entryURL(jobTenants, "plain"))
+	assert.Contains(t, page.body, `<option value="" selected>once, the first time (default)</option>`)
+	assert.Contains(t, page.body, `<option value="" selected>later by the jump (default)</option>`)
+	assert.Zero(t, plain.DSTRepeated)
+
+	for _, c := range []struct {
+		form url.Values
+		want string
+	}{
+		{entryForm("x", "cron", "30 1 * * *", "zone", "America/New_York", "dst_repeated", "twice"), "dst_repeated=&#34;twice&#34;: first, last or both, or empty for the default"},
+		{entryForm("x", "cron", "30 1 * * *", "zone", "America/New_York", "dst_missing", "later"), "dst_missing=&#34;later&#34;: shift or skip, or empty for the default"},
+		{entryForm("x", "every", "1h", "dst_missing", "skip"), "dst_missing is for a cron schedule: leave it at the default"},
+		{entryForm("x", "cron", "30 1 * * *", "dst_repeated", "both"), "zone UTC never changes its clocks"},
+	} {
+		r := f.post(t, jobURL(jobTenants)+"/add-entry", c.form)
+		assert.Equal(t, http.StatusBadRequest, r.status, "%v: %s", c.form, r.body)
+		assert.Contains(t, r.body, c.want, "%v", c.form)
+	}
+	_, err := f.client.Entry(t.Context(), jobTenants, fleet.EntryRequest{ID: "x"})
+	assert.ErrorIs(t, err, fleet.ErrEntryNotFound, "no bad form stored anything")
+}
+
 // TestEntryFormsRefused: the forms pass the checks every action passes.
 // Without an authorizer, when it says no, from another site (a forged
 // Sec-Fetch-Site or Origin), for a Host that is not this machine's (DNS
