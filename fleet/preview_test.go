@@ -45,7 +45,7 @@ func TestPreview(t *testing.T) {
 	assert.Len(t, p.Slots, scheduler.MaxPreviewSlots, "more than one message holds")
 
 	since := time.Now()
-	_, err = f.client.Pause(ctx, jobReport, fleet.PauseRequest{Reason: "migration", By: "ops", Until: f.start.Add(90 * time.Minute)})
+	_, err = f.client.Pause(ctx, jobReport, fleet.PauseRequest{Reason: "migration", By: "ops", Until: first.Add(90 * time.Minute)})
 	require.NoError(t, err)
 	f.waitView(t, jobReport, true, since)
 	p, err = f.client.Preview(ctx, jobReport, fleet.PreviewRequest{N: 3})
