@@ -542,7 +542,7 @@ func sameWrite(stored, e Entry) bool {
 	return stored.By == e.By && stored.User == e.User && stored.Instance == e.Instance && stored.Updated.Equal(e.Updated) && stored.Every == e.Every && stored.Cron == e.Cron &&
 		stored.Zone == e.Zone && stored.At.Equal(e.At) && stored.Start.Equal(e.Start) && stored.End.Equal(e.End) &&
 		stored.Paused == e.Paused && bytes.Equal(stored.Payload, e.Payload) && stored.Incarnation == e.Incarnation &&
-		stored.DST == e.DST
+		stored.DST == e.DST && stored.Deadline == e.Deadline
 }
 
 // newIncarnation draws an entry's incarnation: random, never zero.

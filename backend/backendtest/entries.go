@@ -89,6 +89,7 @@ func same(t *testing.T, want, got backend.Entry, msg string) {
 	assert.Equal(t, want.User, got.User, msg)
 	assert.Equal(t, want.Instance, got.Instance, msg)
 	assert.Equal(t, want.DST, got.DST, msg)
+	assert.Equal(t, want.Deadline, got.Deadline, msg)
 }
 
 func testEntryCreateGet(t *testing.T, f *entryFixture) {
@@ -96,7 +97,7 @@ func testEntryCreateGet(t *testing.T, f *entryFixture) {
 	for _, e := range []backend.Entry{
 		f.entry("every"),
 		{Job: f.job, ID: "cron ✓ a.b/c *", EntrySpec: backend.EntrySpec{Cron: "0 9 * * MON-FRI", Zone: "Europe/Athens", Start: at, End: at.Add(time.Hour), Paused: true,
-			DST: backend.DSTPolicy{Repeated: backend.DSTBoth, Missing: backend.DSTSkip}}},
+			DST: backend.DSTPolicy{Repeated: backend.DSTBoth, Missing: backend.DSTSkip}, Deadline: 90 * time.Minute}},
 		{Job: f.job, ID: "at", EntrySpec: backend.EntrySpec{At: at, Payload: make([]byte, backend.MaxEntryPayload)}},
 	} {
 		rev := f.create(f.ea, e)
