@@ -115,11 +115,12 @@ replica declares stay stored and are never run, and no replica answers for them.
 	}
 	show.Flags().IntVarP(&c.n, "n", "n", 0, "how many recent runs")
 	add := &cobra.Command{
-		Use:   "add JOB ID (--every D | --cron E [--zone Z] [--dst-repeated R] [--dst-missing M] | --at T)",
+		Use:   "add JOB ID (--every D | --cron E [--zone Z] [--dst-…] | --at T)",
 		Short: "Store an entry",
 		Example: `  anarchon schedule add feeds eu-west --cron "0 9 * * *" --zone Europe/Athens \
     --payload '{"region":"eu-west"}'
-  anarchon schedule add feeds ny-night --cron "30 1 * * *" --zone America/New_York --dst-repeated both
+  anarchon schedule add feeds ny-night --cron "30 1 * * *" --zone America/New_York \
+    --dst-repeated both
   anarchon schedule add feeds once --at +10m`,
 		Args: entryArgs,
 		RunE: run("add"),

@@ -241,7 +241,7 @@ func TestScheduleBadInput(t *testing.T) {
 	oneErrorLine(t, r, "the job's history must keep at least")
 
 	r = anarchon(t, "help", "schedule", "add")
-	assert.Contains(t, r.stdout, "anarchon schedule add JOB ID (--every D | --cron E [--zone Z] [--dst-repeated R] [--dst-missing M] | --at T)")
+	assert.Contains(t, r.stdout, "anarchon schedule add JOB ID (--every D | --cron E [--zone Z] [--dst-…] | --at T)")
 }
 
 // TestScheduleDST: an entry's DST policy is stored, shown in its schedule, kept
