@@ -119,6 +119,7 @@ func New(cfg Config) (*Scheduler, error) {
 	}
 	s.store = s.newSlotStore()
 	s.out.init()
+	s.judged.byKey, s.judged.wake = map[judgeKey]*judgement{}, make(chan struct{}, 1)
 	return s, nil
 }
 

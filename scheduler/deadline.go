@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"cmp"
 	"container/heap"
 	"context"
 	"errors"
@@ -125,31 +126,13 @@ type judgeKey struct {
 // judgements are the deadlines this instance will judge, soonest first.
 type judgements struct {
 	mu    sync.Mutex
-	queue judgeQueue
+	queue timeHeap[*judgement]
 	byKey map[judgeKey]*judgement
 	wake  chan struct{}
 }
 
-type judgeQueue []*judgement
-
-func (q judgeQueue) Len() int           { return len(q) }
-func (q judgeQueue) Less(a, b int) bool { return q[a].at.Before(q[b].at) }
-func (q judgeQueue) Swap(a, b int) {
-	q[a], q[b] = q[b], q[a]
-	q[a].index, q[b].index = a, b
-}
-func (q *judgeQueue) Push(x any) {
-	g := x.(*judgement)
-	g.index = len(*q)
-	*q = append(*q, g)
-}
-func (q *judgeQueue) Pop() any {
-	old := *q
-	g := old[len(old)-1]
-	old[len(old)-1] = nil
-	*q = old[:len(old)-1]
-	return g
-}
+func (g *judgement) dueAt() time.Time { return g.at }
+func (g *judgement) setIndex(i int)   { g.index = i }
 
 // judgeLater plans the judgement of slot of j, a job or entry with a deadline.
 func (s *Scheduler) judgeLater(j *job, slot time.Time) { s.planJudgement(j, slot, false) }
@@ -178,21 +161,12 @@ func (s *Scheduler) planJudgement(j *job, slot time.Time, recovered bool) {
 		case !recovered:
 			g.recovered = false // followed: judged whatever its records
 		}
-		first := js.queue[0] == g
-		js.mu.Unlock()
-		if first {
-			js.poke()
-		}
-		return
+	} else {
+		g = &judgement{j: j, slot: slot, due: due, at: due.Add(s.maxSkew), incarnation: inc, recovered: recovered}
+		js.byKey[k] = g
+		heap.Push(&js.queue, g)
 	}
-	if js.byKey == nil {
-		js.byKey = map[judgeKey]*judgement{}
-		js.wake = make(chan struct{}, 1)
-	}
-	g := &judgement{j: j, slot: slot, due: due, at: due.Add(s.maxSkew), incarnation: inc, recovered: recovered}
-	js.byKey[k] = g
-	heap.Push(&js.queue, g)
-	first := js.queue[0] == g
+	first := js.queue[0] == js.byKey[k]
 	js.mu.Unlock()
 	if first {
 		js.poke()
@@ -260,12 +234,6 @@ func (s *Scheduler) sawOK(j *job, slot, end time.Time) {
 func (s *Scheduler) judgeDeadlines() {
 	defer s.loops.Done()
 	js := &s.judged
-	js.mu.Lock()
-	if js.wake == nil {
-		js.byKey, js.wake = map[judgeKey]*judgement{}, make(chan struct{}, 1)
-	}
-	wake := js.wake
-	js.mu.Unlock()
 	for {
 		now := s.clock.Now()
 		js.mu.Lock()
@@ -293,7 +261,7 @@ func (s *Scheduler) judgeDeadlines() {
 				timer.Stop()
 			}
 			return
-		case <-wake:
+		case <-js.wake:
 		case <-fire:
 		}
 		if timer != nil {
@@ -335,30 +303,26 @@ func (s *Scheduler) judge(j *job, gs []*judgement) {
 	}
 	var recs []RunRecord
 	depth := j.judgeDepth(oldest, s.clock.Now())
-	for try := 0; ; {
-		var err error
-		if recs, err = s.history(ctx, j.name, depth); err == nil {
-			if len(recs) < depth || depth == j.cfg.historySize || reaches(recs, oldest) && eachRecorded(recs, gs) {
-				break
-			}
-			// Manual runs filled the newest; or a store that finds runs by
-			// arrival (JetStream) filled them with records of older slots
-			// written since (a backfill), and a slot of gs has none in the read.
-			depth = min(4*depth, j.cfg.historySize)
-			continue
-		}
-		if ctx.Err() != nil {
+	for {
+		err := s.askStore(ctx, j, oldest, "history", func(ctx context.Context) (err error) {
+			recs, err = s.history(ctx, j.name, depth)
+			return err
+		})
+		if ctx.Err() != nil && err != nil {
 			return
 		}
-		s.backendError(j, oldest, "history", err)
-		if try++; try >= markTries || !s.sleepUntil(ctx, s.clock.Now().Add(retryDelay(try))) {
-			if ctx.Err() != nil {
-				return
-			}
+		if err != nil {
 			s.log.Warn("deadlines not judged yet: the history could not be read; judged again later", j.logAttr(), "slot", oldest, "slots", len(gs), "err", err)
 			s.judgeAgain(gs)
 			return
 		}
+		if len(recs) < depth || depth == j.cfg.historySize || reaches(recs, oldest) && eachRecorded(recs, gs) {
+			break
+		}
+		// Manual runs filled the newest; or a store that finds runs by arrival
+		// (JetStream) filled them with older slots' records written since (a
+		// backfill), and a slot of gs has none in the read.
+		depth = min(4*depth, j.cfg.historySize)
 	}
 	for _, g := range gs {
 		if len(recs) == depth && !reaches(recs, g.slot) {
@@ -448,32 +412,24 @@ func (s *Scheduler) recordDeadline(ctx context.Context, j *job, g *judgement, wh
 	}
 	keep := backend.Retention{Size: j.cfg.historySize, TTL: j.cfg.historyTTL}
 	first := true
-	for try := 0; ; try++ {
-		cctx, cancel := s.callCtx(ctx)
-		var err error
+	err := s.askStore(ctx, j, g.slot, "record_deadline", func(ctx context.Context) (err error) {
 		if once, ok := s.backend.(backend.OnceRecorder); ok {
-			first, err = once.RecordOnce(cctx, j.name, rec, keep)
+			first, err = once.RecordOnce(ctx, j.name, rec, keep)
 		} else {
-			err = s.backend.SaveResult(cctx, j.name, rec, keep)
+			err = s.backend.SaveResult(ctx, j.name, rec, keep)
 		}
-		cancel()
-		if err == nil {
-			break
+		if err != nil {
+			g.unanswered = true // the write may have been stored, its answer lost
 		}
-		// The write may have been stored, its answer lost.
-		g.unanswered = true
-		if ctx.Err() != nil {
-			return
-		}
-		s.backendError(j, g.slot, "record_deadline", err)
-		if try+1 >= markTries || !s.sleepUntil(ctx, s.clock.Now().Add(retryDelay(try))) {
-			if ctx.Err() != nil {
-				return
-			}
-			s.log.Warn("deadline missed, not recorded yet: the store did not answer; judged again later", j.logAttr(), "slot", g.slot, "deadline", g.due, "why", why, "err", err)
-			s.judgeAgain([]*judgement{g})
-			return
-		}
+		return err
+	})
+	if ctx.Err() != nil && err != nil {
+		return
+	}
+	if err != nil {
+		s.log.Warn("deadline missed, not recorded yet: the store did not answer; judged again later", j.logAttr(), "slot", g.slot, "deadline", g.due, "why", why, "err", err)
+		s.judgeAgain([]*judgement{g})
+		return
 	}
 	if !first {
 		if g.unanswered {
@@ -490,4 +446,25 @@ func (s *Scheduler) recordDeadline(ctx context.Context, j *job, g *judgement, wh
 func (s *Scheduler) tellDeadline(j *job, g *judgement, text string) {
 	s.log.Warn("deadline missed: the slot had not ended ok by its deadline", j.logAttr(), "slot", g.slot, "deadline", g.due, "why", text)
 	s.emit(Event{Kind: EventDeadlineMissed, Job: j.name, Slot: g.slot, Status: StatusDeadline, Next: g.due, Err: errors.New(text)})
+}
+
+// askStore calls f, a call to the store about j's slot, until it is answered:
+// at most markTries times, retryDelay apart, each failure reported as op. It
+// returns f's last error (nil once answered), or ctx's.
+func (s *Scheduler) askStore(ctx context.Context, j *job, slot time.Time, op string, f func(context.Context) error) error {
+	for try := 0; ; try++ {
+		cctx, cancel := s.callCtx(ctx)
+		err := f(cctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		s.backendError(j, slot, op, err)
+		if try+1 >= markTries || !s.sleepUntil(ctx, s.clock.Now().Add(retryDelay(try))) {
+			return cmp.Or(ctx.Err(), err)
+		}
+	}
 }

@@ -18,7 +18,7 @@ import (
 type entrySet struct {
 	mu    sync.Mutex
 	byKey map[entryKey]*entryState
-	due   entryHeap
+	due   timeHeap[*entryState]
 	wake  chan struct{} // buffered 1: the heap's head changed
 	// synced is closed once the stored entries were read (under mu): at Start,
 	// or, after a Start with no job, once the first job registered started
@@ -63,27 +63,8 @@ type entryState struct {
 	gen  int
 }
 
-type entryHeap []*entryState
-
-func (h entryHeap) Len() int           { return len(h) }
-func (h entryHeap) Less(a, b int) bool { return h[a].fire.Before(h[b].fire) }
-func (h entryHeap) Swap(a, b int) {
-	h[a], h[b] = h[b], h[a]
-	h[a].idx, h[b].idx = a, b
-}
-func (h *entryHeap) Push(x any) {
-	st := x.(*entryState)
-	st.idx = len(*h)
-	*h = append(*h, st)
-}
-func (h *entryHeap) Pop() any {
-	old := *h
-	st := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	st.idx = -1
-	return st
-}
+func (st *entryState) dueAt() time.Time { return st.fire }
+func (st *entryState) setIndex(i int)   { st.idx = i }
 
 func newEntrySet() *entrySet {
 	fresh := make(chan struct{})

@@ -259,18 +259,11 @@ func (s *Scheduler) recordOwed(j *job, first time.Time) {
 	defer cancel()
 	depth := markDepths[len(markDepths)-1]
 	var recs []RunRecord
-	for try := 0; ; try++ {
-		cctx, cc := s.callCtx(ctx)
-		var err error
-		recs, err = s.backend.History(cctx, j.name, depth)
-		cc()
-		if err == nil {
-			break
-		}
-		s.backendError(j, first, "history", err)
-		if try+1 >= markTries || !s.sleepUntil(ctx, s.clock.Now().Add(retryDelay(try))) {
-			return
-		}
+	if err := s.askStore(ctx, j, first, "history", func(ctx context.Context) (err error) {
+		recs, err = s.backend.History(ctx, j.name, depth)
+		return err
+	}); err != nil {
+		return
 	}
 	recorded := make(map[int64]bool, len(recs))
 	from := first.Add(-time.Millisecond)
