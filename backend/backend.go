@@ -206,16 +206,19 @@ const (
 	// (OnceRecorder, DeadlineToken), beside the records of its attempts. The slot may still
 	// end ok later.
 	StatusDeadline Status = "deadline"
+	// StatusExcluded is a slot on a day of a calendar its job or entry names
+	// (RunClaim.ExcludedWhy): not run, never run later.
+	StatusExcluded Status = "excluded"
 )
 
 // Finished reports whether s is a final status.
 func (s Status) Finished() bool { return s != StatusRunning && s != "" }
 
 // NotRun reports whether s is a slot's decision not to run it: late, missed,
-// skipped, paused or limit.
+// skipped, paused, limit or excluded.
 func (s Status) NotRun() bool {
 	switch s {
-	case StatusLate, StatusMissed, StatusSkipped, StatusPaused, StatusLimit:
+	case StatusLate, StatusMissed, StatusSkipped, StatusPaused, StatusLimit, StatusExcluded:
 		return true
 	}
 	return false

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -93,6 +94,10 @@ type EntrySpec struct {
 	// DST is Cron's daylight saving time policy in Zone; zero: the defaults.
 	// A zone that never changes its clocks (UTC) takes none.
 	DST DSTPolicy `json:"dst,omitzero"`
+	// Calendars name calendars whose days the entry's slots are excluded on,
+	// besides the job's (scheduler.WithCalendars); at most
+	// MaxCalendarsPerSchedule.
+	Calendars []string `json:"calendars,omitempty"`
 }
 
 // Entry is a stored schedule entry of a job.
@@ -160,6 +165,17 @@ func (e Entry) Check() error {
 	}
 	if err := e.DST.Check(); err != nil {
 		return fmt.Errorf("%w: entry %q of job %q: %w", ErrInvalidEntry, e.ID, e.Job, err)
+	}
+	if len(e.Calendars) > MaxCalendarsPerSchedule {
+		return fmt.Errorf("%w: entry %q of job %q: %d calendars, at most %d", ErrInvalidEntry, e.ID, e.Job, len(e.Calendars), MaxCalendarsPerSchedule)
+	}
+	for i, c := range e.Calendars {
+		if err := ValidateCalendarName(c); err != nil {
+			return fmt.Errorf("%w: entry %q of job %q: %w", ErrInvalidEntry, e.ID, e.Job, err)
+		}
+		if slices.Contains(e.Calendars[:i], c) {
+			return fmt.Errorf("%w: entry %q of job %q: calendar %q named twice", ErrInvalidEntry, e.ID, e.Job, c)
+		}
 	}
 	return nil
 }

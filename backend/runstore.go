@@ -229,6 +229,12 @@ type RunClaim struct {
 	// would start an attempt stores it finished StatusPaused instead, with this
 	// reason, and is answered OutcomePaused. A buffered slot stays buffered.
 	PausedWhy string
+	// ExcludedWhy, when set, says a calendar excludes the slot's day. A claim of
+	// a slot nothing is stored for stores it finished StatusExcluded with this
+	// reason and is answered OutcomeExcluded; a slot already stored (running,
+	// buffered, finished) is decided as without it. An excluded slot is never
+	// reopened.
+	ExcludedWhy string
 	// LateWhy is the reason a slot this claim stores late is recorded with;
 	// empty for the store's own.
 	LateWhy string
@@ -309,6 +315,9 @@ const (
 	// OutcomePaused: the claim asked with PausedWhy and the slot is stored
 	// finished StatusPaused.
 	OutcomePaused ClaimOutcome = "paused"
+	// OutcomeExcluded: the claim asked with ExcludedWhy and the slot is stored
+	// finished StatusExcluded.
+	OutcomeExcluded ClaimOutcome = "excluded"
 )
 
 // DecidedOutcome is the outcome a store answers a claim of a finished slot with.
@@ -326,6 +335,8 @@ func DecidedOutcome(status Status, decider bool) ClaimOutcome {
 			return OutcomeLimit
 		case StatusPaused:
 			return OutcomePaused
+		case StatusExcluded:
+			return OutcomeExcluded
 		}
 	}
 	return OutcomeDone
@@ -344,6 +355,8 @@ func (in RunClaim) MayReopen(status Status, token string, attempt int) bool {
 		return false
 	}
 	switch status {
+	case StatusExcluded:
+		return false
 	case StatusPaused:
 		return in.ReopenPaused || in.Backfill
 	case StatusLate, StatusMissed, StatusSkipped, StatusLimit:

@@ -211,6 +211,7 @@ func (s *Scheduler) prepare(a *attempt, now time.Time) {
 	rc.Missed = a.kind == claimMissed ||
 		a.kind == claimScheduled && !rc.TakeoverOnly && a.answered.IsZero() && a.sendFailed && now.After(a.deadline)
 	rc.PausedWhy = s.pausedWhy(a, now)
+	rc.ExcludedWhy = s.excludedWhy(a)
 	rc.ReopenPaused = a.kind == claimCatchUp && rc.PausedWhy == ""
 	rc.Incarnation, rc.EntryGone = s.entryFacts(a.j)
 	if a.kind == claimBackfill {
@@ -270,6 +271,9 @@ func (s *Scheduler) follow(a *attempt, res backend.ClaimResult) {
 	case backend.OutcomePaused:
 		e.Kind, e.Status = EventPaused, StatusPaused
 		a.bf.decided(BackfillPaused, StatusPaused)
+	case backend.OutcomeExcluded:
+		e.Kind, e.Status = EventExcluded, StatusExcluded
+		a.bf.notRun(errors.New(a.rc.ExcludedWhy))
 	default: // limit, done, none, and outcomes this version does not know
 		e.Kind = EventLost
 		if res.Outcome == backend.OutcomeNone && a.rc.EntryGone {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"time"
 	"unicode/utf8"
 
@@ -283,6 +284,9 @@ func (s *Scheduler) checkEntry(job, id string, spec EntrySpec, opts []EntryChang
 	if err := e.Check(); err != nil {
 		return Entry{}, nil, err
 	}
+	if _, ok := s.backend.(backend.CalendarStore); len(e.Calendars) > 0 && !ok {
+		return Entry{}, nil, fmt.Errorf("%w: entry %q of job %q: calendars need a backend that stores them (backend.CalendarStore); %q has none", ErrInvalidEntry, id, job, s.backend.Name())
+	}
 	j, err := s.entryJob(p, e)
 	if err != nil {
 		return Entry{}, nil, err
@@ -345,6 +349,14 @@ func (s *Scheduler) entryJob(p *job, e Entry) (*job, error) {
 	cfg := p.cfg
 	if e.Deadline > 0 {
 		cfg.deadline = e.Deadline
+	}
+	if len(e.Calendars) > 0 {
+		cfg.calendars = slices.Clone(p.cfg.calendars)
+		for _, c := range e.Calendars {
+			if !slices.Contains(cfg.calendars, c) {
+				cfg.calendars = append(cfg.calendars, c)
+			}
+		}
 	}
 	if !cfg.maxLateSet {
 		cfg.maxLate = min(p.cfg.maxLate, shortestGap(sched, interval))
@@ -542,7 +554,7 @@ func sameWrite(stored, e Entry) bool {
 	return stored.By == e.By && stored.User == e.User && stored.Instance == e.Instance && stored.Updated.Equal(e.Updated) && stored.Every == e.Every && stored.Cron == e.Cron &&
 		stored.Zone == e.Zone && stored.At.Equal(e.At) && stored.Start.Equal(e.Start) && stored.End.Equal(e.End) &&
 		stored.Paused == e.Paused && bytes.Equal(stored.Payload, e.Payload) && stored.Incarnation == e.Incarnation &&
-		stored.DST == e.DST && stored.Deadline == e.Deadline
+		stored.DST == e.DST && stored.Deadline == e.Deadline && slices.Equal(stored.Calendars, e.Calendars)
 }
 
 // newIncarnation draws an entry's incarnation: random, never zero.

@@ -46,6 +46,11 @@ const (
 	// EventPauseChanged: the job's pause state changed (Job "" for all jobs);
 	// Event.Pause is the pause now in force, nil once resumed.
 	EventPauseChanged EventKind = "pause_changed"
+	// EventExcluded: the slot fell on a day of a calendar its job or entry
+	// names; this instance recorded it excluded (once per slot across the fleet).
+	EventExcluded EventKind = "excluded"
+	// EventCalendarsChanged: the stored calendars this instance follows changed.
+	EventCalendarsChanged EventKind = "calendars_changed"
 	// EventJobConflict: the replicas that declare the job do not declare it alike
 	// (schedule, overlap, catch-up, lease or lateness differ): Event.Conflict says
 	// how; sent again with Conflict empty once they agree. The core cannot see

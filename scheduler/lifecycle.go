@@ -67,6 +67,23 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		}
 	}
 
+	calStore, _ := s.backend.(backend.CalendarStore)
+	if calStore != nil {
+		// The calendars before the first slot is claimed; the watch keeps them
+		// current afterwards.
+		cctx, cancel := s.callCtx(ctx)
+		all, err := calStore.Calendars(cctx)
+		cancel()
+		switch {
+		case errors.Is(err, ErrCalendarsNotSupported):
+			calStore = nil
+		case err != nil:
+			return fmt.Errorf("scheduler: read calendars on %s: %w", s.backend.Name(), err)
+		default:
+			s.noteCalendars(all)
+		}
+	}
+
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.state != stateStarting { // stopped meanwhile
@@ -79,6 +96,10 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	if pauser != nil {
 		s.loops.Add(1)
 		go s.watchPauses(pauser)
+	}
+	if calStore != nil {
+		s.loops.Add(1)
+		go s.watchCalendars(calStore)
 	}
 	s.loops.Add(1)
 	go s.judgeDeadlines()

@@ -91,6 +91,9 @@ type jobConfig struct {
 	// dst is the cron schedule's DST policy (WithDST); dstSet says it was given.
 	dst    DSTPolicy
 	dstSet bool
+	// calendars name the calendars whose days the job's slots are excluded on
+	// (WithCalendars).
+	calendars []string
 }
 
 func optErr(format string, args ...any) error {

@@ -154,6 +154,9 @@ func (s *Scheduler) add(name string, sched Schedule, interval time.Duration, h H
 	if cfg.bufferCap > 0 && cfg.overlap != OverlapBufferAll {
 		return fmt.Errorf("job %q: %w: WithBufferCap needs overlap policy buffer-all, not %s", name, ErrInvalidOption, cfg.overlap)
 	}
+	if _, ok := s.backend.(backend.CalendarStore); len(cfg.calendars) > 0 && !ok {
+		return fmt.Errorf("job %q: %w: WithCalendars needs a backend that stores calendars (backend.CalendarStore); %q has none", name, ErrInvalidOption, s.backend.Name())
+	}
 	if _, ok := s.backend.(backend.Pauser); cfg.pauseAfter > 0 && !ok {
 		return fmt.Errorf("job %q: %w: pausing after failed slots needs a backend that stores pauses (backend.Pauser); %q has none", name, ErrInvalidOption, s.backend.Name())
 	}

@@ -85,7 +85,9 @@ type Scheduler struct {
 	writesBy atomic.Int64
 
 	pauses pauses // the stored pauses, as the backend's watch last told them
-	out    outbox // records that complete a slot, to write again
+	// calendars are the stored calendars, as the backend's watch last told them.
+	calendars calendarView
+	out       outbox // records that complete a slot, to write again
 	// judged are the slots' deadlines this instance will judge (deadline.go).
 	judged judgements
 	// adopting: the runs being taken over beside a caller (under mu).

@@ -120,9 +120,9 @@ func (st *seedStore) claim(ctx context.Context, a *attempt) (backend.ClaimResult
 	}
 	now := s.clock.Now()
 	switch res.Outcome {
-	case backend.OutcomeOverlap, backend.OutcomeLate, backend.OutcomeLimit:
+	case backend.OutcomeOverlap, backend.OutcomeLate, backend.OutcomeLimit, backend.OutcomeExcluded:
 		why := map[backend.ClaimOutcome]string{backend.OutcomeOverlap: machine.WhySkipped, backend.OutcomeLimit: machine.WhyLimit,
-			backend.OutcomeLate: a.rc.LateWhy}[res.Outcome]
+			backend.OutcomeLate: a.rc.LateWhy, backend.OutcomeExcluded: a.rc.ExcludedWhy}[res.Outcome]
 		if why == "" {
 			why = machine.WhyLate
 		}
@@ -164,9 +164,12 @@ func (st *seedStore) claim(ctx context.Context, a *attempt) (backend.ClaimResult
 	// What the machine stores for a Settler, said with Finish (a store that
 	// ignores the claim's newer fields).
 	manual := a.kind == claimAdopt && a.j.manualAt(a.rc.Slot)
-	if a.rc.PausedWhy != "" || a.rc.EntryGone || manual {
+	excluded := a.rc.ExcludedWhy != "" && res.Attempt == 1 && !res.Reopened
+	if a.rc.PausedWhy != "" || a.rc.EntryGone || manual || excluded {
 		status, why, out := StatusPaused, a.rc.PausedWhy, backend.OutcomePaused
 		switch {
+		case excluded:
+			status, why, out = StatusExcluded, a.rc.ExcludedWhy, backend.OutcomeExcluded
 		case a.rc.EntryGone:
 			status, why, out = StatusCancelled, machine.WhyEntryRemoved, backend.OutcomeDone
 		case manual:

@@ -58,6 +58,7 @@ const (
 // when nothing is stored) at now, by the store's clock.
 //
 //	pending  ──TakeoverOnly, EntryGone──▶ (none)
+//	pending  ──ExcludedWhy──▶ finished excluded
 //	pending  ──Missed: PausedWhy / MaxRuns counted / otherwise──▶ finished paused / (none, limit reached) / finished missed
 //	pending  ──past Deadline──▶ finished late
 //	pending  ──PausedWhy──▶ finished paused
@@ -213,6 +214,8 @@ func (c *claim) first() {
 	r := Run{Slot: in.Slot, Token: in.Token, Instance: in.Instance, Attempt: 1,
 		Manual: in.Manual, RequestedBy: in.RequestedBy, Backfill: in.Backfill, Incarnation: in.Incarnation}
 	switch {
+	case in.ExcludedWhy != "":
+		c.decide(r, backend.StatusExcluded, in.ExcludedWhy)
 	case in.Missed && in.PausedWhy != "":
 		c.decide(r, backend.StatusPaused, in.PausedWhy)
 	case in.Missed && in.Counts() && c.job.Count >= in.MaxRuns:

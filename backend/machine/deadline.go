@@ -29,8 +29,8 @@ func Deadline(recs []backend.RunRecord, slot, due time.Time) (why string, missed
 			continue
 		}
 		switch {
-		case r.Status == backend.StatusDeadline, r.Status == backend.StatusPaused:
-			return "", false // judged already; or paused: its later run, if any, is the operator's
+		case r.Status == backend.StatusDeadline, r.Status == backend.StatusPaused, r.Status == backend.StatusExcluded:
+			return "", false // judged already; paused: its later run, if any, is the operator's; excluded: never due
 		case r.Status == backend.StatusOK && !r.FinishedAt.IsZero() && !r.FinishedAt.After(due):
 			return "", false
 		}

@@ -31,6 +31,8 @@ type Backend struct {
 	pause *memPauses
 	// entries holds the schedule entries (EntryStore), created on first use.
 	entries *memEntries
+	// cals holds the calendars (CalendarStore), created on first use.
+	cals *memCalendars
 
 	runsOnce sync.Once
 	runs     *RunStore
