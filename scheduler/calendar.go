@@ -309,9 +309,9 @@ func (s *Scheduler) excludedBy(j *job, nominal time.Time) (calendar, rule string
 }
 
 // excludedWhy is the reason a's slot is recorded excluded, or "": manual runs
-// are never excluded.
+// are never excluded, nor is a missed record that stands for a range of slots.
 func (s *Scheduler) excludedWhy(a *attempt) string {
-	if a.kind == claimManual {
+	if a.kind == claimManual || a.stands > 1 {
 		return ""
 	}
 	cal, rule := s.excludedBy(a.j, a.j.nominal(a.rc.Slot))

@@ -97,6 +97,9 @@ const (
 	// PreviewDeadline: the slot must have ended ok by its deadline
 	// (WithDeadline), or is recorded past it.
 	PreviewDeadline PreviewKind = "deadline"
+	// PreviewExcluded: a calendar the job or entry names holds the slot's day
+	// (WithCalendars): it is recorded excluded, not run.
+	PreviewExcluded PreviewKind = "excluded"
 )
 
 // Preview lists the next o.N slots of job, or of its schedule entry o.Entry,
@@ -402,6 +405,11 @@ func (st *previewState) note(ps *PreviewSlot, entry *Entry) {
 	if !ps.Slot.After(st.now) {
 		ps.Runs = false
 		ps.add(PreviewPast, "due by now: History says what became of it")
+		return
+	}
+	if cal, rule := st.s.excludedBy(st.j, ps.Nominal); cal != "" {
+		ps.Runs = false
+		ps.add(PreviewExcluded, "not run: excluded by calendar %q (%s), as the calendars stand now", cal, rule)
 		return
 	}
 	if entry != nil && entry.Paused {

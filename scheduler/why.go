@@ -101,6 +101,9 @@ const (
 	WhyPaused WhyKind = "paused"
 	// WhyLimit: the run limit (WithMaxRuns) was reached.
 	WhyLimit WhyKind = "limit"
+	// WhyExcluded: a calendar the job or entry names held the slot's day; the
+	// text names the calendar and its rule.
+	WhyExcluded WhyKind = "excluded"
 
 	// WhyDeadline: the slot was judged not ended ok by its deadline
 	// (WithDeadline).
@@ -334,6 +337,8 @@ func (w *why) attempt(r RunRecord, prev *RunRecord) {
 		st.Kind, st.Text = WhyMissed, "missed: "+r.Error+fmt.Sprintf(" (recorded by %s at %s, once it could claim)", r.Instance, stamp(r.FinishedAt))
 	case StatusPaused:
 		st.Kind, st.Text = WhyPaused, "paused: "+r.Error+fmt.Sprintf(" (recorded by %s at %s)", r.Instance, stamp(r.FinishedAt))
+	case StatusExcluded:
+		st.Kind, st.Text = WhyExcluded, r.Error+fmt.Sprintf(" (recorded by %s at %s)", r.Instance, stamp(r.FinishedAt))
 	case StatusLimit:
 		limit := ""
 		if n := w.j.cfg.maxRuns; n > 0 {
