@@ -61,7 +61,7 @@ func TestCalendarExcludesSlotsOnceAcrossTheFleet(t *testing.T) {
 		for slot := day.Add(time.Hour); slot.Before(day.Add(72 * time.Hour)); slot = slot.Add(time.Hour) {
 			rs := recs[slot]
 			require.Len(t, rs, 1, "slot %v: one record", slot)
-			if slot.Truncate(24*time.Hour).Equal(holiday) {
+			if slot.Truncate(24 * time.Hour).Equal(holiday) {
 				excluded++
 				assert.Equal(t, scheduler.StatusExcluded, rs[0].Status, "slot %v", slot)
 				assert.Contains(t, rs[0].Error, `excluded by calendar "holidays" (`+holiday.Format(time.DateOnly)+`)`)
@@ -232,7 +232,7 @@ func TestCalendarRefusedAtRegistration(t *testing.T) {
 	for _, names := range [][]string{{""}, {"a\x00b"}, {"x", "x"}, make([]string, backend.MaxCalendarsPerSchedule+1)} {
 		for i := range names {
 			if names[i] == "" && len(names) > 1 {
-				names[i] = string(rune('a' + i%26)) + string(rune('a'+i/26))
+				names[i] = string(rune('a'+i%26)) + string(rune('a'+i/26))
 			}
 		}
 		assert.ErrorIs(t, s.Every("job", time.Minute, h, scheduler.WithCalendars(names...)), scheduler.ErrInvalidOption, "%q", names)
