@@ -154,6 +154,7 @@ func mcNewPlan(seed uint64) *modelcheck.Plan {
 		j.MixSpread(seed, i)
 		j.MixDeadline(seed, i)
 		j.MixConcurrency(seed, i)
+		j.MixCalendar(seed, i)
 		p.Jobs = append(p.Jobs, j)
 	}
 	faultMS := int(mcFaultPhase / time.Millisecond)
@@ -198,5 +199,6 @@ func mcNewPlan(seed uint64) *modelcheck.Plan {
 	p.AddRedeploys()
 	p.AddFreezes()
 	p.AddSkew(time.Second)
+	p.AddCalendars()
 	return p
 }

@@ -44,6 +44,7 @@ func TestDeadline(t *testing.T) {
 		{"missed", []backend.RunRecord{rec(1, backend.StatusMissed, slot)}, true, "decided missed"},
 		{"skipped", []backend.RunRecord{rec(1, backend.StatusSkipped, slot)}, true, "decided skipped"},
 		{"paused", []backend.RunRecord{rec(1, backend.StatusPaused, slot)}, false, ""},
+		{"excluded by a calendar", []backend.RunRecord{rec(1, backend.StatusExcluded, slot)}, false, ""},
 		{"past the run limit", []backend.RunRecord{rec(1, backend.StatusLimit, slot)}, false, ""},
 		{"paused, then run by catch-up and failed", []backend.RunRecord{rec(1, backend.StatusPaused, slot), rec(2, backend.StatusError, due)}, false, ""},
 	} {

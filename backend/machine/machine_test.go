@@ -68,6 +68,7 @@ var (
 	pastDeadline = func(in *backend.RunClaim) { in.Deadline = now.Add(-time.Millisecond) }
 	noDeadline   = func(in *backend.RunClaim) { in.Deadline = time.Time{} }
 	paused       = func(in *backend.RunClaim) { in.PausedWhy = "job paused by ops: deploy" }
+	excluded     = func(in *backend.RunClaim) { in.ExcludedWhy = `excluded by calendar "holidays" (2026-12-25)` }
 	entryGone    = func(in *backend.RunClaim) { in.EntryGone = true }
 	reopenPaused = func(in *backend.RunClaim) { in.ReopenPaused = true }
 	backfill     = func(in *backend.RunClaim) { in.Backfill = true }
@@ -161,6 +162,25 @@ func TestClaim(t *testing.T) {
 		{name: "pending: paused", cur: pending(10), in: claimOf(paused, limit(1)), count: 1,
 			want: want{outcome: backend.OutcomePaused, phase: Finished, status: backend.StatusPaused, attempt: 1, token: "c", write: true,
 				records: []backend.Status{backend.StatusPaused}}},
+		{name: "pending: excluded, before missed, late, paused and the limit", cur: pending(10), count: 3,
+			in: claimOf(excluded, missed, paused, limit(3), policy(backend.OverlapSkip)), others: []Run{live(9, "a", 1)},
+			want: want{outcome: backend.OutcomeExcluded, phase: Finished, status: backend.StatusExcluded, attempt: 1, token: "c", write: true,
+				records: []backend.Status{backend.StatusExcluded}}},
+		{name: "pending: excluded past its deadline", cur: pending(10), in: claimOf(excluded, pastDeadline),
+			want: want{outcome: backend.OutcomeExcluded, phase: Finished, status: backend.StatusExcluded, attempt: 1, token: "c", write: true,
+				records: []backend.Status{backend.StatusExcluded}}},
+		{name: "pending: a takeover-only claim creates nothing, excluded or not", cur: pending(10), in: claimOf(excluded, takeoverOnly),
+			want: want{outcome: backend.OutcomeNone}},
+		{name: "running: a lease ended is taken over, whatever a calendar says now", cur: ended(10, "a", 1, time.Second), in: claimOf(excluded),
+			want: want{outcome: backend.OutcomeWon, phase: Running, attempt: 2, token: "c", write: true, records: []backend.Status{backend.StatusLost}}},
+		{name: "buffered: a calendar does not end a buffered slot", cur: buffered(10, "b"), in: claimOf(policy(backend.OverlapBufferOne), excluded),
+			want: want{outcome: backend.OutcomeWon, phase: Running, attempt: 1, token: "c", write: true}},
+		{name: "finished excluded: its decider is told excluded again", cur: finished(10, "c", 1, backend.StatusExcluded), in: claimOf(excluded),
+			want: want{outcome: backend.OutcomeExcluded, phase: Finished, status: backend.StatusExcluded, attempt: 1, token: "c"}},
+		{name: "finished excluded: others are told done", cur: finished(10, "a", 1, backend.StatusExcluded), in: claimOf(),
+			want: want{outcome: backend.OutcomeDone, phase: Finished, status: backend.StatusExcluded, attempt: 1, token: "a"}},
+		{name: "finished excluded: never reopened, by catch-up, backfill or rerun", cur: finished(10, "a", 1, backend.StatusExcluded), in: claimOf(backfill, reopenPaused, rerun(1)),
+			want: want{outcome: backend.OutcomeDone, phase: Finished, status: backend.StatusExcluded, attempt: 1, token: "a"}},
 		{name: "pending: the run limit reached", cur: pending(10), count: 3, in: claimOf(limit(3)),
 			want: want{outcome: backend.OutcomeLimit, phase: Finished, status: backend.StatusLimit, attempt: 1, token: "c", write: true,
 				records: []backend.Status{backend.StatusLimit}}},

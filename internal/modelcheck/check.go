@@ -24,7 +24,7 @@ type Violation struct {
 var terminal = map[backend.Status]bool{
 	backend.StatusOK: true, backend.StatusError: true, backend.StatusTimeout: true,
 	backend.StatusSkipped: true, backend.StatusLate: true, backend.StatusLimit: true,
-	backend.StatusMissed: true,
+	backend.StatusMissed: true, backend.StatusExcluded: true,
 }
 
 // at formats a time since t0.
@@ -137,6 +137,7 @@ func (h *Harness) Check(ctx context.Context, history backend.Backend, runs backe
 	c.oneFate()
 	c.skippedForSomething()
 	c.pausedNotRun()
+	c.excludedNotRun()
 	c.stored(ctx, history, runs)
 	c.runLimits()
 	c.writtenAgain()

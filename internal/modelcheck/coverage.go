@@ -17,7 +17,7 @@ import (
 var (
 	// MatrixPolicies are a job's, as registered (either release of a redeploy).
 	MatrixPolicies = []string{"allow", "skip", "cancel-other", "buffer-one", "buffer-all", "retries", "run limit",
-		"catch-up", "entries", "pause", "manual runs", "backfill", "spread", "deadline", "concurrency"}
+		"catch-up", "entries", "pause", "manual runs", "backfill", "spread", "deadline", "concurrency", "calendar"}
 	// MatrixFaults are what befalls a job's calls, its instances or the store.
 	MatrixFaults = []string{"request lost", "answer late", "applied, answer lost", "crash", "frozen past its lease",
 		"heartbeats held", "store restart", "watch cut", "watch reconnect (Resync)", "clock skew at the allowance",
@@ -149,6 +149,7 @@ func (c *checker) policies(j Job) []string {
 		set["spread"] = set["spread"] || r.Spread > 0
 		set["deadline"] = set["deadline"] || r.Deadline > 0
 		set["concurrency"] = set["concurrency"] || r.slots() > 1
+		set["calendar"] = set["calendar"] || r.Calendar && c.calendarStored(j.Name)
 	}
 	for _, a := range c.h.plan.Actions {
 		if a.Kind == ActPauseJob || a.Kind == ActRunNow || a.Kind == ActBackfill {

@@ -107,7 +107,7 @@ func (c *checker) quietDeadlines(j Job, recs []backend.RunRecord, judged map[int
 // run on purpose: paused, or past the run limit.
 func notJudged(rs []backend.RunRecord) bool {
 	last := slices.MaxFunc(rs, func(a, b backend.RunRecord) int { return cmp.Compare(a.Attempt, b.Attempt) })
-	return last.Status == backend.StatusPaused || last.Status == backend.StatusLimit
+	return last.Status == backend.StatusPaused || last.Status == backend.StatusLimit || last.Status == backend.StatusExcluded
 }
 
 func statuses(rs []backend.RunRecord) []backend.Status {

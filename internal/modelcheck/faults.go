@@ -35,6 +35,7 @@ type faultyBackend struct {
 
 var (
 	_ backend.Pauser             = (*faultyBackend)(nil)
+	_ backend.CalendarStore      = (*faultyBackend)(nil)
 	_ backend.Backend            = (*faultyBackend)(nil)
 	_ backend.ClaimRecorder      = (*faultyBackend)(nil)
 	_ backend.RecordDecider      = (*faultyBackend)(nil)
@@ -114,6 +115,50 @@ func (m *faultyBackend) Pauses(ctx context.Context) ([]backend.Pause, error) {
 }
 func (m *faultyBackend) WatchPauses(ctx context.Context, fn func([]backend.Pause)) error {
 	return m.b.WatchPauses(ctx, fn)
+}
+
+// The calendars are stored and watched through the store as they are.
+func (m *faultyBackend) calendars() (backend.CalendarStore, error) {
+	cs, ok := m.b.(backend.CalendarStore)
+	if !ok {
+		return nil, backend.ErrCalendarsNotSupported
+	}
+	return cs, nil
+}
+func (m *faultyBackend) PutCalendar(ctx context.Context, c backend.Calendar, rev uint64) (uint64, error) {
+	cs, err := m.calendars()
+	if err != nil {
+		return 0, err
+	}
+	return cs.PutCalendar(ctx, c, rev)
+}
+func (m *faultyBackend) DeleteCalendar(ctx context.Context, name string, rev uint64) error {
+	cs, err := m.calendars()
+	if err != nil {
+		return err
+	}
+	return cs.DeleteCalendar(ctx, name, rev)
+}
+func (m *faultyBackend) GetCalendar(ctx context.Context, name string) (backend.Calendar, error) {
+	cs, err := m.calendars()
+	if err != nil {
+		return backend.Calendar{}, err
+	}
+	return cs.GetCalendar(ctx, name)
+}
+func (m *faultyBackend) Calendars(ctx context.Context) ([]backend.Calendar, error) {
+	cs, err := m.calendars()
+	if err != nil {
+		return nil, err
+	}
+	return cs.Calendars(ctx)
+}
+func (m *faultyBackend) WatchCalendars(ctx context.Context, fn func([]backend.Calendar)) error {
+	cs, err := m.calendars()
+	if err != nil {
+		return err
+	}
+	return cs.WatchCalendars(ctx, fn)
 }
 
 func (m *faultyBackend) History(ctx context.Context, job string, limit int) ([]backend.RunRecord, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,6 +56,9 @@ type Harness struct {
 	// entry store otherwise (set at the first store met, under mu).
 	noEntries bool
 	direct    backend.EntryStore
+	// noCalendars: the store is no backend.CalendarStore, so jobs name no
+	// calendar.
+	noCalendars bool
 
 	seen map[string]int // set by Check
 	cov  map[string]int // set by Check: the pairs of the matrix met
@@ -201,8 +205,34 @@ func (h *Harness) act(a Action) error {
 		h.pauseJob(in, h.plan.Jobs[a.Job].Name, a.Dur)
 	case ActBackfill:
 		h.backfill(in, h.plan.Jobs[a.Job].Name, a.Dur, a.Rerun)
+	case ActCalendar:
+		if j := h.job(h.plan.Jobs[a.Job]); j.Calendar {
+			h.calendar(in, j.Name, a.Drop)
+		}
 	}
 	return nil
+}
+
+// calendar stores, through in, the calendar of job, whose days hold every slot
+// of the run (the day before the run to the day after it, in UTC), or deletes
+// it; it records the call and its answer.
+func (h *Harness) calendar(in *inst, job string, drop bool) {
+	h.rec.instLog(in, "CALENDAR of %s called (drop %v)", job, drop)
+	h.bg.Add(1)
+	go func() {
+		defer h.bg.Done()
+		called := h.now()
+		name := CalendarName(job)
+		var err error
+		if drop {
+			err = in.sched.DeleteCalendar(context.Background(), name, 0)
+		} else {
+			day := h.rec.t0.UTC()
+			_, err = in.sched.PutCalendar(context.Background(), scheduler.Calendar{Name: name, Zone: "UTC", By: in.name,
+				Ranges: []scheduler.DateRange{{From: day.AddDate(0, 0, -1).Format(time.DateOnly), To: day.AddDate(0, 0, 1).Format(time.DateOnly)}}}, 0)
+		}
+		h.rec.calendarWritten(in, job, drop, called, err)
+	}()
 }
 
 func (h *Harness) startLocked(slot int) error {
@@ -218,6 +248,12 @@ func (h *Harness) startLocked(slot int) error {
 		return fmt.Errorf("backend of %s: %w", name, err)
 	}
 	h.entriesSupported(store)
+	if _, ok := store.(backend.CalendarStore); !ok && !h.noCalendars {
+		h.noCalendars = true
+		if slices.ContainsFunc(h.plan.Jobs, func(j Job) bool { return j.Calendar }) {
+			h.rec.global("the store is no backend.CalendarStore: jobs name no calendar")
+		}
+	}
 	if _, ok := store.Runs().(backend.Settler); !ok && !h.noSettler {
 		h.noSettler = true
 		h.rec.global("the run store is no backend.Settler: the scheduler writes the records beside it")
@@ -307,6 +343,9 @@ func (h *Harness) startLocked(slot int) error {
 		if j.slots() > 1 {
 			opts = append(opts, scheduler.WithConcurrency(j.slots()))
 		}
+		if j.Calendar {
+			opts = append(opts, scheduler.WithCalendars(CalendarName(j.Name)))
+		}
 		if j.Retry != nil {
 			opts = append(opts, scheduler.WithRetry(*j.Retry))
 			if j.Timeout > 0 {
@@ -347,6 +386,9 @@ func (h *Harness) job(j Job) Job {
 	}
 	if h.noEntries {
 		j.Entries, j.Declared = nil, false
+	}
+	if h.noCalendars {
+		j.Calendar = false
 	}
 	return j
 }
@@ -597,6 +639,9 @@ func (in *inst) onEvent(e scheduler.Event) {
 	}
 	if e.Kind == scheduler.EventDeadlineMissed {
 		in.h.rec.deadlineTold(name, e.Slot, in.name)
+	}
+	if e.Kind == scheduler.EventExcluded {
+		in.h.rec.excludedTold(name, e.Slot, in.name)
 	}
 	in.h.rec.slotLog(in, name, e.Slot, "%s", b.String())
 }

@@ -44,6 +44,7 @@ func (c *checker) stored(ctx context.Context, history backend.Backend, runs back
 			unfinished[a.Slot.UnixMilli()] = a
 		}
 		recs = c.deadlines(j, recs)
+		c.excludedOnce(j, recs)
 		if !c.h.noSettler {
 			c.onePerAttempt(j, recs, unfinished)
 		}

@@ -46,6 +46,10 @@ type Job struct {
 	// Concurrency is, with Skip or Buffer, how many of its slots may run at
 	// once (WithConcurrency); 0: one. Each entry has its own.
 	Concurrency int
+	// Calendar names the calendar Name (WithCalendars), on stores that keep
+	// calendars (backend.CalendarStore); its entries name it too. ActCalendar
+	// stores it, excluding every slot of the run, or deletes it.
+	Calendar bool
 	// Entries are the job's schedule entries (AddEntries), run with its
 	// handler and policies on stores that keep entries (backend.EntryStore);
 	// Declared jobs have no slots of their own (scheduler.Declare), the others
@@ -157,6 +161,10 @@ const (
 	// runs a slot of entry E.Entry of Jobs[Job] at that instant (Slot is
 	// unused): a holder that dies just after its entry was removed.
 	ActCrashHolders ActKind = "crashholders"
+	// ActCalendar stores, through the instance, the calendar of Jobs[Job]
+	// (Job.Calendar), whose days hold every slot of the run; with Drop it
+	// deletes it.
+	ActCalendar ActKind = "calendar"
 )
 
 // Action is one step of the fault phase.
@@ -169,6 +177,8 @@ type Action struct {
 	E    *EntryAct     // the entry actions' entry and change
 	// Rerun: the backfill reruns slots that ran too.
 	Rerun bool
+	// Drop: ActCalendar deletes the calendar.
+	Drop bool
 }
 
 // Window is a stretch of the fault phase in which an instance's store calls fail
@@ -352,6 +362,8 @@ func (p *Plan) String() string {
 			fmt.Fprintf(&b, " %s for %v", p.Jobs[a.Job].Name, a.Dur)
 		case ActRedeploy:
 			fmt.Fprintf(&b, " (stop deadline %v)", a.Dur)
+		case ActCalendar:
+			fmt.Fprintf(&b, " %s's calendar stored (dropped %v)", p.Jobs[a.Job].Name, a.Drop)
 		case ActBackfill:
 			fmt.Fprintf(&b, " %s over the last %v (rerun %v)", p.Jobs[a.Job].Name, a.Dur, a.Rerun)
 		case ActAddEntry, ActRemoveEntry, ActCrashHolders:
@@ -542,6 +554,43 @@ func (j *Job) MixDeadline(seed uint64, i int) {
 		j.Deadline = max(j.Interval/2+time.Duration(b)*j.Interval/4, j.Spread+100*time.Millisecond)
 	}
 }
+
+// MixCalendar names, drawn apart from the plan's generator with Mix, a
+// calendar for a quarter of the jobs. i is the job's index in the plan.
+func (j *Job) MixCalendar(seed uint64, i int) {
+	if b := Mix(seed, 0x6361_6c65, uint64(i)) % 8; b < 2 {
+		j.Calendar = true
+	}
+}
+
+// AddCalendars adds to p, for each job that names a calendar, one to three
+// actions that store or delete it in turn, through random instances, in the
+// fault phase. It draws from a stream of its own.
+func (p *Plan) AddCalendars() {
+	r := rand.New(rand.NewPCG(p.Seed^0x6361_6c65_6e64, p.Seed))
+	faultMS := int(p.FaultPhase / time.Millisecond)
+	added := false
+	for i, j := range p.Jobs {
+		if !j.Calendar {
+			continue
+		}
+		at := 200 + r.IntN(faultMS/2)
+		for k := range 1 + r.IntN(3) {
+			if at >= faultMS-200 {
+				break
+			}
+			p.Actions = append(p.Actions, Action{At: MS(at), Kind: ActCalendar, Slot: r.IntN(p.Slots), Job: i, Drop: k%2 == 1})
+			at += 1000 + r.IntN(faultMS/2)
+			added = true
+		}
+	}
+	if added {
+		p.SortActions()
+	}
+}
+
+// CalendarName is the name of the calendar of the job named job.
+func CalendarName(job string) string { return "mc " + job }
 
 // offset is the spread offset of the run name's slots (0 without a spread).
 func (j Job) offset() int64 {

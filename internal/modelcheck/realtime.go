@@ -55,6 +55,7 @@ func RealTimePlan(seed uint64, o RealTime) *Plan {
 		j.MixSpread(seed, i)
 		j.MixDeadline(seed, i)
 		j.MixConcurrency(seed, i)
+		j.MixCalendar(seed, i)
 		p.Jobs = append(p.Jobs, j)
 	}
 	faultMS := int(o.FaultPhase / time.Millisecond)
@@ -85,6 +86,7 @@ func RealTimePlan(seed uint64, o RealTime) *Plan {
 			p.Flaky[s] = append(p.Flaky[s], Window{From: from, To: min(o.FaultPhase, from+ms(500+r.IntN(2500))), P: 0.1 + 0.4*r.Float64()})
 		}
 	}
+	p.AddCalendars()
 	p.SortActions()
 	return p
 }

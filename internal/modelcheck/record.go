@@ -282,6 +282,10 @@ type record struct {
 	settles []settleRec
 	// told counts the EventDeadlineMissed of each slot, by instance.
 	told map[key]map[string]int
+	// toldExcluded counts the EventExcluded of each slot, by instance.
+	toldExcluded map[key]map[string]int
+	// cals are the calendar writes (ActCalendar), in the order called.
+	cals []calWrite
 	// hits are the faults that struck each job's calls (coverage.go).
 	hits map[string]map[string]bool
 	// absurd are the absurd values tried at instance starts (rule 11).
@@ -472,7 +476,7 @@ func (r *record) claimApplied(in *inst, rc backend.RunClaim, res backend.ClaimRe
 		r.decisions = append(r.decisions, decision{key: k, inst: in.name, token: rc.Token, at: now, seq: r.seq})
 	}
 	switch res.Outcome {
-	case backend.OutcomeOverlap, backend.OutcomeLate, backend.OutcomeLimit, backend.OutcomePaused, backend.OutcomeBuffered:
+	case backend.OutcomeOverlap, backend.OutcomeLate, backend.OutcomeLimit, backend.OutcomePaused, backend.OutcomeBuffered, backend.OutcomeExcluded:
 		if err == nil {
 			r.seq++
 			r.decisions = append(r.decisions, decision{key: k, inst: in.name, token: rc.Token, outcome: res.Outcome, status: res.Status, at: now, seq: r.seq})
@@ -675,6 +679,38 @@ func (r *record) pauseStored(in *inst, job string, called, until time.Duration, 
 		r.pauses = append(r.pauses, pauseRec{job: job, from: now, until: until})
 	}
 	r.appendLocked(entry{at: now, inst: in.name, text: fmt.Sprintf("PAUSE JOB %s (called at %s) until %s → %v", job, at(called), at(until), errText(err))})
+}
+
+// calWrite is a write of a job's calendar: called and answered at, stored
+// when err is nil (and maybe when not).
+type calWrite struct {
+	job        string
+	drop       bool
+	called, at time.Duration
+	err        error
+}
+
+// calendarWritten records a calendar write of job called at called.
+func (r *record) calendarWritten(in *inst, job string, drop bool, called time.Duration, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.now()
+	r.cals = append(r.cals, calWrite{job: job, drop: drop, called: called, at: now, err: err})
+	r.appendLocked(entry{at: now, inst: in.name, text: fmt.Sprintf("CALENDAR of %s (drop %v, called at %s) → %v", job, drop, at(called), errText(err))})
+}
+
+// excludedTold notes inst's EventExcluded of job's slot.
+func (r *record) excludedTold(job string, slot time.Time, inst string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.toldExcluded == nil {
+		r.toldExcluded = map[key]map[string]int{}
+	}
+	k := key{job, slot.UnixMilli()}
+	if r.toldExcluded[k] == nil {
+		r.toldExcluded[k] = map[string]int{}
+	}
+	r.toldExcluded[k][inst]++
 }
 
 // deadlineTold notes inst's EventDeadlineMissed of job's slot.
