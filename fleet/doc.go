@@ -50,6 +50,11 @@
 //	<prefix>.JOBS            every replica answers (no queue group)
 //	<prefix>.PAUSEALL        one replica answers (queue group): stores the all-jobs pause
 //	<prefix>.RESUMEALL       one replica answers: removes the all-jobs pause
+//	<prefix>.CALENDARS.LIST  one replica answers: every calendar, summed up
+//	<prefix>.CALENDARS.GET   one replica answers: one calendar, whole
+//	<prefix>.CALENDARS.PUT   one replica answers: stores a calendar, created (rev 0)
+//	                         or replaced if its revision is still rev (PutCalendar)
+//	<prefix>.CALENDARS.DELETE one replica answers: removes a calendar
 //	<prefix>.TRIGGER.<job>   one replica that declares the job: runs it now (RunNow)
 //	<prefix>.BACKFILL.<job>  one replica that declares the job: runs its past slots
 //	                         that never ran (Backfill)
@@ -89,7 +94,7 @@
 // ErrUnknownJob too) or `no replica is up` (ErrNoReplica only).
 // A pause is stored once in the backend the replicas share and every replica
 // follows it, so one replica answering is enough. The micro service has the
-// fleet-wide endpoints (jobs, pauseall, resumeall) and answers micro's own
+// fleet-wide endpoints (jobs, pauseall, resumeall, calendars) and answers micro's own
 // $SRV.PING, $SRV.INFO and $SRV.STATS subjects (nats micro info anarchon); its metadata has
 // the instance, prefix, backend and number of jobs. The per-job endpoints are plain
 // queue subscriptions served by a few workers, not micro endpoints: a micro
@@ -164,11 +169,25 @@
 //	           replies  TriggerReply {"state",...,"entry":"<id>"} as a trigger's
 //	EntrySpec  "every":"90m" | "cron":"0 9 * * *","zone":"Europe/Athens" | "at":T,
 //	           "start","end","payload":"<base64>","paused","deadline":"30m",
-//	           "dst_repeated":"first"|"last"|"both","dst_missing":"shift"|"skip"
+//	           "dst_repeated":"first"|"last"|"both","dst_missing":"shift"|"skip",
+//	           "calendars":["<name>"]
 //	Entry      {"job","id",<EntrySpec>,"payload_size","revision","updated","by","user",
 //	            "instance"}
 //	EntryView  {<Entry>,"followed","next","last_run","last_success","last_failure"}
 //	ActiveRun  {"job","slot","instance","token","attempt","fence","expires","live"}
+//	calendars.LIST request CalendarsRequest {"v":1}
+//	           reply    CalendarsReply {"instance","part","parts","calendars":[{"name","zone",
+//	                                    "dates":3,"ranges":1,"yearly":2,"weekdays",
+//	                                    "description","by","at","revision"}]}
+//	calendars.GET request CalendarRequest {"v":1,"name":"<name>"}
+//	           reply    CalendarReply {"instance","calendar":Calendar}
+//	calendars.PUT request PutCalendarRequest {"v":1,"calendar":Calendar,"rev":7,"by":"ana"}
+//	           reply    CalendarReply, the calendar as stored
+//	calendars.DELETE request DeleteCalendarRequest {"v":1,"name":"<name>","rev":7,"by"}
+//	           reply    DeleteCalendarReply {"instance","name","by"}
+//	Calendar   {"name","zone":"Europe/Athens","dates":["2026-12-25"],
+//	            "ranges":[{"from":"2026-08-01","to":"2026-08-15"}],"yearly":["01-01"],
+//	            "weekdays":["saturday","sunday"],"description","by","at","revision"}
 //	events     Event {"kind","job","entry","instance","at","slot","token","attempt","manual",
 //	                  "outcome","status","duration_ms","lag_ms","next","op","error",
 //	                  "pause"}
@@ -203,6 +222,14 @@
 // per-job subjects get no-responders, as for any job nobody declares (the jobs
 // reply counts such entries per replica, "orphaned_entries", beside "entries",
 // those it follows).
+//
+// Calendars (scheduler.PutCalendar) are stored once for the fleet and asked of
+// any one replica. The list sums each calendar up (how many dates, ranges and
+// yearly days); a calendar request carries it whole. A put with rev 0 creates
+// the calendar (422 if one of that name is stored); another rev replaces the one
+// stored with that revision (412 if another writer changed it first). Who asked
+// (by) is stored with the calendar, with the NATS user the server named for the
+// request (WithRequestInfo): "ana (NATS user ops)".
 //
 // The view of a job in the jobs reply is computed by each replica when asked: its
 // pause and next slot (scheduler.JobInfo.Next, by its clock) from memory, then one
@@ -243,27 +270,30 @@
 //	400  bad request: an empty body, no "v" or a newer one, invalid JSON, an
 //	     unknown field, no reason, until and for together, until in the past, a
 //	     negative limit, text over 1 KiB, an entry that cannot be (its ID, its
-//	     schedule, a payload over 16 KiB, an update without rev), an entry
-//	     subject whose last token is no operation
+//	     schedule, a payload over 16 KiB, an update without rev), a calendar
+//	     that cannot be (its name, zone, days or weekdays, too many days), an
+//	     entry subject whose last token is no operation
 //	404  unknown job: never answered by a replica; Client reports so a job that no
 //	     replica up declares (a *NoReplicaError)
 //	409  a trigger of a job that forbids overlap while a run of it is in progress
-//	410  no schedule entry of the job has that ID
-//	412  an entry's update or removal based on a revision no longer stored:
+//	410  no schedule entry of the job has that ID; no calendar has that name
+//	412  an entry's or calendar's change based on a revision no longer stored:
 //	     another writer changed it first
-//	422  an add of an entry ID already stored
+//	422  an add of an entry ID, or a create of a calendar name, already stored
 //	429  a trigger while the replica runs as many manual runs of the job as it
 //	     allows (scheduler.WithMaxManualRuns)
 //	500  the replica failed (a backend call), with the error
-//	501  not supported: the backend cannot store pauses (backend.Pauser) or
-//	     schedule entries (backend.EntryStore)
+//	501  not supported: the backend cannot store pauses (backend.Pauser),
+//	     schedule entries (backend.EntryStore) or calendars
+//	     (backend.CalendarStore)
 //	503  unavailable: the scheduler is not started or stopping, the service stops,
 //	     or the job was removed from the replica a moment ago (ask again: another
 //	     replica may declare it)
 //
 // Client returns these as *ServiceError, which matches ErrBadRequest,
 // ErrUnknownJob, ErrJobBusy, ErrEntryNotFound, ErrEntryConflict, ErrEntryExists,
-// ErrTooManyManualRuns, ErrReplicaFailed,
+// ErrCalendarNotFound, ErrCalendarConflict, ErrCalendarExists (from the calendar
+// endpoints), ErrTooManyManualRuns, ErrReplicaFailed,
 // ErrNotSupported and ErrUnavailable with errors.Is (and the scheduler's
 // sentinels where one fits); no answer at all is ErrNoReplica (for a request
 // about one job, a *NoReplicaError naming the replicas that are up).
@@ -276,13 +306,14 @@
 //
 //	viewer    publish   <prefix>.JOBS, <prefix>.HISTORY.*, <prefix>.ACTIVE.*,
 //	                    <prefix>.PREVIEW.*, <prefix>.WHY.*, <prefix>.ENTRIES.*.LIST,
-//	                    <prefix>.ENTRIES.*.GET,
+//	                    <prefix>.ENTRIES.*.GET, <prefix>.CALENDARS.LIST,
+//	                    <prefix>.CALENDARS.GET,
 //	                    $JS.API.DIRECT.GET.KV_<registry bucket>
 //	          subscribe <its inbox prefix>.>, <prefix>.EVENTS.* (for watch)
 //	operator  as a viewer, and publish <prefix>.TRIGGER.*, <prefix>.BACKFILL.*,
 //	          <prefix>.PAUSE.*, <prefix>.RESUME.*, <prefix>.PAUSEALL, <prefix>.RESUMEALL,
 //	          <prefix>.ENTRIES.*.ADD, <prefix>.ENTRIES.*.UPDATE, <prefix>.ENTRIES.*.REMOVE,
-//	          <prefix>.ENTRIES.*.TRIGGER
+//	          <prefix>.ENTRIES.*.TRIGGER, <prefix>.CALENDARS.PUT, <prefix>.CALENDARS.DELETE
 //	replica   subscribe every endpoint, $SRV.*, $SRV.*.anarchon,
 //	          $SRV.*.anarchon.*, <its inbox prefix>.>
 //	          publish   <prefix>.EVENTS.*, the registry's bucket API and its own

@@ -52,12 +52,15 @@ type EntrySpec struct {
 	// empty: the defaults, first and shift.
 	DSTRepeated string `json:"dst_repeated,omitempty"`
 	DSTMissing  string `json:"dst_missing,omitempty"`
+	// Calendars name calendars whose days the entry's slots are excluded on,
+	// besides the job's; at most backend.MaxCalendarsPerSchedule.
+	Calendars []string `json:"calendars,omitempty"`
 }
 
 // entrySpecOf is s as the wire carries it.
 func entrySpecOf(s scheduler.EntrySpec) EntrySpec {
 	out := EntrySpec{Cron: s.Cron, Zone: s.Zone, At: s.At, Start: s.Start, End: s.End, Payload: s.Payload, Paused: s.Paused,
-		DSTRepeated: string(s.DST.Repeated), DSTMissing: string(s.DST.Missing)}
+		DSTRepeated: string(s.DST.Repeated), DSTMissing: string(s.DST.Missing), Calendars: s.Calendars}
 	if s.Every != 0 {
 		out.Every = s.Every.String()
 	}
@@ -71,7 +74,8 @@ func entrySpecOf(s scheduler.EntrySpec) EntrySpec {
 // request. The scheduler checks the rest.
 func (s EntrySpec) spec() (scheduler.EntrySpec, error) {
 	out := scheduler.EntrySpec{Cron: s.Cron, Zone: s.Zone, At: s.At, Start: s.Start, End: s.End, Payload: s.Payload, Paused: s.Paused,
-		DST: scheduler.DSTPolicy{Repeated: scheduler.DSTRepeated(s.DSTRepeated), Missing: scheduler.DSTMissing(s.DSTMissing)}}
+		DST:       scheduler.DSTPolicy{Repeated: scheduler.DSTRepeated(s.DSTRepeated), Missing: scheduler.DSTMissing(s.DSTMissing)},
+		Calendars: s.Calendars}
 	if s.Every != "" {
 		d, err := time.ParseDuration(s.Every)
 		if err != nil {

@@ -53,6 +53,16 @@ var (
 	// ErrEntryExists: an add of an ID the job's entries already have (code 422).
 	// It also matches scheduler.ErrEntryExists.
 	ErrEntryExists = errors.New("fleet: schedule entry exists")
+	// ErrCalendarNotFound: no calendar of that name is stored (code 410 on a
+	// calendar endpoint). It also matches scheduler.ErrCalendarNotFound.
+	ErrCalendarNotFound = errors.New("fleet: calendar not found")
+	// ErrCalendarConflict: the calendar's stored revision is not the one the
+	// change was based on (code 412 on a calendar endpoint). It also matches
+	// scheduler.ErrCalendarConflict.
+	ErrCalendarConflict = errors.New("fleet: calendar changed by another writer")
+	// ErrCalendarExists: a create of a calendar already stored (code 422 on a
+	// calendar endpoint). It also matches scheduler.ErrCalendarExists.
+	ErrCalendarExists = errors.New("fleet: calendar exists")
 	// ErrBadReply: a reply that is not what the protocol says.
 	ErrBadReply = errors.New("fleet: malformed reply")
 )
@@ -67,12 +77,14 @@ const (
 	// CodeTooManyManualRuns: a trigger refused because the replica runs as many
 	// manual runs of the job as it allows (ErrTooManyManualRuns).
 	CodeTooManyManualRuns = 429
-	// CodeEntryNotFound: no schedule entry of the job has the ID (ErrEntryNotFound).
+	// CodeEntryNotFound: no schedule entry of the job has the ID
+	// (ErrEntryNotFound), or no calendar the name (ErrCalendarNotFound).
 	CodeEntryNotFound = 410
-	// CodeEntryConflict: an entry's update or removal based on a revision that
-	// is no longer stored (ErrEntryConflict).
+	// CodeEntryConflict: an entry's or calendar's change based on a revision
+	// that is no longer stored (ErrEntryConflict, ErrCalendarConflict).
 	CodeEntryConflict = 412
-	// CodeEntryExists: an add of an entry ID already stored (ErrEntryExists).
+	// CodeEntryExists: an add of an entry ID, or a create of a calendar name,
+	// already stored (ErrEntryExists, ErrCalendarExists).
 	CodeEntryExists  = 422
 	CodeInternal     = 500
 	CodeNotSupported = 501
@@ -91,6 +103,9 @@ type ServiceError struct {
 	Description string
 	// Instance is the replica that answered, when its reply says.
 	Instance string
+	// calendar: the reply is a calendar endpoint's, whose 410, 412, 422 and
+	// 501 are the calendar's.
+	calendar bool
 }
 
 func (e *ServiceError) Error() string {
@@ -105,8 +120,22 @@ func (e *ServiceError) Error() string {
 // where one fits: 404 is also scheduler.ErrJobNotFound, 409 scheduler.ErrJobBusy,
 // 410 scheduler.ErrEntryNotFound, 412 scheduler.ErrEntryConflict, 422
 // scheduler.ErrEntryExists, 429 scheduler.ErrTooManyManualRuns, 501
-// scheduler.ErrPauseNotSupported.
+// scheduler.ErrPauseNotSupported. From a calendar endpoint, 410, 412 and 422
+// are ErrCalendarNotFound, ErrCalendarConflict and ErrCalendarExists (and the
+// scheduler's), and 501 is also scheduler.ErrCalendarsNotSupported.
 func (e *ServiceError) Is(target error) bool {
+	if e.calendar {
+		switch e.Code {
+		case CodeEntryNotFound:
+			return target == ErrCalendarNotFound || target == scheduler.ErrCalendarNotFound
+		case CodeEntryConflict:
+			return target == ErrCalendarConflict || target == scheduler.ErrCalendarConflict
+		case CodeEntryExists:
+			return target == ErrCalendarExists || target == scheduler.ErrCalendarExists
+		case CodeNotSupported:
+			return target == ErrNotSupported || target == scheduler.ErrCalendarsNotSupported
+		}
+	}
 	switch e.Code {
 	case CodeBadRequest:
 		return target == ErrBadRequest
@@ -211,6 +240,16 @@ func replyFor(err error) (int, string) {
 		code = CodeEntryExists
 	case errors.Is(err, scheduler.ErrInvalidEntry):
 		code = CodeBadRequest
+	case errors.Is(err, scheduler.ErrCalendarNotFound):
+		code = CodeEntryNotFound
+	case errors.Is(err, scheduler.ErrCalendarConflict):
+		code = CodeEntryConflict
+	case errors.Is(err, scheduler.ErrCalendarExists):
+		code = CodeEntryExists
+	case errors.Is(err, scheduler.ErrInvalidCalendar):
+		code = CodeBadRequest
+	case errors.Is(err, scheduler.ErrCalendarsNotSupported):
+		code = CodeNotSupported
 	case errors.Is(err, scheduler.ErrPauseNotSupported), errors.Is(err, scheduler.ErrBackfillNotSupported),
 		errors.Is(err, scheduler.ErrEntriesNotSupported):
 		code = CodeNotSupported

@@ -545,7 +545,8 @@ func filterRuns(recs []scheduler.RunRecord, statuses []scheduler.Status, since t
 // statuses are the run statuses a history request filters by.
 var statuses = []scheduler.Status{scheduler.StatusOK, scheduler.StatusError, scheduler.StatusTimeout,
 	scheduler.StatusCancelled, scheduler.StatusSkipped, scheduler.StatusLate, scheduler.StatusMissed, scheduler.StatusPaused,
-	scheduler.StatusLost, scheduler.StatusSuperseded, scheduler.StatusLimit, scheduler.StatusDeadline, scheduler.StatusRunning}
+	scheduler.StatusLost, scheduler.StatusSuperseded, scheduler.StatusLimit, scheduler.StatusDeadline, scheduler.StatusExcluded,
+	scheduler.StatusRunning}
 
 func knownStatus(s scheduler.Status) bool { return slices.Contains(statuses, s) }
 

@@ -17,11 +17,12 @@ type Role string
 
 // The roles.
 const (
-	// RoleViewer reads: jobs, history, active, schedule entries, events and the
-	// registry. It changes nothing and answers nothing.
+	// RoleViewer reads: jobs, history, active, schedule entries, calendars,
+	// events and the registry. It changes nothing and answers nothing.
 	RoleViewer Role = "viewer"
 	// RoleOperator is a viewer that also triggers, backfills, pauses and resumes,
-	// and adds, updates, removes and triggers schedule entries.
+	// adds, updates, removes and triggers schedule entries, and stores and
+	// deletes calendars.
 	RoleOperator Role = "operator"
 	// RoleReplica serves the fleet (Serve, Events) and runs the jobs: it answers
 	// requests on their reply subjects, and its scheduler backend needs
@@ -98,12 +99,13 @@ func (r Responses) MarshalJSON() ([]byte, error) {
 // Permissions returns the NATS permissions of role for the fleet c names, the
 // permissions the documentation lists (and `anarchon permissions ROLE` prints):
 //
-//   - viewer: request jobs, history, active, and list and get entries; the registry's direct get (no
+//   - viewer: request jobs, history, active, and list and get entries and calendars; the registry's direct get (no
 //     consumer, no key-value watch); subscribe to its inboxes and to events. Not
 //     micro's $SRV subjects: micro answers them on any reply subject, which would
 //     let a viewer have a replica publish where it names.
 //   - operator: a viewer that also requests trigger, backfill, pause, resume,
-//     pauseall, resumeall, and adds, updates, removes and triggers entries.
+//     pauseall, resumeall, adds, updates, removes and triggers entries, and
+//     puts and deletes calendars.
 //   - replica: subscribe to every endpoint, $SRV, its inboxes and the stream
 //     update advisories (the JetStream backend follows them); publish events,
 //     its registry entry and what the registry and c.Backend need; answer
@@ -137,7 +139,7 @@ func Permissions(role Role, c PermissionsConfig) (RolePermissions, error) {
 	srv := []string{"$SRV.*." + ServiceName, "$SRV.*." + ServiceName + ".*"}
 	inbox := c.InboxPrefix + ".>"
 	reads := []string{p.fleet(verbJobs), p.fleet(verbHistory) + ".*", p.fleet(verbActive) + ".*", p.fleet(verbPreview) + ".*", p.fleet(verbWhy) + ".*",
-		p.fleet(verbEntries) + ".*." + opList, p.fleet(verbEntries) + ".*." + opGet}
+		p.fleet(verbEntries) + ".*." + opList, p.fleet(verbEntries) + ".*." + opGet, p.calendar(opList), p.calendar(opGet)}
 	out := RolePermissions{Role: role, InboxPrefix: c.InboxPrefix}
 	switch role {
 	case RoleViewer, RoleOperator:
@@ -146,7 +148,7 @@ func Permissions(role Role, c PermissionsConfig) (RolePermissions, error) {
 			out.Publish = append(out.Publish, p.fleet(verbTrigger)+".*", p.fleet(verbBackfill)+".*", p.fleet(verbPause)+".*", p.fleet(verbResume)+".*",
 				p.fleet(verbPauseAll), p.fleet(verbResumeAll),
 				p.fleet(verbEntries)+".*."+opAdd, p.fleet(verbEntries)+".*."+opUpdate, p.fleet(verbEntries)+".*."+opRemove,
-				p.fleet(verbEntries)+".*."+opTrigger)
+				p.fleet(verbEntries)+".*."+opTrigger, p.calendar(opPut), p.calendar(opDelete))
 		}
 		out.Subscribe = []string{inbox, p.fleet(verbEvents) + ".*"}
 	case RoleReplica:
@@ -160,7 +162,7 @@ func Permissions(role Role, c PermissionsConfig) (RolePermissions, error) {
 		out.Subscribe = []string{p.fleet(verbJobs), p.fleet(verbPauseAll), p.fleet(verbResumeAll),
 			p.fleet(verbTrigger) + ".*", p.fleet(verbBackfill) + ".*", p.fleet(verbPause) + ".*", p.fleet(verbResume) + ".*",
 			p.fleet(verbHistory) + ".*", p.fleet(verbActive) + ".*", p.fleet(verbPreview) + ".*", p.fleet(verbWhy) + ".*",
-			p.fleet(verbEntries) + ".*.*", "$SRV.*", srv[0], srv[1], inbox,
+			p.fleet(verbEntries) + ".*.*", p.fleet(verbCalendars) + ".*", "$SRV.*", srv[0], srv[1], inbox,
 			// The JetStream backend follows its job streams' updates (another
 			// replica widening a duplicate window): jetstream.StreamUpdatedSubject.
 			"$JS.EVENT.ADVISORY.STREAM.UPDATED.*"}

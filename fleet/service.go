@@ -111,7 +111,7 @@ func Serve(ctx context.Context, nc *nats.Conn, s *scheduler.Scheduler, opts ...O
 	svc, err := micro.AddService(nc, micro.Config{
 		Name:        ServiceName,
 		Version:     Version,
-		Description: "anarchon scheduled jobs: trigger, pause, resume, history, active, jobs, schedule entries",
+		Description: "anarchon scheduled jobs: trigger, pause, resume, history, active, jobs, schedule entries, calendars",
 		Metadata: map[string]string{"instance": s.Instance(), "prefix": c.prefix, "backend": s.Backend().Name(),
 			"jobs": strconv.Itoa(len(jobs))},
 		ErrorHandler: func(_ micro.Service, e *micro.NATSError) {
@@ -195,6 +195,18 @@ func (f *Service) addEndpoints() error {
 	}
 	if err := add("resumeall", f.subj.fleet(verbResumeAll), f.handle(f.resumeAll)); err != nil {
 		return err
+	}
+	// Calendars are stored once for every replica: one replica answers.
+	for _, e := range []struct {
+		name, op string
+		fn       func(context.Context, []byte) (any, error)
+	}{
+		{"calendars", opList, f.calendars}, {"calendar", opGet, f.calendar},
+		{"putcalendar", opPut, f.putCalendar}, {"deletecalendar", opDelete, f.deleteCalendar},
+	} {
+		if err := add(e.name, f.subj.calendar(e.op), f.handle(e.fn)); err != nil {
+			return err
+		}
 	}
 	for _, j := range f.jobs {
 		if err := f.serveJob(j); err != nil {

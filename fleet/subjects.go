@@ -39,6 +39,11 @@ const (
 	opRemove    = "REMOVE"
 	// opTrigger runs one entry now: an operator's, as a change is.
 	opTrigger = "TRIGGER"
+	// The calendars, fleet-wide: <prefix>.CALENDARS.<op>, reads (LIST, GET)
+	// apart from changes (PUT, DELETE).
+	verbCalendars = "CALENDARS"
+	opPut         = "PUT"
+	opDelete      = "DELETE"
 )
 
 // JobToken encodes a job name as one subject token: base64url without padding, so
@@ -58,11 +63,14 @@ func (p subjects) job(verb, job string) string { return string(p) + "." + verb +
 // entry is the subject of op on job's schedule entries: <prefix>.ENTRIES.<job>.<op>.
 func (p subjects) entry(op, job string) string { return p.job(verbEntries, job) + "." + op }
 
+// calendar is the subject of op on the calendars: <prefix>.CALENDARS.<op>.
+func (p subjects) calendar(op string) string { return p.fleet(verbCalendars) + "." + op }
+
 // all are the subjects the fleet service listens on and Events publishes to, as
 // patterns: every endpoint of every job, and micro's own.
 func (p subjects) all() []string {
 	out := []string{p.fleet(verbJobs), p.fleet(verbPauseAll), p.fleet(verbResumeAll)}
-	for _, verb := range []string{verbTrigger, verbBackfill, verbPause, verbResume, verbHistory, verbActive, verbPreview, verbWhy, verbEvents} {
+	for _, verb := range []string{verbCalendars, verbTrigger, verbBackfill, verbPause, verbResume, verbHistory, verbActive, verbPreview, verbWhy, verbEvents} {
 		out = append(out, p.fleet(verb)+".*")
 	}
 	out = append(out, p.fleet(verbEntries)+".*.*")

@@ -42,6 +42,7 @@
 //	anarchon_next_slot_timestamp_seconds     gauge      job_name                    Unix time of the job's next slot
 //	anarchon_running_handlers                gauge      job_name                    handlers of the job running now
 //	anarchon_paused_slots_total              counter    job_name                    slots that fell while the job was paused, recorded paused here
+//	anarchon_excluded_slots_total            counter    job_name                    slots on a day of a calendar the job or entry names, recorded excluded here
 //	anarchon_job_paused                      gauge      job_name                    1 while the job is paused, else 0
 //	anarchon_job_conflict                    gauge      job_name                    1 while the replicas declare the job differently (fleet registry), else 0
 //	anarchon_retries_total                   counter    job_name                    failed attempts whose slot is tried again (WithRetry)

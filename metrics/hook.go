@@ -80,6 +80,8 @@ func (m *Metrics) OnEvent(e scheduler.Event) {
 		m.backendErrors.WithLabelValues(job, opLabel(e.Op)).Inc()
 	case scheduler.EventPaused:
 		m.pausedSlots.WithLabelValues(job).Inc()
+	case scheduler.EventExcluded:
+		m.excludedSlots.WithLabelValues(job).Inc()
 	case scheduler.EventRetry:
 		m.retries.WithLabelValues(job).Inc()
 	case scheduler.EventFailed:
@@ -154,6 +156,7 @@ func (m *Metrics) initJob(job string, at time.Time) {
 	m.backendErrors.WithLabelValues(job, "save_result")
 	m.running.WithLabelValues(job)
 	m.pausedSlots.WithLabelValues(job)
+	m.excludedSlots.WithLabelValues(job)
 	m.jobConflict.WithLabelValues(job)
 	m.retries.WithLabelValues(job)
 	m.cancelAsked.WithLabelValues(job)
@@ -216,7 +219,7 @@ func statusLabel(s scheduler.Status) string {
 	switch s {
 	case scheduler.StatusOK, scheduler.StatusError, scheduler.StatusTimeout, scheduler.StatusCancelled,
 		scheduler.StatusLost, scheduler.StatusSuperseded, scheduler.StatusSkipped, scheduler.StatusLate,
-		scheduler.StatusMissed, scheduler.StatusRunning, scheduler.StatusPaused, scheduler.StatusLimit:
+		scheduler.StatusMissed, scheduler.StatusRunning, scheduler.StatusPaused, scheduler.StatusLimit, scheduler.StatusExcluded:
 		return string(s)
 	}
 	return "other"

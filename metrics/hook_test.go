@@ -350,6 +350,7 @@ func TestLabelCardinality(t *testing.T) {
 		"anarchon_next_slot_timestamp_seconds":      {"job_name"},
 		"anarchon_running_handlers":                 {"job_name"},
 		"anarchon_paused_slots_total":               {"job_name"},
+		"anarchon_excluded_slots_total":             {"job_name"},
 		"anarchon_missed_slots_total":               {"job_name"},
 		"anarchon_deadline_missed_total":            {"job_name"},
 		"anarchon_job_paused":                       {"job_name"},
@@ -451,4 +452,22 @@ func TestPauseMetrics(t *testing.T) {
 	assert.Equal(t, 0.0, value(t, reg, "anarchon_job_paused", "job_name", "b"))
 	m.OnEvent(finished("a", scheduler.StatusPaused, false, 0))
 	assert.Equal(t, 1.0, value(t, reg, "anarchon_runs_total", "job_name", "a", "status", "paused", "manual", "false"))
+}
+
+// An excluded slot is counted as a paused one is, and excluded is a status
+// label of its own.
+func TestExcludedMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := metrics.Wire(reg)
+	require.NoError(t, err)
+	m.OnEvent(scheduler.Event{Kind: scheduler.EventScheduled, Job: "a", Next: t0})
+	assert.Equal(t, 0.0, value(t, reg, "anarchon_excluded_slots_total", "job_name", "a"), "initialised with the job")
+	m.OnEvent(scheduler.Event{Kind: scheduler.EventExcluded, Job: "a", Slot: t0, Status: scheduler.StatusExcluded})
+	m.OnEvent(scheduler.Event{Kind: scheduler.EventExcluded, Job: "a", Entry: "acme", Slot: t0, Status: scheduler.StatusExcluded})
+	assert.Equal(t, 2.0, value(t, reg, "anarchon_excluded_slots_total", "job_name", "a"))
+	assert.Equal(t, 0.0, value(t, reg, "anarchon_paused_slots_total", "job_name", "a"))
+	m.OnEvent(finished("a", scheduler.StatusExcluded, false, 0))
+	assert.Equal(t, 1.0, value(t, reg, "anarchon_runs_total", "job_name", "a", "status", "excluded", "manual", "false"))
+	m.OnEvent(scheduler.Event{Kind: scheduler.EventCalendarsChanged})
+	assert.Equal(t, 2.0, value(t, reg, "anarchon_excluded_slots_total", "job_name", "a"), "a change of calendars counts nothing")
 }

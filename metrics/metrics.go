@@ -30,6 +30,7 @@ type Metrics struct {
 	nextSlot      *prometheus.GaugeVec     // job
 	running       *prometheus.GaugeVec     // job
 	pausedSlots   *prometheus.CounterVec   // job
+	excludedSlots *prometheus.CounterVec   // job
 	jobPaused     *prometheus.GaugeVec     // job
 	jobConflict   *prometheus.GaugeVec     // job
 	retries       *prometheus.CounterVec   // job
@@ -119,6 +120,8 @@ func New(opts ...Option) (*Metrics, error) {
 			"Handlers of the job running on this instance now."),
 		pausedSlots: counter("paused_slots_total",
 			"Slots that fell while their job was paused, recorded paused by this instance (once per slot across the fleet).", labelJob),
+		excludedSlots: counter("excluded_slots_total",
+			"Slots that fell on a day of a calendar their job or entry names, recorded excluded by this instance (once per slot across the fleet).", labelJob),
 		jobPaused: gauge("job_paused",
 			"1 while the job is paused (on its own or with all jobs), as this instance's watch of the stored pauses says; else 0."),
 		jobConflict: gauge("job_conflict",
@@ -151,7 +154,7 @@ func New(opts ...Option) (*Metrics, error) {
 	m.all = []prometheus.Collector{
 		m.claims, m.runs, m.runDuration, m.slotLag, m.lateSlots, m.missedSlots, m.deadlines, m.skippedSlots,
 		m.takeovers, m.leaseLosses, m.backendErrors, m.lastSuccess, m.nextSlot, m.running,
-		m.pausedSlots, m.jobPaused, m.jobConflict, m.retries, m.failedSlots,
+		m.pausedSlots, m.excludedSlots, m.jobPaused, m.jobConflict, m.retries, m.failedSlots,
 		m.cancelAsked, m.interval, m.firstSeen, m.entryRuns, m.entryFailed, m.buildInfo,
 	}
 	return m, nil

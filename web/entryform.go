@@ -24,7 +24,9 @@ type entryForm struct {
 	ID, Every, Cron, Zone, At, Start, End string
 	Deadline                              string
 	DSTRepeated, DSTMissing               string
-	Payload                               string
+	// Calendars are the entry's calendars, separated by commas.
+	Calendars string
+	Payload   string
 	// Binary: the stored payload is not text; the form keeps it as it is.
 	Binary bool
 	Paused bool
@@ -44,7 +46,7 @@ const formTime = time.RFC3339Nano
 
 func formOf(e fleet.Entry) entryForm {
 	f := entryForm{ID: e.ID, Every: e.Every, Cron: e.Cron, Zone: e.Zone, Deadline: e.Deadline, Paused: e.Paused, Rev: e.Revision,
-		DSTRepeated: e.DSTRepeated, DSTMissing: e.DSTMissing}
+		DSTRepeated: e.DSTRepeated, DSTMissing: e.DSTMissing, Calendars: strings.Join(e.Calendars, ", ")}
 	for _, t := range []struct {
 		at  time.Time
 		out *string
@@ -171,6 +173,16 @@ func readEntryForm(w http.ResponseWriter, r *http.Request) (id string, spec flee
 		case d.v != "" && spec.Cron == "":
 			return "", spec, 0, false, fmt.Errorf("%w: %s is for a cron schedule: leave it at the default", errBadInput, d.name)
 		}
+	}
+	// Calendar names have no commas the form can take: a name with one is
+	// stored with the CLI or the fleet's API.
+	for c := range strings.SplitSeq(f.Get("calendars"), ",") {
+		if c = strings.TrimSpace(c); c != "" {
+			spec.Calendars = append(spec.Calendars, c)
+		}
+	}
+	if len(spec.Calendars) > backend.MaxCalendarsPerSchedule {
+		return "", spec, 0, false, fmt.Errorf("%w: %d calendars: at most %d", errBadInput, len(spec.Calendars), backend.MaxCalendarsPerSchedule)
 	}
 	if p := f.Get("payload"); p != "" {
 		// A textarea sends CRLF line ends: the payload is what was typed.

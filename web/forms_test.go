@@ -275,3 +275,27 @@ func TestEntryFormsRefused(t *testing.T) {
 	r = acting.do(t, http.MethodPost, entryURL(jobTenants, "acme")+"/update", nil, many)
 	assert.Equal(t, http.StatusBadRequest, r.status, r.body)
 }
+
+// TestEntryFormCalendars: the entry form names calendars, separated by commas;
+// the change form holds them, escaped, and an empty field names none.
+func TestEntryFormCalendars(t *testing.T) {
+	f := startFleetWith(t, web.Config{Authorize: allow}, declareTenants)
+	const hostile = `<b>x</b>"`
+	r := f.post(t, jobURL(jobTenants)+"/add-entry", entryForm("acme", "every", "1h", "calendars", " holidays, "+hostile+" ,"))
+	require.Equal(t, http.StatusSeeOther, r.status, r.body)
+	e := f.storedEntry(t, jobTenants, "acme")
+	assert.Equal(t, []string{"holidays", hostile}, e.Calendars)
+	page := f.get(t, r.header.Get("Location"))
+	require.Equal(t, http.StatusOK, page.status, page.body)
+	assert.Contains(t, page.body, `name="calendars" maxlength="4200" placeholder="holidays, weekends: optional, their days are excluded" value="holidays, &lt;b&gt;x&lt;/b&gt;&#34;"`)
+	assert.NotContains(t, page.body, "<b>x</b>")
+
+	r = f.post(t, entryURL(jobTenants, "acme")+"/update", entryForm("", "every", "1h", "calendars", "a, a", "rev", fmt.Sprint(e.Revision)))
+	assert.Equal(t, http.StatusBadRequest, r.status, r.body)
+	assert.Contains(t, r.body, "named twice")
+	r = f.post(t, entryURL(jobTenants, "acme")+"/update", entryForm("", "every", "1h", "calendars", strings.Repeat("c,", 17), "rev", fmt.Sprint(e.Revision)))
+	assert.Equal(t, http.StatusBadRequest, r.status, r.body)
+	r = f.post(t, entryURL(jobTenants, "acme")+"/update", entryForm("", "every", "1h", "rev", fmt.Sprint(e.Revision)))
+	require.Equal(t, http.StatusSeeOther, r.status, r.body)
+	assert.Empty(t, f.storedEntry(t, jobTenants, "acme").Calendars, "an empty field names none")
+}

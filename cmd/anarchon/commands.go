@@ -627,7 +627,8 @@ func statuses() []string {
 	var out []string
 	for _, s := range []scheduler.Status{scheduler.StatusOK, scheduler.StatusError, scheduler.StatusTimeout,
 		scheduler.StatusCancelled, scheduler.StatusSkipped, scheduler.StatusLate, scheduler.StatusMissed, scheduler.StatusPaused,
-		scheduler.StatusLost, scheduler.StatusSuperseded, scheduler.StatusLimit, scheduler.StatusDeadline, scheduler.StatusRunning} {
+		scheduler.StatusLost, scheduler.StatusSuperseded, scheduler.StatusLimit, scheduler.StatusDeadline, scheduler.StatusExcluded,
+		scheduler.StatusRunning} {
 		out = append(out, string(s))
 	}
 	return out

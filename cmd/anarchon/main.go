@@ -2,7 +2,7 @@
 // account: list every job and the replicas that declare it, describe a job's
 // policies and limits, read its history, trigger a run, backfill a past range, pause
 // and resume one job or all of them, list the runs in progress, manage schedule
-// entries and watch the replicas' events live. It talks to the replicas' fleet
+// entries and calendars, and watch the replicas' events live. It talks to the replicas' fleet
 // service (package fleet); each replica must serve it (fleet.Serve).
 //
 // Usage:
@@ -17,6 +17,7 @@
 //	anarchon [flags] resume JOB|--all
 //	anarchon [flags] watch [JOB]
 //	anarchon [flags] schedule ls|show|add|set|rm JOB [ID] [flags]
+//	anarchon [flags] calendar ls|show|set|rm [NAME] [flags]
 //	anarchon [flags] permissions viewer|operator|replica
 //	anarchon completion bash|zsh|fish|powershell
 //	anarchon version

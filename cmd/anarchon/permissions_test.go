@@ -57,7 +57,7 @@ func TestPermissionsCommand(t *testing.T) {
 	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.Equal(t, `# anarchon viewer: connect with the inbox prefix _INBOX_viewer
 permissions: {
-  publish: { allow: ["anarchon.JOBS", "anarchon.HISTORY.*", "anarchon.ACTIVE.*", "anarchon.PREVIEW.*", "anarchon.WHY.*", "anarchon.ENTRIES.*.LIST", "anarchon.ENTRIES.*.GET", "$JS.API.DIRECT.GET.KV_anarchon_registry"] }
+  publish: { allow: ["anarchon.JOBS", "anarchon.HISTORY.*", "anarchon.ACTIVE.*", "anarchon.PREVIEW.*", "anarchon.WHY.*", "anarchon.ENTRIES.*.LIST", "anarchon.ENTRIES.*.GET", "anarchon.CALENDARS.LIST", "anarchon.CALENDARS.GET", "$JS.API.DIRECT.GET.KV_anarchon_registry"] }
   subscribe: { allow: ["_INBOX_viewer.>", "anarchon.EVENTS.*"] }
 }
 `, r.stdout)

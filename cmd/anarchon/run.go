@@ -54,6 +54,7 @@ type cli struct {
 	allEntries bool
 	perm       permissionsFlags
 	sched      scheduleFlags
+	cal        calendarFlags
 }
 
 // given reports whether a flag was given on the command line (or by its
@@ -165,9 +166,9 @@ It connects as the nats CLI does: --server or NATS_URL, --context or NATS_CONTEX
 	fs.BoolVar(&c.json, "json", false, "print JSON for scripts (the fleet package's structs)")
 	fs.StringVarP(&c.output, "output", "o", "", "table (the default, at most 100 columns), wide or json")
 	fs.DurationVar(&c.timeout, "timeout", c.timeout, "bounds each request, and --wait (env NATS_TIMEOUT)")
-	fs.StringVar(&c.by, "by", c.by, "who asks, recorded with pauses, triggers and entries")
+	fs.StringVar(&c.by, "by", c.by, "who asks, recorded with pauses, triggers, entries and calendars")
 	root.AddCommand(c.commands()...)
-	root.AddCommand(c.scheduleCommand(), c.permissionsCommand(), c.versionCommand())
+	root.AddCommand(c.scheduleCommand(), c.calendarCommand(), c.permissionsCommand(), c.versionCommand())
 	return root
 }
 

@@ -25,6 +25,7 @@ type scheduleFlags struct {
 	every, cron, zone, at, start, end string
 	payload, payloadFile, deadline    string
 	dstRepeated, dstMissing           string
+	calendars                         []string
 	paused                            bool
 	rev                               uint64
 	after                             string
@@ -44,11 +45,12 @@ func (p *scheduleFlags) specFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&p.paused, "paused", false, "store the entry paused (set: --paused=false resumes it)")
 	fs.StringVar(&p.deadline, "deadline", "", "each slot must have ended ok this long after its time, or is recorded deadline (a Go duration: 30m; empty: the job's)")
 	fs.StringVar(&p.dstRepeated, "dst-repeated", "", "a --cron time that clocks repeat (fall back) runs at its first, last or both occurrences: first|last|both (empty: first)")
+	fs.StringSliceVar(&p.calendars, "calendar", nil, "exclude the days of this calendar (repeat; set: replaces them, --calendar= none)")
 	fs.StringVar(&p.dstMissing, "dst-missing", "", "a --cron time that clocks skip (spring forward) runs later by the jump, or not: shift|skip (empty: shift)")
 }
 
 // specNames are the flags of an entry's spec.
-var specNames = []string{"every", "cron", "zone", "at", "start", "end", "payload", "payload-file", "paused", "deadline", "dst-repeated", "dst-missing"}
+var specNames = []string{"every", "cron", "zone", "at", "start", "end", "payload", "payload-file", "paused", "deadline", "dst-repeated", "dst-missing", "calendar"}
 
 // entryArgs is the Args of a schedule action about one entry.
 func entryArgs(cmd *cobra.Command, args []string) error {
@@ -177,7 +179,7 @@ func (c *cli) checkSpec(action string) error {
 	case c.given("payload") && c.given("payload-file"):
 		return usagef("give --payload or --payload-file, not both")
 	case action == "set" && !c.specGiven():
-		return usagef("schedule set changes nothing without a flag: give the schedule, bounds, payload or --paused to change")
+		return usagef("schedule set changes nothing without a flag: give the schedule, bounds, payload, calendars or --paused to change")
 	}
 	return nil
 }
@@ -283,6 +285,9 @@ func (c *cli) applySpec(spec fleet.EntrySpec, now time.Time) (fleet.EntrySpec, e
 	}
 	if g("paused") {
 		spec.Paused = p.paused
+	}
+	if g("calendar") {
+		spec.Calendars = p.calendars
 	}
 	if g("deadline") {
 		spec.Deadline = ""
@@ -524,6 +529,7 @@ func (c *cli) scheduleShow(ctx context.Context, client *fleet.Client, job, id st
 	kv.add("state", entryState(e))
 	kv.add("next", fmt.Sprintf("%s (on %s)", stampAgo(e.Next, now), r.Instance))
 	kv.add("payload", payloadText(e.Payload))
+	kv.add("calendars", orDash(strings.Join(e.Calendars, ", ")))
 	kv.add("revision", fmt.Sprintf("%d, written %s", e.Revision, stampAgo(e.Updated, now)))
 	kv.add("changed by", changedBy(e.Entry))
 	kv.add("last run", lastRunWide(e.LastRun, now))
