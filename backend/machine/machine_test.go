@@ -867,3 +867,21 @@ func TestSettleRetryRepeatedWithoutItsWindow(t *testing.T) {
 	assert.NoError(t, d.Err)
 	assert.False(t, d.Write, "a further repeat changes nothing")
 }
+
+// The reasons the machine records with the decisions it makes without one
+// from the claim.
+func TestDecisionReasons(t *testing.T) {
+	for _, c := range []struct {
+		in   backend.RunClaim
+		want string
+	}{
+		{claimOf(missed), WhyMissed},
+		{claimOf(missed, func(in *backend.RunClaim) { in.LateWhy = "the fleet was down" }), "the fleet was down"},
+		{claimOf(pastDeadline), WhyLate},
+		{claimOf(excluded), `excluded by calendar "holidays" (2026-12-25)`},
+	} {
+		d := Claim(pending(10), c.in, Job{}, now)
+		require.Len(t, d.Records, 1)
+		assert.Equal(t, c.want, d.Records[0].Error)
+	}
+}
