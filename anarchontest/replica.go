@@ -102,8 +102,9 @@ func (r *Replica) Skew(d time.Duration) {
 
 // LoseAnswers loses the answers of the replica's next n store calls of ops,
 // or of its next n writes (Op.Write) when ops is empty: the store applies
-// each call, and the call then fails with ErrAnswerLost. Orders add up, the
-// older served first.
+// each call, and the call then fails with ErrAnswerLost. A watch whose answer
+// is lost fails as it starts: a running watch is not cut, and the order waits
+// for the replica's next watch. Orders add up, the older served first.
 func (r *Replica) LoseAnswers(n int, ops ...Op) {
 	if n <= 0 {
 		return
