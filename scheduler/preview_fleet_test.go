@@ -3,6 +3,7 @@ package scheduler_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -17,15 +18,15 @@ import (
 )
 
 // heldBack is, for each kind of note that keeps a slot from running, the
-// record History holds for the slot afterwards. A kind that may leave no
-// record maps to the status it leaves when it leaves one (see
-// assertAsPreviewed).
+// record History holds for the slot afterwards; "" for none. A kind that may
+// leave no record maps to the status it leaves when it leaves one (see
+// mayLeaveNone).
 //
 // Calendars: the note of a slot a calendar excludes goes here, with the record
 // it leaves, and a case in TestPreviewThenHistory's fleet.
 var heldBack = map[scheduler.PreviewKind]scheduler.Status{
 	scheduler.PreviewPaused:      scheduler.StatusPaused,
-	scheduler.PreviewEntryPaused: scheduler.StatusPaused,
+	scheduler.PreviewEntryPaused: "", // a paused entry's slots leave no record
 	scheduler.PreviewLimit:       scheduler.StatusLimit,
 }
 
@@ -34,18 +35,24 @@ var heldBack = map[scheduler.PreviewKind]scheduler.Status{
 // after the first beyond the limit are claimed by nobody.
 var mayLeaveNone = map[scheduler.PreviewKind]bool{scheduler.PreviewLimit: true}
 
-// assertAsPreviewed checks the job's history after the fleet ran through until
-// against preview, a Preview of the job taken before: each slot previewed to
-// run due by until ran to completion once, its other attempts lost to a
-// takeover; each slot previewed not to run has the record its note says
-// (heldBack); and no slot the preview did not list has a record. The preview
-// speaks for the time up to its last slot, or up to until when it ends with
-// PreviewLast. A "may" note fails the check: the preview must be sure.
-func assertAsPreviewed(t *testing.T, f *anarchontest.Fleet, job string, preview []scheduler.PreviewSlot, until time.Time) {
+// assertAsPreviewed checks the history of the job, or of its schedule entry
+// when entry is set, after the fleet ran through until against preview, a
+// Preview of it taken before: each slot previewed to run due by until ran to
+// completion once, its other attempts lost to a takeover; each slot previewed
+// not to run has the record its note says (heldBack); and no slot the preview
+// did not list has a record. The preview speaks for the time up to its last
+// slot, or up to until when it ends with PreviewLast. A "may" note fails the
+// check: the preview must be sure.
+func assertAsPreviewed(t *testing.T, f *anarchontest.Fleet, job, entry string, preview []scheduler.PreviewSlot, until time.Time) {
 	t.Helper()
-	require.NotEmpty(t, preview, "job %q: an empty preview checks nothing", job)
+	name := fmt.Sprintf("job %q", job)
 	recs, err := f.History(t.Context(), job)
+	if entry != "" {
+		name = fmt.Sprintf("entry %q of job %q", entry, job)
+		recs, err = f.EntryHistory(t.Context(), job, entry)
+	}
 	require.NoError(t, err)
+	require.NotEmpty(t, preview, "%s: an empty preview checks nothing", name)
 	bySlot := map[int64][]scheduler.RunRecord{}
 	for _, r := range slices.Backward(recs) {
 		bySlot[r.Slot.UnixMilli()] = append(bySlot[r.Slot.UnixMilli()], r)
@@ -64,7 +71,7 @@ func assertAsPreviewed(t *testing.T, f *anarchontest.Fleet, job string, preview 
 		rs := bySlot[ps.Slot.UnixMilli()]
 		for _, n := range ps.Notes {
 			if strings.HasPrefix(string(n.Kind), "may-") {
-				t.Errorf("job %q slot %s: preview says %q: %s; the check needs a sure preview", job, ps.Slot, n.Kind, n.Text)
+				t.Errorf("%s slot %s: preview says %q: %s; the check needs a sure preview", name, ps.Slot, n.Kind, n.Text)
 			}
 		}
 		if ps.Runs {
@@ -75,10 +82,10 @@ func assertAsPreviewed(t *testing.T, f *anarchontest.Fleet, job string, preview 
 					oks++
 				case scheduler.StatusLost, scheduler.StatusSuperseded: // taken over
 				default:
-					t.Errorf("job %q slot %s: previewed to run, has a record %s", job, ps.Slot, r.Status)
+					t.Errorf("%s slot %s: previewed to run, has a record %s", name, ps.Slot, r.Status)
 				}
 			}
-			assert.Equal(t, 1, oks, "job %q slot %s previewed to run (notes %v) ran ok once; records:\n%s", job, ps.Slot, ps.Notes, anarchontest.Describe(rs))
+			assert.Equal(t, 1, oks, "%s slot %s previewed to run (notes %v) ran ok once; records:\n%s", name, ps.Slot, ps.Notes, anarchontest.Describe(rs))
 			continue
 		}
 		var want scheduler.Status
@@ -88,20 +95,23 @@ func assertAsPreviewed(t *testing.T, f *anarchontest.Fleet, job string, preview 
 				want, kind = st, n.Kind
 			}
 		}
-		if want == "" {
-			t.Errorf("job %q slot %s: previewed not to run, by no note the check knows (heldBack): %v", job, ps.Slot, ps.Notes)
+		switch {
+		case kind == "":
+			t.Errorf("%s slot %s: previewed not to run, by no note the check knows (heldBack): %v", name, ps.Slot, ps.Notes)
+			continue
+		case want == "":
+			assert.Empty(t, rs, "%s slot %s previewed %s: no record", name, ps.Slot, kind)
+			continue
+		case len(rs) == 0 && mayLeaveNone[kind]:
 			continue
 		}
-		if len(rs) == 0 && mayLeaveNone[kind] {
-			continue
-		}
-		if assert.Len(t, rs, 1, "job %q slot %s previewed %s: one record; records:\n%s", job, ps.Slot, kind, anarchontest.Describe(rs)) {
-			assert.Equal(t, want, rs[0].Status, "job %q slot %s previewed %s", job, ps.Slot, kind)
+		if assert.Len(t, rs, 1, "%s slot %s previewed %s: one record; records:\n%s", name, ps.Slot, kind, anarchontest.Describe(rs)) {
+			assert.Equal(t, want, rs[0].Status, "%s slot %s previewed %s", name, ps.Slot, kind)
 		}
 	}
 	for ms, rs := range bySlot {
 		if at := time.UnixMilli(ms); !listed[ms] && !at.After(spans) {
-			t.Errorf("job %q slot %s: not in the preview, yet recorded:\n%s", job, at.UTC(), anarchontest.Describe(rs))
+			t.Errorf("%s slot %s: not in the preview, yet recorded:\n%s", name, at.UTC(), anarchontest.Describe(rs))
 		}
 	}
 }
@@ -148,13 +158,19 @@ func TestPreviewThenHistory(t *testing.T) {
 				s.Cron("fall-both", "30 1 * * *", noop, scheduler.WithLocation(ny),
 					scheduler.WithDST(scheduler.DSTPolicy{Repeated: scheduler.DSTBoth}), scheduler.WithStartAt(fallStart)),
 				s.Every("report", time.Hour, work, scheduler.WithLease(30*time.Second), scheduler.WithMaxRuns(4)),
+				s.Declare("tenants", noop),
 				// Calendars: a job with a calendar goes here, previewed and checked as the others.
 			)
 		}
 		f := anarchontest.Start(t, anarchontest.Config{Replicas: 3, Setup: setup})
 		pauseEnd := start.Add(3*time.Hour + 40*time.Minute) // 08:30Z
 		require.NoError(t, f.Replica(0).Scheduler().Pause(t.Context(), "report", scheduler.PauseOptions{Reason: "migration", By: "ops", Until: pauseEnd}))
-		anarchontest.Advance(0) // every replica sees the pause
+		_, err = f.Replica(0).Scheduler().AddEntry(t.Context(), "tenants", "acme", scheduler.EntrySpec{Cron: "30 2 * * *", Zone: "America/New_York",
+			DST: scheduler.DSTPolicy{Missing: scheduler.DSTSkip}, End: springEnd})
+		require.NoError(t, err)
+		_, err = f.Replica(0).Scheduler().AddEntry(t.Context(), "tenants", "idle", scheduler.EntrySpec{Every: 6 * time.Hour, Paused: true, End: springEnd})
+		require.NoError(t, err)
+		anarchontest.Advance(0) // every replica sees the pause and the entries
 
 		s := f.Replica(1).Scheduler()
 		preview := map[string][]scheduler.PreviewSlot{}
@@ -162,6 +178,12 @@ func TestPreviewThenHistory(t *testing.T) {
 			out, err := s.Preview(t.Context(), job, scheduler.PreviewOptions{N: n})
 			require.NoError(t, err)
 			preview[job] = out
+		}
+		entries := map[string][]scheduler.PreviewSlot{}
+		for _, id := range []string{"acme", "idle"} {
+			out, err := s.Preview(t.Context(), "tenants", scheduler.PreviewOptions{Entry: id, N: 30})
+			require.NoError(t, err)
+			entries[id] = out
 		}
 
 		// What the preview says, before anything ran.
@@ -177,6 +199,12 @@ func TestPreviewThenHistory(t *testing.T) {
 		assert.Equal(t, []time.Time{utcAt(7, 7), utcAt(8, 7), utcAt(9, 6), utcAt(10, 6), utcAt(11, 6)}, at(preview["spring-shift"]))
 		assert.Equal(t, []scheduler.PreviewKind{scheduler.PreviewDSTShifted}, noteKinds(preview["spring-shift"][1]))
 		assert.Equal(t, []scheduler.PreviewKind{scheduler.PreviewLast}, noteKinds(preview["spring-skip"][3]))
+		assert.Equal(t, at(preview["spring-skip"]), at(entries["acme"]), "the entry's DST policy is the job's")
+		require.Len(t, entries["idle"], 19, "every 6 hours from 06:00Z on 7 Mar until the end bound")
+		for _, ps := range entries["idle"] {
+			assert.False(t, ps.Runs)
+			assert.Contains(t, noteKinds(ps), scheduler.PreviewEntryPaused)
+		}
 		fall := preview["fall-both"]
 		require.Len(t, fall, 10)
 		assert.Equal(t, time.Date(2026, 11, 1, 5, 30, 0, 0, time.UTC), fall[2].Slot)
@@ -215,7 +243,10 @@ func TestPreviewThenHistory(t *testing.T) {
 		anarchontest.AdvanceTo(until)
 
 		for job, ps := range preview {
-			assertAsPreviewed(t, f, job, ps, until)
+			assertAsPreviewed(t, f, job, "", ps, until)
+		}
+		for id, ps := range entries {
+			assertAsPreviewed(t, f, "tenants", id, ps, until)
 		}
 		runs, err := f.RunsOf(t.Context(), "report", taken)
 		require.NoError(t, err)
