@@ -25,10 +25,18 @@ var everyOp = []anarchontest.Op{
 	anarchontest.OpWatchRun, anarchontest.OpWatchPauses, anarchontest.OpWatchEntries,
 }
 
+// unreached are the store calls the scheduler makes only on stores without
+// Settle (the memory store has it): no loss of theirs can be served here.
+var unreached = map[anarchontest.Op]bool{
+	anarchontest.OpFinish: true, anarchontest.OpSaveResult: true, anarchontest.OpRecordClaim: true, anarchontest.OpWriteRecords: true,
+	anarchontest.OpRelease: true, anarchontest.OpRetry: true, anarchontest.OpRecordManualRun: true,
+}
+
 // The answers of every kind of store call lost, on every replica, while a
-// fleet runs a job with a lease, a pause with an end, a run limit and a
-// schedule entry, and a holder is killed and restarted: each slot still runs
-// once.
+// fleet runs a job with a lease, a pause with an end, a run limit, a retry, a
+// deadline, a manual run and schedule entries added, changed and removed, and
+// a holder is killed and restarted: each slot still runs once, and each order
+// is served (a lost answer is seen by the scheduler or by the caller).
 func TestLostAnswersOfEveryOp(t *testing.T) {
 	for _, op := range everyOp {
 		t.Run(string(op), func(t *testing.T) {
@@ -37,52 +45,143 @@ func TestLostAnswersOfEveryOp(t *testing.T) {
 				first := time.Now().Truncate(time.Minute).Add(time.Minute)
 				noop := func(context.Context, scheduler.Run) error { return nil }
 				f := anarchontest.Start(t, anarchontest.Config{Setup: func(s *scheduler.Scheduler) error {
-					if err := s.Every("job", time.Minute, func(ctx context.Context, r scheduler.Run) error {
-						select {
-						case <-time.After(20 * time.Second):
+					return errors.Join(
+						s.Every("job", time.Minute, func(ctx context.Context, r scheduler.Run) error {
+							select {
+							case <-time.After(20 * time.Second):
+								return nil
+							case <-ctx.Done():
+								return context.Cause(ctx)
+							}
+						}, scheduler.WithLease(10*time.Second)),
+						s.Every("limited", time.Minute, noop, scheduler.WithMaxRuns(3)),
+						s.Every("flaky", time.Minute, func(_ context.Context, r scheduler.Run) error {
+							if r.Attempt == 1 {
+								return errors.New("flaky")
+							}
 							return nil
-						case <-ctx.Done():
-							return context.Cause(ctx)
-						}
-					}, scheduler.WithLease(10*time.Second)); err != nil {
-						return err
-					}
-					if err := s.Every("limited", time.Minute, noop, scheduler.WithMaxRuns(3)); err != nil {
-						return err
-					}
-					return s.Declare("tenant", noop)
+						}, scheduler.WithRetry(scheduler.RetryPolicy{Attempts: 2, Backoff: time.Second})),
+						s.Every("judged", time.Minute, func(_ context.Context, r scheduler.Run) error {
+							if r.Slot.Equal(first) {
+								return errors.New("failed") // judged past its deadline
+							}
+							return nil
+						}, scheduler.WithDeadline(30*time.Second)),
+						s.Declare("tenant", noop),
+					)
 				}})
 				for _, r := range f.Replicas() {
 					r.LoseAnswers(2, op)
 				}
-				s := f.Replica(1).Scheduler()
 				ctx := t.Context()
-				var err error
-				for range 3 { // the caller retries a write whose answer it lost
-					if _, err = s.AddEntry(ctx, "tenant", "acme", scheduler.EntrySpec{Every: time.Minute}); err == nil || errorsIsExists(err) {
-						break
+				up := func() *scheduler.Scheduler { // a replica's scheduler that runs
+					for _, r := range f.Replicas() {
+						if r.Up() {
+							return r.Scheduler()
+						}
 					}
+					t.Fatal("no replica up")
+					return nil
 				}
-				require.True(t, err == nil || errorsIsExists(err), "%v", err)
+				lost := 0 // lost answers the callers saw
+				// call calls fn again while its answer is lost: the write may
+				// have been applied, so a repeat may find it done (ok).
+				call := func(fn func() error, ok ...error) {
+					t.Helper()
+					for range 5 {
+						err := fn()
+						if errors.Is(err, anarchontest.ErrAnswerLost) {
+							lost++
+							continue
+						}
+						for _, o := range ok {
+							if lost > 0 && errors.Is(err, o) {
+								err = nil
+							}
+						}
+						require.NoError(t, err)
+						return
+					}
+					t.Fatal("five answers lost")
+				}
+				call(func() error {
+					_, err := up().AddEntry(ctx, "tenant", "acme", scheduler.EntrySpec{Every: time.Minute})
+					return err
+				}, scheduler.ErrEntryExists)
+				call(func() error {
+					_, err := up().AddEntry(ctx, "tenant", "beta", scheduler.EntrySpec{Every: time.Hour})
+					return err
+				}, scheduler.ErrEntryExists)
+				call(func() error {
+					_, err := up().Preview(ctx, "limited", scheduler.PreviewOptions{N: 3})
+					return err
+				})
 				anarchontest.AdvanceTo(first.Add(10 * time.Second))
 				holder := f.Holder("job", first)
 				require.NotNil(t, holder)
 				holder.Kill()
-				for range 3 { // Start fails when the answer of its first call is lost
-					if err = holder.Restart(ctx); err == nil {
-						break
+				call(func() error { return holder.Restart(ctx) })
+				anarchontest.Advance(time.Minute)
+
+				call(func() error {
+					e, err := up().GetEntry(ctx, "tenant", "beta")
+					if err != nil {
+						return err
+					}
+					_, err = up().UpdateEntry(ctx, "tenant", "beta", scheduler.EntrySpec{Every: 2 * time.Hour}, e.Revision)
+					return err
+				})
+				call(func() error {
+					e, err := up().GetEntry(ctx, "tenant", "beta")
+					if err != nil {
+						return err
+					}
+					return up().RemoveEntry(ctx, "tenant", "beta", e.Revision)
+				}, scheduler.ErrEntryNotFound)
+				call(func() error {
+					_, err := up().RunNow(ctx, "limited")
+					return err
+				})
+				call(func() error {
+					_, err := up().Why(ctx, "job", scheduler.WhyOptions{Slot: first})
+					return err
+				})
+				call(func() error {
+					_, err := up().ListEntries(ctx, "tenant", "", "", 10)
+					return err
+				})
+				paused := time.Now().Truncate(time.Minute).Add(time.Minute)
+				call(func() error {
+					return up().Pause(ctx, "job", scheduler.PauseOptions{Reason: "test", Until: paused.Add(90 * time.Second)})
+				})
+				anarchontest.AdvanceTo(paused.Add(10 * time.Second))
+				call(func() error { return up().Resume(ctx, "job") })
+				live := f.Holder("job", paused.Add(time.Minute))
+				anarchontest.Advance(time.Minute)
+				if live = f.Holder("job", paused.Add(time.Minute)); live != nil {
+					call(func() error { return live.Restart(ctx) }) // hands the run over
+				}
+				anarchontest.Advance(5 * time.Minute)
+
+				f.AssertRanOnce(t, "job")
+				recs, err := f.History(ctx, "job")
+				require.NoError(t, err)
+				for _, r := range recs {
+					assert.NotEqual(t, scheduler.StatusRunning, r.Status, "%s", anarchontest.Describe(recs))
+				}
+				f.AssertRanOnce(t, "limited")
+				f.AssertRanOnce(t, "flaky", minutes(first, 5)...)
+				f.AssertRanOnce(t, "judged", minutes(first.Add(time.Minute), 5)...)
+				judged, err := f.RunsOf(ctx, "judged", first)
+				require.NoError(t, err)
+				deadlines := 0
+				for _, r := range judged {
+					if r.Status == scheduler.StatusDeadline {
+						deadlines++
 					}
 				}
-				require.NoError(t, err)
-				anarchontest.Advance(time.Minute)
-				_, _ = s.Preview(ctx, "limited", scheduler.PreviewOptions{N: 3})
-				_, _ = s.Why(ctx, "job", scheduler.WhyOptions{Slot: first})
-				anarchontest.Advance(5 * time.Minute)
-				f.AssertRanOnce(t, "job", minutes(first, 6)...)
-				limited, err := f.History(ctx, "limited")
-				require.NoError(t, err)
-				f.AssertRanOnce(t, "limited", minutes(limited[len(limited)-1].Slot, 3)...)
-				recs, err := f.EntryHistory(ctx, "tenant", "acme")
+				assert.Equal(t, 1, deadlines, "one judgement:\n%s", anarchontest.Describe(judged))
+				recs, err = f.EntryHistory(ctx, "tenant", "acme")
 				require.NoError(t, err)
 				ran := map[int64]int{}
 				for _, r := range recs {
@@ -93,12 +192,22 @@ func TestLostAnswersOfEveryOp(t *testing.T) {
 				for _, slot := range minutes(first.Add(time.Minute), 5) {
 					assert.Equal(t, 1, ran[slot.UnixMilli()], "entry slot %s:\n%s", slot, anarchontest.Describe(recs))
 				}
+
+				seen := lost
+				for _, e := range f.Events(nil) {
+					if errors.Is(e.Err, anarchontest.ErrAnswerLost) {
+						seen++
+					}
+				}
+				if unreached[op] {
+					assert.Zero(t, seen, "the memory store has Settle: %s is not called", op)
+				} else {
+					assert.NotZero(t, seen, "a lost answer of %s is seen", op)
+				}
 			})
 		})
 	}
 }
-
-func errorsIsExists(err error) bool { return errors.Is(err, scheduler.ErrEntryExists) }
 
 // A holder killed as its handler returns, before it stores the result: a
 // backup runs the slot again, and it ends ok once. Killed after the store

@@ -124,8 +124,9 @@ func (r *Replica) Stop(ctx context.Context) error {
 
 // Restart stops the replica's process as Stop does, with ctx, and starts a
 // fresh one in its place: a new scheduler under the replica's name, with the
-// fleet's Setup. A replica cut off from the store cannot start: Restart
-// returns why, and the replica stays down until a later Restart.
+// fleet's Setup. A replica cut off from the store cannot start, nor one whose
+// answer to Init or PrepareJob is lost (LoseAnswers): Restart returns why, and
+// the replica stays down until a later Restart.
 func (r *Replica) Restart(ctx context.Context) error {
 	if err := r.Stop(ctx); err != nil {
 		return err
