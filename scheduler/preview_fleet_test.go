@@ -116,19 +116,11 @@ func assertAsPreviewed(t *testing.T, f *anarchontest.Fleet, job, entry string, p
 	}
 }
 
-// noteKinds lists the kinds of a preview slot's notes.
-func noteKinds(ps scheduler.PreviewSlot) []scheduler.PreviewKind {
-	var out []scheduler.PreviewKind
-	for _, n := range ps.Notes {
-		out = append(out, n.Kind)
-	}
-	return out
-}
-
 // A fleet of three replicas runs what Preview said before it ran: cron jobs in
 // New York across both of 2026's clock changes under non-default DST policies,
-// and an hourly job paused until a given time, limited to four runs, whose
-// holder is killed mid-run and taken over. Why then tells the takeover.
+// schedule entries (one under a DST policy, one paused), and an hourly job
+// paused until a given time, limited to four runs, whose holder is killed
+// mid-run and taken over. Why then tells the takeover.
 func TestPreviewThenHistory(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ny, err := time.LoadLocation("America/New_York")
@@ -197,32 +189,32 @@ func TestPreviewThenHistory(t *testing.T) {
 		utcAt := func(d, h int) time.Time { return time.Date(2026, 3, d, h, 30, 0, 0, time.UTC) }
 		assert.Equal(t, []time.Time{utcAt(7, 7), utcAt(9, 6), utcAt(10, 6), utcAt(11, 6)}, at(preview["spring-skip"]), "no slot on 8 Mar, none after the end bound")
 		assert.Equal(t, []time.Time{utcAt(7, 7), utcAt(8, 7), utcAt(9, 6), utcAt(10, 6), utcAt(11, 6)}, at(preview["spring-shift"]))
-		assert.Equal(t, []scheduler.PreviewKind{scheduler.PreviewDSTShifted}, noteKinds(preview["spring-shift"][1]))
-		assert.Equal(t, []scheduler.PreviewKind{scheduler.PreviewLast}, noteKinds(preview["spring-skip"][3]))
+		assert.Equal(t, []scheduler.PreviewKind{scheduler.PreviewDSTShifted}, kinds(preview["spring-shift"][1]))
+		assert.Equal(t, []scheduler.PreviewKind{scheduler.PreviewLast}, kinds(preview["spring-skip"][3]))
 		assert.Equal(t, at(preview["spring-skip"]), at(entries["acme"]), "the entry's DST policy is the job's")
 		require.Len(t, entries["idle"], 19, "every 6 hours from 06:00Z on 7 Mar until the end bound")
 		for _, ps := range entries["idle"] {
 			assert.False(t, ps.Runs)
-			assert.Contains(t, noteKinds(ps), scheduler.PreviewEntryPaused)
+			assert.Contains(t, kinds(ps), scheduler.PreviewEntryPaused)
 		}
 		fall := preview["fall-both"]
 		require.Len(t, fall, 10)
 		assert.Equal(t, time.Date(2026, 11, 1, 5, 30, 0, 0, time.UTC), fall[2].Slot)
 		assert.Equal(t, time.Date(2026, 11, 1, 6, 30, 0, 0, time.UTC), fall[3].Slot)
-		assert.Contains(t, noteKinds(fall[2]), scheduler.PreviewDSTRepeated)
-		assert.Contains(t, noteKinds(fall[3]), scheduler.PreviewDSTRepeated)
+		assert.Contains(t, kinds(fall[2]), scheduler.PreviewDSTRepeated)
+		assert.Contains(t, kinds(fall[3]), scheduler.PreviewDSTRepeated)
 		report := preview["report"]
 		require.Len(t, report, 12)
 		for i, ps := range report {
 			assert.Equal(t, start.Truncate(time.Hour).Add(time.Duration(i+1)*time.Hour), ps.Slot)
 			switch {
 			case i < 4:
-				assert.Equal(t, []scheduler.PreviewKind{scheduler.PreviewPaused}, noteKinds(ps), "slot %d is paused", i)
+				assert.Equal(t, []scheduler.PreviewKind{scheduler.PreviewPaused}, kinds(ps), "slot %d is paused", i)
 			case i < 8:
 				assert.True(t, ps.Runs, "slot %d runs", i)
 				assert.Empty(t, ps.Notes, "slot %d", i)
 			default:
-				assert.Equal(t, []scheduler.PreviewKind{scheduler.PreviewLimit}, noteKinds(ps), "slot %d is beyond the limit", i)
+				assert.Equal(t, []scheduler.PreviewKind{scheduler.PreviewLimit}, kinds(ps), "slot %d is beyond the limit", i)
 			}
 		}
 
