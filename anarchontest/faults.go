@@ -140,6 +140,9 @@ func (p *proc) watch(ctx context.Context, op Op, run func(ctx context.Context, d
 	if !ok {
 		return errorf(ErrPartitioned, p, op)
 	}
+	if p.r.takeLoss(op) {
+		return errorf(ErrAnswerLost, p, op) // a watch changes nothing: only its answer counts
+	}
 	wctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	go func() {

@@ -223,6 +223,41 @@ func TestLostWriteAnswersRunOnce(t *testing.T) {
 	})
 }
 
+// A watch's answer can be lost too: the replica's next watch of the kind
+// fails with ErrAnswerLost, and it watches again.
+func TestLostWatchAnswer(t *testing.T) {
+	for _, op := range []anarchontest.Op{anarchontest.OpWatchPauses, anarchontest.OpWatchEntries} {
+		t.Run(string(op), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := anarchontest.Start(t, anarchontest.Config{Setup: func(s *scheduler.Scheduler) error {
+					return s.Declare("tenant", func(context.Context, scheduler.Run) error { return nil })
+				}})
+				r := f.Replica(0)
+				r.LoseAnswers(1, op)
+				require.NoError(t, r.Restart(t.Context()))
+				anarchontest.Advance(time.Second)
+				var lost []scheduler.Event
+				for _, e := range f.Events(from(r.Name(), scheduler.EventBackendError)) {
+					if errors.Is(e.Err, anarchontest.ErrAnswerLost) {
+						lost = append(lost, e)
+					}
+				}
+				require.Len(t, lost, 1, "the first watch's answer is lost")
+				assert.Equal(t, map[anarchontest.Op]string{anarchontest.OpWatchPauses: "watch_pauses", anarchontest.OpWatchEntries: "watch_entries"}[op], lost[0].Op)
+
+				_, err := f.Replica(1).Scheduler().AddEntry(t.Context(), "tenant", "acme", scheduler.EntrySpec{Every: time.Minute})
+				require.NoError(t, err)
+				require.NoError(t, f.Replica(1).Scheduler().Pause(t.Context(), "tenant", scheduler.PauseOptions{Reason: "maintenance"}))
+				anarchontest.Advance(time.Minute)
+				_, paused := r.Scheduler().Paused("tenant")
+				assert.True(t, paused, "it watches again")
+				followed, _ := r.Scheduler().EntryCounts()
+				assert.Equal(t, 1, followed)
+			})
+		})
+	}
+}
+
 // A settle applied with its answer lost is written again; the store takes
 // the repeat, and the slot has one record.
 func TestLostSettleAnswerIsWrittenAgain(t *testing.T) {

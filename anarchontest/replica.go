@@ -102,8 +102,9 @@ func (r *Replica) Skew(d time.Duration) {
 
 // LoseAnswers loses the answers of the replica's next n store calls of ops,
 // or of its next n writes (Op.Write) when ops is empty: the store applies
-// each call, and the call then fails with ErrAnswerLost. Orders add up, the
-// older served first.
+// each call, and the call then fails with ErrAnswerLost. A watch whose answer
+// is lost fails as it starts: a running watch is not cut, and the order waits
+// for the replica's next watch. Orders add up, the older served first.
 func (r *Replica) LoseAnswers(n int, ops ...Op) {
 	if n <= 0 {
 		return
@@ -123,8 +124,9 @@ func (r *Replica) Stop(ctx context.Context) error {
 
 // Restart stops the replica's process as Stop does, with ctx, and starts a
 // fresh one in its place: a new scheduler under the replica's name, with the
-// fleet's Setup. A replica cut off from the store cannot start: Restart
-// returns why, and the replica stays down until a later Restart.
+// fleet's Setup. A replica cut off from the store cannot start, nor one whose
+// answer to Init or PrepareJob is lost (LoseAnswers): Restart returns why, and
+// the replica stays down until a later Restart.
 func (r *Replica) Restart(ctx context.Context) error {
 	if err := r.Stop(ctx); err != nil {
 		return err

@@ -52,8 +52,8 @@ func periodAt(t time.Time, loc *time.Location) zonePeriod {
 	return p
 }
 
-// maxPeriods bounds the zone periods next looks through: the parser searches 5
-// years ahead, in which a zone has about 10 (a few have 20).
+// maxPeriods bounds the zone periods next looks through: a cron's slots are at
+// most 8 years apart (29 February), in which a zone has about 16 (a few 32).
 const maxPeriods = 256
 
 // next is the first slot after t under the policy, found period by period of the

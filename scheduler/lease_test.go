@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/anarchontest"
 	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/scheduler"
 )
@@ -50,40 +51,33 @@ func startThree(t *testing.T, b *memory.Backend, register func(s *scheduler.Sche
 	return scheds, views
 }
 
+// A winner that crashes mid-run is taken over by exactly one backup once its
+// lease expires.
 func TestBackupTakesOverFromACrashedWinner(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := memory.New()
 		log := &startLog{}
-		var views []*faultView
-		var mu sync.Mutex
-		byInstance := map[string]*faultView{}
 		time.Sleep(90 * time.Second) // between slots
-		scheds, vs := startThree(t, b, func(s *scheduler.Scheduler) error {
+		f := anarchontest.Start(t, anarchontest.Config{Setup: func(s *scheduler.Scheduler) error {
 			return s.Every("job", time.Hour, func(ctx context.Context, r scheduler.Run) error {
 				log.add(r)
 				if r.Attempt == 1 {
-					mu.Lock()
-					byInstance[r.Instance].hangHeartbeats.Store(true) // the winner "dies": no more heartbeats
-					mu.Unlock()
-					<-ctx.Done() // and its work never completes
+					<-ctx.Done() // its work never completes
 					return context.Cause(ctx)
 				}
 				return nil
 			}, scheduler.WithLease(2*time.Second))
-		})
-		views = vs
-		mu.Lock()
-		for i, id := range []string{"A", "B", "C"} {
-			byInstance[id] = views[i]
-		}
-		mu.Unlock()
-		time.Sleep(time.Hour) // reach the slot at 01:00
-		for _, s := range scheds {
-			require.NoError(t, s.Stop(t.Context()))
-		}
+		}})
+		slot := time.Date(2000, 1, 1, 1, 0, 0, 0, time.UTC)
+		anarchontest.AdvanceTo(slot)
+		winner := f.Holder("job", slot)
+		require.NotNil(t, winner)
+		winner.Kill()
+		anarchontest.Advance(time.Minute)
+
 		starts, at := log.get()
 		require.Len(t, starts, 2, "the slot ran twice: the dead winner, then exactly one backup")
 		assert.Equal(t, 1, starts[0].Attempt)
+		assert.Equal(t, winner.Name(), starts[0].Instance)
 		assert.Equal(t, 2, starts[1].Attempt)
 		assert.NotEqual(t, starts[0].Instance, starts[1].Instance)
 		assert.True(t, starts[0].Slot.Equal(starts[1].Slot))
@@ -92,53 +86,51 @@ func TestBackupTakesOverFromACrashedWinner(t *testing.T) {
 		assert.Equal(t, starts[0].Instance, starts[1].Previous, "the takeover names whose attempt it took over")
 		delay := at[1].Sub(at[0])
 		assert.LessOrEqual(t, delay, 2*time.Second+time.Second, "takeover within lease + 1s, took %v", delay)
-		t.Logf("takeover delay (synctest time): %v", delay)
 
-		hist, err := scheds[0].History(t.Context(), "job", 10)
+		hist, err := f.History(t.Context(), "job")
 		require.NoError(t, err)
-		require.Len(t, hist, 2, "history shows both attempts: %+v", hist)
+		require.Len(t, hist, 2, "history shows both attempts:\n%s", anarchontest.Describe(hist))
 		assert.Equal(t, 2, hist[0].Attempt)
 		assert.Equal(t, starts[1].Instance, hist[0].Instance)
 		assert.Equal(t, scheduler.StatusOK, hist[0].Status)
 		assert.Equal(t, 1, hist[1].Attempt)
 		assert.Equal(t, starts[0].Instance, hist[1].Instance)
-		assert.Contains(t, []scheduler.Status{scheduler.StatusLost, scheduler.StatusSuperseded}, hist[1].Status)
+		assert.Equal(t, scheduler.StatusLost, hist[1].Status)
 	})
 }
 
+// A winner stopped gracefully mid-run hands the run over: a backup starts at
+// once, not after the lease.
 func TestGracefulStopHandsOver(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := memory.New()
 		log := &startLog{}
-		firstStarted := make(chan string, 1)
 		time.Sleep(90 * time.Second)
-		scheds, _ := startThree(t, b, func(s *scheduler.Scheduler) error {
+		f := anarchontest.Start(t, anarchontest.Config{Setup: func(s *scheduler.Scheduler) error {
 			return s.Every("job", time.Hour, func(ctx context.Context, r scheduler.Run) error {
 				log.add(r)
 				if r.Attempt == 1 {
-					firstStarted <- r.Instance
 					<-ctx.Done()
 					return context.Cause(ctx)
 				}
 				return nil
 			}, scheduler.WithLease(10*time.Second))
-		})
-		winner := <-firstStarted
-		idx := map[string]int{"A": 0, "B": 1, "C": 2}[winner]
+		}})
+		slot := time.Date(2000, 1, 1, 1, 0, 0, 0, time.UTC)
+		anarchontest.AdvanceTo(slot)
+		winner := f.Holder("job", slot)
+		require.NotNil(t, winner)
 		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 		defer cancel()
-		stopErr := scheds[idx].Stop(ctx) // hand-over: cancel, then release
-		assert.Error(t, stopErr, "the handler had to be cancelled")
-		time.Sleep(5 * time.Second)
-		for _, s := range scheds {
-			require.NoError(t, s.Stop(t.Context()))
-		}
+		assert.Error(t, winner.Stop(ctx), "the handler had to be cancelled") // hand-over: cancel, then release
+		anarchontest.Advance(5 * time.Second)
+
 		starts, at := log.get()
 		require.Len(t, starts, 2)
-		assert.NotEqual(t, winner, starts[1].Instance)
+		assert.Equal(t, winner.Name(), starts[0].Instance)
+		assert.NotEqual(t, winner.Name(), starts[1].Instance)
 		delay := at[1].Sub(at[0])
 		assert.Less(t, delay, time.Second+100*time.Millisecond, "a backup starts within 1s of the hand-over, not after the 10s lease: %v", delay)
-		hist, err := scheds[0].History(t.Context(), "job", 10)
+		hist, err := f.History(t.Context(), "job")
 		require.NoError(t, err)
 		require.Len(t, hist, 2)
 		assert.Equal(t, scheduler.StatusOK, hist[0].Status)
@@ -200,10 +192,9 @@ func TestCatchUpAfterAllInstancesWereDown(t *testing.T) {
 	}{{scheduler.CatchUpNone, 0}, {scheduler.CatchUpLatest, 1}, {scheduler.CatchUpAll, 3}} {
 		t.Run(tc.policy.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				b := memory.New()
 				var mu sync.Mutex
 				ran := map[int64]int{}
-				register := func(s *scheduler.Scheduler) error {
+				setup := func(s *scheduler.Scheduler) error {
 					return s.Every("job", time.Minute, func(_ context.Context, r scheduler.Run) error {
 						mu.Lock()
 						ran[r.Slot.Unix()]++
@@ -213,17 +204,17 @@ func TestCatchUpAfterAllInstancesWereDown(t *testing.T) {
 				}
 				// Up for the 00:01 slot, then all down for 00:02, 00:03, 00:04.
 				time.Sleep(30 * time.Second)
-				scheds, _ := startThree(t, b, register)
-				time.Sleep(time.Minute)
-				for _, s := range scheds {
-					require.NoError(t, s.Stop(t.Context()))
+				f := anarchontest.Start(t, anarchontest.Config{Setup: setup})
+				anarchontest.Advance(time.Minute)
+				for _, r := range f.Replicas() {
+					require.NoError(t, r.Stop(t.Context()))
 				}
-				time.Sleep(3*time.Minute + 10*time.Second) // 00:04:40
-				scheds, _ = startThree(t, b, register)
-				time.Sleep(time.Second)
-				for _, s := range scheds {
-					require.NoError(t, s.Stop(t.Context()))
+				anarchontest.Advance(3*time.Minute + 10*time.Second) // 00:04:40
+				for _, r := range f.Replicas() {
+					require.NoError(t, r.Restart(t.Context()))
 				}
+				anarchontest.Advance(time.Second)
+
 				mu.Lock()
 				defer mu.Unlock()
 				missed := 0

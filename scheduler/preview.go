@@ -6,8 +6,6 @@ import (
 	"strings"
 	"time"
 
-	cron "github.com/netresearch/go-cron"
-
 	"github.com/anarchon/anarchon/backend"
 )
 
@@ -560,11 +558,11 @@ func (s *CronSchedule) dstNotes(n time.Time) []PreviewNote {
 	day := local.Format("Mon 2 Jan 2006")
 	z := periodAt(n, s.loc)
 	var out []PreviewNote
-	if jump := time.Duration(z.off-z.prev) * time.Second; jump > 0 && n.Before(z.start.Add(jump)) && !wallMatches(s.spec, local) {
-		wall := time.Date(2000, 1, 1, local.Hour(), local.Minute(), local.Second(), 0, time.UTC).Add(-jump)
+	if jump := time.Duration(z.off-z.prev) * time.Second; jump > 0 && n.Before(z.start.Add(jump)) && !s.lists(z.off, n) {
+		wall := n.In(time.FixedZone("", z.prev)) // the skipped wall time: the day may be the one before
 		out = append(out, PreviewNote{Kind: PreviewDSTShifted, Text: fmt.Sprintf(
 			"%s does not exist on %s in %s (the clocks jump forward %s): shifted by the jump to %s %s, the instant it would have been",
-			clockText(wall), day, s.loc, shortDuration(jump), clockText(local), zoneName(local))})
+			clockText(wall), wall.Format("Mon 2 Jan 2006"), s.loc, shortDuration(jump), clockText(local), zoneName(local))})
 	}
 	var back time.Duration
 	first, second := n, n
@@ -594,11 +592,10 @@ func (s *CronSchedule) dstNotes(n time.Time) []PreviewNote {
 	return out
 }
 
-// wallMatches reports whether the wall-clock time of local is one the
-// expression names (its second, minute and hour fields).
-func wallMatches(spec *cron.SpecSchedule, local time.Time) bool {
-	bit := func(bits uint64, v int) bool { return bits&(1<<uint(v)) != 0 }
-	return bit(spec.Second, local.Second()) && bit(spec.Minute, local.Minute()) && bit(spec.Hour, local.Hour())
+// lists reports whether the expression lists the wall time of t at offset
+// off (seconds east of UTC), its day included.
+func (s *CronSchedule) lists(off int, t time.Time) bool {
+	return s.fixedNext(off, t.Add(-time.Nanosecond)).Equal(t)
 }
 
 // clockText is the wall-clock time of t: 15:04, or 15:04:05 with seconds.

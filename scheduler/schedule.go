@@ -88,7 +88,11 @@ type CronSchedule struct {
 }
 
 var cronParser = cron.MustNewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom |
-	cron.Month | cron.Dow | cron.Descriptor | cron.DowOrDom)
+	cron.Month | cron.Dow | cron.Descriptor | cron.DowOrDom).WithMaxSearchYears(cronSearchYears)
+
+// cronSearchYears is how far ahead a cron looks for its next slot. The calendar
+// repeats every 400 years: a cron with no slot within them has none.
+const cronSearchYears = 400
 
 // ParseCron parses expr in loc (UTC when nil; a CRON_TZ= prefix must agree with
 // loc), with the default DST policy. It fails on a malformed expression, an

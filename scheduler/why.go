@@ -17,7 +17,9 @@ const MaxWhyRecords = 10_000
 
 // WhyOptions say which slot Why explains.
 type WhyOptions struct {
-	// Entry names a schedule entry of the job whose slot to explain.
+	// Entry names a schedule entry of the job whose slot to explain. Why
+	// needs the entry's schedule: a removed entry is not found
+	// (ErrEntryNotFound), though EntryHistory still lists its records.
 	Entry string
 	// Slot is the slot, at millisecond precision, as History reports it. A
 	// manual run's instant is a slot too.
@@ -522,7 +524,7 @@ func (w *why) open() {
 	if p, ok := w.s.pauses.of(j.name, w.now); ok {
 		paused = fmt.Sprintf("; the job is paused now (%s): unless it is resumed by then, the slot is recorded paused", pausedWhy(p))
 	} else if w.entry != nil && w.entry.Paused {
-		paused = fmt.Sprintf("; the schedule entry is paused now (changed by %s at %s): unless it is resumed by then, the slot is recorded paused", w.entry.By, stamp(w.entry.Updated))
+		paused = fmt.Sprintf("; the schedule entry is paused now (changed by %s at %s): unless it is resumed by then, the slot is not run, and leaves no record", w.entry.By, stamp(w.entry.Updated))
 	}
 	switch deadline := w.slot.Add(j.cfg.maxLate); {
 	case w.slot.After(w.now):
@@ -539,6 +541,11 @@ func (w *why) nothing() {
 	j := w.j
 	if st, ok := w.missedRange(); ok {
 		w.step(st)
+		return
+	}
+	if e := w.entry; e != nil && e.Paused && !e.Updated.After(w.slot) {
+		w.step(WhyStep{Kind: WhyNone, Text: fmt.Sprintf("no decision stored: the schedule entry is paused since %s (changed by %s), before this slot, and a paused entry's slots are not run and leave no record",
+			stamp(e.Updated), e.By)})
 		return
 	}
 	keeps := fmt.Sprintf("the history keeps %d records per %s (WithHistory)", j.cfg.historySize, map[bool]string{true: "entry", false: "job"}[j.entry != nil])

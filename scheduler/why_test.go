@@ -3,7 +3,6 @@ package scheduler_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/anarchon/anarchon/anarchontest"
 	"github.com/anarchon/anarchon/backend/memory"
 	"github.com/anarchon/anarchon/scheduler"
 )
@@ -37,57 +37,49 @@ func whyKinds(r scheduler.WhyReport) []scheduler.WhyKind {
 	return out
 }
 
-// A holder that dies mid-run (its heartbeats hang) is taken over by a backup:
-// Why says the first attempt ran and was lost, and the second ran on the
-// backup after the first's lease ended; while the first still held its lease,
-// it said the run was live on its holder.
+// A holder that dies mid-run is taken over by a backup: while the dead holder
+// still held its lease, Why said the run was live on it; then Why says the
+// first attempt ran and was lost, and the second ran on the backup after the
+// first's lease ended.
 func TestWhyTakeover(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := memory.New()
-		var mu sync.Mutex
-		views := map[string]*faultView{}
-		running := make(chan string, 1)
 		time.Sleep(90 * time.Second)
-		scheds, vs := startThree(t, b, func(s *scheduler.Scheduler) error {
+		f := anarchontest.Start(t, anarchontest.Config{Setup: func(s *scheduler.Scheduler) error {
 			return s.Every("job", time.Hour, func(ctx context.Context, r scheduler.Run) error {
 				if r.Attempt == 1 {
-					mu.Lock()
-					views[r.Instance].hangHeartbeats.Store(true)
-					mu.Unlock()
-					running <- r.Instance
 					<-ctx.Done()
 					return context.Cause(ctx)
 				}
 				return nil
 			}, scheduler.WithLease(10*time.Second))
-		})
-		mu.Lock()
-		for i, id := range []string{"A", "B", "C"} {
-			views[id] = vs[i]
-		}
-		mu.Unlock()
+		}})
 		slot := time.Date(2000, 1, 1, 1, 0, 0, 0, time.UTC)
-		time.Sleep(time.Until(slot))
-		first := <-running
-		synctest.Wait()
-		r := whyOf(t, scheds[0], "job", slot)
+		anarchontest.AdvanceTo(slot)
+		first := f.Holder("job", slot)
+		require.NotNil(t, first)
+		first.Kill()
+		other := f.Replica(0) // a replica alive to ask
+		if other == first {
+			other = f.Replica(1)
+		}
+		anarchontest.Advance(5 * time.Second)
+		r := whyOf(t, other.Scheduler(), "job", slot)
 		assert.Equal(t, []scheduler.WhyKind{scheduler.WhyRan, scheduler.WhyRunning}, whyKinds(r), "%+v", r.Steps)
 		assert.True(t, r.Open)
 		assert.Equal(t, scheduler.StatusRunning, r.Steps[0].Status)
-		assert.Contains(t, r.Steps[1].Text, "running on "+first+" as attempt 1: its lease is live until 2000-01-01T01:00:10Z")
+		assert.Contains(t, r.Steps[1].Text, "running on "+first.Name()+" as attempt 1: its lease is live until 2000-01-01T01:00:10Z")
 
-		time.Sleep(time.Minute)
-		stopAll(t, scheds)
-		r = whyOf(t, scheds[1], "job", slot)
+		anarchontest.Advance(time.Minute)
+		r = whyOf(t, other.Scheduler(), "job", slot)
 		require.Equal(t, []scheduler.WhyKind{scheduler.WhyRan, scheduler.WhyTakeover}, whyKinds(r), "%+v", r.Steps)
 		assert.False(t, r.Open)
-		assert.Equal(t, first, r.Steps[0].Instance)
-		assert.Contains(t, []scheduler.Status{scheduler.StatusLost, scheduler.StatusSuperseded}, r.Steps[0].Status)
+		assert.Equal(t, first.Name(), r.Steps[0].Instance)
+		assert.Equal(t, scheduler.StatusLost, r.Steps[0].Status)
 		backup := r.Steps[1].Instance
-		assert.NotEqual(t, first, backup)
+		assert.NotEqual(t, first.Name(), backup)
 		assert.Equal(t, scheduler.StatusOK, r.Steps[1].Status)
 		assert.Equal(t, 2, r.Steps[1].Attempt)
-		assert.Contains(t, r.Steps[1].Text, "ran on "+backup+" as attempt 2 after the lease of "+first+" ended (attempt 1 recorded ")
+		assert.Contains(t, r.Steps[1].Text, "ran on "+backup+" as attempt 2 after the lease of "+first.Name()+" ended (attempt 1 recorded lost")
 		for _, st := range r.Steps {
 			require.NotNil(t, st.Record, "each step is a record")
 			assert.Equal(t, st.Attempt, st.Record.Attempt)
