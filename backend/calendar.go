@@ -104,7 +104,7 @@ func (c Calendar) Days() (*CalendarDays, error) {
 	if len(c.Weekdays) > 7 {
 		return bad("%d weekdays, at most 7", len(c.Weekdays))
 	}
-	d := &CalendarDays{name: c.Name, dates: make(map[int32]struct{}, len(c.Dates))}
+	d := &CalendarDays{name: c.Name, dates: make([]int32, 0, len(c.Dates))}
 	if c.Zone != "" {
 		loc, err := time.LoadLocation(c.Zone)
 		if err != nil || strings.EqualFold(c.Zone, "local") {
@@ -117,8 +117,10 @@ func (c Calendar) Days() (*CalendarDays, error) {
 		if err != nil {
 			return bad("date %q: %v", s, err)
 		}
-		d.dates[day] = struct{}{}
+		d.dates = append(d.dates, day)
 	}
+	slices.Sort(d.dates)
+	d.dates = slices.Compact(d.dates)
 	for _, r := range c.Ranges {
 		from, err := parseDay(r.From)
 		if err != nil {
@@ -187,7 +189,7 @@ func dayNumber(t time.Time) int32 {
 type CalendarDays struct {
 	name     string
 	zone     *time.Location
-	dates    map[int32]struct{}
+	dates    []int32    // sorted, each once
 	ranges   [][2]int32 // sorted, not overlapping
 	yearly   [13 * 32]bool
 	weekdays uint8
@@ -208,7 +210,7 @@ func (d *CalendarDays) Excludes(t time.Time, schedZone *time.Location) (rule str
 	}
 	t = t.In(loc)
 	day := dayNumber(t)
-	if _, ok := d.dates[day]; ok {
+	if _, ok := slices.BinarySearch(d.dates, day); ok {
 		return t.Format(time.DateOnly), true
 	}
 	i, _ := slices.BinarySearchFunc(d.ranges, day, func(r [2]int32, day int32) int {

@@ -219,9 +219,17 @@ func (s *Scheduler) watchCalendars(cs backend.CalendarStore) {
 // calendar a store holds that this version cannot compile (written by hand or
 // a newer version) is left out, with a warning.
 func (s *Scheduler) noteCalendars(all []Calendar) {
+	v := &s.calendars
+	v.mu.Lock()
+	old, oldDays := v.stored, v.days
+	v.mu.Unlock()
 	days := make(map[string]*backend.CalendarDays, len(all))
 	stored := make(map[string]Calendar, len(all))
 	for _, c := range all {
+		if o, ok := old[c.Name]; ok && oldDays[c.Name] != nil && sameCalendar(o, c) && o.Revision == c.Revision {
+			days[c.Name], stored[c.Name] = oldDays[c.Name], c // unchanged: not compiled again
+			continue
+		}
 		d, err := c.Days()
 		if err != nil {
 			s.log.Warn("stored calendar not understood; it excludes nothing", "calendar", c.Name, "err", err)
@@ -229,7 +237,6 @@ func (s *Scheduler) noteCalendars(all []Calendar) {
 		}
 		days[c.Name], stored[c.Name] = d, c
 	}
-	v := &s.calendars
 	v.mu.Lock()
 	changed := !sameCalendars(v.stored, stored)
 	v.days, v.stored = days, stored
