@@ -35,6 +35,10 @@ type actionInput struct {
 // act runs an action after the cross-origin check: refused for a Host the page
 // does not answer to (hosts.go), without an authorizer, or when it says no.
 func (h *Handler) act(w http.ResponseWriter, r *http.Request, rt route) {
+	if rt.calendarRoute() {
+		h.actCalendar(w, r, rt)
+		return
+	}
 	// What is asked, for the messages: run "report", pause entry "acme" of "tenants".
 	what, of := fmt.Sprintf("%s %q", rt.action, rt.job), fmt.Sprintf("%s of %q", rt.action, rt.job)
 	if rt.action == actionAddEntry {
