@@ -35,11 +35,8 @@ type actionInput struct {
 // act runs an action after the cross-origin check: refused for a Host the page
 // does not answer to (hosts.go), without an authorizer, or when it says no.
 func (h *Handler) act(w http.ResponseWriter, r *http.Request, rt route) {
-	if !h.checkHost(w, r, true) {
-		return
-	}
-	if h.cfg.Authorize == nil {
-		h.fail(w, r, http.StatusForbidden, "the status page is read-only: the service passes no authorizer (web.Config.Authorize)")
+	if rt.calendarRoute() {
+		h.actCalendar(w, r, rt)
 		return
 	}
 	// What is asked, for the messages: run "report", pause entry "acme" of "tenants".
@@ -51,8 +48,8 @@ func (h *Handler) act(w http.ResponseWriter, r *http.Request, rt route) {
 		what = fmt.Sprintf("%s entry %q of %q", rt.action, rt.entry, rt.job)
 		of = what
 	}
-	if !h.cfg.Authorize(r) {
-		h.fail(w, r, http.StatusForbidden, "not allowed: the authorizer refused "+of)
+	by, ok := h.allowAction(w, r, of)
+	if !ok {
 		return
 	}
 	form := rt.action == actionAddEntry || rt.action == actionUpdate || rt.action == actionRemove
@@ -63,11 +60,6 @@ func (h *Handler) act(w http.ResponseWriter, r *http.Request, rt route) {
 			h.failErr(w, r, rt.action, err)
 			return
 		}
-	}
-	by := h.cfg.Who(r)
-	if len(by) > maxText {
-		h.fail(w, r, http.StatusInternalServerError, fmt.Sprintf("web.Config.Who returned %d bytes: at most %d", len(by), maxText))
-		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 	defer cancel()
@@ -130,6 +122,29 @@ func (h *Handler) act(w http.ResponseWriter, r *http.Request, rt route) {
 		back = jobPath(rt.job)
 	}
 	http.Redirect(w, r, h.cfg.Prefix+back+"?done="+done, http.StatusSeeOther)
+}
+
+// allowAction runs the checks every action passes after the cross-origin one:
+// the Host, the authorizer (of names the action in its refusal), and the
+// length of who asks. A refusal is answered here, and ok is false.
+func (h *Handler) allowAction(w http.ResponseWriter, r *http.Request, of string) (by string, ok bool) {
+	if !h.checkHost(w, r, true) {
+		return "", false
+	}
+	if h.cfg.Authorize == nil {
+		h.fail(w, r, http.StatusForbidden, "the status page is read-only: the service passes no authorizer (web.Config.Authorize)")
+		return "", false
+	}
+	if !h.cfg.Authorize(r) {
+		h.fail(w, r, http.StatusForbidden, "not allowed: the authorizer refused "+of)
+		return "", false
+	}
+	by = h.cfg.Who(r)
+	if len(by) > maxText {
+		h.fail(w, r, http.StatusInternalServerError, fmt.Sprintf("web.Config.Who returned %d bytes: at most %d", len(by), maxText))
+		return "", false
+	}
+	return by, true
 }
 
 // pauseEntry pauses or resumes (rt.action) entry rt.entry of rt.job as the page

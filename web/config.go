@@ -50,7 +50,8 @@ type Config struct {
 	Prefix string
 
 	// Authorize decides whether a request may act (run now, pause, resume; an
-	// entry's pause and resume; adding, changing and removing an entry). It is asked on every action, and on every page
+	// entry's pause and resume; adding, changing and removing an entry;
+	// creating, changing and removing a calendar). It is asked on every action, and on every page
 	// to decide whether to show the action controls. Nil: the pages are
 	// read-only and every action is refused with 403. Actions are POST only and
 	// pass Go's http.CrossOriginProtection and the Host check (Hosts) first, so

@@ -52,6 +52,16 @@
 //	POST job/<name>/entry/<id>/pause   pause or resume one schedule entry (form
 //	POST job/<name>/entry/<id>/resume  field rev, the revision the page showed:
 //	                             the entry as read, Paused changed, stored on rev)
+//	GET  calendars               the calendars, when the Source is a CalendarSource
+//	                             (the navigation links them then): name, zone, how
+//	                             many dates, ranges and yearly days, weekdays,
+//	                             description, who wrote it, when, revision
+//	GET  calendar/<name>         one calendar: its facts and its days (the first 200
+//	                             of each list; the JSON has them all)
+//	POST calendars/add           create a calendar; change or remove one (form field
+//	POST calendar/<name>/update  rev, the revision the page showed): the lists are
+//	POST calendar/<name>/remove  one day a line or separated by commas, ranges
+//	                             FROM..TO, weekdays checkboxes
 //	GET  style.css               the embedded stylesheet
 //
 // <name> and <id> are path-escaped (a slash is %2F, "." and ".." are %2E). A
@@ -72,6 +82,9 @@
 //	                             (form fields, or a JSON body {"reason","for"})
 //	api/job/<name>/entry/<id>/pause|resume (POST)  fleet.EntryChangeReply (form
 //	                             field rev, or a JSON body {"rev"})
+//	api/calendars                fleet.CalendarsReply (`anarchon calendar ls --json`)
+//	api/calendar/<name>          fleet.CalendarReply (`anarchon calendar show NAME
+//	                             --json`), every day
 //
 // An error is the error page, or fleet.ErrorBody {"code","error"} as JSON, with
 // the status: 400 bad input, 403 action refused, 404 unknown page, job or entry, 405
@@ -91,9 +104,10 @@
 // site is refused with 403 before Authorize is asked), then the Host check, and
 // redirect back to the job's or entry's page (post, redirect, get). An entry's
 // pause and resume are compare-and-set on the revision the page showed: a
-// change another writer made since is refused (409), never undone. Adding,
-// changing and removing entries is the anarchon command's (schedule add, set,
-// rm).
+// change another writer made since is refused (409), never undone; so are an
+// entry's and a calendar's change and removal. A calendar's form refused for its
+// input (400) or for a change made since (409) is shown again with what was
+// typed and, above it, the reason the fleet gave.
 //
 // The Host check stops DNS rebinding, a page of another site whose name is
 // re-pointed at this machine: to the browser it is same-origin, its request comes

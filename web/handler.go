@@ -18,6 +18,8 @@ type Handler struct {
 	pages *template.Template
 	cop   *http.CrossOriginProtection
 	hosts hostSet // Config.Hosts
+	// cals is the Source as a CalendarSource; nil: no calendars page.
+	cals CalendarSource
 }
 
 // New returns the handler that serves cfg.Source's fleet, or an error wrapping
@@ -32,6 +34,7 @@ func New(cfg Config) (*Handler, error) {
 		return nil, err
 	}
 	h := &Handler{cfg: cfg, cop: http.NewCrossOriginProtection(), hosts: hosts}
+	h.cals, _ = cfg.Source.(CalendarSource)
 	h.pages = parsePages(h.funcs())
 	h.cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusForbidden, "cross-site request refused: actions are accepted from this page's own origin only")
@@ -41,13 +44,17 @@ func New(cfg Config) (*Handler, error) {
 
 // A route is what a request's path names, below the prefix.
 type route struct {
-	page   string // "jobs", "fleet", "job", "entry", "attempt", "search", "style" or "" (none)
-	job    string // for the job, entry and attempt pages and the actions
-	entry  string // for the entry page and its actions: the entry's ID
-	token  string // for the attempt page: the attempt's token
-	action string // "run", "pause", "resume", "add-entry" on a job; "run", "pause", "resume", "update", "remove" on an entry
-	api    bool   // under api/: always JSON
+	page     string // "jobs", "fleet", "job", "entry", "attempt", "search", "calendars", "calendar", "style" or "" (none)
+	job      string // for the job, entry and attempt pages and the actions
+	entry    string // for the entry page and its actions: the entry's ID
+	token    string // for the attempt page: the attempt's token
+	calendar string // for the calendar page and its actions: the calendar's name
+	action   string // "run", "pause", "resume", "add-entry" on a job; "run", "pause", "resume", "update", "remove" on an entry or a calendar; "add" on calendars
+	api      bool   // under api/: always JSON
 }
+
+// calendarRoute reports whether rt is a calendars page or one of their actions.
+func (rt route) calendarRoute() bool { return rt.page == "calendars" || rt.page == "calendar" }
 
 // Action names in paths: <prefix>job/<name>/<action>,
 // <prefix>job/<name>/entry/<id>/<action>.
@@ -58,6 +65,8 @@ const (
 	actionAddEntry = "add-entry"
 	actionUpdate   = "update"
 	actionRemove   = "remove"
+	// actionAddCalendar is the calendars page's create: <prefix>calendars/add.
+	actionAddCalendar = "add"
 )
 
 // runSegment names an attempt in paths: <prefix>job/<name>/run/<token>,
@@ -90,6 +99,15 @@ func parseRoute(rest string) (route, bool) {
 	case "search":
 		rt.page = "search"
 		return rt, !rt.api
+	case "calendars":
+		rt.page = "calendars"
+		return rt, true
+	case "calendars/" + actionAddCalendar:
+		rt.page, rt.action = "calendars", actionAddCalendar
+		return rt, true
+	}
+	if after, ok := strings.CutPrefix(rest, "calendar/"); ok {
+		return rt.calendarOf(after)
 	}
 	after, ok := strings.CutPrefix(rest, "job/")
 	if !ok {
@@ -142,6 +160,25 @@ func parseRoute(rest string) (route, bool) {
 	return rt, true
 }
 
+// calendarOf completes rt as calendar <name>[/<action>], the escaped rest of
+// a path.
+func (rt route) calendarOf(rest string) (route, bool) {
+	seg, action, _ := strings.Cut(rest, "/")
+	name, err := url.PathUnescape(seg)
+	if err != nil || name == "" {
+		return rt, false
+	}
+	rt.page, rt.calendar = "calendar", name
+	switch action {
+	case "":
+		return rt, !strings.HasSuffix(rest, "/")
+	case actionUpdate, actionRemove:
+		rt.action = action
+		return rt, true
+	}
+	return rt, false
+}
+
 // askedAt is the context key of when the request came: the pages show times
 // relative to it, the moment their reads began, not to the end of the reads (a
 // jobs page waits the source's gather window, and a next slot read at its start
@@ -169,10 +206,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusNotFound, "no such page")
 		return
 	}
+	if rt.calendarRoute() && h.cals == nil {
+		h.fail(w, r, http.StatusNotFound, "no such page: the status page's source keeps no calendars (web.CalendarSource)")
+		return
+	}
 	if rt.action != "" {
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", http.MethodPost)
-			h.fail(w, r, http.StatusMethodNotAllowed, "an action is a POST (the buttons on the job and entry pages)")
+			h.fail(w, r, http.StatusMethodNotAllowed, "an action is a POST (the buttons on the job, entry and calendar pages)")
 			return
 		}
 		h.cop.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -182,7 +223,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if !isRead(r.Method) {
 		w.Header().Set("Allow", "GET, HEAD")
-		h.fail(w, r, http.StatusMethodNotAllowed, "this page is read with GET; actions are POSTs to job/<name>/run, pause, resume or add-entry, and job/<name>/entry/<id>/run, pause, resume, update or remove")
+		h.fail(w, r, http.StatusMethodNotAllowed, "this page is read with GET; actions are POSTs to job/<name>/run, pause, resume or add-entry, job/<name>/entry/<id>/run, pause, resume, update or remove, calendars/add, and calendar/<name>/update or remove")
 		return
 	}
 	if rt.page == "style" {
@@ -206,6 +247,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.attemptPage(ctx, w, r, rt)
 	case "search":
 		h.searchPage(ctx, w, r)
+	case "calendars":
+		h.calendarsPage(ctx, w, r, rt)
+	case "calendar":
+		h.calendarPage(ctx, w, r, rt)
 	}
 }
 
@@ -235,6 +280,9 @@ func jobPath(job string) string { return "job/" + pathSegment(job) }
 
 // entryPath is the escaped path of an entry's page below the prefix.
 func entryPath(job, id string) string { return jobPath(job) + "/entry/" + pathSegment(id) }
+
+// calendarPath is the escaped path of a calendar's page below the prefix.
+func calendarPath(name string) string { return "calendar/" + pathSegment(name) }
 
 // attemptPath is the escaped path of a run's attempt page below the prefix:
 // under its entry's page for a run of an entry. Empty for a run without a

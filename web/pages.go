@@ -19,10 +19,12 @@ import (
 type pageBase struct {
 	Title  string
 	Prefix string
-	Nav    string // the current page in the navigation: "jobs", "fleet" or ""
+	Nav    string // the current page in the navigation: "jobs", "fleet", "search", "calendars" or ""
 	CanAct bool   // Authorize allows this request: show the action controls
-	Now    time.Time
-	JSON   string // this page's JSON (under api/)
+	// HasCalendars: the source keeps calendars, and the navigation links them.
+	HasCalendars bool
+	Now          time.Time
+	JSON         string // this page's JSON (under api/)
 	// Refresh is how often the page reloads itself, in seconds (0: never).
 	Refresh int
 }
@@ -40,7 +42,8 @@ func (h *Handler) base(r *http.Request, nav string) pageBase {
 	}
 	return pageBase{
 		Title: h.cfg.Title, Prefix: h.cfg.Prefix, Nav: nav, Now: now, JSON: json,
-		CanAct: h.cfg.Authorize != nil && h.hostMayAct(r) && h.cfg.Authorize(r),
+		CanAct:       h.cfg.Authorize != nil && h.hostMayAct(r) && h.cfg.Authorize(r),
+		HasCalendars: h.cals != nil,
 	}
 }
 
@@ -268,6 +271,10 @@ var doneMessages = map[string]string{
 	"entry-added":     "Added: every replica that declares the job follows it within a second.",
 	"entry-updated":   "Changed: every replica follows the new revision within a second.",
 	"entry-removed":   "The entry was removed: no replica runs it any more.",
+	// The calendars pages'.
+	"calendar-added":   "Created: every replica follows it within a second, for the slots claimed from then on.",
+	"calendar-updated": "Changed: every replica follows the new revision within a second, for the slots claimed from then on.",
+	"calendar-removed": "The calendar was removed: the jobs and entries that name it exclude nothing by it.",
 }
 
 // historyLimit reads ?limit=, the number of runs: absent is the configured

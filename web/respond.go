@@ -83,11 +83,12 @@ func statusOf(err error) int {
 	switch {
 	case errors.Is(err, errBadInput), errors.Is(err, fleet.ErrBadRequest):
 		return http.StatusBadRequest
-	case errors.Is(err, fleet.ErrUnknownJob), errors.Is(err, fleet.ErrEntryNotFound):
+	case errors.Is(err, fleet.ErrUnknownJob), errors.Is(err, fleet.ErrEntryNotFound), errors.Is(err, fleet.ErrCalendarNotFound):
 		return http.StatusNotFound
 	case errors.Is(err, fleet.ErrNotSupported):
 		return http.StatusNotImplemented
-	case errors.Is(err, fleet.ErrJobBusy), errors.Is(err, fleet.ErrEntryConflict), errors.Is(err, fleet.ErrEntryExists):
+	case errors.Is(err, fleet.ErrJobBusy), errors.Is(err, fleet.ErrEntryConflict), errors.Is(err, fleet.ErrEntryExists),
+		errors.Is(err, fleet.ErrCalendarConflict), errors.Is(err, fleet.ErrCalendarExists):
 		return http.StatusConflict
 	case errors.Is(err, fleet.ErrTooManyManualRuns):
 		return http.StatusTooManyRequests

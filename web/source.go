@@ -49,3 +49,20 @@ type EntryTriggerer interface {
 }
 
 var _ EntryTriggerer = (*fleet.Client)(nil)
+
+// CalendarSource is a Source that also keeps calendars: the calendars page and
+// its forms, shown only when the Source is one. *fleet.Client is one. Its
+// errors should match fleet's (fleet.ErrCalendarNotFound,
+// fleet.ErrCalendarConflict, fleet.ErrCalendarExists, fleet.ErrBadRequest).
+type CalendarSource interface {
+	// Calendars is every calendar summed up, ordered by name: the list page.
+	Calendars(ctx context.Context) (fleet.CalendarsReply, error)
+	// Calendar is one calendar whole: its page.
+	Calendar(ctx context.Context, name string) (fleet.CalendarReply, error)
+	// PutCalendar creates (in.Rev 0) or changes a calendar on the revision the
+	// page showed; DeleteCalendar removes one on that revision.
+	PutCalendar(ctx context.Context, in fleet.PutCalendarRequest) (fleet.CalendarReply, error)
+	DeleteCalendar(ctx context.Context, in fleet.DeleteCalendarRequest) (fleet.DeleteCalendarReply, error)
+}
+
+var _ CalendarSource = (*fleet.Client)(nil)
