@@ -220,11 +220,12 @@ func WithConcurrency(n int) JobOption {
 // WithMaxRuns runs at most n scheduled slots of the job, counted fleet-wide by the
 // run store (backend.RunCounter), not per process: every instance declaring the job
 // claims against one count. Each slot won first counts, catch-up slots too. So does
-// a slot won while the job is paused; only CatchUpAll runs it once the pause ends,
-// so otherwise a pause uses up runs. So does a slot stored buffered
-// (OverlapBufferOne, OverlapBufferAll), which the fleet decided to run. Retries,
-// takeovers, manual runs (RunNow) and Backfill do not count, nor do slots skipped
-// or late. Once n are counted every later slot is recorded StatusLimit, a stored
+// a slot won just before a pause reached its instance and so recorded paused
+// unrun; only CatchUpAll runs it once the pause ends, so otherwise it uses up a
+// run. So does a slot stored buffered (OverlapBufferOne, OverlapBufferAll), which
+// the fleet decided to run. Retries, takeovers, manual runs (RunNow) and Backfill
+// do not count, nor do slots skipped, late or excluded, nor slots recorded paused
+// as they fell (catch-up that runs one later counts it then). Once n are counted every later slot is recorded StatusLimit, a stored
 // decision like skipped or late, and the job's loop ends on every instance
 // (EventLimitReached, once per instance; Jobs shows no next slot). RunNow still
 // runs an ended job, as a manual run, and Backfill still runs its past slots. A
