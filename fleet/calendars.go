@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -228,6 +229,13 @@ func (f *Service) calendar(ctx context.Context, data []byte) (any, error) {
 	return f.fits(CalendarReply{Instance: f.s.Instance(), Calendar: calendarOf(c)})
 }
 
+// widest is c with the longest At and Revision a store may give it.
+func widest(c scheduler.Calendar) scheduler.Calendar {
+	c.At = time.Date(9999, 12, 31, 23, 59, 59, 999_000_000, time.UTC)
+	c.Revision = math.MaxUint64
+	return c
+}
+
 // fits is out if it fits in one message, else an error saying so.
 func (f *Service) fits(out CalendarReply) (any, error) {
 	data, err := json.Marshal(out)
@@ -257,6 +265,11 @@ func (f *Service) putCalendar(ctx context.Context, data []byte) (any, error) {
 	}
 	c.By = calendarBy(ctx, in.By)
 	if err := c.Check(); err != nil {
+		return nil, badRequest("%v", err)
+	}
+	// The reply holds the calendar as stored: refuse, before storing, one
+	// whose reply would not fit, so that an error never hides a stored change.
+	if _, err := f.fits(CalendarReply{Instance: f.s.Instance(), Calendar: calendarOf(widest(c))}); err != nil {
 		return nil, badRequest("%v", err)
 	}
 	stored, err := f.s.PutCalendar(ctx, c, in.Rev)

@@ -136,6 +136,9 @@ const (
 	// BackfillLate: the run store judged the claim past its deadline (its clock
 	// is ahead of this instance's by more than the clock skew allowance).
 	BackfillLate BackfillOutcome = "late"
+	// BackfillExcluded: a calendar the job or entry names holds the slot's
+	// day: it is stored excluded (Status), not run; Error says which calendar.
+	BackfillExcluded BackfillOutcome = "excluded"
 	// BackfillNotRun: not run by this instance: the scheduler stopped first, or
 	// the run store could not be reached (Error says).
 	BackfillNotRun BackfillOutcome = "not_run"
@@ -185,7 +188,8 @@ func (r BackfillResult) Count(o BackfillOutcome) int {
 // Backfill runs the job's slots in [from, to) that never ran, on demand: those
 // without a record in History, or whose records are only late, paused or
 // skipped. Slots that ran are left alone and reported (BackfillAlreadyRan),
-// unless BackfillRerun takes them too. It needs a backend with leases
+// unless BackfillRerun takes them too. A slot a calendar excludes is never run
+// (BackfillExcluded). It needs a backend with leases
 // (ErrBackfillNotSupported) and a started scheduler (ErrNotStarted); from and
 // to must be set, from before to, and to not after now by the scheduler's clock
 // (ErrInvalidOption). A range holding more than MaxBackfillSlots slots is
@@ -268,6 +272,12 @@ func (s *Scheduler) Backfill(ctx context.Context, name string, from, to time.Tim
 		newest := hist[ts.j]
 		if r, ran := newest.ran(ts.slot); ran && !o.rerun {
 			res.Slots[i] = BackfillSlot{Entry: ts.entry(), Slot: ts.slot, Outcome: BackfillAlreadyRan, Status: r.Status, Attempt: r.Attempt, Instance: r.Instance}
+			continue
+		}
+		if r := newest.newest(ts.slot); r != nil && r.Status == StatusExcluded {
+			// Never reopened, not even by a rerun.
+			res.Slots[i] = BackfillSlot{Entry: ts.entry(), Slot: ts.slot, Outcome: BackfillExcluded, Status: r.Status,
+				Attempt: r.Attempt, Instance: r.Instance, Error: r.Error}
 			continue
 		}
 		bf := &backfillSlot{j: ts.j, index: i, rerun: o.rerun, out: res.Slots[i]}
@@ -530,6 +540,18 @@ func (b *backfillSlot) decided(o BackfillOutcome, status Status) {
 	}
 }
 
+// excluded: the slot is stored excluded (why, when known).
+func (b *backfillSlot) excluded(why string) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.ranHere {
+		b.out.Outcome, b.out.Status, b.out.Error = BackfillExcluded, StatusExcluded, why
+	}
+}
+
 // elsewhere: the store answered another attempt has the slot (res).
 func (b *backfillSlot) elsewhere(res backend.ClaimResult) {
 	if b == nil {
@@ -539,6 +561,9 @@ func (b *backfillSlot) elsewhere(res backend.ClaimResult) {
 	defer b.mu.Unlock()
 	if !b.ranHere {
 		b.out.Outcome, b.out.Error = BackfillElsewhere, ""
+		if res.Status == StatusExcluded {
+			b.out.Outcome = BackfillExcluded
+		}
 	}
 	if res.Status != "" {
 		b.out.Status = res.Status

@@ -91,7 +91,9 @@ func (s *Scheduler) calendarStore() (backend.CalendarStore, error) {
 // calendar stored with that revision (ErrCalendarConflict if another writer
 // changed it first). By defaults to the instance and At is set to now. Every
 // instance follows the change; it decides the slots claimed after it. A write
-// whose answer was lost and that is found stored as asked counts as done.
+// that failed (its answer lost, or refused as a conflict when a store retried
+// it) and that is then found stored as asked, the same days, By and At,
+// counts as done.
 func (s *Scheduler) PutCalendar(ctx context.Context, c Calendar, rev uint64) (Calendar, error) {
 	cs, err := s.calendarStore()
 	if err != nil {
@@ -111,9 +113,13 @@ func (s *Scheduler) PutCalendar(ctx context.Context, c Calendar, rev uint64) (Ca
 	cctx, cancel := s.callCtx(ctx)
 	defer cancel()
 	nrev, err := cs.PutCalendar(cctx, c, rev)
-	if errors.Is(err, ErrCalendarExists) || errors.Is(err, ErrCalendarConflict) {
-		// A retried write whose first answer was lost finds itself stored.
-		if got, gerr := cs.GetCalendar(cctx, c.Name); gerr == nil && sameCalendar(got, c) {
+	if err != nil && !errors.Is(err, ErrInvalidCalendar) {
+		// A write whose answer was lost finds itself stored. At, to the
+		// millisecond, with By, tells it from another writer's.
+		rctx, rcancel := s.writeCtx()
+		got, gerr := cs.GetCalendar(rctx, c.Name)
+		rcancel()
+		if gerr == nil && sameCalendar(got, c) {
 			return got, nil
 		}
 	}
@@ -134,7 +140,8 @@ func sameCalendar(stored, w Calendar) bool {
 
 // DeleteCalendar removes the calendar name if its stored revision is rev, or
 // whatever its revision when rev is 0. Jobs that name it then exclude nothing
-// by it.
+// by it. A removal that failed for want of an answer and that then finds no
+// calendar of that name stored counts as done.
 func (s *Scheduler) DeleteCalendar(ctx context.Context, name string, rev uint64) error {
 	cs, err := s.calendarStore()
 	if err != nil {
@@ -149,6 +156,15 @@ func (s *Scheduler) DeleteCalendar(ctx context.Context, name string, rev uint64)
 	cctx, cancel := s.callCtx(ctx)
 	defer cancel()
 	if err := cs.DeleteCalendar(cctx, name, rev); err != nil {
+		if !errors.Is(err, ErrCalendarNotFound) && !errors.Is(err, ErrCalendarConflict) {
+			// Its answer may have been lost after the store removed it.
+			rctx, rcancel := s.writeCtx()
+			_, gerr := cs.GetCalendar(rctx, name)
+			rcancel()
+			if errors.Is(gerr, ErrCalendarNotFound) {
+				return nil
+			}
+		}
 		return fmt.Errorf("scheduler: delete calendar %q on %s: %w", name, s.backend.Name(), err)
 	}
 	return nil
@@ -194,7 +210,9 @@ func (s *Scheduler) Calendars(ctx context.Context) ([]Calendar, error) {
 }
 
 // watchCalendars keeps the view of the calendars current until the loops stop,
-// watching again after a failed watch.
+// watching again after a failed watch. Each time it watches again it reads the
+// calendars first: a watch that keeps failing while the store answers reads
+// leaves the view no older than the wait between two watches (at most 1.6s).
 func (s *Scheduler) watchCalendars(cs backend.CalendarStore) {
 	defer s.loops.Done()
 	for attempt := 0; s.loopCtx.Err() == nil; attempt++ {
@@ -211,6 +229,12 @@ func (s *Scheduler) watchCalendars(cs backend.CalendarStore) {
 		}
 		if !s.sleepUntil(s.loopCtx, s.clock.Now().Add(retryDelay(attempt))) {
 			return
+		}
+		cctx, cancel := s.callCtx(s.loopCtx)
+		all, err := cs.Calendars(cctx)
+		cancel()
+		if err == nil {
+			s.noteCalendars(all)
 		}
 	}
 }
@@ -299,7 +323,7 @@ func (s *Scheduler) excludedBy(j *job, nominal time.Time) (calendar, rule string
 		return "", ""
 	}
 	var zone *time.Location
-	if c, ok := j.sched.(*CronSchedule); ok {
+	if c := cronOf(j.sched); c != nil { // under its bounds and spread
 		zone = c.Location()
 	}
 	v := &s.calendars
@@ -313,6 +337,15 @@ func (s *Scheduler) excludedBy(j *job, nominal time.Time) (calendar, rule string
 		}
 	}
 	return "", ""
+}
+
+// excludes reports whether a calendar j names excludes its slot, as the view
+// stands now.
+func (s *Scheduler) excludes(j *job) func(slot time.Time) bool {
+	return func(slot time.Time) bool {
+		cal, _ := s.excludedBy(j, j.nominal(slot))
+		return cal != ""
+	}
 }
 
 // excludedWhy is the reason a's slot is recorded excluded, or "": manual runs

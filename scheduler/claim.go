@@ -273,7 +273,7 @@ func (s *Scheduler) follow(a *attempt, res backend.ClaimResult) {
 		a.bf.decided(BackfillPaused, StatusPaused)
 	case backend.OutcomeExcluded:
 		e.Kind, e.Status = EventExcluded, StatusExcluded
-		a.bf.notRun(errors.New(a.rc.ExcludedWhy))
+		a.bf.excluded(a.rc.ExcludedWhy)
 	default: // limit, done, none, and outcomes this version does not know
 		e.Kind = EventLost
 		if res.Outcome == backend.OutcomeNone && a.rc.EntryGone {

@@ -68,7 +68,7 @@ func (s *Scheduler) recover(j *job, now time.Time) adoption {
 
 // recoverWith is recover with the catch-up started by start.
 func (s *Scheduler) recoverWith(j *job, now time.Time, start func(catchUp func())) adoption {
-	missed, capped := j.missedSlots(now)
+	missed, capped := j.missedSlots(now, s.excludes(j))
 	claimed := make(map[int64]bool, len(missed)+len(capped))
 	for _, t := range append(missed, capped...) {
 		claimed[t.UnixMilli()] = true
@@ -88,14 +88,15 @@ func (s *Scheduler) recoverWith(j *job, now time.Time, start func(catchUp func()
 // missedSlots lists, oldest first, the slots catch-up runs and the older ones of
 // its window past MaxCatchUpSlots (recorded missed). The loop claims the slots
 // after now - max lateness itself.
-func (j *job) missedSlots(now time.Time) (run, capped []time.Time) {
-	return j.catchUpSlots(now.Add(-j.cfg.catchUpWindow), now.Add(-j.cfg.maxLate))
+func (j *job) missedSlots(now time.Time, excluded func(time.Time) bool) (run, capped []time.Time) {
+	return j.catchUpSlots(now.Add(-j.cfg.catchUpWindow), now.Add(-j.cfg.maxLate), excluded)
 }
 
 // catchUpSlots lists, oldest first, the job's slots after from and up to last that
 // its catch-up policy runs (none for CatchUpNone, the newest for CatchUpLatest, the
 // newest MaxCatchUpSlots for CatchUpAll) and the older ones past that cap.
-func (j *job) catchUpSlots(from, last time.Time) (run, capped []time.Time) {
+// CatchUpLatest takes the newest slot that excluded does not hold, if any.
+func (j *job) catchUpSlots(from, last time.Time, excluded func(time.Time) bool) (run, capped []time.Time) {
 	if j.cfg.catchUp == CatchUpNone {
 		return nil, nil
 	}
@@ -103,7 +104,14 @@ func (j *job) catchUpSlots(from, last time.Time) (run, capped []time.Time) {
 		run = append(run, t)
 	}
 	if j.cfg.catchUp == CatchUpLatest && len(run) > 1 {
-		run = run[len(run)-1:]
+		i := len(run) - 1
+		for i > 0 && excluded(run[i]) {
+			i--
+		}
+		if excluded(run[i]) {
+			i = len(run) - 1 // every one excluded: the newest is recorded so
+		}
+		run = run[i : i+1]
 	}
 	if len(run) > MaxCatchUpSlots {
 		capped, run = run[:len(run)-MaxCatchUpSlots], run[len(run)-MaxCatchUpSlots:]

@@ -250,7 +250,7 @@ func WithMaxRuns(n int) JobOption {
 // CatchUpNone (the default), CatchUpLatest or CatchUpAll within window (zero window:
 // DefaultCatchUpWindow). Needs a backend with leases. Missed slots run oldest first,
 // one at a time unless WithCatchUpConcurrency says otherwise; a slot stored skipped
-// or late never runs. At most MaxCatchUpSlots run per Start; older ones in the
+// or late never runs. CatchUpLatest takes the newest slot no calendar excludes. At most MaxCatchUpSlots run per Start; older ones in the
 // window are recorded late.
 func WithCatchUp(p CatchUpPolicy, window time.Duration) JobOption {
 	return func(c *jobConfig) error {

@@ -319,7 +319,7 @@ func (s *Scheduler) checkResumes() {
 		}()
 	}
 	for _, e := range ended {
-		slots := e.j.pausedSlots(e.since, now)
+		slots := e.j.pausedSlots(e.since, now, s.excludes(e.j))
 		if s.runs == nil || len(slots) == 0 {
 			continue
 		}
@@ -337,11 +337,11 @@ func (s *Scheduler) checkResumes() {
 // since the pause began, as the job's policy picks them (catchUpSlots). Those past
 // the cap stay paused. Each is claimed with ReopenPaused: the store runs those
 // recorded paused, once.
-func (j *job) pausedSlots(since, now time.Time) []time.Time {
+func (j *job) pausedSlots(since, now time.Time, excluded func(time.Time) bool) []time.Time {
 	from := since.Add(-j.cfg.maxLate)
 	if w := now.Add(-j.cfg.catchUpWindow); from.Before(w) {
 		from = w
 	}
-	run, _ := j.catchUpSlots(from.Add(-time.Millisecond), now)
+	run, _ := j.catchUpSlots(from.Add(-time.Millisecond), now, excluded)
 	return run
 }

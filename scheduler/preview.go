@@ -479,7 +479,7 @@ func (st *previewState) caughtUp(p Pause, end time.Time) map[int64]bool {
 			since = st.now
 		}
 	}
-	for _, t := range j.pausedSlots(since, end) {
+	for _, t := range j.pausedSlots(since, end, s.excludes(j)) {
 		set[t.UnixMilli()] = true
 	}
 	return set
