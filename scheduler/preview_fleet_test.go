@@ -21,10 +21,8 @@ import (
 // record History holds for the slot afterwards; "" for none. A kind that may
 // leave no record maps to the status it leaves when it leaves one (see
 // mayLeaveNone).
-//
-// Calendars: the note of a slot a calendar excludes goes here, with the record
-// it leaves, and a case in TestPreviewThenHistory's fleet.
 var heldBack = map[scheduler.PreviewKind]scheduler.Status{
+	scheduler.PreviewExcluded:    scheduler.StatusExcluded,
 	scheduler.PreviewPaused:      scheduler.StatusPaused,
 	scheduler.PreviewEntryPaused: "", // a paused entry's slots leave no record
 	scheduler.PreviewLimit:       scheduler.StatusLimit,
@@ -151,10 +149,17 @@ func TestPreviewThenHistory(t *testing.T) {
 					scheduler.WithDST(scheduler.DSTPolicy{Repeated: scheduler.DSTBoth}), scheduler.WithStartAt(fallStart)),
 				s.Every("report", time.Hour, work, scheduler.WithLease(30*time.Second), scheduler.WithMaxRuns(4)),
 				s.Declare("tenants", noop),
-				// Calendars: a job with a calendar goes here, previewed and checked as the others.
+				// Not on weekends (in New York: the calendar has no zone) nor on 10 Mar.
+				s.Cron("weekday", "0 9 * * *", noop, scheduler.WithLocation(ny), scheduler.WithEndAt(springEnd),
+					scheduler.WithCalendars("weekends", "holidays")),
 			)
 		}
 		f := anarchontest.Start(t, anarchontest.Config{Replicas: 3, Setup: setup})
+		for _, c := range []scheduler.Calendar{{Name: "weekends", Weekdays: []time.Weekday{time.Saturday, time.Sunday}},
+			{Name: "holidays", Dates: []string{"2026-03-10"}}} {
+			_, err := f.Replica(2).Scheduler().PutCalendar(t.Context(), c, 0)
+			require.NoError(t, err)
+		}
 		pauseEnd := start.Add(3*time.Hour + 40*time.Minute) // 08:30Z
 		require.NoError(t, f.Replica(0).Scheduler().Pause(t.Context(), "report", scheduler.PauseOptions{Reason: "migration", By: "ops", Until: pauseEnd}))
 		_, err = f.Replica(0).Scheduler().AddEntry(t.Context(), "tenants", "acme", scheduler.EntrySpec{Cron: "30 2 * * *", Zone: "America/New_York",
@@ -166,7 +171,7 @@ func TestPreviewThenHistory(t *testing.T) {
 
 		s := f.Replica(1).Scheduler()
 		preview := map[string][]scheduler.PreviewSlot{}
-		for job, n := range map[string]int{"spring-skip": 10, "spring-shift": 10, "fall-both": 10, "report": 12} {
+		for job, n := range map[string]int{"spring-skip": 10, "spring-shift": 10, "fall-both": 10, "report": 12, "weekday": 10} {
 			out, err := s.Preview(t.Context(), job, scheduler.PreviewOptions{N: n})
 			require.NoError(t, err)
 			preview[job] = out
@@ -196,6 +201,15 @@ func TestPreviewThenHistory(t *testing.T) {
 		for _, ps := range entries["idle"] {
 			assert.False(t, ps.Runs)
 			assert.Contains(t, kinds(ps), scheduler.PreviewEntryPaused)
+		}
+		weekday := preview["weekday"]
+		require.Len(t, weekday, 5, "7 to 11 Mar at 09:00 in New York")
+		for i, ps := range weekday {
+			excluded := i != 2 && i != 4 // Saturday, Sunday (a DST day), the holiday
+			assert.Equal(t, !excluded, ps.Runs, "slot %s", ps.Slot)
+			if excluded {
+				assert.Equal(t, []scheduler.PreviewKind{scheduler.PreviewExcluded}, kinds(ps)[:1], "slot %s", ps.Slot)
+			}
 		}
 		fall := preview["fall-both"]
 		require.Len(t, fall, 10)
