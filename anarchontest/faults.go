@@ -23,8 +23,8 @@ type Op string
 
 // The store calls. OpClaim is a claim of the run store and of the backend
 // alike. The writes are the calls that change the store: every one but Init,
-// PrepareJob, History, Pauses, Active, EntryRunNames, GetEntry, ListEntries and
-// the watches.
+// PrepareJob, History, Pauses, Active, EntryRunNames, GetEntry, ListEntries,
+// GetCalendar, Calendars and the watches.
 const (
 	OpInit            Op = "Init"
 	OpPrepareJob      Op = "PrepareJob"
@@ -54,13 +54,18 @@ const (
 	OpWatchRun        Op = "WatchRun"
 	OpWatchPauses     Op = "WatchPauses"
 	OpWatchEntries    Op = "WatchEntries"
+	OpPutCalendar     Op = "PutCalendar"
+	OpDeleteCalendar  Op = "DeleteCalendar"
+	OpGetCalendar     Op = "GetCalendar"
+	OpCalendars       Op = "Calendars"
+	OpWatchCalendars  Op = "WatchCalendars"
 )
 
 // Write reports whether op changes the store.
 func (op Op) Write() bool {
 	switch op {
 	case OpInit, OpPrepareJob, OpHistory, OpPauses, OpActive, OpEntryRunNames, OpRunCount, OpGetEntry, OpListEntries,
-		OpWatchRun, OpWatchPauses, OpWatchEntries:
+		OpGetCalendar, OpCalendars, OpWatchRun, OpWatchPauses, OpWatchEntries, OpWatchCalendars:
 		return false
 	}
 	return true

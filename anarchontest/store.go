@@ -27,6 +27,7 @@ var (
 	_ backend.OnceRecorder  = (*view)(nil)
 	_ backend.Pauser        = (*view)(nil)
 	_ backend.EntryStore    = (*view)(nil)
+	_ backend.CalendarStore = (*view)(nil)
 
 	_ backend.RunStore           = (*runsView)(nil)
 	_ backend.Settler            = (*runsView)(nil)
@@ -144,6 +145,30 @@ func (v *view) ListEntries(ctx context.Context, job, afterJob, afterID string, l
 func (v *view) WatchEntries(ctx context.Context, fn func(backend.EntryChange)) error {
 	return v.p.watch(ctx, OpWatchEntries, func(ctx context.Context, deliver func(func())) error {
 		return v.mem.WatchEntries(ctx, func(c backend.EntryChange) { deliver(func() { fn(c) }) })
+	})
+}
+
+func (v *view) PutCalendar(ctx context.Context, c backend.Calendar, rev uint64) (uint64, error) {
+	return do(v.p, ctx, OpPutCalendar, func(ctx context.Context) (uint64, error) { return v.mem.PutCalendar(ctx, c, rev) })
+}
+
+func (v *view) DeleteCalendar(ctx context.Context, name string, rev uint64) error {
+	return do0(v.p, ctx, OpDeleteCalendar, func(ctx context.Context) error { return v.mem.DeleteCalendar(ctx, name, rev) })
+}
+
+func (v *view) GetCalendar(ctx context.Context, name string) (backend.Calendar, error) {
+	return do(v.p, ctx, OpGetCalendar, func(ctx context.Context) (backend.Calendar, error) { return v.mem.GetCalendar(ctx, name) })
+}
+
+func (v *view) Calendars(ctx context.Context) ([]backend.Calendar, error) {
+	return do(v.p, ctx, OpCalendars, func(ctx context.Context) ([]backend.Calendar, error) { return v.mem.Calendars(ctx) })
+}
+
+// WatchCalendars is cut, like every watch of the process, when the process is
+// killed or its replica partitioned.
+func (v *view) WatchCalendars(ctx context.Context, fn func([]backend.Calendar)) error {
+	return v.p.watch(ctx, OpWatchCalendars, func(ctx context.Context, deliver func(func())) error {
+		return v.mem.WatchCalendars(ctx, func(cs []backend.Calendar) { deliver(func() { fn(cs) }) })
 	})
 }
 

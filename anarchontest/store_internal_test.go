@@ -26,6 +26,7 @@ var capabilities = map[string]reflect.Type{
 	"OnceRecorder":   reflect.TypeFor[backend.OnceRecorder](),
 	"Pauser":         reflect.TypeFor[backend.Pauser](),
 	"EntryStore":     reflect.TypeFor[backend.EntryStore](),
+	"CalendarStore":  reflect.TypeFor[backend.CalendarStore](),
 	"JobChecker":     reflect.TypeFor[backend.JobChecker](),
 	"JobWindower":    reflect.TypeFor[backend.JobWindower](),
 	"LastRunsReader": reflect.TypeFor[backend.LastRunsReader](),

@@ -19,13 +19,58 @@ var errCutMidCall = errors.New("modelcheck: the process died during the call")
 // faulty is in's view of its store: a Backend and LeaseBackend whose store
 // calls go through in's faults. It has the store's JobWindower, JobChecker,
 // ClaimRecorder and RecordDecider, or does what the scheduler does without
-// them. It is an EntryStore when the store is one.
+// them. It is an EntryStore and a CalendarStore when the store is one.
 func faulty(in *inst, s Store) backend.Backend {
 	b := &faultyBackend{in: in, b: s}
-	if es, ok := s.(backend.EntryStore); ok {
+	es, entries := s.(backend.EntryStore)
+	cs, cals := s.(backend.CalendarStore)
+	switch {
+	case entries && cals:
+		return &faultyEntriesCalendars{&faultyEntries{faultyBackend: b, es: es}, calendars{cs}}
+	case entries:
 		return &faultyEntries{faultyBackend: b, es: es}
+	case cals:
+		return &faultyCalendars{b, calendars{cs}}
 	}
 	return b
+}
+
+// calendars forwards the store's calendars as they are, like its pauses.
+type calendars struct{ cs backend.CalendarStore }
+
+// faultyCalendars and faultyEntriesCalendars are the views of stores that keep
+// calendars.
+type (
+	faultyCalendars struct {
+		*faultyBackend
+		calendars
+	}
+	faultyEntriesCalendars struct {
+		*faultyEntries
+		calendars
+	}
+)
+
+var (
+	_ backend.CalendarStore = (*faultyCalendars)(nil)
+	_ backend.CalendarStore = (*faultyEntriesCalendars)(nil)
+	_ backend.EntryStore    = (*faultyEntriesCalendars)(nil)
+)
+
+func (c calendars) PutCalendar(ctx context.Context, cal backend.Calendar, rev uint64) (uint64, error) {
+	return c.cs.PutCalendar(ctx, cal, rev)
+}
+func (c calendars) DeleteCalendar(ctx context.Context, name string, rev uint64) error {
+	return c.cs.DeleteCalendar(ctx, name, rev)
+}
+func (c calendars) GetCalendar(ctx context.Context, name string) (backend.Calendar, error) {
+	return c.cs.GetCalendar(ctx, name)
+}
+func (c calendars) Calendars(ctx context.Context) ([]backend.Calendar, error) {
+	return c.cs.Calendars(ctx)
+}
+func (c calendars) WatchCalendars(ctx context.Context, fn func([]backend.Calendar)) error {
+	return c.cs.WatchCalendars(ctx, fn)
 }
 
 type faultyBackend struct {
