@@ -440,6 +440,10 @@ func testCalendarInvalid(t *testing.T, f *calFixture) {
 // testCalendarLimit fills the store to MaxCalendars: one more is refused, a
 // stored one still changes, and a deleted one makes room.
 func testCalendarLimit(t *testing.T, f *calFixture) {
+	// A thousand writes: longer than Context allows on a slow replicated store.
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	f.ctx = ctx
 	all, err := f.ca.Calendars(f.ctx)
 	require.NoError(t, err)
 	stored := len(all)
