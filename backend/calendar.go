@@ -2,6 +2,7 @@ package backend
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -37,6 +38,10 @@ const (
 	MaxCalendars = 1000
 	// MaxCalendarsPerSchedule is the most calendars one job or entry names.
 	MaxCalendarsPerSchedule = 16
+	// MaxCalendarJSON bounds a calendar encoded as JSON, in bytes. A calendar
+	// within the other limits takes at most about 815,000; this one leaves a
+	// store room under NATS's default max payload of 1 MiB.
+	MaxCalendarJSON = 900_000
 )
 
 // DateRange is the days From to To, both included, as "2006-01-02".
@@ -81,10 +86,20 @@ func ValidateCalendarName(name string) error {
 	return nil
 }
 
-// Check reports what keeps c from being stored, or nil.
+// Check reports what keeps c from being stored, or nil: what Days refuses, and
+// a calendar that does not encode as JSON in MaxCalendarJSON bytes.
 func (c Calendar) Check() error {
-	_, err := c.Days()
-	return err
+	if _, err := c.Days(); err != nil {
+		return err
+	}
+	data, err := json.Marshal(c)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: calendar %q: %v", ErrInvalidCalendar, c.Name, err)
+	case len(data) > MaxCalendarJSON:
+		return fmt.Errorf("%w: calendar %q: %d bytes as JSON, at most %d", ErrInvalidCalendar, c.Name, len(data), MaxCalendarJSON)
+	}
+	return nil
 }
 
 // Days compiles c for CalendarDays.Excludes, or says what is wrong with it.

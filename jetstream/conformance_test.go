@@ -2,6 +2,7 @@ package jetstream
 
 import (
 	"testing"
+	"time"
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
@@ -86,6 +87,50 @@ func runEntriesConformance(t *testing.T, js func(t *testing.T) natsjs.JetStream,
 		require.NoError(t, err)
 		return b
 	})
+}
+
+// TestConformanceCalendars runs the calendar section of the suite against
+// LeasedBackends whose run store is a kvlease store (each value its own backend
+// and store on its own connection, all on one bucket).
+func TestConformanceCalendars(t *testing.T) {
+	s := natstest.Server(t, embedded.Options{})
+	runCalendarsConformance(t, func(t *testing.T) natsjs.JetStream { return natstest.JetStream(t, natstest.Conn(t, s)) })
+}
+
+// TestConformanceCalendarsR3 is TestConformanceCalendars on an R3 bucket in a
+// 3-node cluster.
+func TestConformanceCalendarsR3(t *testing.T) {
+	c := natstest.Cluster(t, embedded.ClusterOptions{Nodes: 3})
+	runCalendarsConformance(t, func(t *testing.T) natsjs.JetStream { return natstest.JetStream(t, natstest.Dial(t, c.Connect)) },
+		WithReplicas(3))
+}
+
+func runCalendarsConformance(t *testing.T, js func(t *testing.T) natsjs.JetStream, opts ...Option) {
+	replicas := []kvlease.Option{kvlease.WithBucket("calendars")}
+	if len(opts) > 0 {
+		replicas = append(replicas, kvlease.WithReplicas(3))
+	}
+	backendtest.RunCalendars(t, func(t *testing.T) backend.Backend {
+		conn := js(t)
+		runs, err := kvlease.New(conn, replicas...)
+		require.NoError(t, err)
+		t.Cleanup(runs.Close)
+		b, err := NewLeased(conn, runs, opts...)
+		require.NoError(t, err)
+		return b
+	})
+}
+
+// A LeasedBackend whose run store keeps no calendars says so.
+func TestLeasedCalendarsNotSupported(t *testing.T) {
+	s := natstest.Server(t, embedded.Options{})
+	js := natstest.JetStream(t, natstest.Conn(t, s))
+	b, err := NewLeased(js, memory.NewRunStore(backend.SystemClock{}))
+	require.NoError(t, err)
+	_, err = b.Calendars(t.Context())
+	require.ErrorIs(t, err, backend.ErrCalendarsNotSupported)
+	_, err = b.PutCalendar(t.Context(), backend.Calendar{Name: "x", Weekdays: []time.Weekday{time.Sunday}}, 0)
+	require.ErrorIs(t, err, backend.ErrCalendarsNotSupported)
 }
 
 // TestDeadlinesPlain: deadlines judged by a fleet without leases, its claims

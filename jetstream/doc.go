@@ -39,7 +39,9 @@
 // when its run store does: kvlease.Store keeps them in its bucket); a plain
 // Backend stores none, but records an entry's runs all the same. A release that
 // predates entries reads an entry's record in its job's stream as foreign
-// (skipped, logged, counted in SkippedRecords).
+// (skipped, logged, counted in SkippedRecords). Pauses and calendars are the
+// run store's too (a kvlease store keeps them in its bucket); a plain Backend
+// stores neither.
 //
 // Instances with and without leases share a job only during a rolling upgrade,
 // made WithMixedFleet. A lease winner's RecordClaim then publishes the claim with

@@ -97,3 +97,45 @@ func (p pauseBackend) Pauses(ctx context.Context) ([]backend.Pause, error) {
 func (p pauseBackend) WatchPauses(ctx context.Context, fn func([]backend.Pause)) error {
 	return p.s.WatchPauses(ctx, fn)
 }
+
+func TestCalendarsConformance(t *testing.T) {
+	t.Parallel()
+	runCalendars(t, singleJS, kvlease.WithBucket("kvlease_calendars"))
+}
+
+func TestCalendarsConformanceR3(t *testing.T) {
+	t.Parallel()
+	runCalendars(t, clusterJS, kvlease.WithBucket("kvlease_calendars_r3"), kvlease.WithReplicas(3))
+}
+
+// runCalendars runs the calendar section of the suite on stores made with
+// opts, each on its own connection, all on one bucket.
+func runCalendars(t *testing.T, js func(testing.TB) jetstream.JetStream, opts ...kvlease.Option) {
+	backendtest.RunCalendars(t, func(t *testing.T) backend.Backend {
+		return calendarBackend{memory.New(), newStore(t, js(t), opts...)}
+	})
+}
+
+// calendarBackend is a backend whose calendars are a kvlease store's:
+// RunCalendars needs a backend.Backend, and kvlease is a RunStore.
+type calendarBackend struct {
+	backend.Backend
+	s *kvlease.Store
+}
+
+func (c calendarBackend) Init(ctx context.Context) error { return c.s.Init(ctx) }
+func (c calendarBackend) PutCalendar(ctx context.Context, x backend.Calendar, rev uint64) (uint64, error) {
+	return c.s.PutCalendar(ctx, x, rev)
+}
+func (c calendarBackend) DeleteCalendar(ctx context.Context, name string, rev uint64) error {
+	return c.s.DeleteCalendar(ctx, name, rev)
+}
+func (c calendarBackend) GetCalendar(ctx context.Context, name string) (backend.Calendar, error) {
+	return c.s.GetCalendar(ctx, name)
+}
+func (c calendarBackend) Calendars(ctx context.Context) ([]backend.Calendar, error) {
+	return c.s.Calendars(ctx)
+}
+func (c calendarBackend) WatchCalendars(ctx context.Context, fn func([]backend.Calendar)) error {
+	return c.s.WatchCalendars(ctx, fn)
+}

@@ -35,6 +35,9 @@
 //	                    No TTL.
 //	entry.<job>.<id>    a schedule entry (backend.EntryStore). No TTL.
 //	pause.<job>         a pause (backend.Pauser).
+//	cal.<name>          a calendar (backend.CalendarStore), its name one token:
+//	                    {v, name, dates, ...}. No TTL; its revision is the
+//	                    calendar's Revision.
 //
 // # Rules
 //
@@ -104,7 +107,8 @@
 // its channel when a claim could decide otherwise: the lease expires, is purged,
 // changes holder or carries a cancel request; a buffered slot's on any write of
 // its lease key. WatchEntries reads the entries again after a reconnect
-// (backend.EntryChange.Resync).
+// (backend.EntryChange.Resync), WatchCalendars watches again and delivers the
+// calendars if they changed.
 //
 // docs/backends.md gives the reasoning and the production settings.
 package kvlease

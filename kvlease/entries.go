@@ -282,7 +282,24 @@ func (s *Store) ListEntries(ctx context.Context, job, afterJob, afterID string, 
 // readEntries reads the entries of keys, in their order, leaving out those
 // removed.
 func (s *Store) readEntries(ctx context.Context, b *bucket, keys []string) ([]backend.Entry, error) {
+	found, err := s.readValues(ctx, b, keys)
+	if err != nil {
+		return nil, err
+	}
+	return entriesOf(keys, found), nil
+}
+
+// readValues reads the last message of each of keys, in their order (rev 0
+// for nothing stored). On a single-replica bucket it reads them in one batched
+// direct get, then on its own each key the answer left out (removed since it
+// was listed, or past the answer's byte limit). On a replicated bucket it reads
+// them from the leader, up to entryReadParallel at once.
+func (s *Store) readValues(ctx context.Context, b *bucket, keys []string) ([]entry, error) {
 	found := make([]entry, len(keys))
+	if len(keys) == 0 {
+		return found, nil
+	}
+	rest := make([]int, 0, len(keys))
 	if b.direct {
 		subjects := make([]string, len(keys))
 		for i, k := range keys {
@@ -293,22 +310,25 @@ func (s *Store) readEntries(ctx context.Context, b *bucket, keys []string) ([]ba
 			msgs, err = s.direct.Batch(ctx, b.stream.CachedInfo().Config.Name, natsutil.GetRequest{MultiLast: subjects})
 			return err
 		})
-		if err == nil {
-			at := make(map[string]int, len(keys))
-			for i, k := range keys {
-				at[k] = i
-			}
-			for _, m := range msgs {
-				if i, ok := at[strings.TrimPrefix(m.Subject, b.prefix)]; ok {
-					found[i] = entryOf(m.Sequence, m.Time, m.Header, m.Data)
-				}
-			}
-			return entriesOf(keys, found), nil
-		}
-		if ctx.Err() != nil {
+		if err != nil && ctx.Err() != nil {
 			return nil, err
 		}
-		// No direct gets after all, or a closed reader: read key by key.
+		// Without an answer (no direct gets after all, or a closed reader),
+		// every key is read on its own.
+		at := make(map[string]int, len(keys))
+		for i, k := range keys {
+			at[k] = i
+		}
+		for _, m := range msgs {
+			if i, ok := at[strings.TrimPrefix(m.Subject, b.prefix)]; ok {
+				found[i] = entryOf(m.Sequence, m.Time, m.Header, m.Data)
+			}
+		}
+	}
+	for i := range keys {
+		if found[i].rev == 0 {
+			rest = append(rest, i)
+		}
 	}
 	var (
 		wg    sync.WaitGroup
@@ -316,11 +336,11 @@ func (s *Store) readEntries(ctx context.Context, b *bucket, keys []string) ([]ba
 		first error
 		sem   = make(chan struct{}, entryReadParallel)
 	)
-	for i, k := range keys {
+	for _, i := range rest {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			e, err := s.read(ctx, b, k)
+			e, err := s.read(ctx, b, keys[i])
 			if err != nil {
 				mu.Lock()
 				first = cmp.Or(first, err)
@@ -334,7 +354,7 @@ func (s *Store) readEntries(ctx context.Context, b *bucket, keys []string) ([]ba
 	if first != nil {
 		return nil, first
 	}
-	return entriesOf(keys, found), nil
+	return found, nil
 }
 
 func entriesOf(keys []string, found []entry) []backend.Entry {
@@ -375,8 +395,8 @@ func (s *Store) WatchEntries(ctx context.Context, fn func(backend.EntryChange)) 
 	}
 }
 
-// errResync ends one watch of WatchEntries: read the entries again.
-var errResync = errors.New("kvlease: the entry watch may have missed changes")
+// errResync ends one watch of WatchEntries or WatchCalendars: read again.
+var errResync = errors.New("kvlease: the watch may have missed changes")
 
 // watchEntries is one watch of WatchEntries, delivering what differs from known
 // (and keeping it up to date), until ctx ends, the store closes, or the

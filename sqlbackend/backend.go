@@ -51,8 +51,8 @@ var (
 // request columns (backend.OverlapCanceller). Version 5 added the count of runs
 // (backend.RunCounter). Version 6 added the schedule entries (backend.EntryStore).
 // Version 7 added the runs table's columns of the machine's fields
-// (backend/machine).
-const SchemaVersion = 7
+// (backend/machine). Version 8 added the calendars (backend.CalendarStore).
+const SchemaVersion = 8
 
 // New returns a backend on db (which it does not close) speaking dialect. Nothing
 // is read or written before Init. Bound db's pool (SetMaxOpenConns, 10 is plenty):

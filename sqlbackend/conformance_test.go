@@ -77,3 +77,15 @@ func TestDeadlinesSQLite(t *testing.T) {
 	path := sqliteFile(t)
 	backendtest.RunDeadlines(t, func(t *testing.T) backend.Backend { return newSQLite(t, path) })
 }
+
+func TestCalendarsPostgres(t *testing.T) {
+	t.Parallel()
+	p := prefix("cal")
+	backendtest.RunCalendars(t, func(t *testing.T) backend.Backend { return newPG(t, p) })
+}
+
+func TestCalendarsSQLite(t *testing.T) {
+	t.Parallel()
+	path := sqliteFile(t)
+	backendtest.RunCalendars(t, func(t *testing.T) backend.Backend { return newSQLite(t, path) })
+}

@@ -52,6 +52,11 @@
 //     EntryPollInterval apart; a watcher behind the pruning lists every entry
 //     again. An entry's runs are stored under backend.EntryRunName(job, id), a
 //     run name like a job's, in the same tables.
+//   - Calendars (backend.CalendarStore) are rows of one calendars table keyed by
+//     name, the calendar as JSON. Every write takes the next revision of one
+//     counter row first, as entries do; MaxCalendars is counted under its lock.
+//     WatchCalendars reads the counter when LISTEN/NOTIFY wakes it and at least
+//     every CalendarPollInterval (a second), and the calendars when it moved.
 //
 // Init creates the tables (prefix "anarchon_") when they do not exist and records
 // SchemaVersion; a database whose schema is newer than this package knows is

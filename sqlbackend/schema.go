@@ -82,6 +82,18 @@ var entriesSchema = []string{
 		WHERE NOT EXISTS (SELECT 1 FROM {p}entry_seq WHERE id = 1)`,
 }
 
+// calendarsSchema is the DDL of the calendars (backend.CalendarStore), part of
+// schema and migrations[7] alike; every statement may run again.
+var calendarsSchema = []string{
+	// One row per calendar: the calendar as JSON (backend.Calendar without its
+	// revision), and the revision that wrote it.
+	`CREATE TABLE IF NOT EXISTS {p}calendars (name {text} PRIMARY KEY, cal {text} NOT NULL, rev {int} NOT NULL)`,
+	// The one row of the calendars' revision counter: rev is the last given.
+	`CREATE TABLE IF NOT EXISTS {p}calendar_seq (id {int} PRIMARY KEY, rev {int} NOT NULL)`,
+	`INSERT INTO {p}calendar_seq (id, rev) SELECT 1, 0
+		WHERE NOT EXISTS (SELECT 1 FROM {p}calendar_seq WHERE id = 1)`,
+}
+
 // migrations[v] is the DDL that turns tables of version v into version v+1, in
 // order. Each only adds (columns with defaults, tables, indexes), so replicas of
 // version v that are already running go on working on the migrated tables.
@@ -133,6 +145,10 @@ var migrations = map[int][]string{
 		`ALTER TABLE {p}runs ADD COLUMN requested_by {text} NOT NULL DEFAULT ''`,
 		`ALTER TABLE {p}results ADD COLUMN requested_by {text} NOT NULL DEFAULT ''`,
 	},
+	// Calendars (backend.CalendarStore): new tables only. Replicas of version 7
+	// neither read nor write them; a fleet that names calendars runs this
+	// version on every replica.
+	7: calendarsSchema,
 }
 
 // Init checks the server (Dialect.CheckServer), creates the tables when they do
@@ -204,7 +220,7 @@ func (b *Backend) createTables(ctx context.Context) (version int, err error) {
 			return 0, err
 		}
 	}
-	for _, ddl := range slices.Concat(schema, entriesSchema) {
+	for _, ddl := range slices.Concat(schema, entriesSchema, calendarsSchema) {
 		if _, err := tx.ExecContext(ctx, b.q(0, ddl)); err != nil {
 			return 0, err
 		}

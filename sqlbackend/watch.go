@@ -24,7 +24,7 @@ type hub struct {
 
 	mu       sync.Mutex
 	runs     map[runKey]map[chan struct{}]struct{}
-	topics   map[string]map[chan struct{}]struct{} // by payload: topicPauses, topicEntries
+	topics   map[string]map[chan struct{}]struct{} // by payload: topicPauses, topicEntries, topicCalendars
 	started  bool
 	ready    chan struct{} // closed while the listener listens; replaced when it fails
 	isReady  bool
@@ -34,11 +34,12 @@ type hub struct {
 	isClosed bool
 }
 
-// The payloads of a change of the pauses and of the schedule entries; a run's is
-// "r:<slot>:<job>".
+// The payloads of a change of the pauses, the schedule entries and the
+// calendars; a run's is "r:<slot>:<job>".
 const (
-	topicPauses  = "p"
-	topicEntries = "e"
+	topicPauses    = "p"
+	topicEntries   = "e"
+	topicCalendars = "c"
 )
 
 type runKey struct {
@@ -50,7 +51,7 @@ func newHub(b *Backend) *hub {
 	return &hub{
 		b:      b,
 		runs:   map[runKey]map[chan struct{}]struct{}{},
-		topics: map[string]map[chan struct{}]struct{}{topicPauses: {}, topicEntries: {}},
+		topics: map[string]map[chan struct{}]struct{}{topicPauses: {}, topicEntries: {}, topicCalendars: {}},
 		ready:  make(chan struct{}),
 		closed: make(chan struct{}),
 	}

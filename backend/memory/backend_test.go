@@ -27,3 +27,8 @@ func TestMemoryBackendEntries(t *testing.T) {
 	shared := memory.New()
 	backendtest.RunEntries(t, func(t *testing.T) backend.Backend { return &memoryProcess{shared} })
 }
+
+func TestMemoryBackendCalendars(t *testing.T) {
+	shared := memory.New()
+	backendtest.RunCalendars(t, func(t *testing.T) backend.Backend { return &memoryProcess{shared} })
+}
