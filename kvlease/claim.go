@@ -331,6 +331,8 @@ func (s *Store) blind(ctx context.Context, b *bucket, in backend.RunClaim, k run
 	leaseRev, runRev, err := b.pairs.writePair(ctx, p)
 	switch {
 	case err == nil:
+		s.mem.wrote(k.lease, leaseRev)
+		s.mem.wrote(k.run, runRev)
 		s.mem.remember(k, in.Token, held{leaseRev: leaseRev, lease: leaseValueOf(in), runRev: runRev, run: d.Run})
 		return d.Result, true, nil
 	case errors.Is(err, errConflict) && leaseRev == 0:

@@ -63,3 +63,7 @@ func ForgetForTest(s *Store) {
 	s.mem.held, s.mem.hints, s.mem.sighted = nil, nil, nil
 	s.mem.mu.Unlock()
 }
+
+// OnDeliverForTest has s's shared watcher call fn after it delivered an update of
+// key (purge: a purge marker). While fn runs, the watcher delivers nothing else.
+func OnDeliverForTest(s *Store, fn func(key string, purge bool)) { s.watchHook = fn }

@@ -150,6 +150,7 @@ func (s *Store) put(ctx context.Context, b *bucket, w write) (uint64, error) {
 		}
 		return 0, fmt.Errorf("kvlease: write %s: %w", w.key, err)
 	}
+	s.mem.wrote(w.key, ack.Sequence)
 	return ack.Sequence, nil
 }
 

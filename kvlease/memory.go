@@ -2,6 +2,7 @@ package kvlease
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -163,6 +164,17 @@ func (m *memory) firstSight(k runKeys) bool {
 // finishedRun returns the finished run record of k's slot that a Finish's purge
 // carried to the shared watcher in the last hintTTL, if any.
 func (m *memory) finishedRun(k runKeys) (machine.Run, bool) { return m.hub.finishedRun(k) }
+
+// wrote notes that this store wrote key (a slot's run record or lease key) at
+// rev, so that no claim is answered from an older state of the slot.
+func (m *memory) wrote(key string, rev uint64) {
+	if rest, ok := strings.CutPrefix(key, runPrefix); ok {
+		key = leasePrefix + rest
+	} else if !strings.HasPrefix(key, leasePrefix) {
+		return
+	}
+	m.hub.written(key, rev)
+}
 
 // leaseSince returns the newest update of a lease key the running shared watcher
 // delivered, if its revision is at least rev, waiting up to wait for it.

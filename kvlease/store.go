@@ -63,6 +63,9 @@ type Store struct {
 	// stepHook, when set (tests only), is called between two writes of a call
 	// (the step* constants); true stops the call there, as if its process died.
 	stepHook func(job string, slot time.Time, step string) bool
+	// watchHook, when set (tests only), is called by the shared watcher after it
+	// delivered an update of key.
+	watchHook func(key string, purge bool)
 }
 
 var (

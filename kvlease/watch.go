@@ -128,8 +128,16 @@ type watchHub struct {
 	// last hintTTL, with when it came.
 	last map[string]lastSeen
 	// finished holds, by lease key, the finished run records that Finish's purges
-	// carried in the last hintTTL.
+	// carried in the last hintTTL. A newer revision of the slot's keys, delivered
+	// or written by this store, drops it.
 	finished map[string]finishedRun
+	// wrote holds, by lease key, the newest revision of a slot's keys this store
+	// wrote while the watcher runs, until the watcher delivers past it. floor
+	// stands for the revisions dropped when wrote was full.
+	wrote map[string]uint64
+	floor uint64
+	// delivered is the newest revision the running watcher delivered.
+	delivered uint64
 	// pending are the calls of leaseSince waiting for a key's next update.
 	pending map[string][]chan struct{}
 	nextGC  time.Time
@@ -137,6 +145,7 @@ type watchHub struct {
 
 type finishedRun struct {
 	run machine.Run
+	rev uint64
 	at  time.Time
 }
 
@@ -240,6 +249,8 @@ func (h *watchHub) run(s *Store, kw jetstream.KeyWatcher) {
 	defer func() {
 		h.mu.Lock()
 		h.running = false
+		// A new watcher delivers only updates newer than its start.
+		h.wrote, h.floor, h.delivered = nil, 0, 0
 		for _, chs := range h.pending {
 			for _, ch := range chs {
 				close(ch)
@@ -269,6 +280,9 @@ func (h *watchHub) run(s *Store, kw jetstream.KeyWatcher) {
 				continue
 			}
 			h.deliver(e)
+			if s.watchHook != nil {
+				s.watchHook(e.Key(), e.Operation() == jetstream.KeyValuePurge)
+			}
 		}
 	}
 }
@@ -287,17 +301,22 @@ func (h *watchHub) deliver(e jetstream.KeyValueEntry) {
 			done = &r
 		}
 	}
+	rev := e.Revision()
 	h.mu.Lock()
+	h.delivered = max(h.delivered, rev)
 	h.remember(e.Key(), lastSeen{ent, next, now}, now)
 	for _, ch := range h.pending[e.Key()] {
 		close(ch)
 	}
 	delete(h.pending, e.Key())
-	if done != nil {
+	switch f, ok := h.finished[e.Key()]; {
+	case done != nil && rev > h.wrote[e.Key()] && rev > h.floor:
 		if h.finished == nil {
 			h.finished = make(map[string]finishedRun)
 		}
-		h.finished[e.Key()] = finishedRun{*done, now}
+		h.finished[e.Key()] = finishedRun{*done, rev, now}
+	case ok && f.rev < rev:
+		delete(h.finished, e.Key())
 	}
 	set := h.waiters[e.Key()]
 	if len(set) == 0 {
@@ -341,6 +360,11 @@ func (h *watchHub) remember(key string, u lastSeen, now time.Time) {
 		for k, v := range h.finished {
 			if now.Sub(v.at) > hintTTL {
 				delete(h.finished, k)
+			}
+		}
+		for k, rev := range h.wrote {
+			if rev <= h.delivered {
+				delete(h.wrote, k)
 			}
 		}
 		h.nextGC = now.Add(hintTTL)
@@ -395,8 +419,32 @@ func (h *watchHub) leaseSince(ctx context.Context, key string, rev uint64, wait 
 	}
 }
 
+// written notes a write of key's slot this store made, stored at rev: a finished
+// run seen at an older revision is no longer the slot's state.
+func (h *watchHub) written(key string, rev uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if f, ok := h.finished[key]; ok && f.rev < rev {
+		delete(h.finished, key)
+	}
+	if !h.running || rev <= h.delivered || rev <= h.wrote[key] {
+		return // no older update can come any more
+	}
+	if h.wrote == nil {
+		h.wrote = make(map[string]uint64)
+	}
+	if len(h.wrote) >= maxHeld {
+		for _, r := range h.wrote {
+			h.floor = max(h.floor, r)
+		}
+		clear(h.wrote)
+	}
+	h.wrote[key] = rev
+}
+
 // finishedRun returns the finished run record of k's slot that a Finish's purge
-// carried to the shared watcher in the last hintTTL, if any.
+// carried to the shared watcher in the last hintTTL, if any, and if nothing newer
+// of the slot was delivered or written by this store since.
 func (h *watchHub) finishedRun(k runKeys) (machine.Run, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
