@@ -156,9 +156,8 @@ func TestLostAnswersOfEveryOp(t *testing.T) {
 				})
 				anarchontest.AdvanceTo(paused.Add(10 * time.Second))
 				call(func() error { return up().Resume(ctx, "job") })
-				live := f.Holder("job", paused.Add(time.Minute))
 				anarchontest.Advance(time.Minute)
-				if live = f.Holder("job", paused.Add(time.Minute)); live != nil {
+				if live := f.Holder("job", paused.Add(time.Minute)); live != nil {
 					call(func() error { return live.Restart(ctx) }) // hands the run over
 				}
 				anarchontest.Advance(5 * time.Minute)

@@ -81,7 +81,7 @@ func TestCalendarCatchUpLatestSkipsExcludedSlots(t *testing.T) {
 		require.NoError(t, s.Start(t.Context()))
 		time.Sleep(time.Hour)
 		require.NoError(t, s.Stop(t.Context()))
-		time.Sleep(day.Add(48*time.Hour - time.Minute).Sub(time.Now()))
+		time.Sleep(time.Until(day.Add(48*time.Hour - time.Minute)))
 		s = newScheduler(t, b, "B")
 		declare(s)
 		require.NoError(t, s.Start(t.Context()))
@@ -114,7 +114,7 @@ func TestCalendarBackfillReportsExcluded(t *testing.T) {
 		day := time.Now().UTC().Truncate(24 * time.Hour)
 		log := newRunLog()
 		// The job is new on the third day: nobody claimed the second day's slots.
-		time.Sleep(day.Add(48*time.Hour + time.Minute).Sub(time.Now()))
+		time.Sleep(time.Until(day.Add(48*time.Hour + time.Minute)))
 		s := newScheduler(t, b, "A")
 		require.NoError(t, s.Every("job", 6*time.Hour, log.handler, scheduler.WithCalendars("off"), scheduler.WithHistory(1000, 0)))
 		_, err := s.PutCalendar(t.Context(), scheduler.Calendar{Name: "off", Dates: []string{day.Add(24 * time.Hour).Format(time.DateOnly)}}, 0)

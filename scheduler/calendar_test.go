@@ -50,7 +50,7 @@ func TestCalendarExcludesSlotsOnceAcrossTheFleet(t *testing.T) {
 		}
 		preview, err := fleet[1].Preview(t.Context(), "job", scheduler.PreviewOptions{From: day.Add(time.Hour), N: 71})
 		require.NoError(t, err)
-		time.Sleep(day.Add(72*time.Hour + time.Minute).Sub(time.Now()))
+		time.Sleep(time.Until(day.Add(72*time.Hour + time.Minute)))
 		for _, s := range fleet {
 			require.NoError(t, s.Stop(t.Context()))
 		}
@@ -191,7 +191,7 @@ func TestCalendarEntriesRunNowAndDeadlines(t *testing.T) {
 		require.NoError(t, err)
 		_, err = s.RunNow(ctx, "job")
 		require.NoError(t, err)
-		time.Sleep(day.Add(72 * time.Hour).Sub(time.Now()))
+		time.Sleep(time.Until(day.Add(72 * time.Hour)))
 		require.NoError(t, s.Stop(ctx))
 		assert.Equal(t, int32(1), manual.Load(), "RunNow runs on an excluded day")
 
@@ -315,7 +315,7 @@ func TestCalendarCatchUpAndMissed(t *testing.T) {
 				require.NoError(t, s.Start(t.Context()))
 				time.Sleep(time.Hour)
 				require.NoError(t, s.Stop(t.Context()))
-				time.Sleep(day.Add(48*time.Hour + time.Hour).Sub(time.Now()))
+				time.Sleep(time.Until(day.Add(48*time.Hour + time.Hour)))
 				s = newScheduler(t, b, "B")
 				declare(s)
 				require.NoError(t, s.Start(t.Context()))
