@@ -182,6 +182,10 @@ type limitObs struct {
 	cut bool
 	// reached: the answer said LimitReached.
 	reached bool
+	// sent and at are when the claim was sent and when its answer was
+	// recorded: answers of one instant may be recorded in another order than
+	// the store applied them.
+	sent, at time.Duration
 }
 
 // absurdTry is an absurd value an instance's scheduler was given.
@@ -484,7 +488,7 @@ func (r *record) claimApplied(in *inst, rc backend.RunClaim, res backend.ClaimRe
 	}
 	if rc.Counts() {
 		r.seq++
-		r.limits = append(r.limits, limitObs{key: k, inst: in.name, seq: r.seq,
+		r.limits = append(r.limits, limitObs{key: k, inst: in.name, seq: r.seq, sent: sent, at: now,
 			// A slot stored paused counts when catch-up reopens it (unless it
 			// was counted before: the slots are counted once each).
 			counted: err == nil && (res.Outcome == backend.OutcomeBuffered || res.Outcome == backend.OutcomeWon && !res.Retried && (res.Attempt == 1 || res.Reopened)),
