@@ -385,8 +385,11 @@ func TestOneLostAnswerInALongWaitDecidesNothingNATS(t *testing.T) {
 		}}
 	}
 	s, _ := n.open(t, "a")
+	// No slot before the start bound: the first slot to run is the earliest,
+	// and the one after it is the buffered one.
 	require.NoError(t, s.Every(job, every, longFirstRun(log, lostAnswerRun), scheduler.WithLease(2*time.Second),
-		scheduler.WithOverlap(scheduler.OverlapBufferOne), scheduler.WithJitter(0)))
+		scheduler.WithOverlap(scheduler.OverlapBufferOne), scheduler.WithJitter(0),
+		scheduler.WithStartAt(time.Now())))
 	require.NoError(t, s.Start(ctxT(t, 15*time.Second)))
 	first := log.firstRun(t, 15*time.Second).Slot
 	require.Eventually(t, func() bool {

@@ -393,8 +393,10 @@ func testOneLostAnswerInALongWait(t *testing.T, open opener) {
 		}}
 	}
 	s, _ := replicas{open: open, wrap: wrap}.replica(t, "a")
+	// No slot before the start bound: the first slot to run is the earliest,
+	// and the one after it is the buffered one.
 	require.NoError(t, s.Every(job, every, longFirstRun(log, lostAnswerRun), scheduler.WithLease(2*time.Second),
-		scheduler.WithOverlap(scheduler.OverlapBufferOne), scheduler.WithJitter(0)))
+		scheduler.WithOverlap(scheduler.OverlapBufferOne), scheduler.WithJitter(0), scheduler.WithStartAt(time.Now())))
 	require.NoError(t, s.Start(ctx))
 	first := log.firstRun(t, 15*time.Second).Slot
 	require.Eventually(t, func() bool {
