@@ -119,17 +119,7 @@ func (b *Backend) snapshotCalendarsLocked() ([]backend.Calendar, <-chan struct{}
 // WatchCalendars calls fn with the calendars now and after every change until
 // ctx ends.
 func (b *Backend) WatchCalendars(ctx context.Context, fn func([]backend.Calendar)) error {
-	for {
-		b.mu.Lock()
-		all, changed := b.snapshotCalendarsLocked()
-		b.mu.Unlock()
-		fn(all)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-changed:
-		}
-	}
+	return watchSet(ctx, b, b.snapshotCalendarsLocked, fn)
 }
 
 // cloneCalendar copies c's slices, so a caller's changes never reach the store.

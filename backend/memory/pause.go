@@ -77,9 +77,15 @@ func (b *Backend) snapshotPausesLocked() ([]backend.Pause, <-chan struct{}) {
 
 // WatchPauses calls fn with the pauses now and after every change until ctx ends.
 func (b *Backend) WatchPauses(ctx context.Context, fn func([]backend.Pause)) error {
+	return watchSet(ctx, b, b.snapshotPausesLocked, fn)
+}
+
+// watchSet calls fn with what snapshot (called under b.mu) returns, now and
+// again each time its channel closes, until ctx ends.
+func watchSet[T any](ctx context.Context, b *Backend, snapshot func() (T, <-chan struct{}), fn func(T)) error {
 	for {
 		b.mu.Lock()
-		all, changed := b.snapshotPausesLocked()
+		all, changed := snapshot()
 		b.mu.Unlock()
 		fn(all)
 		select {
