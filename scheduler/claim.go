@@ -307,6 +307,9 @@ func (s *Scheduler) noteLimit(a *attempt, res backend.ClaimResult) {
 		return
 	}
 	j.end()
+	if s.turns != nil {
+		s.turns.limitReached(j)
+	}
 	s.emit(Event{Kind: EventLimitReached, Job: j.name, Slot: a.rc.Slot, Token: a.rc.Token, Outcome: res.Outcome})
 }
 

@@ -42,6 +42,20 @@ type Config struct {
 	// the first outermost: Middleware[0] sees the attempt first and its error
 	// last. Nil entries are an error. Defaults to none.
 	Middleware []Middleware
+	// Turns shares out the slots among the instances instead of every instance
+	// claiming every slot. For each job, and each schedule entry, one instance
+	// (chosen from the live instances declaring the same jobs, by a hash of the
+	// job or entry and the instance) claims the slots at their time; a second
+	// claims them a grace later (at most 1 s, half the max lateness when that is
+	// shorter), in case the first has just died; the others claim a slot only
+	// once an instance ranked above them is gone. So the claims, messages and
+	// store writes per slot do not grow with the fleet. Each slot still runs
+	// once: the store decides every claim, and instances that see the fleet
+	// differently for a moment cost a lost claim. Instances store that they are
+	// alive every second; one not seen for 3 s is gone. It needs a backend
+	// that keeps members (backend.Membership). Catch-up, takeovers of
+	// unfinished runs and RunNow are as without it.
+	Turns bool
 }
 
 // DefaultCallTimeout bounds a backend call made without a deadline.
@@ -116,6 +130,13 @@ func New(cfg Config) (*Scheduler, error) {
 	}
 	if lb, ok := cfg.Backend.(backend.LeaseBackend); ok {
 		s.runs = lb.Runs()
+	}
+	if cfg.Turns {
+		m, ok := cfg.Backend.(backend.Membership)
+		if !ok || s.runs == nil {
+			return nil, fmt.Errorf("%w: Turns needs a backend with leases that keeps members (backend.Membership); %s does not", ErrInvalidConfig, cfg.Backend.Name())
+		}
+		s.turns = newTurns(m)
 	}
 	s.store = s.newSlotStore()
 	s.out.init()

@@ -101,6 +101,11 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		s.loops.Add(1)
 		go s.watchCalendars(calStore)
 	}
+	if s.turns != nil {
+		s.loops.Add(2)
+		go s.beatMembers()
+		go s.watchMembers()
+	}
 	s.loops.Add(1)
 	go s.judgeDeadlines()
 	// The jobs registered now, those registered during Start included (their

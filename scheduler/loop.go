@@ -284,6 +284,9 @@ func (s *Scheduler) handleSlot(j *job, slot time.Time, kind claimKind) {
 	if kind == claimScheduled || kind == claimCatchUp && slot.UnixMilli() > j.judgedSince.Load() {
 		s.judgeLater(j, slot)
 	}
+	if kind == claimScheduled && !s.takeTurn(j, slot) {
+		return
+	}
 	s.drive(s.newAttempt(j, slot, kind))
 }
 

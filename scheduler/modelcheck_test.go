@@ -200,5 +200,6 @@ func mcNewPlan(seed uint64) *modelcheck.Plan {
 	p.AddFreezes()
 	p.AddSkew(time.Second)
 	p.AddCalendars()
+	p.AddTurns()
 	return p
 }

@@ -90,6 +90,8 @@ type Scheduler struct {
 	out       outbox // records that complete a slot, to write again
 	// judged are the slots' deadlines this instance will judge (deadline.go).
 	judged judgements
+	// turns share out the slots among the members (Config.Turns); nil without.
+	turns *turns
 	// adopting: the runs being taken over beside a caller (under mu).
 	adopting map[adoptKey]bool
 }

@@ -269,7 +269,7 @@ type anarchonInstance struct {
 
 // newInstance builds a replica on its own TCP connection: jetstream.NewLeased on a
 // kvlease store when leases is set, plain jetstream.New otherwise.
-func newInstance(ctx context.Context, srv *embedded.Server, id string, leases bool, onEvent func(scheduler.Event)) (*anarchonInstance, error) {
+func newInstance(ctx context.Context, srv *embedded.Server, id string, leases, turns bool, onEvent func(scheduler.Event)) (*anarchonInstance, error) {
 	c, err := dial(srv, id)
 	if err != nil {
 		return nil, err
@@ -291,7 +291,7 @@ func newInstance(ctx context.Context, srv *embedded.Server, id string, leases bo
 		in.close()
 		return nil, err
 	}
-	in.s, err = scheduler.New(scheduler.Config{Backend: b, Instance: id, OnEvent: onEvent})
+	in.s, err = scheduler.New(scheduler.Config{Backend: b, Instance: id, OnEvent: onEvent, Turns: turns && leases})
 	if err != nil {
 		in.close()
 		return nil, err
@@ -331,6 +331,14 @@ func startAll(ctx context.Context, ins []*anarchonInstance) error {
 	return errors.Join(errs...)
 }
 
+// turnsName names a fleet with Config.Turns.
+func turnsName(turns bool) string {
+	if turns {
+		return ", turns"
+	}
+	return ""
+}
+
 func backendName(leases bool) string {
 	if leases {
 		return "jetstream + kvlease leases"
@@ -368,7 +376,7 @@ func runFleet(ctx context.Context, cfg config, f fleet, leases bool) (*loadResul
 	slots := int(f.window / f.interval)
 	t := newTally(names, slots, f.interval)
 	ev := &eventCounter{t: t, counts: map[string]int64{}}
-	res := &loadResult{name: "anarchon, " + backendName(leases), jobs: f.jobs, duration: f.window, interval: f.interval, jitter: f.jitter, instances: cfg.instances}
+	res := &loadResult{name: "anarchon, " + backendName(leases) + turnsName(cfg.turns && leases), jobs: f.jobs, duration: f.window, interval: f.interval, jitter: f.jitter, instances: cfg.instances}
 	if f.entries {
 		res.name += ", schedule entries of one job"
 	}
@@ -388,7 +396,7 @@ func runFleet(ctx context.Context, cfg config, f fleet, leases bool) (*loadResul
 		}
 	})
 	for i := range cfg.instances {
-		in, err := newInstance(ctx, srv, fmt.Sprintf("instance-%02d", i+1), leases, ev.on)
+		in, err := newInstance(ctx, srv, fmt.Sprintf("instance-%02d", i+1), leases, cfg.turns, ev.on)
 		if err != nil {
 			return nil, err
 		}

@@ -82,6 +82,8 @@ type config struct {
 	duration  time.Duration
 	quick     bool
 	leases    bool
+	// turns runs the anarchon instances with Config.Turns.
+	turns bool
 	// entries runs the load's jobs as schedule entries of one declared job.
 	entries bool
 	plain   bool
@@ -145,6 +147,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.DurationVar(&c.duration, "duration", fullDefaults.duration, "measured window of the load and peer sections (whole seconds)")
 	fs.BoolVar(&c.quick, "quick", false, "a smoke test: small defaults, finishes in under a minute")
 	fs.BoolVar(&c.leases, "leases", true, "run anarchon with kvlease leases (false: the plain JetStream backend; no takeover section)")
+	fs.BoolVar(&c.turns, "turns", false, "run the anarchon instances with scheduler.Config.Turns (one instance claims each slot, a second a grace later); needs leases")
 	fs.BoolVar(&c.entries, "entries", false, "run the load section's jobs as schedule entries of one job (one stream) instead of declared jobs (a stream each); needs leases")
 	fs.BoolVar(&c.plain, "plain", true, "also run the load on the plain JetStream backend (no leases), for comparison")
 	fs.BoolVar(&c.peer, "peer", true, "run the gocron peer (section 5)")

@@ -93,7 +93,7 @@ func takeoverOnce(ctx context.Context, srv *embedded.Server, trial int) (takeove
 		}
 	}()
 	for i := range instances {
-		in, err := newInstance(ctx, srv, fmt.Sprintf("takeover%d-%c", trial, 'a'+i), true, nil)
+		in, err := newInstance(ctx, srv, fmt.Sprintf("takeover%d-%c", trial, 'a'+i), true, false, nil)
 		if err != nil {
 			return tr, err
 		}

@@ -117,6 +117,9 @@ func (h *Harness) Check(ctx context.Context, history backend.Backend, runs backe
 			c.seen["handlers ended as their frozen process thawed"]++
 		}
 	}
+	if h.plan.Turns && !h.noMembers {
+		c.seen["seeds whose instances share out the slots (turns)"]++
+	}
 	for _, in := range c.instances() {
 		c.seen["process freezes"] += len(in.freezes())
 		if in.release {

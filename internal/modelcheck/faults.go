@@ -36,6 +36,7 @@ type faultyBackend struct {
 var (
 	_ backend.Pauser             = (*faultyBackend)(nil)
 	_ backend.CalendarStore      = (*faultyBackend)(nil)
+	_ backend.Membership         = (*faultyBackend)(nil)
 	_ backend.Backend            = (*faultyBackend)(nil)
 	_ backend.ClaimRecorder      = (*faultyBackend)(nil)
 	_ backend.RecordDecider      = (*faultyBackend)(nil)
@@ -159,6 +160,41 @@ func (m *faultyBackend) WatchCalendars(ctx context.Context, fn func([]backend.Ca
 		return err
 	}
 	return cs.WatchCalendars(ctx, fn)
+}
+
+// A beat is a store call like any other: a dead or frozen process sends none,
+// and one may be lost or answered late. Leave and the watch go to the store as
+// they are.
+func (m *faultyBackend) members() (backend.Membership, error) {
+	ms, ok := m.b.(backend.Membership)
+	if !ok {
+		return nil, backend.ErrMembershipNotSupported
+	}
+	return ms, nil
+}
+func (m *faultyBackend) Beat(ctx context.Context, mem backend.Member, ttl time.Duration) error {
+	ms, err := m.members()
+	if err != nil {
+		return err
+	}
+	_, err = do(m.in, ctx, storeCall{op: "beat"}, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, ms.Beat(ctx, mem, ttl)
+	}, func(time.Duration, struct{}, error, string) {})
+	return err
+}
+func (m *faultyBackend) Leave(ctx context.Context, instance string) error {
+	ms, err := m.members()
+	if err != nil {
+		return err
+	}
+	return ms.Leave(ctx, instance)
+}
+func (m *faultyBackend) WatchMembers(ctx context.Context, fn func([]backend.Member)) error {
+	ms, err := m.members()
+	if err != nil {
+		return err
+	}
+	return ms.WatchMembers(ctx, fn)
 }
 
 func (m *faultyBackend) History(ctx context.Context, job string, limit int) ([]backend.RunRecord, error) {

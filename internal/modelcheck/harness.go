@@ -59,6 +59,9 @@ type Harness struct {
 	// noCalendars: the store is no backend.CalendarStore, so jobs name no
 	// calendar.
 	noCalendars bool
+	// noMembers: the store is no backend.Membership, so the instances do not
+	// share out the slots.
+	noMembers bool
 
 	seen map[string]int // set by Check
 	cov  map[string]int // set by Check: the pairs of the matrix met
@@ -254,6 +257,11 @@ func (h *Harness) startLocked(slot int) error {
 			h.rec.global("the store is no backend.CalendarStore: jobs name no calendar")
 		}
 	}
+	_, members := store.(backend.Membership)
+	if !members && h.plan.Turns && !h.noMembers {
+		h.noMembers = true
+		h.rec.global("the store is no backend.Membership: every instance claims every slot")
+	}
 	if _, ok := store.Runs().(backend.Settler); !ok && !h.noSettler {
 		h.noSettler = true
 		h.rec.global("the run store is no backend.Settler: the scheduler writes the records beside it")
@@ -305,6 +313,7 @@ func (h *Harness) startLocked(slot int) error {
 		Clock:       freezeClock{in: in, offset: off},
 		OnEvent:     in.onEvent,
 		CallTimeout: h.plan.CallTimeout,
+		Turns:       h.plan.Turns && members,
 	})
 	if err != nil {
 		return fmt.Errorf("new scheduler %s: %w", name, err)

@@ -203,6 +203,9 @@ type Plan struct {
 	// restarts (P unused): every instance's calls fail, lost on their way or
 	// applied with their answer lost, and every watch is cut at the start.
 	Outages []Window
+	// Turns: the instances share out the slots (scheduler.Config.Turns) on a
+	// store that keeps members.
+	Turns bool
 	// Skew bounds each instance's clock offset from the store's (the
 	// harness's); zero: 500ms. Within the scheduler's allowance
 	// (Config.MaxClockSkew, 2s by default) when at most half of it: two
@@ -325,7 +328,7 @@ func (p *Plan) SortActions() {
 
 func (p *Plan) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "seed %d: %d instances, call timeout %v, clocks within ±%v, fault phase from +%v for %v, then quiet %v\n", p.Seed, p.Slots, p.CallTimeout, p.skew(), p.Pre, p.FaultPhase, p.QuietPhase)
+	fmt.Fprintf(&b, "seed %d: %d instances, call timeout %v, clocks within ±%v, fault phase from +%v for %v, then quiet %v, turns %v\n", p.Seed, p.Slots, p.CallTimeout, p.skew(), p.Pre, p.FaultPhase, p.QuietPhase, p.Turns)
 	for _, j := range p.Jobs {
 		fmt.Fprintf(&b, "  %s: every %v, lease %v, maxLate %v, overlap skip %v, cancel-other %v, buffer %d, catch-up %s/%v, handler ≤ %v, max runs %d\n", j.Name, j.Interval, j.Lease, j.MaxLate, j.Skip, j.CancelOther, j.Buffer, j.CatchUp, j.Window, j.MaxRun, j.MaxRuns)
 		if len(j.Entries) > 0 {
@@ -587,6 +590,12 @@ func (p *Plan) AddCalendars() {
 	if added {
 		p.SortActions()
 	}
+}
+
+// AddTurns has half the seeds' instances share out the slots
+// (scheduler.Config.Turns). It draws from a stream of its own.
+func (p *Plan) AddTurns() {
+	p.Turns = Mix(p.Seed, 0x7475_726e)%2 == 0
 }
 
 // CalendarName is the name of the calendar of the job named job.

@@ -87,6 +87,7 @@ func RealTimePlan(seed uint64, o RealTime) *Plan {
 		}
 	}
 	p.AddCalendars()
+	p.AddTurns()
 	p.SortActions()
 	return p
 }

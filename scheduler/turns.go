@@ -1,0 +1,395 @@
+package scheduler
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/anarchon/anarchon/backend"
+)
+
+// Turns (Config.Turns) share out a fleet's slots. The live members of this
+// instance's group (the instances declaring the same jobs) are ranked for each
+// job or entry by a hash of its run name and their instance: the first claims
+// its slots at their time, the second a grace later (the first may have just
+// died), the others only once a member ranked above them is gone. Who claims
+// when is all turns decide: each slot's fate is still the store's decision on
+// the claims it gets, so members that see the fleet differently cost a lost
+// claim, never a second run.
+
+const (
+	// memberBeat is how often an instance stores that it is alive, and
+	// memberTTL how long a beat keeps it a member.
+	memberBeat = time.Second
+	memberTTL  = 3 * memberBeat
+	// turnGrace is the most the second member waits after the slot before it
+	// claims (half the job's max lateness when that is shorter).
+	turnGrace = time.Second
+)
+
+// turns is this instance's view of its group's members and the slots it left to
+// the members ranked above it.
+type turns struct {
+	store backend.Membership
+
+	mu sync.Mutex
+	// all are the live members as the store's watch last told them; known is
+	// false until the first answer and after a failed watch: every slot is then
+	// claimed at its time.
+	all   []backend.Member
+	known bool
+	group string
+	// view is the instance names of all in group, this instance's included,
+	// sorted.
+	view []string
+	// waiting are the slots left to members ranked above, by run name and slot.
+	waiting map[turnKey]*turnWait
+	// changed is closed and replaced when the view changes.
+	changed chan struct{}
+	// ended are the jobs and entries whose run limit this instance saw
+	// reached; regroup wakes the beat when one is added.
+	ended   map[*job]bool
+	regroup chan struct{}
+}
+
+type turnKey struct {
+	run  string
+	slot int64
+}
+
+// turnWait is a slot left to the members ranked above this instance.
+type turnWait struct {
+	j     *job
+	slot  time.Time
+	above []string
+	// until is when the slot is dropped: the members above had time to claim
+	// it or to be seen gone.
+	until time.Time
+}
+
+func newTurns(store backend.Membership) *turns {
+	return &turns{store: store, waiting: map[turnKey]*turnWait{}, changed: make(chan struct{}), ended: map[*job]bool{}, regroup: make(chan struct{}, 1)}
+}
+
+// rank returns, for run, the members of view ranked above instance (at most all
+// of them), best first, and whether the view is known. Ties of the hash are
+// broken by name.
+func (t *turns) rank(run, instance string) (above []string, known bool, changed <-chan struct{}) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.known {
+		return nil, false, t.changed
+	}
+	mine := turnScore(run, instance)
+	for _, m := range t.view {
+		if m == instance {
+			continue
+		}
+		if sc := turnScore(run, m); sc > mine || sc == mine && m < instance {
+			above = append(above, m)
+		}
+	}
+	slices.SortFunc(above, func(a, b string) int {
+		sa, sb := turnScore(run, a), turnScore(run, b)
+		switch {
+		case sa > sb:
+			return -1
+		case sa < sb:
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	return above, true, t.changed
+}
+
+// turnScore is the rendezvous hash of run and instance.
+func turnScore(run, instance string) uint64 {
+	h := sha256.New()
+	h.Write([]byte(run))
+	h.Write([]byte{0})
+	h.Write([]byte(instance))
+	var sum [sha256.Size]byte
+	return binary.BigEndian.Uint64(h.Sum(sum[:0]))
+}
+
+// groupOf is the group of an instance declaring jobs and having seen the run
+// limit of ended reached: a digest of their names. An instance that no longer
+// claims a job's slots must not be left its turns.
+func groupOf(jobs, ended []string) string {
+	h := sha256.New()
+	for _, names := range [][]string{jobs, ended} {
+		names = slices.Clone(names)
+		slices.Sort(names)
+		for _, n := range names {
+			h.Write([]byte(n))
+			h.Write([]byte{0})
+		}
+		h.Write([]byte{1})
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8])
+}
+
+// limitReached notes that j's loop ended by its run limit on this instance.
+func (t *turns) limitReached(j *job) {
+	t.mu.Lock()
+	t.ended[j] = true
+	t.mu.Unlock()
+	select {
+	case t.regroup <- struct{}{}:
+	default:
+	}
+}
+
+// endedNames are the run names of the jobs and entries still registered whose
+// run limit this instance saw reached.
+func (t *turns) endedNames() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []string
+	for j := range t.ended {
+		if j.gone.Err() != nil {
+			delete(t.ended, j)
+			continue
+		}
+		out = append(out, j.name)
+	}
+	return out
+}
+
+// set takes all as the live members, or forgets them when known is false, and
+// returns the slots left to members no longer in the view: they are claimed now.
+func (t *turns) set(all []backend.Member, known bool, instance string) []*turnWait {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.all, t.known = all, known
+	return t.refreshLocked(instance)
+}
+
+// setGroup takes group as this instance's, and returns the slots to claim now.
+func (t *turns) setGroup(group, instance string) []*turnWait {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.group == group {
+		return nil
+	}
+	t.group = group
+	return t.refreshLocked(instance)
+}
+
+func (t *turns) refreshLocked(instance string) []*turnWait {
+	view := []string{instance}
+	for _, m := range t.all {
+		if m.Group == t.group && m.Instance != instance {
+			view = append(view, m.Instance)
+		}
+	}
+	slices.Sort(view)
+	view = slices.Compact(view)
+	if !t.known {
+		view = nil
+	}
+	if slices.Equal(view, t.view) && (view == nil) == (t.view == nil) {
+		return nil
+	}
+	t.view = view
+	close(t.changed)
+	t.changed = make(chan struct{})
+	var release []*turnWait
+	for k, w := range t.waiting {
+		if !t.known || slices.ContainsFunc(w.above, func(m string) bool { return !slices.Contains(view, m) }) {
+			release = append(release, w)
+			delete(t.waiting, k)
+		}
+	}
+	return release
+}
+
+// wait leaves j's slot to the members above until until.
+func (t *turns) wait(j *job, slot time.Time, above []string, until time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.waiting[turnKey{j.name, slot.UnixMilli()}] = &turnWait{j: j, slot: slot, above: above, until: until}
+}
+
+// expire drops the slots whose time to be claimed above has passed.
+func (t *turns) expire(now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for k, w := range t.waiting {
+		if now.After(w.until) {
+			delete(t.waiting, k)
+		}
+	}
+}
+
+// members returns the view: nil while unknown.
+func (t *turns) members() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.view)
+}
+
+// Members returns the instances this one shares its slots with (Config.Turns):
+// the live members of its group, itself included, sorted. Nil without turns, and
+// while the membership is not known (every slot is then claimed at its time).
+func (s *Scheduler) Members() []string {
+	if s.turns == nil {
+		return nil
+	}
+	return s.turns.members()
+}
+
+// takeTurn decides when this instance claims j's scheduled slot: it returns once
+// the slot is to be claimed now, false when it is left to the members ranked
+// above (or the loops stopped).
+func (s *Scheduler) takeTurn(j *job, slot time.Time) bool {
+	t := s.turns
+	if t == nil || j.cfg.noTurns() {
+		return true
+	}
+	ctx, cancel := s.jobCtx(j)
+	defer cancel()
+	grace := min(turnGrace, j.cfg.maxLate/2)
+	for first := true; ; first = false {
+		above, known, changed := t.rank(j.name, s.instance)
+		switch {
+		case !known && first, len(above) == 0 && first:
+			return true
+		case !known, len(above) == 0:
+			return s.afterOnTime(ctx, j, slot)
+		case len(above) >= 2:
+			until := slot.Add(j.cfg.maxLate + 2*memberTTL + s.maxSkew)
+			t.wait(j, slot, above, until)
+			return false
+		}
+		// Second in turn: claim a grace after the slot, or at once when the
+		// first is seen gone meanwhile.
+		timer := s.clock.NewTimer(max(slot.Add(grace).Sub(s.clock.Now()), 0))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return false
+		case <-timer.C():
+			return s.afterOnTime(ctx, j, slot)
+		case <-changed:
+			timer.Stop()
+		}
+	}
+}
+
+// afterOnTime waits, before a claim a turn let this instance send late by its own
+// clock, until no instance could still claim j's slot on time: a member ranked
+// above whose clock is behind may yet run it. False once ctx ends.
+func (s *Scheduler) afterOnTime(ctx context.Context, j *job, slot time.Time) bool {
+	deadline := slot.Add(j.cfg.maxLate)
+	if !s.clock.Now().After(deadline) {
+		return true
+	}
+	return s.sleepUntil(ctx, deadline.Add(s.maxSkew))
+}
+
+// noTurns says the job's slots are claimed by every member at their time: a job
+// whose max lateness leaves no room for a second member's grace.
+func (c jobConfig) noTurns() bool { return c.maxLate < 2*time.Millisecond }
+
+// claimReleased claims, each in its own goroutine, the slots left to members
+// that are gone from the view.
+func (s *Scheduler) claimReleased(release []*turnWait) {
+	for _, w := range release {
+		if w.j.gone.Err() != nil {
+			continue
+		}
+		s.handlers.Add(1)
+		go func() {
+			defer s.handlers.Done()
+			ctx, cancel := s.jobCtx(w.j)
+			defer cancel()
+			if !s.afterOnTime(ctx, w.j, w.slot) {
+				return
+			}
+			if w.j.entry == nil || s.entrySlotStands(w.j, w.slot) {
+				s.drive(s.newAttempt(w.j, w.slot, claimScheduled))
+			}
+		}()
+	}
+}
+
+// beatMembers stores this instance as a member every memberBeat, at once when
+// its jobs change, until the loops stop; then it leaves.
+func (s *Scheduler) beatMembers() {
+	defer s.loops.Done()
+	t := s.turns
+	for {
+		s.mu.Lock()
+		names := make([]string, 0, len(s.order))
+		for _, j := range s.order {
+			names = append(names, j.name)
+		}
+		jobsChanged := s.jobsChanged
+		s.mu.Unlock()
+		group := groupOf(names, t.endedNames())
+		s.claimReleased(t.setGroup(group, s.instance))
+		ctx, cancel := s.callCtx(s.loopCtx)
+		err := t.store.Beat(ctx, backend.Member{Instance: s.instance, Group: group}, memberTTL)
+		cancel()
+		if errors.Is(err, backend.ErrMembershipNotSupported) {
+			return // watchMembers says so
+		}
+		if err != nil && s.loopCtx.Err() == nil {
+			s.log.Warn("storing this instance as a member failed", "err", err)
+			s.emit(Event{Kind: EventBackendError, Op: "beat", Err: err})
+		}
+		t.expire(s.clock.Now())
+		timer := s.clock.NewTimer(memberBeat)
+		select {
+		case <-s.loopCtx.Done():
+			timer.Stop()
+			ctx, cancel := s.writeCtx()
+			if err := t.store.Leave(ctx, s.instance); err != nil {
+				s.log.Warn("leaving the members failed: the others see this instance gone once its last beat expires", "err", err)
+			}
+			cancel()
+			return
+		case <-timer.C():
+		case <-jobsChanged:
+			timer.Stop()
+		case <-t.regroup:
+			timer.Stop()
+		}
+	}
+}
+
+// watchMembers keeps the view of the members until the loops stop. While the
+// watch fails, the view is unknown and every slot is claimed at its time.
+func (s *Scheduler) watchMembers() {
+	defer s.loops.Done()
+	t := s.turns
+	for attempt := 0; s.loopCtx.Err() == nil; attempt++ {
+		err := t.store.WatchMembers(s.loopCtx, func(all []backend.Member) {
+			attempt = 0
+			s.claimReleased(t.set(slices.Clone(all), true, s.instance))
+			s.log.Debug("members changed", "members", t.members())
+		})
+		if s.loopCtx.Err() != nil {
+			return
+		}
+		s.claimReleased(t.set(nil, false, s.instance))
+		if errors.Is(err, backend.ErrMembershipNotSupported) {
+			s.log.Error("Config.Turns: the backend's store keeps no members; every instance claims every slot", "err", err)
+			return
+		}
+		if err != nil {
+			s.log.Warn("watching the members failed; every slot is claimed at its time until the watch is back", "err", err)
+			s.emit(Event{Kind: EventBackendError, Op: "watch_members", Err: err})
+		}
+		if !s.sleepUntil(s.loopCtx, s.clock.Now().Add(retryDelay(attempt))) {
+			return
+		}
+	}
+}
