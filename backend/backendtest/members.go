@@ -25,7 +25,8 @@ const memberWait = 15 * time.Second
 // by their beats, many members at once, names that are paths or subject
 // wildcards, invalid members refused, and the watch's end with its context.
 // Like Run, every backend newBackend returns within one test shares one store.
-// The cases run in parallel; each keeps to instance names of its own.
+// The cases keep to instance names of their own; all but Expiry run in
+// parallel. No other test may change the store's members during Expiry.
 func RunMembers(t *testing.T, newBackend func(t *testing.T) backend.Backend) {
 	cases := []struct {
 		name string
@@ -33,24 +34,31 @@ func RunMembers(t *testing.T, newBackend func(t *testing.T) backend.Backend) {
 	}{
 		{"Beat", testMemberBeat},
 		{"Leave", testMemberLeave},
-		{"Expiry", testMemberExpiry},
 		{"KeptAlive", testMemberKeptAlive},
 		{"Many", testMemberMany},
 		{"Names", testMemberNames},
 		{"Invalid", testMemberInvalid},
 		{"WatchEnds", testMemberWatchEnds},
 	}
+	fixture := func(t *testing.T, name string) *memberFixture {
+		a, b := setup(t, newBackend), setup(t, newBackend)
+		ma, ok := a.(backend.Membership)
+		require.True(t, ok, "%T is not a backend.Membership", a)
+		return &memberFixture{t: t, a: ma, b: b.(backend.Membership), ctx: Context(t),
+			prefix: JobName("member ✓ "+name) + " "}
+	}
 	t.Run("Members", func(t *testing.T) {
-		for _, c := range cases {
-			t.Run(c.name, func(t *testing.T) {
-				t.Parallel()
-				a, b := setup(t, newBackend), setup(t, newBackend)
-				ma, ok := a.(backend.Membership)
-				require.True(t, ok, "%T is not a backend.Membership", a)
-				c.fn(t, &memberFixture{t: t, a: ma, b: b.(backend.Membership), ctx: Context(t),
-					prefix: JobName("member ✓ "+c.name) + " "})
-			})
-		}
+		t.Run("Cases", func(t *testing.T) {
+			for _, c := range cases {
+				t.Run(c.name, func(t *testing.T) {
+					t.Parallel()
+					c.fn(t, fixture(t, c.name))
+				})
+			}
+		})
+		// After the others, alone: no other change may wake the watch when
+		// the member expires.
+		t.Run("Expiry", func(t *testing.T) { testMemberExpiry(t, fixture(t, "Expiry")) })
 	})
 }
 
