@@ -48,8 +48,8 @@
 //
 // Each replica sees the store through faults of its own, put in front of
 // every call. The view keeps every capability of the memory store (leases,
-// retries, overlap policies, run limits, pauses, entries, calendars), so the scheduler
-// loses no feature.
+// retries, overlap policies, run limits, pauses, entries, calendars,
+// membership), so the scheduler loses no feature.
 //
 //   - Kill crashes the process: its store calls hang and fail, its handlers'
 //     contexts are cancelled, it reports no event. It never stops gracefully.

@@ -59,13 +59,16 @@ const (
 	OpGetCalendar     Op = "GetCalendar"
 	OpCalendars       Op = "Calendars"
 	OpWatchCalendars  Op = "WatchCalendars"
+	OpBeat            Op = "Beat"
+	OpLeave           Op = "Leave"
+	OpWatchMembers    Op = "WatchMembers"
 )
 
 // Write reports whether op changes the store.
 func (op Op) Write() bool {
 	switch op {
 	case OpInit, OpPrepareJob, OpHistory, OpPauses, OpActive, OpEntryRunNames, OpRunCount, OpGetEntry, OpListEntries,
-		OpWatchRun, OpWatchPauses, OpWatchEntries, OpGetCalendar, OpCalendars, OpWatchCalendars:
+		OpWatchRun, OpWatchPauses, OpWatchEntries, OpGetCalendar, OpCalendars, OpWatchCalendars, OpWatchMembers:
 		return false
 	}
 	return true

@@ -28,6 +28,7 @@ var (
 	_ backend.Pauser        = (*view)(nil)
 	_ backend.EntryStore    = (*view)(nil)
 	_ backend.CalendarStore = (*view)(nil)
+	_ backend.Membership    = (*view)(nil)
 
 	_ backend.RunStore           = (*runsView)(nil)
 	_ backend.Settler            = (*runsView)(nil)
@@ -169,6 +170,22 @@ func (v *view) Calendars(ctx context.Context) ([]backend.Calendar, error) {
 func (v *view) WatchCalendars(ctx context.Context, fn func([]backend.Calendar)) error {
 	return v.p.watch(ctx, OpWatchCalendars, func(ctx context.Context, deliver func(func())) error {
 		return v.mem.WatchCalendars(ctx, func(all []backend.Calendar) { deliver(func() { fn(all) }) })
+	})
+}
+
+func (v *view) Beat(ctx context.Context, m backend.Member, ttl time.Duration) error {
+	return do0(v.p, ctx, OpBeat, func(ctx context.Context) error { return v.mem.Beat(ctx, m, ttl) })
+}
+
+func (v *view) Leave(ctx context.Context, instance string) error {
+	return do0(v.p, ctx, OpLeave, func(ctx context.Context) error { return v.mem.Leave(ctx, instance) })
+}
+
+// WatchMembers is cut, like every watch of the process, when the process is
+// killed or its replica partitioned: the scheduler then watches again.
+func (v *view) WatchMembers(ctx context.Context, fn func([]backend.Member)) error {
+	return v.p.watch(ctx, OpWatchMembers, func(ctx context.Context, deliver func(func())) error {
+		return v.mem.WatchMembers(ctx, func(all []backend.Member) { deliver(func() { fn(all) }) })
 	})
 }
 

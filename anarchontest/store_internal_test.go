@@ -27,6 +27,7 @@ var capabilities = map[string]reflect.Type{
 	"Pauser":         reflect.TypeFor[backend.Pauser](),
 	"EntryStore":     reflect.TypeFor[backend.EntryStore](),
 	"CalendarStore":  reflect.TypeFor[backend.CalendarStore](),
+	"Membership":     reflect.TypeFor[backend.Membership](),
 	"JobChecker":     reflect.TypeFor[backend.JobChecker](),
 	"JobWindower":    reflect.TypeFor[backend.JobWindower](),
 	"LastRunsReader": reflect.TypeFor[backend.LastRunsReader](),

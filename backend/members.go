@@ -46,8 +46,14 @@ const (
 	MaxMemberTTL = time.Hour
 )
 
-// ErrInvalidMember is returned for a member or ttl a store must not keep.
-var ErrInvalidMember = errors.New("backend: invalid member")
+// Errors of Membership, matched with errors.Is.
+var (
+	// ErrInvalidMember is returned for a member or ttl a store must not keep.
+	ErrInvalidMember = errors.New("backend: invalid member")
+	// ErrMembershipNotSupported: a Membership call on a wrapper whose inner
+	// store keeps no members (a leased backend's run store without it).
+	ErrMembershipNotSupported = errors.New("backend: the store keeps no members")
+)
 
 // CheckMember refuses a member whose Instance is empty, not UTF-8 or longer than
 // MaxJobNameLen bytes, or whose Group is longer than MaxMemberGroup, and a ttl

@@ -121,6 +121,34 @@ func runCalendarsConformance(t *testing.T, js func(t *testing.T) natsjs.JetStrea
 	})
 }
 
+// TestConformanceMembers runs the membership section of the suite against
+// LeasedBackends whose run store is a kvlease store.
+func TestConformanceMembers(t *testing.T) {
+	s := natstest.Server(t, embedded.Options{})
+	js := func(t *testing.T) natsjs.JetStream { return natstest.JetStream(t, natstest.Conn(t, s)) }
+	backendtest.RunMembers(t, func(t *testing.T) backend.Backend {
+		conn := js(t)
+		runs, err := kvlease.New(conn, kvlease.WithBucket("members"))
+		require.NoError(t, err)
+		t.Cleanup(runs.Close)
+		b, err := NewLeased(conn, runs)
+		require.NoError(t, err)
+		return b
+	})
+}
+
+// A LeasedBackend whose run store keeps no members says so.
+func TestLeasedMembersNotSupported(t *testing.T) {
+	s := natstest.Server(t, embedded.Options{})
+	js := natstest.JetStream(t, natstest.Conn(t, s))
+	b, err := NewLeased(js, memory.NewRunStore(backend.SystemClock{}))
+	require.NoError(t, err)
+	err = b.Beat(t.Context(), backend.Member{Instance: "a"}, time.Minute)
+	require.ErrorIs(t, err, backend.ErrMembershipNotSupported)
+	require.ErrorIs(t, b.Leave(t.Context(), "a"), backend.ErrMembershipNotSupported)
+	require.ErrorIs(t, b.WatchMembers(t.Context(), func([]backend.Member) {}), backend.ErrMembershipNotSupported)
+}
+
 // A LeasedBackend whose run store keeps no calendars says so.
 func TestLeasedCalendarsNotSupported(t *testing.T) {
 	s := natstest.Server(t, embedded.Options{})

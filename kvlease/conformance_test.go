@@ -3,6 +3,7 @@ package kvlease_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -138,4 +139,40 @@ func (c calendarBackend) Calendars(ctx context.Context) ([]backend.Calendar, err
 }
 func (c calendarBackend) WatchCalendars(ctx context.Context, fn func([]backend.Calendar)) error {
 	return c.s.WatchCalendars(ctx, fn)
+}
+
+func TestMembersConformance(t *testing.T) {
+	t.Parallel()
+	runMembers(t, singleJS, kvlease.WithBucket("kvlease_members"))
+}
+
+func TestMembersConformanceR3(t *testing.T) {
+	t.Parallel()
+	runMembers(t, clusterJS, kvlease.WithBucket("kvlease_members_r3"), kvlease.WithReplicas(3))
+}
+
+// runMembers runs the membership section of the suite on stores made with
+// opts, each on its own connection, all on one bucket.
+func runMembers(t *testing.T, js func(testing.TB) jetstream.JetStream, opts ...kvlease.Option) {
+	backendtest.RunMembers(t, func(t *testing.T) backend.Backend {
+		return memberBackend{memory.New(), newStore(t, js(t), opts...)}
+	})
+}
+
+// memberBackend is a backend whose members are a kvlease store's: RunMembers
+// needs a backend.Backend, and kvlease is a RunStore.
+type memberBackend struct {
+	backend.Backend
+	s *kvlease.Store
+}
+
+func (m memberBackend) Init(ctx context.Context) error { return m.s.Init(ctx) }
+func (m memberBackend) Beat(ctx context.Context, x backend.Member, ttl time.Duration) error {
+	return m.s.Beat(ctx, x, ttl)
+}
+func (m memberBackend) Leave(ctx context.Context, instance string) error {
+	return m.s.Leave(ctx, instance)
+}
+func (m memberBackend) WatchMembers(ctx context.Context, fn func([]backend.Member)) error {
+	return m.s.WatchMembers(ctx, fn)
 }

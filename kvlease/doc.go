@@ -38,6 +38,9 @@
 //	cal.<name>          a calendar (backend.CalendarStore), its name one token:
 //	                    {v, name, dates, ...}. No TTL; its revision is the
 //	                    calendar's Revision.
+//	member.<instance>   a live instance (backend.Membership), its name one token:
+//	                    {v, instance, group}. TTL: the beat's; a beat is a
+//	                    plain put, Leave a purge.
 //
 // # Rules
 //
@@ -107,8 +110,8 @@
 // its channel when a claim could decide otherwise: the lease expires, is purged,
 // changes holder or carries a cancel request; a buffered slot's on any write of
 // its lease key. WatchEntries reads the entries again after a reconnect
-// (backend.EntryChange.Resync), WatchCalendars watches again and delivers the
-// calendars if they changed.
+// (backend.EntryChange.Resync), WatchCalendars and WatchMembers watch again and
+// deliver the set if it changed.
 //
 // docs/backends.md gives the reasoning and the production settings.
 package kvlease

@@ -191,3 +191,26 @@ func FuzzEntryKeys(f *testing.F) {
 		}
 	})
 }
+
+// Member keys are valid keys of two tokens, one per instance, that no lease or
+// run key pattern matches.
+func TestMemberKeys(t *testing.T) {
+	names := []string{"a", "a.b", "*", ">", "../x", "with spaces", "ünïcode ✓", strings.Repeat("x", backend.MaxJobNameLen), "lease.x.1"}
+	seen := map[string]bool{}
+	for _, name := range names {
+		k := memberKey(name)
+		require.True(t, keyOK(k), "key %q of %q", k, name)
+		assert.Equal(t, 1, strings.Count(k, "."), "one token after the prefix: %q", k)
+		got, ok := parseMemberKey(k)
+		assert.True(t, ok)
+		assert.Equal(t, name, got)
+		assert.False(t, seen[k], "a key of its own: %q", k)
+		seen[k] = true
+		_, _, _, err := parseKey(k)
+		assert.Error(t, err, "not a lease or run key: %q", k)
+	}
+	for _, k := range []string{"member.", "member.!!", "member.YQ.YQ", "cal.YQ"} {
+		_, ok := parseMemberKey(k)
+		assert.False(t, ok, k)
+	}
+}

@@ -33,6 +33,8 @@ type Backend struct {
 	entries *memEntries
 	// cals holds the calendars (CalendarStore), created on first use.
 	cals *memCalendars
+	// members holds the live instances (Membership), created on first use.
+	members *memMembers
 
 	runsOnce sync.Once
 	runs     *RunStore

@@ -32,3 +32,8 @@ func TestMemoryBackendCalendars(t *testing.T) {
 	shared := memory.New()
 	backendtest.RunCalendars(t, func(t *testing.T) backend.Backend { return &memoryProcess{shared} })
 }
+
+func TestMemoryBackendMembers(t *testing.T) {
+	shared := memory.New()
+	backendtest.RunMembers(t, func(t *testing.T) backend.Backend { return &memoryProcess{shared} })
+}
