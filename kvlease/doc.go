@@ -106,7 +106,10 @@
 //
 // # Watching
 //
-// All watches of a store share one watcher of the lease keys. WatchRun closes
+// All watches of a store share one watcher of the lease keys, started by the
+// first WatchRun and stopped after 10 s with no watch and no read waiting on it
+// (a store whose claims rarely stand by, under scheduler.Config.Turns, then
+// receives no lease update of the bucket). WatchRun closes
 // its channel when a claim could decide otherwise: the lease expires, is purged,
 // changes holder or carries a cancel request; a buffered slot's on any write of
 // its lease key. WatchEntries reads the entries again after a reconnect

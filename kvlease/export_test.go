@@ -67,3 +67,17 @@ func ForgetForTest(s *Store) {
 // OnDeliverForTest has s's shared watcher call fn after it delivered an update of
 // key (purge: a purge marker). While fn runs, the watcher delivers nothing else.
 func OnDeliverForTest(s *Store, fn func(key string, purge bool)) { s.watchHook = fn }
+
+// SetWatcherIdleForTest sets how long s's shared lease watcher runs on idle.
+func SetWatcherIdleForTest(s *Store, d time.Duration) {
+	s.mem.hub.mu.Lock()
+	s.mem.hub.idle = d
+	s.mem.hub.mu.Unlock()
+}
+
+// WatcherRunningForTest reports whether s's shared lease watcher runs.
+func WatcherRunningForTest(s *Store) bool {
+	s.mem.hub.mu.Lock()
+	defer s.mem.hub.mu.Unlock()
+	return s.mem.hub.running
+}

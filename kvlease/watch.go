@@ -1,6 +1,7 @@
 package kvlease
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -141,7 +142,18 @@ type watchHub struct {
 	// pending are the calls of leaseSince waiting for a key's next update.
 	pending map[string][]chan struct{}
 	nextGC  time.Time
+	// gen counts the watchers started; used is when the last waiter was
+	// added.
+	gen  uint64
+	used time.Time
+	// idle replaces watcherIdle when set (tests).
+	idle time.Duration
 }
+
+// watcherIdle is how long the shared watcher runs on with no waiter and no
+// read waiting for it: a store whose claims rarely stand by (Config.Turns) does
+// not receive every lease update of the bucket.
+const watcherIdle = 10 * time.Second
 
 type finishedRun struct {
 	run machine.Run
@@ -170,12 +182,15 @@ func (h *watchHub) add(s *Store, b *bucket, w *waiter) (time.Time, error) {
 			return time.Time{}, err
 		}
 		h.running, h.started = true, time.Now()
+		h.gen++
+		gen := h.gen
 		s.watchers.Add(1)
 		go func() {
 			defer s.watchers.Done()
-			h.run(s, kw)
+			h.run(s, kw, gen)
 		}()
 	}
+	h.used = time.Now()
 	if h.waiters == nil {
 		h.waiters = make(map[string]map[*waiter]struct{})
 	}
@@ -242,21 +257,23 @@ func (h *watchHub) fire(w *waiter) {
 	w.once.Do(func() { close(w.ch) })
 }
 
-// run delivers the shared watcher's updates until it stops (Close, or the watcher
-// failed); then every waiter fires, and the next WatchRun starts a new watcher.
-func (h *watchHub) run(s *Store, kw jetstream.KeyWatcher) {
+// run delivers the shared watcher's updates until it stops (Close, the watcher
+// failed, or it was idle for watcherIdle); then every waiter fires, and the next
+// WatchRun starts a new watcher.
+func (h *watchHub) run(s *Store, kw jetstream.KeyWatcher, gen uint64) {
 	defer stopWatcher(kw)
+	h.mu.Lock()
+	after := cmp.Or(h.idle, watcherIdle)
+	h.mu.Unlock()
+	idle := time.NewTicker(max(after/4, time.Millisecond))
+	defer idle.Stop()
 	defer func() {
 		h.mu.Lock()
-		h.running = false
-		// A new watcher delivers only updates newer than its start.
-		h.wrote, h.floor, h.delivered = nil, 0, 0
-		for _, chs := range h.pending {
-			for _, ch := range chs {
-				close(ch)
-			}
+		if h.gen != gen || !h.running {
+			h.mu.Unlock()
+			return // stopped idle: a later watcher's state is not this one's
 		}
-		h.pending = nil
+		h.stopLocked()
 		var all []*waiter
 		for _, set := range h.waiters {
 			for w := range set {
@@ -272,6 +289,14 @@ func (h *watchHub) run(s *Store, kw jetstream.KeyWatcher) {
 		select {
 		case <-s.done.Done():
 			return
+		case <-idle.C:
+			h.mu.Lock()
+			if len(h.waiters) == 0 && len(h.pending) == 0 && time.Since(h.used) >= after {
+				h.stopLocked()
+				h.mu.Unlock()
+				return
+			}
+			h.mu.Unlock()
 		case e, ok := <-kw.Updates():
 			if !ok {
 				return
@@ -285,6 +310,22 @@ func (h *watchHub) run(s *Store, kw jetstream.KeyWatcher) {
 			}
 		}
 	}
+}
+
+// stopLocked forgets what only a running watcher keeps current. h.mu is held.
+func (h *watchHub) stopLocked() {
+	h.running = false
+	// A finished run seen is the slot's state only while newer updates are
+	// delivered.
+	h.finished = nil
+	// A new watcher delivers only updates newer than its start.
+	h.wrote, h.floor, h.delivered = nil, 0, 0
+	for _, chs := range h.pending {
+		for _, ch := range chs {
+			close(ch)
+		}
+	}
+	h.pending = nil
 }
 
 // deliver fires the waiters of e's key whose lease e ends or replaces.

@@ -84,6 +84,10 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		}
 	}
 
+	if s.turns != nil {
+		s.firstMembers(ctx)
+	}
+
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.state != stateStarting { // stopped meanwhile

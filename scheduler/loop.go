@@ -281,11 +281,11 @@ func (s *Scheduler) sleepUntil(ctx context.Context, t time.Time) bool {
 
 // handleSlot claims one slot of kind and follows it (claim.go).
 func (s *Scheduler) handleSlot(j *job, slot time.Time, kind claimKind) {
+	if kind == claimScheduled && !s.takeTurn(j, slot) {
+		return // left to the members ranked above, who judge it too
+	}
 	if kind == claimScheduled || kind == claimCatchUp && slot.UnixMilli() > j.judgedSince.Load() {
 		s.judgeLater(j, slot)
-	}
-	if kind == claimScheduled && !s.takeTurn(j, slot) {
-		return
 	}
 	s.drive(s.newAttempt(j, slot, kind))
 }

@@ -1,11 +1,12 @@
 package scheduler
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"hash/fnv"
 	"slices"
 	"strings"
 	"sync"
@@ -77,45 +78,54 @@ func newTurns(store backend.Membership) *turns {
 	return &turns{store: store, waiting: map[turnKey]*turnWait{}, changed: make(chan struct{}), ended: map[*job]bool{}, regroup: make(chan struct{}, 1)}
 }
 
-// rank returns, for run, the members of view ranked above instance (at most all
-// of them), best first, and whether the view is known. Ties of the hash are
-// broken by name.
+// rank returns, for run, the members of the view ranked above instance, best
+// first, and whether the view is known. Ties of the hash are broken by name.
 func (t *turns) rank(run, instance string) (above []string, known bool, changed <-chan struct{}) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.known {
 		return nil, false, t.changed
 	}
+	type scored struct {
+		name  string
+		score uint64
+	}
 	mine := turnScore(run, instance)
+	var ups []scored
 	for _, m := range t.view {
 		if m == instance {
 			continue
 		}
 		if sc := turnScore(run, m); sc > mine || sc == mine && m < instance {
-			above = append(above, m)
+			ups = append(ups, scored{m, sc})
 		}
 	}
-	slices.SortFunc(above, func(a, b string) int {
-		sa, sb := turnScore(run, a), turnScore(run, b)
-		switch {
-		case sa > sb:
-			return -1
-		case sa < sb:
-			return 1
+	slices.SortFunc(ups, func(a, b scored) int {
+		if c := cmp.Compare(b.score, a.score); c != 0 {
+			return c
 		}
-		return strings.Compare(a, b)
+		return strings.Compare(a.name, b.name)
 	})
+	for _, u := range ups {
+		above = append(above, u.name)
+	}
 	return above, true, t.changed
 }
 
-// turnScore is the rendezvous hash of run and instance.
+// turnScore is the rendezvous hash of run and instance: FNV-1a, then the
+// SplitMix64 finalizer, the same in every process.
 func turnScore(run, instance string) uint64 {
-	h := sha256.New()
+	h := fnv.New64a()
 	h.Write([]byte(run))
 	h.Write([]byte{0})
 	h.Write([]byte(instance))
-	var sum [sha256.Size]byte
-	return binary.BigEndian.Uint64(h.Sum(sum[:0]))
+	x := h.Sum64()
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
 }
 
 // groupOf is the group of an instance declaring jobs and having seen the run
@@ -264,7 +274,12 @@ func (s *Scheduler) takeTurn(j *job, slot time.Time) bool {
 		case !known, len(above) == 0:
 			return s.afterOnTime(ctx, j, slot)
 		case len(above) >= 2:
+			// Kept while it may still be claimed on time, or its deadline
+			// judged, by a member that is then seen gone.
 			until := slot.Add(j.cfg.maxLate + 2*memberTTL + s.maxSkew)
+			if j.cfg.deadline > 0 {
+				until = later(until, j.nominal(slot).Add(j.cfg.deadline+2*memberTTL+s.maxSkew))
+			}
 			t.wait(j, slot, above, until)
 			return false
 		}
@@ -313,11 +328,50 @@ func (s *Scheduler) claimReleased(release []*turnWait) {
 			if !s.afterOnTime(ctx, w.j, w.slot) {
 				return
 			}
+			s.judgeLater(w.j, w.slot)
 			if w.j.entry == nil || s.entrySlotStands(w.j, w.slot) {
 				s.drive(s.newAttempt(w.j, w.slot, claimScheduled))
 			}
 		}()
 	}
+}
+
+// firstMembers stores this instance as a member and reads the members once,
+// before the loops start, so that the first slots are claimed in turn rather
+// than by every instance. A store that does not answer in time leaves the view
+// unknown: the slots are claimed at their time until the watch answers.
+func (s *Scheduler) firstMembers(ctx context.Context) {
+	t := s.turns
+	t.setGroup(s.group(), s.instance)
+	cctx, cancel := s.callCtx(ctx)
+	defer cancel()
+	if err := t.store.Beat(cctx, backend.Member{Instance: s.instance, Group: t.groupNow()}, memberTTL); err != nil {
+		return // the beat loop reports it
+	}
+	wctx, stop := context.WithTimeout(cctx, min(s.callTO, 2*memberBeat))
+	defer stop()
+	_ = t.store.WatchMembers(wctx, func(all []backend.Member) {
+		t.set(slices.Clone(all), true, s.instance)
+		stop()
+	})
+}
+
+// group is this instance's group now: a digest of the jobs it declares and the
+// run limits it saw reached.
+func (s *Scheduler) group() string {
+	s.mu.Lock()
+	names := make([]string, 0, len(s.order))
+	for _, j := range s.order {
+		names = append(names, j.name)
+	}
+	s.mu.Unlock()
+	return groupOf(names, s.turns.endedNames())
+}
+
+func (t *turns) groupNow() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.group
 }
 
 // beatMembers stores this instance as a member every memberBeat, at once when
@@ -327,13 +381,9 @@ func (s *Scheduler) beatMembers() {
 	t := s.turns
 	for {
 		s.mu.Lock()
-		names := make([]string, 0, len(s.order))
-		for _, j := range s.order {
-			names = append(names, j.name)
-		}
 		jobsChanged := s.jobsChanged
 		s.mu.Unlock()
-		group := groupOf(names, t.endedNames())
+		group := s.group()
 		s.claimReleased(t.setGroup(group, s.instance))
 		ctx, cancel := s.callCtx(s.loopCtx)
 		err := t.store.Beat(ctx, backend.Member{Instance: s.instance, Group: group}, memberTTL)

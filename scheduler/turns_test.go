@@ -3,6 +3,7 @@ package scheduler_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -276,3 +277,38 @@ type noMembers struct {
 }
 
 func (n noMembers) Runs() backend.RunStore { return n.lb.Runs() }
+
+// A slot's deadline is judged by the members that claim it; when the first two
+// die before the deadline, the third, claiming the slot they left, judges it.
+func TestTurnsDeadlineJudgedWhenTheFirstTwoDied(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		time.Sleep(90 * time.Second)
+		f := anarchontest.Start(t, anarchontest.Config{
+			Replicas:  5,
+			Scheduler: scheduler.Config{Turns: true},
+			Setup: func(s *scheduler.Scheduler) error {
+				return s.Every("job", time.Minute, func(ctx context.Context, r scheduler.Run) error {
+					<-ctx.Done() // never ends ok
+					return context.Cause(ctx)
+				}, scheduler.WithDeadline(30*time.Second), scheduler.WithLease(5*time.Second))
+			},
+		})
+		slot := time.Date(2000, 1, 1, 0, 2, 0, 0, time.UTC)
+		anarchontest.AdvanceTo(slot.Add(2 * time.Second))
+		var ranked []string
+		for _, e := range f.Events(anarchontest.Match("job", scheduler.EventClaimed, scheduler.EventLost, scheduler.EventStandby)) {
+			if e.Slot.Equal(slot) && !slices.Contains(ranked, e.Instance) {
+				ranked = append(ranked, e.Instance)
+			}
+		}
+		require.Len(t, ranked, 2, "the first two members claimed the slot")
+		f.Named(ranked[0]).Kill()
+		f.Named(ranked[1]).Kill()
+		anarchontest.AdvanceTo(slot.Add(45 * time.Second))
+		missed := f.Events(func(e scheduler.Event) bool {
+			return e.Kind == scheduler.EventDeadlineMissed && e.Slot.Equal(slot)
+		})
+		require.Len(t, missed, 1, "the deadline was judged once")
+		assert.NotContains(t, ranked, missed[0].Instance)
+	})
+}

@@ -97,6 +97,7 @@ type config struct {
 	url         string
 	natsContext string
 	instance    string
+	turns       bool
 	metricsAddr string
 	web         string
 	webActions  bool
@@ -152,6 +153,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&zone, "zone", "Europe/Athens", "time zone the report job's cron expression is read in")
 	fs.DurationVar(&c.stopTimeout, "stop-timeout", 10*time.Second, "on shutdown, how long running jobs may finish before they are cancelled and handed over")
 	fs.DurationVar(&c.duration, "duration", 0, "stop after this long (0 = run until SIGINT or SIGTERM)")
+	fs.BoolVar(&c.turns, "turns", false, "share the slots out among the replicas (scheduler.Config.Turns): one claims each slot, a second a moment later, the rest only when those are gone")
 	fs.IntVar(&c.replicas, "replicas", 1, "replicas of the job streams and the lease bucket (3 on a cluster)")
 	fs.IntVar(&c.history, "history", 5, "on exit, print each job's last N runs (from all replicas) to stdout; 0 = none")
 	fs.IntVar(&c.seedEntries, "seed-entries", 0, "at start, add this many schedule entries (tenant-0000001, …) to the tenants job, keeping those already stored")

@@ -96,7 +96,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	onEvent = scheduler.Chain(onEvent, events)
 
 	s, err := scheduler.New(scheduler.Config{Backend: backend, Instance: c.instance, Logger: log, OnEvent: onEvent,
-		Middleware: middleware})
+		Middleware: middleware, Turns: c.turns})
 	if err != nil {
 		return err
 	}

@@ -120,7 +120,7 @@ func (r *report) sections() string {
 	if len(r.loads) > 0 {
 		fmt.Fprintf(&b, "Every job `Every(1s)`%s, max lateness 1s (the default for a 1s job); the handler records the run and returns. "+
 			"A slot counts when its handler started; the window opens %v after Start. Each run has its own fresh embedded server. "+
-			"CPU and memory are the whole process: the server runs in it. API requests counted by a subscriber on `$JS.API.>`.\n\n", jitterNote(c.jitter), c.warmup)
+			"CPU and memory are the whole process: the server runs in it. API requests counted by a subscriber on `$JS.API.>`.\n\n", jitterNote(c.jitter, c.turns), c.warmup)
 		b.WriteString(loadMarkdown(r.loads))
 	}
 
@@ -163,7 +163,7 @@ func (r *report) sections() string {
 		b.WriteString(r.fleetErr)
 	default:
 		fmt.Fprintf(&b, "Like section 2 with leases (every instance `NewLeased` with the default options), on a fresh server: every job `Every(%v)`%s, "+
-			"max lateness %v; one stream per job, so Start creates %d streams. The baseline for the next step in scale.\n\n", c.fleetInterval, jitterNote(c.fleetJitter), c.fleetInterval, c.fleetJobs)
+			"max lateness %v; one stream per job, so Start creates %d streams. The baseline for the next step in scale.\n\n", c.fleetInterval, jitterNote(c.fleetJitter, c.turns), c.fleetInterval, c.fleetJobs)
 		fleets := []*loadResult{r.fleet}
 		switch {
 		case r.schedules != nil:
@@ -255,8 +255,13 @@ func cpuSuffix() string {
 	return ""
 }
 
-func jitterNote(j time.Duration) string {
-	if j == 0 {
+func jitterNote(j time.Duration, turns bool) string {
+	switch {
+	case turns && j == 0:
+		return " with no jitter, the instances taking turns (`Config.Turns`: one claims at the slot, a second a grace later)"
+	case turns:
+		return fmt.Sprintf(" with jitter %v, the instances taking turns (`Config.Turns`)", j)
+	case j == 0:
 		return " with no jitter (every instance claims at the slot)"
 	}
 	return fmt.Sprintf(" with jitter %v", j)
