@@ -31,6 +31,8 @@ type node struct {
 	replicas int
 	wrap     func(*kvlease.Store) backend.RunStore
 	onEvent  func(scheduler.Event)
+	// turns: the schedulers take turns (scheduler.Config.Turns).
+	turns bool
 }
 
 // singleNode starts a server that listens on a local port.
@@ -64,7 +66,7 @@ func (n node) open(t *testing.T, instance string) (*scheduler.Scheduler, func())
 	}
 	b, err := jetstream.NewLeased(j, runs, jetstream.WithReplicas(n.replicas))
 	require.NoError(t, err)
-	s, err := scheduler.New(scheduler.Config{Backend: b, Instance: instance, OnEvent: n.onEvent})
+	s, err := scheduler.New(scheduler.Config{Backend: b, Instance: instance, OnEvent: n.onEvent, Turns: n.turns})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Stop(context.Background()) })
 	return s, func() { store.Close(); nc.Close() }

@@ -173,7 +173,8 @@ func (t *turns) endedNames() []string {
 }
 
 // set takes all as the live members, or forgets them when known is false, and
-// returns the slots left to members no longer in the view: they are claimed now.
+// returns the slots whose first two members above this one are no longer in the
+// view: they are claimed now.
 func (t *turns) set(all []backend.Member, known bool, instance string) []*turnWait {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -212,7 +213,9 @@ func (t *turns) refreshLocked(instance string) []*turnWait {
 	t.changed = make(chan struct{})
 	var release []*turnWait
 	for k, w := range t.waiting {
-		if !t.known || slices.ContainsFunc(w.above, func(m string) bool { return !slices.Contains(view, m) }) {
+		// The first two above claim the slot: it is left to them while one
+		// of them lives.
+		if !t.known || !slices.ContainsFunc(w.above[:min(2, len(w.above))], func(m string) bool { return slices.Contains(view, m) }) {
 			release = append(release, w)
 			delete(t.waiting, k)
 		}

@@ -145,6 +145,9 @@ func TestTurnsSecondMemberRunsWhenTheFirstDied(t *testing.T) {
 		// expire (2 to 3 s after the kill).
 		assert.LessOrEqual(t, ran.startedAt("job", next)[0].Sub(next), time.Second+100*time.Millisecond)
 		f.AssertRanOnce(t, "job", slot, next)
+		// One member gone leaves the earlier slot to the second: the others do
+		// not claim it again.
+		assert.Equal(t, 2, claimsPerSlot(f, slot, slot), "claims of the slot before the death")
 		late := f.Events(anarchontest.Match("job", scheduler.EventLate, scheduler.EventMissed))
 		assert.Empty(t, late)
 	})
