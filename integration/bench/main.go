@@ -39,7 +39,7 @@
 // ../..) so that the peer it compares with, gocron and its dependencies, is not a
 // dependency of the library.
 //
-// The whole run is budgeted to finish within five minutes on two cores; -quick
+// The whole run is budgeted to finish within seven minutes on two cores; -quick
 // finishes in well under a minute. Progress goes to stderr, the tables to stdout.
 package main
 
@@ -84,6 +84,9 @@ type config struct {
 	leases    bool
 	// turns runs the anarchon instances with Config.Turns.
 	turns bool
+	// turnsJobs jobs every second for turnsDuration in section 8 (0: not run).
+	turnsJobs     int
+	turnsDuration time.Duration
 	// entries runs the load's jobs as schedule entries of one declared job.
 	entries bool
 	plain   bool
@@ -133,9 +136,9 @@ func (c config) phase(name string, f func()) {
 // Defaults of the full run and of -quick (a flag given explicitly wins over both).
 var (
 	fullDefaults = config{jobs: 1000, duration: 30 * time.Second, samples: 2000, claimTrials: 5, scale: []int{100, 1000}, trials: 3, budget: 4*time.Minute + 30*time.Second, warmup: 2 * time.Second,
-		fleetJobs: 5000, fleetInterval: 10 * time.Second, fleetDuration: 20 * time.Second}
+		fleetJobs: 5000, fleetInterval: 10 * time.Second, fleetDuration: 20 * time.Second, turnsJobs: 500, turnsDuration: 15 * time.Second}
 	quickDefaults = config{jobs: 50, duration: 5 * time.Second, samples: 300, claimTrials: 3, scale: []int{10, 100}, trials: 1, budget: 55 * time.Second, warmup: time.Second,
-		fleetJobs: 200, fleetInterval: 2 * time.Second, fleetDuration: 4 * time.Second}
+		fleetJobs: 200, fleetInterval: 2 * time.Second, fleetDuration: 4 * time.Second, turnsJobs: 20, turnsDuration: 2 * time.Second}
 )
 
 func parseFlags(args []string, out io.Writer) (config, error) {
@@ -148,6 +151,8 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.BoolVar(&c.quick, "quick", false, "a smoke test: small defaults, finishes in under a minute")
 	fs.BoolVar(&c.leases, "leases", true, "run anarchon with kvlease leases (false: the plain JetStream backend; no takeover section)")
 	fs.BoolVar(&c.turns, "turns", false, "run the anarchon instances with scheduler.Config.Turns (one instance claims each slot, a second a grace later); needs leases")
+	fs.IntVar(&c.turnsJobs, "turns-jobs", fullDefaults.turnsJobs, "jobs every second of section 8, on 3 and 10 instances with and without turns (0: not run)")
+	fs.DurationVar(&c.turnsDuration, "turns-duration", fullDefaults.turnsDuration, "measured window of each run of section 8 (whole seconds)")
 	fs.BoolVar(&c.entries, "entries", false, "run the load section's jobs as schedule entries of one job (one stream) instead of declared jobs (a stream each); needs leases")
 	fs.BoolVar(&c.plain, "plain", true, "also run the load on the plain JetStream backend (no leases), for comparison")
 	fs.BoolVar(&c.peer, "peer", true, "run the gocron peer (section 5)")
@@ -202,6 +207,12 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 		if !set["fleet-duration"] {
 			c.fleetDuration = q.fleetDuration
 		}
+		if !set["turns-jobs"] {
+			c.turnsJobs = q.turnsJobs
+		}
+		if !set["turns-duration"] {
+			c.turnsDuration = q.turnsDuration
+		}
 		c.budget, c.warmup = q.budget, q.warmup
 	}
 	var err error
@@ -234,6 +245,10 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 		return c, fmt.Errorf("-fleet-interval must be whole seconds, at least 1s, got %v", c.fleetInterval)
 	case c.fleetDuration < c.fleetInterval || c.fleetDuration%c.fleetInterval != 0:
 		return c, fmt.Errorf("-fleet-duration must be whole intervals of -fleet-interval, got %v", c.fleetDuration)
+	case c.turnsJobs < 0:
+		return c, fmt.Errorf("-turns-jobs must not be negative, got %d", c.turnsJobs)
+	case c.turnsDuration < 2*time.Second || c.turnsDuration%time.Second != 0:
+		return c, fmt.Errorf("-turns-duration must be whole seconds, at least 2s, got %v", c.turnsDuration)
 	case c.jitter < 0 || c.jitter >= loadInterval:
 		return c, fmt.Errorf("-jitter must be in [0, %v), got %v", loadInterval, c.jitter)
 	}
@@ -370,6 +385,17 @@ func run(ctx context.Context, args []string, out, progress io.Writer) (*report, 
 			}
 			done()
 			settledProc()
+		}
+	}
+
+	if cfg.leases && cfg.turnsJobs > 0 {
+		rep.turns = runTurns(ctx, cfg, step)
+		for _, r := range rep.turns {
+			if r.err != "" {
+				errs = append(errs, fmt.Errorf("turns, %d instances: %s", r.instances, r.err))
+			} else if r.l.dups > 0 {
+				errs = append(errs, fmt.Errorf("turns, %d instances: %d duplicate runs", r.instances, r.l.dups))
+			}
 		}
 	}
 

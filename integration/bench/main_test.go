@@ -29,7 +29,7 @@ func TestQuick(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, rep)
 
-	for _, h := range []string{headClaims, headLoad, headScale, headTakeover, headPeer, headFleet, headWindow, headGoals} {
+	for _, h := range []string{headClaims, headLoad, headScale, headTakeover, headPeer, headFleet, headWindow, headTurns, headGoals} {
 		assert.Equal(t, 1, strings.Count(text, h), "section %q appears once", h)
 	}
 	assert.Contains(t, text, "- command: `go run -C integration/bench . -quick -jobs 10 -duration 3s")
@@ -45,7 +45,7 @@ func TestQuick(t *testing.T) {
 	assert.True(t, strings.HasPrefix(doc, "# Benchmarks\n"), "the page starts with its title")
 	assert.Contains(t, doc, "- command: `go run -C integration/bench . -quick")
 	assert.Contains(t, doc, "-write-docs "+page+"`", "the command names the page")
-	for _, h := range []string{headClaims, headLoad, headScale, headTakeover, headPeer, headFleet, headWindow, headGoals} {
+	for _, h := range []string{headClaims, headLoad, headScale, headTakeover, headPeer, headFleet, headWindow, headTurns, headGoals} {
 		assert.Equal(t, 1, strings.Count(doc, "\n"+strings.TrimPrefix(h, "#")), "section %q is a level-2 heading of the page", h)
 	}
 	assert.Less(t, strings.Index(doc, "- machine: "), strings.Index(doc, "\n## 1."), "the machine is named above the tables")
@@ -132,6 +132,8 @@ func TestFlags(t *testing.T) {
 		{"-scale", "10,x"},
 		{"-jitter", "1s"},
 		{"-claim-trials", "0"},
+		{"-turns-jobs", "-1"},
+		{"-turns-duration", "1s"},
 		{"-samples", "50", "-claim-trials", "6"},
 		{"extra"},
 		{"-nope"},

@@ -25,6 +25,7 @@ type report struct {
 	schedules                                *loadResult // section 6: NATS's own message schedules
 	schedulesErr                             string
 	windows                                  []*windowJob // section 7
+	turns                                    []turnsRun   // section 8
 	claimsErr, loadErr, peerErr, takeoverErr string
 	fleetErr, windowErr                      string
 	started                                  time.Time
@@ -40,6 +41,7 @@ const (
 	headPeer     = "### 5. Peer side by side"
 	headFleet    = "### 6. A larger fleet"
 	headWindow   = "### 7. Duplicate window of a job's stream"
+	headTurns    = "### 8. Turns: claims per slot as the fleet grows"
 	headGoals    = "### Goals"
 )
 
@@ -70,13 +72,14 @@ func (r *report) docsPage() string {
 const (
 	docsNote  = "<!-- Written by the benchmark command (integration/bench) with -write-docs: run it again rather than edit this page. -->\n\n"
 	docsIntro = "The tables of one run of the benchmark command, as it printed them, made as the list above\n" +
-		"says. Make the page again on your machine (about 4 minutes on 2 cores):\n\n" +
+		"says. Make the page again on your machine (about 6 minutes on 2 cores):\n\n" +
 		"```sh\ngo run -C integration/bench . -write-docs docs/benchmarks.md\n```\n\n" +
 		"The command starts its own embedded nats-server in the same process and measures the cost\n" +
 		"of a claim against a raw JetStream publish (1), the scheduler under load with and without\n" +
 		"leases (2), the stream layout at scale (3), a takeover after the holder is killed (4), the\n" +
-		"same load on go-co-op/gocron with a NATS KV Locker (5), a larger fleet (6), and the duplicate\n" +
-		"window a job's stream gets (7). On a shared machine absolute times are noisy: compare the\n" +
+		"same load on go-co-op/gocron with a NATS KV Locker (5), a larger fleet (6), the duplicate\n" +
+		"window a job's stream gets (7), and the claims per slot on 3 and 10 instances with and\n" +
+		"without turns (8). On a shared machine absolute times are noisy: compare the\n" +
 		"ratios to a raw publish measured in the same trial (each the median of the trials, with\n" +
 		"their range), and the counts (round trips, messages, duplicates, missed slots). A goal\n" +
 		"marked ❌ is a target not met, with the figure this run reached.\n\n" +
@@ -185,6 +188,18 @@ func (r *report) sections() string {
 		b.WriteString(windowMarkdown(r.windows))
 	}
 
+	b.WriteString("\n" + headTurns + "\n\n")
+	switch {
+	case c.turnsJobs == 0 || !c.leases:
+		b.WriteString("not run (-turns-jobs 0 or -leases=false)\n")
+	default:
+		fmt.Fprintf(&b, "%d jobs `Every(1s)` with leases for %v, on %d and on %d instances (each on its own connection to a fresh server), "+
+			"every instance claiming every slot, then taking turns (`Config.Turns`: the first member claims at the slot, the second a grace later, "+
+			"the rest only once those are gone). Claims per slot count the claimed and lost events of the window's slots.\n\n",
+			c.turnsJobs, c.turnsDuration, turnsFleets[0], turnsFleets[1])
+		b.WriteString(turnsMarkdown(r.turns))
+	}
+
 	b.WriteString("\n" + headGoals + "\n\n")
 	b.WriteString(r.goals())
 	return b.String()
@@ -233,7 +248,10 @@ func (r *report) goals() string {
 			t.add(fmt.Sprintf("duplicate window, %s: ≤ %s", j.options, fmtWindow(j.goal)), fmt.Sprintf("%s %s", mark(j.goalMet()), fmtWindow(j.window)))
 		}
 	}
-	limit := 5 * time.Minute
+	if r.cfg.leases && r.cfg.turnsJobs > 0 {
+		turnsGoals(t, r.turns)
+	}
+	limit := 7 * time.Minute
 	if r.cfg.quick {
 		limit = time.Minute
 	}
