@@ -21,12 +21,21 @@ type EntryStater interface {
 	EntryStates() map[string]scheduler.EntryStateCounts
 }
 
+// Memberer lists the instances a scheduler takes turns with: a
+// *scheduler.Scheduler is one.
+type Memberer interface {
+	Members() []string
+}
+
 // CountEntries makes the collectors export entries{state="followed"} and
 // entries{state="orphaned"}, read from s at every scrape (added up over every s
 // given, for a process with more than one scheduler), and, when s is also an
 // EntryStater, job_entries{job_name, state} for state active, paused and ended.
 // Failures of entries are counted by job in entry_failed_slots_total; no series
 // is kept per entry. A nil s is ignored.
+//
+// When s is also a Memberer taking turns, turn_members is the number of
+// instances it takes turns with.
 //
 //	m.CountEntries(s) // s: the *scheduler.Scheduler whose OnEvent is m.OnEvent
 func (m *Metrics) CountEntries(s EntryCounter) {
@@ -44,6 +53,14 @@ func (m *Metrics) collectEntries(ch chan<- prometheus.Metric) {
 	m.entryMu.Unlock()
 	if len(counters) == 0 {
 		return
+	}
+	for _, c := range counters {
+		if mc, ok := c.(Memberer); ok {
+			if ms := mc.Members(); ms != nil {
+				ch <- prometheus.MustNewConstMetric(m.members, prometheus.GaugeValue, float64(len(ms)))
+				break
+			}
+		}
 	}
 	var followed, orphaned int
 	for _, c := range counters {

@@ -172,3 +172,23 @@ func TestCountEntriesByJobAndState(t *testing.T) {
 		}
 	}
 }
+
+// turn_members is the number of instances a scheduler given to CountEntries
+// takes turns with, and absent without turns.
+func TestTurnMembers(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := metrics.Wire(reg)
+	require.NoError(t, err)
+	m.CountEntries(memberCounts{})
+	assert.Nil(t, find(t, reg, "anarchon_turn_members"), "absent without turns")
+	m.CountEntries(memberCounts{members: []string{"a", "b", "c"}})
+	assert.Equal(t, 3.0, value(t, reg, "anarchon_turn_members"))
+}
+
+// memberCounts is an EntryCounter and a Memberer.
+type memberCounts struct {
+	entryCounts
+	members []string
+}
+
+func (c memberCounts) Members() []string { return c.members }

@@ -42,6 +42,7 @@ type Metrics struct {
 	entryFailed   *prometheus.CounterVec   // job
 	entries       *prometheus.Desc         // state; read from an EntryCounter at collect
 	jobEntries    *prometheus.Desc         // job, state; read from an EntryStater at collect
+	members       *prometheus.Desc         // read from a Memberer at collect
 	buildInfo     prometheus.Gauge         // version, goversion
 
 	all []prometheus.Collector
@@ -147,6 +148,9 @@ func New(opts ...Option) (*Metrics, error) {
 		jobEntries: prometheus.NewDesc(prometheus.BuildFQName(ns, "", "job_entries"),
 			"The job's schedule entries this instance follows, by state (active, paused, ended): one series per job and state, none per entry.",
 			[]string{labelJob, labelState}, nil),
+		members: prometheus.NewDesc(prometheus.BuildFQName(ns, "", "turn_members"),
+			"Instances this one takes turns with (scheduler.Config.Turns), itself included, as the schedulers given to CountEntries see them; absent without turns or while the members are not known.",
+			nil, nil),
 		buildInfo: newBuildInfo(ns),
 		slots:     slotGaps{last: map[string]time.Time{}},
 		paused:    map[string]bool{},
@@ -205,6 +209,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	}
 	ch <- m.entries
 	ch <- m.jobEntries
+	ch <- m.members
 }
 
 // Collect implements prometheus.Collector.
