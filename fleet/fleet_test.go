@@ -411,6 +411,8 @@ func TestInvalidOptions(t *testing.T) {
 		"heartbeat huge":  {fleet.WithHeartbeat(1 << 62)},
 		"bucket name":     {fleet.WithRegistryBucket("a.b")},
 		"empty bucket":    {fleet.WithRegistryBucket("")},
+		"replicas 0":      {fleet.WithRegistryReplicas(0)},
+		"replicas 6":      {fleet.WithRegistryReplicas(6)},
 	} {
 		_, err := fleet.Serve(context.Background(), nc, s, opts...)
 		assert.ErrorIs(t, err, fleet.ErrInvalidOption, name)

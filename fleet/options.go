@@ -45,6 +45,8 @@ type config struct {
 	bucket     string
 	heartbeat  time.Duration
 	noRegistry bool
+	// regReplicas is the registry bucket's replicas when Serve creates it.
+	regReplicas int
 	// Headers: what NewClient adds to its requests, and what Serve makes of them.
 	headers func(context.Context, nats.Header)
 	reqCtx  func(context.Context, nats.Header) context.Context
@@ -164,6 +166,23 @@ func WithHeartbeat(d time.Duration) Option {
 			return fmt.Errorf("%w: WithHeartbeat: %v is not from one second to %v", ErrInvalidOption, d, MaxHeartbeat)
 		}
 		c.heartbeat = d
+		return nil
+	}
+}
+
+// WithRegistryReplicas sets how many servers of a cluster hold the registry's
+// bucket when Serve creates it (Serve only): 3 on a cluster of three, so that the
+// registry, and a replica starting, outlive one server. Defaults to 1; 1 to 5. A
+// bucket created before keeps its replicas.
+func WithRegistryReplicas(n int) Option {
+	return func(c *config) error {
+		if err := c.only(roleService, "WithRegistryReplicas"); err != nil {
+			return err
+		}
+		if n < 1 || n > 5 {
+			return fmt.Errorf("%w: WithRegistryReplicas: %d is not from 1 to 5", ErrInvalidOption, n)
+		}
+		c.regReplicas = n
 		return nil
 	}
 }

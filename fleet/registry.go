@@ -360,7 +360,7 @@ func entriesOf(p subjects, values map[string][]byte) ([]Registration, []error) {
 // openRegistry creates the bucket (or binds the one another replica created),
 // asking again while the server cannot answer yet (a cluster that has no leader,
 // or no peers placed yet).
-func openRegistry(ctx context.Context, js jetstream.JetStream, bucket string) (jetstream.KeyValue, error) {
+func openRegistry(ctx context.Context, js jetstream.JetStream, bucket string, replicas int) (jetstream.KeyValue, error) {
 	var kv jetstream.KeyValue
 	_, err := natsutil.Retry(ctx, time.Second, func(err error) bool {
 		if natsutil.NoJetStream(err) {
@@ -378,6 +378,7 @@ func openRegistry(ctx context.Context, js jetstream.JetStream, bucket string) (j
 			Description:    "anarchon fleet registry: one entry per replica, expiring unless rewritten",
 			History:        1,
 			Storage:        jetstream.MemoryStorage,
+			Replicas:       max(replicas, 1),
 			LimitMarkerTTL: registryMarkerTTL,
 		})
 		return err
@@ -433,7 +434,7 @@ func startRegistry(ctx context.Context, nc *nats.Conn, s *scheduler.Scheduler, c
 	if err != nil {
 		return nil, fmt.Errorf("fleet: registry: %w", err)
 	}
-	kv, err := openRegistry(ctx, js, c.bucket)
+	kv, err := openRegistry(ctx, js, c.bucket, c.regReplicas)
 	if err != nil {
 		return nil, err
 	}

@@ -137,7 +137,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	// The fleet service answers the anarchon command and the status page, for
 	// every job this replica declares; it stops before the scheduler.
-	svc, err := fleet.Serve(ctx, nc, s, fleet.WithLogger(log), anotel.ServeOption())
+	svc, err := fleet.Serve(ctx, nc, s, fleet.WithLogger(log), fleet.WithRegistryReplicas(c.replicas), anotel.ServeOption())
 	if err != nil {
 		stop(nil)
 		return startErr(ctx, log, fmt.Errorf("serve the fleet service: %w", err))
