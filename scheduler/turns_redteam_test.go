@@ -316,3 +316,182 @@ func TestTurnsRedTeamEntrySlotsDroppedWhenFirstTwoCannotReadEntries(t *testing.T
 		})
 	}
 }
+
+// Probe (held): the first two members cut off from the store, frozen, or both,
+// just before a slot; or a storm of lost membership answers; or clocks skewed
+// within the allowance: every slot still runs once, and none is late.
+func TestTurnsRedTeamFaultsAroundTheSlot(t *testing.T) {
+	faults := map[string]func(f *anarchontest.Fleet, first, second *anarchontest.Replica){
+		"partition": func(f *anarchontest.Fleet, a, b *anarchontest.Replica) { a.Partition(); b.Partition() },
+		"freeze":    func(f *anarchontest.Fleet, a, b *anarchontest.Replica) { a.Freeze(4 * time.Second); b.Freeze(4 * time.Second) },
+		"freeze-first-partition-second": func(f *anarchontest.Fleet, a, b *anarchontest.Replica) {
+			a.Freeze(2900 * time.Millisecond)
+			b.Partition()
+		},
+		"lost-membership-answers": func(f *anarchontest.Fleet, a, b *anarchontest.Replica) {
+			for _, r := range f.Replicas() {
+				r.LoseAnswers(5, anarchontest.OpBeat, anarchontest.OpWatchMembers, anarchontest.OpLeave)
+			}
+		},
+		"skew": func(f *anarchontest.Fleet, a, b *anarchontest.Replica) {
+			a.Skew(-1900 * time.Millisecond)
+			b.Skew(1900 * time.Millisecond)
+		},
+	}
+	for name, fault := range faults {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ran := &runTally{}
+				time.Sleep(90 * time.Second)
+				f := turnsFleet(t, 5, []string{"job"}, ran)
+				ranked := rtRanked("job", rtNames(f))
+				slot := time.Date(2000, 1, 1, 0, 3, 0, 0, time.UTC)
+				anarchontest.AdvanceTo(slot.Add(-500 * time.Millisecond))
+				fault(f, f.Named(ranked[0]), f.Named(ranked[1]))
+				anarchontest.AdvanceTo(slot.Add(30 * time.Second))
+				for _, r := range f.Replicas() {
+					r.Heal()
+				}
+				anarchontest.AdvanceTo(slot.Add(3*time.Minute + 30*time.Second))
+				ran.onceEach(t, []string{"job"}, slot.Add(-time.Minute), slot.Add(3*time.Minute))
+				f.AssertRanOnce(t, "job")
+				assert.Empty(t, f.Events(anarchontest.Match("job", scheduler.EventLate, scheduler.EventMissed)))
+			})
+		})
+	}
+}
+
+// Probe (held): the first member stopped gracefully just before a slot leaves
+// the fleet at once (Leave): the second runs the slot at its time, not a grace
+// later.
+func TestTurnsRedTeamStopBeforeSlot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ran := &runTally{}
+		time.Sleep(90 * time.Second)
+		f := turnsFleet(t, 5, []string{"job"}, ran)
+		ranked := rtRanked("job", rtNames(f))
+		slot := time.Date(2000, 1, 1, 0, 3, 0, 0, time.UTC)
+		anarchontest.AdvanceTo(slot.Add(-300 * time.Millisecond))
+		require.NoError(t, f.Named(ranked[0]).Stop(t.Context()))
+		anarchontest.AdvanceTo(slot.Add(30 * time.Second))
+		runs := ran.of("job", slot)
+		require.Len(t, runs, 1)
+		assert.Equal(t, ranked[1], runs[0].Instance)
+		assert.Less(t, ran.startedAt("job", slot)[0].Sub(slot), 100*time.Millisecond)
+	})
+}
+
+// Probe (held): twenty replicas; the first two members of every job killed at
+// once just before a slot. Each slot runs once and is claimed twice in steady
+// state.
+func TestTurnsRedTeamTwentyReplicas(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ran := &runTally{}
+		jobs := turnJobs(10)
+		time.Sleep(90 * time.Second)
+		f := turnsFleet(t, 20, jobs, ran)
+		first := time.Date(2000, 1, 1, 0, 2, 0, 0, time.UTC)
+		anarchontest.AdvanceTo(first.Add(2*time.Minute + 30*time.Second))
+		assert.Equal(t, 2*3*len(jobs), claimsPerSlot(f, first, first.Add(2*time.Minute)))
+		anarchontest.AdvanceTo(first.Add(3*time.Minute - 500*time.Millisecond))
+		killed := map[string]bool{}
+		for _, j := range jobs[:3] {
+			for _, name := range rtRanked(j, rtNames(f))[:2] {
+				if !killed[name] {
+					killed[name] = true
+					f.Named(name).Kill()
+				}
+			}
+		}
+		last := first.Add(6 * time.Minute)
+		anarchontest.AdvanceTo(last.Add(30 * time.Second))
+		ran.onceEach(t, jobs, first, last)
+		for _, j := range jobs {
+			f.AssertRanOnce(t, j)
+		}
+	})
+}
+
+// Probe (held): a run limit with turns runs exactly that many slots, and the
+// members that saw it reached leave the group.
+func TestTurnsRedTeamMaxRuns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ran := &runTally{}
+		time.Sleep(90 * time.Second)
+		f := turnsFleet(t, 5, []string{"job", "other"}, ran, scheduler.WithMaxRuns(3))
+		anarchontest.AdvanceTo(time.Date(2000, 1, 1, 0, 10, 0, 0, time.UTC))
+		n := 0
+		for slot := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC); slot.Before(time.Now()); slot = slot.Add(time.Minute) {
+			n += len(ran.of("job", slot))
+		}
+		assert.Equal(t, 3, n)
+		_ = f
+	})
+}
+
+// Probe (held): retries of a failing slot under turns are claimed once due, by
+// the members standing by, and the slot ends ok once.
+func TestTurnsRedTeamRetryAfterHolderDies(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ran := &runTally{}
+		time.Sleep(90 * time.Second)
+		f := anarchontest.Start(t, anarchontest.Config{
+			Replicas:  5,
+			Scheduler: scheduler.Config{Turns: true},
+			Setup: func(s *scheduler.Scheduler) error {
+				return s.Every("job", time.Hour, func(ctx context.Context, r scheduler.Run) error {
+					ran.add(r)
+					if r.Attempt < 3 {
+						return assert.AnError
+					}
+					return nil
+				}, scheduler.WithRetry(scheduler.RetryPolicy{Attempts: 4, Backoff: 20 * time.Second}), scheduler.WithLease(5*time.Second))
+			},
+		})
+		slot := time.Date(2000, 1, 1, 1, 0, 0, 0, time.UTC)
+		anarchontest.AdvanceTo(slot.Add(5 * time.Second))
+		runs := ran.of("job", slot)
+		require.Len(t, runs, 1)
+		ranked := rtRanked("job", rtNames(f))
+		f.Named(ranked[0]).Kill()
+		f.Named(ranked[1]).Kill()
+		anarchontest.AdvanceTo(slot.Add(5 * time.Minute))
+		f.AssertRanOnce(t, "job", slot)
+	})
+}
+
+// Reproduces a bug (the same hole as the orphaned long run): a slot's stored
+// retry, due after the slot's keep window on the members ranked third and
+// lower, is stood by for only by the first two. Both die before it is due:
+// the retry is never claimed, and the slot never ends ok. Without turns the
+// surviving replicas claim the retry.
+func TestTurnsRedTeamLateRetryOrphaned(t *testing.T) {
+	for _, turns := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			ran := &runTally{}
+			time.Sleep(90 * time.Second)
+			f := anarchontest.Start(t, anarchontest.Config{
+				Replicas:  5,
+				Scheduler: scheduler.Config{Turns: turns},
+				Setup: func(s *scheduler.Scheduler) error {
+					return s.Every("job", time.Hour, func(ctx context.Context, r scheduler.Run) error {
+						ran.add(r)
+						if r.Attempt < 2 {
+							return assert.AnError
+						}
+						return nil
+					}, scheduler.WithRetry(scheduler.RetryPolicy{Attempts: 3, Backoff: 3 * time.Minute}), scheduler.WithLease(5*time.Second))
+				},
+			})
+			slot := time.Date(2000, 1, 1, 1, 0, 0, 0, time.UTC)
+			anarchontest.AdvanceTo(slot.Add(90 * time.Second))
+			require.Len(t, ran.of("job", slot), 1)
+			ranked := rtRanked("job", rtNames(f))
+			f.Named(ranked[0]).Kill()
+			f.Named(ranked[1]).Kill()
+			anarchontest.AdvanceTo(slot.Add(10 * time.Minute))
+			assert.Len(t, ran.of("job", slot), 2, "turns=%v: the retry ran", turns)
+			f.AssertRanOnce(t, "job", slot)
+		})
+	}
+}
