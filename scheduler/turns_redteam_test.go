@@ -323,7 +323,10 @@ func TestTurnsRedTeamEntrySlotsDroppedWhenFirstTwoCannotReadEntries(t *testing.T
 func TestTurnsRedTeamFaultsAroundTheSlot(t *testing.T) {
 	faults := map[string]func(f *anarchontest.Fleet, first, second *anarchontest.Replica){
 		"partition": func(f *anarchontest.Fleet, a, b *anarchontest.Replica) { a.Partition(); b.Partition() },
-		"freeze":    func(f *anarchontest.Fleet, a, b *anarchontest.Replica) { a.Freeze(4 * time.Second); b.Freeze(4 * time.Second) },
+		"freeze": func(f *anarchontest.Fleet, a, b *anarchontest.Replica) {
+			a.Freeze(4 * time.Second)
+			b.Freeze(4 * time.Second)
+		},
 		"freeze-first-partition-second": func(f *anarchontest.Fleet, a, b *anarchontest.Replica) {
 			a.Freeze(2900 * time.Millisecond)
 			b.Partition()
