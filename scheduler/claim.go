@@ -353,14 +353,6 @@ func (s *Scheduler) waitForChange(ctx context.Context, a *attempt, res backend.C
 		}
 		return s.sleepUntil(ctx, at)
 	}
-	if s.turns != nil && res.Outcome == backend.OutcomeRunning && res.WaitsFor.IsZero() && !res.Expires.IsZero() {
-		// Taking turns, a backup looks again when the holder's lease may have
-		// ended, rather than follow every lease update of the store.
-		now := s.clock.Now()
-		at := res.Expires.Add(leaseMargin(j.cfg.lease))
-		wait := min(max(at.Sub(now), 100*time.Millisecond), j.cfg.lease)
-		return s.sleepUntil(ctx, now.Add(wait))
-	}
 	watcher, _ := s.runs.(backend.LeaseWatcher)
 	poll := j.cfg.lease / 4
 	wctx, cancel := context.WithCancel(ctx)

@@ -44,17 +44,17 @@ type Config struct {
 	Middleware []Middleware
 	// Turns shares out the slots among the instances instead of every instance
 	// claiming every slot. For each job, and each schedule entry, one instance
-	// (chosen from the live instances declaring the same jobs, by a hash of the
-	// job or entry and the instance) claims the slots at their time; a second
-	// claims them a grace later (at most 1 s, half the max lateness when that is
-	// shorter), in case the first has just died; the others claim a slot only
-	// once an instance ranked above them is gone. So the claims, messages and
-	// store writes per slot do not grow with the fleet. Each slot still runs
-	// once: the store decides every claim, and instances that see the fleet
-	// differently for a moment cost a lost claim. Instances store that they are
-	// alive every second; one not seen for 3 s is gone. It needs a backend
-	// that keeps members (backend.Membership). Catch-up, takeovers of
-	// unfinished runs and RunNow are as without it.
+	// (chosen from the live instances that would claim the same slots, by a
+	// hash of the job or entry and the instance) claims the slots at their time;
+	// a second claims them a grace later (at most 1 s, half the max lateness when
+	// that is shorter), in case the first has just died; the others claim a slot
+	// only once the first two are gone, and the first two take over what a member
+	// that is gone held. So the claims, messages and store writes per slot do not
+	// grow with the fleet. Each slot still runs once: the store decides every
+	// claim, and instances that see the fleet differently for a moment cost a
+	// lost claim. Instances store that they are alive every second; one not seen
+	// for 3 s is gone. It needs a backend with leases that keeps members
+	// (backend.Membership). docs/concepts.md ("Turns") has the rules.
 	Turns bool
 }
 

@@ -467,6 +467,16 @@ func (es *entrySet) stale() {
 }
 
 // freshView returns a channel closed while the view follows the store.
+// isStale reports whether the view waits to be read again (stale).
+func (es *entrySet) isStale() bool {
+	select {
+	case <-es.freshView():
+		return false
+	default:
+		return true
+	}
+}
+
 func (es *entrySet) freshView() <-chan struct{} {
 	es.mu.Lock()
 	defer es.mu.Unlock()

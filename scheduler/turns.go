@@ -174,12 +174,21 @@ func (t *turns) endedNames() []string {
 
 // set takes all as the live members, or forgets them when known is false, and
 // returns the slots whose first two members above this one are no longer in the
-// view: they are claimed now.
-func (t *turns) set(all []backend.Member, known bool, instance string) []*turnWait {
+// view (they are claimed now) and the members that left the view.
+func (t *turns) set(all []backend.Member, known bool, instance string) (release []*turnWait, gone []string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	before := t.view
 	t.all, t.known = all, known
-	return t.refreshLocked(instance)
+	release = t.refreshLocked(instance)
+	if t.known {
+		for _, m := range before {
+			if !slices.Contains(t.view, m) {
+				gone = append(gone, m)
+			}
+		}
+	}
+	return release, gone
 }
 
 // setGroup takes group as this instance's, and returns the slots to claim now.
@@ -359,15 +368,21 @@ func (s *Scheduler) firstMembers(ctx context.Context) {
 	})
 }
 
-// group is this instance's group now: a digest of the jobs it declares and the
-// run limits it saw reached.
+// group is this instance's group now: a digest of the jobs it declares (their
+// names and what places their slots: schedule, zone, spread), the run limits it
+// saw reached, and whether its view of the schedule entries is stale. An
+// instance that would not claim a slot the others would is in a group apart.
 func (s *Scheduler) group() string {
 	s.mu.Lock()
-	names := make([]string, 0, len(s.order))
+	names := make([]string, 0, len(s.order)+1)
 	for _, j := range s.order {
-		names = append(names, j.name)
+		names = append(names, j.name+"\x00"+j.sched.String()+"\x00"+j.cfg.location.String()+"\x00"+j.cfg.spreadWindow.String())
 	}
+	watching := s.entries.watching
 	s.mu.Unlock()
+	if watching && s.entries.isStale() {
+		names = append(names, "\x00entries stale")
+	}
 	return groupOf(names, s.turns.endedNames())
 }
 
@@ -418,21 +433,34 @@ func (s *Scheduler) beatMembers() {
 	}
 }
 
-// watchMembers keeps the view of the members until the loops stop. While the
-// watch fails, the view is unknown and every slot is claimed at its time.
+// watchMembers keeps the view of the members until the loops stop. Once the
+// watch has failed for memberTTL, the view is unknown and every slot is claimed
+// at its time until the watch is back.
 func (s *Scheduler) watchMembers() {
 	defer s.loops.Done()
 	t := s.turns
+	var down time.Time // since when the watch fails
 	for attempt := 0; s.loopCtx.Err() == nil; attempt++ {
 		err := t.store.WatchMembers(s.loopCtx, func(all []backend.Member) {
-			attempt = 0
-			s.claimReleased(t.set(slices.Clone(all), true, s.instance))
-			s.log.Debug("members changed", "members", t.members())
+			attempt, down = 0, time.Time{}
+			release, gone := t.set(slices.Clone(all), true, s.instance)
+			s.claimReleased(release)
+			if len(gone) > 0 {
+				s.log.Info("members gone; taking over what they held", "gone", gone, "members", t.members())
+				s.besideIfRunning(func() { s.adoptFromGone(gone) })
+			}
 		})
 		if s.loopCtx.Err() != nil {
 			return
 		}
-		s.claimReleased(t.set(nil, false, s.instance))
+		if down.IsZero() {
+			down = s.clock.Now()
+		}
+		if !s.clock.Now().Before(down.Add(memberTTL)) {
+			// Down long enough that members may have died unseen.
+			release, _ := t.set(nil, false, s.instance)
+			s.claimReleased(release)
+		}
 		if errors.Is(err, backend.ErrMembershipNotSupported) {
 			s.log.Error("Config.Turns: the backend's store keeps no members; every instance claims every slot", "err", err)
 			return
@@ -445,4 +473,67 @@ func (s *Scheduler) watchMembers() {
 			return
 		}
 	}
+}
+
+// adoptFromGone takes over, as Start does, the unfinished runs that members gone
+// from the view held: a run, a buffered slot, a stored retry, of the jobs and
+// entries for which this instance is now first or second. The others stood by
+// for none of them once their slots' time had passed.
+func (s *Scheduler) adoptFromGone(gone []string) {
+	t := s.turns
+	s.mu.Lock()
+	byName := make(map[string]*job, len(s.order))
+	var names, parents []string
+	for _, j := range s.order {
+		byName[j.name] = j
+		names = append(names, j.name)
+		parents = append(parents, j.name)
+	}
+	s.mu.Unlock()
+	if el, ok := s.runs.(backend.EntryRunLister); ok && len(parents) > 0 {
+		ctx, cancel := s.callCtx(s.loopCtx)
+		entryNames, err := el.EntryRunNames(ctx, parents)
+		cancel()
+		if err != nil {
+			s.log.Warn("backend call failed", "op", "entry_run_names", "err", err)
+		}
+		names = append(names, entryNames...)
+	}
+	lister, ok := s.runs.(backend.ActiveLister)
+	if !ok {
+		lister = activeOfOne{s.runs}
+	}
+	for _, batch := range batchesOf(names, lister, ok) {
+		s.readActive(lister, batch, func(name string, runs []ActiveRun) {
+			j := byName[name]
+			if job, id, isEntry := backend.SplitEntryRunName(name); isEntry {
+				j, _ = s.entries.view(job, id)
+			}
+			if j == nil || j.gone.Err() != nil {
+				return
+			}
+			if above, known, _ := t.rank(name, s.instance); known && len(above) > 1 {
+				return
+			}
+			for _, r := range runs {
+				if !slices.Contains(gone, r.Instance) {
+					continue
+				}
+				s.onceBeside(j, r.Slot, func() { s.handleSlot(j, r.Slot, claimAdopt) })
+			}
+		})
+	}
+}
+
+// batchesOf splits names into the calls lister takes: all at once when it reads
+// many jobs (ActiveLister), one by one otherwise.
+func batchesOf(names []string, _ backend.ActiveLister, many bool) [][]string {
+	if many {
+		return [][]string{names}
+	}
+	out := make([][]string, len(names))
+	for i, n := range names {
+		out[i] = []string{n}
+	}
+	return out
 }
