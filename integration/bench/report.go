@@ -195,8 +195,10 @@ func (r *report) sections() string {
 	default:
 		fmt.Fprintf(&b, "%d jobs `Every(1s)` with leases for %v, on %d and on %d instances (each on its own connection to a fresh server), "+
 			"every instance claiming every slot, then taking turns (`Config.Turns`: the first member claims at the slot, the second a grace later, "+
-			"the rest only once those are gone). Claims per slot count the claimed and lost events of the window's slots.\n\n",
-			c.turnsJobs, c.turnsDuration, turnsFleets[0], turnsFleets[1])
+			"the rest only once those are gone). The window opens %v after Start: the instances start together and see each other only "+
+			"after their first beats, and a kvlease store's lease watch, started by the stand-bys of those first slots, stops 10 s after its last use. "+
+			"Claims per slot count the claimed and lost events of the window's slots.\n\n",
+			c.turnsJobs, c.turnsDuration, turnsFleets[0], turnsFleets[1], turnsLead(c))
 		b.WriteString(turnsMarkdown(r.turns))
 	}
 
