@@ -446,7 +446,7 @@ func (s *Scheduler) watchMembers() {
 			release, gone := t.set(slices.Clone(all), true, s.instance)
 			s.claimReleased(release)
 			if len(gone) > 0 {
-				s.log.Info("members gone; taking over what they held", "gone", gone, "members", t.members())
+				s.log.Info("members left this group (gone, or now declaring differently): taking over what they held", "left", gone, "members", t.members())
 				s.besideIfRunning(func() { s.adoptFromGone(gone) })
 			}
 		})
