@@ -255,7 +255,7 @@ func (r *report) goals() string {
 	}
 	limit := 7 * time.Minute
 	if r.cfg.quick {
-		limit = time.Minute
+		limit = 90 * time.Second
 	}
 	t.add(fmt.Sprintf("whole run < %v", limit), fmt.Sprintf("%s %v", mark(r.elapsed < limit), r.elapsed.Round(time.Second)))
 	return t.String()
