@@ -2,7 +2,6 @@ package kvlease
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,17 +29,7 @@ const calendarHeaderRoom = 1024
 func calendarKey(name string) string { return calendarPrefix + nameToken(name) }
 
 // parseCalendarKey is the reverse of calendarKey.
-func parseCalendarKey(key string) (string, bool) {
-	tok, ok := strings.CutPrefix(key, calendarPrefix)
-	if !ok || tok == "" || strings.Contains(tok, ".") {
-		return "", false
-	}
-	name, err := base64.RawURLEncoding.DecodeString(tok)
-	if err != nil {
-		return "", false
-	}
-	return string(name), true
-}
+func parseCalendarKey(key string) (string, bool) { return parseNameKey(calendarPrefix, key) }
 
 // calendarRecord is the value of a calendar key.
 type calendarRecord struct {

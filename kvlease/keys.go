@@ -42,6 +42,19 @@ func jobToken(name string) string {
 // nameToken encodes one name (a job's, an entry ID) as one key token.
 func nameToken(name string) string { return base64.RawURLEncoding.EncodeToString([]byte(name)) }
 
+// parseNameKey returns the name in key, prefix and then one nameToken.
+func parseNameKey(prefix, key string) (string, bool) {
+	tok, ok := strings.CutPrefix(key, prefix)
+	if !ok || tok == "" || strings.Contains(tok, ".") {
+		return "", false
+	}
+	name, err := base64.RawURLEncoding.DecodeString(tok)
+	if err != nil {
+		return "", false
+	}
+	return string(name), true
+}
+
 // slotToken encodes a slot as its Unix time in milliseconds, the slot's precision.
 func slotToken(slot time.Time) string { return strconv.FormatInt(slot.UnixMilli(), 10) }
 

@@ -2,7 +2,6 @@ package kvlease
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,17 +26,7 @@ const memberPrefix = "member."
 func memberKey(instance string) string { return memberPrefix + nameToken(instance) }
 
 // parseMemberKey is the reverse of memberKey.
-func parseMemberKey(key string) (string, bool) {
-	tok, ok := strings.CutPrefix(key, memberPrefix)
-	if !ok || tok == "" || strings.Contains(tok, ".") {
-		return "", false
-	}
-	inst, err := base64.RawURLEncoding.DecodeString(tok)
-	if err != nil {
-		return "", false
-	}
-	return string(inst), true
-}
+func parseMemberKey(key string) (string, bool) { return parseNameKey(memberPrefix, key) }
 
 // memberRecord is the value of a member key.
 type memberRecord struct {
