@@ -466,7 +466,6 @@ func (es *entrySet) stale() {
 	}
 }
 
-// freshView returns a channel closed while the view follows the store.
 // isStale reports whether the view waits to be read again (stale).
 func (es *entrySet) isStale() bool {
 	select {
@@ -477,6 +476,7 @@ func (es *entrySet) isStale() bool {
 	}
 }
 
+// freshView returns a channel closed while the view follows the store.
 func (es *entrySet) freshView() <-chan struct{} {
 	es.mu.Lock()
 	defer es.mu.Unlock()

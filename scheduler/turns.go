@@ -15,14 +15,11 @@ import (
 	"github.com/anarchon/anarchon/backend"
 )
 
-// Turns (Config.Turns) share out a fleet's slots. The live members of this
-// instance's group (the instances declaring the same jobs) are ranked for each
-// job or entry by a hash of its run name and their instance: the first claims
-// its slots at their time, the second a grace later (the first may have just
-// died), the others only once a member ranked above them is gone. Who claims
-// when is all turns decide: each slot's fate is still the store's decision on
-// the claims it gets, so members that see the fleet differently cost a lost
-// claim, never a second run.
+// Turns (Config.Turns) share out a fleet's slots. For each job or entry, the
+// live members of this instance's group are ranked by a hash. The first claims
+// at the slot, the second a grace later, the others once those two are gone.
+// Turns decide who claims when; the store still decides each slot's fate.
+// docs/concepts.md ("Turns") has the reasoning.
 
 const (
 	// memberBeat is how often an instance stores that it is alive, and
@@ -40,9 +37,9 @@ type turns struct {
 	store backend.Membership
 
 	mu sync.Mutex
-	// all are the live members as the store's watch last told them; known is
-	// false until the first answer and after a failed watch: every slot is then
-	// claimed at its time.
+	// all are the live members as the store's watch last told them. While
+	// known is false (before the first answer, and once the watch failed for
+	// memberTTL) every slot is claimed at its time.
 	all   []backend.Member
 	known bool
 	group string
@@ -214,7 +211,7 @@ func (t *turns) refreshLocked(instance string) []*turnWait {
 	if !t.known {
 		view = nil
 	}
-	if slices.Equal(view, t.view) && (view == nil) == (t.view == nil) {
+	if slices.Equal(view, t.view) { // a known view holds this instance: never empty
 		return nil
 	}
 	t.view = view
@@ -281,10 +278,9 @@ func (s *Scheduler) takeTurn(j *job, slot time.Time) bool {
 	for first := true; ; first = false {
 		above, known, changed := t.rank(j.name, s.instance)
 		switch {
-		case !known && first, len(above) == 0 && first:
-			return true
-		case !known, len(above) == 0:
-			return s.afterOnTime(ctx, j, slot)
+		case !known || len(above) == 0:
+			// First at the slot, or made first by a change while waiting.
+			return first || s.afterOnTime(ctx, j, slot)
 		case len(above) >= 2:
 			// Kept while it may still be claimed on time, or its deadline
 			// judged, by a member that is then seen gone.
@@ -354,10 +350,11 @@ func (s *Scheduler) claimReleased(release []*turnWait) {
 // unknown: the slots are claimed at their time until the watch answers.
 func (s *Scheduler) firstMembers(ctx context.Context) {
 	t := s.turns
-	t.setGroup(s.group(), s.instance)
+	group := s.group()
+	t.setGroup(group, s.instance)
 	cctx, cancel := s.callCtx(ctx)
 	defer cancel()
-	if err := t.store.Beat(cctx, backend.Member{Instance: s.instance, Group: t.groupNow()}, memberTTL); err != nil {
+	if err := t.store.Beat(cctx, backend.Member{Instance: s.instance, Group: group}, memberTTL); err != nil {
 		return // the beat loop reports it
 	}
 	wctx, stop := context.WithTimeout(cctx, min(s.callTO, 2*memberBeat))
@@ -384,12 +381,6 @@ func (s *Scheduler) group() string {
 		names = append(names, "\x00entries stale")
 	}
 	return groupOf(names, s.turns.endedNames())
-}
-
-func (t *turns) groupNow() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.group
 }
 
 // beatMembers stores this instance as a member every memberBeat, at once when
@@ -483,27 +474,31 @@ func (s *Scheduler) adoptFromGone(gone []string) {
 	t := s.turns
 	s.mu.Lock()
 	byName := make(map[string]*job, len(s.order))
-	var names, parents []string
+	var names []string
 	for _, j := range s.order {
 		byName[j.name] = j
 		names = append(names, j.name)
-		parents = append(parents, j.name)
 	}
 	s.mu.Unlock()
-	if el, ok := s.runs.(backend.EntryRunLister); ok && len(parents) > 0 {
+	if el, ok := s.runs.(backend.EntryRunLister); ok && len(names) > 0 {
 		ctx, cancel := s.callCtx(s.loopCtx)
-		entryNames, err := el.EntryRunNames(ctx, parents)
+		entryNames, err := el.EntryRunNames(ctx, slices.Clone(names))
 		cancel()
 		if err != nil {
 			s.log.Warn("backend call failed", "op", "entry_run_names", "err", err)
 		}
 		names = append(names, entryNames...)
 	}
-	lister, ok := s.runs.(backend.ActiveLister)
-	if !ok {
-		lister = activeOfOne{s.runs}
+	// One read of every job when the store lists many at once, else one each.
+	lister, many := s.runs.(backend.ActiveLister)
+	batches := [][]string{names}
+	if !many {
+		lister, batches = activeOfOne{s.runs}, nil
+		for _, n := range names {
+			batches = append(batches, []string{n})
+		}
 	}
-	for _, batch := range batchesOf(names, lister, ok) {
+	for _, batch := range batches {
 		s.readActive(lister, batch, func(name string, runs []ActiveRun) {
 			j := byName[name]
 			if job, id, isEntry := backend.SplitEntryRunName(name); isEntry {
@@ -523,17 +518,4 @@ func (s *Scheduler) adoptFromGone(gone []string) {
 			}
 		})
 	}
-}
-
-// batchesOf splits names into the calls lister takes: all at once when it reads
-// many jobs (ActiveLister), one by one otherwise.
-func batchesOf(names []string, _ backend.ActiveLister, many bool) [][]string {
-	if many {
-		return [][]string{names}
-	}
-	out := make([][]string, len(names))
-	for i, n := range names {
-		out[i] = []string{n}
-	}
-	return out
 }
