@@ -234,7 +234,7 @@ func (r *report) goals() string {
 		if strings.Contains(l.name, "leases") && len(l.lag) > 0 {
 			t.add("load, "+l.name+": lag p99 ≤ 250 ms", fmt.Sprintf("%s %s", mark(l.lag.pct(99) <= 250*time.Millisecond), dur(l.lag.pct(99))))
 			t.add("load, "+l.name+": CPU per slot ≤ 0.5 ms (server included)", fmt.Sprintf("%s %s", mark(l.cpuPerSlot() <= 500*time.Microsecond), dur(l.cpuPerSlot())))
-			per := float64(l.clientMsgs.out+l.clientMsgs.in) / float64(max(l.slotsDue, 1))
+			per := l.msgsPerSlot()
 			t.add("load, "+l.name+": client messages per slot ≤ 25.8", fmt.Sprintf("%s %.2f", mark(per <= 25.76), per))
 		}
 	}
